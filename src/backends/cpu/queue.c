@@ -1,0 +1,232 @@
+/* queue.c — the cpu backend's stream: a worker thread draining a ring of ops.
+ *
+ * The submitting thread writes an op into the ring and publishes it by advancing `head`; the
+ * worker runs ops in order and advances `done`. Both sides spin briefly before sleeping, because
+ * a mutex/condvar round trip costs ~25 µs on small machines while a decode step's launches come
+ * microseconds apart. Sleeping uses the Dekker pattern with sequentially consistent atomics: a
+ * side publishes its progress, then checks whether the other sleeps; the sleeper announces
+ * itself, then re-checks for progress under the mutex the waker takes to signal. */
+#include <sched.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+
+#define RING_SIZE 1024u /* ops; a power of two */
+#define SPIN_LIMIT 4000 /* polls before sleeping (~10-40 µs) */
+
+/* The submitter writes `head`, the worker `done`: each on its own cache line, so polling one
+ * does not steal the other's line. */
+struct cpu_stream {
+    _Alignas(64) _Atomic uint64_t head; /* ops submitted */
+    uint64_t done_seen; /* the submitter's last look at `done`, to avoid reading it each time */
+    _Alignas(64) _Atomic uint64_t done; /* ops completed */
+    _Alignas(64) _Atomic int worker_sleeping;
+    _Atomic int waiters; /* threads sleeping until `done` advances */
+    _Atomic int stop;
+    _Atomic uint32_t refs;
+    cpu_op *ring; /* (RING_SIZE) */
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* signalled when head advances or stop is set */
+    pthread_cond_t progress; /* broadcast when done advances and waiters > 0 */
+    pthread_t thread;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void run_op(const cpu_op *op);
+
+static void run_graph(const cpu_graph *g) {
+    const cpu_op *op = g->ops, *end = g->ops + g->n_ops;
+    for (; op != end; op++) {
+        if (op->kind == CPU_OP_KERNEL) {
+            op->u.kernel.fn(op->u.kernel.args, op->u.kernel.global);
+        } else {
+            run_op(op);
+        }
+    }
+}
+
+static void fill(void *dst, size_t size, uint32_t pattern, uint32_t pattern_size) {
+    if (pattern_size == 1) {
+        memset(dst, (int)pattern, size);
+    } else if (pattern_size == 2) {
+        uint16_t v = (uint16_t)pattern, *p = dst;
+        for (size_t i = 0; i < size / 2; i++) {
+            p[i] = v;
+        }
+    } else {
+        uint32_t *p = dst;
+        for (size_t i = 0; i < size / 4; i++) {
+            p[i] = pattern;
+        }
+    }
+}
+
+static void run_op(const cpu_op *op) {
+    switch (op->kind) {
+    case CPU_OP_KERNEL:
+        op->u.kernel.fn(op->u.kernel.args, op->u.kernel.global);
+        break;
+    case CPU_OP_COPY:
+        memcpy(op->u.copy.dst, op->u.copy.src, op->u.copy.size);
+        acg__free(op->u.copy.owned);
+        break;
+    case CPU_OP_FILL:
+        fill(op->u.fill.dst, op->u.fill.size, op->u.fill.pattern, op->u.fill.pattern_size);
+        break;
+    case CPU_OP_WAIT:
+        acg__cpu_stream_wait(op->u.wait.other, op->u.wait.seq);
+        acg__cpu_stream_unref(op->u.wait.other);
+        break;
+    case CPU_OP_GRAPH:
+        run_graph(op->u.graph.graph);
+        break;
+    default:
+        break;
+    }
+}
+
+static void *worker(void *arg) {
+    cpu_stream *s = arg;
+    uint64_t t = atomic_load_explicit(&s->done, memory_order_relaxed);
+    for (;;) {
+        uint64_t h = atomic_load_explicit(&s->head, memory_order_acquire);
+        if (t < h) {
+            for (; t < h; t++) {
+                run_op(&s->ring[t & (RING_SIZE - 1)]);
+                atomic_store_explicit(&s->done, t + 1, memory_order_release);
+            }
+            /* Publish `done` before looking for sleepers (pairs with the waiter's increment). */
+            atomic_thread_fence(memory_order_seq_cst);
+            if (atomic_load_explicit(&s->waiters, memory_order_relaxed) != 0) {
+                pthread_mutex_lock(&s->mu);
+                pthread_cond_broadcast(&s->progress);
+                pthread_mutex_unlock(&s->mu);
+            }
+            continue;
+        }
+        if (atomic_load(&s->stop)) {
+            break;
+        }
+        int spin = 0;
+        while (spin < SPIN_LIMIT && t == atomic_load_explicit(&s->head, memory_order_acquire) &&
+               !atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+            cpu_relax();
+            spin++;
+        }
+        if (spin < SPIN_LIMIT) {
+            continue;
+        }
+        pthread_mutex_lock(&s->mu);
+        atomic_store(&s->worker_sleeping, 1);
+        while (t == atomic_load(&s->head) && !atomic_load(&s->stop)) {
+            pthread_cond_wait(&s->work, &s->mu);
+        }
+        atomic_store(&s->worker_sleeping, 0);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+acg_status acg__cpu_stream_new(cpu_stream **out) {
+    cpu_stream *s = acg__alloc_aligned(sizeof *s, _Alignof(cpu_stream));
+    if (s == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
+    }
+    memset(s, 0, sizeof *s);
+    s->ring = acg__alloc_aligned(RING_SIZE * sizeof *s->ring, 64);
+    if (s->ring == NULL) {
+        acg__free(s);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
+    }
+    atomic_init(&s->refs, 1);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->progress, NULL);
+    int rc = pthread_create(&s->thread, NULL, worker, s);
+    if (rc != 0) {
+        pthread_cond_destroy(&s->progress);
+        pthread_cond_destroy(&s->work);
+        pthread_mutex_destroy(&s->mu);
+        acg__free(s->ring);
+        acg__free(s);
+        return acg__error(ACG_ERR_DEVICE, "acg_stream_create: pthread_create failed (%d)", rc);
+    }
+    *out = s;
+    return ACG_OK;
+}
+
+void acg__cpu_stream_ref(cpu_stream *s) { atomic_fetch_add(&s->refs, 1); }
+
+void acg__cpu_stream_unref(cpu_stream *s) {
+    if (atomic_fetch_sub(&s->refs, 1) == 1) {
+        pthread_cond_destroy(&s->progress);
+        pthread_cond_destroy(&s->work);
+        pthread_mutex_destroy(&s->mu);
+        acg__free(s->ring);
+        acg__free(s);
+    }
+}
+
+void acg__cpu_stream_stop(cpu_stream *s) {
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->stop, 1);
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    acg__cpu_stream_unref(s);
+}
+
+uint64_t acg__cpu_stream_head(const cpu_stream *s) {
+    return atomic_load_explicit(&s->head, memory_order_relaxed);
+}
+
+bool acg__cpu_stream_reached(const cpu_stream *s, uint64_t seq) {
+    return atomic_load_explicit(&s->done, memory_order_acquire) >= seq;
+}
+
+void acg__cpu_stream_wait(cpu_stream *s, uint64_t seq) {
+    for (int spin = 0; spin < SPIN_LIMIT; spin++) {
+        if (atomic_load_explicit(&s->done, memory_order_acquire) >= seq) {
+            return;
+        }
+        cpu_relax();
+    }
+    pthread_mutex_lock(&s->mu);
+    atomic_fetch_add(&s->waiters, 1);
+    while (atomic_load(&s->done) < seq) {
+        pthread_cond_wait(&s->progress, &s->mu);
+    }
+    atomic_fetch_sub(&s->waiters, 1);
+    pthread_mutex_unlock(&s->mu);
+}
+
+cpu_op *acg__cpu_stream_reserve(cpu_stream *s) {
+    uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
+    if (h - s->done_seen >= RING_SIZE) {
+        s->done_seen = atomic_load_explicit(&s->done, memory_order_acquire);
+        if (h - s->done_seen >= RING_SIZE) {
+            acg__cpu_stream_wait(s, h - RING_SIZE + 1);
+            s->done_seen = h - RING_SIZE + 1;
+        }
+    }
+    return &s->ring[h & (RING_SIZE - 1)];
+}
+
+void acg__cpu_stream_submit(cpu_stream *s) {
+    uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
+    atomic_store_explicit(&s->head, h + 1, memory_order_release);
+    /* Publish `head` before looking for a sleeping worker (pairs with its announcement). */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->worker_sleeping, memory_order_relaxed)) {
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+    }
+}

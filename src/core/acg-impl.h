@@ -1,0 +1,271 @@
+/*
+ * acg-impl.h — the bodies of the public handles and the core's internal helpers.
+ *
+ * Locking: a stream's `lock` serializes calls on that stream; a device's `lock` guards its object
+ * lists, live captures, graph references and pools. Order: stream lock, then device lock, then
+ * the global handle and pinned registries. Eager submission takes only the stream lock.
+ */
+#ifndef ACG_CORE_IMPL_H
+#define ACG_CORE_IMPL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#include <acg/acg.h>
+
+#include "core/backend.h"
+
+#define ACG__UNUSED(x) ((void)(x))
+
+/* ---- status, log, allocator, env --------------------------------------------------------- */
+
+/* Sets this thread's last-error detail (printf format) and returns status. */
+acg_status acg__error(acg_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Copies status's detail into buf (for messages that must outlive later errors). */
+void acg__error_copy(char *buf, size_t size);
+
+void acg__log(acg_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Every allocation of the library. acg__alloc returns NULL on failure (it sets no error). */
+void *acg__alloc(size_t size);
+void *acg__alloc_aligned(size_t size, size_t align);
+void *acg__calloc(size_t n, size_t size);
+void acg__free(void *p);
+/* Grows *array (of elem-byte items) to hold at least `need`; false on failure (unchanged). */
+bool acg__grow(void **array, uint32_t *cap, uint32_t need, size_t elem);
+
+/* Value of a known ACG_* variable (NULL when unset). Naming an unknown variable is a bug. */
+const char *acg__env_get(const char *name);
+bool acg__env_flag(const char *name);
+/* Warns once per process about ACG_* variables the library does not know. */
+void acg__env_check_once(void);
+
+/* ---- handles ----------------------------------------------------------------------------- */
+
+typedef enum acg__handle_type {
+    ACG__HANDLE_DEVICE = 1,
+    ACG__HANDLE_BUFFER,
+    ACG__HANDLE_STREAM,
+    ACG__HANDLE_EVENT,
+    ACG__HANDLE_KERNEL,
+    ACG__HANDLE_GRAPH,
+    ACG__HANDLE_POOL,
+} acg__handle_type;
+
+/* The registry of live handles, so a destroyed or foreign pointer is rejected, not followed. */
+acg_status acg__handle_add(const void *p, acg__handle_type type);
+void acg__handle_remove(const void *p);
+bool acg__handle_valid(const void *p, acg__handle_type type);
+/* Live handles and pinned allocations of all devices (for acg_set_allocator). */
+size_t acg__live_objects(void);
+
+/* ---- pinned host memory registry --------------------------------------------------------- */
+
+typedef struct acg__pinned {
+    void *base;
+    size_t size;
+    acg_device *dev;
+    bool pinned;         /* false: a pageable fallback */
+    uint32_t graph_refs; /* live graphs copying from or to it (under the registry lock) */
+} acg__pinned;
+
+acg_status acg__pinned_add(const acg__pinned *entry);
+/* Removes the entry at base into *out: ACG_ERR_INVALID_HANDLE when unknown, ACG_ERR_IN_USE
+ * while graphs reference it. */
+acg_status acg__pinned_remove(void *base, acg__pinned *out);
+/* Finds the allocation containing [p, p+size); copies it into *out. */
+bool acg__pinned_lookup(const void *p, size_t size, acg__pinned *out);
+/* Adjusts graph_refs of the allocation at base by delta. */
+void acg__pinned_ref(void *base, int delta);
+
+/* ---- objects ----------------------------------------------------------------------------- */
+
+typedef struct acg__capture acg__capture;
+
+typedef struct acg__ids {
+    uint32_t *v;
+    uint32_t n, cap;
+} acg__ids;
+
+struct acg_kernel {
+    acg_device *dev;
+    const acg__kernel_def *def;
+    void *impl;
+};
+
+struct acg_device {
+    const acg_backend_i *vt;
+    void *impl;
+    int index;
+    char spec[48];
+    acg_capability cap;
+    uint64_t capability_queries; /* driver capability queries made for this device */
+    pthread_mutex_t lock;
+    uint32_t n_buffers, n_pinned, n_streams, n_events, n_graphs, n_pools;
+    acg_stream *streams;     /* live streams (for device synchronize) */
+    acg_graph *graphs;       /* live graphs (to name one that holds a resource) */
+    acg__capture *captures;  /* live captures */
+    acg_kernel **kernels;    /* by catalogue index, loaded on first lookup */
+    uint64_t next_graph_id;
+};
+
+struct acg_buffer {
+    acg_device *dev;
+    void *mem;         /* root allocation (backend memory) */
+    size_t offset;     /* of this buffer within the root */
+    size_t size;
+    acg_buffer *parent;   /* for views */
+    uint32_t n_views;     /* live views of this buffer (under dev->lock) */
+    uint32_t graph_refs;  /* live graphs referencing it (under dev->lock) */
+    bool scratch;         /* graph scratch: released with its graph */
+    uint64_t owner_id;    /* graph id owning scratch */
+};
+
+struct acg_stream {
+    acg_device *dev;
+    void *impl;
+    pthread_mutex_t lock;
+    acg__capture *_Atomic capture; /* set under this stream's and dev's lock; cleared under dev */
+    acg__ids frontier;             /* capture nodes later work depends on */
+    acg_stream *next;              /* in dev->streams */
+};
+
+struct acg_event {
+    acg_device *dev;
+    void *impl;
+    acg__capture *capture; /* recorded in this capture (NULL: a real record or none) */
+    uint64_t capture_id;
+    acg__ids frontier;
+};
+
+struct acg_graph_pool {
+    acg_device *dev;
+    struct acg__chunk {
+        void *mem; /* backend memory, never moved */
+        size_t size;
+    } *chunks;
+    uint32_t n_chunks, cap_chunks;
+    size_t bytes;
+    uint32_t n_graphs;  /* live graphs captured into it */
+    bool capturing;
+    bool is_private;
+    void *last_event;   /* backend event after the pool's latest replay */
+    const acg_stream *last_stream;
+};
+
+struct acg__capture {
+    acg_device *dev;
+    uint64_t id;
+    acg_stream *origin;
+    acg_graph_pool *pool;
+    acg_capture_state state;
+    acg_status why_status;
+    char why[384];
+    acg__graph_desc desc;
+    uint32_t cap_nodes, cap_deps;
+    acg_stream **streams; /* participants, origin first */
+    uint32_t n_streams, cap_streams;
+    acg_buffer **scratch;
+    uint32_t n_scratch, cap_scratch;
+    uint32_t chunk, chunk_off; /* pool cursor */
+    acg__capture *next;        /* in dev->captures */
+};
+
+struct acg_graph {
+    acg_device *dev;
+    uint64_t id;
+    acg_graph_pool *pool;
+    void *exec;
+    acg__graph_desc desc;
+    acg_buffer **scratch;
+    uint32_t n_scratch;
+    bool launched;
+    acg_graph *next; /* in dev->graphs */
+};
+
+/* ---- shared helpers ---------------------------------------------------------------------- */
+
+/* Validates and returns a device handle (NULL with the error set). */
+acg_status acg__check_device(const acg_device *dev, const char *fn);
+acg_status acg__check_buffer(const acg_buffer *buf, const acg_device *dev, const char *fn,
+                             const char *what);
+acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, const char *fn,
+                            const char *what);
+
+/* Synchronizes every stream of the device (dev->lock held). */
+acg_status acg__device_sync_locked(acg_device *dev);
+
+/* A device-wide operation `op` is about to run (dev->lock held): when a capture on the device
+ * is active it is invalidated and ACG_ERR_CAPTURE_INVALIDATED returned, else ACG_OK. */
+acg_status acg__invalidate_device_captures(acg_device *dev, const char *op);
+/* Invalidates one capture (dev->lock held) with `status`, recording op as the reason. */
+acg_status acg__capture_invalidate(acg__capture *c, acg_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Appends a node to the capture the stream is in (dev->lock held). The node's deps come from
+ * the stream's frontier, which then becomes the node. On failure the capture is invalidated. */
+acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *node);
+
+/* Locks stream; returns its live capture with dev->lock held too, or NULL (only the stream
+ * lock held). */
+acg__capture *acg__stream_enter(acg_stream *s);
+void acg__stream_leave(acg_stream *s, acg__capture *c);
+
+/* Frontier sets. */
+bool acg__ids_copy(acg__ids *dst, const acg__ids *src);
+bool acg__ids_union(acg__ids *dst, const acg__ids *src);
+void acg__ids_free(acg__ids *ids);
+
+/* ACG_OK for an active capture; the refusal (ACG_ERR_CAPTURE_INVALIDATED) for op otherwise. */
+acg_status acg__capture_check(const acg__capture *c, const char *op);
+/* Whether c (with this id) is still a live capture of dev (dev->lock held). */
+bool acg__capture_live(const acg_device *dev, const acg__capture *c, uint64_t id);
+/* Adds s to the capture as a forked stream / removes it (dev->lock held). */
+acg_status acg__capture_join(acg__capture *c, acg_stream *s);
+void acg__capture_leave(acg__capture *c, acg_stream *s);
+
+/* Graph pools (dev->lock held): a new pool, freeing one, and carving scratch for a capture. */
+acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private);
+void acg__pool_free(acg_graph_pool *pool);
+acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out);
+
+/* Instantiates the capture's graph, taking its description and scratch (dev->lock held). */
+acg_status acg__graph_create(acg__capture *c, acg_graph **out);
+
+/* Frees a capture and detaches its streams (dev->lock held). */
+void acg__capture_free(acg__capture *c);
+
+/* Name of the live graph that references buffer or pinned memory (dev->lock held). */
+uint64_t acg__graph_referencing(acg_device *dev, const acg_buffer *buf, const void *host,
+                                size_t host_size);
+
+/* Releases what a graph description references (refs) and its memory. */
+void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta);
+void acg__desc_free(acg__graph_desc *desc);
+
+/* Test hook: driver capability queries made for an open device. */
+uint64_t acg__device_capability_queries(const acg_device *dev);
+
+/* The kernel catalogue. */
+const acg__kernel_def *acg__kernel_catalogue(size_t *count);
+
+/* The backends compiled in (registry.c). */
+size_t acg__backend_count(void);
+const acg_backend_i *acg__backend_at(size_t i);
+const acg_backend_i *acg__backend_find(const char *name);
+/* Probes vt once and gives its device count; ACG_ERR_UNAVAILABLE with the reason. */
+acg_status acg__backend_devices(const acg_backend_i *vt, int *n, const char *fn);
+
+#endif /* ACG_CORE_IMPL_H */

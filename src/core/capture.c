@@ -1,0 +1,399 @@
+/* capture.c — recording work submitted to streams into a graph description.
+ *
+ * A capture begins on one stream (the origin); other streams join it by waiting on an event
+ * recorded in it (fork) and leave it when the origin waits on their work (join). Each stream of
+ * a capture has a frontier: the nodes its next work depends on. Every capture state change
+ * happens under the device lock. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/acg-impl.h"
+
+static _Atomic uint64_t next_capture_id = 1;
+
+acg__capture *acg__stream_enter(acg_stream *s) {
+    pthread_mutex_lock(&s->lock);
+    if (atomic_load_explicit(&s->capture, memory_order_acquire) == NULL) {
+        return NULL;
+    }
+    pthread_mutex_lock(&s->dev->lock);
+    acg__capture *c = atomic_load_explicit(&s->capture, memory_order_relaxed);
+    if (c == NULL) {
+        pthread_mutex_unlock(&s->dev->lock);
+    }
+    return c;
+}
+
+void acg__stream_leave(acg_stream *s, acg__capture *c) {
+    if (c != NULL) {
+        pthread_mutex_unlock(&s->dev->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+acg_status acg__capture_invalidate(acg__capture *c, acg_status status, const char *fmt, ...) {
+    char msg[sizeof c->why];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->state == ACG_CAPTURE_ACTIVE) {
+        c->state = ACG_CAPTURE_INVALIDATED;
+        c->why_status = status;
+        snprintf(c->why, sizeof c->why, "%s", msg);
+        acg__log(ACG_LOG_INFO, "capture %llu on %s invalidated: %s", (unsigned long long)c->id,
+                 c->dev->spec, msg);
+        return acg__error(status, "%s", msg);
+    }
+    return acg__error(ACG_ERR_CAPTURE_INVALIDATED, "%s (the capture was already invalidated: %s)",
+                      msg, c->why);
+}
+
+acg_status acg__invalidate_device_captures(acg_device *dev, const char *op) {
+    acg_status st = ACG_OK;
+    for (acg__capture *c = dev->captures; c != NULL; c = c->next) {
+        if (c->state == ACG_CAPTURE_ACTIVE) {
+            st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                         "%s during a capture on %s invalidated the capture", op,
+                                         dev->spec);
+        }
+    }
+    return st;
+}
+
+static bool ids_push(acg__ids *ids, uint32_t id) {
+    for (uint32_t i = 0; i < ids->n; i++) {
+        if (ids->v[i] == id) {
+            return true;
+        }
+    }
+    if (!acg__grow((void **)&ids->v, &ids->cap, ids->n + 1, sizeof *ids->v)) {
+        return false;
+    }
+    ids->v[ids->n++] = id;
+    return true;
+}
+
+bool acg__ids_copy(acg__ids *dst, const acg__ids *src) {
+    if (!acg__grow((void **)&dst->v, &dst->cap, src->n, sizeof *dst->v)) {
+        return false;
+    }
+    if (src->n != 0) {
+        memcpy(dst->v, src->v, src->n * sizeof *dst->v);
+    }
+    dst->n = src->n;
+    return true;
+}
+
+bool acg__ids_union(acg__ids *dst, const acg__ids *src) {
+    for (uint32_t i = 0; i < src->n; i++) {
+        if (!ids_push(dst, src->v[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void acg__ids_free(acg__ids *ids) {
+    acg__free(ids->v);
+    ids->v = NULL;
+    ids->n = ids->cap = 0;
+}
+
+/* The refusal for work on a stream whose capture was invalidated. */
+static acg_status refused(const acg__capture *c, const char *op) {
+    return acg__error(ACG_ERR_CAPTURE_INVALIDATED,
+                      "%s: the stream's capture was invalidated (%s); end it with "
+                      "acg_stream_end_capture",
+                      op, c->why);
+}
+
+acg_status acg__capture_check(const acg__capture *c, const char *op) {
+    return c->state == ACG_CAPTURE_ACTIVE ? ACG_OK : refused(c, op);
+}
+
+acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *node) {
+    if (c->state != ACG_CAPTURE_ACTIVE) {
+        return refused(c, "capture");
+    }
+    acg__graph_desc *d = &c->desc;
+    if (d->n_nodes == UINT32_MAX - 1 ||
+        !acg__grow((void **)&d->nodes, &c->cap_nodes, d->n_nodes + 1, sizeof *d->nodes) ||
+        !acg__grow((void **)&d->deps, &c->cap_deps, d->n_deps + s->frontier.n,
+                   sizeof *d->deps) ||
+        !acg__grow((void **)&s->frontier.v, &s->frontier.cap, 1, sizeof *s->frontier.v)) {
+        return acg__capture_invalidate(c, ACG_ERR_OUT_OF_MEMORY,
+                                       "out of memory while recording node %u of the capture",
+                                       d->n_nodes);
+    }
+    uint32_t id = d->n_nodes++;
+    acg__node *n = &d->nodes[id];
+    *n = *node;
+    n->deps_begin = d->n_deps;
+    n->n_deps = s->frontier.n;
+    if (s->frontier.n != 0) {
+        memcpy(&d->deps[d->n_deps], s->frontier.v, s->frontier.n * sizeof *d->deps);
+    }
+    d->n_deps += s->frontier.n;
+    s->frontier.v[0] = id;
+    s->frontier.n = 1;
+    return ACG_OK;
+}
+
+bool acg__capture_live(const acg_device *dev, const acg__capture *c, uint64_t id) {
+    for (const acg__capture *x = dev->captures; x != NULL; x = x->next) {
+        if (x == c && x->id == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+acg_status acg__capture_join(acg__capture *c, acg_stream *s) {
+    if (!acg__grow((void **)&c->streams, &c->cap_streams, c->n_streams + 1, sizeof *c->streams)) {
+        return acg__capture_invalidate(c, ACG_ERR_OUT_OF_MEMORY,
+                                       "out of memory while a stream joined the capture");
+    }
+    c->streams[c->n_streams++] = s;
+    atomic_store_explicit(&s->capture, c, memory_order_release);
+    return ACG_OK;
+}
+
+void acg__capture_leave(acg__capture *c, acg_stream *s) {
+    for (uint32_t i = 0; i < c->n_streams; i++) {
+        if (c->streams[i] == s) {
+            c->streams[i] = c->streams[--c->n_streams];
+            break;
+        }
+    }
+    atomic_store_explicit(&s->capture, NULL, memory_order_release);
+    s->frontier.n = 0;
+}
+
+void acg__capture_free(acg__capture *c) {
+    acg_device *dev = c->dev;
+    for (uint32_t i = 0; i < c->n_streams; i++) {
+        atomic_store_explicit(&c->streams[i]->capture, NULL, memory_order_release);
+        acg__ids_free(&c->streams[i]->frontier);
+    }
+    for (uint32_t i = 0; i < c->n_scratch; i++) {
+        acg__handle_remove(c->scratch[i]);
+        acg__free(c->scratch[i]);
+    }
+    if (c->pool != NULL) {
+        c->pool->capturing = false;
+        if (c->pool->is_private && c->pool->n_graphs == 0) {
+            acg__pool_free(c->pool);
+        }
+    }
+    for (acg__capture **p = &dev->captures; *p != NULL; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    }
+    acg__desc_free(&c->desc);
+    acg__free(c->scratch);
+    acg__free(c->streams);
+    acg__free(c);
+}
+
+/* ---- public capture calls ---------------------------------------------------------------- */
+
+acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
+    static const char fn[] = "acg_stream_begin_capture";
+    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    }
+    acg_device *dev = s->dev;
+    if (pool != NULL) {
+        if (!acg__handle_valid(pool, ACG__HANDLE_POOL)) {
+            return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid graph pool", fn);
+        }
+        if (pool->dev != dev) {
+            return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the pool belongs to %s, the stream to %s",
+                              fn, pool->dev->spec, dev->spec);
+        }
+    }
+    if (!dev->cap.graphs) {
+        return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s (%s) has no graphs", fn, dev->spec,
+                          dev->cap.name);
+    }
+    acg__capture *cur = acg__stream_enter(s);
+    if (cur != NULL) {
+        acg_status st = acg__capture_invalidate(
+            cur, ACG_ERR_CAPTURE_INVALIDATED,
+            "%s on a stream that is already capturing invalidated the capture", fn);
+        acg__stream_leave(s, cur);
+        return st;
+    }
+    pthread_mutex_lock(&dev->lock);
+    acg_status st = ACG_OK;
+    if (pool != NULL && pool->capturing) {
+        st = acg__error(ACG_ERR_IN_USE, "%s: another capture into this graph pool is in progress",
+                        fn);
+        goto out_unlock;
+    }
+    acg__capture *c = acg__calloc(1, sizeof *c);
+    if (c == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_unlock;
+    }
+    c->dev = dev;
+    c->origin = s;
+    c->state = ACG_CAPTURE_ACTIVE;
+    c->id = atomic_fetch_add(&next_capture_id, 1);
+    if (pool == NULL) {
+        pool = acg__pool_new(dev, true);
+        if (pool == NULL) {
+            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+            goto out_free_capture;
+        }
+    }
+    c->pool = pool;
+    if (!acg__grow((void **)&c->streams, &c->cap_streams, 1, sizeof *c->streams)) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free_pool;
+    }
+    pool->capturing = true;
+    c->streams[c->n_streams++] = s;
+    s->frontier.n = 0;
+    c->next = dev->captures;
+    dev->captures = c;
+    atomic_store_explicit(&s->capture, c, memory_order_release);
+    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_unlock(&s->lock);
+    return ACG_OK;
+
+out_free_pool:
+    if (pool->is_private) {
+        acg__pool_free(pool);
+    }
+out_free_capture:
+    acg__free(c);
+out_unlock:
+    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* Every node a forked stream ends on must be an ancestor of the origin's frontier. */
+static acg_status check_joined(acg__capture *c) {
+    const acg__graph_desc *d = &c->desc;
+    if (c->n_streams <= 1 || d->n_nodes == 0) {
+        return ACG_OK;
+    }
+    uint8_t *seen = acg__calloc(d->n_nodes, 1);
+    uint32_t *stack = acg__alloc((size_t)d->n_nodes * sizeof *stack);
+    acg_status st = ACG_OK;
+    if (seen == NULL || stack == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
+        goto out_free;
+    }
+    uint32_t top = 0;
+    const acg__ids *f = &c->origin->frontier;
+    for (uint32_t i = 0; i < f->n; i++) {
+        if (!seen[f->v[i]]) {
+            seen[f->v[i]] = 1;
+            stack[top++] = f->v[i];
+        }
+    }
+    while (top != 0) {
+        const acg__node *n = &d->nodes[stack[--top]];
+        for (uint32_t i = 0; i < n->n_deps; i++) {
+            uint32_t dep = d->deps[n->deps_begin + i];
+            if (!seen[dep]) {
+                seen[dep] = 1;
+                stack[top++] = dep;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < c->n_streams && st == ACG_OK; i++) {
+        const acg__ids *sf = &c->streams[i]->frontier;
+        for (uint32_t j = 0; j < sf->n; j++) {
+            if (!seen[sf->v[j]]) {
+                st = acg__error(ACG_ERR_CAPTURE_UNJOINED,
+                                "acg_stream_end_capture: node %u (%s) of a stream forked into the "
+                                "capture is not joined back into the origin stream; record an "
+                                "event after it and make the origin stream wait on it",
+                                sf->v[j],
+                                d->nodes[sf->v[j]].def ? d->nodes[sf->v[j]].def->name : "copy");
+                break;
+            }
+        }
+    }
+out_free:
+    acg__free(stack);
+    acg__free(seen);
+    return st;
+}
+
+acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
+    static const char fn[] = "acg_stream_end_capture";
+    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    acg__capture *c = acg__stream_enter(s);
+    if (c == NULL) {
+        acg__stream_leave(s, c);
+        return acg__error(ACG_ERR_NOT_CAPTURING, "%s: the stream is not capturing", fn);
+    }
+    if (c->origin != s) {
+        acg__stream_leave(s, c);
+        return acg__error(ACG_ERR_NOT_CAPTURING,
+                          "%s: the stream joined a capture begun on another stream; end it on "
+                          "that stream",
+                          fn);
+    }
+    acg_status st;
+    if (c->state != ACG_CAPTURE_ACTIVE) {
+        st = acg__error(c->why_status, "%s: the capture was invalidated: %s", fn, c->why);
+    } else {
+        st = check_joined(c);
+        if (st == ACG_OK) {
+            st = acg__graph_create(c, out);
+        }
+    }
+    acg__capture_free(c);
+    acg__stream_leave(s, c);
+    return st;
+}
+
+acg_status acg_stream_get_capture_state(acg_stream *s, acg_capture_state *out) {
+    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_stream_get_capture_state: invalid stream");
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_stream_get_capture_state: out is NULL");
+    }
+    acg__capture *c = acg__stream_enter(s);
+    *out = c == NULL ? ACG_CAPTURE_NONE : c->state;
+    acg__stream_leave(s, c);
+    return ACG_OK;
+}
+
+acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
+    static const char fn[] = "acg_stream_alloc";
+    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    }
+    if (size == 0 || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          size == 0 ? "size is 0" : "out is NULL");
+    }
+    acg__capture *c = acg__stream_enter(s);
+    acg_status st;
+    if (c == NULL) {
+        st = acg__error(ACG_ERR_NOT_CAPTURING,
+                        "%s: graph scratch comes from a capture's pool; the stream is not "
+                        "capturing (use acg_buffer_alloc)",
+                        fn);
+    } else if ((st = acg__capture_check(c, fn)) == ACG_OK) {
+        st = acg__pool_carve(c, size, out);
+    }
+    acg__stream_leave(s, c);
+    return st;
+}

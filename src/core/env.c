@@ -1,0 +1,95 @@
+/* env.c — the ACG_* environment variables: one list of known names, and a warning for the rest.
+ * A renamed switch must never be ignored silently. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/acg-impl.h"
+
+extern char **environ;
+
+static const char *const known[] = {
+    "ACG_LOG",            /* log threshold: error|warn|info|debug */
+    "ACG_DEVICE",         /* device spec used when acg_device_open gets NULL */
+    "ACG_NO_PINNED",      /* 1: acg_pinned_alloc returns pageable memory */
+    "ACG_REQUIRE_GRAPHS", /* 1: a bucket that cannot be captured is a start-up error */
+    "ACG_DISABLE_GRAPHS", /* 1: capture nothing, serve eagerly */
+    "ACG_NUM_SLOTS",      /* slots per bucket (1 or 2) */
+};
+
+const char *acg__env_get(const char *name) {
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (strcmp(known[i], name) == 0) {
+            return getenv(name);
+        }
+    }
+    acg__log(ACG_LOG_ERROR, "internal: unknown environment variable %s looked up", name);
+    return NULL;
+}
+
+bool acg__env_flag(const char *name) {
+    const char *v = acg__env_get(name);
+    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+/* Edit distance, to name the known variable an unknown one was probably meant to be. */
+static size_t distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) {
+        return (size_t)-1;
+    }
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++) {
+        row[j] = j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        size_t prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cur = row[j];
+            size_t sub = prev + (a[i - 1] != b[j - 1]);
+            size_t del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+static void check_env(void) {
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, "ACG_", 4) != 0) {
+            continue;
+        }
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        char name[64];
+        if (len >= sizeof name) {
+            len = sizeof name - 1;
+        }
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        const char *best = NULL;
+        size_t best_d = (size_t)-1;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+            size_t d = distance(name, known[i]);
+            if (d == 0) {
+                best = NULL;
+                best_d = 0;
+                break;
+            }
+            if (d < best_d) {
+                best_d = d;
+                best = known[i];
+            }
+        }
+        if (best_d != 0) {
+            acg__log(ACG_LOG_WARN, "unknown environment variable %s is ignored (did you mean %s?)",
+                     name, best);
+        }
+    }
+}
+
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+void acg__env_check_once(void) { pthread_once(&env_once, check_env); }

@@ -1,0 +1,514 @@
+/* graph.c — graph pools, instantiated graphs, replay, update and the graph description.
+ *
+ * A graph keeps the backend-independent description it was captured as: that is how the core
+ * knows every buffer and pinned allocation a graph reads or writes (and refuses to free them
+ * while it lives), how acg_graph_update checks topology, and what `acg graph --dot` prints. */
+#include <string.h>
+
+#include "core/acg-impl.h"
+
+#define SCRATCH_ALIGN 256
+#define MIN_CHUNK ((size_t)256 * 1024)
+
+/* ---- pools ------------------------------------------------------------------------------- */
+
+acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private) {
+    acg_graph_pool *pool = acg__calloc(1, sizeof *pool);
+    if (pool == NULL) {
+        return NULL;
+    }
+    pool->dev = dev;
+    pool->is_private = is_private;
+    if (dev->vt->event_create(dev->impl, &pool->last_event) != ACG_OK) {
+        acg__free(pool);
+        return NULL;
+    }
+    return pool;
+}
+
+void acg__pool_free(acg_graph_pool *pool) {
+    acg_device *dev = pool->dev;
+    for (uint32_t i = 0; i < pool->n_chunks; i++) {
+        dev->vt->buffer_free(dev->impl, pool->chunks[i].mem);
+    }
+    dev->vt->event_destroy(pool->last_event);
+    acg__free(pool->chunks);
+    acg__free(pool);
+}
+
+acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
+    static const char fn[] = "acg_stream_alloc";
+    acg_graph_pool *pool = c->pool;
+    acg_device *dev = c->dev;
+    if (size > SIZE_MAX - SCRATCH_ALIGN) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: %zu bytes", fn, size);
+    }
+    size_t need = (size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1);
+    /* Captures lay their scratch out from the pool's start, so graphs of one pool share it and
+     * the pool holds only what its largest graph needs. Chunks are appended, never moved. */
+    while (c->chunk < pool->n_chunks && pool->chunks[c->chunk].size - c->chunk_off < need) {
+        c->chunk++;
+        c->chunk_off = 0;
+    }
+    if (c->chunk == pool->n_chunks) {
+        if (!acg__grow((void **)&pool->chunks, &pool->cap_chunks, pool->n_chunks + 1,
+                       sizeof *pool->chunks)) {
+            return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        }
+        size_t chunk_size = need > MIN_CHUNK ? need : MIN_CHUNK;
+        void *mem = NULL;
+        acg_status st = dev->vt->buffer_alloc(dev->impl, chunk_size, &mem);
+        if (st != ACG_OK) {
+            return acg__error(st, "%s: the graph pool could not grow by %zu bytes", fn,
+                              chunk_size);
+        }
+        pool->chunks[pool->n_chunks].mem = mem;
+        pool->chunks[pool->n_chunks].size = chunk_size;
+        pool->n_chunks++;
+        pool->bytes += chunk_size;
+        c->chunk_off = 0;
+    }
+    if (!acg__grow((void **)&c->scratch, &c->cap_scratch, c->n_scratch + 1, sizeof *c->scratch)) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    acg_buffer *b = acg__calloc(1, sizeof *b);
+    if (b == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    b->dev = dev;
+    b->mem = pool->chunks[c->chunk].mem;
+    b->offset = c->chunk_off;
+    b->size = size;
+    b->scratch = true;
+    if (acg__handle_add(b, ACG__HANDLE_BUFFER) != ACG_OK) {
+        acg__free(b);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    c->chunk_off += need;
+    c->scratch[c->n_scratch++] = b;
+    *out = b;
+    return ACG_OK;
+}
+
+static acg_status check_pool(const acg_graph_pool *pool, const char *fn) {
+    if (!acg__handle_valid(pool, ACG__HANDLE_POOL)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid graph pool", fn);
+    }
+    return ACG_OK;
+}
+
+acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
+    acg_status st = acg__check_device(dev, "acg_graph_pool_create");
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_pool_create: out is NULL");
+    }
+    pthread_mutex_lock(&dev->lock);
+    acg_graph_pool *pool = acg__pool_new(dev, false);
+    if (pool == NULL) {
+        pthread_mutex_unlock(&dev->lock);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_pool_create: out of memory");
+    }
+    if (acg__handle_add(pool, ACG__HANDLE_POOL) != ACG_OK) {
+        acg__pool_free(pool);
+        pthread_mutex_unlock(&dev->lock);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_pool_create: out of memory");
+    }
+    dev->n_pools++;
+    pthread_mutex_unlock(&dev->lock);
+    *out = pool;
+    return ACG_OK;
+}
+
+acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
+    if (pool == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = check_pool(pool, "acg_graph_pool_destroy");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = pool->dev;
+    pthread_mutex_lock(&dev->lock);
+    if (pool->n_graphs != 0 || pool->capturing) {
+        uint32_t n = pool->n_graphs;
+        bool capturing = pool->capturing;
+        pthread_mutex_unlock(&dev->lock);
+        return acg__error(ACG_ERR_IN_USE,
+                          "acg_graph_pool_destroy: the pool has %u live graph(s)%s", n,
+                          capturing ? " and a capture in progress" : "");
+    }
+    acg__handle_remove(pool);
+    dev->n_pools--;
+    acg__pool_free(pool);
+    pthread_mutex_unlock(&dev->lock);
+    return ACG_OK;
+}
+
+acg_status acg_graph_pool_get_bytes(const acg_graph_pool *pool, size_t *out) {
+    acg_status st = check_pool(pool, "acg_graph_pool_get_bytes");
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_pool_get_bytes: out is NULL");
+    }
+    pthread_mutex_lock(&pool->dev->lock);
+    *out = pool->bytes;
+    pthread_mutex_unlock(&pool->dev->lock);
+    return ACG_OK;
+}
+
+/* ---- descriptions ------------------------------------------------------------------------ */
+
+void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta) {
+    ACG__UNUSED(dev);
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        const acg__node *n = &desc->nodes[i];
+        for (uint32_t j = 0; j < n->n_buffers; j++) {
+            acg_buffer *b = (acg_buffer *)n->buffers[j];
+            b->graph_refs = (uint32_t)((int64_t)b->graph_refs + delta);
+        }
+        if (n->host != NULL) {
+            acg__pinned p;
+            if (acg__pinned_lookup(n->host, n->size, &p)) {
+                acg__pinned_ref(p.base, delta);
+            }
+        }
+    }
+}
+
+void acg__desc_free(acg__graph_desc *desc) {
+    acg__free(desc->nodes);
+    acg__free(desc->deps);
+    memset(desc, 0, sizeof *desc);
+}
+
+uint64_t acg__graph_referencing(acg_device *dev, const acg_buffer *buf, const void *host,
+                                size_t host_size) {
+    for (const acg_graph *g = dev->graphs; g != NULL; g = g->next) {
+        for (uint32_t i = 0; i < g->desc.n_nodes; i++) {
+            const acg__node *n = &g->desc.nodes[i];
+            for (uint32_t j = 0; j < n->n_buffers && buf != NULL; j++) {
+                if (n->buffers[j] == buf) {
+                    return g->id;
+                }
+            }
+            if (host != NULL && n->host != NULL && (uintptr_t)n->host >= (uintptr_t)host &&
+                (uintptr_t)n->host < (uintptr_t)host + host_size) {
+                return g->id;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- graphs ------------------------------------------------------------------------------ */
+
+static acg_status check_graph(const acg_graph *g, const char *fn) {
+    if (!acg__handle_valid(g, ACG__HANDLE_GRAPH)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: graph %p is not a live graph", fn,
+                          (const void *)g);
+    }
+    return ACG_OK;
+}
+
+acg_status acg__graph_create(acg__capture *c, acg_graph **out) {
+    acg_device *dev = c->dev;
+    acg_graph *g = acg__calloc(1, sizeof *g);
+    if (g == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
+    }
+    acg_status st = dev->vt->graph_instantiate(dev->impl, &c->desc, &g->exec);
+    if (st != ACG_OK) {
+        acg__free(g);
+        return st;
+    }
+    if (acg__handle_add(g, ACG__HANDLE_GRAPH) != ACG_OK) {
+        dev->vt->graph_destroy(g->exec);
+        acg__free(g);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
+    }
+    g->dev = dev;
+    g->id = ++dev->next_graph_id;
+    g->desc = c->desc;
+    memset(&c->desc, 0, sizeof c->desc);
+    c->cap_nodes = c->cap_deps = 0;
+    g->scratch = c->scratch;
+    g->n_scratch = c->n_scratch;
+    c->scratch = NULL;
+    c->n_scratch = c->cap_scratch = 0;
+    for (uint32_t i = 0; i < g->n_scratch; i++) {
+        g->scratch[i]->owner_id = g->id;
+    }
+    g->pool = c->pool;
+    g->pool->n_graphs++;
+    acg__desc_refs(dev, &g->desc, +1);
+    g->next = dev->graphs;
+    dev->graphs = g;
+    dev->n_graphs++;
+    *out = g;
+    return ACG_OK;
+}
+
+/* Waits for the latest replay of any graph of the pool (dev->lock held). */
+static acg_status wait_pool(acg_graph_pool *pool) {
+    if (pool->last_stream == NULL) {
+        return ACG_OK;
+    }
+    return pool->dev->vt->event_synchronize(pool->last_event);
+}
+
+acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
+    static const char fn[] = "acg_graph_launch";
+    acg_status st = check_graph(g, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    }
+    acg_device *dev = g->dev;
+    if (s->dev != dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: graph %llu belongs to %s, the stream to %s",
+                          fn, (unsigned long long)g->id, dev->spec, s->dev->spec);
+    }
+    acg__capture *c = acg__stream_enter(s);
+    if (c != NULL) {
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s on a capturing stream (graphs do not nest) invalidated "
+                                     "the capture",
+                                     fn);
+        acg__stream_leave(s, c);
+        return st;
+    }
+    pthread_mutex_lock(&dev->lock);
+    acg_graph_pool *pool = g->pool;
+    /* Graphs of one pool share scratch memory: a replay on another stream waits for the
+     * pool's previous replay, so they never overlap. */
+    if (pool->last_stream != NULL && pool->last_stream != s) {
+        st = dev->vt->stream_wait_event(s->impl, pool->last_event);
+    }
+    if (st == ACG_OK) {
+        st = dev->vt->graph_launch(g->exec, s->impl);
+    }
+    if (st == ACG_OK) {
+        st = dev->vt->event_record(pool->last_event, s->impl);
+        pool->last_stream = s;
+        g->launched = true;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    acg__stream_leave(s, NULL);
+    return st;
+}
+
+/* Same topology: node kinds, kernels, argument count and dependencies. */
+static acg_status same_topology(const acg_graph *a, const acg_graph *b) {
+    if (a->desc.n_nodes != b->desc.n_nodes) {
+        return acg__error(ACG_ERR_TOPOLOGY_MISMATCH,
+                          "acg_graph_update: graph %llu has %u nodes, graph %llu has %u",
+                          (unsigned long long)a->id, a->desc.n_nodes, (unsigned long long)b->id,
+                          b->desc.n_nodes);
+    }
+    if (a->n_scratch != b->n_scratch) {
+        return acg__error(ACG_ERR_TOPOLOGY_MISMATCH,
+                          "acg_graph_update: the graphs allocate %u and %u scratch buffers",
+                          a->n_scratch, b->n_scratch);
+    }
+    for (uint32_t i = 0; i < a->n_scratch; i++) {
+        if (a->scratch[i]->size != b->scratch[i]->size) {
+            return acg__error(ACG_ERR_TOPOLOGY_MISMATCH,
+                              "acg_graph_update: scratch buffer %u differs in size", i);
+        }
+    }
+    for (uint32_t i = 0; i < a->desc.n_nodes; i++) {
+        const acg__node *x = &a->desc.nodes[i], *y = &b->desc.nodes[i];
+        bool same = x->kind == y->kind && x->def == y->def && x->n_deps == y->n_deps &&
+                    x->n_args == y->n_args;
+        for (uint32_t j = 0; same && j < x->n_deps; j++) {
+            same = a->desc.deps[x->deps_begin + j] == b->desc.deps[y->deps_begin + j];
+        }
+        if (!same) {
+            return acg__error(ACG_ERR_TOPOLOGY_MISMATCH,
+                              "acg_graph_update: node %u differs in kind, kernel or dependencies",
+                              i);
+        }
+    }
+    return ACG_OK;
+}
+
+/* Rewrites a buffer of `from` that is from's scratch into the matching scratch of g. */
+static void remap_scratch(const acg_graph *g, const acg_graph *from, const acg_buffer **buf,
+                          void **mem, size_t *off) {
+    for (uint32_t i = 0; i < from->n_scratch; i++) {
+        const acg_buffer *s = from->scratch[i];
+        if (*buf == s) {
+            const acg_buffer *t = g->scratch[i];
+            *off = *off - s->offset + t->offset;
+            *mem = t->mem;
+            *buf = t;
+            return;
+        }
+    }
+}
+
+acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
+    static const char fn[] = "acg_graph_update";
+    acg_status st = check_graph(g, fn);
+    if (st == ACG_OK) {
+        st = check_graph(from, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = g->dev;
+    if (from->dev != dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the graphs belong to %s and %s", fn,
+                          dev->spec, from->dev->spec);
+    }
+    if (!dev->cap.graph_update) {
+        return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot update graphs; capture again", fn,
+                          dev->spec);
+    }
+    if (g == from) {
+        return ACG_OK;
+    }
+    pthread_mutex_lock(&dev->lock);
+    st = same_topology(g, from);
+    acg__graph_desc nd = {0};
+    if (st != ACG_OK) {
+        goto out_unlock;
+    }
+    nd.n_nodes = from->desc.n_nodes;
+    nd.n_deps = from->desc.n_deps;
+    nd.nodes = acg__calloc(nd.n_nodes ? nd.n_nodes : 1, sizeof *nd.nodes);
+    nd.deps = acg__calloc(nd.n_deps ? nd.n_deps : 1, sizeof *nd.deps);
+    if (nd.nodes == NULL || nd.deps == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free;
+    }
+    memcpy(nd.nodes, from->desc.nodes, nd.n_nodes * sizeof *nd.nodes);
+    memcpy(nd.deps, from->desc.deps, nd.n_deps * sizeof *nd.deps);
+    /* `from`'s scratch dies with `from`: point the copied nodes at g's own scratch. */
+    for (uint32_t i = 0; i < nd.n_nodes; i++) {
+        acg__node *n = &nd.nodes[i];
+        uint32_t b = 0;
+        for (uint32_t j = 0; j < n->n_args; j++) {
+            if (n->args[j].type == ACG_ARG_BUFFER) {
+                remap_scratch(g, from, &n->buffers[b], &n->args[j].value.buf.mem,
+                              &n->args[j].value.buf.offset);
+                b++;
+            }
+        }
+        /* Copies keep their destination (or, for d2h, source) buffer first, d2d's source
+         * second. */
+        if (n->kind == ACG_NODE_COPY_D2H) {
+            remap_scratch(g, from, &n->buffers[0], &n->src_mem, &n->src_off);
+        } else if (n->kind != ACG_NODE_KERNEL) {
+            remap_scratch(g, from, &n->buffers[0], &n->dst_mem, &n->dst_off);
+            if (n->kind == ACG_NODE_COPY_D2D) {
+                remap_scratch(g, from, &n->buffers[1], &n->src_mem, &n->src_off);
+            }
+        }
+    }
+    st = wait_pool(g->pool);
+    if (st == ACG_OK) {
+        st = dev->vt->graph_update(g->exec, &nd);
+    }
+    if (st != ACG_OK) {
+        goto out_free;
+    }
+    acg__desc_refs(dev, &g->desc, -1);
+    acg__desc_free(&g->desc);
+    g->desc = nd;
+    acg__desc_refs(dev, &g->desc, +1);
+    pthread_mutex_unlock(&dev->lock);
+    return ACG_OK;
+
+out_free:
+    acg__desc_free(&nd);
+out_unlock:
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+acg_status acg_graph_destroy(acg_graph *g) {
+    if (g == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = check_graph(g, "acg_graph_destroy");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = g->dev;
+    pthread_mutex_lock(&dev->lock);
+    acg_graph_pool *pool = g->pool;
+    if (g->launched) {
+        st = wait_pool(pool);
+    }
+    acg__handle_remove(g);
+    acg__desc_refs(dev, &g->desc, -1);
+    for (acg_graph **p = &dev->graphs; *p != NULL; p = &(*p)->next) {
+        if (*p == g) {
+            *p = g->next;
+            break;
+        }
+    }
+    dev->n_graphs--;
+    dev->vt->graph_destroy(g->exec);
+    for (uint32_t i = 0; i < g->n_scratch; i++) {
+        acg__handle_remove(g->scratch[i]);
+        acg__free(g->scratch[i]);
+    }
+    acg__free(g->scratch);
+    acg__desc_free(&g->desc);
+    pool->n_graphs--;
+    if (pool->is_private && pool->n_graphs == 0 && !pool->capturing) {
+        acg__pool_free(pool);
+    }
+    acg__free(g);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {
+    acg_status st = check_graph(g, "acg_graph_get_node_count");
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_get_node_count: out is NULL");
+    }
+    *out = g->desc.n_nodes;
+    return ACG_OK;
+}
+
+acg_status acg_graph_get_node(const acg_graph *g, size_t index, acg_node_info *out) {
+    acg_status st = check_graph(g, "acg_graph_get_node");
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_get_node: out is NULL");
+    }
+    if (index >= g->desc.n_nodes) {
+        return acg__error(ACG_ERR_OUT_OF_RANGE, "acg_graph_get_node: node %zu of %u", index,
+                          g->desc.n_nodes);
+    }
+    const acg__node *n = &g->desc.nodes[index];
+    out->kind = n->kind;
+    out->kernel = n->kind == ACG_NODE_KERNEL ? n->def->name : NULL;
+    out->size = n->kind == ACG_NODE_KERNEL ? 0 : n->size;
+    out->n_deps = n->n_deps;
+    out->deps = n->n_deps ? &g->desc.deps[n->deps_begin] : NULL;
+    out->n_buffers = n->n_buffers;
+    out->buffers = n->buffers;
+    out->host = n->host;
+    return ACG_OK;
+}
+
+acg_device *acg_graph_get_device(const acg_graph *g) {
+    return check_graph(g, "acg_graph_get_device") == ACG_OK ? g->dev : NULL;
+}

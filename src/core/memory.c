@@ -1,0 +1,451 @@
+/* memory.c — device buffers and views, pinned host memory, copies and fills. */
+#include <string.h>
+
+#include "core/acg-impl.h"
+
+acg_status acg__check_buffer(const acg_buffer *buf, const acg_device *dev, const char *fn,
+                             const char *what) {
+    if (!acg__handle_valid(buf, ACG__HANDLE_BUFFER)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %s %p is not a live buffer", fn, what,
+                          (const void *)buf);
+    }
+    if (dev != NULL && buf->dev != dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: %s belongs to %s, not %s", fn, what,
+                          buf->dev->spec, dev->spec);
+    }
+    return ACG_OK;
+}
+
+acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, const char *fn,
+                            const char *what) {
+    if (offset > buf->size || size > buf->size - offset) {
+        return acg__error(ACG_ERR_OUT_OF_RANGE,
+                          "%s: %s range [%zu, +%zu) leaves its %zu-byte buffer", fn, what, offset,
+                          size, buf->size);
+    }
+    return ACG_OK;
+}
+
+/* ---- buffers ----------------------------------------------------------------------------- */
+
+acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
+    static const char fn[] = "acg_buffer_alloc";
+    acg_status st = acg__check_device(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (size == 0 || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          size == 0 ? "size is 0" : "out is NULL");
+    }
+    pthread_mutex_lock(&dev->lock);
+    st = acg__invalidate_device_captures(dev, fn);
+    if (st != ACG_OK) {
+        goto out_unlock;
+    }
+    acg_buffer *b = acg__calloc(1, sizeof *b);
+    if (b == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_unlock;
+    }
+    st = dev->vt->buffer_alloc(dev->impl, size, &b->mem);
+    if (st != ACG_OK) {
+        acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec, acg_status_string(st));
+        goto out_free;
+    }
+    if (acg__handle_add(b, ACG__HANDLE_BUFFER) != ACG_OK) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free_mem;
+    }
+    b->dev = dev;
+    b->size = size;
+    dev->n_buffers++;
+    pthread_mutex_unlock(&dev->lock);
+    *out = b;
+    return ACG_OK;
+
+out_free_mem:
+    dev->vt->buffer_free(dev->impl, b->mem);
+out_free:
+    acg__free(b);
+out_unlock:
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, acg_buffer **out) {
+    static const char fn[] = "acg_buffer_create_view";
+    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (size == 0 || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          size == 0 ? "size is 0" : "out is NULL");
+    }
+    if (buf->scratch) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: graph scratch cannot have views (it dies with its graph)", fn);
+    }
+    st = acg__check_range(buf, offset, size, fn, "view");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = buf->dev;
+    acg_buffer *v = acg__calloc(1, sizeof *v);
+    if (v == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    if (acg__handle_add(v, ACG__HANDLE_BUFFER) != ACG_OK) {
+        acg__free(v);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    v->dev = dev;
+    v->mem = buf->mem;
+    v->offset = buf->offset + offset;
+    v->size = size;
+    v->parent = buf;
+    pthread_mutex_lock(&dev->lock);
+    buf->n_views++;
+    dev->n_buffers++;
+    pthread_mutex_unlock(&dev->lock);
+    *out = v;
+    return ACG_OK;
+}
+
+acg_status acg_buffer_free(acg_buffer *buf) {
+    static const char fn[] = "acg_buffer_free";
+    if (buf == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = buf->dev;
+    pthread_mutex_lock(&dev->lock);
+    if (buf->scratch) {
+        st = acg__error(ACG_ERR_IN_USE,
+                        "%s: the buffer is scratch of graph %llu and is released with it", fn,
+                        (unsigned long long)buf->owner_id);
+    } else if (buf->n_views != 0) {
+        st = acg__error(ACG_ERR_IN_USE, "%s: %u view(s) of the buffer are alive", fn,
+                        buf->n_views);
+    } else if (buf->graph_refs != 0) {
+        st = acg__error(ACG_ERR_IN_USE,
+                        "%s: live graph %llu reads or writes the buffer; destroy the graph first",
+                        fn, (unsigned long long)acg__graph_referencing(dev, buf, NULL, 0));
+    } else {
+        st = acg__invalidate_device_captures(dev, fn);
+    }
+    if (st != ACG_OK) {
+        pthread_mutex_unlock(&dev->lock);
+        return st;
+    }
+    acg__handle_remove(buf);
+    if (buf->parent != NULL) {
+        buf->parent->n_views--;
+    } else {
+        /* Queued work may still use the memory, as with a device free. */
+        acg__device_sync_locked(dev);
+        dev->vt->buffer_free(dev->impl, buf->mem);
+    }
+    dev->n_buffers--;
+    pthread_mutex_unlock(&dev->lock);
+    acg__free(buf);
+    return ACG_OK;
+}
+
+size_t acg_buffer_get_size(const acg_buffer *buf) {
+    return acg__check_buffer(buf, NULL, "acg_buffer_get_size", "buffer") == ACG_OK ? buf->size
+                                                                                   : 0;
+}
+
+acg_device *acg_buffer_get_device(const acg_buffer *buf) {
+    return acg__check_buffer(buf, NULL, "acg_buffer_get_device", "buffer") == ACG_OK ? buf->dev
+                                                                                     : NULL;
+}
+
+/* ---- pinned host memory ------------------------------------------------------------------ */
+
+acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
+    static const char fn[] = "acg_pinned_alloc";
+    acg_status st = acg__check_device(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (size == 0 || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          size == 0 ? "size is 0" : "out is NULL");
+    }
+    pthread_mutex_lock(&dev->lock);
+    st = acg__invalidate_device_captures(dev, fn);
+    if (st != ACG_OK) {
+        goto out_unlock;
+    }
+    acg__pinned e = {.size = size, .dev = dev};
+    e.pinned = dev->cap.pinned_memory && !acg__env_flag("ACG_NO_PINNED");
+    if (e.pinned) {
+        st = dev->vt->pinned_alloc(dev->impl, size, &e.base);
+        if (st != ACG_OK) {
+            acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec, acg_status_string(st));
+            goto out_unlock;
+        }
+    } else {
+        acg__log(ACG_LOG_DEBUG, "%s: %zu bytes of pageable memory (%s)", fn, size,
+                 dev->cap.pinned_memory ? "ACG_NO_PINNED is set" : "the device has no pinned "
+                                                                   "memory");
+        e.base = acg__alloc_aligned(size, 64);
+        if (e.base == NULL) {
+            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+            goto out_unlock;
+        }
+    }
+    if (acg__pinned_add(&e) != ACG_OK) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free;
+    }
+    dev->n_pinned++;
+    pthread_mutex_unlock(&dev->lock);
+    *out = e.base;
+    return ACG_OK;
+
+out_free:
+    if (e.pinned) {
+        dev->vt->pinned_free(dev->impl, e.base);
+    } else {
+        acg__free(e.base);
+    }
+out_unlock:
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+acg_status acg_pinned_free(void *ptr) {
+    static const char fn[] = "acg_pinned_free";
+    if (ptr == NULL) {
+        return ACG_OK;
+    }
+    acg__pinned e;
+    if (!acg__pinned_lookup(ptr, 0, &e) || e.base != ptr ||
+        !acg__handle_valid(e.dev, ACG__HANDLE_DEVICE)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p was not returned by acg_pinned_alloc",
+                          fn, ptr);
+    }
+    acg_device *dev = e.dev;
+    pthread_mutex_lock(&dev->lock);
+    acg_status st = acg__invalidate_device_captures(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__pinned_remove(ptr, &e);
+        if (st == ACG_ERR_IN_USE) {
+            acg__error(st, "%s: live graph %llu copies from or to this memory; destroy it first",
+                       fn, (unsigned long long)acg__graph_referencing(dev, NULL, ptr, e.size));
+        } else if (st != ACG_OK) {
+            acg__error(st, "%s: %p was not returned by acg_pinned_alloc", fn, ptr);
+        }
+    }
+    if (st != ACG_OK) {
+        pthread_mutex_unlock(&dev->lock);
+        return st;
+    }
+    /* Queued copies may still read or write it. */
+    acg__device_sync_locked(dev);
+    if (e.pinned) {
+        dev->vt->pinned_free(dev->impl, e.base);
+    } else {
+        acg__free(e.base);
+    }
+    dev->n_pinned--;
+    pthread_mutex_unlock(&dev->lock);
+    return ACG_OK;
+}
+
+bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size) {
+    acg__pinned e;
+    return ptr != NULL && acg__pinned_lookup(ptr, size, &e) && e.pinned && e.dev == dev;
+}
+
+/* ---- copies and fills -------------------------------------------------------------------- */
+
+/* Validates the stream; the common first step of every submission. */
+static acg_status check_stream(const acg_stream *s, const char *fn) {
+    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
+                          (const void *)s);
+    }
+    return ACG_OK;
+}
+
+/* Records node in the stream's capture, or runs `eager` when not capturing. A pageable host
+ * side (`host_pageable`) is refused inside a capture: the graph would touch it at replay. */
+#define SUBMIT(s, fn, host_pageable, node, eager)                                                \
+    do {                                                                                         \
+        acg__capture *c_ = acg__stream_enter(s);                                                 \
+        if (c_ == NULL) {                                                                        \
+            st = (eager);                                                                        \
+        } else if ((st = acg__capture_check(c_, fn)) == ACG_OK) {                                \
+            if (host_pageable) {                                                                 \
+                st = acg__capture_invalidate(                                                    \
+                    c_, ACG_ERR_CAPTURE_INVALIDATED,                                             \
+                    "%s with pageable host memory during capture invalidated the capture "       \
+                    "(the graph would touch it at every replay; use acg_pinned_alloc)",          \
+                    fn);                                                                         \
+            } else {                                                                             \
+                st = acg__capture_add(s, c_, node);                                              \
+            }                                                                                    \
+        }                                                                                        \
+        acg__stream_leave(s, c_);                                                                \
+    } while (0)
+
+acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const void *src,
+                        size_t size) {
+    static const char fn[] = "acg_copy_h2d";
+    acg_status st = check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__check_buffer(dst, s->dev, fn, "dst");
+    }
+    if (st == ACG_OK && (src == NULL || size == 0)) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                        src == NULL ? "src is NULL" : "size is 0");
+    }
+    if (st == ACG_OK) {
+        st = acg__check_range(dst, dst_offset, size, fn, "dst");
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    bool pinned = acg_pinned_contains(s->dev, src, size);
+    acg__node n = {.kind = ACG_NODE_COPY_H2D,
+                   .dst_mem = dst->mem,
+                   .dst_off = dst->offset + dst_offset,
+                   .host = (void *)src,
+                   .size = size,
+                   .n_buffers = 1,
+                   .buffers = {dst}};
+    SUBMIT(s, fn, !pinned, &n,
+           s->dev->vt->copy_h2d(s->impl, n.dst_mem, n.dst_off, src, size, pinned));
+    return st;
+}
+
+acg_status acg_copy_d2h(acg_stream *s, void *dst, const acg_buffer *src, size_t src_offset,
+                        size_t size) {
+    static const char fn[] = "acg_copy_d2h";
+    acg_status st = check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__check_buffer(src, s->dev, fn, "src");
+    }
+    if (st == ACG_OK && (dst == NULL || size == 0)) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                        dst == NULL ? "dst is NULL" : "size is 0");
+    }
+    if (st == ACG_OK) {
+        st = acg__check_range(src, src_offset, size, fn, "src");
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    bool pinned = acg_pinned_contains(s->dev, dst, size);
+    acg__node n = {.kind = ACG_NODE_COPY_D2H,
+                   .src_mem = src->mem,
+                   .src_off = src->offset + src_offset,
+                   .host = dst,
+                   .size = size,
+                   .n_buffers = 1,
+                   .buffers = {src}};
+    acg__capture *c = acg__stream_enter(s);
+    if (c != NULL) {
+        if ((st = acg__capture_check(c, fn)) == ACG_OK) {
+            st = pinned ? acg__capture_add(s, c, &n)
+                        : acg__capture_invalidate(
+                              c, ACG_ERR_CAPTURE_INVALIDATED,
+                              "%s into pageable host memory during capture invalidated the "
+                              "capture (the graph would write it at every replay; use "
+                              "acg_pinned_alloc)",
+                              fn);
+        }
+    } else {
+        st = s->dev->vt->copy_d2h(s->impl, dst, n.src_mem, n.src_off, size);
+        /* Pageable memory is not safe to write behind the caller's back: finish now. */
+        if (st == ACG_OK && !pinned) {
+            st = s->dev->vt->stream_synchronize(s->impl);
+        }
+    }
+    acg__stream_leave(s, c);
+    return st;
+}
+
+acg_status acg_copy_d2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const acg_buffer *src,
+                        size_t src_offset, size_t size) {
+    static const char fn[] = "acg_copy_d2d";
+    acg_status st = check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__check_buffer(dst, s->dev, fn, "dst");
+    }
+    if (st == ACG_OK) {
+        st = acg__check_buffer(src, s->dev, fn, "src");
+    }
+    if (st == ACG_OK && size == 0) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
+    }
+    if (st == ACG_OK) {
+        st = acg__check_range(dst, dst_offset, size, fn, "dst");
+    }
+    if (st == ACG_OK) {
+        st = acg__check_range(src, src_offset, size, fn, "src");
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    size_t d = dst->offset + dst_offset, o = src->offset + src_offset;
+    if (dst->mem == src->mem && d < o + size && o < d + size) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: source and destination overlap", fn);
+    }
+    acg__node n = {.kind = ACG_NODE_COPY_D2D,
+                   .dst_mem = dst->mem,
+                   .dst_off = d,
+                   .src_mem = src->mem,
+                   .src_off = o,
+                   .size = size,
+                   .n_buffers = 2,
+                   .buffers = {dst, src}};
+    SUBMIT(s, fn, false, &n, s->dev->vt->copy_d2d(s->impl, dst->mem, d, src->mem, o, size));
+    return st;
+}
+
+acg_status acg_fill(acg_stream *s, acg_buffer *dst, size_t offset, size_t size, uint32_t pattern,
+                    size_t pattern_size) {
+    static const char fn[] = "acg_fill";
+    acg_status st = check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__check_buffer(dst, s->dev, fn, "dst");
+    }
+    if (st == ACG_OK && (pattern_size != 1 && pattern_size != 2 && pattern_size != 4)) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: pattern_size %zu is not 1, 2 or 4", fn,
+                        pattern_size);
+    }
+    if (st == ACG_OK && (size == 0 || offset % pattern_size || size % pattern_size)) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT,
+                        "%s: offset %zu and size %zu must be non-zero multiples of %zu", fn,
+                        offset, size, pattern_size);
+    }
+    if (st == ACG_OK) {
+        st = acg__check_range(dst, offset, size, fn, "dst");
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (pattern_size < 4) {
+        pattern &= (1u << (8 * pattern_size)) - 1;
+    }
+    acg__node n = {.kind = ACG_NODE_FILL,
+                   .dst_mem = dst->mem,
+                   .dst_off = dst->offset + offset,
+                   .size = size,
+                   .pattern = pattern,
+                   .pattern_size = (uint32_t)pattern_size,
+                   .n_buffers = 1,
+                   .buffers = {dst}};
+    SUBMIT(s, fn, false, &n,
+           s->dev->vt->fill(s->impl, n.dst_mem, n.dst_off, size, pattern, n.pattern_size));
+    return st;
+}

@@ -1,0 +1,47 @@
+/* status.c — status strings and the thread-local last-error detail. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/acg-impl.h"
+
+const char *acg_status_string(acg_status status) {
+    switch (status) {
+#define ACG_STATUS_STRING_(name, value, text)                                                    \
+    case ACG_##name:                                                                             \
+        return text;
+        ACG_STATUS_MAP(ACG_STATUS_STRING_)
+#undef ACG_STATUS_STRING_
+    }
+    return "unknown status";
+}
+
+const char *acg_status_name(acg_status status) {
+    switch (status) {
+#define ACG_STATUS_NAME_(name, value, text)                                                      \
+    case ACG_##name:                                                                             \
+        return "ACG_" #name;
+        ACG_STATUS_MAP(ACG_STATUS_NAME_)
+#undef ACG_STATUS_NAME_
+    }
+    return "ACG_UNKNOWN";
+}
+
+static _Thread_local char last_error[512];
+
+const char *acg_last_error(void) { return last_error; }
+
+acg_status acg__error(acg_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    acg__log(ACG_LOG_DEBUG, "%s: %s", acg_status_name(status), last_error);
+    return status;
+}
+
+void acg__error_copy(char *buf, size_t size) {
+    if (size == 0) {
+        return;
+    }
+    snprintf(buf, size, "%s", last_error);
+}

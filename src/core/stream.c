@@ -1,0 +1,324 @@
+/* stream.c — streams and events, and how they fork into and join a capture. */
+#include <string.h>
+
+#include "core/acg-impl.h"
+
+static acg_status check_stream(const acg_stream *s, const char *fn) {
+    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
+                          (const void *)s);
+    }
+    return ACG_OK;
+}
+
+static acg_status check_event(const acg_event *e, const char *fn) {
+    if (!acg__handle_valid(e, ACG__HANDLE_EVENT)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: event %p is not a live event", fn,
+                          (const void *)e);
+    }
+    return ACG_OK;
+}
+
+/* ---- streams ----------------------------------------------------------------------------- */
+
+acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
+    static const char fn[] = "acg_stream_create";
+    acg_status st = acg__check_device(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    acg_stream *s = acg__calloc(1, sizeof *s);
+    if (s == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    s->dev = dev;
+    st = dev->vt->stream_create(dev->impl, &s->impl);
+    if (st != ACG_OK) {
+        acg__free(s);
+        return st;
+    }
+    if (acg__handle_add(s, ACG__HANDLE_STREAM) != ACG_OK) {
+        dev->vt->stream_destroy(s->impl);
+        acg__free(s);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_lock(&dev->lock);
+    s->next = dev->streams;
+    dev->streams = s;
+    dev->n_streams++;
+    pthread_mutex_unlock(&dev->lock);
+    *out = s;
+    return ACG_OK;
+}
+
+acg_status acg_stream_destroy(acg_stream *s) {
+    static const char fn[] = "acg_stream_destroy";
+    if (s == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = check_stream(s, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = s->dev;
+    acg__handle_remove(s);
+    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(&dev->lock);
+    acg__capture *c = s->capture;
+    if (c != NULL) {
+        if (c->origin == s) {
+            acg__log(ACG_LOG_WARN, "%s: abandoning the capture begun on the stream", fn);
+            acg__capture_free(c);
+        } else {
+            acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                    "%s of a stream forked into the capture invalidated it", fn);
+            acg__capture_leave(c, s);
+        }
+    }
+    acg__ids_free(&s->frontier);
+    for (acg_stream **p = &dev->streams; *p != NULL; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    }
+    dev->n_streams--;
+    pthread_mutex_unlock(&dev->lock);
+    st = dev->vt->stream_synchronize(s->impl);
+    dev->vt->stream_destroy(s->impl);
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_destroy(&s->lock);
+    acg__free(s);
+    return st;
+}
+
+acg_status acg_stream_synchronize(acg_stream *s) {
+    static const char fn[] = "acg_stream_synchronize";
+    acg_status st = check_stream(s, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg__capture *c = acg__stream_enter(s);
+    if (c != NULL) {
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s on a capturing stream invalidated the capture", fn);
+        acg__stream_leave(s, c);
+        return st;
+    }
+    /* Waiting needs no stream lock; other threads keep submitting meanwhile. */
+    acg__stream_leave(s, NULL);
+    return s->dev->vt->stream_synchronize(s->impl);
+}
+
+acg_status acg_stream_query(acg_stream *s) {
+    static const char fn[] = "acg_stream_query";
+    acg_status st = check_stream(s, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg__capture *c = acg__stream_enter(s);
+    if (c != NULL) {
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s on a capturing stream invalidated the capture", fn);
+    } else {
+        st = s->dev->vt->stream_query(s->impl);
+    }
+    acg__stream_leave(s, c);
+    return st;
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+acg_status acg_event_create(acg_device *dev, acg_event **out) {
+    static const char fn[] = "acg_event_create";
+    acg_status st = acg__check_device(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    acg_event *e = acg__calloc(1, sizeof *e);
+    if (e == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    e->dev = dev;
+    st = dev->vt->event_create(dev->impl, &e->impl);
+    if (st != ACG_OK) {
+        acg__free(e);
+        return st;
+    }
+    if (acg__handle_add(e, ACG__HANDLE_EVENT) != ACG_OK) {
+        dev->vt->event_destroy(e->impl);
+        acg__free(e);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    pthread_mutex_lock(&dev->lock);
+    dev->n_events++;
+    pthread_mutex_unlock(&dev->lock);
+    *out = e;
+    return ACG_OK;
+}
+
+acg_status acg_event_destroy(acg_event *e) {
+    if (e == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = check_event(e, "acg_event_destroy");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = e->dev;
+    acg__handle_remove(e);
+    pthread_mutex_lock(&dev->lock);
+    dev->n_events--;
+    acg__ids_free(&e->frontier);
+    pthread_mutex_unlock(&dev->lock);
+    dev->vt->event_destroy(e->impl);
+    acg__free(e);
+    return ACG_OK;
+}
+
+/* The live capture the event was recorded in, or NULL (dev->lock held). */
+static acg__capture *event_capture(const acg_event *e) {
+    if (e->capture != NULL && acg__capture_live(e->dev, e->capture, e->capture_id)) {
+        return e->capture;
+    }
+    return NULL;
+}
+
+acg_status acg_event_record(acg_event *e, acg_stream *s) {
+    static const char fn[] = "acg_event_record";
+    acg_status st = check_event(e, fn);
+    if (st == ACG_OK) {
+        st = check_stream(s, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (e->dev != s->dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s",
+                          fn, e->dev->spec, s->dev->spec);
+    }
+    acg__capture *c = acg__stream_enter(s);
+    if (c != NULL) {
+        /* Inside a capture the event stands for the stream's current frontier. */
+        st = acg__capture_check(c, fn);
+        if (st == ACG_OK && !acg__ids_copy(&e->frontier, &s->frontier)) {
+            st = acg__capture_invalidate(c, ACG_ERR_OUT_OF_MEMORY,
+                                         "%s: out of memory during capture", fn);
+        }
+        if (st == ACG_OK) {
+            e->capture = c;
+            e->capture_id = c->id;
+        }
+    } else {
+        pthread_mutex_lock(&s->dev->lock);
+        e->capture = NULL;
+        pthread_mutex_unlock(&s->dev->lock);
+        st = s->dev->vt->event_record(e->impl, s->impl);
+    }
+    acg__stream_leave(s, c);
+    return st;
+}
+
+acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
+    static const char fn[] = "acg_stream_wait_event";
+    acg_status st = check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = check_event(e, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = s->dev;
+    if (e->dev != dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s",
+                          fn, e->dev->spec, dev->spec);
+    }
+    acg__capture *c = acg__stream_enter(s);
+    if (c == NULL) {
+        pthread_mutex_lock(&dev->lock);
+    }
+    acg__capture *ec = event_capture(e);
+    /* Recorded in a capture that has ended: that point never runs, so it is complete. */
+    bool ended = ec == NULL && e->capture != NULL;
+    if (ec == NULL && (c == NULL || ended)) {
+        if (c == NULL) {
+            pthread_mutex_unlock(&dev->lock);
+        }
+        st = c == NULL && !ended ? dev->vt->stream_wait_event(s->impl, e->impl) : ACG_OK;
+        acg__stream_leave(s, c);
+        return st;
+    }
+    if (c == NULL) {
+        /* Fork: the stream joins the capture the event was recorded in. */
+        st = acg__capture_check(ec, fn);
+        if (st == ACG_OK && !dev->cap.multi_stream_capture) {
+            st = acg__capture_invalidate(ec, ACG_ERR_UNSUPPORTED,
+                                         "%s: %s cannot fork a capture into another stream", fn,
+                                         dev->spec);
+        }
+        if (st == ACG_OK && !acg__ids_copy(&s->frontier, &e->frontier)) {
+            st = acg__capture_invalidate(ec, ACG_ERR_OUT_OF_MEMORY,
+                                         "%s: out of memory during capture", fn);
+        }
+        if (st == ACG_OK) {
+            st = acg__capture_join(ec, s);
+        }
+        pthread_mutex_unlock(&dev->lock);
+        acg__stream_leave(s, NULL);
+        return st;
+    }
+    st = acg__capture_check(c, fn);
+    if (st == ACG_OK && ec == NULL) {
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s on an event recorded outside the capture invalidated "
+                                     "the capture (a graph cannot wait for work outside it)",
+                                     fn);
+    } else if (st == ACG_OK && ec != c) {
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s on an event of another capture invalidated the capture",
+                                     fn);
+    } else if (st == ACG_OK && !acg__ids_union(&s->frontier, &e->frontier)) {
+        st = acg__capture_invalidate(c, ACG_ERR_OUT_OF_MEMORY, "%s: out of memory during capture",
+                                     fn);
+    }
+    acg__stream_leave(s, c);
+    return st;
+}
+
+/* Querying or waiting for an event of a live capture would wait for work that never runs. */
+static acg_status event_host_wait(acg_event *e, const char *fn, bool block) {
+    acg_status st = check_event(e, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = e->dev;
+    pthread_mutex_lock(&dev->lock);
+    acg__capture *c = event_capture(e);
+    if (c != NULL) {
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s on an event recorded in a capture invalidated the "
+                                     "capture",
+                                     fn);
+        pthread_mutex_unlock(&dev->lock);
+        return st;
+    }
+    bool in_ended_capture = e->capture != NULL;
+    pthread_mutex_unlock(&dev->lock);
+    if (in_ended_capture) {
+        return ACG_OK; /* the capture is over; its point never ran and never will */
+    }
+    return block ? dev->vt->event_synchronize(e->impl) : dev->vt->event_query(e->impl);
+}
+
+acg_status acg_event_query(acg_event *e) { return event_host_wait(e, "acg_event_query", false); }
+
+acg_status acg_event_synchronize(acg_event *e) {
+    return event_host_wait(e, "acg_event_synchronize", true);
+}
