@@ -28,6 +28,13 @@
 extern "C" {
 #endif
 
+/* Marks the functions the shared library exports; everything else in it stays hidden. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define ACG_API __attribute__((visibility("default")))
+#else
+#define ACG_API
+#endif
+
 #define ACG_VERSION_MAJOR 0
 #define ACG_VERSION_MINOR 1
 #define ACG_VERSION_PATCH 0
@@ -63,15 +70,15 @@ typedef enum acg_status {
 } acg_status;
 
 /* The fixed description of a status ("out of memory"); "unknown status" for other values. */
-const char *acg_status_string(acg_status status);
+ACG_API const char *acg_status_string(acg_status status);
 
 /* The symbolic name of a status ("ACG_ERR_OUT_OF_MEMORY"); "ACG_UNKNOWN" for other values. */
-const char *acg_status_name(acg_status status);
+ACG_API const char *acg_status_name(acg_status status);
 
 /* Detail of the most recent failed call on this thread: which call, why, and for vendor
  * failures the vendor call and its code. "" before any failure. The string belongs to the
  * library and stays valid until the next failing call on this thread. */
-const char *acg_last_error(void);
+ACG_API const char *acg_last_error(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Logging and the allocator hook
@@ -88,11 +95,11 @@ typedef enum acg_log_level {
 typedef void (*acg_log_fn)(acg_log_level level, const char *message, void *user);
 
 /* Routes log messages to fn (NULL restores the default: stderr). Thread-safe. */
-void acg_set_log_callback(acg_log_fn fn, void *user);
+ACG_API void acg_set_log_callback(acg_log_fn fn, void *user);
 
 /* Sets the threshold. The default comes from ACG_LOG=error|warn|info|debug, else warn. */
-void acg_set_log_level(acg_log_level level);
-acg_log_level acg_get_log_level(void);
+ACG_API void acg_set_log_level(acg_log_level level);
+ACG_API acg_log_level acg_get_log_level(void);
 
 /* One allocator for every byte the library allocates, host structures and the cpu backend's
  * device memory alike. With ptr == NULL: return size bytes aligned to align (a power of two),
@@ -101,7 +108,7 @@ typedef void *(*acg_alloc_fn)(void *user, void *ptr, size_t size, size_t align);
 
 /* Installs fn (NULL restores the default). Call only while no acg object exists:
  * ACG_ERR_IN_USE otherwise. */
-acg_status acg_set_allocator(acg_alloc_fn fn, void *user);
+ACG_API acg_status acg_set_allocator(acg_alloc_fn fn, void *user);
 
 /* ---------------------------------------------------------------------------------------------
  * Backends and devices
@@ -124,12 +131,12 @@ typedef struct acg_backend_info {
 } acg_backend_info;
 
 /* Number of backends compiled into this build. Initializes nothing. */
-size_t acg_backend_count(void);
+ACG_API size_t acg_backend_count(void);
 
 /* Describes backend `index` (0 .. acg_backend_count()-1). The first call per backend loads its
  * driver to count devices (no device is opened, no context created); later calls read the
  * result. ACG_ERR_OUT_OF_RANGE for a bad index, ACG_ERR_INVALID_ARGUMENT for a NULL out. */
-acg_status acg_backend_get_info(size_t index, acg_backend_info *out);
+ACG_API acg_status acg_backend_get_info(size_t index, acg_backend_info *out);
 
 /* What a device can do, queried from the driver once when the device opens. */
 typedef struct acg_capability {
@@ -147,7 +154,7 @@ typedef struct acg_capability {
 /* Describes device `index` of backend `backend` without opening it (name and capability as the
  * driver reports them). ACG_ERR_NOT_FOUND for an unknown backend or index,
  * ACG_ERR_UNAVAILABLE when the backend cannot run here. */
-acg_status acg_device_describe(const char *backend, int index, acg_capability *out);
+ACG_API acg_status acg_device_describe(const char *backend, int index, acg_capability *out);
 
 /* Opens a device. spec is "backend" or "backend:N" ("cpu", "opencl:0", "cuda:0",
  * "level_zero:0"); NULL means $ACG_DEVICE, or else the best available device (an accelerator
@@ -155,21 +162,21 @@ acg_status acg_device_describe(const char *backend, int index, acg_capability *o
  * ACG_ERR_INVALID_ARGUMENT for a malformed spec, ACG_ERR_NOT_FOUND for an unknown backend or
  * device index, ACG_ERR_UNAVAILABLE when the backend cannot run here, ACG_ERR_OUT_OF_MEMORY,
  * ACG_ERR_DEVICE for a driver failure. */
-acg_status acg_device_open(const char *spec, acg_device **out);
+ACG_API acg_status acg_device_open(const char *spec, acg_device **out);
 
 /* Closes a device. ACG_ERR_IN_USE while any buffer, pinned allocation, stream, event, graph or
  * graph pool of it lives (the message counts them). */
-acg_status acg_device_close(acg_device *dev);
+ACG_API acg_status acg_device_close(acg_device *dev);
 
 /* The capability cached at open; NULL for an invalid handle. Never queries the driver. */
-const acg_capability *acg_device_get_capability(const acg_device *dev);
+ACG_API const acg_capability *acg_device_get_capability(const acg_device *dev);
 
 /* "backend:N" of the device; NULL for an invalid handle. */
-const char *acg_device_get_spec(const acg_device *dev);
+ACG_API const char *acg_device_get_spec(const acg_device *dev);
 
 /* Waits for all work queued on every stream of the device. During a capture on the device this
  * invalidates the capture (ACG_ERR_CAPTURE_INVALIDATED). */
-acg_status acg_device_synchronize(acg_device *dev);
+ACG_API acg_status acg_device_synchronize(acg_device *dev);
 
 /* ---------------------------------------------------------------------------------------------
  * Device buffers and pinned host memory
@@ -179,24 +186,24 @@ acg_status acg_device_synchronize(acg_device *dev);
  * ACG_ERR_INVALID_ARGUMENT for size 0, ACG_ERR_OUT_OF_MEMORY. While a stream of the device is
  * capturing, this is an allocation outside the graph pool: the capture is invalidated and
  * ACG_ERR_CAPTURE_INVALIDATED returned (use acg_stream_alloc inside a capture). */
-acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out);
+ACG_API acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out);
 
 /* A view of bytes [offset, offset+size) of buf; it shares buf's memory and address.
  * The parent cannot be freed while views live (ACG_ERR_IN_USE). ACG_ERR_OUT_OF_RANGE when the
  * range leaves buf, ACG_ERR_INVALID_ARGUMENT for size 0. */
-acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, acg_buffer **out);
+ACG_API acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, acg_buffer **out);
 
 /* Frees a buffer or view. Waits for queued work on the device first, as a device free does.
  * ACG_ERR_IN_USE (naming the graph) while a live graph references it, or while views of it
  * live, or for scratch memory that belongs to a graph. During a capture on the device:
  * ACG_ERR_CAPTURE_INVALIDATED (freeing synchronizes), and nothing is freed. */
-acg_status acg_buffer_free(acg_buffer *buf);
+ACG_API acg_status acg_buffer_free(acg_buffer *buf);
 
 /* Size in bytes; 0 for an invalid handle. */
-size_t acg_buffer_get_size(const acg_buffer *buf);
+ACG_API size_t acg_buffer_get_size(const acg_buffer *buf);
 
 /* The device the buffer lives on; NULL for an invalid handle. */
-acg_device *acg_buffer_get_device(const acg_buffer *buf);
+ACG_API acg_device *acg_buffer_get_device(const acg_buffer *buf);
 
 /* Allocates size bytes of host memory that copies can read and write asynchronously
  * (page-locked where the backend has it). When the device has no pinned memory, or with
@@ -204,59 +211,59 @@ acg_device *acg_buffer_get_device(const acg_buffer *buf);
  * copies from or to it count as pageable, which a capture refuses. Aligned to 64 bytes.
  * ACG_ERR_INVALID_ARGUMENT for size 0, ACG_ERR_OUT_OF_MEMORY; during a capture on the device
  * ACG_ERR_CAPTURE_INVALIDATED. */
-acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out);
+ACG_API acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out);
 
 /* Frees memory from acg_pinned_alloc, after queued work of the device ran.
  * ACG_ERR_INVALID_HANDLE for a pointer that acg_pinned_alloc did not return,
  * ACG_ERR_IN_USE (naming the graph) while a live graph copies from or to it. */
-acg_status acg_pinned_free(void *ptr);
+ACG_API acg_status acg_pinned_free(void *ptr);
 
 /* True when [ptr, ptr+size) lies inside one page-locked allocation of dev. */
-bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size);
+ACG_API bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size);
 
 /* ---------------------------------------------------------------------------------------------
  * Streams and events
  * ------------------------------------------------------------------------------------------- */
 
 /* Creates an in-order stream. ACG_ERR_OUT_OF_MEMORY, ACG_ERR_DEVICE. */
-acg_status acg_stream_create(acg_device *dev, acg_stream **out);
+ACG_API acg_status acg_stream_create(acg_device *dev, acg_stream **out);
 
 /* Waits for the stream's queued work, then destroys it. A capture the stream takes part in is
  * abandoned first (its graph discarded). */
-acg_status acg_stream_destroy(acg_stream *stream);
+ACG_API acg_status acg_stream_destroy(acg_stream *stream);
 
 /* Blocks until all work queued on the stream ran; returns a fault the device reported for it.
  * On a capturing stream: invalidates the capture, ACG_ERR_CAPTURE_INVALIDATED. */
-acg_status acg_stream_synchronize(acg_stream *stream);
+ACG_API acg_status acg_stream_synchronize(acg_stream *stream);
 
 /* ACG_OK when the stream is idle, ACG_NOT_READY when work is pending. Never blocks.
  * On a capturing stream: invalidates the capture, ACG_ERR_CAPTURE_INVALIDATED. */
-acg_status acg_stream_query(acg_stream *stream);
+ACG_API acg_status acg_stream_query(acg_stream *stream);
 
 /* Creates an event. An event never recorded counts as complete. */
-acg_status acg_event_create(acg_device *dev, acg_event **out);
+ACG_API acg_status acg_event_create(acg_device *dev, acg_event **out);
 
 /* Destroys an event; work that already waits on it is not affected. */
-acg_status acg_event_destroy(acg_event *event);
+ACG_API acg_status acg_event_destroy(acg_event *event);
 
 /* Marks the point in the stream's queue that the event stands for, replacing an earlier record.
  * Asynchronous. On a capturing stream it marks the point in the capture instead, for other
  * streams to fork from or join with acg_stream_wait_event. */
-acg_status acg_event_record(acg_event *event, acg_stream *stream);
+ACG_API acg_status acg_event_record(acg_event *event, acg_stream *stream);
 
 /* Makes later work on stream wait until the event's point completed. Asynchronous.
  * With an event recorded in a capture: a stream that is not capturing joins that capture
  * (fork), a stream of the same capture gains the dependency (join). A capturing stream that
  * waits on an event from outside its capture invalidates the capture. */
-acg_status acg_stream_wait_event(acg_stream *stream, acg_event *event);
+ACG_API acg_status acg_stream_wait_event(acg_stream *stream, acg_event *event);
 
 /* ACG_OK when the event's point completed, ACG_NOT_READY otherwise. Never blocks.
  * For an event recorded in a live capture: invalidates it, ACG_ERR_CAPTURE_INVALIDATED. */
-acg_status acg_event_query(acg_event *event);
+ACG_API acg_status acg_event_query(acg_event *event);
 
 /* Blocks until the event's point completed. For an event recorded in a live capture:
  * invalidates it, ACG_ERR_CAPTURE_INVALIDATED. */
-acg_status acg_event_synchronize(acg_event *event);
+ACG_API acg_status acg_event_synchronize(acg_event *event);
 
 /* ---------------------------------------------------------------------------------------------
  * Copies and fills (all asynchronous, all recorded when the stream captures)
@@ -267,23 +274,23 @@ acg_status acg_event_synchronize(acg_event *event);
  * captured copy at every replay). From pageable memory src is read before the call returns.
  * During capture a copy from pageable memory invalidates the capture (the graph would read it at
  * replay). ACG_ERR_OUT_OF_RANGE, ACG_ERR_INVALID_ARGUMENT for NULL src or size 0. */
-acg_status acg_copy_h2d(acg_stream *stream, acg_buffer *dst, size_t dst_offset, const void *src,
+ACG_API acg_status acg_copy_h2d(acg_stream *stream, acg_buffer *dst, size_t dst_offset, const void *src,
                         size_t size);
 
 /* Copies size bytes from src at src_offset to host memory dst. Into pinned memory the call is
  * asynchronous; into pageable memory it returns after the copy completed. During capture a
  * copy into pageable memory invalidates the capture. */
-acg_status acg_copy_d2h(acg_stream *stream, void *dst, const acg_buffer *src, size_t src_offset,
+ACG_API acg_status acg_copy_d2h(acg_stream *stream, void *dst, const acg_buffer *src, size_t src_offset,
                         size_t size);
 
 /* Copies size bytes between device buffers of one device. Overlapping ranges are
  * ACG_ERR_INVALID_ARGUMENT. */
-acg_status acg_copy_d2d(acg_stream *stream, acg_buffer *dst, size_t dst_offset,
+ACG_API acg_status acg_copy_d2d(acg_stream *stream, acg_buffer *dst, size_t dst_offset,
                         const acg_buffer *src, size_t src_offset, size_t size);
 
 /* Fills size bytes of dst from offset with a pattern of pattern_size bytes (1, 2 or 4; the low
  * bytes of pattern in host byte order). offset and size must be multiples of pattern_size. */
-acg_status acg_fill(acg_stream *stream, acg_buffer *dst, size_t offset, size_t size,
+ACG_API acg_status acg_fill(acg_stream *stream, acg_buffer *dst, size_t offset, size_t size,
                     uint32_t pattern, size_t pattern_size);
 
 /* ---------------------------------------------------------------------------------------------
@@ -375,17 +382,17 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
  *   "add_scalar_f32" (y, x, f32 a)       y[i] = x[i] + a
  *   "axpy_f32"       (y, x, f32 a)       y[i] = a * x[i] + y[i]
  *   "copy_f32"       (dst, src)          dst[i] = src[i]   (offsets select the windows) */
-acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out);
+ACG_API acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out);
 
 /* The kernel's name; NULL for an invalid handle. */
-const char *acg_kernel_get_name(const acg_kernel *kernel);
+ACG_API const char *acg_kernel_get_name(const acg_kernel *kernel);
 
 /* Queues a kernel launch. Asynchronous; recorded when the stream captures. Arguments are copied
  * (the array may be reused at once). ACG_ERR_INVALID_ARGUMENT for a wrong argument count or type
  * (the message names the argument), a zero or oversized grid, or a misaligned offset;
  * ACG_ERR_OUT_OF_RANGE when a buffer argument's window leaves the buffer;
  * ACG_ERR_WRONG_DEVICE for a buffer or kernel of another device. */
-acg_status acg_kernel_launch(acg_stream *stream, const acg_kernel *kernel, const acg_dims *dims,
+ACG_API acg_status acg_kernel_launch(acg_stream *stream, const acg_kernel *kernel, const acg_dims *dims,
                              const acg_arg *args, size_t n_args);
 
 /* ---------------------------------------------------------------------------------------------
@@ -413,51 +420,51 @@ typedef enum acg_capture_state {
 /* Creates a graph pool: device memory that graphs captured into it share for their scratch
  * (acg_stream_alloc). Graphs of one pool must never run at the same time; the library orders
  * their replays so they cannot. */
-acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out);
+ACG_API acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out);
 
 /* Destroys a pool. ACG_ERR_IN_USE while a graph captured into it lives or a capture into it is
  * in progress. */
-acg_status acg_graph_pool_destroy(acg_graph_pool *pool);
+ACG_API acg_status acg_graph_pool_destroy(acg_graph_pool *pool);
 
 /* Device bytes the pool holds (its high-water mark over all its graphs). */
-acg_status acg_graph_pool_get_bytes(const acg_graph_pool *pool, size_t *out);
+ACG_API acg_status acg_graph_pool_get_bytes(const acg_graph_pool *pool, size_t *out);
 
 /* Starts capturing the stream. Graph scratch comes from pool, or from a private pool owned by
  * the graph when pool is NULL. ACG_ERR_UNSUPPORTED when the device has no graphs;
  * ACG_ERR_IN_USE when another capture into the pool is in progress; on a stream already
  * capturing: that capture is invalidated and ACG_ERR_CAPTURE_INVALIDATED returned. */
-acg_status acg_stream_begin_capture(acg_stream *stream, acg_graph_pool *pool);
+ACG_API acg_status acg_stream_begin_capture(acg_stream *stream, acg_graph_pool *pool);
 
 /* Ends the capture begun on this stream (the origin) and instantiates its graph.
  * ACG_ERR_NOT_CAPTURING when the stream is not the origin of a capture;
  * ACG_ERR_CAPTURE_INVALIDATED when the capture was invalidated (acg_last_error() repeats why);
  * ACG_ERR_CAPTURE_UNJOINED when a forked stream's work was not joined back into the origin
  * stream. On every outcome all streams of the capture leave capture mode. */
-acg_status acg_stream_end_capture(acg_stream *stream, acg_graph **out);
+ACG_API acg_status acg_stream_end_capture(acg_stream *stream, acg_graph **out);
 
 /* Whether the stream takes part in a capture, and in which state. */
-acg_status acg_stream_get_capture_state(acg_stream *stream, acg_capture_state *out);
+ACG_API acg_status acg_stream_get_capture_state(acg_stream *stream, acg_capture_state *out);
 
 /* Allocates size bytes of graph scratch from the pool of the capture the stream takes part in.
  * The memory belongs to the graph and is released with it; it is shared with other graphs of
  * the pool, so its contents do not survive between replays. ACG_ERR_NOT_CAPTURING outside a
  * capture, ACG_ERR_INVALID_ARGUMENT for size 0, ACG_ERR_OUT_OF_MEMORY. */
-acg_status acg_stream_alloc(acg_stream *stream, size_t size, acg_buffer **out);
+ACG_API acg_status acg_stream_alloc(acg_stream *stream, size_t size, acg_buffer **out);
 
 /* Replays the graph on the stream: one queue entry, asynchronous. After an earlier replay of a
  * graph of the same pool on another stream, the stream first waits for it. A capturing stream
  * refuses it (ACG_ERR_UNSUPPORTED; the capture is invalidated). */
-acg_status acg_graph_launch(acg_graph *graph, acg_stream *stream);
+ACG_API acg_status acg_graph_launch(acg_graph *graph, acg_stream *stream);
 
 /* Makes graph replay what `from` replays: same topology (node kinds, kernels, dependencies),
  * new arguments (buffers, offsets, scalars, sizes). Waits for pending replays of graph first.
  * `from` is unchanged and stays valid. ACG_ERR_UNSUPPORTED when the capability lacks
  * graph_update (recapture instead); ACG_ERR_TOPOLOGY_MISMATCH naming the first differing
  * node. */
-acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
+ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
 
 /* Waits for pending replays of the graph, then destroys it and releases its scratch. */
-acg_status acg_graph_destroy(acg_graph *graph);
+ACG_API acg_status acg_graph_destroy(acg_graph *graph);
 
 /* ---------------------------------------------------------------------------------------------
  * Graph description: what a graph does, independent of the backend
@@ -483,13 +490,13 @@ typedef struct acg_node_info {
 } acg_node_info;
 
 /* Number of nodes of the graph. */
-acg_status acg_graph_get_node_count(const acg_graph *graph, size_t *out);
+ACG_API acg_status acg_graph_get_node_count(const acg_graph *graph, size_t *out);
 
 /* Describes node `index`; the pointers inside stay valid while the graph lives unchanged. */
-acg_status acg_graph_get_node(const acg_graph *graph, size_t index, acg_node_info *out);
+ACG_API acg_status acg_graph_get_node(const acg_graph *graph, size_t index, acg_node_info *out);
 
 /* The device the graph belongs to; NULL for an invalid handle. */
-acg_device *acg_graph_get_device(const acg_graph *graph);
+ACG_API acg_device *acg_graph_get_device(const acg_graph *graph);
 
 #ifdef __cplusplus
 }
