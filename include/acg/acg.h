@@ -103,7 +103,8 @@ ACG_API acg_log_level acg_get_log_level(void);
 
 /* One allocator for every byte the library allocates, host structures and the cpu backend's
  * device memory alike. With ptr == NULL: return size bytes aligned to align (a power of two),
- * or NULL on failure. With size == 0: free ptr. */
+ * or NULL on failure. With size == 0: free ptr. The library calls it from its own threads too
+ * (a cpu stream's worker frees staging memory), so it must be thread-safe. */
 typedef void *(*acg_alloc_fn)(void *user, void *ptr, size_t size, size_t align);
 
 /* Installs fn (NULL restores the default). Call only while no acg object exists:
@@ -452,8 +453,8 @@ ACG_API acg_status acg_stream_get_capture_state(acg_stream *stream, acg_capture_
 ACG_API acg_status acg_stream_alloc(acg_stream *stream, size_t size, acg_buffer **out);
 
 /* Replays the graph on the stream: one queue entry, asynchronous. After an earlier replay of a
- * graph of the same pool on another stream, the stream first waits for it. A capturing stream
- * refuses it (ACG_ERR_UNSUPPORTED; the capture is invalidated). */
+ * graph of the same pool on another stream, the stream first waits for it. Graphs do not nest:
+ * on a capturing stream the capture is invalidated (ACG_ERR_CAPTURE_INVALIDATED). */
 ACG_API acg_status acg_graph_launch(acg_graph *graph, acg_stream *stream);
 
 /* Makes graph replay what `from` replays: same topology (node kinds, kernels, dependencies),
