@@ -92,23 +92,35 @@ static void run_op(const cpu_op *op) {
     }
 }
 
+/* Wakes threads sleeping until `done` advances. The fence orders the worker's latest `done`
+ * store before its look at `waiters` (pairs with the waiter's increment, then re-check). */
+static void wake_waiters(cpu_stream *s) {
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->waiters, memory_order_relaxed) != 0) {
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->progress);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
 static void *worker(void *arg) {
     cpu_stream *s = arg;
     uint64_t t = atomic_load_explicit(&s->done, memory_order_relaxed);
     for (;;) {
         uint64_t h = atomic_load_explicit(&s->head, memory_order_acquire);
         if (t < h) {
+            /* Run what is queued, announcing progress once per batch — and before any op
+             * that may block, or a stream waiting for what already ran here could wait on
+             * this one forever. */
             for (; t < h; t++) {
-                run_op(&s->ring[t & (RING_SIZE - 1)]);
+                const cpu_op *op = &s->ring[t & (RING_SIZE - 1)];
+                if (op->kind == CPU_OP_WAIT) {
+                    wake_waiters(s);
+                }
+                run_op(op);
                 atomic_store_explicit(&s->done, t + 1, memory_order_release);
             }
-            /* Publish `done` before looking for sleepers (pairs with the waiter's increment). */
-            atomic_thread_fence(memory_order_seq_cst);
-            if (atomic_load_explicit(&s->waiters, memory_order_relaxed) != 0) {
-                pthread_mutex_lock(&s->mu);
-                pthread_cond_broadcast(&s->progress);
-                pthread_mutex_unlock(&s->mu);
-            }
+            wake_waiters(s);
             continue;
         }
         if (atomic_load(&s->stop)) {
