@@ -54,48 +54,41 @@ static void test_shared_stream(void **state) {
 }
 
 typedef struct private_job {
-    acg_device *dev;
+    acg_stream *s;
+    acg_buffer *y;
     const tc_kernels *k;
     int seed;
-    int ok;
+    acg_status status; /* of the first failing call */
+    int equal;
 } private_job;
 
-/* Each thread captures and replays its own graph on its own stream while the others do too. */
+/* Each thread captures and replays its own graph on its own stream while the others do too.
+ * Buffers come from the main thread: an allocation during any capture on the device would
+ * invalidate the captures in flight, by design. */
 static void *capture_and_replay(void *arg) {
     private_job *job = arg;
-    acg_stream *s = NULL;
-    acg_buffer *y = NULL;
     acg_graph *g = NULL;
     float got[N], want[N];
-    job->ok = 0;
-    if (acg_stream_create(job->dev, &s) != ACG_OK ||
-        acg_buffer_alloc(job->dev, N * sizeof(float), &y) != ACG_OK) {
-        goto out;
+    acg_status st = tc_fill(job->s, job->k, job->y, 0, N, (float)job->seed);
+    if (st == ACG_OK) {
+        st = acg_stream_begin_capture(job->s, NULL);
     }
-    if (tc_fill(s, job->k, y, 0, N, (float)job->seed) != ACG_OK ||
-        acg_stream_begin_capture(s, NULL) != ACG_OK) {
-        goto out;
+    for (int i = 0; i < 16 && st == ACG_OK; i++) {
+        st = tc_add(job->s, job->k, job->y, 0, job->y, 0, N, 0.5f);
     }
-    for (int i = 0; i < 16; i++) {
-        tc_add(s, job->k, y, 0, y, 0, N, 0.5f);
+    if (st == ACG_OK) {
+        st = acg_stream_end_capture(job->s, &g);
     }
-    if (acg_stream_end_capture(s, &g) != ACG_OK) {
-        goto out;
+    for (int r = 0; r < 200 && st == ACG_OK; r++) {
+        st = acg_graph_launch(g, job->s);
     }
-    for (int r = 0; r < 200; r++) {
-        if (acg_graph_launch(g, s) != ACG_OK) {
-            goto out;
-        }
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(job->s, got, job->y, 0, sizeof got);
     }
-    if (acg_copy_d2h(s, got, y, 0, sizeof got) != ACG_OK) {
-        goto out;
-    }
+    job->status = st;
     tc_splat(want, N, (float)job->seed + 200 * 16 * 0.5f);
-    job->ok = memcmp(got, want, sizeof got) == 0;
-out:
+    job->equal = st == ACG_OK && memcmp(got, want, sizeof got) == 0;
     acg_graph_destroy(g);
-    acg_buffer_free(y);
-    acg_stream_destroy(s);
     return NULL;
 }
 
@@ -108,12 +101,20 @@ static void test_parallel_captures(void **state) {
     private_job jobs[THREADS];
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        jobs[i] = (private_job){dev, &k, i * 100, 0};
+        jobs[i] = (private_job){tc_stream(dev), tc_buffer(dev, N * sizeof(float)), &k, i * 100,
+                               ACG_OK, 0};
+    }
+    for (int i = 0; i < THREADS; i++) {
         assert_int_equal(pthread_create(&t[i], NULL, capture_and_replay, &jobs[i]), 0);
     }
     for (int i = 0; i < THREADS; i++) {
         pthread_join(t[i], NULL);
-        assert_true(jobs[i].ok);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        TC_OK(jobs[i].status);
+        assert_true(jobs[i].equal);
+        TC_OK(acg_buffer_free(jobs[i].y));
+        TC_OK(acg_stream_destroy(jobs[i].s));
     }
     tc_close(dev);
 }
