@@ -5,7 +5,8 @@
  * a mutex/condvar round trip costs ~25 µs on small machines while a decode step's launches come
  * microseconds apart. Sleeping uses the Dekker pattern with sequentially consistent atomics: a
  * side publishes its progress, then checks whether the other sleeps; the sleeper announces
- * itself, then re-checks for progress under the mutex the waker takes to signal. */
+ * itself, then re-checks for progress under the mutex the waker takes to signal. Every
+ * operation of that pattern is sequentially consistent. */
 #include <sched.h>
 #include <string.h>
 
@@ -92,10 +93,11 @@ static void run_op(const cpu_op *op) {
     }
 }
 
-/* Wakes threads sleeping until `done` advances. The fence orders the worker's latest `done`
- * store before its look at `waiters` (pairs with the waiter's increment, then re-check). */
+/* Wakes threads sleeping until `done` advances. The sequentially consistent read-modify-write
+ * orders the latest `done` before the look at `waiters`, pairing with the waiter's increment
+ * and re-check (a fence would do, but ThreadSanitizer does not model fences). */
 static void wake_waiters(cpu_stream *s) {
-    atomic_thread_fence(memory_order_seq_cst);
+    atomic_fetch_add(&s->done, 0);
     if (atomic_load_explicit(&s->waiters, memory_order_relaxed) != 0) {
         pthread_mutex_lock(&s->mu);
         pthread_cond_broadcast(&s->progress);
@@ -232,11 +234,9 @@ cpu_op *acg__cpu_stream_reserve(cpu_stream *s) {
 }
 
 void acg__cpu_stream_submit(cpu_stream *s) {
-    uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
-    atomic_store_explicit(&s->head, h + 1, memory_order_release);
     /* Publish `head` before looking for a sleeping worker (pairs with its announcement). */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&s->worker_sleeping, memory_order_relaxed)) {
+    atomic_fetch_add(&s->head, 1);
+    if (atomic_load(&s->worker_sleeping)) {
         pthread_mutex_lock(&s->mu);
         pthread_cond_signal(&s->work);
         pthread_mutex_unlock(&s->mu);
