@@ -194,8 +194,9 @@ struct acg_graph {
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
 
-/* Validates and returns a device handle (NULL with the error set). */
+/* Handle checks: ACG_ERR_INVALID_HANDLE (with the error set) unless p is live. */
 acg_status acg__check_device(const acg_device *dev, const char *fn);
+acg_status acg__check_stream(const acg_stream *s, const char *fn);
 acg_status acg__check_buffer(const acg_buffer *buf, const acg_device *dev, const char *fn,
                              const char *what);
 acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, const char *fn,
@@ -217,6 +218,12 @@ acg_status acg__capture_invalidate(acg__capture *c, acg_status status, const cha
 /* Appends a node to the capture the stream is in (dev->lock held). The node's deps come from
  * the stream's frontier, which then becomes the node. On failure the capture is invalidated. */
 acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *node);
+
+/* Submits one piece of work: records node into the stream's capture, or runs it with
+ * eager(s, node) when the stream is not capturing. A node touching pageable host memory
+ * (node->host set, host_pinned false) invalidates a capture instead. */
+acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
+                       acg_status (*eager)(acg_stream *s, const acg__node *node));
 
 /* Locks stream; returns its live capture with dev->lock held too, or NULL (only the stream
  * lock held). */

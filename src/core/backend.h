@@ -58,6 +58,7 @@ typedef struct acg__node {
     size_t src_off;
     size_t size;
     void *host;
+    bool host_pinned; /* host lies in a pinned allocation of the device */
     uint32_t pattern;
     uint32_t pattern_size;
     /* description: the handles behind the resolved memory */

@@ -31,6 +31,35 @@ void acg__stream_leave(acg_stream *s, acg__capture *c) {
     pthread_mutex_unlock(&s->lock);
 }
 
+acg_status acg__check_stream(const acg_stream *s, const char *fn) {
+    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
+                          (const void *)s);
+    }
+    return ACG_OK;
+}
+
+acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
+                       acg_status (*eager)(acg_stream *s, const acg__node *node)) {
+    acg__capture *c = acg__stream_enter(s);
+    acg_status st;
+    if (c == NULL) {
+        st = eager(s, node);
+    } else if ((st = acg__capture_check(c, fn)) != ACG_OK) {
+        /* refused: the capture was invalidated earlier */
+    } else if (node->host != NULL && !node->host_pinned) {
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s with pageable host memory during capture invalidated "
+                                     "the capture (the graph would touch it at every replay; "
+                                     "use acg_pinned_alloc)",
+                                     fn);
+    } else {
+        st = acg__capture_add(s, c, node);
+    }
+    acg__stream_leave(s, c);
+    return st;
+}
+
 acg_status acg__capture_invalidate(acg__capture *c, acg_status status, const char *fmt, ...) {
     char msg[sizeof c->why];
     va_list ap;
@@ -202,8 +231,9 @@ void acg__capture_free(acg__capture *c) {
 
 acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
     static const char fn[] = "acg_stream_begin_capture";
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    acg_status st0 = acg__check_stream(s, fn);
+    if (st0 != ACG_OK) {
+        return st0;
     }
     acg_device *dev = s->dev;
     if (pool != NULL) {
@@ -330,8 +360,9 @@ out_free:
 
 acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
     static const char fn[] = "acg_stream_end_capture";
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    acg_status st0 = acg__check_stream(s, fn);
+    if (st0 != ACG_OK) {
+        return st0;
     }
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
@@ -363,8 +394,9 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
 }
 
 acg_status acg_stream_get_capture_state(acg_stream *s, acg_capture_state *out) {
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_stream_get_capture_state: invalid stream");
+    acg_status st0 = acg__check_stream(s, "acg_stream_get_capture_state");
+    if (st0 != ACG_OK) {
+        return st0;
     }
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_stream_get_capture_state: out is NULL");
@@ -377,8 +409,9 @@ acg_status acg_stream_get_capture_state(acg_stream *s, acg_capture_state *out) {
 
 acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     static const char fn[] = "acg_stream_alloc";
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    acg_status st0 = acg__check_stream(s, fn);
+    if (st0 != ACG_OK) {
+        return st0;
     }
     if (size == 0 || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,

@@ -267,8 +267,9 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
     if (st != ACG_OK) {
         return st;
     }
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    st = acg__check_stream(s, fn);
+    if (st != ACG_OK) {
+        return st;
     }
     acg_device *dev = g->dev;
     if (s->dev != dev) {

@@ -167,11 +167,16 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
     return ACG_OK;
 }
 
+static acg_status launch_eager(acg_stream *s, const acg__node *n) {
+    return s->dev->vt->kernel_launch(s->impl, n->kernel, &n->dims, n->args, n->n_args);
+}
+
 acg_status acg_kernel_launch(acg_stream *s, const acg_kernel *k, const acg_dims *dims,
                              const acg_arg *args, size_t n_args) {
     static const char fn[] = "acg_kernel_launch";
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid stream", fn);
+    acg_status st = acg__check_stream(s, fn);
+    if (st != ACG_OK) {
+        return st;
     }
     if (!acg__handle_valid(k, ACG__HANDLE_KERNEL)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid kernel", fn);
@@ -181,16 +186,9 @@ acg_status acg_kernel_launch(acg_stream *s, const acg_kernel *k, const acg_dims 
                           fn, k->def->name, k->dev->spec, s->dev->spec);
     }
     acg__node node;
-    acg_status st = prepare(s, k, dims, args, n_args, &node);
+    st = prepare(s, k, dims, args, n_args, &node);
     if (st != ACG_OK) {
         return st;
     }
-    acg__capture *c = acg__stream_enter(s);
-    if (c == NULL) {
-        st = s->dev->vt->kernel_launch(s->impl, k->impl, dims, node.args, node.n_args);
-    } else if ((st = acg__capture_check(c, fn)) == ACG_OK) {
-        st = acg__capture_add(s, c, &node);
-    }
-    acg__stream_leave(s, c);
-    return st;
+    return acg__submit(s, fn, &node, launch_eager);
 }

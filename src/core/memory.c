@@ -267,117 +267,87 @@ bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size) {
 
 /* ---- copies and fills -------------------------------------------------------------------- */
 
-/* Validates the stream; the common first step of every submission. */
-static acg_status check_stream(const acg_stream *s, const char *fn) {
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
-                          (const void *)s);
+/* Checks a host transfer: stream, buffer of its device, host pointer, size, range. */
+static acg_status check_transfer(const acg_stream *s, const acg_buffer *buf, size_t offset,
+                                 const void *host, size_t size, const char *fn) {
+    acg_status st = acg__check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__check_buffer(buf, s->dev, fn, "buffer");
     }
-    return ACG_OK;
+    if (st == ACG_OK && (host == NULL || size == 0)) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                        host == NULL ? "host pointer is NULL" : "size is 0");
+    }
+    if (st == ACG_OK) {
+        st = acg__check_range(buf, offset, size, fn, "buffer");
+    }
+    return st;
 }
 
-/* Records node in the stream's capture, or runs `eager` when not capturing. A pageable host
- * side (`host_pageable`) is refused inside a capture: the graph would touch it at replay. */
-#define SUBMIT(s, fn, host_pageable, node, eager)                                                \
-    do {                                                                                         \
-        acg__capture *c_ = acg__stream_enter(s);                                                 \
-        if (c_ == NULL) {                                                                        \
-            st = (eager);                                                                        \
-        } else if ((st = acg__capture_check(c_, fn)) == ACG_OK) {                                \
-            if (host_pageable) {                                                                 \
-                st = acg__capture_invalidate(                                                    \
-                    c_, ACG_ERR_CAPTURE_INVALIDATED,                                             \
-                    "%s with pageable host memory during capture invalidated the capture "       \
-                    "(the graph would touch it at every replay; use acg_pinned_alloc)",          \
-                    fn);                                                                         \
-            } else {                                                                             \
-                st = acg__capture_add(s, c_, node);                                              \
-            }                                                                                    \
-        }                                                                                        \
-        acg__stream_leave(s, c_);                                                                \
-    } while (0)
+static acg_status h2d_eager(acg_stream *s, const acg__node *n) {
+    return s->dev->vt->copy_h2d(s->impl, n->dst_mem, n->dst_off, n->host, n->size,
+                                n->host_pinned);
+}
+
+static acg_status d2h_eager(acg_stream *s, const acg__node *n) {
+    acg_status st = s->dev->vt->copy_d2h(s->impl, n->host, n->src_mem, n->src_off, n->size);
+    /* Pageable memory is not safe to write behind the caller's back: finish now. */
+    if (st == ACG_OK && !n->host_pinned) {
+        st = s->dev->vt->stream_synchronize(s->impl);
+    }
+    return st;
+}
+
+static acg_status d2d_eager(acg_stream *s, const acg__node *n) {
+    return s->dev->vt->copy_d2d(s->impl, n->dst_mem, n->dst_off, n->src_mem, n->src_off,
+                                n->size);
+}
+
+static acg_status fill_eager(acg_stream *s, const acg__node *n) {
+    return s->dev->vt->fill(s->impl, n->dst_mem, n->dst_off, n->size, n->pattern,
+                            n->pattern_size);
+}
 
 acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const void *src,
                         size_t size) {
     static const char fn[] = "acg_copy_h2d";
-    acg_status st = check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(dst, s->dev, fn, "dst");
-    }
-    if (st == ACG_OK && (src == NULL || size == 0)) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                        src == NULL ? "src is NULL" : "size is 0");
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(dst, dst_offset, size, fn, "dst");
-    }
+    acg_status st = check_transfer(s, dst, dst_offset, src, size, fn);
     if (st != ACG_OK) {
         return st;
     }
-    bool pinned = acg_pinned_contains(s->dev, src, size);
     acg__node n = {.kind = ACG_NODE_COPY_H2D,
                    .dst_mem = dst->mem,
                    .dst_off = dst->offset + dst_offset,
                    .host = (void *)src,
+                   .host_pinned = acg_pinned_contains(s->dev, src, size),
                    .size = size,
                    .n_buffers = 1,
                    .buffers = {dst}};
-    SUBMIT(s, fn, !pinned, &n,
-           s->dev->vt->copy_h2d(s->impl, n.dst_mem, n.dst_off, src, size, pinned));
-    return st;
+    return acg__submit(s, fn, &n, h2d_eager);
 }
 
 acg_status acg_copy_d2h(acg_stream *s, void *dst, const acg_buffer *src, size_t src_offset,
                         size_t size) {
     static const char fn[] = "acg_copy_d2h";
-    acg_status st = check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(src, s->dev, fn, "src");
-    }
-    if (st == ACG_OK && (dst == NULL || size == 0)) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                        dst == NULL ? "dst is NULL" : "size is 0");
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(src, src_offset, size, fn, "src");
-    }
+    acg_status st = check_transfer(s, src, src_offset, dst, size, fn);
     if (st != ACG_OK) {
         return st;
     }
-    bool pinned = acg_pinned_contains(s->dev, dst, size);
     acg__node n = {.kind = ACG_NODE_COPY_D2H,
                    .src_mem = src->mem,
                    .src_off = src->offset + src_offset,
                    .host = dst,
+                   .host_pinned = acg_pinned_contains(s->dev, dst, size),
                    .size = size,
                    .n_buffers = 1,
                    .buffers = {src}};
-    acg__capture *c = acg__stream_enter(s);
-    if (c != NULL) {
-        if ((st = acg__capture_check(c, fn)) == ACG_OK) {
-            st = pinned ? acg__capture_add(s, c, &n)
-                        : acg__capture_invalidate(
-                              c, ACG_ERR_CAPTURE_INVALIDATED,
-                              "%s into pageable host memory during capture invalidated the "
-                              "capture (the graph would write it at every replay; use "
-                              "acg_pinned_alloc)",
-                              fn);
-        }
-    } else {
-        st = s->dev->vt->copy_d2h(s->impl, dst, n.src_mem, n.src_off, size);
-        /* Pageable memory is not safe to write behind the caller's back: finish now. */
-        if (st == ACG_OK && !pinned) {
-            st = s->dev->vt->stream_synchronize(s->impl);
-        }
-    }
-    acg__stream_leave(s, c);
-    return st;
+    return acg__submit(s, fn, &n, d2h_eager);
 }
 
 acg_status acg_copy_d2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const acg_buffer *src,
                         size_t src_offset, size_t size) {
     static const char fn[] = "acg_copy_d2d";
-    acg_status st = check_stream(s, fn);
+    acg_status st = acg__check_stream(s, fn);
     if (st == ACG_OK) {
         st = acg__check_buffer(dst, s->dev, fn, "dst");
     }
@@ -408,14 +378,13 @@ acg_status acg_copy_d2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const
                    .size = size,
                    .n_buffers = 2,
                    .buffers = {dst, src}};
-    SUBMIT(s, fn, false, &n, s->dev->vt->copy_d2d(s->impl, dst->mem, d, src->mem, o, size));
-    return st;
+    return acg__submit(s, fn, &n, d2d_eager);
 }
 
 acg_status acg_fill(acg_stream *s, acg_buffer *dst, size_t offset, size_t size, uint32_t pattern,
                     size_t pattern_size) {
     static const char fn[] = "acg_fill";
-    acg_status st = check_stream(s, fn);
+    acg_status st = acg__check_stream(s, fn);
     if (st == ACG_OK) {
         st = acg__check_buffer(dst, s->dev, fn, "dst");
     }
@@ -445,7 +414,5 @@ acg_status acg_fill(acg_stream *s, acg_buffer *dst, size_t offset, size_t size, 
                    .pattern_size = (uint32_t)pattern_size,
                    .n_buffers = 1,
                    .buffers = {dst}};
-    SUBMIT(s, fn, false, &n,
-           s->dev->vt->fill(s->impl, n.dst_mem, n.dst_off, size, pattern, n.pattern_size));
-    return st;
+    return acg__submit(s, fn, &n, fill_eager);
 }

@@ -3,14 +3,6 @@
 
 #include "core/acg-impl.h"
 
-static acg_status check_stream(const acg_stream *s, const char *fn) {
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
-                          (const void *)s);
-    }
-    return ACG_OK;
-}
-
 static acg_status check_event(const acg_event *e, const char *fn) {
     if (!acg__handle_valid(e, ACG__HANDLE_EVENT)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: event %p is not a live event", fn,
@@ -60,7 +52,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
     if (s == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_stream(s, fn);
+    acg_status st = acg__check_stream(s, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -98,7 +90,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
 
 acg_status acg_stream_synchronize(acg_stream *s) {
     static const char fn[] = "acg_stream_synchronize";
-    acg_status st = check_stream(s, fn);
+    acg_status st = acg__check_stream(s, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -116,7 +108,7 @@ acg_status acg_stream_synchronize(acg_stream *s) {
 
 acg_status acg_stream_query(acg_stream *s) {
     static const char fn[] = "acg_stream_query";
-    acg_status st = check_stream(s, fn);
+    acg_status st = acg__check_stream(s, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -195,7 +187,7 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
     static const char fn[] = "acg_event_record";
     acg_status st = check_event(e, fn);
     if (st == ACG_OK) {
-        st = check_stream(s, fn);
+        st = acg__check_stream(s, fn);
     }
     if (st != ACG_OK) {
         return st;
@@ -228,7 +220,7 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
 
 acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
     static const char fn[] = "acg_stream_wait_event";
-    acg_status st = check_stream(s, fn);
+    acg_status st = acg__check_stream(s, fn);
     if (st == ACG_OK) {
         st = check_event(e, fn);
     }
