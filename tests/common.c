@@ -1,0 +1,366 @@
+/* common.c — helpers shared by the acg test executables (see common.h). */
+#include "common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- status assertions -------------------------------------------------------------------- */
+
+void tc_expect_(acg_status want, acg_status got, const char *expr, const char *file, int line) {
+    if (want != got) {
+        print_error("%s\n  returned %s (%d), expected %s (%d)\n  acg_last_error: \"%s\"\n", expr,
+                    acg_status_name(got), (int)got, acg_status_name(want), (int)want,
+                    acg_last_error());
+        _fail(file, line);
+    }
+}
+
+bool tc_contains(const char *haystack, const char *needle) {
+    return haystack != NULL && needle != NULL && strstr(haystack, needle) != NULL;
+}
+
+void tc_last_error_has_(const char *needle, const char *file, int line) {
+    const char *e = acg_last_error();
+    if (!tc_contains(e, needle)) {
+        print_error("acg_last_error() = \"%s\" does not contain \"%s\"\n", e ? e : "(null)",
+                    needle);
+        _fail(file, line);
+    }
+}
+
+void tc_bytes_equal_(const void *a, const void *b, size_t n, const char *file, int line) {
+    if (memcmp(a, b, n) == 0) {
+        return;
+    }
+    const unsigned char *pa = a, *pb = b;
+    size_t i = 0;
+    while (i < n && pa[i] == pb[i]) {
+        i++;
+    }
+    size_t w = i / 4 * 4;
+    uint32_t ua = 0, ub = 0;
+    float fa = 0, fb = 0;
+    if (w + 4 <= n) {
+        memcpy(&ua, pa + w, 4);
+        memcpy(&ub, pb + w, 4);
+        memcpy(&fa, pa + w, 4);
+        memcpy(&fb, pb + w, 4);
+    }
+    print_error("bytes differ at offset %zu of %zu (word %zu: %g 0x%08x vs %g 0x%08x)\n", i, n,
+                w / 4, (double)fa, ua, (double)fb, ub);
+    _fail(file, line);
+}
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+acg_device *tc_open_cpu(void) {
+    acg_device *dev = NULL;
+    TC_OK(acg_device_open("cpu", &dev));
+    assert_non_null(dev);
+    return dev;
+}
+
+void tc_close(acg_device *dev) { TC_OK(acg_device_close(dev)); }
+
+acg_stream *tc_stream(acg_device *dev) {
+    acg_stream *s = NULL;
+    TC_OK(acg_stream_create(dev, &s));
+    assert_non_null(s);
+    return s;
+}
+
+acg_event *tc_event(acg_device *dev) {
+    acg_event *e = NULL;
+    TC_OK(acg_event_create(dev, &e));
+    assert_non_null(e);
+    return e;
+}
+
+acg_buffer *tc_buffer(acg_device *dev, size_t size) {
+    acg_buffer *b = NULL;
+    TC_OK(acg_buffer_alloc(dev, size, &b));
+    assert_non_null(b);
+    return b;
+}
+
+void *tc_pinned(acg_device *dev, size_t size) {
+    void *p = NULL;
+    TC_OK(acg_pinned_alloc(dev, size, &p));
+    assert_non_null(p);
+    return p;
+}
+
+acg_graph_pool *tc_pool(acg_device *dev) {
+    acg_graph_pool *p = NULL;
+    TC_OK(acg_graph_pool_create(dev, &p));
+    assert_non_null(p);
+    return p;
+}
+
+void tc_kernels_get(acg_device *dev, tc_kernels *out) {
+    TC_OK(acg_kernel_get(dev, "fill_f32", &out->fill));
+    TC_OK(acg_kernel_get(dev, "add_scalar_f32", &out->add));
+    TC_OK(acg_kernel_get(dev, "axpy_f32", &out->axpy));
+    TC_OK(acg_kernel_get(dev, "copy_f32", &out->copy));
+}
+
+acg_status tc_fill(acg_stream *s, const tc_kernels *k, acg_buffer *y, size_t off, uint32_t n,
+                   float value) {
+    acg_dims d = acg_dims_1d(n);
+    acg_arg a[2] = {acg_arg_buffer(y, off), acg_arg_f32(value)};
+    return acg_kernel_launch(s, k->fill, &d, a, 2);
+}
+
+acg_status tc_add(acg_stream *s, const tc_kernels *k, acg_buffer *y, size_t yoff,
+                  const acg_buffer *x, size_t xoff, uint32_t n, float a) {
+    acg_dims d = acg_dims_1d(n);
+    acg_arg args[3] = {acg_arg_buffer(y, yoff), acg_arg_buffer(x, xoff), acg_arg_f32(a)};
+    return acg_kernel_launch(s, k->add, &d, args, 3);
+}
+
+acg_status tc_axpy(acg_stream *s, const tc_kernels *k, acg_buffer *y, size_t yoff,
+                   const acg_buffer *x, size_t xoff, uint32_t n, float a) {
+    acg_dims d = acg_dims_1d(n);
+    acg_arg args[3] = {acg_arg_buffer(y, yoff), acg_arg_buffer(x, xoff), acg_arg_f32(a)};
+    return acg_kernel_launch(s, k->axpy, &d, args, 3);
+}
+
+acg_status tc_copy(acg_stream *s, const tc_kernels *k, acg_buffer *dst, size_t doff,
+                   const acg_buffer *src, size_t soff, uint32_t n) {
+    acg_dims d = acg_dims_1d(n);
+    acg_arg args[2] = {acg_arg_buffer(dst, doff), acg_arg_buffer(src, soff)};
+    return acg_kernel_launch(s, k->copy, &d, args, 2);
+}
+
+void tc_upload(acg_stream *s, acg_buffer *dst, const void *src, size_t size) {
+    TC_OK(acg_copy_h2d(s, dst, 0, src, size));
+    TC_OK(acg_stream_synchronize(s));
+}
+
+void tc_download(acg_stream *s, void *dst, const acg_buffer *src, size_t size) {
+    TC_OK(acg_copy_d2h(s, dst, src, 0, size));
+    TC_OK(acg_stream_synchronize(s));
+}
+
+void tc_poison(acg_stream *s, acg_buffer *buf) {
+    size_t size = acg_buffer_get_size(buf) / 4 * 4;
+    assert_true(size > 0);
+    TC_OK(acg_fill(s, buf, 0, size, 0xdeadbeefu, 4));
+    TC_OK(acg_stream_synchronize(s));
+}
+
+/* ---- deterministic data ------------------------------------------------------------------- */
+
+void tc_fill_floats(float *dst, size_t n, uint32_t seed) {
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        int k = (int)((x >> 16) % 2047u) - 1023;
+        dst[i] = (float)k / 8.0f;
+    }
+}
+
+void tc_splat(float *dst, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) {
+        dst[i] = v;
+    }
+}
+
+/* ---- counting and failing allocator ------------------------------------------------------- */
+
+static atomic_int_fast64_t alloc_live;
+static atomic_uint_fast64_t alloc_count;
+static atomic_uint_fast64_t alloc_bad;
+static atomic_uint_fast64_t alloc_fail_n; /* fail when alloc_since reaches it; 0: never */
+static atomic_uint_fast64_t alloc_since;
+static atomic_bool alloc_hit;
+
+void *tc_alloc_fn(void *user, void *ptr, size_t size, size_t align) {
+    (void)user;
+    if (ptr == NULL && size != 0) {
+        atomic_fetch_add(&alloc_count, 1);
+        uint64_t nth = atomic_fetch_add(&alloc_since, 1) + 1;
+        uint64_t fail = atomic_load(&alloc_fail_n);
+        if (fail != 0 && nth == fail) {
+            atomic_store(&alloc_hit, true);
+            return NULL;
+        }
+        if (align < sizeof(void *)) {
+            align = sizeof(void *);
+        }
+        if ((align & (align - 1)) != 0) {
+            atomic_fetch_add(&alloc_bad, 1);
+            return NULL;
+        }
+        void *p = NULL;
+        if (posix_memalign(&p, align, size) != 0) {
+            return NULL;
+        }
+        atomic_fetch_add(&alloc_live, 1);
+        return p;
+    }
+    if (ptr != NULL && size == 0) {
+        atomic_fetch_sub(&alloc_live, 1);
+        free(ptr);
+        return NULL;
+    }
+    atomic_fetch_add(&alloc_bad, 1);
+    return NULL;
+}
+
+void tc_alloc_install(void) {
+    TC_OK(acg_set_allocator(tc_alloc_fn, NULL));
+    atomic_store(&alloc_live, 0);
+    atomic_store(&alloc_count, 0);
+    atomic_store(&alloc_bad, 0);
+    atomic_store(&alloc_fail_n, 0);
+    atomic_store(&alloc_since, 0);
+    atomic_store(&alloc_hit, false);
+}
+
+void tc_alloc_uninstall(void) { TC_OK(acg_set_allocator(NULL, NULL)); }
+
+void tc_alloc_fail_at(uint64_t n) {
+    atomic_store(&alloc_fail_n, 0);
+    atomic_store(&alloc_since, 0);
+    atomic_store(&alloc_hit, false);
+    atomic_store(&alloc_fail_n, n);
+}
+
+bool tc_alloc_fail_hit(void) { return atomic_load(&alloc_hit); }
+int64_t tc_alloc_live(void) { return (int64_t)atomic_load(&alloc_live); }
+uint64_t tc_alloc_count(void) { return (uint64_t)atomic_load(&alloc_count); }
+uint64_t tc_alloc_bad_calls(void) { return (uint64_t)atomic_load(&alloc_bad); }
+
+/* ---- log capture -------------------------------------------------------------------------- */
+
+#define TC_LOG_MAX 256
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    acg_log_level level;
+    char text[512];
+} log_msgs[TC_LOG_MAX];
+static size_t log_n;
+static acg_log_level log_saved_level;
+
+static void log_capture_fn(acg_log_level level, const char *message, void *user) {
+    (void)user;
+    pthread_mutex_lock(&log_lock);
+    if (log_n < TC_LOG_MAX) {
+        log_msgs[log_n].level = level;
+        snprintf(log_msgs[log_n].text, sizeof log_msgs[log_n].text, "%s",
+                 message ? message : "(null)");
+        log_n++;
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
+void tc_log_capture_begin(acg_log_level level) {
+    pthread_mutex_lock(&log_lock);
+    log_n = 0;
+    pthread_mutex_unlock(&log_lock);
+    log_saved_level = acg_get_log_level();
+    acg_set_log_callback(log_capture_fn, NULL);
+    acg_set_log_level(level);
+}
+
+void tc_log_capture_end(void) {
+    acg_set_log_callback(NULL, NULL);
+    acg_set_log_level(log_saved_level);
+}
+
+size_t tc_log_count(acg_log_level level) {
+    size_t c = 0;
+    pthread_mutex_lock(&log_lock);
+    for (size_t i = 0; i < log_n; i++) {
+        c += log_msgs[i].level == level;
+    }
+    pthread_mutex_unlock(&log_lock);
+    return c;
+}
+
+bool tc_log_find(const char *needle, acg_log_level *level_out) {
+    bool found = false;
+    pthread_mutex_lock(&log_lock);
+    for (size_t i = 0; i < log_n && !found; i++) {
+        if (strstr(log_msgs[i].text, needle) != NULL) {
+            found = true;
+            if (level_out != NULL) {
+                *level_out = log_msgs[i].level;
+            }
+        }
+    }
+    pthread_mutex_unlock(&log_lock);
+    return found;
+}
+
+bool tc_log_any_trailing_newline(void) {
+    bool any = false;
+    pthread_mutex_lock(&log_lock);
+    for (size_t i = 0; i < log_n; i++) {
+        size_t len = strlen(log_msgs[i].text);
+        any = any || (len > 0 && log_msgs[i].text[len - 1] == '\n');
+    }
+    pthread_mutex_unlock(&log_lock);
+    return any;
+}
+
+/* ---- eager and captured runs of the same work --------------------------------------------- */
+
+acg_status tc_run_eager(tc_work_fn fn, void *ctx, acg_stream *a, acg_stream *b,
+                        const acg_buffer *out, size_t size, void *bytes) {
+    acg_status st = fn(ctx, a, b);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if ((st = acg_stream_synchronize(a)) != ACG_OK) {
+        return st;
+    }
+    if (b != NULL && (st = acg_stream_synchronize(b)) != ACG_OK) {
+        return st;
+    }
+    if (out != NULL) {
+        st = acg_copy_d2h(a, bytes, out, 0, size);
+    }
+    return st;
+}
+
+acg_status tc_capture(tc_work_fn fn, void *ctx, acg_stream *a, acg_stream *b, acg_graph_pool *pool,
+                      acg_graph **graph) {
+    acg_status st = acg_stream_begin_capture(a, pool);
+    if (st != ACG_OK) {
+        return st;
+    }
+    st = fn(ctx, a, b);
+    acg_graph *g = NULL;
+    acg_status end = acg_stream_end_capture(a, &g);
+    if (st != ACG_OK) {
+        if (end == ACG_OK) {
+            acg_graph_destroy(g);
+        }
+        return st;
+    }
+    if (end == ACG_OK) {
+        *graph = g;
+    }
+    return end;
+}
+
+acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, size_t size,
+                     void *bytes) {
+    acg_status st = acg_graph_launch(graph, s);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if ((st = acg_stream_synchronize(s)) != ACG_OK) {
+        return st;
+    }
+    if (out != NULL) {
+        st = acg_copy_d2h(s, bytes, out, 0, size);
+    }
+    return st;
+}

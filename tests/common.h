@@ -1,0 +1,132 @@
+/*
+ * common.h — helpers shared by the acg test executables.
+ *
+ * Every helper that can fail asserts through cmocka, so a test body reads as the behaviour it
+ * pins down. Status checks print both statuses by name and acg_last_error() on a mismatch.
+ */
+#ifndef ACG_TESTS_COMMON_H
+#define ACG_TESTS_COMMON_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <acg/acg.h>
+
+/* ---- status assertions -------------------------------------------------------------------- */
+
+/* Asserts that `call` returns `want`; on a mismatch prints both names and acg_last_error(). */
+#define TC_EXPECT(want, call) tc_expect_(ACG_##want, (call), #call, __FILE__, __LINE__)
+#define TC_OK(call) TC_EXPECT(OK, call)
+void tc_expect_(acg_status want, acg_status got, const char *expr, const char *file, int line);
+
+/* Asserts that acg_last_error() contains `needle`. */
+#define TC_LAST_ERROR_HAS(needle) tc_last_error_has_((needle), __FILE__, __LINE__)
+void tc_last_error_has_(const char *needle, const char *file, int line);
+
+/* Asserts that two byte ranges are equal with memcmp; on a mismatch reports the first differing
+ * 4-byte word (as float and hex). */
+#define TC_BYTES_EQUAL(a, b, n) tc_bytes_equal_((a), (b), (n), __FILE__, __LINE__)
+void tc_bytes_equal_(const void *a, const void *b, size_t n, const char *file, int line);
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+acg_device *tc_open_cpu(void);
+void tc_close(acg_device *dev);
+acg_stream *tc_stream(acg_device *dev);
+acg_event *tc_event(acg_device *dev);
+acg_buffer *tc_buffer(acg_device *dev, size_t size);
+void *tc_pinned(acg_device *dev, size_t size);
+acg_graph_pool *tc_pool(acg_device *dev);
+
+/* The four built-in kernels of a device. */
+typedef struct tc_kernels {
+    acg_kernel *fill;
+    acg_kernel *add;
+    acg_kernel *axpy;
+    acg_kernel *copy;
+} tc_kernels;
+void tc_kernels_get(acg_device *dev, tc_kernels *out);
+
+/* Launch wrappers for the built-ins (offsets in bytes, n work items). They return the status
+ * so tests can use them inside captures and on error paths. */
+acg_status tc_fill(acg_stream *s, const tc_kernels *k, acg_buffer *y, size_t off, uint32_t n,
+                   float value);
+acg_status tc_add(acg_stream *s, const tc_kernels *k, acg_buffer *y, size_t yoff,
+                  const acg_buffer *x, size_t xoff, uint32_t n, float a);
+acg_status tc_axpy(acg_stream *s, const tc_kernels *k, acg_buffer *y, size_t yoff,
+                   const acg_buffer *x, size_t xoff, uint32_t n, float a);
+acg_status tc_copy(acg_stream *s, const tc_kernels *k, acg_buffer *dst, size_t doff,
+                   const acg_buffer *src, size_t soff, uint32_t n);
+
+/* Pageable host transfers that wait for the stream: tc_upload synchronizes after the copy. */
+void tc_upload(acg_stream *s, acg_buffer *dst, const void *src, size_t size);
+void tc_download(acg_stream *s, void *dst, const acg_buffer *src, size_t size);
+/* Fills the whole buffer with 0xdeadbeef and waits, so a later read proves what was written. */
+void tc_poison(acg_stream *s, acg_buffer *buf);
+
+/* ---- deterministic data ------------------------------------------------------------------- */
+
+/* Fills dst with small dyadic floats (k/8, |k| < 1024) derived from seed: sums and products by
+ * 0.5, 1, 1.5, 2, ... stay exact, so host references match any evaluation order bit for bit. */
+void tc_fill_floats(float *dst, size_t n, uint32_t seed);
+/* Fills dst with n copies of v. */
+void tc_splat(float *dst, size_t n, float v);
+
+/* ---- counting and failing allocator ------------------------------------------------------- */
+
+/* Installs the counting allocator (asserts ACG_OK) and resets its counters and fault. */
+void tc_alloc_install(void);
+/* Restores the library's default allocator (asserts ACG_OK). */
+void tc_alloc_uninstall(void);
+/* Makes the n-th allocation from now fail (one shot); 0 disarms. Clears the "hit" flag. */
+void tc_alloc_fail_at(uint64_t n);
+/* Whether the armed fault was hit since the last tc_alloc_fail_at. */
+bool tc_alloc_fail_hit(void);
+/* Allocations currently live (allocated and not freed) through the counting allocator. */
+int64_t tc_alloc_live(void);
+/* Allocations made since install (successful or failed). */
+uint64_t tc_alloc_count(void);
+/* Calls that matched neither mode of the hook (ptr and size both set, or both NULL/0). */
+uint64_t tc_alloc_bad_calls(void);
+
+/* The hook itself, for tests that install it by hand. */
+void *tc_alloc_fn(void *user, void *ptr, size_t size, size_t align);
+
+/* ---- log capture -------------------------------------------------------------------------- */
+
+/* Routes log messages to a capture buffer and sets the threshold; clears earlier messages. */
+void tc_log_capture_begin(acg_log_level level);
+/* Restores the default callback and the threshold before tc_log_capture_begin. */
+void tc_log_capture_end(void);
+/* Messages captured at exactly `level`. */
+size_t tc_log_count(acg_log_level level);
+/* Whether a captured message contains needle; *level_out gets its level when non-NULL. */
+bool tc_log_find(const char *needle, acg_log_level *level_out);
+/* Whether any captured message ends with a newline (the header says none does). */
+bool tc_log_any_trailing_newline(void);
+
+/* ---- eager and captured runs of the same work --------------------------------------------- */
+
+/* One sequence of work on up to two streams (b may be unused). It must produce its output
+ * only from data it writes itself, so eager and replayed runs are comparable. */
+typedef acg_status (*tc_work_fn)(void *ctx, acg_stream *a, acg_stream *b);
+
+/* Runs fn eagerly on a and b, waits for both, and copies out[0, size) into bytes. */
+acg_status tc_run_eager(tc_work_fn fn, void *ctx, acg_stream *a, acg_stream *b,
+                        const acg_buffer *out, size_t size, void *bytes);
+/* Captures fn on a (the origin) into pool and returns the graph. */
+acg_status tc_capture(tc_work_fn fn, void *ctx, acg_stream *a, acg_stream *b, acg_graph_pool *pool,
+                      acg_graph **graph);
+/* Replays graph on s, waits, and copies out[0, size) into bytes (out may be NULL). */
+acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, size_t size,
+                     void *bytes);
+
+/* Returns true when haystack contains needle (NULL-safe). */
+bool tc_contains(const char *haystack, const char *needle);
+
+#endif /* ACG_TESTS_COMMON_H */

@@ -1,0 +1,287 @@
+/* test_alloc_fail.c — every allocation of the library can fail: the failing call returns
+ * ACG_ERR_OUT_OF_MEMORY, cleanup releases everything, and nothing crashes or leaks. */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 1024 };
+#define NB ((size_t)N * sizeof(float))
+
+/* ---- the scenario ------------------------------------------------------------------------- */
+
+typedef struct scen {
+    acg_device *dev;
+    acg_buffer *x, *y, *z;
+    float *pin_in, *pin_out;
+    acg_stream *a, *b;
+    acg_event *e1, *e2;
+    acg_graph_pool *pool;
+    acg_graph *g;
+    tc_kernels k;
+    bool capturing;
+    const char *step; /* the call that failed */
+} scen;
+
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        st = (call);                                                                               \
+        if (st != ACG_OK) {                                                                        \
+            sc->step = #call;                                                                      \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static void scen_cleanup(scen *sc) {
+    if (sc->capturing) {
+        acg_graph *g = NULL;
+        if (acg_stream_end_capture(sc->a, &g) == ACG_OK) {
+            TC_OK(acg_graph_destroy(g));
+        }
+    }
+    if (sc->a != NULL) {
+        acg_stream_synchronize(sc->a); /* may report the injected fault again */
+    }
+    TC_OK(acg_graph_destroy(sc->g));
+    TC_OK(acg_graph_pool_destroy(sc->pool));
+    TC_OK(acg_event_destroy(sc->e1));
+    TC_OK(acg_event_destroy(sc->e2));
+    TC_OK(acg_stream_destroy(sc->a));
+    TC_OK(acg_stream_destroy(sc->b));
+    TC_OK(acg_pinned_free(sc->pin_in));
+    TC_OK(acg_pinned_free(sc->pin_out));
+    TC_OK(acg_buffer_free(sc->x));
+    TC_OK(acg_buffer_free(sc->y));
+    TC_OK(acg_buffer_free(sc->z));
+    TC_OK(acg_device_close(sc->dev));
+}
+
+/* Opens a device, captures kernels, copies, a fork/join and graph scratch, replays, checks the
+ * result, and destroys everything. Returns the first failing status (sc->step names the call). */
+static acg_status scenario(scen *sc) {
+    acg_status st = ACG_OK;
+    memset(sc, 0, sizeof *sc);
+    STEP(acg_device_open("cpu", &sc->dev));
+    STEP(acg_buffer_alloc(sc->dev, NB, &sc->x));
+    STEP(acg_buffer_alloc(sc->dev, NB, &sc->y));
+    STEP(acg_buffer_alloc(sc->dev, NB, &sc->z));
+    STEP(acg_pinned_alloc(sc->dev, NB, (void **)&sc->pin_in));
+    STEP(acg_pinned_alloc(sc->dev, NB, (void **)&sc->pin_out));
+    STEP(acg_stream_create(sc->dev, &sc->a));
+    STEP(acg_stream_create(sc->dev, &sc->b));
+    STEP(acg_event_create(sc->dev, &sc->e1));
+    STEP(acg_event_create(sc->dev, &sc->e2));
+    STEP(acg_graph_pool_create(sc->dev, &sc->pool));
+    STEP(acg_kernel_get(sc->dev, "fill_f32", &sc->k.fill));
+    STEP(acg_kernel_get(sc->dev, "add_scalar_f32", &sc->k.add));
+    STEP(acg_kernel_get(sc->dev, "axpy_f32", &sc->k.axpy));
+    STEP(acg_kernel_get(sc->dev, "copy_f32", &sc->k.copy));
+    tc_fill_floats(sc->pin_in, N, 9);
+
+    STEP(acg_stream_begin_capture(sc->a, sc->pool));
+    sc->capturing = true;
+    STEP(acg_copy_h2d(sc->a, sc->x, 0, sc->pin_in, NB));
+    STEP(tc_add(sc->a, &sc->k, sc->y, 0, sc->x, 0, N, 1.0f)); /* y = in + 1 */
+    STEP(acg_event_record(sc->e1, sc->a));
+    STEP(acg_stream_wait_event(sc->b, sc->e1));
+    acg_buffer *tmp = NULL;
+    STEP(acg_stream_alloc(sc->b, NB, &tmp));
+    STEP(tc_add(sc->b, &sc->k, tmp, 0, sc->y, 0, N, 2.0f)); /* tmp = in + 3 */
+    STEP(tc_copy(sc->b, &sc->k, sc->z, 0, tmp, 0, N));      /* z = in + 3 */
+    STEP(acg_event_record(sc->e2, sc->b));
+    STEP(acg_stream_wait_event(sc->a, sc->e2));
+    STEP(tc_axpy(sc->a, &sc->k, sc->z, 0, sc->y, 0, N, 0.5f)); /* z = 0.5 (in + 1) + in + 3 */
+    STEP(acg_fill(sc->a, sc->x, 0, NB, 0, 4));
+    STEP(acg_copy_d2d(sc->a, sc->x, 0, sc->z, 0, NB));
+    STEP(acg_copy_d2h(sc->a, sc->pin_out, sc->x, 0, NB));
+    sc->capturing = false;
+    STEP(acg_stream_end_capture(sc->a, &sc->g));
+
+    for (int rep = 0; rep < 2; rep++) {
+        memset(sc->pin_out, 0, NB);
+        STEP(acg_graph_launch(sc->g, sc->a));
+        STEP(acg_stream_synchronize(sc->a));
+        for (size_t i = 0; i < N; i++) {
+            float in = sc->pin_in[i];
+            float want = 0.5f * (in + 1.0f) + (in + 3.0f);
+            if (memcmp(&sc->pin_out[i], &want, 4) != 0) {
+                sc->step = "verify replay";
+                st = ACG_ERR_INTERNAL;
+                goto out;
+            }
+        }
+    }
+out:
+    scen_cleanup(sc);
+    return st;
+}
+
+/* The sweep: fail allocation 1, 2, 3, ... of the scenario until it runs through without hitting
+ * the fault. Every run stops cleanly with ACG_ERR_OUT_OF_MEMORY and leaks nothing. */
+static void test_alloc_fail_sweep(void **state) {
+    (void)state;
+    tc_alloc_install();
+    scen sc;
+    /* A dry run: the scenario passes with no fault armed. */
+    tc_alloc_fail_at(0);
+    TC_OK(scenario(&sc));
+    assert_int_equal(tc_alloc_live(), 0);
+
+    uint64_t n;
+    for (n = 1; n < 100000; n++) {
+        tc_alloc_fail_at(n);
+        acg_status st = scenario(&sc);
+        bool hit = tc_alloc_fail_hit();
+        tc_alloc_fail_at(0);
+        if (tc_alloc_live() != 0) {
+            print_error("N=%llu: %lld allocations leaked (failed step: %s, %s)\n",
+                        (unsigned long long)n, (long long)tc_alloc_live(),
+                        sc.step ? sc.step : "none", acg_status_name(st));
+            fail();
+        }
+        if (!hit) {
+            if (st != ACG_OK) {
+                print_error("N=%llu: no fault hit but %s returned %s: %s\n", (unsigned long long)n,
+                            sc.step ? sc.step : "?", acg_status_name(st), acg_last_error());
+                fail();
+            }
+            break;
+        }
+        if (st != ACG_ERR_OUT_OF_MEMORY) {
+            print_error("N=%llu: fault hit, but the scenario %s (step %s): %s\n",
+                        (unsigned long long)n, st == ACG_OK ? "passed" : acg_status_name(st),
+                        sc.step ? sc.step : "none", acg_last_error());
+            fail();
+        }
+    }
+    print_message("allocation-failure sweep: %llu allocation points\n",
+                  (unsigned long long)(n - 1));
+    assert_true(n > 10);
+    assert_int_equal(tc_alloc_bad_calls(), 0);
+    tc_alloc_uninstall();
+}
+
+/* One failing call at a time: each returns ACG_ERR_OUT_OF_MEMORY naming itself, leaves its
+ * out-parameter untouched, and frees what it had allocated. */
+typedef acg_status (*create_fn)(acg_device *dev, void **out);
+static acg_status mk_buffer(acg_device *d, void **o) {
+    return acg_buffer_alloc(d, 256, (acg_buffer **)o);
+}
+static acg_status mk_pinned(acg_device *d, void **o) { return acg_pinned_alloc(d, 256, o); }
+static acg_status mk_stream(acg_device *d, void **o) {
+    return acg_stream_create(d, (acg_stream **)o);
+}
+static acg_status mk_event(acg_device *d, void **o) { return acg_event_create(d, (acg_event **)o); }
+static acg_status mk_pool(acg_device *d, void **o) {
+    return acg_graph_pool_create(d, (acg_graph_pool **)o);
+}
+
+static void test_alloc_fail_each_create(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        create_fn fn;
+    } ops[] = {
+        {"acg_buffer_alloc", mk_buffer},    {"acg_pinned_alloc", mk_pinned},
+        {"acg_stream_create", mk_stream},   {"acg_event_create", mk_event},
+        {"acg_graph_pool_create", mk_pool},
+    };
+    tc_alloc_install();
+    acg_device *dev = tc_open_cpu();
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        int64_t base = tc_alloc_live();
+        for (uint64_t n = 1;; n++) {
+            assert_true(n < 1000);
+            void *const sentinel = (void *)(uintptr_t)0x50;
+            void *obj = sentinel;
+            tc_alloc_fail_at(n);
+            acg_status st = ops[i].fn(dev, &obj);
+            bool hit = tc_alloc_fail_hit();
+            tc_alloc_fail_at(0);
+            if (!hit) {
+                TC_OK(st);
+                assert_ptr_not_equal(obj, sentinel);
+                if (ops[i].fn == mk_buffer) {
+                    TC_OK(acg_buffer_free(obj));
+                } else if (ops[i].fn == mk_pinned) {
+                    TC_OK(acg_pinned_free(obj));
+                } else if (ops[i].fn == mk_stream) {
+                    TC_OK(acg_stream_destroy(obj));
+                } else if (ops[i].fn == mk_event) {
+                    TC_OK(acg_event_destroy(obj));
+                } else {
+                    TC_OK(acg_graph_pool_destroy(obj));
+                }
+                assert_int_equal(tc_alloc_live(), base);
+                break;
+            }
+            if (st != ACG_ERR_OUT_OF_MEMORY) {
+                print_error("%s with allocation %llu failing: ", ops[i].name,
+                            (unsigned long long)n);
+            }
+            tc_expect_(ACG_ERR_OUT_OF_MEMORY, st, ops[i].name, __FILE__, __LINE__);
+            TC_LAST_ERROR_HAS(ops[i].name);
+            assert_ptr_equal(obj, sentinel);
+            assert_int_equal(tc_alloc_live(), base);
+        }
+    }
+    tc_close(dev);
+    assert_int_equal(tc_alloc_live(), 0);
+
+    /* Opening a device fails cleanly at each of its allocations too. */
+    for (uint64_t n = 1;; n++) {
+        assert_true(n < 1000);
+        acg_device *const sentinel = (acg_device *)(uintptr_t)0x60;
+        acg_device *d = sentinel;
+        tc_alloc_fail_at(n);
+        acg_status st = acg_device_open("cpu", &d);
+        bool hit = tc_alloc_fail_hit();
+        tc_alloc_fail_at(0);
+        if (!hit) {
+            TC_OK(st);
+            tc_close(d);
+            break;
+        }
+        TC_EXPECT(ERR_OUT_OF_MEMORY, st);
+        assert_ptr_equal(d, sentinel);
+        assert_int_equal(tc_alloc_live(), 0);
+    }
+    assert_int_equal(tc_alloc_live(), 0);
+    tc_alloc_uninstall();
+}
+
+/* The allocator can only be swapped while no acg object lives; a refused swap keeps the
+ * installed allocator in use. */
+static void test_set_allocator_in_use(void **state) {
+    (void)state;
+    tc_alloc_install();
+    acg_device *dev = tc_open_cpu();
+    TC_EXPECT(ERR_IN_USE, acg_set_allocator(NULL, NULL));
+    TC_LAST_ERROR_HAS("acg_set_allocator");
+    uint64_t before = tc_alloc_count();
+    acg_buffer *b = tc_buffer(dev, 128);
+    assert_true(tc_alloc_count() > before);
+    void *p = tc_pinned(dev, 128);
+    TC_EXPECT(ERR_IN_USE, acg_set_allocator(tc_alloc_fn, NULL));
+    TC_OK(acg_buffer_free(b));
+    TC_EXPECT(ERR_IN_USE, acg_device_close(dev));
+    TC_OK(acg_pinned_free(p));
+    tc_close(dev);
+    assert_int_equal(tc_alloc_live(), 0);
+    tc_alloc_uninstall();
+    /* With the default allocator back, the counter sees nothing. */
+    before = tc_alloc_count();
+    dev = tc_open_cpu();
+    assert_int_equal(tc_alloc_count(), before);
+    tc_close(dev);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_set_allocator_in_use),
+        cmocka_unit_test(test_alloc_fail_each_create),
+        cmocka_unit_test(test_alloc_fail_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,255 @@
+/* test_kernel.c — the built-in kernels against host references, and launch validation. */
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 1000, CAP = 1200 };
+
+typedef struct fx {
+    acg_device *dev;
+    acg_stream *s;
+    tc_kernels k;
+    acg_buffer *x, *y; /* CAP floats each */
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    f->dev = tc_open_cpu();
+    f->s = tc_stream(f->dev);
+    tc_kernels_get(f->dev, &f->k);
+    f->x = tc_buffer(f->dev, CAP * sizeof(float));
+    f->y = tc_buffer(f->dev, CAP * sizeof(float));
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    TC_OK(acg_buffer_free(f->x));
+    TC_OK(acg_buffer_free(f->y));
+    TC_OK(acg_stream_destroy(f->s));
+    tc_close(f->dev);
+    free(f);
+    return 0;
+}
+
+/* Uploads seeded data to x and y and returns copies of it. */
+static void seed(fx *f, float *hx, float *hy) {
+    tc_fill_floats(hx, CAP, 11);
+    tc_fill_floats(hy, CAP, 12);
+    tc_upload(f->s, f->x, hx, CAP * sizeof(float));
+    tc_upload(f->s, f->y, hy, CAP * sizeof(float));
+}
+
+static void expect_y(fx *f, const float *want) {
+    float back[CAP];
+    tc_download(f->s, back, f->y, sizeof back);
+    TC_BYTES_EQUAL(back, want, sizeof back);
+}
+
+/* Looked-up kernels report their names; unknown names are ACG_ERR_NOT_FOUND. */
+static void test_kernel_lookup(void **state) {
+    fx *f = *state;
+    assert_string_equal(acg_kernel_get_name(f->k.fill), "fill_f32");
+    assert_string_equal(acg_kernel_get_name(f->k.add), "add_scalar_f32");
+    assert_string_equal(acg_kernel_get_name(f->k.axpy), "axpy_f32");
+    assert_string_equal(acg_kernel_get_name(f->k.copy), "copy_f32");
+    assert_null(acg_kernel_get_name(NULL));
+    acg_kernel *untouched = (acg_kernel *)(uintptr_t)0x21, *k = untouched;
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(f->dev, "no_such_kernel", &k));
+    TC_LAST_ERROR_HAS("acg_kernel_get");
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(f->dev, "fill_f3", &k));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_kernel_get(NULL, "fill_f32", &k));
+    assert_ptr_equal(k, untouched);
+}
+
+/* fill_f32 writes value to exactly its window. */
+static void test_fill_f32(void **state) {
+    fx *f = *state;
+    float hx[CAP], hy[CAP];
+    seed(f, hx, hy);
+    TC_OK(tc_fill(f->s, &f->k, f->y, 40 * sizeof(float), N, -3.125f));
+    TC_OK(acg_stream_synchronize(f->s));
+    tc_splat(hy + 40, N, -3.125f);
+    expect_y(f, hy);
+}
+
+/* add_scalar_f32: y[i] = x[i] + a over offset windows. */
+static void test_add_scalar_f32(void **state) {
+    fx *f = *state;
+    float hx[CAP], hy[CAP];
+    seed(f, hx, hy);
+    TC_OK(tc_add(f->s, &f->k, f->y, 8 * sizeof(float), f->x, 100 * sizeof(float), N, 2.5f));
+    TC_OK(acg_stream_synchronize(f->s));
+    for (size_t i = 0; i < N; i++) {
+        hy[8 + i] = hx[100 + i] + 2.5f;
+    }
+    expect_y(f, hy);
+}
+
+/* axpy_f32: y[i] = a * x[i] + y[i]. */
+static void test_axpy_f32(void **state) {
+    fx *f = *state;
+    float hx[CAP], hy[CAP];
+    seed(f, hx, hy);
+    TC_OK(tc_axpy(f->s, &f->k, f->y, 0, f->x, 200 * sizeof(float), N, 1.5f));
+    TC_OK(acg_stream_synchronize(f->s));
+    for (size_t i = 0; i < N; i++) {
+        hy[i] = 1.5f * hx[200 + i] + hy[i];
+    }
+    expect_y(f, hy);
+}
+
+/* copy_f32: dst[i] = src[i], offsets select the windows. */
+static void test_copy_f32(void **state) {
+    fx *f = *state;
+    float hx[CAP], hy[CAP];
+    seed(f, hx, hy);
+    TC_OK(tc_copy(f->s, &f->k, f->y, 199 * sizeof(float), f->x, 1 * sizeof(float), N));
+    TC_OK(acg_stream_synchronize(f->s));
+    memcpy(hy + 199, hx + 1, N * sizeof(float));
+    expect_y(f, hy);
+}
+
+/* A chain of all four kernels, queued without waits, equals the host reference. */
+static void test_kernel_chain(void **state) {
+    fx *f = *state;
+    float hx[CAP], hy[CAP];
+    seed(f, hx, hy);
+    TC_OK(tc_fill(f->s, &f->k, f->x, 0, N, 0.75f));
+    TC_OK(tc_axpy(f->s, &f->k, f->y, 0, f->x, 0, N, 2.0f));
+    TC_OK(tc_add(f->s, &f->k, f->x, 0, f->y, 0, N, -1.0f));
+    TC_OK(tc_copy(f->s, &f->k, f->y, 0, f->x, 0, N));
+    TC_OK(acg_stream_synchronize(f->s));
+    for (size_t i = 0; i < N; i++) {
+        float xi = 0.75f;
+        float yi = 2.0f * xi + hy[i];
+        hy[i] = yi + -1.0f;
+    }
+    expect_y(f, hy);
+}
+
+/* A refused launch returns its specific status and writes nothing. */
+static void test_launch_errors(void **state) {
+    fx *f = *state;
+    float hx[CAP], hy[CAP];
+    seed(f, hx, hy);
+    acg_dims d = acg_dims_1d(N);
+    acg_arg good[3] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->x, 0), acg_arg_f32(1.0f)};
+
+    /* argument count */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &d, good, 2));
+    TC_LAST_ERROR_HAS("acg_kernel_launch");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.fill, &d, good, 3));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.fill, &d, good, 0));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.fill, &d, NULL, 2));
+    acg_arg many[ACG_MAX_KERNEL_ARGS + 1];
+    for (size_t i = 0; i < ACG_MAX_KERNEL_ARGS + 1; i++) {
+        many[i] = acg_arg_f32(0.0f);
+    }
+    TC_EXPECT(ERR_INVALID_ARGUMENT,
+              acg_kernel_launch(f->s, f->k.fill, &d, many, ACG_MAX_KERNEL_ARGS + 1));
+    /* argument types */
+    acg_arg bad_scalar[2] = {acg_arg_buffer(f->y, 0), acg_arg_i32(1)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.fill, &d, bad_scalar, 2));
+    acg_arg scalar_for_buf[2] = {acg_arg_f32(1.0f), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.fill, &d, scalar_for_buf, 2));
+    acg_arg buf_for_scalar[3] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->x, 0),
+                                 acg_arg_buffer(f->x, 0)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.add, &d, buf_for_scalar, 3));
+    acg_arg bogus_type[2] = {acg_arg_buffer(f->y, 0), acg_arg_f32(1.0f)};
+    bogus_type[1].type = (acg_arg_type)99;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.fill, &d, bogus_type, 2));
+
+    /* windows out of range: too many items, or an offset pushing the window out */
+    acg_dims too_many = acg_dims_1d(CAP + 1);
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(f->s, f->k.axpy, &too_many, good, 3));
+    acg_arg shifted[3] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->x, 201 * sizeof(float)),
+                          acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(f->s, f->k.axpy, &d, shifted, 3));
+    acg_arg far[2] = {acg_arg_buffer(f->y, SIZE_MAX - 3), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(f->s, f->k.fill, &d, far, 2));
+
+    /* zero grid */
+    acg_dims zero = acg_dims_1d(0);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &zero, good, 3));
+    acg_dims zero_y = acg_dims_1d(N);
+    zero_y.global[1] = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &zero_y, good, 3));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, NULL, good, 3));
+
+    /* misaligned offsets for f32 */
+    acg_arg mis_y[3] = {acg_arg_buffer(f->y, 2), acg_arg_buffer(f->x, 0), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &d, mis_y, 3));
+    acg_arg mis_x[3] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->x, 6), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &d, mis_x, 3));
+
+    /* handles */
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_kernel_launch(NULL, f->k.axpy, &d, good, 3));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_kernel_launch(f->s, NULL, &d, good, 3));
+    acg_arg null_buf[2] = {acg_arg_buffer(NULL, 0), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_kernel_launch(f->s, f->k.fill, &d, null_buf, 2));
+
+    TC_OK(acg_stream_synchronize(f->s));
+    expect_y(f, hy);
+    float back[CAP];
+    tc_download(f->s, back, f->x, sizeof back);
+    TC_BYTES_EQUAL(back, hx, sizeof back);
+}
+
+/* Kernels and buffers of another device are ACG_ERR_WRONG_DEVICE. */
+static void test_launch_wrong_device(void **state) {
+    fx *f = *state;
+    acg_device *d2 = tc_open_cpu();
+    tc_kernels k2;
+    tc_kernels_get(d2, &k2);
+    acg_buffer *b2 = tc_buffer(d2, CAP * sizeof(float));
+    acg_dims d = acg_dims_1d(N);
+    acg_arg mine[2] = {acg_arg_buffer(f->y, 0), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_kernel_launch(f->s, k2.fill, &d, mine, 2));
+    TC_LAST_ERROR_HAS("acg_kernel_launch");
+    acg_arg theirs[2] = {acg_arg_buffer(b2, 0), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_kernel_launch(f->s, f->k.fill, &d, theirs, 2));
+    acg_arg mixed[3] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(b2, 0), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_kernel_launch(f->s, f->k.add, &d, mixed, 3));
+    TC_OK(acg_buffer_free(b2));
+    tc_close(d2);
+}
+
+/* The argument array is copied at launch: reusing it at once does not change queued work. */
+static void test_args_copied(void **state) {
+    fx *f = *state;
+    enum { BIG = 1 << 20 };
+    acg_buffer *big = tc_buffer(f->dev, BIG * sizeof(float));
+    for (int i = 0; i < 4; i++) { /* keep the stream busy */
+        TC_OK(tc_fill(f->s, &f->k, big, 0, BIG, 0.0f));
+    }
+    acg_dims d = acg_dims_1d(N);
+    acg_arg args[2] = {acg_arg_buffer(f->y, 0), acg_arg_f32(9.0f)};
+    TC_OK(acg_kernel_launch(f->s, f->k.fill, &d, args, 2));
+    args[0] = acg_arg_buffer(f->x, 0);
+    args[1] = acg_arg_f32(-9.0f);
+    d.global[0] = 1;
+    TC_OK(acg_stream_synchronize(f->s));
+    float back[N], want[N];
+    TC_OK(acg_copy_d2h(f->s, back, f->y, 0, sizeof back));
+    tc_splat(want, N, 9.0f);
+    TC_BYTES_EQUAL(back, want, sizeof back);
+    TC_OK(acg_buffer_free(big));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_kernel_lookup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fill_f32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_add_scalar_f32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_axpy_f32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_copy_f32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kernel_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_launch_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_launch_wrong_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_args_copied, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,415 @@
+/* test_memory.c — device buffers, views, pinned memory, copies and fills. */
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fx {
+    acg_device *dev;
+    acg_stream *s;
+    tc_kernels k;
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    f->dev = tc_open_cpu();
+    f->s = tc_stream(f->dev);
+    tc_kernels_get(f->dev, &f->k);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    TC_OK(acg_stream_destroy(f->s));
+    tc_close(f->dev);
+    free(f);
+    return 0;
+}
+
+/* Buffers report their size and device; size 0 and NULL out are refused; free of NULL is OK. */
+static void test_buffer_basics(void **state) {
+    fx *f = *state;
+    acg_buffer *b = tc_buffer(f->dev, 1000);
+    assert_int_equal(acg_buffer_get_size(b), 1000);
+    assert_ptr_equal(acg_buffer_get_device(b), f->dev);
+
+    acg_buffer *untouched = (acg_buffer *)(uintptr_t)0x77;
+    acg_buffer *z = untouched;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_buffer_alloc(f->dev, 0, &z));
+    assert_ptr_equal(z, untouched);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_buffer_alloc(f->dev, 16, NULL));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_alloc(NULL, 16, &z));
+    assert_ptr_equal(z, untouched);
+
+    TC_OK(acg_buffer_free(b));
+    TC_OK(acg_buffer_free(NULL));
+    assert_int_equal(acg_buffer_get_size(NULL), 0);
+    assert_null(acg_buffer_get_device(NULL));
+}
+
+/* A freed buffer is a dead handle: a second free, getters and copies reject it safely. */
+static void test_buffer_double_free(void **state) {
+    fx *f = *state;
+    acg_buffer *b = tc_buffer(f->dev, 64);
+    TC_OK(acg_buffer_free(b));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_free(b));
+    TC_LAST_ERROR_HAS("acg_buffer_free");
+    assert_int_equal(acg_buffer_get_size(b), 0);
+    assert_null(acg_buffer_get_device(b));
+    char host[64] = {0};
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_copy_h2d(f->s, b, 0, host, 64));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_copy_d2h(f->s, host, b, 0, 64));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_fill(f->s, b, 0, 64, 0, 1));
+    /* A pointer that never was a buffer is rejected too. */
+    acg_buffer *garbage = (acg_buffer *)(void *)host;
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_free(garbage));
+}
+
+/* Views share their parent's memory; bad ranges are refused; the parent cannot be freed while a
+ * view lives. */
+static void test_views(void **state) {
+    fx *f = *state;
+    enum { N = 256 };
+    acg_buffer *b = tc_buffer(f->dev, N * sizeof(float));
+    float host[N], back[N];
+    tc_fill_floats(host, N, 1);
+    tc_upload(f->s, b, host, sizeof host);
+
+    acg_buffer *v = NULL;
+    TC_OK(acg_buffer_create_view(b, 64 * sizeof(float), 32 * sizeof(float), &v));
+    assert_int_equal(acg_buffer_get_size(v), 32 * sizeof(float));
+    assert_ptr_equal(acg_buffer_get_device(v), f->dev);
+    tc_download(f->s, back, v, 32 * sizeof(float));
+    TC_BYTES_EQUAL(back, host + 64, 32 * sizeof(float));
+
+    /* Writing through the view lands in the parent. */
+    TC_OK(tc_fill(f->s, &f->k, v, 0, 32, 7.5f));
+    tc_download(f->s, back, b, sizeof back);
+    tc_splat(host + 64, 32, 7.5f);
+    TC_BYTES_EQUAL(back, host, sizeof back);
+
+    /* A view of a view addresses the root correctly. */
+    acg_buffer *vv = NULL;
+    TC_OK(acg_buffer_create_view(v, 8 * sizeof(float), 4 * sizeof(float), &vv));
+    TC_OK(tc_fill(f->s, &f->k, vv, 0, 4, -2.0f));
+    tc_download(f->s, back, b, sizeof back);
+    tc_splat(host + 72, 4, -2.0f);
+    TC_BYTES_EQUAL(back, host, sizeof back);
+
+    acg_buffer *untouched = (acg_buffer *)(uintptr_t)0x55, *w = untouched;
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_buffer_create_view(b, N * sizeof(float) - 8, 16, &w));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_buffer_create_view(b, N * sizeof(float), 1, &w));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_buffer_create_view(b, SIZE_MAX, 2, &w));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_buffer_create_view(b, 4, SIZE_MAX, &w));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_buffer_create_view(v, 0, 33 * sizeof(float), &w));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_buffer_create_view(b, 0, 0, &w));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_create_view(NULL, 0, 4, &w));
+    assert_ptr_equal(w, untouched);
+
+    TC_EXPECT(ERR_IN_USE, acg_buffer_free(b));
+    TC_LAST_ERROR_HAS("acg_buffer_free");
+    TC_EXPECT(ERR_IN_USE, acg_buffer_free(v)); /* vv still lives */
+    TC_OK(acg_buffer_free(vv));
+    TC_OK(acg_buffer_free(v));
+    /* The parent survived the refused frees intact. */
+    tc_download(f->s, back, b, sizeof back);
+    TC_BYTES_EQUAL(back, host, sizeof back);
+    TC_OK(acg_buffer_free(b));
+}
+
+/* Pinned memory is 64-byte aligned, known to acg_pinned_contains for its own device only, and
+ * acg_pinned_free rejects pointers it did not return. */
+static void test_pinned(void **state) {
+    fx *f = *state;
+    unsigned char *p = tc_pinned(f->dev, 4096);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    memset(p, 0xab, 4096);
+    assert_true(acg_pinned_contains(f->dev, p, 4096));
+    assert_true(acg_pinned_contains(f->dev, p + 100, 200));
+    assert_false(acg_pinned_contains(f->dev, p + 4000, 200));
+    assert_false(acg_pinned_contains(f->dev, p - 1, 2));
+
+    acg_device *other = tc_open_cpu();
+    assert_false(acg_pinned_contains(other, p, 16));
+    tc_close(other);
+
+    char *heap = malloc(256);
+    assert_false(acg_pinned_contains(f->dev, heap, 16));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_free(heap));
+    TC_LAST_ERROR_HAS("acg_pinned_free");
+    free(heap);
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_free(p + 64)); /* interior pointer */
+    TC_OK(acg_pinned_free(NULL));
+
+    void *untouched = (void *)(uintptr_t)0x33, *q = untouched;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_pinned_alloc(f->dev, 0, &q));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_alloc(NULL, 64, &q));
+    assert_ptr_equal(q, untouched);
+
+    TC_OK(acg_pinned_free(p));
+    assert_false(acg_pinned_contains(f->dev, p, 16));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_free(p));
+}
+
+/* ACG_NO_PINNED=1 makes acg_pinned_alloc return pageable memory that acg_pinned_contains
+ * does not count as pinned, but that acg_pinned_free still frees. */
+static void test_no_pinned_env(void **state) {
+    fx *f = *state;
+    assert_int_equal(setenv("ACG_NO_PINNED", "1", 1), 0);
+    unsigned char *p = tc_pinned(f->dev, 1024);
+    assert_int_equal(unsetenv("ACG_NO_PINNED"), 0);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    memset(p, 1, 1024);
+    assert_false(acg_pinned_contains(f->dev, p, 1024));
+    assert_false(acg_pinned_contains(f->dev, p, 1));
+    /* It still works as a copy source and destination (eagerly). */
+    acg_buffer *b = tc_buffer(f->dev, 1024);
+    TC_OK(acg_copy_h2d(f->s, b, 0, p, 1024));
+    memset(p, 0, 1024);
+    TC_OK(acg_copy_d2h(f->s, p, b, 0, 1024));
+    TC_OK(acg_stream_synchronize(f->s));
+    for (int i = 0; i < 1024; i++) {
+        assert_int_equal(p[i], 1);
+    }
+    TC_OK(acg_buffer_free(b));
+    TC_OK(acg_pinned_free(p));
+
+    unsigned char *q = tc_pinned(f->dev, 1024);
+    assert_true(acg_pinned_contains(f->dev, q, 1024));
+    TC_OK(acg_pinned_free(q));
+}
+
+/* h2d, d2d and d2h (pageable and pinned) move exactly the bytes asked for, at the offsets
+ * asked for. */
+static void test_copies(void **state) {
+    fx *f = *state;
+    enum { N = 1024 };
+    const size_t bytes = N * sizeof(float);
+    acg_buffer *a = tc_buffer(f->dev, bytes);
+    acg_buffer *b = tc_buffer(f->dev, bytes);
+    tc_poison(f->s, a);
+    tc_poison(f->s, b);
+    float src[N], back[N], want[N];
+    tc_fill_floats(src, N, 2);
+
+    /* pageable h2d of the middle half, d2d of a quarter to b's start, pageable d2h */
+    TC_OK(acg_copy_h2d(f->s, a, bytes / 4, src, bytes / 2));
+    TC_OK(acg_copy_d2d(f->s, b, 0, a, bytes / 4, bytes / 4));
+    TC_OK(acg_copy_d2h(f->s, back, a, 0, bytes));
+    uint32_t poison = 0xdeadbeefu;
+    for (size_t i = 0; i < N; i++) {
+        memcpy(&want[i], &poison, 4);
+    }
+    memcpy(want + N / 4, src, bytes / 2);
+    TC_BYTES_EQUAL(back, want, bytes);
+    TC_OK(acg_copy_d2h(f->s, back, b, 0, bytes));
+    for (size_t i = 0; i < N; i++) {
+        memcpy(&want[i], &poison, 4);
+    }
+    memcpy(want, src, bytes / 4);
+    TC_BYTES_EQUAL(back, want, bytes);
+
+    /* pinned h2d and d2h, with a source offset on the way out */
+    float *pin_in = tc_pinned(f->dev, bytes);
+    float *pin_out = tc_pinned(f->dev, bytes);
+    tc_fill_floats(pin_in, N, 3);
+    memset(pin_out, 0, bytes);
+    TC_OK(acg_copy_h2d(f->s, a, 0, pin_in, bytes));
+    TC_OK(acg_copy_d2h(f->s, pin_out, a, 8, bytes - 8));
+    TC_OK(acg_stream_synchronize(f->s));
+    TC_BYTES_EQUAL(pin_out, pin_in + 2, bytes - 8);
+
+    /* non-overlapping d2d within one buffer */
+    TC_OK(acg_copy_d2d(f->s, a, bytes / 2, a, 0, bytes / 2));
+    TC_OK(acg_copy_d2h(f->s, back, a, 0, bytes));
+    TC_BYTES_EQUAL(back, pin_in, bytes / 2);
+    TC_BYTES_EQUAL(back + N / 2, pin_in, bytes / 2);
+
+    TC_OK(acg_pinned_free(pin_in));
+    TC_OK(acg_pinned_free(pin_out));
+    TC_OK(acg_buffer_free(a));
+    TC_OK(acg_buffer_free(b));
+}
+
+/* A pageable h2d source is read before the call returns; a pageable d2h has completed when it
+ * returns, even behind queued work. */
+static void test_pageable_copy_semantics(void **state) {
+    fx *f = *state;
+    enum { BIG = 1 << 20, N = 256 };
+    acg_buffer *big = tc_buffer(f->dev, BIG * sizeof(float));
+    acg_buffer *b = tc_buffer(f->dev, N * sizeof(float));
+    float *src = malloc(N * sizeof(float));
+    float want[N], back[N];
+    tc_fill_floats(src, N, 4);
+    memcpy(want, src, sizeof want);
+    for (int i = 0; i < 8; i++) { /* keep the stream busy so the copy really queues */
+        TC_OK(tc_fill(f->s, &f->k, big, 0, BIG, (float)i));
+    }
+    TC_OK(acg_copy_h2d(f->s, b, 0, src, N * sizeof(float)));
+    memset(src, 0xff, N * sizeof(float));
+    free(src);
+    for (int i = 0; i < 8; i++) {
+        TC_OK(tc_fill(f->s, &f->k, big, 0, BIG, (float)i));
+    }
+    memset(back, 0, sizeof back);
+    TC_OK(acg_copy_d2h(f->s, back, b, 0, sizeof back)); /* no synchronize */
+    TC_BYTES_EQUAL(back, want, sizeof back);
+    TC_OK(acg_buffer_free(big));
+    TC_OK(acg_buffer_free(b));
+}
+
+/* acg_fill writes 1-, 2- and 4-byte patterns (low bytes, host order) over exactly its range. */
+static void test_fill_patterns(void **state) {
+    fx *f = *state;
+    enum { SZ = 512 };
+    acg_buffer *b = tc_buffer(f->dev, SZ);
+    unsigned char back[SZ], want[SZ];
+    static const size_t psizes[] = {1, 2, 4};
+    const uint32_t pattern = 0x11223344u;
+    for (size_t t = 0; t < 3; t++) {
+        size_t ps = psizes[t];
+        TC_OK(acg_fill(f->s, b, 0, SZ, 0, 1));
+        TC_OK(acg_fill(f->s, b, 8, SZ - 16, pattern, ps));
+        TC_OK(acg_copy_d2h(f->s, back, b, 0, SZ));
+        memset(want, 0, SZ);
+        const uint8_t p8 = (uint8_t)pattern;
+        const uint16_t p16 = (uint16_t)pattern;
+        const uint32_t p32 = pattern;
+        const void *low = ps == 1   ? (const void *)&p8
+                          : ps == 2 ? (const void *)&p16
+                                    : (const void *)&p32;
+        for (size_t off = 8; off < SZ - 8; off += ps) {
+            memcpy(want + off, low, ps);
+        }
+        TC_BYTES_EQUAL(back, want, SZ);
+    }
+    TC_OK(acg_buffer_free(b));
+}
+
+/* Offsets and sizes that leave a buffer are ACG_ERR_OUT_OF_RANGE; bad sizes, NULL pointers,
+ * misaligned fills and overlapping d2d are ACG_ERR_INVALID_ARGUMENT; nothing is written. */
+static void test_copy_errors(void **state) {
+    fx *f = *state;
+    enum { SZ = 256 };
+    acg_buffer *a = tc_buffer(f->dev, SZ);
+    acg_buffer *b = tc_buffer(f->dev, SZ);
+    TC_OK(acg_fill(f->s, a, 0, SZ, 0x5a, 1));
+    TC_OK(acg_fill(f->s, b, 0, SZ, 0x5a, 1));
+    unsigned char host[2 * SZ];
+    memset(host, 1, sizeof host);
+
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_copy_h2d(f->s, a, 1, host, SZ));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_copy_h2d(f->s, a, SZ, host, 1));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_copy_h2d(f->s, a, SIZE_MAX, host, 2));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_copy_h2d(f->s, a, 0, host, SZ + 1));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_copy_d2h(f->s, host, a, SZ - 4, 8));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_copy_d2h(f->s, host, a, 8, SIZE_MAX - 4));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_copy_d2d(f->s, b, 0, a, 1, SZ));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_copy_d2d(f->s, b, 1, a, 0, SZ));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_fill(f->s, a, 4, SZ, 0, 4));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_fill(f->s, a, SIZE_MAX - 3, 4, 0, 4));
+
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_h2d(f->s, a, 0, NULL, 16));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_h2d(f->s, a, 0, host, 0));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2h(f->s, NULL, a, 0, 16));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2h(f->s, host, a, 0, 0));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2d(f->s, b, 0, a, 0, 0));
+    /* overlapping ranges of one buffer, and of two views of one buffer */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2d(f->s, a, 16, a, 0, 32));
+    TC_LAST_ERROR_HAS("acg_copy_d2d");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2d(f->s, a, 0, a, 0, 32));
+    acg_buffer *v1 = NULL, *v2 = NULL;
+    TC_OK(acg_buffer_create_view(a, 0, 64, &v1));
+    TC_OK(acg_buffer_create_view(a, 32, 64, &v2));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2d(f->s, v2, 0, v1, 0, 64));
+    TC_OK(acg_copy_d2d(f->s, v2, 32, v1, 0, 32)); /* a[64,96) <- a[0,32): disjoint */
+    /* fills: misaligned offset or size, bad pattern size */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->s, a, 2, 16, 0, 4));
+    TC_LAST_ERROR_HAS("acg_fill");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->s, a, 0, 18, 0, 4));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->s, a, 1, 16, 0, 2));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->s, a, 0, 12, 0, 3));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->s, a, 0, 16, 0, 8));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->s, a, 0, 16, 0, 0));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->s, a, 0, 0, 0, 1));
+    /* NULL handles */
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_copy_h2d(NULL, a, 0, host, 16));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_copy_h2d(f->s, NULL, 0, host, 16));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_copy_d2d(f->s, a, 0, NULL, 0, 16));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_fill(NULL, a, 0, 16, 0, 1));
+
+    /* Nothing of the refused calls was written. */
+    TC_OK(acg_stream_synchronize(f->s));
+    unsigned char back[SZ], want[SZ];
+    memset(want, 0x5a, SZ);
+    tc_download(f->s, back, b, SZ);
+    TC_BYTES_EQUAL(back, want, SZ);
+    tc_download(f->s, back, a, SZ);
+    TC_BYTES_EQUAL(back, want, SZ);
+    TC_OK(acg_buffer_free(v1));
+    TC_OK(acg_buffer_free(v2));
+    TC_OK(acg_buffer_free(a));
+    TC_OK(acg_buffer_free(b));
+}
+
+/* Buffers of one device used on a stream of another are ACG_ERR_WRONG_DEVICE. */
+static void test_wrong_device(void **state) {
+    fx *f = *state;
+    acg_device *d2 = tc_open_cpu();
+    assert_ptr_not_equal(d2, f->dev);
+    acg_buffer *mine = tc_buffer(f->dev, 64);
+    acg_buffer *theirs = tc_buffer(d2, 64);
+    unsigned char host[64] = {0};
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_copy_h2d(f->s, theirs, 0, host, 64));
+    TC_LAST_ERROR_HAS("acg_copy_h2d");
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_copy_d2h(f->s, host, theirs, 0, 64));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_copy_d2d(f->s, mine, 0, theirs, 0, 64));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_copy_d2d(f->s, theirs, 0, mine, 0, 64));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_fill(f->s, theirs, 0, 64, 0, 1));
+    TC_OK(acg_buffer_free(theirs));
+    TC_OK(acg_buffer_free(mine));
+    tc_close(d2);
+}
+
+/* Freeing a buffer or pinned memory waits for queued work that uses it (checked for real under
+ * AddressSanitizer: the queued work would touch freed memory). */
+static void test_free_waits_for_queued_work(void **state) {
+    fx *f = *state;
+    enum { BIG = 1 << 21 };
+    acg_buffer *src = tc_buffer(f->dev, BIG * sizeof(float));
+    acg_buffer *dst = tc_buffer(f->dev, BIG * sizeof(float));
+    float *pin = tc_pinned(f->dev, BIG * sizeof(float));
+    TC_OK(tc_fill(f->s, &f->k, src, 0, BIG, 1.5f));
+    for (int i = 0; i < 4; i++) {
+        TC_OK(tc_copy(f->s, &f->k, dst, 0, src, 0, BIG));
+    }
+    TC_OK(acg_copy_d2h(f->s, pin, dst, 0, BIG * sizeof(float)));
+    TC_OK(acg_buffer_free(src));
+    TC_OK(acg_stream_query(f->s)); /* the free waited for the device */
+    for (size_t i = 0; i < BIG; i += 4099) {
+        assert_true(pin[i] == 1.5f);
+    }
+    TC_OK(tc_fill(f->s, &f->k, dst, 0, BIG, 2.5f));
+    TC_OK(acg_copy_d2h(f->s, pin, dst, 0, BIG * sizeof(float)));
+    TC_OK(acg_pinned_free(pin));
+    TC_OK(acg_stream_query(f->s));
+    TC_OK(acg_buffer_free(dst));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_buffer_basics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_buffer_double_free, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_views, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pinned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_pinned_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_copies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pageable_copy_semantics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fill_patterns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_copy_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_free_waits_for_queued_work, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
