@@ -1,0 +1,37 @@
+# GNU make wrapper around CMake. `make run` builds and shows the tool, `make test` runs the suite.
+#   make run | test | build | deps | clean | install [PREFIX=/usr/local] [BUILD=build]
+
+BUILD ?= build
+PREFIX ?= /usr/local
+BUILD_TYPE ?= RelWithDebInfo
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all run test build deps clean install
+
+all: build
+
+deps:
+	sh scripts/install-deps.sh
+
+# Configuring again is quick once the cache exists, and repairs a build folder whose first
+# configure failed.
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: deps
+	$(MAKE) --no-print-directory build
+	$(BUILD)/acg info
+	@echo
+	$(BUILD)/acg bench launch --backend cpu --kernels 256
+
+test: deps
+	$(MAKE) --no-print-directory build
+	ctest --test-dir $(BUILD) --output-on-failure
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

@@ -1,0 +1,35 @@
+#!/bin/sh
+# Installs the Debian packages acg needs to build and test, or says how to.
+# Exit 0 when everything is installed (quietly when nothing was missing); as root, installs what
+# is missing; otherwise prints the command to run and exits 1.
+set -eu
+
+# The one list of packages. Later backends add theirs here (OpenCL on PoCL:
+# pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo). libc6-dev is listed because gcc
+# only recommends it and recommends are not installed.
+PACKAGES="cmake make gcc libc6-dev pkg-config libcmocka-dev"
+
+missing=""
+for pkg in $PACKAGES; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+    if [ "$status" != "installed" ]; then
+        missing="$missing $pkg"
+    fi
+done
+missing=${missing# }
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    echo "install-deps: installing $missing"
+    apt-get update
+    # shellcheck disable=SC2086 # one word per package
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+else
+    echo "install-deps: missing packages: $missing" >&2
+    echo "install-deps: run as root:" >&2
+    echo "  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing" >&2
+    exit 1
+fi

@@ -1,0 +1,195 @@
+/*
+ * info.c — `acg info [--json]`: every backend compiled in, whether it can run here (and why
+ * not), and each device with every capability field.
+ *
+ * Nothing is opened: backends are asked for their info and devices are described, so the
+ * command works on a machine where a backend's driver is missing.
+ */
+#include "bench.h"
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <acg/acg.h>
+
+const char cli_info_usage[] = "usage: acg info [--json]\n";
+
+#define MAX_BACKENDS 16
+#define MAX_DEVICES 16 /* per backend; more are counted but not listed */
+
+/* One backend with what acg_backend_get_info said about it and its devices' capabilities,
+ * all gathered before anything is printed so a failure never leaves half a table or half a
+ * JSON object on stdout. */
+typedef struct backend_row {
+    acg_backend_info info;
+    int n_devices; /* devices described: device_count, at most MAX_DEVICES */
+    acg_capability caps[MAX_DEVICES];
+} backend_row;
+
+static const char *yes_no(bool b) { return b ? "yes" : "no"; }
+
+/* Memory size for people: "15.5 GiB"; "-" when the driver reported none. */
+static void format_bytes(uint64_t bytes, char *text, size_t size) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    if (bytes == 0) {
+        snprintf(text, size, "-");
+        return;
+    }
+    while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(text, size, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+}
+
+/* Reads a backend's info and describes each of its devices, with the capability struct sized
+ * as the header asks. */
+static int gather(size_t index, backend_row *row) {
+    char what[96];
+    acg_status st = acg_backend_get_info(index, &row->info);
+    if (st != ACG_OK) {
+        snprintf(what, sizeof what, "reading backend %zu", index);
+        return cli_fail(st, what);
+    }
+    row->n_devices = 0;
+    if (!row->info.available)
+        return CLI_EXIT_OK;
+    int n = row->info.device_count < MAX_DEVICES ? row->info.device_count : MAX_DEVICES;
+    for (int d = 0; d < n; d++) {
+        acg_capability *cap = &row->caps[d];
+        memset(cap, 0, sizeof *cap);
+        cap->size = sizeof *cap;
+        st = acg_device_describe(row->info.name, d, cap);
+        if (st != ACG_OK) {
+            snprintf(what, sizeof what, "describing device %s:%d", row->info.name, d);
+            return cli_fail(st, what);
+        }
+        row->n_devices++;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ---- human table ----------------------------------------------------------------------------- */
+
+static void print_table(const backend_row *rows, size_t n) {
+    static const char *const backend_headers[] = {"backend", "available", "devices", "reason"};
+    static const int backend_widths[] = {-10, -9, 7, -6};
+    bench_table t;
+    bench_table_begin(&t, stdout, 4, backend_widths, backend_headers);
+    int n_devices = 0;
+    for (size_t b = 0; b < n; b++) {
+        const acg_backend_info *bi = &rows[b].info;
+        bench_table_cell(&t, "%s", bi->name);
+        bench_table_cell(&t, "%s", yes_no(bi->available));
+        bench_table_cell(&t, "%d", bi->device_count);
+        bench_table_cell(&t, "%s", bi->reason && bi->reason[0] ? bi->reason : "-");
+        n_devices += rows[b].n_devices;
+    }
+    if (n_devices == 0) {
+        printf("\nno device available\n");
+        return;
+    }
+
+    /* The name comes last: it is the one long column. */
+    static const char *const dev_headers[] = {"device", "available",    "pinned", "graphs",
+                                              "update", "multi-stream", "memory", "name"};
+    static const int dev_widths[] = {-12, -9, -6, -6, -6, -12, 10, -4};
+    printf("\n");
+    bench_table_begin(&t, stdout, 8, dev_widths, dev_headers);
+    for (size_t b = 0; b < n; b++) {
+        for (int d = 0; d < rows[b].n_devices; d++) {
+            const acg_capability *cap = &rows[b].caps[d];
+            char mem[32];
+            format_bytes(cap->memory_bytes, mem, sizeof mem);
+            bench_table_cell(&t, "%s:%d", rows[b].info.name, d);
+            bench_table_cell(&t, "%s", yes_no(cap->available));
+            bench_table_cell(&t, "%s", yes_no(cap->pinned_memory));
+            bench_table_cell(&t, "%s", yes_no(cap->graphs));
+            bench_table_cell(&t, "%s", yes_no(cap->graph_update));
+            bench_table_cell(&t, "%s", yes_no(cap->multi_stream_capture));
+            bench_table_cell(&t, "%s", mem);
+            bench_table_cell(&t, "%.*s", (int)sizeof cap->name, cap->name);
+        }
+    }
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+static void print_json(const backend_row *rows, size_t n) {
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", ACG_VERSION_MAJOR, ACG_VERSION_MINOR,
+             ACG_VERSION_PATCH);
+    bench_json j;
+    bench_json_begin(&j, stdout);
+    bench_json_object_begin(&j, NULL);
+    bench_json_string(&j, "version", version);
+    bench_json_array_begin(&j, "backends");
+    for (size_t b = 0; b < n; b++) {
+        const acg_backend_info *bi = &rows[b].info;
+        bench_json_object_begin(&j, NULL);
+        bench_json_string(&j, "name", bi->name);
+        bench_json_bool(&j, "available", bi->available);
+        bench_json_string(&j, "reason", bi->reason ? bi->reason : "");
+        bench_json_int(&j, "device_count", bi->device_count);
+        bench_json_array_begin(&j, "devices");
+        for (int d = 0; d < rows[b].n_devices; d++) {
+            const acg_capability *cap = &rows[b].caps[d];
+            char spec[64];
+            char name[sizeof cap->name + 1];
+            snprintf(spec, sizeof spec, "%s:%d", bi->name, d);
+            snprintf(name, sizeof name, "%.*s", (int)sizeof cap->name, cap->name);
+            bench_json_object_begin(&j, NULL);
+            bench_json_int(&j, "index", d);
+            bench_json_string(&j, "spec", spec);
+            bench_json_string(&j, "name", name);
+            bench_json_bool(&j, "available", cap->available);
+            bench_json_bool(&j, "pinned_memory", cap->pinned_memory);
+            bench_json_bool(&j, "graphs", cap->graphs);
+            bench_json_bool(&j, "graph_update", cap->graph_update);
+            bench_json_bool(&j, "multi_stream_capture", cap->multi_stream_capture);
+            bench_json_uint(&j, "memory_bytes", cap->memory_bytes);
+            bench_json_object_end(&j);
+        }
+        bench_json_array_end(&j);
+        bench_json_object_end(&j);
+    }
+    bench_json_array_end(&j);
+    bench_json_object_end(&j);
+    bench_json_end(&j);
+}
+
+/* ---- entry ----------------------------------------------------------------------------------- */
+
+int cli_info(int argc, char **argv) {
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (cli_is_help(argv[i])) {
+            fputs(cli_info_usage, stdout);
+            return CLI_EXIT_OK;
+        } else {
+            return cli_usage_error(cli_info_usage, "info: unknown %s '%s'",
+                                   argv[i][0] == '-' ? "option" : "argument", argv[i]);
+        }
+    }
+
+    static backend_row rows[MAX_BACKENDS]; /* ~45 KiB: kept off the stack */
+    size_t n = acg_backend_count();
+    if (n > MAX_BACKENDS)
+        n = MAX_BACKENDS;
+    for (size_t b = 0; b < n; b++) {
+        int rc = gather(b, &rows[b]);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+    }
+    if (json)
+        print_json(rows, n);
+    else
+        print_table(rows, n);
+    return CLI_EXIT_OK;
+}
