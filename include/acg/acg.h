@@ -150,6 +150,8 @@ typedef struct acg_capability {
     bool graph_update;         /* acg_graph_update is supported */
     bool multi_stream_capture; /* streams may fork into and join a capture */
     uint64_t memory_bytes;     /* device memory size */
+    char detail[256];          /* the backend's own words: platform, versions, and why graphs
+                                  and update are or are not available */
 } acg_capability;
 
 /* Describes device `index` of backend `backend` without opening it (name and capability as the
@@ -378,7 +380,8 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
  * build it (the build log is in acg_last_error()).
  *
  * Built-in kernels (f32 buffers indexed by the 1-D work item i < global[0]; each buffer
- * argument reaches global[0] elements from its offset, which is checked at launch):
+ * argument reaches global[0] elements from its offset, which is checked at launch; two buffer
+ * arguments must be the same window, for work in place, or not overlap):
  *   "fill_f32"       (y, f32 value)      y[i] = value
  *   "add_scalar_f32" (y, x, f32 a)       y[i] = x[i] + a
  *   "axpy_f32"       (y, x, f32 a)       y[i] = a * x[i] + y[i]
@@ -390,7 +393,8 @@ ACG_API const char *acg_kernel_get_name(const acg_kernel *kernel);
 
 /* Queues a kernel launch. Asynchronous; recorded when the stream captures. Arguments are copied
  * (the array may be reused at once). ACG_ERR_INVALID_ARGUMENT for a wrong argument count or type
- * (the message names the argument), a zero or oversized grid, or a misaligned offset;
+ * (the message names the argument), a zero or oversized grid, a misaligned offset, or buffer
+ * windows that partially overlap;
  * ACG_ERR_OUT_OF_RANGE when a buffer argument's window leaves the buffer;
  * ACG_ERR_WRONG_DEVICE for a buffer or kernel of another device. */
 ACG_API acg_status acg_kernel_launch(acg_stream *stream, const acg_kernel *kernel, const acg_dims *dims,

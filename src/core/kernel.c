@@ -164,6 +164,27 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
         r->value.buf.offset = b->offset + off;
         node->buffers[node->n_buffers++] = b;
     }
+    /* Work items run in any order on a device: two windows of one allocation must be the same
+     * window (in place) or disjoint, or the result would depend on the backend. */
+    for (uint32_t i = 0; i < def->n_args; i++) {
+        for (uint32_t j = i + 1; j < def->n_args; j++) {
+            const acg__karg *x = &node->args[i], *y = &node->args[j];
+            if (x->type != ACG_ARG_BUFFER || y->type != ACG_ARG_BUFFER ||
+                x->value.buf.mem != y->value.buf.mem ||
+                x->value.buf.offset == y->value.buf.offset) {
+                continue;
+            }
+            size_t xs = x->value.buf.offset, ys = y->value.buf.offset;
+            size_t xe = xs + (size_t)def->bytes_per_item[i] * dims->global[0];
+            size_t ye = ys + (size_t)def->bytes_per_item[j] * dims->global[0];
+            if (xs < ye && ys < xe) {
+                return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                                  "%s(%s): arguments %u and %u overlap without being the same "
+                                  "window",
+                                  fn, def->name, i, j);
+            }
+        }
+    }
     return ACG_OK;
 }
 

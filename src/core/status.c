@@ -26,7 +26,8 @@ const char *acg_status_name(acg_status status) {
     return "ACG_UNKNOWN";
 }
 
-static _Thread_local char last_error[512];
+/* Large enough for a kernel build log's first lines. */
+static _Thread_local char last_error[2048];
 
 const char *acg_last_error(void) { return last_error; }
 

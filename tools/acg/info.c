@@ -115,6 +115,14 @@ static void print_table(const backend_row *rows, size_t n) {
             bench_table_cell(&t, "%.*s", (int)sizeof cap->name, cap->name);
         }
     }
+    /* What each backend says of itself: versions, and why graphs are or are not there. */
+    printf("\n");
+    for (size_t b = 0; b < n; b++) {
+        for (int d = 0; d < rows[b].n_devices; d++) {
+            const acg_capability *cap = &rows[b].caps[d];
+            printf("%s:%d: %.*s\n", rows[b].info.name, d, (int)sizeof cap->detail, cap->detail);
+        }
+    }
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
@@ -152,6 +160,9 @@ static void print_json(const backend_row *rows, size_t n) {
             bench_json_bool(&j, "graph_update", cap->graph_update);
             bench_json_bool(&j, "multi_stream_capture", cap->multi_stream_capture);
             bench_json_uint(&j, "memory_bytes", cap->memory_bytes);
+            char detail[sizeof cap->detail + 1];
+            snprintf(detail, sizeof detail, "%.*s", (int)sizeof cap->detail, cap->detail);
+            bench_json_string(&j, "detail", detail);
             bench_json_object_end(&j);
         }
         bench_json_array_end(&j);

@@ -35,6 +35,9 @@ static acg_status cpu_describe(int index, acg_capability *out) {
     out->graph_update = true;
     out->multi_stream_capture = true;
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    snprintf(out->detail, sizeof out->detail,
+             "device memory is host memory; a graph replays as one queue entry of the stream's "
+             "worker; update rewrites node arguments in place");
     return ACG_OK;
 }
 

@@ -1,0 +1,175 @@
+/* memory.c — the opencl backend's buffers, pinned host memory, copies and fills.
+ *
+ * Pinned memory is a CL_MEM_ALLOC_HOST_PTR buffer mapped once for its whole life. Eager copies
+ * read or write its mapped pointer with non-blocking transfers; a captured copy, which a command
+ * buffer can only express as a buffer-to-buffer copy, uses the buffer behind it. Implementations
+ * whose mapped memory is the buffer's storage (PoCL, integrated GPUs, host-visible device memory)
+ * see one coherent copy; that is what acg's pinned memory promises. */
+#include <string.h>
+
+#include "backends/opencl/opencl.h"
+
+acg_status acg__ocl_buffer_alloc(void *dev, size_t size, void **mem) {
+    ocl_device *d = dev;
+    cl_int err = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, size, NULL, &err);
+    if (err != CL_SUCCESS) {
+        return acg__ocl_error(err, "acg_buffer_alloc", "clCreateBuffer");
+    }
+    *mem = m;
+    return ACG_OK;
+}
+
+void acg__ocl_buffer_free(void *dev, void *mem) {
+    ACG__UNUSED(dev);
+    clReleaseMemObject(mem);
+}
+
+/* ---- pinned memory: a table sorted by pointer, under the device lock ------------------- */
+
+static uint32_t pin_upper_bound(const ocl_device *d, const void *p) {
+    uint32_t lo = 0, hi = d->n_pins;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)d->pins[mid].ptr <= (uintptr_t)p) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+bool acg__ocl_pinned_find(ocl_device *d, const void *p, cl_mem *mem, size_t *offset) {
+    pthread_mutex_lock(&d->lock);
+    uint32_t i = pin_upper_bound(d, p);
+    bool found = false;
+    if (i > 0) {
+        const ocl_pinned *e = &d->pins[i - 1];
+        if ((uintptr_t)p - (uintptr_t)e->ptr < e->size) {
+            *mem = e->mem;
+            *offset = (size_t)((uintptr_t)p - (uintptr_t)e->map);
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    return found;
+}
+
+acg_status acg__ocl_pinned_alloc(void *dev, size_t size, void **out) {
+    static const char fn[] = "acg_pinned_alloc";
+    ocl_device *d = dev;
+    acg_status st = ACG_OK;
+    cl_int err = CL_SUCCESS;
+    ocl_pinned e = {.size = size};
+    if (size > SIZE_MAX - 64) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: %zu bytes", fn, size);
+    }
+    /* 64 spare bytes let the caller's pointer start on a 64-byte boundary whatever the map. */
+    e.mem = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size + 64, NULL,
+                           &err);
+    if (err != CL_SUCCESS) {
+        return acg__ocl_error(err, fn, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)");
+    }
+    e.map = clEnqueueMapBuffer(d->aux, e.mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, size + 64, 0,
+                               NULL, NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = acg__ocl_error(err, fn, "clEnqueueMapBuffer");
+        goto out_release;
+    }
+    e.ptr = (void *)(((uintptr_t)e.map + 63) & ~(uintptr_t)63);
+    pthread_mutex_lock(&d->lock);
+    if (!acg__grow((void **)&d->pins, &d->cap_pins, d->n_pins + 1, sizeof *d->pins)) {
+        pthread_mutex_unlock(&d->lock);
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_unmap;
+    }
+    uint32_t i = pin_upper_bound(d, e.ptr);
+    memmove(&d->pins[i + 1], &d->pins[i], (d->n_pins - i) * sizeof *d->pins);
+    d->pins[i] = e;
+    d->n_pins++;
+    pthread_mutex_unlock(&d->lock);
+    *out = e.ptr;
+    return ACG_OK;
+
+out_unmap:
+    clEnqueueUnmapMemObject(d->aux, e.mem, e.map, 0, NULL, NULL);
+    clFinish(d->aux);
+out_release:
+    clReleaseMemObject(e.mem);
+    return st;
+}
+
+void acg__ocl_pinned_free(void *dev, void *ptr) {
+    ocl_device *d = dev;
+    pthread_mutex_lock(&d->lock);
+    uint32_t i = pin_upper_bound(d, ptr);
+    if (i == 0 || d->pins[i - 1].ptr != ptr) {
+        pthread_mutex_unlock(&d->lock);
+        return; /* the core frees only what pinned_alloc returned */
+    }
+    ocl_pinned e = d->pins[i - 1];
+    memmove(&d->pins[i - 1], &d->pins[i], (d->n_pins - i) * sizeof *d->pins);
+    d->n_pins--;
+    if (d->n_pins == 0) {
+        acg__free(d->pins);
+        d->pins = NULL;
+        d->cap_pins = 0;
+    }
+    pthread_mutex_unlock(&d->lock);
+    clEnqueueUnmapMemObject(d->aux, e.mem, e.map, 0, NULL, NULL);
+    clFinish(d->aux);
+    clReleaseMemObject(e.mem);
+}
+
+/* ---- copies and fills --------------------------------------------------------------------- */
+
+acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src,
+                             size_t size, bool src_pinned) {
+    ocl_stream *s = stream;
+    acg_status st = ACG_OK;
+    /* Pageable memory must be read before the call returns: a blocking write. */
+    OCL_CHECK(clEnqueueWriteBuffer(s->queue, dst, src_pinned ? CL_FALSE : CL_TRUE, dst_off, size,
+                                   src, 0, NULL, NULL),
+              "acg_copy_h2d", out);
+out:
+    return st;
+}
+
+acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size) {
+    ocl_stream *s = stream;
+    acg_status st = ACG_OK;
+    OCL_CHECK(clEnqueueReadBuffer(s->queue, src, CL_FALSE, src_off, size, dst, 0, NULL, NULL),
+              "acg_copy_d2h", out);
+out:
+    return st;
+}
+
+acg_status acg__ocl_copy_d2d(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
+                             size_t size) {
+    ocl_stream *s = stream;
+    acg_status st = ACG_OK;
+    OCL_CHECK(clEnqueueCopyBuffer(s->queue, src, dst, src_off, dst_off, size, 0, NULL, NULL),
+              "acg_copy_d2d", out);
+out:
+    return st;
+}
+
+acg_status acg__ocl_fill(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
+                         uint32_t pattern_size) {
+    ocl_stream *s = stream;
+    acg_status st = ACG_OK;
+    /* The low pattern_size bytes of the host-order value, as the cpu backend writes them. */
+    uint8_t bytes[4];
+    memcpy(bytes, &pattern, sizeof bytes);
+    if (pattern_size == 2) {
+        uint16_t v = (uint16_t)pattern;
+        memcpy(bytes, &v, 2);
+    } else if (pattern_size == 1) {
+        bytes[0] = (uint8_t)pattern;
+    }
+    OCL_CHECK(clEnqueueFillBuffer(s->queue, dst, bytes, pattern_size, off, size, 0, NULL, NULL),
+              "acg_fill", out);
+out:
+    return st;
+}

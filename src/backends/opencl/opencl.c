@@ -1,0 +1,464 @@
+/* opencl.c — the opencl backend: devices of every platform, queues as streams, markers as
+ * events, and the kernel library built once per device from the embedded kernels.cl. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/opencl/opencl.h"
+#include "opencl_kernels.h"
+
+#define MAX_DEVICES 64
+
+acg_status acg__ocl_error(cl_int err, const char *fn, const char *call) {
+    acg_status st = ACG_ERR_DEVICE;
+    if (err == CL_OUT_OF_HOST_MEMORY || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
+        err == CL_OUT_OF_RESOURCES) {
+        st = ACG_ERR_OUT_OF_MEMORY;
+    } else if (err == CL_INVALID_BUFFER_SIZE) {
+        st = ACG_ERR_INVALID_ARGUMENT;
+    }
+    return acg__error(st, "%s: %s failed with OpenCL error %d", fn, call, (int)err);
+}
+
+/* ---- the devices of every platform, found once ------------------------------------------ */
+
+static struct {
+    cl_platform_id platform;
+    cl_device_id device;
+} devices[MAX_DEVICES];
+static int n_devices;
+
+static acg_status ocl_probe(int *n, const char **reason) {
+    static char why[160];
+    cl_platform_id platforms[16];
+    cl_uint n_platforms = 0;
+    cl_int err = clGetPlatformIDs(16, platforms, &n_platforms);
+    if (err != CL_SUCCESS || n_platforms == 0) {
+        snprintf(why, sizeof why,
+                 "no OpenCL platform (clGetPlatformIDs: %d); install an ICD such as "
+                 "pocl-opencl-icd",
+                 (int)err);
+        *reason = why;
+        return ACG_ERR_UNAVAILABLE;
+    }
+    n_devices = 0;
+    for (cl_uint p = 0; p < n_platforms && p < 16; p++) {
+        cl_device_id ids[MAX_DEVICES];
+        cl_uint count = 0;
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, MAX_DEVICES, ids, &count) !=
+            CL_SUCCESS) {
+            continue;
+        }
+        for (cl_uint d = 0; d < count && n_devices < MAX_DEVICES; d++) {
+            devices[n_devices].platform = platforms[p];
+            devices[n_devices].device = ids[d];
+            n_devices++;
+        }
+    }
+    *n = n_devices;
+    *reason = n_devices ? "" : "OpenCL platforms report no device";
+    return ACG_OK;
+}
+
+static void describe_device(cl_platform_id platform, cl_device_id id, const ocl_cmdbuf_api *cb,
+                            acg_capability *out) {
+    cl_bool available = CL_FALSE;
+    cl_ulong mem = 0;
+    char pname[96] = "", pversion[256] = "";
+    clGetDeviceInfo(id, CL_DEVICE_NAME, sizeof out->name, out->name, NULL);
+    clGetDeviceInfo(id, CL_DEVICE_AVAILABLE, sizeof available, &available, NULL);
+    clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
+    clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+    clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof pversion, pversion, NULL);
+    /* "OpenCL 3.0 PoCL 3.1+debian  Linux, ...": what follows a double space is build detail. */
+    char *cut = strstr(pversion, "  ");
+    if (cut != NULL) {
+        *cut = '\0';
+    }
+    out->available = available == CL_TRUE;
+    out->pinned_memory = true;
+    out->graphs = cb->abi != OCL_CB_NONE;
+    /* Update needs mutable dispatch; without it the caller captures again. */
+    out->graph_update = out->graphs && cb->mutable_dispatch;
+    /* Forks and joins become sync points inside one command buffer. */
+    out->multi_stream_capture = out->graphs;
+    out->memory_bytes = mem;
+    snprintf(out->detail, sizeof out->detail, "platform %s (%s); %s", pname, pversion, cb->why);
+}
+
+static acg_status ocl_describe(int index, acg_capability *out) {
+    ocl_cmdbuf_api cb;
+    acg__ocl_cmdbuf_probe(NULL, devices[index].device, &cb);
+    describe_device(devices[index].platform, devices[index].device, &cb, out);
+    return ACG_OK;
+}
+
+acg_status acg__ocl_queue_create(ocl_device *d, cl_command_queue *out, const char *fn) {
+    cl_int err = CL_SUCCESS;
+    cl_command_queue q = clCreateCommandQueue(d->ctx, d->id, d->cb.queue_props, &err);
+    if (err != CL_SUCCESS) {
+        return acg__ocl_error(err, fn, "clCreateCommandQueue");
+    }
+    *out = q;
+    return ACG_OK;
+}
+
+static acg_status ocl_device_open(int index, void **out) {
+    static const char fn[] = "acg_device_open";
+    acg_status st = ACG_OK;
+    cl_int err = CL_SUCCESS;
+    ocl_device *d = acg__calloc(1, sizeof *d);
+    if (d == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    d->platform = devices[index].platform;
+    d->id = devices[index].device;
+    acg__ocl_cmdbuf_probe(d->platform, d->id, &d->cb);
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
+    d->ctx = clCreateContext(props, 1, &d->id, NULL, NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = acg__ocl_error(err, fn, "clCreateContext");
+        goto out_free;
+    }
+    st = acg__ocl_queue_create(d, &d->aux, fn);
+    if (st != ACG_OK) {
+        goto out_context;
+    }
+    pthread_mutex_init(&d->lock, NULL);
+    *out = d;
+    return ACG_OK;
+
+out_context:
+    clReleaseContext(d->ctx);
+out_free:
+    acg__free(d);
+    return st;
+}
+
+static void ocl_device_close(void *dev) {
+    ocl_device *d = dev;
+    if (d->program != NULL) {
+        clReleaseProgram(d->program);
+    }
+    clReleaseCommandQueue(d->aux);
+    clReleaseContext(d->ctx);
+    pthread_mutex_destroy(&d->lock);
+    acg__free(d->pins);
+    acg__free(d);
+}
+
+static acg_status ocl_query_capability(void *dev, acg_capability *out) {
+    ocl_device *d = dev;
+    describe_device(d->platform, d->id, &d->cb, out);
+    return ACG_OK;
+}
+
+/* ---- streams and events ------------------------------------------------------------------ */
+
+static acg_status ocl_stream_create(void *dev, void **out) {
+    ocl_stream *s = acg__calloc(1, sizeof *s);
+    if (s == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
+    }
+    s->dev = dev;
+    acg_status st = acg__ocl_queue_create(dev, &s->queue, "acg_stream_create");
+    if (st != ACG_OK) {
+        acg__free(s);
+        return st;
+    }
+    *out = s;
+    return ACG_OK;
+}
+
+static void ocl_stream_destroy(void *stream) {
+    ocl_stream *s = stream;
+    clReleaseCommandQueue(s->queue);
+    acg__free(s);
+}
+
+static acg_status ocl_stream_synchronize(void *stream) {
+    ocl_stream *s = stream;
+    acg_status st = ACG_OK;
+    OCL_CHECK(clFinish(s->queue), "acg_stream_synchronize", out);
+out:
+    return st;
+}
+
+/* ACG_OK, ACG_NOT_READY, or the device's fault for a finished event. */
+static acg_status event_status(cl_event ev, const char *fn) {
+    cl_int status = CL_COMPLETE;
+    acg_status st = ACG_OK;
+    OCL_CHECK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL),
+              fn, out);
+    if (status < 0) {
+        return acg__ocl_error(status, fn, "the command");
+    }
+    st = status == CL_COMPLETE ? ACG_OK : ACG_NOT_READY;
+out:
+    return st;
+}
+
+static acg_status ocl_stream_query(void *stream) {
+    static const char fn[] = "acg_stream_query";
+    ocl_stream *s = stream;
+    acg_status st = ACG_OK;
+    cl_event ev = NULL;
+    OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &ev), fn, out);
+    OCL_CHECK(clFlush(s->queue), fn, out);
+    st = event_status(ev, fn);
+out:
+    if (ev != NULL) {
+        clReleaseEvent(ev);
+    }
+    return st;
+}
+
+typedef struct ocl_event {
+    pthread_mutex_t lock;
+    cl_event ev; /* the latest record's marker; NULL when never recorded */
+} ocl_event;
+
+static acg_status ocl_event_create(void *dev, void **out) {
+    ACG__UNUSED(dev);
+    ocl_event *e = acg__calloc(1, sizeof *e);
+    if (e == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_event_create: out of memory");
+    }
+    pthread_mutex_init(&e->lock, NULL);
+    *out = e;
+    return ACG_OK;
+}
+
+static void ocl_event_destroy(void *event) {
+    ocl_event *e = event;
+    if (e->ev != NULL) {
+        clReleaseEvent(e->ev);
+    }
+    pthread_mutex_destroy(&e->lock);
+    acg__free(e);
+}
+
+static acg_status ocl_event_record(void *event, void *stream) {
+    static const char fn[] = "acg_event_record";
+    ocl_event *e = event;
+    ocl_stream *s = stream;
+    acg_status st = ACG_OK;
+    cl_event ev = NULL;
+    OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &ev), fn, out);
+    /* Queries and waits from the host must see it progress without a later flush. */
+    OCL_CHECK(clFlush(s->queue), fn, out);
+    pthread_mutex_lock(&e->lock);
+    cl_event old = e->ev;
+    e->ev = ev;
+    ev = old;
+    pthread_mutex_unlock(&e->lock);
+out:
+    if (ev != NULL) {
+        clReleaseEvent(ev);
+    }
+    return st;
+}
+
+/* The event's current marker, retained; NULL when never recorded. */
+static cl_event event_marker(ocl_event *e) {
+    pthread_mutex_lock(&e->lock);
+    cl_event ev = e->ev;
+    if (ev != NULL) {
+        clRetainEvent(ev);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return ev;
+}
+
+static acg_status ocl_stream_wait_event(void *stream, void *event) {
+    ocl_stream *s = stream;
+    acg_status st = ACG_OK;
+    cl_event ev = event_marker(event);
+    if (ev == NULL) {
+        return ACG_OK;
+    }
+    OCL_CHECK(clEnqueueBarrierWithWaitList(s->queue, 1, &ev, NULL), "acg_stream_wait_event",
+              out);
+out:
+    clReleaseEvent(ev);
+    return st;
+}
+
+static acg_status ocl_event_query(void *event) {
+    cl_event ev = event_marker(event);
+    if (ev == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = event_status(ev, "acg_event_query");
+    clReleaseEvent(ev);
+    return st;
+}
+
+static acg_status ocl_event_synchronize(void *event) {
+    acg_status st = ACG_OK;
+    cl_event ev = event_marker(event);
+    if (ev == NULL) {
+        return ACG_OK;
+    }
+    OCL_CHECK(clWaitForEvents(1, &ev), "acg_event_synchronize", out);
+out:
+    clReleaseEvent(ev);
+    return st;
+}
+
+/* ---- kernels ----------------------------------------------------------------------------- */
+
+static pthread_mutex_t source_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *source_override;
+
+void acg__opencl_set_kernel_source(const char *src) {
+    pthread_mutex_lock(&source_lock);
+    source_override = src;
+    pthread_mutex_unlock(&source_lock);
+}
+
+/* Builds the device's program once (dev->lock held); a failure carries the build log. */
+static acg_status build_program(ocl_device *d) {
+    static const char fn[] = "acg_kernel_get";
+    if (d->program != NULL) {
+        return ACG_OK;
+    }
+    pthread_mutex_lock(&source_lock);
+    const char *src = source_override != NULL ? source_override : acg__opencl_kernels_source;
+    pthread_mutex_unlock(&source_lock);
+    cl_int err = CL_SUCCESS;
+    cl_program p = clCreateProgramWithSource(d->ctx, 1, &src, NULL, &err);
+    if (err != CL_SUCCESS) {
+        return acg__ocl_error(err, fn, "clCreateProgramWithSource");
+    }
+    err = clBuildProgram(p, 1, &d->id, "-cl-std=CL1.2", NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char log[1536] = "";
+        clGetProgramBuildInfo(p, d->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+        log[sizeof log - 1] = '\0';
+        clReleaseProgram(p);
+        return acg__error(ACG_ERR_DEVICE,
+                          "%s: building the OpenCL kernels failed (clBuildProgram: %d); build "
+                          "log:\n%s",
+                          fn, (int)err, log);
+    }
+    d->program = p;
+    return ACG_OK;
+}
+
+static acg_status ocl_kernel_load(void *dev, const acg__kernel_def *def, void **out) {
+    static const char fn[] = "acg_kernel_get";
+    ocl_device *d = dev;
+    pthread_mutex_lock(&d->lock);
+    acg_status st = build_program(d);
+    pthread_mutex_unlock(&d->lock);
+    if (st != ACG_OK) {
+        return st;
+    }
+    ocl_kernel *k = acg__calloc(1, sizeof *k);
+    if (k == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    cl_int err = CL_SUCCESS;
+    k->kernel = clCreateKernel(d->program, def->name, &err);
+    if (err != CL_SUCCESS) {
+        acg__free(k);
+        return acg__ocl_error(err, fn, def->name);
+    }
+    k->dev = d;
+    pthread_mutex_init(&k->lock, NULL);
+    *out = k;
+    return ACG_OK;
+}
+
+static void ocl_kernel_unload(void *dev, void *kernel) {
+    ACG__UNUSED(dev);
+    ocl_kernel *k = kernel;
+    clReleaseKernel(k->kernel);
+    pthread_mutex_destroy(&k->lock);
+    acg__free(k);
+}
+
+acg_status acg__ocl_set_args(ocl_kernel *k, const acg__karg *args, uint32_t n, const char *fn) {
+    acg_status st = ACG_OK;
+    cl_uint idx = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const acg__karg *a = &args[i];
+        if (a->type == ACG_ARG_BUFFER) {
+            cl_mem mem = a->value.buf.mem;
+            cl_ulong off = a->value.buf.offset;
+            OCL_CHECK(clSetKernelArg(k->kernel, idx++, sizeof mem, &mem), fn, out);
+            OCL_CHECK(clSetKernelArg(k->kernel, idx++, sizeof off, &off), fn, out);
+        } else {
+            size_t size = a->type == ACG_ARG_I64 || a->type == ACG_ARG_U64 ? 8 : 4;
+            OCL_CHECK(clSetKernelArg(k->kernel, idx++, size, &a->value), fn, out);
+        }
+    }
+out:
+    return st;
+}
+
+cl_uint acg__ocl_dims(const acg_dims *dims, size_t global[3], size_t local[3], bool *has_local) {
+    *has_local = dims->local[0] != 0;
+    for (int d = 0; d < 3; d++) {
+        global[d] = dims->global[d];
+        local[d] = dims->local[d];
+    }
+    return dims->global[2] > 1 || dims->local[2] > 1   ? 3
+           : dims->global[1] > 1 || dims->local[1] > 1 ? 2
+                                                       : 1;
+}
+
+static acg_status ocl_kernel_launch(void *stream, void *kernel, const acg_dims *dims,
+                                    const acg__karg *args, uint32_t n_args) {
+    static const char fn[] = "acg_kernel_launch";
+    ocl_stream *s = stream;
+    ocl_kernel *k = kernel;
+    size_t global[3], local[3];
+    bool has_local;
+    cl_uint work_dim = acg__ocl_dims(dims, global, local, &has_local);
+    pthread_mutex_lock(&k->lock);
+    acg_status st = acg__ocl_set_args(k, args, n_args, fn);
+    if (st == ACG_OK) {
+        OCL_CHECK(clEnqueueNDRangeKernel(s->queue, k->kernel, work_dim, NULL, global,
+                                         has_local ? local : NULL, 0, NULL, NULL),
+                  fn, out);
+    }
+out:
+    pthread_mutex_unlock(&k->lock);
+    return st;
+}
+
+const acg_backend_i acg__backend_opencl = {
+    .version = ACG_BACKEND_VERSION,
+    .name = "opencl",
+    .probe = ocl_probe,
+    .describe = ocl_describe,
+    .device_open = ocl_device_open,
+    .device_close = ocl_device_close,
+    .query_capability = ocl_query_capability,
+    .buffer_alloc = acg__ocl_buffer_alloc,
+    .buffer_free = acg__ocl_buffer_free,
+    .pinned_alloc = acg__ocl_pinned_alloc,
+    .pinned_free = acg__ocl_pinned_free,
+    .stream_create = ocl_stream_create,
+    .stream_destroy = ocl_stream_destroy,
+    .stream_synchronize = ocl_stream_synchronize,
+    .stream_query = ocl_stream_query,
+    .event_create = ocl_event_create,
+    .event_destroy = ocl_event_destroy,
+    .event_record = ocl_event_record,
+    .stream_wait_event = ocl_stream_wait_event,
+    .event_query = ocl_event_query,
+    .event_synchronize = ocl_event_synchronize,
+    .copy_h2d = acg__ocl_copy_h2d,
+    .copy_d2h = acg__ocl_copy_d2h,
+    .copy_d2d = acg__ocl_copy_d2d,
+    .fill = acg__ocl_fill,
+    .kernel_load = ocl_kernel_load,
+    .kernel_unload = ocl_kernel_unload,
+    .kernel_launch = ocl_kernel_launch,
+    .graph_instantiate = acg__ocl_graph_instantiate,
+    .graph_launch = acg__ocl_graph_launch,
+    .graph_update = acg__ocl_graph_update,
+    .graph_destroy = acg__ocl_graph_destroy,
+};

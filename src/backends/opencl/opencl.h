@@ -1,0 +1,164 @@
+/* opencl.h — the opencl backend's internal interface.
+ *
+ * Streams are in-order command queues, events are markers, pinned memory is a mapped
+ * CL_MEM_ALLOC_HOST_PTR buffer, kernels come from one program built per device from the
+ * embedded kernels.cl, and graphs are cl_khr_command_buffer command buffers recorded from the
+ * core's description (cmdbuf.c), whose entry points and signatures depend on the extension
+ * version the device reports. */
+#ifndef ACG_BACKENDS_OPENCL_H
+#define ACG_BACKENDS_OPENCL_H
+
+#define CL_TARGET_OPENCL_VERSION 300
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include <CL/cl.h>
+#include <CL/cl_ext.h>
+
+#include "core/acg-impl.h"
+
+/* Runs an OpenCL call; on failure records the call and its code as this thread's error, maps
+ * the code to a status in `st`, and jumps to `label`. */
+#define OCL_CHECK(call, fn, label)                                                               \
+    do {                                                                                         \
+        cl_int err_ = (call);                                                                    \
+        if (err_ != CL_SUCCESS) {                                                                \
+            st = acg__ocl_error(err_, fn, #call);                                                \
+            goto label;                                                                          \
+        }                                                                                        \
+    } while (0)
+
+acg_status acg__ocl_error(cl_int err, const char *fn, const char *call);
+
+/* ---- cl_khr_command_buffer ---------------------------------------------------------------- */
+
+/* The two calling conventions the extension has had: before 0.9.5 the clCommand*KHR calls
+ * other than clCommandNDRangeKernelKHR take no properties argument; from 0.9.5 (and in the
+ * final 1.0) they all do. */
+typedef enum ocl_cb_abi {
+    OCL_CB_NONE = 0, /* absent, or a version this code does not know */
+    OCL_CB_090,      /* 0.9.0 - 0.9.4 */
+    OCL_CB_095,      /* 0.9.5 - 0.9.x, 1.0.x */
+} ocl_cb_abi;
+
+typedef cl_command_buffer_khr(CL_API_CALL *ocl_create_fn)(cl_uint, const cl_command_queue *,
+                                                          const cl_command_buffer_properties_khr *,
+                                                          cl_int *);
+typedef cl_int(CL_API_CALL *ocl_cb_fn)(cl_command_buffer_khr);
+typedef cl_int(CL_API_CALL *ocl_enqueue_fn)(cl_uint, cl_command_queue *, cl_command_buffer_khr,
+                                            cl_uint, const cl_event *, cl_event *);
+typedef cl_int(CL_API_CALL *ocl_ndrange_fn)(cl_command_buffer_khr, cl_command_queue,
+                                            const cl_properties *, cl_kernel, cl_uint,
+                                            const size_t *, const size_t *, const size_t *,
+                                            cl_uint, const cl_sync_point_khr *,
+                                            cl_sync_point_khr *, cl_mutable_command_khr *);
+typedef cl_int(CL_API_CALL *ocl_copy_090_fn)(cl_command_buffer_khr, cl_command_queue, cl_mem,
+                                             cl_mem, size_t, size_t, size_t, cl_uint,
+                                             const cl_sync_point_khr *, cl_sync_point_khr *,
+                                             cl_mutable_command_khr *);
+typedef cl_int(CL_API_CALL *ocl_copy_095_fn)(cl_command_buffer_khr, cl_command_queue,
+                                             const cl_properties *, cl_mem, cl_mem, size_t,
+                                             size_t, size_t, cl_uint, const cl_sync_point_khr *,
+                                             cl_sync_point_khr *, cl_mutable_command_khr *);
+typedef cl_int(CL_API_CALL *ocl_fill_090_fn)(cl_command_buffer_khr, cl_command_queue, cl_mem,
+                                             const void *, size_t, size_t, size_t, cl_uint,
+                                             const cl_sync_point_khr *, cl_sync_point_khr *,
+                                             cl_mutable_command_khr *);
+typedef cl_int(CL_API_CALL *ocl_fill_095_fn)(cl_command_buffer_khr, cl_command_queue,
+                                             const cl_properties *, cl_mem, const void *, size_t,
+                                             size_t, size_t, cl_uint, const cl_sync_point_khr *,
+                                             cl_sync_point_khr *, cl_mutable_command_khr *);
+
+typedef struct ocl_cmdbuf_api {
+    ocl_cb_abi abi;
+    unsigned major, minor, patch; /* the version the device reports */
+    bool simultaneous;            /* a command buffer may be enqueued while still pending */
+    bool mutable_dispatch;        /* cl_khr_command_buffer_mutable_dispatch is offered */
+    cl_command_queue_properties queue_props; /* queues that record must have these */
+    char why[160];                /* why graphs are unavailable, or what is used */
+    ocl_create_fn create;
+    ocl_cb_fn finalize;
+    ocl_cb_fn release;
+    ocl_enqueue_fn enqueue;
+    ocl_ndrange_fn ndrange;
+    union {
+        ocl_copy_090_fn v090;
+        ocl_copy_095_fn v095;
+    } copy;
+    union {
+        ocl_fill_090_fn v090;
+        ocl_fill_095_fn v095;
+    } fill;
+} ocl_cmdbuf_api;
+
+/* Which calling convention a reported version uses (OCL_CB_NONE for an unknown one). */
+ocl_cb_abi acg__ocl_cmdbuf_abi(unsigned major, unsigned minor, unsigned patch);
+/* Parses "M.m" or "M.m.p"; false when malformed. */
+bool acg__ocl_parse_version(const char *s, unsigned *major, unsigned *minor, unsigned *patch);
+/* Reads the device's command-buffer extension and resolves its entry points (platform may be
+ * NULL to only describe). Always fills out->why. */
+void acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id device, ocl_cmdbuf_api *out);
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+typedef struct ocl_pinned {
+    void *ptr; /* what the caller got: 64-byte aligned */
+    size_t size;
+    cl_mem mem;    /* CL_MEM_ALLOC_HOST_PTR buffer, mapped for the allocation's life */
+    void *map;     /* the mapped pointer (ptr - map = offset of ptr in mem) */
+} ocl_pinned;
+
+typedef struct ocl_device {
+    cl_platform_id platform;
+    cl_device_id id;
+    cl_context ctx;
+    cl_command_queue aux; /* maps pinned memory; records validation command buffers */
+    ocl_cmdbuf_api cb;
+    pthread_mutex_t lock; /* the program and the pinned table */
+    cl_program program;
+    ocl_pinned *pins; /* sorted by ptr */
+    uint32_t n_pins, cap_pins;
+} ocl_device;
+
+typedef struct ocl_kernel {
+    ocl_device *dev;
+    cl_kernel kernel;
+    pthread_mutex_t lock; /* clSetKernelArg and the launch that reads the arguments */
+} ocl_kernel;
+
+typedef struct ocl_stream {
+    ocl_device *dev;
+    cl_command_queue queue;
+} ocl_stream;
+
+/* Creates an in-order queue on the device with the properties command buffers need. */
+acg_status acg__ocl_queue_create(ocl_device *dev, cl_command_queue *out, const char *fn);
+/* Sets a kernel's arguments: each buffer becomes (cl_mem, ulong byte offset). Caller holds
+ * the kernel's lock. */
+acg_status acg__ocl_set_args(ocl_kernel *k, const acg__karg *args, uint32_t n, const char *fn);
+/* The work dimension of a launch and its sizes as size_t. */
+cl_uint acg__ocl_dims(const acg_dims *dims, size_t global[3], size_t local[3], bool *has_local);
+/* The buffer and offset behind pinned host memory of the device. */
+bool acg__ocl_pinned_find(ocl_device *dev, const void *p, cl_mem *mem, size_t *offset);
+
+/* Graph slots (cmdbuf.c). */
+acg_status acg__ocl_graph_instantiate(void *dev, const acg__graph_desc *desc, void **exec);
+acg_status acg__ocl_graph_launch(void *exec, void *stream);
+acg_status acg__ocl_graph_update(void *exec, const acg__graph_desc *desc);
+void acg__ocl_graph_destroy(void *exec);
+
+/* Memory slots (memory.c). */
+acg_status acg__ocl_buffer_alloc(void *dev, size_t size, void **mem);
+void acg__ocl_buffer_free(void *dev, void *mem);
+acg_status acg__ocl_pinned_alloc(void *dev, size_t size, void **ptr);
+void acg__ocl_pinned_free(void *dev, void *ptr);
+acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src,
+                             size_t size, bool src_pinned);
+acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size);
+acg_status acg__ocl_copy_d2d(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
+                             size_t size);
+acg_status acg__ocl_fill(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
+                         uint32_t pattern_size);
+
+/* Test hook: build later devices' kernels from src instead of kernels.cl (NULL restores). */
+void acg__opencl_set_kernel_source(const char *src);
+
+#endif /* ACG_BACKENDS_OPENCL_H */
