@@ -59,50 +59,59 @@ bool acg__ocl_parse_version(const char *s, unsigned *major, unsigned *minor, uns
     return true;
 }
 
-/* The version of extension `name` on the device, from CL_DEVICE_EXTENSIONS_WITH_VERSION. */
-static bool extension_version(cl_device_id id, const char *name, cl_version *out) {
+/* The version of extension `name` on the device, from CL_DEVICE_EXTENSIONS_WITH_VERSION:
+ * ACG_OK with *found set, or ACG_ERR_OUT_OF_MEMORY. */
+static acg_status extension_version(cl_device_id id, const char *name, bool *found,
+                                    cl_version *out) {
     size_t size = 0;
+    *found = false;
     if (clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS_WITH_VERSION, 0, NULL, &size) != CL_SUCCESS ||
         size == 0) {
-        return false;
+        return ACG_OK;
     }
     cl_name_version *list = acg__alloc(size);
     if (list == NULL) {
-        return false;
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "opencl: out of memory reading extensions");
     }
-    bool found = false;
     if (clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS_WITH_VERSION, size, list, NULL) == CL_SUCCESS) {
         for (size_t i = 0; i < size / sizeof *list; i++) {
             if (strcmp(list[i].name, name) == 0) {
                 *out = list[i].version;
-                found = true;
+                *found = true;
                 break;
             }
         }
     }
     acg__free(list);
-    return found;
+    return ACG_OK;
 }
 
-void acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id id, ocl_cmdbuf_api *out) {
+acg_status acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id id, ocl_cmdbuf_api *out) {
     memset(out, 0, sizeof *out);
     cl_version v = 0, mv = 0;
-    if (!extension_version(id, CMDBUF_EXT, &v)) {
-        snprintf(out->why, sizeof out->why, "no graphs: the device does not offer %s",
-                 CMDBUF_EXT);
-        return;
+    bool found = false;
+    acg_status st = extension_version(id, CMDBUF_EXT, &found, &v);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (!found) {
+        snprintf(out->why, sizeof out->why, "no graphs: the device does not offer %s", CMDBUF_EXT);
+        return ACG_OK;
     }
     out->major = CL_VERSION_MAJOR(v);
     out->minor = CL_VERSION_MINOR(v);
     out->patch = CL_VERSION_PATCH(v);
-    out->mutable_dispatch = extension_version(id, MUTABLE_EXT, &mv);
+    st = extension_version(id, MUTABLE_EXT, &out->mutable_dispatch, &mv);
+    if (st != ACG_OK) {
+        return st;
+    }
     ocl_cb_abi abi = acg__ocl_cmdbuf_abi(out->major, out->minor, out->patch);
     if (abi == OCL_CB_NONE) {
         snprintf(out->why, sizeof out->why,
                  "no graphs: %s %u.%u.%u is a version this build does not know", CMDBUF_EXT,
                  out->major, out->minor, out->patch);
         acg__log(ACG_LOG_WARN, "opencl: %s", out->why);
-        return;
+        return ACG_OK;
     }
     cl_device_command_buffer_capabilities_khr caps = 0;
     clGetDeviceInfo(id, CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, sizeof caps, &caps, NULL);
@@ -110,17 +119,19 @@ void acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id id, ocl_cmdbuf_
                     sizeof out->queue_props, &out->queue_props, NULL);
     /* Only the provisional convention has the simultaneous-use flag this code knows how to
      * ask for; elsewhere a replay waits for the previous one of the same command buffer. */
-    out->simultaneous = abi == OCL_CB_090 && (caps & CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR);
+    out->simultaneous =
+        abi == OCL_CB_090 && (caps & CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR);
     snprintf(out->why, sizeof out->why, "graphs: %s %u.%u.%u (%s convention)%s%s", CMDBUF_EXT,
-             out->major, out->minor, out->patch,
-             abi == OCL_CB_090 ? "0.9.0" : "0.9.5+", out->simultaneous ? ", simultaneous use" : "",
-             out->mutable_dispatch ? ", mutable dispatch" : "; no mutable dispatch (update: "
-                                                             "capture again)");
+             out->major, out->minor, out->patch, abi == OCL_CB_090 ? "0.9.0" : "0.9.5+",
+             out->simultaneous ? ", simultaneous use" : "",
+             out->mutable_dispatch ? ", mutable dispatch"
+                                   : "; no mutable dispatch (update: "
+                                     "capture again)");
     if (platform == NULL) {
         out->abi = abi;
-        return;
+        return ACG_OK;
     }
-#define RESOLVE(field, name)                                                                     \
+#define RESOLVE(field, name)                                                                       \
     *(void **)&out->field = clGetExtensionFunctionAddressForPlatform(platform, name)
     RESOLVE(create, "clCreateCommandBufferKHR");
     RESOLVE(finalize, "clFinalizeCommandBufferKHR");
@@ -135,9 +146,10 @@ void acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id id, ocl_cmdbuf_
         out->fill.v090 == NULL) {
         snprintf(out->why, sizeof out->why,
                  "no graphs: the platform does not resolve the %s entry points", CMDBUF_EXT);
-        return;
+        return ACG_OK;
     }
     out->abi = abi;
+    return ACG_OK;
 }
 
 /* ---- recording ---------------------------------------------------------------------------- */

@@ -66,8 +66,8 @@ acg_status acg__ocl_pinned_alloc(void *dev, size_t size, void **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: %zu bytes", fn, size);
     }
     /* 64 spare bytes let the caller's pointer start on a 64-byte boundary whatever the map. */
-    e.mem = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size + 64, NULL,
-                           &err);
+    e.mem =
+        clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size + 64, NULL, &err);
     if (err != CL_SUCCESS) {
         return acg__ocl_error(err, fn, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)");
     }
@@ -124,8 +124,8 @@ void acg__ocl_pinned_free(void *dev, void *ptr) {
 
 /* ---- copies and fills --------------------------------------------------------------------- */
 
-acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src,
-                             size_t size, bool src_pinned) {
+acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src, size_t size,
+                             bool src_pinned) {
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
     /* Pageable memory must be read before the call returns: a blocking write. */

@@ -87,9 +87,11 @@ static void describe_device(cl_platform_id platform, cl_device_id id, const ocl_
 
 static acg_status ocl_describe(int index, acg_capability *out) {
     ocl_cmdbuf_api cb;
-    acg__ocl_cmdbuf_probe(NULL, devices[index].device, &cb);
-    describe_device(devices[index].platform, devices[index].device, &cb, out);
-    return ACG_OK;
+    acg_status st = acg__ocl_cmdbuf_probe(NULL, devices[index].device, &cb);
+    if (st == ACG_OK) {
+        describe_device(devices[index].platform, devices[index].device, &cb, out);
+    }
+    return st;
 }
 
 acg_status acg__ocl_queue_create(ocl_device *d, cl_command_queue *out, const char *fn) {
@@ -112,7 +114,10 @@ static acg_status ocl_device_open(int index, void **out) {
     }
     d->platform = devices[index].platform;
     d->id = devices[index].device;
-    acg__ocl_cmdbuf_probe(d->platform, d->id, &d->cb);
+    st = acg__ocl_cmdbuf_probe(d->platform, d->id, &d->cb);
+    if (st != ACG_OK) {
+        goto out_free;
+    }
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
     d->ctx = clCreateContext(props, 1, &d->id, NULL, NULL, &err);
     if (err != CL_SUCCESS) {
@@ -276,8 +281,7 @@ static acg_status ocl_stream_wait_event(void *stream, void *event) {
     if (ev == NULL) {
         return ACG_OK;
     }
-    OCL_CHECK(clEnqueueBarrierWithWaitList(s->queue, 1, &ev, NULL), "acg_stream_wait_event",
-              out);
+    OCL_CHECK(clEnqueueBarrierWithWaitList(s->queue, 1, &ev, NULL), "acg_stream_wait_event", out);
 out:
     clReleaseEvent(ev);
     return st;

@@ -17,13 +17,13 @@
 
 /* Runs an OpenCL call; on failure records the call and its code as this thread's error, maps
  * the code to a status in `st`, and jumps to `label`. */
-#define OCL_CHECK(call, fn, label)                                                               \
-    do {                                                                                         \
-        cl_int err_ = (call);                                                                    \
-        if (err_ != CL_SUCCESS) {                                                                \
-            st = acg__ocl_error(err_, fn, #call);                                                \
-            goto label;                                                                          \
-        }                                                                                        \
+#define OCL_CHECK(call, fn, label)                                                                 \
+    do {                                                                                           \
+        cl_int err_ = (call);                                                                      \
+        if (err_ != CL_SUCCESS) {                                                                  \
+            st = acg__ocl_error(err_, fn, #call);                                                  \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 acg_status acg__ocl_error(cl_int err, const char *fn, const char *call);
@@ -47,16 +47,16 @@ typedef cl_int(CL_API_CALL *ocl_enqueue_fn)(cl_uint, cl_command_queue *, cl_comm
                                             cl_uint, const cl_event *, cl_event *);
 typedef cl_int(CL_API_CALL *ocl_ndrange_fn)(cl_command_buffer_khr, cl_command_queue,
                                             const cl_properties *, cl_kernel, cl_uint,
-                                            const size_t *, const size_t *, const size_t *,
-                                            cl_uint, const cl_sync_point_khr *,
-                                            cl_sync_point_khr *, cl_mutable_command_khr *);
+                                            const size_t *, const size_t *, const size_t *, cl_uint,
+                                            const cl_sync_point_khr *, cl_sync_point_khr *,
+                                            cl_mutable_command_khr *);
 typedef cl_int(CL_API_CALL *ocl_copy_090_fn)(cl_command_buffer_khr, cl_command_queue, cl_mem,
                                              cl_mem, size_t, size_t, size_t, cl_uint,
                                              const cl_sync_point_khr *, cl_sync_point_khr *,
                                              cl_mutable_command_khr *);
 typedef cl_int(CL_API_CALL *ocl_copy_095_fn)(cl_command_buffer_khr, cl_command_queue,
-                                             const cl_properties *, cl_mem, cl_mem, size_t,
-                                             size_t, size_t, cl_uint, const cl_sync_point_khr *,
+                                             const cl_properties *, cl_mem, cl_mem, size_t, size_t,
+                                             size_t, cl_uint, const cl_sync_point_khr *,
                                              cl_sync_point_khr *, cl_mutable_command_khr *);
 typedef cl_int(CL_API_CALL *ocl_fill_090_fn)(cl_command_buffer_khr, cl_command_queue, cl_mem,
                                              const void *, size_t, size_t, size_t, cl_uint,
@@ -73,7 +73,7 @@ typedef struct ocl_cmdbuf_api {
     bool simultaneous;            /* a command buffer may be enqueued while still pending */
     bool mutable_dispatch;        /* cl_khr_command_buffer_mutable_dispatch is offered */
     cl_command_queue_properties queue_props; /* queues that record must have these */
-    char why[160];                /* why graphs are unavailable, or what is used */
+    char why[160];                           /* why graphs are unavailable, or what is used */
     ocl_create_fn create;
     ocl_cb_fn finalize;
     ocl_cb_fn release;
@@ -94,16 +94,16 @@ ocl_cb_abi acg__ocl_cmdbuf_abi(unsigned major, unsigned minor, unsigned patch);
 /* Parses "M.m" or "M.m.p"; false when malformed. */
 bool acg__ocl_parse_version(const char *s, unsigned *major, unsigned *minor, unsigned *patch);
 /* Reads the device's command-buffer extension and resolves its entry points (platform may be
- * NULL to only describe). Always fills out->why. */
-void acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id device, ocl_cmdbuf_api *out);
+ * NULL to only describe); fills out->why. ACG_ERR_OUT_OF_MEMORY is the only failure. */
+acg_status acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id device, ocl_cmdbuf_api *out);
 
 /* ---- objects ------------------------------------------------------------------------------ */
 
 typedef struct ocl_pinned {
     void *ptr; /* what the caller got: 64-byte aligned */
     size_t size;
-    cl_mem mem;    /* CL_MEM_ALLOC_HOST_PTR buffer, mapped for the allocation's life */
-    void *map;     /* the mapped pointer (ptr - map = offset of ptr in mem) */
+    cl_mem mem; /* CL_MEM_ALLOC_HOST_PTR buffer, mapped for the allocation's life */
+    void *map;  /* the mapped pointer (ptr - map = offset of ptr in mem) */
 } ocl_pinned;
 
 typedef struct ocl_device {
@@ -150,8 +150,8 @@ acg_status acg__ocl_buffer_alloc(void *dev, size_t size, void **mem);
 void acg__ocl_buffer_free(void *dev, void *mem);
 acg_status acg__ocl_pinned_alloc(void *dev, size_t size, void **ptr);
 void acg__ocl_pinned_free(void *dev, void *ptr);
-acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src,
-                             size_t size, bool src_pinned);
+acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src, size_t size,
+                             bool src_pinned);
 acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size);
 acg_status acg__ocl_copy_d2d(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
                              size_t size);
