@@ -154,10 +154,16 @@ acg_status acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id id, ocl_c
 
 /* ---- recording ---------------------------------------------------------------------------- */
 
+/* One recording of a graph, for one queue. Each kernel node has a kernel object of its own:
+ * the specification says a command copies its kernel's arguments when recorded, but PoCL 3.1
+ * reads them when the command buffer runs, so nodes sharing a kernel object would all run with
+ * the last node's arguments. */
 typedef struct ocl_record {
     cl_command_queue queue; /* retained */
     cl_command_buffer_khr cb;
-    cl_event last; /* the latest enqueue, kept when replays must not overlap */
+    cl_event last;      /* the latest enqueue, kept when replays must not overlap */
+    cl_kernel *kernels; /* (n_nodes) per kernel node, NULL elsewhere */
+    uint32_t n_kernels;
 } ocl_record;
 
 typedef struct ocl_graph {
@@ -185,10 +191,11 @@ static cl_int cmd_fill(const ocl_cmdbuf_api *a, cl_command_buffer_khr cb, cl_mem
     return a->fill.v095(cb, NULL, NULL, dst, pattern, psize, off, size, n_wait, wait, sp, NULL);
 }
 
-/* Records one node; its dependencies are the sync points in wait. */
+/* Records one node; its dependencies are the sync points in wait. A kernel node gets a new
+ * kernel object in *kernel, which the recording keeps. */
 static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg__node *n,
-                              cl_uint n_wait, const cl_sync_point_khr *wait,
-                              cl_sync_point_khr *sp) {
+                              cl_uint n_wait, const cl_sync_point_khr *wait, cl_sync_point_khr *sp,
+                              cl_kernel *kernel) {
     static const char fn[] = "acg_stream_end_capture";
     const ocl_cmdbuf_api *a = &d->cb;
     acg_status st = ACG_OK;
@@ -201,22 +208,22 @@ static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg
     }
     switch (n->kind) {
     case ACG_NODE_KERNEL: {
-        ocl_kernel *k = n->kernel;
         size_t global[3], local[3];
         bool has_local;
         cl_uint work_dim = acg__ocl_dims(&n->dims, global, local, &has_local);
-        /* The command buffer copies the arguments when the command is recorded. */
-        pthread_mutex_lock(&k->lock);
-        st = acg__ocl_set_args(k, n->args, n->n_args, fn);
-        if (st == ACG_OK) {
-            cl_int err = a->ndrange(cb, NULL, NULL, k->kernel, work_dim, NULL, global,
-                                    has_local ? local : NULL, n_wait, wait, sp, NULL);
-            if (err != CL_SUCCESS) {
-                st = acg__ocl_error(err, fn, "clCommandNDRangeKernelKHR");
-            }
+        cl_int err = CL_SUCCESS;
+        *kernel = clCreateKernel(d->program, n->def->name, &err);
+        if (err != CL_SUCCESS) {
+            *kernel = NULL;
+            return acg__ocl_error(err, fn, "clCreateKernel");
         }
-        pthread_mutex_unlock(&k->lock);
-        return st;
+        st = acg__ocl_set_args(*kernel, n->args, n->n_args, fn);
+        if (st == ACG_OK) {
+            OCL_CHECK(a->ndrange(cb, NULL, NULL, *kernel, work_dim, NULL, global,
+                                 has_local ? local : NULL, n_wait, wait, sp, NULL),
+                      fn, out);
+        }
+        break;
     }
     case ACG_NODE_COPY_H2D:
         OCL_CHECK(cmd_copy(a, cb, pin, n->dst_mem, pin_off, n->dst_off, n->size, n_wait, wait, sp),
@@ -233,13 +240,7 @@ static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg
         break;
     case ACG_NODE_FILL: {
         uint8_t bytes[4];
-        memcpy(bytes, &n->pattern, sizeof bytes);
-        if (n->pattern_size == 2) {
-            uint16_t v = (uint16_t)n->pattern;
-            memcpy(bytes, &v, 2);
-        } else if (n->pattern_size == 1) {
-            bytes[0] = (uint8_t)n->pattern;
-        }
+        acg__ocl_pattern_bytes(n->pattern, n->pattern_size, bytes);
         OCL_CHECK(cmd_fill(a, cb, n->dst_mem, bytes, n->pattern_size, n->dst_off, n->size, n_wait,
                            wait, sp),
                   fn, out);
@@ -250,8 +251,27 @@ out:
     return st;
 }
 
-/* Records the whole description into a new command buffer for queue. */
-static acg_status record(ocl_graph *g, cl_command_queue queue, cl_command_buffer_khr *out) {
+static void release_record(ocl_device *d, ocl_record *r) {
+    for (uint32_t i = 0; i < r->n_kernels; i++) {
+        if (r->kernels[i] != NULL) {
+            clReleaseKernel(r->kernels[i]);
+        }
+    }
+    acg__free(r->kernels);
+    if (r->last != NULL) {
+        clReleaseEvent(r->last);
+    }
+    if (r->cb != NULL) {
+        d->cb.release(r->cb);
+    }
+    if (r->queue != NULL) {
+        clReleaseCommandQueue(r->queue);
+    }
+    memset(r, 0, sizeof *r);
+}
+
+/* Records the whole description into a new command buffer for queue, in *r. */
+static acg_status record(ocl_graph *g, cl_command_queue queue, ocl_record *r) {
     static const char fn[] = "acg_stream_end_capture";
     ocl_device *d = g->dev;
     const acg__graph_desc *desc = &g->desc;
@@ -259,37 +279,41 @@ static acg_status record(ocl_graph *g, cl_command_queue queue, cl_command_buffer
     cl_int err = CL_SUCCESS;
     cl_command_buffer_properties_khr simultaneous[] = {CL_COMMAND_BUFFER_FLAGS_KHR,
                                                        CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR, 0};
-    cl_command_buffer_khr cb =
-        d->cb.create(1, &queue, d->cb.simultaneous ? simultaneous : NULL, &err);
+    memset(r, 0, sizeof *r);
+    r->cb = d->cb.create(1, &queue, d->cb.simultaneous ? simultaneous : NULL, &err);
     if (err != CL_SUCCESS) {
+        r->cb = NULL;
         return acg__ocl_error(err, fn, "clCreateCommandBufferKHR");
     }
+    clRetainCommandQueue(queue);
+    r->queue = queue;
     cl_sync_point_khr *sp = acg__calloc(desc->n_nodes + 1, sizeof *sp);
     cl_sync_point_khr *wait = acg__calloc(desc->n_deps + 1, sizeof *wait);
-    if (sp == NULL || wait == NULL) {
+    r->kernels = acg__calloc(desc->n_nodes + 1, sizeof *r->kernels);
+    if (sp == NULL || wait == NULL || r->kernels == NULL) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_release;
     }
+    r->n_kernels = desc->n_nodes;
     for (uint32_t i = 0; i < desc->n_nodes; i++) {
         const acg__node *n = &desc->nodes[i];
         for (uint32_t j = 0; j < n->n_deps; j++) {
             wait[j] = sp[desc->deps[n->deps_begin + j]];
         }
-        st = record_node(d, cb, n, n->n_deps, n->n_deps ? wait : NULL, &sp[i]);
+        st = record_node(d, r->cb, n, n->n_deps, n->n_deps ? wait : NULL, &sp[i], &r->kernels[i]);
         if (st != ACG_OK) {
             goto out_release;
         }
     }
-    OCL_CHECK(d->cb.finalize(cb), fn, out_release);
+    OCL_CHECK(d->cb.finalize(r->cb), fn, out_release);
     acg__free(wait);
     acg__free(sp);
-    *out = cb;
     return ACG_OK;
 
 out_release:
     acg__free(wait);
     acg__free(sp);
-    d->cb.release(cb);
+    release_record(d, r);
     return st;
 }
 
@@ -320,13 +344,10 @@ static acg_status add_record(ocl_graph *g, cl_command_queue queue, ocl_record **
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_launch: out of memory");
     }
     ocl_record *r = &g->recs[g->n_recs];
-    memset(r, 0, sizeof *r);
-    acg_status st = record(g, queue, &r->cb);
+    acg_status st = record(g, queue, r);
     if (st != ACG_OK) {
         return st;
     }
-    clRetainCommandQueue(queue);
-    r->queue = queue;
     g->n_recs++;
     *out = r;
     return ACG_OK;
@@ -334,11 +355,7 @@ static acg_status add_record(ocl_graph *g, cl_command_queue queue, ocl_record **
 
 static void release_records(ocl_graph *g) {
     for (uint32_t i = 0; i < g->n_recs; i++) {
-        if (g->recs[i].last != NULL) {
-            clReleaseEvent(g->recs[i].last);
-        }
-        g->dev->cb.release(g->recs[i].cb);
-        clReleaseCommandQueue(g->recs[i].queue);
+        release_record(g->dev, &g->recs[i]);
     }
     g->n_recs = 0;
 }
@@ -391,8 +408,12 @@ acg_status acg__ocl_graph_launch(void *exec, void *stream) {
         r->last = NULL;
     }
     cl_event ev = NULL;
-    OCL_CHECK(a->enqueue(0, NULL, r->cb, 0, NULL, a->simultaneous ? NULL : &ev), fn, out);
-    r->last = ev;
+    OCL_CHECK(a->enqueue(0, NULL, r->cb, 0, NULL, &ev), fn, out);
+    acg__ocl_track(s, ev);
+    if (!a->simultaneous) {
+        clRetainEvent(ev);
+        r->last = ev;
+    }
 out:
     return st;
 }

@@ -129,9 +129,11 @@ acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
     /* Pageable memory must be read before the call returns: a blocking write. */
+    cl_event ev = NULL;
     OCL_CHECK(clEnqueueWriteBuffer(s->queue, dst, src_pinned ? CL_FALSE : CL_TRUE, dst_off, size,
-                                   src, 0, NULL, NULL),
+                                   src, 0, NULL, &ev),
               "acg_copy_h2d", out);
+    acg__ocl_track(s, ev);
 out:
     return st;
 }
@@ -139,8 +141,10 @@ out:
 acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size) {
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
-    OCL_CHECK(clEnqueueReadBuffer(s->queue, src, CL_FALSE, src_off, size, dst, 0, NULL, NULL),
+    cl_event ev = NULL;
+    OCL_CHECK(clEnqueueReadBuffer(s->queue, src, CL_FALSE, src_off, size, dst, 0, NULL, &ev),
               "acg_copy_d2h", out);
+    acg__ocl_track(s, ev);
 out:
     return st;
 }
@@ -149,8 +153,10 @@ acg_status acg__ocl_copy_d2d(void *stream, void *dst, size_t dst_off, void *src,
                              size_t size) {
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
-    OCL_CHECK(clEnqueueCopyBuffer(s->queue, src, dst, src_off, dst_off, size, 0, NULL, NULL),
+    cl_event ev = NULL;
+    OCL_CHECK(clEnqueueCopyBuffer(s->queue, src, dst, src_off, dst_off, size, 0, NULL, &ev),
               "acg_copy_d2d", out);
+    acg__ocl_track(s, ev);
 out:
     return st;
 }
@@ -159,17 +165,12 @@ acg_status acg__ocl_fill(void *stream, void *dst, size_t off, size_t size, uint3
                          uint32_t pattern_size) {
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
-    /* The low pattern_size bytes of the host-order value, as the cpu backend writes them. */
     uint8_t bytes[4];
-    memcpy(bytes, &pattern, sizeof bytes);
-    if (pattern_size == 2) {
-        uint16_t v = (uint16_t)pattern;
-        memcpy(bytes, &v, 2);
-    } else if (pattern_size == 1) {
-        bytes[0] = (uint8_t)pattern;
-    }
-    OCL_CHECK(clEnqueueFillBuffer(s->queue, dst, bytes, pattern_size, off, size, 0, NULL, NULL),
+    acg__ocl_pattern_bytes(pattern, pattern_size, bytes);
+    cl_event ev = NULL;
+    OCL_CHECK(clEnqueueFillBuffer(s->queue, dst, bytes, pattern_size, off, size, 0, NULL, &ev),
               "acg_fill", out);
+    acg__ocl_track(s, ev);
 out:
     return st;
 }

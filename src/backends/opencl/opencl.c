@@ -176,6 +176,7 @@ static acg_status ocl_stream_create(void *dev, void **out) {
 
 static void ocl_stream_destroy(void *stream) {
     ocl_stream *s = stream;
+    acg__ocl_track(s, NULL);
     clReleaseCommandQueue(s->queue);
     acg__free(s);
 }
@@ -202,24 +203,23 @@ out:
     return st;
 }
 
+/* Idle when the latest command completed (an in-order queue completes in order). */
 static acg_status ocl_stream_query(void *stream) {
     static const char fn[] = "acg_stream_query";
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
-    cl_event ev = NULL;
-    OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &ev), fn, out);
-    OCL_CHECK(clFlush(s->queue), fn, out);
-    st = event_status(ev, fn);
-out:
-    if (ev != NULL) {
-        clReleaseEvent(ev);
+    if (s->last == NULL) {
+        return ACG_OK;
     }
+    OCL_CHECK(clFlush(s->queue), fn, out);
+    st = event_status(s->last, fn);
+out:
     return st;
 }
 
 typedef struct ocl_event {
     pthread_mutex_t lock;
-    cl_event ev; /* the latest record's marker; NULL when never recorded */
+    cl_event ev; /* the latest command when recorded; NULL when never recorded */
 } ocl_event;
 
 static acg_status ocl_event_create(void *dev, void **out) {
@@ -242,15 +242,18 @@ static void ocl_event_destroy(void *event) {
     acg__free(e);
 }
 
+/* An event stands for the stream's latest command: recording enqueues nothing. */
 static acg_status ocl_event_record(void *event, void *stream) {
     static const char fn[] = "acg_event_record";
     ocl_event *e = event;
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
-    cl_event ev = NULL;
-    OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &ev), fn, out);
-    /* Queries and waits from the host must see it progress without a later flush. */
-    OCL_CHECK(clFlush(s->queue), fn, out);
+    cl_event ev = s->last;
+    if (ev != NULL) {
+        clRetainEvent(ev);
+        /* Queries and waits from the host must see it progress without a later flush. */
+        OCL_CHECK(clFlush(s->queue), fn, out);
+    }
     pthread_mutex_lock(&e->lock);
     cl_event old = e->ev;
     e->ev = ev;
@@ -263,7 +266,8 @@ out:
     return st;
 }
 
-/* The event's current marker, retained; NULL when never recorded. */
+/* The event's current command, retained; NULL when never recorded or recorded on an idle
+ * stream. */
 static cl_event event_marker(ocl_event *e) {
     pthread_mutex_lock(&e->lock);
     cl_event ev = e->ev;
@@ -277,11 +281,13 @@ static cl_event event_marker(ocl_event *e) {
 static acg_status ocl_stream_wait_event(void *stream, void *event) {
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
-    cl_event ev = event_marker(event);
+    cl_event ev = event_marker(event), barrier = NULL;
     if (ev == NULL) {
         return ACG_OK;
     }
-    OCL_CHECK(clEnqueueBarrierWithWaitList(s->queue, 1, &ev, NULL), "acg_stream_wait_event", out);
+    OCL_CHECK(clEnqueueBarrierWithWaitList(s->queue, 1, &ev, &barrier), "acg_stream_wait_event",
+              out);
+    acg__ocl_track(s, barrier);
 out:
     clReleaseEvent(ev);
     return st;
@@ -382,7 +388,7 @@ static void ocl_kernel_unload(void *dev, void *kernel) {
     acg__free(k);
 }
 
-acg_status acg__ocl_set_args(ocl_kernel *k, const acg__karg *args, uint32_t n, const char *fn) {
+acg_status acg__ocl_set_args(cl_kernel k, const acg__karg *args, uint32_t n, const char *fn) {
     acg_status st = ACG_OK;
     cl_uint idx = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -390,11 +396,11 @@ acg_status acg__ocl_set_args(ocl_kernel *k, const acg__karg *args, uint32_t n, c
         if (a->type == ACG_ARG_BUFFER) {
             cl_mem mem = a->value.buf.mem;
             cl_ulong off = a->value.buf.offset;
-            OCL_CHECK(clSetKernelArg(k->kernel, idx++, sizeof mem, &mem), fn, out);
-            OCL_CHECK(clSetKernelArg(k->kernel, idx++, sizeof off, &off), fn, out);
+            OCL_CHECK(clSetKernelArg(k, idx++, sizeof mem, &mem), fn, out);
+            OCL_CHECK(clSetKernelArg(k, idx++, sizeof off, &off), fn, out);
         } else {
             size_t size = a->type == ACG_ARG_I64 || a->type == ACG_ARG_U64 ? 8 : 4;
-            OCL_CHECK(clSetKernelArg(k->kernel, idx++, size, &a->value), fn, out);
+            OCL_CHECK(clSetKernelArg(k, idx++, size, &a->value), fn, out);
         }
     }
 out:
@@ -421,11 +427,13 @@ static acg_status ocl_kernel_launch(void *stream, void *kernel, const acg_dims *
     bool has_local;
     cl_uint work_dim = acg__ocl_dims(dims, global, local, &has_local);
     pthread_mutex_lock(&k->lock);
-    acg_status st = acg__ocl_set_args(k, args, n_args, fn);
+    acg_status st = acg__ocl_set_args(k->kernel, args, n_args, fn);
     if (st == ACG_OK) {
+        cl_event ev = NULL;
         OCL_CHECK(clEnqueueNDRangeKernel(s->queue, k->kernel, work_dim, NULL, global,
-                                         has_local ? local : NULL, 0, NULL, NULL),
+                                         has_local ? local : NULL, 0, NULL, &ev),
                   fn, out);
+        acg__ocl_track(s, ev);
     }
 out:
     pthread_mutex_unlock(&k->lock);

@@ -12,6 +12,7 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 #include <CL/cl_ext.h>
+#include <string.h>
 
 #include "core/acg-impl.h"
 
@@ -127,13 +128,29 @@ typedef struct ocl_kernel {
 typedef struct ocl_stream {
     ocl_device *dev;
     cl_command_queue queue;
+    cl_event last; /* the latest command queued (NULL: none yet); the core serializes calls */
 } ocl_stream;
+
+/* Makes ev the stream's latest command (taking the reference). */
+static inline void acg__ocl_track(ocl_stream *s, cl_event ev) {
+    if (s->last != NULL) {
+        clReleaseEvent(s->last);
+    }
+    s->last = ev;
+}
+
+/* The bytes of a 1-, 2- or 4-byte fill pattern in host order, as the cpu backend writes them. */
+static inline void acg__ocl_pattern_bytes(uint32_t pattern, uint32_t size, uint8_t bytes[4]) {
+    uint16_t v16 = (uint16_t)pattern;
+    uint8_t v8 = (uint8_t)pattern;
+    memcpy(bytes, size == 4 ? (const void *)&pattern : size == 2 ? (const void *)&v16 : &v8, size);
+}
 
 /* Creates an in-order queue on the device with the properties command buffers need. */
 acg_status acg__ocl_queue_create(ocl_device *dev, cl_command_queue *out, const char *fn);
-/* Sets a kernel's arguments: each buffer becomes (cl_mem, ulong byte offset). Caller holds
- * the kernel's lock. */
-acg_status acg__ocl_set_args(ocl_kernel *k, const acg__karg *args, uint32_t n, const char *fn);
+/* Sets a kernel's arguments: each buffer becomes (cl_mem, ulong byte offset). The caller makes
+ * sure no other thread sets or launches the same kernel object meanwhile. */
+acg_status acg__ocl_set_args(cl_kernel k, const acg__karg *args, uint32_t n, const char *fn);
 /* The work dimension of a launch and its sizes as size_t. */
 cl_uint acg__ocl_dims(const acg_dims *dims, size_t global[3], size_t local[3], bool *has_local);
 /* The buffer and offset behind pinned host memory of the device. */
