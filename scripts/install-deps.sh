@@ -4,10 +4,12 @@
 # is missing; otherwise prints the command to run and exits 1.
 set -eu
 
-# The one list of packages. Later backends add theirs here (OpenCL on PoCL:
-# pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo). libc6-dev is listed because gcc
-# only recommends it and recommends are not installed.
+# The one list of packages. Backends add theirs here. OpenCL: the headers and the ICD loader to
+# build the opencl backend, PoCL to run it (and the conformance suite) on the CPU, and clinfo to
+# see what the machine offers. libc6-dev is listed because gcc only recommends it and
+# recommends are not installed.
 PACKAGES="cmake make gcc libc6-dev pkg-config libcmocka-dev"
+PACKAGES="$PACKAGES pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo"
 
 missing=""
 for pkg in $PACKAGES; do

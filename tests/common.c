@@ -54,7 +54,167 @@ void tc_bytes_equal_(const void *a, const void *b, size_t n, const char *file, i
     _fail(file, line);
 }
 
+/* ---- the device under test --------------------------------------------------------------- */
+
+static const char *dut_spec = "cpu";
+static char dut_backend[32] = "cpu";
+static acg_capability dut_cap;
+static char dut_group[160];
+
+/* Why the backend of `spec` cannot be tested here, after acg_device_open returned st. */
+static const char *skip_reason(acg_status st) {
+    for (size_t i = 0; i < acg_backend_count(); i++) {
+        acg_backend_info info;
+        if (acg_backend_get_info(i, &info) == ACG_OK && strcmp(info.name, dut_backend) == 0) {
+            if (!info.available) {
+                return info.reason;
+            }
+            return acg_last_error(); /* available, but not this device index */
+        }
+    }
+    (void)st;
+    return "not compiled into this build";
+}
+
+void tc_init(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            dut_spec = argv[++i];
+        } else if (strncmp(argv[i], "--device=", 9) == 0) {
+            dut_spec = argv[i] + 9;
+        } else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
+            cmocka_set_test_filter(argv[++i]);
+        } else {
+            fprintf(stderr,
+                    "usage: %s [--device SPEC] [--filter PATTERN]\n"
+                    "  SPEC: backend or backend:N (default cpu); PATTERN: test names, * and ?\n",
+                    argv[0]);
+            exit(1);
+        }
+    }
+    size_t len = strcspn(dut_spec, ":");
+    if (len == 0 || len >= sizeof dut_backend) {
+        fprintf(stderr, "%s: bad device spec \"%s\"\n", argv[0], dut_spec);
+        exit(1);
+    }
+    memcpy(dut_backend, dut_spec, len);
+    dut_backend[len] = '\0';
+
+    acg_device *dev = NULL;
+    acg_status st = acg_device_open(dut_spec, &dev);
+    if (st == ACG_ERR_NOT_FOUND || st == ACG_ERR_UNAVAILABLE) {
+        printf("skipped: %s: %s\n", dut_backend, skip_reason(st));
+        fflush(stdout);
+        exit(77);
+    }
+    if (st != ACG_OK) {
+        fprintf(stderr, "%s: acg_device_open(\"%s\") returned %s: %s\n", argv[0], dut_spec,
+                acg_status_name(st), acg_last_error());
+        exit(1);
+    }
+    dut_cap = *acg_device_get_capability(dev);
+    printf("device under test: %s (%s): graphs %d, graph_update %d, multi_stream_capture %d, "
+           "pinned_memory %d\n",
+           acg_device_get_spec(dev), dut_cap.name, dut_cap.graphs, dut_cap.graph_update,
+           dut_cap.multi_stream_capture, dut_cap.pinned_memory);
+    fflush(stdout);
+    if (acg_device_close(dev) != ACG_OK) {
+        fprintf(stderr, "%s: acg_device_close: %s\n", argv[0], acg_last_error());
+        exit(1);
+    }
+}
+
+const char *tc_spec(void) { return dut_spec; }
+const char *tc_backend(void) { return dut_backend; }
+bool tc_backend_is(const char *name) { return strcmp(dut_backend, name) == 0; }
+const acg_capability *tc_cap(void) { return &dut_cap; }
+
+const char *tc_group(const char *test) {
+    snprintf(dut_group, sizeof dut_group, "%s --device %s", test, dut_spec);
+    return dut_group;
+}
+
+static void note_missing(const char *what) {
+    print_message("note: %s (%s) has no %s: checked that it says so and refuses it with "
+                  "ACG_ERR_UNSUPPORTED\n",
+                  dut_spec, dut_cap.name, what);
+}
+
+static void expect_capture_state(acg_stream *s, acg_capture_state want) {
+    acg_capture_state cs = (acg_capture_state)99;
+    TC_OK(acg_stream_get_capture_state(s, &cs));
+    assert_int_equal(cs, want);
+}
+
+bool tc_has_graphs(acg_device *dev, acg_stream *s) {
+    const acg_capability *cap = acg_device_get_capability(dev);
+    assert_non_null(cap);
+    if (cap->graphs) {
+        return true;
+    }
+    assert_false(cap->graph_update);
+    TC_EXPECT(ERR_UNSUPPORTED, acg_stream_begin_capture(s, NULL));
+    TC_LAST_ERROR_HAS("acg_stream_begin_capture");
+    expect_capture_state(s, ACG_CAPTURE_NONE);
+    note_missing("graphs");
+    return false;
+}
+
+bool tc_has_graph_update(acg_graph *g, const acg_graph *from) {
+    const acg_capability *cap = acg_device_get_capability(acg_graph_get_device(g));
+    assert_non_null(cap);
+    if (cap->graph_update) {
+        return true;
+    }
+    TC_EXPECT(ERR_UNSUPPORTED, acg_graph_update(g, from));
+    TC_LAST_ERROR_HAS("acg_graph_update");
+    note_missing("graph update");
+    return false;
+}
+
+bool tc_has_multi_stream_capture(acg_device *dev, acg_stream *a, acg_stream *b, acg_event *e) {
+    const acg_capability *cap = acg_device_get_capability(dev);
+    assert_non_null(cap);
+    if (cap->multi_stream_capture) {
+        return true;
+    }
+    TC_OK(acg_stream_begin_capture(a, NULL));
+    TC_OK(acg_event_record(e, a));
+    TC_EXPECT(ERR_UNSUPPORTED, acg_stream_wait_event(b, e));
+    TC_LAST_ERROR_HAS("acg_stream_wait_event");
+    expect_capture_state(a, ACG_CAPTURE_INVALIDATED);
+    acg_graph *const sentinel = (acg_graph *)(uintptr_t)0x70;
+    acg_graph *g = sentinel;
+    TC_EXPECT(ERR_UNSUPPORTED, acg_stream_end_capture(a, &g));
+    assert_ptr_equal(g, sentinel);
+    expect_capture_state(a, ACG_CAPTURE_NONE);
+    expect_capture_state(b, ACG_CAPTURE_NONE);
+    note_missing("multi-stream capture");
+    return false;
+}
+
+bool tc_has_pinned_memory(acg_device *dev) {
+    const acg_capability *cap = acg_device_get_capability(dev);
+    assert_non_null(cap);
+    if (cap->pinned_memory) {
+        return true;
+    }
+    void *p = tc_pinned(dev, 64);
+    assert_false(acg_pinned_contains(dev, p, 64));
+    TC_OK(acg_pinned_free(p));
+    print_message("note: %s has no pinned memory: acg_pinned_alloc gives pageable memory\n",
+                  acg_device_get_spec(dev));
+    return false;
+}
+
 /* ---- objects ------------------------------------------------------------------------------ */
+
+acg_device *tc_open(void) {
+    acg_device *dev = NULL;
+    TC_OK(acg_device_open(dut_spec, &dev));
+    assert_non_null(dev);
+    return dev;
+}
 
 acg_device *tc_open_cpu(void) {
     acg_device *dev = NULL;

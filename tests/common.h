@@ -33,8 +33,46 @@ void tc_last_error_has_(const char *needle, const char *file, int line);
 #define TC_BYTES_EQUAL(a, b, n) tc_bytes_equal_((a), (b), (n), __FILE__, __LINE__)
 void tc_bytes_equal_(const void *a, const void *b, size_t n, const char *file, int line);
 
+/* ---- the device under test --------------------------------------------------------------- */
+
+/* Every device test runs on one backend, named by `--device SPEC` on its command line ("cpu"
+ * when absent; "backend" or "backend:N" as acg_device_open takes it; `--filter PATTERN` runs
+ * only the cases whose names match, for debugging). Call tc_init first in
+ * main. When the backend is not compiled in, cannot run here, or lacks the device index, it
+ * prints "skipped: <backend>: <reason>" and exits 77, which CTest reports as skipped; on bad
+ * usage or another open failure it exits 1. A device test never reads an ACG_* variable to find
+ * its device: the library warns about ACG_* names it does not know. */
+void tc_init(int argc, char **argv);
+/* The spec given (e.g. "opencl"), its backend's name ("opencl"), and whether that is `name`. */
+const char *tc_spec(void);
+const char *tc_backend(void);
+bool tc_backend_is(const char *name);
+/* The capability of the device under test, as reported when tc_init opened it. */
+const acg_capability *tc_cap(void);
+/* A cmocka group name naming the executable's device: "test_graph --device opencl". */
+const char *tc_group(const char *test);
+
+/* Capability branches. A case that needs a capability the device lacks checks that the
+ * capability says so and that the call which needs it returns ACG_ERR_UNSUPPORTED, notes it,
+ * and returns false; the case then checks what still applies and returns. */
+/* Graphs: acg_stream_begin_capture(s) (s a stream of dev) is refused and s stays out of capture
+ * mode. */
+bool tc_has_graphs(acg_device *dev, acg_stream *s);
+/* Graph update: acg_graph_update(g, from) is refused (g and from are live graphs of the
+ * device). */
+bool tc_has_graph_update(acg_graph *g, const acg_graph *from);
+/* Multi-stream capture: a capture begun on a that b tries to fork into (through e) is
+ * invalidated with ACG_ERR_UNSUPPORTED, and both streams leave capture mode. With graphs
+ * only: check tc_has_graphs first. */
+bool tc_has_multi_stream_capture(acg_device *dev, acg_stream *a, acg_stream *b, acg_event *e);
+/* Pinned memory: acg_pinned_alloc gives memory that acg_pinned_contains does not count. */
+bool tc_has_pinned_memory(acg_device *dev);
+
 /* ---- objects ------------------------------------------------------------------------------ */
 
+/* Opens the device under test; each call opens a new device (two calls, two devices). */
+acg_device *tc_open(void);
+/* Opens the cpu backend's device: the oracle other backends are compared with. */
 acg_device *tc_open_cpu(void);
 void tc_close(acg_device *dev);
 acg_stream *tc_stream(acg_device *dev);

@@ -13,12 +13,12 @@ enum { N = 1024 };
 
 typedef struct scen {
     acg_device *dev;
-    acg_buffer *x, *y, *z;
+    acg_buffer *x, *y, *z, *t; /* t: the scratch of the eager variant */
     float *pin_in, *pin_out;
     acg_stream *a, *b;
     acg_event *e1, *e2;
     acg_graph_pool *pool;
-    acg_graph *g;
+    acg_graph *g, *g_tail; /* g_tail: the tail, when the fork/join runs eagerly */
     tc_kernels k;
     bool capturing;
     const char *step; /* the call that failed */
@@ -44,6 +44,7 @@ static void scen_cleanup(scen *sc) {
         acg_stream_synchronize(sc->a); /* may report the injected fault again */
     }
     TC_OK(acg_graph_destroy(sc->g));
+    TC_OK(acg_graph_destroy(sc->g_tail));
     TC_OK(acg_graph_pool_destroy(sc->pool));
     TC_OK(acg_event_destroy(sc->e1));
     TC_OK(acg_event_destroy(sc->e2));
@@ -54,18 +55,75 @@ static void scen_cleanup(scen *sc) {
     TC_OK(acg_buffer_free(sc->x));
     TC_OK(acg_buffer_free(sc->y));
     TC_OK(acg_buffer_free(sc->z));
+    TC_OK(acg_buffer_free(sc->t));
     TC_OK(acg_device_close(sc->dev));
 }
 
+/* The step in three parts: head and tail on stream a, and a part that b forks off a for and a
+ * joins again, with scratch from the capture's pool (or, eagerly, the ordinary buffer t). */
+static acg_status part_head(scen *sc) {
+    acg_status st = acg_copy_h2d(sc->a, sc->x, 0, sc->pin_in, NB);
+    if (st == ACG_OK) {
+        st = tc_add(sc->a, &sc->k, sc->y, 0, sc->x, 0, N, 1.0f); /* y = in + 1 */
+    }
+    return st;
+}
+
+static acg_status part_fork(scen *sc, bool capturing) {
+    acg_status st = acg_event_record(sc->e1, sc->a);
+    if (st == ACG_OK) {
+        st = acg_stream_wait_event(sc->b, sc->e1);
+    }
+    acg_buffer *tmp = sc->t;
+    if (st == ACG_OK && capturing) {
+        st = acg_stream_alloc(sc->b, NB, &tmp);
+    }
+    if (st == ACG_OK) {
+        st = tc_add(sc->b, &sc->k, tmp, 0, sc->y, 0, N, 2.0f); /* tmp = in + 3 */
+    }
+    if (st == ACG_OK) {
+        st = tc_copy(sc->b, &sc->k, sc->z, 0, tmp, 0, N); /* z = in + 3 */
+    }
+    if (st == ACG_OK) {
+        st = acg_event_record(sc->e2, sc->b);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_wait_event(sc->a, sc->e2);
+    }
+    return st;
+}
+
+static acg_status part_tail(scen *sc) {
+    /* z = 0.5 (in + 1) + in + 3 */
+    acg_status st = tc_axpy(sc->a, &sc->k, sc->z, 0, sc->y, 0, N, 0.5f);
+    if (st == ACG_OK) {
+        st = acg_fill(sc->a, sc->x, 0, NB, 0, 4);
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_d2d(sc->a, sc->x, 0, sc->z, 0, NB);
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(sc->a, sc->pin_out, sc->x, 0, NB);
+    }
+    return st;
+}
+
 /* Opens a device, captures kernels, copies, a fork/join and graph scratch, replays, checks the
- * result, and destroys everything. Returns the first failing status (sc->step names the call). */
+ * result, and destroys everything. Returns the first failing status (sc->step names the call).
+ * What the device cannot capture runs eagerly instead: without graphs the whole step; without
+ * multi-stream capture the fork/join part, between a graph of the head and one of the tail. */
 static acg_status scenario(scen *sc) {
     acg_status st = ACG_OK;
     memset(sc, 0, sizeof *sc);
-    STEP(acg_device_open("cpu", &sc->dev));
+    const bool graphs = tc_cap()->graphs;
+    const bool fork = graphs && tc_cap()->multi_stream_capture;
+    STEP(acg_device_open(tc_spec(), &sc->dev));
     STEP(acg_buffer_alloc(sc->dev, NB, &sc->x));
     STEP(acg_buffer_alloc(sc->dev, NB, &sc->y));
     STEP(acg_buffer_alloc(sc->dev, NB, &sc->z));
+    if (!fork) {
+        STEP(acg_buffer_alloc(sc->dev, NB, &sc->t));
+    }
     STEP(acg_pinned_alloc(sc->dev, NB, (void **)&sc->pin_in));
     STEP(acg_pinned_alloc(sc->dev, NB, (void **)&sc->pin_out));
     STEP(acg_stream_create(sc->dev, &sc->a));
@@ -79,28 +137,40 @@ static acg_status scenario(scen *sc) {
     STEP(acg_kernel_get(sc->dev, "copy_f32", &sc->k.copy));
     tc_fill_floats(sc->pin_in, N, 9);
 
-    STEP(acg_stream_begin_capture(sc->a, sc->pool));
-    sc->capturing = true;
-    STEP(acg_copy_h2d(sc->a, sc->x, 0, sc->pin_in, NB));
-    STEP(tc_add(sc->a, &sc->k, sc->y, 0, sc->x, 0, N, 1.0f)); /* y = in + 1 */
-    STEP(acg_event_record(sc->e1, sc->a));
-    STEP(acg_stream_wait_event(sc->b, sc->e1));
-    acg_buffer *tmp = NULL;
-    STEP(acg_stream_alloc(sc->b, NB, &tmp));
-    STEP(tc_add(sc->b, &sc->k, tmp, 0, sc->y, 0, N, 2.0f)); /* tmp = in + 3 */
-    STEP(tc_copy(sc->b, &sc->k, sc->z, 0, tmp, 0, N));      /* z = in + 3 */
-    STEP(acg_event_record(sc->e2, sc->b));
-    STEP(acg_stream_wait_event(sc->a, sc->e2));
-    STEP(tc_axpy(sc->a, &sc->k, sc->z, 0, sc->y, 0, N, 0.5f)); /* z = 0.5 (in + 1) + in + 3 */
-    STEP(acg_fill(sc->a, sc->x, 0, NB, 0, 4));
-    STEP(acg_copy_d2d(sc->a, sc->x, 0, sc->z, 0, NB));
-    STEP(acg_copy_d2h(sc->a, sc->pin_out, sc->x, 0, NB));
-    sc->capturing = false;
-    STEP(acg_stream_end_capture(sc->a, &sc->g));
+    if (graphs) {
+        STEP(acg_stream_begin_capture(sc->a, sc->pool));
+        sc->capturing = true;
+        STEP(part_head(sc));
+        if (fork) {
+            STEP(part_fork(sc, true));
+            STEP(part_tail(sc));
+        }
+        sc->capturing = false;
+        STEP(acg_stream_end_capture(sc->a, &sc->g));
+        if (!fork) {
+            STEP(acg_stream_begin_capture(sc->a, sc->pool));
+            sc->capturing = true;
+            STEP(part_tail(sc));
+            sc->capturing = false;
+            STEP(acg_stream_end_capture(sc->a, &sc->g_tail));
+        }
+    }
 
     for (int rep = 0; rep < 2; rep++) {
         memset(sc->pin_out, 0, NB);
-        STEP(acg_graph_launch(sc->g, sc->a));
+        if (graphs) {
+            STEP(acg_graph_launch(sc->g, sc->a));
+        } else {
+            STEP(part_head(sc));
+        }
+        if (!fork) {
+            STEP(part_fork(sc, false));
+            if (graphs) {
+                STEP(acg_graph_launch(sc->g_tail, sc->a));
+            } else {
+                STEP(part_tail(sc));
+            }
+        }
         STEP(acg_stream_synchronize(sc->a));
         for (size_t i = 0; i < N; i++) {
             float in = sc->pin_in[i];
@@ -188,7 +258,7 @@ static void test_alloc_fail_each_create(void **state) {
         {"acg_graph_pool_create", mk_pool},
     };
     tc_alloc_install();
-    acg_device *dev = tc_open_cpu();
+    acg_device *dev = tc_open();
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         int64_t base = tc_alloc_live();
         for (uint64_t n = 1;; n++) {
@@ -235,7 +305,7 @@ static void test_alloc_fail_each_create(void **state) {
         acg_device *const sentinel = (acg_device *)(uintptr_t)0x60;
         acg_device *d = sentinel;
         tc_alloc_fail_at(n);
-        acg_status st = acg_device_open("cpu", &d);
+        acg_status st = acg_device_open(tc_spec(), &d);
         bool hit = tc_alloc_fail_hit();
         tc_alloc_fail_at(0);
         if (!hit) {
@@ -256,7 +326,7 @@ static void test_alloc_fail_each_create(void **state) {
 static void test_set_allocator_in_use(void **state) {
     (void)state;
     tc_alloc_install();
-    acg_device *dev = tc_open_cpu();
+    acg_device *dev = tc_open();
     TC_EXPECT(ERR_IN_USE, acg_set_allocator(NULL, NULL));
     TC_LAST_ERROR_HAS("acg_set_allocator");
     uint64_t before = tc_alloc_count();
@@ -272,16 +342,17 @@ static void test_set_allocator_in_use(void **state) {
     tc_alloc_uninstall();
     /* With the default allocator back, the counter sees nothing. */
     before = tc_alloc_count();
-    dev = tc_open_cpu();
+    dev = tc_open();
     assert_int_equal(tc_alloc_count(), before);
     tc_close(dev);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_allocator_in_use),
         cmocka_unit_test(test_alloc_fail_each_create),
         cmocka_unit_test(test_alloc_fail_sweep),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name(tc_group("test_alloc_fail"), tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@ typedef struct fx {
 
 static int setup(void **state) {
     fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open_cpu();
+    f->dev = tc_open();
     f->s = tc_stream(f->dev);
     tc_kernels_get(f->dev, &f->k);
     f->x = tc_buffer(f->dev, CAP * sizeof(float));
@@ -185,6 +185,19 @@ static void test_launch_errors(void **state) {
     acg_arg mis_x[3] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->x, 6), acg_arg_f32(1.0f)};
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &d, mis_x, 3));
 
+    /* windows of one buffer that partially overlap (the same window, in place, is fine), also
+     * through a view */
+    acg_arg overlap[3] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->y, 4 * sizeof(float)),
+                          acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &d, overlap, 3));
+    TC_LAST_ERROR_HAS("overlap");
+    acg_arg overlap_copy[2] = {acg_arg_buffer(f->x, 4), acg_arg_buffer(f->x, 0)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.copy, &d, overlap_copy, 2));
+    acg_buffer *view = NULL;
+    TC_OK(acg_buffer_create_view(f->y, 8 * sizeof(float), N * sizeof(float), &view));
+    acg_arg overlap_view[3] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(view, 0), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.add, &d, overlap_view, 3));
+
     /* handles */
     TC_EXPECT(ERR_INVALID_HANDLE, acg_kernel_launch(NULL, f->k.axpy, &d, good, 3));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_kernel_launch(f->s, NULL, &d, good, 3));
@@ -196,12 +209,33 @@ static void test_launch_errors(void **state) {
     float back[CAP];
     tc_download(f->s, back, f->x, sizeof back);
     TC_BYTES_EQUAL(back, hx, sizeof back);
+    TC_OK(acg_buffer_free(view));
+}
+
+/* Two buffer arguments that are the same window work in place; disjoint windows of one buffer
+ * work as two buffers would. */
+static void test_in_place_and_disjoint(void **state) {
+    fx *f = *state;
+    float hx[CAP], hy[CAP];
+    seed(f, hx, hy);
+    TC_OK(tc_axpy(f->s, &f->k, f->y, 16 * sizeof(float), f->y, 16 * sizeof(float), 100, 0.75f));
+    TC_OK(tc_add(f->s, &f->k, f->y, 600 * sizeof(float), f->y, 0, 500, -1.5f));
+    TC_OK(tc_copy(f->s, &f->k, f->y, 0, f->y, 1100 * sizeof(float), 100));
+    TC_OK(acg_stream_synchronize(f->s));
+    for (size_t i = 16; i < 116; i++) {
+        hy[i] = 0.75f * hy[i] + hy[i];
+    }
+    for (size_t i = 0; i < 500; i++) {
+        hy[600 + i] = hy[i] + -1.5f;
+    }
+    memcpy(hy, hy + 1100, 100 * sizeof(float));
+    expect_y(f, hy);
 }
 
 /* Kernels and buffers of another device are ACG_ERR_WRONG_DEVICE. */
 static void test_launch_wrong_device(void **state) {
     fx *f = *state;
-    acg_device *d2 = tc_open_cpu();
+    acg_device *d2 = tc_open();
     tc_kernels k2;
     tc_kernels_get(d2, &k2);
     acg_buffer *b2 = tc_buffer(d2, CAP * sizeof(float));
@@ -215,6 +249,16 @@ static void test_launch_wrong_device(void **state) {
     TC_EXPECT(ERR_WRONG_DEVICE, acg_kernel_launch(f->s, f->k.add, &d, mixed, 3));
     TC_OK(acg_buffer_free(b2));
     tc_close(d2);
+    /* The same for a device of another backend (unless this is the cpu backend). */
+    acg_device *cpu = tc_open_cpu();
+    tc_kernels kc;
+    tc_kernels_get(cpu, &kc);
+    acg_buffer *bc = tc_buffer(cpu, CAP * sizeof(float));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_kernel_launch(f->s, kc.fill, &d, mine, 2));
+    acg_arg cpus[2] = {acg_arg_buffer(bc, 0), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_kernel_launch(f->s, f->k.fill, &d, cpus, 2));
+    TC_OK(acg_buffer_free(bc));
+    tc_close(cpu);
 }
 
 /* The argument array is copied at launch: reusing it at once does not change queued work. */
@@ -239,7 +283,8 @@ static void test_args_copied(void **state) {
     TC_OK(acg_buffer_free(big));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kernel_lookup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fill_f32, setup, teardown),
@@ -248,8 +293,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_copy_f32, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kernel_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_launch_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_in_place_and_disjoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_launch_wrong_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_args_copied, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name(tc_group("test_kernel"), tests, NULL, NULL);
 }

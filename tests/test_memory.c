@@ -12,7 +12,7 @@ typedef struct fx {
 
 static int setup(void **state) {
     fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open_cpu();
+    f->dev = tc_open();
     f->s = tc_stream(f->dev);
     tc_kernels_get(f->dev, &f->k);
     *state = f;
@@ -125,12 +125,14 @@ static void test_pinned(void **state) {
     unsigned char *p = tc_pinned(f->dev, 4096);
     assert_int_equal((uintptr_t)p % 64, 0);
     memset(p, 0xab, 4096);
-    assert_true(acg_pinned_contains(f->dev, p, 4096));
-    assert_true(acg_pinned_contains(f->dev, p + 100, 200));
+    /* Without pinned memory acg_pinned_alloc gives pageable memory, which is not "contained". */
+    const bool pinned = tc_has_pinned_memory(f->dev);
+    assert_int_equal(acg_pinned_contains(f->dev, p, 4096), pinned);
+    assert_int_equal(acg_pinned_contains(f->dev, p + 100, 200), pinned);
     assert_false(acg_pinned_contains(f->dev, p + 4000, 200));
     assert_false(acg_pinned_contains(f->dev, p - 1, 2));
 
-    acg_device *other = tc_open_cpu();
+    acg_device *other = tc_open();
     assert_false(acg_pinned_contains(other, p, 16));
     tc_close(other);
 
@@ -176,7 +178,7 @@ static void test_no_pinned_env(void **state) {
     TC_OK(acg_pinned_free(p));
 
     unsigned char *q = tc_pinned(f->dev, 1024);
-    assert_true(acg_pinned_contains(f->dev, q, 1024));
+    assert_int_equal(acg_pinned_contains(f->dev, q, 1024), tc_cap()->pinned_memory);
     TC_OK(acg_pinned_free(q));
 }
 
@@ -356,7 +358,7 @@ static void test_copy_errors(void **state) {
 /* Buffers of one device used on a stream of another are ACG_ERR_WRONG_DEVICE. */
 static void test_wrong_device(void **state) {
     fx *f = *state;
-    acg_device *d2 = tc_open_cpu();
+    acg_device *d2 = tc_open();
     assert_ptr_not_equal(d2, f->dev);
     acg_buffer *mine = tc_buffer(f->dev, 64);
     acg_buffer *theirs = tc_buffer(d2, 64);
@@ -368,6 +370,13 @@ static void test_wrong_device(void **state) {
     TC_EXPECT(ERR_WRONG_DEVICE, acg_copy_d2d(f->s, theirs, 0, mine, 0, 64));
     TC_EXPECT(ERR_WRONG_DEVICE, acg_fill(f->s, theirs, 0, 64, 0, 1));
     TC_OK(acg_buffer_free(theirs));
+    /* The same for a device of another backend (unless this is the cpu backend). */
+    acg_device *cpu = tc_open_cpu();
+    acg_buffer *cpus = tc_buffer(cpu, 64);
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_copy_d2d(f->s, mine, 0, cpus, 0, 64));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_copy_h2d(f->s, cpus, 0, host, 64));
+    TC_OK(acg_buffer_free(cpus));
+    tc_close(cpu);
     TC_OK(acg_buffer_free(mine));
     tc_close(d2);
 }
@@ -397,7 +406,54 @@ static void test_free_waits_for_queued_work(void **state) {
     TC_OK(acg_buffer_free(dst));
 }
 
-int main(void) {
+/* Device memory is accounted: buffers and graph pool chunks count as allocations and bytes in
+ * use while they live, the peak remembers the most, and a reset restarts it from now. */
+static void test_memory_stats(void **state) {
+    fx *f = *state;
+    acg_memory_stats m0, m1, m2;
+    TC_OK(acg_device_get_memory_stats(f->dev, &m0));
+    acg_buffer *a = tc_buffer(f->dev, 4096);
+    acg_buffer *b = tc_buffer(f->dev, 1000);
+    TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+    assert_int_equal(m1.allocations, m0.allocations + 2);
+    assert_int_equal(m1.bytes_in_use, m0.bytes_in_use + 5096);
+    assert_true(m1.peak_bytes >= m1.bytes_in_use);
+    acg_buffer *view;
+    TC_OK(acg_buffer_create_view(a, 0, 64, &view)); /* a view allocates nothing */
+    TC_OK(acg_buffer_free(view));
+    TC_OK(acg_buffer_free(a));
+    TC_OK(acg_device_get_memory_stats(f->dev, &m2));
+    assert_int_equal(m2.allocations, m1.allocations);
+    assert_int_equal(m2.bytes_in_use, m0.bytes_in_use + 1000);
+    assert_int_equal(m2.peak_bytes, m1.peak_bytes);
+    TC_OK(acg_device_reset_peak_memory(f->dev));
+    TC_OK(acg_device_get_memory_stats(f->dev, &m2));
+    assert_int_equal(m2.peak_bytes, m2.bytes_in_use);
+    TC_OK(acg_buffer_free(b));
+
+    if (acg_device_get_capability(f->dev)->graphs) {
+        acg_stream *s = tc_stream(f->dev);
+        acg_buffer *scratch;
+        acg_graph *g;
+        TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+        TC_OK(acg_stream_begin_capture(s, NULL));
+        TC_OK(acg_stream_alloc(s, 100, &scratch));
+        TC_OK(acg_stream_end_capture(s, &g));
+        TC_OK(acg_device_get_memory_stats(f->dev, &m2));
+        assert_int_equal(m2.allocations, m1.allocations + 1); /* the private pool's chunk */
+        assert_true(m2.bytes_in_use >= m1.bytes_in_use + 100);
+        TC_OK(acg_graph_destroy(g));
+        TC_OK(acg_device_get_memory_stats(f->dev, &m2));
+        assert_int_equal(m2.bytes_in_use, m1.bytes_in_use);
+        TC_OK(acg_stream_destroy(s));
+    }
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_device_get_memory_stats(NULL, &m0));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_memory_stats(f->dev, NULL));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_device_reset_peak_memory(NULL));
+}
+
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_buffer_basics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_buffer_double_free, setup, teardown),
@@ -410,6 +466,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_copy_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_waits_for_queued_work, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_stats, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name(tc_group("test_memory"), tests, NULL, NULL);
 }

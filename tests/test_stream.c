@@ -13,7 +13,7 @@ typedef struct fx {
 
 static int setup(void **state) {
     fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open_cpu();
+    f->dev = tc_open();
     tc_kernels_get(f->dev, &f->k);
     *state = f;
     return 0;
@@ -214,7 +214,7 @@ static void test_many_streams(void **state) {
 /* Events and streams of different devices do not mix: ACG_ERR_WRONG_DEVICE. */
 static void test_event_wrong_device(void **state) {
     fx *f = *state;
-    acg_device *d2 = tc_open_cpu();
+    acg_device *d2 = tc_open();
     acg_stream *s1 = tc_stream(f->dev);
     acg_event *e2 = tc_event(d2);
     TC_EXPECT(ERR_WRONG_DEVICE, acg_event_record(e2, s1));
@@ -224,7 +224,8 @@ static void test_event_wrong_device(void **state) {
     tc_close(d2);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_stream_lifecycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_destroy_waits, setup, teardown),
@@ -234,5 +235,5 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_many_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_wrong_device, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests_name(tc_group("test_stream"), tests, NULL, NULL);
 }

@@ -61,7 +61,8 @@ extern "C" {
     X(ERR_NOT_CAPTURING, -12, "stream is not capturing")                                         \
     X(ERR_TOPOLOGY_MISMATCH, -13, "graphs differ in topology")                                   \
     X(ERR_DEVICE, -14, "device or driver error")                                                 \
-    X(ERR_INTERNAL, -15, "internal error")
+    X(ERR_INTERNAL, -15, "internal error")                                                      \
+    X(ERR_EXHAUSTED, -16, "a fixed-capacity resource is exhausted")
 
 typedef enum acg_status {
 #define ACG_STATUS_ENUM_(name, value, text) ACG_##name = value,
@@ -176,6 +177,19 @@ ACG_API const acg_capability *acg_device_get_capability(const acg_device *dev);
 
 /* "backend:N" of the device; NULL for an invalid handle. */
 ACG_API const char *acg_device_get_spec(const acg_device *dev);
+
+/* Device memory as the library accounts it: buffers and graph pool chunks. */
+typedef struct acg_memory_stats {
+    uint64_t allocations;  /* device allocations made since the device opened */
+    uint64_t bytes_in_use; /* bytes allocated now */
+    uint64_t peak_bytes;   /* most bytes_in_use since open or the last reset */
+} acg_memory_stats;
+
+/* Reads the device's memory accounting. Thread-safe. */
+ACG_API acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory_stats *out);
+
+/* Restarts peak_bytes from the bytes in use now (to measure one step's peak). */
+ACG_API acg_status acg_device_reset_peak_memory(acg_device *dev);
 
 /* Waits for all work queued on every stream of the device. During a capture on the device this
  * invalidates the capture (ACG_ERR_CAPTURE_INVALIDATED). */

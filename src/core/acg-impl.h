@@ -116,6 +116,7 @@ struct acg_device {
     acg__capture *captures;  /* live captures */
     acg_kernel **kernels;    /* by catalogue index, loaded on first lookup */
     uint64_t next_graph_id;
+    acg_memory_stats memory; /* under lock */
 };
 
 struct acg_buffer {
@@ -201,6 +202,10 @@ acg_status acg__check_buffer(const acg_buffer *buf, const acg_device *dev, const
                              const char *what);
 acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, const char *fn,
                             const char *what);
+
+/* Device memory through the backend, accounted (dev->lock held). */
+acg_status acg__device_mem_alloc(acg_device *dev, size_t size, void **mem);
+void acg__device_mem_free(acg_device *dev, void *mem, size_t size);
 
 /* Synchronizes every stream of the device (dev->lock held). */
 acg_status acg__device_sync_locked(acg_device *dev);

@@ -271,3 +271,47 @@ acg_status acg_device_synchronize(acg_device *dev) {
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
+
+acg_status acg__device_mem_alloc(acg_device *dev, size_t size, void **mem) {
+    acg_status st = dev->vt->buffer_alloc(dev->impl, size, mem);
+    if (st == ACG_OK) {
+        acg_memory_stats *m = &dev->memory;
+        m->allocations++;
+        m->bytes_in_use += size;
+        if (m->bytes_in_use > m->peak_bytes) {
+            m->peak_bytes = m->bytes_in_use;
+        }
+    }
+    return st;
+}
+
+void acg__device_mem_free(acg_device *dev, void *mem, size_t size) {
+    dev->vt->buffer_free(dev->impl, mem);
+    dev->memory.bytes_in_use -= size;
+}
+
+acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory_stats *out) {
+    acg_status st = acg__check_device(dev, "acg_device_get_memory_stats");
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_device_get_memory_stats: out is NULL");
+    }
+    acg_device *d = (acg_device *)dev;
+    pthread_mutex_lock(&d->lock);
+    *out = d->memory;
+    pthread_mutex_unlock(&d->lock);
+    return ACG_OK;
+}
+
+acg_status acg_device_reset_peak_memory(acg_device *dev) {
+    acg_status st = acg__check_device(dev, "acg_device_reset_peak_memory");
+    if (st != ACG_OK) {
+        return st;
+    }
+    pthread_mutex_lock(&dev->lock);
+    dev->memory.peak_bytes = dev->memory.bytes_in_use;
+    pthread_mutex_unlock(&dev->lock);
+    return ACG_OK;
+}

@@ -29,7 +29,7 @@ acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private) {
 void acg__pool_free(acg_graph_pool *pool) {
     acg_device *dev = pool->dev;
     for (uint32_t i = 0; i < pool->n_chunks; i++) {
-        dev->vt->buffer_free(dev->impl, pool->chunks[i].mem);
+        acg__device_mem_free(dev, pool->chunks[i].mem, pool->chunks[i].size);
     }
     dev->vt->event_destroy(pool->last_event);
     acg__free(pool->chunks);
@@ -57,7 +57,7 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
         }
         size_t chunk_size = need > MIN_CHUNK ? need : MIN_CHUNK;
         void *mem = NULL;
-        acg_status st = dev->vt->buffer_alloc(dev->impl, chunk_size, &mem);
+        acg_status st = acg__device_mem_alloc(dev, chunk_size, &mem);
         if (st != ACG_OK) {
             return acg__error(st, "%s: the graph pool could not grow by %zu bytes", fn,
                               chunk_size);

@@ -48,7 +48,7 @@ acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_unlock;
     }
-    st = dev->vt->buffer_alloc(dev->impl, size, &b->mem);
+    st = acg__device_mem_alloc(dev, size, &b->mem);
     if (st != ACG_OK) {
         acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec, acg_status_string(st));
         goto out_free;
@@ -65,7 +65,7 @@ acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
     return ACG_OK;
 
 out_free_mem:
-    dev->vt->buffer_free(dev->impl, b->mem);
+    acg__device_mem_free(dev, b->mem, size);
 out_free:
     acg__free(b);
 out_unlock:
@@ -148,7 +148,7 @@ acg_status acg_buffer_free(acg_buffer *buf) {
     } else {
         /* Queued work may still use the memory, as with a device free. */
         acg__device_sync_locked(dev);
-        dev->vt->buffer_free(dev->impl, buf->mem);
+        acg__device_mem_free(dev, buf->mem, buf->size);
     }
     dev->n_buffers--;
     pthread_mutex_unlock(&dev->lock);
