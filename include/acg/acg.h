@@ -464,11 +464,22 @@ ACG_API acg_status acg_stream_end_capture(acg_stream *stream, acg_graph **out);
 /* Whether the stream takes part in a capture, and in which state. */
 ACG_API acg_status acg_stream_get_capture_state(acg_stream *stream, acg_capture_state *out);
 
-/* Allocates size bytes of graph scratch from the pool of the capture the stream takes part in.
- * The memory belongs to the graph and is released with it; it is shared with other graphs of
- * the pool, so its contents do not survive between replays. ACG_ERR_NOT_CAPTURING outside a
- * capture, ACG_ERR_INVALID_ARGUMENT for size 0, ACG_ERR_OUT_OF_MEMORY. */
+/* Allocates size bytes for work on the stream, the same call eagerly and under capture:
+ * - in a capture: graph scratch from the capture's pool. It belongs to the graph and is
+ *   released with it; it is shared with the pool's other graphs, so its contents do not
+ *   survive between replays. acg_stream_free of it does nothing.
+ * - otherwise: device memory of the stream's own, released in stream order by
+ *   acg_stream_free (after the work queued before the free ran). Like acg_buffer_alloc, this
+ *   invalidates a capture in progress on another stream of the device.
+ * ACG_ERR_INVALID_ARGUMENT for size 0, ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_stream_alloc(acg_stream *stream, size_t size, acg_buffer **out);
+
+/* Releases memory from acg_stream_alloc in stream order: the handle dies now, the memory once
+ * the work queued on the stream so far completed. Graph scratch: nothing happens (its graph
+ * releases it). ACG_ERR_INVALID_ARGUMENT for a buffer that acg_stream_alloc did not return
+ * (use acg_buffer_free); ACG_ERR_IN_USE while a live graph or a view references it; in a
+ * capture, freeing memory from outside the capture invalidates it. */
+ACG_API acg_status acg_stream_free(acg_stream *stream, acg_buffer *buf);
 
 /* Replays the graph on the stream: one queue entry, asynchronous. After an earlier replay of a
  * graph of the same pool on another stream, the stream first waits for it. Graphs do not nest:

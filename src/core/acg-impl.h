@@ -128,6 +128,7 @@ struct acg_buffer {
     uint32_t n_views;     /* live views of this buffer (under dev->lock) */
     uint32_t graph_refs;  /* live graphs referencing it (under dev->lock) */
     bool scratch;         /* graph scratch: released with its graph */
+    bool stream_owned;    /* from acg_stream_alloc outside a capture: acg_stream_free */
     uint64_t owner_id;    /* graph id owning scratch */
 };
 
@@ -137,6 +138,12 @@ struct acg_stream {
     pthread_mutex_t lock;
     acg__capture *_Atomic capture; /* set under this stream's and dev's lock; cleared under dev */
     acg__ids frontier;             /* capture nodes later work depends on */
+    struct acg__deferred {         /* memory freed in stream order, awaiting its event */
+        void *mem;
+        size_t size;
+        void *event; /* backend event recorded at the free */
+    } *deferred;                   /* (under dev->lock) */
+    uint32_t n_deferred, cap_deferred;
     acg_stream *next;              /* in dev->streams */
 };
 
@@ -202,6 +209,11 @@ acg_status acg__check_buffer(const acg_buffer *buf, const acg_device *dev, const
                              const char *what);
 acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, const char *fn,
                             const char *what);
+
+/* A new root buffer of size bytes (dev->lock held; no capture check). */
+acg_status acg__buffer_new(acg_device *dev, size_t size, const char *fn, acg_buffer **out);
+/* Releases the stream's deferred frees whose work completed, or all of them (dev->lock). */
+void acg__stream_reclaim(acg_stream *s, bool all);
 
 /* Device memory through the backend, accounted (dev->lock held). */
 acg_status acg__device_mem_alloc(acg_device *dev, size_t size, void **mem);

@@ -406,27 +406,3 @@ acg_status acg_stream_get_capture_state(acg_stream *s, acg_capture_state *out) {
     acg__stream_leave(s, c);
     return ACG_OK;
 }
-
-acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
-    static const char fn[] = "acg_stream_alloc";
-    acg_status st0 = acg__check_stream(s, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
-    acg__capture *c = acg__stream_enter(s);
-    acg_status st;
-    if (c == NULL) {
-        st = acg__error(ACG_ERR_NOT_CAPTURING,
-                        "%s: graph scratch comes from a capture's pool; the stream is not "
-                        "capturing (use acg_buffer_alloc)",
-                        fn);
-    } else if ((st = acg__capture_check(c, fn)) == ACG_OK) {
-        st = acg__pool_carve(c, size, out);
-    }
-    acg__stream_leave(s, c);
-    return st;
-}

@@ -28,6 +28,33 @@ acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, c
 
 /* ---- buffers ----------------------------------------------------------------------------- */
 
+acg_status acg__buffer_new(acg_device *dev, size_t size, const char *fn, acg_buffer **out) {
+    acg_buffer *b = acg__calloc(1, sizeof *b);
+    if (b == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    acg_status st = acg__device_mem_alloc(dev, size, &b->mem);
+    if (st != ACG_OK) {
+        acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec, acg_status_string(st));
+        goto out_free;
+    }
+    if (acg__handle_add(b, ACG__HANDLE_BUFFER) != ACG_OK) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free_mem;
+    }
+    b->dev = dev;
+    b->size = size;
+    dev->n_buffers++;
+    *out = b;
+    return ACG_OK;
+
+out_free_mem:
+    acg__device_mem_free(dev, b->mem, size);
+out_free:
+    acg__free(b);
+    return st;
+}
+
 acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
     static const char fn[] = "acg_buffer_alloc";
     acg_status st = acg__check_device(dev, fn);
@@ -40,35 +67,9 @@ acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
     }
     pthread_mutex_lock(&dev->lock);
     st = acg__invalidate_device_captures(dev, fn);
-    if (st != ACG_OK) {
-        goto out_unlock;
+    if (st == ACG_OK) {
+        st = acg__buffer_new(dev, size, fn, out);
     }
-    acg_buffer *b = acg__calloc(1, sizeof *b);
-    if (b == NULL) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-        goto out_unlock;
-    }
-    st = acg__device_mem_alloc(dev, size, &b->mem);
-    if (st != ACG_OK) {
-        acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec, acg_status_string(st));
-        goto out_free;
-    }
-    if (acg__handle_add(b, ACG__HANDLE_BUFFER) != ACG_OK) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-        goto out_free_mem;
-    }
-    b->dev = dev;
-    b->size = size;
-    dev->n_buffers++;
-    pthread_mutex_unlock(&dev->lock);
-    *out = b;
-    return ACG_OK;
-
-out_free_mem:
-    acg__device_mem_free(dev, b->mem, size);
-out_free:
-    acg__free(b);
-out_unlock:
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
@@ -128,6 +129,11 @@ acg_status acg_buffer_free(acg_buffer *buf) {
         st = acg__error(ACG_ERR_IN_USE,
                         "%s: the buffer is scratch of graph %llu and is released with it", fn,
                         (unsigned long long)buf->owner_id);
+    } else if (buf->stream_owned) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT,
+                        "%s: the buffer came from acg_stream_alloc; release it with "
+                        "acg_stream_free",
+                        fn);
     } else if (buf->n_views != 0) {
         st = acg__error(ACG_ERR_IN_USE, "%s: %u view(s) of the buffer are alive", fn,
                         buf->n_views);
@@ -164,6 +170,118 @@ size_t acg_buffer_get_size(const acg_buffer *buf) {
 acg_device *acg_buffer_get_device(const acg_buffer *buf) {
     return acg__check_buffer(buf, NULL, "acg_buffer_get_device", "buffer") == ACG_OK ? buf->dev
                                                                                      : NULL;
+}
+
+/* ---- stream-ordered memory --------------------------------------------------------------- */
+
+void acg__stream_reclaim(acg_stream *s, bool all) {
+    acg_device *dev = s->dev;
+    for (uint32_t i = 0; i < s->n_deferred;) {
+        struct acg__deferred *d = &s->deferred[i];
+        if (all || dev->vt->event_query(d->event) == ACG_OK) {
+            acg__device_mem_free(dev, d->mem, d->size);
+            dev->vt->event_destroy(d->event);
+            *d = s->deferred[--s->n_deferred];
+        } else {
+            i++;
+        }
+    }
+}
+
+acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
+    static const char fn[] = "acg_stream_alloc";
+    acg_status st = acg__check_stream(s, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (size == 0 || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          size == 0 ? "size is 0" : "out is NULL");
+    }
+    acg_device *dev = s->dev;
+    acg__capture *c = acg__stream_enter(s);
+    if (c != NULL) {
+        st = acg__capture_check(c, fn);
+        if (st == ACG_OK) {
+            st = acg__pool_carve(c, size, out);
+        }
+        acg__stream_leave(s, c);
+        return st;
+    }
+    pthread_mutex_lock(&dev->lock);
+    acg__stream_reclaim(s, false);
+    st = acg__invalidate_device_captures(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__buffer_new(dev, size, fn, out);
+    }
+    if (st == ACG_OK) {
+        (*out)->stream_owned = true;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    acg__stream_leave(s, NULL);
+    return st;
+}
+
+acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
+    static const char fn[] = "acg_stream_free";
+    acg_status st = acg__check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__check_buffer(buf, s->dev, fn, "buffer");
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = s->dev;
+    acg__capture *c = acg__stream_enter(s);
+    if (c != NULL) {
+        /* Scratch stays with its graph; anything else is a free outside the pool. */
+        if (!buf->scratch) {
+            st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                         "%s of memory outside the capture's pool during capture "
+                                         "invalidated the capture",
+                                         fn);
+        } else {
+            st = acg__capture_check(c, fn);
+        }
+        acg__stream_leave(s, c);
+        return st;
+    }
+    pthread_mutex_lock(&dev->lock);
+    if (buf->scratch) {
+        st = ACG_OK; /* released with its graph */
+    } else if (!buf->stream_owned) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT,
+                        "%s: the buffer did not come from acg_stream_alloc; use acg_buffer_free",
+                        fn);
+    } else if (buf->n_views != 0 || buf->graph_refs != 0) {
+        st = acg__error(ACG_ERR_IN_USE, "%s: %s", fn,
+                        buf->n_views ? "views of the buffer are alive"
+                                     : "a live graph reads or writes the buffer");
+    } else if (!acg__grow((void **)&s->deferred, &s->cap_deferred, s->n_deferred + 1,
+                          sizeof *s->deferred)) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    } else {
+        struct acg__deferred *d = &s->deferred[s->n_deferred];
+        st = dev->vt->event_create(dev->impl, &d->event);
+        if (st == ACG_OK) {
+            st = dev->vt->event_record(d->event, s->impl);
+            if (st != ACG_OK) {
+                dev->vt->event_destroy(d->event);
+            }
+        }
+        if (st == ACG_OK) {
+            d->mem = buf->mem;
+            d->size = buf->size;
+            s->n_deferred++;
+            acg__handle_remove(buf);
+            dev->n_buffers--;
+            acg__free(buf);
+            acg__stream_reclaim(s, false);
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    acg__stream_leave(s, NULL);
+    return st;
 }
 
 /* ---- pinned host memory ------------------------------------------------------------------ */

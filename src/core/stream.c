@@ -81,6 +81,10 @@ acg_status acg_stream_destroy(acg_stream *s) {
     dev->n_streams--;
     pthread_mutex_unlock(&dev->lock);
     st = dev->vt->stream_synchronize(s->impl);
+    pthread_mutex_lock(&dev->lock);
+    acg__stream_reclaim(s, true);
+    pthread_mutex_unlock(&dev->lock);
+    acg__free(s->deferred);
     dev->vt->stream_destroy(s->impl);
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_destroy(&s->lock);
@@ -103,7 +107,13 @@ acg_status acg_stream_synchronize(acg_stream *s) {
     }
     /* Waiting needs no stream lock; other threads keep submitting meanwhile. */
     acg__stream_leave(s, NULL);
-    return s->dev->vt->stream_synchronize(s->impl);
+    st = s->dev->vt->stream_synchronize(s->impl);
+    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(&s->dev->lock);
+    acg__stream_reclaim(s, false);
+    pthread_mutex_unlock(&s->dev->lock);
+    pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 acg_status acg_stream_query(acg_stream *s) {
