@@ -1,6 +1,7 @@
 /* test_graph.c — capture and replay: replay equals eager bit for bit, update, pools, scratch,
  * graph descriptions, and the lifetime rules of what a graph references. */
 #include "common.h"
+#include "core/acg-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -536,6 +537,57 @@ static void test_scratch_rules(void **state) {
     TC_OK(acg_graph_destroy(g));
     /* Released with its graph: the handle is dead now. */
     TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_free(tmp));
+}
+
+/* A discarded graph's handle dies at once. Where the backend needs it (forced here through the
+ * test hook), the graph itself stays parked in its pool, still holding what it references,
+ * until the pool's next successful capture; a failed capture does not release it. */
+static void test_discard(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS(f);
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_begin_capture(f->a, f->pool));
+    TC_OK(tc_add(f->a, &f->k, f->y, 0, f->x, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->a, &g));
+    TC_OK(acg_graph_discard(g));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_launch(g, f->a));
+    assert_int_equal(acg__pool_parked_count(f->pool), 0);
+    TC_OK(acg_graph_discard(NULL));
+
+    acg__device_set_retain_discarded(f->dev, true);
+    acg_buffer *held = tc_buffer(f->dev, NB);
+    TC_OK(acg_stream_begin_capture(f->a, f->pool));
+    TC_OK(tc_add(f->a, &f->k, held, 0, f->x, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->a, &g));
+    TC_OK(acg_graph_discard(g));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_destroy(g));
+    assert_int_equal(acg__pool_parked_count(f->pool), 1);
+    TC_EXPECT(ERR_IN_USE, acg_buffer_free(held)); /* the parked graph still reads it */
+    /* A failed capture releases nothing. */
+    TC_OK(acg_stream_begin_capture(f->a, f->pool));
+    TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_synchronize(f->a));
+    TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(f->a, &g));
+    assert_int_equal(acg__pool_parked_count(f->pool), 1);
+    /* A successful one does. */
+    TC_OK(acg_stream_begin_capture(f->a, f->pool));
+    TC_OK(tc_add(f->a, &f->k, f->y, 0, f->x, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->a, &g));
+    assert_int_equal(acg__pool_parked_count(f->pool), 0);
+    TC_OK(acg_buffer_free(held));
+    /* Parked graphs do not keep their pool from being destroyed. */
+    held = tc_buffer(f->dev, NB);
+    acg_graph_pool *pool = tc_pool(f->dev);
+    acg_graph *h = NULL;
+    TC_OK(acg_stream_begin_capture(f->a, pool));
+    TC_OK(tc_add(f->a, &f->k, held, 0, f->x, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->a, &h));
+    TC_OK(acg_graph_discard(h));
+    assert_int_equal(acg__pool_parked_count(pool), 1);
+    TC_OK(acg_graph_pool_destroy(pool));
+    TC_OK(acg_buffer_free(held));
+    acg__device_set_retain_discarded(f->dev, false);
+    TC_OK(acg_graph_destroy(g));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_discard((acg_graph *)f->x));
 }
 
 /* A pool refuses destroy while a graph captured into it lives or a capture into it runs. */
@@ -1186,6 +1238,7 @@ int main(int argc, char **argv) {
         T(test_two_graphs_one_pool),
         T(test_private_pool),
         T(test_scratch_rules),
+        T(test_discard),
         T(test_stream_ordered_memory),
         T(test_pool_destroy_in_use),
         T(test_describe_chain),

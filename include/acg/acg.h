@@ -496,6 +496,12 @@ ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
 /* Waits for pending replays of the graph, then destroys it and releases its scratch. */
 ACG_API acg_status acg_graph_destroy(acg_graph *graph);
 
+/* Gives up a graph that will never replay (say, one slot of a bucket dropped whole). The handle
+ * is dead on return. Most backends destroy it at once; a backend whose driver may still
+ * reference what the graph recorded keeps it in its pool until the pool's next successful
+ * capture or the pool's destruction, which is the only way such memory is safely reused. */
+ACG_API acg_status acg_graph_discard(acg_graph *graph);
+
 /* ---------------------------------------------------------------------------------------------
  * Graph description: what a graph does, independent of the backend
  * ------------------------------------------------------------------------------------------- */

@@ -117,6 +117,7 @@ struct acg_device {
     acg_kernel **kernels;    /* by catalogue index, loaded on first lookup */
     uint64_t next_graph_id;
     acg_memory_stats memory; /* under lock */
+    bool retain_discarded;   /* from the backend; a test hook may set it */
 };
 
 struct acg_buffer {
@@ -166,6 +167,8 @@ struct acg_graph_pool {
     uint32_t n_graphs;  /* live graphs captured into it */
     bool capturing;
     bool is_private;
+    acg_graph **parked; /* discarded graphs kept until the next successful capture */
+    uint32_t n_parked, cap_parked;
     void *last_event;   /* backend event after the pool's latest replay */
     const acg_stream *last_stream;
 };
@@ -278,6 +281,12 @@ uint64_t acg__graph_referencing(acg_device *dev, const acg_buffer *buf, const vo
 /* Releases what a graph description references (refs) and its memory. */
 void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta);
 void acg__desc_free(acg__graph_desc *desc);
+
+/* Destroys the pool's parked graphs (dev->lock held). */
+void acg__pool_release_parked(acg_graph_pool *pool);
+/* Test hooks: keep discarded graphs as a backend that needs it would; graphs parked in a pool. */
+void acg__device_set_retain_discarded(acg_device *dev, bool retain);
+uint32_t acg__pool_parked_count(const acg_graph_pool *pool);
 
 /* Test hook: driver capability queries made for an open device. */
 uint64_t acg__device_capability_queries(const acg_device *dev);

@@ -150,6 +150,13 @@ struct acg_backend_i {
     acg_status (*graph_update)(void *exec, const acg__graph_desc *desc);
     /* (optional, with graph_instantiate) Destroys exec; no replay of it is pending. */
     void (*graph_destroy)(void *exec);
+
+    /* Version 1 ends here; later fields are appended below. */
+
+    /* Whether a discarded graph (acg_graph_discard) must outlive its discard until its pool's
+     * next successful capture, because the driver may still reference what it recorded (as
+     * Level Zero command lists can). false: discarded graphs are destroyed at once. */
+    bool retain_discarded_graphs;
 };
 
 typedef struct acg_backend_i acg_backend_i;

@@ -148,8 +148,7 @@ acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *nod
     acg__graph_desc *d = &c->desc;
     if (d->n_nodes == UINT32_MAX - 1 ||
         !acg__grow((void **)&d->nodes, &c->cap_nodes, d->n_nodes + 1, sizeof *d->nodes) ||
-        !acg__grow((void **)&d->deps, &c->cap_deps, d->n_deps + s->frontier.n,
-                   sizeof *d->deps) ||
+        !acg__grow((void **)&d->deps, &c->cap_deps, d->n_deps + s->frontier.n, sizeof *d->deps) ||
         !acg__grow((void **)&s->frontier.v, &s->frontier.cap, 1, sizeof *s->frontier.v)) {
         return acg__capture_invalidate(c, ACG_ERR_OUT_OF_MEMORY,
                                        "out of memory while recording node %u of the capture",
@@ -386,6 +385,10 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
         st = check_joined(c);
         if (st == ACG_OK) {
             st = acg__graph_create(c, out);
+        }
+        if (st == ACG_OK) {
+            /* A capture succeeded: what failed before it in this pool can go now. */
+            acg__pool_release_parked(c->pool);
         }
     }
     acg__capture_free(c);

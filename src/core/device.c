@@ -134,8 +134,8 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
         return st;
     }
     if (index >= n) {
-        return acg__error(ACG_ERR_NOT_FOUND, "acg_device_open: %s has %d device(s), no %d", name,
-                          n, index);
+        return acg__error(ACG_ERR_NOT_FOUND, "acg_device_open: %s has %d device(s), no %d", name, n,
+                          index);
     }
 
     size_t n_kernels = 0;
@@ -168,6 +168,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
     if (vt->pinned_alloc == NULL) {
         dev->cap.pinned_memory = false;
     }
+    dev->retain_discarded = vt->retain_discarded_graphs;
     pthread_mutex_init(&dev->lock, NULL);
     st = acg__handle_add(dev, ACG__HANDLE_DEVICE);
     if (st != ACG_OK) {
@@ -314,4 +315,10 @@ acg_status acg_device_reset_peak_memory(acg_device *dev) {
     dev->memory.peak_bytes = dev->memory.bytes_in_use;
     pthread_mutex_unlock(&dev->lock);
     return ACG_OK;
+}
+
+void acg__device_set_retain_discarded(acg_device *dev, bool retain) {
+    pthread_mutex_lock(&dev->lock);
+    dev->retain_discarded = retain;
+    pthread_mutex_unlock(&dev->lock);
 }

@@ -28,6 +28,8 @@ acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private) {
 
 void acg__pool_free(acg_graph_pool *pool) {
     acg_device *dev = pool->dev;
+    acg__pool_release_parked(pool);
+    acg__free(pool->parked);
     for (uint32_t i = 0; i < pool->n_chunks; i++) {
         acg__device_mem_free(dev, pool->chunks[i].mem, pool->chunks[i].size);
     }
@@ -59,8 +61,7 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
         void *mem = NULL;
         acg_status st = acg__device_mem_alloc(dev, chunk_size, &mem);
         if (st != ACG_OK) {
-            return acg__error(st, "%s: the graph pool could not grow by %zu bytes", fn,
-                              chunk_size);
+            return acg__error(st, "%s: the graph pool could not grow by %zu bytes", fn, chunk_size);
         }
         pool->chunks[pool->n_chunks].mem = mem;
         pool->chunks[pool->n_chunks].size = chunk_size;
@@ -132,13 +133,12 @@ acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
     }
     acg_device *dev = pool->dev;
     pthread_mutex_lock(&dev->lock);
-    if (pool->n_graphs != 0 || pool->capturing) {
-        uint32_t n = pool->n_graphs;
+    if (pool->n_graphs != pool->n_parked || pool->capturing) {
+        uint32_t n = pool->n_graphs - pool->n_parked;
         bool capturing = pool->capturing;
         pthread_mutex_unlock(&dev->lock);
-        return acg__error(ACG_ERR_IN_USE,
-                          "acg_graph_pool_destroy: the pool has %u live graph(s)%s", n,
-                          capturing ? " and a capture in progress" : "");
+        return acg__error(ACG_ERR_IN_USE, "acg_graph_pool_destroy: the pool has %u live graph(s)%s",
+                          n, capturing ? " and a capture in progress" : "");
     }
     acg__handle_remove(pool);
     dev->n_pools--;
@@ -366,8 +366,8 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
     }
     acg_device *dev = g->dev;
     if (from->dev != dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the graphs belong to %s and %s", fn,
-                          dev->spec, from->dev->spec);
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the graphs belong to %s and %s", fn, dev->spec,
+                          from->dev->spec);
     }
     if (!dev->cap.graph_update) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot update graphs; capture again", fn,
@@ -435,21 +435,12 @@ out_unlock:
     return st;
 }
 
-acg_status acg_graph_destroy(acg_graph *g) {
-    if (g == NULL) {
-        return ACG_OK;
-    }
-    acg_status st = check_graph(g, "acg_graph_destroy");
-    if (st != ACG_OK) {
-        return st;
-    }
+/* Waits for the graph's pending replays, then releases it (dev->lock held). The pool goes with
+ * its last graph when it is private. */
+static acg_status destroy_locked(acg_graph *g) {
     acg_device *dev = g->dev;
-    pthread_mutex_lock(&dev->lock);
     acg_graph_pool *pool = g->pool;
-    if (g->launched) {
-        st = wait_pool(pool);
-    }
-    acg__handle_remove(g);
+    acg_status st = g->launched ? wait_pool(pool) : ACG_OK;
     acg__desc_refs(dev, &g->desc, -1);
     for (acg_graph **p = &dev->graphs; *p != NULL; p = &(*p)->next) {
         if (*p == g) {
@@ -470,6 +461,58 @@ acg_status acg_graph_destroy(acg_graph *g) {
         acg__pool_free(pool);
     }
     acg__free(g);
+    return st;
+}
+
+void acg__pool_release_parked(acg_graph_pool *pool) {
+    for (uint32_t i = 0; i < pool->n_parked; i++) {
+        destroy_locked(pool->parked[i]);
+    }
+    pool->n_parked = 0;
+}
+
+uint32_t acg__pool_parked_count(const acg_graph_pool *pool) { return pool->n_parked; }
+
+acg_status acg_graph_destroy(acg_graph *g) {
+    if (g == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = check_graph(g, "acg_graph_destroy");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = g->dev;
+    pthread_mutex_lock(&dev->lock);
+    acg__handle_remove(g);
+    st = destroy_locked(g);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+acg_status acg_graph_discard(acg_graph *g) {
+    if (g == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = check_graph(g, "acg_graph_discard");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = g->dev;
+    acg_graph_pool *pool = g->pool;
+    pthread_mutex_lock(&dev->lock);
+    /* A private pool takes no later capture, so parking there would only delay the end. */
+    if (!dev->retain_discarded || pool->is_private) {
+        acg__handle_remove(g);
+        st = destroy_locked(g);
+    } else if (!acg__grow((void **)&pool->parked, &pool->cap_parked, pool->n_parked + 1,
+                          sizeof *pool->parked)) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_discard: out of memory");
+    } else {
+        /* The handle dies now; the graph lives on, parked, until its pool's next successful
+         * capture (or the pool's end). */
+        acg__handle_remove(g);
+        pool->parked[pool->n_parked++] = g;
+    }
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
