@@ -81,4 +81,9 @@ void bench_json_end(bench_json *j);
 int bench_launch(int argc, char **argv);
 extern const char bench_launch_usage[];
 
+/* bench/stage.c: attention plans through the pinned stager: plans per second, and per plan the
+ * copies, host waits and temporary device allocations. */
+int bench_stage(int argc, char **argv);
+extern const char bench_stage_usage[];
+
 #endif /* ACG_BENCH_H */

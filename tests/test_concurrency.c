@@ -108,8 +108,8 @@ static void test_parallel_captures(void **state) {
     private_job jobs[THREADS];
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        jobs[i] = (private_job){tc_stream(dev), tc_buffer(dev, N * sizeof(float)), &k, i * 100,
-                               ACG_OK, 0};
+        jobs[i] = (private_job){
+            tc_stream(dev), tc_buffer(dev, N * sizeof(float)), &k, i * 100, ACG_OK, 0};
     }
     for (int i = 0; i < THREADS; i++) {
         assert_int_equal(pthread_create(&t[i], NULL, capture_and_replay, &jobs[i]), 0);

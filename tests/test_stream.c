@@ -33,6 +33,8 @@ static void test_stream_lifecycle(void **state) {
     acg_stream *s = tc_stream(f->dev);
     TC_OK(acg_stream_query(s));
     TC_OK(acg_stream_synchronize(s));
+    assert_ptr_equal(acg_stream_get_device(s), f->dev);
+    assert_null(acg_stream_get_device(NULL));
     acg_buffer *b = tc_buffer(f->dev, BIG * sizeof(float));
     for (int i = 0; i < 4; i++) {
         TC_OK(tc_fill(s, &f->k, b, 0, BIG, 1.0f));

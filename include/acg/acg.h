@@ -44,24 +44,24 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 
 /* X(name, value, description). One list makes the enum and the strings, so they never drift. */
-#define ACG_STATUS_MAP(X)                                                                        \
-    X(OK, 0, "success")                                                                          \
-    X(NOT_READY, 1, "work is still pending")                                                     \
-    X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                                              \
-    X(ERR_INVALID_HANDLE, -2, "NULL, destroyed or unknown handle")                               \
-    X(ERR_WRONG_DEVICE, -3, "object belongs to another device")                                  \
-    X(ERR_OUT_OF_MEMORY, -4, "out of memory")                                                    \
-    X(ERR_OUT_OF_RANGE, -5, "offset or size outside the object")                                 \
-    X(ERR_NOT_FOUND, -6, "no such backend, device or kernel")                                    \
-    X(ERR_UNAVAILABLE, -7, "backend or device unavailable on this machine")                      \
-    X(ERR_UNSUPPORTED, -8, "not supported by this device")                                       \
-    X(ERR_IN_USE, -9, "object is still referenced")                                              \
-    X(ERR_CAPTURE_INVALIDATED, -10, "capture invalidated by an illegal operation")               \
-    X(ERR_CAPTURE_UNJOINED, -11, "a stream forked into the capture did not rejoin it")           \
-    X(ERR_NOT_CAPTURING, -12, "stream is not capturing")                                         \
-    X(ERR_TOPOLOGY_MISMATCH, -13, "graphs differ in topology")                                   \
-    X(ERR_DEVICE, -14, "device or driver error")                                                 \
-    X(ERR_INTERNAL, -15, "internal error")                                                      \
+#define ACG_STATUS_MAP(X)                                                                          \
+    X(OK, 0, "success")                                                                            \
+    X(NOT_READY, 1, "work is still pending")                                                       \
+    X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                                                \
+    X(ERR_INVALID_HANDLE, -2, "NULL, destroyed or unknown handle")                                 \
+    X(ERR_WRONG_DEVICE, -3, "object belongs to another device")                                    \
+    X(ERR_OUT_OF_MEMORY, -4, "out of memory")                                                      \
+    X(ERR_OUT_OF_RANGE, -5, "offset or size outside the object")                                   \
+    X(ERR_NOT_FOUND, -6, "no such backend, device or kernel")                                      \
+    X(ERR_UNAVAILABLE, -7, "backend or device unavailable on this machine")                        \
+    X(ERR_UNSUPPORTED, -8, "not supported by this device")                                         \
+    X(ERR_IN_USE, -9, "object is still referenced")                                                \
+    X(ERR_CAPTURE_INVALIDATED, -10, "capture invalidated by an illegal operation")                 \
+    X(ERR_CAPTURE_UNJOINED, -11, "a stream forked into the capture did not rejoin it")             \
+    X(ERR_NOT_CAPTURING, -12, "stream is not capturing")                                           \
+    X(ERR_TOPOLOGY_MISMATCH, -13, "graphs differ in topology")                                     \
+    X(ERR_DEVICE, -14, "device or driver error")                                                   \
+    X(ERR_INTERNAL, -15, "internal error")                                                         \
     X(ERR_EXHAUSTED, -16, "a fixed-capacity resource is exhausted")
 
 typedef enum acg_status {
@@ -208,7 +208,8 @@ ACG_API acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **o
 /* A view of bytes [offset, offset+size) of buf; it shares buf's memory and address.
  * The parent cannot be freed while views live (ACG_ERR_IN_USE). ACG_ERR_OUT_OF_RANGE when the
  * range leaves buf, ACG_ERR_INVALID_ARGUMENT for size 0. */
-ACG_API acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, acg_buffer **out);
+ACG_API acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size,
+                                          acg_buffer **out);
 
 /* Frees a buffer or view. Waits for queued work on the device first, as a device free does.
  * ACG_ERR_IN_USE (naming the graph) while a live graph references it, or while views of it
@@ -257,6 +258,9 @@ ACG_API acg_status acg_stream_synchronize(acg_stream *stream);
  * On a capturing stream: invalidates the capture, ACG_ERR_CAPTURE_INVALIDATED. */
 ACG_API acg_status acg_stream_query(acg_stream *stream);
 
+/* The device the stream belongs to; NULL for an invalid handle. */
+ACG_API acg_device *acg_stream_get_device(const acg_stream *stream);
+
 /* Creates an event. An event never recorded counts as complete. */
 ACG_API acg_status acg_event_create(acg_device *dev, acg_event **out);
 
@@ -291,24 +295,24 @@ ACG_API acg_status acg_event_synchronize(acg_event *event);
  * captured copy at every replay). From pageable memory src is read before the call returns.
  * During capture a copy from pageable memory invalidates the capture (the graph would read it at
  * replay). ACG_ERR_OUT_OF_RANGE, ACG_ERR_INVALID_ARGUMENT for NULL src or size 0. */
-ACG_API acg_status acg_copy_h2d(acg_stream *stream, acg_buffer *dst, size_t dst_offset, const void *src,
-                        size_t size);
+ACG_API acg_status acg_copy_h2d(acg_stream *stream, acg_buffer *dst, size_t dst_offset,
+                                const void *src, size_t size);
 
 /* Copies size bytes from src at src_offset to host memory dst. Into pinned memory the call is
  * asynchronous; into pageable memory it returns after the copy completed. During capture a
  * copy into pageable memory invalidates the capture. */
-ACG_API acg_status acg_copy_d2h(acg_stream *stream, void *dst, const acg_buffer *src, size_t src_offset,
-                        size_t size);
+ACG_API acg_status acg_copy_d2h(acg_stream *stream, void *dst, const acg_buffer *src,
+                                size_t src_offset, size_t size);
 
 /* Copies size bytes between device buffers of one device. Overlapping ranges are
  * ACG_ERR_INVALID_ARGUMENT. */
 ACG_API acg_status acg_copy_d2d(acg_stream *stream, acg_buffer *dst, size_t dst_offset,
-                        const acg_buffer *src, size_t src_offset, size_t size);
+                                const acg_buffer *src, size_t src_offset, size_t size);
 
 /* Fills size bytes of dst from offset with a pattern of pattern_size bytes (1, 2 or 4; the low
  * bytes of pattern in host byte order). offset and size must be multiples of pattern_size. */
 ACG_API acg_status acg_fill(acg_stream *stream, acg_buffer *dst, size_t offset, size_t size,
-                    uint32_t pattern, size_t pattern_size);
+                            uint32_t pattern, size_t pattern_size);
 
 /* ---------------------------------------------------------------------------------------------
  * Kernels
@@ -411,8 +415,8 @@ ACG_API const char *acg_kernel_get_name(const acg_kernel *kernel);
  * windows that partially overlap;
  * ACG_ERR_OUT_OF_RANGE when a buffer argument's window leaves the buffer;
  * ACG_ERR_WRONG_DEVICE for a buffer or kernel of another device. */
-ACG_API acg_status acg_kernel_launch(acg_stream *stream, const acg_kernel *kernel, const acg_dims *dims,
-                             const acg_arg *args, size_t n_args);
+ACG_API acg_status acg_kernel_launch(acg_stream *stream, const acg_kernel *kernel,
+                                     const acg_dims *dims, const acg_arg *args, size_t n_args);
 
 /* ---------------------------------------------------------------------------------------------
  * Graphs and graph pools
@@ -516,13 +520,13 @@ typedef enum acg_node_kind {
 
 typedef struct acg_node_info {
     acg_node_kind kind;
-    const char *kernel;        /* kernel name for ACG_NODE_KERNEL, else NULL */
-    size_t size;               /* bytes copied or filled; 0 for kernels */
-    size_t n_deps;             /* nodes this one waits for */
-    const uint32_t *deps;      /* their indices (each < this node's index) */
-    size_t n_buffers;          /* buffers the node reads or writes */
+    const char *kernel;   /* kernel name for ACG_NODE_KERNEL, else NULL */
+    size_t size;          /* bytes copied or filled; 0 for kernels */
+    size_t n_deps;        /* nodes this one waits for */
+    const uint32_t *deps; /* their indices (each < this node's index) */
+    size_t n_buffers;     /* buffers the node reads or writes */
     const acg_buffer *const *buffers;
-    const void *host;          /* pinned host memory of a copy, else NULL */
+    const void *host; /* pinned host memory of a copy, else NULL */
 } acg_node_info;
 
 /* Number of nodes of the graph. */

@@ -111,10 +111,10 @@ struct acg_device {
     uint64_t capability_queries; /* driver capability queries made for this device */
     pthread_mutex_t lock;
     uint32_t n_buffers, n_pinned, n_streams, n_events, n_graphs, n_pools;
-    acg_stream *streams;     /* live streams (for device synchronize) */
-    acg_graph *graphs;       /* live graphs (to name one that holds a resource) */
-    acg__capture *captures;  /* live captures */
-    acg_kernel **kernels;    /* by catalogue index, loaded on first lookup */
+    acg_stream *streams;    /* live streams (for device synchronize) */
+    acg_graph *graphs;      /* live graphs (to name one that holds a resource) */
+    acg__capture *captures; /* live captures */
+    acg_kernel **kernels;   /* by catalogue index, loaded on first lookup */
     uint64_t next_graph_id;
     acg_memory_stats memory; /* under lock */
     bool retain_discarded;   /* from the backend; a test hook may set it */
@@ -122,15 +122,15 @@ struct acg_device {
 
 struct acg_buffer {
     acg_device *dev;
-    void *mem;         /* root allocation (backend memory) */
-    size_t offset;     /* of this buffer within the root */
+    void *mem;     /* root allocation (backend memory) */
+    size_t offset; /* of this buffer within the root */
     size_t size;
-    acg_buffer *parent;   /* for views */
-    uint32_t n_views;     /* live views of this buffer (under dev->lock) */
-    uint32_t graph_refs;  /* live graphs referencing it (under dev->lock) */
-    bool scratch;         /* graph scratch: released with its graph */
-    bool stream_owned;    /* from acg_stream_alloc outside a capture: acg_stream_free */
-    uint64_t owner_id;    /* graph id owning scratch */
+    acg_buffer *parent;  /* for views */
+    uint32_t n_views;    /* live views of this buffer (under dev->lock) */
+    uint32_t graph_refs; /* live graphs referencing it (under dev->lock) */
+    bool scratch;        /* graph scratch: released with its graph */
+    bool stream_owned;   /* from acg_stream_alloc outside a capture: acg_stream_free */
+    uint64_t owner_id;   /* graph id owning scratch */
 };
 
 struct acg_stream {
@@ -143,9 +143,9 @@ struct acg_stream {
         void *mem;
         size_t size;
         void *event; /* backend event recorded at the free */
-    } *deferred;                   /* (under dev->lock) */
+    } * deferred;    /* (under dev->lock) */
     uint32_t n_deferred, cap_deferred;
-    acg_stream *next;              /* in dev->streams */
+    acg_stream *next; /* in dev->streams */
 };
 
 struct acg_event {
@@ -161,15 +161,15 @@ struct acg_graph_pool {
     struct acg__chunk {
         void *mem; /* backend memory, never moved */
         size_t size;
-    } *chunks;
+    } * chunks;
     uint32_t n_chunks, cap_chunks;
     size_t bytes;
-    uint32_t n_graphs;  /* live graphs captured into it */
+    uint32_t n_graphs; /* live graphs captured into it */
     bool capturing;
     bool is_private;
     acg_graph **parked; /* discarded graphs kept until the next successful capture */
     uint32_t n_parked, cap_parked;
-    void *last_event;   /* backend event after the pool's latest replay */
+    void *last_event; /* backend event after the pool's latest replay */
     const acg_stream *last_stream;
 };
 

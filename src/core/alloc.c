@@ -27,8 +27,7 @@ acg_status acg_set_allocator(acg_alloc_fn fn, void *user) {
     if (live != 0) {
         pthread_mutex_unlock(&alloc_lock);
         return acg__error(ACG_ERR_IN_USE,
-                          "acg_set_allocator: %zu acg objects are alive; destroy them first",
-                          live);
+                          "acg_set_allocator: %zu acg objects are alive; destroy them first", live);
     }
     alloc_fn = fn != NULL ? fn : default_alloc;
     alloc_user = fn != NULL ? user : NULL;

@@ -145,8 +145,8 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
         }
         if (b->dev != s->dev) {
             return acg__error(ACG_ERR_WRONG_DEVICE,
-                              "%s(%s): argument %u belongs to %s, the stream to %s", fn,
-                              def->name, i, b->dev->spec, s->dev->spec);
+                              "%s(%s): argument %u belongs to %s, the stream to %s", fn, def->name,
+                              i, b->dev->spec, s->dev->spec);
         }
         size_t off = a->value.buf.offset, per = def->bytes_per_item[i];
         if (per != 0 && off % per != 0) {
@@ -203,8 +203,8 @@ acg_status acg_kernel_launch(acg_stream *s, const acg_kernel *k, const acg_dims 
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid kernel", fn);
     }
     if (k->dev != s->dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: kernel %s belongs to %s, the stream to %s",
-                          fn, k->def->name, k->dev->spec, s->dev->spec);
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: kernel %s belongs to %s, the stream to %s", fn,
+                          k->def->name, k->dev->spec, s->dev->spec);
     }
     acg__node node;
     st = prepare(s, k, dims, args, n_args, &node);

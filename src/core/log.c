@@ -22,8 +22,7 @@ static int level_from_env(void) {
             return i;
         }
     }
-    fprintf(stderr, "acg warn: ACG_LOG=%s is not one of error, warn, info, debug; using warn\n",
-            v);
+    fprintf(stderr, "acg warn: ACG_LOG=%s is not one of error, warn, info, debug; using warn\n", v);
     return ACG_LOG_WARN;
 }
 

@@ -135,8 +135,7 @@ acg_status acg_buffer_free(acg_buffer *buf) {
                         "acg_stream_free",
                         fn);
     } else if (buf->n_views != 0) {
-        st = acg__error(ACG_ERR_IN_USE, "%s: %u view(s) of the buffer are alive", fn,
-                        buf->n_views);
+        st = acg__error(ACG_ERR_IN_USE, "%s: %u view(s) of the buffer are alive", fn, buf->n_views);
     } else if (buf->graph_refs != 0) {
         st = acg__error(ACG_ERR_IN_USE,
                         "%s: live graph %llu reads or writes the buffer; destroy the graph first",
@@ -163,8 +162,7 @@ acg_status acg_buffer_free(acg_buffer *buf) {
 }
 
 size_t acg_buffer_get_size(const acg_buffer *buf) {
-    return acg__check_buffer(buf, NULL, "acg_buffer_get_size", "buffer") == ACG_OK ? buf->size
-                                                                                   : 0;
+    return acg__check_buffer(buf, NULL, "acg_buffer_get_size", "buffer") == ACG_OK ? buf->size : 0;
 }
 
 acg_device *acg_buffer_get_device(const acg_buffer *buf) {
@@ -311,8 +309,9 @@ acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
         }
     } else {
         acg__log(ACG_LOG_DEBUG, "%s: %zu bytes of pageable memory (%s)", fn, size,
-                 dev->cap.pinned_memory ? "ACG_NO_PINNED is set" : "the device has no pinned "
-                                                                   "memory");
+                 dev->cap.pinned_memory ? "ACG_NO_PINNED is set"
+                                        : "the device has no pinned "
+                                          "memory");
         e.base = acg__alloc_aligned(size, 64);
         if (e.base == NULL) {
             st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -347,8 +346,8 @@ acg_status acg_pinned_free(void *ptr) {
     acg__pinned e;
     if (!acg__pinned_lookup(ptr, 0, &e) || e.base != ptr ||
         !acg__handle_valid(e.dev, ACG__HANDLE_DEVICE)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p was not returned by acg_pinned_alloc",
-                          fn, ptr);
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p was not returned by acg_pinned_alloc", fn,
+                          ptr);
     }
     acg_device *dev = e.dev;
     pthread_mutex_lock(&dev->lock);
@@ -403,8 +402,7 @@ static acg_status check_transfer(const acg_stream *s, const acg_buffer *buf, siz
 }
 
 static acg_status h2d_eager(acg_stream *s, const acg__node *n) {
-    return s->dev->vt->copy_h2d(s->impl, n->dst_mem, n->dst_off, n->host, n->size,
-                                n->host_pinned);
+    return s->dev->vt->copy_h2d(s->impl, n->dst_mem, n->dst_off, n->host, n->size, n->host_pinned);
 }
 
 static acg_status d2h_eager(acg_stream *s, const acg__node *n) {
@@ -417,13 +415,11 @@ static acg_status d2h_eager(acg_stream *s, const acg__node *n) {
 }
 
 static acg_status d2d_eager(acg_stream *s, const acg__node *n) {
-    return s->dev->vt->copy_d2d(s->impl, n->dst_mem, n->dst_off, n->src_mem, n->src_off,
-                                n->size);
+    return s->dev->vt->copy_d2d(s->impl, n->dst_mem, n->dst_off, n->src_mem, n->src_off, n->size);
 }
 
 static acg_status fill_eager(acg_stream *s, const acg__node *n) {
-    return s->dev->vt->fill(s->impl, n->dst_mem, n->dst_off, n->size, n->pattern,
-                            n->pattern_size);
+    return s->dev->vt->fill(s->impl, n->dst_mem, n->dst_off, n->size, n->pattern, n->pattern_size);
 }
 
 acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const void *src,
@@ -512,8 +508,8 @@ acg_status acg_fill(acg_stream *s, acg_buffer *dst, size_t offset, size_t size, 
     }
     if (st == ACG_OK && (size == 0 || offset % pattern_size || size % pattern_size)) {
         st = acg__error(ACG_ERR_INVALID_ARGUMENT,
-                        "%s: offset %zu and size %zu must be non-zero multiples of %zu", fn,
-                        offset, size, pattern_size);
+                        "%s: offset %zu and size %zu must be non-zero multiples of %zu", fn, offset,
+                        size, pattern_size);
     }
     if (st == ACG_OK) {
         st = acg__check_range(dst, offset, size, fn, "dst");

@@ -6,8 +6,8 @@
 
 const char *acg_status_string(acg_status status) {
     switch (status) {
-#define ACG_STATUS_STRING_(name, value, text)                                                    \
-    case ACG_##name:                                                                             \
+#define ACG_STATUS_STRING_(name, value, text)                                                      \
+    case ACG_##name:                                                                               \
         return text;
         ACG_STATUS_MAP(ACG_STATUS_STRING_)
 #undef ACG_STATUS_STRING_
@@ -17,8 +17,8 @@ const char *acg_status_string(acg_status status) {
 
 const char *acg_status_name(acg_status status) {
     switch (status) {
-#define ACG_STATUS_NAME_(name, value, text)                                                      \
-    case ACG_##name:                                                                             \
+#define ACG_STATUS_NAME_(name, value, text)                                                        \
+    case ACG_##name:                                                                               \
         return "ACG_" #name;
         ACG_STATUS_MAP(ACG_STATUS_NAME_)
 #undef ACG_STATUS_NAME_

@@ -92,6 +92,10 @@ acg_status acg_stream_destroy(acg_stream *s) {
     return st;
 }
 
+acg_device *acg_stream_get_device(const acg_stream *s) {
+    return acg__check_stream(s, "acg_stream_get_device") == ACG_OK ? s->dev : NULL;
+}
+
 acg_status acg_stream_synchronize(acg_stream *s) {
     static const char fn[] = "acg_stream_synchronize";
     acg_status st = acg__check_stream(s, fn);
@@ -203,8 +207,8 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
         return st;
     }
     if (e->dev != s->dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s",
-                          fn, e->dev->spec, s->dev->spec);
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s", fn,
+                          e->dev->spec, s->dev->spec);
     }
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
@@ -239,8 +243,8 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
     }
     acg_device *dev = s->dev;
     if (e->dev != dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s",
-                          fn, e->dev->spec, dev->spec);
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s", fn,
+                          e->dev->spec, dev->spec);
     }
     acg__capture *c = acg__stream_enter(s);
     if (c == NULL) {

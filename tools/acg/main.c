@@ -33,6 +33,8 @@ typedef struct bench_entry {
 static const bench_entry benches[] = {
     {"launch", bench_launch, bench_launch_usage,
      "eager kernel launches against replaying them as one graph"},
+    {"stage", bench_stage, bench_stage_usage,
+     "attention plans per second, and copies, host waits and allocations per plan"},
 };
 
 #define N_BENCHES (sizeof benches / sizeof benches[0])
@@ -40,6 +42,7 @@ static const bench_entry benches[] = {
 static const char usage_text[] =
     "usage: acg info [--json]\n"
     "       acg bench launch [--backend B] [--kernels N] [--steps S] [--elements E] [--json]\n"
+    "       acg bench stage [--backend B] [--plans N] [--json]\n"
     "       acg help | --version\n";
 
 /* ---- reporting ------------------------------------------------------------------------------- */

@@ -200,8 +200,9 @@ static acg_status cpu_copy_h2d(void *stream, void *dst, size_t dst_off, const vo
         /* The caller may reuse pageable memory at once: copy it aside now. */
         owned = acg__alloc(size);
         if (owned == NULL) {
-            return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_copy_h2d: out of memory staging %zu "
-                                                     "bytes of pageable memory",
+            return acg__error(ACG_ERR_OUT_OF_MEMORY,
+                              "acg_copy_h2d: out of memory staging %zu "
+                              "bytes of pageable memory",
                               size);
         }
         memcpy(owned, src, size);
@@ -249,8 +250,8 @@ static acg_status cpu_kernel_load(void *dev, const acg__kernel_def *def, void **
     return ACG_OK;
 }
 
-static void set_kernel(cpu_op *op, const cpu_kernel *k, const acg_dims *dims,
-                       const acg__karg *args, uint32_t n_args) {
+static void set_kernel(cpu_op *op, const cpu_kernel *k, const acg_dims *dims, const acg__karg *args,
+                       uint32_t n_args) {
     op->kind = CPU_OP_KERNEL;
     op->u.kernel.fn = k->fn;
     memcpy(op->u.kernel.global, dims->global, sizeof op->u.kernel.global);

@@ -29,7 +29,7 @@ typedef struct cpu_graph cpu_graph;
 
 enum cpu_op_kind {
     CPU_OP_KERNEL = 1,
-    CPU_OP_COPY,  /* memcpy; frees `owned` afterwards when set */
+    CPU_OP_COPY, /* memcpy; frees `owned` afterwards when set */
     CPU_OP_FILL,
     CPU_OP_WAIT,  /* waits until another stream's queue reached a sequence number */
     CPU_OP_GRAPH, /* replays a graph's ops in order */

@@ -27,7 +27,7 @@ struct cpu_stream {
     _Atomic uint32_t refs;
     cpu_op *ring; /* (RING_SIZE) */
     pthread_mutex_t mu;
-    pthread_cond_t work; /* signalled when head advances or stop is set */
+    pthread_cond_t work;     /* signalled when head advances or stop is set */
     pthread_cond_t progress; /* broadcast when done advances and waiters > 0 */
     pthread_t thread;
 };

@@ -1,0 +1,674 @@
+/* runner.c — capture runners: buckets and their slots, leases, the capture budget, the graph
+ * switches, and rank agreement.
+ *
+ * Creation follows a fixed order, because each step depends on the one before: check that the
+ * recipe can be captured at all (before allocating anything), claim every static buffer, measure
+ * each bucket's eager peak, then capture largest first into one pool so that smaller buckets
+ * reuse the largest one's memory, and finally agree with the other ranks on what was kept. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <acg/engine.h>
+
+#include "core/acg-impl.h"
+
+#define MAX_SLOTS 2
+
+typedef struct bucket {
+    acg_bucket_report report; /* report.key.label points at label */
+    char label[64];
+    acg_graph **graphs;   /* (n_slots, n_parts); NULL entries when not captured */
+    acg_buffer **inputs;  /* (n_slots, n_inputs) views at this bucket's shape */
+    acg_buffer **outputs; /* (n_outputs) views at this bucket's shape */
+    uint32_t next_slot;
+    acg_status status; /* why it was dropped, as a status */
+} bucket;
+
+struct acg_runner {
+    acg_device *dev;
+    acg_recipe recipe;
+    acg_stream *stream;
+    acg_graph_mode mode;
+    bool piecewise;
+    uint32_t n_buckets, n_slots, n_parts;
+    bucket *buckets;      /* in the caller's order */
+    uint32_t *order;      /* bucket indices, largest first */
+    acg_buffer **inputs;  /* (n_slots, n_inputs) at the largest shape */
+    acg_buffer **outputs; /* (n_outputs) at the largest shape, shared by every bucket */
+    acg_graph_pool *pool;
+    bool statics_ready;
+    pthread_mutex_t lock; /* slot rotation and lazy statics */
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool larger(const acg_bucket_key *a, const acg_bucket_key *b) {
+    return a->batch != b->batch ? a->batch > b->batch : a->tokens > b->tokens;
+}
+
+static acg_graph_mode resolve_mode(acg_graph_mode mode) {
+    if (mode != ACG_GRAPHS_AUTO) {
+        return mode;
+    }
+    if (acg__env_flag("ACG_DISABLE_GRAPHS")) {
+        return ACG_GRAPHS_OFF;
+    }
+    return acg__env_flag("ACG_REQUIRE_GRAPHS") ? ACG_GRAPHS_REQUIRE : ACG_GRAPHS_ON;
+}
+
+static uint32_t resolve_slots(uint32_t n) {
+    if (n == 0) {
+        const char *v = acg__env_get("ACG_NUM_SLOTS");
+        n = v != NULL && *v != '\0' ? (uint32_t)strtoul(v, NULL, 10) : 2;
+    }
+    return n;
+}
+
+/* ---- static buffers ----------------------------------------------------------------------- */
+
+static size_t max_bytes(const acg_runner *r, bool input, uint32_t i) {
+    size_t most = 0;
+    for (uint32_t b = 0; b < r->n_buckets; b++) {
+        const acg_bucket_key *k = &r->buckets[b].report.key;
+        size_t n = input ? r->recipe.input_bytes(r->recipe.user, i, k)
+                         : r->recipe.output_bytes(r->recipe.user, i, k);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* A view of buf sized for bucket k (whole buffer when the recipe says 0 or more). */
+static acg_status bucket_view(const acg_runner *r, acg_buffer *buf, bool input, uint32_t i,
+                              const acg_bucket_key *k, acg_buffer **out) {
+    size_t n = input ? r->recipe.input_bytes(r->recipe.user, i, k)
+                     : r->recipe.output_bytes(r->recipe.user, i, k);
+    size_t full = acg_buffer_get_size(buf);
+    return acg_buffer_create_view(buf, 0, n == 0 || n > full ? full : n, out);
+}
+
+/* Allocates the static inputs (per slot) and outputs at the largest shape, and every bucket's
+ * views of them. Interned: smaller buckets never allocate, they slice. */
+static acg_status claim_statics(acg_runner *r) {
+    const acg_recipe *rc = &r->recipe;
+    acg_status st = ACG_OK;
+    for (uint32_t s = 0; s < r->n_slots && st == ACG_OK; s++) {
+        for (uint32_t i = 0; i < rc->n_inputs && st == ACG_OK; i++) {
+            size_t n = max_bytes(r, true, i);
+            st = acg_buffer_alloc(r->dev, n ? n : 1, &r->inputs[s * rc->n_inputs + i]);
+        }
+    }
+    for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
+        size_t n = max_bytes(r, false, i);
+        st = acg_buffer_alloc(r->dev, n ? n : 1, &r->outputs[i]);
+    }
+    for (uint32_t b = 0; b < r->n_buckets && st == ACG_OK; b++) {
+        bucket *bk = &r->buckets[b];
+        for (uint32_t s = 0; s < r->n_slots && st == ACG_OK; s++) {
+            for (uint32_t i = 0; i < rc->n_inputs && st == ACG_OK; i++) {
+                uint32_t at = s * rc->n_inputs + i;
+                st = bucket_view(r, r->inputs[at], true, i, &bk->report.key, &bk->inputs[at]);
+            }
+        }
+        for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
+            st = bucket_view(r, r->outputs[i], false, i, &bk->report.key, &bk->outputs[i]);
+        }
+    }
+    r->statics_ready = st == ACG_OK;
+    return st;
+}
+
+static void release_statics(acg_runner *r) {
+    const acg_recipe *rc = &r->recipe;
+    for (uint32_t b = 0; b < r->n_buckets; b++) {
+        bucket *bk = &r->buckets[b];
+        for (uint32_t i = 0; i < r->n_slots * rc->n_inputs; i++) {
+            acg_buffer_free(bk->inputs[i]);
+            bk->inputs[i] = NULL;
+        }
+        for (uint32_t i = 0; i < rc->n_outputs; i++) {
+            acg_buffer_free(bk->outputs[i]);
+            bk->outputs[i] = NULL;
+        }
+    }
+    for (uint32_t i = 0; i < r->n_slots * rc->n_inputs; i++) {
+        acg_buffer_free(r->inputs[i]);
+        r->inputs[i] = NULL;
+    }
+    for (uint32_t i = 0; i < rc->n_outputs; i++) {
+        acg_buffer_free(r->outputs[i]);
+        r->outputs[i] = NULL;
+    }
+    r->statics_ready = false;
+}
+
+/* ---- running a step ----------------------------------------------------------------------- */
+
+static acg_step_io step_io(const acg_runner *r, uint32_t b, uint32_t slot) {
+    const bucket *bk = &r->buckets[b];
+    acg_step_io io = {&bk->report.key, b, slot, &bk->inputs[slot * r->recipe.n_inputs],
+                      bk->outputs};
+    return io;
+}
+
+static acg_status run_eager(acg_runner *r, uint32_t b, uint32_t slot, acg_stream *s) {
+    acg_step_io io = step_io(r, b, slot);
+    const acg_recipe *rc = &r->recipe;
+    if (!r->piecewise) {
+        return rc->forward(rc->user, s, &io);
+    }
+    acg_status st = ACG_OK;
+    for (uint32_t p = 0; p < rc->n_regions && st == ACG_OK; p++) {
+        st = rc->region(rc->user, p, s, &io);
+        if (st == ACG_OK && p + 1 < rc->n_regions) {
+            st = rc->between(rc->user, p, s, &io);
+        }
+    }
+    return st;
+}
+
+/* Captures one part (the whole forward, or one region) of a slot into the runner's pool. A
+ * whole step writes its outputs into graph scratch, copied into the static outputs at the end:
+ * the outputs outlive the pool memory that other buckets' graphs reuse. */
+static acg_status capture_part(acg_runner *r, uint32_t b, uint32_t slot, uint32_t part,
+                               acg_graph **out) {
+    const acg_recipe *rc = &r->recipe;
+    acg_stream *s = r->stream;
+    acg_step_io io = step_io(r, b, slot);
+    acg_buffer *scratch_out[16];
+    acg_status st = acg_stream_begin_capture(s, r->pool);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (!r->piecewise) {
+        if (rc->n_outputs > 16) {
+            st = acg__error(ACG_ERR_UNSUPPORTED, "acg_runner_create: more than 16 outputs");
+        }
+        for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
+            st = acg_stream_alloc(s, acg_buffer_get_size(io.outputs[i]), &scratch_out[i]);
+        }
+        acg_step_io cap = io;
+        cap.outputs = scratch_out;
+        if (st == ACG_OK) {
+            st = rc->forward(rc->user, s, &cap);
+        }
+        for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
+            st = acg_copy_d2d(s, io.outputs[i], 0, scratch_out[i], 0,
+                              acg_buffer_get_size(io.outputs[i]));
+        }
+    } else {
+        st = rc->region(rc->user, part, s, &io);
+    }
+    char why[512];
+    snprintf(why, sizeof why, "%s", acg_last_error());
+    acg_status end = acg_stream_end_capture(s, out);
+    if (st != ACG_OK) {
+        /* The forward's own error says more than the end of an invalidated capture. */
+        if (end == ACG_OK) {
+            acg_graph_discard(*out);
+        }
+        return acg__error(st, "%s", why);
+    }
+    return end;
+}
+
+/* Two eager warm-ups, then every part of every slot; all or nothing. */
+static acg_status capture_bucket(acg_runner *r, uint32_t b) {
+    bucket *bk = &r->buckets[b];
+    acg_status st = ACG_OK;
+    for (uint32_t slot = 0; slot < r->n_slots && st == ACG_OK; slot++) {
+        for (int w = 0; w < 2 && st == ACG_OK; w++) {
+            st = run_eager(r, b, slot, r->stream);
+        }
+        if (st == ACG_OK) {
+            st = acg_stream_synchronize(r->stream);
+        }
+        for (uint32_t p = 0; p < r->n_parts && st == ACG_OK; p++) {
+            st = capture_part(r, b, slot, p, &bk->graphs[slot * r->n_parts + p]);
+        }
+    }
+    return st;
+}
+
+static void drop_graphs(acg_runner *r, uint32_t b) {
+    bucket *bk = &r->buckets[b];
+    for (uint32_t i = 0; i < r->n_slots * r->n_parts; i++) {
+        acg_graph_discard(bk->graphs[i]);
+        bk->graphs[i] = NULL;
+    }
+}
+
+static void drop(acg_runner *r, uint32_t b, acg_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static void drop(acg_runner *r, uint32_t b, acg_status status, const char *fmt, ...) {
+    bucket *bk = &r->buckets[b];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(bk->report.reason, sizeof bk->report.reason, fmt, ap);
+    va_end(ap);
+    drop_graphs(r, b);
+    bk->report.state = ACG_BUCKET_DROPPED;
+    bk->status = status;
+    acg__log(ACG_LOG_ERROR, "runner %s: bucket (%s, %llu, batch %u, tokens %u) served eagerly: %s",
+             r->recipe.name, bk->label, (unsigned long long)bk->report.key.key_info,
+             bk->report.key.batch, bk->report.key.tokens, bk->report.reason);
+}
+
+/* ---- the budget: eager peaks, then what capture may take ---------------------------------- */
+
+static acg_status measure_peaks(acg_runner *r, uint64_t *largest) {
+    acg_status st = ACG_OK;
+    *largest = 0;
+    for (uint32_t b = 0; b < r->n_buckets && st == ACG_OK; b++) {
+        acg_memory_stats m = {0};
+        st = acg_stream_synchronize(r->stream);
+        if (st == ACG_OK) {
+            st = acg_device_reset_peak_memory(r->dev);
+        }
+        if (st == ACG_OK) {
+            st = acg_device_get_memory_stats(r->dev, &m);
+        }
+        uint64_t base = m.bytes_in_use;
+        if (st == ACG_OK) {
+            st = run_eager(r, b, 0, r->stream);
+        }
+        if (st == ACG_OK) {
+            st = acg_stream_synchronize(r->stream);
+        }
+        if (st == ACG_OK) {
+            st = acg_device_get_memory_stats(r->dev, &m);
+        }
+        if (st == ACG_OK) {
+            uint64_t peak = m.peak_bytes - base;
+            r->buckets[b].report.eager_peak = peak;
+            *largest = peak > *largest ? peak : *largest;
+        }
+    }
+    return st;
+}
+
+/* Whether capturing bucket b keeps `reserve` bytes free under limit; the pool grows by at most
+ * what the bucket's eager step allocated, less what the pool already holds. */
+static bool fits(acg_runner *r, uint32_t b, uint64_t limit, uint64_t reserve, char *why,
+                 size_t why_size) {
+    acg_memory_stats m;
+    size_t pool = 0;
+    acg_device_get_memory_stats(r->dev, &m);
+    acg_graph_pool_get_bytes(r->pool, &pool);
+    uint64_t need = r->buckets[b].report.eager_peak;
+    if (!r->piecewise) {
+        for (uint32_t i = 0; i < r->recipe.n_outputs; i++) {
+            need += acg_buffer_get_size(r->buckets[b].outputs[i]);
+        }
+    }
+    uint64_t growth = need > pool ? need - pool : 0;
+    if (m.bytes_in_use + growth + reserve <= limit) {
+        return true;
+    }
+    snprintf(why, why_size,
+             "budget: capture needs ~%llu more bytes; %llu in use and %llu kept free for the "
+             "largest eager step exceed the limit of %llu",
+             (unsigned long long)growth, (unsigned long long)m.bytes_in_use,
+             (unsigned long long)reserve, (unsigned long long)limit);
+    return false;
+}
+
+/* ---- creation ----------------------------------------------------------------------------- */
+
+static acg_status check_config(acg_device *dev, const acg_runner_config *c, acg_graph_mode mode,
+                               uint32_t n_slots) {
+    static const char fn[] = "acg_runner_create";
+    const acg_recipe *rc = c->recipe;
+    if (c->size != sizeof *c || rc == NULL || rc->size != sizeof *rc || c->buckets == NULL ||
+        c->n_buckets == 0 || c->stream == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: config needs its size, a recipe of the right size, buckets and a "
+                          "stream",
+                          fn);
+    }
+    if (n_slots < 1 || n_slots > MAX_SLOTS) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %u slots; 1 or 2", fn, n_slots);
+    }
+    if (rc->input_bytes == NULL && rc->n_inputs) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: recipe %s has no input_bytes", fn,
+                          rc->name);
+    }
+    if ((rc->output_bytes == NULL && rc->n_outputs) || rc->n_outputs > 16) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: recipe %s: outputs (at most 16)", fn,
+                          rc->name);
+    }
+    bool piecewise_ok =
+        rc->n_regions > 0 && rc->region != NULL && (rc->n_regions == 1 || rc->between != NULL);
+    if (c->piecewise ? !piecewise_ok : rc->forward == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: recipe %s has no %s", fn, rc->name,
+                          c->piecewise ? "regions" : "forward");
+    }
+    for (uint32_t b = 0; b < c->n_buckets; b++) {
+        const acg_bucket_key *k = &c->buckets[b];
+        if (k->label == NULL || strlen(k->label) >= 64 || k->batch == 0) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: bucket %u needs a label (< 64 chars) and a batch", fn, b);
+        }
+    }
+    acg_status st = acg__check_stream(c->stream, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (c->stream->dev != dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, not %s", fn,
+                          c->stream->dev->spec, dev->spec);
+    }
+    if (mode == ACG_GRAPHS_OFF) {
+        return ACG_OK;
+    }
+    /* Refuse what cannot be captured before anything is allocated. */
+    const acg_capability *cap = acg_device_get_capability(dev);
+    if (!cap->graphs) {
+        return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s has no graphs (%s)", fn,
+                          acg_device_get_spec(dev), cap->detail);
+    }
+    char why[256] = "";
+    if (rc->can_capture != NULL && !rc->can_capture(rc->user, cap, why, sizeof why)) {
+        return acg__error(ACG_ERR_UNSUPPORTED, "%s: recipe %s cannot be captured on %s: %s", fn,
+                          rc->name, acg_device_get_spec(dev), why);
+    }
+    return ACG_OK;
+}
+
+static acg_status alloc_runner(acg_device *dev, const acg_runner_config *c, acg_graph_mode mode,
+                               uint32_t n_slots, acg_runner **out) {
+    acg_runner *r = acg__calloc(1, sizeof *r);
+    if (r == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_runner_create: out of memory");
+    }
+    r->dev = dev;
+    r->recipe = *c->recipe;
+    r->stream = c->stream;
+    r->mode = mode;
+    r->piecewise = c->piecewise;
+    r->n_buckets = c->n_buckets;
+    r->n_slots = n_slots;
+    r->n_parts = c->piecewise ? c->recipe->n_regions : 1;
+    pthread_mutex_init(&r->lock, NULL);
+    r->buckets = acg__calloc(r->n_buckets, sizeof *r->buckets);
+    r->order = acg__calloc(r->n_buckets, sizeof *r->order);
+    r->inputs = acg__calloc(n_slots * r->recipe.n_inputs + 1, sizeof *r->inputs);
+    r->outputs = acg__calloc(r->recipe.n_outputs + 1, sizeof *r->outputs);
+    bool ok = r->buckets && r->order && r->inputs && r->outputs;
+    for (uint32_t b = 0; ok && b < r->n_buckets; b++) {
+        bucket *bk = &r->buckets[b];
+        bk->report.key = c->buckets[b];
+        snprintf(bk->label, sizeof bk->label, "%s", c->buckets[b].label);
+        bk->report.key.label = bk->label;
+        bk->report.state = mode == ACG_GRAPHS_OFF ? ACG_BUCKET_EAGER : ACG_BUCKET_CAPTURED;
+        bk->graphs = acg__calloc(n_slots * r->n_parts, sizeof *bk->graphs);
+        bk->inputs = acg__calloc(n_slots * r->recipe.n_inputs + 1, sizeof *bk->inputs);
+        bk->outputs = acg__calloc(r->recipe.n_outputs + 1, sizeof *bk->outputs);
+        ok = bk->graphs && bk->inputs && bk->outputs;
+        /* Insertion sort, largest first: bucket lists are short. */
+        uint32_t at = b;
+        while (at > 0 && larger(&c->buckets[b], &c->buckets[r->order[at - 1]])) {
+            r->order[at] = r->order[at - 1];
+            at--;
+        }
+        r->order[at] = b;
+    }
+    *out = r;
+    return ok ? ACG_OK : acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_runner_create: out of memory");
+}
+
+/* Captures every bucket that fits, largest first, then keeps only what every rank kept. */
+static acg_status capture_all(acg_runner *r, const acg_runner_config *c) {
+    const acg_comm *comm = c->comm;
+    uint64_t limit =
+        c->memory_limit ? c->memory_limit : acg_device_get_capability(r->dev)->memory_bytes;
+    uint64_t reserve = 0;
+    acg_status st = measure_peaks(r, &reserve);
+    if (st != ACG_OK) {
+        return st;
+    }
+    st = acg_graph_pool_create(r->dev, &r->pool);
+    if (st != ACG_OK) {
+        return st;
+    }
+    int32_t *kept = acg__calloc(r->n_buckets, sizeof *kept);
+    if (kept == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_runner_create: out of memory");
+    }
+    for (uint32_t i = 0; i < r->n_buckets && st == ACG_OK; i++) {
+        uint32_t b = r->order[i];
+        char why[256];
+        double t0 = now_ms();
+        if (!fits(r, b, limit, reserve, why, sizeof why)) {
+            drop(r, b, ACG_ERR_OUT_OF_MEMORY, "%s", why);
+        } else {
+            acg_status cs = capture_bucket(r, b);
+            if (cs != ACG_OK) {
+                drop(r, b, cs, "capture failed: %s: %s", acg_status_name(cs), acg_last_error());
+            }
+        }
+        r->buckets[b].report.capture_ms = now_ms() - t0;
+        kept[i] = r->buckets[b].report.state == ACG_BUCKET_CAPTURED;
+        /* Once per capture attempt, pass or fail, so every rank passes the same barriers. */
+        if (comm != NULL) {
+            st = comm->barrier(comm->user);
+        }
+    }
+    if (st == ACG_OK && comm != NULL) {
+        st = comm->allreduce_min_i32(comm->user, kept, r->n_buckets);
+        for (uint32_t i = 0; i < r->n_buckets && st == ACG_OK; i++) {
+            uint32_t b = r->order[i];
+            if (!kept[i] && r->buckets[b].report.state == ACG_BUCKET_CAPTURED) {
+                drop(r, b, ACG_ERR_CAPTURE_INVALIDATED, "dropped on another rank");
+            }
+        }
+    }
+    acg__free(kept);
+    return st;
+}
+
+acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, acg_runner **out) {
+    static const char fn[] = "acg_runner_create";
+    acg_status st = acg__check_device(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (config == NULL || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL config or out", fn);
+    }
+    acg_graph_mode mode = resolve_mode(config->graphs);
+    uint32_t n_slots = resolve_slots(config->n_slots);
+    st = check_config(dev, config, mode, n_slots);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_runner *r = NULL;
+    st = alloc_runner(dev, config, mode, n_slots, &r);
+    if (st == ACG_OK && mode != ACG_GRAPHS_OFF) {
+        st = claim_statics(r);
+        if (st == ACG_OK) {
+            st = capture_all(r, config);
+        }
+    }
+    if (st == ACG_OK && mode == ACG_GRAPHS_REQUIRE) {
+        for (uint32_t i = 0; i < r->n_buckets; i++) {
+            const bucket *bk = &r->buckets[r->order[i]];
+            if (bk->report.state == ACG_BUCKET_DROPPED) {
+                st = acg__error(bk->status,
+                                "%s: graphs are required, and bucket (%s, %llu, batch %u, tokens "
+                                "%u) of recipe %s was dropped: %s",
+                                fn, bk->label, (unsigned long long)bk->report.key.key_info,
+                                bk->report.key.batch, bk->report.key.tokens, r->recipe.name,
+                                bk->report.reason);
+                break;
+            }
+        }
+    }
+    if (st != ACG_OK) {
+        char why[sizeof((acg_bucket_report *)0)->reason * 2];
+        snprintf(why, sizeof why, "%s", acg_last_error());
+        acg_runner_destroy(r);
+        return acg__error(st, "%s", why);
+    }
+    *out = r;
+    return ACG_OK;
+}
+
+acg_status acg_runner_destroy(acg_runner *r) {
+    if (r == NULL) {
+        return ACG_OK;
+    }
+    if (r->stream != NULL && r->statics_ready) {
+        acg_stream_synchronize(r->stream);
+    }
+    for (uint32_t b = 0; r->buckets != NULL && b < r->n_buckets; b++) {
+        if (r->buckets[b].graphs != NULL) {
+            drop_graphs(r, b);
+        }
+    }
+    acg_graph_pool_destroy(r->pool);
+    if (r->buckets != NULL && r->inputs != NULL && r->outputs != NULL) {
+        bool complete = true;
+        for (uint32_t b = 0; b < r->n_buckets; b++) {
+            complete = complete && r->buckets[b].inputs && r->buckets[b].outputs;
+        }
+        if (complete) {
+            release_statics(r);
+        }
+    }
+    for (uint32_t b = 0; r->buckets != NULL && b < r->n_buckets; b++) {
+        acg__free(r->buckets[b].graphs);
+        acg__free(r->buckets[b].inputs);
+        acg__free(r->buckets[b].outputs);
+    }
+    pthread_mutex_destroy(&r->lock);
+    acg__free(r->buckets);
+    acg__free(r->order);
+    acg__free(r->inputs);
+    acg__free(r->outputs);
+    acg__free(r);
+    return ACG_OK;
+}
+
+/* ---- serving ------------------------------------------------------------------------------ */
+
+acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t key_info,
+                             uint32_t batch, uint32_t tokens, uint32_t *out) {
+    if (r == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_runner_select: NULL runner");
+    }
+    if (label == NULL || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_select: NULL label or out");
+    }
+    bool found = false;
+    uint32_t best = 0;
+    for (uint32_t b = 0; b < r->n_buckets; b++) {
+        const acg_bucket_key *k = &r->buckets[b].report.key;
+        if (strcmp(k->label, label) != 0 || k->key_info != key_info || k->batch < batch ||
+            k->tokens < tokens) {
+            continue;
+        }
+        if (!found || larger(&r->buckets[best].report.key, k)) {
+            best = b;
+            found = true;
+        }
+    }
+    if (!found) {
+        return acg__error(ACG_ERR_NOT_FOUND,
+                          "acg_runner_select: no %s bucket holds batch %u, tokens %u", label, batch,
+                          tokens);
+    }
+    *out = best;
+    return ACG_OK;
+}
+
+acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
+    static const char fn[] = "acg_runner_lease";
+    if (r == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: NULL runner", fn);
+    }
+    if (out == NULL || b >= r->n_buckets) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          out == NULL ? "out is NULL" : "no such bucket");
+    }
+    pthread_mutex_lock(&r->lock);
+    /* With graphs off nothing was allocated at creation; the first step claims the buffers. */
+    acg_status st = r->statics_ready ? ACG_OK : claim_statics(r);
+    if (st == ACG_OK) {
+        bucket *bk = &r->buckets[b];
+        out->bucket = b;
+        out->slot = bk->next_slot;
+        out->graphed = bk->report.state == ACG_BUCKET_CAPTURED;
+        out->io = step_io(r, b, out->slot);
+        bk->next_slot = (bk->next_slot + 1) % r->n_slots;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return st;
+}
+
+acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *stream) {
+    static const char fn[] = "acg_runner_run";
+    if (r == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: NULL runner", fn);
+    }
+    if (lease == NULL || lease->bucket >= r->n_buckets || lease->slot >= r->n_slots) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: not a lease of this runner", fn);
+    }
+    if (!lease->graphed) {
+        return run_eager(r, lease->bucket, lease->slot, stream);
+    }
+    const acg_recipe *rc = &r->recipe;
+    acg_graph **graphs = &r->buckets[lease->bucket].graphs[lease->slot * r->n_parts];
+    acg_status st = ACG_OK;
+    for (uint32_t p = 0; p < r->n_parts && st == ACG_OK; p++) {
+        st = acg_graph_launch(graphs[p], stream);
+        if (st == ACG_OK && r->piecewise && p + 1 < r->n_parts) {
+            st = rc->between(rc->user, p, stream, &lease->io);
+        }
+    }
+    return st;
+}
+
+acg_status acg_runner_release(acg_runner *r, acg_lease *lease) {
+    if (r == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_runner_release: NULL runner");
+    }
+    if (lease == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_release: NULL lease");
+    }
+    memset(lease, 0, sizeof *lease);
+    return ACG_OK;
+}
+
+acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_report *out) {
+    if (r == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_runner_get_report: NULL runner");
+    }
+    if (out == NULL || b >= r->n_buckets) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_report: bad bucket or out");
+    }
+    *out = r->buckets[b].report;
+    return ACG_OK;
+}
+
+uint32_t acg_runner_get_bucket_count(const acg_runner *r) { return r ? r->n_buckets : 0; }
+
+acg_status acg_runner_get_pool_bytes(const acg_runner *r, size_t *out) {
+    if (r == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_runner_get_pool_bytes: NULL runner");
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_pool_bytes: out is NULL");
+    }
+    *out = 0;
+    return r->pool != NULL ? acg_graph_pool_get_bytes(r->pool, out) : ACG_OK;
+}

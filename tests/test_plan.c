@@ -1,0 +1,475 @@
+/* test_plan.c — attention plans: the packed layout on the device, stable addresses, zero
+ * allocations while re-planning, packed prefill, exhaustion, argument checks, pre-plans and
+ * allocation failures. */
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <acg/engine.h>
+
+typedef struct fx {
+    acg_device *dev;
+    acg_stream *s;
+    acg_stager *sg;
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    f->dev = tc_open();
+    f->s = tc_stream(f->dev);
+    TC_OK(acg_stager_create(f->dev, NULL, &f->sg));
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    TC_OK(acg_stager_destroy(f->sg));
+    TC_OK(acg_stream_destroy(f->s));
+    tc_close(f->dev);
+    free(f);
+    return 0;
+}
+
+static acg_attn_plan *make_plan(acg_device *dev, uint32_t batch, uint32_t max_seq_len,
+                                uint32_t page_size, uint32_t max_q) {
+    acg_attn_plan_config c = ACG_ATTN_PLAN_CONFIG_INIT;
+    c.batch = batch;
+    c.max_seq_len = max_seq_len;
+    c.page_size = page_size;
+    c.max_query_tokens = max_q;
+    acg_attn_plan *p = NULL;
+    TC_OK(acg_attn_plan_create(dev, &c, &p));
+    assert_non_null(p);
+    return p;
+}
+
+static acg_attn_plan_stats plan_stats(const acg_attn_plan *p) {
+    acg_attn_plan_stats st;
+    TC_OK(acg_attn_plan_get_stats(p, &st));
+    return st;
+}
+
+static uint64_t stager_copies(const acg_stager *sg) {
+    acg_stager_stats st;
+    TC_OK(acg_stager_get_stats(sg, &st));
+    return st.copies;
+}
+
+/* Waits for the plan's event on s, then checks the whole buffer and each view against want
+ * (table, then offsets, then lengths, as the header lays them out). */
+static void expect_metadata(acg_stream *s, const acg_attn_plan *p, const int32_t *want,
+                            size_t n_ints) {
+    acg_attn_plan_views v;
+    TC_OK(acg_attn_plan_get_views(p, &v));
+    assert_int_equal(acg_buffer_get_size(v.metadata), n_ints * 4);
+    TC_OK(acg_stream_wait_event(s, acg_attn_plan_get_event(p)));
+    int32_t *got = malloc(n_ints * 4);
+    tc_download(s, got, v.metadata, n_ints * 4);
+    TC_BYTES_EQUAL(got, want, n_ints * 4);
+    size_t table = acg_buffer_get_size(v.block_table), offs = acg_buffer_get_size(v.query_offsets);
+    size_t lens = acg_buffer_get_size(v.kv_lens);
+    assert_int_equal(table + offs + lens, n_ints * 4);
+    tc_download(s, got, v.block_table, table);
+    TC_BYTES_EQUAL(got, want, table);
+    tc_download(s, got, v.query_offsets, offs);
+    TC_BYTES_EQUAL(got, want + table / 4, offs);
+    tc_download(s, got, v.kv_lens, lens);
+    TC_BYTES_EQUAL(got, want + (table + offs) / 4, lens);
+    free(got);
+}
+
+/* A mixed decode batch, written out by hand: pages then the sink page, offsets, lengths, and
+ * a padding row. */
+static void test_mixed_batch_layout(void **state) {
+    fx *f = *state;
+    acg_attn_plan *p = make_plan(f->dev, 4, 64, 16, 8); /* table_width 4 */
+    acg_attn_plan_views v;
+    TC_OK(acg_attn_plan_get_views(p, &v));
+    assert_int_equal(v.table_width, 4);
+    assert_int_equal(v.max_kv_len, 64);
+    const acg_attn_row rows[3] = {
+        {(const uint32_t[]){5, 2}, 2, 20, 1},
+        {(const uint32_t[]){7, 8, 1, 3}, 4, 64, 1},
+        {(const uint32_t[]){4}, 1, 1, 1},
+    };
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 3));
+    const int32_t want[25] = {
+        5,  2,  0, 0, 7, 8, 1, 3, 4, 0, 0, 0, 0, 0, 0, 0, /* block_table (4, 4) */
+        0,  1,  2, 3, 3,                                  /* query_offsets (5) */
+        20, 64, 1, 0,                                     /* kv_lens (4) */
+    };
+    expect_metadata(f->s, p, want, 25);
+    acg_attn_plan_stats st = plan_stats(p);
+    assert_int_equal(st.builds, 1);
+    assert_int_equal(st.uploads, 1);
+    assert_int_equal(st.unchanged, 0);
+    assert_int_equal(stager_copies(f->sg), 1);
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
+/* A new plan holds an empty plan; building zero rows changes nothing and uploads nothing. */
+static void test_empty_plan(void **state) {
+    fx *f = *state;
+    acg_attn_plan *p = make_plan(f->dev, 3, 40, 16, 3); /* table_width 3 */
+    int32_t zeros[3 * 3 + 4 + 3] = {0};
+    expect_metadata(f->s, p, zeros, 16);
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, NULL, 0));
+    assert_int_equal(plan_stats(p).unchanged, 1);
+    assert_int_equal(stager_copies(f->sg), 0);
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
+/* Packs rows the way the header describes, independently of the library (for larger cases). */
+static void pack_expected(uint32_t batch, uint32_t tw, const acg_attn_row *rows, uint32_t n,
+                          int32_t *out) {
+    int32_t *offsets = out + (size_t)batch * tw, *lens = offsets + batch + 1;
+    memset(out, 0, ((size_t)batch * tw + 2 * batch + 1) * 4);
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t j = 0; j < rows[i].n_pages; j++) {
+            out[(size_t)i * tw + j] = (int32_t)rows[i].pages[j];
+        }
+        lens[i] = (int32_t)rows[i].kv_len;
+    }
+    for (uint32_t i = 0; i < batch; i++) {
+        offsets[i + 1] = offsets[i] + (int32_t)(i < n ? rows[i].q_len : 0);
+    }
+}
+
+/* Re-planning keeps the plan, its buffer and its views (same handles, same sizes) and changes
+ * the contents. */
+static void test_replan_keeps_addresses(void **state) {
+    fx *f = *state;
+    enum { BATCH = 2, TW = 4, INTS = BATCH * TW + 2 * BATCH + 1 };
+    acg_attn_plan *p = make_plan(f->dev, BATCH, 64, 16, 2);
+    acg_attn_plan_views v1, v2;
+    TC_OK(acg_attn_plan_get_views(p, &v1));
+    size_t sizes[4] = {acg_buffer_get_size(v1.metadata), acg_buffer_get_size(v1.block_table),
+                       acg_buffer_get_size(v1.query_offsets), acg_buffer_get_size(v1.kv_lens)};
+    assert_int_equal(sizes[1], BATCH * TW * 4);
+    assert_int_equal(sizes[2], (BATCH + 1) * 4);
+    assert_int_equal(sizes[3], BATCH * 4);
+    const uint32_t pa[] = {9, 10}, pb[] = {9, 10, 11};
+    acg_attn_row a[2] = {{pa, 2, 17, 1}, {pb, 3, 40, 1}};
+    int32_t want[INTS];
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, a, 2));
+    pack_expected(BATCH, TW, a, 2, want);
+    expect_metadata(f->s, p, want, INTS);
+    a[0].kv_len = 18;
+    a[1] = (acg_attn_row){pa, 1, 3, 1};
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, a, 2));
+    pack_expected(BATCH, TW, a, 2, want);
+    expect_metadata(f->s, p, want, INTS);
+    TC_OK(acg_attn_plan_get_views(p, &v2));
+    assert_memory_equal(&v1, &v2, sizeof v1);
+    assert_int_equal(acg_buffer_get_size(v2.metadata), sizes[0]);
+    assert_int_equal(acg_buffer_get_size(v2.block_table), sizes[1]);
+    assert_int_equal(acg_buffer_get_size(v2.query_offsets), sizes[2]);
+    assert_int_equal(acg_buffer_get_size(v2.kv_lens), sizes[3]);
+    assert_int_equal(plan_stats(p).uploads, 2);
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
+/* 100 re-plans allocate nothing: no device memory (the device's accounting) and, with the
+ * counting allocator, no memory of the library's at all. */
+static void test_replan_allocates_nothing(void **state) {
+    (void)state;
+    tc_alloc_install();
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    acg_stager *sg = NULL;
+    TC_OK(acg_stager_create(dev, NULL, &sg));
+    enum { BATCH = 8, TW = 64, INTS = BATCH * TW + 2 * BATCH + 1 };
+    acg_attn_plan *p = make_plan(dev, BATCH, TW * 16, 16, BATCH);
+    static uint32_t pages[BATCH][TW];
+    acg_attn_row rows[BATCH];
+    for (uint32_t r = 0; r < BATCH; r++) {
+        for (uint32_t j = 0; j < TW; j++) {
+            pages[r][j] = 1 + r * TW + j;
+        }
+        rows[r] = (acg_attn_row){pages[r], 1, 1 + r, 1};
+    }
+    TC_OK(acg_attn_plan_build(p, sg, s, rows, BATCH - 1)); /* warm */
+    acg_memory_stats m0, m1;
+    TC_OK(acg_device_get_memory_stats(dev, &m0));
+    uint64_t allocs = tc_alloc_count(), copies = stager_copies(sg);
+    for (uint32_t step = 0; step < 100; step++) {
+        for (uint32_t r = 0; r < BATCH - 1; r++) {
+            rows[r].kv_len++;
+            rows[r].n_pages = (rows[r].kv_len + 15) / 16;
+        }
+        TC_OK(acg_attn_plan_build(p, sg, s, rows, BATCH - 1));
+    }
+    TC_OK(acg_device_get_memory_stats(dev, &m1));
+    assert_int_equal(m1.allocations, m0.allocations);
+    assert_int_equal(m1.bytes_in_use, m0.bytes_in_use);
+    assert_int_equal(tc_alloc_count(), allocs);
+    assert_int_equal(stager_copies(sg), copies + 100);
+    int32_t want[INTS];
+    pack_expected(BATCH, TW, rows, BATCH - 1, want);
+    expect_metadata(s, p, want, INTS);
+    TC_OK(acg_attn_plan_destroy(p));
+    TC_OK(acg_stager_destroy(sg));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+    assert_int_equal(tc_alloc_live(), 0);
+    tc_alloc_uninstall();
+}
+
+/* Packed prefill: uneven q_len per row, zero-length queries, exact offsets. */
+static void test_packed_queries(void **state) {
+    fx *f = *state;
+    enum { BATCH = 6, TW = 2, INTS = BATCH * TW + 2 * BATCH + 1 };
+    acg_attn_plan *p = make_plan(f->dev, BATCH, 32, 16, 12);
+    const uint32_t p0[] = {3}, p1[] = {4, 6}, p2[] = {5}, p3[] = {8};
+    const acg_attn_row rows[4] = {{p0, 1, 5, 5}, {p1, 2, 20, 0}, {p2, 1, 9, 3}, {p3, 1, 2, 2}};
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 4));
+    int32_t want[INTS];
+    pack_expected(BATCH, TW, rows, 4, want);
+    const int32_t offsets[BATCH + 1] = {0, 5, 5, 8, 10, 10, 10};
+    TC_BYTES_EQUAL(want + BATCH * TW, offsets, sizeof offsets); /* the reference agrees */
+    expect_metadata(f->s, p, want, INTS);
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
+/* A step the plan cannot hold is ACG_ERR_EXHAUSTED, bad rows ACG_ERR_INVALID_ARGUMENT; neither
+ * uploads nor changes the buffer or the counters. */
+static void test_exhausted_and_bad_rows(void **state) {
+    fx *f = *state;
+    enum { BATCH = 2, TW = 2, INTS = BATCH * TW + 2 * BATCH + 1 };
+    acg_attn_plan *p = make_plan(f->dev, BATCH, 32, 16, 4);
+    const uint32_t pg[] = {1, 2, 3}, big[] = {0x80000000u};
+    const acg_attn_row good[2] = {{pg, 2, 30, 2}, {pg + 2, 1, 3, 1}};
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, good, 2));
+    int32_t want[INTS];
+    pack_expected(BATCH, TW, good, 2, want);
+    uint64_t copies = stager_copies(f->sg);
+
+    const acg_attn_row three[3] = {good[0], good[1], good[1]};
+    TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->s, three, 3));
+    TC_LAST_ERROR_HAS("acg_attn_plan_build");
+    const acg_attn_row exhausted[][1] = {
+        {{pg, 3, 32, 1}}, /* more pages than table_width */
+        {{pg, 2, 33, 1}}, /* kv_len > max_seq_len */
+        {{pg, 2, 32, 5}}, /* query tokens > max_query_tokens */
+    };
+    for (size_t i = 0; i < sizeof exhausted / sizeof exhausted[0]; i++) {
+        TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->s, exhausted[i], 1));
+    }
+    const acg_attn_row q_over[2] = {{pg, 2, 32, 3}, {pg, 2, 32, 2}}; /* 5 together */
+    TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->s, q_over, 2));
+
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->s, NULL, 1));
+    const acg_attn_row invalid[][1] = {
+        {{NULL, 1, 3, 1}}, /* NULL pages */
+        {{pg, 1, 17, 1}},  /* pages do not cover kv_len */
+        {{pg, 1, 2, 3}},   /* q_len > kv_len */
+        {{big, 1, 2, 1}},  /* page id beyond int32 */
+    };
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->s, invalid[i], 1));
+    }
+    acg_attn_plan_stats st = plan_stats(p);
+    assert_int_equal(st.builds, 1);
+    assert_int_equal(st.uploads, 1);
+    assert_int_equal(stager_copies(f->sg), copies);
+    expect_metadata(f->s, p, want, INTS);
+    /* Still usable, and a row may point at the last page of a full table. */
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, good, 1));
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
+/* Handles, devices, capture and config are checked. */
+static void test_bad_arguments(void **state) {
+    fx *f = *state;
+    acg_attn_plan *p = make_plan(f->dev, 2, 32, 16, 2);
+    const uint32_t pg[] = {1};
+    const acg_attn_row row = {pg, 1, 4, 1};
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_build(NULL, f->sg, f->s, &row, 1));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_build(p, NULL, f->s, &row, 1));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_build(p, f->sg, NULL, &row, 1));
+    uint64_t fake[64] = {0};
+    TC_EXPECT(ERR_INVALID_HANDLE,
+              acg_attn_plan_build((acg_attn_plan *)(void *)fake, f->sg, f->s, &row, 1));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_destroy((acg_attn_plan *)(void *)fake));
+    assert_null(acg_attn_plan_get_event(NULL));
+    acg_attn_plan_views v;
+    acg_attn_plan_stats st;
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_get_views(NULL, &v));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_get_views(p, NULL));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_get_stats(NULL, &st));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_get_stats(p, NULL));
+
+    acg_device *other = tc_open();
+    acg_stager *osg = NULL;
+    TC_OK(acg_stager_create(other, NULL, &osg));
+    acg_stream *os = tc_stream(other);
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_attn_plan_build(p, osg, f->s, &row, 1));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_attn_plan_build(p, f->sg, os, &row, 1));
+    TC_OK(acg_stream_destroy(os));
+    TC_OK(acg_stager_destroy(osg));
+    tc_close(other);
+
+    if (tc_has_graphs(f->dev, f->s)) {
+        TC_OK(acg_stream_begin_capture(f->s, NULL));
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->s, &row, 1));
+        TC_LAST_ERROR_HAS("capturing");
+        acg_graph *g = NULL;
+        TC_OK(acg_stream_end_capture(f->s, &g));
+        TC_OK(acg_graph_destroy(g));
+    }
+    assert_int_equal(plan_stats(p).builds, 0);
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, &row, 1)); /* a refused build loses nothing */
+
+    acg_attn_plan *const untouched = (acg_attn_plan *)(uintptr_t)0x24;
+    acg_attn_plan *q = untouched;
+    acg_attn_plan_config c = ACG_ATTN_PLAN_CONFIG_INIT;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &q)); /* zero fields */
+    c = (acg_attn_plan_config){sizeof c, 2, 32, 16, 2};
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_create(NULL, &c, &q));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, NULL, &q));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, NULL));
+    c.size = 4;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &q));
+    c = (acg_attn_plan_config){sizeof c, 2, 0x80000000u, 16, 2};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &q));
+    c = (acg_attn_plan_config){sizeof c, UINT32_MAX, 0x7fffffff, 1, 2};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &q)); /* too large */
+    assert_ptr_equal(q, untouched);
+    TC_OK(acg_attn_plan_destroy(NULL));
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
+/* A pre-plan built on a side stream is promoted when the next build packs the same rows (no
+ * copy, the event kept), and uploaded again when the rows changed. */
+static void test_preplan_promoted(void **state) {
+    fx *f = *state;
+    enum { BATCH = 4, TW = 2, INTS = BATCH * TW + 2 * BATCH + 1 };
+    acg_stream *side = tc_stream(f->dev);
+    acg_attn_plan *p = make_plan(f->dev, BATCH, 32, 16, BATCH);
+    acg_event *ev = acg_attn_plan_get_event(p);
+    assert_non_null(ev);
+    const uint32_t pg[] = {2, 3, 4, 5};
+    acg_attn_row rows[3] = {{pg, 1, 7, 1}, {pg + 1, 2, 20, 1}, {pg + 3, 1, 1, 1}};
+    int32_t want[INTS];
+
+    TC_OK(acg_attn_plan_build(p, f->sg, side, rows, 3)); /* the pre-plan */
+    uint64_t copies = stager_copies(f->sg);
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 3)); /* the step: the same batch */
+    acg_attn_plan_stats st = plan_stats(p);
+    assert_int_equal(st.builds, 2);
+    assert_int_equal(st.uploads, 1);
+    assert_int_equal(st.unchanged, 1);
+    assert_int_equal(stager_copies(f->sg), copies);
+    assert_ptr_equal(acg_attn_plan_get_event(p), ev);
+    pack_expected(BATCH, TW, rows, 3, want);
+    expect_metadata(f->s, p, want, INTS);
+
+    /* The batch changed after the pre-plan: a request finished. */
+    TC_OK(acg_attn_plan_build(p, f->sg, side, rows, 3));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 2));
+    st = plan_stats(p);
+    assert_int_equal(st.uploads, 2);
+    assert_int_equal(st.unchanged, 2);
+    assert_int_equal(stager_copies(f->sg), copies + 1);
+    pack_expected(BATCH, TW, rows, 2, want);
+    expect_metadata(f->s, p, want, INTS);
+    /* One token more for one row is a change too. */
+    rows[0].kv_len++;
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 2));
+    assert_int_equal(plan_stats(p).uploads, 3);
+    pack_expected(BATCH, TW, rows, 2, want);
+    expect_metadata(f->s, p, want, INTS);
+    TC_OK(acg_attn_plan_destroy(p));
+    TC_OK(acg_stream_destroy(side));
+}
+
+/* ---- allocation failures ------------------------------------------------------------------- */
+
+static acg_status scenario(void) {
+    acg_device *dev = NULL;
+    acg_stream *s = NULL;
+    acg_stager *sg = NULL;
+    acg_attn_plan *p = NULL;
+    acg_status st = acg_device_open(tc_spec(), &dev);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_stager_config sc = ACG_STAGER_CONFIG_INIT;
+    sc.depth = 2;
+    sc.buffer_bytes = 16; /* the first build grows the ring */
+    sc.mirror = true;
+    acg_attn_plan_config pc = {sizeof pc, 2, 64, 16, 2};
+    const uint32_t pg[] = {1, 2};
+    acg_attn_row rows[2] = {{pg, 2, 20, 1}, {pg, 1, 3, 1}};
+    uint32_t v[4] = {1, 2, 3, 4};
+    if ((st = acg_stream_create(dev, &s)) != ACG_OK ||
+        (st = acg_stager_create(dev, &sc, &sg)) != ACG_OK ||
+        (st = acg_attn_plan_create(dev, &pc, &p)) != ACG_OK ||
+        (st = acg_attn_plan_build(p, sg, s, rows, 2)) != ACG_OK ||
+        (st = acg_attn_plan_build(p, sg, s, rows, 1)) != ACG_OK) {
+        goto out;
+    }
+    acg_attn_plan_views views;
+    if ((st = acg_attn_plan_get_views(p, &views)) != ACG_OK ||
+        (st = acg_stager_upload(sg, s, views.kv_lens, 0, v, 2, 4, NULL, 2)) != ACG_OK ||
+        (st = acg_stager_upload(sg, s, views.kv_lens, 0, v, 2, 4, NULL, 2)) != ACG_OK) {
+        goto out;
+    }
+    st = acg_stream_synchronize(s);
+out:;
+    acg_status d1 = acg_attn_plan_destroy(p), d2 = acg_stager_destroy(sg);
+    acg_status d3 = acg_stream_destroy(s), d4 = acg_device_close(dev);
+    st = st != ACG_OK ? st : d1 != ACG_OK ? d1 : d2 != ACG_OK ? d2 : d3 != ACG_OK ? d3 : d4;
+    return st;
+}
+
+static void test_alloc_fail(void **state) {
+    (void)state;
+    tc_alloc_install();
+    TC_OK(scenario());
+    assert_int_equal(tc_alloc_live(), 0);
+    uint64_t n;
+    for (n = 1; n < 10000; n++) {
+        tc_alloc_fail_at(n);
+        acg_status st = scenario();
+        bool hit = tc_alloc_fail_hit();
+        tc_alloc_fail_at(0);
+        if (tc_alloc_live() != 0) {
+            print_error("N=%llu: %lld allocations leaked (%s)\n", (unsigned long long)n,
+                        (long long)tc_alloc_live(), acg_status_name(st));
+            fail();
+        }
+        if (!hit) {
+            TC_OK(st);
+            break;
+        }
+        if (st != ACG_ERR_OUT_OF_MEMORY) {
+            print_error("N=%llu: fault hit, scenario returned %s: %s\n", (unsigned long long)n,
+                        acg_status_name(st), acg_last_error());
+            fail();
+        }
+    }
+    print_message("stager and plan allocation-failure sweep: %llu allocation points\n",
+                  (unsigned long long)(n - 1));
+    assert_true(n > 10);
+    assert_int_equal(tc_alloc_bad_calls(), 0);
+    tc_alloc_uninstall();
+}
+
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_mixed_batch_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_plan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replan_keeps_addresses, setup, teardown),
+        cmocka_unit_test(test_replan_allocates_nothing),
+        cmocka_unit_test_setup_teardown(test_packed_queries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exhausted_and_bad_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preplan_promoted, setup, teardown),
+        cmocka_unit_test(test_alloc_fail),
+    };
+    return cmocka_run_group_tests_name(tc_group("test_plan"), tests, NULL, NULL);
+}

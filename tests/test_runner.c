@@ -1,0 +1,518 @@
+/*
+ * test_runner.c — capture runners: bucket selection and slots, replay equal to eager (whole and
+ * piecewise), the all-or-nothing capture policy, the graph switches, the capture budget, and
+ * agreement between ranks.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <acg/engine.h>
+
+#include "common.h"
+
+#define N 16384 /* floats per row */
+
+/* ---- the recipe: y = 2 (x + 1) with a temporary the size of a bucket's rows ---------------- */
+
+typedef struct model {
+    tc_kernels k;
+    uint32_t fail_batch; /* capture of this bucket fails (0: none) */
+    int fail_slot;       /* only in this slot (-1: every slot) */
+    bool refuse;         /* can_capture says no */
+} model;
+
+static size_t rows_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
+    (void)user;
+    (void)i;
+    return (size_t)b->batch * N * sizeof(float);
+}
+
+static bool can_capture(void *user, const acg_capability *cap, char *why, size_t size) {
+    model *m = user;
+    (void)cap;
+    if (m->refuse) {
+        snprintf(why, size, "the test recipe refuses");
+    }
+    return !m->refuse;
+}
+
+/* Makes the capture of the failing bucket do what a capture forbids: a host synchronization. */
+static acg_status maybe_fail(model *m, acg_stream *s, const acg_step_io *io) {
+    acg_capture_state state;
+    acg_stream_get_capture_state(s, &state);
+    if (state == ACG_CAPTURE_ACTIVE && io->bucket->batch == m->fail_batch &&
+        (m->fail_slot < 0 || (uint32_t)m->fail_slot == io->slot)) {
+        return acg_stream_synchronize(s);
+    }
+    return ACG_OK;
+}
+
+static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
+    model *m = user;
+    uint32_t n = io->bucket->batch * N;
+    acg_buffer *tmp = NULL;
+    acg_status st = maybe_fail(m, s, io);
+    if (st == ACG_OK) {
+        st = acg_stream_alloc(s, (size_t)n * sizeof(float), &tmp);
+    }
+    if (st == ACG_OK) {
+        st = tc_add(s, &m->k, tmp, 0, io->inputs[0], 0, n, 1.0f); /* tmp = x + 1 */
+    }
+    if (st == ACG_OK) {
+        st = tc_copy(s, &m->k, io->outputs[0], 0, tmp, 0, n); /* y = tmp */
+    }
+    if (st == ACG_OK) {
+        st = tc_axpy(s, &m->k, io->outputs[0], 0, tmp, 0, n, 1.0f); /* y = 2 tmp */
+    }
+    if (tmp != NULL) {
+        acg_stream_free(s, tmp);
+    }
+    return st;
+}
+
+/* Piecewise: region 0 y = x + 1; eager y = y + 0.5; region 1 y = 2x + y. */
+static acg_status region(void *user, uint32_t r, acg_stream *s, const acg_step_io *io) {
+    model *m = user;
+    uint32_t n = io->bucket->batch * N;
+    acg_status st = maybe_fail(m, s, io);
+    if (st != ACG_OK) {
+        return st;
+    }
+    return r == 0 ? tc_add(s, &m->k, io->outputs[0], 0, io->inputs[0], 0, n, 1.0f)
+                  : tc_axpy(s, &m->k, io->outputs[0], 0, io->inputs[0], 0, n, 2.0f);
+}
+
+static acg_status between(void *user, uint32_t after, acg_stream *s, const acg_step_io *io) {
+    model *m = user;
+    (void)after;
+    uint32_t n = io->bucket->batch * N;
+    return tc_add(s, &m->k, io->outputs[0], 0, io->outputs[0], 0, n, 0.5f);
+}
+
+static acg_recipe make_recipe(model *m) {
+    acg_recipe r = {sizeof(acg_recipe), "test",     m,       1, 1,      can_capture,
+                    rows_bytes,         rows_bytes, forward, 2, region, between};
+    return r;
+}
+
+static const acg_bucket_key three[] = {
+    {"decode", 0, 1, 1}, {"decode", 0, 8, 8}, {"decode", 0, 4, 4}};
+
+/* Cases that need graphs check that a device without them says so, then stop. */
+#define NEED_GRAPHS_DEV(dev, s)                                                                    \
+    do {                                                                                           \
+        if (!tc_has_graphs((dev), (s))) {                                                          \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+typedef struct fx {
+    acg_device *dev;
+    acg_stream *s;
+    model m;
+    acg_recipe recipe;
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    f->dev = tc_open();
+    f->s = tc_stream(f->dev);
+    tc_kernels_get(f->dev, &f->m.k);
+    f->m.fail_slot = -1;
+    f->recipe = make_recipe(&f->m);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    TC_OK(acg_stream_destroy(f->s));
+    tc_close(f->dev);
+    free(f);
+    return 0;
+}
+
+static acg_runner_config config(fx *f, const acg_bucket_key *b, uint32_t n, acg_graph_mode g) {
+    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
+    c.recipe = &f->recipe;
+    c.buckets = b;
+    c.n_buckets = n;
+    c.stream = f->s;
+    c.graphs = g;
+    return c;
+}
+
+/* Runs one step of bucket b with input row values x = i + seed, returns the output. */
+static void step(fx *f, acg_runner *r, uint32_t b, float seed, float *out, size_t count) {
+    acg_lease lease;
+    TC_OK(acg_runner_lease(r, b, &lease));
+    float *x = malloc(count * sizeof *x);
+    for (size_t i = 0; i < count; i++) {
+        x[i] = (float)(i % 1000) * 0.25f + seed;
+    }
+    tc_upload(f->s, lease.io.inputs[0], x, count * sizeof *x);
+    TC_OK(acg_runner_run(r, &lease, f->s));
+    tc_download(f->s, out, lease.io.outputs[0], count * sizeof *out);
+    TC_OK(acg_runner_release(r, &lease));
+    free(x);
+}
+
+/* Every bucket's replay equals the eager runner's output bit for bit, in both slots. */
+static void check_against_eager(fx *f, acg_runner *r, const acg_bucket_key *b, uint32_t n,
+                                bool piecewise) {
+    acg_runner_config c = config(f, b, n, ACG_GRAPHS_OFF);
+    c.piecewise = piecewise;
+    acg_runner *eager;
+    TC_OK(acg_runner_create(f->dev, &c, &eager));
+    for (uint32_t i = 0; i < n; i++) {
+        size_t count = (size_t)b[i].batch * N;
+        float *got = malloc(count * sizeof *got), *want = malloc(count * sizeof *want);
+        for (int rep = 0; rep < 3; rep++) { /* slots 0, 1, 0 */
+            step(f, r, i, (float)rep, got, count);
+            step(f, eager, i, (float)rep, want, count);
+            TC_BYTES_EQUAL(want, got, count * sizeof *got);
+        }
+        free(got);
+        free(want);
+    }
+    TC_OK(acg_runner_destroy(eager));
+}
+
+/* Selection picks the tightest bucket; slots rotate; replay equals eager; graph memory stays
+ * that of the largest bucket (smaller ones reuse the pool). */
+static void test_whole_runner(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS_DEV(f->dev, f->s);
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
+    acg_runner *r;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    assert_int_equal(acg_runner_get_bucket_count(r), 3);
+    uint32_t b;
+    TC_OK(acg_runner_select(r, "decode", 0, 3, 3, &b));
+    assert_int_equal(b, 2); /* batch 4 */
+    TC_OK(acg_runner_select(r, "decode", 0, 1, 1, &b));
+    assert_int_equal(b, 0);
+    TC_OK(acg_runner_select(r, "decode", 0, 8, 1, &b));
+    assert_int_equal(b, 1);
+    TC_EXPECT(ERR_NOT_FOUND, acg_runner_select(r, "decode", 0, 9, 1, &b));
+    TC_EXPECT(ERR_NOT_FOUND, acg_runner_select(r, "prefill", 0, 1, 1, &b));
+    TC_EXPECT(ERR_NOT_FOUND, acg_runner_select(r, "decode", 7, 1, 1, &b));
+    acg_lease l0, l1, l2;
+    TC_OK(acg_runner_lease(r, 2, &l0));
+    TC_OK(acg_runner_lease(r, 2, &l1));
+    TC_OK(acg_runner_lease(r, 2, &l2));
+    assert_int_equal(l0.slot, 0);
+    assert_int_equal(l1.slot, 1);
+    assert_int_equal(l2.slot, 0);
+    assert_true(l0.graphed);
+    assert_ptr_not_equal(l0.io.inputs[0], l1.io.inputs[0]); /* inputs per slot */
+    assert_ptr_equal(l0.io.outputs[0], l1.io.outputs[0]);   /* outputs shared */
+    for (uint32_t i = 0; i < 3; i++) {
+        acg_bucket_report rep;
+        TC_OK(acg_runner_get_report(r, i, &rep));
+        assert_int_equal(rep.state, ACG_BUCKET_CAPTURED);
+        assert_string_equal(rep.key.label, "decode");
+        assert_true(rep.eager_peak >= (uint64_t)three[i].batch * N * sizeof(float));
+    }
+    size_t pool = 0;
+    TC_OK(acg_runner_get_pool_bytes(r, &pool));
+    size_t largest = 2 * (size_t)8 * N * sizeof(float); /* its temporary and output */
+    assert_true(pool >= largest);
+    assert_true(pool < largest + largest / 2); /* not the sum over buckets */
+    check_against_eager(f, r, three, 3, false);
+    TC_OK(acg_runner_destroy(r));
+}
+
+static void test_piecewise_runner(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS_DEV(f->dev, f->s);
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
+    c.piecewise = true;
+    acg_runner *r;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    check_against_eager(f, r, three, 3, true);
+    float out[N];
+    step(f, r, 0, 1.0f, out, N);
+    float x = 1.0f; /* row 0: x = 0 * 0.25 + 1 */
+    float want = 2.0f * x + ((x + 1.0f) + 0.5f);
+    assert_memory_equal(&out[0], &want, sizeof want);
+    TC_OK(acg_runner_destroy(r));
+}
+
+/* A recipe that cannot be captured is refused before anything is allocated. */
+static void test_refused_before_allocating(void **state) {
+    fx *f = *state;
+    f->m.refuse = true;
+    acg_memory_stats m0, m1;
+    TC_OK(acg_device_get_memory_stats(f->dev, &m0));
+    uint64_t host0 = tc_alloc_count();
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
+    acg_runner *r = NULL;
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("acg_runner_create");
+    assert_null(r);
+    TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+    assert_int_equal(m1.allocations, m0.allocations);
+    assert_int_equal(tc_alloc_count(), host0);
+    c.piecewise = true;
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->dev, &c, &r));
+    /* Graphs off: nothing to refuse. */
+    c.graphs = ACG_GRAPHS_OFF;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_destroy(r));
+    f->m.refuse = false;
+    /* Bad configurations. */
+    c = config(f, three, 0, ACG_GRAPHS_ON);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    c = config(f, three, 3, ACG_GRAPHS_ON);
+    c.n_slots = 3;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, NULL, &r));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_create(NULL, &c, &r));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_select(NULL, "decode", 0, 1, 1, &(uint32_t){0}));
+}
+
+/* A failing bucket is dropped whole, logged, served eagerly, and the buckets captured after
+ * it are unaffected; two failures then a success leave the stream and pool usable. */
+static void test_failed_buckets_dropped(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS_DEV(f->dev, f->s);
+    static const acg_bucket_key four[] = {
+        {"decode", 0, 8, 8}, {"decode", 0, 4, 4}, {"decode", 0, 2, 2}, {"decode", 0, 1, 1}};
+    f->m.fail_batch = 8; /* the first two attempts fail: 8 in every slot, then 4 in slot 1 */
+    acg_runner_config c = config(f, four, 4, ACG_GRAPHS_ON);
+    tc_log_capture_begin(ACG_LOG_ERROR);
+    acg_runner *r;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    acg_bucket_report rep;
+    TC_OK(acg_runner_get_report(r, 0, &rep));
+    assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
+    assert_non_null(strstr(rep.reason, "acg_stream_synchronize"));
+    for (uint32_t i = 1; i < 4; i++) {
+        TC_OK(acg_runner_get_report(r, i, &rep));
+        assert_int_equal(rep.state, ACG_BUCKET_CAPTURED);
+    }
+    assert_true(tc_log_find("served eagerly", NULL));
+    tc_log_capture_end();
+    acg_capture_state cs;
+    TC_OK(acg_stream_get_capture_state(f->s, &cs));
+    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    check_against_eager(f, r, four, 4, false);
+    TC_OK(acg_runner_destroy(r));
+
+    /* A bucket that fails in one slot only is dropped whole. */
+    f->m.fail_batch = 4;
+    f->m.fail_slot = 1;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_get_report(r, 1, &rep));
+    assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
+    acg_lease l;
+    TC_OK(acg_runner_lease(r, 1, &l));
+    assert_false(l.graphed);
+    TC_OK(acg_runner_get_report(r, 0, &rep));
+    assert_int_equal(rep.state, ACG_BUCKET_CAPTURED);
+    TC_OK(acg_runner_destroy(r));
+
+    /* Required graphs: the same drop is an error naming the bucket and the reason. */
+    c.graphs = ACG_GRAPHS_REQUIRE;
+    r = NULL;
+    acg_status st = acg_runner_create(f->dev, &c, &r);
+    assert_true(st != ACG_OK);
+    assert_null(r);
+    TC_LAST_ERROR_HAS("required");
+    TC_LAST_ERROR_HAS("batch 4");
+    TC_LAST_ERROR_HAS("acg_stream_synchronize");
+    f->m.fail_batch = 0;
+    f->m.fail_slot = -1;
+    TC_OK(acg_runner_create(f->dev, &c, &r)); /* and without failures it starts */
+    TC_OK(acg_runner_destroy(r));
+}
+
+/* Graphs off (by config or ACG_DISABLE_GRAPHS): no graph, no allocation at creation. */
+static void test_graphs_off(void **state) {
+    fx *f = *state;
+    for (int use_env = 0; use_env < 2; use_env++) {
+        acg_runner_config c = config(f, three, 3, use_env ? ACG_GRAPHS_AUTO : ACG_GRAPHS_OFF);
+        if (use_env) {
+            setenv("ACG_DISABLE_GRAPHS", "1", 1);
+        }
+        acg_memory_stats m0, m1;
+        TC_OK(acg_device_get_memory_stats(f->dev, &m0));
+        acg_runner *r;
+        TC_OK(acg_runner_create(f->dev, &c, &r));
+        unsetenv("ACG_DISABLE_GRAPHS");
+        TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+        assert_int_equal(m1.allocations, m0.allocations);
+        size_t pool = 1;
+        TC_OK(acg_runner_get_pool_bytes(r, &pool));
+        assert_int_equal(pool, 0);
+        acg_bucket_report rep;
+        TC_OK(acg_runner_get_report(r, 1, &rep));
+        assert_int_equal(rep.state, ACG_BUCKET_EAGER);
+        float out[N];
+        step(f, r, 0, 0.0f, out, N);
+        float want = 2.0f * (0.0f + 1.0f);
+        assert_memory_equal(&out[0], &want, sizeof want);
+        TC_OK(acg_runner_destroy(r));
+    }
+}
+
+/* Buckets {32, 16, 8, 1} under a limit that leaves room for the pool of bucket 8 only: the
+ * two largest are dropped for the budget, exactly the largest eager peak stays free, and a
+ * second runner sees only what the first left. */
+static void test_budget(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS_DEV(f->dev, f->s);
+    static const acg_bucket_key four[] = {
+        {"decode", 0, 32, 32}, {"decode", 0, 16, 16}, {"decode", 0, 8, 8}, {"decode", 0, 1, 1}};
+    const uint64_t row = (uint64_t)N * sizeof(float);
+    acg_memory_stats m0, m1;
+    TC_OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_device_get_memory_stats(f->dev, &m0));
+    uint64_t statics = 3 * 32 * row; /* two slots of inputs and one output at batch 32 */
+    uint64_t reserve = 32 * row;     /* the largest eager step's temporary */
+    uint64_t pool8 = 2 * 8 * row;    /* bucket 8's temporary and output scratch */
+    acg_runner_config c = config(f, four, 4, ACG_GRAPHS_ON);
+    c.memory_limit = m0.bytes_in_use + statics + reserve + pool8;
+    acg_runner *r;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    acg_bucket_state want[] = {ACG_BUCKET_DROPPED, ACG_BUCKET_DROPPED, ACG_BUCKET_CAPTURED,
+                               ACG_BUCKET_CAPTURED};
+    for (uint32_t i = 0; i < 4; i++) {
+        acg_bucket_report rep;
+        TC_OK(acg_runner_get_report(r, i, &rep));
+        assert_int_equal(rep.state, want[i]);
+        if (rep.state == ACG_BUCKET_DROPPED) {
+            assert_non_null(strstr(rep.reason, "budget"));
+        }
+    }
+    TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+    assert_int_equal(m1.bytes_in_use + reserve, c.memory_limit);
+    check_against_eager(f, r, four + 2, 2, false); /* buckets 8 and 1 still replay right */
+
+    /* A second runner under the same limit: what the first took is gone. */
+    static const acg_bucket_key small[] = {{"decode", 0, 8, 8}};
+    acg_runner_config c2 = config(f, small, 1, ACG_GRAPHS_ON);
+    c2.memory_limit = c.memory_limit;
+    acg_runner *r2;
+    TC_OK(acg_runner_create(f->dev, &c2, &r2));
+    acg_bucket_report rep;
+    TC_OK(acg_runner_get_report(r2, 0, &rep));
+    assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
+    assert_non_null(strstr(rep.reason, "budget"));
+    TC_OK(acg_runner_destroy(r2));
+    TC_OK(acg_runner_destroy(r));
+}
+
+/* ---- two ranks in one process --------------------------------------------------------------- */
+
+typedef struct ranks {
+    pthread_barrier_t barrier;
+    pthread_mutex_t lock;
+    int32_t values[2][8];
+    int barriers[2];
+} ranks;
+
+typedef struct rank {
+    ranks *shared;
+    int id;
+    acg_runner *runner;
+    acg_status status;
+    acg_bucket_state states[3];
+} rank;
+
+static acg_status fake_barrier(void *user) {
+    rank *me = user;
+    me->shared->barriers[me->id]++;
+    pthread_barrier_wait(&me->shared->barrier);
+    return ACG_OK;
+}
+
+static acg_status fake_min(void *user, int32_t *v, size_t n) {
+    rank *me = user;
+    ranks *sh = me->shared;
+    memcpy(sh->values[me->id], v, n * sizeof *v);
+    pthread_barrier_wait(&sh->barrier);
+    for (size_t i = 0; i < n; i++) {
+        v[i] = sh->values[0][i] < sh->values[1][i] ? sh->values[0][i] : sh->values[1][i];
+    }
+    pthread_barrier_wait(&sh->barrier);
+    return ACG_OK;
+}
+
+static void *run_rank(void *arg) {
+    rank *me = arg;
+    acg_device *dev;
+    acg_stream *s;
+    model m = {0};
+    m.fail_slot = -1;
+    m.fail_batch = me->id == 1 ? 4 : 0; /* only rank 1 fails bucket 4 */
+    me->status = acg_device_open(tc_spec(), &dev);
+    if (me->status != ACG_OK) {
+        return NULL;
+    }
+    acg_stream_create(dev, &s);
+    acg_kernel_get(dev, "fill_f32", &m.k.fill);
+    acg_kernel_get(dev, "add_scalar_f32", &m.k.add);
+    acg_kernel_get(dev, "axpy_f32", &m.k.axpy);
+    acg_kernel_get(dev, "copy_f32", &m.k.copy);
+    acg_recipe recipe = make_recipe(&m);
+    acg_comm comm = {sizeof(acg_comm), me, fake_barrier, fake_min};
+    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
+    c.recipe = &recipe;
+    c.buckets = three;
+    c.n_buckets = 3;
+    c.stream = s;
+    c.graphs = ACG_GRAPHS_ON;
+    c.comm = &comm;
+    me->status = acg_runner_create(dev, &c, &me->runner);
+    for (uint32_t i = 0; me->status == ACG_OK && i < 3; i++) {
+        acg_bucket_report rep;
+        acg_runner_get_report(me->runner, i, &rep);
+        me->states[i] = rep.state;
+    }
+    acg_runner_destroy(me->runner);
+    acg_stream_destroy(s);
+    acg_device_close(dev);
+    return NULL;
+}
+
+/* A bucket dropped on one rank is dropped on both, and both pass the same barriers. */
+static void test_ranks_agree(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS_DEV(f->dev, f->s);
+    ranks sh;
+    memset(&sh, 0, sizeof sh);
+    pthread_barrier_init(&sh.barrier, NULL, 2);
+    rank r[2] = {{&sh, 0, NULL, ACG_OK, {0}}, {&sh, 1, NULL, ACG_OK, {0}}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, run_rank, &r[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        TC_OK(r[i].status);
+        assert_int_equal(r[i].states[0], ACG_BUCKET_CAPTURED); /* batch 1 */
+        assert_int_equal(r[i].states[1], ACG_BUCKET_CAPTURED); /* batch 8 */
+        assert_int_equal(r[i].states[2], ACG_BUCKET_DROPPED);  /* batch 4, failed on rank 1 */
+    }
+    assert_int_equal(sh.barriers[0], 3);
+    assert_int_equal(sh.barriers[1], 3);
+    pthread_barrier_destroy(&sh.barrier);
+}
+
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_whole_runner, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_piecewise_runner, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_before_allocating, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_buckets_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_graphs_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ranks_agree, setup, teardown),
+    };
+    return cmocka_run_group_tests_name(tc_group("test_runner"), tests, NULL, NULL);
+}
