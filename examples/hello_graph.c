@@ -7,14 +7,14 @@
 
 #define N 1024
 
-#define CHECK(call)                                                                              \
-    do {                                                                                         \
-        acg_status st_ = (call);                                                                 \
-        if (st_ != ACG_OK) {                                                                     \
-            fprintf(stderr, "%s failed: %s (%s)\n", #call, acg_status_name(st_),                 \
-                    acg_last_error());                                                           \
-            return 1;                                                                            \
-        }                                                                                        \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        acg_status st_ = (call);                                                                   \
+        if (st_ != ACG_OK) {                                                                       \
+            fprintf(stderr, "%s failed: %s (%s)\n", #call, acg_status_name(st_),                   \
+                    acg_last_error());                                                             \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 /* y = 2 * x + y, then y = y + 1, then x = y: three dependent launches. */
