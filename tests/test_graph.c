@@ -539,6 +539,38 @@ static void test_scratch_rules(void **state) {
     TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_free(tmp));
 }
 
+/* Scratch is pool memory other graphs reuse and that dies with its graph: outside the capture
+ * that allocated it (eagerly, or in another capture) it is refused, and the capture goes on. */
+static void test_scratch_stays_in_its_capture(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS(f);
+    acg_buffer *x = NULL;
+    acg_graph *ga = NULL, *gb = NULL;
+    TC_OK(acg_stream_begin_capture(f->a, NULL));
+    TC_OK(acg_stream_alloc(f->a, NB, &x));
+    TC_OK(tc_fill(f->a, &f->k, x, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->a, &ga));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, tc_fill(f->a, &f->k, x, 0, N, 2.0f));
+    TC_LAST_ERROR_HAS("scratch");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->a, x, 0, NB, 0, 4));
+    float host[N];
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2h(f->a, host, x, 0, NB));
+    TC_OK(acg_stream_begin_capture(f->a, NULL));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, tc_fill(f->a, &f->k, x, 0, N, 2.0f));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2d(f->a, f->z, 0, x, 0, NB));
+    acg_capture_state cs;
+    TC_OK(acg_stream_get_capture_state(f->a, &cs));
+    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+    TC_OK(tc_fill(f->a, &f->k, f->z, 0, N, 3.0f));
+    TC_OK(acg_stream_end_capture(f->a, &gb));
+    TC_OK(acg_graph_destroy(ga));
+    float replay[N], want[N];
+    TC_OK(tc_replay(gb, f->a, f->z, NB, replay));
+    tc_splat(want, N, 3.0f);
+    TC_BYTES_EQUAL(replay, want, NB);
+    TC_OK(acg_graph_destroy(gb));
+}
+
 /* A discarded graph's handle dies at once. Where the backend needs it (forced here through the
  * test hook), the graph itself stays parked in its pool, still holding what it references,
  * until the pool's next successful capture; a failed capture does not release it. */
@@ -1239,6 +1271,7 @@ int main(int argc, char **argv) {
         T(test_private_pool),
         T(test_scratch_rules),
         T(test_discard),
+        T(test_scratch_stays_in_its_capture),
         T(test_stream_ordered_memory),
         T(test_pool_destroy_in_use),
         T(test_describe_chain),

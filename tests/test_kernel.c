@@ -283,6 +283,40 @@ static void test_args_copied(void **state) {
     TC_OK(acg_buffer_free(big));
 }
 
+/* The built-ins are 1-D: a grid or work group in another dimension would run a different
+ * amount of work on each backend, so it is refused; a view's own offset counts for alignment. */
+static void test_dims_and_view_alignment(void **state) {
+    fx *f = *state;
+    acg_dims d2 = {{64, 8, 1}, {0, 0, 0}};
+    acg_arg args[] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->x, 0), acg_arg_f32(1.0f)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &d2, args, 3));
+    TC_LAST_ERROR_HAS("global[1]");
+    acg_dims d3 = {{64, 1, 2}, {0, 0, 0}};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &d3, args, 3));
+    acg_dims l2 = {{64, 1, 1}, {0, 2, 0}};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.axpy, &l2, args, 3));
+    /* A work-group size in dimension 0 alone is fine: the others default to 1. */
+    acg_dims l1 = {{64, 1, 1}, {16, 0, 0}};
+    TC_OK(tc_fill(f->s, &f->k, f->y, 0, 64, 1.0f));
+    TC_OK(tc_fill(f->s, &f->k, f->x, 0, 64, 2.0f));
+    TC_OK(acg_kernel_launch(f->s, f->k.axpy, &l1, args, 3));
+    float back[64], want[64];
+    tc_download(f->s, back, f->y, sizeof back);
+    tc_splat(want, 64, 3.0f);
+    TC_BYTES_EQUAL(want, back, sizeof back);
+
+    acg_buffer *v;
+    TC_OK(acg_buffer_create_view(f->y, 2, 32, &v));
+    acg_arg fill[] = {acg_arg_buffer(v, 0), acg_arg_f32(0.0f)};
+    acg_dims d = acg_dims_1d(4);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k.fill, &d, fill, 2));
+    TC_LAST_ERROR_HAS("multiple of");
+    fill[0] = acg_arg_buffer(v, 2); /* 2 + 2 = 4: aligned */
+    TC_OK(acg_kernel_launch(f->s, f->k.fill, &d, fill, 2));
+    TC_OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_buffer_free(v));
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -296,6 +330,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_in_place_and_disjoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_launch_wrong_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_args_copied, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dims_and_view_alignment, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_kernel"), tests, NULL, NULL);
 }

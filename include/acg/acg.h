@@ -95,7 +95,9 @@ typedef enum acg_log_level {
 /* Receives every message at or below the threshold; message has no trailing newline. */
 typedef void (*acg_log_fn)(acg_log_level level, const char *message, void *user);
 
-/* Routes log messages to fn (NULL restores the default: stderr). Thread-safe. */
+/* Routes log messages to fn (NULL restores the default: stderr). Thread-safe. The callback may
+ * run while the library holds a device's lock: it must not call acg functions (messages the
+ * library would log from inside the callback are dropped). */
 ACG_API void acg_set_log_callback(acg_log_fn fn, void *user);
 
 /* Sets the threshold. The default comes from ACG_LOG=error|warn|info|debug, else warn. */
@@ -213,7 +215,8 @@ ACG_API acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t
 
 /* Frees a buffer or view. Waits for queued work on the device first, as a device free does.
  * ACG_ERR_IN_USE (naming the graph) while a live graph references it, or while views of it
- * live, or for scratch memory that belongs to a graph. During a capture on the device:
+ * live, or for scratch memory that belongs to a graph; ACG_ERR_INVALID_ARGUMENT for memory from
+ * acg_stream_alloc (acg_stream_free releases it). During a capture on the device:
  * ACG_ERR_CAPTURE_INVALIDATED (freeing synchronizes), and nothing is freed. */
 ACG_API acg_status acg_buffer_free(acg_buffer *buf);
 
@@ -233,7 +236,8 @@ ACG_API acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out);
 
 /* Frees memory from acg_pinned_alloc, after queued work of the device ran.
  * ACG_ERR_INVALID_HANDLE for a pointer that acg_pinned_alloc did not return,
- * ACG_ERR_IN_USE (naming the graph) while a live graph copies from or to it. */
+ * ACG_ERR_IN_USE (naming the graph) while a live graph copies from or to it. During a capture
+ * on the device: ACG_ERR_CAPTURE_INVALIDATED (freeing synchronizes), and nothing is freed. */
 ACG_API acg_status acg_pinned_free(void *ptr);
 
 /* True when [ptr, ptr+size) lies inside one page-locked allocation of dev. */
@@ -275,7 +279,8 @@ ACG_API acg_status acg_event_record(acg_event *event, acg_stream *stream);
 /* Makes later work on stream wait until the event's point completed. Asynchronous.
  * With an event recorded in a capture: a stream that is not capturing joins that capture
  * (fork), a stream of the same capture gains the dependency (join). A capturing stream that
- * waits on an event from outside its capture invalidates the capture. */
+ * waits on an event from outside its capture invalidates the capture. A fork on a device
+ * without multi-stream capture invalidates the capture and returns ACG_ERR_UNSUPPORTED. */
 ACG_API acg_status acg_stream_wait_event(acg_stream *stream, acg_event *event);
 
 /* ACG_OK when the event's point completed, ACG_NOT_READY otherwise. Never blocks.
@@ -411,8 +416,10 @@ ACG_API const char *acg_kernel_get_name(const acg_kernel *kernel);
 
 /* Queues a kernel launch. Asynchronous; recorded when the stream captures. Arguments are copied
  * (the array may be reused at once). ACG_ERR_INVALID_ARGUMENT for a wrong argument count or type
- * (the message names the argument), a zero or oversized grid, a misaligned offset, or buffer
- * windows that partially overlap;
+ * (the message names the argument), a zero or oversized grid, a grid with more dimensions than
+ * the kernel (the built-ins are 1-D), a misaligned offset (a view's own offset included),
+ * buffer windows that partially overlap, or graph scratch used outside the capture that
+ * allocated it (copies and fills refuse it too);
  * ACG_ERR_OUT_OF_RANGE when a buffer argument's window leaves the buffer;
  * ACG_ERR_WRONG_DEVICE for a buffer or kernel of another device. */
 ACG_API acg_status acg_kernel_launch(acg_stream *stream, const acg_kernel *kernel,
@@ -462,7 +469,10 @@ ACG_API acg_status acg_stream_begin_capture(acg_stream *stream, acg_graph_pool *
  * ACG_ERR_NOT_CAPTURING when the stream is not the origin of a capture;
  * ACG_ERR_CAPTURE_INVALIDATED when the capture was invalidated (acg_last_error() repeats why);
  * ACG_ERR_CAPTURE_UNJOINED when a forked stream's work was not joined back into the origin
- * stream. On every outcome all streams of the capture leave capture mode. */
+ * stream. An invalidated capture returns the status that invalidated it: usually
+ * ACG_ERR_CAPTURE_INVALIDATED, ACG_ERR_OUT_OF_MEMORY when recording ran out of memory,
+ * ACG_ERR_UNSUPPORTED when a stream forked into it on a device without multi-stream capture.
+ * On every outcome all streams of the capture leave capture mode. */
 ACG_API acg_status acg_stream_end_capture(acg_stream *stream, acg_graph **out);
 
 /* Whether the stream takes part in a capture, and in which state. */

@@ -131,6 +131,7 @@ struct acg_buffer {
     bool scratch;        /* graph scratch: released with its graph */
     bool stream_owned;   /* from acg_stream_alloc outside a capture: acg_stream_free */
     uint64_t owner_id;   /* graph id owning scratch */
+    uint64_t capture_id; /* the capture that carved scratch: the only place it may be used */
 };
 
 struct acg_stream {

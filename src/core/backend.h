@@ -37,6 +37,9 @@ typedef struct acg__kernel_def {
     /* Bytes each work item reaches past a buffer argument's offset (the window is
      * global[0] * this); also the offset's required alignment. 0 for scalars. */
     uint32_t bytes_per_item[ACG_MAX_KERNEL_ARGS];
+    /* Grid dimensions the kernel indexes; global and local must be 1 (local may be 0) in the
+     * others, or backends would run different amounts of work. */
+    uint32_t dims;
 } acg__kernel_def;
 
 /* One node of a captured graph, as the core records it. Copies: h2d uses dst_* and host,

@@ -43,6 +43,18 @@ acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
                        acg_status (*eager)(acg_stream *s, const acg__node *node)) {
     acg__capture *c = acg__stream_enter(s);
     acg_status st;
+    /* Graph scratch is pool memory that other graphs of the pool reuse, and it dies with its
+     * graph: only the capture that carved it may touch it. */
+    for (uint32_t i = 0; i < node->n_buffers; i++) {
+        const acg_buffer *b = node->buffers[i];
+        if (b->scratch && (c == NULL || c->id != b->capture_id)) {
+            acg__stream_leave(s, c);
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: buffer %u is graph scratch, usable only inside the capture "
+                              "that allocated it",
+                              fn, i);
+        }
+    }
     if (c == NULL) {
         st = eager(s, node);
     } else if ((st = acg__capture_check(c, fn)) != ACG_OK) {

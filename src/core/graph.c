@@ -81,6 +81,7 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
     b->offset = c->chunk_off;
     b->size = size;
     b->scratch = true;
+    b->capture_id = c->id;
     if (acg__handle_add(b, ACG__HANDLE_BUFFER) != ACG_OK) {
         acg__free(b);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -525,7 +526,9 @@ acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_get_node_count: out is NULL");
     }
+    pthread_mutex_lock(&g->dev->lock); /* acg_graph_update swaps the description */
     *out = g->desc.n_nodes;
+    pthread_mutex_unlock(&g->dev->lock);
     return ACG_OK;
 }
 
@@ -537,9 +540,12 @@ acg_status acg_graph_get_node(const acg_graph *g, size_t index, acg_node_info *o
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_get_node: out is NULL");
     }
+    pthread_mutex_lock(&g->dev->lock); /* acg_graph_update swaps the description */
     if (index >= g->desc.n_nodes) {
+        uint32_t n_nodes = g->desc.n_nodes;
+        pthread_mutex_unlock(&g->dev->lock);
         return acg__error(ACG_ERR_OUT_OF_RANGE, "acg_graph_get_node: node %zu of %u", index,
-                          g->desc.n_nodes);
+                          n_nodes);
     }
     const acg__node *n = &g->desc.nodes[index];
     out->kind = n->kind;
@@ -550,6 +556,7 @@ acg_status acg_graph_get_node(const acg_graph *g, size_t index, acg_node_info *o
     out->n_buffers = n->n_buffers;
     out->buffers = n->buffers;
     out->host = n->host;
+    pthread_mutex_unlock(&g->dev->lock);
     return ACG_OK;
 }
 

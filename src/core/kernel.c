@@ -12,10 +12,10 @@
 #define F ACG_ARG_F32
 
 static const acg__kernel_def catalogue[] = {
-    {"fill_f32", 2, {B, F}, {4, 0}},
-    {"add_scalar_f32", 3, {B, B, F}, {4, 4, 0}},
-    {"axpy_f32", 3, {B, B, F}, {4, 4, 0}},
-    {"copy_f32", 2, {B, B}, {4, 4}},
+    {"fill_f32", 2, {B, F}, {4, 0}, 1},
+    {"add_scalar_f32", 3, {B, B, F}, {4, 4, 0}, 1},
+    {"axpy_f32", 3, {B, B, F}, {4, 4, 0}, 1},
+    {"copy_f32", 2, {B, B}, {4, 4}, 1},
 };
 
 #undef B
@@ -106,9 +106,19 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %llu work items is too many", fn,
                           def->name, (unsigned long long)items);
     }
+    for (uint32_t d = def->dims; d < 3; d++) {
+        if (dims->global[d] != 1 || dims->local[d] > 1) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): the kernel is %u-dimensional; global[%u]=%u and "
+                              "local[%u]=%u must be 1",
+                              fn, def->name, def->dims, d, dims->global[d], d, dims->local[d]);
+        }
+    }
     bool local_set = dims->local[0] || dims->local[1] || dims->local[2];
-    for (int d = 0; local_set && d < 3; d++) {
-        if (dims->local[d] == 0 || dims->global[d] % dims->local[d] != 0) {
+    for (uint32_t d = 0; local_set && d < 3; d++) {
+        /* A dimension the kernel does not index may leave its local size at 0 (meaning 1). */
+        uint32_t local = dims->local[d] == 0 && d >= def->dims ? 1 : dims->local[d];
+        if (local == 0 || dims->global[d] % local != 0) {
             return acg__error(ACG_ERR_INVALID_ARGUMENT,
                               "%s(%s): local[%d]=%u does not divide global[%d]=%u", fn, def->name,
                               d, dims->local[d], d, dims->global[d]);
@@ -149,7 +159,8 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
                               i, b->dev->spec, s->dev->spec);
         }
         size_t off = a->value.buf.offset, per = def->bytes_per_item[i];
-        if (per != 0 && off % per != 0) {
+        /* The device sees the view's offset plus the argument's: align the sum. */
+        if (per != 0 && (b->offset + off) % per != 0) {
             return acg__error(ACG_ERR_INVALID_ARGUMENT,
                               "%s(%s): argument %u offset %zu is not a multiple of %zu", fn,
                               def->name, i, off, per);

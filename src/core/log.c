@@ -65,10 +65,19 @@ void acg__log(acg_log_level level, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&log_lock);
-    if (log_fn != NULL) {
-        log_fn(level, msg, log_user);
+    acg_log_fn fn = log_fn;
+    void *user = log_user;
+    pthread_mutex_unlock(&log_lock);
+    /* Messages logged while the callback runs on this thread are dropped, not recursed into. */
+    static _Thread_local bool in_callback;
+    if (in_callback) {
+        return;
+    }
+    if (fn != NULL) {
+        in_callback = true;
+        fn(level, msg, user);
+        in_callback = false;
     } else {
         fprintf(stderr, "acg %s: %s\n", level_names[level], msg);
     }
-    pthread_mutex_unlock(&log_lock);
 }

@@ -98,7 +98,7 @@ static void run_op(const cpu_op *op) {
  * and re-check (a fence would do, but ThreadSanitizer does not model fences). */
 static void wake_waiters(cpu_stream *s) {
     atomic_fetch_add(&s->done, 0);
-    if (atomic_load_explicit(&s->waiters, memory_order_relaxed) != 0) {
+    if (atomic_load(&s->waiters) != 0) {
         pthread_mutex_lock(&s->mu);
         pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->mu);

@@ -411,7 +411,7 @@ cl_uint acg__ocl_dims(const acg_dims *dims, size_t global[3], size_t local[3], b
     *has_local = dims->local[0] != 0;
     for (int d = 0; d < 3; d++) {
         global[d] = dims->global[d];
-        local[d] = dims->local[d];
+        local[d] = dims->local[d] ? dims->local[d] : 1; /* the core allows 0 where global is 1 */
     }
     return dims->global[2] > 1 || dims->local[2] > 1   ? 3
            : dims->global[1] > 1 || dims->local[1] > 1 ? 2
