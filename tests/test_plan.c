@@ -458,6 +458,48 @@ static void test_alloc_fail(void **state) {
     tc_alloc_uninstall();
 }
 
+/* A refused destroy leaves the plan whole: while a graph reads the plan's metadata, or while a
+ * capture runs on the device, destroy is ACG_ERR_IN_USE and the views and builds still work. */
+static void test_destroy_refused_keeps_plan(void **state) {
+    fx *f = *state;
+    acg_attn_plan_config pc = ACG_ATTN_PLAN_CONFIG_INIT;
+    pc.batch = 2;
+    pc.max_seq_len = 64;
+    pc.max_query_tokens = 2;
+    acg_attn_plan *p;
+    TC_OK(acg_attn_plan_create(f->dev, &pc, &p));
+    if (!tc_has_graphs(f->dev, f->s)) {
+        TC_OK(acg_attn_plan_destroy(p));
+        return;
+    }
+    acg_attn_plan_views v;
+    TC_OK(acg_attn_plan_get_views(p, &v));
+    acg_buffer *out = tc_buffer(f->dev, 64);
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_begin_capture(f->s, NULL));
+    TC_EXPECT(ERR_IN_USE, acg_attn_plan_destroy(p)); /* a capture is in progress */
+    TC_OK(acg_copy_d2d(f->s, out, 0, v.kv_lens, 0, acg_buffer_get_size(v.kv_lens)));
+    TC_OK(acg_stream_end_capture(f->s, &g));
+    TC_EXPECT(ERR_IN_USE, acg_attn_plan_destroy(p)); /* the graph reads kv_lens */
+    TC_LAST_ERROR_HAS("graph");
+    acg_attn_plan_views again;
+    TC_OK(acg_attn_plan_get_views(p, &again));
+    assert_ptr_equal(again.kv_lens, v.kv_lens);
+    assert_int_equal(acg_buffer_get_size(v.block_table), 2 * 4 * sizeof(int32_t));
+    uint32_t pages[] = {5};
+    acg_attn_row row = {pages, 1, 3, 1};
+    TC_OK(acg_attn_plan_build(p, f->sg, f->s, &row, 1));
+    TC_OK(acg_graph_launch(g, f->s));
+    int32_t lens[2];
+    TC_OK(acg_stream_synchronize(f->s));
+    tc_download(f->s, lens, out, sizeof lens);
+    assert_int_equal(lens[0], 3);
+    assert_int_equal(lens[1], 0);
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_attn_plan_destroy(p));
+    TC_OK(acg_buffer_free(out));
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -470,6 +512,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preplan_promoted, setup, teardown),
         cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test_setup_teardown(test_destroy_refused_keeps_plan, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_plan"), tests, NULL, NULL);
 }

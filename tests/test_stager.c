@@ -390,6 +390,12 @@ static void test_capture_refused(void **state) {
         TC_OK(acg_stream_get_capture_state(f->s, &cs));
         assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
         TC_OK(tc_fill(f->s, &f->k, b, 0, 4, 2.0f));
+        /* Destroying the stager now would free pinned memory mid-capture: refused, nothing
+         * touched, the capture goes on, and the stager stays usable. */
+        TC_EXPECT(ERR_IN_USE, acg_stager_destroy(sg));
+        TC_LAST_ERROR_HAS("capture");
+        TC_OK(acg_stream_get_capture_state(f->s, &cs));
+        assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
         acg_graph *g = NULL;
         TC_OK(acg_stream_end_capture(f->s, &g));
         size_t nodes = 0;

@@ -214,6 +214,14 @@ acg_status acg__check_buffer(const acg_buffer *buf, const acg_device *dev, const
 acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, const char *fn,
                             const char *what);
 
+/* What acg_buffer_free(buf) would refuse, without doing anything (for objects that free
+ * several buffers and must not stop half way): ACG_OK when it would succeed, counting `views`
+ * of buf as freed first; ACG_ERR_IN_USE also while a capture is active on the device, which the
+ * free would invalidate. */
+acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const char *fn);
+/* Whether a capture is active on the device (ACG_ERR_IN_USE with the error set, else OK). */
+acg_status acg__device_check_not_capturing(acg_device *dev, const char *fn);
+
 /* A new root buffer of size bytes (dev->lock held; no capture check). */
 acg_status acg__buffer_new(acg_device *dev, size_t size, const char *fn, acg_buffer **out);
 /* Releases the stream's deferred frees whose work completed, or all of them (dev->lock). */

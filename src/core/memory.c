@@ -161,6 +161,50 @@ acg_status acg_buffer_free(acg_buffer *buf) {
     return ACG_OK;
 }
 
+static bool capturing_locked(const acg_device *dev) {
+    for (const acg__capture *c = dev->captures; c != NULL; c = c->next) {
+        if (c->state == ACG_CAPTURE_ACTIVE) {
+            return true;
+        }
+    }
+    return false;
+}
+
+acg_status acg__device_check_not_capturing(acg_device *dev, const char *fn) {
+    acg_status st = acg__check_device(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    pthread_mutex_lock(&dev->lock);
+    bool busy = capturing_locked(dev);
+    pthread_mutex_unlock(&dev->lock);
+    return busy ? acg__error(ACG_ERR_IN_USE,
+                             "%s: a capture is in progress on %s; try again after it ends", fn,
+                             dev->spec)
+                : ACG_OK;
+}
+
+acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const char *fn) {
+    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = buf->dev;
+    pthread_mutex_lock(&dev->lock);
+    if (buf->graph_refs != 0) {
+        st = acg__error(ACG_ERR_IN_USE, "%s: live graph %llu reads or writes its memory", fn,
+                        (unsigned long long)acg__graph_referencing(dev, buf, NULL, 0));
+    } else if (buf->n_views > views || buf->scratch) {
+        st = acg__error(ACG_ERR_IN_USE, "%s: its memory is still referenced", fn);
+    } else if (capturing_locked(dev)) {
+        st = acg__error(ACG_ERR_IN_USE,
+                        "%s: a capture is in progress on %s; try again after it ends", fn,
+                        dev->spec);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
 size_t acg_buffer_get_size(const acg_buffer *buf) {
     return acg__check_buffer(buf, NULL, "acg_buffer_get_size", "buffer") == ACG_OK ? buf->size : 0;
 }

@@ -190,6 +190,11 @@ acg_status acg_kv_cache_destroy(acg_kv_cache *kv) {
     if (st != ACG_OK) {
         return st;
     }
+    /* Check both first, so that a refused destroy leaves the cache whole. */
+    if ((kv->k != NULL && (st = acg__buffer_check_free(kv->k, 0, fn)) != ACG_OK) ||
+        (kv->v != NULL && (st = acg__buffer_check_free(kv->v, 0, fn)) != ACG_OK)) {
+        return st;
+    }
     /* A buffer a live graph uses is refused; what was freed stays freed, so the call can be
      * repeated once the graphs are gone. */
     if (kv->k != NULL && (st = acg_buffer_free(kv->k)) != ACG_OK) {

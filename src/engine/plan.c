@@ -100,6 +100,14 @@ static acg_status zero_metadata(acg_attn_plan *plan, const char *fn) {
 static acg_status free_buffers(acg_attn_plan *plan, const char *fn) {
     acg_buffer **order[] = {&plan->block_table, &plan->query_offsets, &plan->kv_lens,
                             &plan->metadata};
+    /* Check everything first: a refused destroy must leave the plan whole, views included. */
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        acg_status st =
+            *order[i] == NULL ? ACG_OK : acg__buffer_check_free(*order[i], i == 3 ? 3 : 0, fn);
+        if (st != ACG_OK) {
+            return st;
+        }
+    }
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         acg_status st = acg_buffer_free(*order[i]);
         if (st != ACG_OK) {

@@ -167,6 +167,10 @@ acg_status acg_stager_destroy(acg_stager *stager) {
         return ACG_OK;
     }
     acg_status st = check_stager(stager, fn);
+    if (st == ACG_OK) {
+        /* Freeing pinned memory would invalidate the capture: refuse with nothing touched. */
+        st = acg__device_check_not_capturing(stager->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
