@@ -19,8 +19,8 @@
 typedef struct model {
     tc_kernels k;
     uint32_t fail_mask; /* captures of buckets whose batch has a bit in it fail (0: none) */
-    int fail_slot;       /* only in this slot (-1: every slot) */
-    bool refuse;         /* can_capture says no */
+    int fail_slot;      /* only in this slot (-1: every slot) */
+    bool refuse;        /* can_capture says no */
 } model;
 
 static size_t rows_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
@@ -209,6 +209,9 @@ static void test_whole_runner(void **state) {
     assert_true(l0.graphed);
     assert_ptr_not_equal(l0.io.inputs[0], l1.io.inputs[0]); /* inputs per slot */
     assert_ptr_equal(l0.io.outputs[0], l1.io.outputs[0]);   /* outputs shared */
+    assert_non_null(l0.slot_free);                          /* one event per slot */
+    assert_ptr_not_equal(l0.slot_free, l1.slot_free);
+    assert_ptr_equal(l0.slot_free, l2.slot_free);
     for (uint32_t i = 0; i < 3; i++) {
         acg_bucket_report rep;
         TC_OK(acg_runner_get_report(r, i, &rep));

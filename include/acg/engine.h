@@ -48,9 +48,9 @@ typedef struct acg_stager_stats {
 ACG_API acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config,
                                      acg_stager **out);
 
-/* Waits for every in-flight copy, then destroys the stager and its pinned memory. Freeing
- * pinned memory during a capture on the device is refused (ACG_ERR_CAPTURE_INVALIDATED, and
- * that capture is invalidated): the stager then stays alive and the call can be repeated. */
+/* Waits for every in-flight copy, then destroys the stager and its pinned memory.
+ * ACG_ERR_IN_USE, with nothing changed, while a capture is in progress on the device (freeing
+ * pinned memory would invalidate it): destroy it after the capture ends. */
 ACG_API acg_status acg_stager_destroy(acg_stager *stager);
 
 /* Uploads n elements of elem_size bytes from values, followed by (padded_n - n) copies of the
@@ -121,8 +121,9 @@ typedef struct acg_kv_config {
  * (page ids go into int32 block tables), or sizes that overflow; ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config,
                                        acg_kv_cache **out);
-/* Frees the buffers and every request. ACG_ERR_IN_USE (naming the graph) while a live graph
- * uses K or V: destroy the graphs first; the call can be repeated. */
+/* Frees the buffers and every request. ACG_ERR_IN_USE, with nothing changed, while a live
+ * graph uses K or V (naming the graph) or a capture is in progress on the device: destroy the
+ * graphs or end the capture first, then call again. */
 ACG_API acg_status acg_kv_cache_destroy(acg_kv_cache *kv);
 
 /* The K and V buffers, (n_layers, n_pages, page_size, kv_dim); owned by the cache. Either out
@@ -198,8 +199,9 @@ typedef struct acg_attn_plan_stats {
 ACG_API acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *config,
                                         acg_attn_plan **out);
 
-/* Frees the buffer, its views and the event. ACG_ERR_IN_USE (naming the graph) while a live
- * graph uses the buffer or a view: destroy the graphs first; the call can be repeated. */
+/* Frees the buffer, its views and the event. ACG_ERR_IN_USE, with nothing changed, while a
+ * live graph uses the buffer or a view (naming the graph) or a capture is in progress on the
+ * device: destroy the graphs or end the capture first, then call again. */
 ACG_API acg_status acg_attn_plan_destroy(acg_attn_plan *plan);
 
 /* Plans a step: packs the block table (each row's pages, then the sink page up to
@@ -351,18 +353,22 @@ ACG_API acg_status acg_runner_destroy(acg_runner *runner);
 ACG_API acg_status acg_runner_select(const acg_runner *runner, const char *label, uint64_t key_info,
                                      uint32_t batch, uint32_t tokens, uint32_t *bucket);
 
-/* A lease: the right to run one step of a bucket in its next slot (the slots rotate). */
+/* A lease: the right to run one step of a bucket in its next slot (the slots rotate). The
+ * slot's previous step may still be queued: a stream that rewrites the slot's inputs or
+ * re-plans its metadata must first wait on slot_free (acg_stream_wait_event). */
 typedef struct acg_lease {
     uint32_t bucket;
     uint32_t slot;
-    bool graphed;   /* the step replays a graph */
-    acg_step_io io; /* the slot's inputs to fill and the outputs to read */
+    bool graphed;         /* the step replays a graph */
+    acg_step_io io;       /* the slot's inputs to fill and the outputs to read */
+    acg_event *slot_free; /* complete once the slot's previous step ran (owned by the runner) */
 } acg_lease;
 
 ACG_API acg_status acg_runner_lease(acg_runner *runner, uint32_t bucket, acg_lease *out);
 
 /* Runs the leased step on stream: replays the slot's graph(s) or runs the recipe eagerly
- * (piecewise: regions replayed, the code between them eager). Asynchronous. */
+ * (piecewise: regions replayed, the code between them eager), then records the slot's
+ * slot_free event after it. Asynchronous. */
 ACG_API acg_status acg_runner_run(acg_runner *runner, const acg_lease *lease, acg_stream *stream);
 
 /* Ends a lease. */

@@ -23,7 +23,8 @@ typedef struct bucket {
     acg_buffer **inputs;  /* (n_slots, n_inputs) views at this bucket's shape */
     acg_buffer **outputs; /* (n_outputs) views at this bucket's shape */
     uint32_t next_slot;
-    acg_status status; /* why it was dropped, as a status */
+    acg_event *slot_free[MAX_SLOTS]; /* after each slot's latest step (made at first lease) */
+    acg_status status;               /* why it was dropped, as a status */
 } bucket;
 
 struct acg_runner {
@@ -546,6 +547,9 @@ acg_status acg_runner_destroy(acg_runner *r) {
         }
     }
     for (uint32_t b = 0; r->buckets != NULL && b < r->n_buckets; b++) {
+        for (uint32_t s = 0; s < MAX_SLOTS; s++) {
+            acg_event_destroy(r->buckets[b].slot_free[s]);
+        }
         acg__free(r->buckets[b].graphs);
         acg__free(r->buckets[b].inputs);
         acg__free(r->buckets[b].outputs);
@@ -603,8 +607,14 @@ acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
     pthread_mutex_lock(&r->lock);
     /* With graphs off nothing was allocated at creation; the first step claims the buffers. */
     acg_status st = r->statics_ready ? ACG_OK : claim_statics(r);
+    bucket *bk = &r->buckets[b];
+    for (uint32_t s = 0; s < r->n_slots && st == ACG_OK; s++) {
+        if (bk->slot_free[s] == NULL) {
+            st = acg_event_create(r->dev, &bk->slot_free[s]);
+        }
+    }
     if (st == ACG_OK) {
-        bucket *bk = &r->buckets[b];
+        out->slot_free = bk->slot_free[bk->next_slot];
         out->bucket = b;
         out->slot = bk->next_slot;
         out->graphed = bk->report.state == ACG_BUCKET_CAPTURED;
@@ -623,17 +633,21 @@ acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *str
     if (lease == NULL || lease->bucket >= r->n_buckets || lease->slot >= r->n_slots) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: not a lease of this runner", fn);
     }
-    if (!lease->graphed) {
-        return run_eager(r, lease->bucket, lease->slot, stream);
-    }
-    const acg_recipe *rc = &r->recipe;
-    acg_graph **graphs = &r->buckets[lease->bucket].graphs[lease->slot * r->n_parts];
     acg_status st = ACG_OK;
-    for (uint32_t p = 0; p < r->n_parts && st == ACG_OK; p++) {
-        st = acg_graph_launch(graphs[p], stream);
-        if (st == ACG_OK && r->piecewise && p + 1 < r->n_parts) {
-            st = rc->between(rc->user, p, stream, &lease->io);
+    if (!lease->graphed) {
+        st = run_eager(r, lease->bucket, lease->slot, stream);
+    } else {
+        const acg_recipe *rc = &r->recipe;
+        acg_graph **graphs = &r->buckets[lease->bucket].graphs[lease->slot * r->n_parts];
+        for (uint32_t p = 0; p < r->n_parts && st == ACG_OK; p++) {
+            st = acg_graph_launch(graphs[p], stream);
+            if (st == ACG_OK && r->piecewise && p + 1 < r->n_parts) {
+                st = rc->between(rc->user, p, stream, &lease->io);
+            }
         }
+    }
+    if (st == ACG_OK) {
+        st = acg_event_record(r->buckets[lease->bucket].slot_free[lease->slot], stream);
     }
     return st;
 }
