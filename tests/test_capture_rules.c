@@ -79,6 +79,20 @@ static acg_status op_pinned_alloc(rctx *c) {
     return st;
 }
 
+/* Pinned memory of the device: freeing it synchronizes, so the capture ends; nothing is freed
+ * (teardown frees it). */
+static acg_status op_pinned_free(rctx *c) { return acg_pinned_free(c->nopin); }
+
+/* The stream's own memory, allocated on a stream outside the capture: an allocation outside the
+ * pool while the device captures. */
+static acg_status op_stream_alloc_elsewhere(rctx *c) {
+    acg_buffer *const sentinel = (acg_buffer *)(uintptr_t)0x30;
+    acg_buffer *b = sentinel;
+    acg_status st = acg_stream_alloc(c->b, 64, &b);
+    assert_ptr_equal(b, sentinel);
+    return st;
+}
+
 static acg_status op_buffer_free(rctx *c) {
     acg_status st = acg_buffer_free(c->victim);
     assert_int_equal(acg_buffer_get_size(c->victim), 64); /* nothing was freed */
@@ -94,6 +108,8 @@ static const rule rules[] = {
     {"acg_copy_h2d", op_h2d_pageable, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_buffer_alloc", op_buffer_alloc, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_pinned_alloc", op_pinned_alloc, ACG_ERR_CAPTURE_INVALIDATED, false},
+    {"acg_pinned_free", op_pinned_free, ACG_ERR_CAPTURE_INVALIDATED, false},
+    {"acg_stream_alloc", op_stream_alloc_elsewhere, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_device_synchronize", op_device_synchronize, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_buffer_free", op_buffer_free, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_stream_begin_capture", op_begin_again, ACG_ERR_CAPTURE_INVALIDATED, false},

@@ -479,6 +479,10 @@ static void test_stream_ordered_memory(void **state) {
     TC_OK(tc_add(f->a, &f->k, f->z, 0, tmp, 0, N, 1.0f));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_buffer_free(tmp));
     TC_LAST_ERROR_HAS("acg_stream_free");
+    acg_buffer *view;
+    TC_OK(acg_buffer_create_view(tmp, 0, 64, &view));
+    TC_EXPECT(ERR_IN_USE, acg_stream_free(f->a, tmp)); /* a view still points into it */
+    TC_OK(acg_buffer_free(view));
     TC_OK(acg_stream_free(f->a, tmp));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_free(f->a, tmp)); /* the handle died */
     TC_OK(acg_stream_synchronize(f->a));
@@ -493,6 +497,7 @@ static void test_stream_ordered_memory(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_free(f->a, f->z));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_free(NULL, f->z));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_alloc(f->a, 0, &tmp));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_get_capture_state(f->a, NULL));
 
     /* Inside a capture, freeing the stream's own memory would free outside the pool. */
     NEED_GRAPHS(f);
@@ -1133,6 +1138,7 @@ static void test_bad_input_during_capture(void **state) {
     TC_OK(work_chain(f, f->a, f->b));
     acg_buffer *untouched = (acg_buffer *)(uintptr_t)0x67, *tmp = untouched;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_alloc(f->a, 0, &tmp));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_get_capture_state(f->a, NULL));
     assert_ptr_equal(tmp, untouched);
     TC_EXPECT(ERR_OUT_OF_RANGE, tc_fill(f->a, &f->k, f->z, 4, N, 0.0f));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->a, f->z, 2, 8, 0, 4));
