@@ -2,8 +2,10 @@
  * acg-impl.h — the bodies of the public handles and the core's internal helpers.
  *
  * Locking: a stream's `lock` serializes calls on that stream; a device's `lock` guards its object
- * lists, live captures, graph references and pools. Order: stream lock, then device lock, then
- * the global handle and pinned registries. Eager submission takes only the stream lock.
+ * lists, live captures, graph references and pools; a pool's `replay_lock` orders its replays.
+ * Order: stream lock, then device lock, then a pool's replay lock, then the global handle and
+ * pinned registries. Eager submission and replay take no device lock unless the stream
+ * captures.
  */
 #ifndef ACG_CORE_IMPL_H
 #define ACG_CORE_IMPL_H
@@ -170,7 +172,8 @@ struct acg_graph_pool {
     bool is_private;
     acg_graph **parked; /* discarded graphs kept until the next successful capture */
     uint32_t n_parked, cap_parked;
-    void *last_event; /* backend event after the pool's latest replay */
+    pthread_mutex_t replay_lock; /* orders replays; guards last_* (after dev->lock if both) */
+    void *last_event;            /* backend event after the pool's latest replay */
     const acg_stream *last_stream;
 };
 
@@ -200,7 +203,6 @@ struct acg_graph {
     acg__graph_desc desc;
     acg_buffer **scratch;
     uint32_t n_scratch;
-    bool launched;
     acg_graph *next; /* in dev->graphs */
 };
 

@@ -23,6 +23,7 @@ acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private) {
         acg__free(pool);
         return NULL;
     }
+    pthread_mutex_init(&pool->replay_lock, NULL);
     return pool;
 }
 
@@ -34,6 +35,7 @@ void acg__pool_free(acg_graph_pool *pool) {
         acg__device_mem_free(dev, pool->chunks[i].mem, pool->chunks[i].size);
     }
     dev->vt->event_destroy(pool->last_event);
+    pthread_mutex_destroy(&pool->replay_lock);
     acg__free(pool->chunks);
     acg__free(pool);
 }
@@ -254,12 +256,11 @@ acg_status acg__graph_create(acg__capture *c, acg_graph **out) {
     return ACG_OK;
 }
 
-/* Waits for the latest replay of any graph of the pool (dev->lock held). */
-static acg_status wait_pool(acg_graph_pool *pool) {
-    if (pool->last_stream == NULL) {
-        return ACG_OK;
-    }
-    return pool->dev->vt->event_synchronize(pool->last_event);
+/* Waits for the latest replay of any graph of the pool (its replay_lock held, so no replay
+ * starts meanwhile). */
+static acg_status wait_pool_locked(acg_graph_pool *pool) {
+    return pool->last_stream == NULL ? ACG_OK
+                                     : pool->dev->vt->event_synchronize(pool->last_event);
 }
 
 acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
@@ -286,8 +287,9 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
         acg__stream_leave(s, c);
         return st;
     }
-    pthread_mutex_lock(&dev->lock);
+    /* Only the pool's own lock: replays of other pools and the rest of the device go on. */
     acg_graph_pool *pool = g->pool;
+    pthread_mutex_lock(&pool->replay_lock);
     /* Graphs of one pool share scratch memory: a replay on another stream waits for the
      * pool's previous replay, so they never overlap. */
     if (pool->last_stream != NULL && pool->last_stream != s) {
@@ -299,9 +301,8 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
     if (st == ACG_OK) {
         st = dev->vt->event_record(pool->last_event, s->impl);
         pool->last_stream = s;
-        g->launched = true;
     }
-    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_unlock(&pool->replay_lock);
     acg__stream_leave(s, NULL);
     return st;
 }
@@ -415,10 +416,13 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
             }
         }
     }
-    st = wait_pool(g->pool);
+    /* The backend rewrites exec while no replay of the pool runs or starts. */
+    pthread_mutex_lock(&g->pool->replay_lock);
+    st = wait_pool_locked(g->pool);
     if (st == ACG_OK) {
         st = dev->vt->graph_update(g->exec, &nd);
     }
+    pthread_mutex_unlock(&g->pool->replay_lock);
     if (st != ACG_OK) {
         goto out_free;
     }
@@ -441,7 +445,9 @@ out_unlock:
 static acg_status destroy_locked(acg_graph *g) {
     acg_device *dev = g->dev;
     acg_graph_pool *pool = g->pool;
-    acg_status st = g->launched ? wait_pool(pool) : ACG_OK;
+    pthread_mutex_lock(&pool->replay_lock);
+    acg_status st = wait_pool_locked(pool);
+    pthread_mutex_unlock(&pool->replay_lock);
     acg__desc_refs(dev, &g->desc, -1);
     for (acg_graph **p = &dev->graphs; *p != NULL; p = &(*p)->next) {
         if (*p == g) {

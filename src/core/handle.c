@@ -13,7 +13,8 @@ typedef struct slot {
     uint32_t type;
 } slot;
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Lookups (every call of the API) share the read side; only create and destroy write. */
+static pthread_rwlock_t reg_lock = PTHREAD_RWLOCK_INITIALIZER;
 static slot *table;
 static size_t table_cap; /* power of two, or 0 */
 static size_t table_n;
@@ -51,9 +52,9 @@ static bool rehash(size_t cap) {
 }
 
 acg_status acg__handle_add(const void *p, acg__handle_type type) {
-    pthread_mutex_lock(&reg_lock);
+    pthread_rwlock_wrlock(&reg_lock);
     if ((table_n + 1) * 2 > table_cap && !rehash(table_cap ? table_cap * 2 : 64)) {
-        pthread_mutex_unlock(&reg_lock);
+        pthread_rwlock_unlock(&reg_lock);
         return ACG_ERR_OUT_OF_MEMORY;
     }
     size_t i = find_slot(table, table_cap, p);
@@ -62,14 +63,14 @@ acg_status acg__handle_add(const void *p, acg__handle_type type) {
     }
     table[i].p = p;
     table[i].type = type;
-    pthread_mutex_unlock(&reg_lock);
+    pthread_rwlock_unlock(&reg_lock);
     return ACG_OK;
 }
 
 void acg__handle_remove(const void *p) {
-    pthread_mutex_lock(&reg_lock);
+    pthread_rwlock_wrlock(&reg_lock);
     if (table_cap == 0) {
-        pthread_mutex_unlock(&reg_lock);
+        pthread_rwlock_unlock(&reg_lock);
         return;
     }
     size_t i = find_slot(table, table_cap, p);
@@ -98,20 +99,20 @@ void acg__handle_remove(const void *p) {
         table = NULL;
         table_cap = 0;
     }
-    pthread_mutex_unlock(&reg_lock);
+    pthread_rwlock_unlock(&reg_lock);
 }
 
 bool acg__handle_valid(const void *p, acg__handle_type type) {
     if (p == NULL) {
         return false;
     }
-    pthread_mutex_lock(&reg_lock);
+    pthread_rwlock_rdlock(&reg_lock);
     bool ok = false;
     if (table_cap != 0) {
         size_t i = find_slot(table, table_cap, p);
         ok = table[i].p == p && table[i].type == (uint32_t)type;
     }
-    pthread_mutex_unlock(&reg_lock);
+    pthread_rwlock_unlock(&reg_lock);
     return ok;
 }
 
@@ -199,9 +200,9 @@ void acg__pinned_ref(void *base, int delta) {
 }
 
 size_t acg__live_objects(void) {
-    pthread_mutex_lock(&reg_lock);
+    pthread_rwlock_rdlock(&reg_lock);
     size_t n = table_n;
-    pthread_mutex_unlock(&reg_lock);
+    pthread_rwlock_unlock(&reg_lock);
     pthread_mutex_lock(&pin_lock);
     n += pins_n;
     pthread_mutex_unlock(&pin_lock);
