@@ -10,6 +10,8 @@ set -eu
 # recommends are not installed.
 PACKAGES="cmake make gcc libc6-dev pkg-config libcmocka-dev"
 PACKAGES="$PACKAGES pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo"
+# The fuzz stage of .ci/run: clang and its libFuzzer runtime (libclang_rt.fuzzer).
+PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev"
 
 missing=""
 for pkg in $PACKAGES; do

@@ -1,0 +1,211 @@
+/*
+ * model.h — the reference model: a Llama-style decoder whose weights come from a llama2.c
+ * checkpoint (model.bin) or from a built-in preset with seeded random weights, and its
+ * tokenizer (llama2.c's tokenizer.bin, or one generated for a preset's vocabulary).
+ *
+ * This part of the header is the loading half: configurations, weights, presets and the
+ * tokenizer. Nothing here touches a device; the forward pass comes later in this file.
+ *
+ * Conventions are those of acg.h: statuses, acg_last_error(), free(NULL) is a no-op,
+ * out-parameters last and untouched on an error. A malformed file is ACG_ERR_INVALID_ARGUMENT
+ * whose message names the file, the field, the value found and the value expected.
+ * The weights and tokenizer objects are not device handles: each carries a magic number, so a
+ * NULL or foreign pointer is refused with ACG_ERR_INVALID_HANDLE, but a freed one is not
+ * tracked. They allocate through acg_set_allocator's hook: free them before changing it.
+ * Once created, both objects are read-only: any thread may use one concurrently.
+ */
+#ifndef ACG_MODEL_H
+#define ACG_MODEL_H
+
+#include <acg/acg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------------------------- */
+
+/* Limits a checkpoint must respect (real models are far below them); each bounds one header
+ * field, so the size arithmetic cannot overflow and a file that is not a checkpoint is caught
+ * by its first field. */
+#define ACG_MODEL_MAX_DIM 65536
+#define ACG_MODEL_MAX_HIDDEN_DIM 1048576
+#define ACG_MODEL_MAX_LAYERS 1024
+#define ACG_MODEL_MAX_VOCAB 4194304
+#define ACG_MODEL_MAX_SEQ_LEN 1048576
+/* Most bytes a checkpoint may describe (1 TiB). */
+#define ACG_MODEL_MAX_BYTES ((uint64_t)1 << 40)
+
+typedef struct acg_model_config {
+    size_t size;            /* sizeof(acg_model_config) */
+    int32_t dim;            /* model width; a multiple of n_heads */
+    int32_t hidden_dim;     /* feed-forward width */
+    int32_t n_layers;       /* decoder layers */
+    int32_t n_heads;        /* query heads; dim / n_heads (head_size) is even */
+    int32_t n_kv_heads;     /* key/value heads; divides n_heads */
+    int32_t vocab_size;     /* tokens, at least 3 (<unk>, <s>, </s>) */
+    int32_t seq_len;        /* longest sequence */
+    bool shared_classifier; /* the classifier is the token embedding table */
+} acg_model_config;
+
+#define ACG_MODEL_CONFIG_INIT                                                                      \
+    { sizeof(acg_model_config), 0, 0, 0, 0, 0, 0, 0, true }
+
+/* The configuration of a built-in preset:
+ *   "tiny":  dim 64, hidden 172, 2 layers, 4 heads, 2 KV heads, vocab 512, seq 256, shared;
+ *   "small": dim 288, hidden 768, 6 layers, 6 heads, 6 KV heads, vocab 32000, seq 256, shared
+ *            (llama2.c's stories15M shape).
+ * ACG_ERR_NOT_FOUND for another name (the message lists the presets); ACG_ERR_INVALID_ARGUMENT
+ * for a NULL name or out. */
+ACG_API acg_status acg_model_preset_get_config(const char *name, acg_model_config *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Weights
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct acg_model_weights acg_model_weights;
+
+/* Pointers to every tensor, row-major, fp32, owned by the weights object (inside the file's
+ * read-only mapping for a loaded checkpoint). head_size = dim / n_heads,
+ * kv_dim = n_kv_heads * head_size. A matrix (rows, cols) maps cols inputs to rows outputs. */
+typedef struct acg_model_tensors {
+    const float *token_embedding; /* (vocab_size, dim) */
+    const float *rms_att;         /* (n_layers, dim) */
+    const float *wq;              /* (n_layers, dim, dim) */
+    const float *wk;              /* (n_layers, kv_dim, dim) */
+    const float *wv;              /* (n_layers, kv_dim, dim) */
+    const float *wo;              /* (n_layers, dim, dim) */
+    const float *rms_ffn;         /* (n_layers, dim) */
+    const float *w1;              /* (n_layers, hidden_dim, dim) */
+    const float *w2;              /* (n_layers, dim, hidden_dim) */
+    const float *w3;              /* (n_layers, hidden_dim, dim) */
+    const float *rms_final;       /* (dim) */
+    const float *classifier;      /* (vocab_size, dim); token_embedding when shared */
+} acg_model_tensors;
+
+/* Loads a llama2.c checkpoint: a header of 7 int32 (dim, hidden_dim, n_layers, n_heads,
+ * n_kv_heads, vocab_size (negative when a separate classifier follows) and seq_len), then
+ * every tensor of acg_model_tensors in that order, with two legacy RoPE tables of
+ * seq_len * head_size / 2 floats each (skipped) before the classifier. The file is mapped
+ * read-only and the tensors point into the mapping (so the file must not be truncated while the
+ * weights live); its size must be exactly what the header describes. Every field is checked against
+ * its limit before any size is computed, and every size with overflow-checked 64-bit arithmetic,
+ * before a tensor is touched. ACG_ERR_INVALID_ARGUMENT for a NULL path or out, a file that is not a
+ * regular file or cannot be read, and a malformed checkpoint: a field out of range (dim,
+ * hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len up to the ACG_MODEL_MAX_* limits),
+ * dim not a multiple of n_heads, n_kv_heads not dividing n_heads, an odd head_size, a total above
+ * ACG_MODEL_MAX_BYTES, a truncated file (naming the tensor it ends in and the size expected) or
+ * trailing bytes (naming the size expected); the message names the file and the field.
+ * ACG_ERR_NOT_FOUND when the file does not exist; ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_model_weights_load(const char *path, acg_model_weights **out);
+
+/* Builds a preset ("tiny" or "small", see acg_model_preset_get_config) in memory, with
+ * deterministic weights drawn from seed: acg_model_weights_create_random with its
+ * configuration. ACG_ERR_NOT_FOUND for an unknown name; ACG_ERR_INVALID_ARGUMENT for a NULL
+ * name or out; ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_model_preset_load(const char *name, uint64_t seed, acg_model_weights **out);
+
+/* Builds weights of any valid configuration in memory, drawn from seed (splitmix64): the token
+ * embedding and classifier uniform in [-1, 1), every other matrix (rows, cols) uniform in
+ * [-s, s) with s the largest power of two not above 1/sqrt(cols), RMS norm weights 1.0, the
+ * legacy RoPE tables zero. The same configuration and seed give the same bytes on every
+ * machine.
+ * ACG_ERR_INVALID_ARGUMENT for a NULL config or out, a config whose size is not
+ * sizeof(acg_model_config), or a configuration a checkpoint could not hold (the checks of
+ * acg_model_weights_load); ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_model_weights_create_random(const acg_model_config *config, uint64_t seed,
+                                                   acg_model_weights **out);
+
+/* Writes the weights to path as a llama2.c checkpoint (created or truncated): loading it gives
+ * the same configuration and the same bytes. Synchronous. ACG_ERR_INVALID_HANDLE for a NULL or
+ * foreign w; ACG_ERR_INVALID_ARGUMENT for a NULL path or a file that cannot be created or
+ * written (the message gives the system's reason); ACG_ERR_NOT_FOUND when the directory does
+ * not exist; ACG_ERR_EXHAUSTED when the disk or quota is full. A failed write may leave a
+ * partial file. */
+ACG_API acg_status acg_model_weights_save(const acg_model_weights *w, const char *path);
+
+/* Unmaps or frees the weights; the tensor pointers die with them. NULL is a no-op (ACG_OK);
+ * ACG_ERR_INVALID_HANDLE for a foreign pointer. */
+ACG_API acg_status acg_model_weights_free(acg_model_weights *w);
+
+/* The configuration and the tensors, owned by w; NULL for a NULL or foreign w. */
+ACG_API const acg_model_config *acg_model_weights_get_config(const acg_model_weights *w);
+ACG_API const acg_model_tensors *acg_model_weights_get_tensors(const acg_model_weights *w);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tokenizer
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct acg_tokenizer acg_tokenizer;
+
+/* Token ids every vocabulary shares; bytes without a token of their own become the byte token
+ * ACG_TOKEN_BYTE0 + byte ("<0x00>".."<0xFF>"), or <unk> in a vocabulary too small for them. */
+#define ACG_TOKEN_UNK 0
+#define ACG_TOKEN_BOS 1
+#define ACG_TOKEN_EOS 2
+#define ACG_TOKEN_BYTE0 3
+/* Longest piece a tokenizer file may declare. */
+#define ACG_TOKENIZER_MAX_TOKEN_LENGTH 4096
+
+/* Loads a llama2.c tokenizer: an int32 max_token_length, then vocab_size entries of a float32
+ * score, an int32 length and that many bytes. The file does not record vocab_size: it is the
+ * model's, and the file must hold exactly that many entries. The file is mapped read-only while
+ * it is read; the tokenizer keeps its own copy. ACG_ERR_INVALID_ARGUMENT for a NULL path or
+ * out, vocab_size outside 3..ACG_MODEL_MAX_VOCAB, a file that is not a regular file or cannot
+ * be read, and a malformed file: max_token_length outside 1..ACG_TOKENIZER_MAX_TOKEN_LENGTH, a
+ * length that is negative or above max_token_length, a non-finite score, a file that ends
+ * inside an entry or holds fewer entries than vocab_size (truncated), or more ("vocabulary
+ * size differs from the model's"); the message names the file, the token and the field.
+ * ACG_ERR_NOT_FOUND when the file does not exist; ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_tokenizer_load(const char *path, int32_t vocab_size, acg_tokenizer **out);
+
+/* Generates the tokenizer of a preset's vocabulary, a function of vocab_size alone: ids 0..2
+ * are <unk>, "\n<s>\n", "\n</s>\n"; 3..258 the byte tokens; then the printable ASCII
+ * characters but '<', prefixes of common English words (with and without a leading space), and
+ * pieces made by joining two earlier pieces, deterministically, up to 16 bytes, every piece unique.
+ * Each piece after the bytes scores -(its rank), so a piece always scores below the pieces it
+ * is made of and encoding merges like BPE. ACG_ERR_INVALID_ARGUMENT for a NULL out or
+ * vocab_size outside 259..ACG_MODEL_MAX_VOCAB; ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_tokenizer_preset(int32_t vocab_size, acg_tokenizer **out);
+
+/* Writes the tokenizer to path in llama2.c's format. Synchronous. Statuses as
+ * acg_model_weights_save (ACG_ERR_INVALID_HANDLE for a NULL or foreign t). */
+ACG_API acg_status acg_tokenizer_save(const acg_tokenizer *t, const char *path);
+
+/* Frees the tokenizer; the strings acg_tokenizer_decode returned die with it. NULL is a no-op
+ * (ACG_OK); ACG_ERR_INVALID_HANDLE for a foreign pointer. */
+ACG_API acg_status acg_tokenizer_free(acg_tokenizer *t);
+
+/* The number of tokens; 0 for a NULL or foreign t. */
+ACG_API int32_t acg_tokenizer_get_vocab_size(const acg_tokenizer *t);
+
+/* Encodes the NUL-terminated text (any bytes) into ids[0..*n): ACG_TOKEN_BOS first when bos,
+ * then, for non-empty text, the token of " " (llama2.c's dummy prefix), then one token per
+ * UTF-8 character (or one byte token per byte of a character the vocabulary lacks); then,
+ * while two adjacent tokens join into a token of the vocabulary, the pair whose join scores
+ * highest (the leftmost on a tie) is merged; ACG_TOKEN_EOS last when eos. strlen(text) + 3
+ * ids always suffice. Thread-safe; allocates a work array per call.
+ * ACG_ERR_INVALID_HANDLE for a NULL or foreign t; ACG_ERR_INVALID_ARGUMENT for a NULL text or
+ * n, or a NULL ids with cap > 0; ACG_ERR_EXHAUSTED when more than cap ids result (the message
+ * says how many); ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_tokenizer_encode(const acg_tokenizer *t, const char *text, bool bos,
+                                        bool eos, int32_t *ids, size_t cap, size_t *n);
+
+/* The text of token after prev_token: the piece, with a byte token ("<0x41>") turned into its
+ * byte, and the leading space removed right after ACG_TOKEN_BOS. The string belongs to t and
+ * lives as long as it; a piece holding a NUL byte reads as shorter. Thread-safe. NULL, with
+ * acg_last_error() set, for a NULL or foreign t (ACG_ERR_INVALID_HANDLE) or a token outside
+ * 0..vocab_size-1 (ACG_ERR_OUT_OF_RANGE). */
+ACG_API const char *acg_tokenizer_decode(const acg_tokenizer *t, int32_t prev_token, int32_t token);
+
+/* Token id of exactly this piece (length bytes at piece), or -1 when the vocabulary lacks it
+ * or t is NULL or foreign. Thread-safe. */
+ACG_API int32_t acg_tokenizer_find(const acg_tokenizer *t, const char *piece, size_t length);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACG_MODEL_H */

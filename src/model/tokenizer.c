@@ -1,0 +1,422 @@
+/* tokenizer.c — llama2.c's tokenizer format and its byte-pair encoding, written afresh.
+ *
+ * A tokenizer holds every piece once, NUL-terminated, in one text arena, with its score, and
+ * an index of the pieces sorted by their bytes for lookups by binary search. Encoding starts
+ * from one token per UTF-8 character (byte tokens for characters the vocabulary lacks) and
+ * merges the best-scoring adjacent pair until no pair joins into a piece of the vocabulary.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model-impl.h"
+
+typedef struct piece_ref {
+    const char *text;
+    size_t length;
+    int32_t id;
+} piece_ref;
+
+struct acg_tokenizer {
+    uint32_t magic;
+    int32_t vocab_size;
+    int32_t max_token_length; /* the longest piece */
+    int32_t file_max_length;  /* the file's max_token_length, written back by save */
+    float *scores;            /* (vocab_size) */
+    size_t *offsets;          /* (vocab_size + 1) piece i is text[offsets[i] .. offsets[i+1] - 1) */
+    char *text;               /* every piece followed by a NUL */
+    piece_ref *sorted;        /* (vocab_size) by bytes, then by id */
+    char bytes[256][2];       /* what each byte token decodes to */
+};
+
+static bool tokenizer_live(const acg_tokenizer *t) {
+    return t != NULL && t->magic == ACG__TOKENIZER_MAGIC;
+}
+
+static size_t piece_length(const acg_tokenizer *t, int32_t id) {
+    return t->offsets[id + 1] - t->offsets[id] - 1;
+}
+
+/* ---- parsing ------------------------------------------------------------------------------ */
+
+static int compare_pieces(const void *a, const void *b) {
+    const piece_ref *x = a, *y = b;
+    size_t n = x->length < y->length ? x->length : y->length;
+    int c = n > 0 ? memcmp(x->text, y->text, n) : 0;
+    if (c != 0) {
+        return c;
+    }
+    if (x->length != y->length) {
+        return x->length < y->length ? -1 : 1;
+    }
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void tokenizer_destroy(acg_tokenizer *t) {
+    acg__free(t->sorted);
+    acg__free(t->text);
+    acg__free(t->offsets);
+    acg__free(t->scores);
+    t->magic = 0;
+    acg__free(t);
+}
+
+acg_status acg__tokenizer_parse(const void *data, size_t size, int32_t vocab_size, const char *fn,
+                                const char *name, acg_tokenizer **out) {
+    if (vocab_size < 3 || vocab_size > ACG_MODEL_MAX_VOCAB) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: vocab_size is %ld, expected 3..%ld", fn,
+                          (long)vocab_size, (long)ACG_MODEL_MAX_VOCAB);
+    }
+    const unsigned char *bytes = data;
+    int32_t max_len;
+    if (size < sizeof max_len) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: '%s': truncated in field max_token_length: the file has %zu bytes, "
+                          "expected at least 4",
+                          fn, name, size);
+    }
+    memcpy(&max_len, bytes, sizeof max_len);
+    if (max_len < 1 || max_len > ACG_TOKENIZER_MAX_TOKEN_LENGTH) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: '%s': field max_token_length is %ld, expected 1..%d (is it a "
+                          "llama2.c tokenizer?)",
+                          fn, name, (long)max_len, ACG_TOKENIZER_MAX_TOKEN_LENGTH);
+    }
+    /* First pass: validate every entry and size the text arena, touching nothing else. */
+    size_t pos = sizeof max_len, text_bytes = 0;
+    int32_t actual_max = 0;
+    for (int32_t i = 0; i < vocab_size; i++) {
+        float score;
+        int32_t len;
+        if (size - pos < sizeof score + sizeof len) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: '%s': truncated at token %ld (fields score and length): the "
+                              "file holds fewer than the model's %ld tokens",
+                              fn, name, (long)i, (long)vocab_size);
+        }
+        memcpy(&score, bytes + pos, sizeof score);
+        memcpy(&len, bytes + pos + sizeof score, sizeof len);
+        pos += sizeof score + sizeof len;
+        if (!isfinite(score)) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: '%s': token %ld: field score is not finite, expected a "
+                              "finite float",
+                              fn, name, (long)i);
+        }
+        if (len < 1 || len > max_len) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: '%s': token %ld: field length is %ld, expected "
+                              "1..max_token_length (%ld)",
+                              fn, name, (long)i, (long)len, (long)max_len);
+        }
+        if (size - pos < (size_t)len) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: '%s': truncated in token %ld's bytes (field length %ld): the "
+                              "file has %zu bytes",
+                              fn, name, (long)i, (long)len, size);
+        }
+        pos += (size_t)len;
+        text_bytes += (size_t)len + 1;
+        actual_max = len > actual_max ? len : actual_max;
+    }
+    if (pos != size) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: '%s': vocabulary size differs from the model's (the file has more "
+                          "than %ld tokens: %zu bytes after token %ld)",
+                          fn, name, (long)vocab_size, size - pos, (long)(vocab_size - 1));
+    }
+    acg_status st = ACG_OK;
+    acg_tokenizer *t = acg__calloc(1, sizeof *t);
+    if (t == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    t->scores = acg__calloc((size_t)vocab_size, sizeof *t->scores);
+    t->offsets = acg__calloc((size_t)vocab_size + 1, sizeof *t->offsets);
+    t->text = acg__alloc(text_bytes);
+    t->sorted = acg__calloc((size_t)vocab_size, sizeof *t->sorted);
+    if (t->scores == NULL || t->offsets == NULL || t->text == NULL || t->sorted == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory for %ld tokens", fn,
+                        (long)vocab_size);
+        goto out_destroy;
+    }
+    /* Second pass: copy what the first pass validated. */
+    pos = sizeof max_len;
+    size_t at = 0;
+    for (int32_t i = 0; i < vocab_size; i++) {
+        int32_t len;
+        memcpy(&t->scores[i], bytes + pos, sizeof(float));
+        memcpy(&len, bytes + pos + sizeof(float), sizeof len);
+        pos += sizeof(float) + sizeof len;
+        t->offsets[i] = at;
+        memcpy(t->text + at, bytes + pos, (size_t)len);
+        t->text[at + (size_t)len] = '\0';
+        t->sorted[i] = (piece_ref){t->text + at, (size_t)len, i};
+        pos += (size_t)len;
+        at += (size_t)len + 1;
+    }
+    t->offsets[vocab_size] = at;
+    qsort(t->sorted, (size_t)vocab_size, sizeof *t->sorted, compare_pieces);
+    for (int b = 0; b < 256; b++) {
+        t->bytes[b][0] = (char)b;
+        t->bytes[b][1] = '\0';
+    }
+    /* The file's max_token_length is only an upper bound; merges need the real one. */
+    t->max_token_length = actual_max;
+    t->file_max_length = max_len;
+    t->vocab_size = vocab_size;
+    t->magic = ACG__TOKENIZER_MAGIC;
+    *out = t;
+    return ACG_OK;
+out_destroy:
+    tokenizer_destroy(t);
+    return st;
+}
+
+/* ---- load, save, free --------------------------------------------------------------------- */
+
+acg_status acg_tokenizer_load(const char *path, int32_t vocab_size, acg_tokenizer **out) {
+    static const char fn[] = "acg_tokenizer_load";
+    if (path == NULL || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                          path == NULL ? "path" : "out");
+    }
+    if (vocab_size < 3 || vocab_size > ACG_MODEL_MAX_VOCAB) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: vocab_size is %ld, expected 3..%ld", fn,
+                          (long)vocab_size, (long)ACG_MODEL_MAX_VOCAB);
+    }
+    const void *data = NULL;
+    size_t size = 0;
+    acg_status st = acg__file_map(path, fn, &data, &size);
+    if (st != ACG_OK) {
+        return st;
+    }
+    st = acg__tokenizer_parse(data, size, vocab_size, fn, path, out);
+    acg__file_unmap(data, size);
+    return st;
+}
+
+acg_status acg_tokenizer_save(const acg_tokenizer *t, const char *path) {
+    static const char fn[] = "acg_tokenizer_save";
+    if (!tokenizer_live(t)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live tokenizer", fn,
+                          (const void *)t);
+    }
+    if (path == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: path is NULL", fn);
+    }
+    size_t n = (size_t)t->vocab_size;
+    size_t size = sizeof(int32_t) + n * (sizeof(float) + sizeof(int32_t)) + t->offsets[n] - n;
+    unsigned char *image = acg__alloc(size);
+    if (image == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", fn, size);
+    }
+    unsigned char *p = image;
+    memcpy(p, &t->file_max_length, sizeof(int32_t));
+    p += sizeof(int32_t);
+    for (int32_t i = 0; i < t->vocab_size; i++) {
+        int32_t len = (int32_t)piece_length(t, i);
+        memcpy(p, &t->scores[i], sizeof(float));
+        memcpy(p + sizeof(float), &len, sizeof len);
+        memcpy(p + sizeof(float) + sizeof len, t->text + t->offsets[i], (size_t)len);
+        p += sizeof(float) + sizeof len + (size_t)len;
+    }
+    const void *pieces[1] = {image};
+    const size_t sizes[1] = {size};
+    acg_status st = acg__file_write(path, fn, pieces, sizes, 1);
+    acg__free(image);
+    return st;
+}
+
+acg_status acg_tokenizer_free(acg_tokenizer *t) {
+    if (t == NULL) {
+        return ACG_OK;
+    }
+    if (!tokenizer_live(t)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_tokenizer_free: %p is not a live tokenizer",
+                          (void *)t);
+    }
+    tokenizer_destroy(t);
+    return ACG_OK;
+}
+
+int32_t acg_tokenizer_get_vocab_size(const acg_tokenizer *t) {
+    return tokenizer_live(t) ? t->vocab_size : 0;
+}
+
+/* ---- lookup, encode, decode --------------------------------------------------------------- */
+
+/* The lowest id whose piece is exactly these bytes, or -1. */
+static int32_t lookup(const acg_tokenizer *t, const char *s, size_t length) {
+    piece_ref key = {s, length, -1};
+    size_t lo = 0, hi = (size_t)t->vocab_size;
+    /* Lower bound: id -1 sorts before every equal piece, so lo lands on the first of them. */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (compare_pieces(&t->sorted[mid], &key) < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo < (size_t)t->vocab_size && t->sorted[lo].length == length &&
+        (length == 0 || memcmp(t->sorted[lo].text, s, length) == 0)) {
+        return t->sorted[lo].id;
+    }
+    return -1;
+}
+
+int32_t acg_tokenizer_find(const acg_tokenizer *t, const char *piece, size_t length) {
+    if (!tokenizer_live(t) || (piece == NULL && length > 0)) {
+        return -1;
+    }
+    return lookup(t, piece, length);
+}
+
+/* The token standing for a byte no piece covers. */
+static int32_t byte_token(const acg_tokenizer *t, unsigned char b) {
+    int32_t id = ACG_TOKEN_BYTE0 + b;
+    return id < t->vocab_size ? id : ACG_TOKEN_UNK;
+}
+
+/* Merges, in tok[0..*n), the adjacent pair whose joined piece scores highest, while any pair
+ * joins into a piece. join holds 2 * max_token_length bytes. */
+static void merge_pairs(const acg_tokenizer *t, int32_t *tok, size_t *n, char *join) {
+    size_t count = *n;
+    for (;;) {
+        size_t best_at = 0;
+        int32_t best_id = -1;
+        float best_score = 0.0f;
+        for (size_t i = 0; i + 1 < count; i++) {
+            size_t la = piece_length(t, tok[i]), lb = piece_length(t, tok[i + 1]);
+            if (la + lb > (size_t)t->max_token_length) {
+                continue;
+            }
+            memcpy(join, t->text + t->offsets[tok[i]], la);
+            memcpy(join + la, t->text + t->offsets[tok[i + 1]], lb);
+            int32_t id = lookup(t, join, la + lb);
+            if (id >= 0 && (best_id < 0 || t->scores[id] > best_score)) {
+                best_at = i;
+                best_id = id;
+                best_score = t->scores[id];
+            }
+        }
+        if (best_id < 0) {
+            break;
+        }
+        tok[best_at] = best_id;
+        memmove(&tok[best_at + 1], &tok[best_at + 2], (count - best_at - 2) * sizeof *tok);
+        count--;
+    }
+    *n = count;
+}
+
+acg_status acg_tokenizer_encode(const acg_tokenizer *t, const char *text, bool bos, bool eos,
+                                int32_t *ids, size_t cap, size_t *n) {
+    static const char fn[] = "acg_tokenizer_encode";
+    if (!tokenizer_live(t)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live tokenizer", fn,
+                          (const void *)t);
+    }
+    if (text == NULL || n == NULL || (ids == NULL && cap > 0)) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                          text == NULL ? "text"
+                          : n == NULL  ? "n"
+                                       : "ids (with cap > 0)");
+    }
+    size_t len = strlen(text);
+    if (len > SIZE_MAX / sizeof(int32_t) - 3) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: text of %zu bytes is too long", fn, len);
+    }
+    acg_status st = ACG_OK;
+    int32_t *tok = acg__alloc((len + 3) * sizeof *tok);
+    if (tok == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu tokens", fn, len + 3);
+    }
+    char *join = acg__alloc(2 * (size_t)t->max_token_length);
+    if (join == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free_tok;
+    }
+    size_t count = 0;
+    if (bos) {
+        tok[count++] = ACG_TOKEN_BOS;
+    }
+    size_t first = count; /* BOS never merges */
+    if (len > 0) {
+        int32_t space = lookup(t, " ", 1);
+        tok[count++] = space >= 0 ? space : byte_token(t, ' ');
+    }
+    /* One token per UTF-8 character: a lead byte and at most three continuation bytes. */
+    for (size_t i = 0; i < len;) {
+        size_t start = i++;
+        while (i < len && i - start < 4 && ((unsigned char)text[i] & 0xC0) == 0x80) {
+            i++;
+        }
+        int32_t id = lookup(t, text + start, i - start);
+        if (id >= 0) {
+            tok[count++] = id;
+        } else {
+            for (size_t k = start; k < i; k++) {
+                tok[count++] = byte_token(t, (unsigned char)text[k]);
+            }
+        }
+    }
+    size_t merged = count - first;
+    merge_pairs(t, tok + first, &merged, join);
+    count = first + merged;
+    if (eos) {
+        tok[count++] = ACG_TOKEN_EOS;
+    }
+    if (count > cap) {
+        st = acg__error(ACG_ERR_EXHAUSTED, "%s: the text encodes to %zu tokens, cap is %zu", fn,
+                        count, cap);
+        goto out_free_join;
+    }
+    if (count > 0) {
+        memcpy(ids, tok, count * sizeof *tok);
+    }
+    *n = count;
+out_free_join:
+    acg__free(join);
+out_free_tok:
+    acg__free(tok);
+    return st;
+}
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    return -1;
+}
+
+const char *acg_tokenizer_decode(const acg_tokenizer *t, int32_t prev_token, int32_t token) {
+    static const char fn[] = "acg_tokenizer_decode";
+    if (!tokenizer_live(t)) {
+        acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live tokenizer", fn, (const void *)t);
+        return NULL;
+    }
+    if (token < 0 || token >= t->vocab_size) {
+        acg__error(ACG_ERR_OUT_OF_RANGE, "%s: token %ld, expected 0..%ld", fn, (long)token,
+                   (long)(t->vocab_size - 1));
+        return NULL;
+    }
+    const char *piece = t->text + t->offsets[token];
+    if (piece_length(t, token) == 6 && memcmp(piece, "<0x", 3) == 0 && piece[5] == '>') {
+        int hi = hex_value(piece[3]), lo = hex_value(piece[4]);
+        if (hi >= 0 && lo >= 0) {
+            piece = t->bytes[hi * 16 + lo];
+        }
+    }
+    if (prev_token == ACG_TOKEN_BOS && piece[0] == ' ') {
+        piece++;
+    }
+    return piece;
+}
