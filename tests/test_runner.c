@@ -265,6 +265,10 @@ static void test_refused_before_allocating(void **state) {
     c.graphs = ACG_GRAPHS_OFF;
     TC_OK(acg_runner_create(f->dev, &c, &r));
     TC_OK(acg_runner_destroy(r));
+    /* A destroyed runner is a dead handle, not a use after free. */
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_destroy(r));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_select(r, "decode", 0, 1, 1, &(uint32_t){0}));
+    assert_int_equal(acg_runner_get_bucket_count(r), 0);
     f->m.refuse = false;
     /* Bad configurations. */
     c = config(f, three, 0, ACG_GRAPHS_ON);

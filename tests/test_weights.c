@@ -218,6 +218,9 @@ static void test_round_trip_tiny(void **state) {
     TC_OK(acg_model_preset_load("tiny", 7, &w));
     round_trip(w, "tiny.bin");
     TC_OK(acg_model_weights_free(w));
+    /* Freed weights are a dead handle, refused rather than read. */
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_model_weights_free(w));
+    assert_null(acg_model_weights_get_config(w));
 }
 
 static void test_round_trip_small(void **state) {

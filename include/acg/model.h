@@ -9,9 +9,9 @@
  * Conventions are those of acg.h: statuses, acg_last_error(), free(NULL) is a no-op,
  * out-parameters last and untouched on an error. A malformed file is ACG_ERR_INVALID_ARGUMENT
  * whose message names the file, the field, the value found and the value expected.
- * The weights and tokenizer objects are not device handles: each carries a magic number, so a
- * NULL or foreign pointer is refused with ACG_ERR_INVALID_HANDLE, but a freed one is not
- * tracked. They allocate through acg_set_allocator's hook: free them before changing it.
+ * The weights and tokenizer objects are checked like every acg handle: a NULL, freed or foreign
+ * pointer is refused with ACG_ERR_INVALID_HANDLE. They allocate through acg_set_allocator's
+ * hook, which refuses to change while they live.
  * Once created, both objects are read-only: any thread may use one concurrently.
  */
 #ifndef ACG_MODEL_H

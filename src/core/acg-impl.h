@@ -61,6 +61,13 @@ typedef enum acg__handle_type {
     ACG__HANDLE_KERNEL,
     ACG__HANDLE_GRAPH,
     ACG__HANDLE_POOL,
+    /* the engine's and the model's objects, so they are checked the same way */
+    ACG__HANDLE_STAGER,
+    ACG__HANDLE_KV,
+    ACG__HANDLE_PLAN,
+    ACG__HANDLE_RUNNER,
+    ACG__HANDLE_WEIGHTS,
+    ACG__HANDLE_TOKENIZER,
 } acg__handle_type;
 
 /* The registry of live handles, so a destroyed or foreign pointer is rejected, not followed. */
@@ -307,7 +314,6 @@ const acg__kernel_def *acg__kernel_catalogue(size_t *count);
 
 /* The backends compiled in (registry.c). */
 size_t acg__backend_count(void);
-const acg_backend_i *acg__backend_at(size_t i);
 const acg_backend_i *acg__backend_find(const char *name);
 /* Probes vt once and gives its device count; ACG_ERR_UNAVAILABLE with the reason. */
 acg_status acg__backend_devices(const acg_backend_i *vt, int *n, const char *fn);

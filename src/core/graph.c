@@ -259,8 +259,7 @@ acg_status acg__graph_create(acg__capture *c, acg_graph **out) {
 /* Waits for the latest replay of any graph of the pool (its replay_lock held, so no replay
  * starts meanwhile). */
 static acg_status wait_pool_locked(acg_graph_pool *pool) {
-    return pool->last_stream == NULL ? ACG_OK
-                                     : pool->dev->vt->event_synchronize(pool->last_event);
+    return pool->last_stream == NULL ? ACG_OK : pool->dev->vt->event_synchronize(pool->last_event);
 }
 
 acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {

@@ -38,8 +38,6 @@ static const acg_backend_i *const backends[] = {
 
 size_t acg__backend_count(void) { return N_BACKENDS; }
 
-const acg_backend_i *acg__backend_at(size_t i) { return i < N_BACKENDS ? backends[i] : NULL; }
-
 const acg_backend_i *acg__backend_find(const char *name) {
     for (size_t i = 0; i < N_BACKENDS; i++) {
         if (strcmp(backends[i]->name, name) == 0) {

@@ -2,8 +2,8 @@
  * engine-impl.h — what the stager, kv cache and plan files of the engine share.
  *
  * The engine is built on the public device API (acg.h) and the core's status, log and allocator
- * helpers only. Its objects are not entered in the core's handle registry: each carries a magic
- * number instead, so a NULL or foreign pointer is refused with ACG_ERR_INVALID_HANDLE.
+ * helpers only. Its objects are entered in the core's registry of live handles like the core's
+ * own, so a NULL, destroyed or foreign pointer is refused with ACG_ERR_INVALID_HANDLE.
  */
 #ifndef ACG_ENGINE_IMPL_H
 #define ACG_ENGINE_IMPL_H
@@ -11,10 +11,6 @@
 #include <acg/engine.h>
 
 #include "core/acg-impl.h"
-
-#define ACG__STAGER_MAGIC 0x53544752u /* "STGR" */
-#define ACG__KV_MAGIC 0x4b564348u     /* "KVCH" */
-#define ACG__PLAN_MAGIC 0x504c414eu   /* "PLAN" */
 
 /* Re-states the failure of a call the engine made (acg_last_error()) under fn's name. */
 acg_status acg__rethrow(acg_status st, const char *fn);

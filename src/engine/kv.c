@@ -17,7 +17,6 @@ typedef struct kv_request {
 } kv_request;
 
 struct acg_kv_cache {
-    uint32_t magic;
     acg_device *dev;
     pthread_mutex_t lock; /* guards the free list and the requests */
     acg_kv_config cfg;
@@ -30,7 +29,7 @@ struct acg_kv_cache {
 };
 
 static acg_status check_kv(const acg_kv_cache *kv, const char *fn) {
-    if (kv == NULL || kv->magic != ACG__KV_MAGIC) {
+    if (!acg__handle_valid(kv, ACG__HANDLE_KV)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: kv %p is not a live kv cache", fn,
                           (const void *)kv);
     }
@@ -164,7 +163,10 @@ acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg
     if ((st = zero_sink_pages(kv, fn)) != ACG_OK) {
         goto out_free_v;
     }
-    kv->magic = ACG__KV_MAGIC;
+    if (acg__handle_add(kv, ACG__HANDLE_KV) != ACG_OK) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free_v;
+    }
     *out = kv;
     return ACG_OK;
 
@@ -211,7 +213,7 @@ acg_status acg_kv_cache_destroy(acg_kv_cache *kv) {
     acg__free(kv->requests);
     acg__free(kv->free_pages);
     pthread_mutex_destroy(&kv->lock);
-    kv->magic = 0;
+    acg__handle_remove(kv);
     acg__free(kv);
     return ACG_OK;
 }

@@ -17,7 +17,6 @@
 _Static_assert(ACG_KV_SINK_PAGE == 0, "the empty plan is all zeros");
 
 struct acg_attn_plan {
-    uint32_t magic;
     acg_device *dev;
     pthread_mutex_t lock; /* one build at a time; guards the host arrays and stats */
     acg_attn_plan_config cfg;
@@ -35,7 +34,7 @@ struct acg_attn_plan {
 };
 
 static bool plan_live(const acg_attn_plan *plan) {
-    return plan != NULL && plan->magic == ACG__PLAN_MAGIC;
+    return acg__handle_valid(plan, ACG__HANDLE_PLAN);
 }
 
 static acg_status check_plan(const acg_attn_plan *plan, const char *fn) {
@@ -169,7 +168,10 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
     if ((st = zero_metadata(plan, fn)) != ACG_OK) {
         goto out_free_buffers;
     }
-    plan->magic = ACG__PLAN_MAGIC;
+    if (acg__handle_add(plan, ACG__HANDLE_PLAN) != ACG_OK) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free_buffers;
+    }
     *out = plan;
     return ACG_OK;
 
@@ -201,7 +203,7 @@ acg_status acg_attn_plan_destroy(acg_attn_plan *plan) {
     acg__free(plan->held);
     acg__free(plan->packed);
     pthread_mutex_destroy(&plan->lock);
-    plan->magic = 0;
+    acg__handle_remove(plan);
     acg__free(plan);
     return ACG_OK;
 }

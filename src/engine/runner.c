@@ -71,6 +71,16 @@ static uint32_t resolve_slots(uint32_t n) {
     return n;
 }
 
+static void destroy_runner(acg_runner *r);
+
+static acg_status check_runner(const acg_runner *r, const char *fn) {
+    if (!acg__handle_valid(r, ACG__HANDLE_RUNNER)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live runner", fn,
+                          (const void *)r);
+    }
+    return ACG_OK;
+}
+
 /* ---- static buffers ----------------------------------------------------------------------- */
 
 static size_t max_bytes(const acg_runner *r, bool input, uint32_t i) {
@@ -517,16 +527,21 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
     if (st != ACG_OK) {
         char why[sizeof((acg_bucket_report *)0)->reason * 2];
         snprintf(why, sizeof why, "%s", acg_last_error());
-        acg_runner_destroy(r);
+        destroy_runner(r);
         return acg__error(st, "%s", why);
+    }
+    if (acg__handle_add(r, ACG__HANDLE_RUNNER) != ACG_OK) {
+        destroy_runner(r);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     *out = r;
     return ACG_OK;
 }
 
-acg_status acg_runner_destroy(acg_runner *r) {
+/* Releases everything a runner holds, whatever stage its creation reached. */
+static void destroy_runner(acg_runner *r) {
     if (r == NULL) {
-        return ACG_OK;
+        return;
     }
     if (r->stream != NULL && r->statics_ready) {
         acg_stream_synchronize(r->stream);
@@ -560,6 +575,18 @@ acg_status acg_runner_destroy(acg_runner *r) {
     acg__free(r->inputs);
     acg__free(r->outputs);
     acg__free(r);
+}
+
+acg_status acg_runner_destroy(acg_runner *r) {
+    if (r == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = check_runner(r, "acg_runner_destroy");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg__handle_remove(r);
+    destroy_runner(r);
     return ACG_OK;
 }
 
@@ -567,8 +594,9 @@ acg_status acg_runner_destroy(acg_runner *r) {
 
 acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t key_info,
                              uint32_t batch, uint32_t tokens, uint32_t *out) {
-    if (r == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_runner_select: NULL runner");
+    acg_status st = check_runner(r, "acg_runner_select");
+    if (st != ACG_OK) {
+        return st;
     }
     if (label == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_select: NULL label or out");
@@ -597,8 +625,9 @@ acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t ke
 
 acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
     static const char fn[] = "acg_runner_lease";
-    if (r == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: NULL runner", fn);
+    acg_status st0 = check_runner(r, fn);
+    if (st0 != ACG_OK) {
+        return st0;
     }
     if (out == NULL || b >= r->n_buckets) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
@@ -627,8 +656,9 @@ acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
 
 acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *stream) {
     static const char fn[] = "acg_runner_run";
-    if (r == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: NULL runner", fn);
+    acg_status st0 = check_runner(r, fn);
+    if (st0 != ACG_OK) {
+        return st0;
     }
     if (lease == NULL || lease->bucket >= r->n_buckets || lease->slot >= r->n_slots) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: not a lease of this runner", fn);
@@ -653,8 +683,9 @@ acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *str
 }
 
 acg_status acg_runner_release(acg_runner *r, acg_lease *lease) {
-    if (r == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_runner_release: NULL runner");
+    acg_status st0 = check_runner(r, "acg_runner_release");
+    if (st0 != ACG_OK) {
+        return st0;
     }
     if (lease == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_release: NULL lease");
@@ -664,8 +695,9 @@ acg_status acg_runner_release(acg_runner *r, acg_lease *lease) {
 }
 
 acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_report *out) {
-    if (r == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_runner_get_report: NULL runner");
+    acg_status st0 = check_runner(r, "acg_runner_get_report");
+    if (st0 != ACG_OK) {
+        return st0;
     }
     if (out == NULL || b >= r->n_buckets) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_report: bad bucket or out");
@@ -674,11 +706,14 @@ acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_rep
     return ACG_OK;
 }
 
-uint32_t acg_runner_get_bucket_count(const acg_runner *r) { return r ? r->n_buckets : 0; }
+uint32_t acg_runner_get_bucket_count(const acg_runner *r) {
+    return check_runner(r, "acg_runner_get_bucket_count") == ACG_OK ? r->n_buckets : 0;
+}
 
 acg_status acg_runner_get_pool_bytes(const acg_runner *r, size_t *out) {
-    if (r == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_runner_get_pool_bytes: NULL runner");
+    acg_status st0 = check_runner(r, "acg_runner_get_pool_bytes");
+    if (st0 != ACG_OK) {
+        return st0;
     }
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_pool_bytes: out is NULL");

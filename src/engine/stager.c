@@ -29,7 +29,6 @@ typedef struct mirror_entry {
 } mirror_entry;
 
 struct acg_stager {
-    uint32_t magic;
     acg_device *dev;
     pthread_mutex_t lock; /* guards everything below; held across waits and copies */
     bool mirror;
@@ -48,9 +47,7 @@ acg_status acg__rethrow(acg_status st, const char *fn) {
     return acg__error(st, "%s: %s", fn, detail);
 }
 
-static bool stager_live(const acg_stager *sg) {
-    return sg != NULL && sg->magic == ACG__STAGER_MAGIC;
-}
+static bool stager_live(const acg_stager *sg) { return acg__handle_valid(sg, ACG__HANDLE_STAGER); }
 
 static acg_status check_stager(const acg_stager *sg, const char *fn) {
     if (!stager_live(sg)) {
@@ -147,7 +144,10 @@ acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config, a
             goto out_release_ring;
         }
     }
-    sg->magic = ACG__STAGER_MAGIC;
+    if (acg__handle_add(sg, ACG__HANDLE_STAGER) != ACG_OK) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_release_ring;
+    }
     *out = sg;
     return ACG_OK;
 
@@ -184,7 +184,7 @@ acg_status acg_stager_destroy(acg_stager *stager) {
     acg__free(stager->entries);
     acg__free(stager->ring);
     pthread_mutex_destroy(&stager->lock);
-    stager->magic = 0;
+    acg__handle_remove(stager);
     acg__free(stager);
     return ACG_OK;
 }

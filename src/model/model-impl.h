@@ -11,9 +11,6 @@
 
 #include "core/acg-impl.h"
 
-#define ACG__WEIGHTS_MAGIC 0x57474854u   /* "WGHT" */
-#define ACG__TOKENIZER_MAGIC 0x544f4b4eu /* "TOKN" */
-
 /* Bytes of a checkpoint's header: 7 int32. */
 #define ACG__CHECKPOINT_HEADER_BYTES 28
 

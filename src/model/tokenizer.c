@@ -19,7 +19,6 @@ typedef struct piece_ref {
 } piece_ref;
 
 struct acg_tokenizer {
-    uint32_t magic;
     int32_t vocab_size;
     int32_t max_token_length; /* the longest piece */
     int32_t file_max_length;  /* the file's max_token_length, written back by save */
@@ -31,7 +30,7 @@ struct acg_tokenizer {
 };
 
 static bool tokenizer_live(const acg_tokenizer *t) {
-    return t != NULL && t->magic == ACG__TOKENIZER_MAGIC;
+    return acg__handle_valid(t, ACG__HANDLE_TOKENIZER);
 }
 
 static size_t piece_length(const acg_tokenizer *t, int32_t id) {
@@ -58,7 +57,7 @@ static void tokenizer_destroy(acg_tokenizer *t) {
     acg__free(t->text);
     acg__free(t->offsets);
     acg__free(t->scores);
-    t->magic = 0;
+    acg__handle_remove(t);
     acg__free(t);
 }
 
@@ -165,7 +164,10 @@ acg_status acg__tokenizer_parse(const void *data, size_t size, int32_t vocab_siz
     t->max_token_length = actual_max;
     t->file_max_length = max_len;
     t->vocab_size = vocab_size;
-    t->magic = ACG__TOKENIZER_MAGIC;
+    if (acg__handle_add(t, ACG__HANDLE_TOKENIZER) != ACG_OK) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_destroy;
+    }
     *out = t;
     return ACG_OK;
 out_destroy:

@@ -17,7 +17,6 @@
 #include "model/model-impl.h"
 
 struct acg_model_weights {
-    uint32_t magic;
     acg_model_config config;
     acg_model_tensors tensors;
     const void *image; /* (image_size) the checkpoint's bytes, header included */
@@ -333,7 +332,7 @@ acg_status acg__model_weights_parse(const void *data, size_t size, const char *f
 /* ---- weights objects ---------------------------------------------------------------------- */
 
 static bool weights_live(const acg_model_weights *w) {
-    return w != NULL && w->magic == ACG__WEIGHTS_MAGIC;
+    return acg__handle_valid(w, ACG__HANDLE_WEIGHTS);
 }
 
 /* A weights object around image; on failure nothing is taken. */
@@ -349,7 +348,10 @@ static acg_status weights_wrap(const void *image, size_t size, bool mapped, cons
     if (w == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    w->magic = ACG__WEIGHTS_MAGIC;
+    if (acg__handle_add(w, ACG__HANDLE_WEIGHTS) != ACG_OK) {
+        acg__free(w);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     w->config = c;
     w->tensors = t;
     w->image = image;
@@ -413,7 +415,7 @@ acg_status acg_model_weights_free(acg_model_weights *w) {
     } else {
         acg__free((void *)(uintptr_t)w->image);
     }
-    w->magic = 0;
+    acg__handle_remove(w);
     acg__free(w);
     return ACG_OK;
 }
