@@ -524,3 +524,52 @@ acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, siz
     }
     return st;
 }
+
+uint64_t tc_alloc_sweep(acg_status (*run)(void *ctx), void *ctx) {
+    int64_t base = tc_alloc_live();
+    uint64_t n;
+    for (n = 1; n < 1000000; n++) {
+        tc_alloc_fail_at(n);
+        acg_status st = run(ctx);
+        bool hit = tc_alloc_fail_hit();
+        tc_alloc_fail_at(0);
+        if (tc_alloc_live() != base) {
+            print_error("allocation %llu failing: %lld allocations leaked (%s: %s)\n",
+                        (unsigned long long)n, (long long)(tc_alloc_live() - base),
+                        acg_status_name(st), acg_last_error());
+            fail();
+        }
+        if (!hit) {
+            TC_OK(st);
+            break;
+        }
+        if (st != ACG_ERR_OUT_OF_MEMORY) {
+            print_error("allocation %llu failing: the run returned %s: %s\n", (unsigned long long)n,
+                        acg_status_name(st), acg_last_error());
+            fail();
+        }
+    }
+    return n - 1;
+}
+
+static char tmp_dir[256];
+
+int tc_tmpdir_create(const char *prefix) {
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/%s-XXXXXX", base ? base : "/tmp", prefix);
+    return mkdtemp(tmp_dir) != NULL ? 0 : -1;
+}
+
+const char *tc_tmp_path(const char *name) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    return path;
+}
+
+const char *tc_tmpdir(void) { return tmp_dir; }
+
+int tc_tmpdir_remove(void) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}

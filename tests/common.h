@@ -132,6 +132,24 @@ uint64_t tc_alloc_count(void);
 /* Calls that matched neither mode of the hook (ptr and size both set, or both NULL/0). */
 uint64_t tc_alloc_bad_calls(void);
 
+/* The allocation-failure sweep: runs `run` with allocation 1, 2, 3, ... failing until a run
+ * completes without reaching the fault. A run must release whatever it created. Every faulted
+ * run must return ACG_ERR_OUT_OF_MEMORY and leave the live allocations as they were before it;
+ * the last run must return ACG_OK. Returns the number of allocation points (runs faulted). The
+ * counting allocator must be installed. */
+uint64_t tc_alloc_sweep(acg_status (*run)(void *ctx), void *ctx);
+
+/* ---- temporary files ------------------------------------------------------------------------ */
+
+/* Creates a fresh directory under $TMPDIR (or /tmp) named after prefix; 0 on success. */
+int tc_tmpdir_create(const char *prefix);
+/* A path inside it (a static buffer, valid until the next call). */
+const char *tc_tmp_path(const char *name);
+/* The directory itself. */
+const char *tc_tmpdir(void);
+/* Removes it and everything in it; 0 on success. */
+int tc_tmpdir_remove(void);
+
 /* The hook itself, for tests that install it by hand. */
 void *tc_alloc_fn(void *user, void *ptr, size_t size, size_t align);
 

@@ -288,7 +288,8 @@ static void test_destroy_in_use(void **state) {
 
 /* Opens a device, creates a cache, admits, grows and releases requests, destroys it all.
  * Returns the first failing status. */
-static acg_status scenario(void) {
+static acg_status scenario(void *ctx) {
+    (void)ctx;
     acg_device *dev = NULL;
     acg_kv_cache *kv = NULL;
     acg_status st = acg_device_open(tc_spec(), &dev);
@@ -331,32 +332,13 @@ out_close:;
 static void test_alloc_fail(void **state) {
     (void)state;
     tc_alloc_install();
-    TC_OK(scenario());
+    TC_OK(scenario(NULL));
     assert_int_equal(tc_alloc_live(), 0);
-    uint64_t n;
-    for (n = 1; n < 10000; n++) {
-        tc_alloc_fail_at(n);
-        acg_status st = scenario();
-        bool hit = tc_alloc_fail_hit();
-        tc_alloc_fail_at(0);
-        if (tc_alloc_live() != 0) {
-            print_error("N=%llu: %lld allocations leaked (%s)\n", (unsigned long long)n,
-                        (long long)tc_alloc_live(), acg_status_name(st));
-            fail();
-        }
-        if (!hit) {
-            TC_OK(st);
-            break;
-        }
-        if (st != ACG_ERR_OUT_OF_MEMORY) {
-            print_error("N=%llu: fault hit, scenario returned %s: %s\n", (unsigned long long)n,
-                        acg_status_name(st), acg_last_error());
-            fail();
-        }
-    }
+    uint64_t points = tc_alloc_sweep(scenario, NULL);
     print_message("kv allocation-failure sweep: %llu allocation points\n",
-                  (unsigned long long)(n - 1));
-    assert_true(n > 5);
+                  (unsigned long long)points);
+    assert_true(points > 5);
+    assert_int_equal(tc_alloc_live(), 0);
     assert_int_equal(tc_alloc_bad_calls(), 0);
     tc_alloc_uninstall();
 }

@@ -387,7 +387,8 @@ static void test_preplan_promoted(void **state) {
 
 /* ---- allocation failures ------------------------------------------------------------------- */
 
-static acg_status scenario(void) {
+static acg_status scenario(void *ctx) {
+    (void)ctx;
     acg_device *dev = NULL;
     acg_stream *s = NULL;
     acg_stager *sg = NULL;
@@ -428,32 +429,13 @@ out:;
 static void test_alloc_fail(void **state) {
     (void)state;
     tc_alloc_install();
-    TC_OK(scenario());
+    TC_OK(scenario(NULL));
     assert_int_equal(tc_alloc_live(), 0);
-    uint64_t n;
-    for (n = 1; n < 10000; n++) {
-        tc_alloc_fail_at(n);
-        acg_status st = scenario();
-        bool hit = tc_alloc_fail_hit();
-        tc_alloc_fail_at(0);
-        if (tc_alloc_live() != 0) {
-            print_error("N=%llu: %lld allocations leaked (%s)\n", (unsigned long long)n,
-                        (long long)tc_alloc_live(), acg_status_name(st));
-            fail();
-        }
-        if (!hit) {
-            TC_OK(st);
-            break;
-        }
-        if (st != ACG_ERR_OUT_OF_MEMORY) {
-            print_error("N=%llu: fault hit, scenario returned %s: %s\n", (unsigned long long)n,
-                        acg_status_name(st), acg_last_error());
-            fail();
-        }
-    }
+    uint64_t points = tc_alloc_sweep(scenario, NULL);
     print_message("stager and plan allocation-failure sweep: %llu allocation points\n",
-                  (unsigned long long)(n - 1));
-    assert_true(n > 10);
+                  (unsigned long long)points);
+    assert_true(points > 10);
+    assert_int_equal(tc_alloc_live(), 0);
     assert_int_equal(tc_alloc_bad_calls(), 0);
     tc_alloc_uninstall();
 }

@@ -10,19 +10,9 @@
 
 #include <acg/model.h>
 
-static char tmp_dir[256];
-
-static const char *tmp_path(const char *name) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    return path;
-}
-
 static int setup(void **state) {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/acg-tokenizer-XXXXXX", base ? base : "/tmp");
-    if (mkdtemp(tmp_dir) == NULL) {
+    if (tc_tmpdir_create("acg-tokenizer") != 0) {
         return -1;
     }
     tc_alloc_install();
@@ -34,9 +24,7 @@ static int teardown(void **state) {
     assert_int_equal(tc_alloc_live(), 0);
     assert_int_equal(tc_alloc_bad_calls(), 0);
     tc_alloc_uninstall();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tc_tmpdir_remove();
 }
 
 /* ---- building tokenizer files ------------------------------------------------------------- */
@@ -61,7 +49,7 @@ static void put_token(file_builder *b, float score, const char *piece) {
 }
 
 static const char *write_builder(const char *name, const file_builder *b) {
-    const char *path = tmp_path(name);
+    const char *path = tc_tmp_path(name);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     if (b->n > 0) {
@@ -329,7 +317,7 @@ static void test_misuse(void **state) {
     TC_OK(acg_tokenizer_free(NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_tokenizer_free(foreign));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_tokenizer_encode(foreign, "a", false, false, ids, 4, &n));
-    TC_EXPECT(ERR_INVALID_HANDLE, acg_tokenizer_save(NULL, tmp_path("x")));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_tokenizer_save(NULL, tc_tmp_path("x")));
     assert_null(acg_tokenizer_decode(NULL, 0, 0));
     TC_LAST_ERROR_HAS("acg_tokenizer_decode");
     assert_int_equal(acg_tokenizer_get_vocab_size(foreign), 0);
@@ -344,11 +332,11 @@ static void test_misuse(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_encode(t, "a", false, false, ids, 4, NULL));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_encode(t, "a", false, false, NULL, 4, &n));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_save(t, NULL));
-    TC_EXPECT(ERR_NOT_FOUND, acg_tokenizer_save(t, tmp_path("no/such/tok.bin")));
+    TC_EXPECT(ERR_NOT_FOUND, acg_tokenizer_save(t, tc_tmp_path("no/such/tok.bin")));
     TC_OK(acg_tokenizer_free(t));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(NULL, 512, &t));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(tmp_path("x"), 512, NULL));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(tmp_path("x"), 2, &t));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(tc_tmp_path("x"), 512, NULL));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(tc_tmp_path("x"), 2, &t));
     TC_LAST_ERROR_HAS("vocab_size");
 }
 
@@ -357,7 +345,7 @@ static void test_save_load(void **state) {
     (void)state;
     acg_tokenizer *t = NULL, *u = NULL;
     TC_OK(acg_tokenizer_preset(32000, &t));
-    const char *path = tmp_path("tok.bin");
+    const char *path = tc_tmp_path("tok.bin");
     TC_OK(acg_tokenizer_save(t, path));
     char again[600];
     snprintf(again, sizeof again, "%s", path);
@@ -370,8 +358,8 @@ static void test_save_load(void **state) {
     size_t na = encode(t, text, true, true, a, 256), nb = encode(u, text, true, true, b, 256);
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, na * sizeof a[0]);
-    TC_OK(acg_tokenizer_save(u, tmp_path("tok2.bin")));
-    FILE *f1 = fopen(again, "rb"), *f2 = fopen(tmp_path("tok2.bin"), "rb");
+    TC_OK(acg_tokenizer_save(u, tc_tmp_path("tok2.bin")));
+    FILE *f1 = fopen(again, "rb"), *f2 = fopen(tc_tmp_path("tok2.bin"), "rb");
     assert_non_null(f1);
     assert_non_null(f2);
     int c1, c2;
@@ -441,8 +429,29 @@ static void test_malformed(void **state) {
     put(&b, "This is just some text.\n", 24);
     EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, write_builder("notes.txt", &b), HAND_VOCAB,
                       "max_token_length", "tokenizer");
-    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, tmp_dir, HAND_VOCAB, "regular file");
-    EXPECT_LOAD_FAILS(ERR_NOT_FOUND, tmp_path("missing.bin"), HAND_VOCAB, "missing.bin");
+    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, tc_tmpdir(), HAND_VOCAB, "regular file");
+    EXPECT_LOAD_FAILS(ERR_NOT_FOUND, tc_tmp_path("missing.bin"), HAND_VOCAB, "missing.bin");
+}
+
+/* One allocating tokenizer call for the sweep: a preset, a load, or an encode with t. */
+typedef struct sweep_job {
+    int which;
+    const acg_tokenizer *t;
+    const char *path;
+} sweep_job;
+
+static acg_status tokenizer_job(void *ctx) {
+    const sweep_job *job = ctx;
+    acg_tokenizer *u = NULL;
+    int32_t ids[64];
+    size_t n = 0;
+    acg_status st = job->which == 0 ? acg_tokenizer_preset(512, &u)
+                    : job->which == 1
+                        ? acg_tokenizer_load(job->path, 512, &u)
+                        : acg_tokenizer_encode(job->t, "hello", true, false, ids, 64, &n);
+    assert_true(st == ACG_OK || u == NULL);
+    acg_tokenizer_free(u);
+    return st;
 }
 
 /* Every allocation of a preset, a load and an encode fails in turn: nothing leaks. */
@@ -450,33 +459,13 @@ static void test_alloc_failures(void **state) {
     (void)state;
     acg_tokenizer *t = NULL;
     TC_OK(acg_tokenizer_preset(512, &t));
-    const char *path = tmp_path("alloc.bin");
+    const char *path = tc_tmp_path("alloc.bin");
     TC_OK(acg_tokenizer_save(t, path));
     char saved[600];
     snprintf(saved, sizeof saved, "%s", path);
+    sweep_job jobs[] = {{0, NULL, saved}, {1, NULL, saved}, {2, t, saved}};
     for (int which = 0; which < 3; which++) {
-        bool hit = true;
-        for (uint64_t k = 1; hit; k++) {
-            acg_tokenizer *u = NULL;
-            int32_t ids[64];
-            size_t n = 0;
-            int64_t base = tc_alloc_live();
-            tc_alloc_fail_at(k);
-            acg_status st = which == 0 ? acg_tokenizer_preset(512, &u)
-                            : which == 1
-                                ? acg_tokenizer_load(saved, 512, &u)
-                                : acg_tokenizer_encode(t, "hello", true, false, ids, 64, &n);
-            hit = tc_alloc_fail_hit();
-            tc_alloc_fail_at(0);
-            if (hit) {
-                TC_EXPECT(ERR_OUT_OF_MEMORY, st);
-                assert_null(u);
-                assert_int_equal(tc_alloc_live(), base);
-            } else {
-                TC_OK(st);
-                TC_OK(acg_tokenizer_free(u));
-            }
-        }
+        assert_true(tc_alloc_sweep(tokenizer_job, &jobs[which]) > 0);
     }
     TC_OK(acg_tokenizer_free(t));
 }

@@ -10,20 +10,9 @@
 
 #include <acg/model.h>
 
-static char tmp_dir[256];
-
-/* A path inside the test's temporary directory. */
-static const char *tmp_path(const char *name) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    return path;
-}
-
 static int setup(void **state) {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/acg-weights-XXXXXX", base ? base : "/tmp");
-    if (mkdtemp(tmp_dir) == NULL) {
+    if (tc_tmpdir_create("acg-weights") != 0) {
         return -1;
     }
     tc_alloc_install();
@@ -35,9 +24,7 @@ static int teardown(void **state) {
     assert_int_equal(tc_alloc_live(), 0);
     assert_int_equal(tc_alloc_bad_calls(), 0);
     tc_alloc_uninstall();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tc_tmpdir_remove();
 }
 
 /* The checkpoint's floats after the header, computed here independently of the library. */
@@ -57,7 +44,7 @@ static uint64_t payload_floats(const int32_t h[7]) {
 /* Writes a header and `bytes` bytes of payload (a counting pattern) to name; returns the path. */
 static const char *write_file(const char *name, const void *header, size_t header_bytes,
                               size_t bytes) {
-    const char *path = tmp_path(name);
+    const char *path = tc_tmp_path(name);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     if (header_bytes > 0) {
@@ -195,7 +182,7 @@ static void assert_layout(const acg_model_weights *w) {
  * gives the same file. */
 static void round_trip(acg_model_weights *w, const char *name) {
     assert_layout(w);
-    const char *path = tmp_path(name);
+    const char *path = tc_tmp_path(name);
     TC_OK(acg_model_weights_save(w, path));
     acg_model_weights *loaded = NULL;
     TC_OK(acg_model_weights_load(path, &loaded));
@@ -243,7 +230,7 @@ static void test_round_trip_separate_classifier(void **state) {
     const acg_model_tensors *t = acg_model_weights_get_tensors(w);
     assert_ptr_not_equal(t->classifier, t->token_embedding);
     round_trip(w, "separate.bin");
-    FILE *f = fopen(tmp_path("separate.bin"), "rb");
+    FILE *f = fopen(tc_tmp_path("separate.bin"), "rb");
     int32_t h[7];
     assert_int_equal(fread(h, sizeof h, 1, f), 1);
     fclose(f);
@@ -387,11 +374,11 @@ static void test_not_a_checkpoint(void **state) {
                                "little longer than a header.\n";
     EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, write_file("notes.txt", text, sizeof text - 1, 0),
                       "dim", "checkpoint");
-    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, tmp_dir, "regular file");
-    EXPECT_LOAD_FAILS(ERR_NOT_FOUND, tmp_path("missing.bin"), "missing.bin");
+    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, tc_tmpdir(), "regular file");
+    EXPECT_LOAD_FAILS(ERR_NOT_FOUND, tc_tmp_path("missing.bin"), "missing.bin");
     acg_model_weights *w = NULL;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_weights_load(NULL, &w));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_weights_load(tmp_path("x"), NULL));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_weights_load(tc_tmp_path("x"), NULL));
     assert_null(w);
 }
 
@@ -402,8 +389,8 @@ static void test_misuse(void **state) {
     acg_model_weights *foreign = (acg_model_weights *)junk;
     TC_OK(acg_model_weights_free(NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_model_weights_free(foreign));
-    TC_EXPECT(ERR_INVALID_HANDLE, acg_model_weights_save(foreign, tmp_path("x")));
-    TC_EXPECT(ERR_INVALID_HANDLE, acg_model_weights_save(NULL, tmp_path("x")));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_model_weights_save(foreign, tc_tmp_path("x")));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_model_weights_save(NULL, tc_tmp_path("x")));
     assert_null(acg_model_weights_get_config(NULL));
     assert_null(acg_model_weights_get_tensors(foreign));
 
@@ -420,10 +407,18 @@ static void test_misuse(void **state) {
 
     TC_OK(acg_model_preset_load("tiny", 1, &w));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_weights_save(w, NULL));
-    TC_EXPECT(ERR_NOT_FOUND, acg_model_weights_save(w, tmp_path("no/such/dir.bin")));
+    TC_EXPECT(ERR_NOT_FOUND, acg_model_weights_save(w, tc_tmp_path("no/such/dir.bin")));
     TC_LAST_ERROR_HAS("dir.bin");
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_weights_save(w, tmp_dir));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_weights_save(w, tc_tmpdir()));
     TC_OK(acg_model_weights_free(w));
+}
+
+static acg_status load_and_free(void *path) {
+    acg_model_weights *w = NULL;
+    acg_status st = path ? acg_model_weights_load(path, &w) : acg_model_preset_load("tiny", 5, &w);
+    assert_true(st == ACG_OK || w == NULL); /* out-parameters untouched on an error */
+    acg_model_weights_free(w);
+    return st;
 }
 
 /* Every allocation of a load and of a preset fails in turn: the right status, nothing leaks. */
@@ -431,28 +426,12 @@ static void test_alloc_failures(void **state) {
     (void)state;
     acg_model_weights *w = NULL;
     TC_OK(acg_model_preset_load("tiny", 5, &w));
-    const char *path = tmp_path("alloc.bin");
+    char path[600];
+    snprintf(path, sizeof path, "%s", tc_tmp_path("alloc.bin"));
     TC_OK(acg_model_weights_save(w, path));
     TC_OK(acg_model_weights_free(w));
-    for (int which = 0; which < 2; which++) {
-        bool hit = true;
-        for (uint64_t n = 1; hit; n++) {
-            tc_alloc_fail_at(n);
-            w = NULL;
-            acg_status st = which == 0 ? acg_model_weights_load(path, &w)
-                                       : acg_model_preset_load("tiny", 5, &w);
-            hit = tc_alloc_fail_hit();
-            tc_alloc_fail_at(0);
-            if (hit) {
-                TC_EXPECT(ERR_OUT_OF_MEMORY, st);
-                assert_null(w);
-                assert_int_equal(tc_alloc_live(), 0);
-            } else {
-                TC_OK(st);
-                TC_OK(acg_model_weights_free(w));
-            }
-        }
-    }
+    assert_true(tc_alloc_sweep(load_and_free, path) > 0);
+    assert_true(tc_alloc_sweep(load_and_free, NULL) > 0);
 }
 
 int main(void) {
