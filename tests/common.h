@@ -134,10 +134,11 @@ uint64_t tc_alloc_bad_calls(void);
 
 /* The allocation-failure sweep: runs `run` with allocation 1, 2, 3, ... failing until a run
  * completes without reaching the fault. A run must release whatever it created. Every faulted
- * run must return ACG_ERR_OUT_OF_MEMORY and leave the live allocations as they were before it;
- * the last run must return ACG_OK. Returns the number of allocation points (runs faulted). The
- * counting allocator must be installed. */
-uint64_t tc_alloc_sweep(acg_status (*run)(void *ctx), void *ctx);
+ * run must return ACG_ERR_OUT_OF_MEMORY (or, with may_recover, ACG_OK where the library can do
+ * without the allocation, as a stream-ordered free that falls back to waiting) and leave the
+ * live allocations as they were before it; the last run must return ACG_OK. Returns the number
+ * of allocation points (runs faulted). The counting allocator must be installed. */
+uint64_t tc_alloc_sweep(acg_status (*run)(void *ctx), void *ctx, bool may_recover);
 
 /* ---- temporary files ------------------------------------------------------------------------ */
 

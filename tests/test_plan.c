@@ -431,7 +431,7 @@ static void test_alloc_fail(void **state) {
     tc_alloc_install();
     TC_OK(scenario(NULL));
     assert_int_equal(tc_alloc_live(), 0);
-    uint64_t points = tc_alloc_sweep(scenario, NULL);
+    uint64_t points = tc_alloc_sweep(scenario, NULL, false);
     print_message("stager and plan allocation-failure sweep: %llu allocation points\n",
                   (unsigned long long)points);
     assert_true(points > 10);

@@ -512,6 +512,69 @@ static void test_ranks_agree(void **state) {
     pthread_barrier_destroy(&sh.barrier);
 }
 
+/* A whole life of a runner with graphs required, so that a capture that runs out of memory
+ * fails the creation instead of being served eagerly. */
+static acg_status runner_life(void *ctx) {
+    (void)ctx;
+    acg_device *dev = NULL;
+    acg_stream *s = NULL;
+    acg_runner *r = NULL;
+    model m = {.fail_slot = -1};
+    acg_status st = acg_device_open(tc_spec(), &dev);
+    if (st == ACG_OK) {
+        st = acg_stream_create(dev, &s);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_get(dev, "add_scalar_f32", &m.k.add);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_get(dev, "axpy_f32", &m.k.axpy);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_get(dev, "copy_f32", &m.k.copy);
+    }
+    acg_recipe recipe = make_recipe(&m);
+    static const acg_bucket_key two[] = {{"decode", 0, 2, 2}, {"decode", 0, 1, 1}};
+    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
+    c.recipe = &recipe;
+    c.buckets = two;
+    c.n_buckets = 2;
+    c.stream = s;
+    c.graphs = ACG_GRAPHS_REQUIRE;
+    if (st == ACG_OK) {
+        st = acg_runner_create(dev, &c, &r);
+    }
+    acg_lease lease;
+    if (st == ACG_OK) {
+        st = acg_runner_lease(r, 0, &lease);
+    }
+    if (st == ACG_OK) {
+        st = acg_runner_run(r, &lease, s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(s);
+    }
+    acg_runner_destroy(r);
+    acg_stream_destroy(s);
+    acg_device_close(dev);
+    return st;
+}
+
+/* Every allocation of a runner's life fails in turn: a clean ACG_ERR_OUT_OF_MEMORY (or a
+ * recovery: a stream-ordered free waits instead of deferring), and no leak. */
+static void test_alloc_fail(void **state) {
+    (void)state;
+    tc_alloc_install();
+    TC_OK(runner_life(NULL));
+    uint64_t points = tc_alloc_sweep(runner_life, NULL, true);
+    print_message("runner allocation-failure sweep: %llu allocation points\n",
+                  (unsigned long long)points);
+    assert_true(points > 50);
+    assert_int_equal(tc_alloc_live(), 0);
+    assert_int_equal(tc_alloc_bad_calls(), 0);
+    tc_alloc_uninstall();
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -522,6 +585,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_graphs_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ranks_agree, setup, teardown),
+        cmocka_unit_test(test_alloc_fail),
     };
     return cmocka_run_group_tests_name(tc_group("test_runner"), tests, NULL, NULL);
 }

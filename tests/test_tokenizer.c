@@ -465,7 +465,7 @@ static void test_alloc_failures(void **state) {
     snprintf(saved, sizeof saved, "%s", path);
     sweep_job jobs[] = {{0, NULL, saved}, {1, NULL, saved}, {2, t, saved}};
     for (int which = 0; which < 3; which++) {
-        assert_true(tc_alloc_sweep(tokenizer_job, &jobs[which]) > 0);
+        assert_true(tc_alloc_sweep(tokenizer_job, &jobs[which], false) > 0);
     }
     TC_OK(acg_tokenizer_free(t));
 }

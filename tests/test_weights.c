@@ -430,8 +430,8 @@ static void test_alloc_failures(void **state) {
     snprintf(path, sizeof path, "%s", tc_tmp_path("alloc.bin"));
     TC_OK(acg_model_weights_save(w, path));
     TC_OK(acg_model_weights_free(w));
-    assert_true(tc_alloc_sweep(load_and_free, path) > 0);
-    assert_true(tc_alloc_sweep(load_and_free, NULL) > 0);
+    assert_true(tc_alloc_sweep(load_and_free, path, false) > 0);
+    assert_true(tc_alloc_sweep(load_and_free, NULL, false) > 0);
 }
 
 int main(void) {

@@ -489,7 +489,8 @@ ACG_API acg_status acg_stream_get_capture_state(acg_stream *stream, acg_capture_
 ACG_API acg_status acg_stream_alloc(acg_stream *stream, size_t size, acg_buffer **out);
 
 /* Releases memory from acg_stream_alloc in stream order: the handle dies now, the memory once
- * the work queued on the stream so far completed. Graph scratch: nothing happens (its graph
+ * the work queued on the stream so far completed (when there is no memory to defer that, the
+ * call waits for the stream and frees at once: it never fails for want of memory). Graph scratch: nothing happens (its graph
  * releases it). ACG_ERR_INVALID_ARGUMENT for a buffer that acg_stream_alloc did not return
  * (use acg_buffer_free); ACG_ERR_IN_USE while a live graph or a view references it; in a
  * capture, freeing memory from outside the capture invalidates it. */

@@ -299,27 +299,27 @@ acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
         st = acg__error(ACG_ERR_IN_USE, "%s: %s", fn,
                         buf->n_views ? "views of the buffer are alive"
                                      : "a live graph reads or writes the buffer");
-    } else if (!acg__grow((void **)&s->deferred, &s->cap_deferred, s->n_deferred + 1,
-                          sizeof *s->deferred)) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     } else {
-        struct acg__deferred *d = &s->deferred[s->n_deferred];
-        st = dev->vt->event_create(dev->impl, &d->event);
-        if (st == ACG_OK) {
-            st = dev->vt->event_record(d->event, s->impl);
-            if (st != ACG_OK) {
-                dev->vt->event_destroy(d->event);
-            }
+        /* Defer the release behind an event recorded now. Without memory for that, wait for
+         * the stream instead: a free must not fail for want of memory, or callers leak. */
+        void *event = NULL;
+        bool deferred = acg__grow((void **)&s->deferred, &s->cap_deferred, s->n_deferred + 1,
+                                  sizeof *s->deferred) &&
+                        dev->vt->event_create(dev->impl, &event) == ACG_OK;
+        if (deferred && dev->vt->event_record(event, s->impl) != ACG_OK) {
+            dev->vt->event_destroy(event);
+            deferred = false;
         }
-        if (st == ACG_OK) {
-            d->mem = buf->mem;
-            d->size = buf->size;
-            s->n_deferred++;
-            acg__handle_remove(buf);
-            dev->n_buffers--;
-            acg__free(buf);
-            acg__stream_reclaim(s, false);
+        if (deferred) {
+            s->deferred[s->n_deferred++] = (struct acg__deferred){buf->mem, buf->size, event};
+        } else {
+            dev->vt->stream_synchronize(s->impl);
+            acg__device_mem_free(dev, buf->mem, buf->size);
         }
+        acg__handle_remove(buf);
+        dev->n_buffers--;
+        acg__free(buf);
+        acg__stream_reclaim(s, false);
     }
     pthread_mutex_unlock(&dev->lock);
     acg__stream_leave(s, NULL);

@@ -134,27 +134,23 @@ static acg_status claim_statics(acg_runner *r) {
     return st;
 }
 
+/* Frees n buffers of an array (NULL arrays and entries are skipped), views before parents. */
+static void free_all(acg_buffer **bufs, uint32_t n) {
+    for (uint32_t i = 0; bufs != NULL && i < n; i++) {
+        acg_buffer_free(bufs[i]);
+        bufs[i] = NULL;
+    }
+}
+
+/* Frees the static buffers and their views, however far claim_statics got. */
 static void release_statics(acg_runner *r) {
-    const acg_recipe *rc = &r->recipe;
-    for (uint32_t b = 0; b < r->n_buckets; b++) {
-        bucket *bk = &r->buckets[b];
-        for (uint32_t i = 0; i < r->n_slots * rc->n_inputs; i++) {
-            acg_buffer_free(bk->inputs[i]);
-            bk->inputs[i] = NULL;
-        }
-        for (uint32_t i = 0; i < rc->n_outputs; i++) {
-            acg_buffer_free(bk->outputs[i]);
-            bk->outputs[i] = NULL;
-        }
+    uint32_t n_inputs = r->n_slots * r->recipe.n_inputs;
+    for (uint32_t b = 0; r->buckets != NULL && b < r->n_buckets; b++) {
+        free_all(r->buckets[b].inputs, n_inputs);
+        free_all(r->buckets[b].outputs, r->recipe.n_outputs);
     }
-    for (uint32_t i = 0; i < r->n_slots * rc->n_inputs; i++) {
-        acg_buffer_free(r->inputs[i]);
-        r->inputs[i] = NULL;
-    }
-    for (uint32_t i = 0; i < rc->n_outputs; i++) {
-        acg_buffer_free(r->outputs[i]);
-        r->outputs[i] = NULL;
-    }
+    free_all(r->inputs, n_inputs);
+    free_all(r->outputs, r->recipe.n_outputs);
     r->statics_ready = false;
 }
 
@@ -248,7 +244,7 @@ static acg_status capture_bucket(acg_runner *r, uint32_t b) {
 
 static void drop_graphs(acg_runner *r, uint32_t b) {
     bucket *bk = &r->buckets[b];
-    for (uint32_t i = 0; i < r->n_slots * r->n_parts; i++) {
+    for (uint32_t i = 0; bk->graphs != NULL && i < r->n_slots * r->n_parts; i++) {
         acg_graph_discard(bk->graphs[i]);
         bk->graphs[i] = NULL;
     }
@@ -543,24 +539,12 @@ static void destroy_runner(acg_runner *r) {
     if (r == NULL) {
         return;
     }
-    if (r->stream != NULL && r->statics_ready) {
-        acg_stream_synchronize(r->stream);
-    }
+    /* Graph destroys wait for their replays and buffer frees for queued work. */
     for (uint32_t b = 0; r->buckets != NULL && b < r->n_buckets; b++) {
-        if (r->buckets[b].graphs != NULL) {
-            drop_graphs(r, b);
-        }
+        drop_graphs(r, b);
     }
     acg_graph_pool_destroy(r->pool);
-    if (r->buckets != NULL && r->inputs != NULL && r->outputs != NULL) {
-        bool complete = true;
-        for (uint32_t b = 0; b < r->n_buckets; b++) {
-            complete = complete && r->buckets[b].inputs && r->buckets[b].outputs;
-        }
-        if (complete) {
-            release_statics(r);
-        }
-    }
+    release_statics(r);
     for (uint32_t b = 0; r->buckets != NULL && b < r->n_buckets; b++) {
         for (uint32_t s = 0; s < MAX_SLOTS; s++) {
             acg_event_destroy(r->buckets[b].slot_free[s]);
