@@ -398,6 +398,37 @@ static acg_status work_scratch(void *ctx, acg_stream *a, acg_stream *b) {
     return ACG_OK;
 }
 
+/* Update carries scratch over: the graph updated from another keeps using its own scratch
+ * (the other may die at once) and replays the other's arguments; scratch of another size is a
+ * topology mismatch. */
+static void test_graph_update_with_scratch(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS(f);
+    scratch_work w1 = {f, 1.0f, 0.5f, f->z, N}, w2 = {f, 6.0f, 2.0f, f->z, N};
+    scratch_work small = {f, 1.0f, 0.5f, f->z, N / 2};
+    acg_graph *g1 = NULL, *g2 = NULL, *g3 = NULL;
+    TC_OK(tc_capture(work_scratch, &w1, f->a, f->b, f->pool, &g1));
+    TC_OK(tc_capture(work_scratch, &w2, f->a, f->b, f->pool, &g2));
+    TC_OK(tc_capture(work_scratch, &small, f->a, f->b, f->pool, &g3));
+    if (!tc_has_graph_update(g1, g2)) {
+        TC_OK(acg_graph_destroy(g1));
+        TC_OK(acg_graph_destroy(g2));
+        TC_OK(acg_graph_destroy(g3));
+        return;
+    }
+    TC_EXPECT(ERR_TOPOLOGY_MISMATCH, acg_graph_update(g1, g3));
+    TC_LAST_ERROR_HAS("scratch");
+    TC_OK(acg_graph_update(g1, g2));
+    TC_OK(acg_graph_destroy(g2)); /* g1 must not depend on g2's scratch */
+    float replay[N], want[N];
+    poison_all(f);
+    TC_OK(tc_replay(g1, f->a, f->z, NB, replay));
+    tc_splat(want, N, 6.0f + 1.0f + 2.0f);
+    TC_BYTES_EQUAL(replay, want, NB);
+    TC_OK(acg_graph_destroy(g1));
+    TC_OK(acg_graph_destroy(g3));
+}
+
 /* Two graphs sharing one pool's scratch, replayed in reverse order and then interleaved on two
  * streams without waits, each produce their own result: the pool orders their replays. */
 static void test_two_graphs_one_pool(void **state) {
@@ -1277,6 +1308,7 @@ int main(int argc, char **argv) {
         T(test_private_pool),
         T(test_scratch_rules),
         T(test_discard),
+        T(test_graph_update_with_scratch),
         T(test_scratch_stays_in_its_capture),
         T(test_stream_ordered_memory),
         T(test_pool_destroy_in_use),
