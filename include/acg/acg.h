@@ -398,17 +398,66 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
     return d;
 }
 
+/* Words (uint32) of one sampler state in the "sample_f32" kernel's state table:
+ * [0] seed low, [1] seed high, [2] draws made (the counter of the next draw), [3] temperature
+ * (float bits), [4] top-p (float bits), [5..7] zero. */
+#define ACG_SAMPLER_STATE_WORDS 8
+
 /* Looks up a kernel of the built-in library by name. The kernel belongs to the device (no
  * destroy). ACG_ERR_NOT_FOUND for an unknown name, ACG_ERR_DEVICE when the backend fails to
  * build it (the build log is in acg_last_error()).
  *
- * Built-in kernels (f32 buffers indexed by the 1-D work item i < global[0]; each buffer
+ * Elementwise kernels (f32 buffers indexed by the 1-D work item i < global[0]; each buffer
  * argument reaches global[0] elements from its offset, which is checked at launch; two buffer
  * arguments must be the same window, for work in place, or not overlap):
  *   "fill_f32"       (y, f32 value)      y[i] = value
  *   "add_scalar_f32" (y, x, f32 a)       y[i] = x[i] + a
  *   "axpy_f32"       (y, x, f32 a)       y[i] = a * x[i] + y[i]
- *   "copy_f32"       (dst, src)          dst[i] = src[i]   (offsets select the windows) */
+ *   "copy_f32"       (dst, src)          dst[i] = src[i]   (offsets select the windows)
+ *   "swiglu_f32"     (y, a, b)           y[i] = (a[i] * (1 / (1 + exp(-a[i])))) * b[i]
+ *
+ * Model kernels (the reference model's layers; docs/kernels.md gives each one's arithmetic).
+ * Buffers are row-major f32 unless marked i32; their reach follows from the u32 arguments,
+ * and the grid must cover the counts given (work items past them do nothing, so a grid may be
+ * rounded up to a work-group multiple). Every output element is computed by one work item in
+ * a fixed order that depends only on its own row: a row's result is the same bit for bit
+ * whatever the batch around it. Paged kernels read the step from an attention plan
+ * (block_table, query_offsets, kv_lens, see engine.h): token t of the step belongs to the row r
+ * with query_offsets[r] <= t < query_offsets[r+1] and sits at position
+ * kv_lens[r] - q_len[r] + (t - query_offsets[r]); a token of no row is padding. Data read from
+ * buffers (token ids, page ids, offsets, seats) is never trusted: an id out of range reads as
+ * zeros or skips the work, so no launch reaches past its windows.
+ *   "embed_f32"       (out (n, dim), table (vocab, dim), tokens i32 (n); u32 dim, vocab, n),
+ *                     grid (dim, n): row of each token; zeros for an id outside the table
+ *   "rmsnorm_f32"     (out (n, dim), x (n, dim), w (dim); u32 dim, n; f32 eps), grid (n)
+ *   "matmul_f32"      (out (n, n_out), x (n, n_in), w (n_out, n_in); u32 n_in, n_out, n),
+ *                     grid (n_out, n): out = x w^T
+ *   "rope_f32"        (x (n, width), cos, sin (max_pos, head_size / 2), query_offsets i32
+ *                     (batch + 1), kv_lens i32 (batch); u32 width, head_size, n, batch,
+ *                     max_pos), grid (width / 2, n): rotates each pair of each head in place
+ *                     by its token's position (padding and positions >= max_pos untouched)
+ *   "kv_store_f32"    (k_cache, v_cache (n_pages, page_size, kv_dim), k, v (n, kv_dim),
+ *                     block_table i32 (batch, table_width), query_offsets, kv_lens; u32 kv_dim,
+ *                     n, batch, table_width, page_size, n_pages), grid (kv_dim, n): writes
+ *                     each token's K and V at its position's page; never the sink page 0
+ *   "attention_f32"   (out (n, n_heads * head_size), att (n, n_heads, table_width *
+ *                     page_size) scratch, q (n, n_heads * head_size), k_cache, v_cache
+ *                     (n_pages, page_size, n_kv_heads * head_size), block_table,
+ *                     query_offsets, kv_lens; u32 n_heads, n_kv_heads, head_size, n, batch,
+ *                     table_width, page_size, n_pages), grid (n_heads, n): causal softmax
+ *                     attention of each token over positions 0..its own (grouped-query: head
+ *                     h reads KV head h / (n_heads / n_kv_heads)); zeros for padding
+ *   "gather_last_f32" (out (batch, dim), x (n, dim), query_offsets; u32 dim, batch, n),
+ *                     grid (dim, batch): each row's last token; zeros for an empty row
+ *   "sample_f32"      (result i32 (batch, 2), logits, probs (batch, vocab) scratch, seats i32
+ *                     (batch), states u32 (n_states, ACG_SAMPLER_STATE_WORDS); u32 vocab,
+ *                     batch, n_states), grid (batch): picks row r's token with the sampler
+ *                     state seats[r]: the first largest logit at temperature <= 0, else a
+ *                     draw from the temperature softmax (within the top-p nucleus), its random
+ *                     number a function of (seed, counter) and the counter then incremented in
+ *                     the state, so replays never repeat a draw. result[r] = {token, counter
+ *                     used or -1}; {-1, -1} for a seat outside 0..n_states-1, untouched state.
+ */
 ACG_API acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out);
 
 /* The kernel's name; NULL for an invalid handle. */
@@ -417,7 +466,8 @@ ACG_API const char *acg_kernel_get_name(const acg_kernel *kernel);
 /* Queues a kernel launch. Asynchronous; recorded when the stream captures. Arguments are copied
  * (the array may be reused at once). ACG_ERR_INVALID_ARGUMENT for a wrong argument count or type
  * (the message names the argument), a zero or oversized grid, a grid with more dimensions than
- * the kernel (the built-ins are 1-D), a misaligned offset (a view's own offset included),
+ * the kernel, a grid that does not cover a model kernel's counts or counts it cannot take (the
+ * message says which), a misaligned offset (a view's own offset included),
  * buffer windows that partially overlap, or graph scratch used outside the capture that
  * allocated it (copies and fills refuse it too);
  * ACG_ERR_OUT_OF_RANGE when a buffer argument's window leaves the buffer;

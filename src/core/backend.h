@@ -29,17 +29,27 @@ typedef struct acg__karg {
     } value;
 } acg__karg;
 
+/* A kernel's shape rule: checks a launch's scalar arguments and grid, and gives the bytes
+ * each buffer argument reaches from its offset in extent[i] (saturating, never wrapping).
+ * Returns NULL when the launch is well formed, else a sentence saying what is wrong. */
+typedef const char *(*acg__kernel_shape_fn)(const acg__karg *args, const acg_dims *dims,
+                                            uint64_t extent[ACG_MAX_KERNEL_ARGS]);
+
 /* One entry of the built-in kernel catalogue (src/core/kernel.c), the same for every backend. */
 typedef struct acg__kernel_def {
     const char *name;
     uint32_t n_args;
     acg_arg_type types[ACG_MAX_KERNEL_ARGS];
-    /* Bytes each work item reaches past a buffer argument's offset (the window is
-     * global[0] * this); also the offset's required alignment. 0 for scalars. */
+    /* Bytes of one element of a buffer argument: the offset's required alignment, and (for an
+     * elementwise kernel, shape NULL) the bytes each work item reaches, so the window is
+     * global[0] * this. 0 for scalars. */
     uint32_t bytes_per_item[ACG_MAX_KERNEL_ARGS];
     /* Grid dimensions the kernel indexes; global and local must be 1 (local may be 0) in the
      * others, or backends would run different amounts of work. */
     uint32_t dims;
+    /* (optional) The shape rule of a kernel whose windows depend on its scalar arguments;
+     * NULL for an elementwise kernel. */
+    acg__kernel_shape_fn shape;
 } acg__kernel_def;
 
 /* One node of a captured graph, as the core records it. Copies: h2d uses dst_* and host,

@@ -8,18 +8,139 @@
 
 #include "core/acg-impl.h"
 
+/* ---- shape rules of the model kernels ----------------------------------------------------
+ * Each gives every buffer argument's reach in bytes from its scalar arguments, and checks that
+ * the grid covers the work (a kernel skips work items past its counts, so a grid may be rounded
+ * up to a work-group multiple). */
+
+/* a * b * c * d, saturating at UINT64_MAX so that an absurd launch is refused, never wrapped. */
+static uint64_t prod(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+    uint64_t r = a;
+    if (__builtin_mul_overflow(r, b, &r) || __builtin_mul_overflow(r, c, &r) ||
+        __builtin_mul_overflow(r, d, &r)) {
+        return UINT64_MAX;
+    }
+    return r;
+}
+
+#define U(i) ((uint64_t)a[i].value.u32)
+
+/* (out, table, tokens; dim, vocab, n), grid (dim, n) */
+static const char *embed_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
+    x[0] = prod(4, U(5), U(3), 1);
+    x[1] = prod(4, U(4), U(3), 1);
+    x[2] = prod(4, U(5), 1, 1);
+    return d->global[0] < U(3) || d->global[1] < U(5) ? "the grid must cover (dim, n)" : NULL;
+}
+
+/* (out, x, w; dim, n, eps), grid (n) */
+static const char *rmsnorm_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
+    x[0] = x[1] = prod(4, U(4), U(3), 1);
+    x[2] = prod(4, U(3), 1, 1);
+    return d->global[0] < U(4) ? "the grid must cover n" : NULL;
+}
+
+/* (out, x, w; n_in, n_out, n), grid (n_out, n) */
+static const char *matmul_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
+    x[0] = prod(4, U(5), U(4), 1);
+    x[1] = prod(4, U(5), U(3), 1);
+    x[2] = prod(4, U(4), U(3), 1);
+    return d->global[0] < U(4) || d->global[1] < U(5) ? "the grid must cover (n_out, n)" : NULL;
+}
+
+/* (x, cos, sin, query_offsets, kv_lens; width, head_size, n, batch, max_pos),
+ * grid (width / 2, n) */
+static const char *rope_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
+    x[0] = prod(4, U(7), U(5), 1);
+    x[1] = x[2] = prod(2, U(9), U(6), 1);
+    x[3] = prod(4, U(8) + 1, 1, 1);
+    x[4] = prod(4, U(8), 1, 1);
+    if (U(6) == 0 || U(6) % 2 != 0 || U(5) % U(6) != 0) {
+        return "head_size must be even and divide width";
+    }
+    return d->global[0] < U(5) / 2 || d->global[1] < U(7) ? "the grid must cover (width / 2, n)"
+                                                          : NULL;
+}
+
+/* (k_cache, v_cache, k, v, block_table, query_offsets, kv_lens;
+ *  kv_dim, n, batch, table_width, page_size, n_pages), grid (kv_dim, n) */
+static const char *kv_store_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
+    x[0] = x[1] = prod(4, U(12), U(11), U(7));
+    x[2] = x[3] = prod(4, U(8), U(7), 1);
+    x[4] = prod(4, U(9), U(10), 1);
+    x[5] = prod(4, U(9) + 1, 1, 1);
+    x[6] = prod(4, U(9), 1, 1);
+    return d->global[0] < U(7) || d->global[1] < U(8) ? "the grid must cover (kv_dim, n)" : NULL;
+}
+
+/* (out, att, q, k_cache, v_cache, block_table, query_offsets, kv_lens;
+ *  n_heads, n_kv_heads, head_size, n, batch, table_width, page_size, n_pages),
+ * grid (n_heads, n) */
+static const char *attention_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
+    x[0] = x[2] = prod(4, U(11), U(8), U(10));
+    x[1] = prod(prod(4, U(11), U(8), 1), U(13), U(14), 1);
+    x[3] = x[4] = prod(prod(4, U(15), U(14), 1), U(9), U(10), 1);
+    x[5] = prod(4, U(12), U(13), 1);
+    x[6] = prod(4, U(12) + 1, 1, 1);
+    x[7] = prod(4, U(12), 1, 1);
+    if (U(9) == 0 || U(8) % U(9) != 0) {
+        return "n_kv_heads must divide n_heads";
+    }
+    return d->global[0] < U(8) || d->global[1] < U(11) ? "the grid must cover (n_heads, n)" : NULL;
+}
+
+/* (out, x, query_offsets; dim, batch, n), grid (dim, batch) */
+static const char *gather_last_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
+    x[0] = prod(4, U(4), U(3), 1);
+    x[1] = prod(4, U(5), U(3), 1);
+    x[2] = prod(4, U(4) + 1, 1, 1);
+    return d->global[0] < U(3) || d->global[1] < U(4) ? "the grid must cover (dim, batch)" : NULL;
+}
+
+/* (result, logits, probs, seats, states; vocab, batch, n_states), grid (batch) */
+static const char *sample_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
+    x[0] = prod(8, U(6), 1, 1);
+    x[1] = x[2] = prod(4, U(6), U(5), 1);
+    x[3] = prod(4, U(6), 1, 1);
+    x[4] = prod(4 * ACG_SAMPLER_STATE_WORDS, U(7), 1, 1);
+    return d->global[0] < U(6) ? "the grid must cover batch" : NULL;
+}
+
+#undef U
+
 #define B ACG_ARG_BUFFER
 #define F ACG_ARG_F32
+#define N ACG_ARG_U32
 
 static const acg__kernel_def catalogue[] = {
-    {"fill_f32", 2, {B, F}, {4, 0}, 1},
-    {"add_scalar_f32", 3, {B, B, F}, {4, 4, 0}, 1},
-    {"axpy_f32", 3, {B, B, F}, {4, 4, 0}, 1},
-    {"copy_f32", 2, {B, B}, {4, 4}, 1},
+    {"fill_f32", 2, {B, F}, {4, 0}, 1, NULL},
+    {"add_scalar_f32", 3, {B, B, F}, {4, 4, 0}, 1, NULL},
+    {"axpy_f32", 3, {B, B, F}, {4, 4, 0}, 1, NULL},
+    {"copy_f32", 2, {B, B}, {4, 4}, 1, NULL},
+    {"swiglu_f32", 3, {B, B, B}, {4, 4, 4}, 1, NULL},
+    {"embed_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, embed_shape},
+    {"rmsnorm_f32", 6, {B, B, B, N, N, F}, {4, 4, 4}, 1, rmsnorm_shape},
+    {"matmul_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, matmul_shape},
+    {"rope_f32", 10, {B, B, B, B, B, N, N, N, N, N}, {4, 4, 4, 4, 4}, 2, rope_shape},
+    {"kv_store_f32",
+     13,
+     {B, B, B, B, B, B, B, N, N, N, N, N, N},
+     {4, 4, 4, 4, 4, 4, 4},
+     2,
+     kv_store_shape},
+    {"attention_f32",
+     16,
+     {B, B, B, B, B, B, B, B, N, N, N, N, N, N, N, N},
+     {4, 4, 4, 4, 4, 4, 4, 4},
+     2,
+     attention_shape},
+    {"gather_last_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, gather_last_shape},
+    {"sample_f32", 8, {B, B, B, B, B, N, N, N}, {4, 4, 4, 4, 4}, 1, sample_shape},
 };
 
 #undef B
 #undef F
+#undef N
 
 const acg__kernel_def *acg__kernel_catalogue(size_t *count) {
     *count = sizeof catalogue / sizeof catalogue[0];
@@ -133,6 +254,7 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
     node->kernel = k->impl;
     node->dims = *dims;
     node->n_args = def->n_args;
+    /* Types first, and scalars into the node, so the shape rule can read them. */
     for (uint32_t i = 0; i < def->n_args; i++) {
         const acg_arg *a = &args[i];
         if (a->type != def->types[i]) {
@@ -143,9 +265,26 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
         }
         acg__karg *r = &node->args[i];
         r->type = a->type;
+        r->value.u64 = 0;
         if (a->type != ACG_ARG_BUFFER) {
-            r->value.u64 = 0;
             memcpy(&r->value, &a->value, sizeof a->value.u64);
+        }
+    }
+    uint64_t extent[ACG_MAX_KERNEL_ARGS] = {0};
+    if (def->shape != NULL) {
+        const char *why = def->shape(node->args, dims, extent);
+        if (why != NULL) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %s", fn, def->name, why);
+        }
+    } else {
+        for (uint32_t i = 0; i < def->n_args; i++) {
+            extent[i] = (uint64_t)def->bytes_per_item[i] * dims->global[0];
+        }
+    }
+    for (uint32_t i = 0; i < def->n_args; i++) {
+        const acg_arg *a = &args[i];
+        acg__karg *r = &node->args[i];
+        if (a->type != ACG_ARG_BUFFER) {
             continue;
         }
         const acg_buffer *b = a->value.buf.buffer;
@@ -165,11 +304,11 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
                               "%s(%s): argument %u offset %zu is not a multiple of %zu", fn,
                               def->name, i, off, per);
         }
-        size_t window = per * dims->global[0];
+        uint64_t window = extent[i];
         if (off > b->size || window > b->size - off) {
             return acg__error(ACG_ERR_OUT_OF_RANGE,
-                              "%s(%s): argument %u reaches [%zu, +%zu), past its %zu-byte buffer",
-                              fn, def->name, i, off, window, b->size);
+                              "%s(%s): argument %u reaches [%zu, +%llu), past its %zu-byte buffer",
+                              fn, def->name, i, off, (unsigned long long)window, b->size);
         }
         r->value.buf.mem = b->mem;
         r->value.buf.offset = b->offset + off;
@@ -185,9 +324,9 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
                 x->value.buf.offset == y->value.buf.offset) {
                 continue;
             }
-            size_t xs = x->value.buf.offset, ys = y->value.buf.offset;
-            size_t xe = xs + (size_t)def->bytes_per_item[i] * dims->global[0];
-            size_t ye = ys + (size_t)def->bytes_per_item[j] * dims->global[0];
+            /* Windows were checked to lie inside their buffers: the ends cannot wrap. */
+            uint64_t xs = x->value.buf.offset, ys = y->value.buf.offset;
+            uint64_t xe = xs + extent[i], ye = ys + extent[j];
             if (xs < ye && ys < xe) {
                 return acg__error(ACG_ERR_INVALID_ARGUMENT,
                                   "%s(%s): arguments %u and %u overlap without being the same "

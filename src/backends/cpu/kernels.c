@@ -1,7 +1,10 @@
 /* kernels.c — the cpu backend's kernel library: plain C loops over the 1-D grid.
  * The build turns off contraction into fused multiply-adds (-ffp-contract=off), so results do
  * not depend on the compiler's choice and every backend can match the cpu oracle bit for bit. */
+#include <math.h>
+#include <stdbool.h>
 #include <string.h>
+
 
 #include "backends/cpu/cpu.h"
 
@@ -35,11 +38,408 @@ static void copy_f32(const cpu_arg *a, const uint32_t global[3]) {
     memmove(a[0].p, a[1].p, (size_t)global[0] * sizeof(float));
 }
 
+static void swiglu_f32(const cpu_arg *a, const uint32_t global[3]) {
+    float *y = a[0].p;
+    const float *x = a[1].p, *g = a[2].p;
+    for (uint32_t i = 0; i < global[0]; i++) {
+        float v = x[i];
+        v *= 1.0f / (1.0f + expf(-v));
+        y[i] = v * g[i];
+    }
+}
+
+/* ---- model kernels --------------------------------------------------------------------------
+ * One loop nest per kernel; every output element sums in the order the reference does (index
+ * ascending), so a row's result never depends on the rows around it. Ids read from buffers are
+ * checked before use. */
+
+static void embed_f32(const cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    float *out = a[0].p;
+    const float *table = a[1].p;
+    const int32_t *tokens = a[2].p;
+    const uint32_t dim = a[3].u32, vocab = a[4].u32, n = a[5].u32;
+    for (uint32_t t = 0; t < n; t++) {
+        int32_t id = tokens[t];
+        if (id >= 0 && (uint32_t)id < vocab) {
+            memcpy(out + (size_t)t * dim, table + (size_t)id * dim, (size_t)dim * sizeof(float));
+        } else {
+            memset(out + (size_t)t * dim, 0, (size_t)dim * sizeof(float));
+        }
+    }
+}
+
+static void rmsnorm_f32(const cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    float *out = a[0].p;
+    const float *x = a[1].p, *w = a[2].p;
+    const uint32_t dim = a[3].u32, n = a[4].u32;
+    const float eps = a[5].f32;
+    for (uint32_t t = 0; t < n; t++) {
+        const float *xr = x + (size_t)t * dim;
+        float *o = out + (size_t)t * dim;
+        float ss = 0.0f;
+        for (uint32_t j = 0; j < dim; j++) {
+            ss += xr[j] * xr[j];
+        }
+        ss /= (float)dim;
+        ss += eps;
+        ss = 1.0f / sqrtf(ss);
+        for (uint32_t j = 0; j < dim; j++) {
+            o[j] = w[j] * (ss * xr[j]);
+        }
+    }
+}
+
+/* out (n, n_out) = x (n, n_in) w^T. Tiles of 4 rows by 4 outputs keep 16 independent sums in
+ * flight; each sum still adds w[j][k] * x[r][k] for k ascending, as a single dot product does. */
+static void matmul_f32(const cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    float *out = a[0].p;
+    const float *x = a[1].p, *w = a[2].p;
+    const uint32_t n_in = a[3].u32, n_out = a[4].u32, n = a[5].u32;
+    uint32_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+        const float *x0 = x + (size_t)r * n_in, *x1 = x0 + n_in, *x2 = x1 + n_in, *x3 = x2 + n_in;
+        uint32_t j = 0;
+        for (; j + 4 <= n_out; j += 4) {
+            float s[4][4] = {{0.0f}};
+            const float *w0 = w + (size_t)j * n_in, *w1 = w0 + n_in, *w2 = w1 + n_in,
+                        *w3 = w2 + n_in;
+            for (uint32_t k = 0; k < n_in; k++) {
+                const float xv[4] = {x0[k], x1[k], x2[k], x3[k]};
+                const float wv[4] = {w0[k], w1[k], w2[k], w3[k]};
+                for (int rr = 0; rr < 4; rr++) {
+                    for (int jj = 0; jj < 4; jj++) {
+                        s[rr][jj] += wv[jj] * xv[rr];
+                    }
+                }
+            }
+            for (int rr = 0; rr < 4; rr++) {
+                memcpy(out + (size_t)(r + rr) * n_out + j, s[rr], sizeof s[rr]);
+            }
+        }
+        for (; j < n_out; j++) {
+            const float *wj = w + (size_t)j * n_in;
+            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+            for (uint32_t k = 0; k < n_in; k++) {
+                s0 += wj[k] * x0[k];
+                s1 += wj[k] * x1[k];
+                s2 += wj[k] * x2[k];
+                s3 += wj[k] * x3[k];
+            }
+            out[(size_t)r * n_out + j] = s0;
+            out[(size_t)(r + 1) * n_out + j] = s1;
+            out[(size_t)(r + 2) * n_out + j] = s2;
+            out[(size_t)(r + 3) * n_out + j] = s3;
+        }
+    }
+    for (; r < n; r++) {
+        const float *xr = x + (size_t)r * n_in;
+        uint32_t j = 0;
+        for (; j + 4 <= n_out; j += 4) {
+            const float *w0 = w + (size_t)j * n_in, *w1 = w0 + n_in, *w2 = w1 + n_in,
+                        *w3 = w2 + n_in;
+            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+            for (uint32_t k = 0; k < n_in; k++) {
+                s0 += w0[k] * xr[k];
+                s1 += w1[k] * xr[k];
+                s2 += w2[k] * xr[k];
+                s3 += w3[k] * xr[k];
+            }
+            float *o = out + (size_t)r * n_out + j;
+            o[0] = s0;
+            o[1] = s1;
+            o[2] = s2;
+            o[3] = s3;
+        }
+        for (; j < n_out; j++) {
+            const float *wj = w + (size_t)j * n_in;
+            float s0 = 0.0f;
+            for (uint32_t k = 0; k < n_in; k++) {
+                s0 += wj[k] * xr[k];
+            }
+            out[(size_t)r * n_out + j] = s0;
+        }
+    }
+}
+
+/* The row of token t and its position, from the plan; false for padding or a position the
+ * block table cannot hold. */
+static bool token_place(const int32_t *offsets, const int32_t *kv_lens, uint32_t batch,
+                        uint32_t t, uint32_t max_pos, uint32_t *row, uint32_t *pos) {
+    for (uint32_t r = 0; r < batch; r++) {
+        int64_t lo = offsets[r], hi = offsets[r + 1];
+        if (lo <= (int64_t)t && (int64_t)t < hi) {
+            int64_t p = (int64_t)kv_lens[r] - (hi - lo) + ((int64_t)t - lo);
+            if (p < 0 || p >= (int64_t)max_pos) {
+                return false;
+            }
+            *row = r;
+            *pos = (uint32_t)p;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void rope_f32(const cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    float *x = a[0].p;
+    const float *cos_t = a[1].p, *sin_t = a[2].p;
+    const int32_t *offsets = a[3].p, *kv_lens = a[4].p;
+    const uint32_t width = a[5].u32, head_size = a[6].u32, n = a[7].u32, batch = a[8].u32,
+                   max_pos = a[9].u32, half = head_size / 2;
+    for (uint32_t t = 0; t < n; t++) {
+        uint32_t row, pos;
+        if (!token_place(offsets, kv_lens, batch, t, max_pos, &row, &pos)) {
+            continue;
+        }
+        float *v = x + (size_t)t * width;
+        for (uint32_t i = 0; i < width; i += 2) {
+            uint32_t f = (i % head_size) / 2;
+            float c = cos_t[(size_t)pos * half + f], s = sin_t[(size_t)pos * half + f];
+            float v0 = v[i], v1 = v[i + 1];
+            v[i] = v0 * c - v1 * s;
+            v[i + 1] = v0 * s + v1 * c;
+        }
+    }
+}
+
+/* The page holding position pos of row r, or -1 when the table names no usable page. */
+static int64_t page_of(const int32_t *table, uint32_t table_width, uint32_t page_size,
+                       uint32_t n_pages, uint32_t r, uint32_t pos) {
+    int32_t page = table[(size_t)r * table_width + pos / page_size];
+    return page >= 0 && (uint32_t)page < n_pages ? page : -1;
+}
+
+static void kv_store_f32(const cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    float *kc = a[0].p, *vc = a[1].p;
+    const float *k = a[2].p, *v = a[3].p;
+    const int32_t *table = a[4].p, *offsets = a[5].p, *kv_lens = a[6].p;
+    const uint32_t kv_dim = a[7].u32, n = a[8].u32, batch = a[9].u32, width = a[10].u32,
+                   page_size = a[11].u32, n_pages = a[12].u32;
+    for (uint32_t t = 0; t < n; t++) {
+        uint32_t r, pos;
+        if (page_size == 0 || !token_place(offsets, kv_lens, batch, t, width * page_size, &r, &pos)) {
+            continue;
+        }
+        int64_t page = page_of(table, width, page_size, n_pages, r, pos);
+        if (page <= 0) { /* never write the sink page */
+            continue;
+        }
+        size_t at = ((size_t)page * page_size + pos % page_size) * kv_dim;
+        memcpy(kc + at, k + (size_t)t * kv_dim, (size_t)kv_dim * sizeof(float));
+        memcpy(vc + at, v + (size_t)t * kv_dim, (size_t)kv_dim * sizeof(float));
+    }
+}
+
+static void attention_f32(const cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    float *out = a[0].p, *att = a[1].p;
+    const float *q = a[2].p, *kc = a[3].p, *vc = a[4].p;
+    const int32_t *table = a[5].p, *offsets = a[6].p, *kv_lens = a[7].p;
+    const uint32_t n_heads = a[8].u32, n_kv_heads = a[9].u32, hs = a[10].u32, n = a[11].u32,
+                   batch = a[12].u32, width = a[13].u32, page_size = a[14].u32,
+                   n_pages = a[15].u32;
+    const uint32_t span = width * page_size, kv_dim = n_kv_heads * hs,
+                   group = n_heads / n_kv_heads;
+    const float scale = sqrtf((float)hs);
+    for (uint32_t t = 0; t < n; t++) {
+        uint32_t r = 0, pos = 0;
+        bool real = page_size != 0 && token_place(offsets, kv_lens, batch, t, span, &r, &pos);
+        for (uint32_t h = 0; h < n_heads; h++) {
+            float *o = out + ((size_t)t * n_heads + h) * hs;
+            memset(o, 0, (size_t)hs * sizeof(float));
+            if (!real) {
+                continue;
+            }
+            const float *qh = q + ((size_t)t * n_heads + h) * hs;
+            float *sc = att + ((size_t)t * n_heads + h) * span;
+            size_t kv_off = (size_t)(h / group) * hs;
+            for (uint32_t p = 0; p <= pos; p++) {
+                int64_t page = page_of(table, width, page_size, n_pages, r, p);
+                float score = 0.0f;
+                if (page >= 0) {
+                    const float *kp = kc + ((size_t)page * page_size + p % page_size) * kv_dim +
+                                      kv_off;
+                    for (uint32_t i = 0; i < hs; i++) {
+                        score += qh[i] * kp[i];
+                    }
+                }
+                sc[p] = score / scale;
+            }
+            float max = sc[0];
+            for (uint32_t p = 1; p <= pos; p++) {
+                if (sc[p] > max) {
+                    max = sc[p];
+                }
+            }
+            float sum = 0.0f;
+            for (uint32_t p = 0; p <= pos; p++) {
+                sc[p] = expf(sc[p] - max);
+                sum += sc[p];
+            }
+            for (uint32_t p = 0; p <= pos; p++) {
+                sc[p] /= sum;
+            }
+            for (uint32_t p = 0; p <= pos; p++) {
+                int64_t page = page_of(table, width, page_size, n_pages, r, p);
+                if (page < 0) {
+                    page = 0; /* the sink page: zeros */
+                }
+                const float *vp = vc + ((size_t)page * page_size + p % page_size) * kv_dim + kv_off;
+                for (uint32_t i = 0; i < hs; i++) {
+                    o[i] += sc[p] * vp[i];
+                }
+            }
+        }
+    }
+}
+
+static void gather_last_f32(const cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    float *out = a[0].p;
+    const float *x = a[1].p;
+    const int32_t *offsets = a[2].p;
+    const uint32_t dim = a[3].u32, batch = a[4].u32, n = a[5].u32;
+    for (uint32_t r = 0; r < batch; r++) {
+        int32_t lo = offsets[r], hi = offsets[r + 1];
+        float *o = out + (size_t)r * dim;
+        if (lo < hi && hi >= 1 && (uint32_t)hi <= n) {
+            memcpy(o, x + (size_t)(hi - 1) * dim, (size_t)dim * sizeof(float));
+        } else {
+            memset(o, 0, (size_t)dim * sizeof(float));
+        }
+    }
+}
+
+/* The sampler's random number for (seed, counter): splitmix64's finalizer over the pair, so
+ * every draw of a request is a fresh, reproducible number. */
+static uint64_t draw_bits(uint64_t seed, uint64_t counter) {
+    uint64_t z = seed + (counter + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float bits_float(uint32_t b) {
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* Probability mass of the tokens whose probability is at least tau, summed in index order. */
+static float mass_from(const float *p, uint32_t vocab, float tau) {
+    float m = 0.0f;
+    for (uint32_t i = 0; i < vocab; i++) {
+        if (p[i] >= tau) {
+            m += p[i];
+        }
+    }
+    return m;
+}
+
+/* One row of "sample_f32": see acg.h and docs/kernels.md. */
+static void sample_row(const float *logits, float *p, uint32_t vocab, uint32_t *state,
+                       int32_t *result) {
+    const float temperature = bits_float(state[3]), top_p = bits_float(state[4]);
+    if (!(temperature > 0.0f)) {
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < vocab; i++) {
+            if (logits[i] > logits[best]) {
+                best = i;
+            }
+        }
+        result[0] = (int32_t)best;
+        result[1] = -1;
+        return;
+    }
+    float max = logits[0] / temperature;
+    for (uint32_t i = 1; i < vocab; i++) {
+        float v = logits[i] / temperature;
+        if (v > max) {
+            max = v;
+        }
+    }
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < vocab; i++) {
+        p[i] = expf(logits[i] / temperature - max);
+        sum += p[i];
+    }
+    for (uint32_t i = 0; i < vocab; i++) {
+        p[i] /= sum;
+    }
+    /* The nucleus is every token at or above the largest threshold tau whose mass reaches
+     * top_p: a bisection over the bit patterns of tau (positive floats order as integers). */
+    uint32_t lo = 0;
+    if (top_p > 0.0f && top_p < 1.0f && mass_from(p, vocab, 0.0f) >= top_p) {
+        uint32_t hi = 0x3f800001u; /* just above 1.0f */
+        while (hi - lo > 1) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (mass_from(p, vocab, bits_float(mid)) >= top_p) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+    }
+    const float tau = bits_float(lo);
+    const uint64_t seed = (uint64_t)state[1] << 32 | state[0];
+    const uint32_t counter = state[2];
+    const float u = (float)(draw_bits(seed, counter) >> 40) * (1.0f / 16777216.0f);
+    const float target = u * mass_from(p, vocab, tau);
+    float cdf = 0.0f;
+    int32_t pick = -1;
+    for (uint32_t i = 0; i < vocab; i++) {
+        if (p[i] >= tau) {
+            pick = (int32_t)i; /* the last of the nucleus, should rounding leave target unmet */
+            cdf += p[i];
+            if (target < cdf) {
+                break;
+            }
+        }
+    }
+    state[2] = counter + 1;
+    result[0] = pick < 0 ? 0 : pick;
+    result[1] = (int32_t)counter;
+}
+
+static void sample_f32(const cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    int32_t *result = a[0].p;
+    const float *logits = a[1].p;
+    float *probs = a[2].p;
+    const int32_t *seats = a[3].p;
+    uint32_t *states = a[4].p;
+    const uint32_t vocab = a[5].u32, batch = a[6].u32, n_states = a[7].u32;
+    for (uint32_t r = 0; r < batch; r++) {
+        int32_t seat = seats[r];
+        if (seat < 0 || (uint32_t)seat >= n_states || vocab == 0) {
+            result[2 * r] = -1;
+            result[2 * r + 1] = -1;
+            continue;
+        }
+        sample_row(logits + (size_t)r * vocab, probs + (size_t)r * vocab, vocab,
+                        states + (size_t)seat * ACG_SAMPLER_STATE_WORDS, &result[2 * r]);
+    }
+}
+
 static const cpu_kernel kernels[] = {
     {"fill_f32", fill_f32},
     {"add_scalar_f32", add_scalar_f32},
     {"axpy_f32", axpy_f32},
     {"copy_f32", copy_f32},
+    {"swiglu_f32", swiglu_f32},
+    {"embed_f32", embed_f32},
+    {"rmsnorm_f32", rmsnorm_f32},
+    {"matmul_f32", matmul_f32},
+    {"rope_f32", rope_f32},
+    {"kv_store_f32", kv_store_f32},
+    {"attention_f32", attention_f32},
+    {"gather_last_f32", gather_last_f32},
+    {"sample_f32", sample_f32},
 };
 
 const cpu_kernel *acg__cpu_kernel_find(const char *name) {
