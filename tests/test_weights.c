@@ -95,7 +95,7 @@ static void test_preset_configs(void **state) {
     assert_int_equal(c.n_kv_heads, 2);
     assert_int_equal(c.vocab_size, 512);
     assert_int_equal(c.seq_len, 256);
-    assert_true(c.shared_classifier);
+    assert_false(c.shared_classifier);
     TC_OK(acg_model_preset_get_config("small", &c));
     assert_int_equal(c.dim, 288);
     assert_int_equal(c.hidden_dim, 768);

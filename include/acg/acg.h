@@ -457,6 +457,7 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
  *                     number a function of (seed, counter) and the counter then incremented in
  *                     the state, so replays never repeat a draw. result[r] = {token, counter
  *                     used or -1}; {-1, -1} for a seat outside 0..n_states-1, untouched state.
+ *                     Rows of one launch must name different seats (rows sharing a seat race).
  */
 ACG_API acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out);
 

@@ -3,8 +3,9 @@
  * checkpoint (model.bin) or from a built-in preset with seeded random weights, and its
  * tokenizer (llama2.c's tokenizer.bin, or one generated for a preset's vocabulary).
  *
- * This part of the header is the loading half: configurations, weights, presets and the
- * tokenizer. Nothing here touches a device; the forward pass comes later in this file.
+ * The first half loads: configurations, weights, presets and the tokenizer, touching no device.
+ * The second half serves: a model on a device (weights uploaded, a paged KV cache, a bucketed
+ * capture runner) that generates for many requests at once with continuous batching.
  *
  * Conventions are those of acg.h: statuses, acg_last_error(), free(NULL) is a no-op,
  * out-parameters last and untouched on an error. A malformed file is ACG_ERR_INVALID_ARGUMENT
@@ -18,6 +19,7 @@
 #define ACG_MODEL_H
 
 #include <acg/acg.h>
+#include <acg/engine.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,9 +56,11 @@ typedef struct acg_model_config {
     { sizeof(acg_model_config), 0, 0, 0, 0, 0, 0, 0, true }
 
 /* The configuration of a built-in preset:
- *   "tiny":  dim 64, hidden 172, 2 layers, 4 heads, 2 KV heads, vocab 512, seq 256, shared;
- *   "small": dim 288, hidden 768, 6 layers, 6 heads, 6 KV heads, vocab 32000, seq 256, shared
+ *   "tiny":  dim 64, hidden 172, 2 layers, 4 heads, 2 KV heads, vocab 512, seq 256;
+ *   "small": dim 288, hidden 768, 6 layers, 6 heads, 6 KV heads, vocab 32000, seq 256
  *            (llama2.c's stories15M shape).
+ * Both have a separate classifier: with random weights a tied one would make greedy decoding
+ * repeat the current token forever.
  * ACG_ERR_NOT_FOUND for another name (the message lists the presets); ACG_ERR_INVALID_ARGUMENT
  * for a NULL name or out. */
 ACG_API acg_status acg_model_preset_get_config(const char *name, acg_model_config *out);
@@ -203,6 +207,133 @@ ACG_API const char *acg_tokenizer_decode(const acg_tokenizer *t, int32_t prev_to
 /* Token id of exactly this piece (length bytes at piece), or -1 when the vocabulary lacks it
  * or t is NULL or foreign. Thread-safe. */
 ACG_API int32_t acg_tokenizer_find(const acg_tokenizer *t, const char *piece, size_t length);
+
+/* ---------------------------------------------------------------------------------------------
+ * Serving: a model on a device, and generation with continuous batching
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct acg_model acg_model;
+
+typedef struct acg_model_options {
+    size_t size;              /* sizeof(acg_model_options) */
+    uint32_t max_batch;       /* requests per step (default 32, at most 1024) */
+    uint32_t max_step_tokens; /* query tokens per step, prefill chunks included (default 64;
+                                 at least max_batch) */
+    uint32_t page_size;       /* tokens per KV page (default 16) */
+    uint32_t kv_pages;        /* KV pages per layer, the sink page included (0: enough for
+                                 max_batch requests of seq_len tokens) */
+    acg_graph_mode graphs;    /* ACG_GRAPHS_AUTO: from the environment, else on */
+    uint32_t n_slots;         /* the runner's slots (0: 1, the host waits for every step) */
+} acg_model_options;
+
+#define ACG_MODEL_OPTIONS_INIT                                                                     \
+    { sizeof(acg_model_options), 32, 64, 16, 0, ACG_GRAPHS_AUTO, 0 }
+
+/* Puts the weights on dev and prepares serving: uploads every tensor, builds the RoPE tables,
+ * creates the KV cache, one attention plan per slot, the sampler states and a whole-step
+ * runner whose buckets are the decode shapes (b rows of one token, b = 1, 2, 4 .. max_batch)
+ * and the mixed shapes (max_batch rows, 64 .. max_step_tokens tokens), captured at creation
+ * unless graphs are off (ACG_GRAPHS_REQUIRE: a bucket that fails to capture fails the call).
+ * The weights may be freed afterwards. Synchronous; progress is logged at info level.
+ * ACG_ERR_INVALID_HANDLE for a NULL dev or weights; ACG_ERR_INVALID_ARGUMENT for a NULL out,
+ * options whose size is not sizeof(acg_model_options), max_batch or max_step_tokens 0 or out
+ * of range, a page size of 0; ACG_ERR_OUT_OF_MEMORY; the runner's statuses (see
+ * acg_runner_create). */
+ACG_API acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
+                                    const acg_model_options *options, acg_model **out);
+
+/* Waits for the model's stream, then frees everything, requests included. NULL is a no-op. */
+ACG_API acg_status acg_model_destroy(acg_model *model);
+
+/* One request: a prompt of token ids (the caller's tokenizer made them; the array is copied)
+ * and how to continue it. */
+typedef struct acg_request {
+    size_t size;             /* sizeof(acg_request) */
+    const int32_t *prompt;   /* (prompt_len) ids in 0..vocab_size-1 */
+    uint32_t prompt_len;     /* at least 1 */
+    uint32_t max_new_tokens; /* tokens to generate (at least 1) */
+    float temperature;       /* 0: greedy; > 0: sampled at this temperature */
+    float top_p;             /* nucleus mass in (0, 1]; 1: the whole distribution */
+    uint64_t seed;           /* the request's random stream */
+    bool stop_at_eos;        /* finish early on ACG_TOKEN_EOS */
+} acg_request;
+
+#define ACG_REQUEST_INIT                                                                           \
+    { sizeof(acg_request), NULL, 0, 16, 0.0f, 1.0f, 0, false }
+
+typedef enum acg_request_state {
+    ACG_REQUEST_WAITING = 0, /* queued until KV pages and a batch row are free */
+    ACG_REQUEST_RUNNING,     /* in the batch */
+    ACG_REQUEST_FINISHED,    /* all its tokens generated; its pages are free again */
+} acg_request_state;
+
+typedef struct acg_request_status {
+    acg_request_state state;
+    const int32_t *tokens;         /* (n_tokens) the prompt, then the generated tokens */
+    uint32_t n_tokens;
+    uint32_t n_generated;          /* tokens generated so far */
+    const uint32_t *draw_counters; /* (n_generated) the sampler counter each generated token
+                                      used, UINT32_MAX for a greedy token */
+} acg_request_status;
+
+/* Queues a request (not thread-safe: one thread drives a model) and gives its id. It is
+ * admitted by a later acg_model_step once a batch row and KV pages for all its tokens
+ * (prompt_len + max_new_tokens) are free, in submission order; it never waits for pages it
+ * could never have. ACG_ERR_INVALID_ARGUMENT for a NULL request, prompt or id, a size field
+ * that is not sizeof(acg_request), prompt_len 0, max_new_tokens 0, a token id out of range, a
+ * temperature that is negative or not finite, or top_p outside (0, 1];
+ * ACG_ERR_EXHAUSTED when prompt_len + max_new_tokens exceeds seq_len or needs more KV pages
+ * than the cache has (the message says how many); ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_model_submit(acg_model *model, const acg_request *request, uint64_t *id);
+
+/* What one step did. */
+typedef struct acg_step_report {
+    uint32_t rows;      /* requests in the step */
+    uint32_t tokens;    /* query tokens (prefill and decode) */
+    uint32_t generated; /* tokens sampled */
+    uint32_t admitted;  /* requests admitted before it */
+    uint32_t finished;  /* requests that finished in it */
+    uint32_t bucket;    /* the runner's bucket */
+    bool graphed;       /* replayed from a graph */
+    double ms;          /* wall time of the step, host waits included */
+} acg_step_report;
+
+/* Runs one engine step: admits waiting requests, batches every running one (a prefill chunk
+ * for a prompt not yet read, one token for the rest), selects the tightest bucket, leases a
+ * slot, plans, uploads the step's tokens, replays or runs eagerly, reads the sampled tokens
+ * back (waiting for the stream) and retires finished requests. *report (may be NULL) says what
+ * it did: rows 0 means there was nothing to run. Statuses of the engine and the device; after
+ * an error the model should be destroyed. */
+ACG_API acg_status acg_model_step(acg_model *model, acg_step_report *report);
+
+/* Steps until no request is waiting or running. */
+ACG_API acg_status acg_model_run_all(acg_model *model);
+
+/* A request's state and tokens; the arrays stay valid until the next step or release.
+ * ACG_ERR_NOT_FOUND for an unknown id; ACG_ERR_INVALID_ARGUMENT for a NULL out. */
+ACG_API acg_status acg_model_get_request(const acg_model *model, uint64_t id,
+                                         acg_request_status *out);
+
+/* Forgets a request, ending it first if it is waiting or running (its pages are freed).
+ * ACG_ERR_NOT_FOUND for an unknown id. */
+ACG_API acg_status acg_model_release_request(acg_model *model, uint64_t id);
+
+typedef struct acg_model_stats {
+    uint64_t steps, graphed_steps;
+    uint64_t prompt_tokens;    /* prompt tokens read */
+    uint64_t generated_tokens; /* tokens sampled */
+    double step_ms;            /* wall time of all steps */
+    uint32_t buckets_captured, buckets_dropped;
+    double capture_ms; /* time spent capturing at creation */
+} acg_model_stats;
+
+ACG_API acg_status acg_model_get_stats(const acg_model *model, acg_model_stats *out);
+
+/* The runner that serves the steps (owned by the model), for its bucket reports. */
+ACG_API acg_runner *acg_model_get_runner(const acg_model *model);
+
+/* The model's stream: every step runs on it. */
+ACG_API acg_stream *acg_model_get_stream(const acg_model *model);
 
 #ifdef __cplusplus
 }

@@ -68,6 +68,7 @@ typedef enum acg__handle_type {
     ACG__HANDLE_RUNNER,
     ACG__HANDLE_WEIGHTS,
     ACG__HANDLE_TOKENIZER,
+    ACG__HANDLE_MODEL,
 } acg__handle_type;
 
 /* The registry of live handles, so a destroyed or foreign pointer is rejected, not followed. */

@@ -45,4 +45,58 @@ void acg__file_unmap(const void *data, size_t size);
 acg_status acg__file_write(const char *path, const char *fn, const void *const *data,
                            const size_t *size, size_t n);
 
+/* ---- serving (model.c, forward.c, generate.c) ----------------------------------------------- */
+
+/* The kernels the forward launches. */
+typedef struct acg__model_kernels {
+    acg_kernel *embed, *rmsnorm, *matmul, *rope, *kv_store, *attention, *axpy, *swiglu,
+        *gather_last, *sample;
+} acg__model_kernels;
+
+/* The weights on the device: one buffer per tensor, every layer of it. */
+typedef struct acg__model_device_weights {
+    acg_buffer *token_embedding; /* (vocab_size, dim) */
+    acg_buffer *rms_att;         /* (n_layers, dim) */
+    acg_buffer *wq, *wk, *wv;    /* (n_layers, dim | kv_dim, dim) */
+    acg_buffer *wo;              /* (n_layers, dim, dim) */
+    acg_buffer *rms_ffn;         /* (n_layers, dim) */
+    acg_buffer *w1, *w3;         /* (n_layers, hidden_dim, dim) */
+    acg_buffer *w2;              /* (n_layers, dim, hidden_dim) */
+    acg_buffer *rms_final;       /* (dim) */
+    acg_buffer *classifier;      /* (vocab_size, dim); token_embedding when shared */
+    acg_buffer *rope_cos, *rope_sin; /* (seq_len, head_size / 2) */
+} acg__model_device_weights;
+
+typedef struct acg__request acg__request;
+
+struct acg_model {
+    acg_device *dev;
+    acg_model_config config;
+    acg_model_options options;
+    uint32_t head_size, kv_dim;
+    acg_stream *stream;
+    acg__model_kernels k;
+    acg__model_device_weights w;
+    acg_kv_cache *kv;
+    acg_buffer *k_cache, *v_cache; /* (n_layers, kv_pages, page_size, kv_dim), the cache's */
+    acg_stager *stager;
+    acg_attn_plan *plans[2];   /* one per slot, sized for the largest bucket */
+    acg_buffer *states;        /* (max_batch, ACG_SAMPLER_STATE_WORDS) sampler states, by seat */
+    acg_runner *runner;
+    int32_t *step_result;      /* pinned (max_batch, 2): a step's sampled tokens */
+    /* generation (generate.c) */
+    acg__request *requests;    /* every request not released, in submission order */
+    acg__request **seats;      /* (max_batch) the running request of each seat, or NULL */
+    uint64_t next_id;
+    acg_model_stats stats;
+};
+
+/* The whole-step recipe the runner captures (forward.c): inputs are the step's token ids
+ * (bucket tokens) and each row's sampler seat (bucket batch, -1: no sample); outputs the
+ * sampled {token, counter} pairs (bucket batch, 2) and the logits (bucket batch, vocab). */
+void acg__model_recipe(acg_model *m, acg_recipe *out);
+
+/* Frees every request (generate.c). */
+void acg__model_free_requests(acg_model *m);
+
 #endif /* ACG_MODEL_IMPL_H */

@@ -16,10 +16,13 @@ typedef struct preset {
     acg_model_config config;
 } preset;
 
-/* tiny's hidden_dim is llama2.c's rule: 2/3 of 4 * dim, rounded up to a multiple of 4. */
+/* tiny's hidden_dim is llama2.c's rule: 2/3 of 4 * dim, rounded up to a multiple of 4.
+ * The classifiers are separate: with random weights a tied one scores the current token far
+ * above every other (its logit is the embedding's own square norm), and greedy decoding would
+ * repeat it forever. */
 static const preset presets[] = {
-    {"tiny", {sizeof(acg_model_config), 64, 172, 2, 4, 2, 512, 256, true}},
-    {"small", {sizeof(acg_model_config), 288, 768, 6, 6, 6, 32000, 256, true}},
+    {"tiny", {sizeof(acg_model_config), 64, 172, 2, 4, 2, 512, 256, false}},
+    {"small", {sizeof(acg_model_config), 288, 768, 6, 6, 6, 32000, 256, false}},
 };
 
 static const preset *find_preset(const char *name) {

@@ -54,4 +54,8 @@ bool cli_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out);
 int cli_info(int argc, char **argv);
 extern const char cli_info_usage[];
 
+/* tools/acg/run.c: the reference model generating text with continuous batching. */
+int cli_run(int argc, char **argv);
+extern const char cli_run_usage[];
+
 #endif /* ACG_CLI_H */

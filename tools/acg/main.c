@@ -41,6 +41,9 @@ static const bench_entry benches[] = {
 
 static const char usage_text[] =
     "usage: acg info [--json]\n"
+    "       acg run [--backend B] [--model FILE --tokenizer FILE | --preset tiny|small]\n"
+    "               [--prompt TEXT] [--prompts FILE] [--steps N] [--temperature T] [--top-p P]\n"
+    "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n"
     "       acg bench launch [--backend B] [--kernels N] [--steps S] [--elements E] [--json]\n"
     "       acg bench stage [--backend B] [--plans N] [--json]\n"
     "       acg help | --version\n";
@@ -119,6 +122,7 @@ static void print_help(void) {
     fputs(usage_text, stdout);
     printf("\ncommands:\n"
            "  info          backends compiled in, their devices and capabilities\n"
+           "  run           generate text with the reference model (default: the small preset)\n"
            "  bench NAME    run a benchmark; --help after NAME for its options\n"
            "  help          this text\n"
            "  --version     the version\n"
@@ -157,6 +161,8 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "info") == 0)
         return cli_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0)
+        return cli_run(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || cli_is_help(cmd)) {

@@ -340,7 +340,14 @@ static acg_status build_program(ocl_device *d) {
     if (err != CL_SUCCESS) {
         return acg__ocl_error(err, fn, "clCreateProgramWithSource");
     }
-    err = clBuildProgram(p, 1, &d->id, "-cl-std=CL1.2", NULL, NULL);
+    /* Division and sqrt may otherwise be off by ulps, and results must match the cpu's bit for
+     * bit; the option is only valid where the device offers it. */
+    cl_device_fp_config fp = 0;
+    clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+    const char *options = fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
+                              ? "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt"
+                              : "-cl-std=CL1.2";
+    err = clBuildProgram(p, 1, &d->id, options, NULL, NULL);
     if (err != CL_SUCCESS) {
         char log[1536] = "";
         clGetProgramBuildInfo(p, d->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);

@@ -1,0 +1,241 @@
+/* forward.c — the reference model's forward pass: one engine step of a Llama-style decoder.
+ *
+ * Reads top to bottom like llama2.c's forward(), but for a whole step at once: T query tokens
+ * of up to B requests, packed (a prefill chunk is several tokens of one row, a decode one
+ * token), with every layer's keys and values written into the paged KV cache and attention
+ * reading them back through the slot's attention plan. The same code runs eagerly and under
+ * capture: shapes come from the bucket, the step's data from the plan and the input buffers,
+ * and activations from acg_stream_alloc (graph scratch when captured).
+ */
+#include <string.h>
+
+#include "model/model-impl.h"
+
+/* ---- launch helpers ------------------------------------------------------------------------ */
+
+static acg_dims grid(uint32_t x, uint32_t y) {
+    acg_dims d = {{x, y, 1}, {0, 0, 0}};
+    return d;
+}
+
+static acg_arg buf(const acg_buffer *b, size_t offset) {
+    return acg_arg_buffer(b, offset);
+}
+
+static acg_arg u32(uint32_t v) {
+    return acg_arg_u32(v);
+}
+
+#define LAUNCH(kernel, dims, ...)                                                                  \
+    do {                                                                                           \
+        const acg_arg args_[] = {__VA_ARGS__};                                                     \
+        const acg_dims dims_ = (dims);                                                             \
+        acg_status st_ = acg_kernel_launch(s, (kernel), &dims_, args_,                             \
+                                           sizeof args_ / sizeof args_[0]);                        \
+        if (st_ != ACG_OK) {                                                                       \
+            return st_;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* ---- activations --------------------------------------------------------------------------- */
+
+typedef struct activations {
+    acg_buffer *x;     /* (T, dim) the residual stream */
+    acg_buffer *xb;    /* (T, dim) normed input of a block, then a block's output */
+    acg_buffer *xb2;   /* (T, dim) attention output */
+    acg_buffer *q;     /* (T, dim) */
+    acg_buffer *k, *v; /* (T, kv_dim) this step's keys and values */
+    acg_buffer *att;   /* (T, n_heads, table_width * page_size) attention scores */
+    acg_buffer *hb;    /* (T, hidden_dim) */
+    acg_buffer *hb2;   /* (T, hidden_dim) */
+    acg_buffer *last;  /* (B, dim) each row's last token */
+    acg_buffer *probs; /* (B, vocab) the sampler's probabilities */
+} activations;
+
+#define N_ACTIVATIONS (sizeof(activations) / sizeof(acg_buffer *))
+
+static void free_activations(acg_stream *s, activations *a) {
+    acg_buffer **all = (acg_buffer **)a;
+    for (size_t i = 0; i < N_ACTIVATIONS; i++) {
+        acg_stream_free(s, all[i]);
+    }
+}
+
+static acg_status build_activations(const acg_model *m, acg_stream *s, uint32_t T, uint32_t B,
+                                    uint32_t span, activations *a) {
+    const acg_model_config *c = &m->config;
+    const size_t f = sizeof(float);
+    const size_t bytes[N_ACTIVATIONS] = {
+        (size_t)T * c->dim * f,
+        (size_t)T * c->dim * f,
+        (size_t)T * c->dim * f,
+        (size_t)T * c->dim * f,
+        (size_t)T * m->kv_dim * f,
+        (size_t)T * m->kv_dim * f,
+        (size_t)T * c->n_heads * span * f,
+        (size_t)T * c->hidden_dim * f,
+        (size_t)T * c->hidden_dim * f,
+        (size_t)B * c->dim * f,
+        (size_t)B * c->vocab_size * f,
+    };
+    memset(a, 0, sizeof *a);
+    acg_buffer **all = (acg_buffer **)a;
+    for (size_t i = 0; i < N_ACTIVATIONS; i++) {
+        acg_status st = acg_stream_alloc(s, bytes[i], &all[i]);
+        if (st != ACG_OK) {
+            free_activations(s, a);
+            return st;
+        }
+    }
+    return ACG_OK;
+}
+
+/* ---- the forward pass ---------------------------------------------------------------------- */
+
+static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_plan_views *plan,
+                                 uint32_t T, uint32_t B, const activations *a) {
+    const acg_model_config *c = &m->config;
+    const acg__model_kernels *k = &m->k;
+    const acg__model_device_weights *w = &m->w;
+    const uint32_t dim = (uint32_t)c->dim, hidden = (uint32_t)c->hidden_dim,
+                   kv_dim = m->kv_dim, hs = m->head_size, n_heads = (uint32_t)c->n_heads,
+                   n_kv_heads = (uint32_t)c->n_kv_heads, seq_len = (uint32_t)c->seq_len,
+                   page = m->options.page_size, n_pages = m->options.kv_pages,
+                   width = plan->table_width;
+    const size_t f = sizeof(float);
+    const size_t cache_layer = (size_t)n_pages * page * kv_dim * f;
+
+    for (uint32_t l = 0; l < (uint32_t)c->n_layers; l++) {
+        /* attention rmsnorm */
+        LAUNCH(k->rmsnorm, grid(T, 1), buf(a->xb, 0), buf(a->x, 0), buf(w->rms_att, l * dim * f),
+               u32(dim), u32(T), acg_arg_f32(1e-5f));
+
+        /* qkv matmuls */
+        LAUNCH(k->matmul, grid(dim, T), buf(a->q, 0), buf(a->xb, 0),
+               buf(w->wq, (size_t)l * dim * dim * f), u32(dim), u32(dim), u32(T));
+        LAUNCH(k->matmul, grid(kv_dim, T), buf(a->k, 0), buf(a->xb, 0),
+               buf(w->wk, (size_t)l * kv_dim * dim * f), u32(dim), u32(kv_dim), u32(T));
+        LAUNCH(k->matmul, grid(kv_dim, T), buf(a->v, 0), buf(a->xb, 0),
+               buf(w->wv, (size_t)l * kv_dim * dim * f), u32(dim), u32(kv_dim), u32(T));
+
+        /* RoPE: rotate q and k by each token's position */
+        LAUNCH(k->rope, grid(dim / 2, T), buf(a->q, 0), buf(w->rope_cos, 0),
+               buf(w->rope_sin, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0), u32(dim),
+               u32(hs), u32(T), u32(B), u32(seq_len));
+        LAUNCH(k->rope, grid(kv_dim / 2, T), buf(a->k, 0), buf(w->rope_cos, 0),
+               buf(w->rope_sin, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
+               u32(kv_dim), u32(hs), u32(T), u32(B), u32(seq_len));
+
+        /* this step's keys and values into the paged cache */
+        LAUNCH(k->kv_store, grid(kv_dim, T), buf(m->k_cache, l * cache_layer),
+               buf(m->v_cache, l * cache_layer), buf(a->k, 0), buf(a->v, 0),
+               buf(plan->block_table, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
+               u32(kv_dim), u32(T), u32(B), u32(width), u32(page), u32(n_pages));
+
+        /* multihead attention over every position up to each token's own */
+        LAUNCH(k->attention, grid(n_heads, T), buf(a->xb2, 0), buf(a->att, 0), buf(a->q, 0),
+               buf(m->k_cache, l * cache_layer), buf(m->v_cache, l * cache_layer),
+               buf(plan->block_table, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
+               u32(n_heads), u32(n_kv_heads), u32(hs), u32(T), u32(B), u32(width), u32(page),
+               u32(n_pages));
+
+        /* output projection, then the residual */
+        LAUNCH(k->matmul, grid(dim, T), buf(a->xb, 0), buf(a->xb2, 0),
+               buf(w->wo, (size_t)l * dim * dim * f), u32(dim), u32(dim), u32(T));
+        LAUNCH(k->axpy, grid(T * dim, 1), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
+
+        /* ffn rmsnorm */
+        LAUNCH(k->rmsnorm, grid(T, 1), buf(a->xb, 0), buf(a->x, 0), buf(w->rms_ffn, l * dim * f),
+               u32(dim), u32(T), acg_arg_f32(1e-5f));
+
+        /* w2(silu(w1(x)) * w3(x)), then the residual */
+        LAUNCH(k->matmul, grid(hidden, T), buf(a->hb, 0), buf(a->xb, 0),
+               buf(w->w1, (size_t)l * hidden * dim * f), u32(dim), u32(hidden), u32(T));
+        LAUNCH(k->matmul, grid(hidden, T), buf(a->hb2, 0), buf(a->xb, 0),
+               buf(w->w3, (size_t)l * hidden * dim * f), u32(dim), u32(hidden), u32(T));
+        LAUNCH(k->swiglu, grid(T * hidden, 1), buf(a->hb, 0), buf(a->hb, 0), buf(a->hb2, 0));
+        LAUNCH(k->matmul, grid(dim, T), buf(a->xb, 0), buf(a->hb, 0),
+               buf(w->w2, (size_t)l * dim * hidden * f), u32(hidden), u32(dim), u32(T));
+        LAUNCH(k->axpy, grid(T * dim, 1), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
+    }
+    return ACG_OK;
+}
+
+/* The step: token embeddings, the layers, then each row's last token through the final
+ * rmsnorm, the classifier and the sampler. */
+static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *io,
+                               const acg_attn_plan_views *plan, const activations *a) {
+    const acg_model_config *c = &m->config;
+    const acg__model_kernels *k = &m->k;
+    const uint32_t T = io->bucket->tokens, B = io->bucket->batch, dim = (uint32_t)c->dim,
+                   vocab = (uint32_t)c->vocab_size;
+
+    LAUNCH(k->embed, grid(dim, T), buf(a->x, 0), buf(m->w.token_embedding, 0),
+           buf(io->inputs[0], 0), u32(dim), u32(vocab), u32(T));
+
+    acg_status st = forward_layers(m, s, plan, T, B, a);
+    if (st != ACG_OK) {
+        return st;
+    }
+
+    LAUNCH(k->gather_last, grid(dim, B), buf(a->last, 0), buf(a->x, 0),
+           buf(plan->query_offsets, 0), u32(dim), u32(B), u32(T));
+    LAUNCH(k->rmsnorm, grid(B, 1), buf(a->last, 0), buf(a->last, 0), buf(m->w.rms_final, 0),
+           u32(dim), u32(B), acg_arg_f32(1e-5f));
+    LAUNCH(k->matmul, grid(vocab, B), buf(io->outputs[1], 0), buf(a->last, 0),
+           buf(m->w.classifier, 0), u32(dim), u32(vocab), u32(B));
+    LAUNCH(k->sample, grid(B, 1), buf(io->outputs[0], 0), buf(io->outputs[1], 0),
+           buf(a->probs, 0), buf(io->inputs[1], 0), buf(m->states, 0), u32(vocab), u32(B),
+           u32(m->options.max_batch));
+    return ACG_OK;
+}
+
+static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
+    acg_model *m = user;
+    acg_attn_plan_views plan;
+    acg_status st = acg_attn_plan_get_views(m->plans[io->slot], &plan);
+    activations a;
+    if (st == ACG_OK) {
+        st = build_activations(m, s, io->bucket->tokens, io->bucket->batch,
+                               plan.table_width * m->options.page_size, &a);
+    }
+    if (st == ACG_OK) {
+        st = forward_step(m, s, io, &plan, &a);
+        free_activations(s, &a);
+    }
+    return st;
+}
+
+/* ---- the recipe ---------------------------------------------------------------------------- */
+
+static bool can_capture(void *user, const acg_capability *cap, char *why, size_t why_size) {
+    (void)user;
+    (void)cap;
+    (void)why;
+    (void)why_size;
+    return true; /* kernels, and stream-ordered scratch: nothing a graph device lacks */
+}
+
+static size_t input_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
+    (void)user;
+    return (size_t)(i == 0 ? b->tokens : b->batch) * sizeof(int32_t);
+}
+
+static size_t output_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
+    const acg_model *m = user;
+    return i == 0 ? (size_t)b->batch * 2 * sizeof(int32_t)
+                  : (size_t)b->batch * (size_t)m->config.vocab_size * sizeof(float);
+}
+
+void acg__model_recipe(acg_model *m, acg_recipe *out) {
+    memset(out, 0, sizeof *out);
+    out->size = sizeof *out;
+    out->name = "llama";
+    out->user = m;
+    out->n_inputs = 2;
+    out->n_outputs = 2;
+    out->can_capture = can_capture;
+    out->input_bytes = input_bytes;
+    out->output_bytes = output_bytes;
+    out->forward = forward;
+}

@@ -1,0 +1,409 @@
+/* generate.c — serving requests with continuous batching.
+ *
+ * A request waits in submission order until a batch row (a seat, which also names its sampler
+ * state) and KV pages for all of its tokens are free; reserving every page at admission means a
+ * running request can never run out and none can take pages another holds. Each step then
+ * batches every running request: a chunk of the prompt while it is being read (packed
+ * prefill), one token afterwards. The runner picks the tightest bucket, the step's plan and
+ * tokens are uploaded, the step replays (or runs eagerly), and the sampled tokens come back.
+ */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/model-impl.h"
+
+struct acg__request {
+    acg__request *next;
+    uint64_t id;
+    acg_request_state state;
+    int32_t *tokens;          /* (prompt_len + max_new) the prompt, then generated tokens */
+    uint32_t *draw_counters;  /* (max_new) */
+    uint32_t prompt_len, n_tokens, max_new, n_generated;
+    uint32_t kv_len;          /* tokens already in the KV cache */
+    int32_t seat;             /* its batch row and sampler state while running, else -1 */
+    float temperature, top_p;
+    uint64_t seed;
+    bool stop_at_eos;
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static acg_status check_model(const acg_model *m, const char *fn) {
+    return acg__handle_valid(m, ACG__HANDLE_MODEL)
+               ? ACG_OK
+               : acg__error(ACG_ERR_INVALID_HANDLE, "%s: not a live model", fn);
+}
+
+static acg__request *find(const acg_model *m, uint64_t id) {
+    for (acg__request *r = m->requests; r != NULL; r = r->next) {
+        if (r->id == id) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void free_request(acg__request *r) {
+    acg__free(r->tokens);
+    acg__free(r->draw_counters);
+    acg__free(r);
+}
+
+void acg__model_free_requests(acg_model *m) {
+    while (m->requests != NULL) {
+        acg__request *r = m->requests;
+        m->requests = r->next;
+        free_request(r);
+    }
+}
+
+/* ---- submission ---------------------------------------------------------------------------- */
+
+static uint32_t pages_for(const acg_model *m, uint32_t tokens) {
+    return (tokens + m->options.page_size - 1) / m->options.page_size;
+}
+
+acg_status acg_model_submit(acg_model *m, const acg_request *q, uint64_t *id) {
+    static const char fn[] = "acg_model_submit";
+    acg_status st = check_model(m, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (q == NULL || id == NULL || q->size != sizeof *q || q->prompt == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          q == NULL || id == NULL ? "NULL request or id"
+                          : q->size != sizeof *q  ? "request.size is not sizeof(acg_request)"
+                                                  : "prompt is NULL");
+    }
+    if (q->prompt_len == 0 || q->max_new_tokens == 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is 0", fn,
+                          q->prompt_len == 0 ? "prompt_len" : "max_new_tokens");
+    }
+    if (!(q->temperature >= 0.0f) || isinf(q->temperature) || !(q->top_p > 0.0f) ||
+        q->top_p > 1.0f) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: temperature %g must be finite and >= 0, top_p %g in (0, 1]", fn,
+                          (double)q->temperature, (double)q->top_p);
+    }
+    for (uint32_t i = 0; i < q->prompt_len; i++) {
+        if (q->prompt[i] < 0 || q->prompt[i] >= m->config.vocab_size) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: prompt[%u] = %d is outside 0..%d", fn,
+                              i, q->prompt[i], m->config.vocab_size - 1);
+        }
+    }
+    uint64_t total = (uint64_t)q->prompt_len + q->max_new_tokens;
+    if (total > (uint64_t)m->config.seq_len) {
+        return acg__error(ACG_ERR_EXHAUSTED,
+                          "%s: %u prompt + %u new tokens exceed the model's seq_len %d", fn,
+                          q->prompt_len, q->max_new_tokens, m->config.seq_len);
+    }
+    if (pages_for(m, (uint32_t)total) > m->options.kv_pages - 1) {
+        return acg__error(ACG_ERR_EXHAUSTED, "%s: %llu tokens need %u KV pages, the cache has %u",
+                          fn, (unsigned long long)total, pages_for(m, (uint32_t)total),
+                          m->options.kv_pages - 1);
+    }
+    acg__request *r = acg__calloc(1, sizeof *r);
+    if (r != NULL) {
+        r->tokens = acg__calloc((size_t)total, sizeof *r->tokens);
+        r->draw_counters = acg__calloc(q->max_new_tokens, sizeof *r->draw_counters);
+    }
+    if (r == NULL || r->tokens == NULL || r->draw_counters == NULL) {
+        if (r != NULL) {
+            free_request(r);
+        }
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    memcpy(r->tokens, q->prompt, (size_t)q->prompt_len * sizeof *r->tokens);
+    r->id = m->next_id++;
+    r->state = ACG_REQUEST_WAITING;
+    r->prompt_len = r->n_tokens = q->prompt_len;
+    r->max_new = q->max_new_tokens;
+    r->seat = -1;
+    r->temperature = q->temperature;
+    r->top_p = q->top_p;
+    r->seed = q->seed;
+    r->stop_at_eos = q->stop_at_eos;
+    acg__request **tail = &m->requests;
+    while (*tail != NULL) {
+        tail = &(*tail)->next;
+    }
+    *tail = r;
+    *id = r->id;
+    return ACG_OK;
+}
+
+/* ---- admission and retirement -------------------------------------------------------------- */
+
+static uint32_t float_bits(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+/* Seats the request and writes its sampler state: seed, a zero counter, temperature, top-p. */
+static acg_status seat(acg_model *m, acg__request *r, int32_t seat_index) {
+    uint32_t state[ACG_SAMPLER_STATE_WORDS] = {(uint32_t)r->seed, (uint32_t)(r->seed >> 32), 0,
+                                               float_bits(r->temperature), float_bits(r->top_p)};
+    acg_status st = acg_stager_upload(m->stager, m->stream, m->states,
+                                      (size_t)seat_index * sizeof state, state, 1, sizeof state,
+                                      NULL, 1);
+    if (st != ACG_OK) {
+        return st;
+    }
+    r->seat = seat_index;
+    r->state = ACG_REQUEST_RUNNING;
+    m->seats[seat_index] = r;
+    return ACG_OK;
+}
+
+/* Admits waiting requests in order while a seat and pages for all their tokens are free. */
+static acg_status admit(acg_model *m, uint32_t *admitted) {
+    *admitted = 0;
+    for (acg__request *r = m->requests; r != NULL; r = r->next) {
+        if (r->state != ACG_REQUEST_WAITING) {
+            continue;
+        }
+        int32_t free_seat = -1;
+        for (uint32_t s = 0; s < m->options.max_batch && free_seat < 0; s++) {
+            free_seat = m->seats[s] == NULL ? (int32_t)s : -1;
+        }
+        if (free_seat < 0) {
+            return ACG_OK;
+        }
+        acg_status st = acg_kv_request_reserve(m->kv, r->id, r->prompt_len + r->max_new);
+        if (st == ACG_ERR_EXHAUSTED) {
+            return ACG_OK; /* first come, first served: later requests wait too */
+        }
+        if (st == ACG_OK) {
+            st = seat(m, r, free_seat);
+            if (st != ACG_OK) {
+                acg_kv_request_release(m->kv, r->id);
+            }
+        }
+        if (st != ACG_OK) {
+            return st;
+        }
+        (*admitted)++;
+    }
+    return ACG_OK;
+}
+
+static void retire(acg_model *m, acg__request *r) {
+    if (r->state == ACG_REQUEST_RUNNING) {
+        acg_kv_request_release(m->kv, r->id);
+        m->seats[r->seat] = NULL;
+        r->seat = -1;
+    }
+    r->state = ACG_REQUEST_FINISHED;
+}
+
+/* ---- one step ------------------------------------------------------------------------------ */
+
+/* The rows of a step, in seat order: each running request's next chunk. Decoding rows take one
+ * token each first; prompts share what is left of the step's token budget. */
+static acg_status plan_rows(acg_model *m, acg__request **req, acg_attn_row *rows, uint32_t *n_out,
+                            uint32_t *tokens_out) {
+    uint32_t n = 0, tokens = 0, budget = m->options.max_step_tokens;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t s = 0; s < m->options.max_batch; s++) {
+            acg__request *r = m->seats[s];
+            if (r == NULL || (pass == 0) != (r->kv_len >= r->prompt_len)) {
+                continue;
+            }
+            uint32_t q_len = r->n_tokens - r->kv_len;
+            if (q_len > budget - tokens) {
+                q_len = budget - tokens;
+            }
+            if (q_len == 0) {
+                continue; /* no budget left: this prompt waits for the next step */
+            }
+            const uint32_t *pages;
+            uint32_t n_pages;
+            acg_status st = acg_kv_request_get_pages(m->kv, r->id, &pages, &n_pages);
+            if (st != ACG_OK) {
+                return st;
+            }
+            req[n] = r;
+            rows[n] = (acg_attn_row){pages, n_pages, r->kv_len + q_len, q_len};
+            n++;
+            tokens += q_len;
+        }
+    }
+    *n_out = n;
+    *tokens_out = tokens;
+    return ACG_OK;
+}
+
+/* Uploads the step's inputs to the lease: token ids (padded with 0) and each row's seat (-1
+ * for padding and for a prompt whose chunk does not end it: nothing to sample yet). */
+static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__request *const *req,
+                                const acg_attn_row *rows, uint32_t n, uint32_t tokens,
+                                int32_t *ids, int32_t *seats) {
+    uint32_t t = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(ids + t, req[i]->tokens + req[i]->kv_len, rows[i].q_len * sizeof *ids);
+        t += rows[i].q_len;
+        seats[i] = rows[i].kv_len == req[i]->n_tokens ? req[i]->seat : -1;
+    }
+    const int32_t zero = 0, none = -1;
+    const acg_bucket_key *b = lease->io.bucket;
+    acg_status st = acg_stager_upload(m->stager, m->stream, lease->io.inputs[0], 0, ids, tokens,
+                                      sizeof *ids, &zero, b->tokens);
+    if (st == ACG_OK) {
+        st = acg_stager_upload(m->stager, m->stream, lease->io.inputs[1], 0, seats, n,
+                               sizeof *seats, &none, b->batch);
+    }
+    return st;
+}
+
+acg_status acg_model_step(acg_model *m, acg_step_report *report) {
+    static const char fn[] = "acg_model_step";
+    acg_status st = check_model(m, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    double t0 = now_ms();
+    acg_step_report rep;
+    memset(&rep, 0, sizeof rep);
+    const uint32_t max_batch = m->options.max_batch;
+    acg__request **req = acg__calloc(max_batch, sizeof *req);
+    acg_attn_row *rows = acg__calloc(max_batch, sizeof *rows);
+    int32_t *ids = acg__calloc(m->options.max_step_tokens, sizeof *ids);
+    int32_t *seats = acg__calloc(max_batch, sizeof *seats);
+    if (req == NULL || rows == NULL || ids == NULL || seats == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out;
+    }
+    st = admit(m, &rep.admitted);
+    if (st == ACG_OK) {
+        st = plan_rows(m, req, rows, &rep.rows, &rep.tokens);
+    }
+    if (st != ACG_OK || rep.rows == 0) {
+        goto out;
+    }
+    st = acg_runner_select(m->runner, "step", 0, rep.rows, rep.tokens, &rep.bucket);
+    acg_lease lease;
+    memset(&lease, 0, sizeof lease);
+    if (st == ACG_OK) {
+        st = acg_runner_lease(m->runner, rep.bucket, &lease);
+    }
+    if (st != ACG_OK) {
+        goto out;
+    }
+    rep.graphed = lease.graphed;
+    /* One stream runs everything, so the slot's previous step is ordered before this one. */
+    st = acg_attn_plan_build(m->plans[lease.slot], m->stager, m->stream, rows, rep.rows);
+    if (st == ACG_OK) {
+        st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, ids, seats);
+    }
+    if (st == ACG_OK) {
+        st = acg_runner_run(m->runner, &lease, m->stream);
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(m->stream, m->step_result, lease.io.outputs[0], 0,
+                          (size_t)rep.rows * 2 * sizeof(int32_t));
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(m->stream);
+    }
+    acg_runner_release(m->runner, &lease);
+    if (st != ACG_OK) {
+        goto out;
+    }
+    for (uint32_t i = 0; i < rep.rows; i++) {
+        acg__request *r = req[i];
+        bool prompt_chunk = r->kv_len < r->prompt_len;
+        r->kv_len = rows[i].kv_len;
+        if (prompt_chunk) {
+            m->stats.prompt_tokens += rows[i].q_len;
+        }
+        if (seats[i] < 0) {
+            continue;
+        }
+        int32_t token = m->step_result[2 * i], counter = m->step_result[2 * i + 1];
+        if (token < 0 || token >= m->config.vocab_size) {
+            st = acg__error(ACG_ERR_INTERNAL, "%s: row %u sampled token %d, outside 0..%d", fn,
+                            i, token, m->config.vocab_size - 1);
+            goto out;
+        }
+        r->tokens[r->n_tokens++] = token;
+        r->draw_counters[r->n_generated++] = counter < 0 ? UINT32_MAX : (uint32_t)counter;
+        rep.generated++;
+        if (r->n_generated == r->max_new || (r->stop_at_eos && token == ACG_TOKEN_EOS)) {
+            retire(m, r);
+            rep.finished++;
+        }
+    }
+    rep.ms = now_ms() - t0;
+    m->stats.steps++;
+    m->stats.graphed_steps += rep.graphed;
+    m->stats.generated_tokens += rep.generated;
+    m->stats.step_ms += rep.ms;
+out:
+    acg__free(req);
+    acg__free(rows);
+    acg__free(ids);
+    acg__free(seats);
+    if (st == ACG_OK && report != NULL) {
+        *report = rep;
+    }
+    return st;
+}
+
+acg_status acg_model_run_all(acg_model *m) {
+    acg_status st = check_model(m, "acg_model_run_all");
+    while (st == ACG_OK) {
+        acg_step_report rep;
+        st = acg_model_step(m, &rep);
+        if (st == ACG_OK && rep.rows == 0) {
+            break;
+        }
+    }
+    return st;
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+acg_status acg_model_get_request(const acg_model *m, uint64_t id, acg_request_status *out) {
+    static const char fn[] = "acg_model_get_request";
+    acg_status st = check_model(m, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    const acg__request *r = find(m, id);
+    if (r == NULL) {
+        return acg__error(ACG_ERR_NOT_FOUND, "%s: no request %llu", fn, (unsigned long long)id);
+    }
+    out->state = r->state;
+    out->tokens = r->tokens;
+    out->n_tokens = r->n_tokens;
+    out->n_generated = r->n_generated;
+    out->draw_counters = r->draw_counters;
+    return ACG_OK;
+}
+
+acg_status acg_model_release_request(acg_model *m, uint64_t id) {
+    static const char fn[] = "acg_model_release_request";
+    acg_status st = check_model(m, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    for (acg__request **p = &m->requests; *p != NULL; p = &(*p)->next) {
+        if ((*p)->id == id) {
+            acg__request *r = *p;
+            retire(m, r);
+            *p = r->next;
+            free_request(r);
+            return ACG_OK;
+        }
+    }
+    return acg__error(ACG_ERR_NOT_FOUND, "%s: no request %llu", fn, (unsigned long long)id);
+}

@@ -1,0 +1,385 @@
+/* model.c — the reference model on a device: weights uploaded once, the RoPE tables, the
+ * paged KV cache, one attention plan per slot, the sampler states, and the runner that
+ * captures the step's buckets. The step itself is forward.c; serving requests is generate.c.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model/model-impl.h"
+
+#define MAX_BATCH_LIMIT 1024u
+
+/* ---- device weights ------------------------------------------------------------------------ */
+
+static acg_status upload(acg_model *m, const float *src, size_t floats, acg_buffer **out) {
+    acg_status st = acg_buffer_alloc(m->dev, floats * sizeof(float), out);
+    if (st == ACG_OK) {
+        st = acg_copy_h2d(m->stream, *out, 0, src, floats * sizeof(float));
+    }
+    return st;
+}
+
+/* The rotation tables: position p, pair f of a head turns by p / 10000^(2f / head_size), with
+ * llama2.c's single-precision arithmetic, so every backend reads the same angles. */
+static acg_status build_rope(acg_model *m) {
+    const uint32_t half = m->head_size / 2, seq_len = (uint32_t)m->config.seq_len;
+    float *cos_t = acg__calloc((size_t)seq_len * half, sizeof(float));
+    float *sin_t = acg__calloc((size_t)seq_len * half, sizeof(float));
+    acg_status st = ACG_OK;
+    if (cos_t == NULL || sin_t == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_model_create: out of memory");
+        goto out;
+    }
+    for (uint32_t p = 0; p < seq_len; p++) {
+        for (uint32_t f = 0; f < half; f++) {
+            float freq = 1.0f / powf(10000.0f, (float)(2 * f) / (float)m->head_size);
+            float val = (float)p * freq;
+            cos_t[(size_t)p * half + f] = cosf(val);
+            sin_t[(size_t)p * half + f] = sinf(val);
+        }
+    }
+    st = upload(m, cos_t, (size_t)seq_len * half, &m->w.rope_cos);
+    if (st == ACG_OK) {
+        st = upload(m, sin_t, (size_t)seq_len * half, &m->w.rope_sin);
+    }
+out:
+    acg__free(cos_t);
+    acg__free(sin_t);
+    return st;
+}
+
+static acg_status build_weights(acg_model *m, const acg_model_tensors *t) {
+    const acg_model_config *c = &m->config;
+    const size_t L = (size_t)c->n_layers, dim = (size_t)c->dim, hidden = (size_t)c->hidden_dim,
+                 kv_dim = m->kv_dim, vocab = (size_t)c->vocab_size;
+    acg__model_device_weights *w = &m->w;
+    acg_status st = upload(m, t->token_embedding, vocab * dim, &w->token_embedding);
+    if (st == ACG_OK) {
+        st = upload(m, t->rms_att, L * dim, &w->rms_att);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->wq, L * dim * dim, &w->wq);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->wk, L * kv_dim * dim, &w->wk);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->wv, L * kv_dim * dim, &w->wv);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->wo, L * dim * dim, &w->wo);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->rms_ffn, L * dim, &w->rms_ffn);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->w1, L * hidden * dim, &w->w1);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->w2, L * dim * hidden, &w->w2);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->w3, L * hidden * dim, &w->w3);
+    }
+    if (st == ACG_OK) {
+        st = upload(m, t->rms_final, dim, &w->rms_final);
+    }
+    if (st == ACG_OK && !c->shared_classifier) {
+        st = upload(m, t->classifier, vocab * dim, &w->classifier);
+    }
+    if (st == ACG_OK && c->shared_classifier) {
+        w->classifier = w->token_embedding;
+    }
+    if (st == ACG_OK) {
+        st = build_rope(m);
+    }
+    return st;
+}
+
+static void free_weights(acg__model_device_weights *w) {
+    if (w->classifier != w->token_embedding) {
+        acg_buffer_free(w->classifier);
+    }
+    acg_buffer *all[] = {w->token_embedding, w->rms_att, w->wq,        w->wk,
+                         w->wv,              w->wo,      w->rms_ffn,   w->w1,
+                         w->w2,              w->w3,      w->rms_final, w->rope_cos,
+                         w->rope_sin};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        acg_buffer_free(all[i]);
+    }
+    memset(w, 0, sizeof *w);
+}
+
+static acg_status build_kernels(acg_model *m) {
+    struct {
+        const char *name;
+        acg_kernel **k;
+    } list[] = {
+        {"embed_f32", &m->k.embed},         {"rmsnorm_f32", &m->k.rmsnorm},
+        {"matmul_f32", &m->k.matmul},       {"rope_f32", &m->k.rope},
+        {"kv_store_f32", &m->k.kv_store},   {"attention_f32", &m->k.attention},
+        {"axpy_f32", &m->k.axpy},           {"swiglu_f32", &m->k.swiglu},
+        {"gather_last_f32", &m->k.gather_last}, {"sample_f32", &m->k.sample},
+    };
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        acg_status st = acg_kernel_get(m->dev, list[i].name, list[i].k);
+        if (st != ACG_OK) {
+            return st;
+        }
+    }
+    return ACG_OK;
+}
+
+/* ---- options ------------------------------------------------------------------------------- */
+
+static acg_status check_options(const acg_model_config *c, acg_model_options *o) {
+    static const char fn[] = "acg_model_create";
+    if (o->size != sizeof *o) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: options.size is %zu, expected %zu", fn,
+                          o->size, sizeof *o);
+    }
+    if (o->max_batch == 0 || o->max_batch > MAX_BATCH_LIMIT) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: max_batch %u is outside 1..%u", fn,
+                          o->max_batch, MAX_BATCH_LIMIT);
+    }
+    if (o->max_step_tokens < o->max_batch || o->max_step_tokens > (uint32_t)c->seq_len * 16) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: max_step_tokens %u must lie in max_batch (%u) .. 16 * seq_len", fn,
+                          o->max_step_tokens, o->max_batch);
+    }
+    if (o->page_size == 0 || o->page_size > (uint32_t)c->seq_len) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: page_size %u is outside 1..seq_len (%d)",
+                          fn, o->page_size, c->seq_len);
+    }
+    /* Every work-item count of a step must fit a launch (2^32). */
+    uint64_t widest = (uint64_t)o->max_step_tokens *
+                      (uint64_t)(c->hidden_dim > c->dim ? c->hidden_dim : c->dim);
+    if (widest > UINT32_MAX || (uint64_t)o->max_batch * (uint64_t)c->vocab_size > UINT32_MAX) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: a step of %u tokens is too large for this model", fn,
+                          o->max_step_tokens);
+    }
+    uint32_t per_request = ((uint32_t)c->seq_len + o->page_size - 1) / o->page_size;
+    if (o->kv_pages == 0) {
+        o->kv_pages = o->max_batch * per_request + 1;
+    }
+    if (o->kv_pages < 2) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: kv_pages %u leaves no page besides the "
+                          "sink page", fn, o->kv_pages);
+    }
+    if (o->n_slots == 0) {
+        o->n_slots = 1;
+    }
+    if (o->n_slots > 2) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: n_slots %u is not 1 or 2", fn,
+                          o->n_slots);
+    }
+    return ACG_OK;
+}
+
+/* Decode buckets (b rows of one token) and mixed buckets (max_batch rows, more tokens). */
+static uint32_t bucket_list(const acg_model_options *o, acg_bucket_key *keys, uint32_t cap) {
+    uint32_t n = 0;
+    for (uint32_t b = 1; n < cap; b *= 2) {
+        uint32_t rows = b < o->max_batch ? b : o->max_batch;
+        keys[n++] = (acg_bucket_key){"step", 0, rows, rows};
+        if (rows == o->max_batch) {
+            break;
+        }
+    }
+    for (uint32_t t = 64; n < cap; t *= 2) {
+        uint32_t tokens = t < o->max_step_tokens ? t : o->max_step_tokens;
+        if (tokens > o->max_batch) {
+            keys[n++] = (acg_bucket_key){"step", 0, o->max_batch, tokens};
+        }
+        if (tokens == o->max_step_tokens) {
+            break;
+        }
+    }
+    return n;
+}
+
+/* ---- create / destroy ---------------------------------------------------------------------- */
+
+static acg_status build_engine(acg_model *m) {
+    const acg_model_config *c = &m->config;
+    const acg_model_options *o = &m->options;
+    acg_kv_config kc = ACG_KV_CONFIG_INIT;
+    kc.n_layers = (uint32_t)c->n_layers;
+    kc.n_pages = o->kv_pages;
+    kc.page_size = o->page_size;
+    kc.kv_dim = m->kv_dim;
+    acg_status st = acg_kv_cache_create(m->dev, &kc, &m->kv);
+    if (st == ACG_OK) {
+        st = acg_kv_cache_get_buffers(m->kv, &m->k_cache, &m->v_cache);
+    }
+    acg_attn_plan_config pc = ACG_ATTN_PLAN_CONFIG_INIT;
+    pc.batch = o->max_batch;
+    pc.max_seq_len = (uint32_t)c->seq_len;
+    pc.page_size = o->page_size;
+    pc.max_query_tokens = o->max_step_tokens;
+    for (uint32_t s = 0; s < o->n_slots && st == ACG_OK; s++) {
+        st = acg_attn_plan_create(m->dev, &pc, &m->plans[s]);
+    }
+    if (st == ACG_OK) {
+        acg_stager_config sc = ACG_STAGER_CONFIG_INIT;
+        size_t table = (size_t)o->max_batch * (((size_t)c->seq_len + o->page_size - 1) /
+                                               o->page_size + 2) * sizeof(int32_t);
+        size_t tokens = (size_t)o->max_step_tokens * sizeof(int32_t);
+        sc.buffer_bytes = table > tokens ? table : tokens;
+        st = acg_stager_create(m->dev, &sc, &m->stager);
+    }
+    size_t state_bytes = (size_t)o->max_batch * ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t);
+    if (st == ACG_OK) {
+        st = acg_buffer_alloc(m->dev, state_bytes, &m->states);
+    }
+    if (st == ACG_OK) {
+        st = acg_fill(m->stream, m->states, 0, state_bytes, 0, 4);
+    }
+    if (st == ACG_OK) {
+        st = acg_pinned_alloc(m->dev, (size_t)o->max_batch * 2 * sizeof(int32_t),
+                              (void **)&m->step_result);
+    }
+    if (st == ACG_OK) {
+        m->seats = acg__calloc(o->max_batch, sizeof *m->seats);
+        if (m->seats == NULL) {
+            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_model_create: out of memory");
+        }
+    }
+    return st;
+}
+
+static acg_status build_runner(acg_model *m) {
+    acg_bucket_key keys[32];
+    uint32_t n = bucket_list(&m->options, keys, 32);
+    acg_recipe recipe;
+    acg__model_recipe(m, &recipe);
+    acg_runner_config rc = ACG_RUNNER_CONFIG_INIT;
+    rc.recipe = &recipe;
+    rc.buckets = keys;
+    rc.n_buckets = n;
+    rc.stream = m->stream;
+    rc.n_slots = m->options.n_slots;
+    rc.graphs = m->options.graphs;
+    acg_status st = acg_runner_create(m->dev, &rc, &m->runner);
+    for (uint32_t b = 0; st == ACG_OK && b < n; b++) {
+        acg_bucket_report rep;
+        st = acg_runner_get_report(m->runner, b, &rep);
+        m->stats.capture_ms += rep.capture_ms;
+        m->stats.buckets_captured += rep.state == ACG_BUCKET_CAPTURED;
+        m->stats.buckets_dropped += rep.state == ACG_BUCKET_DROPPED;
+    }
+    return st;
+}
+
+static void free_model(acg_model *m) {
+    if (m->stream != NULL) {
+        acg_stream_synchronize(m->stream);
+    }
+    acg__model_free_requests(m);
+    acg_runner_destroy(m->runner);
+    for (int s = 0; s < 2; s++) {
+        acg_attn_plan_destroy(m->plans[s]);
+    }
+    acg_stager_destroy(m->stager);
+    acg_kv_cache_destroy(m->kv);
+    acg_buffer_free(m->states);
+    acg_pinned_free(m->step_result);
+    acg__free(m->seats);
+    free_weights(&m->w);
+    acg_stream_destroy(m->stream);
+    acg__handle_remove(m);
+    acg__free(m);
+}
+
+acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
+                            const acg_model_options *options, acg_model **out) {
+    static const char fn[] = "acg_model_create";
+    const acg_model_config *c = acg_model_weights_get_config(weights);
+    if (dev == NULL || c == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %s", fn,
+                          dev == NULL ? "dev is NULL" : "weights is not a live weights object");
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    acg_model_options o = ACG_MODEL_OPTIONS_INIT;
+    if (options != NULL) {
+        o = *options;
+    }
+    acg_status st = check_options(c, &o);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_model *m = acg__calloc(1, sizeof *m);
+    if (m == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    m->dev = dev;
+    m->config = *c;
+    m->options = o;
+    m->head_size = (uint32_t)(c->dim / c->n_heads);
+    m->kv_dim = (uint32_t)c->n_kv_heads * m->head_size;
+    m->next_id = 1;
+    st = acg__handle_add(m, ACG__HANDLE_MODEL);
+    if (st != ACG_OK) {
+        acg__free(m);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    st = acg_stream_create(dev, &m->stream);
+    if (st == ACG_OK) {
+        st = build_kernels(m);
+    }
+    if (st == ACG_OK) {
+        st = build_weights(m, acg_model_weights_get_tensors(weights));
+    }
+    if (st == ACG_OK) {
+        st = build_engine(m);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(m->stream); /* the weights are read: the caller may free them */
+    }
+    if (st == ACG_OK) {
+        acg__log(ACG_LOG_INFO, "acg_model_create: capturing the step's buckets");
+        st = build_runner(m);
+    }
+    if (st != ACG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", acg_last_error());
+        free_model(m);
+        return acg__error(st, "%s", why);
+    }
+    *out = m;
+    return ACG_OK;
+}
+
+acg_status acg_model_destroy(acg_model *m) {
+    if (m == NULL) {
+        return ACG_OK;
+    }
+    if (!acg__handle_valid(m, ACG__HANDLE_MODEL)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_model_destroy: not a live model");
+    }
+    free_model(m);
+    return ACG_OK;
+}
+
+acg_status acg_model_get_stats(const acg_model *m, acg_model_stats *out) {
+    if (!acg__handle_valid(m, ACG__HANDLE_MODEL)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_model_get_stats: not a live model");
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_model_get_stats: out is NULL");
+    }
+    *out = m->stats;
+    return ACG_OK;
+}
+
+acg_runner *acg_model_get_runner(const acg_model *m) {
+    return acg__handle_valid(m, ACG__HANDLE_MODEL) ? m->runner : NULL;
+}
+
+acg_stream *acg_model_get_stream(const acg_model *m) {
+    return acg__handle_valid(m, ACG__HANDLE_MODEL) ? m->stream : NULL;
+}

@@ -1,0 +1,496 @@
+/*
+ * run.c — `acg run`: the reference model generating text for a set of prompts, every request
+ * batched with the others (continuous batching), each step replayed from a captured bucket.
+ *
+ * Prints each request's text (its prompt, then the continuation) and a summary; progress goes
+ * to stderr. With --verify the same requests run again with graphs off, and any token that
+ * differs fails the command.
+ */
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <acg/model.h>
+
+#include "bench.h"
+
+const char cli_run_usage[] =
+    "usage: acg run [--backend B] [--model FILE --tokenizer FILE | --preset tiny|small]\n"
+    "               [--prompt TEXT] [--prompts FILE] [--steps N] [--temperature T] [--top-p P]\n"
+    "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n";
+
+/* The prompts `acg run` serves when given none. */
+static const char *const default_prompts[] = {
+    "Once upon a time",
+    "The little robot looked at the sky and",
+    "In a small village by the sea, there lived",
+    "Tom and Lily went to the park. They",
+    "The best way to learn something new is",
+    "A graph captured once can be replayed",
+    "She opened the box and found",
+    "Every morning the old cat",
+};
+
+#define N_DEFAULT_PROMPTS (sizeof default_prompts / sizeof default_prompts[0])
+#define MAX_PROMPTS 1024
+#define MAX_PROMPT_BYTES 4096
+
+typedef struct run_options {
+    const char *backend, *model, *tokenizer, *preset, *prompt, *prompts_file;
+    uint64_t steps, seed, batch;
+    double temperature, top_p;
+    acg_graph_mode graphs;
+    bool verify, json;
+} run_options;
+
+typedef struct run_request {
+    char *text;         /* the prompt */
+    int32_t *ids;       /* its tokens */
+    size_t n_ids;
+    uint64_t id;        /* in the model */
+    int32_t *generated; /* (n_generated) copied once finished */
+    uint32_t n_generated;
+} run_request;
+
+typedef struct run_state {
+    run_options o;
+    run_request req[MAX_PROMPTS];
+    size_t n_req;
+    acg_device *dev;
+    acg_model_weights *weights;
+    acg_tokenizer *tok;
+    bool progress; /* stderr is a terminal */
+} run_state;
+
+/* ---- options --------------------------------------------------------------------------------- */
+
+static bool parse_double(const char *text, double min, double max, double *out) {
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || !(v >= min && v <= max)) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static int parse_options(int argc, char **argv, run_options *o) {
+    *o = (run_options){.steps = 32, .seed = 0, .batch = 32, .temperature = 0.0, .top_p = 1.0,
+                       .graphs = ACG_GRAPHS_AUTO};
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int m;
+        if (cli_is_help(argv[i])) {
+            fputs(cli_run_usage, stdout);
+            return -1;
+        }
+#define STRING_OPTION(name, field)                                                                 \
+    if ((m = cli_option(argc, argv, &i, name, &v)) != 0) {                                         \
+        if (m < 0)                                                                                 \
+            return cli_usage_error(cli_run_usage, "%s needs a value", name);                       \
+        o->field = v;                                                                              \
+        continue;                                                                                  \
+    }
+        STRING_OPTION("--backend", backend)
+        STRING_OPTION("--model", model)
+        STRING_OPTION("--tokenizer", tokenizer)
+        STRING_OPTION("--preset", preset)
+        STRING_OPTION("--prompt", prompt)
+        STRING_OPTION("--prompts", prompts_file)
+#undef STRING_OPTION
+        if ((m = cli_option(argc, argv, &i, "--steps", &v)) != 0) {
+            if (m < 0 || !cli_parse_u64(v, 1, 1u << 20, &o->steps))
+                return cli_usage_error(cli_run_usage, "--steps takes a count of at least 1");
+            continue;
+        }
+        if ((m = cli_option(argc, argv, &i, "--seed", &v)) != 0) {
+            if (m < 0 || !cli_parse_u64(v, 0, UINT64_MAX, &o->seed))
+                return cli_usage_error(cli_run_usage, "--seed takes an unsigned integer");
+            continue;
+        }
+        if ((m = cli_option(argc, argv, &i, "--batch", &v)) != 0) {
+            if (m < 0 || !cli_parse_u64(v, 1, 1024, &o->batch))
+                return cli_usage_error(cli_run_usage, "--batch takes a count in 1..1024");
+            continue;
+        }
+        if ((m = cli_option(argc, argv, &i, "--temperature", &v)) != 0) {
+            if (m < 0 || !parse_double(v, 0.0, 1e6, &o->temperature))
+                return cli_usage_error(cli_run_usage, "--temperature takes a number >= 0");
+            continue;
+        }
+        if ((m = cli_option(argc, argv, &i, "--top-p", &v)) != 0) {
+            if (m < 0 || !parse_double(v, 1e-9, 1.0, &o->top_p))
+                return cli_usage_error(cli_run_usage, "--top-p takes a number in (0, 1]");
+            continue;
+        }
+        if ((m = cli_option(argc, argv, &i, "--graphs", &v)) != 0) {
+            if (m > 0 && strcmp(v, "on") == 0)
+                o->graphs = ACG_GRAPHS_ON;
+            else if (m > 0 && strcmp(v, "off") == 0)
+                o->graphs = ACG_GRAPHS_OFF;
+            else if (m > 0 && strcmp(v, "require") == 0)
+                o->graphs = ACG_GRAPHS_REQUIRE;
+            else
+                return cli_usage_error(cli_run_usage, "--graphs takes on, off or require");
+            continue;
+        }
+        if (strcmp(argv[i], "--verify") == 0) {
+            o->verify = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--json") == 0) {
+            o->json = true;
+            continue;
+        }
+        return cli_usage_error(cli_run_usage, "unknown argument '%s'", argv[i]);
+    }
+    if ((o->model == NULL) != (o->tokenizer == NULL))
+        return cli_usage_error(cli_run_usage, "--model and --tokenizer go together");
+    if (o->model != NULL && o->preset != NULL)
+        return cli_usage_error(cli_run_usage, "--preset and --model exclude each other");
+    if (o->model == NULL && o->preset == NULL)
+        o->preset = "small";
+    return 0;
+}
+
+/* ---- prompts --------------------------------------------------------------------------------- */
+
+static int add_prompt(run_state *st, const char *text) {
+    if (st->n_req == MAX_PROMPTS)
+        return cli_failf("reading prompts", "more than %d prompts", MAX_PROMPTS);
+    char *copy = strdup(text);
+    if (copy == NULL)
+        return cli_failf("reading prompts", "out of memory");
+    st->req[st->n_req++].text = copy;
+    return CLI_EXIT_OK;
+}
+
+static int read_prompts(run_state *st) {
+    if (st->o.prompt != NULL) {
+        int rc = add_prompt(st, st->o.prompt);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+    }
+    if (st->o.prompts_file != NULL) {
+        FILE *f = fopen(st->o.prompts_file, "r");
+        if (f == NULL)
+            return cli_failf("reading prompts", "cannot open '%s'", st->o.prompts_file);
+        char line[MAX_PROMPT_BYTES];
+        int rc = CLI_EXIT_OK;
+        while (rc == CLI_EXIT_OK && fgets(line, sizeof line, f) != NULL) {
+            size_t n = strlen(line);
+            if (n == sizeof line - 1 && line[n - 1] != '\n') {
+                rc = cli_failf("reading prompts", "'%s': a line is longer than %d bytes",
+                               st->o.prompts_file, MAX_PROMPT_BYTES - 2);
+                break;
+            }
+            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                line[--n] = '\0';
+            if (n > 0)
+                rc = add_prompt(st, line);
+        }
+        fclose(f);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+        if (st->n_req == 0)
+            return cli_failf("reading prompts", "'%s' holds no prompt", st->o.prompts_file);
+    }
+    bool none = st->n_req == 0;
+    for (size_t i = 0; none && i < N_DEFAULT_PROMPTS; i++) {
+        int rc = add_prompt(st, default_prompts[i]);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int encode_prompts(run_state *st) {
+    for (size_t i = 0; i < st->n_req; i++) {
+        run_request *r = &st->req[i];
+        size_t cap = strlen(r->text) + 3;
+        r->ids = malloc(cap * sizeof *r->ids);
+        if (r->ids == NULL)
+            return cli_failf("encoding prompts", "out of memory");
+        acg_status s = acg_tokenizer_encode(st->tok, r->text, true, false, r->ids, cap, &r->n_ids);
+        if (s != ACG_OK)
+            return cli_fail(s, "encoding a prompt");
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+/* Writes bytes a terminal shows safely: printable ASCII and newlines as they are, UTF-8 as it
+ * is, other control bytes as \xNN. */
+static void put_text(FILE *out, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\n' || c >= 0x80 || (c >= 0x20 && c != 0x7f))
+            fputc(c, out);
+        else
+            fprintf(out, "\\x%02x", c);
+    }
+}
+
+/* The continuation's text: each generated token decoded after the one before it. */
+static void put_continuation(FILE *out, const run_state *st, const run_request *r) {
+    int32_t prev = r->n_ids > 0 ? r->ids[r->n_ids - 1] : ACG_TOKEN_BOS;
+    for (uint32_t i = 0; i < r->n_generated; i++) {
+        const char *piece = acg_tokenizer_decode(st->tok, prev, r->generated[i]);
+        if (piece != NULL)
+            put_text(out, piece);
+        prev = r->generated[i];
+    }
+}
+
+/* JSON strings need the continuation as one string: written into a growing buffer. */
+static char *continuation_string(const run_state *st, const run_request *r) {
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (f == NULL)
+        return NULL;
+    int32_t prev = r->n_ids > 0 ? r->ids[r->n_ids - 1] : ACG_TOKEN_BOS;
+    for (uint32_t i = 0; i < r->n_generated; i++) {
+        const char *piece = acg_tokenizer_decode(st->tok, prev, r->generated[i]);
+        if (piece != NULL)
+            fputs(piece, f);
+        prev = r->generated[i];
+    }
+    fclose(f);
+    return buf;
+}
+
+/* ---- generation ------------------------------------------------------------------------------ */
+
+static double now_s(void) {
+    return (double)bench_now_ns() / 1e9;
+}
+
+/* Serves every request on a model with graph mode `graphs`; fills generated[] of each. */
+static int generate(run_state *st, acg_graph_mode graphs, const char *label,
+                    acg_model_stats *stats, double *seconds) {
+    acg_model_options mo = ACG_MODEL_OPTIONS_INIT;
+    mo.max_batch = (uint32_t)st->o.batch;
+    if (mo.max_step_tokens < mo.max_batch)
+        mo.max_step_tokens = mo.max_batch;
+    mo.graphs = graphs;
+    acg_model *model = NULL;
+    if (st->progress || !st->o.json)
+        fprintf(stderr, "acg: %s: preparing the model%s\n", label,
+                graphs == ACG_GRAPHS_OFF ? "" : " and capturing its buckets");
+    acg_status s = acg_model_create(st->dev, st->weights, &mo, &model);
+    if (s != ACG_OK)
+        return cli_fail(s, "creating the model");
+    int rc = CLI_EXIT_OK;
+    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+        run_request *r = &st->req[i];
+        acg_request q = ACG_REQUEST_INIT;
+        q.prompt = r->ids;
+        q.prompt_len = (uint32_t)r->n_ids;
+        q.max_new_tokens = (uint32_t)st->o.steps;
+        q.temperature = (float)st->o.temperature;
+        q.top_p = (float)st->o.top_p;
+        q.seed = st->o.seed + i;
+        if ((s = acg_model_submit(model, &q, &r->id)) != ACG_OK)
+            rc = cli_fail(s, "submitting a request");
+    }
+    double t0 = now_s();
+    uint64_t step = 0, tokens = 0;
+    while (rc == CLI_EXIT_OK) {
+        acg_step_report rep;
+        if ((s = acg_model_step(model, &rep)) != ACG_OK) {
+            rc = cli_fail(s, "running a step");
+            break;
+        }
+        if (rep.rows == 0)
+            break;
+        step++;
+        tokens += rep.generated;
+        if (st->progress)
+            fprintf(stderr, "\racg: %s: step %llu, %u rows, %llu tokens generated   ", label,
+                    (unsigned long long)step, rep.rows, (unsigned long long)tokens);
+    }
+    *seconds = now_s() - t0;
+    if (st->progress)
+        fputc('\n', stderr);
+    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+        run_request *r = &st->req[i];
+        acg_request_status rs;
+        if ((s = acg_model_get_request(model, r->id, &rs)) != ACG_OK) {
+            rc = cli_fail(s, "reading a request");
+            break;
+        }
+        free(r->generated);
+        r->generated = malloc((rs.n_generated + 1) * sizeof *r->generated);
+        if (r->generated == NULL) {
+            rc = cli_failf("reading a request", "out of memory");
+            break;
+        }
+        memcpy(r->generated, rs.tokens + rs.n_tokens - rs.n_generated,
+               rs.n_generated * sizeof *r->generated);
+        r->n_generated = rs.n_generated;
+    }
+    if (rc == CLI_EXIT_OK && (s = acg_model_get_stats(model, stats)) != ACG_OK)
+        rc = cli_fail(s, "reading the model's statistics");
+    acg_model_destroy(model);
+    return rc;
+}
+
+/* Runs the same requests with graphs off and compares every token. */
+static int verify(run_state *st) {
+    int32_t **graphed = calloc(st->n_req, sizeof *graphed);
+    uint32_t *n = calloc(st->n_req, sizeof *n);
+    int rc = graphed && n ? CLI_EXIT_OK : cli_failf("verifying", "out of memory");
+    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+        graphed[i] = st->req[i].generated;
+        n[i] = st->req[i].n_generated;
+        st->req[i].generated = NULL;
+    }
+    acg_model_stats stats;
+    double seconds;
+    if (rc == CLI_EXIT_OK)
+        rc = generate(st, ACG_GRAPHS_OFF, "verify (eager)", &stats, &seconds);
+    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+        const run_request *r = &st->req[i];
+        uint32_t k = 0;
+        while (k < n[i] && k < r->n_generated && graphed[i][k] == r->generated[k])
+            k++;
+        if (k < n[i] || k < r->n_generated) {
+            rc = cli_failf("verify",
+                           "request %zu: token %u differs: %d with graphs, %d eager (%u and %u "
+                           "tokens)",
+                           i, k, k < n[i] ? graphed[i][k] : -1,
+                           k < r->n_generated ? r->generated[k] : -1, n[i], r->n_generated);
+        }
+    }
+    if (rc == CLI_EXIT_OK && !st->o.json)
+        fprintf(stderr, "acg: verify: %zu requests, every token equal to the eager run\n",
+                st->n_req);
+    for (size_t i = 0; graphed != NULL && i < st->n_req; i++)
+        free(graphed[i]);
+    free(graphed);
+    free(n);
+    return rc;
+}
+
+/* ---- report ---------------------------------------------------------------------------------- */
+
+static void print_report(const run_state *st, const acg_model_stats *s, double seconds) {
+    double tps = seconds > 0 ? (double)s->generated_tokens / seconds : 0.0;
+    double step_ms = s->steps ? s->step_ms / (double)s->steps : 0.0;
+    if (st->o.json) {
+        bench_json j;
+        bench_json_begin(&j, stdout);
+        bench_json_object_begin(&j, NULL);
+        bench_json_string(&j, "backend", acg_device_get_capability(st->dev)->backend);
+        bench_json_array_begin(&j, "requests");
+        for (size_t i = 0; i < st->n_req; i++) {
+            const run_request *r = &st->req[i];
+            char *cont = continuation_string(st, r);
+            bench_json_object_begin(&j, NULL);
+            bench_json_string(&j, "prompt", r->text);
+            bench_json_string(&j, "continuation", cont);
+            bench_json_array_begin(&j, "tokens");
+            for (uint32_t k = 0; k < r->n_generated; k++)
+                bench_json_int(&j, NULL, r->generated[k]);
+            bench_json_array_end(&j);
+            bench_json_object_end(&j);
+            free(cont);
+        }
+        bench_json_array_end(&j);
+        bench_json_uint(&j, "n_requests", st->n_req);
+        bench_json_uint(&j, "tokens", s->generated_tokens);
+        bench_json_uint(&j, "prompt_tokens", s->prompt_tokens);
+        bench_json_number(&j, "tokens_per_s", tps);
+        bench_json_uint(&j, "steps", s->steps);
+        bench_json_uint(&j, "graphed_steps", s->graphed_steps);
+        bench_json_number(&j, "mean_step_ms", step_ms);
+        bench_json_uint(&j, "buckets_captured", s->buckets_captured);
+        bench_json_uint(&j, "buckets_dropped", s->buckets_dropped);
+        bench_json_number(&j, "capture_ms", s->capture_ms);
+        bench_json_bool(&j, "verified", st->o.verify);
+        bench_json_object_end(&j);
+        bench_json_end(&j);
+        return;
+    }
+    for (size_t i = 0; i < st->n_req; i++) {
+        const run_request *r = &st->req[i];
+        printf("[%zu] ", i);
+        put_text(stdout, r->text);
+        put_continuation(stdout, st, r);
+        printf("\n\n");
+    }
+    printf("requests %zu, tokens %llu (prompt %llu), %.1f tokens/s, %llu steps (%llu replayed), "
+           "mean step %.2f ms\n",
+           st->n_req, (unsigned long long)s->generated_tokens,
+           (unsigned long long)s->prompt_tokens, tps, (unsigned long long)s->steps,
+           (unsigned long long)s->graphed_steps, step_ms);
+    printf("buckets captured %u, dropped %u, capture time %.1f ms\n", s->buckets_captured,
+           s->buckets_dropped, s->capture_ms);
+}
+
+/* ---- the command ----------------------------------------------------------------------------- */
+
+static int load(run_state *st) {
+    acg_status s;
+    if (st->o.preset != NULL) {
+        acg_model_config c;
+        if ((s = acg_model_preset_get_config(st->o.preset, &c)) != ACG_OK)
+            return cli_usage_error(cli_run_usage, "%s", acg_last_error());
+        if ((s = acg_model_preset_load(st->o.preset, 1, &st->weights)) != ACG_OK)
+            return cli_fail(s, "building the preset");
+        if ((s = acg_tokenizer_preset(c.vocab_size, &st->tok)) != ACG_OK)
+            return cli_fail(s, "building the preset's tokenizer");
+    } else {
+        if ((s = acg_model_weights_load(st->o.model, &st->weights)) != ACG_OK)
+            return cli_fail(s, "loading the model");
+        int32_t vocab = acg_model_weights_get_config(st->weights)->vocab_size;
+        if ((s = acg_tokenizer_load(st->o.tokenizer, vocab, &st->tok)) != ACG_OK)
+            return cli_fail(s, "loading the tokenizer");
+    }
+    if ((s = acg_device_open(st->o.backend, &st->dev)) != ACG_OK)
+        return cli_fail(s, "opening the device");
+    return CLI_EXIT_OK;
+}
+
+int cli_run(int argc, char **argv) {
+    run_state *st = calloc(1, sizeof *st);
+    if (st == NULL)
+        return cli_failf("run", "out of memory");
+    int rc = parse_options(argc, argv, &st->o);
+    if (rc != 0) {
+        free(st);
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    }
+    st->progress = isatty(STDERR_FILENO) && !st->o.json;
+    rc = read_prompts(st);
+    if (rc == CLI_EXIT_OK)
+        rc = load(st);
+    if (rc == CLI_EXIT_OK)
+        rc = encode_prompts(st);
+    acg_model_stats stats;
+    double seconds = 0;
+    if (rc == CLI_EXIT_OK)
+        rc = generate(st, st->o.graphs, "generating", &stats, &seconds);
+    if (rc == CLI_EXIT_OK && st->o.verify)
+        rc = verify(st);
+    if (rc == CLI_EXIT_OK)
+        print_report(st, &stats, seconds);
+    for (size_t i = 0; i < st->n_req; i++) {
+        free(st->req[i].text);
+        free(st->req[i].ids);
+        free(st->req[i].generated);
+    }
+    acg_tokenizer_free(st->tok);
+    acg_model_weights_free(st->weights);
+    if (st->dev != NULL)
+        acg_device_close(st->dev);
+    free(st);
+    return rc;
+}
