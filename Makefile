@@ -1,4 +1,5 @@
-# GNU make wrapper around CMake. `make run` builds and shows the tool, `make test` runs the suite.
+# GNU make wrapper around CMake. `make run` builds and runs the reference model, `make test` runs
+# the suite.
 #   make run | test | build | deps | clean | install [PREFIX=/usr/local] [BUILD=build]
 
 BUILD ?= build
@@ -22,9 +23,7 @@ build:
 
 run: deps
 	$(MAKE) --no-print-directory build
-	$(BUILD)/acg info
-	@echo
-	$(BUILD)/acg bench launch --backend cpu --kernels 256
+	$(BUILD)/acg run --backend cpu
 
 test: deps
 	$(MAKE) --no-print-directory build

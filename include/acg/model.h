@@ -236,8 +236,9 @@ typedef struct acg_model_options {
  * unless graphs are off (ACG_GRAPHS_REQUIRE: a bucket that fails to capture fails the call).
  * The weights may be freed afterwards. Synchronous; progress is logged at info level.
  * ACG_ERR_INVALID_HANDLE for a NULL dev or weights; ACG_ERR_INVALID_ARGUMENT for a NULL out,
- * options whose size is not sizeof(acg_model_options), max_batch or max_step_tokens 0 or out
- * of range, a page size of 0; ACG_ERR_OUT_OF_MEMORY; the runner's statuses (see
+ * options whose size is not sizeof(acg_model_options), max_batch outside 1..1024,
+ * max_step_tokens below max_batch or above 16 * seq_len, a page size outside 1..65536, kv_pages
+ * of 1, n_slots above 2, or a step too large to launch; ACG_ERR_OUT_OF_MEMORY; the runner's statuses (see
  * acg_runner_create). */
 ACG_API acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
                                     const acg_model_options *options, acg_model **out);
@@ -295,6 +296,7 @@ typedef struct acg_step_report {
     uint32_t finished;  /* requests that finished in it */
     uint32_t bucket;    /* the runner's bucket */
     bool graphed;       /* replayed from a graph */
+    double submit_ms;   /* host time to admit, plan, upload and queue the step */
     double ms;          /* wall time of the step, host waits included */
 } acg_step_report;
 

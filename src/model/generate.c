@@ -304,6 +304,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     if (st == ACG_OK) {
         st = acg_runner_run(m->runner, &lease, m->stream);
     }
+    rep.submit_ms = now_ms() - t0;
     if (st == ACG_OK) {
         st = acg_copy_d2h(m->stream, m->step_result, lease.io.outputs[0], 0,
                           (size_t)rep.rows * 2 * sizeof(int32_t));

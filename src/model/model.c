@@ -9,6 +9,7 @@
 #include "model/model-impl.h"
 
 #define MAX_BATCH_LIMIT 1024u
+#define MAX_PAGE_SIZE 65536u
 
 /* ---- device weights ------------------------------------------------------------------------ */
 
@@ -148,9 +149,9 @@ static acg_status check_options(const acg_model_config *c, acg_model_options *o)
                           "%s: max_step_tokens %u must lie in max_batch (%u) .. 16 * seq_len", fn,
                           o->max_step_tokens, o->max_batch);
     }
-    if (o->page_size == 0 || o->page_size > (uint32_t)c->seq_len) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: page_size %u is outside 1..seq_len (%d)",
-                          fn, o->page_size, c->seq_len);
+    if (o->page_size == 0 || o->page_size > MAX_PAGE_SIZE) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: page_size %u is outside 1..%u", fn,
+                          o->page_size, MAX_PAGE_SIZE);
     }
     /* Every work-item count of a step must fit a launch (2^32). */
     uint64_t widest = (uint64_t)o->max_step_tokens *
@@ -224,8 +225,9 @@ static acg_status build_engine(acg_model *m) {
     }
     if (st == ACG_OK) {
         acg_stager_config sc = ACG_STAGER_CONFIG_INIT;
-        size_t table = (size_t)o->max_batch * (((size_t)c->seq_len + o->page_size - 1) /
-                                               o->page_size + 2) * sizeof(int32_t);
+        /* The largest upload is a plan: block table, query offsets and KV lengths. */
+        size_t width = ((size_t)c->seq_len + o->page_size - 1) / o->page_size;
+        size_t table = ((size_t)o->max_batch * (width + 2) + 1) * sizeof(int32_t);
         size_t tokens = (size_t)o->max_step_tokens * sizeof(int32_t);
         sc.buffer_bytes = table > tokens ? table : tokens;
         st = acg_stager_create(m->dev, &sc, &m->stager);

@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,15 @@ static int parse_options(int argc, char **argv, run_options *o) {
         STRING_OPTION("--prompt", prompt)
         STRING_OPTION("--prompts", prompts_file)
 #undef STRING_OPTION
+        /* The other options take a value too: say so when it is missing. */
+        static const char *const valued[] = {"--steps", "--seed",  "--batch",
+                                             "--temperature", "--top-p", "--graphs"};
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
+            int save = i;
+            if (cli_option(argc, argv, &i, valued[k], &v) < 0)
+                return cli_usage_error(cli_run_usage, "%s needs a value", valued[k]);
+            i = save;
+        }
         if ((m = cli_option(argc, argv, &i, "--steps", &v)) != 0) {
             if (m < 0 || !cli_parse_u64(v, 1, 1u << 20, &o->steps))
                 return cli_usage_error(cli_run_usage, "--steps takes a count of at least 1");
@@ -155,6 +165,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
         return cli_usage_error(cli_run_usage, "--preset and --model exclude each other");
     if (o->model == NULL && o->preset == NULL)
         o->preset = "small";
+    acg_model_config c;
+    if (o->preset != NULL && acg_model_preset_get_config(o->preset, &c) != ACG_OK)
+        return cli_usage_error(cli_run_usage, "%s", acg_last_error());
     return 0;
 }
 
@@ -179,7 +192,8 @@ static int read_prompts(run_state *st) {
     if (st->o.prompts_file != NULL) {
         FILE *f = fopen(st->o.prompts_file, "r");
         if (f == NULL)
-            return cli_failf("reading prompts", "cannot open '%s'", st->o.prompts_file);
+            return cli_failf("reading prompts", "cannot open '%s': %s", st->o.prompts_file,
+                             strerror(errno));
         char line[MAX_PROMPT_BYTES];
         int rc = CLI_EXIT_OK;
         while (rc == CLI_EXIT_OK && fgets(line, sizeof line, f) != NULL) {
@@ -442,7 +456,7 @@ static int load(run_state *st) {
     if (st->o.preset != NULL) {
         acg_model_config c;
         if ((s = acg_model_preset_get_config(st->o.preset, &c)) != ACG_OK)
-            return cli_usage_error(cli_run_usage, "%s", acg_last_error());
+            return cli_fail(s, "reading the preset");
         if ((s = acg_model_preset_load(st->o.preset, 1, &st->weights)) != ACG_OK)
             return cli_fail(s, "building the preset");
         if ((s = acg_tokenizer_preset(c.vocab_size, &st->tok)) != ACG_OK)

@@ -1,0 +1,400 @@
+#!/bin/sh
+# test_cli_run.sh ACG SCRATCH — tests of the `acg run` command line: each case runs the built
+# tool and checks its exit status and what it said. Successes use the tiny preset on the cpu
+# backend; usage errors must exit 2 with the usage line; a bad file must exit 1 with exactly one
+# line on stderr, "acg: ...", that names the file. Any sanitizer report on stderr fails the case.
+#
+# The checkpoint and tokenizer files are written by python3; without it those cases are left
+# out and, once every other case has passed, the script exits 77 (CTest's skip) saying so.
+set -u
+# Generated text may hold any bytes: grep and sed take them as they are.
+LC_ALL=C
+export LC_ALL
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 ACG_BINARY SCRATCH_DIR" >&2
+    exit 2
+fi
+ACG=$1
+DIR=$2
+rm -rf "$DIR"
+mkdir -p "$DIR" || exit 1
+OUT=$DIR/stdout
+ERR=$DIR/stderr
+
+failures=0
+cases=0
+have_python=no
+if command -v python3 >/dev/null 2>&1; then
+    have_python=yes
+fi
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+# run NAME ARGS...: runs `acg run ARGS...`, stdout to $OUT, stderr to $ERR, status to $rc.
+run() {
+    name=$1
+    shift
+    cases=$((cases + 1))
+    case_failed=no
+    cmdline="acg run $*"
+    "$ACG" run "$@" >"$OUT" 2>"$ERR"
+    rc=$?
+    if grep -a -q -e 'Sanitizer' -e 'runtime error' "$ERR"; then
+        fail "a sanitizer report on stderr"
+    fi
+}
+
+fail() {
+    if [ "$case_failed" = no ]; then
+        failures=$((failures + 1))
+        echo "FAIL: $name: $cmdline"
+    fi
+    case_failed=yes
+    echo "    $1"
+    echo "    exit status $rc; stdout:"
+    sed 's/^/      | /' "$OUT" | head -n 20
+    echo "    stderr:"
+    sed 's/^/      | /' "$ERR" | head -n 40
+}
+
+pass() {
+    if [ "$case_failed" = no ]; then
+        echo "ok: $name"
+    fi
+}
+
+expect_rc() {
+    if [ "$rc" -ne "$1" ]; then
+        fail "expected exit status $1"
+    fi
+}
+
+# expect_out TEXT / expect_err TEXT: the stream holds TEXT (a fixed string).
+expect_out() {
+    if ! grep -a -q -F -e "$1" "$OUT"; then
+        fail "expected stdout to hold '$1'"
+    fi
+}
+
+expect_err() {
+    if ! grep -a -q -F -e "$1" "$ERR"; then
+        fail "expected stderr to hold '$1'"
+    fi
+}
+
+# expect_out_re REGEX: a line of stdout matches the basic regular expression.
+expect_out_re() {
+    if ! grep -a -q -e "$1" "$OUT"; then
+        fail "expected a line of stdout to match '$1'"
+    fi
+}
+
+# usage_error NAME ARGS...: exit 2, "acg: <problem>" then the usage line on stderr, no stdout.
+usage_error() {
+    run "$@"
+    expect_rc 2
+    expect_err "usage: acg run"
+    if ! head -n 1 "$ERR" | grep -a -q '^acg: '; then
+        fail "expected the first line of stderr to start with 'acg: '"
+    fi
+    if [ -s "$OUT" ]; then
+        fail "expected nothing on stdout"
+    fi
+}
+
+# file_error NAME FILE TEXT ARGS...: exit 1, exactly one line on stderr starting "acg: " that
+# names FILE (quoted, as the loaders write it) and holds TEXT.
+file_error() {
+    fe_name=$1
+    fe_file=$2
+    fe_text=$3
+    shift 3
+    run "$fe_name" "$@"
+    expect_rc 1
+    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
+        fail "expected exactly one line on stderr"
+    fi
+    if ! grep -a -q '^acg: ' "$ERR"; then
+        fail "expected stderr to start with 'acg: '"
+    fi
+    expect_err "'$fe_file'"
+    expect_err "$fe_text"
+}
+
+# ---- success ----------------------------------------------------------------------------------
+
+TINY="--backend cpu --preset tiny --steps 4"
+
+# shellcheck disable=SC2086 # TINY is a list of words
+{
+run "one prompt" $TINY --prompt "Once upon a time"
+expect_rc 0
+expect_out "[0] Once upon a time"
+expect_out_re "^requests 1, .* tokens/s"
+expect_out "buckets captured"
+pass
+
+run "--help" --help
+expect_rc 0
+expect_out "usage: acg run"
+pass
+
+if [ "$have_python" = yes ]; then
+    run "--json" $TINY --prompt "Once upon a time" --json
+    expect_rc 0
+    # Read leniently: a continuation may end inside a UTF-8 character, whose bytes --json
+    # writes as they are.
+    if ! python3 -c '
+import json, sys
+d = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"))
+keys = ("n_requests", "tokens", "tokens_per_s", "mean_step_ms", "buckets_captured",
+        "buckets_dropped", "capture_ms", "requests")
+missing = [k for k in keys if k not in d]
+assert not missing, "missing keys %s" % missing
+assert d["n_requests"] == 1 and d["tokens"] == 4, "n_requests %r tokens %r" % (
+    d["n_requests"], d["tokens"])
+assert len(d["requests"]) == 1, "%d requests" % len(d["requests"])
+r = d["requests"][0]
+assert r["prompt"] == "Once upon a time", "prompt %r" % r["prompt"]
+assert len(r["tokens"]) == 4, "tokens %r" % r["tokens"]
+' <"$OUT" 2>"$DIR/json_error"; then
+        fail "stdout is not the expected JSON: $(tail -n 1 "$DIR/json_error")"
+    fi
+    pass
+fi
+
+run "--verify" $TINY --prompt "Once upon a time" --verify
+expect_rc 0
+expect_err "every token equal"
+expect_out "requests 1,"
+pass
+
+printf 'Once upon a time\nThe cat sat\nA dog ran\n' >"$DIR/prompts.txt"
+run "--prompts with 3 lines" $TINY --prompts "$DIR/prompts.txt"
+expect_rc 0
+expect_out "[0] Once upon a time"
+expect_out "[1] The cat sat"
+expect_out "[2] A dog ran"
+expect_out "requests 3,"
+pass
+
+run "--graphs off" $TINY --prompt "Once upon a time" --graphs off
+expect_rc 0
+expect_out "requests 1,"
+expect_out "(0 replayed)"
+expect_out "buckets captured 0,"
+pass
+
+run "--graphs require" $TINY --prompt "Once upon a time" --graphs require
+expect_rc 0
+expect_out "requests 1,"
+expect_out_re "^buckets captured [1-9]"
+pass
+
+# Sampling is a function of the seed: two runs print the same text (the summary's timings
+# aside).
+run "sampling, first run" $TINY --temperature 0.8 --top-p 0.9 --seed 3
+expect_rc 0
+grep -a -v -e '^requests ' -e '^buckets ' "$OUT" >"$DIR/sampled1"
+pass
+run "sampling, second run" $TINY --temperature 0.8 --top-p 0.9 --seed 3
+expect_rc 0
+grep -a -v -e '^requests ' -e '^buckets ' "$OUT" >"$DIR/sampled2"
+if ! cmp -s "$DIR/sampled1" "$DIR/sampled2"; then
+    fail "the same seed gave different text: $(diff "$DIR/sampled1" "$DIR/sampled2" | head -n 5)"
+fi
+if ! grep -a -q '^\[7\] ' "$DIR/sampled2"; then
+    fail "expected the 8 default prompts"
+fi
+pass
+
+# ---- usage errors -----------------------------------------------------------------------------
+
+usage_error "unknown option" $TINY --frobnicate
+expect_err "unknown argument '--frobnicate'"
+pass
+usage_error "--steps 0" --backend cpu --preset tiny --steps 0
+expect_err "--steps"
+pass
+usage_error "--steps abc" --backend cpu --preset tiny --steps abc
+expect_err "--steps"
+pass
+usage_error "--temperature -1" $TINY --temperature -1
+expect_err "--temperature"
+pass
+usage_error "--top-p 0" $TINY --top-p 0
+expect_err "--top-p"
+pass
+usage_error "--top-p 1.5" $TINY --top-p 1.5
+expect_err "--top-p"
+pass
+usage_error "--graphs maybe" $TINY --graphs maybe
+expect_err "--graphs"
+pass
+usage_error "--model without --tokenizer" --backend cpu --model "$DIR/m.bin" --steps 4
+expect_err "--tokenizer"
+pass
+usage_error "--preset with --model" --backend cpu --preset tiny --model "$DIR/m.bin" \
+    --tokenizer "$DIR/t.bin"
+expect_err "--preset"
+pass
+usage_error "--preset huge" --backend cpu --preset huge --steps 4
+expect_err "huge"
+pass
+usage_error "--batch 0" $TINY --batch 0
+expect_err "--batch"
+pass
+usage_error "missing value of --steps" --backend cpu --preset tiny --steps
+expect_err "--steps"
+pass
+usage_error "missing value of --prompt" $TINY --prompt
+expect_err "--prompt needs a value"
+pass
+
+# ---- other failures ---------------------------------------------------------------------------
+
+file_error "--prompts of a missing file" "$DIR/no-such-prompts.txt" "prompts" \
+    $TINY --prompts "$DIR/no-such-prompts.txt"
+pass
+
+run "unknown backend" --backend no-such-backend --preset tiny --steps 4 --json
+expect_rc 1
+expect_err "no-such-backend"
+pass
+
+run "more steps than seq_len" --backend cpu --preset tiny --steps 1000 --prompt "Once" --json
+expect_rc 1
+expect_err "seq_len"
+pass
+}
+
+# ---- model and tokenizer files ----------------------------------------------------------------
+
+if [ "$have_python" = no ]; then
+    echo "python3 not found: the checkpoint and tokenizer cases are skipped"
+    if [ "$failures" -ne 0 ]; then
+        echo "$failures of $cases cases failed"
+        exit 1
+    fi
+    exit 77
+fi
+
+# A valid pair: a llama2.c checkpoint (dim 8, hidden 16, 1 layer, 2 heads, 1 KV head, vocab 32
+# with a separate classifier, seq_len 16) and a 32-token tokenizer. The bad files are edits of
+# them.
+if ! python3 - "$DIR" <<'EOF'
+import struct, sys
+
+d = sys.argv[1]
+dim, hidden, layers, heads, kv_heads, vocab, seq = 8, 16, 1, 2, 1, 32, 16
+head_size = dim // heads
+kv_dim = kv_heads * head_size
+floats = (vocab * dim                    # token_embedding
+          + layers * dim                 # rms_att
+          + layers * dim * dim           # wq
+          + 2 * layers * kv_dim * dim    # wk, wv
+          + layers * dim * dim           # wo
+          + layers * dim                 # rms_ffn
+          + 3 * layers * hidden * dim    # w1, w2, w3
+          + dim                          # rms_final
+          + 2 * seq * (head_size // 2)   # the legacy RoPE tables
+          + vocab * dim)                 # classifier
+header = struct.pack("<7i", dim, hidden, layers, heads, kv_heads, -vocab, seq)
+body = struct.pack("<%df" % floats, *[((i * 37) % 19 - 9) / 32.0 for i in range(floats)])
+model = header + body
+
+def write(name, data):
+    with open("%s/%s" % (d, name), "wb") as f:
+        f.write(data)
+
+def with_fields(**fields):
+    names = ["dim", "hidden", "layers", "heads", "kv_heads", "vocab", "seq"]
+    h = list(struct.unpack("<7i", header))
+    for k, v in fields.items():
+        h[names.index(k)] = v
+    return struct.pack("<7i", *h) + body
+
+write("m.bin", model)
+write("m_truncated.bin", model[:-3])
+write("m_trailing.bin", model + b"\0" * 8)
+write("m_heads.bin", with_fields(heads=3))                 # dim 8 is no multiple of 3
+write("m_kv_heads.bin", with_fields(heads=4, kv_heads=3))  # 3 does not divide 4
+write("m_empty.bin", b"")
+write("m_text.bin", b"hello world\n" * 100)
+
+# <unk>, <s>, </s>, then pieces; 32 < 259, so there are no byte tokens.
+pieces = [b"<unk>", b"\n<s>\n", b"\n</s>\n", b" "]
+pieces += [bytes([c]) for c in range(ord("a"), ord("z") + 1)]
+pieces += [b"hi", b" h"]
+assert len(pieces) == vocab
+
+def tokenizer(pieces):
+    out = struct.pack("<i", max(len(p) for p in pieces))
+    for i, p in enumerate(pieces):
+        out += struct.pack("<fi", -float(i), len(p)) + p
+    return out
+
+tok = tokenizer(pieces)
+write("t.bin", tok)
+write("t_more.bin", tokenizer(pieces + [b"zz"]))
+write("t_truncated.bin", tok[:-5])
+EOF
+then
+    echo "FAIL: python3 could not write the checkpoint and tokenizer files"
+    exit 1
+fi
+
+M=$DIR/m.bin
+T=$DIR/t.bin
+# shellcheck disable=SC2086
+{
+run "a valid checkpoint and tokenizer" --backend cpu --model "$M" --tokenizer "$T" --steps 2 \
+    --prompt "hi"
+expect_rc 0
+expect_out "[0] hi"
+expect_out "requests 1, tokens 2"
+pass
+
+file_error "missing model" "$DIR/no-such-model.bin" "cannot open" \
+    --backend cpu --model "$DIR/no-such-model.bin" --tokenizer "$T" --steps 2 --prompt hi
+pass
+file_error "empty model" "$DIR/m_empty.bin" "truncated" \
+    --backend cpu --model "$DIR/m_empty.bin" --tokenizer "$T" --steps 2 --prompt hi
+pass
+file_error "text file as model" "$DIR/m_text.bin" "field dim" \
+    --backend cpu --model "$DIR/m_text.bin" --tokenizer "$T" --steps 2 --prompt hi
+expect_err "checkpoint"
+pass
+file_error "directory as model" "$DIR" "not a regular file" \
+    --backend cpu --model "$DIR" --tokenizer "$T" --steps 2 --prompt hi
+pass
+file_error "truncated model" "$DIR/m_truncated.bin" "truncated" \
+    --backend cpu --model "$DIR/m_truncated.bin" --tokenizer "$T" --steps 2 --prompt hi
+pass
+file_error "model with trailing bytes" "$DIR/m_trailing.bin" "trailing bytes" \
+    --backend cpu --model "$DIR/m_trailing.bin" --tokenizer "$T" --steps 2 --prompt hi
+pass
+file_error "dim not a multiple of n_heads" "$DIR/m_heads.bin" "field dim" \
+    --backend cpu --model "$DIR/m_heads.bin" --tokenizer "$T" --steps 2 --prompt hi
+expect_err "n_heads"
+pass
+file_error "n_kv_heads not dividing n_heads" "$DIR/m_kv_heads.bin" "field n_kv_heads" \
+    --backend cpu --model "$DIR/m_kv_heads.bin" --tokenizer "$T" --steps 2 --prompt hi
+pass
+file_error "missing tokenizer" "$DIR/no-such-tokenizer.bin" "cannot open" \
+    --backend cpu --model "$M" --tokenizer "$DIR/no-such-tokenizer.bin" --steps 2 --prompt hi
+pass
+file_error "tokenizer with more tokens than the model" "$DIR/t_more.bin" "vocabulary size" \
+    --backend cpu --model "$M" --tokenizer "$DIR/t_more.bin" --steps 2 --prompt hi
+pass
+file_error "truncated tokenizer" "$DIR/t_truncated.bin" "truncated" \
+    --backend cpu --model "$M" --tokenizer "$DIR/t_truncated.bin" --steps 2 --prompt hi
+pass
+}
+
+echo "$((cases - failures)) of $cases cases passed"
+if [ "$failures" -ne 0 ]; then
+    exit 1
+fi
+exit 0
