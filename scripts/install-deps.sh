@@ -12,6 +12,8 @@ PACKAGES="cmake make gcc libc6-dev pkg-config libcmocka-dev"
 PACKAGES="$PACKAGES pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo"
 # The fuzz stage of .ci/run: clang and its libFuzzer runtime (libclang_rt.fuzzer).
 PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev"
+# tests/cli writes checkpoint and tokenizer files, good and malformed, with python3's struct.
+PACKAGES="$PACKAGES python3"
 
 missing=""
 for pkg in $PACKAGES; do
