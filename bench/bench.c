@@ -1,7 +1,9 @@
 /*
- * bench.c — the clock, median, table printer and JSON writer that every benchmark shares.
+ * bench.c — what every benchmark shares: the clock, the median, the table printer, the JSON
+ * writer, the common options and opening the device.
  */
 #include "bench.h"
+#include "cli.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -90,9 +92,43 @@ void bench_table_cell(bench_table *t, const char *fmt, ...) {
 
 /* ---- JSON writer ----------------------------------------------------------------------------- */
 
+/* Bytes of the well-formed UTF-8 sequence at p (1 for ASCII), or 0 when p starts none:
+ * no overlong forms, surrogates or code points past U+10FFFF. */
+static size_t utf8_length(const unsigned char *p) {
+    if (p[0] < 0x80) {
+        return 1;
+    }
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+               : p[0] >= 0xf0 && p[0] <= 0xf4                                ? 4
+                                                                              : 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+    }
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)) {
+        return 0;
+    }
+    return n;
+}
+
+/* A JSON string: escapes what JSON requires, and writes a byte that is not part of valid UTF-8
+ * (a model's byte token may be half a character) as U+FFFD, so the output always parses. */
 static void json_string_literal(FILE *out, const char *s) {
     fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = utf8_length(p);
+        if (n == 0) {
+            fputs("\\ufffd", out);
+            p++;
+            continue;
+        }
+        if (n > 1) {
+            fwrite(p, 1, n, out);
+            p += n;
+            continue;
+        }
         switch (*p) {
         case '"':
             fputs("\\\"", out);
@@ -110,11 +146,12 @@ static void json_string_literal(FILE *out, const char *s) {
             fputs("\\t", out);
             break;
         default:
-            if (*p < 0x20)
+            if (*p < 0x20 || *p == 0x7f)
                 fprintf(out, "\\u%04x", (unsigned)*p);
             else
                 fputc(*p, out);
         }
+        p++;
     }
     fputc('"', out);
 }
@@ -196,4 +233,76 @@ void bench_json_null(bench_json *j, const char *key) {
 void bench_json_end(bench_json *j) {
     fputc('\n', j->out);
     fflush(j->out);
+}
+
+/* ---- the options and the device every benchmark shares --------------------------------------- */
+
+int bench_common_option(int argc, char **argv, int *i, bench_common *c) {
+    const char *v = NULL;
+    int m = 0;
+    if (strcmp(argv[*i], "--json") == 0) {
+        c->json = true;
+        return BENCH_OPTION_TAKEN;
+    }
+    if (cli_is_help(argv[*i])) {
+        fputs(c->usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if ((m = cli_option(argc, argv, i, "--backend", &v)) != 0) {
+        if (m < 0 || !v[0])
+            return cli_usage_error(c->usage, "%s: --backend needs B", c->name);
+        c->backend = v;
+        return BENCH_OPTION_TAKEN;
+    }
+    return BENCH_OPTION_OTHER;
+}
+
+int bench_unknown_argument(const bench_common *c, const char *arg) {
+    return cli_usage_error(c->usage, "%s: unknown %s '%s'", c->name,
+                           arg[0] == '-' ? "option" : "argument", arg);
+}
+
+int bench_device_open(const bench_common *c, acg_device **dev, const acg_capability **cap) {
+    acg_status st = acg_device_open(c->backend, dev);
+    if (st != ACG_OK) {
+        char what[160];
+        if (c->backend)
+            snprintf(what, sizeof what, "opening device '%s'", c->backend);
+        else
+            snprintf(what, sizeof what, "opening the default device");
+        return cli_fail(st, what);
+    }
+    if (cap)
+        *cap = acg_device_get_capability(*dev);
+    return CLI_EXIT_OK;
+}
+
+int bench_device_close(acg_device *dev, int rc) {
+    acg_status st = acg_device_close(dev);
+    if (st != ACG_OK && rc == CLI_EXIT_OK)
+        rc = cli_fail(st, "closing the device");
+    return rc;
+}
+
+#define DEVICE_NAME_SIZE (sizeof((acg_capability *)0)->name + 1)
+
+/* The device's name, which the driver need not have NUL-terminated. */
+static void device_name(const acg_device *dev, char *out, size_t size) {
+    const acg_capability *cap = acg_device_get_capability(dev);
+    snprintf(out, size, "%.*s", cap ? (int)sizeof cap->name : 0, cap ? cap->name : "");
+}
+
+void bench_print_title(const bench_common *c, const acg_device *dev) {
+    char name[DEVICE_NAME_SIZE];
+    device_name(dev, name, sizeof name);
+    printf("acg %s on %s (%s)\n", c->name, acg_device_get_spec(dev), name);
+}
+
+void bench_json_device(bench_json *j, const acg_device *dev) {
+    const acg_capability *cap = acg_device_get_capability(dev);
+    char name[DEVICE_NAME_SIZE];
+    device_name(dev, name, sizeof name);
+    bench_json_string(j, "backend", cap ? cap->backend : NULL);
+    bench_json_string(j, "device", acg_device_get_spec(dev));
+    bench_json_string(j, "device_name", name);
 }

@@ -4,7 +4,9 @@
  *
  * A benchmark is one file bench/<name>.c with one entry point `int bench_<name>(argc, argv)`
  * (argv[0] is the benchmark's name); tools/acg/main.c lists them. Benchmarks print a table by
- * default and one JSON object with --json. None of these helpers allocates.
+ * default and one JSON object with --json, and exit like every acg command (cli.h): 0, 1 after
+ * one line "acg: <what>: <detail>", 2 after a usage error. Besides opening the device, none of
+ * these helpers allocates.
  */
 #ifndef ACG_BENCH_H
 #define ACG_BENCH_H
@@ -13,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <acg/acg.h>
 
 /* ---- clock and statistics -------------------------------------------------------------------- */
 
@@ -75,6 +79,47 @@ void bench_json_null(bench_json *j, const char *key);
 /* Ends the line after the outermost value. */
 void bench_json_end(bench_json *j);
 
+/* ---- the options and the device every benchmark shares ---------------------------------------
+ * Every benchmark takes --backend B (a device spec, see acg_device_open), --json and --help
+ * (or -h). Its parse loop offers each argument to bench_common_option first, parses its own
+ * options, and reports anything else with bench_unknown_argument. */
+
+typedef struct bench_common {
+    const char *name;    /* "bench launch": begins the bench's usage errors and its title */
+    const char *usage;   /* the bench's usage line */
+    const char *backend; /* --backend: the device spec; NULL: acg_device_open's default */
+    bool json;           /* --json: one JSON object instead of the table */
+} bench_common;
+
+#define BENCH_OPTION_OTHER (-1) /* argv[*i] is not a common option */
+#define BENCH_OPTION_TAKEN (-2) /* argv[*i] was a common option, now in c */
+
+/* Parses argv[*i] if it is --backend B (or --backend=B), --json, --help or -h, advancing *i
+ * past a separate value. Returns BENCH_OPTION_TAKEN or BENCH_OPTION_OTHER, or else the exit
+ * status the bench returns at once: CLI_EXIT_OK after --help wrote c->usage to stdout,
+ * CLI_EXIT_USAGE after a usage error (--backend without a value) on stderr. */
+int bench_common_option(int argc, char **argv, int *i, bench_common *c);
+
+/* Reports arg, which no option of the bench took, as a usage error ("<name>: unknown option
+ * '<arg>'", or "unknown argument" when it does not begin with '-'). Returns CLI_EXIT_USAGE. */
+int bench_unknown_argument(const bench_common *c, const char *arg);
+
+/* Opens the device c->backend names; its capability goes to *cap (either may be NULL).
+ * Returns CLI_EXIT_OK, or CLI_EXIT_FAILURE after "acg: opening device '<spec>': <detail>"
+ * ("the default device" when c->backend is NULL). */
+int bench_device_open(const bench_common *c, acg_device **dev, const acg_capability **cap);
+
+/* Closes dev (NULL: nothing). Returns rc, unless rc is CLI_EXIT_OK and closing fails: then
+ * CLI_EXIT_FAILURE after the error line, since a teardown failure after a good run is a bug. */
+int bench_device_close(acg_device *dev, int rc);
+
+/* Prints the first line of a table report: "acg <name> on <spec> (<device name>)". */
+void bench_print_title(const bench_common *c, const acg_device *dev);
+
+/* Writes the device's members into the current JSON object: "backend", "device" (the spec)
+ * and "device_name". */
+void bench_json_device(bench_json *j, const acg_device *dev);
+
 /* ---- benchmarks ------------------------------------------------------------------------------ */
 
 /* bench/launch.c: eager launches against graph replay of the same launches. */
@@ -85,5 +130,10 @@ extern const char bench_launch_usage[];
  * copies, host waits and temporary device allocations. */
 int bench_stage(int argc, char **argv);
 extern const char bench_stage_usage[];
+
+/* bench/decode.c: decode steps of the reference model, graphs on against graphs off, per batch
+ * size: step time and tokens per second. */
+int bench_decode(int argc, char **argv);
+extern const char bench_decode_usage[];
 
 #endif /* ACG_BENCH_H */

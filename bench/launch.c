@@ -37,11 +37,10 @@ typedef enum step_kind { EAGER, EAGER_1, GRAPH, GRAPH_1, N_KINDS } step_kind;
 static const char *const kind_names[N_KINDS] = {"eager", "eager x1", "graph", "graph x1"};
 
 typedef struct launch_config {
-    const char *backend;
+    bench_common common; /* --backend, --json */
     uint32_t kernels;
     uint32_t elements;
     uint64_t steps; /* 0: chosen from the warm-up */
-    bool json;
 } launch_config;
 
 typedef struct launch_bench {
@@ -229,11 +228,7 @@ static void report_json(const launch_bench *b, uint64_t steps, double seconds) {
     bench_json j;
     bench_json_begin(&j, stdout);
     bench_json_object_begin(&j, NULL);
-    bench_json_string(&j, "backend", b->cap->backend);
-    bench_json_string(&j, "device", acg_device_get_spec(b->dev));
-    char name[sizeof b->cap->name + 1];
-    snprintf(name, sizeof name, "%.*s", (int)sizeof b->cap->name, b->cap->name);
-    bench_json_string(&j, "device_name", name);
+    bench_json_device(&j, b->dev);
     bench_json_uint(&j, "kernels", b->cfg->kernels);
     bench_json_uint(&j, "elements", b->cfg->elements);
     bench_json_uint(&j, "steps", steps);
@@ -255,8 +250,7 @@ static void report_json(const launch_bench *b, uint64_t steps, double seconds) {
 }
 
 static void report_table(const launch_bench *b, uint64_t steps, double seconds) {
-    printf("acg bench launch on %s (%.*s)\n", acg_device_get_spec(b->dev), (int)sizeof b->cap->name,
-           b->cap->name);
+    bench_print_title(&b->cfg->common, b->dev);
     printf("%u dependent kernels per step on %u elements, %llu steps of each mode, %.1f s\n\n",
            b->cfg->kernels, b->cfg->elements, (unsigned long long)steps, seconds);
     static const char *const headers[] = {"mode", "launches", "submit us/step", "step us",
@@ -297,16 +291,12 @@ static int run(const launch_config *cfg) {
     memset(&b, 0, sizeof b);
     b.cfg = cfg;
     uint64_t t_start = bench_now_ns();
-    char what[128];
-    int rc = CLI_EXIT_FAILURE;
     size_t bytes = (size_t)cfg->elements * sizeof(float);
-
-    acg_status st = acg_device_open(cfg->backend, &b.dev);
-    if (st != ACG_OK) {
-        snprintf(what, sizeof what, "opening device '%s'", cfg->backend);
-        return cli_fail(st, what);
-    }
-    b.cap = acg_device_get_capability(b.dev);
+    acg_status st = ACG_OK;
+    int rc = bench_device_open(&cfg->common, &b.dev, &b.cap);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = CLI_EXIT_FAILURE;
     b.graphs = b.cap && b.cap->graphs;
     if ((st = acg_stream_create(b.dev, &b.stream)) != ACG_OK) {
         rc = cli_fail(st, "creating a stream");
@@ -347,7 +337,7 @@ static int run(const launch_config *cfg) {
     if ((rc = measure(&b, &steps)) != CLI_EXIT_OK)
         goto out_destroy_graphs;
     double seconds = (double)(bench_now_ns() - t_start) / 1e9;
-    if (cfg->json)
+    if (cfg->common.json)
         report_json(&b, steps, seconds);
     else
         report_table(&b, steps, seconds);
@@ -372,15 +362,13 @@ out_destroy_stream:
     if ((st = acg_stream_destroy(b.stream)) != ACG_OK && rc == CLI_EXIT_OK)
         rc = cli_fail(st, "destroying the stream");
 out_close_device:
-    if ((st = acg_device_close(b.dev)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "closing the device");
-    return rc;
+    return bench_device_close(b.dev, rc);
 }
 
 /* ---- command line ---------------------------------------------------------------------------- */
 
 int bench_launch(int argc, char **argv) {
-    launch_config cfg = {.backend = "cpu"};
+    launch_config cfg = {.common = {"bench launch", bench_launch_usage, "cpu", false}};
     uint64_t kernels = 256, steps = 0, elements = 16;
     const struct {
         const char *name;
@@ -392,28 +380,19 @@ int bench_launch(int argc, char **argv) {
     const size_t n_counts = sizeof counts / sizeof counts[0];
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
-        int m = 0;
+        int m = bench_common_option(argc, argv, &i, &cfg.common);
         size_t c = 0;
-        if (strcmp(argv[i], "--json") == 0) {
-            cfg.json = true;
-        } else if (cli_is_help(argv[i])) {
-            fputs(bench_launch_usage, stdout);
-            return CLI_EXIT_OK;
-        } else if ((m = cli_option(argc, argv, &i, "--backend", &v)) != 0) {
-            if (m < 0 || !v[0])
-                return cli_usage_error(bench_launch_usage, "bench launch: --backend needs B");
-            cfg.backend = v;
-        } else {
-            while (c < n_counts && (m = cli_option(argc, argv, &i, counts[c].name, &v)) == 0)
-                c++;
-            if (c == n_counts)
-                return cli_usage_error(bench_launch_usage, "bench launch: unknown %s '%s'",
-                                       argv[i][0] == '-' ? "option" : "argument", argv[i]);
-            if (m < 0 || !cli_parse_u64(v, 1, counts[c].max, counts[c].value))
-                return cli_usage_error(bench_launch_usage,
-                                       "bench launch: %s needs a count in 1..%llu", counts[c].name,
-                                       (unsigned long long)counts[c].max);
-        }
+        if (m == BENCH_OPTION_TAKEN)
+            continue;
+        if (m != BENCH_OPTION_OTHER)
+            return m;
+        while (c < n_counts && (m = cli_option(argc, argv, &i, counts[c].name, &v)) == 0)
+            c++;
+        if (c == n_counts)
+            return bench_unknown_argument(&cfg.common, argv[i]);
+        if (m < 0 || !cli_parse_u64(v, 1, counts[c].max, counts[c].value))
+            return cli_usage_error(bench_launch_usage, "bench launch: %s needs a count in 1..%llu",
+                                   counts[c].name, (unsigned long long)counts[c].max);
     }
     cfg.kernels = (uint32_t)kernels;
     cfg.elements = (uint32_t)elements;

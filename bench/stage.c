@@ -45,9 +45,8 @@ typedef struct stage_result {
 } stage_result;
 
 typedef struct stage_bench {
-    const char *backend;
-    uint64_t plans; /* 0: as many as fit in TARGET_NS */
-    bool json;
+    bench_common common; /* --backend, --json */
+    uint64_t plans;      /* 0: as many as fit in TARGET_NS */
     acg_device *dev;
     const acg_capability *cap;
     acg_stream *stream;
@@ -210,11 +209,7 @@ static void report_json(const stage_bench *b) {
     bench_json j;
     bench_json_begin(&j, stdout);
     bench_json_object_begin(&j, NULL);
-    bench_json_string(&j, "backend", b->cap->backend);
-    bench_json_string(&j, "device", acg_device_get_spec(b->dev));
-    char name[sizeof b->cap->name + 1];
-    snprintf(name, sizeof name, "%.*s", (int)sizeof b->cap->name, b->cap->name);
-    bench_json_string(&j, "device_name", name);
+    bench_json_device(&j, b->dev);
     bench_json_uint(&j, "page_size", PAGE_SIZE);
     bench_json_uint(&j, "max_seq_len", MAX_SEQ_LEN);
     bench_json_array_begin(&j, "results");
@@ -238,8 +233,7 @@ static void report_json(const stage_bench *b) {
 }
 
 static void report_table(const stage_bench *b) {
-    printf("acg bench stage on %s (%.*s)\n", acg_device_get_spec(b->dev), (int)sizeof b->cap->name,
-           b->cap->name);
+    bench_print_title(&b->common, b->dev);
     printf("decode plans: page size %u, max_seq_len %u, one token more per row per plan\n\n",
            PAGE_SIZE, MAX_SEQ_LEN);
     static const char *const headers[] = {"batch",       "page cols",  "plan bytes",
@@ -273,14 +267,11 @@ static void report_table(const stage_bench *b) {
 /* ---- setup, run, teardown -------------------------------------------------------------------- */
 
 static int run(stage_bench *b) {
-    char what[128];
-    int rc = CLI_EXIT_FAILURE;
-    acg_status st = acg_device_open(b->backend, &b->dev);
-    if (st != ACG_OK) {
-        snprintf(what, sizeof what, "opening device '%s'", b->backend);
-        return cli_fail(st, what);
-    }
-    b->cap = acg_device_get_capability(b->dev);
+    acg_status st = ACG_OK;
+    int rc = bench_device_open(&b->common, &b->dev, &b->cap);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = CLI_EXIT_FAILURE;
     if ((st = acg_stream_create(b->dev, &b->stream)) != ACG_OK) {
         rc = cli_fail(st, "creating a stream");
         goto out_close_device;
@@ -311,7 +302,7 @@ static int run(stage_bench *b) {
     for (size_t i = 0; i < N_BATCHES && rc == CLI_EXIT_OK; i++)
         rc = run_batch(b, batch_sizes[i], &b->results[i]);
     if (rc == CLI_EXIT_OK) {
-        if (b->json)
+        if (b->common.json)
             report_json(b);
         else
             report_table(b);
@@ -330,9 +321,7 @@ out_destroy_stream:
     if ((st = acg_stream_destroy(b->stream)) != ACG_OK && rc == CLI_EXIT_OK)
         rc = cli_fail(st, "destroying the stream");
 out_close_device:
-    if ((st = acg_device_close(b->dev)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "closing the device");
-    return rc;
+    return bench_device_close(b->dev, rc);
 }
 
 /* ---- command line ---------------------------------------------------------------------------- */
@@ -340,28 +329,19 @@ out_close_device:
 int bench_stage(int argc, char **argv) {
     stage_bench b;
     memset(&b, 0, sizeof b);
-    b.backend = "cpu";
+    b.common = (bench_common){"bench stage", bench_stage_usage, "cpu", false};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
-        int m = 0;
-        if (strcmp(argv[i], "--json") == 0) {
-            b.json = true;
-        } else if (cli_is_help(argv[i])) {
-            fputs(bench_stage_usage, stdout);
-            return CLI_EXIT_OK;
-        } else if ((m = cli_option(argc, argv, &i, "--backend", &v)) != 0) {
-            if (m < 0 || !v[0])
-                return cli_usage_error(bench_stage_usage, "bench stage: --backend needs B");
-            b.backend = v;
-        } else if ((m = cli_option(argc, argv, &i, "--plans", &v)) != 0) {
-            if (m < 0 || !cli_parse_u64(v, 1, MAX_AUTO_PLANS, &b.plans))
-                return cli_usage_error(bench_stage_usage,
-                                       "bench stage: --plans needs a count in 1..%u",
-                                       MAX_AUTO_PLANS);
-        } else {
-            return cli_usage_error(bench_stage_usage, "bench stage: unknown %s '%s'",
-                                   argv[i][0] == '-' ? "option" : "argument", argv[i]);
-        }
+        int m = bench_common_option(argc, argv, &i, &b.common);
+        if (m == BENCH_OPTION_TAKEN)
+            continue;
+        if (m != BENCH_OPTION_OTHER)
+            return m;
+        if ((m = cli_option(argc, argv, &i, "--plans", &v)) == 0)
+            return bench_unknown_argument(&b.common, argv[i]);
+        if (m < 0 || !cli_parse_u64(v, 1, MAX_AUTO_PLANS, &b.plans))
+            return cli_usage_error(bench_stage_usage, "bench stage: --plans needs a count in 1..%u",
+                                   MAX_AUTO_PLANS);
     }
     return run(&b);
 }

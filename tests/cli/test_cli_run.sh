@@ -143,11 +143,11 @@ pass
 if [ "$have_python" = yes ]; then
     run "--json" $TINY --prompt "Once upon a time" --json
     expect_rc 0
-    # Read leniently: a continuation may end inside a UTF-8 character, whose bytes --json
-    # writes as they are.
+    # Strict UTF-8: a continuation may end inside a character, and --json must still write
+    # valid UTF-8 (the stray bytes as U+FFFD).
     if ! python3 -c '
 import json, sys
-d = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"))
+d = json.loads(sys.stdin.buffer.read().decode("utf-8"))
 keys = ("n_requests", "tokens", "tokens_per_s", "mean_step_ms", "buckets_captured",
         "buckets_dropped", "capture_ms", "requests")
 missing = [k for k in keys if k not in d]

@@ -35,6 +35,8 @@ static const bench_entry benches[] = {
      "eager kernel launches against replaying them as one graph"},
     {"stage", bench_stage, bench_stage_usage,
      "attention plans per second, and copies, host waits and allocations per plan"},
+    {"decode", bench_decode, bench_decode_usage,
+     "decode steps of the reference model per batch size, graphs on against graphs off"},
 };
 
 #define N_BENCHES (sizeof benches / sizeof benches[0])
@@ -46,6 +48,8 @@ static const char usage_text[] =
     "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n"
     "       acg bench launch [--backend B] [--kernels N] [--steps S] [--elements E] [--json]\n"
     "       acg bench stage [--backend B] [--plans N] [--json]\n"
+    "       acg bench decode [--backend B] [--preset P | --model F] [--batch 1,8,32]\n"
+    "                        [--steps N] [--json]\n"
     "       acg help | --version\n";
 
 /* ---- reporting ------------------------------------------------------------------------------- */

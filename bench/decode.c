@@ -1,0 +1,488 @@
+/*
+ * decode.c — `acg bench decode`: what one decode step of the reference model costs with its
+ * steps replayed as graphs, against the same steps run eagerly, for each batch size.
+ *
+ * For each batch size b two models serve the same weights on one device, one with graphs on
+ * and one with graphs off, each with max_batch b. Each gets b greedy requests of a short prompt
+ * (distinct token ids per row), steps until every request has read its prompt and sampled its
+ * first token, runs a few untimed decode steps, and then N timed ones. A timed step is one
+ * acg_model_step of b rows of one token: admission, the attention plan, the uploads, the
+ * forward (replayed or eager), sampling and the read-back of the tokens, which waits for the
+ * device. The two models step alternately, the order swapping every step, so drift on a shared
+ * machine hits both alike; every figure is a median. Every timed step is checked to be a pure
+ * decode step of b rows, and afterwards both models must have generated the same tokens.
+ *
+ * The public API gives the whole step's wall time only: acg_model_step returns after the
+ * device has finished, so the host's share of a step (submit) is not reported separately.
+ */
+#include "bench.h"
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <acg/model.h>
+
+const char bench_decode_usage[] = "usage: acg bench decode [--backend B] [--preset P | --model F] "
+                                  "[--batch 1,8,32] [--steps N] [--json]\n";
+
+#define PROMPT_LEN 4u   /* tokens of every request's prompt */
+#define WARMUP_STEPS 3u /* untimed decode steps before the timed ones */
+#define SPARE_TOKENS 1u /* no request finishes during the timed steps */
+/* More new tokens a request may need, seq_len permitting: while the last prompts are read in
+ * chunks, the requests already decoding sample a token per step. */
+#define PREFILL_ALLOWANCE 64u
+#define MAX_BATCH 1024u /* acg_model_options.max_batch's limit */
+#define MAX_BATCH_SIZES 16u
+#define MAX_STEPS 100000u
+#define MIN_STEP_TOKENS 64u
+#define BATCH_LIST_MAX 256u /* characters of a --batch list */
+
+static const uint32_t default_batches[] = {1, 8, 32};
+
+enum { EAGER, GRAPH, N_MODES };
+
+static const acg_graph_mode mode_graphs[N_MODES] = {ACG_GRAPHS_OFF, ACG_GRAPHS_ON};
+static const char *const mode_names[N_MODES] = {"graphs off", "graphs on"};
+
+typedef struct decode_config {
+    bench_common common; /* --backend, --json */
+    const char *preset;  /* --preset; NULL with --model */
+    const char *model;   /* --model: a llama2.c checkpoint */
+    uint32_t batch[MAX_BATCH_SIZES];
+    size_t n_batch;
+    uint32_t steps;
+} decode_config;
+
+typedef struct decode_result {
+    uint32_t batch;
+    double step_us[N_MODES];    /* median wall time of one decode step */
+    double submit_us[N_MODES];  /* median host time to queue it (acg_step_report.submit_ms) */
+    uint32_t replayed[N_MODES]; /* timed steps acg_step_report.graphed calls replayed */
+    uint32_t buckets_captured;  /* by the graphs-on model */
+    double capture_ms;          /* its capture time at creation */
+} decode_result;
+
+typedef struct decode_bench {
+    const decode_config *cfg;
+    acg_model_weights *weights;
+    const acg_model_config *mc;
+    acg_device *dev;
+    acg_model *model[N_MODES];
+    uint64_t *ids[N_MODES];   /* (max batch) the requests of each model */
+    double *step_ns[N_MODES];   /* (steps) */
+    double *submit_ns[N_MODES]; /* (steps) */
+    int32_t prompt[PROMPT_LEN];
+    uint32_t max_new; /* max_new_tokens of every request */
+    decode_result results[MAX_BATCH_SIZES];
+} decode_bench;
+
+/* New tokens a request needs when it starts decoding together with all the others: its first
+ * from the prompt, the warm-up and the timed steps, and a spare. */
+static uint32_t needed_tokens(uint32_t steps) { return 1 + WARMUP_STEPS + steps + SPARE_TOKENS; }
+
+/* ---- one model ------------------------------------------------------------------------------- */
+
+/* Creates the model of one mode for `batch` rows, its KV cache just large enough. */
+static int create_model(decode_bench *b, int mode, uint32_t batch) {
+    acg_model_options o = ACG_MODEL_OPTIONS_INIT;
+    o.max_batch = batch;
+    o.max_step_tokens = batch > MIN_STEP_TOKENS ? batch : MIN_STEP_TOKENS;
+    uint32_t tokens = PROMPT_LEN + b->max_new;
+    o.kv_pages = batch * ((tokens + o.page_size - 1) / o.page_size) + 1; /* and the sink */
+    o.graphs = mode_graphs[mode];
+    acg_status st = acg_model_create(b->dev, b->weights, &o, &b->model[mode]);
+    if (st != ACG_OK) {
+        char what[96];
+        snprintf(what, sizeof what, "creating the model (%s, batch %u)", mode_names[mode], batch);
+        return cli_fail(st, what);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Submits `batch` greedy requests, row r's prompt made of distinct ids. */
+static int submit(decode_bench *b, int mode, uint32_t batch) {
+    int32_t vocab = b->mc->vocab_size;
+    /* Past the special tokens where the vocabulary has room for them. */
+    int32_t first = vocab > (int32_t)ACG_TOKEN_BYTE0 ? ACG_TOKEN_BYTE0 : 0;
+    uint32_t span = (uint32_t)(vocab - first);
+    for (uint32_t r = 0; r < batch; r++) {
+        for (uint32_t k = 0; k < PROMPT_LEN; k++)
+            b->prompt[k] = first + (int32_t)(((uint64_t)r * PROMPT_LEN + k) % span);
+        acg_request q = ACG_REQUEST_INIT;
+        q.prompt = b->prompt;
+        q.prompt_len = PROMPT_LEN;
+        q.max_new_tokens = b->max_new;
+        acg_status st = acg_model_submit(b->model[mode], &q, &b->ids[mode][r]);
+        if (st != ACG_OK)
+            return cli_fail(st, "submitting a request");
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Steps until every request has read its prompt and sampled a token, so that each step after
+ * is a decode step of every row. Every step reads at least one prompt token, which bounds the
+ * steps. The requests that finish their prompts first sample a token in each step after, so
+ * they lead the others, and must still have tokens to generate for the decode steps to come. */
+static int prefill(decode_bench *b, int mode, uint32_t batch) {
+    uint32_t limit = batch * PROMPT_LEN + 1;
+    for (uint32_t s = 0;; s++) {
+        uint32_t decoding = 0, lead = 0;
+        for (uint32_t r = 0; r < batch; r++) {
+            acg_request_status rs;
+            acg_status st = acg_model_get_request(b->model[mode], b->ids[mode][r], &rs);
+            if (st != ACG_OK)
+                return cli_fail(st, "reading a request");
+            decoding += rs.state == ACG_REQUEST_RUNNING && rs.n_generated > 0;
+            lead = rs.n_generated > lead ? rs.n_generated : lead;
+        }
+        if (lead > 0 && lead - 1 + needed_tokens(b->cfg->steps) > b->max_new)
+            return cli_failf("bench decode: too many steps",
+                             "%s, batch %u: after %u steps reading the prompts the leading "
+                             "request has %u of its %u new tokens left (seq_len %d), fewer than "
+                             "%u warm-up and %u timed decode steps need",
+                             mode_names[mode], batch, s, b->max_new - lead, b->max_new,
+                             b->mc->seq_len, WARMUP_STEPS, b->cfg->steps);
+        if (decoding == batch)
+            return CLI_EXIT_OK;
+        if (s == limit)
+            return cli_failf("bench decode: prompts not read",
+                             "%s, batch %u: %u of %u requests decoding after %u steps",
+                             mode_names[mode], batch, decoding, batch, s);
+        acg_step_report rep;
+        acg_status st = acg_model_step(b->model[mode], &rep);
+        if (st != ACG_OK)
+            return cli_fail(st, "stepping through the prompts");
+        if (rep.rows == 0)
+            return cli_failf("bench decode: prompts not read",
+                             "%s, batch %u: nothing to run with %u of %u requests decoding",
+                             mode_names[mode], batch, decoding, batch);
+    }
+}
+
+/* One decode step of `batch` rows; with ns non-NULL stores its wall time. */
+static int decode_step(decode_bench *b, int mode, uint32_t batch, double *ns, double *submit_ns,
+                       uint32_t *replayed) {
+    acg_step_report rep;
+    uint64_t t0 = bench_now_ns();
+    acg_status st = acg_model_step(b->model[mode], &rep);
+    uint64_t t1 = bench_now_ns();
+    if (st != ACG_OK)
+        return cli_fail(st, "running a decode step");
+    if (rep.rows != batch || rep.tokens != batch || rep.generated != batch)
+        return cli_failf(
+            "bench decode: not a decode step",
+            "%s, batch %u: %u rows, %u query tokens, %u generated; expected %u of each",
+            mode_names[mode], batch, rep.rows, rep.tokens, rep.generated, batch);
+    if (ns)
+        *ns = (double)(t1 - t0);
+    if (submit_ns)
+        *submit_ns = rep.submit_ms * 1e6;
+    if (replayed)
+        *replayed += rep.graphed;
+    return CLI_EXIT_OK;
+}
+
+/* Both models ran the same greedy requests: their tokens must agree. */
+static int compare_tokens(decode_bench *b, uint32_t batch) {
+    for (uint32_t r = 0; r < batch; r++) {
+        acg_request_status rs[N_MODES];
+        for (int m = 0; m < N_MODES; m++) {
+            acg_status st = acg_model_get_request(b->model[m], b->ids[m][r], &rs[m]);
+            if (st != ACG_OK)
+                return cli_fail(st, "reading a request");
+        }
+        uint32_t n =
+            rs[EAGER].n_tokens < rs[GRAPH].n_tokens ? rs[EAGER].n_tokens : rs[GRAPH].n_tokens;
+        for (uint32_t i = 0; i < n; i++) {
+            if (rs[EAGER].tokens[i] != rs[GRAPH].tokens[i])
+                return cli_failf("bench decode: graphs change the tokens",
+                                 "batch %u, request %u, token %u: %d with graphs off, %d on", batch,
+                                 r, i, rs[EAGER].tokens[i], rs[GRAPH].tokens[i]);
+        }
+        if (rs[EAGER].n_tokens != rs[GRAPH].n_tokens)
+            return cli_failf("bench decode: graphs change the tokens",
+                             "batch %u, request %u: %u tokens with graphs off, %u on", batch, r,
+                             rs[EAGER].n_tokens, rs[GRAPH].n_tokens);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ---- one batch size -------------------------------------------------------------------------- */
+
+static int measure(decode_bench *b, uint32_t batch, decode_result *res) {
+    int rc = CLI_EXIT_OK;
+    for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++) {
+        if ((rc = submit(b, m, batch)) == CLI_EXIT_OK)
+            rc = prefill(b, m, batch);
+    }
+    for (uint32_t s = 0; s < WARMUP_STEPS && rc == CLI_EXIT_OK; s++)
+        for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++)
+            rc = decode_step(b, m, batch, NULL, NULL, NULL);
+    for (uint32_t s = 0; s < b->cfg->steps && rc == CLI_EXIT_OK; s++) {
+        for (int i = 0; i < N_MODES && rc == CLI_EXIT_OK; i++) {
+            int m = (int)((s + (uint32_t)i) % N_MODES);
+            rc = decode_step(b, m, batch, &b->step_ns[m][s], &b->submit_ns[m][s],
+                             &res->replayed[m]);
+        }
+    }
+    if (rc == CLI_EXIT_OK)
+        rc = compare_tokens(b, batch);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    for (int m = 0; m < N_MODES; m++) {
+        res->step_us[m] = bench_median(b->step_ns[m], b->cfg->steps) / 1e3;
+        res->submit_us[m] = bench_median(b->submit_ns[m], b->cfg->steps) / 1e3;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
+    memset(res, 0, sizeof *res);
+    res->batch = batch;
+    int rc = CLI_EXIT_OK;
+    for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++)
+        rc = create_model(b, m, batch);
+    if (rc == CLI_EXIT_OK) {
+        acg_model_stats s;
+        acg_status st = acg_model_get_stats(b->model[GRAPH], &s);
+        if (st != ACG_OK) {
+            rc = cli_fail(st, "reading the model's stats");
+        } else {
+            res->buckets_captured = s.buckets_captured;
+            res->capture_ms = s.capture_ms;
+        }
+    }
+    if (rc == CLI_EXIT_OK)
+        rc = measure(b, batch, res);
+
+    /* Teardown failures after a good run are failures too: they are library bugs. */
+    for (int m = 0; m < N_MODES; m++) {
+        acg_status st = acg_model_destroy(b->model[m]);
+        if (st != ACG_OK && rc == CLI_EXIT_OK)
+            rc = cli_fail(st, "destroying a model");
+        b->model[m] = NULL;
+    }
+    return rc;
+}
+
+/* ---- report ---------------------------------------------------------------------------------- */
+
+static double tokens_per_s(const decode_result *r, int mode) {
+    return (double)r->batch * 1e6 / r->step_us[mode];
+}
+
+static void report_json(const decode_bench *b, double seconds) {
+    const decode_config *cfg = b->cfg;
+    bench_json j;
+    bench_json_begin(&j, stdout);
+    bench_json_object_begin(&j, NULL);
+    bench_json_device(&j, b->dev);
+    bench_json_string(&j, "preset", cfg->preset);
+    bench_json_string(&j, "model", cfg->model);
+    bench_json_int(&j, "dim", b->mc->dim);
+    bench_json_int(&j, "n_layers", b->mc->n_layers);
+    bench_json_int(&j, "vocab_size", b->mc->vocab_size);
+    bench_json_int(&j, "seq_len", b->mc->seq_len);
+    bench_json_uint(&j, "steps", cfg->steps);
+    bench_json_uint(&j, "warmup_steps", WARMUP_STEPS);
+    bench_json_uint(&j, "prompt_tokens", PROMPT_LEN);
+    bench_json_uint(&j, "max_new_tokens", b->max_new);
+    bench_json_array_begin(&j, "results");
+    for (size_t i = 0; i < cfg->n_batch; i++) {
+        const decode_result *r = &b->results[i];
+        bench_json_object_begin(&j, NULL);
+        bench_json_uint(&j, "batch", r->batch);
+        bench_json_number(&j, "eager_step_us", r->step_us[EAGER]);
+        bench_json_number(&j, "graph_step_us", r->step_us[GRAPH]);
+        bench_json_number(&j, "step_ratio", r->step_us[EAGER] / r->step_us[GRAPH]);
+        bench_json_number(&j, "eager_submit_us", r->submit_us[EAGER]);
+        bench_json_number(&j, "graph_submit_us", r->submit_us[GRAPH]);
+        bench_json_number(&j, "submit_ratio", r->submit_us[EAGER] / r->submit_us[GRAPH]);
+        bench_json_number(&j, "tokens_per_s_graph", tokens_per_s(r, GRAPH));
+        bench_json_number(&j, "tokens_per_s_eager", tokens_per_s(r, EAGER));
+        bench_json_uint(&j, "graph_replayed_steps", r->replayed[GRAPH]);
+        bench_json_uint(&j, "eager_replayed_steps", r->replayed[EAGER]);
+        bench_json_uint(&j, "graph_buckets_captured", r->buckets_captured);
+        bench_json_number(&j, "graph_capture_ms", r->capture_ms);
+        bench_json_bool(&j, "tokens_match", true);
+        bench_json_object_end(&j);
+    }
+    bench_json_array_end(&j);
+    bench_json_number(&j, "seconds", seconds);
+    bench_json_object_end(&j);
+    bench_json_end(&j);
+}
+
+static void report_table(const decode_bench *b, double seconds) {
+    const decode_config *cfg = b->cfg;
+    bench_print_title(&cfg->common, b->dev);
+    printf("%s %s: dim %d, %d layers, vocab %d, seq_len %d\n", cfg->preset ? "preset" : "model",
+           cfg->preset ? cfg->preset : cfg->model, b->mc->dim, b->mc->n_layers, b->mc->vocab_size,
+           b->mc->seq_len);
+    printf("per batch size b: b greedy requests of a %u-token prompt; %u timed decode steps with\n"
+           "graphs off and on, interleaved, after %u warm-up steps; %.1f s\n\n",
+           PROMPT_LEN, cfg->steps, WARMUP_STEPS, seconds);
+    static const char *const headers[] = {
+        "batch",       "eager step us", "graph step us",  "ratio",         "eager submit us",
+        "graph submit us", "tok/s graph", "tok/s eager", "replayed steps"};
+    static const int widths[] = {5, 13, 13, 6, 15, 15, 11, 11, 14};
+    bench_table t;
+    bench_table_begin(&t, stdout, 9, widths, headers);
+    for (size_t i = 0; i < cfg->n_batch; i++) {
+        const decode_result *r = &b->results[i];
+        bench_table_cell(&t, "%u", r->batch);
+        bench_table_cell(&t, "%.1f", r->step_us[EAGER]);
+        bench_table_cell(&t, "%.1f", r->step_us[GRAPH]);
+        bench_table_cell(&t, "%.2f", r->step_us[EAGER] / r->step_us[GRAPH]);
+        bench_table_cell(&t, "%.1f", r->submit_us[EAGER]);
+        bench_table_cell(&t, "%.1f", r->submit_us[GRAPH]);
+        bench_table_cell(&t, "%.0f", tokens_per_s(r, GRAPH));
+        bench_table_cell(&t, "%.0f", tokens_per_s(r, EAGER));
+        bench_table_cell(&t, "%u/%u", r->replayed[GRAPH], cfg->steps);
+    }
+    printf("\nmedians over the steps; a step is one acg_model_step of b rows of one token:\n"
+           "plan, uploads, forward, sampling and the wait for its tokens\n");
+    printf("ratio = eager / graph (above 1: the graph is faster); submit = host time to admit,\n"
+           "plan, upload and queue the step, before waiting for it; replayed steps = timed steps\n"
+           "of the graphs-on model that replayed a graph\n");
+    printf("checked: every timed step decoded b rows; graphs on and off generated the same "
+           "tokens\n");
+}
+
+/* ---- setup, run, teardown -------------------------------------------------------------------- */
+
+static int run(const decode_config *cfg) {
+    decode_bench b;
+    memset(&b, 0, sizeof b);
+    b.cfg = cfg;
+    uint64_t t_start = bench_now_ns();
+    acg_status st;
+    if (cfg->preset) {
+        acg_model_config c = ACG_MODEL_CONFIG_INIT;
+        if ((st = acg_model_preset_get_config(cfg->preset, &c)) != ACG_OK)
+            return cli_usage_error(bench_decode_usage, "bench decode: %s", acg_last_error());
+        if ((st = acg_model_preset_load(cfg->preset, 1, &b.weights)) != ACG_OK)
+            return cli_fail(st, "building the preset");
+    } else if ((st = acg_model_weights_load(cfg->model, &b.weights)) != ACG_OK) {
+        return cli_fail(st, "loading the model");
+    }
+    b.mc = acg_model_weights_get_config(b.weights);
+    int rc = CLI_EXIT_OK;
+    /* A request may hold seq_len tokens, the prompt included. */
+    uint32_t room = b.mc->seq_len > (int32_t)PROMPT_LEN ? (uint32_t)b.mc->seq_len - PROMPT_LEN : 0;
+    uint32_t needed = needed_tokens(cfg->steps);
+    if (needed > room) {
+        rc = cli_usage_error(bench_decode_usage,
+                             "bench decode: --steps %u needs requests of %u tokens, more than "
+                             "the model's seq_len %d",
+                             cfg->steps, PROMPT_LEN + needed, b.mc->seq_len);
+        goto out_free_weights;
+    }
+    b.max_new = room - needed < PREFILL_ALLOWANCE ? room : needed + PREFILL_ALLOWANCE;
+    uint32_t max_batch = 0;
+    for (size_t i = 0; i < cfg->n_batch; i++)
+        max_batch = cfg->batch[i] > max_batch ? cfg->batch[i] : max_batch;
+    for (int m = 0; m < N_MODES; m++) {
+        b.ids[m] = malloc(max_batch * sizeof(uint64_t));
+        b.step_ns[m] = malloc(cfg->steps * sizeof(double));
+        b.submit_ns[m] = malloc(cfg->steps * sizeof(double));
+    }
+    if (!b.ids[EAGER] || !b.ids[GRAPH] || !b.step_ns[EAGER] || !b.step_ns[GRAPH] ||
+        !b.submit_ns[EAGER] || !b.submit_ns[GRAPH]) {
+        rc = cli_failf("bench decode", "out of host memory");
+        goto out_free_host;
+    }
+    if ((rc = bench_device_open(&cfg->common, &b.dev, NULL)) != CLI_EXIT_OK)
+        goto out_free_host;
+    for (size_t i = 0; i < cfg->n_batch && rc == CLI_EXIT_OK; i++)
+        rc = run_batch(&b, cfg->batch[i], &b.results[i]);
+    if (rc == CLI_EXIT_OK) {
+        double seconds = (double)(bench_now_ns() - t_start) / 1e9;
+        if (cfg->common.json)
+            report_json(&b, seconds);
+        else
+            report_table(&b, seconds);
+    }
+    rc = bench_device_close(b.dev, rc);
+out_free_host:
+    for (int m = 0; m < N_MODES; m++) {
+        free(b.ids[m]);
+        free(b.step_ns[m]);
+        free(b.submit_ns[m]);
+    }
+out_free_weights:
+    if ((st = acg_model_weights_free(b.weights)) != ACG_OK && rc == CLI_EXIT_OK)
+        rc = cli_fail(st, "freeing the weights");
+    return rc;
+}
+
+/* ---- command line ---------------------------------------------------------------------------- */
+
+/* Parses "1,8,32" into cfg->batch: sizes in 1..MAX_BATCH, at most MAX_BATCH_SIZES of them. */
+static bool parse_batches(const char *text, decode_config *cfg) {
+    char list[BATCH_LIST_MAX + 1];
+    size_t len = strlen(text);
+    if (len == 0 || len > BATCH_LIST_MAX)
+        return false;
+    memcpy(list, text, len + 1);
+    cfg->n_batch = 0;
+    for (char *item = list;;) {
+        char *comma = strchr(item, ',');
+        if (comma)
+            *comma = '\0';
+        uint64_t v = 0;
+        if (cfg->n_batch == MAX_BATCH_SIZES || !cli_parse_u64(item, 1, MAX_BATCH, &v))
+            return false;
+        cfg->batch[cfg->n_batch++] = (uint32_t)v;
+        if (!comma)
+            return true;
+        item = comma + 1;
+    }
+}
+
+int bench_decode(int argc, char **argv) {
+    decode_config cfg = {.common = {"bench decode", bench_decode_usage, NULL, false},
+                         .preset = NULL,
+                         .model = NULL,
+                         .steps = 32};
+    cfg.n_batch = sizeof default_batches / sizeof default_batches[0];
+    memcpy(cfg.batch, default_batches, sizeof default_batches);
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        uint64_t steps = 0;
+        int m = bench_common_option(argc, argv, &i, &cfg.common);
+        if (m == BENCH_OPTION_TAKEN)
+            continue;
+        if (m != BENCH_OPTION_OTHER)
+            return m;
+        if ((m = cli_option(argc, argv, &i, "--preset", &v)) != 0) {
+            if (m < 0 || !v[0])
+                return cli_usage_error(bench_decode_usage, "bench decode: --preset needs P");
+            cfg.preset = v;
+        } else if ((m = cli_option(argc, argv, &i, "--model", &v)) != 0) {
+            if (m < 0 || !v[0])
+                return cli_usage_error(bench_decode_usage, "bench decode: --model needs F");
+            cfg.model = v;
+        } else if ((m = cli_option(argc, argv, &i, "--batch", &v)) != 0) {
+            if (m < 0 || !parse_batches(v, &cfg))
+                return cli_usage_error(bench_decode_usage,
+                                       "bench decode: --batch needs a comma list of at most %u "
+                                       "sizes in 1..%u",
+                                       MAX_BATCH_SIZES, MAX_BATCH);
+        } else if ((m = cli_option(argc, argv, &i, "--steps", &v)) != 0) {
+            if (m < 0 || !cli_parse_u64(v, 1, MAX_STEPS, &steps))
+                return cli_usage_error(bench_decode_usage,
+                                       "bench decode: --steps needs a count in 1..%u", MAX_STEPS);
+            cfg.steps = (uint32_t)steps;
+        } else {
+            return bench_unknown_argument(&cfg.common, argv[i]);
+        }
+    }
+    if (cfg.preset && cfg.model)
+        return cli_usage_error(bench_decode_usage,
+                               "bench decode: --preset and --model exclude each other");
+    if (!cfg.model && !cfg.preset)
+        cfg.preset = "tiny";
+    return run(&cfg);
+}
