@@ -452,7 +452,8 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
  *   "sample_f32"      (result i32 (batch, 2), logits, probs (batch, vocab) scratch, seats i32
  *                     (batch), states u32 (n_states, ACG_SAMPLER_STATE_WORDS); u32 vocab,
  *                     batch, n_states), grid (batch): picks row r's token with the sampler
- *                     state seats[r]: the first largest logit at temperature <= 0, else a
+ *                     state seats[r]: the first largest logit at temperature <= 0 or where
+ *                     logit / temperature overflows (no draw is made), else a
  *                     draw from the temperature softmax (within the top-p nucleus), its random
  *                     number a function of (seed, counter) and the counter then incremented in
  *                     the state, so replays never repeat a draw. result[r] = {token, counter

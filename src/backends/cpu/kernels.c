@@ -345,7 +345,19 @@ static float mass_from(const float *p, uint32_t vocab, float tau) {
 static void sample_row(const float *logits, float *p, uint32_t vocab, uint32_t *state,
                        int32_t *result) {
     const float temperature = bits_float(state[3]), top_p = bits_float(state[4]);
-    if (!(temperature > 0.0f)) {
+    float max = 0.0f;
+    if (temperature > 0.0f) {
+        max = logits[0] / temperature;
+        for (uint32_t i = 1; i < vocab; i++) {
+            float v = logits[i] / temperature;
+            if (v > max) {
+                max = v;
+            }
+        }
+    }
+    /* Greedy at temperature 0, and where the scaled logits overflow (a tiny temperature or an
+     * infinite logit): the distribution is then all on the largest logit. No draw is made. */
+    if (!(temperature > 0.0f) || !isfinite(max)) {
         uint32_t best = 0;
         for (uint32_t i = 1; i < vocab; i++) {
             if (logits[i] > logits[best]) {
@@ -355,13 +367,6 @@ static void sample_row(const float *logits, float *p, uint32_t vocab, uint32_t *
         result[0] = (int32_t)best;
         result[1] = -1;
         return;
-    }
-    float max = logits[0] / temperature;
-    for (uint32_t i = 1; i < vocab; i++) {
-        float v = logits[i] / temperature;
-        if (v > max) {
-            max = v;
-        }
     }
     float sum = 0.0f;
     for (uint32_t i = 0; i < vocab; i++) {

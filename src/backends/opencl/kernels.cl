@@ -261,7 +261,19 @@ static float mass_from(global float *p, uint vocab, float tau) {
 static void sample_row(global float *logits, global float *p, uint vocab, global uint *state,
                        global int *result) {
     const float temperature = as_float(state[3]), top_p = as_float(state[4]);
-    if (!(temperature > 0.0f)) {
+    float max = 0.0f;
+    if (temperature > 0.0f) {
+        max = logits[0] / temperature;
+        for (uint i = 1; i < vocab; i++) {
+            float v = logits[i] / temperature;
+            if (v > max) {
+                max = v;
+            }
+        }
+    }
+    /* Greedy at temperature 0, and where the scaled logits overflow (a tiny temperature or an
+     * infinite logit): the distribution is then all on the largest logit. No draw is made. */
+    if (!(temperature > 0.0f) || !isfinite(max)) {
         uint best = 0;
         for (uint i = 1; i < vocab; i++) {
             if (logits[i] > logits[best]) {
@@ -271,13 +283,6 @@ static void sample_row(global float *logits, global float *p, uint vocab, global
         result[0] = (int)best;
         result[1] = -1;
         return;
-    }
-    float max = logits[0] / temperature;
-    for (uint i = 1; i < vocab; i++) {
-        float v = logits[i] / temperature;
-        if (v > max) {
-            max = v;
-        }
     }
     float sum = 0.0f;
     for (uint i = 0; i < vocab; i++) {
