@@ -461,6 +461,11 @@ static int load(run_state *st) {
             return cli_fail(s, "building the preset");
         if ((s = acg_tokenizer_preset(c.vocab_size, &st->tok)) != ACG_OK)
             return cli_fail(s, "building the preset's tokenizer");
+        if (!st->o.json)
+            fprintf(stderr,
+                    "acg: the %s preset has random weights, so its text means nothing; "
+                    "--model and --tokenizer load a trained llama2.c checkpoint\n",
+                    st->o.preset);
     } else {
         if ((s = acg_model_weights_load(st->o.model, &st->weights)) != ACG_OK)
             return cli_fail(s, "loading the model");
