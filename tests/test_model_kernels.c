@@ -1036,7 +1036,7 @@ static void test_launch_shapes(void **state) {
         TC_OK(L_run(&L, NULL));
         for (size_t i = 0; i < L.n_args; i++) {
             if (is_buf(&L.a[i])) {
-                char needle[32];
+                char needle[48];
                 snprintf(needle, sizeof needle, "argument %zu reaches", i);
                 L.a[i].bytes -= 4;
                 L_upload(&L);
@@ -1104,11 +1104,61 @@ static void test_bad_counts(void **state) {
             args[9] = acg_arg_u32(NKV);
             args[13] = args[14] = acg_arg_u32(1u << 31);
             expect_refusal(&L, args, L.n_args, &L.dims, ACG_ERR_OUT_OF_RANGE, "argument 1 reaches");
+            /* No pages at all: a bad page id would read a sink page that does not exist. */
+            L_args(&L, args);
+            args[15] = acg_arg_u32(0);
+            expect_refusal(&L, args, L.n_args, &L.dims, ACG_ERR_INVALID_ARGUMENT,
+                           "n_pages must be at least 1");
         }
         L_release(&L);
         L_free(&L);
     }
     free(w);
+}
+
+/* A shaped kernel's buffers must not overlap, except the pair it declares in place: matmul's
+ * out over its x is refused (a tile would overwrite inputs another still reads), rmsnorm's out
+ * may be its x, and gives what a separate out gives. */
+static void test_in_place(void **state) {
+    (void)state;
+    enum { D = 8, R = 3 };
+    acg_kernel *matmul, *rmsnorm;
+    TC_OK(acg_kernel_get(dev, "matmul_f32", &matmul));
+    TC_OK(acg_kernel_get(dev, "rmsnorm_f32", &rmsnorm));
+    float host[2 * R * D + D];
+    rng r = {16};
+    rnd_fill(&r, host, 2 * R * D + D, -1.0f, 1.0f);
+    acg_buffer *b = tc_buffer(dev, sizeof host), *w = tc_buffer(dev, D * D * sizeof(float));
+    TC_OK(acg_copy_h2d(stream, b, 0, host, sizeof host));
+    TC_OK(acg_copy_h2d(stream, w, 0, host, D * D * sizeof(float)));
+    acg_dims dm = {{D, R, 1}, {0, 0, 0}};
+    const acg_arg mm[] = {acg_arg_buffer(b, 0), acg_arg_buffer(b, 0), acg_arg_buffer(w, 0),
+                          acg_arg_u32(D / 2), acg_arg_u32(D), acg_arg_u32(R)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(stream, matmul, &dm, mm, 6));
+    TC_LAST_ERROR_HAS("does not work in place");
+    /* rmsnorm: x is b[0 .. R*D), the norm weight b[2*R*D ..); in place, then into b[R*D ..) */
+    acg_dims dn = {{R, 1, 1}, {0, 0, 0}};
+    const size_t f = sizeof(float);
+    const acg_arg apart[] = {acg_arg_buffer(b, R * D * f), acg_arg_buffer(b, 0),
+                             acg_arg_buffer(b, 2 * R * D * f), acg_arg_u32(D), acg_arg_u32(R),
+                             acg_arg_f32(1e-5f)};
+    TC_OK(acg_kernel_launch(stream, rmsnorm, &dn, apart, 6));
+    const acg_arg same[] = {acg_arg_buffer(b, 0), acg_arg_buffer(b, 0),
+                            acg_arg_buffer(b, 2 * R * D * f), acg_arg_u32(D), acg_arg_u32(R),
+                            acg_arg_f32(1e-5f)};
+    TC_OK(acg_kernel_launch(stream, rmsnorm, &dn, same, 6));
+    /* out over x shifted by one element overlaps without being the same window */
+    const acg_arg shifted[] = {acg_arg_buffer(b, f), acg_arg_buffer(b, 0),
+                               acg_arg_buffer(b, 2 * R * D * f), acg_arg_u32(D), acg_arg_u32(R),
+                               acg_arg_f32(1e-5f)};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(stream, rmsnorm, &dn, shifted, 6));
+    TC_LAST_ERROR_HAS("without being the same window");
+    float got[2 * R * D + D];
+    TC_OK(acg_copy_d2h(stream, got, b, 0, sizeof got));
+    TC_OK(acg_stream_synchronize(stream));
+    TC_BYTES_EQUAL(got, got + R * D, R * D * f);
+    TC_OK(acg_buffer_free(b));
+    TC_OK(acg_buffer_free(w));
 }
 
 int main(int argc, char **argv) {
@@ -1129,6 +1179,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_sample_sequence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_launch_shapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_in_place, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_model_kernels"), tests, NULL, NULL);
 }

@@ -416,9 +416,10 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
  *   "copy_f32"       (dst, src)          dst[i] = src[i]   (offsets select the windows)
  *   "swiglu_f32"     (y, a, b)           y[i] = (a[i] * (1 / (1 + exp(-a[i])))) * b[i]
  *
- * Model kernels (the reference model's layers; docs/kernels.md gives each one's arithmetic).
- * Buffers are row-major f32 unless marked i32; their reach follows from the u32 arguments,
- * and the grid must cover the counts given (work items past them do nothing, so a grid may be
+ * Model kernels (the reference model's layers; docs/model.md explains them, and the cpu
+ * backend's src/backends/cpu/kernels.c is their readable definition). Buffers are row-major f32
+ * unless marked i32; their reach follows from the u32 arguments; no two may overlap, except
+ * rmsnorm's out and x, which may be the same window; and the grid must cover the counts given (work items past them do nothing, so a grid may be
  * rounded up to a work-group multiple). Every output element is computed by one work item in
  * a fixed order that depends only on its own row: a row's result is the same bit for bit
  * whatever the batch around it. Paged kernels read the step from an attention plan
@@ -446,7 +447,8 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
  *                     query_offsets, kv_lens; u32 n_heads, n_kv_heads, head_size, n, batch,
  *                     table_width, page_size, n_pages), grid (n_heads, n): causal softmax
  *                     attention of each token over positions 0..its own (grouped-query: head
- *                     h reads KV head h / (n_heads / n_kv_heads)); zeros for padding
+ *                     h reads KV head h / (n_heads / n_kv_heads)); zeros for padding;
+ *                     n_pages must be at least 1 (a bad page id reads the sink page 0)
  *   "gather_last_f32" (out (batch, dim), x (n, dim), query_offsets; u32 dim, batch, n),
  *                     grid (dim, batch): each row's last token; zeros for an empty row
  *   "sample_f32"      (result i32 (batch, 2), logits, probs (batch, vocab) scratch, seats i32

@@ -243,7 +243,8 @@ typedef struct acg_model_options {
 ACG_API acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
                                     const acg_model_options *options, acg_model **out);
 
-/* Waits for the model's stream, then frees everything, requests included. NULL is a no-op. */
+/* Waits for the model's stream, then frees everything, requests included. NULL is a no-op;
+ * ACG_ERR_INVALID_HANDLE for a destroyed or foreign pointer. */
 ACG_API acg_status acg_model_destroy(acg_model *model);
 
 /* One request: a prompt of token ids (the caller's tokenizer made them; the array is copied)
@@ -300,8 +301,9 @@ typedef struct acg_step_report {
     double ms;          /* wall time of the step, host waits included */
 } acg_step_report;
 
-/* Runs one engine step: admits waiting requests, batches every running one (a prefill chunk
- * for a prompt not yet read, one token for the rest), selects the tightest bucket, leases a
+/* Runs one engine step: admits waiting requests, batches the running ones (one token for each
+ * decoding request, then prompt chunks sharing what is left of max_step_tokens: a prompt may
+ * wait a step when the budget is spent), selects the tightest bucket, leases a
  * slot, plans, uploads the step's tokens, replays or runs eagerly, reads the sampled tokens
  * back (waiting for the stream) and retires finished requests. *report (may be NULL) says what
  * it did: rows 0 means there was nothing to run. Statuses of the engine and the device; after
@@ -329,6 +331,7 @@ typedef struct acg_model_stats {
     double capture_ms; /* time spent capturing at creation */
 } acg_model_stats;
 
+/* Counters since creation. ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out. */
 ACG_API acg_status acg_model_get_stats(const acg_model *model, acg_model_stats *out);
 
 /* The runner that serves the steps (owned by the model), for its bucket reports. */

@@ -50,6 +50,9 @@ typedef struct acg__kernel_def {
     /* (optional) The shape rule of a kernel whose windows depend on its scalar arguments;
      * NULL for an elementwise kernel. */
     acg__kernel_shape_fn shape;
+    /* A shaped kernel's buffers must not overlap, but for this pair of arguments, which may be
+     * the same window (in place); {0, 0}: none. Elementwise kernels allow any same-window pair. */
+    uint8_t in_place[2];
 } acg__kernel_def;
 
 /* One node of a captured graph, as the core records it. Copies: h2d uses dst_* and host,

@@ -86,6 +86,9 @@ static const char *attention_shape(const acg__karg *a, const acg_dims *d, uint64
     if (U(9) == 0 || U(8) % U(9) != 0) {
         return "n_kv_heads must divide n_heads";
     }
+    if (U(15) == 0) {
+        return "n_pages must be at least 1: a bad page id reads the sink page 0";
+    }
     return d->global[0] < U(8) || d->global[1] < U(11) ? "the grid must cover (n_heads, n)" : NULL;
 }
 
@@ -113,29 +116,29 @@ static const char *sample_shape(const acg__karg *a, const acg_dims *d, uint64_t 
 #define N ACG_ARG_U32
 
 static const acg__kernel_def catalogue[] = {
-    {"fill_f32", 2, {B, F}, {4, 0}, 1, NULL},
-    {"add_scalar_f32", 3, {B, B, F}, {4, 4, 0}, 1, NULL},
-    {"axpy_f32", 3, {B, B, F}, {4, 4, 0}, 1, NULL},
-    {"copy_f32", 2, {B, B}, {4, 4}, 1, NULL},
-    {"swiglu_f32", 3, {B, B, B}, {4, 4, 4}, 1, NULL},
-    {"embed_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, embed_shape},
-    {"rmsnorm_f32", 6, {B, B, B, N, N, F}, {4, 4, 4}, 1, rmsnorm_shape},
-    {"matmul_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, matmul_shape},
-    {"rope_f32", 10, {B, B, B, B, B, N, N, N, N, N}, {4, 4, 4, 4, 4}, 2, rope_shape},
+    {"fill_f32", 2, {B, F}, {4, 0}, 1, NULL, {0, 0}},
+    {"add_scalar_f32", 3, {B, B, F}, {4, 4, 0}, 1, NULL, {0, 0}},
+    {"axpy_f32", 3, {B, B, F}, {4, 4, 0}, 1, NULL, {0, 0}},
+    {"copy_f32", 2, {B, B}, {4, 4}, 1, NULL, {0, 0}},
+    {"swiglu_f32", 3, {B, B, B}, {4, 4, 4}, 1, NULL, {0, 0}},
+    {"embed_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, embed_shape, {0, 0}},
+    {"rmsnorm_f32", 6, {B, B, B, N, N, F}, {4, 4, 4}, 1, rmsnorm_shape, {0, 1}},
+    {"matmul_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, matmul_shape, {0, 0}},
+    {"rope_f32", 10, {B, B, B, B, B, N, N, N, N, N}, {4, 4, 4, 4, 4}, 2, rope_shape, {0, 0}},
     {"kv_store_f32",
      13,
      {B, B, B, B, B, B, B, N, N, N, N, N, N},
      {4, 4, 4, 4, 4, 4, 4},
      2,
-     kv_store_shape},
+     kv_store_shape, {0, 0}},
     {"attention_f32",
      16,
      {B, B, B, B, B, B, B, B, N, N, N, N, N, N, N, N},
      {4, 4, 4, 4, 4, 4, 4, 4},
      2,
-     attention_shape},
-    {"gather_last_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, gather_last_shape},
-    {"sample_f32", 8, {B, B, B, B, B, N, N, N}, {4, 4, 4, 4, 4}, 1, sample_shape},
+     attention_shape, {0, 0}},
+    {"gather_last_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, gather_last_shape, {0, 0}},
+    {"sample_f32", 8, {B, B, B, B, B, N, N, N}, {4, 4, 4, 4, 4}, 1, sample_shape, {0, 0}},
 };
 
 #undef B
@@ -314,24 +317,30 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
         r->value.buf.offset = b->offset + off;
         node->buffers[node->n_buffers++] = b;
     }
-    /* Work items run in any order on a device: two windows of one allocation must be the same
-     * window (in place) or disjoint, or the result would depend on the backend. */
+    /* Work items run in any order on a device: two windows of one allocation must be disjoint,
+     * or the same window where the kernel works in place (any pair of an elementwise kernel,
+     * the declared pair of a shaped one), or the result would depend on the backend. */
     for (uint32_t i = 0; i < def->n_args; i++) {
         for (uint32_t j = i + 1; j < def->n_args; j++) {
             const acg__karg *x = &node->args[i], *y = &node->args[j];
             if (x->type != ACG_ARG_BUFFER || y->type != ACG_ARG_BUFFER ||
-                x->value.buf.mem != y->value.buf.mem ||
-                x->value.buf.offset == y->value.buf.offset) {
+                x->value.buf.mem != y->value.buf.mem) {
                 continue;
             }
             /* Windows were checked to lie inside their buffers: the ends cannot wrap. */
             uint64_t xs = x->value.buf.offset, ys = y->value.buf.offset;
             uint64_t xe = xs + extent[i], ye = ys + extent[j];
+            bool same = xs == ys && xe == ye;
+            bool may_share = def->shape == NULL ||
+                             (def->in_place[0] == i && def->in_place[1] == j && i != j);
+            if (same && may_share) {
+                continue;
+            }
             if (xs < ye && ys < xe) {
                 return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                                  "%s(%s): arguments %u and %u overlap without being the same "
-                                  "window",
-                                  fn, def->name, i, j);
+                                  "%s(%s): arguments %u and %u overlap%s", fn, def->name, i, j,
+                                  may_share ? " without being the same window"
+                                            : " (this kernel does not work in place)");
             }
         }
     }

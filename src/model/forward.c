@@ -57,7 +57,9 @@ typedef struct activations {
 static void free_activations(acg_stream *s, activations *a) {
     acg_buffer **all = (acg_buffer **)a;
     for (size_t i = 0; i < N_ACTIVATIONS; i++) {
-        acg_stream_free(s, all[i]);
+        if (all[i] != NULL) { /* a partly built set: acg_stream_free(NULL) would set an error */
+            acg_stream_free(s, all[i]);
+        }
     }
 }
 

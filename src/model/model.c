@@ -307,6 +307,11 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
     acg_model_options o = ACG_MODEL_OPTIONS_INIT;
+    if (options != NULL && options->size != sizeof o) {
+        /* Read nothing past the caller's size: it may be an older, shorter struct. */
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: options.size is %zu, expected %zu", fn,
+                          options->size, sizeof o);
+    }
     if (options != NULL) {
         o = *options;
     }

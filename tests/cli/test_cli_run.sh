@@ -258,6 +258,11 @@ file_error "--prompts of a missing file" "$DIR/no-such-prompts.txt" "prompts" \
     $TINY --prompts "$DIR/no-such-prompts.txt"
 pass
 
+mkdir -p "$DIR/prompts-dir"
+file_error "--prompts of a directory" "$DIR/prompts-dir" "Is a directory" \
+    $TINY --prompts "$DIR/prompts-dir"
+pass
+
 run "unknown backend" --backend no-such-backend --preset tiny --steps 4 --json
 expect_rc 1
 expect_err "no-such-backend"

@@ -208,6 +208,9 @@ static int read_prompts(run_state *st) {
             if (n > 0)
                 rc = add_prompt(st, line);
         }
+        if (rc == CLI_EXIT_OK && ferror(f))
+            rc = cli_failf("reading prompts", "reading '%s' failed: %s", st->o.prompts_file,
+                           strerror(errno));
         fclose(f);
         if (rc != CLI_EXIT_OK)
             return rc;

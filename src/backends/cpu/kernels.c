@@ -341,7 +341,7 @@ static float mass_from(const float *p, uint32_t vocab, float tau) {
     return m;
 }
 
-/* One row of "sample_f32": see acg.h and docs/kernels.md. */
+/* One row of "sample_f32": see acg.h and docs/model.md. */
 static void sample_row(const float *logits, float *p, uint32_t vocab, uint32_t *state,
                        int32_t *result) {
     const float temperature = bits_float(state[3]), top_p = bits_float(state[4]);

@@ -350,6 +350,10 @@ static acg_status build_program(ocl_device *d) {
     const char *options = fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
                               ? "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt"
                               : "-cl-std=CL1.2";
+    if (!(fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)) {
+        acg__log(ACG_LOG_INFO, "opencl: the device rounds float division and sqrt its own way: "
+                               "results may differ from the cpu backend's in the last bits");
+    }
     err = clBuildProgram(p, 1, &d->id, options, NULL, NULL);
     if (err != CL_SUCCESS) {
         char log[1536] = "";
