@@ -1125,12 +1125,13 @@ static void test_in_place(void **state) {
     acg_kernel *matmul, *rmsnorm;
     TC_OK(acg_kernel_get(dev, "matmul_f32", &matmul));
     TC_OK(acg_kernel_get(dev, "rmsnorm_f32", &rmsnorm));
-    float host[2 * R * D + D];
+    float host[2 * R * D + D], weights[D * D];
     rng r = {16};
     rnd_fill(&r, host, 2 * R * D + D, -1.0f, 1.0f);
-    acg_buffer *b = tc_buffer(dev, sizeof host), *w = tc_buffer(dev, D * D * sizeof(float));
+    rnd_fill(&r, weights, D * D, -1.0f, 1.0f);
+    acg_buffer *b = tc_buffer(dev, sizeof host), *w = tc_buffer(dev, sizeof weights);
     TC_OK(acg_copy_h2d(stream, b, 0, host, sizeof host));
-    TC_OK(acg_copy_h2d(stream, w, 0, host, D * D * sizeof(float)));
+    TC_OK(acg_copy_h2d(stream, w, 0, weights, sizeof weights));
     acg_dims dm = {{D, R, 1}, {0, 0, 0}};
     const acg_arg mm[] = {acg_arg_buffer(b, 0), acg_arg_buffer(b, 0), acg_arg_buffer(w, 0),
                           acg_arg_u32(D / 2), acg_arg_u32(D), acg_arg_u32(R)};
