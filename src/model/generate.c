@@ -270,15 +270,9 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     double t0 = now_ms();
     acg_step_report rep;
     memset(&rep, 0, sizeof rep);
-    const uint32_t max_batch = m->options.max_batch;
-    acg__request **req = acg__calloc(max_batch, sizeof *req);
-    acg_attn_row *rows = acg__calloc(max_batch, sizeof *rows);
-    int32_t *ids = acg__calloc(m->options.max_step_tokens, sizeof *ids);
-    int32_t *seats = acg__calloc(max_batch, sizeof *seats);
-    if (req == NULL || rows == NULL || ids == NULL || seats == NULL) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-        goto out;
-    }
+    acg__request **req = m->step_req;
+    acg_attn_row *rows = m->step_rows;
+    int32_t *ids = m->step_ids, *seats = m->step_seats;
     st = admit(m, &rep.admitted);
     if (st == ACG_OK) {
         st = plan_rows(m, req, rows, &rep.rows, &rep.tokens);
@@ -346,10 +340,6 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     m->stats.generated_tokens += rep.generated;
     m->stats.step_ms += rep.ms;
 out:
-    acg__free(req);
-    acg__free(rows);
-    acg__free(ids);
-    acg__free(seats);
     if (st == ACG_OK && report != NULL) {
         *report = rep;
     }

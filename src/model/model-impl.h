@@ -87,6 +87,11 @@ struct acg_model {
     /* generation (generate.c) */
     acg__request *requests;    /* every request not released, in submission order */
     acg__request **seats;      /* (max_batch) the running request of each seat, or NULL */
+    /* a step's host arrays, kept between steps so a step allocates nothing */
+    acg__request **step_req;   /* (max_batch) the request of each row */
+    acg_attn_row *step_rows;   /* (max_batch) */
+    int32_t *step_ids;         /* (max_step_tokens) the step's token ids */
+    int32_t *step_seats;       /* (max_batch) each row's seat, -1: nothing to sample */
     uint64_t next_id;
     acg_model_stats stats;
 };

@@ -245,7 +245,12 @@ static acg_status build_engine(acg_model *m) {
     }
     if (st == ACG_OK) {
         m->seats = acg__calloc(o->max_batch, sizeof *m->seats);
-        if (m->seats == NULL) {
+        m->step_req = acg__calloc(o->max_batch, sizeof *m->step_req);
+        m->step_rows = acg__calloc(o->max_batch, sizeof *m->step_rows);
+        m->step_ids = acg__calloc(o->max_step_tokens, sizeof *m->step_ids);
+        m->step_seats = acg__calloc(o->max_batch, sizeof *m->step_seats);
+        if (m->seats == NULL || m->step_req == NULL || m->step_rows == NULL ||
+            m->step_ids == NULL || m->step_seats == NULL) {
             st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_model_create: out of memory");
         }
     }
@@ -289,6 +294,10 @@ static void free_model(acg_model *m) {
     acg_buffer_free(m->states);
     acg_pinned_free(m->step_result);
     acg__free(m->seats);
+    acg__free(m->step_req);
+    acg__free(m->step_rows);
+    acg__free(m->step_ids);
+    acg__free(m->step_seats);
     free_weights(&m->w);
     acg_stream_destroy(m->stream);
     acg__handle_remove(m);
