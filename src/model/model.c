@@ -55,39 +55,28 @@ static acg_status build_weights(acg_model *m, const acg_model_tensors *t) {
     const size_t L = (size_t)c->n_layers, dim = (size_t)c->dim, hidden = (size_t)c->hidden_dim,
                  kv_dim = m->kv_dim, vocab = (size_t)c->vocab_size;
     acg__model_device_weights *w = &m->w;
-    acg_status st = upload(m, t->token_embedding, vocab * dim, &w->token_embedding);
-    if (st == ACG_OK) {
-        st = upload(m, t->rms_att, L * dim, &w->rms_att);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->wq, L * dim * dim, &w->wq);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->wk, L * kv_dim * dim, &w->wk);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->wv, L * kv_dim * dim, &w->wv);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->wo, L * dim * dim, &w->wo);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->rms_ffn, L * dim, &w->rms_ffn);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->w1, L * hidden * dim, &w->w1);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->w2, L * dim * hidden, &w->w2);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->w3, L * hidden * dim, &w->w3);
-    }
-    if (st == ACG_OK) {
-        st = upload(m, t->rms_final, dim, &w->rms_final);
-    }
-    if (st == ACG_OK && !c->shared_classifier) {
-        st = upload(m, t->classifier, vocab * dim, &w->classifier);
+    const struct {
+        const float *src;
+        size_t floats;
+        acg_buffer **dst;
+    } tensors[] = {
+        {t->token_embedding, vocab * dim, &w->token_embedding},
+        {t->rms_att, L * dim, &w->rms_att},
+        {t->wq, L * dim * dim, &w->wq},
+        {t->wk, L * kv_dim * dim, &w->wk},
+        {t->wv, L * kv_dim * dim, &w->wv},
+        {t->wo, L * dim * dim, &w->wo},
+        {t->rms_ffn, L * dim, &w->rms_ffn},
+        {t->w1, L * hidden * dim, &w->w1},
+        {t->w2, L * dim * hidden, &w->w2},
+        {t->w3, L * hidden * dim, &w->w3},
+        {t->rms_final, dim, &w->rms_final},
+        {t->classifier, vocab * dim, &w->classifier}, /* last: skipped when shared */
+    };
+    size_t n = sizeof tensors / sizeof tensors[0] - (c->shared_classifier ? 1 : 0);
+    acg_status st = ACG_OK;
+    for (size_t i = 0; i < n && st == ACG_OK; i++) {
+        st = upload(m, tensors[i].src, tensors[i].floats, tensors[i].dst);
     }
     if (st == ACG_OK && c->shared_classifier) {
         w->classifier = w->token_embedding;

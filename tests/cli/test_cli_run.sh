@@ -352,6 +352,16 @@ fi
 
 M=$DIR/m.bin
 T=$DIR/t.bin
+# A malformed file: bad_model NAME FILE TEXT runs a short generation with FILE as the model and
+# the good tokenizer (bad_tokenizer: the good model and FILE), and expects one line on stderr
+# naming FILE and saying TEXT.
+bad_model() {
+    file_error "$1" "$2" "$3" --backend cpu --model "$2" --tokenizer "$T" --steps 2 --prompt hi
+}
+bad_tokenizer() {
+    file_error "$1" "$2" "$3" --backend cpu --model "$M" --tokenizer "$2" --steps 2 --prompt hi
+}
+
 # shellcheck disable=SC2086
 {
 run "a valid checkpoint and tokenizer" --backend cpu --model "$M" --tokenizer "$T" --steps 2 \
@@ -361,40 +371,29 @@ expect_out "[0] hi"
 expect_out "requests 1, tokens 2"
 pass
 
-file_error "missing model" "$DIR/no-such-model.bin" "cannot open" \
-    --backend cpu --model "$DIR/no-such-model.bin" --tokenizer "$T" --steps 2 --prompt hi
+bad_model "missing model" "$DIR/no-such-model.bin" "cannot open"
 pass
-file_error "empty model" "$DIR/m_empty.bin" "truncated" \
-    --backend cpu --model "$DIR/m_empty.bin" --tokenizer "$T" --steps 2 --prompt hi
+bad_model "empty model" "$DIR/m_empty.bin" "truncated"
 pass
-file_error "text file as model" "$DIR/m_text.bin" "field dim" \
-    --backend cpu --model "$DIR/m_text.bin" --tokenizer "$T" --steps 2 --prompt hi
+bad_model "text file as model" "$DIR/m_text.bin" "field dim"
 expect_err "checkpoint"
 pass
-file_error "directory as model" "$DIR" "not a regular file" \
-    --backend cpu --model "$DIR" --tokenizer "$T" --steps 2 --prompt hi
+bad_model "directory as model" "$DIR" "not a regular file"
 pass
-file_error "truncated model" "$DIR/m_truncated.bin" "truncated" \
-    --backend cpu --model "$DIR/m_truncated.bin" --tokenizer "$T" --steps 2 --prompt hi
+bad_model "truncated model" "$DIR/m_truncated.bin" "truncated"
 pass
-file_error "model with trailing bytes" "$DIR/m_trailing.bin" "trailing bytes" \
-    --backend cpu --model "$DIR/m_trailing.bin" --tokenizer "$T" --steps 2 --prompt hi
+bad_model "model with trailing bytes" "$DIR/m_trailing.bin" "trailing bytes"
 pass
-file_error "dim not a multiple of n_heads" "$DIR/m_heads.bin" "field dim" \
-    --backend cpu --model "$DIR/m_heads.bin" --tokenizer "$T" --steps 2 --prompt hi
+bad_model "dim not a multiple of n_heads" "$DIR/m_heads.bin" "field dim"
 expect_err "n_heads"
 pass
-file_error "n_kv_heads not dividing n_heads" "$DIR/m_kv_heads.bin" "field n_kv_heads" \
-    --backend cpu --model "$DIR/m_kv_heads.bin" --tokenizer "$T" --steps 2 --prompt hi
+bad_model "n_kv_heads not dividing n_heads" "$DIR/m_kv_heads.bin" "field n_kv_heads"
 pass
-file_error "missing tokenizer" "$DIR/no-such-tokenizer.bin" "cannot open" \
-    --backend cpu --model "$M" --tokenizer "$DIR/no-such-tokenizer.bin" --steps 2 --prompt hi
+bad_tokenizer "missing tokenizer" "$DIR/no-such-tokenizer.bin" "cannot open"
 pass
-file_error "tokenizer with more tokens than the model" "$DIR/t_more.bin" "vocabulary size" \
-    --backend cpu --model "$M" --tokenizer "$DIR/t_more.bin" --steps 2 --prompt hi
+bad_tokenizer "tokenizer with more tokens than the model" "$DIR/t_more.bin" "vocabulary size"
 pass
-file_error "truncated tokenizer" "$DIR/t_truncated.bin" "truncated" \
-    --backend cpu --model "$M" --tokenizer "$DIR/t_truncated.bin" --steps 2 --prompt hi
+bad_tokenizer "truncated tokenizer" "$DIR/t_truncated.bin" "truncated"
 pass
 }
 

@@ -254,18 +254,8 @@ static void put_text(FILE *out, const char *s) {
     }
 }
 
-/* The continuation's text: each generated token decoded after the one before it. */
-static void put_continuation(FILE *out, const run_state *st, const run_request *r) {
-    int32_t prev = r->n_ids > 0 ? r->ids[r->n_ids - 1] : ACG_TOKEN_BOS;
-    for (uint32_t i = 0; i < r->n_generated; i++) {
-        const char *piece = acg_tokenizer_decode(st->tok, prev, r->generated[i]);
-        if (piece != NULL)
-            put_text(out, piece);
-        prev = r->generated[i];
-    }
-}
-
-/* JSON strings need the continuation as one string: written into a growing buffer. */
+/* The continuation's text, each generated token decoded after the one before it, as one
+ * string (malloc'd; NULL when out of memory). */
 static char *continuation_string(const run_state *st, const run_request *r) {
     char *buf = NULL;
     size_t size = 0;
@@ -439,8 +429,10 @@ static void print_report(const run_state *st, const acg_model_stats *s, double s
     for (size_t i = 0; i < st->n_req; i++) {
         const run_request *r = &st->req[i];
         printf("[%zu] ", i);
+        char *cont = continuation_string(st, r);
         put_text(stdout, r->text);
-        put_continuation(stdout, st, r);
+        put_text(stdout, cont != NULL ? cont : "");
+        free(cont);
         printf("\n\n");
     }
     printf("requests %zu, tokens %llu (prompt %llu), %.1f tokens/s, %llu steps (%llu replayed), "
