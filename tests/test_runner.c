@@ -202,6 +202,10 @@ static void test_whole_runner(void **state) {
     acg_lease l0, l1, l2;
     TC_OK(acg_runner_lease(r, 2, &l0));
     TC_OK(acg_runner_lease(r, 2, &l1));
+    /* Both slots are held: a third lease waits for a release. */
+    TC_EXPECT(ERR_IN_USE, acg_runner_lease(r, 2, &l2));
+    acg_lease first = l0;
+    TC_OK(acg_runner_release(r, &first));
     TC_OK(acg_runner_lease(r, 2, &l2));
     assert_int_equal(l0.slot, 0);
     assert_int_equal(l1.slot, 1);
@@ -212,6 +216,8 @@ static void test_whole_runner(void **state) {
     assert_non_null(l0.slot_free);                          /* one event per slot */
     assert_ptr_not_equal(l0.slot_free, l1.slot_free);
     assert_ptr_equal(l0.slot_free, l2.slot_free);
+    TC_OK(acg_runner_release(r, &l1));
+    TC_OK(acg_runner_release(r, &l2));
     for (uint32_t i = 0; i < 3; i++) {
         acg_bucket_report rep;
         TC_OK(acg_runner_get_report(r, i, &rep));
@@ -575,6 +581,123 @@ static void test_alloc_fail(void **state) {
     tc_alloc_uninstall();
 }
 
+/* ACG_NUM_SLOTS, read when the config gives n_slots 0, is parsed strictly: a value past 32 bits,
+ * trailing junk, a sign or no number at all is refused with the variable and the value named,
+ * never wrapped or cut to a number of slots. */
+static void test_num_slots_env(void **state) {
+    fx *f = *state;
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_OFF);
+    assert_int_equal(c.n_slots, 0);
+    static const char *const bad[] = {"4294967297", "2junk", "-1", "abc", "0", "3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(setenv("ACG_NUM_SLOTS", bad[i], 1), 0);
+        acg_runner *r = NULL;
+        acg_status st = acg_runner_create(f->dev, &c, &r);
+        unsetenv("ACG_NUM_SLOTS");
+        if (st != ACG_ERR_INVALID_ARGUMENT) {
+            print_error("ACG_NUM_SLOTS=%s: %s\n", bad[i], acg_status_name(st));
+        }
+        assert_int_equal(st, ACG_ERR_INVALID_ARGUMENT);
+        assert_null(r);
+        char want[64];
+        snprintf(want, sizeof want, "ACG_NUM_SLOTS=%s is not", bad[i]);
+        TC_LAST_ERROR_HAS(want);
+        TC_LAST_ERROR_HAS("[1, 2]");
+    }
+    /* A valid value is taken; a config's own n_slots ignores the variable. */
+    assert_int_equal(setenv("ACG_NUM_SLOTS", "1", 1), 0);
+    acg_runner *r = NULL;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_destroy(r));
+    assert_int_equal(setenv("ACG_NUM_SLOTS", "abc", 1), 0);
+    c.n_slots = 2;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    unsetenv("ACG_NUM_SLOTS");
+    TC_OK(acg_runner_destroy(r));
+}
+
+/* Issue 9, defect 9: a released, copied-after-release, forged or foreign lease is refused
+ * before anything runs, and a slot is never leased twice. */
+static void test_lease_tracking(void **state) {
+    fx *f = *state;
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_OFF);
+    c.n_slots = 1;
+    acg_runner *r = NULL, *other = NULL;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->dev, &c, &other));
+    acg_lease lease, copy, again;
+    TC_OK(acg_runner_lease(r, 0, &lease));
+    copy = lease;
+    TC_EXPECT(ERR_IN_USE, acg_runner_lease(r, 0, &again)); /* its only slot is held */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(other, &lease, f->s)); /* foreign */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_release(other, &lease));
+    TC_OK(acg_runner_release(r, &lease));
+    assert_int_equal(lease.ticket, 0);
+    /* The copy still names the released lease: nothing may run, nothing may be queued. */
+    float marker = 42.0f, out = 0.0f;
+    TC_OK(acg_copy_h2d(f->s, copy.io.outputs[0], 0, &marker, sizeof marker));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &copy, f->s));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_release(r, &copy));
+    TC_LAST_ERROR_HAS("not held");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &lease, f->s)); /* zeroed */
+    acg_lease forged = copy;
+    forged.ticket = copy.ticket + 1000;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &forged, f->s));
+    TC_OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_copy_d2h(f->s, &out, copy.io.outputs[0], 0, sizeof out));
+    assert_true(out == marker);
+    /* The slot is free again, and a new lease runs. */
+    TC_OK(acg_runner_lease(r, 0, &again));
+    TC_OK(acg_runner_run(r, &again, f->s));
+    TC_OK(acg_runner_release(r, &again));
+    TC_OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_runner_destroy(other));
+    TC_OK(acg_runner_destroy(r));
+}
+
+/* Issue 9, defect 10: a failing recipe callback is reported with the recipe, the callback and
+ * the bucket, and with the detail it set, never with an earlier, unrelated error. */
+static int silent_calls;
+static acg_status silent_forward(void *user, acg_stream *s, const acg_step_io *io) {
+    (void)user, (void)s, (void)io;
+    silent_calls++;
+    return ACG_ERR_UNSUPPORTED; /* sets no detail */
+}
+
+static acg_status talking_forward(void *user, acg_stream *s, const acg_step_io *io) {
+    (void)user, (void)s;
+    return acg_set_last_error(ACG_ERR_UNSUPPORTED, "the test recipe cannot do batch %u",
+                              io->bucket->batch);
+}
+
+static void test_recipe_errors(void **state) {
+    fx *f = *state;
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_REQUIRE);
+    acg_runner *r = NULL;
+    f->recipe.forward = silent_forward;
+    /* A stale detail from an unrelated failure. */
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_synchronize(NULL));
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->dev, &c, &r));
+    assert_true(silent_calls > 0);
+    assert_non_null(strstr(acg_last_error(), "recipe test: forward"));
+    assert_non_null(strstr(acg_last_error(), "set no detail"));
+    assert_null(strstr(acg_last_error(), "acg_stream_synchronize"));
+    f->recipe.forward = talking_forward;
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("the test recipe cannot do batch");
+    assert_non_null(strstr(acg_last_error(), "recipe test: forward"));
+    /* Eagerly, at run time, the same. */
+    c.graphs = ACG_GRAPHS_OFF;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    acg_lease lease;
+    TC_OK(acg_runner_lease(r, 0, &lease));
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_run(r, &lease, f->s));
+    TC_LAST_ERROR_HAS("the test recipe cannot do batch 1");
+    TC_OK(acg_runner_release(r, &lease));
+    TC_OK(acg_runner_destroy(r));
+    assert_int_equal(acg_set_last_error(ACG_ERR_INTERNAL, NULL), ACG_ERR_INTERNAL);
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -586,6 +709,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ranks_agree, setup, teardown),
         cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test_setup_teardown(test_lease_tracking, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recipe_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_num_slots_env, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_runner"), tests, NULL, NULL);
 }

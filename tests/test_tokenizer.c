@@ -1,12 +1,16 @@
 /* test_tokenizer.c — llama2.c tokenizers: the generated preset vocabulary, encode/decode round
- * trips, a hand-built vocabulary whose merge order is checkable, every malformed file, and the
- * cleanup of every failure (counting allocator). */
+ * trips, a hand-built vocabulary whose merge order is checkable, encoding compared token for token
+ * with a plain reference (llama2.c's quadratic loop), every malformed file, and the cleanup of
+ * every failure (counting allocator). */
 #include "common.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <acg/model.h>
 
@@ -307,6 +311,422 @@ static void test_cap_exhausted(void **state) {
     TC_OK(acg_tokenizer_free(t));
 }
 
+/* ---- a plain reference encoder ------------------------------------------------------------ */
+
+/* A vocabulary read back from a tokenizer file by the test itself, so the reference shares no
+ * code with the library. */
+typedef struct ref_vocab {
+    int32_t n;
+    char **pieces;   /* (n) the raw pieces, NUL-terminated */
+    size_t *lengths; /* (n) */
+    float *scores;   /* (n) */
+    int32_t *order;  /* (n) ids sorted by piece bytes, then by id */
+} ref_vocab;
+
+static int ref_compare_bytes(const char *a, size_t la, const char *b, size_t lb) {
+    int c = memcmp(a, b, la < lb ? la : lb);
+    return c != 0 ? c : (la > lb) - (la < lb);
+}
+
+static const ref_vocab *ref_sorting; /* qsort's comparator has no context argument */
+
+static int ref_compare_ids(const void *pa, const void *pb) {
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    int c = ref_compare_bytes(ref_sorting->pieces[a], ref_sorting->lengths[a],
+                              ref_sorting->pieces[b], ref_sorting->lengths[b]);
+    return c != 0 ? c : (a > b) - (a < b);
+}
+
+/* Reads a tokenizer file of n entries. */
+static void ref_load(const char *path, int32_t n, ref_vocab *v) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    assert_true(size > 0);
+    rewind(f);
+    unsigned char *bytes = malloc((size_t)size);
+    assert_non_null(bytes);
+    assert_int_equal(fread(bytes, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    v->n = n;
+    v->pieces = calloc((size_t)n, sizeof *v->pieces);
+    v->lengths = calloc((size_t)n, sizeof *v->lengths);
+    v->scores = calloc((size_t)n, sizeof *v->scores);
+    v->order = calloc((size_t)n, sizeof *v->order);
+    assert_true(v->pieces && v->lengths && v->scores && v->order);
+    size_t pos = 4;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t len;
+        assert_true(pos + 8 <= (size_t)size);
+        memcpy(&v->scores[i], bytes + pos, 4);
+        memcpy(&len, bytes + pos + 4, 4);
+        pos += 8;
+        assert_true(len > 0 && pos + (size_t)len <= (size_t)size);
+        v->lengths[i] = (size_t)len;
+        v->pieces[i] = malloc((size_t)len + 1);
+        assert_non_null(v->pieces[i]);
+        memcpy(v->pieces[i], bytes + pos, (size_t)len);
+        v->pieces[i][len] = '\0';
+        pos += (size_t)len;
+        v->order[i] = i;
+    }
+    assert_int_equal(pos, (size_t)size);
+    free(bytes);
+    ref_sorting = v;
+    qsort(v->order, (size_t)n, sizeof *v->order, ref_compare_ids);
+}
+
+static void ref_free(ref_vocab *v) {
+    for (int32_t i = 0; i < v->n; i++) {
+        free(v->pieces[i]);
+    }
+    free(v->pieces);
+    free(v->lengths);
+    free(v->scores);
+    free(v->order);
+}
+
+/* The lowest id of exactly these bytes, or -1. */
+static int32_t ref_find(const ref_vocab *v, const char *s, size_t length) {
+    size_t lo = 0, hi = (size_t)v->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int32_t id = v->order[mid];
+        if (ref_compare_bytes(v->pieces[id], v->lengths[id], s, length) < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo < (size_t)v->n) {
+        int32_t id = v->order[lo];
+        if (ref_compare_bytes(v->pieces[id], v->lengths[id], s, length) == 0) {
+            return id;
+        }
+    }
+    return -1;
+}
+
+static int32_t ref_byte(const ref_vocab *v, unsigned char b) {
+    return ACG_TOKEN_BYTE0 + b < v->n ? ACG_TOKEN_BYTE0 + b : ACG_TOKEN_UNK;
+}
+
+/* llama2.c's encoding, as the header describes it: one token per UTF-8 character (byte tokens
+ * when the vocabulary lacks it), then, over and over, a scan of every adjacent pair for the
+ * best-scoring join (the first one found wins a tie) and one merge. tok holds strlen + 3. */
+static size_t ref_encode(const ref_vocab *v, const char *text, bool bos, bool eos, int32_t *tok) {
+    size_t len = strlen(text), n = 0;
+    if (bos) {
+        tok[n++] = ACG_TOKEN_BOS;
+    }
+    size_t first = n;
+    if (len > 0) {
+        int32_t space = ref_find(v, " ", 1);
+        tok[n++] = space >= 0 ? space : ref_byte(v, ' ');
+    }
+    for (size_t i = 0; i < len;) {
+        size_t start = i++;
+        while (i < len && i - start < 4 && ((unsigned char)text[i] & 0xC0) == 0x80) {
+            i++;
+        }
+        int32_t id = ref_find(v, text + start, i - start);
+        if (id >= 0) {
+            tok[n++] = id;
+        } else {
+            for (size_t k = start; k < i; k++) {
+                tok[n++] = ref_byte(v, (unsigned char)text[k]);
+            }
+        }
+    }
+    static char join[2 * ACG_TOKENIZER_MAX_TOKEN_LENGTH];
+    for (;;) {
+        size_t best_at = 0;
+        int32_t best_id = -1;
+        float best_score = 0.0f;
+        for (size_t i = first; i + 1 < n; i++) {
+            size_t la = v->lengths[tok[i]], lb = v->lengths[tok[i + 1]];
+            memcpy(join, v->pieces[tok[i]], la);
+            memcpy(join + la, v->pieces[tok[i + 1]], lb);
+            int32_t id = ref_find(v, join, la + lb);
+            if (id >= 0 && (best_id < 0 || v->scores[id] > best_score)) {
+                best_at = i;
+                best_id = id;
+                best_score = v->scores[id];
+            }
+        }
+        if (best_id < 0) {
+            break;
+        }
+        tok[best_at] = best_id;
+        memmove(&tok[best_at + 1], &tok[best_at + 2], (n - best_at - 2) * sizeof *tok);
+        n--;
+    }
+    if (eos) {
+        tok[n++] = ACG_TOKEN_EOS;
+    }
+    return n;
+}
+
+/* The library's encoding of text equals the reference's, token for token. */
+static void assert_encodes_as_reference(const acg_tokenizer *t, const ref_vocab *v,
+                                        const char *text) {
+    size_t len = strlen(text);
+    int32_t *want = malloc((len + 3) * sizeof *want), *got = malloc((len + 3) * sizeof *got);
+    assert_true(want != NULL && got != NULL);
+    bool bos = len % 2 == 0, eos = len % 3 == 0;
+    size_t n_want = ref_encode(v, text, bos, eos, want);
+    size_t n_got = encode(t, text, bos, eos, got, len + 3);
+    size_t k = 0;
+    while (k < n_want && k < n_got && want[k] == got[k]) {
+        k++;
+    }
+    if (k < n_want || k < n_got) {
+        print_error("text of %zu bytes: %zu tokens, the reference %zu; token %zu is %ld, the "
+                    "reference's %ld\n",
+                    len, n_got, n_want, k, k < n_got ? (long)got[k] : -1L,
+                    k < n_want ? (long)want[k] : -1L);
+        fail();
+    }
+    free(want);
+    free(got);
+}
+
+/* A deterministic stream of numbers (splitmix64). */
+static uint64_t next_random(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* The units random pieces and texts are made of: ASCII, whole UTF-8 characters of 2, 3 and 4
+ * bytes, a lone lead byte, a stray continuation byte, '<' (byte tokens' pieces start with it). */
+static const char *const units[] = {
+    "a", "b", " ", "x", "<", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80", "\xc3", "\x80",
+};
+#define N_UNITS (sizeof units / sizeof units[0])
+
+/* Appends k random units (of the first n_units) to buf (holding at least cap bytes). */
+static void append_units(char *buf, size_t cap, uint64_t *rng, size_t n_units, size_t k) {
+    size_t len = strlen(buf);
+    for (size_t i = 0; i < k; i++) {
+        const char *u = units[next_random(rng) % n_units];
+        size_t lu = strlen(u);
+        if (len + lu + 1 > cap) {
+            break;
+        }
+        memcpy(buf + len, u, lu + 1);
+        len += lu;
+    }
+}
+
+/* Writes a random vocabulary of n tokens to name: <unk>, <s>, </s>, the byte tokens when
+ * with_bytes, every unit, then joins of 2..6 units (repeats included, so some pieces are
+ * duplicates). Scores come from n_scores values, so ties are everywhere when it is small. */
+static const char *write_random_vocab(const char *name, int32_t n, bool with_bytes,
+                                      uint32_t n_scores, uint64_t seed) {
+    const char *path = tc_tmp_path(name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    int32_t max_len = 32;
+    assert_int_equal(fwrite(&max_len, 4, 1, f), 1);
+    uint64_t rng = seed;
+    for (int32_t i = 0; i < n; i++) {
+        char piece[64] = "";
+        int32_t unit = i - 3 - (with_bytes ? 256 : 0);
+        if (i == 0) {
+            strcpy(piece, "<unk>");
+        } else if (i < 3) {
+            strcpy(piece, i == 1 ? "\n<s>\n" : "\n</s>\n");
+        } else if (with_bytes && i < 259) {
+            snprintf(piece, sizeof piece, "<0x%02X>", i - 3);
+        } else if (unit < (int32_t)N_UNITS) {
+            strcpy(piece, units[unit]);
+        } else {
+            append_units(piece, (size_t)max_len + 1, &rng, N_UNITS, 2 + next_random(&rng) % 5);
+        }
+        float score = (float)(next_random(&rng) % n_scores) - (float)(n_scores / 2);
+        int32_t len = (int32_t)strlen(piece);
+        assert_int_equal(fwrite(&score, 4, 1, f), 1);
+        assert_int_equal(fwrite(&len, 4, 1, f), 1);
+        assert_int_equal(fwrite(piece, 1, (size_t)len, f), (size_t)len);
+    }
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+/* Compares the library with the reference on t's vocabulary (saved to a file and read back by
+ * ref_load): random texts of every unit and of a few units (so the vocabulary's pieces match
+ * often), and adversarial ones: long runs of one unit, alternations, bytes without tokens. */
+static void compare_with_reference(const acg_tokenizer *t, uint64_t seed) {
+    char path[600];
+    snprintf(path, sizeof path, "%s", tc_tmp_path("reference.bin"));
+    TC_OK(acg_tokenizer_save(t, path));
+    ref_vocab v;
+    ref_load(path, acg_tokenizer_get_vocab_size(t), &v);
+    uint64_t rng = seed;
+    static char text[4096];
+    for (int i = 0; i < 300; i++) {
+        text[0] = '\0';
+        size_t n_units = i % 3 == 0 ? N_UNITS : 2 + next_random(&rng) % 3;
+        append_units(text, 600, &rng, n_units, next_random(&rng) % 200);
+        assert_encodes_as_reference(t, &v, text);
+    }
+    static const char *const runs[] = {
+        "a",    "ab",   " ",      "  a",  "\xc3\xa9", "\xe6\x97\xa5",         "\xf0\x9f\x98\x80",
+        "\xff", "\x01", "<0x41>", "the ", "\xc3",     "\x80\x80\x80\x80\x80",
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        size_t lr = strlen(runs[r]), len = 0;
+        while (len + lr < 1200) {
+            memcpy(text + len, runs[r], lr);
+            len += lr;
+        }
+        text[len] = '\0';
+        assert_encodes_as_reference(t, &v, text);
+    }
+    ref_free(&v);
+}
+
+/* Encoding equals the plain reference on the presets, on random vocabularies with and without
+ * byte tokens, and on one whose scores all tie (the leftmost pair must win every time). */
+static void test_reference_presets(void **state) {
+    (void)state;
+    for (int p = 0; p < 2; p++) {
+        acg_tokenizer *t = NULL;
+        TC_OK(acg_tokenizer_preset(p == 0 ? 512 : 32000, &t));
+        compare_with_reference(t, 11 + (uint64_t)p);
+        TC_OK(acg_tokenizer_free(t));
+    }
+}
+
+static void test_reference_random(void **state) {
+    (void)state;
+    static const struct {
+        int32_t n;
+        bool with_bytes;
+        uint32_t n_scores;
+    } vocabs[] = {{600, true, 7}, {60, false, 5}, {400, true, 1}, {30, false, 1}, {2000, true, 50}};
+    for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) {
+        const char *path = write_random_vocab("random.bin", vocabs[i].n, vocabs[i].with_bytes,
+                                              vocabs[i].n_scores, 100 + i);
+        acg_tokenizer *t = NULL;
+        TC_OK(acg_tokenizer_load(path, vocabs[i].n, &t));
+        compare_with_reference(t, 200 + i);
+        TC_OK(acg_tokenizer_free(t));
+    }
+}
+
+/* A prompt of 100 KB encodes (too long for the quadratic reference: checked instead by what
+ * any correct result satisfies): its tokens decode back to the text, and no two adjacent ones
+ * join into a piece of the vocabulary, since encoding only stops when none do. */
+static void test_long_prompt(void **state) {
+    (void)state;
+    static const char sentence[] = "Once upon a time, a little girl named \xc3\x89lise saw "
+                                   "\xe6\x97\xa5 and \xff\x01 in the park.  ";
+    size_t len = 100 * 1024;
+    char *text = malloc(len + 1);
+    char *back = malloc(len + 1);
+    int32_t *ids = malloc((len + 3) * sizeof *ids);
+    assert_true(text != NULL && back != NULL && ids != NULL);
+    for (size_t i = 0; i < len; i++) {
+        text[i] = sentence[i % (sizeof sentence - 1)];
+    }
+    text[len] = '\0';
+    acg_tokenizer *t = NULL;
+    TC_OK(acg_tokenizer_preset(32000, &t));
+    char path[600];
+    snprintf(path, sizeof path, "%s", tc_tmp_path("long.bin"));
+    TC_OK(acg_tokenizer_save(t, path));
+    ref_vocab v;
+    ref_load(path, 32000, &v);
+    size_t n = encode(t, text, true, false, ids, len + 3);
+    assert_true(n > 1 && n < len / 2);
+    size_t at = 0;
+    for (size_t i = 1; i < n; i++) {
+        const char *piece = acg_tokenizer_decode(t, ids[i - 1], ids[i]);
+        assert_non_null(piece);
+        size_t k = strlen(piece);
+        assert_true(at + k <= len);
+        memcpy(back + at, piece, k);
+        at += k;
+        if (i + 1 < n) {
+            char join[2 * ACG_TOKENIZER_MAX_TOKEN_LENGTH];
+            size_t la = v.lengths[ids[i]], lb = v.lengths[ids[i + 1]];
+            memcpy(join, v.pieces[ids[i]], la);
+            memcpy(join + la, v.pieces[ids[i + 1]], lb);
+            assert_int_equal(ref_find(&v, join, la + lb), -1);
+        }
+    }
+    assert_int_equal(at, len);
+    assert_memory_equal(back, text, len);
+    ref_free(&v);
+    TC_OK(acg_tokenizer_free(t));
+    free(ids);
+    free(back);
+    free(text);
+}
+
+/* Every piece is at most max_token_length bytes, so a text of len bytes needs at least
+ * (len + 1) / max_token_length tokens (rounded up; + 1 for the dummy prefix): when even that many
+ * exceed cap, encoding is refused before it allocates anything. The bound is exact for a text
+ * that merges into pieces of the longest length, which must still fit. */
+static void test_cap_bound(void **state) {
+    (void)state;
+    acg_tokenizer *t = NULL;
+    TC_OK(acg_tokenizer_preset(512, &t));
+    size_t len = 100 * 1024;
+    char *text = malloc(len + 1);
+    assert_non_null(text);
+    memset(text, 'e', len);
+    text[len] = '\0';
+    int32_t ids[256];
+    size_t n = 12345;
+    uint64_t allocations = tc_alloc_count();
+    TC_EXPECT(ERR_EXHAUSTED, acg_tokenizer_encode(t, text, true, false, ids, 256, &n));
+    assert_int_equal(tc_alloc_count(), allocations);
+    TC_LAST_ERROR_HAS("at least");
+    TC_LAST_ERROR_HAS("cap is 256");
+    assert_int_equal(n, 12345);
+    free(text);
+    TC_OK(acg_tokenizer_free(t));
+
+    /* The hand-built vocabulary's longest piece is " abc" (4 bytes): "abc" is 1 token. */
+    file_builder b;
+    build_hand(&b);
+    TC_OK(acg_tokenizer_load(write_builder("hand.bin", &b), HAND_VOCAB, &t));
+    assert_int_equal(encode(t, "abc", true, true, ids, 3), 3);
+    TC_EXPECT(ERR_EXHAUSTED, acg_tokenizer_encode(t, "abc", true, true, ids, 2, &n));
+    /* [" ", a, b, c, a, b, c] merges into [" abc", "abc"]: 7 bytes in 2 pieces of at most 4. */
+    assert_int_equal(encode(t, "abcabc", false, false, ids, 2), 2);
+    TC_EXPECT(ERR_EXHAUSTED, acg_tokenizer_encode(t, "abcabc", false, false, ids, 1, &n));
+    TC_OK(acg_tokenizer_free(t));
+}
+
+/* The load of a FIFO that blocked: the alarm ends the test rather than letting it hang. */
+static void on_fifo_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_fifo: loading a FIFO blocked for 10 s\n";
+    ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)r;
+    _exit(1);
+}
+
+/* A FIFO with no writer is refused at once as not a regular file: opening it must not wait for
+ * a writer that never comes. */
+static void test_fifo(void **state) {
+    (void)state;
+    char path[600];
+    snprintf(path, sizeof path, "%s", tc_tmp_path("tokenizer.fifo"));
+    assert_int_equal(mkfifo(path, 0600), 0);
+    void (*old)(int) = signal(SIGALRM, on_fifo_alarm);
+    alarm(10);
+    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, path, HAND_VOCAB, "not a regular file");
+    alarm(0);
+    signal(SIGALRM, old);
+}
+
 /* Misuse: NULL and foreign tokenizers, bad tokens, NULL arguments. */
 static void test_misuse(void **state) {
     (void)state;
@@ -472,12 +892,23 @@ static void test_alloc_failures(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_preset_tiny),     cmocka_unit_test(test_preset_small),
-        cmocka_unit_test(test_preset_bad_size), cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_bos_eos),         cmocka_unit_test(test_merge_order),
-        cmocka_unit_test(test_merge_tie),       cmocka_unit_test(test_cap_exhausted),
-        cmocka_unit_test(test_misuse),          cmocka_unit_test(test_save_load),
-        cmocka_unit_test(test_malformed),       cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_preset_tiny),
+        cmocka_unit_test(test_preset_small),
+        cmocka_unit_test(test_preset_bad_size),
+        cmocka_unit_test(test_round_trips),
+        cmocka_unit_test(test_bos_eos),
+        cmocka_unit_test(test_merge_order),
+        cmocka_unit_test(test_merge_tie),
+        cmocka_unit_test(test_cap_exhausted),
+        cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_reference_presets),
+        cmocka_unit_test(test_reference_random),
+        cmocka_unit_test(test_long_prompt),
+        cmocka_unit_test(test_cap_bound),
+        cmocka_unit_test(test_fifo),
     };
     return cmocka_run_group_tests_name("test_tokenizer", tests, setup, teardown);
 }

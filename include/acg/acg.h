@@ -16,6 +16,16 @@
  *   later in stream order. Host memory read by queued work must stay valid until it ran.
  * - Thread safety: every function may be called from any thread. Calls on one stream are
  *   serialized by the library; work on different streams runs concurrently.
+ * - Lifetimes: a call holds every handle it was given until it returns. A destroy (close, free)
+ *   racing other threads' calls on the same object first makes the handle unusable, so calls
+ *   that start after it get ACG_ERR_INVALID_HANDLE, then waits for the calls already running to
+ *   return, then destroys; it never frees what a running call uses. Each destroy below says
+ *   what it checks before that point: a destroy refused with ACG_ERR_IN_USE leaves the object
+ *   whole (a call racing such a refused destroy may, in that short window, be refused with
+ *   ACG_ERR_INVALID_HANDLE). Two destroys of one object: one succeeds, the other gets
+ *   ACG_ERR_INVALID_HANDLE. A destroy called from code the library calls back (a log callback,
+ *   a runner's recipe) on an object the calling acg function uses is ACG_ERR_IN_USE: it
+ *   cannot wait for its own caller.
  */
 #ifndef ACG_ACG_H
 #define ACG_ACG_H
@@ -81,6 +91,15 @@ ACG_API const char *acg_status_name(acg_status status);
  * library and stays valid until the next failing call on this thread. */
 ACG_API const char *acg_last_error(void);
 
+/* Sets this thread's acg_last_error() detail (printf format) and returns status, so code that
+ * the library calls back (a runner's recipe, say) can say why it failed. A caller that runs a
+ * callback reports the callback's detail when it set one, and names the callback otherwise. */
+ACG_API acg_status acg_set_last_error(acg_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* ---------------------------------------------------------------------------------------------
  * Logging and the allocator hook
  * ------------------------------------------------------------------------------------------- */
@@ -95,9 +114,12 @@ typedef enum acg_log_level {
 /* Receives every message at or below the threshold; message has no trailing newline. */
 typedef void (*acg_log_fn)(acg_log_level level, const char *message, void *user);
 
-/* Routes log messages to fn (NULL restores the default: stderr). Thread-safe. The callback may
- * run while the library holds a device's lock: it must not call acg functions (messages the
- * library would log from inside the callback are dropped). */
+/* Routes log messages to fn (NULL restores the default: stderr). Thread-safe. Calls of the
+ * callback are serialized, and this function returns only after every call of the previous
+ * callback has returned, so its `user` context may be freed right after a reset. Called from
+ * inside the callback it does not wait (that call is this thread's own). The callback may run
+ * while the library holds a device's lock: it must not call acg functions other than this one
+ * (messages the library would log from inside the callback are dropped). */
 ACG_API void acg_set_log_callback(acg_log_fn fn, void *user);
 
 /* Sets the threshold. The default comes from ACG_LOG=error|warn|info|debug, else warn. */
@@ -171,7 +193,10 @@ ACG_API acg_status acg_device_describe(const char *backend, int index, acg_capab
 ACG_API acg_status acg_device_open(const char *spec, acg_device **out);
 
 /* Closes a device. ACG_ERR_IN_USE while any buffer, pinned allocation, stream, event, graph or
- * graph pool of it lives (the message counts them). */
+ * graph pool of it lives (the message counts them). Waits for other threads' calls that hold
+ * the device (a stream or buffer being created, a destroy of one of its objects) to return;
+ * a creation racing the close either finishes first (and the close is refused) or is refused
+ * with ACG_ERR_INVALID_HANDLE. */
 ACG_API acg_status acg_device_close(acg_device *dev);
 
 /* The capability cached at open; NULL for an invalid handle. Never queries the driver. */
@@ -202,8 +227,10 @@ ACG_API acg_status acg_device_synchronize(acg_device *dev);
  * ------------------------------------------------------------------------------------------- */
 
 /* Allocates size bytes of device memory (contents undefined). Synchronous.
- * ACG_ERR_INVALID_ARGUMENT for size 0, ACG_ERR_OUT_OF_MEMORY. While a stream of the device is
- * capturing, this is an allocation outside the graph pool: the capture is invalidated and
+ * ACG_ERR_INVALID_ARGUMENT for size 0; ACG_ERR_OUT_OF_MEMORY on every backend when the memory is
+ * not there, including a size larger than the device can provide at once (the detail names the
+ * size, and the vendor's limit or call and code). While a stream of the device is capturing,
+ * this is an allocation outside the graph pool: the capture is invalidated and
  * ACG_ERR_CAPTURE_INVALIDATED returned (use acg_stream_alloc inside a capture). */
 ACG_API acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out);
 
@@ -213,11 +240,16 @@ ACG_API acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **o
 ACG_API acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size,
                                           acg_buffer **out);
 
-/* Frees a buffer or view. Waits for queued work on the device first, as a device free does.
+/* Frees a buffer or view. Waits for other threads' calls that use it (a launch, a copy) to
+ * queue their work, refuses later ones (ACG_ERR_INVALID_HANDLE), then waits for the work
+ * queued on the device, as a device free does, so queued work never touches freed memory.
  * ACG_ERR_IN_USE (naming the graph) while a live graph references it, or while views of it
- * live, or for scratch memory that belongs to a graph; ACG_ERR_INVALID_ARGUMENT for memory from
- * acg_stream_alloc (acg_stream_free releases it). During a capture on the device:
- * ACG_ERR_CAPTURE_INVALIDATED (freeing synchronizes), and nothing is freed. */
+ * live, for scratch memory that belongs to a graph, and for a buffer that another object
+ * allocated for itself (a KV cache's K and V, an attention plan's buffer and views, a runner's
+ * static inputs and outputs, a model's weights: the message names the owner, whose destroy
+ * frees it); ACG_ERR_INVALID_ARGUMENT for memory from acg_stream_alloc (acg_stream_free
+ * releases it). During a capture on the device: ACG_ERR_CAPTURE_INVALIDATED (freeing
+ * synchronizes), and nothing is freed. */
 ACG_API acg_status acg_buffer_free(acg_buffer *buf);
 
 /* Size in bytes; 0 for an invalid handle. */
@@ -230,8 +262,8 @@ ACG_API acg_device *acg_buffer_get_device(const acg_buffer *buf);
  * (page-locked where the backend has it). When the device has no pinned memory, or with
  * ACG_NO_PINNED=1, the memory is ordinary pageable memory (logged at debug level): then
  * copies from or to it count as pageable, which a capture refuses. Aligned to 64 bytes.
- * ACG_ERR_INVALID_ARGUMENT for size 0, ACG_ERR_OUT_OF_MEMORY; during a capture on the device
- * ACG_ERR_CAPTURE_INVALIDATED. */
+ * ACG_ERR_INVALID_ARGUMENT for size 0; ACG_ERR_OUT_OF_MEMORY as for acg_buffer_alloc; during a
+ * capture on the device ACG_ERR_CAPTURE_INVALIDATED. */
 ACG_API acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out);
 
 /* Frees memory from acg_pinned_alloc, after queued work of the device ran.
@@ -250,8 +282,9 @@ ACG_API bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t 
 /* Creates an in-order stream. ACG_ERR_OUT_OF_MEMORY, ACG_ERR_DEVICE. */
 ACG_API acg_status acg_stream_create(acg_device *dev, acg_stream **out);
 
-/* Waits for the stream's queued work, then destroys it. A capture the stream takes part in is
- * abandoned first (its graph discarded). */
+/* Waits for other threads' calls on the stream (a synchronize, a launch) to return, refusing
+ * later ones (ACG_ERR_INVALID_HANDLE), then for the stream's queued work, then destroys it. A
+ * capture the stream takes part in is abandoned first (its graph discarded). */
 ACG_API acg_status acg_stream_destroy(acg_stream *stream);
 
 /* Blocks until all work queued on the stream ran; returns a fault the device reported for it.
@@ -268,7 +301,8 @@ ACG_API acg_device *acg_stream_get_device(const acg_stream *stream);
 /* Creates an event. An event never recorded counts as complete. */
 ACG_API acg_status acg_event_create(acg_device *dev, acg_event **out);
 
-/* Destroys an event; work that already waits on it is not affected. */
+/* Destroys an event, after other threads' calls that use it returned; work that already waits
+ * on it is not affected. */
 ACG_API acg_status acg_event_destroy(acg_event *event);
 
 /* Marks the point in the stream's queue that the event stands for, replacing an earlier record.
@@ -506,8 +540,8 @@ typedef enum acg_capture_state {
  * their replays so they cannot. */
 ACG_API acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out);
 
-/* Destroys a pool. ACG_ERR_IN_USE while a graph captured into it lives or a capture into it is
- * in progress. */
+/* Destroys a pool, after other threads' calls that use it returned. ACG_ERR_IN_USE while a
+ * graph captured into it lives or a capture into it is in progress. */
 ACG_API acg_status acg_graph_pool_destroy(acg_graph_pool *pool);
 
 /* Device bytes the pool holds (its high-water mark over all its graphs). */
@@ -562,7 +596,8 @@ ACG_API acg_status acg_graph_launch(acg_graph *graph, acg_stream *stream);
  * node. */
 ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
 
-/* Waits for pending replays of the graph, then destroys it and releases its scratch. */
+/* Waits for other threads' calls on the graph (a launch, an update) to return and for pending
+ * replays of the graph, then destroys it and releases its scratch. */
 ACG_API acg_status acg_graph_destroy(acg_graph *graph);
 
 /* Gives up a graph that will never replay (say, one slot of a bucket dropped whole). The handle

@@ -5,6 +5,10 @@
  *
  * Conventions are those of acg.h: statuses, acg_last_error(), checked handles, destroy(NULL)
  * is a no-op, out-parameters last, config structs begin with their size and have an _INIT macro.
+ * Lifetimes too: every destroy here waits for other threads' calls on the object to return and
+ * refuses later ones with ACG_ERR_INVALID_HANDLE. The buffers an object allocates for itself
+ * (K and V, a plan's buffer and views, a runner's statics) belong to it: acg_buffer_free
+ * refuses them with ACG_ERR_IN_USE naming the owner.
  */
 #ifndef ACG_ENGINE_H
 #define ACG_ENGINE_H
@@ -309,7 +313,7 @@ typedef struct acg_runner_config {
     const acg_bucket_key *buckets; /* copied */
     uint32_t n_buckets;
     acg_stream *stream;    /* warm-up and capture stream */
-    uint32_t n_slots;      /* 1 or 2; 0: ACG_NUM_SLOTS, else 2 */
+    uint32_t n_slots;      /* 1 or 2; 0: ACG_NUM_SLOTS (digits only, 1 or 2), else 2 */
     bool piecewise;        /* capture the recipe's regions instead of its whole forward */
     acg_graph_mode graphs; /* default ACG_GRAPHS_AUTO */
     uint64_t memory_limit; /* device bytes all users may hold; 0: the device's memory */
@@ -344,7 +348,9 @@ typedef struct acg_runner acg_runner;
  * eager peak free under memory_limit is dropped (reason "budget"), largest first. A bucket
  * counts only if all its slots captured on every rank (comm); a dropped bucket is logged at
  * error level and served eagerly. With graphs required, a dropped bucket fails the creation,
- * naming the bucket and its reason. Synchronous. */
+ * naming the bucket and its reason. ACG_ERR_INVALID_ARGUMENT for a bad config, or when n_slots
+ * is 0 and ACG_NUM_SLOTS is set to anything but 1 or 2 (the detail names the variable and the
+ * value). Synchronous. */
 ACG_API acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config,
                                      acg_runner **out);
 ACG_API acg_status acg_runner_destroy(acg_runner *runner);
@@ -353,10 +359,12 @@ ACG_API acg_status acg_runner_destroy(acg_runner *runner);
 ACG_API acg_status acg_runner_select(const acg_runner *runner, const char *label, uint64_t key_info,
                                      uint32_t batch, uint32_t tokens, uint32_t *bucket);
 
-/* A lease: the right to run one step of a bucket in its next slot (the slots rotate). The
- * slot's previous step may still be queued: a stream that rewrites the slot's inputs or
- * re-plans its metadata must first wait on slot_free (acg_stream_wait_event). */
+/* A lease: the right to run one step of a bucket in its next free slot (the slots rotate). A
+ * slot is held by one lease at a time, until acg_runner_release. The slot's previous step may
+ * still be queued: a stream that rewrites the slot's inputs or re-plans its metadata must
+ * first wait on slot_free (acg_stream_wait_event). */
 typedef struct acg_lease {
+    uint64_t ticket; /* names the lease to its runner; 0 once released */
     uint32_t bucket;
     uint32_t slot;
     bool graphed;         /* the step replays a graph */
@@ -364,14 +372,19 @@ typedef struct acg_lease {
     acg_event *slot_free; /* complete once the slot's previous step ran (owned by the runner) */
 } acg_lease;
 
+/* Leases the bucket's next slot that no lease holds. ACG_ERR_IN_USE when every slot of the
+ * bucket is leased; ACG_ERR_INVALID_ARGUMENT for a bucket out of range or a NULL out. */
 ACG_API acg_status acg_runner_lease(acg_runner *runner, uint32_t bucket, acg_lease *out);
 
 /* Runs the leased step on stream: replays the slot's graph(s) or runs the recipe eagerly
  * (piecewise: regions replayed, the code between them eager), then records the slot's
- * slot_free event after it. Asynchronous. */
+ * slot_free event after it. Asynchronous. A lease that this runner did not hand out, or that
+ * was released, is ACG_ERR_INVALID_ARGUMENT before anything runs. A recipe callback's failure
+ * is returned with a detail naming the recipe, the callback and the bucket. */
 ACG_API acg_status acg_runner_run(acg_runner *runner, const acg_lease *lease, acg_stream *stream);
 
-/* Ends a lease. */
+/* Ends a lease and zeroes it; the slot can be leased again. ACG_ERR_INVALID_ARGUMENT for a
+ * lease that is not held (released already, or another runner's). */
 ACG_API acg_status acg_runner_release(acg_runner *runner, acg_lease *lease);
 
 ACG_API acg_status acg_runner_get_report(const acg_runner *runner, uint32_t bucket,

@@ -13,7 +13,9 @@
  * The weights and tokenizer objects are checked like every acg handle: a NULL, freed or foreign
  * pointer is refused with ACG_ERR_INVALID_HANDLE. They allocate through acg_set_allocator's
  * hook, which refuses to change while they live.
- * Once created, both objects are read-only: any thread may use one concurrently.
+ * Once created, both objects are read-only: any thread may use one concurrently. Freeing one
+ * (and destroying a model) waits for other threads' calls on it to return, as in acg.h; a
+ * model's device buffers belong to it (acg_buffer_free refuses them).
  */
 #ifndef ACG_MODEL_H
 #define ACG_MODEL_H
@@ -97,7 +99,8 @@ typedef struct acg_model_tensors {
  * weights live); its size must be exactly what the header describes. Every field is checked against
  * its limit before any size is computed, and every size with overflow-checked 64-bit arithmetic,
  * before a tensor is touched. ACG_ERR_INVALID_ARGUMENT for a NULL path or out, a file that is not a
- * regular file or cannot be read, and a malformed checkpoint: a field out of range (dim,
+ * regular file (a FIFO or a device is refused at once, without waiting for a writer) or cannot be
+ * read, and a malformed checkpoint: a field out of range (dim,
  * hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len up to the ACG_MODEL_MAX_* limits),
  * dim not a multiple of n_heads, n_kv_heads not dividing n_heads, an odd head_size, a total above
  * ACG_MODEL_MAX_BYTES, a truncated file (naming the tensor it ends in and the size expected) or
@@ -157,8 +160,9 @@ typedef struct acg_tokenizer acg_tokenizer;
  * score, an int32 length and that many bytes. The file does not record vocab_size: it is the
  * model's, and the file must hold exactly that many entries. The file is mapped read-only while
  * it is read; the tokenizer keeps its own copy. ACG_ERR_INVALID_ARGUMENT for a NULL path or
- * out, vocab_size outside 3..ACG_MODEL_MAX_VOCAB, a file that is not a regular file or cannot
- * be read, and a malformed file: max_token_length outside 1..ACG_TOKENIZER_MAX_TOKEN_LENGTH, a
+ * out, vocab_size outside 3..ACG_MODEL_MAX_VOCAB, a file that is not a regular file (a FIFO or
+ * a device is refused at once, without waiting for a writer) or cannot be read, and a malformed
+ * file: max_token_length outside 1..ACG_TOKENIZER_MAX_TOKEN_LENGTH, a
  * length that is negative or above max_token_length, a non-finite score, a file that ends
  * inside an entry or holds fewer entries than vocab_size (truncated), or more ("vocabulary
  * size differs from the model's"); the message names the file, the token and the field.
@@ -190,10 +194,13 @@ ACG_API int32_t acg_tokenizer_get_vocab_size(const acg_tokenizer *t);
  * UTF-8 character (or one byte token per byte of a character the vocabulary lacks); then,
  * while two adjacent tokens join into a token of the vocabulary, the pair whose join scores
  * highest (the leftmost on a tie) is merged; ACG_TOKEN_EOS last when eos. strlen(text) + 3
- * ids always suffice. Thread-safe; allocates a work array per call.
+ * ids always suffice. Time O(n log n) in the text's length; thread-safe; allocates work arrays
+ * per call.
  * ACG_ERR_INVALID_HANDLE for a NULL or foreign t; ACG_ERR_INVALID_ARGUMENT for a NULL text or
  * n, or a NULL ids with cap > 0; ACG_ERR_EXHAUSTED when more than cap ids result (the message
- * says how many); ACG_ERR_OUT_OF_MEMORY. */
+ * says how many), refused before any work when even a lower bound exceeds cap (no piece is
+ * longer than the longest of the vocabulary: the message says "at least" how many);
+ * ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_tokenizer_encode(const acg_tokenizer *t, const char *text, bool bos,
                                         bool eos, int32_t *ids, size_t cap, size_t *n);
 

@@ -28,6 +28,8 @@ acg_status acg__error(acg_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* How many details this thread has set so far (acg__error, acg_set_last_error). */
+uint64_t acg__error_serial(void);
 /* Copies status's detail into buf (for messages that must outlive later errors). */
 void acg__error_copy(char *buf, size_t size);
 
@@ -48,6 +50,16 @@ bool acg__grow(void **array, uint32_t *cap, uint32_t need, size_t elem);
 /* Value of a known ACG_* variable (NULL when unset). Naming an unknown variable is a bug. */
 const char *acg__env_get(const char *name);
 bool acg__env_flag(const char *name);
+/* The one parser of every numeric variable and option: a decimal whole number in [min, max],
+ * digits only (no sign, blank, prefix or trailing text), overflow refused. ACG_OK with *out set,
+ * or ACG_ERR_INVALID_ARGUMENT with *out untouched and no error detail set (the caller names
+ * what was parsed). */
+acg_status acg__parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+/* A known numeric ACG_* variable: fallback when unset or empty, else acg__parse_u64's number.
+ * ACG_ERR_INVALID_ARGUMENT for anything else, the detail naming fn, the variable, the value
+ * and the range ("fn: ACG_NUM_SLOTS=2junk is not a whole number in [1, 2]"). */
+acg_status acg__env_u64(const char *fn, const char *name, uint64_t min, uint64_t max,
+                        uint64_t fallback, uint64_t *out);
 /* Warns once per process about ACG_* variables the library does not know. */
 void acg__env_check_once(void);
 
@@ -71,10 +83,50 @@ typedef enum acg__handle_type {
     ACG__HANDLE_MODEL,
 } acg__handle_type;
 
-/* The registry of live handles, so a destroyed or foreign pointer is rejected, not followed. */
-acg_status acg__handle_add(const void *p, acg__handle_type type);
+/* How many calls are using an object right now (see "Lifetimes" in docs/design.md). */
+typedef struct acg__life {
+    _Atomic uint32_t users;
+} acg__life;
+
+/* The registry of live handles, so a destroyed or foreign pointer is rejected, not followed.
+ * acg__handle_add registers p with its life (which it initializes); acg__handle_remove forgets
+ * p (the object may then be freed). */
+acg_status acg__handle_add(const void *p, acg__handle_type type, acg__life *life);
 void acg__handle_remove(const void *p);
+
+/* A public function's call scope: every handle validated inside it with acg__handle_use is
+ * held until the function returns, so a concurrent destroy waits for the call instead of
+ * freeing what it uses. Declare it first in each public function that validates handles. */
+typedef struct acg__scope {
+    uint32_t base, top;
+} acg__scope;
+acg__scope acg__scope_enter(void);
+void acg__scope_exit(acg__scope *sc);
+#define ACG__CALL_SCOPE                                                                            \
+    acg__scope acg__call_scope __attribute__((cleanup(acg__scope_exit), unused)) =                 \
+        acg__scope_enter()
+
+/* Whether p is a live, unretired handle of this type; when it is, the current call scope holds
+ * it. */
+bool acg__handle_use(const void *p, acg__handle_type type);
+/* The same check without holding (for test hooks that read a counter). */
 bool acg__handle_valid(const void *p, acg__handle_type type);
+/* A destroy's first step: makes p unusable by new calls and waits until no other thread's
+ * call holds it. ACG_ERR_INVALID_HANDLE when p is not live (or another destroy has it). When
+ * strict, ACG_ERR_IN_USE if a call enclosing this one on this thread holds p (a destroy from
+ * inside a callback of a call using the object); not strict is for an owner freeing what it
+ * owns, whose own enclosing calls hold it only to check it. Then either acg__handle_remove (and
+ * free) or acg__handle_restore (the destroy was refused). */
+acg_status acg__handle_retire(const void *p, acg__handle_type type, bool strict);
+void acg__handle_restore(const void *p);
+/* A destroy of an object of dev holds dev until it returns, so the device cannot close while
+ * the destroy still uses it after its object left the device's lists. It holds dev even while
+ * an acg_device_close is retiring it: that close then finds the object still counted and is
+ * refused, or waits for this hold. Call it before the object leaves the device's counts. */
+void acg__hold_device(acg_device *dev);
+/* acg__handle_retire with the error set: "<fn>: <what> <p> is not a live <what>" or the
+ * enclosing-call refusal. */
+acg_status acg__retire(const void *p, acg__handle_type type, const char *fn, const char *what);
 /* Live handles and pinned allocations of all devices (for acg_set_allocator). */
 size_t acg__live_objects(void);
 
@@ -107,16 +159,19 @@ typedef struct acg__ids {
 } acg__ids;
 
 struct acg_kernel {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     const acg__kernel_def *def;
     void *impl;
 };
 
 struct acg_device {
+    acg__life life; /* calls using it (handle.c) */
     const acg_backend_i *vt;
     void *impl;
     int index;
     char spec[48];
+    char name[72]; /* spec and which open it was: tells two handles of one device apart */
     acg_capability cap;
     uint64_t capability_queries; /* driver capability queries made for this device */
     pthread_mutex_t lock;
@@ -131,6 +186,7 @@ struct acg_device {
 };
 
 struct acg_buffer {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     void *mem;     /* root allocation (backend memory) */
     size_t offset; /* of this buffer within the root */
@@ -142,9 +198,12 @@ struct acg_buffer {
     bool stream_owned;   /* from acg_stream_alloc outside a capture: acg_stream_free */
     uint64_t owner_id;   /* graph id owning scratch */
     uint64_t capture_id; /* the capture that carved scratch: the only place it may be used */
+    const void *owner;   /* the object that allocated it for itself, or NULL (the user) */
+    const char *owner_what; /* what the owner is ("KV cache") */
 };
 
 struct acg_stream {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     void *impl;
     pthread_mutex_t lock;
@@ -160,6 +219,7 @@ struct acg_stream {
 };
 
 struct acg_event {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     void *impl;
     acg__capture *capture; /* recorded in this capture (NULL: a real record or none) */
@@ -168,6 +228,7 @@ struct acg_event {
 };
 
 struct acg_graph_pool {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     struct acg__chunk {
         void *mem; /* backend memory, never moved */
@@ -204,6 +265,7 @@ struct acg__capture {
 };
 
 struct acg_graph {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     uint64_t id;
     acg_graph_pool *pool;
@@ -228,7 +290,13 @@ acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, c
  * several buffers and must not stop half way): ACG_OK when it would succeed, counting `views`
  * of buf as freed first; ACG_ERR_IN_USE also while a capture is active on the device, which the
  * free would invalidate. */
-acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const char *fn);
+acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const void *owner,
+                                  const char *fn);
+/* Buffers that an object (a KV cache, a plan, a runner, a model) allocated for itself: the
+ * owner marks them, acg_buffer_free refuses them (ACG_ERR_IN_USE naming the owner), and the
+ * owner frees them with acg__buffer_free_owned. */
+void acg__buffer_set_owner(acg_buffer *buf, const void *owner, const char *what);
+acg_status acg__buffer_free_owned(acg_buffer *buf, const void *owner, const char *fn);
 /* Whether a capture is active on the device (ACG_ERR_IN_USE with the error set, else OK). */
 acg_status acg__device_check_not_capturing(acg_device *dev, const char *fn);
 

@@ -32,7 +32,7 @@ void acg__stream_leave(acg_stream *s, acg__capture *c) {
 }
 
 acg_status acg__check_stream(const acg_stream *s, const char *fn) {
-    if (!acg__handle_valid(s, ACG__HANDLE_STREAM)) {
+    if (!acg__handle_use(s, ACG__HANDLE_STREAM)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
                           (const void *)s);
     }
@@ -241,6 +241,7 @@ void acg__capture_free(acg__capture *c) {
 /* ---- public capture calls ---------------------------------------------------------------- */
 
 acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_begin_capture";
     acg_status st0 = acg__check_stream(s, fn);
     if (st0 != ACG_OK) {
@@ -248,12 +249,12 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
     }
     acg_device *dev = s->dev;
     if (pool != NULL) {
-        if (!acg__handle_valid(pool, ACG__HANDLE_POOL)) {
+        if (!acg__handle_use(pool, ACG__HANDLE_POOL)) {
             return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid graph pool", fn);
         }
         if (pool->dev != dev) {
             return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the pool belongs to %s, the stream to %s",
-                              fn, pool->dev->spec, dev->spec);
+                              fn, pool->dev->name, dev->name);
         }
     }
     if (!dev->cap.graphs) {
@@ -370,6 +371,7 @@ out_free:
 }
 
 acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_end_capture";
     acg_status st0 = acg__check_stream(s, fn);
     if (st0 != ACG_OK) {
@@ -409,6 +411,7 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
 }
 
 acg_status acg_stream_get_capture_state(acg_stream *s, acg_capture_state *out) {
+    ACG__CALL_SCOPE;
     acg_status st0 = acg__check_stream(s, "acg_stream_get_capture_state");
     if (st0 != ACG_OK) {
         return st0;

@@ -7,7 +7,7 @@
 #include "core/acg-impl.h"
 
 acg_status acg__check_device(const acg_device *dev, const char *fn) {
-    if (!acg__handle_valid(dev, ACG__HANDLE_DEVICE)) {
+    if (!acg__handle_use(dev, ACG__HANDLE_DEVICE)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: device %p is not an open device", fn,
                           (const void *)dev);
     }
@@ -45,6 +45,7 @@ static acg_status parse_spec(const char *spec, char *name, size_t name_size, int
 }
 
 acg_status acg_device_describe(const char *backend, int index, acg_capability *out) {
+    ACG__CALL_SCOPE;
     if (backend == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_device_describe: NULL argument");
     }
@@ -98,6 +99,7 @@ static acg_status pick_best(char *spec, size_t size) {
 }
 
 acg_status acg_device_open(const char *spec, acg_device **out) {
+    ACG__CALL_SCOPE;
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_device_open: out is NULL");
     }
@@ -152,6 +154,9 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
     dev->vt = vt;
     dev->index = index;
     snprintf(dev->spec, sizeof dev->spec, "%s:%d", name, index);
+    static _Atomic unsigned long long opens;
+    snprintf(dev->name, sizeof dev->name, "%s (open #%llu)", dev->spec,
+             atomic_fetch_add(&opens, 1) + 1);
     st = vt->device_open(index, &dev->impl);
     if (st != ACG_OK) {
         goto out_free_kernels;
@@ -170,7 +175,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
     }
     dev->retain_discarded = vt->retain_discarded_graphs;
     pthread_mutex_init(&dev->lock, NULL);
-    st = acg__handle_add(dev, ACG__HANDLE_DEVICE);
+    st = acg__handle_add(dev, ACG__HANDLE_DEVICE, &dev->life);
     if (st != ACG_OK) {
         acg__error(st, "acg_device_open: out of memory");
         goto out_mutex;
@@ -190,32 +195,53 @@ out_free_dev:
     return st;
 }
 
-acg_status acg_device_close(acg_device *dev) {
-    if (dev == NULL) {
-        return ACG_OK;
-    }
-    acg_status st = acg__check_device(dev, "acg_device_close");
-    if (st != ACG_OK) {
-        return st;
-    }
+/* ACG_ERR_IN_USE naming what still lives on the device, else ACG_OK. */
+static acg_status check_empty(acg_device *dev, const char *fn) {
     pthread_mutex_lock(&dev->lock);
+    acg_status st = ACG_OK;
     uint32_t live = dev->n_buffers + dev->n_pinned + dev->n_streams + dev->n_events +
                     dev->n_graphs + dev->n_pools;
     if (live != 0) {
-        pthread_mutex_unlock(&dev->lock);
-        return acg__error(ACG_ERR_IN_USE,
-                          "acg_device_close: %s still has %u buffer(s), %u pinned allocation(s), "
-                          "%u stream(s), %u event(s), %u graph(s), %u graph pool(s)",
-                          dev->spec, dev->n_buffers, dev->n_pinned, dev->n_streams, dev->n_events,
-                          dev->n_graphs, dev->n_pools);
+        st = acg__error(ACG_ERR_IN_USE,
+                        "%s: %s still has %u buffer(s), %u pinned allocation(s), %u stream(s), "
+                        "%u event(s), %u graph(s), %u graph pool(s)",
+                        fn, dev->spec, dev->n_buffers, dev->n_pinned, dev->n_streams, dev->n_events,
+                        dev->n_graphs, dev->n_pools);
     }
     pthread_mutex_unlock(&dev->lock);
-    acg__handle_remove(dev);
+    return st;
+}
+
+acg_status acg_device_close(acg_device *dev) {
+    static const char fn[] = "acg_device_close";
+    ACG__CALL_SCOPE;
+    if (dev == NULL) {
+        return ACG_OK;
+    }
+    /* Refuse a device in use before retiring it, so other threads' calls are not disturbed. */
+    acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = check_empty(dev, fn);
+    }
+    if (st == ACG_OK) {
+        st = acg__retire(dev, ACG__HANDLE_DEVICE, fn, "device");
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    /* No other call uses the device now, so nothing can be created on it behind this check. */
+    st = check_empty(dev, fn);
+    if (st != ACG_OK) {
+        acg__handle_restore(dev);
+        return st;
+    }
     size_t n_kernels = 0;
     acg__kernel_catalogue(&n_kernels);
     for (size_t i = 0; i < n_kernels; i++) {
         acg_kernel *k = dev->kernels[i];
         if (k != NULL) {
+            /* A launch on another device's stream may still hold the kernel (and be refused). */
+            acg__handle_retire(k, ACG__HANDLE_KERNEL, false);
             acg__handle_remove(k);
             if (dev->vt->kernel_unload != NULL) {
                 dev->vt->kernel_unload(dev->impl, k->impl);
@@ -223,6 +249,7 @@ acg_status acg_device_close(acg_device *dev) {
             acg__free(k);
         }
     }
+    acg__handle_remove(dev);
     dev->vt->device_close(dev->impl);
     pthread_mutex_destroy(&dev->lock);
     acg__free(dev->kernels);
@@ -231,6 +258,7 @@ acg_status acg_device_close(acg_device *dev) {
 }
 
 const acg_capability *acg_device_get_capability(const acg_device *dev) {
+    ACG__CALL_SCOPE;
     if (acg__check_device(dev, "acg_device_get_capability") != ACG_OK) {
         return NULL;
     }
@@ -238,6 +266,7 @@ const acg_capability *acg_device_get_capability(const acg_device *dev) {
 }
 
 const char *acg_device_get_spec(const acg_device *dev) {
+    ACG__CALL_SCOPE;
     if (acg__check_device(dev, "acg_device_get_spec") != ACG_OK) {
         return NULL;
     }
@@ -260,6 +289,7 @@ acg_status acg__device_sync_locked(acg_device *dev) {
 }
 
 acg_status acg_device_synchronize(acg_device *dev) {
+    ACG__CALL_SCOPE;
     acg_status st = acg__check_device(dev, "acg_device_synchronize");
     if (st != ACG_OK) {
         return st;
@@ -292,6 +322,7 @@ void acg__device_mem_free(acg_device *dev, void *mem, size_t size) {
 }
 
 acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory_stats *out) {
+    ACG__CALL_SCOPE;
     acg_status st = acg__check_device(dev, "acg_device_get_memory_stats");
     if (st != ACG_OK) {
         return st;
@@ -307,6 +338,7 @@ acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory_stats *
 }
 
 acg_status acg_device_reset_peak_memory(acg_device *dev) {
+    ACG__CALL_SCOPE;
     acg_status st = acg__check_device(dev, "acg_device_reset_peak_memory");
     if (st != ACG_OK) {
         return st;

@@ -1,5 +1,6 @@
-/* env.c — the ACG_* environment variables: one list of known names, and a warning for the rest.
- * A renamed switch must never be ignored silently. */
+/* env.c — the ACG_* environment variables: one list of known names, a warning for the rest, and
+ * the one strict parser of every numeric variable and command-line option. A renamed switch must
+ * never be ignored silently, and a mistyped number never read as another one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,7 @@ static const char *const known[] = {
     "ACG_NO_PINNED",      /* 1: acg_pinned_alloc returns pageable memory */
     "ACG_REQUIRE_GRAPHS", /* 1: a bucket that cannot be captured is a start-up error */
     "ACG_DISABLE_GRAPHS", /* 1: capture nothing, serve eagerly */
-    "ACG_NUM_SLOTS",      /* slots per bucket (1 or 2) */
+    "ACG_NUM_SLOTS",      /* slots per bucket: 1 or 2 (acg__env_u64) */
 };
 
 const char *acg__env_get(const char *name) {
@@ -30,6 +31,45 @@ const char *acg__env_get(const char *name) {
 bool acg__env_flag(const char *name) {
     const char *v = acg__env_get(name);
     return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+/* Digits only: strtoull would also take blanks, a sign (wrapping "-1" to UINT64_MAX) and a
+ * prefix of "2junk", and the callers' casts to narrower types wrapped what it returned. */
+acg_status acg__parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out) {
+    if (text == NULL || text[0] == '\0') {
+        return ACG_ERR_INVALID_ARGUMENT;
+    }
+    uint64_t v = 0;
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            return ACG_ERR_INVALID_ARGUMENT;
+        }
+        uint64_t digit = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - digit) / 10) {
+            return ACG_ERR_INVALID_ARGUMENT;
+        }
+        v = v * 10 + digit;
+    }
+    if (v < min || v > max) {
+        return ACG_ERR_INVALID_ARGUMENT;
+    }
+    *out = v;
+    return ACG_OK;
+}
+
+acg_status acg__env_u64(const char *fn, const char *name, uint64_t min, uint64_t max,
+                        uint64_t fallback, uint64_t *out) {
+    const char *v = acg__env_get(name);
+    if (v == NULL || v[0] == '\0') {
+        *out = fallback;
+        return ACG_OK;
+    }
+    if (acg__parse_u64(v, min, max, out) != ACG_OK) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: %s=%.64s is not a whole number in [%llu, %llu]", fn, name, v,
+                          (unsigned long long)min, (unsigned long long)max);
+    }
+    return ACG_OK;
 }
 
 /* Edit distance, to name the known variable an unknown one was probably meant to be. */

@@ -84,7 +84,7 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
     b->size = size;
     b->scratch = true;
     b->capture_id = c->id;
-    if (acg__handle_add(b, ACG__HANDLE_BUFFER) != ACG_OK) {
+    if (acg__handle_add(b, ACG__HANDLE_BUFFER, &b->life) != ACG_OK) {
         acg__free(b);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
@@ -95,13 +95,14 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
 }
 
 static acg_status check_pool(const acg_graph_pool *pool, const char *fn) {
-    if (!acg__handle_valid(pool, ACG__HANDLE_POOL)) {
+    if (!acg__handle_use(pool, ACG__HANDLE_POOL)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid graph pool", fn);
     }
     return ACG_OK;
 }
 
 acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
+    ACG__CALL_SCOPE;
     acg_status st = acg__check_device(dev, "acg_graph_pool_create");
     if (st != ACG_OK) {
         return st;
@@ -115,7 +116,7 @@ acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
         pthread_mutex_unlock(&dev->lock);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_pool_create: out of memory");
     }
-    if (acg__handle_add(pool, ACG__HANDLE_POOL) != ACG_OK) {
+    if (acg__handle_add(pool, ACG__HANDLE_POOL, &pool->life) != ACG_OK) {
         acg__pool_free(pool);
         pthread_mutex_unlock(&dev->lock);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_pool_create: out of memory");
@@ -127,19 +128,22 @@ acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
 }
 
 acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
+    ACG__CALL_SCOPE;
     if (pool == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_pool(pool, "acg_graph_pool_destroy");
+    acg_status st = acg__retire(pool, ACG__HANDLE_POOL, "acg_graph_pool_destroy", "graph pool");
     if (st != ACG_OK) {
         return st;
     }
     acg_device *dev = pool->dev;
+    acg__hold_device(dev);
     pthread_mutex_lock(&dev->lock);
     if (pool->n_graphs != pool->n_parked || pool->capturing) {
         uint32_t n = pool->n_graphs - pool->n_parked;
         bool capturing = pool->capturing;
         pthread_mutex_unlock(&dev->lock);
+        acg__handle_restore(pool);
         return acg__error(ACG_ERR_IN_USE, "acg_graph_pool_destroy: the pool has %u live graph(s)%s",
                           n, capturing ? " and a capture in progress" : "");
     }
@@ -151,6 +155,7 @@ acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
 }
 
 acg_status acg_graph_pool_get_bytes(const acg_graph_pool *pool, size_t *out) {
+    ACG__CALL_SCOPE;
     acg_status st = check_pool(pool, "acg_graph_pool_get_bytes");
     if (st != ACG_OK) {
         return st;
@@ -211,7 +216,7 @@ uint64_t acg__graph_referencing(acg_device *dev, const acg_buffer *buf, const vo
 /* ---- graphs ------------------------------------------------------------------------------ */
 
 static acg_status check_graph(const acg_graph *g, const char *fn) {
-    if (!acg__handle_valid(g, ACG__HANDLE_GRAPH)) {
+    if (!acg__handle_use(g, ACG__HANDLE_GRAPH)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: graph %p is not a live graph", fn,
                           (const void *)g);
     }
@@ -229,7 +234,7 @@ acg_status acg__graph_create(acg__capture *c, acg_graph **out) {
         acg__free(g);
         return st;
     }
-    if (acg__handle_add(g, ACG__HANDLE_GRAPH) != ACG_OK) {
+    if (acg__handle_add(g, ACG__HANDLE_GRAPH, &g->life) != ACG_OK) {
         dev->vt->graph_destroy(g->exec);
         acg__free(g);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
@@ -263,6 +268,7 @@ static acg_status wait_pool_locked(acg_graph_pool *pool) {
 }
 
 acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_launch";
     acg_status st = check_graph(g, fn);
     if (st != ACG_OK) {
@@ -275,7 +281,7 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
     acg_device *dev = g->dev;
     if (s->dev != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: graph %llu belongs to %s, the stream to %s",
-                          fn, (unsigned long long)g->id, dev->spec, s->dev->spec);
+                          fn, (unsigned long long)g->id, dev->name, s->dev->name);
     }
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
@@ -357,6 +363,7 @@ static void remap_scratch(const acg_graph *g, const acg_graph *from, const acg_b
 }
 
 acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_update";
     acg_status st = check_graph(g, fn);
     if (st == ACG_OK) {
@@ -367,8 +374,8 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
     }
     acg_device *dev = g->dev;
     if (from->dev != dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the graphs belong to %s and %s", fn, dev->spec,
-                          from->dev->spec);
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the graphs belong to %s and %s", fn, dev->name,
+                          from->dev->name);
     }
     if (!dev->cap.graph_update) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot update graphs; capture again", fn,
@@ -391,8 +398,13 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_free;
     }
-    memcpy(nd.nodes, from->desc.nodes, nd.n_nodes * sizeof *nd.nodes);
-    memcpy(nd.deps, from->desc.deps, nd.n_deps * sizeof *nd.deps);
+    /* A graph without dependencies (one node) has no deps array: memcpy needs a pointer. */
+    if (nd.n_nodes != 0) {
+        memcpy(nd.nodes, from->desc.nodes, nd.n_nodes * sizeof *nd.nodes);
+    }
+    if (nd.n_deps != 0) {
+        memcpy(nd.deps, from->desc.deps, nd.n_deps * sizeof *nd.deps);
+    }
     /* `from`'s scratch dies with `from`: point the copied nodes at g's own scratch. */
     for (uint32_t i = 0; i < nd.n_nodes; i++) {
         acg__node *n = &nd.nodes[i];
@@ -457,8 +469,7 @@ static acg_status destroy_locked(acg_graph *g) {
     dev->n_graphs--;
     dev->vt->graph_destroy(g->exec);
     for (uint32_t i = 0; i < g->n_scratch; i++) {
-        acg__handle_remove(g->scratch[i]);
-        acg__free(g->scratch[i]);
+        acg__free(g->scratch[i]); /* its handle went with the graph's (retire_graph) */
     }
     acg__free(g->scratch);
     acg__desc_free(&g->desc);
@@ -479,23 +490,40 @@ void acg__pool_release_parked(acg_graph_pool *pool) {
 
 uint32_t acg__pool_parked_count(const acg_graph_pool *pool) { return pool->n_parked; }
 
+/* Retires the graph's handle and its scratch buffers' (waiting for calls that use them) and
+ * removes them, before any lock is taken: a call holding one may be waiting for a lock. */
+static acg_status retire_graph(acg_graph *g, const char *fn) {
+    acg_status st = acg__retire(g, ACG__HANDLE_GRAPH, fn, "graph");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg__hold_device(g->dev);
+    for (uint32_t i = 0; i < g->n_scratch; i++) {
+        acg__handle_retire(g->scratch[i], ACG__HANDLE_BUFFER, false);
+        acg__handle_remove(g->scratch[i]);
+    }
+    acg__handle_remove(g);
+    return ACG_OK;
+}
+
 acg_status acg_graph_destroy(acg_graph *g) {
+    ACG__CALL_SCOPE;
     if (g == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_graph(g, "acg_graph_destroy");
+    acg_status st = retire_graph(g, "acg_graph_destroy");
     if (st != ACG_OK) {
         return st;
     }
     acg_device *dev = g->dev;
     pthread_mutex_lock(&dev->lock);
-    acg__handle_remove(g);
     st = destroy_locked(g);
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
 
 acg_status acg_graph_discard(acg_graph *g) {
+    ACG__CALL_SCOPE;
     if (g == NULL) {
         return ACG_OK;
     }
@@ -505,18 +533,33 @@ acg_status acg_graph_discard(acg_graph *g) {
     }
     acg_device *dev = g->dev;
     acg_graph_pool *pool = g->pool;
+    /* Reserve the parking place first: once retired, the handle cannot come back. */
+    pthread_mutex_lock(&dev->lock);
+    bool park = dev->retain_discarded && !pool->is_private;
+    if (park && !acg__grow((void **)&pool->parked, &pool->cap_parked, pool->n_parked + 1,
+                           sizeof *pool->parked)) {
+        pthread_mutex_unlock(&dev->lock);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_discard: out of memory");
+    }
+    pthread_mutex_unlock(&dev->lock);
+    st = retire_graph(g, "acg_graph_discard");
+    if (st != ACG_OK) {
+        return st;
+    }
     pthread_mutex_lock(&dev->lock);
     /* A private pool takes no later capture, so parking there would only delay the end. */
-    if (!dev->retain_discarded || pool->is_private) {
-        acg__handle_remove(g);
+    if (park && !acg__grow((void **)&pool->parked, &pool->cap_parked, pool->n_parked + 1,
+                           sizeof *pool->parked)) {
+        /* Another discard took the place reserved above and memory ran out since. */
+        acg__log(ACG_LOG_WARN, "acg_graph_discard: out of memory to park graph %llu; destroyed",
+                 (unsigned long long)g->id);
+        park = false;
+    }
+    if (!park) {
         st = destroy_locked(g);
-    } else if (!acg__grow((void **)&pool->parked, &pool->cap_parked, pool->n_parked + 1,
-                          sizeof *pool->parked)) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_discard: out of memory");
     } else {
-        /* The handle dies now; the graph lives on, parked, until its pool's next successful
+        /* The handle died; the graph lives on, parked, until its pool's next successful
          * capture (or the pool's end). */
-        acg__handle_remove(g);
         pool->parked[pool->n_parked++] = g;
     }
     pthread_mutex_unlock(&dev->lock);
@@ -524,6 +567,7 @@ acg_status acg_graph_discard(acg_graph *g) {
 }
 
 acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {
+    ACG__CALL_SCOPE;
     acg_status st = check_graph(g, "acg_graph_get_node_count");
     if (st != ACG_OK) {
         return st;
@@ -538,6 +582,7 @@ acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {
 }
 
 acg_status acg_graph_get_node(const acg_graph *g, size_t index, acg_node_info *out) {
+    ACG__CALL_SCOPE;
     acg_status st = check_graph(g, "acg_graph_get_node");
     if (st != ACG_OK) {
         return st;
@@ -566,5 +611,6 @@ acg_status acg_graph_get_node(const acg_graph *g, size_t index, acg_node_info *o
 }
 
 acg_device *acg_graph_get_device(const acg_graph *g) {
+    ACG__CALL_SCOPE;
     return check_graph(g, "acg_graph_get_device") == ACG_OK ? g->dev : NULL;
 }

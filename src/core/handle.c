@@ -2,7 +2,11 @@
  *
  * Every handle the library returns is entered here and removed when destroyed, so a call with a
  * destroyed, foreign or garbage pointer is rejected by a lookup instead of being followed. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/acg-impl.h"
 
@@ -10,14 +14,27 @@
 
 typedef struct slot {
     const void *p;
+    acg__life *life; /* the object's count of calls using it */
     uint32_t type;
+    bool retired; /* a destroy owns it: no new call may use it */
 } slot;
 
-/* Lookups (every call of the API) share the read side; only create and destroy write. */
+/* Lookups (every call of the API) share the read side; only create, retire and destroy write. */
 static pthread_rwlock_t reg_lock = PTHREAD_RWLOCK_INITIALIZER;
 static slot *table;
 static size_t table_cap; /* power of two, or 0 */
 static size_t table_n;
+
+/* This thread's held handles (see "calls hold what they use" below). */
+enum { MAX_HELD = 256 };
+
+static _Thread_local struct held {
+    const void *p;
+    acg__life *life;
+} held[MAX_HELD];
+static _Thread_local uint32_t n_held;
+static _Thread_local uint32_t scope_base; /* first entry of the innermost scope */
+static _Thread_local uint32_t scope_depth;
 
 static size_t hash_ptr(const void *p) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -33,6 +50,15 @@ static size_t find_slot(const slot *t, size_t cap, const void *p) {
         i = (i + 1) & (cap - 1);
     }
     return i;
+}
+
+/* The live slot of p (reg_lock held), or NULL. */
+static slot *lookup(const void *p) {
+    if (table_cap == 0 || p == NULL) {
+        return NULL;
+    }
+    slot *e = &table[find_slot(table, table_cap, p)];
+    return e->p == p ? e : NULL;
 }
 
 static bool rehash(size_t cap) {
@@ -51,7 +77,8 @@ static bool rehash(size_t cap) {
     return true;
 }
 
-acg_status acg__handle_add(const void *p, acg__handle_type type) {
+acg_status acg__handle_add(const void *p, acg__handle_type type, acg__life *life) {
+    atomic_init(&life->users, 0);
     pthread_rwlock_wrlock(&reg_lock);
     if ((table_n + 1) * 2 > table_cap && !rehash(table_cap ? table_cap * 2 : 64)) {
         pthread_rwlock_unlock(&reg_lock);
@@ -61,13 +88,19 @@ acg_status acg__handle_add(const void *p, acg__handle_type type) {
     if (table[i].p == NULL) {
         table_n++;
     }
-    table[i].p = p;
-    table[i].type = type;
+    table[i] = (slot){.p = p, .life = life, .type = (uint32_t)type, .retired = false};
     pthread_rwlock_unlock(&reg_lock);
     return ACG_OK;
 }
 
 void acg__handle_remove(const void *p) {
+    /* The object is about to be freed: this thread's holds of it must not be released into
+     * freed memory when their scope ends. */
+    for (uint32_t i = 0; i < n_held; i++) {
+        if (held[i].p == p) {
+            held[i].life = NULL;
+        }
+    }
     pthread_rwlock_wrlock(&reg_lock);
     if (table_cap == 0) {
         pthread_rwlock_unlock(&reg_lock);
@@ -102,18 +135,121 @@ void acg__handle_remove(const void *p) {
     pthread_rwlock_unlock(&reg_lock);
 }
 
-bool acg__handle_valid(const void *p, acg__handle_type type) {
+/* ---- calls hold what they use ------------------------------------------------------------ *
+ * A public function opens a call scope (ACG__CALL_SCOPE). Each handle it validates is counted
+ * as used in the object's life and pushed on this thread's stack of held handles; the scope's
+ * end pops and releases them. A destroy first retires the handle, so no new call can use it,
+ * then waits until no other call holds it. Holding costs a registry read lock and two atomic
+ * operations per handle, about what the lookup alone cost before. */
+
+acg__scope acg__scope_enter(void) {
+    acg__scope sc = {.base = scope_base, .top = n_held};
+    scope_base = n_held;
+    scope_depth++;
+    return sc;
+}
+
+void acg__scope_exit(acg__scope *sc) {
+    while (n_held > sc->top) {
+        struct held *h = &held[--n_held];
+        if (h->life != NULL) {
+            atomic_fetch_sub_explicit(&h->life->users, 1, memory_order_release);
+        }
+    }
+    scope_base = sc->base;
+    scope_depth--;
+}
+
+static bool hold(const void *p, acg__handle_type type, bool even_retired) {
     if (p == NULL) {
         return false;
     }
+    if (scope_depth == 0 || n_held == MAX_HELD) {
+        /* A library bug: the hold would never be released, and a destroy would wait forever. */
+        fprintf(stderr, "acg: internal error: handle used %s\n",
+                scope_depth == 0 ? "outside a call scope" : "by too many nested calls");
+        abort();
+    }
     pthread_rwlock_rdlock(&reg_lock);
-    bool ok = false;
-    if (table_cap != 0) {
-        size_t i = find_slot(table, table_cap, p);
-        ok = table[i].p == p && table[i].type == (uint32_t)type;
+    slot *e = lookup(p);
+    bool ok = e != NULL && e->type == (uint32_t)type && (even_retired || !e->retired);
+    if (ok) {
+        atomic_fetch_add_explicit(&e->life->users, 1, memory_order_relaxed);
+        held[n_held++] = (struct held){.p = p, .life = e->life};
     }
     pthread_rwlock_unlock(&reg_lock);
     return ok;
+}
+
+bool acg__handle_use(const void *p, acg__handle_type type) { return hold(p, type, false); }
+
+void acg__hold_device(acg_device *dev) { hold(dev, ACG__HANDLE_DEVICE, true); }
+
+bool acg__handle_valid(const void *p, acg__handle_type type) {
+    pthread_rwlock_rdlock(&reg_lock);
+    const slot *e = lookup(p);
+    bool ok = e != NULL && e->type == (uint32_t)type && !e->retired;
+    pthread_rwlock_unlock(&reg_lock);
+    return ok;
+}
+
+acg_status acg__handle_retire(const void *p, acg__handle_type type, bool strict) {
+    pthread_rwlock_wrlock(&reg_lock);
+    slot *e = lookup(p);
+    if (e == NULL || e->type != (uint32_t)type || e->retired) {
+        pthread_rwlock_unlock(&reg_lock);
+        return ACG_ERR_INVALID_HANDLE;
+    }
+    /* Holds of this thread's enclosing calls would be released only after the destroy: the
+     * object must outlive them. The current call's own holds stay until its scope ends (or
+     * acg__handle_remove drops them). */
+    uint32_t mine = 0;
+    for (uint32_t i = 0; i < n_held; i++) {
+        if (held[i].p == p && held[i].life != NULL) {
+            if (strict && i < scope_base) {
+                pthread_rwlock_unlock(&reg_lock);
+                return ACG_ERR_IN_USE;
+            }
+            mine++;
+        }
+    }
+    e->retired = true;
+    acg__life *life = e->life;
+    pthread_rwlock_unlock(&reg_lock);
+    /* Other calls finish what they validated; none can start. Most are short (a launch); a
+     * stream synchronize waits for its work, so back off to sleeping. */
+    for (unsigned spins = 0; atomic_load_explicit(&life->users, memory_order_acquire) != mine;
+         spins++) {
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
+        }
+    }
+    return ACG_OK;
+}
+
+acg_status acg__retire(const void *p, acg__handle_type type, const char *fn, const char *what) {
+    acg_status st = acg__handle_retire(p, type, true);
+    if (st == ACG_ERR_INVALID_HANDLE) {
+        return acg__error(st, "%s: %p is not a live %s", fn, p, what);
+    }
+    if (st == ACG_ERR_IN_USE) {
+        return acg__error(st,
+                          "%s: the %s is in use by the acg call this one was made from (a "
+                          "callback cannot destroy what its caller uses)",
+                          fn, what);
+    }
+    return st;
+}
+
+void acg__handle_restore(const void *p) {
+    pthread_rwlock_wrlock(&reg_lock);
+    slot *e = lookup(p);
+    if (e != NULL) {
+        e->retired = false;
+    }
+    pthread_rwlock_unlock(&reg_lock);
 }
 
 /* ---- pinned allocations: sorted by base address ------------------------------------------ */

@@ -153,6 +153,7 @@ const acg__kernel_def *acg__kernel_catalogue(size_t *count) {
 static const char *const type_names[] = {"?", "buffer", "i32", "u32", "i64", "u64", "f32"};
 
 acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kernel_get";
     acg_status st = acg__check_device(dev, fn);
     if (st != ACG_OK) {
@@ -182,7 +183,7 @@ acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out) {
             acg__free(k);
             goto out_unlock;
         }
-        if (acg__handle_add(k, ACG__HANDLE_KERNEL) != ACG_OK) {
+        if (acg__handle_add(k, ACG__HANDLE_KERNEL, &k->life) != ACG_OK) {
             if (dev->vt->kernel_unload != NULL) {
                 dev->vt->kernel_unload(dev->impl, k->impl);
             }
@@ -199,7 +200,8 @@ out_unlock:
 }
 
 const char *acg_kernel_get_name(const acg_kernel *k) {
-    if (!acg__handle_valid(k, ACG__HANDLE_KERNEL)) {
+    ACG__CALL_SCOPE;
+    if (!acg__handle_use(k, ACG__HANDLE_KERNEL)) {
         acg__error(ACG_ERR_INVALID_HANDLE, "acg_kernel_get_name: invalid kernel");
         return NULL;
     }
@@ -291,14 +293,14 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
             continue;
         }
         const acg_buffer *b = a->value.buf.buffer;
-        if (!acg__handle_valid(b, ACG__HANDLE_BUFFER)) {
+        if (!acg__handle_use(b, ACG__HANDLE_BUFFER)) {
             return acg__error(ACG_ERR_INVALID_HANDLE, "%s(%s): argument %u is not a live buffer",
                               fn, def->name, i);
         }
         if (b->dev != s->dev) {
             return acg__error(ACG_ERR_WRONG_DEVICE,
                               "%s(%s): argument %u belongs to %s, the stream to %s", fn, def->name,
-                              i, b->dev->spec, s->dev->spec);
+                              i, b->dev->name, s->dev->name);
         }
         size_t off = a->value.buf.offset, per = def->bytes_per_item[i];
         /* The device sees the view's offset plus the argument's: align the sum. */
@@ -353,17 +355,18 @@ static acg_status launch_eager(acg_stream *s, const acg__node *n) {
 
 acg_status acg_kernel_launch(acg_stream *s, const acg_kernel *k, const acg_dims *dims,
                              const acg_arg *args, size_t n_args) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kernel_launch";
     acg_status st = acg__check_stream(s, fn);
     if (st != ACG_OK) {
         return st;
     }
-    if (!acg__handle_valid(k, ACG__HANDLE_KERNEL)) {
+    if (!acg__handle_use(k, ACG__HANDLE_KERNEL)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid kernel", fn);
     }
     if (k->dev != s->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: kernel %s belongs to %s, the stream to %s", fn,
-                          k->def->name, k->dev->spec, s->dev->spec);
+                          k->def->name, k->dev->name, s->dev->name);
     }
     acg__node node;
     st = prepare(s, k, dims, args, n_args, &node);

@@ -48,15 +48,26 @@ void acg_set_log_level(acg_log_level level) {
     atomic_store(&log_level, (int)level);
 }
 
+/* The callback runs with log_lock held, so a reset (which takes the lock) returns only after
+ * every call of the old callback has returned, and its context can be freed at once. Messages
+ * logged while the callback runs on this thread are dropped, not recursed into. */
+static _Thread_local bool in_callback;
+
 void acg_set_log_callback(acg_log_fn fn, void *user) {
-    pthread_mutex_lock(&log_lock);
+    /* From inside the callback this thread already holds the lock. */
+    bool locked = !in_callback;
+    if (locked) {
+        pthread_mutex_lock(&log_lock);
+    }
     log_fn = fn;
     log_user = user;
-    pthread_mutex_unlock(&log_lock);
+    if (locked) {
+        pthread_mutex_unlock(&log_lock);
+    }
 }
 
 void acg__log(acg_log_level level, const char *fmt, ...) {
-    if ((int)level > (int)acg_get_log_level()) {
+    if ((int)level > (int)acg_get_log_level() || in_callback) {
         return;
     }
     char msg[1024];
@@ -65,19 +76,12 @@ void acg__log(acg_log_level level, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&log_lock);
-    acg_log_fn fn = log_fn;
-    void *user = log_user;
-    pthread_mutex_unlock(&log_lock);
-    /* Messages logged while the callback runs on this thread are dropped, not recursed into. */
-    static _Thread_local bool in_callback;
-    if (in_callback) {
-        return;
-    }
-    if (fn != NULL) {
+    if (log_fn != NULL) {
         in_callback = true;
-        fn(level, msg, user);
+        log_fn(level, msg, log_user);
         in_callback = false;
     } else {
         fprintf(stderr, "acg %s: %s\n", level_names[level], msg);
     }
+    pthread_mutex_unlock(&log_lock);
 }

@@ -5,13 +5,13 @@
 
 acg_status acg__check_buffer(const acg_buffer *buf, const acg_device *dev, const char *fn,
                              const char *what) {
-    if (!acg__handle_valid(buf, ACG__HANDLE_BUFFER)) {
+    if (!acg__handle_use(buf, ACG__HANDLE_BUFFER)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %s %p is not a live buffer", fn, what,
                           (const void *)buf);
     }
     if (dev != NULL && buf->dev != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: %s belongs to %s, not %s", fn, what,
-                          buf->dev->spec, dev->spec);
+                          buf->dev->name, dev->name);
     }
     return ACG_OK;
 }
@@ -33,12 +33,17 @@ acg_status acg__buffer_new(acg_device *dev, size_t size, const char *fn, acg_buf
     if (b == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
+    /* A backend's detail names the vendor call and its code: keep it. One that sets none (the
+     * cpu backend's) gets the status's text. */
+    uint64_t serial = acg__error_serial();
     acg_status st = acg__device_mem_alloc(dev, size, &b->mem);
     if (st != ACG_OK) {
-        acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec, acg_status_string(st));
+        if (acg__error_serial() == serial) {
+            acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec, acg_status_string(st));
+        }
         goto out_free;
     }
-    if (acg__handle_add(b, ACG__HANDLE_BUFFER) != ACG_OK) {
+    if (acg__handle_add(b, ACG__HANDLE_BUFFER, &b->life) != ACG_OK) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_free_mem;
     }
@@ -56,6 +61,7 @@ out_free:
 }
 
 acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_alloc";
     acg_status st = acg__check_device(dev, fn);
     if (st != ACG_OK) {
@@ -75,6 +81,7 @@ acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
 }
 
 acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, acg_buffer **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_create_view";
     acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
     if (st != ACG_OK) {
@@ -97,7 +104,7 @@ acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, a
     if (v == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    if (acg__handle_add(v, ACG__HANDLE_BUFFER) != ACG_OK) {
+    if (acg__handle_add(v, ACG__HANDLE_BUFFER, &v->life) != ACG_OK) {
         acg__free(v);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
@@ -114,44 +121,81 @@ acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, a
     return ACG_OK;
 }
 
-acg_status acg_buffer_free(acg_buffer *buf) {
-    static const char fn[] = "acg_buffer_free";
+/* Why buf cannot be freed on behalf of owner (dev->lock held), or ACG_OK. */
+static acg_status free_refusal(acg_buffer *buf, const void *owner, const char *fn) {
+    acg_device *dev = buf->dev;
+    if (buf->owner != owner) {
+        return acg__error(ACG_ERR_IN_USE, "%s: the buffer belongs to %s %p, which frees it", fn,
+                          buf->owner_what, buf->owner);
+    }
+    if (buf->scratch) {
+        return acg__error(ACG_ERR_IN_USE,
+                          "%s: the buffer is scratch of graph %llu and is released with it", fn,
+                          (unsigned long long)buf->owner_id);
+    }
+    if (buf->stream_owned) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the buffer came from acg_stream_alloc; release it with "
+                          "acg_stream_free",
+                          fn);
+    }
+    if (buf->n_views != 0) {
+        return acg__error(ACG_ERR_IN_USE, "%s: %u view(s) of the buffer are alive", fn,
+                          buf->n_views);
+    }
+    if (buf->graph_refs != 0) {
+        return acg__error(ACG_ERR_IN_USE,
+                          "%s: live graph %llu reads or writes the buffer; destroy the graph first",
+                          fn, (unsigned long long)acg__graph_referencing(dev, buf, NULL, 0));
+    }
+    return ACG_OK;
+}
+
+acg_status acg__buffer_free_owned(acg_buffer *buf, const void *owner, const char *fn) {
+    ACG__CALL_SCOPE;
     if (buf == NULL) {
         return ACG_OK;
     }
+    /* Refuse what is plainly not free-able before retiring the handle, so that a refused free
+     * does not disturb other threads' calls. */
     acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
     if (st != ACG_OK) {
         return st;
     }
     acg_device *dev = buf->dev;
+    acg__hold_device(dev);
     pthread_mutex_lock(&dev->lock);
-    if (buf->scratch) {
-        st = acg__error(ACG_ERR_IN_USE,
-                        "%s: the buffer is scratch of graph %llu and is released with it", fn,
-                        (unsigned long long)buf->owner_id);
-    } else if (buf->stream_owned) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT,
-                        "%s: the buffer came from acg_stream_alloc; release it with "
-                        "acg_stream_free",
-                        fn);
-    } else if (buf->n_views != 0) {
-        st = acg__error(ACG_ERR_IN_USE, "%s: %u view(s) of the buffer are alive", fn, buf->n_views);
-    } else if (buf->graph_refs != 0) {
-        st = acg__error(ACG_ERR_IN_USE,
-                        "%s: live graph %llu reads or writes the buffer; destroy the graph first",
-                        fn, (unsigned long long)acg__graph_referencing(dev, buf, NULL, 0));
-    } else {
+    st = free_refusal(buf, owner, fn);
+    pthread_mutex_unlock(&dev->lock);
+    if (st == ACG_OK) {
+        /* Waits for calls that validated the buffer (a launch racing the free) to queue their
+         * work; new calls are refused from here on. */
+        /* An owner's destroy checked its buffers before freeing them: not strict then. */
+        st = owner != NULL ? acg__handle_retire(buf, ACG__HANDLE_BUFFER, false)
+                           : acg__retire(buf, ACG__HANDLE_BUFFER, fn, "buffer");
+        if (st == ACG_ERR_INVALID_HANDLE && owner != NULL) {
+            acg__error(st, "%s: buffer %p is being freed by another call", fn, (void *)buf);
+        }
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    pthread_mutex_lock(&dev->lock);
+    st = free_refusal(buf, owner, fn);
+    if (st == ACG_OK) {
         st = acg__invalidate_device_captures(dev, fn);
     }
     if (st != ACG_OK) {
         pthread_mutex_unlock(&dev->lock);
+        acg__handle_restore(buf);
         return st;
     }
     acg__handle_remove(buf);
     if (buf->parent != NULL) {
         buf->parent->n_views--;
     } else {
-        /* Queued work may still use the memory, as with a device free. */
+        /* Work queued before the free (by any call that held the buffer) may still use the
+         * memory, as with a device free. */
         acg__device_sync_locked(dev);
         acg__device_mem_free(dev, buf->mem, buf->size);
     }
@@ -159,6 +203,17 @@ acg_status acg_buffer_free(acg_buffer *buf) {
     pthread_mutex_unlock(&dev->lock);
     acg__free(buf);
     return ACG_OK;
+}
+
+acg_status acg_buffer_free(acg_buffer *buf) {
+    return acg__buffer_free_owned(buf, NULL, "acg_buffer_free");
+}
+
+void acg__buffer_set_owner(acg_buffer *buf, const void *owner, const char *what) {
+    pthread_mutex_lock(&buf->dev->lock);
+    buf->owner = owner;
+    buf->owner_what = what;
+    pthread_mutex_unlock(&buf->dev->lock);
 }
 
 static bool capturing_locked(const acg_device *dev) {
@@ -184,14 +239,18 @@ acg_status acg__device_check_not_capturing(acg_device *dev, const char *fn) {
                 : ACG_OK;
 }
 
-acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const char *fn) {
+acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const void *owner,
+                                  const char *fn) {
     acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
     if (st != ACG_OK) {
         return st;
     }
     acg_device *dev = buf->dev;
     pthread_mutex_lock(&dev->lock);
-    if (buf->graph_refs != 0) {
+    if (buf->owner != owner) {
+        st = acg__error(ACG_ERR_IN_USE, "%s: a buffer belongs to %s %p", fn, buf->owner_what,
+                        buf->owner);
+    } else if (buf->graph_refs != 0) {
         st = acg__error(ACG_ERR_IN_USE, "%s: live graph %llu reads or writes its memory", fn,
                         (unsigned long long)acg__graph_referencing(dev, buf, NULL, 0));
     } else if (buf->n_views > views || buf->scratch) {
@@ -206,10 +265,12 @@ acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const c
 }
 
 size_t acg_buffer_get_size(const acg_buffer *buf) {
+    ACG__CALL_SCOPE;
     return acg__check_buffer(buf, NULL, "acg_buffer_get_size", "buffer") == ACG_OK ? buf->size : 0;
 }
 
 acg_device *acg_buffer_get_device(const acg_buffer *buf) {
+    ACG__CALL_SCOPE;
     return acg__check_buffer(buf, NULL, "acg_buffer_get_device", "buffer") == ACG_OK ? buf->dev
                                                                                      : NULL;
 }
@@ -231,6 +292,7 @@ void acg__stream_reclaim(acg_stream *s, bool all) {
 }
 
 acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_alloc";
     acg_status st = acg__check_stream(s, fn);
     if (st != ACG_OK) {
@@ -265,6 +327,7 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
 }
 
 acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_free";
     acg_status st = acg__check_stream(s, fn);
     if (st == ACG_OK) {
@@ -274,6 +337,12 @@ acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
         return st;
     }
     acg_device *dev = s->dev;
+    /* A stream's own buffer dies here: wait for other threads' calls that use it (before any
+     * lock, which they may be waiting for) and refuse later ones. Both flags never change. */
+    bool dies = buf->stream_owned && !buf->scratch;
+    if (dies && (st = acg__retire(buf, ACG__HANDLE_BUFFER, fn, "buffer")) != ACG_OK) {
+        return st;
+    }
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
         /* Scratch stays with its graph; anything else is a free outside the pool. */
@@ -286,6 +355,9 @@ acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
             st = acg__capture_check(c, fn);
         }
         acg__stream_leave(s, c);
+        if (dies) {
+            acg__handle_restore(buf);
+        }
         return st;
     }
     pthread_mutex_lock(&dev->lock);
@@ -323,12 +395,16 @@ acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
     }
     pthread_mutex_unlock(&dev->lock);
     acg__stream_leave(s, NULL);
+    if (st != ACG_OK && dies) {
+        acg__handle_restore(buf);
+    }
     return st;
 }
 
 /* ---- pinned host memory ------------------------------------------------------------------ */
 
 acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_alloc";
     acg_status st = acg__check_device(dev, fn);
     if (st != ACG_OK) {
@@ -346,9 +422,13 @@ acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
     acg__pinned e = {.size = size, .dev = dev};
     e.pinned = dev->cap.pinned_memory && !acg__env_flag("ACG_NO_PINNED");
     if (e.pinned) {
+        uint64_t serial = acg__error_serial();
         st = dev->vt->pinned_alloc(dev->impl, size, &e.base);
         if (st != ACG_OK) {
-            acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec, acg_status_string(st));
+            if (acg__error_serial() == serial) { /* as in acg__buffer_new */
+                acg__error(st, "%s: %zu bytes on %s: %s", fn, size, dev->spec,
+                           acg_status_string(st));
+            }
             goto out_unlock;
         }
     } else {
@@ -383,13 +463,14 @@ out_unlock:
 }
 
 acg_status acg_pinned_free(void *ptr) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_free";
     if (ptr == NULL) {
         return ACG_OK;
     }
     acg__pinned e;
     if (!acg__pinned_lookup(ptr, 0, &e) || e.base != ptr ||
-        !acg__handle_valid(e.dev, ACG__HANDLE_DEVICE)) {
+        !acg__handle_use(e.dev, ACG__HANDLE_DEVICE)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p was not returned by acg_pinned_alloc", fn,
                           ptr);
     }
@@ -422,6 +503,7 @@ acg_status acg_pinned_free(void *ptr) {
 }
 
 bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size) {
+    ACG__CALL_SCOPE;
     acg__pinned e;
     return ptr != NULL && acg__pinned_lookup(ptr, size, &e) && e.pinned && e.dev == dev;
 }
@@ -468,6 +550,7 @@ static acg_status fill_eager(acg_stream *s, const acg__node *n) {
 
 acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const void *src,
                         size_t size) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_copy_h2d";
     acg_status st = check_transfer(s, dst, dst_offset, src, size, fn);
     if (st != ACG_OK) {
@@ -486,6 +569,7 @@ acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const
 
 acg_status acg_copy_d2h(acg_stream *s, void *dst, const acg_buffer *src, size_t src_offset,
                         size_t size) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_copy_d2h";
     acg_status st = check_transfer(s, src, src_offset, dst, size, fn);
     if (st != ACG_OK) {
@@ -504,6 +588,7 @@ acg_status acg_copy_d2h(acg_stream *s, void *dst, const acg_buffer *src, size_t 
 
 acg_status acg_copy_d2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const acg_buffer *src,
                         size_t src_offset, size_t size) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_copy_d2d";
     acg_status st = acg__check_stream(s, fn);
     if (st == ACG_OK) {
@@ -541,6 +626,7 @@ acg_status acg_copy_d2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const
 
 acg_status acg_fill(acg_stream *s, acg_buffer *dst, size_t offset, size_t size, uint32_t pattern,
                     size_t pattern_size) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_fill";
     acg_status st = acg__check_stream(s, fn);
     if (st == ACG_OK) {

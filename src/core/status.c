@@ -31,14 +31,36 @@ static _Thread_local char last_error[2048];
 
 const char *acg_last_error(void) { return last_error; }
 
-acg_status acg__error(acg_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+/* Counts the details set on this thread, so a caller can tell whether a callback set one. */
+static _Thread_local uint64_t error_serial;
+
+static acg_status set_error(acg_status status, const char *fmt, va_list ap) {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
+    error_serial++;
     acg__log(ACG_LOG_DEBUG, "%s: %s", acg_status_name(status), last_error);
     return status;
 }
+
+acg_status acg__error(acg_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+acg_status acg_set_last_error(acg_status status, const char *fmt, ...) {
+    if (fmt == NULL) {
+        return acg__error(status, "(no detail)");
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+uint64_t acg__error_serial(void) { return error_serial; }
 
 void acg__error_copy(char *buf, size_t size) {
     if (size == 0) {

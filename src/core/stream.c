@@ -4,7 +4,7 @@
 #include "core/acg-impl.h"
 
 static acg_status check_event(const acg_event *e, const char *fn) {
-    if (!acg__handle_valid(e, ACG__HANDLE_EVENT)) {
+    if (!acg__handle_use(e, ACG__HANDLE_EVENT)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: event %p is not a live event", fn,
                           (const void *)e);
     }
@@ -14,6 +14,7 @@ static acg_status check_event(const acg_event *e, const char *fn) {
 /* ---- streams ----------------------------------------------------------------------------- */
 
 acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_create";
     acg_status st = acg__check_device(dev, fn);
     if (st != ACG_OK) {
@@ -32,7 +33,7 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
         acg__free(s);
         return st;
     }
-    if (acg__handle_add(s, ACG__HANDLE_STREAM) != ACG_OK) {
+    if (acg__handle_add(s, ACG__HANDLE_STREAM, &s->life) != ACG_OK) {
         dev->vt->stream_destroy(s->impl);
         acg__free(s);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -48,15 +49,18 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
 }
 
 acg_status acg_stream_destroy(acg_stream *s) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_destroy";
     if (s == NULL) {
         return ACG_OK;
     }
-    acg_status st = acg__check_stream(s, fn);
+    /* Waits for calls using the stream (a synchronize, a launch) to return. */
+    acg_status st = acg__retire(s, ACG__HANDLE_STREAM, fn, "stream");
     if (st != ACG_OK) {
         return st;
     }
     acg_device *dev = s->dev;
+    acg__hold_device(dev);
     acg__handle_remove(s);
     pthread_mutex_lock(&s->lock);
     pthread_mutex_lock(&dev->lock);
@@ -93,10 +97,12 @@ acg_status acg_stream_destroy(acg_stream *s) {
 }
 
 acg_device *acg_stream_get_device(const acg_stream *s) {
+    ACG__CALL_SCOPE;
     return acg__check_stream(s, "acg_stream_get_device") == ACG_OK ? s->dev : NULL;
 }
 
 acg_status acg_stream_synchronize(acg_stream *s) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_synchronize";
     acg_status st = acg__check_stream(s, fn);
     if (st != ACG_OK) {
@@ -121,6 +127,7 @@ acg_status acg_stream_synchronize(acg_stream *s) {
 }
 
 acg_status acg_stream_query(acg_stream *s) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_query";
     acg_status st = acg__check_stream(s, fn);
     if (st != ACG_OK) {
@@ -140,6 +147,7 @@ acg_status acg_stream_query(acg_stream *s) {
 /* ---- events ------------------------------------------------------------------------------ */
 
 acg_status acg_event_create(acg_device *dev, acg_event **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_event_create";
     acg_status st = acg__check_device(dev, fn);
     if (st != ACG_OK) {
@@ -158,7 +166,7 @@ acg_status acg_event_create(acg_device *dev, acg_event **out) {
         acg__free(e);
         return st;
     }
-    if (acg__handle_add(e, ACG__HANDLE_EVENT) != ACG_OK) {
+    if (acg__handle_add(e, ACG__HANDLE_EVENT, &e->life) != ACG_OK) {
         dev->vt->event_destroy(e->impl);
         acg__free(e);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -171,14 +179,16 @@ acg_status acg_event_create(acg_device *dev, acg_event **out) {
 }
 
 acg_status acg_event_destroy(acg_event *e) {
+    ACG__CALL_SCOPE;
     if (e == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_event(e, "acg_event_destroy");
+    acg_status st = acg__retire(e, ACG__HANDLE_EVENT, "acg_event_destroy", "event");
     if (st != ACG_OK) {
         return st;
     }
     acg_device *dev = e->dev;
+    acg__hold_device(dev);
     acg__handle_remove(e);
     pthread_mutex_lock(&dev->lock);
     dev->n_events--;
@@ -198,6 +208,7 @@ static acg__capture *event_capture(const acg_event *e) {
 }
 
 acg_status acg_event_record(acg_event *e, acg_stream *s) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_event_record";
     acg_status st = check_event(e, fn);
     if (st == ACG_OK) {
@@ -208,7 +219,7 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
     }
     if (e->dev != s->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s", fn,
-                          e->dev->spec, s->dev->spec);
+                          e->dev->name, s->dev->name);
     }
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
@@ -233,6 +244,7 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
 }
 
 acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_wait_event";
     acg_status st = acg__check_stream(s, fn);
     if (st == ACG_OK) {
@@ -244,7 +256,7 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
     acg_device *dev = s->dev;
     if (e->dev != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s", fn,
-                          e->dev->spec, dev->spec);
+                          e->dev->name, dev->name);
     }
     acg__capture *c = acg__stream_enter(s);
     if (c == NULL) {
@@ -323,8 +335,12 @@ static acg_status event_host_wait(acg_event *e, const char *fn, bool block) {
     return block ? dev->vt->event_synchronize(e->impl) : dev->vt->event_query(e->impl);
 }
 
-acg_status acg_event_query(acg_event *e) { return event_host_wait(e, "acg_event_query", false); }
+acg_status acg_event_query(acg_event *e) {
+    ACG__CALL_SCOPE;
+    return event_host_wait(e, "acg_event_query", false);
+}
 
 acg_status acg_event_synchronize(acg_event *e) {
+    ACG__CALL_SCOPE;
     return event_host_wait(e, "acg_event_synchronize", true);
 }

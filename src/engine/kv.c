@@ -17,6 +17,7 @@ typedef struct kv_request {
 } kv_request;
 
 struct acg_kv_cache {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     pthread_mutex_t lock; /* guards the free list and the requests */
     acg_kv_config cfg;
@@ -29,7 +30,7 @@ struct acg_kv_cache {
 };
 
 static acg_status check_kv(const acg_kv_cache *kv, const char *fn) {
-    if (!acg__handle_valid(kv, ACG__HANDLE_KV)) {
+    if (!acg__handle_use(kv, ACG__HANDLE_KV)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: kv %p is not a live kv cache", fn,
                           (const void *)kv);
     }
@@ -120,6 +121,7 @@ static acg_status zero_sink_pages(acg_kv_cache *kv, const char *fn) {
 }
 
 acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg_kv_cache **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_cache_create";
     if (dev == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dev is NULL", fn);
@@ -152,18 +154,21 @@ acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg
     for (uint32_t i = 0; i < kv->n_free; i++) {
         kv->free_pages[i] = kv->n_free - i; /* page 1 on top */
     }
+    /* The cache's own buffers: acg_buffer_free refuses them. */
     if ((st = acg_buffer_alloc(dev, bytes, &kv->k)) != ACG_OK) {
         acg__rethrow(st, fn);
         goto out_free_list;
     }
+    acg__buffer_set_owner(kv->k, kv, "KV cache");
     if ((st = acg_buffer_alloc(dev, bytes, &kv->v)) != ACG_OK) {
         acg__rethrow(st, fn);
         goto out_free_k;
     }
+    acg__buffer_set_owner(kv->v, kv, "KV cache");
     if ((st = zero_sink_pages(kv, fn)) != ACG_OK) {
         goto out_free_v;
     }
-    if (acg__handle_add(kv, ACG__HANDLE_KV) != ACG_OK) {
+    if (acg__handle_add(kv, ACG__HANDLE_KV, &kv->life) != ACG_OK) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_free_v;
     }
@@ -171,9 +176,9 @@ acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg
     return ACG_OK;
 
 out_free_v:
-    acg_buffer_free(kv->v);
+    acg__buffer_free_owned(kv->v, kv, fn);
 out_free_k:
-    acg_buffer_free(kv->k);
+    acg__buffer_free_owned(kv->k, kv, fn);
 out_free_list:
     acg__free(kv->free_pages);
 out_destroy_lock:
@@ -184,6 +189,7 @@ out_free_kv:
 }
 
 acg_status acg_kv_cache_destroy(acg_kv_cache *kv) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_cache_destroy";
     if (kv == NULL) {
         return ACG_OK;
@@ -193,17 +199,23 @@ acg_status acg_kv_cache_destroy(acg_kv_cache *kv) {
         return st;
     }
     /* Check both first, so that a refused destroy leaves the cache whole. */
-    if ((kv->k != NULL && (st = acg__buffer_check_free(kv->k, 0, fn)) != ACG_OK) ||
-        (kv->v != NULL && (st = acg__buffer_check_free(kv->v, 0, fn)) != ACG_OK)) {
+    if ((kv->k != NULL && (st = acg__buffer_check_free(kv->k, 0, kv, fn)) != ACG_OK) ||
+        (kv->v != NULL && (st = acg__buffer_check_free(kv->v, 0, kv, fn)) != ACG_OK)) {
         return st;
     }
-    /* A buffer a live graph uses is refused; what was freed stays freed, so the call can be
-     * repeated once the graphs are gone. */
-    if (kv->k != NULL && (st = acg_buffer_free(kv->k)) != ACG_OK) {
+    /* Wait for other threads' calls on the cache to return; later ones are refused. */
+    if ((st = acg__retire(kv, ACG__HANDLE_KV, fn, "KV cache")) != ACG_OK) {
+        return st;
+    }
+    /* A graph captured since the check may use a buffer: then the destroy is refused; what
+     * was freed stays freed, so the call can be repeated once the graphs are gone. */
+    if (kv->k != NULL && (st = acg__buffer_free_owned(kv->k, kv, fn)) != ACG_OK) {
+        acg__handle_restore(kv);
         return acg__rethrow(st, fn);
     }
     kv->k = NULL;
-    if (kv->v != NULL && (st = acg_buffer_free(kv->v)) != ACG_OK) {
+    if (kv->v != NULL && (st = acg__buffer_free_owned(kv->v, kv, fn)) != ACG_OK) {
+        acg__handle_restore(kv);
         return acg__rethrow(st, fn);
     }
     kv->v = NULL;
@@ -221,6 +233,7 @@ acg_status acg_kv_cache_destroy(acg_kv_cache *kv) {
 /* ---- getters ------------------------------------------------------------------------------ */
 
 acg_status acg_kv_cache_get_buffers(const acg_kv_cache *kv, acg_buffer **k, acg_buffer **v) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_cache_get_buffers";
     acg_status st = check_kv(kv, fn);
     if (st != ACG_OK) {
@@ -242,6 +255,7 @@ acg_status acg_kv_cache_get_buffers(const acg_kv_cache *kv, acg_buffer **k, acg_
 }
 
 acg_status acg_kv_cache_get_free_pages(const acg_kv_cache *kv, uint32_t *out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_cache_get_free_pages";
     acg_status st = check_kv(kv, fn);
     if (st != ACG_OK) {
@@ -258,6 +272,7 @@ acg_status acg_kv_cache_get_free_pages(const acg_kv_cache *kv, uint32_t *out) {
 
 acg_status acg_kv_request_get_pages(const acg_kv_cache *kv, uint64_t id, const uint32_t **pages,
                                     uint32_t *n_pages) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_request_get_pages";
     acg_status st = check_kv(kv, fn);
     if (st != ACG_OK) {
@@ -282,6 +297,7 @@ acg_status acg_kv_request_get_pages(const acg_kv_cache *kv, uint64_t id, const u
 /* ---- requests ----------------------------------------------------------------------------- */
 
 acg_status acg_kv_request_reserve(acg_kv_cache *kv, uint64_t id, uint32_t tokens) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_request_reserve";
     acg_status st = check_kv(kv, fn);
     if (st != ACG_OK) {
@@ -327,6 +343,7 @@ out_unlock:
 }
 
 acg_status acg_kv_request_release(acg_kv_cache *kv, uint64_t id) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_request_release";
     acg_status st = check_kv(kv, fn);
     if (st != ACG_OK) {

@@ -17,6 +17,7 @@
 _Static_assert(ACG_KV_SINK_PAGE == 0, "the empty plan is all zeros");
 
 struct acg_attn_plan {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     pthread_mutex_t lock; /* one build at a time; guards the host arrays and stats */
     acg_attn_plan_config cfg;
@@ -33,9 +34,7 @@ struct acg_attn_plan {
     acg_attn_plan_stats stats;
 };
 
-static bool plan_live(const acg_attn_plan *plan) {
-    return acg__handle_valid(plan, ACG__HANDLE_PLAN);
-}
+static bool plan_live(const acg_attn_plan *plan) { return acg__handle_use(plan, ACG__HANDLE_PLAN); }
 
 static acg_status check_plan(const acg_attn_plan *plan, const char *fn) {
     if (!plan_live(plan)) {
@@ -94,6 +93,16 @@ static acg_status zero_metadata(acg_attn_plan *plan, const char *fn) {
     return ACG_OK;
 }
 
+/* Marks the plan's buffers as its own: acg_buffer_free refuses them. */
+static void own_buffers(acg_attn_plan *plan) {
+    acg_buffer *owned[] = {plan->metadata, plan->block_table, plan->query_offsets, plan->kv_lens};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
+        if (owned[i] != NULL) {
+            acg__buffer_set_owner(owned[i], plan, "attention plan");
+        }
+    }
+}
+
 /* Frees the views and the buffer; each is cleared once freed, so the call can be repeated
  * after a refusal (a live graph uses one). */
 static acg_status free_buffers(acg_attn_plan *plan, const char *fn) {
@@ -101,14 +110,15 @@ static acg_status free_buffers(acg_attn_plan *plan, const char *fn) {
                             &plan->metadata};
     /* Check everything first: a refused destroy must leave the plan whole, views included. */
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        acg_status st =
-            *order[i] == NULL ? ACG_OK : acg__buffer_check_free(*order[i], i == 3 ? 3 : 0, fn);
+        acg_status st = *order[i] == NULL
+                            ? ACG_OK
+                            : acg__buffer_check_free(*order[i], i == 3 ? 3 : 0, plan, fn);
         if (st != ACG_OK) {
             return st;
         }
     }
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        acg_status st = acg_buffer_free(*order[i]);
+        acg_status st = acg__buffer_free_owned(*order[i], plan, fn);
         if (st != ACG_OK) {
             return acg__rethrow(st, fn);
         }
@@ -119,6 +129,7 @@ static acg_status free_buffers(acg_attn_plan *plan, const char *fn) {
 
 acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *config,
                                 acg_attn_plan **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_create";
     if (dev == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dev is NULL", fn);
@@ -165,10 +176,11 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
         acg__rethrow(st, fn);
         goto out_free_buffers;
     }
+    own_buffers(plan);
     if ((st = zero_metadata(plan, fn)) != ACG_OK) {
         goto out_free_buffers;
     }
-    if (acg__handle_add(plan, ACG__HANDLE_PLAN) != ACG_OK) {
+    if (acg__handle_add(plan, ACG__HANDLE_PLAN, &plan->life) != ACG_OK) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_free_buffers;
     }
@@ -176,6 +188,7 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
     return ACG_OK;
 
 out_free_buffers:
+    own_buffers(plan);
     free_buffers(plan, fn); /* no graph can use them yet: it cannot fail */
     acg_event_destroy(plan->event);
 out_free_host:
@@ -188,15 +201,21 @@ out_free_plan:
 }
 
 acg_status acg_attn_plan_destroy(acg_attn_plan *plan) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_destroy";
     if (plan == NULL) {
         return ACG_OK;
     }
     acg_status st = check_plan(plan, fn);
-    if (st == ACG_OK) {
-        st = free_buffers(plan, fn);
-    }
     if (st != ACG_OK) {
+        return st;
+    }
+    /* Wait for other threads' calls on the plan to return; later ones are refused. */
+    if ((st = acg__retire(plan, ACG__HANDLE_PLAN, fn, "attention plan")) != ACG_OK) {
+        return st;
+    }
+    if ((st = free_buffers(plan, fn)) != ACG_OK) {
+        acg__handle_restore(plan);
         return st;
     }
     acg_event_destroy(plan->event);
@@ -284,19 +303,38 @@ static void pack_rows(acg_attn_plan *plan, const acg_attn_row *rows, uint32_t n_
 
 acg_status acg_attn_plan_build(acg_attn_plan *plan, acg_stager *stager, acg_stream *stream,
                                const acg_attn_row *rows, uint32_t n_rows) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_build";
     acg_status st = check_plan(plan, fn);
     if (st != ACG_OK) {
         return st;
     }
     acg_device *sdev = acg__stager_device(stager);
-    if (sdev == NULL || stream == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %s is not live", fn,
-                          sdev == NULL ? "the stager" : "the stream");
+    if (sdev == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: the stager is not live", fn);
     }
     if (sdev != plan->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stager belongs to %s, the plan to %s", fn,
-                          acg_device_get_spec(sdev), acg_device_get_spec(plan->dev));
+                          sdev->name, plan->dev->name);
+    }
+    /* The stream is checked here, not only by the upload: an unchanged build uploads nothing
+     * but must refuse the same streams. The check holds it until this call returns. */
+    if ((st = acg__check_stream(stream, fn)) != ACG_OK) {
+        return st;
+    }
+    if (stream->dev != plan->dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, the plan to %s", fn,
+                          stream->dev->name, plan->dev->name);
+    }
+    acg_capture_state cs = ACG_CAPTURE_NONE;
+    if ((st = acg_stream_get_capture_state(stream, &cs)) != ACG_OK) {
+        return acg__rethrow(st, fn);
+    }
+    if (cs != ACG_CAPTURE_NONE) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the stream is capturing; plans are built before a capture, into "
+                          "the buffers the graph reads",
+                          fn);
     }
     if (plan->block_table == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: the plan is being destroyed", fn);
@@ -343,10 +381,12 @@ out_unlock:
 /* ---- getters ------------------------------------------------------------------------------ */
 
 acg_event *acg_attn_plan_get_event(const acg_attn_plan *plan) {
+    ACG__CALL_SCOPE;
     return plan_live(plan) ? plan->event : NULL;
 }
 
 acg_status acg_attn_plan_get_views(const acg_attn_plan *plan, acg_attn_plan_views *out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_get_views";
     acg_status st = check_plan(plan, fn);
     if (st != ACG_OK) {
@@ -368,6 +408,7 @@ acg_status acg_attn_plan_get_views(const acg_attn_plan *plan, acg_attn_plan_view
 }
 
 acg_status acg_attn_plan_get_stats(const acg_attn_plan *plan, acg_attn_plan_stats *out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_get_stats";
     acg_status st = check_plan(plan, fn);
     if (st != ACG_OK) {

@@ -24,10 +24,12 @@ typedef struct bucket {
     acg_buffer **outputs; /* (n_outputs) views at this bucket's shape */
     uint32_t next_slot;
     acg_event *slot_free[MAX_SLOTS]; /* after each slot's latest step (made at first lease) */
+    uint64_t ticket[MAX_SLOTS];      /* the lease holding each slot, 0 when free */
     acg_status status;               /* why it was dropped, as a status */
 } bucket;
 
 struct acg_runner {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     acg_recipe recipe;
     acg_stream *stream;
@@ -63,18 +65,23 @@ static acg_graph_mode resolve_mode(acg_graph_mode mode) {
     return acg__env_flag("ACG_REQUIRE_GRAPHS") ? ACG_GRAPHS_REQUIRE : ACG_GRAPHS_ON;
 }
 
-static uint32_t resolve_slots(uint32_t n) {
+/* Slots per bucket: the config's (check_config checks it), else ACG_NUM_SLOTS, else 2. */
+static acg_status resolve_slots(uint32_t n, uint32_t *out) {
+    uint64_t v = n;
     if (n == 0) {
-        const char *v = acg__env_get("ACG_NUM_SLOTS");
-        n = v != NULL && *v != '\0' ? (uint32_t)strtoul(v, NULL, 10) : 2;
+        acg_status st = acg__env_u64("acg_runner_create", "ACG_NUM_SLOTS", 1, MAX_SLOTS, 2, &v);
+        if (st != ACG_OK) {
+            return st;
+        }
     }
-    return n;
+    *out = (uint32_t)v;
+    return ACG_OK;
 }
 
 static void destroy_runner(acg_runner *r);
 
 static acg_status check_runner(const acg_runner *r, const char *fn) {
-    if (!acg__handle_valid(r, ACG__HANDLE_RUNNER)) {
+    if (!acg__handle_use(r, ACG__HANDLE_RUNNER)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live runner", fn,
                           (const void *)r);
     }
@@ -103,6 +110,13 @@ static acg_status bucket_view(const acg_runner *r, acg_buffer *buf, bool input, 
     return acg_buffer_create_view(buf, 0, n == 0 || n > full ? full : n, out);
 }
 
+/* Marks a static buffer as the runner's: acg_buffer_free refuses it. */
+static void own(acg_runner *r, acg_buffer *buf) {
+    if (buf != NULL) {
+        acg__buffer_set_owner(buf, r, "runner");
+    }
+}
+
 /* Allocates the static inputs (per slot) and outputs at the largest shape, and every bucket's
  * views of them. Interned: smaller buckets never allocate, they slice. */
 static acg_status claim_statics(acg_runner *r) {
@@ -112,11 +126,13 @@ static acg_status claim_statics(acg_runner *r) {
         for (uint32_t i = 0; i < rc->n_inputs && st == ACG_OK; i++) {
             size_t n = max_bytes(r, true, i);
             st = acg_buffer_alloc(r->dev, n ? n : 1, &r->inputs[s * rc->n_inputs + i]);
+            own(r, r->inputs[s * rc->n_inputs + i]);
         }
     }
     for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
         size_t n = max_bytes(r, false, i);
         st = acg_buffer_alloc(r->dev, n ? n : 1, &r->outputs[i]);
+        own(r, r->outputs[i]);
     }
     for (uint32_t b = 0; b < r->n_buckets && st == ACG_OK; b++) {
         bucket *bk = &r->buckets[b];
@@ -124,20 +140,22 @@ static acg_status claim_statics(acg_runner *r) {
             for (uint32_t i = 0; i < rc->n_inputs && st == ACG_OK; i++) {
                 uint32_t at = s * rc->n_inputs + i;
                 st = bucket_view(r, r->inputs[at], true, i, &bk->report.key, &bk->inputs[at]);
+                own(r, bk->inputs[at]);
             }
         }
         for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
             st = bucket_view(r, r->outputs[i], false, i, &bk->report.key, &bk->outputs[i]);
+            own(r, bk->outputs[i]);
         }
     }
     r->statics_ready = st == ACG_OK;
     return st;
 }
 
-/* Frees n buffers of an array (NULL arrays and entries are skipped), views before parents. */
-static void free_all(acg_buffer **bufs, uint32_t n) {
+/* Frees n of the runner's buffers (NULL arrays and entries are skipped), views before parents. */
+static void free_all(acg_runner *r, acg_buffer **bufs, uint32_t n) {
     for (uint32_t i = 0; bufs != NULL && i < n; i++) {
-        acg_buffer_free(bufs[i]);
+        acg__buffer_free_owned(bufs[i], r, "acg_runner_destroy");
         bufs[i] = NULL;
     }
 }
@@ -146,11 +164,11 @@ static void free_all(acg_buffer **bufs, uint32_t n) {
 static void release_statics(acg_runner *r) {
     uint32_t n_inputs = r->n_slots * r->recipe.n_inputs;
     for (uint32_t b = 0; r->buckets != NULL && b < r->n_buckets; b++) {
-        free_all(r->buckets[b].inputs, n_inputs);
-        free_all(r->buckets[b].outputs, r->recipe.n_outputs);
+        free_all(r, r->buckets[b].inputs, n_inputs);
+        free_all(r, r->buckets[b].outputs, r->recipe.n_outputs);
     }
-    free_all(r->inputs, n_inputs);
-    free_all(r->outputs, r->recipe.n_outputs);
+    free_all(r, r->inputs, n_inputs);
+    free_all(r, r->outputs, r->recipe.n_outputs);
     r->statics_ready = false;
 }
 
@@ -163,17 +181,52 @@ static acg_step_io step_io(const acg_runner *r, uint32_t b, uint32_t slot) {
     return io;
 }
 
+/* The recipe's callbacks. A failure names the recipe, the callback and the bucket, followed by
+ * the detail the callback set (acg_set_last_error, or a failed acg call's), if it set one: a
+ * detail left over from an earlier failure would mislead. */
+enum { CB_FORWARD, CB_REGION, CB_BETWEEN };
+
+static acg_status call_recipe(const acg_runner *r, int cb, uint32_t part, acg_stream *s,
+                              const acg_step_io *io) {
+    const acg_recipe *rc = &r->recipe;
+    uint64_t serial = acg__error_serial();
+    acg_status st = cb == CB_FORWARD  ? rc->forward(rc->user, s, io)
+                    : cb == CB_REGION ? rc->region(rc->user, part, s, io)
+                                      : rc->between(rc->user, part, s, io);
+    if (st == ACG_OK) {
+        return ACG_OK;
+    }
+    static const char *const names[] = {"forward", "region", "between"};
+    char what[160];
+    if (cb == CB_FORWARD) {
+        snprintf(what, sizeof what, "recipe %s: forward", rc->name);
+    } else {
+        snprintf(what, sizeof what, "recipe %s: %s %u", rc->name, names[cb], part);
+    }
+    const acg_bucket_key *k = io->bucket;
+    if (acg__error_serial() == serial) {
+        return acg__error(st,
+                          "%s for bucket (%s, %llu, batch %u, tokens %u) returned %s and set "
+                          "no detail",
+                          what, k->label, (unsigned long long)k->key_info, k->batch, k->tokens,
+                          acg_status_name(st));
+    }
+    char detail[1024];
+    acg__error_copy(detail, sizeof detail);
+    return acg__error(st, "%s for bucket (%s, %llu, batch %u, tokens %u) failed: %s", what,
+                      k->label, (unsigned long long)k->key_info, k->batch, k->tokens, detail);
+}
+
 static acg_status run_eager(acg_runner *r, uint32_t b, uint32_t slot, acg_stream *s) {
     acg_step_io io = step_io(r, b, slot);
-    const acg_recipe *rc = &r->recipe;
     if (!r->piecewise) {
-        return rc->forward(rc->user, s, &io);
+        return call_recipe(r, CB_FORWARD, 0, s, &io);
     }
     acg_status st = ACG_OK;
-    for (uint32_t p = 0; p < rc->n_regions && st == ACG_OK; p++) {
-        st = rc->region(rc->user, p, s, &io);
-        if (st == ACG_OK && p + 1 < rc->n_regions) {
-            st = rc->between(rc->user, p, s, &io);
+    for (uint32_t p = 0; p < r->recipe.n_regions && st == ACG_OK; p++) {
+        st = call_recipe(r, CB_REGION, p, s, &io);
+        if (st == ACG_OK && p + 1 < r->recipe.n_regions) {
+            st = call_recipe(r, CB_BETWEEN, p, s, &io);
         }
     }
     return st;
@@ -202,14 +255,14 @@ static acg_status capture_part(acg_runner *r, uint32_t b, uint32_t slot, uint32_
         acg_step_io cap = io;
         cap.outputs = scratch_out;
         if (st == ACG_OK) {
-            st = rc->forward(rc->user, s, &cap);
+            st = call_recipe(r, CB_FORWARD, 0, s, &cap);
         }
         for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
             st = acg_copy_d2d(s, io.outputs[i], 0, scratch_out[i], 0,
                               acg_buffer_get_size(io.outputs[i]));
         }
     } else {
-        st = rc->region(rc->user, part, s, &io);
+        st = call_recipe(r, CB_REGION, part, s, &io);
     }
     char why[512];
     snprintf(why, sizeof why, "%s", acg_last_error());
@@ -372,7 +425,7 @@ static acg_status check_config(acg_device *dev, const acg_runner_config *c, acg_
     }
     if (c->stream->dev != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, not %s", fn,
-                          c->stream->dev->spec, dev->spec);
+                          c->stream->dev->name, dev->name);
     }
     if (mode == ACG_GRAPHS_OFF) {
         return ACG_OK;
@@ -484,6 +537,7 @@ static acg_status capture_all(acg_runner *r, const acg_runner_config *c) {
 }
 
 acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, acg_runner **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_create";
     acg_status st = acg__check_device(dev, fn);
     if (st != ACG_OK) {
@@ -493,8 +547,11 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL config or out", fn);
     }
     acg_graph_mode mode = resolve_mode(config->graphs);
-    uint32_t n_slots = resolve_slots(config->n_slots);
-    st = check_config(dev, config, mode, n_slots);
+    uint32_t n_slots = 0;
+    st = resolve_slots(config->n_slots, &n_slots);
+    if (st == ACG_OK) {
+        st = check_config(dev, config, mode, n_slots);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -526,7 +583,7 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
         destroy_runner(r);
         return acg__error(st, "%s", why);
     }
-    if (acg__handle_add(r, ACG__HANDLE_RUNNER) != ACG_OK) {
+    if (acg__handle_add(r, ACG__HANDLE_RUNNER, &r->life) != ACG_OK) {
         destroy_runner(r);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
@@ -562,10 +619,12 @@ static void destroy_runner(acg_runner *r) {
 }
 
 acg_status acg_runner_destroy(acg_runner *r) {
+    ACG__CALL_SCOPE;
     if (r == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_runner(r, "acg_runner_destroy");
+    /* Waits for other threads' calls on the runner (a step) to return. */
+    acg_status st = acg__retire(r, ACG__HANDLE_RUNNER, "acg_runner_destroy", "runner");
     if (st != ACG_OK) {
         return st;
     }
@@ -578,6 +637,7 @@ acg_status acg_runner_destroy(acg_runner *r) {
 
 acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t key_info,
                              uint32_t batch, uint32_t tokens, uint32_t *out) {
+    ACG__CALL_SCOPE;
     acg_status st = check_runner(r, "acg_runner_select");
     if (st != ACG_OK) {
         return st;
@@ -607,7 +667,29 @@ acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t ke
     return ACG_OK;
 }
 
+/* Whether lease is one this runner handed out and that is still held (release: end it). */
+static acg_status check_lease(acg_runner *r, const acg_lease *lease, const char *fn, bool release) {
+    if (lease == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: lease is NULL", fn);
+    }
+    pthread_mutex_lock(&r->lock);
+    bool held = lease->ticket != 0 && lease->bucket < r->n_buckets && lease->slot < r->n_slots &&
+                r->buckets[lease->bucket].ticket[lease->slot] == lease->ticket;
+    if (held && release) {
+        r->buckets[lease->bucket].ticket[lease->slot] = 0;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!held) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the lease is not held: it was released, or another runner (or "
+                          "none) handed it out",
+                          fn);
+    }
+    return ACG_OK;
+}
+
 acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_lease";
     acg_status st0 = check_runner(r, fn);
     if (st0 != ACG_OK) {
@@ -626,37 +708,52 @@ acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
             st = acg_event_create(r->dev, &bk->slot_free[s]);
         }
     }
+    /* The next slot in rotation that no lease holds. */
+    uint32_t slot = bk->next_slot;
+    for (uint32_t tries = 0; st == ACG_OK && bk->ticket[slot] != 0; tries++) {
+        if (tries + 1 == r->n_slots) {
+            st = acg__error(ACG_ERR_IN_USE,
+                            "%s: every slot (%u) of bucket %u (%s) is leased; release a lease "
+                            "first",
+                            fn, r->n_slots, b, bk->label);
+        }
+        slot = (slot + 1) % r->n_slots;
+    }
     if (st == ACG_OK) {
-        out->slot_free = bk->slot_free[bk->next_slot];
+        /* Process-wide tickets, so a lease of another runner never matches. */
+        static _Atomic uint64_t tickets;
+        bk->ticket[slot] = atomic_fetch_add(&tickets, 1) + 1;
+        out->ticket = bk->ticket[slot];
+        out->slot_free = bk->slot_free[slot];
         out->bucket = b;
-        out->slot = bk->next_slot;
+        out->slot = slot;
         out->graphed = bk->report.state == ACG_BUCKET_CAPTURED;
-        out->io = step_io(r, b, out->slot);
-        bk->next_slot = (bk->next_slot + 1) % r->n_slots;
+        out->io = step_io(r, b, slot);
+        bk->next_slot = (slot + 1) % r->n_slots;
     }
     pthread_mutex_unlock(&r->lock);
     return st;
 }
 
 acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *stream) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_run";
     acg_status st0 = check_runner(r, fn);
     if (st0 != ACG_OK) {
         return st0;
     }
-    if (lease == NULL || lease->bucket >= r->n_buckets || lease->slot >= r->n_slots) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: not a lease of this runner", fn);
+    acg_status st = check_lease(r, lease, fn, false);
+    if (st != ACG_OK) {
+        return st;
     }
-    acg_status st = ACG_OK;
     if (!lease->graphed) {
         st = run_eager(r, lease->bucket, lease->slot, stream);
     } else {
-        const acg_recipe *rc = &r->recipe;
         acg_graph **graphs = &r->buckets[lease->bucket].graphs[lease->slot * r->n_parts];
         for (uint32_t p = 0; p < r->n_parts && st == ACG_OK; p++) {
             st = acg_graph_launch(graphs[p], stream);
             if (st == ACG_OK && r->piecewise && p + 1 < r->n_parts) {
-                st = rc->between(rc->user, p, stream, &lease->io);
+                st = call_recipe(r, CB_BETWEEN, p, stream, &lease->io);
             }
         }
     }
@@ -667,18 +764,20 @@ acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *str
 }
 
 acg_status acg_runner_release(acg_runner *r, acg_lease *lease) {
-    acg_status st0 = check_runner(r, "acg_runner_release");
-    if (st0 != ACG_OK) {
-        return st0;
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_runner_release";
+    acg_status st = check_runner(r, fn);
+    if (st == ACG_OK) {
+        st = check_lease(r, lease, fn, true);
     }
-    if (lease == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_release: NULL lease");
+    if (st == ACG_OK) {
+        memset(lease, 0, sizeof *lease);
     }
-    memset(lease, 0, sizeof *lease);
-    return ACG_OK;
+    return st;
 }
 
 acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_report *out) {
+    ACG__CALL_SCOPE;
     acg_status st0 = check_runner(r, "acg_runner_get_report");
     if (st0 != ACG_OK) {
         return st0;
@@ -691,10 +790,12 @@ acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_rep
 }
 
 uint32_t acg_runner_get_bucket_count(const acg_runner *r) {
+    ACG__CALL_SCOPE;
     return check_runner(r, "acg_runner_get_bucket_count") == ACG_OK ? r->n_buckets : 0;
 }
 
 acg_status acg_runner_get_pool_bytes(const acg_runner *r, size_t *out) {
+    ACG__CALL_SCOPE;
     acg_status st0 = check_runner(r, "acg_runner_get_pool_bytes");
     if (st0 != ACG_OK) {
         return st0;

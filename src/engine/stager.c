@@ -29,6 +29,7 @@ typedef struct mirror_entry {
 } mirror_entry;
 
 struct acg_stager {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     pthread_mutex_t lock; /* guards everything below; held across waits and copies */
     bool mirror;
@@ -47,7 +48,7 @@ acg_status acg__rethrow(acg_status st, const char *fn) {
     return acg__error(st, "%s: %s", fn, detail);
 }
 
-static bool stager_live(const acg_stager *sg) { return acg__handle_valid(sg, ACG__HANDLE_STAGER); }
+static bool stager_live(const acg_stager *sg) { return acg__handle_use(sg, ACG__HANDLE_STAGER); }
 
 static acg_status check_stager(const acg_stager *sg, const char *fn) {
     if (!stager_live(sg)) {
@@ -98,6 +99,7 @@ static void mirror_clear(acg_stager *sg) {
 }
 
 acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config, acg_stager **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_create";
     const acg_stager_config defaults = ACG_STAGER_CONFIG_INIT;
     const acg_stager_config *cfg = config != NULL ? config : &defaults;
@@ -144,7 +146,7 @@ acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config, a
             goto out_release_ring;
         }
     }
-    if (acg__handle_add(sg, ACG__HANDLE_STAGER) != ACG_OK) {
+    if (acg__handle_add(sg, ACG__HANDLE_STAGER, &sg->life) != ACG_OK) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_release_ring;
     }
@@ -162,6 +164,7 @@ out_free_stager:
 }
 
 acg_status acg_stager_destroy(acg_stager *stager) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_destroy";
     if (stager == NULL) {
         return ACG_OK;
@@ -171,6 +174,10 @@ acg_status acg_stager_destroy(acg_stager *stager) {
         /* Freeing pinned memory would invalidate the capture: refuse with nothing touched. */
         st = acg__device_check_not_capturing(stager->dev, fn);
     }
+    if (st == ACG_OK) {
+        /* Waits for other threads' calls on the stager (an upload) to return. */
+        st = acg__retire(stager, ACG__HANDLE_STAGER, fn, "stager");
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -178,6 +185,7 @@ acg_status acg_stager_destroy(acg_stager *stager) {
     st = ring_release(stager);
     pthread_mutex_unlock(&stager->lock);
     if (st != ACG_OK) {
+        acg__handle_restore(stager);
         return acg__rethrow(st, fn); /* what is left stays usable for another try */
     }
     mirror_clear(stager);
@@ -341,23 +349,20 @@ static acg_status check_upload(const acg_stager *sg, acg_stream *stream, const a
                           : values == NULL && n ? "values is NULL"
                                                 : "pad is NULL with padded_n > n");
     }
-    acg_device *dd = acg_buffer_get_device(dst);
-    if (dd == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dst %p is not a live buffer", fn,
-                          (const void *)dst);
+    /* The checks hold dst and the stream until the calling function returns. */
+    if ((st = acg__check_buffer(dst, NULL, fn, "dst")) != ACG_OK) {
+        return st;
     }
-    if (dd != sg->dev) {
+    if (dst->dev != sg->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: dst belongs to %s, the stager to %s", fn,
-                          acg_device_get_spec(dd), acg_device_get_spec(sg->dev));
+                          dst->dev->name, sg->dev->name);
     }
-    acg_device *sd = acg_stream_get_device(stream);
-    if (sd == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
-                          (const void *)stream);
+    if ((st = acg__check_stream(stream, fn)) != ACG_OK) {
+        return st;
     }
-    if (sd != sg->dev) {
+    if (stream->dev != sg->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, the stager to %s",
-                          fn, acg_device_get_spec(sd), acg_device_get_spec(sg->dev));
+                          fn, stream->dev->name, sg->dev->name);
     }
     size_t size = acg_buffer_get_size(dst);
     if (padded_n > SIZE_MAX / elem_size || dst_offset > size ||
@@ -460,11 +465,13 @@ out_unlock:
 acg_status acg_stager_upload(acg_stager *stager, acg_stream *stream, acg_buffer *dst,
                              size_t dst_offset, const void *values, size_t n, size_t elem_size,
                              const void *pad, size_t padded_n) {
+    ACG__CALL_SCOPE;
     return acg__stager_upload(stager, stream, dst, dst_offset, values, n, elem_size, pad, padded_n,
                               true);
 }
 
 acg_status acg_stager_invalidate(acg_stager *stager, const acg_buffer *dst) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_invalidate";
     acg_status st = check_stager(stager, fn);
     if (st != ACG_OK) {
@@ -480,6 +487,7 @@ acg_status acg_stager_invalidate(acg_stager *stager, const acg_buffer *dst) {
 }
 
 acg_status acg_stager_get_stats(const acg_stager *stager, acg_stager_stats *out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_get_stats";
     acg_status st = check_stager(stager, fn);
     if (st != ACG_OK) {

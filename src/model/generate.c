@@ -34,7 +34,7 @@ static double now_ms(void) {
 }
 
 static acg_status check_model(const acg_model *m, const char *fn) {
-    return acg__handle_valid(m, ACG__HANDLE_MODEL)
+    return acg__handle_use(m, ACG__HANDLE_MODEL)
                ? ACG_OK
                : acg__error(ACG_ERR_INVALID_HANDLE, "%s: not a live model", fn);
 }
@@ -69,6 +69,7 @@ static uint32_t pages_for(const acg_model *m, uint32_t tokens) {
 }
 
 acg_status acg_model_submit(acg_model *m, const acg_request *q, uint64_t *id) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_submit";
     acg_status st = check_model(m, fn);
     if (st != ACG_OK) {
@@ -262,6 +263,7 @@ static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__reque
 }
 
 acg_status acg_model_step(acg_model *m, acg_step_report *report) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_step";
     acg_status st = check_model(m, fn);
     if (st != ACG_OK) {
@@ -347,6 +349,7 @@ out:
 }
 
 acg_status acg_model_run_all(acg_model *m) {
+    ACG__CALL_SCOPE;
     acg_status st = check_model(m, "acg_model_run_all");
     while (st == ACG_OK) {
         acg_step_report rep;
@@ -361,6 +364,7 @@ acg_status acg_model_run_all(acg_model *m) {
 /* ---- requests ------------------------------------------------------------------------------ */
 
 acg_status acg_model_get_request(const acg_model *m, uint64_t id, acg_request_status *out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_get_request";
     acg_status st = check_model(m, fn);
     if (st != ACG_OK) {
@@ -382,6 +386,7 @@ acg_status acg_model_get_request(const acg_model *m, uint64_t id, acg_request_st
 }
 
 acg_status acg_model_release_request(acg_model *m, uint64_t id) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_release_request";
     acg_status st = check_model(m, fn);
     if (st != ACG_OK) {

@@ -36,8 +36,9 @@ acg_status acg__tokenizer_parse(const void *data, size_t size, int32_t vocab_siz
                                 const char *name, acg_tokenizer **out);
 
 /* Maps path read-only: ACG_ERR_NOT_FOUND for a missing file, ACG_ERR_INVALID_ARGUMENT for
- * one that cannot be opened or mapped or is not a regular file. An empty file gives
- * *data NULL and *size 0 (nothing to unmap). */
+ * one that cannot be opened or mapped or is not a regular file (a FIFO or a device is refused
+ * at once: the open does not block). An empty file gives *data NULL and *size 0 (nothing to
+ * unmap). Every file loader goes through it. */
 acg_status acg__file_map(const char *path, const char *fn, const void **data, size_t *size);
 void acg__file_unmap(const void *data, size_t size);
 
@@ -70,6 +71,7 @@ typedef struct acg__model_device_weights {
 typedef struct acg__request acg__request;
 
 struct acg_model {
+    acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     acg_model_config config;
     acg_model_options options;

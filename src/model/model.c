@@ -16,6 +16,7 @@
 static acg_status upload(acg_model *m, const float *src, size_t floats, acg_buffer **out) {
     acg_status st = acg_buffer_alloc(m->dev, floats * sizeof(float), out);
     if (st == ACG_OK) {
+        acg__buffer_set_owner(*out, m, "model"); /* acg_buffer_free refuses it */
         st = acg_copy_h2d(m->stream, *out, 0, src, floats * sizeof(float));
     }
     return st;
@@ -87,16 +88,17 @@ static acg_status build_weights(acg_model *m, const acg_model_tensors *t) {
     return st;
 }
 
-static void free_weights(acg__model_device_weights *w) {
+static void free_weights(acg_model *m) {
+    acg__model_device_weights *w = &m->w;
     if (w->classifier != w->token_embedding) {
-        acg_buffer_free(w->classifier);
+        acg__buffer_free_owned(w->classifier, m, "acg_model_destroy");
     }
     acg_buffer *all[] = {w->token_embedding, w->rms_att, w->wq,        w->wk,
                          w->wv,              w->wo,      w->rms_ffn,   w->w1,
                          w->w2,              w->w3,      w->rms_final, w->rope_cos,
                          w->rope_sin};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        acg_buffer_free(all[i]);
+        acg__buffer_free_owned(all[i], m, "acg_model_destroy");
     }
     memset(w, 0, sizeof *w);
 }
@@ -226,6 +228,9 @@ static acg_status build_engine(acg_model *m) {
         st = acg_buffer_alloc(m->dev, state_bytes, &m->states);
     }
     if (st == ACG_OK) {
+        acg__buffer_set_owner(m->states, m, "model");
+    }
+    if (st == ACG_OK) {
         st = acg_fill(m->stream, m->states, 0, state_bytes, 0, 4);
     }
     if (st == ACG_OK) {
@@ -280,14 +285,14 @@ static void free_model(acg_model *m) {
     }
     acg_stager_destroy(m->stager);
     acg_kv_cache_destroy(m->kv);
-    acg_buffer_free(m->states);
+    acg__buffer_free_owned(m->states, m, "acg_model_destroy");
     acg_pinned_free(m->step_result);
     acg__free(m->seats);
     acg__free(m->step_req);
     acg__free(m->step_rows);
     acg__free(m->step_ids);
     acg__free(m->step_seats);
-    free_weights(&m->w);
+    free_weights(m);
     acg_stream_destroy(m->stream);
     acg__handle_remove(m);
     acg__free(m);
@@ -295,6 +300,7 @@ static void free_model(acg_model *m) {
 
 acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
                             const acg_model_options *options, acg_model **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_create";
     const acg_model_config *c = acg_model_weights_get_config(weights);
     if (dev == NULL || c == NULL) {
@@ -327,7 +333,7 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     m->head_size = (uint32_t)(c->dim / c->n_heads);
     m->kv_dim = (uint32_t)c->n_kv_heads * m->head_size;
     m->next_id = 1;
-    st = acg__handle_add(m, ACG__HANDLE_MODEL);
+    st = acg__handle_add(m, ACG__HANDLE_MODEL, &m->life);
     if (st != ACG_OK) {
         acg__free(m);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -360,18 +366,22 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
 }
 
 acg_status acg_model_destroy(acg_model *m) {
+    ACG__CALL_SCOPE;
     if (m == NULL) {
         return ACG_OK;
     }
-    if (!acg__handle_valid(m, ACG__HANDLE_MODEL)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_model_destroy: not a live model");
+    /* Waits for other threads' calls on the model (a step) to return. */
+    acg_status st = acg__retire(m, ACG__HANDLE_MODEL, "acg_model_destroy", "model");
+    if (st != ACG_OK) {
+        return st;
     }
     free_model(m);
     return ACG_OK;
 }
 
 acg_status acg_model_get_stats(const acg_model *m, acg_model_stats *out) {
-    if (!acg__handle_valid(m, ACG__HANDLE_MODEL)) {
+    ACG__CALL_SCOPE;
+    if (!acg__handle_use(m, ACG__HANDLE_MODEL)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "acg_model_get_stats: not a live model");
     }
     if (out == NULL) {
@@ -382,9 +392,11 @@ acg_status acg_model_get_stats(const acg_model *m, acg_model_stats *out) {
 }
 
 acg_runner *acg_model_get_runner(const acg_model *m) {
-    return acg__handle_valid(m, ACG__HANDLE_MODEL) ? m->runner : NULL;
+    ACG__CALL_SCOPE;
+    return acg__handle_use(m, ACG__HANDLE_MODEL) ? m->runner : NULL;
 }
 
 acg_stream *acg_model_get_stream(const acg_model *m) {
-    return acg__handle_valid(m, ACG__HANDLE_MODEL) ? m->stream : NULL;
+    ACG__CALL_SCOPE;
+    return acg__handle_use(m, ACG__HANDLE_MODEL) ? m->stream : NULL;
 }

@@ -47,6 +47,7 @@ static acg_status preset_lookup(const char *name, const char *fn, const preset *
 }
 
 acg_status acg_model_preset_get_config(const char *name, acg_model_config *out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_preset_get_config";
     const preset *p = NULL;
     acg_status st = preset_lookup(name, fn, &p);
@@ -98,6 +99,7 @@ static float matrix_scale(int64_t cols) {
 
 acg_status acg_model_weights_create_random(const acg_model_config *config, uint64_t seed,
                                            acg_model_weights **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_weights_create_random";
     if (config == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
@@ -165,6 +167,7 @@ out_free_image:
 }
 
 acg_status acg_model_preset_load(const char *name, uint64_t seed, acg_model_weights **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_preset_load";
     const preset *p = NULL;
     acg_status st = preset_lookup(name, fn, &p);
@@ -274,6 +277,7 @@ static void generate_pieces(piece_set *ps) {
 }
 
 acg_status acg_tokenizer_preset(int32_t vocab_size, acg_tokenizer **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_tokenizer_preset";
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);

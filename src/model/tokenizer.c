@@ -3,7 +3,8 @@
  * A tokenizer holds every piece once, NUL-terminated, in one text arena, with its score, and
  * an index of the pieces sorted by their bytes for lookups by binary search. Encoding starts
  * from one token per UTF-8 character (byte tokens for characters the vocabulary lacks) and
- * merges the best-scoring adjacent pair until no pair joins into a piece of the vocabulary.
+ * merges the best-scoring adjacent pair until no pair joins into a piece of the vocabulary,
+ * taking the pairs from a heap so that a long text costs O(n log n), not O(n^2).
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@ typedef struct piece_ref {
 } piece_ref;
 
 struct acg_tokenizer {
+    acg__life life; /* calls using it (handle.c) */
     int32_t vocab_size;
     int32_t max_token_length; /* the longest piece */
     int32_t file_max_length;  /* the file's max_token_length, written back by save */
@@ -30,7 +32,7 @@ struct acg_tokenizer {
 };
 
 static bool tokenizer_live(const acg_tokenizer *t) {
-    return acg__handle_valid(t, ACG__HANDLE_TOKENIZER);
+    return acg__handle_use(t, ACG__HANDLE_TOKENIZER);
 }
 
 static size_t piece_length(const acg_tokenizer *t, int32_t id) {
@@ -164,7 +166,7 @@ acg_status acg__tokenizer_parse(const void *data, size_t size, int32_t vocab_siz
     t->max_token_length = actual_max;
     t->file_max_length = max_len;
     t->vocab_size = vocab_size;
-    if (acg__handle_add(t, ACG__HANDLE_TOKENIZER) != ACG_OK) {
+    if (acg__handle_add(t, ACG__HANDLE_TOKENIZER, &t->life) != ACG_OK) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_destroy;
     }
@@ -178,6 +180,7 @@ out_destroy:
 /* ---- load, save, free --------------------------------------------------------------------- */
 
 acg_status acg_tokenizer_load(const char *path, int32_t vocab_size, acg_tokenizer **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_tokenizer_load";
     if (path == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
@@ -199,6 +202,7 @@ acg_status acg_tokenizer_load(const char *path, int32_t vocab_size, acg_tokenize
 }
 
 acg_status acg_tokenizer_save(const acg_tokenizer *t, const char *path) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_tokenizer_save";
     if (!tokenizer_live(t)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live tokenizer", fn,
@@ -231,18 +235,21 @@ acg_status acg_tokenizer_save(const acg_tokenizer *t, const char *path) {
 }
 
 acg_status acg_tokenizer_free(acg_tokenizer *t) {
+    ACG__CALL_SCOPE;
     if (t == NULL) {
         return ACG_OK;
     }
-    if (!tokenizer_live(t)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "acg_tokenizer_free: %p is not a live tokenizer",
-                          (void *)t);
+    /* Waits for other threads' calls on the tokenizer (an encode) to return. */
+    acg_status st = acg__retire(t, ACG__HANDLE_TOKENIZER, "acg_tokenizer_free", "tokenizer");
+    if (st != ACG_OK) {
+        return st;
     }
     tokenizer_destroy(t);
     return ACG_OK;
 }
 
 int32_t acg_tokenizer_get_vocab_size(const acg_tokenizer *t) {
+    ACG__CALL_SCOPE;
     return tokenizer_live(t) ? t->vocab_size : 0;
 }
 
@@ -269,6 +276,7 @@ static int32_t lookup(const acg_tokenizer *t, const char *s, size_t length) {
 }
 
 int32_t acg_tokenizer_find(const acg_tokenizer *t, const char *piece, size_t length) {
+    ACG__CALL_SCOPE;
     if (!tokenizer_live(t) || (piece == NULL && length > 0)) {
         return -1;
     }
@@ -281,40 +289,135 @@ static int32_t byte_token(const acg_tokenizer *t, unsigned char b) {
     return id < t->vocab_size ? id : ACG_TOKEN_UNK;
 }
 
-/* Merges, in tok[0..*n), the adjacent pair whose joined piece scores highest, while any pair
- * joins into a piece. join holds 2 * max_token_length bytes. */
-static void merge_pairs(const acg_tokenizer *t, int32_t *tok, size_t *n, char *join) {
-    size_t count = *n;
+/* ---- merging ------------------------------------------------------------------------------ */
+
+/* Merging is llama2.c's: while any adjacent pair joins into a piece, merge the pair whose piece
+ * scores highest, the leftmost on a tie. Rescanning every pair after each merge is quadratic in
+ * the text, so the symbols form a linked list and the pairs that join wait in a binary heap
+ * ordered as that scan chooses; a merge queues only the two pairs it creates. A queued pair goes
+ * stale once either symbol merges elsewhere: it keeps the tokens both had, and is skipped when
+ * they no longer match. */
+
+#define NO_SYMBOL SIZE_MAX
+
+/* Two adjacent symbols whose pieces join into piece id. */
+typedef struct merge_pair {
+    float score; /* id's */
+    int32_t id;
+    int32_t left_id, right_id; /* the symbols' tokens when the pair was queued */
+    size_t left, right;        /* the symbols */
+} merge_pair;
+
+/* A symbol keeps the index of its first character while it grows, so index order is text
+ * order. tok[i] is -1 once symbol i has merged into its left neighbour. */
+typedef struct merge_state {
+    const acg_tokenizer *t;
+    int32_t *tok;     /* (count) each symbol's token */
+    size_t *next;     /* (count) the next live symbol, or NO_SYMBOL */
+    size_t *prev;     /* (count) the previous live symbol, or NO_SYMBOL */
+    merge_pair *heap; /* (2 * count) a binary heap: count - 1 pairs at first, and a merge pops
+                         one and queues at most two, so it never holds 2 * count */
+    size_t heap_n;
+    char *join; /* (2 * max_token_length) */
+} merge_state;
+
+/* Bytes of work memory per symbol. */
+#define MERGE_BYTES_PER_SYMBOL (sizeof(int32_t) + 2 * sizeof(size_t) + 2 * sizeof(merge_pair))
+
+/* Whether a merges before b: the higher score, then the leftmost (the scan keeps the first of
+ * equal scores). */
+static bool pair_before(const merge_pair *a, const merge_pair *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static void heap_push(merge_state *m, merge_pair p) {
+    size_t i = m->heap_n++;
+    while (i > 0 && pair_before(&p, &m->heap[(i - 1) / 2])) {
+        m->heap[i] = m->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    m->heap[i] = p;
+}
+
+static merge_pair heap_pop(merge_state *m) {
+    merge_pair top = m->heap[0], last = m->heap[--m->heap_n];
+    size_t i = 0;
     for (;;) {
-        size_t best_at = 0;
-        int32_t best_id = -1;
-        float best_score = 0.0f;
-        for (size_t i = 0; i + 1 < count; i++) {
-            size_t la = piece_length(t, tok[i]), lb = piece_length(t, tok[i + 1]);
-            if (la + lb > (size_t)t->max_token_length) {
-                continue;
-            }
-            memcpy(join, t->text + t->offsets[tok[i]], la);
-            memcpy(join + la, t->text + t->offsets[tok[i + 1]], lb);
-            int32_t id = lookup(t, join, la + lb);
-            if (id >= 0 && (best_id < 0 || t->scores[id] > best_score)) {
-                best_at = i;
-                best_id = id;
-                best_score = t->scores[id];
-            }
-        }
-        if (best_id < 0) {
+        size_t child = 2 * i + 1;
+        if (child >= m->heap_n) {
             break;
         }
-        tok[best_at] = best_id;
-        memmove(&tok[best_at + 1], &tok[best_at + 2], (count - best_at - 2) * sizeof *tok);
-        count--;
+        if (child + 1 < m->heap_n && pair_before(&m->heap[child + 1], &m->heap[child])) {
+            child++;
+        }
+        if (!pair_before(&m->heap[child], &last)) {
+            break;
+        }
+        m->heap[i] = m->heap[child];
+        i = child;
     }
-    *n = count;
+    m->heap[i] = last;
+    return top;
 }
+
+/* Queues the adjacent symbols left and right when their pieces join into a piece. */
+static void queue_pair(merge_state *m, size_t left, size_t right) {
+    const acg_tokenizer *t = m->t;
+    int32_t a = m->tok[left], b = m->tok[right];
+    size_t la = piece_length(t, a), lb = piece_length(t, b);
+    if (la + lb > (size_t)t->max_token_length) {
+        return;
+    }
+    memcpy(m->join, t->text + t->offsets[a], la);
+    memcpy(m->join + la, t->text + t->offsets[b], lb);
+    int32_t id = lookup(t, m->join, la + lb);
+    if (id >= 0) {
+        heap_push(m, (merge_pair){t->scores[id], id, a, b, left, right});
+    }
+}
+
+/* Merges the count symbols of m->tok and leaves the result at its start; gives its length. */
+static size_t merge_pairs(merge_state *m, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        m->prev[i] = i > 0 ? i - 1 : NO_SYMBOL;
+        m->next[i] = i + 1 < count ? i + 1 : NO_SYMBOL;
+    }
+    for (size_t i = 0; i + 1 < count; i++) {
+        queue_pair(m, i, i + 1);
+    }
+    while (m->heap_n > 0) {
+        merge_pair p = heap_pop(m);
+        /* A merge makes a symbol's piece longer, so its token never comes back: equal tokens
+         * mean neither symbol has merged since the pair was queued. */
+        if (m->tok[p.left] != p.left_id || m->next[p.left] != p.right ||
+            m->tok[p.right] != p.right_id) {
+            continue;
+        }
+        size_t after = m->next[p.right];
+        m->tok[p.left] = p.id;
+        m->tok[p.right] = -1;
+        m->next[p.left] = after;
+        if (after != NO_SYMBOL) {
+            m->prev[after] = p.left;
+            queue_pair(m, p.left, after);
+        }
+        if (m->prev[p.left] != NO_SYMBOL) {
+            queue_pair(m, m->prev[p.left], p.left);
+        }
+    }
+    /* Symbol 0 never merges into a left neighbour: the list starts there. */
+    size_t n = 0;
+    for (size_t i = 0; count > 0 && i != NO_SYMBOL; i = m->next[i]) {
+        m->tok[n++] = m->tok[i];
+    }
+    return n;
+}
+
+/* ---- encode ------------------------------------------------------------------------------- */
 
 acg_status acg_tokenizer_encode(const acg_tokenizer *t, const char *text, bool bos, bool eos,
                                 int32_t *ids, size_t cap, size_t *n) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_tokenizer_encode";
     if (!tokenizer_live(t)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live tokenizer", fn,
@@ -327,18 +430,27 @@ acg_status acg_tokenizer_encode(const acg_tokenizer *t, const char *text, bool b
                                        : "ids (with cap > 0)");
     }
     size_t len = strlen(text);
-    if (len > SIZE_MAX / sizeof(int32_t) - 3) {
+    if (len > SIZE_MAX / MERGE_BYTES_PER_SYMBOL - 3) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: text of %zu bytes is too long", fn, len);
     }
+    /* A lower bound on the tokens: the pieces spell at least the dummy prefix and the text (a
+     * byte token's piece, "<0x41>", is longer than its byte) and none is longer than
+     * max_token_length. When even that many exceed cap, the work, which grows with the text, is
+     * skipped. */
+    size_t max_length = (size_t)t->max_token_length;
+    size_t least =
+        (bos ? 1u : 0u) + (eos ? 1u : 0u) + (len > 0 ? (len + max_length) / max_length : 0);
+    if (least > cap) {
+        return acg__error(ACG_ERR_EXHAUSTED,
+                          "%s: the text encodes to at least %zu tokens (%zu bytes, pieces of at "
+                          "most %zu), cap is %zu",
+                          fn, least, len, max_length, cap);
+    }
     acg_status st = ACG_OK;
+    merge_state m = {.t = t};
     int32_t *tok = acg__alloc((len + 3) * sizeof *tok);
     if (tok == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu tokens", fn, len + 3);
-    }
-    char *join = acg__alloc(2 * (size_t)t->max_token_length);
-    if (join == NULL) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-        goto out_free_tok;
     }
     size_t count = 0;
     if (bos) {
@@ -364,24 +476,36 @@ acg_status acg_tokenizer_encode(const acg_tokenizer *t, const char *text, bool b
             }
         }
     }
-    size_t merged = count - first;
-    merge_pairs(t, tok + first, &merged, join);
-    count = first + merged;
+    size_t symbols = count - first;
+    if (symbols > 1) {
+        m.join = acg__alloc(2 * max_length);
+        m.heap = acg__calloc(2 * symbols, sizeof *m.heap);
+        m.next = acg__calloc(symbols, sizeof *m.next);
+        m.prev = acg__calloc(symbols, sizeof *m.prev);
+        if (m.join == NULL || m.heap == NULL || m.next == NULL || m.prev == NULL) {
+            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu tokens", fn, symbols);
+            goto out_free;
+        }
+        m.tok = tok + first;
+        count = first + merge_pairs(&m, symbols);
+    }
     if (eos) {
         tok[count++] = ACG_TOKEN_EOS;
     }
     if (count > cap) {
         st = acg__error(ACG_ERR_EXHAUSTED, "%s: the text encodes to %zu tokens, cap is %zu", fn,
                         count, cap);
-        goto out_free_join;
+        goto out_free;
     }
     if (count > 0) {
         memcpy(ids, tok, count * sizeof *tok);
     }
     *n = count;
-out_free_join:
-    acg__free(join);
-out_free_tok:
+out_free:
+    acg__free(m.prev);
+    acg__free(m.next);
+    acg__free(m.heap);
+    acg__free(m.join);
     acg__free(tok);
     return st;
 }
@@ -400,6 +524,7 @@ static int hex_value(char c) {
 }
 
 const char *acg_tokenizer_decode(const acg_tokenizer *t, int32_t prev_token, int32_t token) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_tokenizer_decode";
     if (!tokenizer_live(t)) {
         acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live tokenizer", fn, (const void *)t);

@@ -17,6 +17,7 @@
 #include "model/model-impl.h"
 
 struct acg_model_weights {
+    acg__life life; /* calls using it (handle.c) */
     acg_model_config config;
     acg_model_tensors tensors;
     const void *image; /* (image_size) the checkpoint's bytes, header included */
@@ -27,7 +28,9 @@ struct acg_model_weights {
 /* ---- files -------------------------------------------------------------------------------- */
 
 acg_status acg__file_map(const char *path, const char *fn, const void **data, size_t *size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Without O_NONBLOCK, opening a FIFO waits for a writer, before the regular-file check below
+     * could refuse it; the flag is cleared once the file is known to be regular. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         return acg__error(e == ENOENT ? ACG_ERR_NOT_FOUND : ACG_ERR_INVALID_ARGUMENT,
@@ -42,6 +45,12 @@ acg_status acg__file_map(const char *path, const char *fn, const void **data, si
     }
     if (!S_ISREG(sb.st_mode)) {
         st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: '%s': not a regular file", fn, path);
+        goto out_close;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: '%s': cannot clear O_NONBLOCK: %s", fn, path,
+                        strerror(errno));
         goto out_close;
     }
     if (sb.st_size == 0) {
@@ -332,7 +341,7 @@ acg_status acg__model_weights_parse(const void *data, size_t size, const char *f
 /* ---- weights objects ---------------------------------------------------------------------- */
 
 static bool weights_live(const acg_model_weights *w) {
-    return acg__handle_valid(w, ACG__HANDLE_WEIGHTS);
+    return acg__handle_use(w, ACG__HANDLE_WEIGHTS);
 }
 
 /* A weights object around image; on failure nothing is taken. */
@@ -348,7 +357,7 @@ static acg_status weights_wrap(const void *image, size_t size, bool mapped, cons
     if (w == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    if (acg__handle_add(w, ACG__HANDLE_WEIGHTS) != ACG_OK) {
+    if (acg__handle_add(w, ACG__HANDLE_WEIGHTS, &w->life) != ACG_OK) {
         acg__free(w);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
@@ -367,6 +376,7 @@ acg_status acg__model_weights_adopt(void *image, size_t size, const char *fn, co
 }
 
 acg_status acg_model_weights_load(const char *path, acg_model_weights **out) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_weights_load";
     if (path == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
@@ -389,6 +399,7 @@ out_unmap:
 }
 
 acg_status acg_model_weights_save(const acg_model_weights *w, const char *path) {
+    ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_weights_save";
     if (!weights_live(w)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live weights object", fn,
@@ -403,12 +414,14 @@ acg_status acg_model_weights_save(const acg_model_weights *w, const char *path) 
 }
 
 acg_status acg_model_weights_free(acg_model_weights *w) {
+    ACG__CALL_SCOPE;
     if (w == NULL) {
         return ACG_OK;
     }
-    if (!weights_live(w)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE,
-                          "acg_model_weights_free: %p is not a live weights object", (void *)w);
+    /* Waits for other threads' calls on the weights (a model creation) to return. */
+    acg_status st = acg__retire(w, ACG__HANDLE_WEIGHTS, "acg_model_weights_free", "weights object");
+    if (st != ACG_OK) {
+        return st;
     }
     if (w->mapped) {
         acg__file_unmap(w->image, w->image_size);
@@ -421,9 +434,11 @@ acg_status acg_model_weights_free(acg_model_weights *w) {
 }
 
 const acg_model_config *acg_model_weights_get_config(const acg_model_weights *w) {
+    ACG__CALL_SCOPE;
     return weights_live(w) ? &w->config : NULL;
 }
 
 const acg_model_tensors *acg_model_weights_get_tensors(const acg_model_weights *w) {
+    ACG__CALL_SCOPE;
     return weights_live(w) ? &w->tensors : NULL;
 }
