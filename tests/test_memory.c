@@ -1,6 +1,7 @@
 /* test_memory.c — device buffers, views, pinned memory, copies and fills. */
 #include "common.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -452,6 +453,64 @@ static void test_memory_stats(void **state) {
     TC_EXPECT(ERR_INVALID_HANDLE, acg_device_reset_peak_memory(NULL));
 }
 
+/* The counting allocator, except that it refuses what no machine has, as posix_memalign does:
+ * under a sanitizer the system allocator aborts on such a request instead of returning NULL. */
+#define HUGE_BYTES ((size_t)1 << 62)
+static void *no_huge_alloc(void *user, void *ptr, size_t size, size_t align) {
+    if (ptr == NULL && size >= HUGE_BYTES / 2) {
+        return NULL;
+    }
+    return tc_alloc_fn(user, ptr, size, align);
+}
+
+/* An allocation larger than the device can provide is ACG_ERR_OUT_OF_MEMORY on every backend,
+ * never a bad argument, and its detail names the call and the size (on opencl the vendor's
+ * limit or call too), not just the status's text. Nothing is allocated or accounted. */
+static void test_huge_alloc(void **state) {
+    (void)state;
+    TC_OK(acg_set_allocator(no_huge_alloc, NULL));
+    acg_device *dev = tc_open();
+    const char *oom = acg_status_string(ACG_ERR_OUT_OF_MEMORY);
+    static const size_t sizes[] = {HUGE_BYTES, SIZE_MAX};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char size_text[32];
+        snprintf(size_text, sizeof size_text, "%zu", sizes[i]);
+        acg_memory_stats m0, m1;
+        TC_OK(acg_device_get_memory_stats(dev, &m0));
+        acg_buffer *const untouched = (acg_buffer *)(uintptr_t)0x77;
+        acg_buffer *b = untouched;
+        TC_EXPECT(ERR_OUT_OF_MEMORY, acg_buffer_alloc(dev, sizes[i], &b));
+        print_message("acg_buffer_alloc(%s): %s\n", size_text, acg_last_error());
+        assert_ptr_equal(b, untouched);
+        assert_string_not_equal(acg_last_error(), oom);
+        TC_LAST_ERROR_HAS("acg_buffer_alloc");
+        TC_LAST_ERROR_HAS(size_text);
+        if (tc_backend_is("opencl")) {
+            TC_LAST_ERROR_HAS("CL_");
+        }
+        TC_OK(acg_device_get_memory_stats(dev, &m1));
+        assert_int_equal(m1.allocations, m0.allocations);
+        assert_int_equal(m1.bytes_in_use, m0.bytes_in_use);
+
+        void *const untouched_host = (void *)(uintptr_t)0x33;
+        void *p = untouched_host;
+        TC_EXPECT(ERR_OUT_OF_MEMORY, acg_pinned_alloc(dev, sizes[i], &p));
+        print_message("acg_pinned_alloc(%s): %s\n", size_text, acg_last_error());
+        assert_ptr_equal(p, untouched_host);
+        assert_string_not_equal(acg_last_error(), oom);
+        TC_LAST_ERROR_HAS("acg_pinned_alloc");
+        TC_LAST_ERROR_HAS(size_text);
+        if (tc_backend_is("opencl")) {
+            TC_LAST_ERROR_HAS("CL_");
+        }
+    }
+    /* The device still works after the refusals. */
+    acg_buffer *b = tc_buffer(dev, 64);
+    TC_OK(acg_buffer_free(b));
+    tc_close(dev);
+    TC_OK(acg_set_allocator(NULL, NULL));
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -467,6 +526,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_wrong_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_waits_for_queued_work, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_stats, setup, teardown),
+        cmocka_unit_test(test_huge_alloc),
     };
     return cmocka_run_group_tests_name(tc_group("test_memory"), tests, NULL, NULL);
 }

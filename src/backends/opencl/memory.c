@@ -5,16 +5,37 @@
  * buffer can only express as a buffer-to-buffer copy, uses the buffer behind it. Implementations
  * whose mapped memory is the buffer's storage (PoCL, integrated GPUs, host-visible device memory)
  * see one coherent copy; that is what acg's pinned memory promises. */
+#include <stdio.h>
 #include <string.h>
 
 #include "backends/opencl/opencl.h"
 
+/* A buffer past the device's limit is refused before the driver sees it: drivers answer such a
+ * size with different codes (or allocate on the host first), and on every backend an allocation
+ * larger than the device can provide is out of memory. */
+static acg_status too_large(const ocl_device *d, const char *fn, size_t size, size_t extra) {
+    char plus[48] = "";
+    if (extra != 0) {
+        snprintf(plus, sizeof plus, " (and %zu to align them)", extra);
+    }
+    return acg__error(ACG_ERR_OUT_OF_MEMORY,
+                      "%s: %zu bytes%s are more than one buffer of this device holds "
+                      "(CL_DEVICE_MAX_MEM_ALLOC_SIZE %llu bytes)",
+                      fn, size, plus, (unsigned long long)d->max_alloc);
+}
+
 acg_status acg__ocl_buffer_alloc(void *dev, size_t size, void **mem) {
+    static const char fn[] = "acg_buffer_alloc";
     ocl_device *d = dev;
     cl_int err = CL_SUCCESS;
+    if (size > d->max_alloc) {
+        return too_large(d, fn, size, 0);
+    }
     cl_mem m = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, size, NULL, &err);
     if (err != CL_SUCCESS) {
-        return acg__ocl_error(err, "acg_buffer_alloc", "clCreateBuffer");
+        char call[64];
+        snprintf(call, sizeof call, "clCreateBuffer(%zu bytes)", size);
+        return acg__ocl_error(err, fn, call);
     }
     *mem = m;
     return ACG_OK;
@@ -62,14 +83,16 @@ acg_status acg__ocl_pinned_alloc(void *dev, size_t size, void **out) {
     acg_status st = ACG_OK;
     cl_int err = CL_SUCCESS;
     ocl_pinned e = {.size = size};
-    if (size > SIZE_MAX - 64) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: %zu bytes", fn, size);
-    }
     /* 64 spare bytes let the caller's pointer start on a 64-byte boundary whatever the map. */
+    if (d->max_alloc < 64 || size > d->max_alloc - 64) {
+        return too_large(d, fn, size, 64);
+    }
     e.mem =
         clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size + 64, NULL, &err);
     if (err != CL_SUCCESS) {
-        return acg__ocl_error(err, fn, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)");
+        char call[96];
+        snprintf(call, sizeof call, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR, %zu bytes)", size + 64);
+        return acg__ocl_error(err, fn, call);
     }
     e.map = clEnqueueMapBuffer(d->aux, e.mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, size + 64, 0,
                                NULL, NULL, &err);

@@ -8,15 +8,58 @@
 
 #define MAX_DEVICES 64
 
+/* The codes drivers return most, named in details so a reader need not look the number up. */
+#define OCL_CODES(X)                                                                               \
+    X(CL_DEVICE_NOT_FOUND)                                                                         \
+    X(CL_DEVICE_NOT_AVAILABLE)                                                                     \
+    X(CL_COMPILER_NOT_AVAILABLE)                                                                   \
+    X(CL_MEM_OBJECT_ALLOCATION_FAILURE)                                                            \
+    X(CL_OUT_OF_RESOURCES)                                                                         \
+    X(CL_OUT_OF_HOST_MEMORY)                                                                       \
+    X(CL_BUILD_PROGRAM_FAILURE)                                                                    \
+    X(CL_MAP_FAILURE)                                                                              \
+    X(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)                                                \
+    X(CL_INVALID_VALUE)                                                                            \
+    X(CL_INVALID_DEVICE)                                                                           \
+    X(CL_INVALID_CONTEXT)                                                                          \
+    X(CL_INVALID_QUEUE_PROPERTIES)                                                                 \
+    X(CL_INVALID_COMMAND_QUEUE)                                                                    \
+    X(CL_INVALID_MEM_OBJECT)                                                                       \
+    X(CL_INVALID_PROGRAM_EXECUTABLE)                                                               \
+    X(CL_INVALID_KERNEL)                                                                           \
+    X(CL_INVALID_ARG_INDEX)                                                                        \
+    X(CL_INVALID_ARG_VALUE)                                                                        \
+    X(CL_INVALID_ARG_SIZE)                                                                         \
+    X(CL_INVALID_KERNEL_ARGS)                                                                      \
+    X(CL_INVALID_WORK_GROUP_SIZE)                                                                  \
+    X(CL_INVALID_WORK_ITEM_SIZE)                                                                   \
+    X(CL_INVALID_EVENT_WAIT_LIST)                                                                  \
+    X(CL_INVALID_EVENT)                                                                            \
+    X(CL_INVALID_OPERATION)                                                                        \
+    X(CL_INVALID_BUFFER_SIZE)                                                                      \
+    X(CL_INVALID_GLOBAL_WORK_SIZE)
+
+static const char *code_name(cl_int err) {
+    switch (err) {
+#define OCL_CODE_NAME_(code)                                                                       \
+    case code:                                                                                     \
+        return #code;
+        OCL_CODES(OCL_CODE_NAME_)
+#undef OCL_CODE_NAME_
+    }
+    return "OpenCL error";
+}
+
 acg_status acg__ocl_error(cl_int err, const char *fn, const char *call) {
     acg_status st = ACG_ERR_DEVICE;
+    /* Only clCreateBuffer returns CL_INVALID_BUFFER_SIZE for a size the core lets through (it
+     * refuses 0): one past CL_DEVICE_MAX_MEM_ALLOC_SIZE, which is out of memory on every
+     * backend. */
     if (err == CL_OUT_OF_HOST_MEMORY || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
-        err == CL_OUT_OF_RESOURCES) {
+        err == CL_OUT_OF_RESOURCES || err == CL_INVALID_BUFFER_SIZE) {
         st = ACG_ERR_OUT_OF_MEMORY;
-    } else if (err == CL_INVALID_BUFFER_SIZE) {
-        st = ACG_ERR_INVALID_ARGUMENT;
     }
-    return acg__error(st, "%s: %s failed with OpenCL error %d", fn, call, (int)err);
+    return acg__error(st, "%s: %s failed with %s (%d)", fn, call, code_name(err), (int)err);
 }
 
 /* ---- the devices of every platform, found once ------------------------------------------ */
@@ -121,6 +164,9 @@ static acg_status ocl_device_open(int index, void **out) {
     if (st != ACG_OK) {
         goto out_free;
     }
+    OCL_CHECK(clGetDeviceInfo(d->id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof d->max_alloc,
+                              &d->max_alloc, NULL),
+              fn, out_free);
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
     d->ctx = clCreateContext(props, 1, &d->id, NULL, NULL, &err);
     if (err != CL_SUCCESS) {

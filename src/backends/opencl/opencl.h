@@ -27,6 +27,9 @@
         }                                                                                          \
     } while (0)
 
+/* Sets "<fn>: <call> failed with <code's name> (<code>)" and returns the status the code maps
+ * to: ACG_ERR_OUT_OF_MEMORY for the out-of-memory codes and CL_INVALID_BUFFER_SIZE (a buffer
+ * larger than the device allocates), else ACG_ERR_DEVICE. */
 acg_status acg__ocl_error(cl_int err, const char *fn, const char *call);
 
 /* ---- cl_khr_command_buffer ---------------------------------------------------------------- */
@@ -112,6 +115,7 @@ typedef struct ocl_device {
     cl_device_id id;
     cl_context ctx;
     cl_command_queue aux; /* maps pinned memory; records validation command buffers */
+    cl_ulong max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE: the most bytes of one buffer */
     ocl_cmdbuf_api cb;
     pthread_mutex_t lock; /* the program and the pinned table */
     cl_program program;
