@@ -32,6 +32,7 @@ const char bench_decode_usage[] = "usage: acg bench decode [--backend B] [--pres
 /* More new tokens a request may need, seq_len permitting: while the last prompts are read in
  * chunks, the requests already decoding sample a token per step. */
 #define PREFILL_ALLOWANCE 64u
+#define MIN_BATCH 1u
 #define MAX_BATCH 1024u /* acg_model_options.max_batch's limit */
 #define MAX_BATCH_SIZES 16u
 #define MAX_STEPS 100000u
@@ -419,7 +420,8 @@ out_free_weights:
 
 /* ---- command line ---------------------------------------------------------------------------- */
 
-/* Parses "1,8,32" into cfg->batch: sizes in 1..MAX_BATCH, at most MAX_BATCH_SIZES of them. */
+/* Parses "1,8,32" into cfg->batch: sizes in [MIN_BATCH, MAX_BATCH], at most MAX_BATCH_SIZES of
+ * them. */
 static bool parse_batches(const char *text, decode_config *cfg) {
     char list[BATCH_LIST_MAX + 1];
     size_t len = strlen(text);
@@ -432,7 +434,7 @@ static bool parse_batches(const char *text, decode_config *cfg) {
         if (comma)
             *comma = '\0';
         uint64_t v = 0;
-        if (cfg->n_batch == MAX_BATCH_SIZES || !cli_parse_u64(item, 1, MAX_BATCH, &v))
+        if (cfg->n_batch == MAX_BATCH_SIZES || !cli_parse_u64(item, MIN_BATCH, MAX_BATCH, &v))
             return false;
         cfg->batch[cfg->n_batch++] = (uint32_t)v;
         if (!comma)
@@ -467,13 +469,14 @@ int bench_decode(int argc, char **argv) {
         } else if ((m = cli_option(argc, argv, &i, "--batch", &v)) != 0) {
             if (m < 0 || !parse_batches(v, &cfg))
                 return cli_usage_error(bench_decode_usage,
-                                       "bench decode: --batch needs a comma list of at most %u "
-                                       "sizes in 1..%u",
-                                       MAX_BATCH_SIZES, MAX_BATCH);
+                                       "bench decode: --batch takes a comma list of at most %u "
+                                       "whole numbers in [%u, %u]",
+                                       MAX_BATCH_SIZES, MIN_BATCH, MAX_BATCH);
         } else if ((m = cli_option(argc, argv, &i, "--steps", &v)) != 0) {
-            if (m < 0 || !cli_parse_u64(v, 1, MAX_STEPS, &steps))
-                return cli_usage_error(bench_decode_usage,
-                                       "bench decode: --steps needs a count in 1..%u", MAX_STEPS);
+            int rc = cli_option_u64(bench_decode_usage, "bench decode: ", "--steps",
+                                    m > 0 ? v : NULL, 1, MAX_STEPS, &steps);
+            if (rc != CLI_EXIT_OK)
+                return rc;
             cfg.steps = (uint32_t)steps;
         } else {
             return bench_unknown_argument(&cfg.common, argv[i]);

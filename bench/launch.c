@@ -390,9 +390,10 @@ int bench_launch(int argc, char **argv) {
             c++;
         if (c == n_counts)
             return bench_unknown_argument(&cfg.common, argv[i]);
-        if (m < 0 || !cli_parse_u64(v, 1, counts[c].max, counts[c].value))
-            return cli_usage_error(bench_launch_usage, "bench launch: %s needs a count in 1..%llu",
-                                   counts[c].name, (unsigned long long)counts[c].max);
+        int rc = cli_option_u64(bench_launch_usage, "bench launch: ", counts[c].name,
+                                m > 0 ? v : NULL, 1, counts[c].max, counts[c].value);
+        if (rc != CLI_EXIT_OK)
+            return rc;
     }
     cfg.kernels = (uint32_t)kernels;
     cfg.elements = (uint32_t)elements;

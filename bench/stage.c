@@ -339,9 +339,10 @@ int bench_stage(int argc, char **argv) {
             return m;
         if ((m = cli_option(argc, argv, &i, "--plans", &v)) == 0)
             return bench_unknown_argument(&b.common, argv[i]);
-        if (m < 0 || !cli_parse_u64(v, 1, MAX_AUTO_PLANS, &b.plans))
-            return cli_usage_error(bench_stage_usage, "bench stage: --plans needs a count in 1..%u",
-                                   MAX_AUTO_PLANS);
+        int rc = cli_option_u64(bench_stage_usage, "bench stage: ", "--plans", m > 0 ? v : NULL, 1,
+                                MAX_AUTO_PLANS, &b.plans);
+        if (rc != CLI_EXIT_OK)
+            return rc;
     }
     return run(&b);
 }

@@ -32,14 +32,24 @@ fi
 # ---- helpers ----------------------------------------------------------------------------------
 
 # run NAME ARGS...: runs `acg run ARGS...`, stdout to $OUT, stderr to $ERR, status to $rc.
+# With $limit set, the run is stopped after that many seconds and the case fails as hung.
+limit=
 run() {
     name=$1
     shift
     cases=$((cases + 1))
     case_failed=no
     cmdline="acg run $*"
-    "$ACG" run "$@" >"$OUT" 2>"$ERR"
-    rc=$?
+    if [ -n "$limit" ]; then
+        timeout "$limit" "$ACG" run "$@" >"$OUT" 2>"$ERR"
+        rc=$?
+        if [ "$rc" -eq 124 ]; then
+            fail "still running after $limit s: it hung"
+        fi
+    else
+        "$ACG" run "$@" >"$OUT" 2>"$ERR"
+        rc=$?
+    fi
     if grep -a -q -e 'Sanitizer' -e 'runtime error' "$ERR"; then
         fail "a sanitizer report on stderr"
     fi
@@ -263,6 +273,20 @@ file_error "--prompts of a directory" "$DIR/prompts-dir" "Is a directory" \
     $TINY --prompts "$DIR/prompts-dir"
 pass
 
+# A NUL byte would end the prompt early in C: the file is refused, naming the line.
+printf 'abc\0def\n' >"$DIR/prompts-nul.txt"
+file_error "--prompts with a NUL byte" "$DIR/prompts-nul.txt" "line 1 holds a NUL byte" \
+    $TINY --prompts "$DIR/prompts-nul.txt"
+pass
+printf 'Once upon a time\n\nabc\0\n' >"$DIR/prompts-nul3.txt"
+file_error "--prompts with a NUL byte at the end of line 3" "$DIR/prompts-nul3.txt" \
+    "line 3 holds a NUL byte" $TINY --prompts "$DIR/prompts-nul3.txt"
+pass
+{ echo "Once upon a time"; head -c 5000 /dev/zero | tr '\0' a; echo; } >"$DIR/prompts-long.txt"
+file_error "--prompts with a line too long" "$DIR/prompts-long.txt" \
+    "line 2 is longer than 4094 bytes" $TINY --prompts "$DIR/prompts-long.txt"
+pass
+
 run "unknown backend" --backend no-such-backend --preset tiny --steps 4 --json
 expect_rc 1
 expect_err "no-such-backend"
@@ -391,6 +415,17 @@ bad_model "n_kv_heads not dividing n_heads" "$DIR/m_kv_heads.bin" "field n_kv_he
 pass
 bad_tokenizer "missing tokenizer" "$DIR/no-such-tokenizer.bin" "cannot open"
 pass
+# A FIFO with no writer: opening it must not wait for one.
+if command -v timeout >/dev/null 2>&1 && mkfifo "$DIR/model.fifo" "$DIR/tokenizer.fifo"; then
+    limit=30
+    bad_model "FIFO as model" "$DIR/model.fifo" "not a regular file"
+    pass
+    bad_tokenizer "FIFO as tokenizer" "$DIR/tokenizer.fifo" "not a regular file"
+    pass
+    limit=
+else
+    echo "timeout or mkfifo not available: the FIFO cases are skipped"
+fi
 bad_tokenizer "tokenizer with more tokens than the model" "$DIR/t_more.bin" "vocabulary size"
 pass
 bad_tokenizer "truncated tokenizer" "$DIR/t_truncated.bin" "truncated"

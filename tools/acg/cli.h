@@ -47,8 +47,24 @@ bool cli_is_help(const char *arg);
  * separate value), -1 when the value is missing. */
 int cli_option(int argc, char **argv, int *i, const char *name, const char **value);
 
-/* Parses a decimal integer in [min, max]. False for anything else. */
+/* Parses a decimal whole number in [min, max] with the library's one parser (digits only: no
+ * sign, blank or trailing text; overflow refused). False for anything else. */
 bool cli_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+
+/* Parses a finite decimal number in [min, max], or (min, max] when above_min: an optional '-',
+ * digits, an optional fraction and exponent; no blank, '+', trailing text, hex, nan or inf.
+ * False for anything else. */
+bool cli_parse_double(const char *text, double min, double max, bool above_min, double *out);
+
+/* Parses the value text (NULL when missing) of the numeric option `name`. When it is malformed
+ * or out of range, reports the range it was checked against as a usage error, "<who><name>
+ * takes a whole number in [min, max]" (cli_option_double: "a number in [min, max]", or "(min,
+ * max]"), who beginning the message ("bench launch: " or ""), so the message and the check
+ * never disagree. Returns CLI_EXIT_OK with *out set, or CLI_EXIT_USAGE. */
+int cli_option_u64(const char *usage, const char *who, const char *name, const char *text,
+                   uint64_t min, uint64_t max, uint64_t *out);
+int cli_option_double(const char *usage, const char *who, const char *name, const char *text,
+                      double min, double max, bool above_min, double *out);
 
 /* tools/acg/info.c: the backends compiled in, their devices and capabilities. */
 int cli_info(int argc, char **argv);

@@ -8,13 +8,16 @@
 #include "bench.h"
 #include "cli.h"
 
-#include <errno.h>
+#include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <acg/acg.h>
+
+#include "core/acg-impl.h"
 
 #define ACG_STR_(x) #x
 #define ACG_STR(x) ACG_STR_(x)
@@ -106,15 +109,59 @@ int cli_option(int argc, char **argv, int *i, const char *name, const char **val
 }
 
 bool cli_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out) {
-    if (!text || text[0] < '0' || text[0] > '9')
-        return false; /* strtoull would accept blanks and a sign */
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0' || v < min || v > max)
+    return acg__parse_u64(text, min, max, out) == ACG_OK;
+}
+
+/* A decimal number as people write one: an optional '-', digits with an optional fraction, an
+ * optional exponent. strtod alone would also take blanks, '+', hex, "nan" and "inf". */
+static bool is_decimal(const char *p) {
+    size_t digits = 0;
+    if (*p == '-')
+        p++;
+    for (; isdigit((unsigned char)*p); p++)
+        digits++;
+    if (*p == '.')
+        for (p++; isdigit((unsigned char)*p); p++)
+            digits++;
+    if (digits == 0)
         return false;
-    *out = (uint64_t)v;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (!isdigit((unsigned char)*p))
+            return false;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    return *p == '\0';
+}
+
+bool cli_parse_double(const char *text, double min, double max, bool above_min, double *out) {
+    if (!text || !is_decimal(text))
+        return false;
+    double v = strtod(text, NULL);
+    if (!isfinite(v) || (above_min ? !(v > min) : !(v >= min)) || !(v <= max))
+        return false;
+    *out = v;
     return true;
+}
+
+int cli_option_u64(const char *usage, const char *who, const char *name, const char *text,
+                   uint64_t min, uint64_t max, uint64_t *out) {
+    if (cli_parse_u64(text, min, max, out))
+        return CLI_EXIT_OK;
+    return cli_usage_error(usage, "%s%s takes a whole number in [%llu, %llu]", who, name,
+                           (unsigned long long)min, (unsigned long long)max);
+}
+
+int cli_option_double(const char *usage, const char *who, const char *name, const char *text,
+                      double min, double max, bool above_min, double *out) {
+    if (cli_parse_double(text, min, max, above_min, out))
+        return CLI_EXIT_OK;
+    /* %.15g writes every value a person would type back exactly, and no trailing zeros. */
+    return cli_usage_error(usage, "%s%s takes a number in %c%.15g, %.15g]", who, name,
+                           above_min ? '(' : '[', min, max);
 }
 
 /* ---- subcommands ----------------------------------------------------------------------------- */

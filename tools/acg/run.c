@@ -70,15 +70,10 @@ typedef struct run_state {
 
 /* ---- options --------------------------------------------------------------------------------- */
 
-static bool parse_double(const char *text, double min, double max, double *out) {
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (end == text || *end != '\0' || !(v >= min && v <= max)) {
-        return false;
-    }
-    *out = v;
-    return true;
-}
+/* The ranges of the numeric options: each checks its option and writes its usage error. */
+#define MAX_STEPS (1u << 20)
+#define MAX_BATCH 1024u /* acg_model_options.max_batch's limit */
+#define MAX_TEMPERATURE 1e6
 
 static int parse_options(int argc, char **argv, run_options *o) {
     *o = (run_options){.steps = 32, .seed = 0, .batch = 32, .temperature = 0.0, .top_p = 1.0,
@@ -113,29 +108,27 @@ static int parse_options(int argc, char **argv, run_options *o) {
                 return cli_usage_error(cli_run_usage, "%s needs a value", valued[k]);
             i = save;
         }
+        int rc = CLI_EXIT_OK;
         if ((m = cli_option(argc, argv, &i, "--steps", &v)) != 0) {
-            if (m < 0 || !cli_parse_u64(v, 1, 1u << 20, &o->steps))
-                return cli_usage_error(cli_run_usage, "--steps takes a count of at least 1");
-            continue;
+            rc = cli_option_u64(cli_run_usage, "", "--steps", m > 0 ? v : NULL, 1, MAX_STEPS,
+                                &o->steps);
+        } else if ((m = cli_option(argc, argv, &i, "--seed", &v)) != 0) {
+            rc = cli_option_u64(cli_run_usage, "", "--seed", m > 0 ? v : NULL, 0, UINT64_MAX,
+                                &o->seed);
+        } else if ((m = cli_option(argc, argv, &i, "--batch", &v)) != 0) {
+            rc = cli_option_u64(cli_run_usage, "", "--batch", m > 0 ? v : NULL, 1, MAX_BATCH,
+                                &o->batch);
+        } else if ((m = cli_option(argc, argv, &i, "--temperature", &v)) != 0) {
+            rc = cli_option_double(cli_run_usage, "", "--temperature", m > 0 ? v : NULL, 0.0,
+                                   MAX_TEMPERATURE, false, &o->temperature);
+        } else if ((m = cli_option(argc, argv, &i, "--top-p", &v)) != 0) {
+            /* A share of the probability mass to sample from: some of it, at most all. */
+            rc = cli_option_double(cli_run_usage, "", "--top-p", m > 0 ? v : NULL, 0.0, 1.0, true,
+                                   &o->top_p);
         }
-        if ((m = cli_option(argc, argv, &i, "--seed", &v)) != 0) {
-            if (m < 0 || !cli_parse_u64(v, 0, UINT64_MAX, &o->seed))
-                return cli_usage_error(cli_run_usage, "--seed takes an unsigned integer");
-            continue;
-        }
-        if ((m = cli_option(argc, argv, &i, "--batch", &v)) != 0) {
-            if (m < 0 || !cli_parse_u64(v, 1, 1024, &o->batch))
-                return cli_usage_error(cli_run_usage, "--batch takes a count in 1..1024");
-            continue;
-        }
-        if ((m = cli_option(argc, argv, &i, "--temperature", &v)) != 0) {
-            if (m < 0 || !parse_double(v, 0.0, 1e6, &o->temperature))
-                return cli_usage_error(cli_run_usage, "--temperature takes a number >= 0");
-            continue;
-        }
-        if ((m = cli_option(argc, argv, &i, "--top-p", &v)) != 0) {
-            if (m < 0 || !parse_double(v, 1e-9, 1.0, &o->top_p))
-                return cli_usage_error(cli_run_usage, "--top-p takes a number in (0, 1]");
+        if (m != 0) {
+            if (rc != CLI_EXIT_OK)
+                return rc;
             continue;
         }
         if ((m = cli_option(argc, argv, &i, "--graphs", &v)) != 0) {
@@ -183,6 +176,23 @@ static int add_prompt(run_state *st, const char *text) {
     return CLI_EXIT_OK;
 }
 
+/* Reads the next line of f into line (max + 1 bytes), without its '\n', NUL-terminated, and
+ * gives its length in *n. Unlike fgets it counts the bytes, so the caller sees a NUL byte that
+ * would otherwise end the prompt early. 1: a line; 0: the end of the file (or an error, which
+ * ferror tells); -1: the line holds more than max bytes. */
+static int read_line(FILE *f, char *line, size_t max, size_t *n) {
+    size_t len = 0;
+    int c;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        if (len == max)
+            return -1;
+        line[len++] = (char)c;
+    }
+    line[len] = '\0';
+    *n = len;
+    return c == '\n' || len > 0 ? 1 : 0;
+}
+
 static int read_prompts(run_state *st) {
     if (st->o.prompt != NULL) {
         int rc = add_prompt(st, st->o.prompt);
@@ -195,15 +205,21 @@ static int read_prompts(run_state *st) {
             return cli_failf("reading prompts", "cannot open '%s': %s", st->o.prompts_file,
                              strerror(errno));
         char line[MAX_PROMPT_BYTES];
-        int rc = CLI_EXIT_OK;
-        while (rc == CLI_EXIT_OK && fgets(line, sizeof line, f) != NULL) {
-            size_t n = strlen(line);
-            if (n == sizeof line - 1 && line[n - 1] != '\n') {
-                rc = cli_failf("reading prompts", "'%s': a line is longer than %d bytes",
-                               st->o.prompts_file, MAX_PROMPT_BYTES - 2);
+        size_t n = 0, line_no = 0;
+        int rc = CLI_EXIT_OK, got;
+        while (rc == CLI_EXIT_OK && (got = read_line(f, line, MAX_PROMPT_BYTES - 2, &n)) != 0) {
+            line_no++;
+            if (got < 0) {
+                rc = cli_failf("reading prompts", "'%s': line %zu is longer than %d bytes",
+                               st->o.prompts_file, line_no, MAX_PROMPT_BYTES - 2);
                 break;
             }
-            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            if (memchr(line, '\0', n) != NULL) {
+                rc = cli_failf("reading prompts", "'%s': line %zu holds a NUL byte",
+                               st->o.prompts_file, line_no);
+                break;
+            }
+            while (n > 0 && line[n - 1] == '\r')
                 line[--n] = '\0';
             if (n > 0)
                 rc = add_prompt(st, line);
