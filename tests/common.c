@@ -2,10 +2,12 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- status assertions -------------------------------------------------------------------- */
 
@@ -572,4 +574,28 @@ int tc_tmpdir_remove(void) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *hang_what;
+static unsigned hang_seconds;
+
+static void on_hang(int sig) {
+    (void)sig;
+    char msg[160];
+    int len = snprintf(msg, sizeof msg, "%s blocked for %u s\n", hang_what, hang_seconds);
+    ssize_t r = write(STDERR_FILENO, msg, len > 0 ? (size_t)len : 0);
+    (void)r;
+    _exit(1);
+}
+
+void tc_hang_guard(unsigned seconds, const char *what) {
+    if (seconds == 0) {
+        alarm(0);
+        signal(SIGALRM, SIG_DFL);
+        return;
+    }
+    hang_what = what;
+    hang_seconds = seconds;
+    signal(SIGALRM, on_hang);
+    alarm(seconds);
 }

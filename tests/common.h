@@ -151,6 +151,10 @@ const char *tc_tmpdir(void);
 /* Removes it and everything in it; 0 on success. */
 int tc_tmpdir_remove(void);
 
+/* Turns a hang into a failure: unless cancelled (seconds 0) within `seconds`, prints "<what>
+ * blocked for N s" and exits 1. For calls that must return at once, such as opening a FIFO. */
+void tc_hang_guard(unsigned seconds, const char *what);
+
 /* The hook itself, for tests that install it by hand. */
 void *tc_alloc_fn(void *user, void *ptr, size_t size, size_t align);
 

@@ -5,7 +5,6 @@
 #include "common.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -704,15 +703,6 @@ static void test_cap_bound(void **state) {
     TC_OK(acg_tokenizer_free(t));
 }
 
-/* The load of a FIFO that blocked: the alarm ends the test rather than letting it hang. */
-static void on_fifo_alarm(int sig) {
-    (void)sig;
-    static const char msg[] = "test_fifo: loading a FIFO blocked for 10 s\n";
-    ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)r;
-    _exit(1);
-}
-
 /* A FIFO with no writer is refused at once as not a regular file: opening it must not wait for
  * a writer that never comes. */
 static void test_fifo(void **state) {
@@ -720,11 +710,9 @@ static void test_fifo(void **state) {
     char path[600];
     snprintf(path, sizeof path, "%s", tc_tmp_path("tokenizer.fifo"));
     assert_int_equal(mkfifo(path, 0600), 0);
-    void (*old)(int) = signal(SIGALRM, on_fifo_alarm);
-    alarm(10);
+    tc_hang_guard(10, "loading a FIFO");
     EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, path, HAND_VOCAB, "not a regular file");
-    alarm(0);
-    signal(SIGALRM, old);
+    tc_hang_guard(0, NULL);
 }
 
 /* Misuse: NULL and foreign tokenizers, bad tokens, NULL arguments. */

@@ -2,7 +2,6 @@
  * the cleanup of every failure (counting allocator). */
 #include "common.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,15 +382,6 @@ static void test_not_a_checkpoint(void **state) {
     assert_null(w);
 }
 
-/* The load of a FIFO that blocked: the alarm ends the test rather than letting it hang. */
-static void on_fifo_alarm(int sig) {
-    (void)sig;
-    static const char msg[] = "test_fifo: loading a FIFO blocked for 10 s\n";
-    ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)r;
-    _exit(1);
-}
-
 /* A FIFO with no writer is refused at once as not a regular file: opening it must not wait for
  * a writer that never comes. */
 static void test_fifo(void **state) {
@@ -399,11 +389,9 @@ static void test_fifo(void **state) {
     char path[600];
     snprintf(path, sizeof path, "%s", tc_tmp_path("model.fifo"));
     assert_int_equal(mkfifo(path, 0600), 0);
-    void (*old)(int) = signal(SIGALRM, on_fifo_alarm);
-    alarm(10);
+    tc_hang_guard(10, "loading a FIFO");
     EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, path, "not a regular file");
-    alarm(0);
-    signal(SIGALRM, old);
+    tc_hang_guard(0, NULL);
 }
 
 /* Misuse of the objects: NULL and foreign pointers, bad configs, unwritable paths. */

@@ -139,8 +139,8 @@ void acg__handle_remove(const void *p) {
  * A public function opens a call scope (ACG__CALL_SCOPE). Each handle it validates is counted
  * as used in the object's life and pushed on this thread's stack of held handles; the scope's
  * end pops and releases them. A destroy first retires the handle, so no new call can use it,
- * then waits until no other call holds it. Holding costs a registry read lock and two atomic
- * operations per handle, about what the lookup alone cost before. */
+ * then waits until no other call holds it. Holding adds two atomic operations per handle to
+ * the registry lookup every call already made (about 4 ns a handle; acg bench launch). */
 
 acg__scope acg__scope_enter(void) {
     acg__scope sc = {.base = scope_base, .top = n_held};
