@@ -130,7 +130,7 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
     for (uint32_t s = 0;; s++) {
         uint32_t decoding = 0, lead = 0;
         for (uint32_t r = 0; r < batch; r++) {
-            acg_request_status rs;
+            acg_request_status rs = ACG_REQUEST_STATUS_INIT;
             acg_status st = acg_model_get_request(b->model[mode], b->ids[mode][r], &rs);
             if (st != ACG_OK)
                 return cli_fail(st, "reading a request");
@@ -150,7 +150,7 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
             return cli_failf("bench decode: prompts not read",
                              "%s, batch %u: %u of %u requests decoding after %u steps",
                              mode_names[mode], batch, decoding, batch, s);
-        acg_step_report rep;
+        acg_step_report rep = ACG_STEP_REPORT_INIT;
         acg_status st = acg_model_step(b->model[mode], &rep);
         if (st != ACG_OK)
             return cli_fail(st, "stepping through the prompts");
@@ -164,7 +164,7 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
 /* One decode step of `batch` rows; with ns non-NULL stores its wall time. */
 static int decode_step(decode_bench *b, int mode, uint32_t batch, double *ns, double *submit_ns,
                        uint32_t *replayed) {
-    acg_step_report rep;
+    acg_step_report rep = ACG_STEP_REPORT_INIT;
     uint64_t t0 = bench_now_ns();
     acg_status st = acg_model_step(b->model[mode], &rep);
     uint64_t t1 = bench_now_ns();
@@ -187,7 +187,7 @@ static int decode_step(decode_bench *b, int mode, uint32_t batch, double *ns, do
 /* Both models ran the same greedy requests: their tokens must agree. */
 static int compare_tokens(decode_bench *b, uint32_t batch) {
     for (uint32_t r = 0; r < batch; r++) {
-        acg_request_status rs[N_MODES];
+        acg_request_status rs[N_MODES] = {ACG_REQUEST_STATUS_INIT, ACG_REQUEST_STATUS_INIT};
         for (int m = 0; m < N_MODES; m++) {
             acg_status st = acg_model_get_request(b->model[m], b->ids[m][r], &rs[m]);
             if (st != ACG_OK)
@@ -245,7 +245,7 @@ static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
     for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++)
         rc = create_model(b, m, batch);
     if (rc == CLI_EXIT_OK) {
-        acg_model_stats s;
+        acg_model_stats s = ACG_MODEL_STATS_INIT;
         acg_status st = acg_model_get_stats(b->model[GRAPH], &s);
         if (st != ACG_OK) {
             rc = cli_fail(st, "reading the model's stats");

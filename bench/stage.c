@@ -111,7 +111,7 @@ static void expected(stage_bench *b, uint32_t batch) {
 /* ---- one batch size -------------------------------------------------------------------------- */
 
 static int verify(stage_bench *b, const acg_attn_plan *plan, uint32_t batch) {
-    acg_attn_plan_views v;
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     acg_status st = acg_attn_plan_get_views(plan, &v);
     if (st != ACG_OK)
         return cli_fail(st, "reading the plan's views");
@@ -145,8 +145,8 @@ static int run_batch(stage_bench *b, uint32_t batch, stage_result *res) {
     /* Rows start at different lengths, so they cross page boundaries at different steps. */
     for (uint32_t r = 0; r < batch && rc == CLI_EXIT_OK; r++)
         rc = set_row(b, r, 1 + (r * 2477u) % (MAX_SEQ_LEN / 2));
-    acg_stager_stats s0, s1;
-    acg_memory_stats m0, m1;
+    acg_stager_stats s0 = ACG_STAGER_STATS_INIT, s1 = ACG_STAGER_STATS_INIT;
+    acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
     uint64_t plans = 0, build_ns = 0;
     for (uint32_t i = 0; i < WARMUP_PLANS && rc == CLI_EXIT_OK; i++) {
         if ((rc = advance(b, batch)) == CLI_EXIT_OK &&

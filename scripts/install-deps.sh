@@ -9,6 +9,8 @@ set -eu
 # see what the machine offers. libc6-dev is listed because gcc only recommends it and
 # recommends are not installed.
 PACKAGES="cmake make gcc libc6-dev pkg-config libcmocka-dev"
+# tests/cxx compiles the public headers as C++.
+PACKAGES="$PACKAGES g++"
 PACKAGES="$PACKAGES pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo"
 # The fuzz stage of .ci/run: clang and its libFuzzer runtime (libclang_rt.fuzzer).
 PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev"

@@ -66,7 +66,7 @@ static char dut_group[160];
 /* Why the backend of `spec` cannot be tested here, after acg_device_open returned st. */
 static const char *skip_reason(acg_status st) {
     for (size_t i = 0; i < acg_backend_count(); i++) {
-        acg_backend_info info;
+        acg_backend_info info = ACG_BACKEND_INFO_INIT;
         if (acg_backend_get_info(i, &info) == ACG_OK && strcmp(info.name, dut_backend) == 0) {
             if (!info.available) {
                 return info.reason;

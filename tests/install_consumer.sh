@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a scratch prefix, then builds and runs examples/hello_graph against it
-# twice: through find_package(acg) and through pkg-config. Proves the installed package works.
+# twice: through find_package(acg) and through pkg-config, and examples/custom_kernel through
+# find_package(acg). Proves the installed package works.
 set -euo pipefail
 build=$1
 src=$2
@@ -12,6 +13,7 @@ libdir=$(ls -d "$work"/prefix/lib*/ | head -n 1)
 cmake -S "$src/examples" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$work/cmake/hello_graph" cpu
+LD_LIBRARY_PATH="$libdir" "$work/cmake/custom_kernel" cpu
 
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 # shellcheck disable=SC2046

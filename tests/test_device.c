@@ -17,6 +17,7 @@ static void test_backend_listing(void **state) {
     for (size_t i = 0; i < n; i++) {
         acg_backend_info info;
         memset(&info, 0, sizeof info);
+        info.size = sizeof info;
         TC_OK(acg_backend_get_info(i, &info));
         assert_non_null(info.name);
         assert_non_null(info.reason);
@@ -39,7 +40,7 @@ static void test_backend_listing(void **state) {
     assert_true(found_cpu);
     assert_true(found_dut);
 
-    acg_backend_info info;
+    acg_backend_info info = ACG_BACKEND_INFO_INIT;
     info.name = "untouched";
     TC_EXPECT(ERR_OUT_OF_RANGE, acg_backend_get_info(n, &info));
     TC_EXPECT(ERR_OUT_OF_RANGE, acg_backend_get_info((size_t)-1, &info));
@@ -50,7 +51,7 @@ static void test_backend_listing(void **state) {
 /* The number of devices of the backend under test. */
 static int dut_device_count(void) {
     for (size_t i = 0; i < acg_backend_count(); i++) {
-        acg_backend_info info;
+        acg_backend_info info = ACG_BACKEND_INFO_INIT;
         TC_OK(acg_backend_get_info(i, &info));
         if (strcmp(info.name, tc_backend()) == 0) {
             return info.device_count;
@@ -67,6 +68,7 @@ static void test_device_describe(void **state) {
     const char *be = tc_backend();
     acg_capability cap;
     memset(&cap, 0, sizeof cap);
+    cap.size = sizeof cap;
     TC_OK(acg_device_describe(be, 0, &cap));
     assert_non_null(cap.backend);
     assert_string_equal(cap.backend, be);
@@ -355,6 +357,72 @@ static void test_close_with_graph(void **state) {
     TC_OK(acg_device_close(dev));
 }
 
+/* Output structs from older headers get the fields they have and nothing more; one whose size
+ * was never set is refused with nothing written. */
+static void test_output_struct_sizes(void **state) {
+    (void)state;
+    acg_backend_info info;
+    memset(&info, 0, sizeof info);
+    info.size = offsetof(acg_backend_info, device_count);
+    info.device_count = -5;
+    TC_OK(acg_backend_get_info(0, &info));
+    assert_int_equal(info.size, offsetof(acg_backend_info, device_count));
+    assert_non_null(info.name);
+    assert_int_equal(info.device_count, -5); /* past the caller's size: untouched */
+    assert_null(info.reason);
+    info.size = 0;
+    info.name = "untouched";
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_backend_get_info(0, &info));
+    TC_LAST_ERROR_HAS("acg_backend_get_info: out->size is 0");
+    assert_string_equal(info.name, "untouched");
+
+    acg_capability cap;
+    memset(&cap, 0, sizeof cap);
+    cap.size = offsetof(acg_capability, available);
+    TC_OK(acg_device_describe(tc_backend(), 0, &cap));
+    assert_string_equal(cap.backend, tc_backend());
+    assert_true(strlen(cap.name) > 0);
+    assert_false(cap.available); /* past the caller's size */
+    cap.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_describe(tc_backend(), 0, &cap));
+    TC_LAST_ERROR_HAS("acg_device_describe: out->size is 0");
+
+    acg_device *dev = tc_open();
+    acg_buffer *b = tc_buffer(dev, 256);
+    acg_memory_stats m;
+    memset(&m, 0, sizeof m);
+    m.size = offsetof(acg_memory_stats, peak_bytes);
+    TC_OK(acg_device_get_memory_stats(dev, &m));
+    assert_true(m.allocations >= 1);
+    assert_true(m.bytes_in_use >= 256);
+    assert_int_equal(m.peak_bytes, 0);
+    m.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_memory_stats(dev, &m));
+    TC_LAST_ERROR_HAS("acg_device_get_memory_stats: out->size is 0");
+    TC_OK(acg_buffer_free(b));
+    tc_close(dev);
+}
+
+/* Free and total memory as the driver sees it, where the backend can tell. */
+static void test_memory_info(void **state) {
+    (void)state;
+    acg_device *dev = tc_open();
+    uint64_t free_bytes = 0, total = 0;
+    acg_status st = acg_device_get_memory_info(dev, &free_bytes, &total);
+    if (tc_backend_is("cpu")) {
+        TC_OK(st);
+        assert_true(free_bytes > 0 && free_bytes <= total);
+        assert_true(total == acg_device_get_capability(dev)->memory_bytes);
+    } else if (st != ACG_OK) {
+        assert_int_equal(st, ACG_ERR_UNSUPPORTED);
+        TC_LAST_ERROR_HAS("cannot tell");
+    }
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_memory_info(dev, NULL, &total));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_memory_info(dev, &free_bytes, NULL));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_device_get_memory_info(NULL, &free_bytes, &total));
+    tc_close(dev);
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -367,6 +435,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_capability_queried_once),
         cmocka_unit_test(test_close_in_use),
         cmocka_unit_test(test_close_with_graph),
+        cmocka_unit_test(test_output_struct_sizes),
+        cmocka_unit_test(test_memory_info),
     };
     return cmocka_run_group_tests_name(tc_group("test_device"), tests, NULL, NULL);
 }

@@ -45,7 +45,7 @@ static size_t output_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
  * input, y = 0.5 x + (x + 3), through a temporary. */
 static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
     world *w = user;
-    acg_attn_plan_views v;
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     acg_status st = acg_attn_plan_get_views(w->plans[io->bucket_index][io->slot], &v);
     uint32_t n = io->bucket->batch * ROW;
     acg_buffer *tmp = NULL;
@@ -124,8 +124,14 @@ static void test_twenty_steps(void **state) {
     acg_kv_cache *kv;
     TC_OK(acg_kv_cache_create(dev, &kc, &kv));
 
-    acg_recipe recipe = {sizeof(acg_recipe), "step",       &w,      1, 2,    NULL,
-                         input_bytes,        output_bytes, forward, 0, NULL, NULL};
+    acg_recipe recipe = ACG_RECIPE_INIT;
+    recipe.name = "step";
+    recipe.user = &w;
+    recipe.n_inputs = 1;
+    recipe.n_outputs = 2;
+    recipe.input_bytes = input_bytes;
+    recipe.output_bytes = output_bytes;
+    recipe.forward = forward;
     acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
     c.recipe = &recipe;
     c.buckets = buckets;
@@ -138,7 +144,7 @@ static void test_twenty_steps(void **state) {
     c.graphs = ACG_GRAPHS_OFF;
     TC_OK(acg_runner_create(dev, &c, &eager));
     for (uint32_t b = 0; b < 2; b++) {
-        acg_bucket_report rep;
+        acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
         TC_OK(acg_runner_get_report(graphs, b, &rep));
         assert_int_equal(rep.state, ACG_BUCKET_CAPTURED);
     }
@@ -215,7 +221,7 @@ static void test_twenty_steps(void **state) {
         TC_BYTES_EQUAL(out, res[i].out, output_bytes(NULL, 1, &buckets[b]));
         TC_OK(acg_runner_release(eager, &lease));
     }
-    acg_stager_stats ss;
+    acg_stager_stats ss = ACG_STAGER_STATS_INIT;
     TC_OK(acg_stager_get_stats(stager, &ss));
     assert_true(ss.copies >= STEPS); /* one copy per plan */
 

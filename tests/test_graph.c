@@ -501,7 +501,7 @@ static void test_private_pool(void **state) {
  * ran. */
 static void test_stream_ordered_memory(void **state) {
     fx *f = *state;
-    acg_memory_stats m0, m1;
+    acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
     TC_OK(acg_stream_synchronize(f->a));
     TC_OK(acg_device_get_memory_stats(f->dev, &m0));
     acg_buffer *tmp = NULL;
@@ -1293,6 +1293,36 @@ static void test_concurrent_captures(void **state) {
     TC_OK(acg_graph_destroy(gb));
 }
 
+/* acg_graph_upload: optional and harmless where nothing is uploaded; replays after it equal
+ * the replays without; misuse refused. */
+static void test_graph_upload(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS(f);
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_begin_capture(f->a, f->pool));
+    TC_OK(tc_fill(f->a, &f->k, f->y, 0, N, 4.0f));
+    TC_OK(acg_stream_end_capture(f->a, &g));
+    TC_OK(acg_graph_upload(g, f->a));
+    TC_OK(acg_graph_upload(g, f->b));
+    TC_OK(acg_graph_launch(g, f->a));
+    float got[N], want[N];
+    tc_download(f->a, got, f->y, sizeof got);
+    tc_splat(want, N, 4.0f);
+    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_upload(NULL, f->a));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_upload(g, NULL));
+    acg_device *other = tc_open();
+    acg_stream *elsewhere = tc_stream(other);
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_graph_upload(g, elsewhere));
+    TC_OK(acg_stream_destroy(elsewhere));
+    tc_close(other);
+    acg_graph *h = NULL;
+    TC_OK(acg_stream_begin_capture(f->b, NULL));
+    TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_graph_upload(g, f->b));
+    TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(f->b, &h));
+    TC_OK(acg_graph_destroy(g));
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1328,6 +1358,7 @@ int main(int argc, char **argv) {
         T(test_event_from_ended_capture),
         T(test_cross_device_graphs),
         T(test_concurrent_captures),
+        T(test_graph_upload),
     };
 #undef T
     return cmocka_run_group_tests_name(tc_group("test_graph"), tests, NULL, NULL);

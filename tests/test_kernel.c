@@ -48,7 +48,8 @@ static void expect_y(fx *f, const float *want) {
     TC_BYTES_EQUAL(back, want, sizeof back);
 }
 
-/* Looked-up kernels report their names; unknown names are ACG_ERR_NOT_FOUND. */
+/* Looked-up kernels report their names; unknown names are ACG_ERR_NOT_FOUND, the model's
+ * kernels included: they are not the core's (the model registers them). */
 static void test_kernel_lookup(void **state) {
     fx *f = *state;
     assert_string_equal(acg_kernel_get_name(f->k.fill), "fill_f32");
@@ -60,6 +61,8 @@ static void test_kernel_lookup(void **state) {
     TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(f->dev, "no_such_kernel", &k));
     TC_LAST_ERROR_HAS("acg_kernel_get");
     TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(f->dev, "fill_f3", &k));
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(f->dev, "swiglu_f32", &k));
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(f->dev, "matmul_f32", &k));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_kernel_get(NULL, "fill_f32", &k));
     assert_ptr_equal(k, untouched);
 }

@@ -256,9 +256,13 @@ static void test_bad_arguments(void **state) {
         TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, &c, &kv));
         TC_LAST_ERROR_HAS("acg_kv_cache_create");
     }
-    c = small_config();
-    c.size = sizeof c + 8;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, &c, &kv));
+    /* A newer caller's config that sets a field this library does not have. */
+    struct {
+        acg_kv_config c;
+        uint64_t newer;
+    } longer = {small_config(), 1};
+    longer.c.size = sizeof longer;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, &longer.c, &kv));
     assert_ptr_equal(kv, untouched);
 }
 
@@ -343,6 +347,30 @@ static void test_alloc_fail(void **state) {
     tc_alloc_uninstall();
 }
 
+/* An older caller's config stops before elem_bytes, which takes its default (4 bytes) whatever
+ * the caller's memory holds past its size. One that stops before kv_dim, which has no default,
+ * is refused, naming the struct and the sizes. */
+static void test_config_versions(void **state) {
+    fx *f = *state;
+    acg_kv_config old = small_config();
+    old.size = offsetof(acg_kv_config, elem_bytes);
+    old.elem_bytes = 8; /* past the caller's size: never read */
+    acg_kv_cache *kv = NULL;
+    TC_OK(acg_kv_cache_create(f->dev, &old, &kv));
+    acg_buffer *k = NULL;
+    TC_OK(acg_kv_cache_get_buffers(kv, &k, NULL));
+    assert_int_equal(acg_buffer_get_size(k), KV_BYTES);
+    TC_OK(acg_kv_cache_destroy(kv));
+
+    acg_kv_cache *const untouched = (acg_kv_cache *)(uintptr_t)0x31;
+    kv = untouched;
+    old.size = offsetof(acg_kv_config, kv_dim);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, &old, &kv));
+    TC_LAST_ERROR_HAS("acg_kv_cache_create: acg_kv_config.size is 20");
+    TC_LAST_ERROR_HAS("at least 24");
+    assert_ptr_equal(kv, untouched);
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -354,6 +382,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_destroy_in_use, setup, teardown),
         cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test_setup_teardown(test_config_versions, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_kv"), tests, NULL, NULL);
 }

@@ -411,7 +411,8 @@ static void test_free_waits_for_queued_work(void **state) {
  * use while they live, the peak remembers the most, and a reset restarts it from now. */
 static void test_memory_stats(void **state) {
     fx *f = *state;
-    acg_memory_stats m0, m1, m2;
+    acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT,
+                     m2 = ACG_MEMORY_STATS_INIT;
     TC_OK(acg_device_get_memory_stats(f->dev, &m0));
     acg_buffer *a = tc_buffer(f->dev, 4096);
     acg_buffer *b = tc_buffer(f->dev, 1000);
@@ -475,7 +476,7 @@ static void test_huge_alloc(void **state) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char size_text[32];
         snprintf(size_text, sizeof size_text, "%zu", sizes[i]);
-        acg_memory_stats m0, m1;
+        acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
         TC_OK(acg_device_get_memory_stats(dev, &m0));
         acg_buffer *const untouched = (acg_buffer *)(uintptr_t)0x77;
         acg_buffer *b = untouched;

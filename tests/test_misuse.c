@@ -288,7 +288,7 @@ static void test_owned_buffers_refused(void **state) {
     pc.max_query_tokens = 2;
     acg_attn_plan *plan = NULL;
     TC_OK(acg_attn_plan_create(dev, &pc, &plan));
-    acg_attn_plan_views v;
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(plan, &v));
     acg_buffer *views[] = {v.block_table, v.query_offsets, v.kv_lens, v.metadata};
     for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
@@ -320,7 +320,7 @@ static void test_unchanged_plan_checks_stream(void **state) {
     acg_attn_row rows[] = {{pages, 1, 3, 1}};
     TC_OK(acg_attn_plan_build(plan, stager, s, rows, 1));
     TC_OK(acg_attn_plan_build(plan, stager, s, rows, 1)); /* unchanged: nothing uploaded */
-    acg_attn_plan_stats stats;
+    acg_attn_plan_stats stats = ACG_ATTN_PLAN_STATS_INIT;
     TC_OK(acg_attn_plan_get_stats(plan, &stats));
     assert_int_equal(stats.unchanged, 1);
     TC_EXPECT(ERR_WRONG_DEVICE, acg_attn_plan_build(plan, stager, elsewhere, rows, 1));
@@ -432,8 +432,14 @@ static void test_destroy_from_callback(void **state) {
     acg_device *dev = tc_open();
     acg_stream *s = tc_stream(dev);
     self_destroy d = {NULL, ACG_OK};
-    acg_recipe rc = {sizeof rc,          "self", &d,   1,   1, NULL, one_float, one_float,
-                     destroying_forward, 0,      NULL, NULL};
+    acg_recipe rc = ACG_RECIPE_INIT;
+    rc.name = "self";
+    rc.user = &d;
+    rc.n_inputs = 1;
+    rc.n_outputs = 1;
+    rc.input_bytes = one_float;
+    rc.output_bytes = one_float;
+    rc.forward = destroying_forward;
     acg_bucket_key key = {"step", 0, 1, 1};
     acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
     c.recipe = &rc;

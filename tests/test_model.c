@@ -330,7 +330,7 @@ static uint64_t submit(acg_model *m, const job *j) {
 /* Checks that the request finished with its prompt and max_new tokens, copies them and the
  * draw counters out, and releases it. */
 static void collect(acg_model *m, uint64_t id, const job *j, outcome *o) {
-    acg_request_status s;
+    acg_request_status s = ACG_REQUEST_STATUS_INIT;
     TC_OK(acg_model_get_request(m, id, &s));
     assert_int_equal(s.state, ACG_REQUEST_FINISHED);
     assert_int_equal(s.n_generated, j->max_new);
@@ -358,7 +358,7 @@ static void run_together(acg_model *m, const job *jobs, uint32_t n, uint32_t max
                          uint32_t max_step_tokens, outcome *out) {
     uint64_t ids[64];
     assert_true(n <= 64);
-    acg_model_stats before, after;
+    acg_model_stats before = ACG_MODEL_STATS_INIT, after = ACG_MODEL_STATS_INIT;
     TC_OK(acg_model_get_stats(m, &before));
     uint64_t prompt_tokens = 0, new_tokens = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -369,7 +369,7 @@ static void run_together(acg_model *m, const job *jobs, uint32_t n, uint32_t max
     uint32_t widest = 0, most_rows = 0;
     for (uint32_t steps = 0;; steps++) {
         assert_true(steps < 10000);
-        acg_step_report rep;
+        acg_step_report rep = ACG_STEP_REPORT_INIT;
         TC_OK(acg_model_step(m, &rep));
         if (rep.rows == 0) {
             break;
@@ -409,7 +409,7 @@ static void expect_same(const char *what, uint32_t req, const outcome *a, const 
 
 /* Replayed steps on a graph device with graphs on; none otherwise. */
 static void expect_graph_use(const acg_model *m, acg_graph_mode mode) {
-    acg_model_stats s;
+    acg_model_stats s = ACG_MODEL_STATS_INIT;
     TC_OK(acg_model_get_stats(m, &s));
     assert_true(s.steps > 0);
     if (mode != ACG_GRAPHS_OFF && tc_cap()->graphs) {
@@ -687,7 +687,7 @@ static void test_sampling(void **state) {
         assert_true(steps < 1000);
         busy = 0;
         for (int mi = 0; mi < 3; mi++) {
-            acg_step_report rep;
+            acg_step_report rep = ACG_STEP_REPORT_INIT;
             TC_OK(acg_model_step(models[mi], &rep));
             busy += rep.rows > 0;
         }
@@ -763,7 +763,7 @@ static void test_kv_exhaustion(void **state) {
     bool was_waiting_after_start[N] = {false};
     for (uint32_t step = 0;; step++) {
         assert_true(step < 1000);
-        acg_step_report rep;
+        acg_step_report rep = ACG_STEP_REPORT_INIT;
         TC_OK(acg_model_step(m, &rep));
         if (rep.rows == 0) {
             break;
@@ -771,7 +771,7 @@ static void test_kv_exhaustion(void **state) {
         assert_true(rep.rows <= 2); /* the pages admit two requests at most */
         uint32_t running = 0;
         for (uint32_t i = 0; i < N; i++) {
-            acg_request_status s;
+            acg_request_status s = ACG_REQUEST_STATUS_INIT;
             TC_OK(acg_model_get_request(m, ids[i], &s));
             seen[i] = s.state;
             running += s.state == ACG_REQUEST_RUNNING;
@@ -817,7 +817,7 @@ static void test_errors(void **state) {
     TC_EXPECT(ERR_INVALID_HANDLE, acg_model_create(dev, NULL, NULL, &m));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_model_create(dev, (const acg_model_weights *)&o, NULL, &m));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, NULL, NULL));
-    o.size = sizeof o - 1;
+    o.size = 4; /* does not even hold the size field */
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
     TC_LAST_ERROR_HAS("options.size");
     o = (acg_model_options)ACG_MODEL_OPTIONS_INIT;
@@ -866,11 +866,15 @@ static void test_errors(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_submit(m, NULL, &id));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_submit(m, &q, NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_model_submit(NULL, &q, &id));
-    acg_request bad = q;
-    bad.size = sizeof bad + 8;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_submit(m, &bad, &id));
+    /* A newer caller's request that sets a field this library does not have. */
+    struct {
+        acg_request q;
+        uint64_t newer;
+    } longer = {q, 1};
+    longer.q.size = sizeof longer;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_submit(m, &longer.q, &id));
     TC_LAST_ERROR_HAS("size");
-    bad = q;
+    acg_request bad = q;
     bad.prompt = NULL;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_submit(m, &bad, &id));
     TC_LAST_ERROR_HAS("prompt");
@@ -920,7 +924,7 @@ static void test_errors(void **state) {
     TC_EXPECT(ERR_NOT_FOUND, acg_model_release_request(m, id));
 
     /* acg_model_get_request, acg_model_release_request, acg_model_get_stats */
-    acg_request_status rs;
+    acg_request_status rs = ACG_REQUEST_STATUS_INIT;
     TC_EXPECT(ERR_NOT_FOUND, acg_model_get_request(m, 0, &rs));
     TC_EXPECT(ERR_NOT_FOUND, acg_model_get_request(m, 424242, &rs));
     TC_EXPECT(ERR_NOT_FOUND, acg_model_release_request(m, 0));
@@ -931,10 +935,10 @@ static void test_errors(void **state) {
     assert_int_equal(rs.state, ACG_REQUEST_WAITING);
     assert_int_equal(rs.n_tokens, 4);
     assert_int_equal(rs.n_generated, 0);
-    acg_model_stats stats;
+    acg_model_stats stats = ACG_MODEL_STATS_INIT;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_get_stats(m, NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_model_get_stats(NULL, &stats));
-    acg_step_report rep;
+    acg_step_report rep = ACG_STEP_REPORT_INIT;
     TC_OK(acg_model_step(m, &rep)); /* admits it and reads the prompt, generating one token */
     assert_int_equal(rep.admitted, 1);
     assert_int_equal(rep.rows, 1);
@@ -981,7 +985,7 @@ static void test_errors(void **state) {
         assert_int_equal(stats.buckets_captured, acg_runner_get_bucket_count(runner));
         assert_int_equal(stats.buckets_dropped, 0);
         for (uint32_t b = 0; b < acg_runner_get_bucket_count(runner); b++) {
-            acg_bucket_report br;
+            acg_bucket_report br = ACG_BUCKET_REPORT_INIT;
             TC_OK(acg_runner_get_report(runner, b, &br));
             assert_int_equal(br.state, ACG_BUCKET_CAPTURED);
         }
@@ -1034,6 +1038,9 @@ static acg_status model_life(void *user) {
  * a bucket whose capture failed is served eagerly), and nothing leaks. */
 static void test_alloc_fail(void **state) {
     (void)state;
+    /* The model's kernels hold memory of the allocator that registered them: the counting
+     * allocator must register them itself (the first life below), and they go before it does. */
+    TC_OK(acg_model_unregister_kernels());
     tc_alloc_install();
     sweep_ctx ctx = {tc_open(), NULL};
     acg_model_weights *w = preset("tiny");
@@ -1048,9 +1055,82 @@ static void test_alloc_fail(void **state) {
     assert_true(points > 20);
     TC_OK(acg_model_weights_free(w));
     tc_close(ctx.dev);
+    TC_OK(acg_model_unregister_kernels());
     assert_int_equal(tc_alloc_live(), 0);
     assert_int_equal(tc_alloc_bad_calls(), 0);
     tc_alloc_uninstall();
+}
+
+/* ==== 6. structs of older and newer callers ================================================ */
+
+/* Options and a request from older headers take the defaults of the fields they lack; the
+ * request status, step report and stats are written only up to an older caller's size; a
+ * request that stops before prompt_len is refused, and a report whose size was never set is
+ * refused before the step admits anything. */
+static void test_struct_versions(void **state) {
+    (void)state;
+    acg_model_weights *w = preset("tiny");
+    acg_device *dev = tc_open();
+    acg_model_options o = ACG_MODEL_OPTIONS_INIT;
+    o.size = offsetof(acg_model_options, n_slots);
+    o.max_batch = 2;
+    o.max_step_tokens = 4;
+    o.graphs = ACG_GRAPHS_OFF;
+    o.n_slots = 5; /* past the caller's size: the default (1 slot) is used */
+    acg_model *m = NULL;
+    TC_OK(acg_model_create(dev, w, &o, &m));
+
+    int32_t prompt[4] = {1, 5, 6, 7};
+    acg_request q = ACG_REQUEST_INIT;
+    q.size = offsetof(acg_request, max_new_tokens);
+    q.prompt = prompt;
+    q.prompt_len = 4;
+    q.max_new_tokens = 0; /* past the caller's size: the default (16) is used */
+    uint64_t id = 0, none = 12345;
+    TC_OK(acg_model_submit(m, &q, &id));
+    q.size = offsetof(acg_request, prompt_len);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_submit(m, &q, &none));
+    TC_LAST_ERROR_HAS("acg_request.size is 16");
+    assert_int_equal(none, 12345);
+
+    acg_step_report rep;
+    memset(&rep, 0, sizeof rep);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_step(m, &rep));
+    TC_LAST_ERROR_HAS("acg_model_step: out->size is 0");
+    acg_request_status rs = ACG_REQUEST_STATUS_INIT;
+    TC_OK(acg_model_get_request(m, id, &rs));
+    assert_int_equal(rs.state, ACG_REQUEST_WAITING); /* the refused step admitted nothing */
+
+    rep.size = offsetof(acg_step_report, generated);
+    rep.generated = 99;
+    TC_OK(acg_model_step(m, &rep));
+    assert_int_equal(rep.size, offsetof(acg_step_report, generated));
+    assert_int_equal(rep.rows, 1);
+    assert_int_equal(rep.tokens, 4);
+    assert_int_equal(rep.generated, 99); /* past the caller's size: untouched */
+    TC_OK(acg_model_run_all(m));
+
+    memset(&rs, 0, sizeof rs);
+    rs.size = offsetof(acg_request_status, n_generated);
+    rs.n_generated = 77;
+    TC_OK(acg_model_get_request(m, id, &rs));
+    assert_int_equal(rs.state, ACG_REQUEST_FINISHED);
+    assert_int_equal(rs.n_tokens, 4 + 16);
+    assert_int_equal(rs.n_generated, 77);
+    rs.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_get_request(m, id, &rs));
+
+    acg_model_stats stats;
+    memset(&stats, 0, sizeof stats);
+    stats.size = offsetof(acg_model_stats, prompt_tokens);
+    TC_OK(acg_model_get_stats(m, &stats));
+    assert_true(stats.steps >= 16);
+    assert_int_equal(stats.prompt_tokens, 0);
+    stats.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_get_stats(m, &stats));
+    TC_OK(acg_model_destroy(m));
+    tc_close(dev);
+    TC_OK(acg_model_weights_free(w));
 }
 
 int main(int argc, char **argv) {
@@ -1064,6 +1144,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_kv_exhaustion),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test(test_struct_versions),
     };
     return cmocka_run_group_tests_name(tc_group("test_model"), tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /*
- * test_model_kernels.c — the model kernels of the catalogue against llama2.c-style references.
+ * test_model_kernels.c — the reference model's kernels against llama2.c-style references.
  *
  * The references are plain single-sequence C written the way llama2.c writes its forward pass:
  * one sequence, a contiguous (position, kv_dim) K/V cache, one query at a time. The device runs
@@ -22,9 +22,14 @@
  *    counter, vary from launch to launch, and a small top-p keeps only the top token;
  *  - the shape rules: each buffer's exact reach (one float short is ACG_ERR_OUT_OF_RANGE), grids
  *    that do not cover the counts, bad head counts, reaches that overflow 64 bits, wrong argument
- *    counts and types; and that a grid rounded up gives the exact grid's result.
+ *    counts and types; and that a grid rounded up gives the exact grid's result;
+ *  - that the kernels are the model's: absent until acg_model_register_kernels, which registers
+ *    them once (and fails cleanly at any allocation), and that they unregister only once no
+ *    open device has loaded them.
  */
 #include "common.h"
+
+#include <acg/model.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -575,6 +580,7 @@ static void mk_case(launch *L, int which, const world *w) {
 
 static int setup(void **state) {
     (void)state;
+    TC_OK(acg_model_register_kernels()); /* the first test unregisters them on its way */
     dev = tc_open();
     stream = tc_stream(dev);
     return 0;
@@ -585,6 +591,66 @@ static int teardown(void **state) {
     TC_OK(acg_stream_destroy(stream));
     tc_close(dev);
     return 0;
+}
+
+/* ---- registration --------------------------------------------------------------------------- */
+
+/* A kernel body for definitions that are refused before anything runs. */
+static void never_called(const acg_cpu_arg *a, const uint32_t global[3]) {
+    (void)a;
+    (void)global;
+    fail();
+}
+
+/* The kernels belong to the model: unknown until it registers them, registered once however
+ * often it is asked, their names taken, and unregistered only after the devices that loaded
+ * them closed. */
+static void test_registration(void **state) {
+    (void)state;
+    acg_kernel *k = NULL;
+    TC_OK(acg_model_unregister_kernels()); /* setup registered them */
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(dev, "swiglu_f32", &k));
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(dev, "sample_f32", &k));
+    TC_OK(acg_model_unregister_kernels()); /* nothing registered: nothing to do */
+    TC_OK(acg_model_register_kernels());
+    TC_OK(acg_model_register_kernels());
+    TC_OK(acg_kernel_get(dev, "swiglu_f32", &k));
+    assert_string_equal(acg_kernel_get_name(k), "swiglu_f32");
+
+    acg_kernel_desc mine = ACG_KERNEL_DESC_INIT;
+    mine.name = "matmul_f32";
+    mine.n_args = 1;
+    mine.types[0] = ACG_ARG_BUFFER;
+    mine.bytes_per_item[0] = 4;
+    mine.cpu.fn = never_called;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&mine));
+    TC_LAST_ERROR_HAS("already registered");
+
+    TC_EXPECT(ERR_IN_USE, acg_model_unregister_kernels());
+    TC_LAST_ERROR_HAS("swiglu_f32");
+    /* The kernels no open device loaded are gone; the next registration restores them. */
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(dev, "matmul_f32", &k));
+    TC_OK(acg_model_register_kernels());
+    TC_OK(acg_kernel_get(dev, "matmul_f32", &k));
+}
+
+static acg_status register_and_unregister(void *ctx) {
+    (void)ctx;
+    acg_status st = acg_model_register_kernels();
+    TC_OK(acg_model_unregister_kernels()); /* what a failed call registered goes too */
+    return st;
+}
+
+/* Registering runs out of memory at any of its allocations: the call fails cleanly, and what it
+ * registered before is unregistered with the rest. */
+static void test_registration_out_of_memory(void **state) {
+    (void)state;
+    TC_OK(acg_model_unregister_kernels()); /* no device is open between cases */
+    tc_alloc_install();
+    uint64_t points = tc_alloc_sweep(register_and_unregister, NULL, false);
+    assert_true(points >= 9); /* one definition each, and the registry's table */
+    assert_int_equal(tc_alloc_live(), 0);
+    tc_alloc_uninstall();
 }
 
 /* ---- elementwise and row-local kernels ---------------------------------------------------- */
@@ -1166,6 +1232,8 @@ int main(int argc, char **argv) {
     tc_init(argc, argv);
     make_tables();
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
+        cmocka_unit_test(test_registration_out_of_memory),
         cmocka_unit_test_setup_teardown(test_swiglu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rmsnorm_matmul, setup, teardown),

@@ -46,13 +46,13 @@ static acg_attn_plan *make_plan(acg_device *dev, uint32_t batch, uint32_t max_se
 }
 
 static acg_attn_plan_stats plan_stats(const acg_attn_plan *p) {
-    acg_attn_plan_stats st;
+    acg_attn_plan_stats st = ACG_ATTN_PLAN_STATS_INIT;
     TC_OK(acg_attn_plan_get_stats(p, &st));
     return st;
 }
 
 static uint64_t stager_copies(const acg_stager *sg) {
-    acg_stager_stats st;
+    acg_stager_stats st = ACG_STAGER_STATS_INIT;
     TC_OK(acg_stager_get_stats(sg, &st));
     return st.copies;
 }
@@ -61,7 +61,7 @@ static uint64_t stager_copies(const acg_stager *sg) {
  * (table, then offsets, then lengths, as the header lays them out). */
 static void expect_metadata(acg_stream *s, const acg_attn_plan *p, const int32_t *want,
                             size_t n_ints) {
-    acg_attn_plan_views v;
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &v));
     assert_int_equal(acg_buffer_get_size(v.metadata), n_ints * 4);
     TC_OK(acg_stream_wait_event(s, acg_attn_plan_get_event(p)));
@@ -85,7 +85,7 @@ static void expect_metadata(acg_stream *s, const acg_attn_plan *p, const int32_t
 static void test_mixed_batch_layout(void **state) {
     fx *f = *state;
     acg_attn_plan *p = make_plan(f->dev, 4, 64, 16, 8); /* table_width 4 */
-    acg_attn_plan_views v;
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &v));
     assert_int_equal(v.table_width, 4);
     assert_int_equal(v.max_kv_len, 64);
@@ -143,7 +143,7 @@ static void test_replan_keeps_addresses(void **state) {
     fx *f = *state;
     enum { BATCH = 2, TW = 4, INTS = BATCH * TW + 2 * BATCH + 1 };
     acg_attn_plan *p = make_plan(f->dev, BATCH, 64, 16, 2);
-    acg_attn_plan_views v1, v2;
+    acg_attn_plan_views v1 = ACG_ATTN_PLAN_VIEWS_INIT, v2 = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &v1));
     size_t sizes[4] = {acg_buffer_get_size(v1.metadata), acg_buffer_get_size(v1.block_table),
                        acg_buffer_get_size(v1.query_offsets), acg_buffer_get_size(v1.kv_lens)};
@@ -191,7 +191,7 @@ static void test_replan_allocates_nothing(void **state) {
         rows[r] = (acg_attn_row){pages[r], 1, 1 + r, 1};
     }
     TC_OK(acg_attn_plan_build(p, sg, s, rows, BATCH - 1)); /* warm */
-    acg_memory_stats m0, m1;
+    acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
     TC_OK(acg_device_get_memory_stats(dev, &m0));
     uint64_t allocs = tc_alloc_count(), copies = stager_copies(sg);
     for (uint32_t step = 0; step < 100; step++) {
@@ -294,8 +294,8 @@ static void test_bad_arguments(void **state) {
               acg_attn_plan_build((acg_attn_plan *)(void *)fake, f->sg, f->s, &row, 1));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_destroy((acg_attn_plan *)(void *)fake));
     assert_null(acg_attn_plan_get_event(NULL));
-    acg_attn_plan_views v;
-    acg_attn_plan_stats st;
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
+    acg_attn_plan_stats st = ACG_ATTN_PLAN_STATS_INIT;
     TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_get_views(NULL, &v));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_get_views(p, NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_get_stats(NULL, &st));
@@ -412,7 +412,7 @@ static acg_status scenario(void *ctx) {
         (st = acg_attn_plan_build(p, sg, s, rows, 1)) != ACG_OK) {
         goto out;
     }
-    acg_attn_plan_views views;
+    acg_attn_plan_views views = ACG_ATTN_PLAN_VIEWS_INIT;
     if ((st = acg_attn_plan_get_views(p, &views)) != ACG_OK ||
         (st = acg_stager_upload(sg, s, views.kv_lens, 0, v, 2, 4, NULL, 2)) != ACG_OK ||
         (st = acg_stager_upload(sg, s, views.kv_lens, 0, v, 2, 4, NULL, 2)) != ACG_OK) {
@@ -454,7 +454,7 @@ static void test_destroy_refused_keeps_plan(void **state) {
         TC_OK(acg_attn_plan_destroy(p));
         return;
     }
-    acg_attn_plan_views v;
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &v));
     acg_buffer *out = tc_buffer(f->dev, 64);
     acg_graph *g = NULL;
@@ -464,7 +464,7 @@ static void test_destroy_refused_keeps_plan(void **state) {
     TC_OK(acg_stream_end_capture(f->s, &g));
     TC_EXPECT(ERR_IN_USE, acg_attn_plan_destroy(p)); /* the graph reads kv_lens */
     TC_LAST_ERROR_HAS("graph");
-    acg_attn_plan_views again;
+    acg_attn_plan_views again = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &again));
     assert_ptr_equal(again.kv_lens, v.kv_lens);
     assert_int_equal(acg_buffer_get_size(v.block_table), 2 * 4 * sizeof(int32_t));
@@ -482,6 +482,45 @@ static void test_destroy_refused_keeps_plan(void **state) {
     TC_OK(acg_buffer_free(out));
 }
 
+/* Every field of a plan config but page_size is required, so a config shorter than the struct
+ * is refused, naming it. The views and the stats are written only up to an older caller's size,
+ * and not at all when the size was never set. */
+static void test_struct_versions(void **state) {
+    fx *f = *state;
+    acg_attn_plan_config c = {offsetof(acg_attn_plan_config, max_query_tokens), 2, 32, 16, 2};
+    acg_attn_plan *p = NULL;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &p));
+    TC_LAST_ERROR_HAS("acg_attn_plan_config.size is 20");
+    assert_null(p);
+
+    p = make_plan(f->dev, 2, 32, 16, 2);
+    acg_attn_plan_views full = ACG_ATTN_PLAN_VIEWS_INIT;
+    TC_OK(acg_attn_plan_get_views(p, &full));
+    acg_attn_plan_views v;
+    memset(&v, 0, sizeof v);
+    v.size = offsetof(acg_attn_plan_views, kv_lens);
+    TC_OK(acg_attn_plan_get_views(p, &v));
+    assert_int_equal(v.size, offsetof(acg_attn_plan_views, kv_lens));
+    assert_ptr_equal(v.metadata, full.metadata);
+    assert_ptr_equal(v.query_offsets, full.query_offsets);
+    assert_null(v.kv_lens); /* past the caller's size */
+    assert_int_equal(v.table_width, 0);
+    v.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_get_views(p, &v));
+    TC_LAST_ERROR_HAS("acg_attn_plan_get_views: out->size is 0");
+
+    acg_attn_plan_stats st;
+    memset(&st, 0xcd, sizeof st);
+    st.size = offsetof(acg_attn_plan_stats, uploads);
+    TC_OK(acg_attn_plan_get_stats(p, &st));
+    assert_int_equal(st.builds, 0);
+    assert_int_equal(st.uploads, 0xcdcdcdcdcdcdcdcdull);
+    st.size = sizeof st.size;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_get_stats(p, &st));
+    TC_LAST_ERROR_HAS("acg_attn_plan_get_stats: out->size is 8");
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -495,6 +534,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_preplan_promoted, setup, teardown),
         cmocka_unit_test(test_alloc_fail),
         cmocka_unit_test_setup_teardown(test_destroy_refused_keeps_plan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_struct_versions, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_plan"), tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <acg/engine.h>
 
 #include "common.h"
+#include "core/acg-impl.h" /* acg__device_set_free_memory */
 
 #define N 16384 /* floats per row */
 
@@ -92,8 +93,18 @@ static acg_status between(void *user, uint32_t after, acg_stream *s, const acg_s
 }
 
 static acg_recipe make_recipe(model *m) {
-    acg_recipe r = {sizeof(acg_recipe), "test",     m,       1, 1,      can_capture,
-                    rows_bytes,         rows_bytes, forward, 2, region, between};
+    acg_recipe r = ACG_RECIPE_INIT;
+    r.name = "test";
+    r.user = m;
+    r.n_inputs = 1;
+    r.n_outputs = 1;
+    r.can_capture = can_capture;
+    r.input_bytes = rows_bytes;
+    r.output_bytes = rows_bytes;
+    r.forward = forward;
+    r.n_regions = 2;
+    r.region = region;
+    r.between = between;
     return r;
 }
 
@@ -219,7 +230,7 @@ static void test_whole_runner(void **state) {
     TC_OK(acg_runner_release(r, &l1));
     TC_OK(acg_runner_release(r, &l2));
     for (uint32_t i = 0; i < 3; i++) {
-        acg_bucket_report rep;
+        acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
         TC_OK(acg_runner_get_report(r, i, &rep));
         assert_int_equal(rep.state, ACG_BUCKET_CAPTURED);
         assert_string_equal(rep.key.label, "decode");
@@ -254,7 +265,7 @@ static void test_piecewise_runner(void **state) {
 static void test_refused_before_allocating(void **state) {
     fx *f = *state;
     f->m.refuse = true;
-    acg_memory_stats m0, m1;
+    acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
     TC_OK(acg_device_get_memory_stats(f->dev, &m0));
     uint64_t host0 = tc_alloc_count();
     acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
@@ -299,7 +310,7 @@ static void test_failed_buckets_dropped(void **state) {
     tc_log_capture_begin(ACG_LOG_ERROR);
     acg_runner *r;
     TC_OK(acg_runner_create(f->dev, &c, &r));
-    acg_bucket_report rep;
+    acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
     TC_OK(acg_runner_get_report(r, 0, &rep));
     assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
     assert_non_null(strstr(rep.reason, "acg_stream_synchronize"));
@@ -353,7 +364,7 @@ static void test_graphs_off(void **state) {
         if (use_env) {
             setenv("ACG_DISABLE_GRAPHS", "1", 1);
         }
-        acg_memory_stats m0, m1;
+        acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
         TC_OK(acg_device_get_memory_stats(f->dev, &m0));
         acg_runner *r;
         TC_OK(acg_runner_create(f->dev, &c, &r));
@@ -363,7 +374,7 @@ static void test_graphs_off(void **state) {
         size_t pool = 1;
         TC_OK(acg_runner_get_pool_bytes(r, &pool));
         assert_int_equal(pool, 0);
-        acg_bucket_report rep;
+        acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
         TC_OK(acg_runner_get_report(r, 1, &rep));
         assert_int_equal(rep.state, ACG_BUCKET_EAGER);
         float out[N];
@@ -383,7 +394,7 @@ static void test_budget(void **state) {
     static const acg_bucket_key four[] = {
         {"decode", 0, 32, 32}, {"decode", 0, 16, 16}, {"decode", 0, 8, 8}, {"decode", 0, 1, 1}};
     const uint64_t row = (uint64_t)N * sizeof(float);
-    acg_memory_stats m0, m1;
+    acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
     TC_OK(acg_stream_synchronize(f->s));
     TC_OK(acg_device_get_memory_stats(f->dev, &m0));
     uint64_t statics = 3 * 32 * row; /* two slots of inputs and one output at batch 32 */
@@ -396,7 +407,7 @@ static void test_budget(void **state) {
     acg_bucket_state want[] = {ACG_BUCKET_DROPPED, ACG_BUCKET_DROPPED, ACG_BUCKET_CAPTURED,
                                ACG_BUCKET_CAPTURED};
     for (uint32_t i = 0; i < 4; i++) {
-        acg_bucket_report rep;
+        acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
         TC_OK(acg_runner_get_report(r, i, &rep));
         assert_int_equal(rep.state, want[i]);
         if (rep.state == ACG_BUCKET_DROPPED) {
@@ -413,7 +424,7 @@ static void test_budget(void **state) {
     c2.memory_limit = c.memory_limit;
     acg_runner *r2;
     TC_OK(acg_runner_create(f->dev, &c2, &r2));
-    acg_bucket_report rep;
+    acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
     TC_OK(acg_runner_get_report(r2, 0, &rep));
     assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
     assert_non_null(strstr(rep.reason, "budget"));
@@ -474,7 +485,10 @@ static void *run_rank(void *arg) {
     acg_kernel_get(dev, "axpy_f32", &m.k.axpy);
     acg_kernel_get(dev, "copy_f32", &m.k.copy);
     acg_recipe recipe = make_recipe(&m);
-    acg_comm comm = {sizeof(acg_comm), me, fake_barrier, fake_min};
+    acg_comm comm = ACG_COMM_INIT;
+    comm.user = me;
+    comm.barrier = fake_barrier;
+    comm.allreduce_min_i32 = fake_min;
     acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
     c.recipe = &recipe;
     c.buckets = three;
@@ -484,7 +498,7 @@ static void *run_rank(void *arg) {
     c.comm = &comm;
     me->status = acg_runner_create(dev, &c, &me->runner);
     for (uint32_t i = 0; me->status == ACG_OK && i < 3; i++) {
-        acg_bucket_report rep;
+        acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
         acg_runner_get_report(me->runner, i, &rep);
         me->states[i] = rep.state;
     }
@@ -698,6 +712,105 @@ static void test_recipe_errors(void **state) {
     assert_int_equal(acg_set_last_error(ACG_ERR_INTERNAL, NULL), ACG_ERR_INTERNAL);
 }
 
+/* An older caller's recipe ends at forward and its runner config at stream: the fields past
+ * their sizes take their defaults, whatever the caller's memory holds there. Too short a recipe
+ * or comm, a recipe without a name and a comm without either callback are refused before
+ * anything runs, and a bucket report is written only up to an older caller's size. */
+static void test_struct_versions(void **state) {
+    fx *f = *state;
+    acg_runner *r = NULL;
+    acg_recipe old_recipe = f->recipe;
+    old_recipe.size = offsetof(acg_recipe, n_regions); /* its regions are past its size */
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_OFF);
+    c.recipe = &old_recipe;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_destroy(r));
+    c.piecewise = true; /* the regions the old recipe cannot have */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("recipe test has no regions");
+
+    acg_runner_config old_config = config(f, three, 3, ACG_GRAPHS_OFF);
+    old_config.size = offsetof(acg_runner_config, n_slots);
+    old_config.n_slots = 7; /* past its size: the default (0) is used */
+    acg_status want = tc_cap()->graphs ? ACG_OK : ACG_ERR_UNSUPPORTED; /* graphs: the default */
+    acg_status got = acg_runner_create(f->dev, &old_config, &r);
+    assert_int_equal(got, want);
+    if (got == ACG_OK) {
+        TC_OK(acg_runner_destroy(r));
+    }
+
+    acg_runner *const untouched = (acg_runner *)(uintptr_t)0x51;
+    r = untouched;
+    c = config(f, three, 3, ACG_GRAPHS_OFF);
+    old_recipe.size = offsetof(acg_recipe, forward);
+    c.recipe = &old_recipe;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("acg_recipe.size is");
+    old_recipe = f->recipe;
+    old_recipe.name = NULL;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("the recipe has no name");
+    c.recipe = &f->recipe;
+
+    acg_comm comm = ACG_COMM_INIT;
+    comm.allreduce_min_i32 = fake_min;
+    c.comm = &comm;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("the comm has no barrier callback");
+    comm.barrier = fake_barrier;
+    comm.allreduce_min_i32 = NULL;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("the comm has no allreduce_min_i32 callback");
+    comm.allreduce_min_i32 = fake_min;
+    comm.size = offsetof(acg_comm, allreduce_min_i32); /* both callbacks are required */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("acg_comm.size is");
+    comm.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_LAST_ERROR_HAS("acg_comm.size is 0");
+    assert_ptr_equal(r, untouched);
+
+    c.comm = NULL;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    acg_bucket_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.reason[0] = 'x';
+    rep.size = offsetof(acg_bucket_report, reason);
+    TC_OK(acg_runner_get_report(r, 1, &rep));
+    assert_int_equal(rep.size, offsetof(acg_bucket_report, reason));
+    assert_string_equal(rep.key.label, "decode");
+    assert_int_equal(rep.key.batch, 8);
+    assert_int_equal(rep.state, ACG_BUCKET_EAGER);
+    assert_int_equal(rep.reason[0], 'x'); /* past the caller's size: untouched */
+    rep.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_get_report(r, 1, &rep));
+    TC_LAST_ERROR_HAS("acg_runner_get_report: out->size is 0");
+    TC_OK(acg_runner_destroy(r));
+}
+
+/* Where the driver tells its free memory, a capture that would not fit in it is dropped, even
+ * under a generous limit. */
+static void test_budget_driver_free(void **state) {
+    fx *f = *state;
+    uint64_t free_bytes = 0, total = 0;
+    if (acg_device_get_memory_info(f->dev, &free_bytes, &total) != ACG_OK) {
+        return; /* the backend cannot tell: only the limit applies (test_budget) */
+    }
+    NEED_GRAPHS_DEV(f->dev, f->s);
+    acg__device_set_free_memory(f->dev, 1024); /* far less than any bucket needs */
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
+    acg_runner *r = NULL;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    for (uint32_t b = 0; b < 3; b++) {
+        acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
+        TC_OK(acg_runner_get_report(r, b, &rep));
+        assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
+        assert_non_null(strstr(rep.reason, "the driver has 1024 bytes free"));
+    }
+    TC_OK(acg_runner_destroy(r));
+    acg__device_set_free_memory(f->dev, 0);
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -711,7 +824,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_alloc_fail),
         cmocka_unit_test_setup_teardown(test_lease_tracking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recipe_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget_driver_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_num_slots_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_struct_versions, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_runner"), tests, NULL, NULL);
 }

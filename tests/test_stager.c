@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,7 @@ static acg_stager *make_stager(acg_device *dev, uint32_t depth, size_t bytes, bo
 }
 
 static acg_stager_stats stats_of(const acg_stager *sg) {
-    acg_stager_stats st;
+    acg_stager_stats st = ACG_STAGER_STATS_INIT;
     TC_OK(acg_stager_get_stats(sg, &st));
     return st;
 }
@@ -348,7 +349,7 @@ static void test_bad_arguments(void **state) {
     TC_OK(acg_stager_invalidate(sg, dead));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stager_invalidate(sg, NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stager_invalidate(NULL, b));
-    acg_stager_stats st;
+    acg_stager_stats st = ACG_STAGER_STATS_INIT;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_get_stats(sg, NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stager_get_stats(NULL, &st));
 
@@ -363,7 +364,7 @@ static void test_bad_arguments(void **state) {
     cfg.buffer_bytes = 0;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_create(f->dev, &cfg, &out));
     cfg = (acg_stager_config)ACG_STAGER_CONFIG_INIT;
-    cfg.size = sizeof cfg - 1;
+    cfg.size = sizeof cfg.size - 1;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_create(f->dev, &cfg, &out));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_create(f->dev, NULL, NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stager_create(NULL, NULL, &out));
@@ -477,6 +478,93 @@ static void test_two_threads(void **state) {
     TC_OK(acg_buffer_free(dst));
 }
 
+/* An older caller's config stops before mirror: the mirror takes its default (off) even though
+ * the caller's memory past its size says otherwise; a config of only its size is all defaults.
+ * A newer caller's longer config is taken when its extra bytes are zero and refused, naming the
+ * struct and both sizes, when one is set; a size below the size field or past 4096 is refused. */
+static void test_config_versions(void **state) {
+    fx *f = *state;
+    acg_buffer *b = tc_buffer(f->dev, 64);
+    unsigned char bytes[16] = {1, 2, 3}, pad = 0;
+    acg_stager_config old = ACG_STAGER_CONFIG_INIT;
+    old.size = offsetof(acg_stager_config, mirror);
+    old.depth = 2;
+    old.mirror = true; /* past the caller's size: never read */
+    acg_stager *sg = NULL;
+    TC_OK(acg_stager_create(f->dev, &old, &sg));
+    TC_OK(acg_stager_upload(sg, f->s, b, 0, bytes, 16, 1, &pad, 16));
+    TC_OK(acg_stager_upload(sg, f->s, b, 0, bytes, 16, 1, &pad, 16));
+    acg_stager_stats st = stats_of(sg);
+    assert_int_equal(st.copies, 2); /* the mirror is off: nothing skipped */
+    assert_int_equal(st.skipped, 0);
+    TC_OK(acg_stager_destroy(sg));
+
+    acg_stager_config only_size = {offsetof(acg_stager_config, depth), 0, 0, true};
+    TC_OK(acg_stager_create(f->dev, &only_size, &sg));
+    TC_OK(acg_stager_destroy(sg));
+
+    struct {
+        acg_stager_config c;
+        uint64_t newer[2];
+    } longer = {ACG_STAGER_CONFIG_INIT, {0, 0}};
+    longer.c.size = sizeof longer;
+    TC_OK(acg_stager_create(f->dev, &longer.c, &sg)); /* zeros: the newer fields' defaults */
+    TC_OK(acg_stager_destroy(sg));
+
+    acg_stager *const untouched = (acg_stager *)(uintptr_t)0x77;
+    sg = untouched;
+    longer.newer[1] = 1;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_create(f->dev, &longer.c, &sg));
+    char want[128];
+    snprintf(want, sizeof want,
+             "acg_stager_config.size is %zu but sizeof(acg_stager_config) is %zu", sizeof longer,
+             sizeof(acg_stager_config));
+    TC_LAST_ERROR_HAS(want);
+    old.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_create(f->dev, &old, &sg));
+    TC_LAST_ERROR_HAS("acg_stager_config.size is 0");
+    old.size = 4097;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_create(f->dev, &old, &sg));
+    TC_LAST_ERROR_HAS("acg_stager_config.size is 4097");
+    assert_ptr_equal(sg, untouched);
+    TC_OK(acg_buffer_free(b));
+}
+
+/* An older caller's stats struct gets the fields it has and nothing past them; its size says
+ * how far the library wrote. A size that was never set is refused with nothing written. */
+static void test_stats_versions(void **state) {
+    fx *f = *state;
+    acg_buffer *b = tc_buffer(f->dev, 64);
+    acg_stager *sg = make_stager(f->dev, 2, 1024, false);
+    unsigned char bytes[16] = {0}, pad = 0;
+    TC_OK(acg_stager_upload(sg, f->s, b, 0, bytes, 16, 1, &pad, 16));
+    acg_stager_stats st;
+    memset(&st, 0xab, sizeof st);
+    st.size = offsetof(acg_stager_stats, waits);
+    TC_OK(acg_stager_get_stats(sg, &st));
+    assert_int_equal(st.size, offsetof(acg_stager_stats, waits));
+    assert_int_equal(st.copies, 1);
+    assert_int_equal(st.bytes, 16);
+    assert_int_equal(st.waits, 0xababababababababull); /* past the caller's size: untouched */
+    assert_int_equal(st.skipped, 0xababababababababull);
+
+    st.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_get_stats(sg, &st));
+    TC_LAST_ERROR_HAS("acg_stager_get_stats: out->size is 0");
+    assert_int_equal(st.copies, 1);
+
+    struct {
+        acg_stager_stats s;
+        uint64_t newer;
+    } longer = {ACG_STAGER_STATS_INIT, 0x1234};
+    longer.s.size = sizeof longer;
+    TC_OK(acg_stager_get_stats(sg, &longer.s));
+    assert_int_equal(longer.s.size, sizeof(acg_stager_stats)); /* where this library stopped */
+    assert_int_equal(longer.newer, 0x1234);
+    TC_OK(acg_stager_destroy(sg));
+    TC_OK(acg_buffer_free(b));
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -489,6 +577,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capture_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats_versions, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_stager"), tests, NULL, NULL);
 }

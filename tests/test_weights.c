@@ -85,7 +85,7 @@ static void expect_load_fails_(acg_status want, const char *path, const char *fi
 /* Both presets have the configurations the issue gives. */
 static void test_preset_configs(void **state) {
     (void)state;
-    acg_model_config c;
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
     TC_OK(acg_model_preset_get_config("tiny", &c));
     assert_int_equal(c.size, sizeof c);
     assert_int_equal(c.dim, 64);
@@ -446,6 +446,44 @@ static void test_alloc_failures(void **state) {
     assert_true(tc_alloc_sweep(load_and_free, NULL, false) > 0);
 }
 
+/* A configuration from older headers stops before shared_classifier, which takes its default
+ * (tied) whatever the caller's memory holds; one that stops before seq_len is refused. The
+ * preset's configuration is an output: written up to an older caller's size, and refused with
+ * nothing written when its size was never set. */
+static void test_config_versions(void **state) {
+    (void)state;
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
+    c.dim = 8, c.hidden_dim = 16, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1;
+    c.vocab_size = 32, c.seq_len = 8;
+    c.size = offsetof(acg_model_config, shared_classifier);
+    c.shared_classifier = false; /* past the caller's size: never read */
+    acg_model_weights *w = NULL;
+    TC_OK(acg_model_weights_create_random(&c, 3, &w));
+    assert_true(acg_model_weights_get_config(w)->shared_classifier);
+    const acg_model_tensors *t = acg_model_weights_get_tensors(w);
+    assert_ptr_equal(t->classifier, t->token_embedding);
+    TC_OK(acg_model_weights_free(w));
+    w = NULL;
+    c.size = offsetof(acg_model_config, seq_len);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_weights_create_random(&c, 3, &w));
+    TC_LAST_ERROR_HAS("acg_model_config.size is 32");
+    assert_null(w);
+
+    acg_model_config out;
+    memset(&out, 0, sizeof out);
+    out.size = offsetof(acg_model_config, n_layers);
+    out.n_layers = -1;
+    TC_OK(acg_model_preset_get_config("tiny", &out));
+    assert_int_equal(out.size, offsetof(acg_model_config, n_layers));
+    assert_int_equal(out.dim, 64);
+    assert_int_equal(out.hidden_dim, 172);
+    assert_int_equal(out.n_layers, -1); /* past the caller's size: untouched */
+    out.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_preset_get_config("tiny", &out));
+    TC_LAST_ERROR_HAS("acg_model_preset_get_config: out->size is 0");
+    assert_int_equal(out.dim, 64);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_preset_configs),
@@ -460,6 +498,7 @@ int main(void) {
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_config_versions),
     };
     return cmocka_run_group_tests_name("test_weights", tests, setup, teardown);
 }

@@ -2,14 +2,28 @@
  * acg.h — the public device API of acg ("accelerator captured graphs").
  *
  * Devices, their cached capability, device buffers, pinned host memory, streams, events,
- * asynchronous copies, built-in kernels, and graphs captured from streams and replayed with
- * one call. The same API serves every backend (cpu, opencl, cuda, level_zero).
+ * asynchronous copies, registered kernels, and graphs captured from streams and replayed with
+ * one call. The same API serves every backend: this tree has cpu and opencl; the API is shaped
+ * so that cuda and level_zero backends fit behind it unchanged.
  *
  * Conventions for every function below:
  * - Functions return an acg_status. ACG_OK is zero; every error is negative. On an error the
  *   out-parameters are left untouched and acg_last_error() holds a sentence naming the call
  *   and the cause (for a vendor failure: the vendor call and its code).
  * - Out-parameters come last. destroy/free/close of NULL is a no-op that returns ACG_OK.
+ * - Structs that begin with `size_t size` can grow: fields are only ever appended. Set size to
+ *   sizeof(the struct); the _INIT macros do. A struct the caller passes in (a config) may come
+ *   from older headers, and be shorter: the fields past its size take the defaults of its
+ *   _INIT macro. Each config says the least size it takes (through its last field that has no
+ *   default); a smaller size, or one above 4096, is ACG_ERR_INVALID_ARGUMENT. It may come from
+ *   newer headers, and be longer: accepted when every byte past this library's sizeof is zero
+ *   (the newer fields left at their defaults), else ACG_ERR_INVALID_ARGUMENT naming the struct,
+ *   the size given and sizeof. A struct the library fills (an output) is written up to its
+ *   size and no further (an older caller gets the fields it knows); on return its size holds
+ *   the bytes written, which is less than the caller's when the caller's headers are newer. An
+ *   output whose size does not reach past the size field (0: never set) is
+ *   ACG_ERR_INVALID_ARGUMENT, with nothing written. The _INIT macros are positional, so C and
+ *   C++ both take them.
  * - Handles are checked: a NULL, destroyed or foreign handle gives ACG_ERR_INVALID_HANDLE,
  *   an object of another device ACG_ERR_WRONG_DEVICE; misuse never crashes.
  * - "Asynchronous" means the call returns once the work is queued on the stream; the work runs
@@ -72,7 +86,8 @@ extern "C" {
     X(ERR_TOPOLOGY_MISMATCH, -13, "graphs differ in topology")                                     \
     X(ERR_DEVICE, -14, "device or driver error")                                                   \
     X(ERR_INTERNAL, -15, "internal error")                                                         \
-    X(ERR_EXHAUSTED, -16, "a fixed-capacity resource is exhausted")
+    X(ERR_EXHAUSTED, -16, "a fixed-capacity resource is exhausted")                                \
+    X(ERR_DEVICE_LOST, -17, "the device faulted while running queued work")
 
 typedef enum acg_status {
 #define ACG_STATUS_ENUM_(name, value, text) ACG_##name = value,
@@ -150,23 +165,28 @@ typedef struct acg_graph_pool acg_graph_pool;
 
 /* What this build contains, and whether it can run here. */
 typedef struct acg_backend_info {
-    const char *name;   /* "cpu", "opencl", "cuda", "level_zero" */
+    size_t size;        /* sizeof(acg_backend_info) (the caller sets it) */
+    const char *name;   /* "cpu", "opencl" */
     bool available;     /* its driver loaded and it has at least one device */
     int device_count;   /* 0 when unavailable */
     const char *reason; /* why unavailable ("" when available); owned by the library */
 } acg_backend_info;
+
+#define ACG_BACKEND_INFO_INIT                                                                      \
+    { sizeof(acg_backend_info), NULL, false, 0, NULL }
 
 /* Number of backends compiled into this build. Initializes nothing. */
 ACG_API size_t acg_backend_count(void);
 
 /* Describes backend `index` (0 .. acg_backend_count()-1). The first call per backend loads its
  * driver to count devices (no device is opened, no context created); later calls read the
- * result. ACG_ERR_OUT_OF_RANGE for a bad index, ACG_ERR_INVALID_ARGUMENT for a NULL out. */
+ * result. ACG_ERR_OUT_OF_RANGE for a bad index, ACG_ERR_INVALID_ARGUMENT for a NULL out or an
+ * out->size that was not set. */
 ACG_API acg_status acg_backend_get_info(size_t index, acg_backend_info *out);
 
 /* What a device can do, queried from the driver once when the device opens. */
 typedef struct acg_capability {
-    size_t size;               /* sizeof(acg_capability) */
+    size_t size;               /* sizeof(acg_capability); acg_device_describe's caller sets it */
     const char *backend;       /* backend name */
     char name[128];            /* device name from the driver */
     bool available;            /* usable for work */
@@ -177,20 +197,42 @@ typedef struct acg_capability {
     uint64_t memory_bytes;     /* device memory size */
     char detail[256];          /* the backend's own words: platform, versions, and why graphs
                                   and update are or are not available */
+    /* Added with native capture (fields are appended; zero means what it meant before). */
+    bool native_capture;       /* the driver records captured work itself (it can then also
+                                  capture work acg did not launch, see acg_stream_get_native);
+                                  else graphs are built from acg's description of the capture */
+    bool graph_host_functions; /* acg_stream_launch_host can be captured */
 } acg_capability;
 
 /* Describes device `index` of backend `backend` without opening it (name and capability as the
- * driver reports them). ACG_ERR_NOT_FOUND for an unknown backend or index,
- * ACG_ERR_UNAVAILABLE when the backend cannot run here. */
+ * driver reports them). out is an output struct: set out->size to sizeof(acg_capability) first
+ * (there is no _INIT macro: the struct holds arrays). ACG_ERR_NOT_FOUND for an unknown backend
+ * or index, ACG_ERR_UNAVAILABLE when the backend cannot run here, ACG_ERR_INVALID_ARGUMENT for
+ * a NULL argument or an out->size that was not set. */
 ACG_API acg_status acg_device_describe(const char *backend, int index, acg_capability *out);
 
-/* Opens a device. spec is "backend" or "backend:N" ("cpu", "opencl:0", "cuda:0",
- * "level_zero:0"); NULL means $ACG_DEVICE, or else the best available device (an accelerator
- * with graphs first, the cpu backend last). Queries the capability once and caches it.
+/* Opens a device. spec is "backend", "backend:N" or "backend:N?key=value" ("cpu", "opencl:0",
+ * "cuda:0", "level_zero:0", "cpu:0?capture=native"); NULL means $ACG_DEVICE, or else the best
+ * available device (an accelerator with graphs first, the cpu backend last). Options are the
+ * backend's: the cpu backend takes capture=native (its workers record captured work as a
+ * driver does, native_capture in the capability) or capture=description (the default); a
+ * backend refuses an option it does not know. Queries the capability once and caches it.
  * ACG_ERR_INVALID_ARGUMENT for a malformed spec, ACG_ERR_NOT_FOUND for an unknown backend or
  * device index, ACG_ERR_UNAVAILABLE when the backend cannot run here, ACG_ERR_OUT_OF_MEMORY,
  * ACG_ERR_DEVICE for a driver failure. */
 ACG_API acg_status acg_device_open(const char *spec, acg_device **out);
+
+/* The first fault the device reported since the last call (a kernel or replay that faulted
+ * after its launch returned), and clears it: ACG_OK when there was none, else its status
+ * (ACG_ERR_DEVICE_LOST) with acg_last_error() saying what faulted. The stream the faulting
+ * work was queued on also reports it, once, from its next acg_stream_synchronize. */
+ACG_API acg_status acg_device_get_async_error(acg_device *dev);
+
+/* Device memory free and in total as the driver sees it now, including other processes' use
+ * (acg_device_get_memory_stats counts only acg's own allocations). ACG_ERR_UNSUPPORTED when the
+ * backend cannot tell; ACG_ERR_INVALID_ARGUMENT for NULL outputs. */
+ACG_API acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
+                                              uint64_t *total_bytes);
 
 /* Closes a device. ACG_ERR_IN_USE while any buffer, pinned allocation, stream, event, graph or
  * graph pool of it lives (the message counts them). Waits for other threads' calls that hold
@@ -199,7 +241,9 @@ ACG_API acg_status acg_device_open(const char *spec, acg_device **out);
  * with ACG_ERR_INVALID_HANDLE. */
 ACG_API acg_status acg_device_close(acg_device *dev);
 
-/* The capability cached at open; NULL for an invalid handle. Never queries the driver. */
+/* The capability cached at open; NULL for an invalid handle. Never queries the driver. The
+ * struct belongs to the device, so it is always this library's whole struct: a caller whose
+ * headers are newer reads only up to its size field. */
 ACG_API const acg_capability *acg_device_get_capability(const acg_device *dev);
 
 /* "backend:N" of the device; NULL for an invalid handle. */
@@ -207,12 +251,17 @@ ACG_API const char *acg_device_get_spec(const acg_device *dev);
 
 /* Device memory as the library accounts it: buffers and graph pool chunks. */
 typedef struct acg_memory_stats {
+    size_t size;           /* sizeof(acg_memory_stats) (the caller sets it) */
     uint64_t allocations;  /* device allocations made since the device opened */
     uint64_t bytes_in_use; /* bytes allocated now */
     uint64_t peak_bytes;   /* most bytes_in_use since open or the last reset */
 } acg_memory_stats;
 
-/* Reads the device's memory accounting. Thread-safe. */
+#define ACG_MEMORY_STATS_INIT                                                                      \
+    { sizeof(acg_memory_stats), 0, 0, 0 }
+
+/* Reads the device's memory accounting. Thread-safe. ACG_ERR_INVALID_HANDLE;
+ * ACG_ERR_INVALID_ARGUMENT for a NULL out or an out->size that was not set. */
 ACG_API acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory_stats *out);
 
 /* Restarts peak_bytes from the bytes in use now (to measure one step's peak). */
@@ -297,6 +346,77 @@ ACG_API acg_status acg_stream_query(acg_stream *stream);
 
 /* The device the stream belongs to; NULL for an invalid handle. */
 ACG_API acg_device *acg_stream_get_device(const acg_stream *stream);
+
+/* What kind of driver object acg_stream_get_native returns. */
+typedef enum acg_native_kind {
+    ACG_NATIVE_NONE = 0,         /* the backend has no driver object (cpu) */
+    ACG_NATIVE_OPENCL_QUEUE = 1, /* a cl_command_queue, in order */
+    ACG_NATIVE_CUDA_STREAM = 2,  /* a CUstream */
+    ACG_NATIVE_ZE_COMMAND_LIST = 3,
+} acg_native_kind;
+
+typedef struct acg_native_handle {
+    size_t size; /* sizeof(acg_native_handle), set by the caller */
+    acg_native_kind kind;
+    void *handle; /* the object (a cl_command_queue, a CUstream); NULL with ACG_NATIVE_NONE */
+} acg_native_handle;
+
+#define ACG_NATIVE_HANDLE_INIT                                                                     \
+    { sizeof(acg_native_handle), ACG_NATIVE_NONE, NULL }
+
+/* The driver's object behind a stream, for work an engine issues itself (a vendor library, its
+ * own kernels): work issued on it is ordered with the stream's. The object belongs to the
+ * stream; do not release it. A backend without one (cpu) says ACG_NATIVE_NONE, with ACG_OK.
+ * Work issued on it during a capture must be declared with acg_stream_declare_foreign.
+ * out is an output struct as the conventions above describe (its size set by the caller).
+ * ACG_ERR_INVALID_ARGUMENT for a NULL out or an unset out->size. */
+ACG_API acg_status acg_stream_get_native(acg_stream *stream, acg_native_handle *out);
+
+/* How a host function or foreign work touches a buffer. */
+typedef enum acg_access_mode {
+    ACG_ACCESS_READ = 1,
+    ACG_ACCESS_WRITE = 2,
+    ACG_ACCESS_READ_WRITE = 3,
+} acg_access_mode;
+
+/* One buffer range that work acg does not launch reads or writes. */
+typedef struct acg_access {
+    const acg_buffer *buffer;
+    size_t offset, size; /* bytes; size 0 means to the end of the buffer */
+    acg_access_mode mode;
+} acg_access;
+
+/* Maximum accesses one host function or foreign work may declare. */
+#define ACG_MAX_ACCESSES 16
+
+typedef void (*acg_host_fn)(void *user);
+
+/* Queues fn(user) on the stream: it runs after the work queued before it and before the work
+ * queued after it, on a thread of the library's choosing (or, on a backend that cannot queue
+ * host work, on the calling thread after the stream drained). accesses declare the buffers fn
+ * reads or writes through pointers it holds (on the cpu backend device memory is host memory),
+ * so a buffer a captured host function uses cannot be freed while the graph lives. During a
+ * capture the call is recorded: every replay calls fn(user) again in order. A device whose
+ * graphs cannot call host functions (graph_host_functions false; OpenCL command buffers have
+ * no host node) invalidates the capture (ACG_ERR_CAPTURE_INVALIDATED, naming the reason).
+ * fn must not call acg functions on the stream it runs on. ACG_ERR_INVALID_ARGUMENT for a NULL
+ * fn, n_accesses > ACG_MAX_ACCESSES or a NULL accesses with n_accesses > 0;
+ * ACG_ERR_INVALID_HANDLE for a dead buffer; ACG_ERR_WRONG_DEVICE; ACG_ERR_OUT_OF_RANGE for a
+ * range that leaves its buffer. */
+ACG_API acg_status acg_stream_launch_host(acg_stream *stream, acg_host_fn fn, void *user,
+                                          const acg_access *accesses, size_t n_accesses);
+
+/* Declares work the engine issued (or is about to issue) on the stream's native object
+ * (acg_stream_get_native): a vendor library's kernels, a collective. Outside a capture it only
+ * checks the accesses. During a capture on a device with native capture, the driver recorded
+ * the work itself and acg adds a node `name` to the graph's ledger with these accesses, so
+ * lifetimes and ACG_ERR_IN_USE cover the buffers it touches. On a device whose graphs are
+ * built from acg's description (native_capture false), work issued on the native object would
+ * run once at capture time and never at replay: the capture is invalidated
+ * (ACG_ERR_CAPTURE_INVALIDATED, naming the reason). Errors as acg_stream_launch_host, and
+ * ACG_ERR_INVALID_ARGUMENT for a NULL name. */
+ACG_API acg_status acg_stream_declare_foreign(acg_stream *stream, const char *name,
+                                              const acg_access *accesses, size_t n_accesses);
 
 /* Creates an event. An event never recorded counts as complete. */
 ACG_API acg_status acg_event_create(acg_device *dev, acg_event **out);
@@ -432,82 +552,163 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
     return d;
 }
 
-/* Words (uint32) of one sampler state in the "sample_f32" kernel's state table:
- * [0] seed low, [1] seed high, [2] draws made (the counter of the next draw), [3] temperature
- * (float bits), [4] top-p (float bits), [5..7] zero. */
-#define ACG_SAMPLER_STATE_WORDS 8
-
-/* Looks up a kernel of the built-in library by name. The kernel belongs to the device (no
- * destroy). ACG_ERR_NOT_FOUND for an unknown name, ACG_ERR_DEVICE when the backend fails to
- * build it (the build log is in acg_last_error()).
+/* ---- registering kernels ---------------------------------------------------------------------
  *
- * Elementwise kernels (f32 buffers indexed by the 1-D work item i < global[0]; each buffer
+ * Every kernel is a registered definition: a name, its argument types, how far each buffer
+ * argument reaches, and one implementation per backend. The core's own elementwise kernels are
+ * registered from the start (acg_kernel_get below lists them); a layer above (the reference
+ * model, see model.h) or the user registers the rest with acg_kernel_register. A device runs a
+ * kernel whose definition holds code for the device's backend. */
+
+/* What a kernel's registrant promises about its results. Replay always equals eager on one
+ * backend, whatever the class; the class says how a backend compares with another. */
+typedef enum acg_kernel_exactness {
+    ACG_KERNEL_EXACT_SAME_BACKEND = 0, /* equal to eager on the same backend; backends may
+                                          differ (a vendor's exp, its division) */
+    ACG_KERNEL_EXACT_EVERY_BACKEND,    /* equal on every backend, bit for bit: each
+                                          implementation does the same operations in the same
+                                          order, with nothing contracted or reassociated */
+} acg_kernel_exactness;
+
+/* A kernel's shape rule: from a launch's arguments (types already checked: read the scalars'
+ * values; buffers are the caller's handles) and grid, writes in extent[i] how many bytes buffer
+ * argument i reaches from its offset (extent arrives zeroed; entries of scalars are ignored).
+ * Arithmetic must saturate at UINT64_MAX rather than wrap, so an absurd launch is refused, not
+ * let through. Returns NULL when the launch is well formed, else a sentence saying what is
+ * wrong ("the grid must cover (dim, n)"), which the launch's error message quotes. Called on
+ * the launching thread at every launch, before anything is queued; it must not call acg. */
+typedef const char *(*acg_kernel_shape_fn)(const acg_arg *args, const acg_dims *dims,
+                                           uint64_t extent[ACG_MAX_KERNEL_ARGS]);
+
+/* A kernel argument as the cpu backend hands it to a kernel's C function: a buffer argument is
+ * the host pointer to its window (the buffer's memory plus the offsets), a scalar its value. */
+typedef union acg_cpu_arg {
+    void *p;
+    int32_t i32;
+    uint32_t u32;
+    int64_t i64;
+    uint64_t u64;
+    float f32;
+} acg_cpu_arg;
+
+/* A kernel's C implementation for the cpu backend: one call computes every work item of the
+ * grid global[0] x global[1] x global[2] (args has one entry per argument, in order). It runs
+ * on the worker thread of the launching stream, at its place in stream order, eagerly and at
+ * every replay; it must not call acg. Build it with -ffp-contract=off where the kernel is
+ * ACG_KERNEL_EXACT_EVERY_BACKEND, so a*b+c rounds twice as OpenCL C does here. */
+typedef void (*acg_kernel_cpu_fn)(const acg_cpu_arg *args, const uint32_t global[3]);
+
+/* A kernel definition for acg_kernel_register. Only size, name, n_args, types, bytes_per_item
+ * and dims are required (an older caller's struct must reach past dims); every later field
+ * defaults as ACG_KERNEL_DESC_INIT sets it. */
+typedef struct acg_kernel_desc {
+    size_t size;      /* sizeof(acg_kernel_desc) */
+    const char *name; /* unique in the process (the core's kernels included); copied */
+    uint32_t n_args;  /* 0 .. ACG_MAX_KERNEL_ARGS */
+    acg_arg_type types[ACG_MAX_KERNEL_ARGS]; /* of each argument; a launch must match them */
+    /* For a buffer argument: the bytes of one item, which its offset (a view's own offset
+     * included) must be a multiple of, and which each work item reaches when there is no shape
+     * rule (the window is then global[0] * bytes_per_item). 0 for scalars; 0 for a buffer of a
+     * shaped kernel means no alignment. */
+    uint32_t bytes_per_item[ACG_MAX_KERNEL_ARGS];
+    /* Grid dimensions the kernel indexes, 1..3; a launch must leave global and local of the
+     * others at 1 (local may be 0), or backends would run different amounts of work. */
+    uint32_t dims;
+    /* (optional) The shape rule of a kernel whose windows follow from its scalar arguments.
+     * NULL: an elementwise kernel, 1-D, and every buffer argument needs bytes_per_item. */
+    acg_kernel_shape_fn shape;
+    /* Overlap: work items run in any order, so the windows of two buffer arguments on one
+     * allocation must be disjoint, or the launch is refused. An elementwise kernel (no shape
+     * rule) may also be given the same window twice (work in place); a shaped kernel only for
+     * this pair of buffer arguments {i, j}. {0, 0}: no pair. */
+    uint32_t in_place[2];
+    acg_kernel_exactness exactness; /* default ACG_KERNEL_EXACT_SAME_BACKEND */
+    /* Implementations, one per backend; at least one must be given. The registry copies each
+     * string and binary. */
+    struct {
+        acg_kernel_cpu_fn fn; /* the C function; NULL: none */
+    } cpu;
+    struct {
+        /* OpenCL C 1.2 source holding the kernel, built for each device at the first
+         * acg_kernel_get (one program per device for each distinct source, shared by every
+         * kernel registered with the same text), with FP_CONTRACT off and division and sqrt
+         * correctly rounded where the device offers it. Each buffer argument is two parameters,
+         * a global pointer and a ulong byte offset to add to it; each scalar is one parameter
+         * of the matching type (int, uint, long, ulong, float). NULL: none. */
+        const char *source;
+        const char *name; /* the kernel function in source; NULL: the kernel's name */
+    } opencl;
+    struct { /* reserved for the cuda backend: a fatbin holding the kernel */
+        const void *fatbin;
+        size_t size;
+        const char *name;
+    } cuda;
+    struct { /* reserved for the level_zero backend: a SPIR-V module holding the kernel */
+        const void *module;
+        size_t size;
+        const char *name;
+    } spirv;
+} acg_kernel_desc;
+
+#define ACG_KERNEL_DESC_INIT                                                                       \
+    {                                                                                              \
+        sizeof(acg_kernel_desc), NULL, 0, {(acg_arg_type)0}, {0}, 1, NULL, {0, 0},                 \
+            ACG_KERNEL_EXACT_SAME_BACKEND, {NULL}, {NULL, NULL}, {NULL, 0, NULL}, {NULL, 0, NULL}, \
+    }
+
+/* Registers a kernel for every device of the process, open or opened later. Synchronous. The
+ * definition is copied, strings and binaries included: desc may be freed on return. Thread-safe;
+ * register before the first acg_kernel_get of the name. A registered kernel holds host memory
+ * through the allocator hook, so acg_set_allocator is refused until it is unregistered.
+ * ACG_ERR_INVALID_ARGUMENT, the message naming the field, for: a NULL desc; a size as the
+ * conventions above refuse it (the least is offsetof(acg_kernel_desc, shape)); a NULL or empty
+ * name, or one already registered (the core's kernels included); n_args above
+ * ACG_MAX_KERNEL_ARGS; a type that is not an acg_arg_type; bytes_per_item set for a scalar; a
+ * buffer without bytes_per_item and no shape rule; dims not 1..3, or not 1 without a shape
+ * rule; an in_place pair that is not two different buffer arguments below n_args; an unknown
+ * exactness; no implementation at all, opencl.name without opencl.source, or a binary whose
+ * pointer and size disagree. ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_kernel_register(const acg_kernel_desc *desc);
+
+/* Forgets a registered kernel and frees its copy; its name may be registered again.
+ * Thread-safe. ACG_ERR_INVALID_ARGUMENT for a NULL name or one of the core's kernels;
+ * ACG_ERR_NOT_FOUND when no kernel of that name is registered; ACG_ERR_IN_USE while a device
+ * that loaded it (acg_kernel_get) is open: a loaded kernel belongs to its device until
+ * acg_device_close (the message counts the devices). */
+ACG_API acg_status acg_kernel_unregister(const char *name);
+
+/* ---- using kernels ------------------------------------------------------------------------ */
+
+/* Looks up a registered kernel by name and loads it on the device: the first lookup per device
+ * builds the backend's implementation (OpenCL: compiles its source), later lookups return the
+ * same handle. The kernel belongs to the device (no destroy; it is released at
+ * acg_device_close). Thread-safe. ACG_ERR_NOT_FOUND for a name that is not registered;
+ * ACG_ERR_UNSUPPORTED when the definition holds no code for the device's backend (the message
+ * names the kernel and the backend); ACG_ERR_DEVICE when the backend fails to build it (the
+ * OpenCL build log is in acg_last_error()); ACG_ERR_OUT_OF_MEMORY.
+ *
+ * The core's kernels (f32 buffers indexed by the 1-D work item i < global[0]; each buffer
  * argument reaches global[0] elements from its offset, which is checked at launch; two buffer
- * arguments must be the same window, for work in place, or not overlap):
+ * arguments must be the same window, for work in place, or not overlap; each is
+ * ACG_KERNEL_EXACT_EVERY_BACKEND, and a backend is complete when it runs them):
  *   "fill_f32"       (y, f32 value)      y[i] = value
  *   "add_scalar_f32" (y, x, f32 a)       y[i] = x[i] + a
  *   "axpy_f32"       (y, x, f32 a)       y[i] = a * x[i] + y[i]
  *   "copy_f32"       (dst, src)          dst[i] = src[i]   (offsets select the windows)
- *   "swiglu_f32"     (y, a, b)           y[i] = (a[i] * (1 / (1 + exp(-a[i])))) * b[i]
- *
- * Model kernels (the reference model's layers; docs/model.md explains them, and the cpu
- * backend's src/backends/cpu/kernels.c is their readable definition). Buffers are row-major f32
- * unless marked i32; their reach follows from the u32 arguments; no two may overlap, except
- * rmsnorm's out and x, which may be the same window; and the grid must cover the counts given (work items past them do nothing, so a grid may be
- * rounded up to a work-group multiple). Every output element is computed by one work item in
- * a fixed order that depends only on its own row: a row's result is the same bit for bit
- * whatever the batch around it. Paged kernels read the step from an attention plan
- * (block_table, query_offsets, kv_lens, see engine.h): token t of the step belongs to the row r
- * with query_offsets[r] <= t < query_offsets[r+1] and sits at position
- * kv_lens[r] - q_len[r] + (t - query_offsets[r]); a token of no row is padding. Data read from
- * buffers (token ids, page ids, offsets, seats) is never trusted: an id out of range reads as
- * zeros or skips the work, so no launch reaches past its windows.
- *   "embed_f32"       (out (n, dim), table (vocab, dim), tokens i32 (n); u32 dim, vocab, n),
- *                     grid (dim, n): row of each token; zeros for an id outside the table
- *   "rmsnorm_f32"     (out (n, dim), x (n, dim), w (dim); u32 dim, n; f32 eps), grid (n)
- *   "matmul_f32"      (out (n, n_out), x (n, n_in), w (n_out, n_in); u32 n_in, n_out, n),
- *                     grid (n_out, n): out = x w^T
- *   "rope_f32"        (x (n, width), cos, sin (max_pos, head_size / 2), query_offsets i32
- *                     (batch + 1), kv_lens i32 (batch); u32 width, head_size, n, batch,
- *                     max_pos), grid (width / 2, n): rotates each pair of each head in place
- *                     by its token's position (padding and positions >= max_pos untouched)
- *   "kv_store_f32"    (k_cache, v_cache (n_pages, page_size, kv_dim), k, v (n, kv_dim),
- *                     block_table i32 (batch, table_width), query_offsets, kv_lens; u32 kv_dim,
- *                     n, batch, table_width, page_size, n_pages), grid (kv_dim, n): writes
- *                     each token's K and V at its position's page; never the sink page 0
- *   "attention_f32"   (out (n, n_heads * head_size), att (n, n_heads, table_width *
- *                     page_size) scratch, q (n, n_heads * head_size), k_cache, v_cache
- *                     (n_pages, page_size, n_kv_heads * head_size), block_table,
- *                     query_offsets, kv_lens; u32 n_heads, n_kv_heads, head_size, n, batch,
- *                     table_width, page_size, n_pages), grid (n_heads, n): causal softmax
- *                     attention of each token over positions 0..its own (grouped-query: head
- *                     h reads KV head h / (n_heads / n_kv_heads)); zeros for padding;
- *                     n_pages must be at least 1 (a bad page id reads the sink page 0)
- *   "gather_last_f32" (out (batch, dim), x (n, dim), query_offsets; u32 dim, batch, n),
- *                     grid (dim, batch): each row's last token; zeros for an empty row
- *   "sample_f32"      (result i32 (batch, 2), logits, probs (batch, vocab) scratch, seats i32
- *                     (batch), states u32 (n_states, ACG_SAMPLER_STATE_WORDS); u32 vocab,
- *                     batch, n_states), grid (batch): picks row r's token with the sampler
- *                     state seats[r]: the first largest logit at temperature <= 0 or where
- *                     logit / temperature overflows (no draw is made), else a
- *                     draw from the temperature softmax (within the top-p nucleus), its random
- *                     number a function of (seed, counter) and the counter then incremented in
- *                     the state, so replays never repeat a draw. result[r] = {token, counter
- *                     used or -1}; {-1, -1} for a seat outside 0..n_states-1, untouched state.
- *                     Rows of one launch must name different seats (rows sharing a seat race).
- */
+ * The reference model's kernels are registered by acg_model_register_kernels (model.h). */
 ACG_API acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out);
 
 /* The kernel's name; NULL for an invalid handle. */
 ACG_API const char *acg_kernel_get_name(const acg_kernel *kernel);
 
 /* Queues a kernel launch. Asynchronous; recorded when the stream captures. Arguments are copied
- * (the array may be reused at once). ACG_ERR_INVALID_ARGUMENT for a wrong argument count or type
- * (the message names the argument), a zero or oversized grid, a grid with more dimensions than
- * the kernel, a grid that does not cover a model kernel's counts or counts it cannot take (the
- * message says which), a misaligned offset (a view's own offset included),
- * buffer windows that partially overlap, or graph scratch used outside the capture that
- * allocated it (copies and fills refuse it too);
+ * (the array may be reused at once). Every check below runs before anything is queued or
+ * recorded: a refused launch leaves the stream, and a capture, as they were.
+ * ACG_ERR_INVALID_ARGUMENT for a wrong argument count or type (the message names the
+ * argument), a zero or oversized grid, a grid with more dimensions than the kernel, a launch
+ * its shape rule refuses (the message quotes the rule's sentence), a misaligned offset (a
+ * view's own offset included), buffer windows that overlap other than as the kernel allows,
+ * or graph scratch used outside the capture that allocated it (copies and fills refuse it too);
  * ACG_ERR_OUT_OF_RANGE when a buffer argument's window leaves the buffer;
  * ACG_ERR_WRONG_DEVICE for a buffer or kernel of another device. */
 ACG_API acg_status acg_kernel_launch(acg_stream *stream, const acg_kernel *kernel,
@@ -596,6 +797,13 @@ ACG_API acg_status acg_graph_launch(acg_graph *graph, acg_stream *stream);
  * node. */
 ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
 
+/* Prepares the graph for replays on stream ahead of the first one (on drivers where the first
+ * replay uploads the graph, CUDA's cuGraphUpload), so that cost falls at start-up, not while
+ * serving. Asynchronous; optional: replays work without it, and where a backend needs nothing
+ * it does nothing. A capturing stream is refused like a replay into it (the capture is
+ * invalidated). ACG_ERR_WRONG_DEVICE for a stream of another device. */
+ACG_API acg_status acg_graph_upload(acg_graph *graph, acg_stream *stream);
+
 /* Waits for other threads' calls on the graph (a launch, an update) to return and for pending
  * replays of the graph, then destroys it and releases its scratch. */
 ACG_API acg_status acg_graph_destroy(acg_graph *graph);
@@ -616,11 +824,14 @@ typedef enum acg_node_kind {
     ACG_NODE_COPY_D2H,
     ACG_NODE_COPY_D2D,
     ACG_NODE_FILL,
+    ACG_NODE_HOST,    /* a host function (acg_stream_launch_host) */
+    ACG_NODE_FOREIGN, /* work acg did not launch (acg_stream_declare_foreign) */
 } acg_node_kind;
 
 typedef struct acg_node_info {
     acg_node_kind kind;
-    const char *kernel;   /* kernel name for ACG_NODE_KERNEL, else NULL */
+    const char *kernel;   /* kernel name for ACG_NODE_KERNEL, the declared name for
+                             ACG_NODE_FOREIGN, else NULL */
     size_t size;          /* bytes copied or filled; 0 for kernels */
     size_t n_deps;        /* nodes this one waits for */
     const uint32_t *deps; /* their indices (each < this node's index) */

@@ -1,10 +1,12 @@
 /*
  * engine.h — what makes graph replay correct inside a serving engine: a pinned stager for
- * metadata uploads, a paged KV cache, graph-stable attention plans, and (later in this file)
- * bucketed capture runners. Everything here is built on acg.h and names no backend.
+ * metadata uploads, a paged KV cache, graph-stable attention plans, and bucketed capture
+ * runners, which agree across ranks through a caller-supplied acg_comm. Everything here is
+ * built on acg.h and names no backend.
  *
  * Conventions are those of acg.h: statuses, acg_last_error(), checked handles, destroy(NULL)
- * is a no-op, out-parameters last, config structs begin with their size and have an _INIT macro.
+ * is a no-op, out-parameters last, structs that begin with their size grow by acg.h's rule and
+ * have an _INIT macro.
  * Lifetimes too: every destroy here waits for other threads' calls on the object to return and
  * refuses later ones with ACG_ERR_INVALID_HANDLE. The buffers an object allocates for itself
  * (K and V, a plan's buffer and views, a runner's statics) belong to it: acg_buffer_free
@@ -25,6 +27,7 @@ extern "C" {
 
 typedef struct acg_stager acg_stager;
 
+/* Every field has a default: the least size is offsetof(acg_stager_config, depth). */
 typedef struct acg_stager_config {
     size_t size;         /* sizeof(acg_stager_config) */
     uint32_t depth;      /* ring buffers (default 8) */
@@ -36,6 +39,7 @@ typedef struct acg_stager_config {
     { sizeof(acg_stager_config), 8, 64 * 1024, false }
 
 typedef struct acg_stager_stats {
+    size_t size;      /* sizeof(acg_stager_stats) (the caller sets it) */
     uint64_t copies;  /* host-to-device copies issued */
     uint64_t bytes;   /* bytes copied */
     uint64_t waits;   /* host waits for a ring buffer whose copy was still in flight */
@@ -43,11 +47,14 @@ typedef struct acg_stager_stats {
     uint64_t skipped; /* uploads the mirror skipped */
 } acg_stager_stats;
 
+#define ACG_STAGER_STATS_INIT                                                                      \
+    { sizeof(acg_stager_stats), 0, 0, 0, 0, 0 }
+
 /* Creates a stager on dev with config (NULL: defaults): depth ring buffers of buffer_bytes
  * pinned host memory, each with an event. Pinned allocation invalidates a capture in progress
  * on the device, so create stagers before capturing. ACG_ERR_INVALID_HANDLE for a NULL dev;
- * ACG_ERR_INVALID_ARGUMENT for depth 0, a zero buffer size, a config whose size is not
- * sizeof(acg_stager_config) or a NULL out; ACG_ERR_OUT_OF_MEMORY. Every stager function is
+ * ACG_ERR_INVALID_ARGUMENT for depth 0, a zero buffer size, a config size that acg.h's rule
+ * for growing structs refuses, or a NULL out; ACG_ERR_OUT_OF_MEMORY. Every stager function is
  * thread-safe (one mutex per stager): a planning thread and a stepping thread may share it. */
 ACG_API acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config,
                                      acg_stager **out);
@@ -91,7 +98,8 @@ ACG_API acg_status acg_stager_upload(acg_stager *stager, acg_stream *stream, acg
  * mirror. ACG_ERR_INVALID_HANDLE for a NULL or dead stager or a NULL dst. */
 ACG_API acg_status acg_stager_invalidate(acg_stager *stager, const acg_buffer *dst);
 
-/* Counters since creation. ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out. */
+/* Counters since creation. ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out or
+ * an out->size that was not set. */
 ACG_API acg_status acg_stager_get_stats(const acg_stager *stager, acg_stager_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
@@ -100,6 +108,7 @@ ACG_API acg_status acg_stager_get_stats(const acg_stager *stager, acg_stager_sta
 
 typedef struct acg_kv_cache acg_kv_cache;
 
+/* n_pages and kv_dim have no default: the least size is offsetof(acg_kv_config, elem_bytes). */
 typedef struct acg_kv_config {
     size_t size;         /* sizeof(acg_kv_config) */
     uint32_t n_layers;   /* layers sharing the page table */
@@ -121,8 +130,9 @@ typedef struct acg_kv_config {
  * are not initialized. Every kv function is thread-safe (one mutex per cache); the page array
  * from acg_kv_request_get_pages is not guarded after the call returns.
  * ACG_ERR_INVALID_HANDLE for a NULL dev; ACG_ERR_INVALID_ARGUMENT for a NULL config or out, a
- * config whose size is not sizeof(acg_kv_config), a zero field, n_pages < 2 or above 2^31
- * (page ids go into int32 block tables), or sizes that overflow; ACG_ERR_OUT_OF_MEMORY. */
+ * config size that acg.h's rule for growing structs refuses, a zero field, n_pages < 2 or
+ * above 2^31 (page ids go into int32 block tables), or sizes that overflow;
+ * ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config,
                                        acg_kv_cache **out);
 /* Frees the buffers and every request. ACG_ERR_IN_USE, with nothing changed, while a live
@@ -157,6 +167,7 @@ ACG_API acg_status acg_kv_request_get_pages(const acg_kv_cache *kv, uint64_t id,
 
 typedef struct acg_attn_plan acg_attn_plan;
 
+/* Only page_size has a default: the least size is sizeof(acg_attn_plan_config). */
 typedef struct acg_attn_plan_config {
     size_t size;               /* sizeof(acg_attn_plan_config) */
     uint32_t batch;            /* rows: the bucket's batch size */
@@ -179,6 +190,7 @@ typedef struct acg_attn_row {
 /* Where a plan's arrays live: views into the plan's one device buffer, all int32:
  * block_table (batch, table_width), query_offsets (batch + 1), kv_lens (batch). */
 typedef struct acg_attn_plan_views {
+    size_t size;               /* sizeof(acg_attn_plan_views) (the caller sets it) */
     acg_buffer *metadata;      /* the whole buffer */
     acg_buffer *block_table;   /* (batch, table_width) page ids, padded with the sink page */
     acg_buffer *query_offsets; /* (batch + 1) [i]: q_len of rows before i; [batch]: total */
@@ -187,18 +199,25 @@ typedef struct acg_attn_plan_views {
     uint32_t max_kv_len;       /* the worst case, max_seq_len: what a captured kernel is given */
 } acg_attn_plan_views;
 
+#define ACG_ATTN_PLAN_VIEWS_INIT                                                                   \
+    { sizeof(acg_attn_plan_views), NULL, NULL, NULL, NULL, 0, 0 }
+
 typedef struct acg_attn_plan_stats {
+    size_t size;        /* sizeof(acg_attn_plan_stats) (the caller sets it) */
     uint64_t builds;    /* acg_attn_plan_build calls that succeeded */
     uint64_t uploads;   /* of them, those that queued a copy */
     uint64_t unchanged; /* of them, those whose packed bytes equalled what the buffer holds
                            (a pre-plan promoted) */
 } acg_attn_plan_stats;
 
+#define ACG_ATTN_PLAN_STATS_INIT                                                                   \
+    { sizeof(acg_attn_plan_stats), 0, 0, 0 }
+
 /* Creates a plan and its one device buffer, sized for config's worst case; the buffer and its
  * views never move or grow. The buffer starts as an empty plan (all rows padding: zeros, the
  * sink page being 0); the call waits for that fill. ACG_ERR_INVALID_HANDLE for a NULL dev;
- * ACG_ERR_INVALID_ARGUMENT for a NULL config or out, a config whose size is not
- * sizeof(acg_attn_plan_config), zero fields, or sizes that overflow (max_seq_len and
+ * ACG_ERR_INVALID_ARGUMENT for a NULL config or out, a config size that acg.h's rule for
+ * growing structs refuses, zero fields, or sizes that overflow (max_seq_len and
  * max_query_tokens must fit an int32); ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *config,
                                         acg_attn_plan **out);
@@ -234,10 +253,12 @@ ACG_API acg_status acg_attn_plan_build(acg_attn_plan *plan, acg_stager *stager, 
 ACG_API acg_event *acg_attn_plan_get_event(const acg_attn_plan *plan);
 
 /* The buffer, its views and the worst-case sizes; fixed for the plan's life.
- * ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out. */
+ * ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out or an out->size that was not
+ * set. */
 ACG_API acg_status acg_attn_plan_get_views(const acg_attn_plan *plan, acg_attn_plan_views *out);
 
-/* Counters since creation. ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out. */
+/* Counters since creation. ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out or
+ * an out->size that was not set. */
 ACG_API acg_status acg_attn_plan_get_stats(const acg_attn_plan *plan, acg_attn_plan_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
@@ -245,7 +266,8 @@ ACG_API acg_status acg_attn_plan_get_stats(const acg_attn_plan *plan, acg_attn_p
  * ------------------------------------------------------------------------------------------- */
 
 /* What a runner needs from a process group: every rank passes the same barriers and reduces
- * the same arrays in the same order. NULL where a runner takes one means a single process. */
+ * the same arrays in the same order. NULL where a runner takes one means a single process.
+ * Both callbacks are required (no defaults): the least size is sizeof(acg_comm). */
 typedef struct acg_comm {
     size_t size; /* sizeof(acg_comm) */
     void *user;
@@ -254,6 +276,9 @@ typedef struct acg_comm {
     /* Replaces values[i] by the minimum of values[i] over all ranks. */
     acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n);
 } acg_comm;
+
+#define ACG_COMM_INIT                                                                              \
+    { sizeof(acg_comm), NULL, NULL, NULL }
 
 /* ---------------------------------------------------------------------------------------------
  * Buckets, recipes and capture runners
@@ -279,7 +304,9 @@ typedef struct acg_step_io {
 } acg_step_io;
 
 /* What a model hands a runner. The callbacks must launch the same work eagerly and under
- * capture; graph scratch (acg_stream_alloc) does not survive between steps or regions. */
+ * capture; graph scratch (acg_stream_alloc) does not survive between steps or regions.
+ * A whole-step recipe ends at forward: the least size is offsetof(acg_recipe, n_regions), and
+ * the piecewise fields default to none. can_capture is optional (NULL: always capturable). */
 typedef struct acg_recipe {
     size_t size; /* sizeof(acg_recipe) */
     const char *name;
@@ -300,6 +327,9 @@ typedef struct acg_recipe {
                           const acg_step_io *io);
 } acg_recipe;
 
+#define ACG_RECIPE_INIT                                                                            \
+    { sizeof(acg_recipe), NULL, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, NULL, NULL }
+
 typedef enum acg_graph_mode {
     ACG_GRAPHS_AUTO = 0, /* from the environment: ACG_DISABLE_GRAPHS, ACG_REQUIRE_GRAPHS */
     ACG_GRAPHS_ON,       /* capture; a bucket that fails is dropped and served eagerly */
@@ -307,6 +337,8 @@ typedef enum acg_graph_mode {
     ACG_GRAPHS_REQUIRE,  /* capture; a dropped bucket is an error at creation */
 } acg_graph_mode;
 
+/* recipe, buckets, n_buckets and stream have no default: the least size is
+ * offsetof(acg_runner_config, n_slots). */
 typedef struct acg_runner_config {
     size_t size;                   /* sizeof(acg_runner_config) */
     const acg_recipe *recipe;      /* copied; its user pointer must outlive the runner */
@@ -330,12 +362,16 @@ typedef enum acg_bucket_state {
 } acg_bucket_state;
 
 typedef struct acg_bucket_report {
+    size_t size; /* sizeof(acg_bucket_report) (the caller sets it) */
     acg_bucket_key key;
     acg_bucket_state state;
     char reason[256];    /* why dropped ("budget: ...", the capture's error, "another rank") */
     double capture_ms;   /* time spent capturing its slots (warm-ups included) */
     uint64_t eager_peak; /* device bytes one eager step allocated at its peak */
 } acg_bucket_report;
+
+#define ACG_BUCKET_REPORT_INIT                                                                     \
+    { sizeof(acg_bucket_report), {NULL, 0, 0, 0}, ACG_BUCKET_EAGER, {0}, 0.0, 0 }
 
 typedef struct acg_runner acg_runner;
 
@@ -348,9 +384,15 @@ typedef struct acg_runner acg_runner;
  * eager peak free under memory_limit is dropped (reason "budget"), largest first. A bucket
  * counts only if all its slots captured on every rank (comm); a dropped bucket is logged at
  * error level and served eagerly. With graphs required, a dropped bucket fails the creation,
- * naming the bucket and its reason. ACG_ERR_INVALID_ARGUMENT for a bad config, or when n_slots
- * is 0 and ACG_NUM_SLOTS is set to anything but 1 or 2 (the detail names the variable and the
- * value). Synchronous. */
+ * naming the bucket and its reason. ACG_ERR_INVALID_ARGUMENT for a NULL config or out; a
+ * config, recipe or comm size that acg.h's rule for growing structs refuses (each is read at
+ * its own size); no recipe, buckets or stream; a recipe without a name, without input_bytes
+ * or output_bytes for its inputs and outputs, with more than 16 outputs, or without forward
+ * (piecewise: regions, and between for more than one); a bucket without a label (of fewer than
+ * 64 characters) or a batch; a comm without barrier or allreduce_min_i32; n_slots above 2, or
+ * 0 with ACG_NUM_SLOTS set to anything but 1 or 2 (the detail names the variable and the
+ * value). ACG_ERR_WRONG_DEVICE for a stream of another device. A comm callback's failure is
+ * returned as it is, and the runner is not created. Synchronous. */
 ACG_API acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config,
                                      acg_runner **out);
 ACG_API acg_status acg_runner_destroy(acg_runner *runner);
@@ -387,6 +429,8 @@ ACG_API acg_status acg_runner_run(acg_runner *runner, const acg_lease *lease, ac
  * lease that is not held (released already, or another runner's). */
 ACG_API acg_status acg_runner_release(acg_runner *runner, acg_lease *lease);
 
+/* What became of a bucket at creation. ACG_ERR_INVALID_HANDLE; ACG_ERR_INVALID_ARGUMENT for a
+ * bucket out of range, a NULL out or an out->size that was not set. */
 ACG_API acg_status acg_runner_get_report(const acg_runner *runner, uint32_t bucket,
                                          acg_bucket_report *out);
 ACG_API uint32_t acg_runner_get_bucket_count(const acg_runner *runner);

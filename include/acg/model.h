@@ -42,6 +42,9 @@ extern "C" {
 /* Most bytes a checkpoint may describe (1 TiB). */
 #define ACG_MODEL_MAX_BYTES ((uint64_t)1 << 40)
 
+/* Passed in (acg_model_weights_create_random), only shared_classifier has a default: the least
+ * size is offsetof(acg_model_config, shared_classifier). Filled (acg_model_preset_get_config),
+ * it is an output: set size first, as ACG_MODEL_CONFIG_INIT does. */
 typedef struct acg_model_config {
     size_t size;            /* sizeof(acg_model_config) */
     int32_t dim;            /* model width; a multiple of n_heads */
@@ -64,7 +67,7 @@ typedef struct acg_model_config {
  * Both have a separate classifier: with random weights a tied one would make greedy decoding
  * repeat the current token forever.
  * ACG_ERR_NOT_FOUND for another name (the message lists the presets); ACG_ERR_INVALID_ARGUMENT
- * for a NULL name or out. */
+ * for a NULL name or out, or an out->size that was not set. */
 ACG_API acg_status acg_model_preset_get_config(const char *name, acg_model_config *out);
 
 /* ---------------------------------------------------------------------------------------------
@@ -119,8 +122,8 @@ ACG_API acg_status acg_model_preset_load(const char *name, uint64_t seed, acg_mo
  * [-s, s) with s the largest power of two not above 1/sqrt(cols), RMS norm weights 1.0, the
  * legacy RoPE tables zero. The same configuration and seed give the same bytes on every
  * machine.
- * ACG_ERR_INVALID_ARGUMENT for a NULL config or out, a config whose size is not
- * sizeof(acg_model_config), or a configuration a checkpoint could not hold (the checks of
+ * ACG_ERR_INVALID_ARGUMENT for a NULL config or out, a config size that acg.h's rule for
+ * growing structs refuses, or a configuration a checkpoint could not hold (the checks of
  * acg_model_weights_load); ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_model_weights_create_random(const acg_model_config *config, uint64_t seed,
                                                    acg_model_weights **out);
@@ -216,11 +219,85 @@ ACG_API const char *acg_tokenizer_decode(const acg_tokenizer *t, int32_t prev_to
 ACG_API int32_t acg_tokenizer_find(const acg_tokenizer *t, const char *piece, size_t length);
 
 /* ---------------------------------------------------------------------------------------------
+ * Kernels: the model's own, registered with acg_kernel_register (acg.h)
+ *
+ * Buffers are row-major f32 unless marked i32 or u32; their reach follows from the u32
+ * arguments; no two may overlap, except rmsnorm's out and x, which may be the same window, and
+ * any two of swiglu's (elementwise: it works in place); and the grid must cover the counts given
+ * (work items past them do nothing, so a grid may be rounded up to a work-group multiple). Every
+ * output element is computed by one work item in a fixed order that depends only on its own
+ * row: a row's result is the same bit for bit whatever the batch around it. Paged kernels read
+ * the step from an attention plan (block_table, query_offsets, kv_lens, see engine.h): token t
+ * of the step belongs to the row r with query_offsets[r] <= t < query_offsets[r+1] and sits at
+ * position kv_lens[r] - q_len[r] + (t - query_offsets[r]); a token of no row is padding. Data
+ * read from buffers (token ids, page ids, offsets, seats) is never trusted: an id out of range
+ * reads as zeros or skips the work, so no launch reaches past its windows. embed, matmul, rope,
+ * kv_store and gather_last are ACG_KERNEL_EXACT_EVERY_BACKEND; swiglu, rmsnorm, attention and
+ * sample use exp, division or sqrt, which a device may round its own way, and are
+ * ACG_KERNEL_EXACT_SAME_BACKEND. src/model/kernels_cpu.c is their readable definition
+ * (docs/model.md explains them):
+ *   "swiglu_f32"      (y, a, b), grid (n): y[i] = (a[i] * (1 / (1 + exp(-a[i])))) * b[i]
+ *   "embed_f32"       (out (n, dim), table (vocab, dim), tokens i32 (n); u32 dim, vocab, n),
+ *                     grid (dim, n): row of each token; zeros for an id outside the table
+ *   "rmsnorm_f32"     (out (n, dim), x (n, dim), w (dim); u32 dim, n; f32 eps), grid (n)
+ *   "matmul_f32"      (out (n, n_out), x (n, n_in), w (n_out, n_in); u32 n_in, n_out, n),
+ *                     grid (n_out, n): out = x w^T
+ *   "rope_f32"        (x (n, width), cos, sin (max_pos, head_size / 2), query_offsets i32
+ *                     (batch + 1), kv_lens i32 (batch); u32 width, head_size, n, batch,
+ *                     max_pos), grid (width / 2, n): rotates each pair of each head in place
+ *                     by its token's position (padding and positions >= max_pos untouched)
+ *   "kv_store_f32"    (k_cache, v_cache (n_pages, page_size, kv_dim), k, v (n, kv_dim),
+ *                     block_table i32 (batch, table_width), query_offsets, kv_lens; u32 kv_dim,
+ *                     n, batch, table_width, page_size, n_pages), grid (kv_dim, n): writes
+ *                     each token's K and V at its position's page; never the sink page 0
+ *   "attention_f32"   (out (n, n_heads * head_size), att (n, n_heads, table_width *
+ *                     page_size) scratch, q (n, n_heads * head_size), k_cache, v_cache
+ *                     (n_pages, page_size, n_kv_heads * head_size), block_table,
+ *                     query_offsets, kv_lens; u32 n_heads, n_kv_heads, head_size, n, batch,
+ *                     table_width, page_size, n_pages), grid (n_heads, n): causal softmax
+ *                     attention of each token over positions 0..its own (grouped-query: head
+ *                     h reads KV head h / (n_heads / n_kv_heads)); zeros for padding;
+ *                     n_pages must be at least 1 (a bad page id reads the sink page 0)
+ *   "gather_last_f32" (out (batch, dim), x (n, dim), query_offsets; u32 dim, batch, n),
+ *                     grid (dim, batch): each row's last token; zeros for an empty row
+ *   "sample_f32"      (result i32 (batch, 2), logits, probs (batch, vocab) scratch, seats i32
+ *                     (batch), states u32 (n_states, ACG_SAMPLER_STATE_WORDS); u32 vocab,
+ *                     batch, n_states), grid (batch): picks row r's token with the sampler
+ *                     state seats[r]: the first largest logit at temperature <= 0 or where
+ *                     logit / temperature overflows (no draw is made), else a
+ *                     draw from the temperature softmax (within the top-p nucleus), its random
+ *                     number a function of (seed, counter) and the counter then incremented in
+ *                     the state, so replays never repeat a draw. result[r] = {token, counter
+ *                     used or -1}; {-1, -1} for a seat outside 0..n_states-1, untouched state.
+ *                     Rows of one launch must name different seats (rows sharing a seat race).
+ * ------------------------------------------------------------------------------------------- */
+
+/* Words (uint32) of one sampler state in the "sample_f32" kernel's state table:
+ * [0] seed low, [1] seed high, [2] draws made (the counter of the next draw), [3] temperature
+ * (float bits), [4] top-p (float bits), [5..7] zero. */
+#define ACG_SAMPLER_STATE_WORDS 8
+
+/* Registers the kernels above for every device, with code for the cpu and opencl backends.
+ * acg_model_create calls it; call it to launch the kernels without a model. Synchronous and
+ * thread-safe; a later call registers only what an earlier one left out (after running out of
+ * memory) and otherwise does nothing. While they are registered acg_set_allocator is refused.
+ * ACG_ERR_INVALID_ARGUMENT when a kernel of one of these names was registered by someone else;
+ * ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_model_register_kernels(void);
+
+/* Unregisters what acg_model_register_kernels registered (acg_kernel_unregister each), so the
+ * allocator may change again. Thread-safe. ACG_ERR_IN_USE while a device that loaded one of
+ * them (acg_model_create, acg_kernel_get) is open: those stay registered, the others are
+ * unregistered all the same, and a later acg_model_register_kernels registers them again. */
+ACG_API acg_status acg_model_unregister_kernels(void);
+
+/* ---------------------------------------------------------------------------------------------
  * Serving: a model on a device, and generation with continuous batching
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct acg_model acg_model;
 
+/* Every field has a default: the least size is offsetof(acg_model_options, max_batch). */
 typedef struct acg_model_options {
     size_t size;              /* sizeof(acg_model_options) */
     uint32_t max_batch;       /* requests per step (default 32, at most 1024) */
@@ -243,10 +320,10 @@ typedef struct acg_model_options {
  * unless graphs are off (ACG_GRAPHS_REQUIRE: a bucket that fails to capture fails the call).
  * The weights may be freed afterwards. Synchronous; progress is logged at info level.
  * ACG_ERR_INVALID_HANDLE for a NULL dev or weights; ACG_ERR_INVALID_ARGUMENT for a NULL out,
- * options whose size is not sizeof(acg_model_options), max_batch outside 1..1024,
+ * an options size that acg.h's rule for growing structs refuses, max_batch outside 1..1024,
  * max_step_tokens below max_batch or above 16 * seq_len, a page size outside 1..65536, kv_pages
- * of 1, n_slots above 2, or a step too large to launch; ACG_ERR_OUT_OF_MEMORY; the runner's statuses (see
- * acg_runner_create). */
+ * of 1, n_slots above 2, or a step too large to launch; ACG_ERR_OUT_OF_MEMORY; the runner's
+ * statuses (see acg_runner_create). */
 ACG_API acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
                                     const acg_model_options *options, acg_model **out);
 
@@ -255,7 +332,8 @@ ACG_API acg_status acg_model_create(acg_device *dev, const acg_model_weights *we
 ACG_API acg_status acg_model_destroy(acg_model *model);
 
 /* One request: a prompt of token ids (the caller's tokenizer made them; the array is copied)
- * and how to continue it. */
+ * and how to continue it. prompt and prompt_len have no default: the least size is
+ * offsetof(acg_request, max_new_tokens). */
 typedef struct acg_request {
     size_t size;             /* sizeof(acg_request) */
     const int32_t *prompt;   /* (prompt_len) ids in 0..vocab_size-1 */
@@ -277,6 +355,7 @@ typedef enum acg_request_state {
 } acg_request_state;
 
 typedef struct acg_request_status {
+    size_t size; /* sizeof(acg_request_status) (the caller sets it) */
     acg_request_state state;
     const int32_t *tokens;         /* (n_tokens) the prompt, then the generated tokens */
     uint32_t n_tokens;
@@ -285,18 +364,22 @@ typedef struct acg_request_status {
                                       used, UINT32_MAX for a greedy token */
 } acg_request_status;
 
+#define ACG_REQUEST_STATUS_INIT                                                                    \
+    { sizeof(acg_request_status), ACG_REQUEST_WAITING, NULL, 0, 0, NULL }
+
 /* Queues a request (not thread-safe: one thread drives a model) and gives its id. It is
  * admitted by a later acg_model_step once a batch row and KV pages for all its tokens
  * (prompt_len + max_new_tokens) are free, in submission order; it never waits for pages it
- * could never have. ACG_ERR_INVALID_ARGUMENT for a NULL request, prompt or id, a size field
- * that is not sizeof(acg_request), prompt_len 0, max_new_tokens 0, a token id out of range, a
- * temperature that is negative or not finite, or top_p outside (0, 1];
+ * could never have. ACG_ERR_INVALID_ARGUMENT for a NULL request, prompt or id, a size that
+ * acg.h's rule for growing structs refuses, prompt_len 0, max_new_tokens 0, a token id out of
+ * range, a temperature that is negative or not finite, or top_p outside (0, 1];
  * ACG_ERR_EXHAUSTED when prompt_len + max_new_tokens exceeds seq_len or needs more KV pages
  * than the cache has (the message says how many); ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_model_submit(acg_model *model, const acg_request *request, uint64_t *id);
 
 /* What one step did. */
 typedef struct acg_step_report {
+    size_t size;        /* sizeof(acg_step_report) (the caller sets it) */
     uint32_t rows;      /* requests in the step */
     uint32_t tokens;    /* query tokens (prefill and decode) */
     uint32_t generated; /* tokens sampled */
@@ -308,12 +391,16 @@ typedef struct acg_step_report {
     double ms;          /* wall time of the step, host waits included */
 } acg_step_report;
 
+#define ACG_STEP_REPORT_INIT                                                                       \
+    { sizeof(acg_step_report), 0, 0, 0, 0, 0, 0, false, 0.0, 0.0 }
+
 /* Runs one engine step: admits waiting requests, batches the running ones (one token for each
  * decoding request, then prompt chunks sharing what is left of max_step_tokens: a prompt may
  * wait a step when the budget is spent), selects the tightest bucket, leases a
  * slot, plans, uploads the step's tokens, replays or runs eagerly, reads the sampled tokens
  * back (waiting for the stream) and retires finished requests. *report (may be NULL) says what
- * it did: rows 0 means there was nothing to run. Statuses of the engine and the device; after
+ * it did: rows 0 means there was nothing to run. A report whose size was not set is
+ * ACG_ERR_INVALID_ARGUMENT before anything runs. Statuses of the engine and the device; after
  * an error the model should be destroyed. */
 ACG_API acg_status acg_model_step(acg_model *model, acg_step_report *report);
 
@@ -321,7 +408,8 @@ ACG_API acg_status acg_model_step(acg_model *model, acg_step_report *report);
 ACG_API acg_status acg_model_run_all(acg_model *model);
 
 /* A request's state and tokens; the arrays stay valid until the next step or release.
- * ACG_ERR_NOT_FOUND for an unknown id; ACG_ERR_INVALID_ARGUMENT for a NULL out. */
+ * ACG_ERR_NOT_FOUND for an unknown id; ACG_ERR_INVALID_ARGUMENT for a NULL out or an out->size
+ * that was not set. */
 ACG_API acg_status acg_model_get_request(const acg_model *model, uint64_t id,
                                          acg_request_status *out);
 
@@ -330,6 +418,7 @@ ACG_API acg_status acg_model_get_request(const acg_model *model, uint64_t id,
 ACG_API acg_status acg_model_release_request(acg_model *model, uint64_t id);
 
 typedef struct acg_model_stats {
+    size_t size; /* sizeof(acg_model_stats) (the caller sets it) */
     uint64_t steps, graphed_steps;
     uint64_t prompt_tokens;    /* prompt tokens read */
     uint64_t generated_tokens; /* tokens sampled */
@@ -338,7 +427,11 @@ typedef struct acg_model_stats {
     double capture_ms; /* time spent capturing at creation */
 } acg_model_stats;
 
-/* Counters since creation. ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out. */
+#define ACG_MODEL_STATS_INIT                                                                       \
+    { sizeof(acg_model_stats), 0, 0, 0, 0, 0.0, 0, 0, 0.0 }
+
+/* Counters since creation. ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out or an
+ * out->size that was not set. */
 ACG_API acg_status acg_model_get_stats(const acg_model *model, acg_model_stats *out);
 
 /* The runner that serves the steps (owned by the model), for its bucket reports. */

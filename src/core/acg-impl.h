@@ -63,9 +63,30 @@ acg_status acg__env_u64(const char *fn, const char *name, uint64_t min, uint64_t
 /* Warns once per process about ACG_* variables the library does not know. */
 void acg__env_check_once(void);
 
+/* Structs that begin with `size_t size`, of any caller's version (config.c). acg__config_read
+ * copies the caller's config src into dst (dst_size bytes: this library's sizeof) over a copy
+ * of defaults (its _INIT macro), so fields past an older caller's size take their defaults,
+ * and sets dst's size to dst_size. ACG_ERR_INVALID_ARGUMENT, naming fn, what (the struct's
+ * name), the size given and sizeof, for a size below min_size (the struct up to and including
+ * its last field without a default) or above 4096, and for a larger size whose extra bytes are
+ * not all zero. acg__output_write writes src (src_size bytes) into the caller's output struct
+ * dst, up to dst's size, which it then sets to the bytes written; ACG_ERR_INVALID_ARGUMENT,
+ * with dst untouched, when dst's size does not reach past the size field (it was never set).
+ * acg__output_check is that check alone, for a call that must refuse before it does its work. */
+acg_status acg__config_read(void *dst, size_t dst_size, const void *defaults, const void *src,
+                            size_t min_size, const char *what, const char *fn);
+acg_status acg__output_check(const void *dst, size_t src_size, const char *what, const char *fn);
+acg_status acg__output_write(void *dst, const void *src, size_t src_size, const char *what,
+                             const char *fn);
+
 /* ---- handles ----------------------------------------------------------------------------- */
 
-typedef enum acg__handle_type {
+/* The type a handle was registered with. The core's own types are listed here; each layer
+ * above it defines its types in its own private header, in a range of its own from
+ * ACG__HANDLE_LAYER_FIRST up (the engine 64-79, the model 80-95), so its objects are checked
+ * the same way while the core names none of them. */
+typedef uint32_t acg__handle_type;
+enum {
     ACG__HANDLE_DEVICE = 1,
     ACG__HANDLE_BUFFER,
     ACG__HANDLE_STREAM,
@@ -73,15 +94,8 @@ typedef enum acg__handle_type {
     ACG__HANDLE_KERNEL,
     ACG__HANDLE_GRAPH,
     ACG__HANDLE_POOL,
-    /* the engine's and the model's objects, so they are checked the same way */
-    ACG__HANDLE_STAGER,
-    ACG__HANDLE_KV,
-    ACG__HANDLE_PLAN,
-    ACG__HANDLE_RUNNER,
-    ACG__HANDLE_WEIGHTS,
-    ACG__HANDLE_TOKENIZER,
-    ACG__HANDLE_MODEL,
-} acg__handle_type;
+    ACG__HANDLE_LAYER_FIRST = 64,
+};
 
 /* How many calls are using an object right now (see "Lifetimes" in docs/design.md). */
 typedef struct acg__life {
@@ -119,15 +133,20 @@ bool acg__handle_valid(const void *p, acg__handle_type type);
  * free) or acg__handle_restore (the destroy was refused). */
 acg_status acg__handle_retire(const void *p, acg__handle_type type, bool strict);
 void acg__handle_restore(const void *p);
+/* Waits again until no other thread's call holds p (retired), for holds that
+ * acg__hold_device took after the retire's wait. */
+void acg__handle_drain(const void *p);
 /* A destroy of an object of dev holds dev until it returns, so the device cannot close while
  * the destroy still uses it after its object left the device's lists. It holds dev even while
  * an acg_device_close is retiring it: that close then finds the object still counted and is
- * refused, or waits for this hold. Call it before the object leaves the device's counts. */
+ * refused, or (once the counts reach zero) drains this hold with acg__handle_drain. Call it
+ * before the object leaves the device's counts. */
 void acg__hold_device(acg_device *dev);
 /* acg__handle_retire with the error set: "<fn>: <what> <p> is not a live <what>" or the
  * enclosing-call refusal. */
 acg_status acg__retire(const void *p, acg__handle_type type, const char *fn, const char *what);
-/* Live handles and pinned allocations of all devices (for acg_set_allocator). */
+/* Live handles, pinned allocations of all devices and registered kernels: what holds memory
+ * from the allocator hook (for acg_set_allocator). */
 size_t acg__live_objects(void);
 
 /* ---- pinned host memory registry --------------------------------------------------------- */
@@ -170,8 +189,8 @@ struct acg_device {
     const acg_backend_i *vt;
     void *impl;
     int index;
-    char spec[48];
-    char name[72]; /* spec and which open it was: tells two handles of one device apart */
+    char spec[64];
+    char name[88]; /* spec and which open it was: tells two handles of one device apart */
     acg_capability cap;
     uint64_t capability_queries; /* driver capability queries made for this device */
     pthread_mutex_t lock;
@@ -179,10 +198,12 @@ struct acg_device {
     acg_stream *streams;    /* live streams (for device synchronize) */
     acg_graph *graphs;      /* live graphs (to name one that holds a resource) */
     acg__capture *captures; /* live captures */
-    acg_kernel **kernels;   /* by catalogue index, loaded on first lookup */
+    acg_kernel **kernels;   /* (n_kernels) loaded kernels, each at its first lookup */
+    uint32_t n_kernels, cap_kernels;
     uint64_t next_graph_id;
     acg_memory_stats memory; /* under lock */
     bool retain_discarded;   /* from the backend; a test hook may set it */
+    _Atomic uint64_t free_override; /* test hook: free memory to report (0: ask the driver) */
 };
 
 struct acg_buffer {
@@ -249,6 +270,7 @@ struct acg_graph_pool {
 struct acg__capture {
     acg_device *dev;
     uint64_t id;
+    void *rec; /* the backend's recording (native capture), until it ends or is aborted */
     acg_stream *origin;
     acg_graph_pool *pool;
     acg_capture_state state;
@@ -358,6 +380,8 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out);
 /* Instantiates the capture's graph, taking its description and scratch (dev->lock held). */
 acg_status acg__graph_create(acg__capture *c, acg_graph **out);
 
+/* Drops the backend's native recording of the capture, if any (dev->lock held). */
+void acg__capture_abort_native(acg__capture *c);
 /* Frees a capture and detaches its streams (dev->lock held). */
 void acg__capture_free(acg__capture *c);
 
@@ -375,11 +399,22 @@ void acg__pool_release_parked(acg_graph_pool *pool);
 void acg__device_set_retain_discarded(acg_device *dev, bool retain);
 uint32_t acg__pool_parked_count(const acg_graph_pool *pool);
 
+/* Test hook: acg_device_get_memory_info reports `bytes` free (0: what the driver says). */
+void acg__device_set_free_memory(acg_device *dev, uint64_t bytes);
+
+/* Test hook: the device's next graph replay faults (ACG_ERR_UNSUPPORTED where the backend has
+ * no such hook). */
+acg_status acg__device_inject_fault(acg_device *dev);
+
 /* Test hook: driver capability queries made for an open device. */
 uint64_t acg__device_capability_queries(const acg_device *dev);
 
-/* The kernel catalogue. */
-const acg__kernel_def *acg__kernel_catalogue(size_t *count);
+/* Kernels (kernel.c, elementwise.c): the core's own definitions, the number of registered
+ * ones (live objects for acg_set_allocator), and releasing a device's loaded kernels at close
+ * (dev->lock not needed: nothing else uses the device). */
+const acg__kernel_def *acg__core_kernels(size_t *count);
+size_t acg__kernel_registered(void);
+void acg__device_kernels_free(acg_device *dev);
 
 /* The backends compiled in (registry.c). */
 size_t acg__backend_count(void);

@@ -11,7 +11,11 @@
 
 #include <acg/acg.h>
 
-#define ACG_BACKEND_VERSION 1
+#define ACG_BACKEND_VERSION 2
+
+/* A slot that version `ver` of the table added, or NULL in a table written against an older
+ * version: the version field is what tells the core which slots a table has. */
+#define ACG__SLOT(vt, slot, ver) ((vt)->version >= (ver) ? (vt)->slot : NULL)
 
 /* A kernel argument with its buffer resolved to backend memory. */
 typedef struct acg__karg {
@@ -29,30 +33,16 @@ typedef struct acg__karg {
     } value;
 } acg__karg;
 
-/* A kernel's shape rule: checks a launch's scalar arguments and grid, and gives the bytes
- * each buffer argument reaches from its offset in extent[i] (saturating, never wrapping).
- * Returns NULL when the launch is well formed, else a sentence saying what is wrong. */
-typedef const char *(*acg__kernel_shape_fn)(const acg__karg *args, const acg_dims *dims,
-                                            uint64_t extent[ACG_MAX_KERNEL_ARGS]);
-
-/* One entry of the built-in kernel catalogue (src/core/kernel.c), the same for every backend. */
+/* A kernel definition (src/core/kernel.c): the registrant's acg_kernel_desc, copied whole with
+ * its strings and binaries, in_place ordered (i < j), or one of the core's static definitions.
+ * It lives while a device has it loaded, so a backend may keep pointers into it until
+ * kernel_unload. A backend builds from its own implementation field (cpu.fn, opencl.source) and
+ * refuses a definition without one with ACG_ERR_UNSUPPORTED, naming the kernel and itself. */
 typedef struct acg__kernel_def {
-    const char *name;
-    uint32_t n_args;
-    acg_arg_type types[ACG_MAX_KERNEL_ARGS];
-    /* Bytes of one element of a buffer argument: the offset's required alignment, and (for an
-     * elementwise kernel, shape NULL) the bytes each work item reaches, so the window is
-     * global[0] * this. 0 for scalars. */
-    uint32_t bytes_per_item[ACG_MAX_KERNEL_ARGS];
-    /* Grid dimensions the kernel indexes; global and local must be 1 (local may be 0) in the
-     * others, or backends would run different amounts of work. */
-    uint32_t dims;
-    /* (optional) The shape rule of a kernel whose windows depend on its scalar arguments;
-     * NULL for an elementwise kernel. */
-    acg__kernel_shape_fn shape;
-    /* A shaped kernel's buffers must not overlap, but for this pair of arguments, which may be
-     * the same window (in place); {0, 0}: none. Elementwise kernels allow any same-window pair. */
-    uint8_t in_place[2];
+    const char *name; /* d.name, at hand for messages and descriptions */
+    acg_kernel_desc d;
+    uint32_t refs; /* devices that loaded it, and lookups loading it (under the registry lock) */
+    bool core;     /* one of the core's kernels: static, never unregistered */
 } acg__kernel_def;
 
 /* One node of a captured graph, as the core records it. Copies: h2d uses dst_* and host,
@@ -77,6 +67,10 @@ typedef struct acg__node {
     bool host_pinned; /* host lies in a pinned allocation of the device */
     uint32_t pattern;
     uint32_t pattern_size;
+    /* host functions; foreign work's declared name */
+    acg_host_fn host_fn;
+    void *host_user;
+    char label[32];
     /* description: the handles behind the resolved memory */
     uint32_t n_buffers;
     const acg_buffer *buffers[ACG_MAX_KERNEL_ARGS];
@@ -99,8 +93,10 @@ struct acg_backend_i {
     acg_status (*probe)(int *n_devices, const char **reason);
     /* Capability of device `index` without opening it; one driver query. */
     acg_status (*describe)(int index, acg_capability *out);
-    /* Opens device `index`; *dev is the backend's device. */
-    acg_status (*device_open)(int index, void **dev);
+    /* Opens device `index`; *dev is the backend's device. `options` is what followed '?' in
+     * the device spec ("" when nothing did), as "key=value"; the backend refuses what it does
+     * not know (ACG_ERR_INVALID_ARGUMENT, naming the option). */
+    acg_status (*device_open)(int index, const char *options, void **dev);
     /* Closes a device opened by device_open; every object of it is gone. */
     void (*device_close)(void *dev);
     /* Capability of an open device; the core calls it once per device and caches the result. */
@@ -140,8 +136,10 @@ struct acg_backend_i {
     /* Host to device. With src_pinned false the backend must have read src before returning. */
     acg_status (*copy_h2d)(void *stream, void *dst, size_t dst_off, const void *src, size_t size,
                            bool src_pinned);
-    /* Device to host, asynchronous; the core waits afterwards when dst is pageable. */
-    acg_status (*copy_d2h)(void *stream, void *dst, void *src, size_t src_off, size_t size);
+    /* Device to host. With dst_pinned false the backend must have written dst before
+     * returning (the caller may read pageable memory at once); pinned: asynchronous. */
+    acg_status (*copy_d2h)(void *stream, void *dst, void *src, size_t src_off, size_t size,
+                           bool dst_pinned);
     /* Device to device, non-overlapping. */
     acg_status (*copy_d2d)(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
                            size_t size);
@@ -149,11 +147,13 @@ struct acg_backend_i {
     acg_status (*fill)(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
                        uint32_t pattern_size);
 
-    /* Builds or finds the backend's implementation of a catalogue kernel. */
+    /* Builds the backend's implementation of a kernel definition, once per device and kernel;
+     * ACG_ERR_UNSUPPORTED when def holds no code for this backend. */
     acg_status (*kernel_load)(void *dev, const acg__kernel_def *def, void **kernel);
     /* (optional) Releases a kernel from kernel_load at device close. NULL: nothing to release. */
     void (*kernel_unload)(void *dev, void *kernel);
-    /* Queues a launch; arguments match def's types, checked by the core. */
+    /* Queues a launch; arguments match the definition's types and windows, checked by the
+     * core. */
     acg_status (*kernel_launch)(void *stream, void *kernel, const acg_dims *dims,
                                 const acg__karg *args, uint32_t n_args);
 
@@ -173,6 +173,49 @@ struct acg_backend_i {
      * next successful capture, because the driver may still reference what it recorded (as
      * Level Zero command lists can). false: discarded graphs are destroyed at once. */
     bool retain_discarded_graphs;
+
+    /* Version 2: native capture, host functions, native objects. */
+
+    /* (optional) Native capture, for drivers that record what is submitted to a capturing
+     * stream (CUDA stream capture, Level Zero graph capture, the cpu backend's native mode).
+     * When capture_begin is set, the core hands every piece of captured work (kernels, copies,
+     * fills, host functions, event records and waits) to the normal slots as if eager, and the
+     * backend records it instead of running it; the core keeps its description only as the
+     * ledger that enforces the rules. NULL: the core's description is instantiated with
+     * graph_instantiate. capture_begin puts `stream` in recording mode for a new recording
+     * *rec; capture_join adds another stream of the device to it (a fork, before that stream's
+     * first captured work); capture_end leaves recording mode on every stream of the
+     * recording and instantiates what it recorded into an exec for graph_launch, graph_update
+     * (from the ledger's description) and graph_destroy; capture_abort leaves recording mode
+     * and drops what was recorded (an invalidated or abandoned capture). */
+    acg_status (*capture_begin)(void *stream, void **rec);
+    acg_status (*capture_join)(void *rec, void *stream);
+    acg_status (*capture_end)(void *rec, void **exec);
+    void (*capture_abort)(void *rec);
+
+    /* (optional) Queues fn(user) in stream order: it runs after the work queued before it and
+     * before the work queued after it. NULL: the core synchronizes the stream and calls fn
+     * on the calling thread. A backend whose graphs run host functions says so with the
+     * capability's graph_host_functions. */
+    acg_status (*host_launch)(void *stream, acg_host_fn fn, void *user);
+
+    /* (optional) The driver's object behind a stream (a cl_command_queue, a CUstream), for work
+     * the engine issues itself. NULL: the backend has none (kind ACG_NATIVE_NONE). */
+    acg_status (*stream_get_native)(void *stream, acg_native_handle *out);
+
+    /* (optional) The first fault reported since the last call, cleared: ACG_OK when none, else
+     * ACG_ERR_DEVICE_LOST with the error set. stream_synchronize reports a fault of its
+     * stream's work the same way, once. NULL: the backend learns of no faults after launch. */
+    acg_status (*device_get_async_error)(void *dev);
+    /* (optional) Test hook: the device's next graph replay faults instead of running. */
+    void (*inject_fault)(void *dev);
+
+    /* (optional) Device memory free and in total as the driver sees it now (other processes'
+     * use included). NULL: unknown; acg_device_get_memory_info says ACG_ERR_UNSUPPORTED. */
+    acg_status (*memory_query)(void *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* (optional) Makes exec resident for stream ahead of its first replay, so the first
+     * replay costs what the others do. NULL: nothing to do. */
+    acg_status (*graph_upload)(void *exec, void *stream);
 };
 
 typedef struct acg_backend_i acg_backend_i;

@@ -67,6 +67,17 @@ acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
                                      fn);
     } else {
         st = acg__capture_add(s, c, node);
+        if (st == ACG_OK && c->rec != NULL) {
+            /* Native capture: the work goes down the normal path and the driver records it;
+             * the description above is the ledger. */
+            st = eager(s, node);
+            if (st != ACG_OK) {
+                char why[256];
+                acg__error_copy(why, sizeof why);
+                st = acg__capture_invalidate(c, st, "%s: the driver could not record it: %s", fn,
+                                             why);
+            }
+        }
     }
     acg__stream_leave(s, c);
     return st;
@@ -82,6 +93,9 @@ acg_status acg__capture_invalidate(acg__capture *c, acg_status status, const cha
         c->state = ACG_CAPTURE_INVALIDATED;
         c->why_status = status;
         snprintf(c->why, sizeof c->why, "%s", msg);
+        /* Nothing more reaches the driver: its recording can go now, which also takes every
+         * stream out of recording mode before one of them may be destroyed. */
+        acg__capture_abort_native(c);
         acg__log(ACG_LOG_INFO, "capture %llu on %s invalidated: %s", (unsigned long long)c->id,
                  c->dev->spec, msg);
         return acg__error(status, "%s", msg);
@@ -210,8 +224,16 @@ void acg__capture_leave(acg__capture *c, acg_stream *s) {
     s->frontier.n = 0;
 }
 
+void acg__capture_abort_native(acg__capture *c) {
+    if (c->rec != NULL) {
+        c->dev->vt->capture_abort(c->rec);
+        c->rec = NULL;
+    }
+}
+
 void acg__capture_free(acg__capture *c) {
     acg_device *dev = c->dev;
+    acg__capture_abort_native(c);
     for (uint32_t i = 0; i < c->n_streams; i++) {
         atomic_store_explicit(&c->streams[i]->capture, NULL, memory_order_release);
         acg__ids_free(&c->streams[i]->frontier);
@@ -297,6 +319,12 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_free_pool;
     }
+    if (dev->cap.native_capture) {
+        st = dev->vt->capture_begin(s->impl, &c->rec);
+        if (st != ACG_OK) {
+            goto out_free_streams;
+        }
+    }
     pool->capturing = true;
     c->streams[c->n_streams++] = s;
     s->frontier.n = 0;
@@ -307,6 +335,8 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
     pthread_mutex_unlock(&s->lock);
     return ACG_OK;
 
+out_free_streams:
+    acg__free(c->streams);
 out_free_pool:
     if (pool->is_private) {
         acg__pool_free(pool);

@@ -14,34 +14,70 @@ acg_status acg__check_device(const acg_device *dev, const char *fn) {
     return ACG_OK;
 }
 
-/* Splits "backend[:N]" into name and index; ACG_ERR_INVALID_ARGUMENT when malformed. */
-static acg_status parse_spec(const char *spec, char *name, size_t name_size, int *index) {
-    const char *colon = strchr(spec, ':');
-    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+/* Splits "backend[:N][?options]" into name, index and options (what follows '?', "" when
+ * absent, for the backend to read); ACG_ERR_INVALID_ARGUMENT when malformed. */
+static acg_status parse_spec(const char *spec, char *name, size_t name_size, int *index,
+                             char *options, size_t options_size) {
+    const char *query = strchr(spec, '?');
+    size_t head = query ? (size_t)(query - spec) : strlen(spec);
+    const char *colon = memchr(spec, ':', head);
+    size_t len = colon ? (size_t)(colon - spec) : head;
     if (len == 0 || len >= name_size) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "acg_device_open: spec \"%s\" is not backend or backend:N", spec);
+                          "acg_device_open: spec \"%s\" is not backend, backend:N or "
+                          "backend:N?options",
+                          spec);
     }
     memcpy(name, spec, len);
     name[len] = '\0';
     *index = 0;
     if (colon != NULL) {
         const char *digits = colon + 1;
-        if (*digits == '\0' || strlen(digits) > 6) {
+        size_t n_digits = head - len - 1;
+        if (n_digits == 0 || n_digits > 6) {
             return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                              "acg_device_open: spec \"%s\" is not backend or backend:N", spec);
+                              "acg_device_open: spec \"%s\" is not backend, backend:N or "
+                              "backend:N?options",
+                              spec);
         }
-        for (const char *d = digits; *d; d++) {
-            if (!isdigit((unsigned char)*d)) {
+        int v = 0;
+        for (size_t i = 0; i < n_digits; i++) {
+            if (!isdigit((unsigned char)digits[i])) {
                 return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                                  "acg_device_open: spec \"%s\": device index \"%s\" is not a "
+                                  "acg_device_open: spec \"%s\": device index \"%.*s\" is not a "
                                   "number",
-                                  spec, digits);
+                                  spec, (int)n_digits, digits);
             }
+            v = v * 10 + (digits[i] - '0');
         }
-        *index = atoi(digits);
+        *index = v;
     }
+    const char *opts = query ? query + 1 : "";
+    if ((query != NULL && *opts == '\0') || strlen(opts) >= options_size) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "acg_device_open: spec \"%s\": options after '?' must be key=value "
+                          "(at most %zu characters)",
+                          spec, options_size - 1);
+    }
+    snprintf(options, options_size, "%s", opts);
     return ACG_OK;
+}
+
+/* What the backend's table cannot do is not in the capability, whatever the backend said. */
+static void mask_capability(const acg_backend_i *vt, acg_capability *cap) {
+    cap->size = sizeof *cap;
+    cap->backend = vt->name;
+    bool native = ACG__SLOT(vt, capture_begin, 2) && ACG__SLOT(vt, capture_join, 2) &&
+                  ACG__SLOT(vt, capture_end, 2) && ACG__SLOT(vt, capture_abort, 2) &&
+                  vt->graph_launch != NULL && vt->graph_destroy != NULL;
+    cap->native_capture = cap->native_capture && native;
+    cap->graphs = cap->graphs && (vt->graph_instantiate != NULL || cap->native_capture);
+    cap->graph_update = cap->graphs && cap->graph_update && vt->graph_update != NULL;
+    cap->graph_host_functions =
+        cap->graphs && cap->graph_host_functions && ACG__SLOT(vt, host_launch, 2) != NULL;
+    if (vt->pinned_alloc == NULL) {
+        cap->pinned_memory = false;
+    }
 }
 
 acg_status acg_device_describe(const char *backend, int index, acg_capability *out) {
@@ -69,24 +105,20 @@ acg_status acg_device_describe(const char *backend, int index, acg_capability *o
     if (st != ACG_OK) {
         return st;
     }
-    cap.size = sizeof cap;
-    cap.backend = vt->name;
-    cap.graphs = cap.graphs && vt->graph_instantiate != NULL;
-    cap.graph_update = cap.graphs && cap.graph_update && vt->graph_update != NULL;
-    *out = cap;
-    return ACG_OK;
+    mask_capability(vt, &cap);
+    return acg__output_write(out, &cap, sizeof cap, "acg_capability", "acg_device_describe");
 }
 
 /* The first device of the most preferred available backend that has graphs, else any. */
 static acg_status pick_best(char *spec, size_t size) {
     for (int want_graphs = 1; want_graphs >= 0; want_graphs--) {
         for (size_t i = 0; i < acg__backend_count(); i++) {
-            acg_backend_info info;
+            acg_backend_info info = ACG_BACKEND_INFO_INIT;
             if (acg_backend_get_info(i, &info) != ACG_OK || !info.available) {
                 continue;
             }
             for (int d = 0; d < info.device_count; d++) {
-                acg_capability cap;
+                acg_capability cap = {.size = sizeof cap};
                 if (acg_device_describe(info.name, d, &cap) == ACG_OK && cap.available &&
                     (cap.graphs || !want_graphs)) {
                     snprintf(spec, size, "%s:%d", info.name, d);
@@ -115,9 +147,9 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
             spec = best;
         }
     }
-    char name[24];
+    char name[24], options[24];
     int index = 0;
-    acg_status st = parse_spec(spec, name, sizeof name, &index);
+    acg_status st = parse_spec(spec, name, sizeof name, &index, options, sizeof options);
     if (st != ACG_OK) {
         return st;
     }
@@ -140,39 +172,26 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
                           index);
     }
 
-    size_t n_kernels = 0;
-    acg__kernel_catalogue(&n_kernels);
     acg_device *dev = acg__calloc(1, sizeof *dev);
     if (dev == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_device_open: out of memory");
     }
-    dev->kernels = acg__calloc(n_kernels, sizeof *dev->kernels);
-    if (dev->kernels == NULL) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_device_open: out of memory");
-        goto out_free_dev;
-    }
     dev->vt = vt;
     dev->index = index;
-    snprintf(dev->spec, sizeof dev->spec, "%s:%d", name, index);
+    snprintf(dev->spec, sizeof dev->spec, "%s:%d%s%s", name, index, *options ? "?" : "", options);
     static _Atomic unsigned long long opens;
     snprintf(dev->name, sizeof dev->name, "%s (open #%llu)", dev->spec,
              atomic_fetch_add(&opens, 1) + 1);
-    st = vt->device_open(index, &dev->impl);
+    st = vt->device_open(index, options, &dev->impl);
     if (st != ACG_OK) {
-        goto out_free_kernels;
+        goto out_free_dev;
     }
     st = vt->query_capability(dev->impl, &dev->cap);
     dev->capability_queries++;
     if (st != ACG_OK) {
         goto out_close;
     }
-    dev->cap.size = sizeof dev->cap;
-    dev->cap.backend = vt->name;
-    dev->cap.graphs = dev->cap.graphs && vt->graph_instantiate != NULL;
-    dev->cap.graph_update = dev->cap.graphs && dev->cap.graph_update && vt->graph_update != NULL;
-    if (vt->pinned_alloc == NULL) {
-        dev->cap.pinned_memory = false;
-    }
+    mask_capability(vt, &dev->cap);
     dev->retain_discarded = vt->retain_discarded_graphs;
     pthread_mutex_init(&dev->lock, NULL);
     st = acg__handle_add(dev, ACG__HANDLE_DEVICE, &dev->life);
@@ -188,8 +207,6 @@ out_mutex:
     pthread_mutex_destroy(&dev->lock);
 out_close:
     vt->device_close(dev->impl);
-out_free_kernels:
-    acg__free(dev->kernels);
 out_free_dev:
     acg__free(dev);
     return st;
@@ -229,30 +246,21 @@ acg_status acg_device_close(acg_device *dev) {
     if (st != ACG_OK) {
         return st;
     }
-    /* No other call uses the device now, so nothing can be created on it behind this check. */
+    /* No call can start using the device now, so nothing can be created on it behind this
+     * check. */
     st = check_empty(dev, fn);
     if (st != ACG_OK) {
         acg__handle_restore(dev);
         return st;
     }
-    size_t n_kernels = 0;
-    acg__kernel_catalogue(&n_kernels);
-    for (size_t i = 0; i < n_kernels; i++) {
-        acg_kernel *k = dev->kernels[i];
-        if (k != NULL) {
-            /* A launch on another device's stream may still hold the kernel (and be refused). */
-            acg__handle_retire(k, ACG__HANDLE_KERNEL, false);
-            acg__handle_remove(k);
-            if (dev->vt->kernel_unload != NULL) {
-                dev->vt->kernel_unload(dev->impl, k->impl);
-            }
-            acg__free(k);
-        }
-    }
+    /* A destroy of the device's last object holds the device from before its object left the
+     * counts until it returns, even across the retire: with the counts at zero no such hold
+     * can start any more, so wait for the ones that did. */
+    acg__handle_drain(dev);
+    acg__device_kernels_free(dev);
     acg__handle_remove(dev);
     dev->vt->device_close(dev->impl);
     pthread_mutex_destroy(&dev->lock);
-    acg__free(dev->kernels);
     acg__free(dev);
     return ACG_OK;
 }
@@ -286,6 +294,59 @@ acg_status acg__device_sync_locked(acg_device *dev) {
         }
     }
     return result;
+}
+
+acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
+                                      uint64_t *total_bytes) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_device_get_memory_info";
+    acg_status st = acg__check_device(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (free_bytes == NULL || total_bytes == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL output", fn);
+    }
+    acg_status (*query)(void *, uint64_t *, uint64_t *) = ACG__SLOT(dev->vt, memory_query, 2);
+    if (query == NULL) {
+        return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot tell its free memory", fn, dev->spec);
+    }
+    uint64_t f = 0, t = 0;
+    if ((st = query(dev->impl, &f, &t)) != ACG_OK) {
+        return st;
+    }
+    uint64_t override = atomic_load(&dev->free_override);
+    *free_bytes = override != 0 ? override : f;
+    *total_bytes = t;
+    return ACG_OK;
+}
+
+void acg__device_set_free_memory(acg_device *dev, uint64_t bytes) {
+    atomic_store(&dev->free_override, bytes);
+}
+
+acg_status acg_device_get_async_error(acg_device *dev) {
+    ACG__CALL_SCOPE;
+    acg_status st = acg__check_device(dev, "acg_device_get_async_error");
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_status (*get)(void *) = ACG__SLOT(dev->vt, device_get_async_error, 2);
+    return get != NULL ? get(dev->impl) : ACG_OK;
+}
+
+acg_status acg__device_inject_fault(acg_device *dev) {
+    ACG__CALL_SCOPE;
+    acg_status st = acg__check_device(dev, "acg__device_inject_fault");
+    if (st != ACG_OK) {
+        return st;
+    }
+    void (*inject)(void *) = ACG__SLOT(dev->vt, inject_fault, 2);
+    if (inject == NULL) {
+        return acg__error(ACG_ERR_UNSUPPORTED, "%s cannot inject faults", dev->spec);
+    }
+    inject(dev->impl);
+    return ACG_OK;
 }
 
 acg_status acg_device_synchronize(acg_device *dev) {
@@ -332,9 +393,9 @@ acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory_stats *
     }
     acg_device *d = (acg_device *)dev;
     pthread_mutex_lock(&d->lock);
-    *out = d->memory;
+    acg_memory_stats m = d->memory;
     pthread_mutex_unlock(&d->lock);
-    return ACG_OK;
+    return acg__output_write(out, &m, sizeof m, "acg_memory_stats", "acg_device_get_memory_stats");
 }
 
 acg_status acg_device_reset_peak_memory(acg_device *dev) {

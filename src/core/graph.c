@@ -2,7 +2,7 @@
  *
  * A graph keeps the backend-independent description it was captured as: that is how the core
  * knows every buffer and pinned allocation a graph reads or writes (and refuses to free them
- * while it lives), how acg_graph_update checks topology, and what `acg graph --dot` prints. */
+ * while it lives), how acg_graph_update checks topology, and what acg_graph_get_node reports. */
 #include <string.h>
 
 #include "core/acg-impl.h"
@@ -229,7 +229,15 @@ acg_status acg__graph_create(acg__capture *c, acg_graph **out) {
     if (g == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
     }
-    acg_status st = dev->vt->graph_instantiate(dev->impl, &c->desc, &g->exec);
+    acg_status st;
+    if (c->rec != NULL) {
+        /* The driver instantiates what it recorded; the recording is gone either way. */
+        void *rec = c->rec;
+        c->rec = NULL;
+        st = dev->vt->capture_end(rec, &g->exec);
+    } else {
+        st = dev->vt->graph_instantiate(dev->impl, &c->desc, &g->exec);
+    }
     if (st != ACG_OK) {
         acg__free(g);
         return st;
@@ -312,6 +320,32 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
     return st;
 }
 
+acg_status acg_graph_upload(acg_graph *g, acg_stream *s) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_graph_upload";
+    acg_status st = check_graph(g, fn);
+    if (st == ACG_OK) {
+        st = acg__check_stream(s, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (s->dev != g->dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: graph %llu belongs to %s, the stream to %s",
+                          fn, (unsigned long long)g->id, g->dev->name, s->dev->name);
+    }
+    acg__capture *c = acg__stream_enter(s);
+    if (c != NULL) {
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s on a capturing stream invalidated the capture", fn);
+    } else {
+        acg_status (*upload)(void *, void *) = ACG__SLOT(g->dev->vt, graph_upload, 2);
+        st = upload != NULL ? upload(g->exec, s->impl) : ACG_OK;
+    }
+    acg__stream_leave(s, c);
+    return st;
+}
+
 /* Same topology: node kinds, kernels, argument count and dependencies. */
 static acg_status same_topology(const acg_graph *a, const acg_graph *b) {
     if (a->desc.n_nodes != b->desc.n_nodes) {
@@ -334,7 +368,8 @@ static acg_status same_topology(const acg_graph *a, const acg_graph *b) {
     for (uint32_t i = 0; i < a->desc.n_nodes; i++) {
         const acg__node *x = &a->desc.nodes[i], *y = &b->desc.nodes[i];
         bool same = x->kind == y->kind && x->def == y->def && x->n_deps == y->n_deps &&
-                    x->n_args == y->n_args;
+                    x->n_args == y->n_args &&
+                    (x->kind != ACG_NODE_FOREIGN || strcmp(x->label, y->label) == 0);
         for (uint32_t j = 0; same && j < x->n_deps; j++) {
             same = a->desc.deps[x->deps_begin + j] == b->desc.deps[y->deps_begin + j];
         }
@@ -381,6 +416,19 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot update graphs; capture again", fn,
                           dev->spec);
     }
+    /* A host function's pointers cannot be re-pointed at g's scratch: refuse graphs whose
+     * host functions declare scratch, rather than let them touch `from`'s memory. */
+    for (uint32_t i = 0; i < from->desc.n_nodes; i++) {
+        const acg__node *n = &from->desc.nodes[i];
+        for (uint32_t j = 0; n->kind == ACG_NODE_HOST && j < n->n_buffers; j++) {
+            if (n->buffers[j]->scratch) {
+                return acg__error(ACG_ERR_UNSUPPORTED,
+                                  "%s: host function node %u of the source graph uses its graph "
+                                  "scratch, which cannot be re-pointed; capture again",
+                                  fn, i);
+            }
+        }
+    }
     if (g == from) {
         return ACG_OK;
     }
@@ -420,7 +468,8 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
          * second. */
         if (n->kind == ACG_NODE_COPY_D2H) {
             remap_scratch(g, from, &n->buffers[0], &n->src_mem, &n->src_off);
-        } else if (n->kind != ACG_NODE_KERNEL) {
+        } else if (n->kind == ACG_NODE_COPY_H2D || n->kind == ACG_NODE_COPY_D2D ||
+                   n->kind == ACG_NODE_FILL) {
             remap_scratch(g, from, &n->buffers[0], &n->dst_mem, &n->dst_off);
             if (n->kind == ACG_NODE_COPY_D2D) {
                 remap_scratch(g, from, &n->buffers[1], &n->src_mem, &n->src_off);
@@ -599,8 +648,10 @@ acg_status acg_graph_get_node(const acg_graph *g, size_t index, acg_node_info *o
     }
     const acg__node *n = &g->desc.nodes[index];
     out->kind = n->kind;
-    out->kernel = n->kind == ACG_NODE_KERNEL ? n->def->name : NULL;
-    out->size = n->kind == ACG_NODE_KERNEL ? 0 : n->size;
+    out->kernel = n->kind == ACG_NODE_KERNEL    ? n->def->name
+                  : n->kind == ACG_NODE_FOREIGN ? n->label
+                                                : NULL;
+    out->size = n->size; /* 0 for kernels, host functions and foreign work */
     out->n_deps = n->n_deps;
     out->deps = n->n_deps ? &g->desc.deps[n->deps_begin] : NULL;
     out->n_buffers = n->n_buffers;

@@ -193,6 +193,33 @@ bool acg__handle_valid(const void *p, acg__handle_type type) {
     return ok;
 }
 
+/* This thread's holds of p (the caller holds reg_lock); *outer: one of them belongs to a call
+ * enclosing the current one. */
+static uint32_t own_holds(const void *p, bool *outer) {
+    uint32_t mine = 0;
+    *outer = false;
+    for (uint32_t i = 0; i < n_held; i++) {
+        if (held[i].p == p && held[i].life != NULL) {
+            *outer = *outer || i < scope_base;
+            mine++;
+        }
+    }
+    return mine;
+}
+
+/* Waits until only this thread's `mine` holds remain. Most calls are short (a launch); a
+ * stream synchronize waits for its work, so back off to sleeping. */
+static void wait_for_others(acg__life *life, uint32_t mine) {
+    for (unsigned spins = 0; atomic_load_explicit(&life->users, memory_order_acquire) != mine;
+         spins++) {
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
+        }
+    }
+}
+
 acg_status acg__handle_retire(const void *p, acg__handle_type type, bool strict) {
     pthread_rwlock_wrlock(&reg_lock);
     slot *e = lookup(p);
@@ -203,30 +230,30 @@ acg_status acg__handle_retire(const void *p, acg__handle_type type, bool strict)
     /* Holds of this thread's enclosing calls would be released only after the destroy: the
      * object must outlive them. The current call's own holds stay until its scope ends (or
      * acg__handle_remove drops them). */
-    uint32_t mine = 0;
-    for (uint32_t i = 0; i < n_held; i++) {
-        if (held[i].p == p && held[i].life != NULL) {
-            if (strict && i < scope_base) {
-                pthread_rwlock_unlock(&reg_lock);
-                return ACG_ERR_IN_USE;
-            }
-            mine++;
-        }
+    bool outer = false;
+    uint32_t mine = own_holds(p, &outer);
+    if (strict && outer) {
+        pthread_rwlock_unlock(&reg_lock);
+        return ACG_ERR_IN_USE;
     }
     e->retired = true;
     acg__life *life = e->life;
     pthread_rwlock_unlock(&reg_lock);
-    /* Other calls finish what they validated; none can start. Most are short (a launch); a
-     * stream synchronize waits for its work, so back off to sleeping. */
-    for (unsigned spins = 0; atomic_load_explicit(&life->users, memory_order_acquire) != mine;
-         spins++) {
-        if (spins < 64) {
-            sched_yield();
-        } else {
-            nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
-        }
-    }
+    /* Other calls finish what they validated; none can start. */
+    wait_for_others(life, mine);
     return ACG_OK;
+}
+
+void acg__handle_drain(const void *p) {
+    pthread_rwlock_rdlock(&reg_lock);
+    slot *e = lookup(p);
+    bool outer = false;
+    uint32_t mine = e != NULL ? own_holds(p, &outer) : 0;
+    acg__life *life = e != NULL ? e->life : NULL;
+    pthread_rwlock_unlock(&reg_lock);
+    if (life != NULL) {
+        wait_for_others(life, mine);
+    }
 }
 
 acg_status acg__retire(const void *p, acg__handle_type type, const char *fn, const char *what) {
@@ -342,5 +369,5 @@ size_t acg__live_objects(void) {
     pthread_mutex_lock(&pin_lock);
     n += pins_n;
     pthread_mutex_unlock(&pin_lock);
-    return n;
+    return n + acg__kernel_registered();
 }

@@ -1,154 +1,282 @@
-/* kernel.c — the built-in kernel catalogue and kernel launches.
+/* kernel.c — the kernel registry and kernel launches.
  *
- * The catalogue says, once for every backend, each kernel's name and argument types and how far
- * each buffer argument reaches, so the core can check a launch before any backend sees it.
- * Each backend implements the kernels under the same names. */
+ * Every kernel is a definition in one process-wide registry: the core's own kernels
+ * (elementwise.c) from the start, the others as a layer or the user registers them. A definition
+ * says, once for every backend, a kernel's argument types and how far each buffer argument
+ * reaches, so the core checks a launch before any backend sees it; each backend builds its
+ * implementation from the definition's code for it. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/acg-impl.h"
 
-/* ---- shape rules of the model kernels ----------------------------------------------------
- * Each gives every buffer argument's reach in bytes from its scalar arguments, and checks that
- * the grid covers the work (a kernel skips work items past its counts, so a grid may be rounded
- * up to a work-group multiple). */
+/* ---- the registry ---------------------------------------------------------------------------
+ * Registered definitions live in one allocation each (the definition, then its binaries and
+ * strings), until acg_kernel_unregister. A device that loaded one holds a reference, so a
+ * definition outlives every kernel, launch and graph node that points at it. */
 
-/* a * b * c * d, saturating at UINT64_MAX so that an absurd launch is refused, never wrapped. */
-static uint64_t prod(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
-    uint64_t r = a;
-    if (__builtin_mul_overflow(r, b, &r) || __builtin_mul_overflow(r, c, &r) ||
-        __builtin_mul_overflow(r, d, &r)) {
-        return UINT64_MAX;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static acg__kernel_def **reg; /* (reg_n) registered definitions; freed when empty */
+static uint32_t reg_n, reg_cap;
+
+/* The definition named name (reg_lock held), or NULL; *index gets a registered one's place. */
+static acg__kernel_def *find_locked(const char *name, uint32_t *index) {
+    size_t n_core = 0;
+    const acg__kernel_def *core = acg__core_kernels(&n_core);
+    for (size_t i = 0; i < n_core; i++) {
+        if (strcmp(core[i].name, name) == 0) {
+            return (acg__kernel_def *)&core[i]; /* never written: refs are not kept for them */
+        }
     }
-    return r;
-}
-
-#define U(i) ((uint64_t)a[i].value.u32)
-
-/* (out, table, tokens; dim, vocab, n), grid (dim, n) */
-static const char *embed_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
-    x[0] = prod(4, U(5), U(3), 1);
-    x[1] = prod(4, U(4), U(3), 1);
-    x[2] = prod(4, U(5), 1, 1);
-    return d->global[0] < U(3) || d->global[1] < U(5) ? "the grid must cover (dim, n)" : NULL;
-}
-
-/* (out, x, w; dim, n, eps), grid (n) */
-static const char *rmsnorm_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
-    x[0] = x[1] = prod(4, U(4), U(3), 1);
-    x[2] = prod(4, U(3), 1, 1);
-    return d->global[0] < U(4) ? "the grid must cover n" : NULL;
-}
-
-/* (out, x, w; n_in, n_out, n), grid (n_out, n) */
-static const char *matmul_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
-    x[0] = prod(4, U(5), U(4), 1);
-    x[1] = prod(4, U(5), U(3), 1);
-    x[2] = prod(4, U(4), U(3), 1);
-    return d->global[0] < U(4) || d->global[1] < U(5) ? "the grid must cover (n_out, n)" : NULL;
-}
-
-/* (x, cos, sin, query_offsets, kv_lens; width, head_size, n, batch, max_pos),
- * grid (width / 2, n) */
-static const char *rope_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
-    x[0] = prod(4, U(7), U(5), 1);
-    x[1] = x[2] = prod(2, U(9), U(6), 1);
-    x[3] = prod(4, U(8) + 1, 1, 1);
-    x[4] = prod(4, U(8), 1, 1);
-    if (U(6) == 0 || U(6) % 2 != 0 || U(5) % U(6) != 0) {
-        return "head_size must be even and divide width";
+    for (uint32_t i = 0; i < reg_n; i++) {
+        if (strcmp(reg[i]->name, name) == 0) {
+            *index = i;
+            return reg[i];
+        }
     }
-    return d->global[0] < U(5) / 2 || d->global[1] < U(7) ? "the grid must cover (width / 2, n)"
-                                                          : NULL;
+    return NULL;
 }
 
-/* (k_cache, v_cache, k, v, block_table, query_offsets, kv_lens;
- *  kv_dim, n, batch, table_width, page_size, n_pages), grid (kv_dim, n) */
-static const char *kv_store_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
-    x[0] = x[1] = prod(4, U(12), U(11), U(7));
-    x[2] = x[3] = prod(4, U(8), U(7), 1);
-    x[4] = prod(4, U(9), U(10), 1);
-    x[5] = prod(4, U(9) + 1, 1, 1);
-    x[6] = prod(4, U(9), 1, 1);
-    return d->global[0] < U(7) || d->global[1] < U(8) ? "the grid must cover (kv_dim, n)" : NULL;
+size_t acg__kernel_registered(void) {
+    pthread_mutex_lock(&reg_lock);
+    size_t n = reg_n;
+    pthread_mutex_unlock(&reg_lock);
+    return n;
 }
 
-/* (out, att, q, k_cache, v_cache, block_table, query_offsets, kv_lens;
- *  n_heads, n_kv_heads, head_size, n, batch, table_width, page_size, n_pages),
- * grid (n_heads, n) */
-static const char *attention_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
-    x[0] = x[2] = prod(4, U(11), U(8), U(10));
-    x[1] = prod(prod(4, U(11), U(8), 1), U(13), U(14), 1);
-    x[3] = x[4] = prod(prod(4, U(15), U(14), 1), U(9), U(10), 1);
-    x[5] = prod(4, U(12), U(13), 1);
-    x[6] = prod(4, U(12) + 1, 1, 1);
-    x[7] = prod(4, U(12), 1, 1);
-    if (U(9) == 0 || U(8) % U(9) != 0) {
-        return "n_kv_heads must divide n_heads";
+/* Drops a reference taken by a lookup for acg_kernel_get. */
+static void def_release(const acg__kernel_def *def) {
+    if (!def->core) {
+        pthread_mutex_lock(&reg_lock);
+        ((acg__kernel_def *)def)->refs--;
+        pthread_mutex_unlock(&reg_lock);
     }
-    if (U(15) == 0) {
-        return "n_pages must be at least 1: a bad page id reads the sink page 0";
+}
+
+static bool valid_type(acg_arg_type t) { return t >= ACG_ARG_BUFFER && t <= ACG_ARG_F32; }
+
+/* A binary: a pointer and a size, both or neither. */
+static bool binary_ok(const void *p, size_t size, const char *name) {
+    return (p == NULL) == (size == 0) && (p != NULL || name == NULL);
+}
+
+/* Checks a definition as acg.h says acg_kernel_register refuses it. */
+static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
+    if (d->name == NULL || d->name[0] == '\0') {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the kernel has no name", fn);
     }
-    return d->global[0] < U(8) || d->global[1] < U(11) ? "the grid must cover (n_heads, n)" : NULL;
+    const char *name = d->name;
+    if (d->n_args > ACG_MAX_KERNEL_ARGS) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): n_args is %u, at most ACG_MAX_KERNEL_ARGS (%d)", fn, name,
+                          d->n_args, ACG_MAX_KERNEL_ARGS);
+    }
+    for (uint32_t i = 0; i < d->n_args; i++) {
+        if (!valid_type(d->types[i])) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): types[%u] is %d, not an acg_arg_type", fn, name, i,
+                              (int)d->types[i]);
+        }
+        bool buffer = d->types[i] == ACG_ARG_BUFFER;
+        if (!buffer && d->bytes_per_item[i] != 0) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): argument %u is a scalar, its bytes_per_item must be 0", fn,
+                              name, i);
+        }
+        if (buffer && d->bytes_per_item[i] == 0 && d->shape == NULL) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): buffer argument %u has no bytes_per_item and the kernel "
+                              "no shape rule: nothing says how far it reaches",
+                              fn, name, i);
+        }
+    }
+    if (d->dims < 1 || d->dims > 3) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): dims is %u, not 1, 2 or 3", fn, name,
+                          d->dims);
+    }
+    /* Without a rule a window is global[0] items: work items in other dimensions would reach
+     * past what the launch checks. */
+    if (d->shape == NULL && d->dims != 1) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): a kernel without a shape rule is elementwise and 1-D, but dims "
+                          "is %u",
+                          fn, name, d->dims);
+    }
+    uint32_t a = d->in_place[0], b = d->in_place[1];
+    if ((a != 0 || b != 0) && (a == b || a >= d->n_args || b >= d->n_args ||
+                               d->types[a] != ACG_ARG_BUFFER || d->types[b] != ACG_ARG_BUFFER)) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): in_place {%u, %u} must name two different buffer arguments "
+                          "of the %u ({0, 0}: none)",
+                          fn, name, a, b, d->n_args);
+    }
+    if (d->exactness != ACG_KERNEL_EXACT_SAME_BACKEND &&
+        d->exactness != ACG_KERNEL_EXACT_EVERY_BACKEND) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): exactness %d is unknown", fn, name,
+                          (int)d->exactness);
+    }
+    if (d->opencl.source == NULL && d->opencl.name != NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): opencl.name without opencl.source", fn,
+                          name);
+    }
+    if (!binary_ok(d->cuda.fatbin, d->cuda.size, d->cuda.name) ||
+        !binary_ok(d->spirv.module, d->spirv.size, d->spirv.name)) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): a cuda or spirv binary needs both its pointer and its size "
+                          "(and a name only with them)",
+                          fn, name);
+    }
+    if (d->cpu.fn == NULL && d->opencl.source == NULL && d->cuda.fatbin == NULL &&
+        d->spirv.module == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): no implementation: set cpu.fn, opencl.source, cuda.fatbin or "
+                          "spirv.module",
+                          fn, name);
+    }
+    return ACG_OK;
 }
 
-/* (out, x, query_offsets; dim, batch, n), grid (dim, batch) */
-static const char *gather_last_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
-    x[0] = prod(4, U(4), U(3), 1);
-    x[1] = prod(4, U(5), U(3), 1);
-    x[2] = prod(4, U(4) + 1, 1, 1);
-    return d->global[0] < U(3) || d->global[1] < U(4) ? "the grid must cover (dim, batch)" : NULL;
+/* Where the copies go in a definition's allocation. */
+typedef struct layout {
+    size_t at, total;
+} layout;
+
+static size_t place(layout *l, size_t bytes, size_t align) {
+    l->at = (l->total + align - 1) / align * align;
+    l->total = l->at + bytes;
+    return l->at;
 }
 
-/* (result, logits, probs, seats, states; vocab, batch, n_states), grid (batch) */
-static const char *sample_shape(const acg__karg *a, const acg_dims *d, uint64_t *x) {
-    x[0] = prod(8, U(6), 1, 1);
-    x[1] = x[2] = prod(4, U(6), U(5), 1);
-    x[3] = prod(4, U(6), 1, 1);
-    x[4] = prod(4 * ACG_SAMPLER_STATE_WORDS, U(7), 1, 1);
-    return d->global[0] < U(6) ? "the grid must cover batch" : NULL;
+static size_t str_bytes(const char *s) { return s != NULL ? strlen(s) + 1 : 0; }
+
+/* Copies bytes to base + place(l, ...) and returns the copy (NULL for NULL src). */
+static const void *put(char *base, layout *l, const void *src, size_t bytes, size_t align) {
+    char *dst = base + place(l, bytes, align);
+    if (src == NULL) {
+        return NULL;
+    }
+    memcpy(dst, src, bytes);
+    return dst;
 }
 
-#undef U
-
-#define B ACG_ARG_BUFFER
-#define F ACG_ARG_F32
-#define N ACG_ARG_U32
-
-static const acg__kernel_def catalogue[] = {
-    {"fill_f32", 2, {B, F}, {4, 0}, 1, NULL, {0, 0}},
-    {"add_scalar_f32", 3, {B, B, F}, {4, 4, 0}, 1, NULL, {0, 0}},
-    {"axpy_f32", 3, {B, B, F}, {4, 4, 0}, 1, NULL, {0, 0}},
-    {"copy_f32", 2, {B, B}, {4, 4}, 1, NULL, {0, 0}},
-    {"swiglu_f32", 3, {B, B, B}, {4, 4, 4}, 1, NULL, {0, 0}},
-    {"embed_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, embed_shape, {0, 0}},
-    {"rmsnorm_f32", 6, {B, B, B, N, N, F}, {4, 4, 4}, 1, rmsnorm_shape, {0, 1}},
-    {"matmul_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, matmul_shape, {0, 0}},
-    {"rope_f32", 10, {B, B, B, B, B, N, N, N, N, N}, {4, 4, 4, 4, 4}, 2, rope_shape, {0, 0}},
-    {"kv_store_f32",
-     13,
-     {B, B, B, B, B, B, B, N, N, N, N, N, N},
-     {4, 4, 4, 4, 4, 4, 4},
-     2,
-     kv_store_shape, {0, 0}},
-    {"attention_f32",
-     16,
-     {B, B, B, B, B, B, B, B, N, N, N, N, N, N, N, N},
-     {4, 4, 4, 4, 4, 4, 4, 4},
-     2,
-     attention_shape, {0, 0}},
-    {"gather_last_f32", 6, {B, B, B, N, N, N}, {4, 4, 4}, 2, gather_last_shape, {0, 0}},
-    {"sample_f32", 8, {B, B, B, B, B, N, N, N}, {4, 4, 4, 4, 4}, 1, sample_shape, {0, 0}},
-};
-
-#undef B
-#undef F
-#undef N
-
-const acg__kernel_def *acg__kernel_catalogue(size_t *count) {
-    *count = sizeof catalogue / sizeof catalogue[0];
-    return catalogue;
+/* A registered copy of d (already checked): the definition and everything it points to in one
+ * allocation; an implementation's name defaults to the kernel's. */
+static acg__kernel_def *copy_desc(const acg_kernel_desc *d) {
+    layout l = {0, sizeof(acg__kernel_def)};
+    place(&l, d->cuda.size, 16);
+    place(&l, d->spirv.size, 16);
+    place(&l, str_bytes(d->name), 1);
+    place(&l, str_bytes(d->opencl.source), 1);
+    place(&l, str_bytes(d->opencl.name), 1);
+    place(&l, str_bytes(d->cuda.name), 1);
+    place(&l, str_bytes(d->spirv.name), 1);
+    char *base = acg__alloc_aligned(l.total, 16);
+    if (base == NULL) {
+        return NULL;
+    }
+    acg__kernel_def *def = (acg__kernel_def *)base;
+    memset(def, 0, sizeof *def);
+    def->d = *d;
+    l = (layout){0, sizeof(acg__kernel_def)};
+    def->d.cuda.fatbin = put(base, &l, d->cuda.fatbin, d->cuda.size, 16);
+    def->d.spirv.module = put(base, &l, d->spirv.module, d->spirv.size, 16);
+    def->d.name = put(base, &l, d->name, str_bytes(d->name), 1);
+    def->d.opencl.source = put(base, &l, d->opencl.source, str_bytes(d->opencl.source), 1);
+    def->d.opencl.name = put(base, &l, d->opencl.name, str_bytes(d->opencl.name), 1);
+    def->d.cuda.name = put(base, &l, d->cuda.name, str_bytes(d->cuda.name), 1);
+    def->d.spirv.name = put(base, &l, d->spirv.name, str_bytes(d->spirv.name), 1);
+    def->name = def->d.name;
+    if (def->d.opencl.source != NULL && def->d.opencl.name == NULL) {
+        def->d.opencl.name = def->name;
+    }
+    if (def->d.cuda.fatbin != NULL && def->d.cuda.name == NULL) {
+        def->d.cuda.name = def->name;
+    }
+    if (def->d.spirv.module != NULL && def->d.spirv.name == NULL) {
+        def->d.spirv.name = def->name;
+    }
+    /* Arguments past n_args are never read; the launch checks rely on in_place's order. */
+    for (uint32_t i = d->n_args; i < ACG_MAX_KERNEL_ARGS; i++) {
+        def->d.types[i] = (acg_arg_type)0;
+        def->d.bytes_per_item[i] = 0;
+    }
+    if (d->in_place[0] > d->in_place[1]) {
+        def->d.in_place[0] = d->in_place[1];
+        def->d.in_place[1] = d->in_place[0];
+    }
+    return def;
 }
+
+acg_status acg_kernel_register(const acg_kernel_desc *desc) {
+    static const char fn[] = "acg_kernel_register";
+    static const acg_kernel_desc defaults = ACG_KERNEL_DESC_INIT;
+    if (desc == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
+    }
+    acg_kernel_desc d;
+    acg_status st = acg__config_read(&d, sizeof d, &defaults, desc,
+                                     offsetof(acg_kernel_desc, shape), "acg_kernel_desc", fn);
+    if (st == ACG_OK) {
+        st = check_desc(&d, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg__kernel_def *def = copy_desc(&d);
+    if (def == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s(%s): out of memory", fn, d.name);
+    }
+    uint32_t at = 0;
+    pthread_mutex_lock(&reg_lock);
+    if (find_locked(def->name, &at) != NULL) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: a kernel named \"%s\" is already registered",
+                        fn, def->name);
+    } else if (!acg__grow((void **)&reg, &reg_cap, reg_n + 1, sizeof *reg)) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s(%s): out of memory", fn, def->name);
+    } else {
+        reg[reg_n++] = def;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (st != ACG_OK) {
+        acg__free(def);
+    }
+    return st;
+}
+
+acg_status acg_kernel_unregister(const char *name) {
+    static const char fn[] = "acg_kernel_unregister";
+    if (name == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
+    }
+    acg_status st = ACG_OK;
+    uint32_t at = 0;
+    acg__kernel_def *def = NULL;
+    pthread_mutex_lock(&reg_lock);
+    acg__kernel_def *found = find_locked(name, &at);
+    if (found == NULL) {
+        st = acg__error(ACG_ERR_NOT_FOUND, "%s: no kernel \"%s\" is registered", fn, name);
+    } else if (found->core) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is one of the core's kernels", fn, name);
+    } else if (found->refs != 0) {
+        st = acg__error(ACG_ERR_IN_USE,
+                        "%s: %s is loaded on %u open device(s); it is released when they close", fn,
+                        name, found->refs);
+    } else {
+        def = found;
+        memmove(&reg[at], &reg[at + 1], (size_t)(reg_n - at - 1) * sizeof *reg);
+        if (--reg_n == 0) { /* an empty registry holds no memory: the allocator may change */
+            acg__free(reg);
+            reg = NULL;
+            reg_cap = 0;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    acg__free(def);
+    return st;
+}
+
+/* ---- kernels on a device ------------------------------------------------------------------ */
 
 static const char *const type_names[] = {"?", "buffer", "i32", "u32", "i64", "u64", "f32"};
 
@@ -162,41 +290,75 @@ acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out) {
     if (name == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
     }
-    size_t n = sizeof catalogue / sizeof catalogue[0], i = 0;
-    while (i < n && strcmp(catalogue[i].name, name) != 0) {
-        i++;
+    /* The lookup's reference keeps the definition while it loads; a device that loaded it keeps
+     * the reference until it closes. */
+    uint32_t at = 0;
+    pthread_mutex_lock(&reg_lock);
+    acg__kernel_def *def = find_locked(name, &at);
+    if (def != NULL && !def->core) {
+        def->refs++;
     }
-    if (i == n) {
-        return acg__error(ACG_ERR_NOT_FOUND, "%s: no built-in kernel \"%s\"", fn, name);
+    pthread_mutex_unlock(&reg_lock);
+    if (def == NULL) {
+        return acg__error(ACG_ERR_NOT_FOUND, "%s: no kernel \"%s\" is registered", fn, name);
     }
     pthread_mutex_lock(&dev->lock);
-    if (dev->kernels[i] == NULL) {
-        acg_kernel *k = acg__calloc(1, sizeof *k);
-        if (k == NULL) {
-            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-            goto out_unlock;
-        }
-        k->dev = dev;
-        k->def = &catalogue[i];
-        st = dev->vt->kernel_load(dev->impl, k->def, &k->impl);
-        if (st != ACG_OK) {
-            acg__free(k);
-            goto out_unlock;
-        }
-        if (acg__handle_add(k, ACG__HANDLE_KERNEL, &k->life) != ACG_OK) {
-            if (dev->vt->kernel_unload != NULL) {
-                dev->vt->kernel_unload(dev->impl, k->impl);
-            }
-            acg__free(k);
-            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-            goto out_unlock;
-        }
-        dev->kernels[i] = k;
+    acg_kernel *k = NULL;
+    for (uint32_t i = 0; i < dev->n_kernels && k == NULL; i++) {
+        k = dev->kernels[i]->def == def ? dev->kernels[i] : NULL;
     }
-    *out = dev->kernels[i];
-out_unlock:
+    if (k != NULL) {
+        def_release(def); /* the device holds one already */
+        goto out_found;
+    }
+    if (!acg__grow((void **)&dev->kernels, &dev->cap_kernels, dev->n_kernels + 1,
+                   sizeof *dev->kernels) ||
+        (k = acg__calloc(1, sizeof *k)) == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_release;
+    }
+    k->dev = dev;
+    k->def = def;
+    st = dev->vt->kernel_load(dev->impl, k->def, &k->impl);
+    if (st != ACG_OK) {
+        goto out_free;
+    }
+    if (acg__handle_add(k, ACG__HANDLE_KERNEL, &k->life) != ACG_OK) {
+        if (dev->vt->kernel_unload != NULL) {
+            dev->vt->kernel_unload(dev->impl, k->impl);
+        }
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free;
+    }
+    dev->kernels[dev->n_kernels++] = k;
+out_found:
+    *out = k;
+    pthread_mutex_unlock(&dev->lock);
+    return ACG_OK;
+
+out_free:
+    acg__free(k);
+out_release:
+    def_release(def);
     pthread_mutex_unlock(&dev->lock);
     return st;
+}
+
+void acg__device_kernels_free(acg_device *dev) {
+    for (uint32_t i = 0; i < dev->n_kernels; i++) {
+        acg_kernel *k = dev->kernels[i];
+        /* A launch on another device's stream may still hold the kernel (and be refused). */
+        acg__handle_retire(k, ACG__HANDLE_KERNEL, false);
+        acg__handle_remove(k);
+        if (dev->vt->kernel_unload != NULL) {
+            dev->vt->kernel_unload(dev->impl, k->impl);
+        }
+        def_release(k->def);
+        acg__free(k);
+    }
+    acg__free(dev->kernels);
+    dev->kernels = NULL;
+    dev->n_kernels = dev->cap_kernels = 0;
 }
 
 const char *acg_kernel_get_name(const acg_kernel *k) {
@@ -208,11 +370,11 @@ const char *acg_kernel_get_name(const acg_kernel *k) {
     return k->def->name;
 }
 
-/* Checks the launch against the catalogue and resolves buffers into node. */
+/* Checks the launch against the kernel's definition and resolves buffers into node. */
 static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_dims *dims,
                           const acg_arg *args, size_t n_args, acg__node *node) {
     static const char fn[] = "acg_kernel_launch";
-    const acg__kernel_def *def = k->def;
+    const acg_kernel_desc *def = &k->def->d;
     if (dims == NULL || (n_args != 0 && args == NULL)) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): NULL dims or args", fn, def->name);
     }
@@ -255,11 +417,11 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
     node->n_buffers = 0;
     node->host = NULL;
     node->size = 0;
-    node->def = def;
+    node->def = k->def;
     node->kernel = k->impl;
     node->dims = *dims;
     node->n_args = def->n_args;
-    /* Types first, and scalars into the node, so the shape rule can read them. */
+    /* Types first, so the shape rule reads well-typed scalars; scalars go into the node. */
     for (uint32_t i = 0; i < def->n_args; i++) {
         const acg_arg *a = &args[i];
         if (a->type != def->types[i]) {
@@ -277,7 +439,7 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
     }
     uint64_t extent[ACG_MAX_KERNEL_ARGS] = {0};
     if (def->shape != NULL) {
-        const char *why = def->shape(node->args, dims, extent);
+        const char *why = def->shape(args, dims, extent); /* types checked above */
         if (why != NULL) {
             return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %s", fn, def->name, why);
         }

@@ -532,12 +532,9 @@ static acg_status h2d_eager(acg_stream *s, const acg__node *n) {
 }
 
 static acg_status d2h_eager(acg_stream *s, const acg__node *n) {
-    acg_status st = s->dev->vt->copy_d2h(s->impl, n->host, n->src_mem, n->src_off, n->size);
-    /* Pageable memory is not safe to write behind the caller's back: finish now. */
-    if (st == ACG_OK && !n->host_pinned) {
-        st = s->dev->vt->stream_synchronize(s->impl);
-    }
-    return st;
+    /* Pageable memory is not safe to write behind the caller's back: the backend finishes
+     * this copy before returning (a blocking read where the driver has one). */
+    return s->dev->vt->copy_d2h(s->impl, n->host, n->src_mem, n->src_off, n->size, n->host_pinned);
 }
 
 static acg_status d2d_eager(acg_stream *s, const acg__node *n) {

@@ -88,11 +88,12 @@ acg_status acg_backend_get_info(size_t index, acg_backend_info *out) {
     }
     probe_backend(index);
     const probe_result *r = &probes[index];
-    out->name = backends[index]->name;
-    out->available = r->status == ACG_OK && r->n_devices > 0;
-    out->device_count = out->available ? r->n_devices : 0;
-    out->reason = out->available ? "" : r->reason;
-    return ACG_OK;
+    acg_backend_info info = ACG_BACKEND_INFO_INIT;
+    info.name = backends[index]->name;
+    info.available = r->status == ACG_OK && r->n_devices > 0;
+    info.device_count = info.available ? r->n_devices : 0;
+    info.reason = info.available ? "" : r->reason;
+    return acg__output_write(out, &info, sizeof info, "acg_backend_info", "acg_backend_get_info");
 }
 
 /* Devices of a backend, probing it first; ACG_ERR_UNAVAILABLE with the reason. */

@@ -12,6 +12,14 @@
 
 #include "core/acg-impl.h"
 
+/* The engine's handle types in the core's registry (acg-impl.h gives each layer a range). */
+enum {
+    ACG__HANDLE_STAGER = ACG__HANDLE_LAYER_FIRST,
+    ACG__HANDLE_KV,
+    ACG__HANDLE_PLAN,
+    ACG__HANDLE_RUNNER,
+};
+
 /* Re-states the failure of a call the engine made (acg_last_error()) under fn's name. */
 acg_status acg__rethrow(acg_status st, const char *fn);
 

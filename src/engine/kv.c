@@ -54,11 +54,6 @@ static kv_request *find_request(const acg_kv_cache *kv, uint64_t id) {
 /* Checks config; on success *bytes is the size of the K (and of the V) buffer. */
 static acg_status check_config(const acg_kv_config *cfg, size_t *page_bytes, size_t *bytes,
                                const char *fn) {
-    if (cfg == NULL || cfg->size != sizeof *cfg) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          cfg == NULL ? "config is NULL"
-                                      : "config->size is not sizeof(acg_kv_config)");
-    }
     if (cfg->n_layers == 0 || cfg->page_size == 0 || cfg->kv_dim == 0 || cfg->elem_bytes == 0) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: n_layers, page_size, kv_dim and elem_bytes must be non-zero "
@@ -129,8 +124,20 @@ acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
+    if (config == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: config is NULL", fn);
+    }
+    /* From here on config is this library's whole struct, whatever the caller's version. */
+    const acg_kv_config defaults = ACG_KV_CONFIG_INIT;
+    acg_kv_config whole;
+    acg_status st = acg__config_read(&whole, sizeof whole, &defaults, config,
+                                     offsetof(acg_kv_config, elem_bytes), "acg_kv_config", fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    config = &whole;
     size_t page_bytes = 0, bytes = 0;
-    acg_status st = check_config(config, &page_bytes, &bytes, fn);
+    st = check_config(config, &page_bytes, &bytes, fn);
     if (st != ACG_OK) {
         return st;
     }

@@ -48,11 +48,6 @@ static acg_status check_plan(const acg_attn_plan *plan, const char *fn) {
 
 static acg_status check_config(const acg_attn_plan_config *cfg, uint32_t *table_width,
                                size_t *n_ints, const char *fn) {
-    if (cfg == NULL || cfg->size != sizeof *cfg) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          cfg == NULL ? "config is NULL"
-                                      : "config->size is not sizeof(acg_attn_plan_config)");
-    }
     if (cfg->batch == 0 || cfg->max_seq_len == 0 || cfg->page_size == 0 ||
         cfg->max_query_tokens == 0) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
@@ -137,9 +132,21 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
+    if (config == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: config is NULL", fn);
+    }
+    /* From here on config is this library's whole struct, whatever the caller's version. */
+    const acg_attn_plan_config defaults = ACG_ATTN_PLAN_CONFIG_INIT;
+    acg_attn_plan_config whole;
+    acg_status st = acg__config_read(&whole, sizeof whole, &defaults, config, sizeof whole,
+                                     "acg_attn_plan_config", fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    config = &whole;
     uint32_t tw = 0;
     size_t n_ints = 0;
-    acg_status st = check_config(config, &tw, &n_ints, fn);
+    st = check_config(config, &tw, &n_ints, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -398,13 +405,14 @@ acg_status acg_attn_plan_get_views(const acg_attn_plan *plan, acg_attn_plan_view
     if (plan->block_table == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: the plan is being destroyed", fn);
     }
-    out->metadata = plan->metadata;
-    out->block_table = plan->block_table;
-    out->query_offsets = plan->query_offsets;
-    out->kv_lens = plan->kv_lens;
-    out->table_width = plan->table_width;
-    out->max_kv_len = plan->cfg.max_seq_len;
-    return ACG_OK;
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
+    v.metadata = plan->metadata;
+    v.block_table = plan->block_table;
+    v.query_offsets = plan->query_offsets;
+    v.kv_lens = plan->kv_lens;
+    v.table_width = plan->table_width;
+    v.max_kv_len = plan->cfg.max_seq_len;
+    return acg__output_write(out, &v, sizeof v, "acg_attn_plan_views", fn);
 }
 
 acg_status acg_attn_plan_get_stats(const acg_attn_plan *plan, acg_attn_plan_stats *out) {
@@ -419,7 +427,7 @@ acg_status acg_attn_plan_get_stats(const acg_attn_plan *plan, acg_attn_plan_stat
     }
     pthread_mutex_t *lock = (pthread_mutex_t *)&plan->lock; /* not part of the plan's value */
     pthread_mutex_lock(lock);
-    *out = plan->stats;
+    acg_attn_plan_stats stats = plan->stats;
     pthread_mutex_unlock(lock);
-    return ACG_OK;
+    return acg__output_write(out, &stats, sizeof stats, "acg_attn_plan_stats", fn);
 }

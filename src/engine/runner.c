@@ -12,7 +12,7 @@
 
 #include <acg/engine.h>
 
-#include "core/acg-impl.h"
+#include "engine/engine-impl.h"
 
 #define MAX_SLOTS 2
 
@@ -267,6 +267,14 @@ static acg_status capture_part(acg_runner *r, uint32_t b, uint32_t slot, uint32_
     char why[512];
     snprintf(why, sizeof why, "%s", acg_last_error());
     acg_status end = acg_stream_end_capture(s, out);
+    if (st == ACG_OK && end == ACG_OK) {
+        /* The first replay's upload falls at start-up, not in the first served step. */
+        end = acg_graph_upload(*out, s);
+        if (end != ACG_OK) {
+            acg_graph_discard(*out);
+            *out = NULL;
+        }
+    }
     if (st != ACG_OK) {
         /* The forward's own error says more than the end of an invalidated capture. */
         if (end == ACG_OK) {
@@ -329,7 +337,7 @@ static acg_status measure_peaks(acg_runner *r, uint64_t *largest) {
     acg_status st = ACG_OK;
     *largest = 0;
     for (uint32_t b = 0; b < r->n_buckets && st == ACG_OK; b++) {
-        acg_memory_stats m = {0};
+        acg_memory_stats m = ACG_MEMORY_STATS_INIT;
         st = acg_stream_synchronize(r->stream);
         if (st == ACG_OK) {
             st = acg_device_reset_peak_memory(r->dev);
@@ -360,7 +368,7 @@ static acg_status measure_peaks(acg_runner *r, uint64_t *largest) {
  * what the bucket's eager step allocated, less what the pool already holds. */
 static bool fits(acg_runner *r, uint32_t b, uint64_t limit, uint64_t reserve, char *why,
                  size_t why_size) {
-    acg_memory_stats m;
+    acg_memory_stats m = ACG_MEMORY_STATS_INIT;
     size_t pool = 0;
     acg_device_get_memory_stats(r->dev, &m);
     acg_graph_pool_get_bytes(r->pool, &pool);
@@ -371,6 +379,18 @@ static bool fits(acg_runner *r, uint32_t b, uint64_t limit, uint64_t reserve, ch
         }
     }
     uint64_t growth = need > pool ? need - pool : 0;
+    /* Where the driver can tell, what it has free now bounds the capture too: other processes
+     * (and other engines in this one) share the device. */
+    uint64_t free_now = 0, total = 0;
+    if (acg_device_get_memory_info(r->dev, &free_now, &total) == ACG_OK &&
+        growth + reserve > free_now) {
+        snprintf(why, why_size,
+                 "budget: capture needs ~%llu more bytes and %llu kept free for the largest "
+                 "eager step, but the driver has %llu bytes free",
+                 (unsigned long long)growth, (unsigned long long)reserve,
+                 (unsigned long long)free_now);
+        return false;
+    }
     if (m.bytes_in_use + growth + reserve <= limit) {
         return true;
     }
@@ -388,12 +408,18 @@ static acg_status check_config(acg_device *dev, const acg_runner_config *c, acg_
                                uint32_t n_slots) {
     static const char fn[] = "acg_runner_create";
     const acg_recipe *rc = c->recipe;
-    if (c->size != sizeof *c || rc == NULL || rc->size != sizeof *rc || c->buckets == NULL ||
-        c->n_buckets == 0 || c->stream == NULL) {
+    if (rc == NULL || c->buckets == NULL || c->n_buckets == 0 || c->stream == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s: config needs its size, a recipe of the right size, buckets and a "
-                          "stream",
-                          fn);
+                          "%s: config needs a recipe, buckets and a stream", fn);
+    }
+    if (rc->name == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the recipe has no name", fn);
+    }
+    /* A rank without a barrier or a reduction would crash at the first bucket, or hang the
+     * other ranks: refuse before anything is captured. */
+    if (c->comm != NULL && (c->comm->barrier == NULL || c->comm->allreduce_min_i32 == NULL)) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the comm has no %s callback", fn,
+                          c->comm->barrier == NULL ? "barrier" : "allreduce_min_i32");
     }
     if (n_slots < 1 || n_slots > MAX_SLOTS) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %u slots; 1 or 2", fn, n_slots);
@@ -546,6 +572,30 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
     if (config == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL config or out", fn);
     }
+    /* The config, its recipe and its comm are each read at the caller's size for it; from here
+     * on config points at this library's whole structs. */
+    const acg_runner_config config_defaults = ACG_RUNNER_CONFIG_INIT;
+    const acg_recipe recipe_defaults = ACG_RECIPE_INIT;
+    const acg_comm comm_defaults = ACG_COMM_INIT;
+    acg_runner_config whole;
+    acg_recipe recipe;
+    acg_comm comm;
+    st = acg__config_read(&whole, sizeof whole, &config_defaults, config,
+                          offsetof(acg_runner_config, n_slots), "acg_runner_config", fn);
+    if (st == ACG_OK && whole.recipe != NULL) {
+        st = acg__config_read(&recipe, sizeof recipe, &recipe_defaults, whole.recipe,
+                              offsetof(acg_recipe, n_regions), "acg_recipe", fn);
+        whole.recipe = &recipe;
+    }
+    if (st == ACG_OK && whole.comm != NULL) {
+        st = acg__config_read(&comm, sizeof comm, &comm_defaults, whole.comm, sizeof comm,
+                              "acg_comm", fn);
+        whole.comm = &comm;
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    config = &whole;
     acg_graph_mode mode = resolve_mode(config->graphs);
     uint32_t n_slots = 0;
     st = resolve_slots(config->n_slots, &n_slots);
@@ -785,8 +835,8 @@ acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_rep
     if (out == NULL || b >= r->n_buckets) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_report: bad bucket or out");
     }
-    *out = r->buckets[b].report;
-    return ACG_OK;
+    acg_bucket_report rep = r->buckets[b].report;
+    return acg__output_write(out, &rep, sizeof rep, "acg_bucket_report", "acg_runner_get_report");
 }
 
 uint32_t acg_runner_get_bucket_count(const acg_runner *r) {

@@ -102,17 +102,25 @@ acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config, a
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_create";
     const acg_stager_config defaults = ACG_STAGER_CONFIG_INIT;
-    const acg_stager_config *cfg = config != NULL ? config : &defaults;
+    acg_stager_config c = defaults;
+    const acg_stager_config *cfg = &c;
     if (dev == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dev is NULL", fn);
     }
-    if (out == NULL || cfg->size != sizeof *cfg || cfg->depth == 0 || cfg->buffer_bytes == 0) {
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    if (config != NULL) {
+        acg_status st =
+            acg__config_read(&c, sizeof c, &defaults, config, offsetof(acg_stager_config, depth),
+                             "acg_stager_config", fn);
+        if (st != ACG_OK) {
+            return st;
+        }
+    }
+    if (cfg->depth == 0 || cfg->buffer_bytes == 0) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          out == NULL                ? "out is NULL"
-                          : cfg->size != sizeof *cfg ? "config->size is not "
-                                                       "sizeof(acg_stager_config)"
-                          : cfg->depth == 0          ? "depth is 0"
-                                                     : "buffer_bytes is 0");
+                          cfg->depth == 0 ? "depth is 0" : "buffer_bytes is 0");
     }
     acg_stager *sg = acg__calloc(1, sizeof *sg);
     if (sg == NULL) {
@@ -498,7 +506,7 @@ acg_status acg_stager_get_stats(const acg_stager *stager, acg_stager_stats *out)
     }
     acg_stager *sg = (acg_stager *)stager; /* the lock is not part of its value */
     pthread_mutex_lock(&sg->lock);
-    *out = sg->stats;
+    acg_stager_stats stats = sg->stats;
     pthread_mutex_unlock(&sg->lock);
-    return ACG_OK;
+    return acg__output_write(out, &stats, sizeof stats, "acg_stager_stats", fn);
 }

@@ -40,16 +40,17 @@ static acg_arg u32(uint32_t v) {
 /* ---- activations --------------------------------------------------------------------------- */
 
 typedef struct activations {
-    acg_buffer *x;     /* (T, dim) the residual stream */
-    acg_buffer *xb;    /* (T, dim) normed input of a block, then a block's output */
-    acg_buffer *xb2;   /* (T, dim) attention output */
-    acg_buffer *q;     /* (T, dim) */
-    acg_buffer *k, *v; /* (T, kv_dim) this step's keys and values */
-    acg_buffer *att;   /* (T, n_heads, table_width * page_size) attention scores */
-    acg_buffer *hb;    /* (T, hidden_dim) */
-    acg_buffer *hb2;   /* (T, hidden_dim) */
-    acg_buffer *last;  /* (B, dim) each row's last token */
-    acg_buffer *probs; /* (B, vocab) the sampler's probabilities */
+    acg_buffer *x;      /* (T, dim) the residual stream */
+    acg_buffer *xb;     /* (T, dim) normed input of a block, then a block's output */
+    acg_buffer *xb2;    /* (T, dim) attention output */
+    acg_buffer *q;      /* (T, dim) */
+    acg_buffer *k, *v;  /* (T, kv_dim) this step's keys and values */
+    acg_buffer *att;    /* (T, n_heads, table_width * page_size) attention scores */
+    acg_buffer *hb;     /* (T, hidden_dim) */
+    acg_buffer *hb2;    /* (T, hidden_dim) */
+    acg_buffer *last;   /* (B, dim) each row's last token */
+    acg_buffer *logits; /* (B, vocab) scratch: only the sampler reads them, never the host */
+    acg_buffer *probs;  /* (B, vocab) the sampler's probabilities */
 } activations;
 
 #define N_ACTIVATIONS (sizeof(activations) / sizeof(acg_buffer *))
@@ -78,6 +79,7 @@ static acg_status build_activations(const acg_model *m, acg_stream *s, uint32_t 
         (size_t)T * c->hidden_dim * f,
         (size_t)T * c->hidden_dim * f,
         (size_t)B * c->dim * f,
+        (size_t)B * c->vocab_size * f,
         (size_t)B * c->vocab_size * f,
     };
     memset(a, 0, sizeof *a);
@@ -184,17 +186,16 @@ static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *i
            buf(plan->query_offsets, 0), u32(dim), u32(B), u32(T));
     LAUNCH(k->rmsnorm, grid(B, 1), buf(a->last, 0), buf(a->last, 0), buf(m->w.rms_final, 0),
            u32(dim), u32(B), acg_arg_f32(1e-5f));
-    LAUNCH(k->matmul, grid(vocab, B), buf(io->outputs[1], 0), buf(a->last, 0),
-           buf(m->w.classifier, 0), u32(dim), u32(vocab), u32(B));
-    LAUNCH(k->sample, grid(B, 1), buf(io->outputs[0], 0), buf(io->outputs[1], 0),
-           buf(a->probs, 0), buf(io->inputs[1], 0), buf(m->states, 0), u32(vocab), u32(B),
-           u32(m->options.max_batch));
+    LAUNCH(k->matmul, grid(vocab, B), buf(a->logits, 0), buf(a->last, 0), buf(m->w.classifier, 0),
+           u32(dim), u32(vocab), u32(B));
+    LAUNCH(k->sample, grid(B, 1), buf(io->outputs[0], 0), buf(a->logits, 0), buf(a->probs, 0),
+           buf(io->inputs[1], 0), buf(m->states, 0), u32(vocab), u32(B), u32(m->options.max_batch));
     return ACG_OK;
 }
 
 static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
     acg_model *m = user;
-    acg_attn_plan_views plan;
+    acg_attn_plan_views plan = ACG_ATTN_PLAN_VIEWS_INIT;
     acg_status st = acg_attn_plan_get_views(m->plans[io->slot], &plan);
     activations a;
     if (st == ACG_OK) {
@@ -224,18 +225,18 @@ static size_t input_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
 }
 
 static size_t output_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
-    const acg_model *m = user;
-    return i == 0 ? (size_t)b->batch * 2 * sizeof(int32_t)
-                  : (size_t)b->batch * (size_t)m->config.vocab_size * sizeof(float);
+    (void)user;
+    (void)i;
+    return (size_t)b->batch * 2 * sizeof(int32_t);
 }
 
 void acg__model_recipe(acg_model *m, acg_recipe *out) {
-    memset(out, 0, sizeof *out);
-    out->size = sizeof *out;
+    const acg_recipe init = ACG_RECIPE_INIT;
+    *out = init;
     out->name = "llama";
     out->user = m;
     out->n_inputs = 2;
-    out->n_outputs = 2;
+    out->n_outputs = 1;
     out->can_capture = can_capture;
     out->input_bytes = input_bytes;
     out->output_bytes = output_bytes;

@@ -75,11 +75,20 @@ acg_status acg_model_submit(acg_model *m, const acg_request *q, uint64_t *id) {
     if (st != ACG_OK) {
         return st;
     }
-    if (q == NULL || id == NULL || q->size != sizeof *q || q->prompt == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          q == NULL || id == NULL ? "NULL request or id"
-                          : q->size != sizeof *q  ? "request.size is not sizeof(acg_request)"
-                                                  : "prompt is NULL");
+    if (q == NULL || id == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL request or id", fn);
+    }
+    /* From here on q is this library's whole struct, whatever the caller's version. */
+    const acg_request defaults = ACG_REQUEST_INIT;
+    acg_request whole;
+    st = acg__config_read(&whole, sizeof whole, &defaults, q, offsetof(acg_request, max_new_tokens),
+                          "acg_request", fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    q = &whole;
+    if (q->prompt == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: prompt is NULL", fn);
     }
     if (q->prompt_len == 0 || q->max_new_tokens == 0) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is 0", fn,
@@ -269,9 +278,15 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     if (st != ACG_OK) {
         return st;
     }
+    /* A report that cannot be written is refused before the step changes anything. */
+    if (report != NULL) {
+        st = acg__output_check(report, sizeof *report, "acg_step_report", fn);
+        if (st != ACG_OK) {
+            return st;
+        }
+    }
     double t0 = now_ms();
-    acg_step_report rep;
-    memset(&rep, 0, sizeof rep);
+    acg_step_report rep = ACG_STEP_REPORT_INIT;
     acg__request **req = m->step_req;
     acg_attn_row *rows = m->step_rows;
     int32_t *ids = m->step_ids, *seats = m->step_seats;
@@ -343,7 +358,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     m->stats.step_ms += rep.ms;
 out:
     if (st == ACG_OK && report != NULL) {
-        *report = rep;
+        st = acg__output_write(report, &rep, sizeof rep, "acg_step_report", fn);
     }
     return st;
 }
@@ -352,7 +367,7 @@ acg_status acg_model_run_all(acg_model *m) {
     ACG__CALL_SCOPE;
     acg_status st = check_model(m, "acg_model_run_all");
     while (st == ACG_OK) {
-        acg_step_report rep;
+        acg_step_report rep = ACG_STEP_REPORT_INIT;
         st = acg_model_step(m, &rep);
         if (st == ACG_OK && rep.rows == 0) {
             break;
@@ -377,12 +392,13 @@ acg_status acg_model_get_request(const acg_model *m, uint64_t id, acg_request_st
     if (r == NULL) {
         return acg__error(ACG_ERR_NOT_FOUND, "%s: no request %llu", fn, (unsigned long long)id);
     }
-    out->state = r->state;
-    out->tokens = r->tokens;
-    out->n_tokens = r->n_tokens;
-    out->n_generated = r->n_generated;
-    out->draw_counters = r->draw_counters;
-    return ACG_OK;
+    acg_request_status status = ACG_REQUEST_STATUS_INIT;
+    status.state = r->state;
+    status.tokens = r->tokens;
+    status.n_tokens = r->n_tokens;
+    status.n_generated = r->n_generated;
+    status.draw_counters = r->draw_counters;
+    return acg__output_write(out, &status, sizeof status, "acg_request_status", fn);
 }
 
 acg_status acg_model_release_request(acg_model *m, uint64_t id) {

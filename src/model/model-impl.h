@@ -1,5 +1,6 @@
 /*
- * model-impl.h — what the weights, tokenizer and preset files of the reference model share.
+ * model-impl.h — what the files of the reference model share: the loaders' parsers (weights,
+ * tokenizer, presets), and the model on a device (model.c, forward.c, generate.c).
  *
  * The parsers take bytes already in memory, so the file loaders (which map the file) and the
  * fuzz harnesses (which hand them arbitrary bytes) run the same validation.
@@ -10,6 +11,13 @@
 #include <acg/model.h>
 
 #include "core/acg-impl.h"
+
+/* The model's handle types in the core's registry (acg-impl.h gives each layer a range). */
+enum {
+    ACG__HANDLE_WEIGHTS = ACG__HANDLE_LAYER_FIRST + 16,
+    ACG__HANDLE_TOKENIZER,
+    ACG__HANDLE_MODEL,
+};
 
 /* Bytes of a checkpoint's header: 7 int32. */
 #define ACG__CHECKPOINT_HEADER_BYTES 28
@@ -47,6 +55,18 @@ acg_status acg__file_write(const char *path, const char *fn, const void *const *
                            const size_t *size, size_t n);
 
 /* ---- serving (model.c, forward.c, generate.c) ----------------------------------------------- */
+
+/* The C code of the model's kernels for the cpu backend (kernels_cpu.c); kernels.c registers
+ * them with the OpenCL C of kernels.cl. */
+void acg__model_cpu_swiglu_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+void acg__model_cpu_embed_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+void acg__model_cpu_rmsnorm_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+void acg__model_cpu_matmul_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+void acg__model_cpu_rope_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+void acg__model_cpu_kv_store_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+void acg__model_cpu_attention_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+void acg__model_cpu_gather_last_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+void acg__model_cpu_sample_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 
 /* The kernels the forward launches. */
 typedef struct acg__model_kernels {
@@ -99,8 +119,9 @@ struct acg_model {
 };
 
 /* The whole-step recipe the runner captures (forward.c): inputs are the step's token ids
- * (bucket tokens) and each row's sampler seat (bucket batch, -1: no sample); outputs the
- * sampled {token, counter} pairs (bucket batch, 2) and the logits (bucket batch, vocab). */
+ * (bucket tokens) and each row's sampler seat (bucket batch, -1: no sample); the one output is
+ * the sampled {token, counter} pairs (bucket batch, 2). The logits stay in graph scratch: a
+ * whole-step graph copies each output out of scratch, and nothing on the host reads them. */
 void acg__model_recipe(acg_model *m, acg_recipe *out);
 
 /* Frees every request (generate.c). */

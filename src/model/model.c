@@ -104,6 +104,10 @@ static void free_weights(acg_model *m) {
 }
 
 static acg_status build_kernels(acg_model *m) {
+    acg_status st = acg_model_register_kernels(); /* registers them on the first call only */
+    if (st != ACG_OK) {
+        return st;
+    }
     struct {
         const char *name;
         acg_kernel **k;
@@ -115,7 +119,7 @@ static acg_status build_kernels(acg_model *m) {
         {"gather_last_f32", &m->k.gather_last}, {"sample_f32", &m->k.sample},
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
-        acg_status st = acg_kernel_get(m->dev, list[i].name, list[i].k);
+        st = acg_kernel_get(m->dev, list[i].name, list[i].k);
         if (st != ACG_OK) {
             return st;
         }
@@ -127,10 +131,6 @@ static acg_status build_kernels(acg_model *m) {
 
 static acg_status check_options(const acg_model_config *c, acg_model_options *o) {
     static const char fn[] = "acg_model_create";
-    if (o->size != sizeof *o) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: options.size is %zu, expected %zu", fn,
-                          o->size, sizeof *o);
-    }
     if (o->max_batch == 0 || o->max_batch > MAX_BATCH_LIMIT) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: max_batch %u is outside 1..%u", fn,
                           o->max_batch, MAX_BATCH_LIMIT);
@@ -265,7 +265,7 @@ static acg_status build_runner(acg_model *m) {
     rc.graphs = m->options.graphs;
     acg_status st = acg_runner_create(m->dev, &rc, &m->runner);
     for (uint32_t b = 0; st == ACG_OK && b < n; b++) {
-        acg_bucket_report rep;
+        acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
         st = acg_runner_get_report(m->runner, b, &rep);
         m->stats.capture_ms += rep.capture_ms;
         m->stats.buckets_captured += rep.state == ACG_BUCKET_CAPTURED;
@@ -310,16 +310,16 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
-    acg_model_options o = ACG_MODEL_OPTIONS_INIT;
-    if (options != NULL && options->size != sizeof o) {
-        /* Read nothing past the caller's size: it may be an older, shorter struct. */
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: options.size is %zu, expected %zu", fn,
-                          options->size, sizeof o);
-    }
+    const acg_model_options defaults = ACG_MODEL_OPTIONS_INIT;
+    acg_model_options o = defaults;
+    acg_status st = ACG_OK;
     if (options != NULL) {
-        o = *options;
+        st = acg__config_read(&o, sizeof o, &defaults, options,
+                              offsetof(acg_model_options, max_batch), "acg_model_options", fn);
     }
-    acg_status st = check_options(c, &o);
+    if (st == ACG_OK) {
+        st = check_options(c, &o);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -387,8 +387,8 @@ acg_status acg_model_get_stats(const acg_model *m, acg_model_stats *out) {
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_model_get_stats: out is NULL");
     }
-    *out = m->stats;
-    return ACG_OK;
+    return acg__output_write(out, &m->stats, sizeof m->stats, "acg_model_stats",
+                             "acg_model_get_stats");
 }
 
 acg_runner *acg_model_get_runner(const acg_model *m) {

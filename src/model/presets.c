@@ -57,8 +57,7 @@ acg_status acg_model_preset_get_config(const char *name, acg_model_config *out) 
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
-    *out = p->config;
-    return ACG_OK;
+    return acg__output_write(out, &p->config, sizeof p->config, "acg_model_config", fn);
 }
 
 /* ---- random weights ----------------------------------------------------------------------- */
@@ -105,14 +104,16 @@ acg_status acg_model_weights_create_random(const acg_model_config *config, uint6
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
                           config == NULL ? "config" : "out");
     }
-    if (config->size != sizeof *config) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s: config->size is %zu, expected sizeof(acg_model_config) (%zu)", fn,
-                          config->size, sizeof *config);
+    const acg_model_config defaults = ACG_MODEL_CONFIG_INIT;
+    acg_model_config c;
+    acg_status st =
+        acg__config_read(&c, sizeof c, &defaults, config,
+                         offsetof(acg_model_config, shared_classifier), "acg_model_config", fn);
+    if (st != ACG_OK) {
+        return st;
     }
-    const acg_model_config c = *config;
     uint64_t total = 0;
-    acg_status st = acg__model_config_check(&c, fn, "config", &total);
+    st = acg__model_config_check(&c, fn, "config", &total);
     if (st != ACG_OK) {
         return st;
     }

@@ -50,6 +50,7 @@ static void format_bytes(uint64_t bytes, char *text, size_t size) {
  * as the header asks. */
 static int gather(size_t index, backend_row *row) {
     char what[96];
+    row->info.size = sizeof row->info;
     acg_status st = acg_backend_get_info(index, &row->info);
     if (st != ACG_OK) {
         snprintf(what, sizeof what, "reading backend %zu", index);

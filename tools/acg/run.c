@@ -158,7 +158,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
         return cli_usage_error(cli_run_usage, "--preset and --model exclude each other");
     if (o->model == NULL && o->preset == NULL)
         o->preset = "small";
-    acg_model_config c;
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
     if (o->preset != NULL && acg_model_preset_get_config(o->preset, &c) != ACG_OK)
         return cli_usage_error(cli_run_usage, "%s", acg_last_error());
     return 0;
@@ -326,7 +326,7 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
     double t0 = now_s();
     uint64_t step = 0, tokens = 0;
     while (rc == CLI_EXIT_OK) {
-        acg_step_report rep;
+        acg_step_report rep = ACG_STEP_REPORT_INIT;
         if ((s = acg_model_step(model, &rep)) != ACG_OK) {
             rc = cli_fail(s, "running a step");
             break;
@@ -344,7 +344,7 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
         fputc('\n', stderr);
     for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
         run_request *r = &st->req[i];
-        acg_request_status rs;
+        acg_request_status rs = ACG_REQUEST_STATUS_INIT;
         if ((s = acg_model_get_request(model, r->id, &rs)) != ACG_OK) {
             rc = cli_fail(s, "reading a request");
             break;
@@ -375,7 +375,7 @@ static int verify(run_state *st) {
         n[i] = st->req[i].n_generated;
         st->req[i].generated = NULL;
     }
-    acg_model_stats stats;
+    acg_model_stats stats = ACG_MODEL_STATS_INIT;
     double seconds;
     if (rc == CLI_EXIT_OK)
         rc = generate(st, ACG_GRAPHS_OFF, "verify (eager)", &stats, &seconds);
@@ -465,7 +465,7 @@ static void print_report(const run_state *st, const acg_model_stats *s, double s
 static int load(run_state *st) {
     acg_status s;
     if (st->o.preset != NULL) {
-        acg_model_config c;
+        acg_model_config c = ACG_MODEL_CONFIG_INIT;
         if ((s = acg_model_preset_get_config(st->o.preset, &c)) != ACG_OK)
             return cli_fail(s, "reading the preset");
         if ((s = acg_model_preset_load(st->o.preset, 1, &st->weights)) != ACG_OK)
@@ -504,7 +504,7 @@ int cli_run(int argc, char **argv) {
         rc = load(st);
     if (rc == CLI_EXIT_OK)
         rc = encode_prompts(st);
-    acg_model_stats stats;
+    acg_model_stats stats = ACG_MODEL_STATS_INIT;
     double seconds = 0;
     if (rc == CLI_EXIT_OK)
         rc = generate(st, st->o.graphs, "generating", &stats, &seconds);

@@ -34,6 +34,7 @@ static acg_status cpu_describe(int index, acg_capability *out) {
     out->graphs = true;
     out->graph_update = true;
     out->multi_stream_capture = true;
+    out->graph_host_functions = true;
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     snprintf(out->detail, sizeof out->detail,
              "device memory is host memory; a graph replays as one queue entry of the stream's "
@@ -41,18 +42,58 @@ static acg_status cpu_describe(int index, acg_capability *out) {
     return ACG_OK;
 }
 
-static acg_status cpu_device_open(int index, void **dev) {
+static acg_status cpu_device_open(int index, const char *options, void **out) {
     ACG__UNUSED(index);
-    static int device_tag; /* the cpu device keeps no state */
-    *dev = &device_tag;
+    bool native = strcmp(options, "capture=native") == 0;
+    if (!native && *options != '\0' && strcmp(options, "capture=description") != 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "acg_device_open: the cpu backend takes capture=native or "
+                          "capture=description, not \"%s\"",
+                          options);
+    }
+    cpu_device *d = acg__calloc(1, sizeof *d);
+    if (d == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_device_open: out of memory");
+    }
+    d->native = native;
+    *out = d;
     return ACG_OK;
 }
 
-static void cpu_device_close(void *dev) { ACG__UNUSED(dev); }
+static void cpu_device_close(void *dev) { acg__free(dev); }
+
+static acg_status cpu_device_get_async_error(void *dev) {
+    cpu_device *d = dev;
+    if (atomic_exchange(&d->faulted, 0)) {
+        return acg__error(ACG_ERR_DEVICE_LOST, "cpu: a graph replay faulted (injected fault)");
+    }
+    return ACG_OK;
+}
+
+static acg_status cpu_memory_query(void *dev, uint64_t *free_bytes, uint64_t *total_bytes) {
+    ACG__UNUSED(dev);
+    long avail = sysconf(_SC_AVPHYS_PAGES), pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    if (avail <= 0 || pages <= 0 || page <= 0) {
+        return acg__error(ACG_ERR_UNSUPPORTED, "acg_device_get_memory_info: sysconf cannot tell");
+    }
+    *free_bytes = (uint64_t)avail * (uint64_t)page;
+    *total_bytes = (uint64_t)pages * (uint64_t)page;
+    return ACG_OK;
+}
+
+static void cpu_inject_fault(void *dev) { atomic_store(&((cpu_device *)dev)->inject, 1); }
 
 static acg_status cpu_query_capability(void *dev, acg_capability *out) {
-    ACG__UNUSED(dev);
-    return cpu_describe(0, out);
+    acg_status st = cpu_describe(0, out);
+    if (st == ACG_OK && ((cpu_device *)dev)->native) {
+        out->native_capture = true;
+        snprintf(out->detail, sizeof out->detail,
+                 "device memory is host memory; native capture: the stream workers record what "
+                 "they are handed, a graph replays as one queue entry; update rewrites node "
+                 "arguments in place");
+    }
+    return st;
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */
@@ -77,8 +118,7 @@ static void cpu_pinned_free(void *dev, void *p) { cpu_buffer_free(dev, p); }
 /* ---- streams and events ------------------------------------------------------------------ */
 
 static acg_status cpu_stream_create(void *dev, void **stream) {
-    ACG__UNUSED(dev);
-    return acg__cpu_stream_new((cpu_stream **)stream);
+    return acg__cpu_stream_new(dev, (cpu_stream **)stream);
 }
 
 static void cpu_stream_destroy(void *stream) { acg__cpu_stream_stop(stream); }
@@ -86,6 +126,11 @@ static void cpu_stream_destroy(void *stream) { acg__cpu_stream_stop(stream); }
 static acg_status cpu_stream_synchronize(void *stream) {
     cpu_stream *s = stream;
     acg__cpu_stream_wait(s, acg__cpu_stream_head(s));
+    if (acg__cpu_stream_take_fault(s)) {
+        return acg__error(ACG_ERR_DEVICE_LOST,
+                          "cpu: work queued on this stream faulted (an injected fault in a graph "
+                          "replay)");
+    }
     return ACG_OK;
 }
 
@@ -118,6 +163,9 @@ static void cpu_event_destroy(void *event) {
 static acg_status cpu_event_record(void *event, void *stream) {
     cpu_event *e = event;
     cpu_stream *s = stream;
+    if (acg__cpu_stream_recording(s)) {
+        return ACG_OK; /* a recording's order is its submission order: no point to mark */
+    }
     acg__cpu_stream_ref(s);
     pthread_mutex_lock(&e->mu);
     cpu_stream *old = e->stream;
@@ -143,6 +191,9 @@ static cpu_stream *event_point(cpu_event *e, uint64_t *seq) {
 }
 
 static acg_status cpu_stream_wait_event(void *stream, void *event) {
+    if (acg__cpu_stream_recording(stream)) {
+        return ACG_OK; /* what it waits for was recorded earlier, so it replays earlier */
+    }
     uint64_t seq;
     cpu_stream *other = event_point(event, &seq);
     if (other == NULL) {
@@ -183,14 +234,24 @@ static acg_status cpu_event_synchronize(void *event) {
 
 /* ---- copies, fills, kernels -------------------------------------------------------------- */
 
-static void push_copy(cpu_stream *s, void *dst, const void *src, size_t size, void *owned) {
+/* The failure of a recording that cannot grow (the ring itself never fails). */
+static acg_status recording_full(void) {
+    return acg__error(ACG_ERR_OUT_OF_MEMORY, "cpu: out of memory recording the capture");
+}
+
+static acg_status push_copy(cpu_stream *s, void *dst, const void *src, size_t size, void *owned) {
     cpu_op *op = acg__cpu_stream_reserve(s);
+    if (op == NULL) {
+        acg__free(owned);
+        return recording_full();
+    }
     op->kind = CPU_OP_COPY;
     op->u.copy.dst = dst;
     op->u.copy.src = src;
     op->u.copy.size = size;
     op->u.copy.owned = owned;
     acg__cpu_stream_submit(s);
+    return ACG_OK;
 }
 
 static acg_status cpu_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src,
@@ -208,19 +269,21 @@ static acg_status cpu_copy_h2d(void *stream, void *dst, size_t dst_off, const vo
         memcpy(owned, src, size);
         src = owned;
     }
-    push_copy(stream, ptr(dst, dst_off), src, size, owned);
-    return ACG_OK;
+    return push_copy(stream, ptr(dst, dst_off), src, size, owned);
 }
 
-static acg_status cpu_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size) {
-    push_copy(stream, dst, ptr(src, src_off), size, NULL);
-    return ACG_OK;
+static acg_status cpu_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size,
+                               bool dst_pinned) {
+    acg_status st = push_copy(stream, dst, ptr(src, src_off), size, NULL);
+    if (st == ACG_OK && !dst_pinned) {
+        acg__cpu_stream_wait(stream, acg__cpu_stream_head(stream));
+    }
+    return st;
 }
 
 static acg_status cpu_copy_d2d(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
                                size_t size) {
-    push_copy(stream, ptr(dst, dst_off), ptr(src, src_off), size, NULL);
-    return ACG_OK;
+    return push_copy(stream, ptr(dst, dst_off), ptr(src, src_off), size, NULL);
 }
 
 static void set_fill(cpu_op *op, void *dst, size_t size, uint32_t pattern, uint32_t psize) {
@@ -234,26 +297,31 @@ static void set_fill(cpu_op *op, void *dst, size_t size, uint32_t pattern, uint3
 static acg_status cpu_fill(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
                            uint32_t pattern_size) {
     cpu_op *op = acg__cpu_stream_reserve(stream);
+    if (op == NULL) {
+        return recording_full();
+    }
     set_fill(op, ptr(dst, off), size, pattern, pattern_size);
     acg__cpu_stream_submit(stream);
     return ACG_OK;
 }
 
+/* A kernel is its definition, which outlives it: launches read the C function from there. */
 static acg_status cpu_kernel_load(void *dev, const acg__kernel_def *def, void **kernel) {
     ACG__UNUSED(dev);
-    const cpu_kernel *k = acg__cpu_kernel_find(def->name);
-    if (k == NULL) {
-        return acg__error(ACG_ERR_NOT_FOUND, "acg_kernel_get: the cpu backend has no kernel %s",
+    if (def->d.cpu.fn == NULL) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "acg_kernel_get: kernel %s has no code for the cpu backend (its "
+                          "definition sets no cpu.fn)",
                           def->name);
     }
-    *kernel = (void *)k;
+    *kernel = (void *)def;
     return ACG_OK;
 }
 
-static void set_kernel(cpu_op *op, const cpu_kernel *k, const acg_dims *dims, const acg__karg *args,
-                       uint32_t n_args) {
+static void set_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *dims,
+                       const acg__karg *args, uint32_t n_args) {
     op->kind = CPU_OP_KERNEL;
-    op->u.kernel.fn = k->fn;
+    op->u.kernel.fn = def->d.cpu.fn;
     memcpy(op->u.kernel.global, dims->global, sizeof op->u.kernel.global);
     for (uint32_t i = 0; i < n_args; i++) {
         if (args[i].type == ACG_ARG_BUFFER) {
@@ -267,6 +335,9 @@ static void set_kernel(cpu_op *op, const cpu_kernel *k, const acg_dims *dims, co
 static acg_status cpu_kernel_launch(void *stream, void *kernel, const acg_dims *dims,
                                     const acg__karg *args, uint32_t n_args) {
     cpu_op *op = acg__cpu_stream_reserve(stream);
+    if (op == NULL) {
+        return recording_full();
+    }
     set_kernel(op, kernel, dims, args, n_args);
     acg__cpu_stream_submit(stream);
     return ACG_OK;
@@ -274,12 +345,25 @@ static acg_status cpu_kernel_launch(void *stream, void *kernel, const acg_dims *
 
 /* ---- graphs ------------------------------------------------------------------------------ */
 
+/* Ops of a graph: one per node but foreign work, which a cpu stream never runs (it has no
+ * native object to issue it on), so a native recording has exactly these ops too. */
+static uint32_t count_ops(const acg__graph_desc *desc) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        n += desc->nodes[i].kind != ACG_NODE_FOREIGN;
+    }
+    return n;
+}
+
 /* Writes the ops of a graph from its description; nodes are already in a valid serial order,
  * and one worker runs them one after another, which honours every dependency. */
 static void build_ops(cpu_op *ops, const acg__graph_desc *desc) {
+    cpu_op *op = ops;
     for (uint32_t i = 0; i < desc->n_nodes; i++) {
         const acg__node *n = &desc->nodes[i];
-        cpu_op *op = &ops[i];
+        if (n->kind == ACG_NODE_FOREIGN) {
+            continue;
+        }
         memset(op, 0, sizeof *op);
         switch (n->kind) {
         case ACG_NODE_KERNEL:
@@ -306,7 +390,15 @@ static void build_ops(cpu_op *ops, const acg__graph_desc *desc) {
         case ACG_NODE_FILL:
             set_fill(op, ptr(n->dst_mem, n->dst_off), n->size, n->pattern, n->pattern_size);
             break;
+        case ACG_NODE_HOST:
+            op->kind = CPU_OP_HOST;
+            op->u.host.fn = n->host_fn;
+            op->u.host.user = n->host_user;
+            break;
+        case ACG_NODE_FOREIGN:
+            break;
         }
+        op++;
     }
 }
 
@@ -316,15 +408,15 @@ static acg_status cpu_graph_instantiate(void *dev, const acg__graph_desc *desc, 
     if (g == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
     }
-    if (desc->n_nodes != 0) {
-        g->ops = acg__alloc_aligned((size_t)desc->n_nodes * sizeof *g->ops, 64);
+    g->n_ops = count_ops(desc);
+    if (g->n_ops != 0) {
+        g->ops = acg__alloc_aligned((size_t)g->n_ops * sizeof *g->ops, 64);
         if (g->ops == NULL) {
             acg__free(g);
             return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
         }
         build_ops(g->ops, desc);
     }
-    g->n_ops = desc->n_nodes;
     *exec = g;
     return ACG_OK;
 }
@@ -337,8 +429,90 @@ static acg_status cpu_graph_launch(void *exec, void *stream) {
     return ACG_OK;
 }
 
+/* The same for graphs instantiated from the description and natively recorded ones: both
+ * have one op per node but foreign work, in the ledger's order. */
 static acg_status cpu_graph_update(void *exec, const acg__graph_desc *desc) {
-    build_ops(((cpu_graph *)exec)->ops, desc);
+    cpu_graph *g = exec;
+    if (count_ops(desc) != g->n_ops) {
+        return acg__error(ACG_ERR_INTERNAL,
+                          "acg_graph_update: the cpu graph has %u ops, the "
+                          "description %u",
+                          g->n_ops, count_ops(desc));
+    }
+    build_ops(g->ops, desc);
+    return ACG_OK;
+}
+
+/* ---- native capture and host functions --------------------------------------------------- */
+
+static acg_status cpu_capture_join_impl(cpu_recording *r, cpu_stream *s) {
+    if (!acg__grow((void **)&r->streams, &r->cap_streams, r->n_streams + 1, sizeof *r->streams)) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "cpu: out of memory recording the capture");
+    }
+    r->streams[r->n_streams++] = s;
+    acg__cpu_stream_record(s, r);
+    return ACG_OK;
+}
+
+static acg_status cpu_capture_join(void *rec, void *stream) {
+    return cpu_capture_join_impl(rec, stream);
+}
+
+/* Takes every stream of the recording out of recording mode and frees the recording, leaving
+ * its ops to the caller. */
+static cpu_op *recording_close(cpu_recording *r, uint32_t *n_ops) {
+    for (uint32_t i = 0; i < r->n_streams; i++) {
+        acg__cpu_stream_record(r->streams[i], NULL);
+    }
+    cpu_op *ops = r->ops;
+    *n_ops = r->n;
+    acg__free(r->streams);
+    acg__free(r);
+    return ops;
+}
+
+static void cpu_capture_abort(void *rec) {
+    uint32_t n = 0;
+    acg__free(recording_close(rec, &n));
+}
+
+static acg_status cpu_capture_end(void *rec, void **exec) {
+    cpu_graph *g = acg__calloc(1, sizeof *g);
+    uint32_t n = 0;
+    cpu_op *ops = recording_close(rec, &n);
+    if (g == NULL) {
+        acg__free(ops);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
+    }
+    g->ops = ops;
+    g->n_ops = n;
+    *exec = g;
+    return ACG_OK;
+}
+
+static acg_status cpu_host_launch(void *stream, acg_host_fn fn, void *user) {
+    cpu_op *op = acg__cpu_stream_reserve(stream);
+    if (op == NULL) {
+        return recording_full();
+    }
+    op->kind = CPU_OP_HOST;
+    op->u.host.fn = fn;
+    op->u.host.user = user;
+    acg__cpu_stream_submit(stream);
+    return ACG_OK;
+}
+
+static acg_status cpu_capture_begin(void *stream, void **rec) {
+    cpu_recording *r = acg__calloc(1, sizeof *r);
+    if (r == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_begin_capture: out of memory");
+    }
+    acg_status st = ACG_OK;
+    if ((st = cpu_capture_join_impl(r, stream)) != ACG_OK) {
+        acg__free(r);
+        return st;
+    }
+    *rec = r;
     return ACG_OK;
 }
 
@@ -381,4 +555,15 @@ const acg_backend_i acg__backend_cpu = {
     .graph_launch = cpu_graph_launch,
     .graph_update = cpu_graph_update,
     .graph_destroy = cpu_graph_destroy,
+    .retain_discarded_graphs = false,
+    .capture_begin = cpu_capture_begin,
+    .capture_join = cpu_capture_join,
+    .capture_end = cpu_capture_end,
+    .capture_abort = cpu_capture_abort,
+    .host_launch = cpu_host_launch,
+    .stream_get_native = NULL, /* a worker thread has no driver object */
+    .device_get_async_error = cpu_device_get_async_error,
+    .inject_fault = cpu_inject_fault,
+    .memory_query = cpu_memory_query,
+    .graph_upload = NULL, /* a graph is an op array in host memory: nothing to upload */
 };

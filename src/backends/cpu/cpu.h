@@ -4,28 +4,21 @@
 
 #include "core/acg-impl.h"
 
-/* A kernel argument as a cpu kernel reads it: buffers are plain pointers. */
-typedef union cpu_arg {
-    void *p;
-    int32_t i32;
-    uint32_t u32;
-    int64_t i64;
-    uint64_t u64;
-    float f32;
-} cpu_arg;
-
-typedef void (*cpu_kernel_fn)(const cpu_arg *args, const uint32_t global[3]);
-
-/* An entry of the cpu kernel library (kernels.c). */
-typedef struct cpu_kernel {
-    const char *name;
-    cpu_kernel_fn fn;
-} cpu_kernel;
-
-const cpu_kernel *acg__cpu_kernel_find(const char *name);
+/* A kernel is the C function of its definition (acg.h: acg_kernel_cpu_fn); its arguments are
+ * buffers as plain pointers and scalars by value. */
+typedef acg_cpu_arg cpu_arg;
+typedef acg_kernel_cpu_fn cpu_kernel_fn;
 
 typedef struct cpu_stream cpu_stream;
 typedef struct cpu_graph cpu_graph;
+
+/* An open cpu device: how it captures, and the faults its workers report (only injected ones:
+ * host code does not fault recoverably). */
+typedef struct cpu_device {
+    bool native;         /* workers record captured work (capture=native) */
+    _Atomic int inject;  /* test hook: the next graph replay faults */
+    _Atomic int faulted; /* a fault not yet read by acg_device_get_async_error */
+} cpu_device;
 
 enum cpu_op_kind {
     CPU_OP_KERNEL = 1,
@@ -33,6 +26,7 @@ enum cpu_op_kind {
     CPU_OP_FILL,
     CPU_OP_WAIT,  /* waits until another stream's queue reached a sequence number */
     CPU_OP_GRAPH, /* replays a graph's ops in order */
+    CPU_OP_HOST,  /* calls a host function */
 };
 
 /* One queue entry, and one node of a cpu graph. */
@@ -62,6 +56,10 @@ typedef struct cpu_op {
         struct {
             const cpu_graph *graph;
         } graph;
+        struct {
+            acg_host_fn fn;
+            void *user;
+        } host;
     } u;
 } cpu_op;
 
@@ -72,12 +70,30 @@ struct cpu_graph {
 
 /* Streams: a worker thread draining a ring of ops. Submission is single-producer (the core
  * serializes calls on a stream). */
-acg_status acg__cpu_stream_new(cpu_stream **out);
+acg_status acg__cpu_stream_new(cpu_device *dev, cpu_stream **out);
+/* Whether work of the stream faulted since the last call (cleared). */
+bool acg__cpu_stream_take_fault(cpu_stream *s);
 void acg__cpu_stream_ref(cpu_stream *s);
 void acg__cpu_stream_unref(cpu_stream *s);
 /* Stops the worker after the queued work and drops the creator's reference. */
 void acg__cpu_stream_stop(cpu_stream *s);
-/* The next free queue entry (waits while the ring is full); publish it with submit. */
+/* Native capture: while a stream records into a recording, the ops it is handed are appended
+ * to the recording instead of run; ops of every stream of one capture go to one recording in
+ * submission order, which is a valid serial order of the captured DAG (a stream can only wait
+ * for what was submitted before), so the graph is the recording's op list. Event records and
+ * waits between recording streams need no op. Set and cleared under the core's device lock. */
+typedef struct cpu_recording {
+    cpu_op *ops; /* (n) */
+    uint32_t n, cap;
+    cpu_stream **streams; /* (n_streams) in recording mode */
+    uint32_t n_streams, cap_streams;
+} cpu_recording;
+
+void acg__cpu_stream_record(cpu_stream *s, cpu_recording *r);
+bool acg__cpu_stream_recording(const cpu_stream *s);
+
+/* The next free queue entry (waits while the ring is full), or of the recording (NULL when it
+ * cannot grow); publish it with submit. */
 cpu_op *acg__cpu_stream_reserve(cpu_stream *s);
 void acg__cpu_stream_submit(cpu_stream *s);
 /* Sequence number after the latest submitted op; work up to it completed when done >= seq. */

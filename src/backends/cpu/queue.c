@@ -25,7 +25,10 @@ struct cpu_stream {
     _Atomic int waiters; /* threads sleeping until `done` advances */
     _Atomic int stop;
     _Atomic uint32_t refs;
-    cpu_op *ring; /* (RING_SIZE) */
+    cpu_op *ring;       /* (RING_SIZE) */
+    cpu_recording *rec; /* native capture: ops go here instead of the ring (see cpu.h) */
+    cpu_device *dev;
+    _Atomic int fault; /* work of this stream faulted; reported by the next synchronize */
     pthread_mutex_t mu;
     pthread_cond_t work;     /* signalled when head advances or stop is set */
     pthread_cond_t progress; /* broadcast when done advances and waiters > 0 */
@@ -88,6 +91,9 @@ static void run_op(const cpu_op *op) {
     case CPU_OP_GRAPH:
         run_graph(op->u.graph.graph);
         break;
+    case CPU_OP_HOST:
+        op->u.host.fn(op->u.host.user);
+        break;
     default:
         break;
     }
@@ -119,7 +125,14 @@ static void *worker(void *arg) {
                 if (op->kind == CPU_OP_WAIT) {
                     wake_waiters(s);
                 }
-                run_op(op);
+                if (op->kind == CPU_OP_GRAPH && atomic_exchange(&s->dev->inject, 0)) {
+                    /* An injected fault: the replay does not run, and both the stream and the
+                     * device report it. */
+                    atomic_store(&s->fault, 1);
+                    atomic_store(&s->dev->faulted, 1);
+                } else {
+                    run_op(op);
+                }
                 atomic_store_explicit(&s->done, t + 1, memory_order_release);
             }
             wake_waiters(s);
@@ -148,7 +161,7 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-acg_status acg__cpu_stream_new(cpu_stream **out) {
+acg_status acg__cpu_stream_new(cpu_device *dev, cpu_stream **out) {
     cpu_stream *s = acg__alloc_aligned(sizeof *s, _Alignof(cpu_stream));
     if (s == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
@@ -160,6 +173,7 @@ acg_status acg__cpu_stream_new(cpu_stream **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
     }
     atomic_init(&s->refs, 1);
+    s->dev = dev;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->progress, NULL);
@@ -222,6 +236,14 @@ void acg__cpu_stream_wait(cpu_stream *s, uint64_t seq) {
 }
 
 cpu_op *acg__cpu_stream_reserve(cpu_stream *s) {
+    cpu_recording *r = s->rec;
+    if (r != NULL) {
+        if (!acg__grow((void **)&r->ops, &r->cap, r->n + 1, sizeof *r->ops)) {
+            return NULL;
+        }
+        memset(&r->ops[r->n], 0, sizeof *r->ops);
+        return &r->ops[r->n];
+    }
     uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
     if (h - s->done_seen >= RING_SIZE) {
         s->done_seen = atomic_load_explicit(&s->done, memory_order_acquire);
@@ -234,6 +256,10 @@ cpu_op *acg__cpu_stream_reserve(cpu_stream *s) {
 }
 
 void acg__cpu_stream_submit(cpu_stream *s) {
+    if (s->rec != NULL) {
+        s->rec->n++;
+        return;
+    }
     /* Publish `head` before looking for a sleeping worker (pairs with its announcement). */
     atomic_fetch_add(&s->head, 1);
     if (atomic_load(&s->worker_sleeping)) {
@@ -242,3 +268,9 @@ void acg__cpu_stream_submit(cpu_stream *s) {
         pthread_mutex_unlock(&s->mu);
     }
 }
+
+void acg__cpu_stream_record(cpu_stream *s, cpu_recording *r) { s->rec = r; }
+
+bool acg__cpu_stream_take_fault(cpu_stream *s) { return atomic_exchange(&s->fault, 0) != 0; }
+
+bool acg__cpu_stream_recording(const cpu_stream *s) { return s->rec != NULL; }

@@ -212,7 +212,8 @@ static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg
         bool has_local;
         cl_uint work_dim = acg__ocl_dims(&n->dims, global, local, &has_local);
         cl_int err = CL_SUCCESS;
-        *kernel = clCreateKernel(d->program, n->def->name, &err);
+        const ocl_kernel *k = n->kernel;
+        *kernel = clCreateKernel(k->program, k->name, &err);
         if (err != CL_SUCCESS) {
             *kernel = NULL;
             return acg__ocl_error(err, fn, "clCreateKernel");
@@ -246,6 +247,12 @@ static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg
                   fn, out);
         break;
     }
+    case ACG_NODE_HOST:
+    case ACG_NODE_FOREIGN:
+        /* The core invalidates such captures on this backend (no host node, no native
+         * capture); reaching here is a bug. */
+        return acg__error(ACG_ERR_INTERNAL, "%s: a command buffer cannot hold node kind %d", fn,
+                          (int)n->kind);
     }
 out:
     return st;

@@ -161,11 +161,14 @@ out:
     return st;
 }
 
-acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size) {
+acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size,
+                             bool dst_pinned) {
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
     cl_event ev = NULL;
-    OCL_CHECK(clEnqueueReadBuffer(s->queue, src, CL_FALSE, src_off, size, dst, 0, NULL, &ev),
+    /* Pageable memory must be written before the call returns: a blocking read. */
+    OCL_CHECK(clEnqueueReadBuffer(s->queue, src, dst_pinned ? CL_FALSE : CL_TRUE, src_off, size,
+                                  dst, 0, NULL, &ev),
               "acg_copy_d2h", out);
     acg__ocl_track(s, ev);
 out:

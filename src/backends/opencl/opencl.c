@@ -1,10 +1,9 @@
 /* opencl.c — the opencl backend: devices of every platform, queues as streams, markers as
- * events, and the kernel library built once per device from the embedded kernels.cl. */
+ * events, and kernels built per device from the OpenCL C of their definitions. */
 #include <stdio.h>
 #include <string.h>
 
 #include "backends/opencl/opencl.h"
-#include "opencl_kernels.h"
 
 #define MAX_DEVICES 64
 
@@ -150,8 +149,12 @@ acg_status acg__ocl_queue_create(ocl_device *d, cl_command_queue *out, const cha
     return ACG_OK;
 }
 
-static acg_status ocl_device_open(int index, void **out) {
+static acg_status ocl_device_open(int index, const char *options, void **out) {
     static const char fn[] = "acg_device_open";
+    if (*options != '\0') {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the opencl backend takes no device options (\"%s\")", fn, options);
+    }
     acg_status st = ACG_OK;
     cl_int err = CL_SUCCESS;
     ocl_device *d = acg__calloc(1, sizeof *d);
@@ -190,9 +193,11 @@ out_free:
 
 static void ocl_device_close(void *dev) {
     ocl_device *d = dev;
-    if (d->program != NULL) {
-        clReleaseProgram(d->program);
+    for (uint32_t i = 0; i < d->n_programs; i++) {
+        clReleaseProgram(d->programs[i].program);
+        acg__free(d->programs[i].source);
     }
+    acg__free(d->programs);
     clReleaseCommandQueue(d->aux);
     clReleaseContext(d->ctx);
     pthread_mutex_destroy(&d->lock);
@@ -297,6 +302,13 @@ static acg_status ocl_event_record(void *event, void *stream) {
     ocl_event *e = event;
     ocl_stream *s = stream;
     acg_status st = ACG_OK;
+    if (s->native_used) {
+        /* The engine may have queued its own commands after acg's latest: a marker covers
+         * everything queued so far on the in-order queue. */
+        cl_event marker = NULL;
+        OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &marker), fn, out_early);
+        acg__ocl_track(s, marker);
+    }
     cl_event ev = s->last;
     if (ev != NULL) {
         clRetainEvent(ev);
@@ -313,6 +325,18 @@ out:
         clReleaseEvent(ev);
     }
     return st;
+out_early:
+    return st;
+}
+
+/* The driver's in-order queue. From now on an event record marks the queue's end rather than
+ * acg's latest command, so work the engine queues itself is ordered too. */
+static acg_status ocl_stream_get_native(void *stream, acg_native_handle *out) {
+    ocl_stream *s = stream;
+    s->native_used = true;
+    out->kind = ACG_NATIVE_OPENCL_QUEUE;
+    out->handle = s->queue;
+    return ACG_OK;
 }
 
 /* The event's current command, retained; NULL when never recorded or recorded on an idle
@@ -366,27 +390,32 @@ out:
 
 /* ---- kernels ----------------------------------------------------------------------------- */
 
-static pthread_mutex_t source_lock = PTHREAD_MUTEX_INITIALIZER;
-static const char *source_override;
-
-void acg__opencl_set_kernel_source(const char *src) {
-    pthread_mutex_lock(&source_lock);
-    source_override = src;
-    pthread_mutex_unlock(&source_lock);
-}
-
-/* Builds the device's program once (dev->lock held); a failure carries the build log. */
-static acg_status build_program(ocl_device *d) {
+/* The program built from src (d->lock held): one per device for each distinct source, so the
+ * kernels of one file (the model's, say) share a build. A failure carries the build log and is
+ * not kept, so a later lookup reports it again. */
+static acg_status find_program(ocl_device *d, const char *kernel, const char *src,
+                               cl_program *out) {
     static const char fn[] = "acg_kernel_get";
-    if (d->program != NULL) {
-        return ACG_OK;
+    for (uint32_t i = 0; i < d->n_programs; i++) {
+        if (strcmp(d->programs[i].source, src) == 0) {
+            *out = d->programs[i].program;
+            return ACG_OK;
+        }
     }
-    pthread_mutex_lock(&source_lock);
-    const char *src = source_override != NULL ? source_override : acg__opencl_kernels_source;
-    pthread_mutex_unlock(&source_lock);
+    /* The cache keeps its own copy: a definition may be unregistered when no kernel of this
+     * device was loaded from it, while its program stays here until the device closes. */
+    size_t len = strlen(src) + 1;
+    char *copy = acg__alloc(len);
+    if (copy == NULL || !acg__grow((void **)&d->programs, &d->cap_programs, d->n_programs + 1,
+                                   sizeof *d->programs)) {
+        acg__free(copy);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    memcpy(copy, src, len);
     cl_int err = CL_SUCCESS;
     cl_program p = clCreateProgramWithSource(d->ctx, 1, &src, NULL, &err);
     if (err != CL_SUCCESS) {
+        acg__free(copy);
         return acg__ocl_error(err, fn, "clCreateProgramWithSource");
     }
     /* Division and sqrt may otherwise be off by ulps, and results must match the cpu's bit for
@@ -406,20 +435,29 @@ static acg_status build_program(ocl_device *d) {
         clGetProgramBuildInfo(p, d->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
         log[sizeof log - 1] = '\0';
         clReleaseProgram(p);
+        acg__free(copy);
         return acg__error(ACG_ERR_DEVICE,
-                          "%s: building the OpenCL kernels failed (clBuildProgram: %d); build "
-                          "log:\n%s",
-                          fn, (int)err, log);
+                          "%s: building the OpenCL C of kernel %s failed (clBuildProgram: %d); "
+                          "build log:\n%s",
+                          fn, kernel, (int)err, log);
     }
-    d->program = p;
+    d->programs[d->n_programs++] = (struct ocl_program){copy, p};
+    *out = p;
     return ACG_OK;
 }
 
 static acg_status ocl_kernel_load(void *dev, const acg__kernel_def *def, void **out) {
     static const char fn[] = "acg_kernel_get";
     ocl_device *d = dev;
+    if (def->d.opencl.source == NULL) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: kernel %s has no code for the opencl backend (its definition "
+                          "sets no opencl.source)",
+                          fn, def->name);
+    }
+    cl_program program = NULL;
     pthread_mutex_lock(&d->lock);
-    acg_status st = build_program(d);
+    acg_status st = find_program(d, def->name, def->d.opencl.source, &program);
     pthread_mutex_unlock(&d->lock);
     if (st != ACG_OK) {
         return st;
@@ -429,12 +467,14 @@ static acg_status ocl_kernel_load(void *dev, const acg__kernel_def *def, void **
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     cl_int err = CL_SUCCESS;
-    k->kernel = clCreateKernel(d->program, def->name, &err);
+    k->kernel = clCreateKernel(program, def->d.opencl.name, &err);
     if (err != CL_SUCCESS) {
         acg__free(k);
-        return acg__ocl_error(err, fn, def->name);
+        return acg__ocl_error(err, fn, def->d.opencl.name);
     }
     k->dev = d;
+    k->program = program;
+    k->name = def->d.opencl.name; /* the definition outlives the kernel */
     pthread_mutex_init(&k->lock, NULL);
     *out = k;
     return ACG_OK;
@@ -533,4 +573,7 @@ const acg_backend_i acg__backend_opencl = {
     .graph_launch = acg__ocl_graph_launch,
     .graph_update = acg__ocl_graph_update,
     .graph_destroy = acg__ocl_graph_destroy,
+    /* Command buffers are built from acg's description: no native capture, and no host node
+     * (cl_khr_command_buffer has none), so host functions run eagerly only. */
+    .stream_get_native = ocl_stream_get_native,
 };

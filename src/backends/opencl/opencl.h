@@ -1,8 +1,8 @@
 /* opencl.h — the opencl backend's internal interface.
  *
  * Streams are in-order command queues, events are markers, pinned memory is a mapped
- * CL_MEM_ALLOC_HOST_PTR buffer, kernels come from one program built per device from the
- * embedded kernels.cl, and graphs are cl_khr_command_buffer command buffers recorded from the
+ * CL_MEM_ALLOC_HOST_PTR buffer, kernels come from programs built per device from the OpenCL C
+ * of their definitions, and graphs are cl_khr_command_buffer command buffers recorded from the
  * core's description (cmdbuf.c), whose entry points and signatures depend on the extension
  * version the device reports. */
 #ifndef ACG_BACKENDS_OPENCL_H
@@ -117,14 +117,20 @@ typedef struct ocl_device {
     cl_command_queue aux; /* maps pinned memory; records validation command buffers */
     cl_ulong max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE: the most bytes of one buffer */
     ocl_cmdbuf_api cb;
-    pthread_mutex_t lock; /* the program and the pinned table */
-    cl_program program;
+    pthread_mutex_t lock; /* the programs and the pinned table */
+    struct ocl_program {
+        char *source; /* a copy of the OpenCL C it was built from */
+        cl_program program;
+    } * programs; /* (n_programs) one per distinct source of the kernels loaded */
+    uint32_t n_programs, cap_programs;
     ocl_pinned *pins; /* sorted by ptr */
     uint32_t n_pins, cap_pins;
 } ocl_device;
 
 typedef struct ocl_kernel {
     ocl_device *dev;
+    cl_program program; /* the device's, for graphs that create kernel objects of their own */
+    const char *name;   /* the kernel function in it */
     cl_kernel kernel;
     pthread_mutex_t lock; /* clSetKernelArg and the launch that reads the arguments */
 } ocl_kernel;
@@ -133,6 +139,7 @@ typedef struct ocl_stream {
     ocl_device *dev;
     cl_command_queue queue;
     cl_event last; /* the latest command queued (NULL: none yet); the core serializes calls */
+    bool native_used; /* the queue was handed out: commands acg did not queue may follow last */
 } ocl_stream;
 
 /* Makes ev the stream's latest command (taking the reference). */
@@ -173,13 +180,11 @@ acg_status acg__ocl_pinned_alloc(void *dev, size_t size, void **ptr);
 void acg__ocl_pinned_free(void *dev, void *ptr);
 acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src, size_t size,
                              bool src_pinned);
-acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size);
+acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size,
+                             bool dst_pinned);
 acg_status acg__ocl_copy_d2d(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
                              size_t size);
 acg_status acg__ocl_fill(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
                          uint32_t pattern_size);
-
-/* Test hook: build later devices' kernels from src instead of kernels.cl (NULL restores). */
-void acg__opencl_set_kernel_source(const char *src);
 
 #endif /* ACG_BACKENDS_OPENCL_H */

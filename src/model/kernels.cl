@@ -1,33 +1,14 @@
-/* kernels.cl - the built-in kernel library in OpenCL C 1.2, built once per device.
+/* kernels.cl - the OpenCL C 1.2 of the reference model's kernels (kernels.c registers them).
  *
- * Each buffer argument of the catalogue arrives as a pointer and a byte offset (OpenCL passes
- * buffers without offsets, and sub-buffers have alignment rules), so the same launch works for
- * any window of any buffer. Contraction into fused multiply-adds is off so results match the
- * cpu backend bit for bit. */
+ * The cpu code's loops (kernels_cpu.c), split so that one work item computes each output
+ * element with the same operations in the same order. Work items past the counts return at
+ * once (the grid may be rounded up), and ids read from buffers are checked as the cpu checks
+ * them. Each buffer argument arrives as a pointer and a byte offset, so the same launch works
+ * for any window of any buffer. Contraction into fused multiply-adds is off so results match
+ * the cpu code bit for bit. */
 #pragma OPENCL FP_CONTRACT OFF
 
 #define AT(type, p, off) ((global type *)((global char *)(p) + (off)))
-
-kernel void fill_f32(global float *y, ulong y_off, float value) {
-    size_t i = get_global_id(0);
-    AT(float, y, y_off)[i] = value;
-}
-
-kernel void add_scalar_f32(global float *y, ulong y_off, global float *x, ulong x_off, float a) {
-    size_t i = get_global_id(0);
-    AT(float, y, y_off)[i] = AT(float, x, x_off)[i] + a;
-}
-
-kernel void axpy_f32(global float *y, ulong y_off, global float *x, ulong x_off, float a) {
-    size_t i = get_global_id(0);
-    global float *yy = AT(float, y, y_off);
-    yy[i] = a * AT(float, x, x_off)[i] + yy[i];
-}
-
-kernel void copy_f32(global float *dst, ulong dst_off, global float *src, ulong src_off) {
-    size_t i = get_global_id(0);
-    AT(float, dst, dst_off)[i] = AT(float, src, src_off)[i];
-}
 
 kernel void swiglu_f32(global float *y, ulong y_off, global float *x, ulong x_off,
                        global float *g, ulong g_off) {
@@ -36,11 +17,6 @@ kernel void swiglu_f32(global float *y, ulong y_off, global float *x, ulong x_of
     v *= 1.0f / (1.0f + exp(-v));
     AT(float, y, y_off)[i] = v * AT(float, g, g_off)[i];
 }
-
-/* ---- model kernels ---------------------------------------------------------------------------
- * The cpu backend's loops, split so that one work item computes each output element with the
- * same operations in the same order. Work items past the counts return at once (the grid may
- * be rounded up), and ids read from buffers are checked as the cpu checks them. */
 
 kernel void embed_f32(global float *out, ulong out_off, global float *table, ulong table_off,
                       global int *tokens, ulong tokens_off, uint dim, uint vocab, uint n) {
@@ -257,7 +233,7 @@ static float mass_from(global float *p, uint vocab, float tau) {
     return m;
 }
 
-/* One row of "sample_f32": see acg.h. */
+/* One row of "sample_f32": see model.h. */
 static void sample_row(global float *logits, global float *p, uint vocab, global uint *state,
                        global int *result) {
     const float temperature = as_float(state[3]), top_p = as_float(state[4]);
@@ -327,7 +303,7 @@ static void sample_row(global float *logits, global float *p, uint vocab, global
     result[1] = (int)counter;
 }
 
-/* The state words of one seat: ACG_SAMPLER_STATE_WORDS in acg.h. */
+/* The state words of one seat: ACG_SAMPLER_STATE_WORDS in model.h. */
 #define SAMPLER_STATE_WORDS 8
 
 kernel void sample_f32(global int *result, ulong result_off, global float *logits,

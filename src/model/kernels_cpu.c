@@ -1,44 +1,17 @@
-/* kernels.c — the cpu backend's kernel library: plain C loops over the 1-D grid.
- * The build turns off contraction into fused multiply-adds (-ffp-contract=off), so results do
- * not depend on the compiler's choice and every backend can match the cpu oracle bit for bit. */
+/* kernels_cpu.c — the C code of the reference model's kernels, for the cpu backend.
+ *
+ * One loop nest per kernel; every output element sums in the order the reference does (index
+ * ascending), so a row's result never depends on the rows around it. Ids read from buffers are
+ * checked before use. kernels.cl follows these loops line for line. The build turns off
+ * contraction into fused multiply-adds (-ffp-contract=off), so results do not depend on the
+ * compiler's choice and the OpenCL code can match them bit for bit. */
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "model/model-impl.h"
 
-#include "backends/cpu/cpu.h"
-
-static void fill_f32(const cpu_arg *a, const uint32_t global[3]) {
-    float *y = a[0].p;
-    const float v = a[1].f32;
-    for (uint32_t i = 0; i < global[0]; i++) {
-        y[i] = v;
-    }
-}
-
-static void add_scalar_f32(const cpu_arg *a, const uint32_t global[3]) {
-    float *y = a[0].p;
-    const float *x = a[1].p;
-    const float s = a[2].f32;
-    for (uint32_t i = 0; i < global[0]; i++) {
-        y[i] = x[i] + s;
-    }
-}
-
-static void axpy_f32(const cpu_arg *a, const uint32_t global[3]) {
-    float *y = a[0].p;
-    const float *x = a[1].p;
-    const float alpha = a[2].f32;
-    for (uint32_t i = 0; i < global[0]; i++) {
-        y[i] = alpha * x[i] + y[i];
-    }
-}
-
-static void copy_f32(const cpu_arg *a, const uint32_t global[3]) {
-    memmove(a[0].p, a[1].p, (size_t)global[0] * sizeof(float));
-}
-
-static void swiglu_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_swiglu_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     float *y = a[0].p;
     const float *x = a[1].p, *g = a[2].p;
     for (uint32_t i = 0; i < global[0]; i++) {
@@ -48,12 +21,7 @@ static void swiglu_f32(const cpu_arg *a, const uint32_t global[3]) {
     }
 }
 
-/* ---- model kernels --------------------------------------------------------------------------
- * One loop nest per kernel; every output element sums in the order the reference does (index
- * ascending), so a row's result never depends on the rows around it. Ids read from buffers are
- * checked before use. */
-
-static void embed_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_embed_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     float *out = a[0].p;
     const float *table = a[1].p;
@@ -69,7 +37,7 @@ static void embed_f32(const cpu_arg *a, const uint32_t global[3]) {
     }
 }
 
-static void rmsnorm_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_rmsnorm_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     float *out = a[0].p;
     const float *x = a[1].p, *w = a[2].p;
@@ -93,7 +61,7 @@ static void rmsnorm_f32(const cpu_arg *a, const uint32_t global[3]) {
 
 /* out (n, n_out) = x (n, n_in) w^T. Tiles of 4 rows by 4 outputs keep 16 independent sums in
  * flight; each sum still adds w[j][k] * x[r][k] for k ascending, as a single dot product does. */
-static void matmul_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_matmul_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     float *out = a[0].p;
     const float *x = a[1].p, *w = a[2].p;
@@ -166,8 +134,8 @@ static void matmul_f32(const cpu_arg *a, const uint32_t global[3]) {
 
 /* The row of token t and its position, from the plan; false for padding or a position the
  * block table cannot hold. */
-static bool token_place(const int32_t *offsets, const int32_t *kv_lens, uint32_t batch,
-                        uint32_t t, uint32_t max_pos, uint32_t *row, uint32_t *pos) {
+static bool token_place(const int32_t *offsets, const int32_t *kv_lens, uint32_t batch, uint32_t t,
+                        uint32_t max_pos, uint32_t *row, uint32_t *pos) {
     for (uint32_t r = 0; r < batch; r++) {
         int64_t lo = offsets[r], hi = offsets[r + 1];
         if (lo <= (int64_t)t && (int64_t)t < hi) {
@@ -183,7 +151,7 @@ static bool token_place(const int32_t *offsets, const int32_t *kv_lens, uint32_t
     return false;
 }
 
-static void rope_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_rope_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     float *x = a[0].p;
     const float *cos_t = a[1].p, *sin_t = a[2].p;
@@ -213,7 +181,7 @@ static int64_t page_of(const int32_t *table, uint32_t table_width, uint32_t page
     return page >= 0 && (uint32_t)page < n_pages ? page : -1;
 }
 
-static void kv_store_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_kv_store_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     float *kc = a[0].p, *vc = a[1].p;
     const float *k = a[2].p, *v = a[3].p;
@@ -222,7 +190,8 @@ static void kv_store_f32(const cpu_arg *a, const uint32_t global[3]) {
                    page_size = a[11].u32, n_pages = a[12].u32;
     for (uint32_t t = 0; t < n; t++) {
         uint32_t r, pos;
-        if (page_size == 0 || !token_place(offsets, kv_lens, batch, t, width * page_size, &r, &pos)) {
+        if (page_size == 0 ||
+            !token_place(offsets, kv_lens, batch, t, width * page_size, &r, &pos)) {
             continue;
         }
         int64_t page = page_of(table, width, page_size, n_pages, r, pos);
@@ -235,16 +204,14 @@ static void kv_store_f32(const cpu_arg *a, const uint32_t global[3]) {
     }
 }
 
-static void attention_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_attention_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     float *out = a[0].p, *att = a[1].p;
     const float *q = a[2].p, *kc = a[3].p, *vc = a[4].p;
     const int32_t *table = a[5].p, *offsets = a[6].p, *kv_lens = a[7].p;
     const uint32_t n_heads = a[8].u32, n_kv_heads = a[9].u32, hs = a[10].u32, n = a[11].u32,
-                   batch = a[12].u32, width = a[13].u32, page_size = a[14].u32,
-                   n_pages = a[15].u32;
-    const uint32_t span = width * page_size, kv_dim = n_kv_heads * hs,
-                   group = n_heads / n_kv_heads;
+                   batch = a[12].u32, width = a[13].u32, page_size = a[14].u32, n_pages = a[15].u32;
+    const uint32_t span = width * page_size, kv_dim = n_kv_heads * hs, group = n_heads / n_kv_heads;
     const float scale = sqrtf((float)hs);
     for (uint32_t t = 0; t < n; t++) {
         uint32_t r = 0, pos = 0;
@@ -262,8 +229,8 @@ static void attention_f32(const cpu_arg *a, const uint32_t global[3]) {
                 int64_t page = page_of(table, width, page_size, n_pages, r, p);
                 float score = 0.0f;
                 if (page >= 0) {
-                    const float *kp = kc + ((size_t)page * page_size + p % page_size) * kv_dim +
-                                      kv_off;
+                    const float *kp =
+                        kc + ((size_t)page * page_size + p % page_size) * kv_dim + kv_off;
                     for (uint32_t i = 0; i < hs; i++) {
                         score += qh[i] * kp[i];
                     }
@@ -298,7 +265,7 @@ static void attention_f32(const cpu_arg *a, const uint32_t global[3]) {
     }
 }
 
-static void gather_last_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_gather_last_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     float *out = a[0].p;
     const float *x = a[1].p;
@@ -341,7 +308,7 @@ static float mass_from(const float *p, uint32_t vocab, float tau) {
     return m;
 }
 
-/* One row of "sample_f32": see acg.h and docs/model.md. */
+/* One row of "sample_f32": see model.h and docs/model.md. */
 static void sample_row(const float *logits, float *p, uint32_t vocab, uint32_t *state,
                        int32_t *result) {
     const float temperature = bits_float(state[3]), top_p = bits_float(state[4]);
@@ -411,7 +378,7 @@ static void sample_row(const float *logits, float *p, uint32_t vocab, uint32_t *
     result[1] = (int32_t)counter;
 }
 
-static void sample_f32(const cpu_arg *a, const uint32_t global[3]) {
+void acg__model_cpu_sample_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     int32_t *result = a[0].p;
     const float *logits = a[1].p;
@@ -427,31 +394,6 @@ static void sample_f32(const cpu_arg *a, const uint32_t global[3]) {
             continue;
         }
         sample_row(logits + (size_t)r * vocab, probs + (size_t)r * vocab, vocab,
-                        states + (size_t)seat * ACG_SAMPLER_STATE_WORDS, &result[2 * r]);
+                   states + (size_t)seat * ACG_SAMPLER_STATE_WORDS, &result[2 * r]);
     }
-}
-
-static const cpu_kernel kernels[] = {
-    {"fill_f32", fill_f32},
-    {"add_scalar_f32", add_scalar_f32},
-    {"axpy_f32", axpy_f32},
-    {"copy_f32", copy_f32},
-    {"swiglu_f32", swiglu_f32},
-    {"embed_f32", embed_f32},
-    {"rmsnorm_f32", rmsnorm_f32},
-    {"matmul_f32", matmul_f32},
-    {"rope_f32", rope_f32},
-    {"kv_store_f32", kv_store_f32},
-    {"attention_f32", attention_f32},
-    {"gather_last_f32", gather_last_f32},
-    {"sample_f32", sample_f32},
-};
-
-const cpu_kernel *acg__cpu_kernel_find(const char *name) {
-    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
-        if (strcmp(kernels[i].name, name) == 0) {
-            return &kernels[i];
-        }
-    }
-    return NULL;
 }

@@ -1,0 +1,79 @@
+/* elementwise.c — the core's own kernels: four elementwise f32 kernels, defined once with their
+ * C code for the cpu backend and their OpenCL C (elementwise.cl, embedded by the build). They
+ * are registered from the start and never unregistered; every other kernel belongs to the layer
+ * that registers it. The build turns off contraction into fused multiply-adds
+ * (-ffp-contract=off), so a*b+c rounds twice here as in OpenCL C and every backend matches the
+ * cpu backend bit for bit. */
+#include <string.h>
+
+#include "core/acg-impl.h"
+#include "core_kernels_cl.h"
+
+static void fill_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
+    float *y = a[0].p;
+    const float v = a[1].f32;
+    for (uint32_t i = 0; i < global[0]; i++) {
+        y[i] = v;
+    }
+}
+
+static void add_scalar_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
+    float *y = a[0].p;
+    const float *x = a[1].p;
+    const float s = a[2].f32;
+    for (uint32_t i = 0; i < global[0]; i++) {
+        y[i] = x[i] + s;
+    }
+}
+
+static void axpy_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
+    float *y = a[0].p;
+    const float *x = a[1].p;
+    const float alpha = a[2].f32;
+    for (uint32_t i = 0; i < global[0]; i++) {
+        y[i] = alpha * x[i] + y[i];
+    }
+}
+
+static void copy_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
+    memmove(a[0].p, a[1].p, (size_t)global[0] * sizeof(float));
+}
+
+#define B ACG_ARG_BUFFER
+#define F ACG_ARG_F32
+
+#define LIST(...) __VA_ARGS__
+
+/* An elementwise f32 kernel: 1-D, 4 bytes per item of each buffer, no shape rule. */
+#define ELEMENTWISE(fn_, n_args_, types_, bytes_)                                                  \
+    {                                                                                              \
+        .name = #fn_, .core = true,                                                                \
+        .d = {                                                                                     \
+            .size = sizeof(acg_kernel_desc),                                                       \
+            .name = #fn_,                                                                          \
+            .n_args = n_args_,                                                                     \
+            .types = {types_},                                                                     \
+            .bytes_per_item = {bytes_},                                                            \
+            .dims = 1,                                                                             \
+            .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND,                                           \
+            .cpu = {fn_},                                                                          \
+            .opencl = {acg__core_kernels_cl, #fn_},                                                \
+        },                                                                                         \
+    }
+
+static const acg__kernel_def kernels[] = {
+    ELEMENTWISE(fill_f32, 2, LIST(B, F), LIST(4, 0)),
+    ELEMENTWISE(add_scalar_f32, 3, LIST(B, B, F), LIST(4, 4, 0)),
+    ELEMENTWISE(axpy_f32, 3, LIST(B, B, F), LIST(4, 4, 0)),
+    ELEMENTWISE(copy_f32, 2, LIST(B, B), LIST(4, 4)),
+};
+
+#undef ELEMENTWISE
+#undef LIST
+#undef B
+#undef F
+
+const acg__kernel_def *acg__core_kernels(size_t *count) {
+    *count = sizeof kernels / sizeof kernels[0];
+    return kernels;
+}

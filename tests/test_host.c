@@ -1,0 +1,429 @@
+/*
+ * test_host.c — work acg does not launch: host functions ordered on a stream (eager and
+ * captured), the driver's object behind a stream, and foreign work declared into a capture's
+ * ledger. Runs on every backend and on the cpu backend's native capture path
+ * (--device "cpu:0?capture=native"), where the worker records captured work as a driver does.
+ */
+#include "common.h"
+
+#include "core/acg-impl.h" /* acg__device_inject_fault */
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#define N 256
+
+/* The host step of the pipeline: out[i] = 3 * in[i] + calls, reading and writing pinned
+ * memory that copies fill and drain around it. */
+typedef struct host_step {
+    const float *in;
+    float *out;
+    int calls;
+} host_step;
+
+static void host_scale(void *user) {
+    host_step *h = user;
+    for (int i = 0; i < N; i++) {
+        h->out[i] = 3.0f * h->in[i] + (float)h->calls;
+    }
+    h->calls++;
+}
+
+typedef struct pipeline {
+    acg_device *dev;
+    acg_stream *s;
+    tc_kernels k;
+    acg_buffer *x, *y;
+    float *pin_in, *pin_out;
+    host_step h;
+} pipeline;
+
+/* x += 1 on the device; copy x to pinned; the host scales it; copy the result into y; y += x
+ * on the device. Every step depends on the one before, across the device and the host. */
+static acg_status run_pipeline(pipeline *p) {
+    acg_access acc[] = {{p->y, 0, 0, ACG_ACCESS_READ}};
+    acg_status st = tc_add(p->s, &p->k, p->x, 0, p->x, 0, N, 1.0f);
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(p->s, p->pin_in, p->x, 0, N * sizeof(float));
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_launch_host(p->s, host_scale, &p->h, acc, 1);
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_h2d(p->s, p->y, 0, p->pin_out, N * sizeof(float));
+    }
+    if (st == ACG_OK) {
+        st = tc_axpy(p->s, &p->k, p->y, 0, p->x, 0, N, 1.0f);
+    }
+    return st;
+}
+
+static void pipeline_open(pipeline *p) {
+    memset(p, 0, sizeof *p);
+    p->dev = tc_open();
+    p->s = tc_stream(p->dev);
+    tc_kernels_get(p->dev, &p->k);
+    p->x = tc_buffer(p->dev, N * sizeof(float));
+    p->y = tc_buffer(p->dev, N * sizeof(float));
+    p->pin_in = tc_pinned(p->dev, N * sizeof(float));
+    p->pin_out = tc_pinned(p->dev, N * sizeof(float));
+    p->h.in = p->pin_in;
+    p->h.out = p->pin_out;
+    float init[N];
+    tc_fill_floats(init, N, 7);
+    tc_upload(p->s, p->x, init, sizeof init);
+    TC_OK(acg_fill(p->s, p->y, 0, N * sizeof(float), 0, 4));
+    TC_OK(acg_stream_synchronize(p->s));
+}
+
+static void pipeline_close(pipeline *p) {
+    TC_OK(acg_stream_synchronize(p->s));
+    TC_OK(acg_pinned_free(p->pin_in));
+    TC_OK(acg_pinned_free(p->pin_out));
+    TC_OK(acg_buffer_free(p->x));
+    TC_OK(acg_buffer_free(p->y));
+    TC_OK(acg_stream_destroy(p->s));
+    tc_close(p->dev);
+}
+
+/* Host functions run in stream order, eagerly on every backend; captured where the device's
+ * graphs can call them, where every replay equals a step run eagerly, bit for bit. */
+static void test_host_function_order(void **state) {
+    (void)state;
+    pipeline eager, graph;
+    pipeline_open(&eager);
+    pipeline_open(&graph);
+    float want[N], got[N];
+    for (int step = 0; step < 3; step++) {
+        TC_OK(run_pipeline(&eager));
+    }
+    tc_download(eager.s, want, eager.y, sizeof want);
+    assert_int_equal(eager.h.calls, 3);
+
+    acg_graph *g = NULL;
+    if (!tc_has_graphs(graph.dev, graph.s)) {
+        pipeline_close(&graph);
+        pipeline_close(&eager);
+        return;
+    }
+    TC_OK(acg_stream_begin_capture(graph.s, NULL));
+    acg_status st = run_pipeline(&graph);
+    if (!tc_cap()->graph_host_functions) {
+        /* The capture cannot hold it: refused loudly, the stream usable after the end. */
+        assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
+        TC_LAST_ERROR_HAS("cannot call host functions");
+        TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(graph.s, &g));
+        assert_int_equal(graph.h.calls, 0);
+        TC_OK(run_pipeline(&graph)); /* eagerly it works */
+        assert_int_equal(graph.h.calls, 1);
+        pipeline_close(&graph);
+        pipeline_close(&eager);
+        return;
+    }
+    TC_OK(st);
+    TC_OK(acg_stream_end_capture(graph.s, &g));
+    assert_int_equal(graph.h.calls, 0); /* recorded, not run */
+    size_t n_nodes = 0;
+    TC_OK(acg_graph_get_node_count(g, &n_nodes));
+    assert_int_equal(n_nodes, 5);
+    acg_node_info info = {0};
+    TC_OK(acg_graph_get_node(g, 2, &info));
+    assert_int_equal(info.kind, ACG_NODE_HOST);
+    assert_int_equal(info.n_buffers, 1);
+    assert_ptr_equal(info.buffers[0], graph.y);
+    /* The graph holds what the host function declared. */
+    TC_EXPECT(ERR_IN_USE, acg_buffer_free(graph.y));
+    for (int step = 0; step < 3; step++) {
+        TC_OK(acg_graph_launch(g, graph.s));
+    }
+    tc_download(graph.s, got, graph.y, sizeof got);
+    assert_int_equal(graph.h.calls, 3);
+    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_OK(acg_graph_destroy(g));
+    pipeline_close(&graph);
+    pipeline_close(&eager);
+}
+
+/* The driver's object: a queue on opencl, none on cpu (said, not an error). */
+static void test_native_object(void **state) {
+    (void)state;
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
+    TC_OK(acg_stream_get_native(s, &h));
+    if (tc_backend_is("cpu")) {
+        assert_int_equal(h.kind, ACG_NATIVE_NONE);
+        assert_null(h.handle);
+    } else if (tc_backend_is("opencl")) {
+        assert_int_equal(h.kind, ACG_NATIVE_OPENCL_QUEUE);
+        assert_non_null(h.handle);
+    }
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_get_native(s, NULL));
+    acg_native_handle bad = ACG_NATIVE_HANDLE_INIT;
+    bad.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_get_native(s, &bad));
+    /* An older caller's struct that ends before `handle` gets what fits. */
+    acg_native_handle old = ACG_NATIVE_HANDLE_INIT;
+    old.size = offsetof(acg_native_handle, handle);
+    old.handle = &old;
+    TC_OK(acg_stream_get_native(s, &old));
+    assert_int_equal(old.size, offsetof(acg_native_handle, handle));
+    assert_ptr_equal(old.handle, &old);
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_get_native(NULL, &h));
+    /* Events recorded after the queue was handed out still order the stream's work. */
+    tc_kernels k;
+    tc_kernels_get(dev, &k);
+    acg_stream *t = tc_stream(dev);
+    acg_event *e = tc_event(dev);
+    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    TC_OK(tc_fill(s, &k, y, 0, N, 2.0f));
+    TC_OK(acg_event_record(e, s));
+    TC_OK(acg_stream_wait_event(t, e));
+    TC_OK(tc_add(t, &k, y, 0, y, 0, N, 1.0f));
+    float got[N], want[N];
+    tc_download(t, got, y, sizeof got);
+    tc_splat(want, N, 3.0f);
+    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_event_destroy(e));
+    TC_OK(acg_stream_destroy(t));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+}
+
+/* Foreign work: a declaration eagerly; a ledger node under native capture; an invalidated
+ * capture where graphs are built from acg's description. */
+static void test_foreign_work(void **state) {
+    (void)state;
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    tc_kernels k;
+    tc_kernels_get(dev, &k);
+    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    acg_access acc[] = {{y, 0, 64, ACG_ACCESS_WRITE}};
+    TC_OK(acg_stream_declare_foreign(s, "gemm", acc, 1));
+    if (!tc_has_graphs(dev, s)) {
+        TC_OK(acg_buffer_free(y));
+        TC_OK(acg_stream_destroy(s));
+        tc_close(dev);
+        return;
+    }
+    acg_graph *g[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        TC_OK(acg_stream_begin_capture(s, NULL));
+        TC_OK(tc_fill(s, &k, y, 0, N, (float)i));
+        acg_status st = acg_stream_declare_foreign(s, i == 0 ? "gemm" : "gemm", acc, 1);
+        if (!tc_cap()->native_capture) {
+            assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
+            TC_LAST_ERROR_HAS("never at replay");
+            TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(s, &g[i]));
+            TC_OK(tc_fill(s, &k, y, 0, N, 1.0f)); /* the stream works after the end */
+            TC_OK(acg_stream_synchronize(s));
+            TC_OK(acg_buffer_free(y));
+            TC_OK(acg_stream_destroy(s));
+            tc_close(dev);
+            return;
+        }
+        TC_OK(st);
+        TC_OK(tc_add(s, &k, y, 0, y, 0, N, 1.0f));
+        TC_OK(acg_stream_end_capture(s, &g[i]));
+    }
+    acg_node_info info = {0};
+    TC_OK(acg_graph_get_node(g[0], 1, &info));
+    assert_int_equal(info.kind, ACG_NODE_FOREIGN);
+    assert_string_equal(info.kernel, "gemm");
+    assert_int_equal(info.n_buffers, 1);
+    assert_int_equal(info.n_deps, 1);
+    TC_EXPECT(ERR_IN_USE, acg_buffer_free(y)); /* the ledger holds what it touches */
+    if (tc_cap()->graph_update) {
+        TC_OK(acg_graph_update(g[0], g[1])); /* same topology, foreign node included */
+    }
+    TC_OK(acg_graph_launch(g[0], s));
+    float got[N], want[N];
+    tc_download(s, got, y, sizeof got);
+    tc_splat(want, N, tc_cap()->graph_update ? 2.0f : 1.0f);
+    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_OK(acg_graph_destroy(g[1]));
+    TC_OK(acg_graph_destroy(g[0]));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+}
+
+static void nothing(void *user) { (void)user; }
+
+/* Bad input is refused before anything is queued. */
+static void test_bad_input(void **state) {
+    (void)state;
+    acg_device *dev = tc_open();
+    acg_device *other = tc_open();
+    acg_stream *s = tc_stream(dev);
+    acg_buffer *y = tc_buffer(dev, 64);
+    acg_buffer *elsewhere = tc_buffer(other, 64);
+    acg_buffer *dead = tc_buffer(dev, 64);
+    TC_OK(acg_buffer_free(dead));
+    acg_access ok[] = {{y, 0, 0, ACG_ACCESS_READ_WRITE}};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_launch_host(s, NULL, NULL, NULL, 0));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_launch_host(NULL, nothing, NULL, NULL, 0));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_launch_host(s, nothing, NULL, NULL, 1));
+    TC_EXPECT(ERR_INVALID_ARGUMENT,
+              acg_stream_launch_host(s, nothing, NULL, ok, ACG_MAX_ACCESSES + 1));
+    acg_access a_dead[] = {{dead, 0, 0, ACG_ACCESS_READ}};
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_launch_host(s, nothing, NULL, a_dead, 1));
+    acg_access a_other[] = {{elsewhere, 0, 0, ACG_ACCESS_READ}};
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_stream_launch_host(s, nothing, NULL, a_other, 1));
+    acg_access a_range[] = {{y, 32, 64, ACG_ACCESS_READ}};
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_stream_launch_host(s, nothing, NULL, a_range, 1));
+    acg_access a_past[] = {{y, 65, 0, ACG_ACCESS_READ}};
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_stream_launch_host(s, nothing, NULL, a_past, 1));
+    acg_access a_mode[] = {{y, 0, 0, (acg_access_mode)0}};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_launch_host(s, nothing, NULL, a_mode, 1));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_declare_foreign(s, NULL, ok, 1));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_declare_foreign(s, "x", a_dead, 1));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_stream_declare_foreign(s, "x", a_other, 1));
+    TC_OK(acg_stream_launch_host(s, nothing, NULL, ok, 1));
+    TC_OK(acg_stream_synchronize(s));
+    TC_OK(acg_buffer_free(elsewhere));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(other);
+    tc_close(dev);
+}
+
+/* Device options: the cpu backend takes capture=native|description, the others none. */
+static void test_device_options(void **state) {
+    (void)state;
+    acg_device *dev = NULL;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_open("cpu:0?capture=sideways", &dev));
+    TC_LAST_ERROR_HAS("capture=native");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_open("cpu:0?", &dev));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_open("cpu:?capture=native", &dev));
+    TC_OK(acg_device_open("cpu:0?capture=native", &dev));
+    assert_true(acg_device_get_capability(dev)->native_capture);
+    assert_string_equal(acg_device_get_spec(dev), "cpu:0?capture=native");
+    TC_OK(acg_device_close(dev));
+    TC_OK(acg_device_open("cpu?capture=description", &dev));
+    assert_false(acg_device_get_capability(dev)->native_capture);
+    TC_OK(acg_device_close(dev));
+    if (tc_backend_is("opencl")) {
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_open("opencl:0?capture=native", &dev));
+        TC_LAST_ERROR_HAS("no device options");
+    }
+}
+
+/* Every allocation of a scenario that captures host functions and replays them can fail
+ * cleanly. */
+static acg_status host_scenario(void *ctx) {
+    (void)ctx;
+    acg_device *dev = NULL;
+    acg_stream *s = NULL;
+    acg_buffer *y = NULL;
+    float *pin = NULL;
+    acg_graph *g = NULL;
+    host_step h = {0};
+    acg_status st = acg_device_open(tc_spec(), &dev);
+    if (st == ACG_OK) {
+        st = acg_stream_create(dev, &s);
+    }
+    if (st == ACG_OK) {
+        st = acg_buffer_alloc(dev, N * sizeof(float), &y);
+    }
+    if (st == ACG_OK) {
+        st = acg_pinned_alloc(dev, 2 * N * sizeof(float), (void **)&pin);
+    }
+    if (st == ACG_OK) {
+        h.in = pin;
+        h.out = pin + N;
+        st = acg_stream_begin_capture(s, NULL);
+    }
+    if (st == ACG_OK) {
+        acg_access acc[] = {{y, 0, 0, ACG_ACCESS_READ}};
+        acg_status cst = acg_copy_d2h(s, pin, y, 0, N * sizeof(float));
+        if (cst == ACG_OK) {
+            cst = acg_stream_launch_host(s, host_scale, &h, acc, 1);
+        }
+        if (cst == ACG_OK) {
+            cst = acg_copy_h2d(s, y, 0, pin + N, N * sizeof(float));
+        }
+        st = acg_stream_end_capture(s, &g);
+        if (st == ACG_OK && cst != ACG_OK) {
+            st = cst;
+        }
+    }
+    if (st == ACG_OK) {
+        st = acg_graph_launch(g, s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(s);
+    }
+    acg_graph_destroy(g);
+    acg_pinned_free(pin);
+    acg_buffer_free(y);
+    acg_stream_destroy(s);
+    acg_device_close(dev);
+    return st;
+}
+
+static void test_alloc_fail(void **state) {
+    (void)state;
+    if (!tc_cap()->graph_host_functions) {
+        return; /* the scenario's capture is refused before it allocates much */
+    }
+    tc_alloc_install();
+    uint64_t points = tc_alloc_sweep(host_scenario, NULL, true);
+    tc_alloc_uninstall();
+    print_message("%llu allocation points\n", (unsigned long long)points);
+    assert_true(points > 5);
+}
+
+/* A fault in a replay, after its launch returned, reaches the stream's next synchronize and
+ * the device's async error, once each; the next replay runs. */
+static void test_async_error(void **state) {
+    (void)state;
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    TC_OK(acg_device_get_async_error(dev));
+    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
+        print_message("%s has no fault injection; the async path is not exercised\n", tc_spec());
+        TC_OK(acg_stream_destroy(s));
+        tc_close(dev);
+        return;
+    }
+    tc_kernels k;
+    tc_kernels_get(dev, &k);
+    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    TC_OK(tc_fill(s, &k, y, 0, N, 0.0f));
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_begin_capture(s, NULL));
+    TC_OK(tc_add(s, &k, y, 0, y, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(s, &g));
+    TC_OK(acg_graph_launch(g, s)); /* the injected fault takes this replay */
+    TC_EXPECT(ERR_DEVICE_LOST, acg_stream_synchronize(s));
+    TC_LAST_ERROR_HAS("faulted");
+    TC_OK(acg_stream_synchronize(s)); /* reported once */
+    TC_EXPECT(ERR_DEVICE_LOST, acg_device_get_async_error(dev));
+    TC_LAST_ERROR_HAS("replay faulted");
+    TC_OK(acg_device_get_async_error(dev));
+    TC_OK(acg_graph_launch(g, s));
+    float got[N], want[N];
+    tc_download(s, got, y, sizeof got);
+    tc_splat(want, N, 1.0f); /* the faulted replay did not run, the next one did */
+    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_device_get_async_error(NULL));
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+}
+
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_function_order), cmocka_unit_test(test_native_object),
+        cmocka_unit_test(test_foreign_work),        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_device_options),      cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test(test_async_error),
+    };
+    return cmocka_run_group_tests_name(tc_group("test_host"), tests, NULL, NULL);
+}

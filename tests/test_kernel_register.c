@@ -1,0 +1,736 @@
+/* test_kernel_register.c — kernels a user registers: launched, captured, replayed and updated like
+ * the core's; refused on a backend they have no code for; and every malformed or repeated
+ * registration refused with its cause, before anything is kept. Every case leaves the registry
+ * as it found it, which the allocation-failure sweep at the end relies on. */
+#include "common.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the user's kernel: out (n, width) = x (n, width) * w (width) per row -------------------
+ * Shaped (its windows follow from width and n), 2-D, in place on (out, x), one multiplication
+ * per element: equal on every backend. */
+
+enum { WIDTH = 24, ROWS = 10, CAP = WIDTH * ROWS };
+
+static void rowscale_cpu(const acg_cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    float *out = a[0].p;
+    const float *x = a[1].p, *w = a[2].p;
+    const uint32_t width = a[3].u32, n = a[4].u32;
+    for (uint32_t r = 0; r < n; r++) {
+        for (uint32_t c = 0; c < width; c++) {
+            out[(size_t)r * width + c] = x[(size_t)r * width + c] * w[c];
+        }
+    }
+}
+
+/* The function's name differs from the kernel's: opencl.name says which it is. */
+static const char rowscale_cl[] =
+    "#define AT(p, off) ((global float *)((global char *)(p) + (off)))\n"
+    "kernel void tk_rowscale(global float *out, ulong out_off, global float *x, ulong x_off,\n"
+    "                        global float *w, ulong w_off, uint width, uint n) {\n"
+    "    size_t c = get_global_id(0), r = get_global_id(1);\n"
+    "    if (c >= width || r >= n) {\n"
+    "        return;\n"
+    "    }\n"
+    "    AT(out, out_off)[r * width + c] = AT(x, x_off)[r * width + c] * AT(w, w_off)[c];\n"
+    "}\n";
+
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static const char *rowscale_shape(const acg_arg *a, const acg_dims *d, uint64_t *extent) {
+    const uint64_t width = a[3].value.u32, n = a[4].value.u32;
+    extent[0] = extent[1] = mul_sat(mul_sat(4, width), n);
+    extent[2] = mul_sat(4, width);
+    return d->global[0] < width || d->global[1] < n ? "the grid must cover (width, n)" : NULL;
+}
+
+/* The kernel's definition, with code for both backends; tests change a copy. */
+static acg_kernel_desc rowscale_desc(const char *name) {
+    acg_kernel_desc d = ACG_KERNEL_DESC_INIT;
+    d.name = name;
+    d.n_args = 5;
+    const acg_arg_type types[] = {ACG_ARG_BUFFER, ACG_ARG_BUFFER, ACG_ARG_BUFFER, ACG_ARG_U32,
+                                  ACG_ARG_U32};
+    memcpy(d.types, types, sizeof types);
+    d.bytes_per_item[0] = d.bytes_per_item[1] = d.bytes_per_item[2] = 4;
+    d.dims = 2;
+    d.shape = rowscale_shape;
+    d.in_place[0] = 1; /* either order */
+    d.in_place[1] = 0;
+    d.exactness = ACG_KERNEL_EXACT_EVERY_BACKEND;
+    d.cpu.fn = rowscale_cpu;
+    d.opencl.source = rowscale_cl;
+    d.opencl.name = "tk_rowscale";
+    return d;
+}
+
+static acg_dims grid2(uint32_t x, uint32_t y) {
+    acg_dims d = {{x, y, 1}, {0, 0, 0}};
+    return d;
+}
+
+static acg_status rowscale(acg_stream *s, const acg_kernel *k, acg_buffer *out, size_t out_off,
+                           const acg_buffer *x, size_t x_off, const acg_buffer *w, uint32_t width,
+                           uint32_t n) {
+    const acg_arg args[] = {acg_arg_buffer(out, out_off), acg_arg_buffer(x, x_off),
+                            acg_arg_buffer(w, 0), acg_arg_u32(width), acg_arg_u32(n)};
+    const acg_dims dims = grid2(width, n);
+    return acg_kernel_launch(s, k, &dims, args, 5);
+}
+
+static void rowscale_ref(float *out, const float *x, const float *w, uint32_t width, uint32_t n) {
+    for (uint32_t r = 0; r < n; r++) {
+        for (uint32_t c = 0; c < width; c++) {
+            out[r * width + c] = x[r * width + c] * w[c];
+        }
+    }
+}
+
+/* A body for definitions that are refused before anything runs. */
+static void never_called(const acg_cpu_arg *a, const uint32_t global[3]) {
+    (void)a;
+    (void)global;
+    fail();
+}
+
+/* ---- fixture: the kernel registered, a device, a stream, x, w and out ------------------------ */
+
+typedef struct fx {
+    acg_device *dev;
+    acg_stream *s;
+    acg_kernel *k;
+    acg_buffer *x, *w, *out; /* CAP, WIDTH and CAP floats */
+    float hx[CAP], hw[WIDTH];
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    const acg_kernel_desc d = rowscale_desc("tk_rowscale_f32");
+    TC_OK(acg_kernel_register(&d));
+    f->dev = tc_open();
+    f->s = tc_stream(f->dev);
+    TC_OK(acg_kernel_get(f->dev, "tk_rowscale_f32", &f->k));
+    f->x = tc_buffer(f->dev, sizeof f->hx);
+    f->w = tc_buffer(f->dev, sizeof f->hw);
+    f->out = tc_buffer(f->dev, sizeof f->hx);
+    tc_fill_floats(f->hx, CAP, 31);
+    tc_fill_floats(f->hw, WIDTH, 32);
+    tc_upload(f->s, f->x, f->hx, sizeof f->hx);
+    tc_upload(f->s, f->w, f->hw, sizeof f->hw);
+    tc_poison(f->s, f->out);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    TC_OK(acg_buffer_free(f->x));
+    TC_OK(acg_buffer_free(f->w));
+    TC_OK(acg_buffer_free(f->out));
+    TC_OK(acg_stream_destroy(f->s));
+    /* The device holds the kernel until it closes; only then may the definition go. */
+    TC_EXPECT(ERR_IN_USE, acg_kernel_unregister("tk_rowscale_f32"));
+    tc_close(f->dev);
+    TC_OK(acg_kernel_unregister("tk_rowscale_f32"));
+    free(f);
+    return 0;
+}
+
+static void download(fx *f, float *dst) { tc_download(f->s, dst, f->out, sizeof f->hx); }
+
+/* ---- cases ----------------------------------------------------------------------------------- */
+
+/* A registered kernel runs eagerly as its C or OpenCL code says; a capture of it replays the
+ * eager bytes; and the cpu backend, the oracle, computes the same bytes (the kernel is exact on
+ * every backend). */
+static void test_launch_capture_replay(void **state) {
+    fx *f = *state;
+    assert_string_equal(acg_kernel_get_name(f->k), "tk_rowscale_f32");
+    acg_kernel *again = NULL;
+    TC_OK(acg_kernel_get(f->dev, "tk_rowscale_f32", &again));
+    assert_ptr_equal(again, f->k); /* one load per device */
+
+    float want[CAP], eager[CAP], replay[CAP];
+    rowscale_ref(want, f->hx, f->hw, WIDTH, ROWS);
+    TC_OK(rowscale(f->s, f->k, f->out, 0, f->x, 0, f->w, WIDTH, ROWS));
+    download(f, eager);
+    TC_BYTES_EQUAL(eager, want, sizeof want);
+
+    /* In place, on the declared pair: x *= w twice. */
+    acg_buffer *y = tc_buffer(f->dev, sizeof f->hx);
+    tc_upload(f->s, y, f->hx, sizeof f->hx);
+    TC_OK(rowscale(f->s, f->k, y, 0, y, 0, f->w, WIDTH, ROWS));
+    TC_OK(rowscale(f->s, f->k, y, 0, y, 0, f->w, WIDTH, ROWS));
+    float twice[CAP], back[CAP];
+    rowscale_ref(twice, want, f->hw, WIDTH, ROWS);
+    tc_download(f->s, back, y, sizeof back);
+    TC_BYTES_EQUAL(back, twice, sizeof back);
+    TC_OK(acg_buffer_free(y));
+
+    /* The oracle. */
+    acg_device *cpu = tc_open_cpu();
+    acg_stream *cs = tc_stream(cpu);
+    acg_kernel *ck = NULL;
+    TC_OK(acg_kernel_get(cpu, "tk_rowscale_f32", &ck));
+    acg_buffer *cx = tc_buffer(cpu, sizeof f->hx), *cw = tc_buffer(cpu, sizeof f->hw),
+               *cout = tc_buffer(cpu, sizeof f->hx);
+    tc_upload(cs, cx, f->hx, sizeof f->hx);
+    tc_upload(cs, cw, f->hw, sizeof f->hw);
+    TC_OK(rowscale(cs, ck, cout, 0, cx, 0, cw, WIDTH, ROWS));
+    tc_download(cs, back, cout, sizeof back);
+    TC_BYTES_EQUAL(back, eager, sizeof back);
+    TC_OK(acg_buffer_free(cx));
+    TC_OK(acg_buffer_free(cw));
+    TC_OK(acg_buffer_free(cout));
+    TC_OK(acg_stream_destroy(cs));
+    tc_close(cpu);
+
+    if (!tc_has_graphs(f->dev, f->s)) {
+        return;
+    }
+    tc_poison(f->s, f->out);
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_begin_capture(f->s, NULL));
+    TC_OK(rowscale(f->s, f->k, f->out, 0, f->x, 0, f->w, WIDTH, ROWS));
+    TC_OK(acg_stream_end_capture(f->s, &g));
+    acg_node_info info;
+    TC_OK(acg_graph_get_node(g, 0, &info));
+    assert_int_equal(info.kind, ACG_NODE_KERNEL);
+    assert_string_equal(info.kernel, "tk_rowscale_f32");
+    for (int i = 0; i < 3; i++) {
+        TC_OK(acg_graph_launch(g, f->s));
+        download(f, replay);
+        TC_BYTES_EQUAL(replay, eager, sizeof replay);
+    }
+    /* A graph holds what it uses: neither the device nor the kernel's definition can go. */
+    TC_EXPECT(ERR_IN_USE, acg_kernel_unregister("tk_rowscale_f32"));
+    TC_OK(acg_graph_destroy(g));
+}
+
+/* acg_graph_update re-points a captured launch of a registered kernel (other rows, another
+ * window) and the replay then equals an eager launch with the new arguments. */
+static void test_graph_update(void **state) {
+    fx *f = *state;
+    if (!tc_has_graphs(f->dev, f->s)) {
+        return;
+    }
+    acg_graph *g = NULL, *from = NULL;
+    TC_OK(acg_stream_begin_capture(f->s, NULL));
+    TC_OK(rowscale(f->s, f->k, f->out, 0, f->x, 0, f->w, WIDTH, ROWS));
+    TC_OK(acg_stream_end_capture(f->s, &g));
+    /* The same node, its rows shifted by two in both windows and four rows fewer. */
+    const size_t shift = 2 * WIDTH * sizeof(float);
+    TC_OK(acg_stream_begin_capture(f->s, NULL));
+    TC_OK(rowscale(f->s, f->k, f->out, shift, f->x, shift, f->w, WIDTH, ROWS - 4));
+    TC_OK(acg_stream_end_capture(f->s, &from));
+    if (tc_has_graph_update(g, from)) {
+        TC_OK(acg_graph_update(g, from));
+        TC_OK(acg_graph_destroy(from));
+        from = NULL;
+        tc_poison(f->s, f->out);
+        TC_OK(acg_graph_launch(g, f->s));
+        float replay[CAP], eager[CAP];
+        download(f, replay);
+        tc_poison(f->s, f->out);
+        TC_OK(rowscale(f->s, f->k, f->out, shift, f->x, shift, f->w, WIDTH, ROWS - 4));
+        download(f, eager);
+        TC_BYTES_EQUAL(replay, eager, sizeof replay);
+        float want[CAP];
+        memcpy(want, eager, sizeof want);
+        rowscale_ref(want + 2 * WIDTH, f->hx + 2 * WIDTH, f->hw, WIDTH, ROWS - 4);
+        TC_BYTES_EQUAL(eager, want, sizeof want);
+    }
+    TC_OK(acg_graph_destroy(from));
+    TC_OK(acg_graph_destroy(g));
+}
+
+/* A definition without code for the device's backend is found but refused with
+ * ACG_ERR_UNSUPPORTED naming the kernel and the backend; the refusal loads nothing, so the
+ * definition unregisters at once. Both directions are checked on the cpu backend's device,
+ * and the device under test checks the one that applies to it. */
+static void test_no_code_for_backend(void **state) {
+    (void)state;
+    acg_kernel_desc cpu_only = rowscale_desc("tk_cpu_only");
+    cpu_only.opencl.source = NULL;
+    cpu_only.opencl.name = NULL;
+    acg_kernel_desc opencl_only = rowscale_desc("tk_opencl_only");
+    opencl_only.cpu.fn = NULL;
+    TC_OK(acg_kernel_register(&cpu_only));
+    TC_OK(acg_kernel_register(&opencl_only));
+
+    acg_device *devs[2] = {tc_open_cpu(), tc_open()};
+    for (int i = 0; i < 2; i++) {
+        const char *backend = acg_device_get_capability(devs[i])->backend;
+        const bool on_cpu = strcmp(backend, "cpu") == 0;
+        const bool on_opencl = strcmp(backend, "opencl") == 0;
+        acg_kernel *const untouched = (acg_kernel *)(uintptr_t)0x33;
+        acg_kernel *k = untouched;
+        if (on_cpu) {
+            TC_OK(acg_kernel_get(devs[i], "tk_cpu_only", &k));
+            k = untouched;
+        } else {
+            TC_EXPECT(ERR_UNSUPPORTED, acg_kernel_get(devs[i], "tk_cpu_only", &k));
+            TC_LAST_ERROR_HAS("tk_cpu_only");
+            TC_LAST_ERROR_HAS(backend);
+            assert_ptr_equal(k, untouched);
+        }
+        if (on_opencl) {
+            TC_OK(acg_kernel_get(devs[i], "tk_opencl_only", &k));
+        } else {
+            TC_EXPECT(ERR_UNSUPPORTED, acg_kernel_get(devs[i], "tk_opencl_only", &k));
+            TC_LAST_ERROR_HAS("tk_opencl_only");
+            TC_LAST_ERROR_HAS(backend);
+            assert_ptr_equal(k, untouched);
+        }
+    }
+    /* What no device could load is not held: it unregisters while the devices are open. */
+    const bool dut_opencl = tc_backend_is("opencl");
+    TC_EXPECT(ERR_IN_USE, acg_kernel_unregister("tk_cpu_only"));
+    if (!dut_opencl) {
+        TC_OK(acg_kernel_unregister("tk_opencl_only"));
+    } else {
+        TC_EXPECT(ERR_IN_USE, acg_kernel_unregister("tk_opencl_only"));
+    }
+    tc_close(devs[0]);
+    tc_close(devs[1]);
+    TC_OK(acg_kernel_unregister("tk_cpu_only"));
+    if (dut_opencl) {
+        TC_OK(acg_kernel_unregister("tk_opencl_only"));
+    }
+}
+
+/* A name is registered once: a second registration, or one with a core kernel's name, is
+ * refused and keeps the first; unregistering frees the name; the core's kernels stay. A
+ * registered kernel holds memory from the allocator hook, so the hook cannot change under it. */
+static void test_duplicate_and_unregister(void **state) {
+    (void)state;
+    const acg_kernel_desc d = rowscale_desc("tk_dup");
+    TC_OK(acg_kernel_register(&d));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&d));
+    TC_LAST_ERROR_HAS("already registered");
+    TC_LAST_ERROR_HAS("tk_dup");
+    const acg_kernel_desc core = rowscale_desc("fill_f32");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&core));
+    TC_LAST_ERROR_HAS("already registered");
+    TC_EXPECT(ERR_IN_USE, acg_set_allocator(NULL, NULL));
+
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_unregister("fill_f32"));
+    TC_LAST_ERROR_HAS("core");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_unregister(NULL));
+    TC_OK(acg_kernel_unregister("tk_dup"));
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_unregister("tk_dup"));
+    TC_LAST_ERROR_HAS("tk_dup");
+    TC_OK(acg_set_allocator(NULL, NULL));
+
+    /* The name is free again, and the first registration's kernel is not found after it. */
+    acg_device *dev = tc_open();
+    acg_kernel *k = NULL;
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(dev, "tk_dup", &k));
+    TC_OK(acg_kernel_register(&d));
+    TC_OK(acg_kernel_get(dev, "tk_dup", &k));
+    TC_OK(acg_kernel_get(dev, "fill_f32", &k));
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_dup"));
+}
+
+/* The caller's definition is copied, strings included: it may change or go at once. */
+static void test_desc_copied(void **state) {
+    (void)state;
+    char name[32], source[sizeof rowscale_cl], fn_name[16];
+    strcpy(name, "tk_copied");
+    strcpy(source, rowscale_cl);
+    strcpy(fn_name, "tk_rowscale");
+    acg_kernel_desc *d = malloc(sizeof *d);
+    *d = rowscale_desc(name);
+    d->opencl.source = source;
+    d->opencl.name = fn_name;
+    TC_OK(acg_kernel_register(d));
+    memset(d, 0x5a, sizeof *d);
+    free(d);
+    memset(name, 'x', sizeof name - 1);
+    memset(source, ' ', sizeof source - 1);
+    memset(fn_name, 'y', sizeof fn_name - 1);
+
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(dev, "tk_copied", &k));
+    assert_string_equal(acg_kernel_get_name(k), "tk_copied");
+    float hx[WIDTH * 2], hw[WIDTH], want[WIDTH * 2], back[WIDTH * 2];
+    tc_fill_floats(hx, WIDTH * 2, 3);
+    tc_fill_floats(hw, WIDTH, 4);
+    acg_buffer *x = tc_buffer(dev, sizeof hx), *w = tc_buffer(dev, sizeof hw);
+    tc_upload(s, x, hx, sizeof hx);
+    tc_upload(s, w, hw, sizeof hw);
+    TC_OK(rowscale(s, k, x, 0, x, 0, w, WIDTH, 2));
+    tc_download(s, back, x, sizeof back);
+    rowscale_ref(want, hx, hw, WIDTH, 2);
+    TC_BYTES_EQUAL(back, want, sizeof back);
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_buffer_free(w));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_copied"));
+}
+
+typedef struct malformed {
+    const char *why; /* what the message must contain */
+    void (*spoil)(acg_kernel_desc *d);
+} malformed;
+
+static void no_name(acg_kernel_desc *d) { d->name = NULL; }
+static void empty_name(acg_kernel_desc *d) { d->name = ""; }
+static void too_many_args(acg_kernel_desc *d) { d->n_args = ACG_MAX_KERNEL_ARGS + 1; }
+static void type_zero(acg_kernel_desc *d) { d->types[2] = (acg_arg_type)0; }
+static void type_unknown(acg_kernel_desc *d) { d->types[3] = (acg_arg_type)7; }
+static void scalar_bytes(acg_kernel_desc *d) { d->bytes_per_item[3] = 4; }
+static void unshaped_buffer(acg_kernel_desc *d) {
+    d->shape = NULL;
+    d->bytes_per_item[2] = 0;
+}
+static void dims_zero(acg_kernel_desc *d) { d->dims = 0; }
+static void dims_four(acg_kernel_desc *d) { d->dims = 4; }
+static void unshaped_2d(acg_kernel_desc *d) { d->shape = NULL; }
+static void pair_same(acg_kernel_desc *d) {
+    d->in_place[0] = 1;
+    d->in_place[1] = 1;
+}
+static void pair_out_of_range(acg_kernel_desc *d) {
+    d->in_place[0] = 0;
+    d->in_place[1] = 5;
+}
+static void pair_scalar(acg_kernel_desc *d) {
+    d->in_place[0] = 0;
+    d->in_place[1] = 3;
+}
+static void exactness_unknown(acg_kernel_desc *d) { d->exactness = (acg_kernel_exactness)9; }
+static void no_code(acg_kernel_desc *d) {
+    d->cpu.fn = NULL;
+    d->opencl.source = NULL;
+    d->opencl.name = NULL;
+}
+static void opencl_name_only(acg_kernel_desc *d) { d->opencl.source = NULL; }
+static void fatbin_no_size(acg_kernel_desc *d) { d->cuda.fatbin = rowscale_cl; }
+static void fatbin_size_only(acg_kernel_desc *d) { d->cuda.size = 16; }
+static void spirv_name_only(acg_kernel_desc *d) { d->spirv.name = "tk"; }
+
+/* Each malformed definition is refused with ACG_ERR_INVALID_ARGUMENT naming its fault, and
+ * nothing of it is registered. */
+static void test_malformed_refused(void **state) {
+    (void)state;
+    static const malformed cases[] = {
+        {"no name", no_name},
+        {"no name", empty_name},
+        {"n_args", too_many_args},
+        {"types[2]", type_zero},
+        {"types[3]", type_unknown},
+        {"argument 3 is a scalar", scalar_bytes},
+        {"no bytes_per_item", unshaped_buffer},
+        {"dims is 0", dims_zero},
+        {"dims is 4", dims_four},
+        {"without a shape rule", unshaped_2d},
+        {"in_place {1, 1}", pair_same},
+        {"in_place {0, 5}", pair_out_of_range},
+        {"in_place {0, 3}", pair_scalar},
+        {"exactness 9", exactness_unknown},
+        {"no implementation", no_code},
+        {"opencl.name without opencl.source", opencl_name_only},
+        {"pointer and its size", fatbin_no_size},
+        {"pointer and its size", fatbin_size_only},
+        {"pointer and its size", spirv_name_only},
+    };
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(NULL));
+    TC_LAST_ERROR_HAS("acg_kernel_register");
+    acg_device *dev = tc_open();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        acg_kernel_desc d = rowscale_desc("tk_malformed");
+        d.cpu.fn = never_called;
+        cases[i].spoil(&d);
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&d));
+        TC_LAST_ERROR_HAS("acg_kernel_register");
+        TC_LAST_ERROR_HAS(cases[i].why);
+        acg_kernel *k = NULL;
+        TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(dev, "tk_malformed", &k));
+    }
+    tc_close(dev);
+    TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered, nothing held */
+}
+
+/* The size rule of every acg config struct: a size from older headers takes the defaults of
+ * the fields it lacks (here: no opencl code, so the opencl backend refuses the kernel, and at
+ * the least size no code at all); a size below the required fields, or a larger size whose
+ * extra bytes are not zero, is refused. */
+static void test_desc_size(void **state) {
+    (void)state;
+    acg_kernel_desc d = rowscale_desc("tk_old_caller");
+    d.size = offsetof(acg_kernel_desc, opencl); /* opencl.source is set, but past the size */
+    TC_OK(acg_kernel_register(&d));
+    acg_device *dev = tc_open();
+    acg_kernel *k = NULL;
+    if (tc_backend_is("opencl")) {
+        TC_EXPECT(ERR_UNSUPPORTED, acg_kernel_get(dev, "tk_old_caller", &k));
+    } else {
+        TC_OK(acg_kernel_get(dev, "tk_old_caller", &k));
+    }
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_old_caller"));
+
+    d = rowscale_desc("tk_old_caller");
+    /* The least size: the signature only, so no code, and no shape rule (so 1-D). */
+    d.size = offsetof(acg_kernel_desc, shape);
+    d.dims = 1;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&d));
+    TC_LAST_ERROR_HAS("no implementation");
+    d.size = offsetof(acg_kernel_desc, shape) - 1;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&d));
+    TC_LAST_ERROR_HAS("acg_kernel_desc.size");
+    d.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&d));
+
+    struct {
+        acg_kernel_desc d;
+        uint64_t newer[2]; /* fields of newer headers */
+    } big;
+    memset(&big, 0, sizeof big);
+    big.d = rowscale_desc("tk_new_caller");
+    big.d.size = sizeof big;
+    TC_OK(acg_kernel_register(&big.d));
+    TC_OK(acg_kernel_unregister("tk_new_caller"));
+    big.newer[1] = 1;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&big.d));
+    TC_LAST_ERROR_HAS("not zero");
+    TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered */
+}
+
+/* A launch with the wrong argument list, or one its shape rule or windows refuse, is refused
+ * before anything is queued or recorded: the output keeps its poison, a capture stays active
+ * and its graph holds only the launches that were accepted. */
+static void test_bad_launch_submits_nothing(void **state) {
+    fx *f = *state;
+    const acg_dims d = grid2(WIDTH, ROWS), short_grid = grid2(WIDTH, ROWS - 1);
+    const acg_arg good[] = {acg_arg_buffer(f->out, 0), acg_arg_buffer(f->x, 0),
+                            acg_arg_buffer(f->w, 0), acg_arg_u32(WIDTH), acg_arg_u32(ROWS)};
+    acg_arg bad[5];
+    const bool graphs = tc_cap()->graphs;
+    for (int capture = 0; capture <= (graphs ? 1 : 0); capture++) {
+        if (capture) {
+            TC_OK(acg_stream_begin_capture(f->s, NULL));
+            TC_OK(rowscale(f->s, f->k, f->out, 0, f->x, 0, f->w, WIDTH, 1)); /* one good node */
+        }
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &d, good, 4));
+        TC_LAST_ERROR_HAS("5");
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &d, NULL, 5));
+        memcpy(bad, good, sizeof bad);
+        bad[3] = acg_arg_i32(WIDTH);
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &d, bad, 5));
+        TC_LAST_ERROR_HAS("argument 3 is a i32");
+        memcpy(bad, good, sizeof bad);
+        bad[2] = acg_arg_u32(0);
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &d, bad, 5));
+        TC_LAST_ERROR_HAS("argument 2 is a u32");
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &short_grid, good, 5));
+        TC_LAST_ERROR_HAS("the grid must cover (width, n)");
+        const acg_dims three = {{WIDTH, ROWS, 2}, {0, 0, 0}};
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &three, good, 5));
+        memcpy(bad, good, sizeof bad);
+        bad[4] = acg_arg_u32(ROWS + 1); /* a row past the buffers */
+        const acg_dims more = grid2(WIDTH, ROWS + 1);
+        TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(f->s, f->k, &more, bad, 5));
+        memcpy(bad, good, sizeof bad);
+        bad[1] = acg_arg_buffer(f->x, 2); /* misaligned */
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &d, bad, 5));
+        memcpy(bad, good, sizeof bad);
+        bad[2] = acg_arg_buffer(f->out, 0); /* w on out's window: not the in-place pair */
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &d, bad, 5));
+        TC_LAST_ERROR_HAS("does not work in place");
+        memcpy(bad, good, sizeof bad);
+        bad[1] = acg_arg_buffer(f->out, 4 * sizeof(float)); /* the pair, but shifted */
+        const acg_dims fewer = grid2(WIDTH, ROWS - 1);
+        bad[4] = acg_arg_u32(ROWS - 1);
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, f->k, &fewer, bad, 5));
+        TC_LAST_ERROR_HAS("without being the same window");
+        if (capture) {
+            acg_capture_state cs;
+            TC_OK(acg_stream_get_capture_state(f->s, &cs));
+            assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+            acg_graph *g = NULL;
+            TC_OK(acg_stream_end_capture(f->s, &g));
+            size_t n = 0;
+            TC_OK(acg_graph_get_node_count(g, &n));
+            assert_int_equal(n, 1);
+            TC_OK(acg_graph_destroy(g));
+        }
+        float back[CAP], poison[CAP];
+        download(f, back);
+        uint32_t p = 0xdeadbeefu;
+        for (size_t i = 0; i < CAP; i++) {
+            memcpy(&poison[i], &p, 4);
+        }
+        TC_BYTES_EQUAL(back, poison, sizeof back);
+    }
+}
+
+/* Threads racing to register one name: exactly one wins. Threads registering their own names
+ * and loading them on one device meanwhile all succeed. */
+enum { RACERS = 4 };
+
+typedef struct racer {
+    acg_device *dev;
+    int index;
+    acg_status shared, own, get;
+} racer;
+
+static void *race(void *arg) {
+    racer *r = arg;
+    const acg_kernel_desc shared = rowscale_desc("tk_race");
+    r->shared = acg_kernel_register(&shared);
+    char name[32];
+    snprintf(name, sizeof name, "tk_race_%d", r->index);
+    const acg_kernel_desc own = rowscale_desc(name);
+    r->own = acg_kernel_register(&own);
+    acg_kernel *k = NULL;
+    r->get = acg_kernel_get(r->dev, name, &k);
+    return NULL;
+}
+
+static void test_concurrent_registration(void **state) {
+    (void)state;
+    acg_device *dev = tc_open();
+    pthread_t threads[RACERS];
+    racer racers[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        racers[i] = (racer){dev, i, ACG_OK, ACG_OK, ACG_OK};
+        assert_int_equal(pthread_create(&threads[i], NULL, race, &racers[i]), 0);
+    }
+    int won = 0;
+    for (int i = 0; i < RACERS; i++) {
+        assert_int_equal(pthread_join(threads[i], NULL), 0);
+        won += racers[i].shared == ACG_OK;
+        if (racers[i].shared != ACG_OK) {
+            TC_EXPECT(ERR_INVALID_ARGUMENT, racers[i].shared);
+        }
+        TC_OK(racers[i].own);
+        TC_OK(racers[i].get);
+    }
+    assert_int_equal(won, 1);
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_race"));
+    for (int i = 0; i < RACERS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "tk_race_%d", i);
+        TC_OK(acg_kernel_unregister(name));
+    }
+}
+
+/* ---- the allocation-failure sweep --------------------------------------------------------- */
+
+typedef struct scen {
+    acg_device *dev;
+    acg_stream *s;
+    acg_buffer *x, *w, *out;
+    acg_graph *g;
+    bool registered, capturing;
+} scen;
+
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        if ((st = (call)) != ACG_OK) {                                                             \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Registers the kernel, opens a device, captures a launch of it (or, without graphs, runs it
+ * eagerly), replays it, checks the result against the host, and undoes everything. */
+static acg_status scenario(void *ctx) {
+    (void)ctx;
+    scen sc;
+    memset(&sc, 0, sizeof sc);
+    acg_status st = ACG_OK;
+    float hx[CAP], hw[WIDTH], want[CAP], back[CAP];
+    tc_fill_floats(hx, CAP, 41);
+    tc_fill_floats(hw, WIDTH, 42);
+    rowscale_ref(want, hx, hw, WIDTH, ROWS);
+    const acg_kernel_desc d = rowscale_desc("tk_sweep");
+    STEP(acg_kernel_register(&d));
+    sc.registered = true;
+    STEP(acg_device_open(tc_spec(), &sc.dev));
+    STEP(acg_stream_create(sc.dev, &sc.s));
+    STEP(acg_buffer_alloc(sc.dev, sizeof hx, &sc.x));
+    STEP(acg_buffer_alloc(sc.dev, sizeof hw, &sc.w));
+    STEP(acg_buffer_alloc(sc.dev, sizeof hx, &sc.out));
+    acg_kernel *k = NULL;
+    STEP(acg_kernel_get(sc.dev, "tk_sweep", &k));
+    STEP(acg_copy_h2d(sc.s, sc.x, 0, hx, sizeof hx));
+    STEP(acg_copy_h2d(sc.s, sc.w, 0, hw, sizeof hw));
+    if (tc_cap()->graphs) {
+        STEP(acg_stream_begin_capture(sc.s, NULL));
+        sc.capturing = true;
+        STEP(rowscale(sc.s, k, sc.out, 0, sc.x, 0, sc.w, WIDTH, ROWS));
+        sc.capturing = false;
+        STEP(acg_stream_end_capture(sc.s, &sc.g));
+        STEP(acg_graph_launch(sc.g, sc.s));
+    } else {
+        STEP(rowscale(sc.s, k, sc.out, 0, sc.x, 0, sc.w, WIDTH, ROWS));
+    }
+    STEP(acg_copy_d2h(sc.s, back, sc.out, 0, sizeof back));
+    if (memcmp(back, want, sizeof back) != 0) {
+        st = ACG_ERR_INTERNAL;
+    }
+out:
+    if (sc.capturing) {
+        acg_graph *g = NULL;
+        if (acg_stream_end_capture(sc.s, &g) == ACG_OK) {
+            TC_OK(acg_graph_destroy(g));
+        }
+    }
+    if (sc.s != NULL) {
+        acg_stream_synchronize(sc.s);
+    }
+    TC_OK(acg_graph_destroy(sc.g));
+    TC_OK(acg_buffer_free(sc.x));
+    TC_OK(acg_buffer_free(sc.w));
+    TC_OK(acg_buffer_free(sc.out));
+    TC_OK(acg_stream_destroy(sc.s));
+    TC_OK(acg_device_close(sc.dev));
+    if (sc.registered) {
+        TC_OK(acg_kernel_unregister("tk_sweep"));
+    }
+    return st;
+}
+
+/* Every allocation of the scenario, registration included, fails in turn: each run returns
+ * ACG_ERR_OUT_OF_MEMORY and leaves nothing behind, the registry included. */
+static void test_alloc_sweep(void **state) {
+    (void)state;
+    tc_alloc_install(); /* refused if an earlier case left a kernel registered */
+    TC_OK(scenario(NULL));
+    assert_int_equal(tc_alloc_live(), 0);
+    uint64_t points = tc_alloc_sweep(scenario, NULL, false);
+    assert_true(points > 5);
+    assert_int_equal(tc_alloc_live(), 0);
+    assert_int_equal(tc_alloc_bad_calls(), 0);
+    tc_alloc_uninstall();
+}
+
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_launch_capture_replay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_graph_update, setup, teardown),
+        cmocka_unit_test(test_no_code_for_backend),
+        cmocka_unit_test(test_duplicate_and_unregister),
+        cmocka_unit_test(test_desc_copied),
+        cmocka_unit_test(test_malformed_refused),
+        cmocka_unit_test(test_desc_size),
+        cmocka_unit_test_setup_teardown(test_bad_launch_submits_nothing, setup, teardown),
+        cmocka_unit_test(test_concurrent_registration),
+        cmocka_unit_test(test_alloc_sweep),
+    };
+    return cmocka_run_group_tests_name(tc_group("test_kernel_register"), tests, NULL, NULL);
+}
