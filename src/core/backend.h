@@ -4,7 +4,24 @@
  * A backend is a `static const struct acg_backend_i` of static functions. The core validates
  * every argument, tracks captures and lifetimes, and calls the backend with resolved memory:
  * a backend never sees a handle it has to check. Slots marked (optional) may be NULL; the core
- * then supplies the default that the comment names. The table is versioned and only appended to.
+ * then supplies the default that the comment names. The table is versioned and only appended to;
+ * the core reads a slot added by version N only from a table whose version is at least N
+ * (ACG__SLOT), so a table written against an older version keeps working.
+ *
+ * Threading. The core never calls two slots on one stream at once: a stream's slots (copies,
+ * fills, launches, host functions, event records and waits, graph launches, stream_get_native)
+ * run under the stream's lock, and while the stream captures natively, under the device's lock
+ * too. Memory, kernel loading and graph instantiation, update and destruction, and the native
+ * capture slots run under the device's lock. Host waits (stream_synchronize from
+ * acg_stream_synchronize, event_query, event_synchronize), stream and event creation and
+ * destruction, device_open/close, query_capability, memory_query, device_get_async_error and
+ * inject_fault take no core lock and may run at the same time as anything on other objects.
+ * A slot never calls acg's public functions, and a backend's own threads (a cpu worker) never
+ * call into the core except through the allocator.
+ *
+ * Errors. A failing slot returns a status and sets the detail with acg__error, naming the
+ * vendor call and its code; the core passes both on (it adds its own detail only where the
+ * slot set none). A slot that cannot fail returns void.
  */
 #ifndef ACG_CORE_BACKEND_H
 #define ACG_CORE_BACKEND_H

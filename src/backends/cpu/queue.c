@@ -125,7 +125,9 @@ static void *worker(void *arg) {
                 if (op->kind == CPU_OP_WAIT) {
                     wake_waiters(s);
                 }
-                if (op->kind == CPU_OP_GRAPH && atomic_exchange(&s->dev->inject, 0)) {
+                if (op->kind == CPU_OP_GRAPH &&
+                    atomic_load_explicit(&s->dev->inject, memory_order_relaxed) &&
+                    atomic_exchange(&s->dev->inject, 0)) {
                     /* An injected fault: the replay does not run, and both the stream and the
                      * device report it. */
                     atomic_store(&s->fault, 1);
