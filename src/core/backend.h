@@ -22,6 +22,12 @@
  * Errors. A failing slot returns a status and sets the detail with acg__error, naming the
  * vendor call and its code; the core passes both on (it adds its own detail only where the
  * slot set none). A slot that cannot fail returns void.
+ *
+ * Types. Each kind of backend object the core holds has its own incomplete type (acg__bk_device,
+ * acg__bk_stream, ...), declared here and defined nowhere, so the compiler refuses a stream where
+ * a device is expected. A backend converts at its boundary, casting between these and its own
+ * structs in small helpers; the core only stores and passes them. Pinned host memory stays
+ * `void *`: it is host memory the user holds.
  */
 #ifndef ACG_CORE_BACKEND_H
 #define ACG_CORE_BACKEND_H
@@ -34,13 +40,22 @@
  * version: the version field is what tells the core which slots a table has. */
 #define ACG__SLOT(vt, slot, ver) ((vt)->version >= (ver) ? (vt)->slot : NULL)
 
+/* The backend's objects as the core sees them: one incomplete type per kind, never defined. */
+typedef struct acg__bk_device acg__bk_device;       /* from device_open */
+typedef struct acg__bk_mem acg__bk_mem;             /* device memory from buffer_alloc */
+typedef struct acg__bk_stream acg__bk_stream;       /* from stream_create */
+typedef struct acg__bk_event acg__bk_event;         /* from event_create */
+typedef struct acg__bk_kernel acg__bk_kernel;       /* from kernel_load */
+typedef struct acg__bk_exec acg__bk_exec;           /* from graph_instantiate or capture_end */
+typedef struct acg__bk_recording acg__bk_recording; /* from capture_begin */
+
 /* A kernel argument with its buffer resolved to backend memory. */
 typedef struct acg__karg {
     acg_arg_type type;
     union {
         struct {
-            void *mem;     /* root allocation from buffer_alloc */
-            size_t offset; /* bytes from the root's start */
+            acg__bk_mem *mem; /* root allocation from buffer_alloc */
+            size_t offset;    /* bytes from the root's start */
         } buf;
         int32_t i32;
         uint32_t u32;
@@ -70,14 +85,14 @@ typedef struct acg__node {
     uint32_t n_deps;
     /* kernels */
     const acg__kernel_def *def;
-    void *kernel; /* backend kernel from kernel_load */
+    acg__bk_kernel *kernel; /* backend kernel from kernel_load */
     acg_dims dims;
     uint32_t n_args;
     acg__karg args[ACG_MAX_KERNEL_ARGS];
     /* copies and fills */
-    void *dst_mem;
+    acg__bk_mem *dst_mem;
     size_t dst_off;
-    void *src_mem;
+    acg__bk_mem *src_mem;
     size_t src_off;
     size_t size;
     void *host;
@@ -113,76 +128,78 @@ struct acg_backend_i {
     /* Opens device `index`; *dev is the backend's device. `options` is what followed '?' in
      * the device spec ("" when nothing did), as "key=value"; the backend refuses what it does
      * not know (ACG_ERR_INVALID_ARGUMENT, naming the option). */
-    acg_status (*device_open)(int index, const char *options, void **dev);
+    acg_status (*device_open)(int index, const char *options, acg__bk_device **dev);
     /* Closes a device opened by device_open; every object of it is gone. */
-    void (*device_close)(void *dev);
+    void (*device_close)(acg__bk_device *dev);
     /* Capability of an open device; the core calls it once per device and caches the result. */
-    acg_status (*query_capability)(void *dev, acg_capability *out);
+    acg_status (*query_capability)(acg__bk_device *dev, acg_capability *out);
 
     /* Allocates device memory; *mem is opaque to the core. */
-    acg_status (*buffer_alloc)(void *dev, size_t size, void **mem);
+    acg_status (*buffer_alloc)(acg__bk_device *dev, size_t size, acg__bk_mem **mem);
     /* Frees memory from buffer_alloc; the core synchronized the device before. */
-    void (*buffer_free)(void *dev, void *mem);
+    void (*buffer_free)(acg__bk_device *dev, acg__bk_mem *mem);
     /* (optional) Page-locked host memory, 64-byte aligned. NULL: pageable memory is used. */
-    acg_status (*pinned_alloc)(void *dev, size_t size, void **ptr);
+    acg_status (*pinned_alloc)(acg__bk_device *dev, size_t size, void **ptr);
     /* (optional, with pinned_alloc) Frees memory from pinned_alloc. */
-    void (*pinned_free)(void *dev, void *ptr);
+    void (*pinned_free)(acg__bk_device *dev, void *ptr);
 
     /* Creates an in-order stream. */
-    acg_status (*stream_create)(void *dev, void **stream);
+    acg_status (*stream_create)(acg__bk_device *dev, acg__bk_stream **stream);
     /* Destroys a stream after the core synchronized it. */
-    void (*stream_destroy)(void *stream);
+    void (*stream_destroy)(acg__bk_stream *stream);
     /* Blocks until the stream's queued work ran; returns a fault reported for it. */
-    acg_status (*stream_synchronize)(void *stream);
+    acg_status (*stream_synchronize)(acg__bk_stream *stream);
     /* ACG_OK when idle, ACG_NOT_READY when work is pending. */
-    acg_status (*stream_query)(void *stream);
+    acg_status (*stream_query)(acg__bk_stream *stream);
 
     /* Creates an event that counts as complete until recorded. */
-    acg_status (*event_create)(void *dev, void **event);
+    acg_status (*event_create)(acg__bk_device *dev, acg__bk_event **event);
     /* Destroys an event; queued waits on it are unaffected. */
-    void (*event_destroy)(void *event);
+    void (*event_destroy)(acg__bk_event *event);
     /* Marks the stream's current end of queue. */
-    acg_status (*event_record)(void *event, void *stream);
+    acg_status (*event_record)(acg__bk_event *event, acg__bk_stream *stream);
     /* Makes later work on stream wait for the event's point. */
-    acg_status (*stream_wait_event)(void *stream, void *event);
+    acg_status (*stream_wait_event)(acg__bk_stream *stream, acg__bk_event *event);
     /* ACG_OK when the event's point completed, ACG_NOT_READY otherwise. */
-    acg_status (*event_query)(void *event);
+    acg_status (*event_query)(acg__bk_event *event);
     /* Blocks until the event's point completed. */
-    acg_status (*event_synchronize)(void *event);
+    acg_status (*event_synchronize)(acg__bk_event *event);
 
     /* Host to device. With src_pinned false the backend must have read src before returning. */
-    acg_status (*copy_h2d)(void *stream, void *dst, size_t dst_off, const void *src, size_t size,
-                           bool src_pinned);
+    acg_status (*copy_h2d)(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                           const void *src, size_t size, bool src_pinned);
     /* Device to host. With dst_pinned false the backend must have written dst before
      * returning (the caller may read pageable memory at once); pinned: asynchronous. */
-    acg_status (*copy_d2h)(void *stream, void *dst, void *src, size_t src_off, size_t size,
-                           bool dst_pinned);
+    acg_status (*copy_d2h)(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
+                           size_t size, bool dst_pinned);
     /* Device to device, non-overlapping. */
-    acg_status (*copy_d2d)(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
-                           size_t size);
+    acg_status (*copy_d2d)(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                           acg__bk_mem *src, size_t src_off, size_t size);
     /* Fills size bytes with a 1-, 2- or 4-byte pattern; offset and size are multiples of it. */
-    acg_status (*fill)(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
-                       uint32_t pattern_size);
+    acg_status (*fill)(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                       uint32_t pattern, uint32_t pattern_size);
 
     /* Builds the backend's implementation of a kernel definition, once per device and kernel;
      * ACG_ERR_UNSUPPORTED when def holds no code for this backend. */
-    acg_status (*kernel_load)(void *dev, const acg__kernel_def *def, void **kernel);
+    acg_status (*kernel_load)(acg__bk_device *dev, const acg__kernel_def *def,
+                              acg__bk_kernel **kernel);
     /* (optional) Releases a kernel from kernel_load at device close. NULL: nothing to release. */
-    void (*kernel_unload)(void *dev, void *kernel);
+    void (*kernel_unload)(acg__bk_device *dev, acg__bk_kernel *kernel);
     /* Queues a launch; arguments match the definition's types and windows, checked by the
      * core. */
-    acg_status (*kernel_launch)(void *stream, void *kernel, const acg_dims *dims,
-                                const acg__karg *args, uint32_t n_args);
+    acg_status (*kernel_launch)(acg__bk_stream *stream, acg__bk_kernel *kernel,
+                                const acg_dims *dims, const acg__karg *args, uint32_t n_args);
 
     /* (optional) Builds an executable graph from a captured description. NULL: no graphs. */
-    acg_status (*graph_instantiate)(void *dev, const acg__graph_desc *desc, void **exec);
+    acg_status (*graph_instantiate)(acg__bk_device *dev, const acg__graph_desc *desc,
+                                    acg__bk_exec **exec);
     /* (optional, with graph_instantiate) Queues one replay of exec on stream. */
-    acg_status (*graph_launch)(void *exec, void *stream);
+    acg_status (*graph_launch)(acg__bk_exec *exec, acg__bk_stream *stream);
     /* (optional) Rewrites exec's arguments from desc (same topology, checked by the core; no
      * replay pending). NULL: graph update unsupported. */
-    acg_status (*graph_update)(void *exec, const acg__graph_desc *desc);
+    acg_status (*graph_update)(acg__bk_exec *exec, const acg__graph_desc *desc);
     /* (optional, with graph_instantiate) Destroys exec; no replay of it is pending. */
-    void (*graph_destroy)(void *exec);
+    void (*graph_destroy)(acg__bk_exec *exec);
 
     /* Version 1 ends here; later fields are appended below. */
 
@@ -205,34 +222,34 @@ struct acg_backend_i {
      * recording and instantiates what it recorded into an exec for graph_launch, graph_update
      * (from the ledger's description) and graph_destroy; capture_abort leaves recording mode
      * and drops what was recorded (an invalidated or abandoned capture). */
-    acg_status (*capture_begin)(void *stream, void **rec);
-    acg_status (*capture_join)(void *rec, void *stream);
-    acg_status (*capture_end)(void *rec, void **exec);
-    void (*capture_abort)(void *rec);
+    acg_status (*capture_begin)(acg__bk_stream *stream, acg__bk_recording **rec);
+    acg_status (*capture_join)(acg__bk_recording *rec, acg__bk_stream *stream);
+    acg_status (*capture_end)(acg__bk_recording *rec, acg__bk_exec **exec);
+    void (*capture_abort)(acg__bk_recording *rec);
 
     /* (optional) Queues fn(user) in stream order: it runs after the work queued before it and
      * before the work queued after it. NULL: the core synchronizes the stream and calls fn
      * on the calling thread. A backend whose graphs run host functions says so with the
      * capability's graph_host_functions. */
-    acg_status (*host_launch)(void *stream, acg_host_fn fn, void *user);
+    acg_status (*host_launch)(acg__bk_stream *stream, acg_host_fn fn, void *user);
 
     /* (optional) The driver's object behind a stream (a cl_command_queue, a CUstream), for work
      * the engine issues itself. NULL: the backend has none (kind ACG_NATIVE_NONE). */
-    acg_status (*stream_get_native)(void *stream, acg_native_handle *out);
+    acg_status (*stream_get_native)(acg__bk_stream *stream, acg_native_handle *out);
 
     /* (optional) The first fault reported since the last call, cleared: ACG_OK when none, else
      * ACG_ERR_DEVICE_LOST with the error set. stream_synchronize reports a fault of its
      * stream's work the same way, once. NULL: the backend learns of no faults after launch. */
-    acg_status (*device_get_async_error)(void *dev);
+    acg_status (*device_get_async_error)(acg__bk_device *dev);
     /* (optional) Test hook: the device's next graph replay faults instead of running. */
-    void (*inject_fault)(void *dev);
+    void (*inject_fault)(acg__bk_device *dev);
 
     /* (optional) Device memory free and in total as the driver sees it now (other processes'
      * use included). NULL: unknown; acg_device_get_memory_info says ACG_ERR_UNSUPPORTED. */
-    acg_status (*memory_query)(void *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+    acg_status (*memory_query)(acg__bk_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
     /* (optional) Makes exec resident for stream ahead of its first replay, so the first
      * replay costs what the others do. NULL: nothing to do. */
-    acg_status (*graph_upload)(void *exec, void *stream);
+    acg_status (*graph_upload)(acg__bk_exec *exec, acg__bk_stream *stream);
 };
 
 typedef struct acg_backend_i acg_backend_i;

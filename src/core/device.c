@@ -307,7 +307,8 @@ acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
     if (free_bytes == NULL || total_bytes == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL output", fn);
     }
-    acg_status (*query)(void *, uint64_t *, uint64_t *) = ACG__SLOT(dev->vt, memory_query, 2);
+    acg_status (*query)(acg__bk_device *, uint64_t *, uint64_t *) =
+        ACG__SLOT(dev->vt, memory_query, 2);
     if (query == NULL) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot tell its free memory", fn, dev->spec);
     }
@@ -331,7 +332,7 @@ acg_status acg_device_get_async_error(acg_device *dev) {
     if (st != ACG_OK) {
         return st;
     }
-    acg_status (*get)(void *) = ACG__SLOT(dev->vt, device_get_async_error, 2);
+    acg_status (*get)(acg__bk_device *) = ACG__SLOT(dev->vt, device_get_async_error, 2);
     return get != NULL ? get(dev->impl) : ACG_OK;
 }
 
@@ -341,7 +342,7 @@ acg_status acg__device_inject_fault(acg_device *dev) {
     if (st != ACG_OK) {
         return st;
     }
-    void (*inject)(void *) = ACG__SLOT(dev->vt, inject_fault, 2);
+    void (*inject)(acg__bk_device *) = ACG__SLOT(dev->vt, inject_fault, 2);
     if (inject == NULL) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s cannot inject faults", dev->spec);
     }
@@ -364,7 +365,7 @@ acg_status acg_device_synchronize(acg_device *dev) {
     return st;
 }
 
-acg_status acg__device_mem_alloc(acg_device *dev, size_t size, void **mem) {
+acg_status acg__device_mem_alloc(acg_device *dev, size_t size, acg__bk_mem **mem) {
     acg_status st = dev->vt->buffer_alloc(dev->impl, size, mem);
     if (st == ACG_OK) {
         acg_memory_stats *m = &dev->memory;
@@ -377,7 +378,7 @@ acg_status acg__device_mem_alloc(acg_device *dev, size_t size, void **mem) {
     return st;
 }
 
-void acg__device_mem_free(acg_device *dev, void *mem, size_t size) {
+void acg__device_mem_free(acg_device *dev, acg__bk_mem *mem, size_t size) {
     dev->vt->buffer_free(dev->impl, mem);
     dev->memory.bytes_in_use -= size;
 }
@@ -415,3 +416,9 @@ void acg__device_set_retain_discarded(acg_device *dev, bool retain) {
     dev->retain_discarded = retain;
     pthread_mutex_unlock(&dev->lock);
 }
+
+acg_device *acg__stream_device(const acg_stream *s) { return s->dev; }
+
+acg_device *acg__buffer_device(const acg_buffer *buf) { return buf->dev; }
+
+const char *acg__device_name(const acg_device *dev) { return dev->name; }

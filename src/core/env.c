@@ -9,20 +9,34 @@
 
 extern char **environ;
 
-static const char *const known[] = {
-    "ACG_LOG",            /* log threshold: error|warn|info|debug */
-    "ACG_DEVICE",         /* device spec used when acg_device_open gets NULL */
-    "ACG_NO_PINNED",      /* 1: acg_pinned_alloc returns pageable memory */
-    "ACG_REQUIRE_GRAPHS", /* 1: a bucket that cannot be captured is a start-up error */
-    "ACG_DISABLE_GRAPHS", /* 1: capture nothing, serve eagerly */
-    "ACG_NUM_SLOTS",      /* slots per bucket: 1 or 2 (acg__env_u64) */
+/* The core's own variables. Each layer above lists its own the same way, and the library's
+ * explicit list of layers (src/library.c) hands them all to the core as acg__env_tables. */
+static const char *const core_names[] = {
+    "ACG_LOG",       /* log threshold: error|warn|info|debug */
+    "ACG_DEVICE",    /* device spec used when acg_device_open gets NULL */
+    "ACG_NO_PINNED", /* 1: acg_pinned_alloc returns pageable memory */
 };
 
-const char *acg__env_get(const char *name) {
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        if (strcmp(known[i], name) == 0) {
-            return getenv(name);
+const acg__env_table acg__core_env = {"core", core_names, sizeof core_names / sizeof core_names[0]};
+
+/* Calls f on every known name, layer by layer, until it returns true. */
+static const char *find_known(bool (*f)(const char *known, void *ctx), void *ctx) {
+    for (size_t t = 0; t < acg__n_env_tables; t++) {
+        const acg__env_table *tab = acg__env_tables[t];
+        for (size_t i = 0; i < tab->n; i++) {
+            if (f(tab->names[i], ctx)) {
+                return tab->names[i];
+            }
         }
+    }
+    return NULL;
+}
+
+static bool same_name(const char *known, void *ctx) { return strcmp(known, ctx) == 0; }
+
+const char *acg__env_get(const char *name) {
+    if (find_known(same_name, (void *)name) != NULL) {
+        return getenv(name);
     }
     acg__log(ACG_LOG_ERROR, "internal: unknown environment variable %s looked up", name);
     return NULL;
@@ -96,6 +110,23 @@ static size_t distance(const char *a, const char *b) {
     return row[lb];
 }
 
+/* The known name nearest to `name` (stops at an exact match). */
+struct nearest {
+    const char *name;
+    const char *best;
+    size_t best_d;
+};
+
+static bool closer(const char *known, void *ctx) {
+    struct nearest *n = ctx;
+    size_t d = distance(n->name, known);
+    if (d < n->best_d) {
+        n->best_d = d;
+        n->best = known;
+    }
+    return d == 0;
+}
+
 static void check_env(void) {
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         if (strncmp(*e, "ACG_", 4) != 0) {
@@ -109,20 +140,10 @@ static void check_env(void) {
         }
         memcpy(name, *e, len);
         name[len] = '\0';
-        const char *best = NULL;
-        size_t best_d = (size_t)-1;
-        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-            size_t d = distance(name, known[i]);
-            if (d == 0) {
-                best = NULL;
-                best_d = 0;
-                break;
-            }
-            if (d < best_d) {
-                best_d = d;
-                best = known[i];
-            }
-        }
+        struct nearest near = {name, NULL, (size_t)-1};
+        find_known(closer, &near);
+        const char *best = near.best;
+        size_t best_d = near.best_d;
         if (best_d != 0) {
             acg__log(ACG_LOG_WARN, "unknown environment variable %s is ignored (did you mean %s?)",
                      name, best);

@@ -60,7 +60,7 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
             return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         }
         size_t chunk_size = need > MIN_CHUNK ? need : MIN_CHUNK;
-        void *mem = NULL;
+        acg__bk_mem *mem = NULL;
         acg_status st = acg__device_mem_alloc(dev, chunk_size, &mem);
         if (st != ACG_OK) {
             return acg__error(st, "%s: the graph pool could not grow by %zu bytes", fn, chunk_size);
@@ -232,7 +232,7 @@ acg_status acg__graph_create(acg__capture *c, acg_graph **out) {
     acg_status st;
     if (c->rec != NULL) {
         /* The driver instantiates what it recorded; the recording is gone either way. */
-        void *rec = c->rec;
+        acg__bk_recording *rec = c->rec;
         c->rec = NULL;
         st = dev->vt->capture_end(rec, &g->exec);
     } else {
@@ -339,7 +339,8 @@ acg_status acg_graph_upload(acg_graph *g, acg_stream *s) {
         st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
                                      "%s on a capturing stream invalidated the capture", fn);
     } else {
-        acg_status (*upload)(void *, void *) = ACG__SLOT(g->dev->vt, graph_upload, 2);
+        acg_status (*upload)(acg__bk_exec *, acg__bk_stream *) =
+            ACG__SLOT(g->dev->vt, graph_upload, 2);
         st = upload != NULL ? upload(g->exec, s->impl) : ACG_OK;
     }
     acg__stream_leave(s, c);
@@ -384,7 +385,7 @@ static acg_status same_topology(const acg_graph *a, const acg_graph *b) {
 
 /* Rewrites a buffer of `from` that is from's scratch into the matching scratch of g. */
 static void remap_scratch(const acg_graph *g, const acg_graph *from, const acg_buffer **buf,
-                          void **mem, size_t *off) {
+                          acg__bk_mem **mem, size_t *off) {
     for (uint32_t i = 0; i < from->n_scratch; i++) {
         const acg_buffer *s = from->scratch[i];
         if (*buf == s) {

@@ -18,7 +18,8 @@ acg_status acg_stream_get_native(acg_stream *s, acg_native_handle *out) {
     if ((st = acg__output_check(out, sizeof *out, "acg_native_handle", fn)) != ACG_OK) {
         return st;
     }
-    acg_status (*get)(void *, acg_native_handle *) = ACG__SLOT(s->dev->vt, stream_get_native, 2);
+    acg_status (*get)(acg__bk_stream *, acg_native_handle *) =
+        ACG__SLOT(s->dev->vt, stream_get_native, 2);
     acg_native_handle h = {sizeof h, ACG_NATIVE_NONE, NULL};
     if (get != NULL) {
         /* Under the stream's lock: the backend may change how it orders later work. */
@@ -65,7 +66,8 @@ static acg_status check_accesses(acg_stream *s, const acg_access *acc, size_t n,
 }
 
 static acg_status host_eager(acg_stream *s, const acg__node *n) {
-    acg_status (*launch)(void *, acg_host_fn, void *) = ACG__SLOT(s->dev->vt, host_launch, 2);
+    acg_status (*launch)(acg__bk_stream *, acg_host_fn, void *) =
+        ACG__SLOT(s->dev->vt, host_launch, 2);
     if (launch != NULL) {
         return launch(s->impl, n->host_fn, n->host_user);
     }

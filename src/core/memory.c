@@ -374,7 +374,7 @@ acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
     } else {
         /* Defer the release behind an event recorded now. Without memory for that, wait for
          * the stream instead: a free must not fail for want of memory, or callers leak. */
-        void *event = NULL;
+        acg__bk_event *event = NULL;
         bool deferred = acg__grow((void **)&s->deferred, &s->cap_deferred, s->n_deferred + 1,
                                   sizeof *s->deferred) &&
                         dev->vt->event_create(dev->impl, &event) == ACG_OK;

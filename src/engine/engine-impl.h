@@ -10,7 +10,9 @@
 
 #include <acg/engine.h>
 
-#include "core/acg-impl.h"
+#include <pthread.h>
+
+#include "acg-layer.h"
 
 /* The engine's handle types in the core's registry (acg-impl.h gives each layer a range). */
 enum {
@@ -19,6 +21,9 @@ enum {
     ACG__HANDLE_PLAN,
     ACG__HANDLE_RUNNER,
 };
+
+/* The engine's ACG_* variables (runner.c), listed for the core by src/library.c. */
+extern const acg__env_table acg__engine_env;
 
 /* Re-states the failure of a call the engine made (acg_last_error()) under fn's name. */
 acg_status acg__rethrow(acg_status st, const char *fn);

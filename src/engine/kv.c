@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "engine/engine-impl.h"
+#include "engine-impl.h"
 
 typedef struct kv_request {
     uint64_t id;

@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "engine/engine-impl.h"
+#include "engine-impl.h"
 
 /* A zero-filled buffer is an empty plan: every row padding, pointing at the sink page. */
 _Static_assert(ACG_KV_SINK_PAGE == 0, "the empty plan is all zeros");
@@ -322,16 +322,17 @@ acg_status acg_attn_plan_build(acg_attn_plan *plan, acg_stager *stager, acg_stre
     }
     if (sdev != plan->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stager belongs to %s, the plan to %s", fn,
-                          sdev->name, plan->dev->name);
+                          acg__device_name(sdev), acg__device_name(plan->dev));
     }
     /* The stream is checked here, not only by the upload: an unchanged build uploads nothing
      * but must refuse the same streams. The check holds it until this call returns. */
     if ((st = acg__check_stream(stream, fn)) != ACG_OK) {
         return st;
     }
-    if (stream->dev != plan->dev) {
+    if (acg__stream_device(stream) != plan->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, the plan to %s", fn,
-                          stream->dev->name, plan->dev->name);
+                          acg__device_name(acg__stream_device(stream)),
+                          acg__device_name(plan->dev));
     }
     acg_capture_state cs = ACG_CAPTURE_NONE;
     if ((st = acg_stream_get_capture_state(stream, &cs)) != ACG_OK) {

@@ -12,7 +12,7 @@
 
 #include <acg/engine.h>
 
-#include "engine/engine-impl.h"
+#include "engine-impl.h"
 
 #define MAX_SLOTS 2
 
@@ -54,6 +54,15 @@ static double now_ms(void) {
 static bool larger(const acg_bucket_key *a, const acg_bucket_key *b) {
     return a->batch != b->batch ? a->batch > b->batch : a->tokens > b->tokens;
 }
+
+static const char *const env_names[] = {
+    "ACG_REQUIRE_GRAPHS", /* 1: a bucket that cannot be captured is a start-up error */
+    "ACG_DISABLE_GRAPHS", /* 1: capture nothing, serve eagerly */
+    "ACG_NUM_SLOTS",      /* slots per bucket: 1 or 2 */
+};
+
+const acg__env_table acg__engine_env = {"engine", env_names,
+                                        sizeof env_names / sizeof env_names[0]};
 
 static acg_graph_mode resolve_mode(acg_graph_mode mode) {
     if (mode != ACG_GRAPHS_AUTO) {
@@ -449,9 +458,9 @@ static acg_status check_config(acg_device *dev, const acg_runner_config *c, acg_
     if (st != ACG_OK) {
         return st;
     }
-    if (c->stream->dev != dev) {
+    if (acg__stream_device(c->stream) != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, not %s", fn,
-                          c->stream->dev->name, dev->name);
+                          acg__device_name(acg__stream_device(c->stream)), acg__device_name(dev));
     }
     if (mode == ACG_GRAPHS_OFF) {
         return ACG_OK;

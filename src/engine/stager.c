@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/engine-impl.h"
+#include "engine-impl.h"
 
 typedef struct ring_buffer {
     void *host;       /* (buffer_bytes) pinned, the source of the latest copy */
@@ -361,16 +361,17 @@ static acg_status check_upload(const acg_stager *sg, acg_stream *stream, const a
     if ((st = acg__check_buffer(dst, NULL, fn, "dst")) != ACG_OK) {
         return st;
     }
-    if (dst->dev != sg->dev) {
+    if (acg__buffer_device(dst) != sg->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: dst belongs to %s, the stager to %s", fn,
-                          dst->dev->name, sg->dev->name);
+                          acg__device_name(acg__buffer_device(dst)), acg__device_name(sg->dev));
     }
     if ((st = acg__check_stream(stream, fn)) != ACG_OK) {
         return st;
     }
-    if (stream->dev != sg->dev) {
+    if (acg__stream_device(stream) != sg->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, the stager to %s",
-                          fn, stream->dev->name, sg->dev->name);
+                          fn, acg__device_name(acg__stream_device(stream)),
+                          acg__device_name(sg->dev));
     }
     size_t size = acg_buffer_get_size(dst);
     if (padded_n > SIZE_MAX / elem_size || dst_offset > size ||

@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "model/model-impl.h"
+#include "model-impl.h"
 
 /* ---- launch helpers ------------------------------------------------------------------------ */
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/model-impl.h"
+#include "model-impl.h"
 
 struct acg__request {
     acg__request *next;

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "model/model-impl.h"
+#include "model-impl.h"
 #include "model_kernels_cl.h"
 
 /* ---- shape rules ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "model/model-impl.h"
+#include "model-impl.h"
 
 void acg__model_cpu_swiglu_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     float *y = a[0].p;

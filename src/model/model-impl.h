@@ -10,7 +10,9 @@
 
 #include <acg/model.h>
 
-#include "core/acg-impl.h"
+#include <pthread.h>
+
+#include "acg-layer.h"
 
 /* The model's handle types in the core's registry (acg-impl.h gives each layer a range). */
 enum {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/model-impl.h"
+#include "model-impl.h"
 
 #define MAX_BATCH_LIMIT 1024u
 #define MAX_PAGE_SIZE 65536u

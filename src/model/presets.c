@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "model/model-impl.h"
+#include "model-impl.h"
 
 /* ---- presets ------------------------------------------------------------------------------ */
 

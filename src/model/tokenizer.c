@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model-impl.h"
+#include "model-impl.h"
 
 typedef struct piece_ref {
     const char *text;

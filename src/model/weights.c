@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/model-impl.h"
+#include "model-impl.h"
 
 struct acg_model_weights {
     acg__life life; /* calls using it (handle.c) */

@@ -13,7 +13,27 @@ typedef struct cpu_event {
     uint64_t seq;
 } cpu_event;
 
-static char *ptr(void *mem, size_t off) { return (char *)mem + off; }
+/* The core's backend types are this backend's structs; these are the only casts between them. */
+static inline cpu_device *cdev(acg__bk_device *d) { return (cpu_device *)d; }
+static inline acg__bk_device *bk_dev(cpu_device *d) { return (acg__bk_device *)d; }
+static inline cpu_stream *cs(acg__bk_stream *s) { return (cpu_stream *)s; }
+static inline acg__bk_stream *bk_stream(cpu_stream *s) { return (acg__bk_stream *)s; }
+static inline cpu_event *cev(acg__bk_event *e) { return (cpu_event *)e; }
+static inline acg__bk_event *bk_event(cpu_event *e) { return (acg__bk_event *)e; }
+static inline acg__bk_mem *bk_mem(void *p) { return (acg__bk_mem *)p; }
+static inline const acg__kernel_def *ckernel(acg__bk_kernel *k) {
+    return (const acg__kernel_def *)k;
+}
+static inline acg__bk_kernel *bk_kernel(const acg__kernel_def *def) {
+    return (acg__bk_kernel *)(void *)def;
+}
+static inline cpu_graph *cgraph(acg__bk_exec *x) { return (cpu_graph *)x; }
+static inline acg__bk_exec *bk_exec(cpu_graph *g) { return (acg__bk_exec *)g; }
+static inline cpu_recording *crec(acg__bk_recording *r) { return (cpu_recording *)r; }
+static inline acg__bk_recording *bk_rec(cpu_recording *r) { return (acg__bk_recording *)r; }
+
+/* Device memory is host memory: the byte `off` into an allocation from buffer_alloc. */
+static char *ptr(acg__bk_mem *mem, size_t off) { return (char *)mem + off; }
 
 /* ---- device ------------------------------------------------------------------------------ */
 
@@ -42,7 +62,7 @@ static acg_status cpu_describe(int index, acg_capability *out) {
     return ACG_OK;
 }
 
-static acg_status cpu_device_open(int index, const char *options, void **out) {
+static acg_status cpu_device_open(int index, const char *options, acg__bk_device **out) {
     ACG__UNUSED(index);
     bool native = strcmp(options, "capture=native") == 0;
     if (!native && *options != '\0' && strcmp(options, "capture=description") != 0) {
@@ -56,21 +76,22 @@ static acg_status cpu_device_open(int index, const char *options, void **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_device_open: out of memory");
     }
     d->native = native;
-    *out = d;
+    *out = bk_dev(d);
     return ACG_OK;
 }
 
-static void cpu_device_close(void *dev) { acg__free(dev); }
+static void cpu_device_close(acg__bk_device *dev) { acg__free(cdev(dev)); }
 
-static acg_status cpu_device_get_async_error(void *dev) {
-    cpu_device *d = dev;
+static acg_status cpu_device_get_async_error(acg__bk_device *dev) {
+    cpu_device *d = cdev(dev);
     if (atomic_exchange(&d->faulted, 0)) {
         return acg__error(ACG_ERR_DEVICE_LOST, "cpu: a graph replay faulted (injected fault)");
     }
     return ACG_OK;
 }
 
-static acg_status cpu_memory_query(void *dev, uint64_t *free_bytes, uint64_t *total_bytes) {
+static acg_status cpu_memory_query(acg__bk_device *dev, uint64_t *free_bytes,
+                                   uint64_t *total_bytes) {
     ACG__UNUSED(dev);
     long avail = sysconf(_SC_AVPHYS_PAGES), pages = sysconf(_SC_PHYS_PAGES);
     long page = sysconf(_SC_PAGESIZE);
@@ -82,11 +103,11 @@ static acg_status cpu_memory_query(void *dev, uint64_t *free_bytes, uint64_t *to
     return ACG_OK;
 }
 
-static void cpu_inject_fault(void *dev) { atomic_store(&((cpu_device *)dev)->inject, 1); }
+static void cpu_inject_fault(acg__bk_device *dev) { atomic_store(&cdev(dev)->inject, 1); }
 
-static acg_status cpu_query_capability(void *dev, acg_capability *out) {
+static acg_status cpu_query_capability(acg__bk_device *dev, acg_capability *out) {
     acg_status st = cpu_describe(0, out);
-    if (st == ACG_OK && ((cpu_device *)dev)->native) {
+    if (st == ACG_OK && cdev(dev)->native) {
         out->native_capture = true;
         snprintf(out->detail, sizeof out->detail,
                  "device memory is host memory; native capture: the stream workers record what "
@@ -98,33 +119,42 @@ static acg_status cpu_query_capability(void *dev, acg_capability *out) {
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
-static acg_status cpu_buffer_alloc(void *dev, size_t size, void **mem) {
+static acg_status cpu_pinned_alloc(acg__bk_device *dev, size_t size, void **p) {
     ACG__UNUSED(dev);
-    *mem = acg__alloc_aligned(size, 64);
-    return *mem != NULL ? ACG_OK : ACG_ERR_OUT_OF_MEMORY;
+    *p = acg__alloc_aligned(size, 64);
+    return *p != NULL ? ACG_OK : ACG_ERR_OUT_OF_MEMORY;
 }
 
-static void cpu_buffer_free(void *dev, void *mem) {
+static void cpu_pinned_free(acg__bk_device *dev, void *p) {
     ACG__UNUSED(dev);
-    acg__free(mem);
+    acg__free(p);
 }
 
-static acg_status cpu_pinned_alloc(void *dev, size_t size, void **p) {
-    return cpu_buffer_alloc(dev, size, p);
+/* Device memory is host memory, allocated as pinned memory is. */
+static acg_status cpu_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **mem) {
+    void *p = NULL;
+    acg_status st = cpu_pinned_alloc(dev, size, &p);
+    *mem = bk_mem(p);
+    return st;
 }
 
-static void cpu_pinned_free(void *dev, void *p) { cpu_buffer_free(dev, p); }
+static void cpu_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) { cpu_pinned_free(dev, mem); }
 
 /* ---- streams and events ------------------------------------------------------------------ */
 
-static acg_status cpu_stream_create(void *dev, void **stream) {
-    return acg__cpu_stream_new(dev, (cpu_stream **)stream);
+static acg_status cpu_stream_create(acg__bk_device *dev, acg__bk_stream **stream) {
+    cpu_stream *s = NULL;
+    acg_status st = acg__cpu_stream_new(cdev(dev), &s);
+    if (st == ACG_OK) {
+        *stream = bk_stream(s);
+    }
+    return st;
 }
 
-static void cpu_stream_destroy(void *stream) { acg__cpu_stream_stop(stream); }
+static void cpu_stream_destroy(acg__bk_stream *stream) { acg__cpu_stream_stop(cs(stream)); }
 
-static acg_status cpu_stream_synchronize(void *stream) {
-    cpu_stream *s = stream;
+static acg_status cpu_stream_synchronize(acg__bk_stream *stream) {
+    cpu_stream *s = cs(stream);
     acg__cpu_stream_wait(s, acg__cpu_stream_head(s));
     if (acg__cpu_stream_take_fault(s)) {
         return acg__error(ACG_ERR_DEVICE_LOST,
@@ -134,24 +164,24 @@ static acg_status cpu_stream_synchronize(void *stream) {
     return ACG_OK;
 }
 
-static acg_status cpu_stream_query(void *stream) {
-    cpu_stream *s = stream;
+static acg_status cpu_stream_query(acg__bk_stream *stream) {
+    cpu_stream *s = cs(stream);
     return acg__cpu_stream_reached(s, acg__cpu_stream_head(s)) ? ACG_OK : ACG_NOT_READY;
 }
 
-static acg_status cpu_event_create(void *dev, void **event) {
+static acg_status cpu_event_create(acg__bk_device *dev, acg__bk_event **event) {
     ACG__UNUSED(dev);
     cpu_event *e = acg__calloc(1, sizeof *e);
     if (e == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_event_create: out of memory");
     }
     pthread_mutex_init(&e->mu, NULL);
-    *event = e;
+    *event = bk_event(e);
     return ACG_OK;
 }
 
-static void cpu_event_destroy(void *event) {
-    cpu_event *e = event;
+static void cpu_event_destroy(acg__bk_event *event) {
+    cpu_event *e = cev(event);
     if (e->stream != NULL) {
         acg__cpu_stream_unref(e->stream);
     }
@@ -160,9 +190,9 @@ static void cpu_event_destroy(void *event) {
 }
 
 /* An event is a position in a stream's queue: recording enqueues nothing. */
-static acg_status cpu_event_record(void *event, void *stream) {
-    cpu_event *e = event;
-    cpu_stream *s = stream;
+static acg_status cpu_event_record(acg__bk_event *event, acg__bk_stream *stream) {
+    cpu_event *e = cev(event);
+    cpu_stream *s = cs(stream);
     if (acg__cpu_stream_recording(s)) {
         return ACG_OK; /* a recording's order is its submission order: no point to mark */
     }
@@ -190,30 +220,31 @@ static cpu_stream *event_point(cpu_event *e, uint64_t *seq) {
     return s;
 }
 
-static acg_status cpu_stream_wait_event(void *stream, void *event) {
-    if (acg__cpu_stream_recording(stream)) {
+static acg_status cpu_stream_wait_event(acg__bk_stream *stream, acg__bk_event *event) {
+    cpu_stream *s = cs(stream);
+    if (acg__cpu_stream_recording(s)) {
         return ACG_OK; /* what it waits for was recorded earlier, so it replays earlier */
     }
     uint64_t seq;
-    cpu_stream *other = event_point(event, &seq);
+    cpu_stream *other = event_point(cev(event), &seq);
     if (other == NULL) {
         return ACG_OK;
     }
-    if (other == stream || acg__cpu_stream_reached(other, seq)) {
+    if (other == s || acg__cpu_stream_reached(other, seq)) {
         acg__cpu_stream_unref(other);
         return ACG_OK; /* in-order already, or complete */
     }
-    cpu_op *op = acg__cpu_stream_reserve(stream);
+    cpu_op *op = acg__cpu_stream_reserve(s);
     op->kind = CPU_OP_WAIT;
     op->u.wait.other = other; /* the op owns the reference */
     op->u.wait.seq = seq;
-    acg__cpu_stream_submit(stream);
+    acg__cpu_stream_submit(s);
     return ACG_OK;
 }
 
-static acg_status cpu_event_query(void *event) {
+static acg_status cpu_event_query(acg__bk_event *event) {
     uint64_t seq;
-    cpu_stream *s = event_point(event, &seq);
+    cpu_stream *s = event_point(cev(event), &seq);
     if (s == NULL) {
         return ACG_OK;
     }
@@ -222,9 +253,9 @@ static acg_status cpu_event_query(void *event) {
     return done ? ACG_OK : ACG_NOT_READY;
 }
 
-static acg_status cpu_event_synchronize(void *event) {
+static acg_status cpu_event_synchronize(acg__bk_event *event) {
     uint64_t seq;
-    cpu_stream *s = event_point(event, &seq);
+    cpu_stream *s = event_point(cev(event), &seq);
     if (s != NULL) {
         acg__cpu_stream_wait(s, seq);
         acg__cpu_stream_unref(s);
@@ -254,8 +285,8 @@ static acg_status push_copy(cpu_stream *s, void *dst, const void *src, size_t si
     return ACG_OK;
 }
 
-static acg_status cpu_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src,
-                               size_t size, bool src_pinned) {
+static acg_status cpu_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                               const void *src, size_t size, bool src_pinned) {
     void *owned = NULL;
     if (!src_pinned) {
         /* The caller may reuse pageable memory at once: copy it aside now. */
@@ -269,21 +300,22 @@ static acg_status cpu_copy_h2d(void *stream, void *dst, size_t dst_off, const vo
         memcpy(owned, src, size);
         src = owned;
     }
-    return push_copy(stream, ptr(dst, dst_off), src, size, owned);
+    return push_copy(cs(stream), ptr(dst, dst_off), src, size, owned);
 }
 
-static acg_status cpu_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size,
-                               bool dst_pinned) {
-    acg_status st = push_copy(stream, dst, ptr(src, src_off), size, NULL);
+static acg_status cpu_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
+                               size_t size, bool dst_pinned) {
+    cpu_stream *s = cs(stream);
+    acg_status st = push_copy(s, dst, ptr(src, src_off), size, NULL);
     if (st == ACG_OK && !dst_pinned) {
-        acg__cpu_stream_wait(stream, acg__cpu_stream_head(stream));
+        acg__cpu_stream_wait(s, acg__cpu_stream_head(s));
     }
     return st;
 }
 
-static acg_status cpu_copy_d2d(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
-                               size_t size) {
-    return push_copy(stream, ptr(dst, dst_off), ptr(src, src_off), size, NULL);
+static acg_status cpu_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                               acg__bk_mem *src, size_t src_off, size_t size) {
+    return push_copy(cs(stream), ptr(dst, dst_off), ptr(src, src_off), size, NULL);
 }
 
 static void set_fill(cpu_op *op, void *dst, size_t size, uint32_t pattern, uint32_t psize) {
@@ -294,19 +326,20 @@ static void set_fill(cpu_op *op, void *dst, size_t size, uint32_t pattern, uint3
     op->u.fill.pattern_size = psize;
 }
 
-static acg_status cpu_fill(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
-                           uint32_t pattern_size) {
-    cpu_op *op = acg__cpu_stream_reserve(stream);
+static acg_status cpu_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                           uint32_t pattern, uint32_t pattern_size) {
+    cpu_op *op = acg__cpu_stream_reserve(cs(stream));
     if (op == NULL) {
         return recording_full();
     }
     set_fill(op, ptr(dst, off), size, pattern, pattern_size);
-    acg__cpu_stream_submit(stream);
+    acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
 }
 
 /* A kernel is its definition, which outlives it: launches read the C function from there. */
-static acg_status cpu_kernel_load(void *dev, const acg__kernel_def *def, void **kernel) {
+static acg_status cpu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
+                                  acg__bk_kernel **kernel) {
     ACG__UNUSED(dev);
     if (def->d.cpu.fn == NULL) {
         return acg__error(ACG_ERR_UNSUPPORTED,
@@ -314,7 +347,7 @@ static acg_status cpu_kernel_load(void *dev, const acg__kernel_def *def, void **
                           "definition sets no cpu.fn)",
                           def->name);
     }
-    *kernel = (void *)def;
+    *kernel = bk_kernel(def);
     return ACG_OK;
 }
 
@@ -332,14 +365,14 @@ static void set_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *d
     }
 }
 
-static acg_status cpu_kernel_launch(void *stream, void *kernel, const acg_dims *dims,
-                                    const acg__karg *args, uint32_t n_args) {
-    cpu_op *op = acg__cpu_stream_reserve(stream);
+static acg_status cpu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
+                                    const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
+    cpu_op *op = acg__cpu_stream_reserve(cs(stream));
     if (op == NULL) {
         return recording_full();
     }
-    set_kernel(op, kernel, dims, args, n_args);
-    acg__cpu_stream_submit(stream);
+    set_kernel(op, ckernel(kernel), dims, args, n_args);
+    acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
 }
 
@@ -367,7 +400,7 @@ static void build_ops(cpu_op *ops, const acg__graph_desc *desc) {
         memset(op, 0, sizeof *op);
         switch (n->kind) {
         case ACG_NODE_KERNEL:
-            set_kernel(op, n->kernel, &n->dims, n->args, n->n_args);
+            set_kernel(op, ckernel(n->kernel), &n->dims, n->args, n->n_args);
             break;
         case ACG_NODE_COPY_H2D:
             op->kind = CPU_OP_COPY;
@@ -402,7 +435,8 @@ static void build_ops(cpu_op *ops, const acg__graph_desc *desc) {
     }
 }
 
-static acg_status cpu_graph_instantiate(void *dev, const acg__graph_desc *desc, void **exec) {
+static acg_status cpu_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
+                                        acg__bk_exec **exec) {
     ACG__UNUSED(dev);
     cpu_graph *g = acg__calloc(1, sizeof *g);
     if (g == NULL) {
@@ -417,22 +451,22 @@ static acg_status cpu_graph_instantiate(void *dev, const acg__graph_desc *desc, 
         }
         build_ops(g->ops, desc);
     }
-    *exec = g;
+    *exec = bk_exec(g);
     return ACG_OK;
 }
 
-static acg_status cpu_graph_launch(void *exec, void *stream) {
-    cpu_op *op = acg__cpu_stream_reserve(stream);
+static acg_status cpu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
+    cpu_op *op = acg__cpu_stream_reserve(cs(stream));
     op->kind = CPU_OP_GRAPH;
-    op->u.graph.graph = exec;
-    acg__cpu_stream_submit(stream);
+    op->u.graph.graph = cgraph(exec);
+    acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
 }
 
 /* The same for graphs instantiated from the description and natively recorded ones: both
  * have one op per node but foreign work, in the ledger's order. */
-static acg_status cpu_graph_update(void *exec, const acg__graph_desc *desc) {
-    cpu_graph *g = exec;
+static acg_status cpu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
+    cpu_graph *g = cgraph(exec);
     if (count_ops(desc) != g->n_ops) {
         return acg__error(ACG_ERR_INTERNAL,
                           "acg_graph_update: the cpu graph has %u ops, the "
@@ -454,8 +488,8 @@ static acg_status cpu_capture_join_impl(cpu_recording *r, cpu_stream *s) {
     return ACG_OK;
 }
 
-static acg_status cpu_capture_join(void *rec, void *stream) {
-    return cpu_capture_join_impl(rec, stream);
+static acg_status cpu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream) {
+    return cpu_capture_join_impl(crec(rec), cs(stream));
 }
 
 /* Takes every stream of the recording out of recording mode and frees the recording, leaving
@@ -471,53 +505,53 @@ static cpu_op *recording_close(cpu_recording *r, uint32_t *n_ops) {
     return ops;
 }
 
-static void cpu_capture_abort(void *rec) {
+static void cpu_capture_abort(acg__bk_recording *rec) {
     uint32_t n = 0;
-    acg__free(recording_close(rec, &n));
+    acg__free(recording_close(crec(rec), &n));
 }
 
-static acg_status cpu_capture_end(void *rec, void **exec) {
+static acg_status cpu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec) {
     cpu_graph *g = acg__calloc(1, sizeof *g);
     uint32_t n = 0;
-    cpu_op *ops = recording_close(rec, &n);
+    cpu_op *ops = recording_close(crec(rec), &n);
     if (g == NULL) {
         acg__free(ops);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
     }
     g->ops = ops;
     g->n_ops = n;
-    *exec = g;
+    *exec = bk_exec(g);
     return ACG_OK;
 }
 
-static acg_status cpu_host_launch(void *stream, acg_host_fn fn, void *user) {
-    cpu_op *op = acg__cpu_stream_reserve(stream);
+static acg_status cpu_host_launch(acg__bk_stream *stream, acg_host_fn fn, void *user) {
+    cpu_op *op = acg__cpu_stream_reserve(cs(stream));
     if (op == NULL) {
         return recording_full();
     }
     op->kind = CPU_OP_HOST;
     op->u.host.fn = fn;
     op->u.host.user = user;
-    acg__cpu_stream_submit(stream);
+    acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
 }
 
-static acg_status cpu_capture_begin(void *stream, void **rec) {
+static acg_status cpu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec) {
     cpu_recording *r = acg__calloc(1, sizeof *r);
     if (r == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_begin_capture: out of memory");
     }
     acg_status st = ACG_OK;
-    if ((st = cpu_capture_join_impl(r, stream)) != ACG_OK) {
+    if ((st = cpu_capture_join_impl(r, cs(stream))) != ACG_OK) {
         acg__free(r);
         return st;
     }
-    *rec = r;
+    *rec = bk_rec(r);
     return ACG_OK;
 }
 
-static void cpu_graph_destroy(void *exec) {
-    cpu_graph *g = exec;
+static void cpu_graph_destroy(acg__bk_exec *exec) {
+    cpu_graph *g = cgraph(exec);
     acg__free(g->ops);
     acg__free(g);
 }

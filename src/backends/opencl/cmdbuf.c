@@ -173,6 +173,10 @@ typedef struct ocl_graph {
     uint32_t n_recs, cap_recs;
 } ocl_graph;
 
+/* The core's exec is an ocl_graph; these are the only casts between them. */
+static inline ocl_graph *ograph(acg__bk_exec *x) { return (ocl_graph *)x; }
+static inline acg__bk_exec *bk_exec(ocl_graph *g) { return (acg__bk_exec *)g; }
+
 static cl_int cmd_copy(const ocl_cmdbuf_api *a, cl_command_buffer_khr cb, cl_mem src, cl_mem dst,
                        size_t src_off, size_t dst_off, size_t size, cl_uint n_wait,
                        const cl_sync_point_khr *wait, cl_sync_point_khr *sp) {
@@ -212,7 +216,7 @@ static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg
         bool has_local;
         cl_uint work_dim = acg__ocl_dims(&n->dims, global, local, &has_local);
         cl_int err = CL_SUCCESS;
-        const ocl_kernel *k = n->kernel;
+        const ocl_kernel *k = acg__ocl_kernel(n->kernel);
         *kernel = clCreateKernel(k->program, k->name, &err);
         if (err != CL_SUCCESS) {
             *kernel = NULL;
@@ -227,23 +231,25 @@ static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg
         break;
     }
     case ACG_NODE_COPY_H2D:
-        OCL_CHECK(cmd_copy(a, cb, pin, n->dst_mem, pin_off, n->dst_off, n->size, n_wait, wait, sp),
+        OCL_CHECK(cmd_copy(a, cb, pin, acg__ocl_mem(n->dst_mem), pin_off, n->dst_off, n->size,
+                           n_wait, wait, sp),
                   fn, out);
         break;
     case ACG_NODE_COPY_D2H:
-        OCL_CHECK(cmd_copy(a, cb, n->src_mem, pin, n->src_off, pin_off, n->size, n_wait, wait, sp),
+        OCL_CHECK(cmd_copy(a, cb, acg__ocl_mem(n->src_mem), pin, n->src_off, pin_off, n->size,
+                           n_wait, wait, sp),
                   fn, out);
         break;
     case ACG_NODE_COPY_D2D:
-        OCL_CHECK(cmd_copy(a, cb, n->src_mem, n->dst_mem, n->src_off, n->dst_off, n->size, n_wait,
-                           wait, sp),
+        OCL_CHECK(cmd_copy(a, cb, acg__ocl_mem(n->src_mem), acg__ocl_mem(n->dst_mem), n->src_off,
+                           n->dst_off, n->size, n_wait, wait, sp),
                   fn, out);
         break;
     case ACG_NODE_FILL: {
         uint8_t bytes[4];
         acg__ocl_pattern_bytes(n->pattern, n->pattern_size, bytes);
-        OCL_CHECK(cmd_fill(a, cb, n->dst_mem, bytes, n->pattern_size, n->dst_off, n->size, n_wait,
-                           wait, sp),
+        OCL_CHECK(cmd_fill(a, cb, acg__ocl_mem(n->dst_mem), bytes, n->pattern_size, n->dst_off,
+                           n->size, n_wait, wait, sp),
                   fn, out);
         break;
     }
@@ -367,8 +373,9 @@ static void release_records(ocl_graph *g) {
     g->n_recs = 0;
 }
 
-acg_status acg__ocl_graph_instantiate(void *dev, const acg__graph_desc *desc, void **exec) {
-    ocl_device *d = dev;
+acg_status acg__ocl_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
+                                      acg__bk_exec **exec) {
+    ocl_device *d = acg__ocl_dev(dev);
     if (d->cb.abi == OCL_CB_NONE) {
         return acg__error(ACG_ERR_UNSUPPORTED, "acg_stream_end_capture: %s", d->cb.why);
     }
@@ -388,14 +395,14 @@ acg_status acg__ocl_graph_instantiate(void *dev, const acg__graph_desc *desc, vo
         acg__free(g);
         return st;
     }
-    *exec = g;
+    *exec = bk_exec(g);
     return ACG_OK;
 }
 
-acg_status acg__ocl_graph_launch(void *exec, void *stream) {
+acg_status acg__ocl_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
     static const char fn[] = "acg_graph_launch";
-    ocl_graph *g = exec;
-    ocl_stream *s = stream;
+    ocl_graph *g = ograph(exec);
+    ocl_stream *s = acg__ocl_stream(stream);
     const ocl_cmdbuf_api *a = &g->dev->cb;
     acg_status st = ACG_OK;
     ocl_record *r = NULL;
@@ -425,8 +432,8 @@ out:
     return st;
 }
 
-acg_status acg__ocl_graph_update(void *exec, const acg__graph_desc *desc) {
-    ocl_graph *g = exec;
+acg_status acg__ocl_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
+    ocl_graph *g = ograph(exec);
     acg__graph_desc old = g->desc;
     if (!copy_desc(&g->desc, desc)) {
         g->desc = old;
@@ -446,8 +453,8 @@ acg_status acg__ocl_graph_update(void *exec, const acg__graph_desc *desc) {
     return ACG_OK;
 }
 
-void acg__ocl_graph_destroy(void *exec) {
-    ocl_graph *g = exec;
+void acg__ocl_graph_destroy(acg__bk_exec *exec) {
+    ocl_graph *g = ograph(exec);
     release_records(g);
     acg__free(g->recs);
     acg__desc_free(&g->desc);

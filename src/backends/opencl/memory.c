@@ -24,9 +24,9 @@ static acg_status too_large(const ocl_device *d, const char *fn, size_t size, si
                       fn, size, plus, (unsigned long long)d->max_alloc);
 }
 
-acg_status acg__ocl_buffer_alloc(void *dev, size_t size, void **mem) {
+acg_status acg__ocl_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **mem) {
     static const char fn[] = "acg_buffer_alloc";
-    ocl_device *d = dev;
+    ocl_device *d = acg__ocl_dev(dev);
     cl_int err = CL_SUCCESS;
     if (size > d->max_alloc) {
         return too_large(d, fn, size, 0);
@@ -37,13 +37,13 @@ acg_status acg__ocl_buffer_alloc(void *dev, size_t size, void **mem) {
         snprintf(call, sizeof call, "clCreateBuffer(%zu bytes)", size);
         return acg__ocl_error(err, fn, call);
     }
-    *mem = m;
+    *mem = acg__ocl_bk_mem(m);
     return ACG_OK;
 }
 
-void acg__ocl_buffer_free(void *dev, void *mem) {
+void acg__ocl_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
     ACG__UNUSED(dev);
-    clReleaseMemObject(mem);
+    clReleaseMemObject(acg__ocl_mem(mem));
 }
 
 /* ---- pinned memory: a table sorted by pointer, under the device lock ------------------- */
@@ -77,9 +77,9 @@ bool acg__ocl_pinned_find(ocl_device *d, const void *p, cl_mem *mem, size_t *off
     return found;
 }
 
-acg_status acg__ocl_pinned_alloc(void *dev, size_t size, void **out) {
+acg_status acg__ocl_pinned_alloc(acg__bk_device *dev, size_t size, void **out) {
     static const char fn[] = "acg_pinned_alloc";
-    ocl_device *d = dev;
+    ocl_device *d = acg__ocl_dev(dev);
     acg_status st = ACG_OK;
     cl_int err = CL_SUCCESS;
     ocl_pinned e = {.size = size};
@@ -123,8 +123,8 @@ out_release:
     return st;
 }
 
-void acg__ocl_pinned_free(void *dev, void *ptr) {
-    ocl_device *d = dev;
+void acg__ocl_pinned_free(acg__bk_device *dev, void *ptr) {
+    ocl_device *d = acg__ocl_dev(dev);
     pthread_mutex_lock(&d->lock);
     uint32_t i = pin_upper_bound(d, ptr);
     if (i == 0 || d->pins[i - 1].ptr != ptr) {
@@ -147,54 +147,56 @@ void acg__ocl_pinned_free(void *dev, void *ptr) {
 
 /* ---- copies and fills --------------------------------------------------------------------- */
 
-acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src, size_t size,
-                             bool src_pinned) {
-    ocl_stream *s = stream;
+acg_status acg__ocl_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                             const void *src, size_t size, bool src_pinned) {
+    ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
     /* Pageable memory must be read before the call returns: a blocking write. */
     cl_event ev = NULL;
-    OCL_CHECK(clEnqueueWriteBuffer(s->queue, dst, src_pinned ? CL_FALSE : CL_TRUE, dst_off, size,
-                                   src, 0, NULL, &ev),
+    OCL_CHECK(clEnqueueWriteBuffer(s->queue, acg__ocl_mem(dst), src_pinned ? CL_FALSE : CL_TRUE,
+                                   dst_off, size, src, 0, NULL, &ev),
               "acg_copy_h2d", out);
     acg__ocl_track(s, ev);
 out:
     return st;
 }
 
-acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size,
-                             bool dst_pinned) {
-    ocl_stream *s = stream;
+acg_status acg__ocl_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
+                             size_t size, bool dst_pinned) {
+    ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
     cl_event ev = NULL;
     /* Pageable memory must be written before the call returns: a blocking read. */
-    OCL_CHECK(clEnqueueReadBuffer(s->queue, src, dst_pinned ? CL_FALSE : CL_TRUE, src_off, size,
-                                  dst, 0, NULL, &ev),
+    OCL_CHECK(clEnqueueReadBuffer(s->queue, acg__ocl_mem(src), dst_pinned ? CL_FALSE : CL_TRUE,
+                                  src_off, size, dst, 0, NULL, &ev),
               "acg_copy_d2h", out);
     acg__ocl_track(s, ev);
 out:
     return st;
 }
 
-acg_status acg__ocl_copy_d2d(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
-                             size_t size) {
-    ocl_stream *s = stream;
+acg_status acg__ocl_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                             acg__bk_mem *src, size_t src_off, size_t size) {
+    ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
     cl_event ev = NULL;
-    OCL_CHECK(clEnqueueCopyBuffer(s->queue, src, dst, src_off, dst_off, size, 0, NULL, &ev),
+    OCL_CHECK(clEnqueueCopyBuffer(s->queue, acg__ocl_mem(src), acg__ocl_mem(dst), src_off, dst_off,
+                                  size, 0, NULL, &ev),
               "acg_copy_d2d", out);
     acg__ocl_track(s, ev);
 out:
     return st;
 }
 
-acg_status acg__ocl_fill(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
-                         uint32_t pattern_size) {
-    ocl_stream *s = stream;
+acg_status acg__ocl_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                         uint32_t pattern, uint32_t pattern_size) {
+    ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
     uint8_t bytes[4];
     acg__ocl_pattern_bytes(pattern, pattern_size, bytes);
     cl_event ev = NULL;
-    OCL_CHECK(clEnqueueFillBuffer(s->queue, dst, bytes, pattern_size, off, size, 0, NULL, &ev),
+    OCL_CHECK(clEnqueueFillBuffer(s->queue, acg__ocl_mem(dst), bytes, pattern_size, off, size, 0,
+                                  NULL, &ev),
               "acg_fill", out);
     acg__ocl_track(s, ev);
 out:

@@ -149,7 +149,7 @@ acg_status acg__ocl_queue_create(ocl_device *d, cl_command_queue *out, const cha
     return ACG_OK;
 }
 
-static acg_status ocl_device_open(int index, const char *options, void **out) {
+static acg_status ocl_device_open(int index, const char *options, acg__bk_device **out) {
     static const char fn[] = "acg_device_open";
     if (*options != '\0') {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
@@ -181,7 +181,7 @@ static acg_status ocl_device_open(int index, const char *options, void **out) {
         goto out_context;
     }
     pthread_mutex_init(&d->lock, NULL);
-    *out = d;
+    *out = acg__ocl_bk_dev(d);
     return ACG_OK;
 
 out_context:
@@ -191,8 +191,8 @@ out_free:
     return st;
 }
 
-static void ocl_device_close(void *dev) {
-    ocl_device *d = dev;
+static void ocl_device_close(acg__bk_device *dev) {
+    ocl_device *d = acg__ocl_dev(dev);
     for (uint32_t i = 0; i < d->n_programs; i++) {
         clReleaseProgram(d->programs[i].program);
         acg__free(d->programs[i].source);
@@ -205,38 +205,38 @@ static void ocl_device_close(void *dev) {
     acg__free(d);
 }
 
-static acg_status ocl_query_capability(void *dev, acg_capability *out) {
-    ocl_device *d = dev;
+static acg_status ocl_query_capability(acg__bk_device *dev, acg_capability *out) {
+    ocl_device *d = acg__ocl_dev(dev);
     describe_device(d->platform, d->id, &d->cb, out);
     return ACG_OK;
 }
 
 /* ---- streams and events ------------------------------------------------------------------ */
 
-static acg_status ocl_stream_create(void *dev, void **out) {
+static acg_status ocl_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
     ocl_stream *s = acg__calloc(1, sizeof *s);
     if (s == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
     }
-    s->dev = dev;
-    acg_status st = acg__ocl_queue_create(dev, &s->queue, "acg_stream_create");
+    s->dev = acg__ocl_dev(dev);
+    acg_status st = acg__ocl_queue_create(s->dev, &s->queue, "acg_stream_create");
     if (st != ACG_OK) {
         acg__free(s);
         return st;
     }
-    *out = s;
+    *out = acg__ocl_bk_stream(s);
     return ACG_OK;
 }
 
-static void ocl_stream_destroy(void *stream) {
-    ocl_stream *s = stream;
+static void ocl_stream_destroy(acg__bk_stream *stream) {
+    ocl_stream *s = acg__ocl_stream(stream);
     acg__ocl_track(s, NULL);
     clReleaseCommandQueue(s->queue);
     acg__free(s);
 }
 
-static acg_status ocl_stream_synchronize(void *stream) {
-    ocl_stream *s = stream;
+static acg_status ocl_stream_synchronize(acg__bk_stream *stream) {
+    ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
     OCL_CHECK(clFinish(s->queue), "acg_stream_synchronize", out);
 out:
@@ -258,9 +258,9 @@ out:
 }
 
 /* Idle when the latest command completed (an in-order queue completes in order). */
-static acg_status ocl_stream_query(void *stream) {
+static acg_status ocl_stream_query(acg__bk_stream *stream) {
     static const char fn[] = "acg_stream_query";
-    ocl_stream *s = stream;
+    ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
     if (s->last == NULL) {
         return ACG_OK;
@@ -276,19 +276,23 @@ typedef struct ocl_event {
     cl_event ev; /* the latest command when recorded; NULL when never recorded */
 } ocl_event;
 
-static acg_status ocl_event_create(void *dev, void **out) {
+/* The core's event is an ocl_event; these are the only casts between them. */
+static inline ocl_event *oevent(acg__bk_event *e) { return (ocl_event *)e; }
+static inline acg__bk_event *bk_event(ocl_event *e) { return (acg__bk_event *)e; }
+
+static acg_status ocl_event_create(acg__bk_device *dev, acg__bk_event **out) {
     ACG__UNUSED(dev);
     ocl_event *e = acg__calloc(1, sizeof *e);
     if (e == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_event_create: out of memory");
     }
     pthread_mutex_init(&e->lock, NULL);
-    *out = e;
+    *out = bk_event(e);
     return ACG_OK;
 }
 
-static void ocl_event_destroy(void *event) {
-    ocl_event *e = event;
+static void ocl_event_destroy(acg__bk_event *event) {
+    ocl_event *e = oevent(event);
     if (e->ev != NULL) {
         clReleaseEvent(e->ev);
     }
@@ -297,10 +301,10 @@ static void ocl_event_destroy(void *event) {
 }
 
 /* An event stands for the stream's latest command: recording enqueues nothing. */
-static acg_status ocl_event_record(void *event, void *stream) {
+static acg_status ocl_event_record(acg__bk_event *event, acg__bk_stream *stream) {
     static const char fn[] = "acg_event_record";
-    ocl_event *e = event;
-    ocl_stream *s = stream;
+    ocl_event *e = oevent(event);
+    ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
     if (s->native_used) {
         /* The engine may have queued its own commands after acg's latest: a marker covers
@@ -331,8 +335,8 @@ out_early:
 
 /* The driver's in-order queue. From now on an event record marks the queue's end rather than
  * acg's latest command, so work the engine queues itself is ordered too. */
-static acg_status ocl_stream_get_native(void *stream, acg_native_handle *out) {
-    ocl_stream *s = stream;
+static acg_status ocl_stream_get_native(acg__bk_stream *stream, acg_native_handle *out) {
+    ocl_stream *s = acg__ocl_stream(stream);
     s->native_used = true;
     out->kind = ACG_NATIVE_OPENCL_QUEUE;
     out->handle = s->queue;
@@ -351,10 +355,10 @@ static cl_event event_marker(ocl_event *e) {
     return ev;
 }
 
-static acg_status ocl_stream_wait_event(void *stream, void *event) {
-    ocl_stream *s = stream;
+static acg_status ocl_stream_wait_event(acg__bk_stream *stream, acg__bk_event *event) {
+    ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
-    cl_event ev = event_marker(event), barrier = NULL;
+    cl_event ev = event_marker(oevent(event)), barrier = NULL;
     if (ev == NULL) {
         return ACG_OK;
     }
@@ -366,8 +370,8 @@ out:
     return st;
 }
 
-static acg_status ocl_event_query(void *event) {
-    cl_event ev = event_marker(event);
+static acg_status ocl_event_query(acg__bk_event *event) {
+    cl_event ev = event_marker(oevent(event));
     if (ev == NULL) {
         return ACG_OK;
     }
@@ -376,9 +380,9 @@ static acg_status ocl_event_query(void *event) {
     return st;
 }
 
-static acg_status ocl_event_synchronize(void *event) {
+static acg_status ocl_event_synchronize(acg__bk_event *event) {
     acg_status st = ACG_OK;
-    cl_event ev = event_marker(event);
+    cl_event ev = event_marker(oevent(event));
     if (ev == NULL) {
         return ACG_OK;
     }
@@ -446,9 +450,10 @@ static acg_status find_program(ocl_device *d, const char *kernel, const char *sr
     return ACG_OK;
 }
 
-static acg_status ocl_kernel_load(void *dev, const acg__kernel_def *def, void **out) {
+static acg_status ocl_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
+                                  acg__bk_kernel **out) {
     static const char fn[] = "acg_kernel_get";
-    ocl_device *d = dev;
+    ocl_device *d = acg__ocl_dev(dev);
     if (def->d.opencl.source == NULL) {
         return acg__error(ACG_ERR_UNSUPPORTED,
                           "%s: kernel %s has no code for the opencl backend (its definition "
@@ -476,13 +481,13 @@ static acg_status ocl_kernel_load(void *dev, const acg__kernel_def *def, void **
     k->program = program;
     k->name = def->d.opencl.name; /* the definition outlives the kernel */
     pthread_mutex_init(&k->lock, NULL);
-    *out = k;
+    *out = acg__ocl_bk_kernel(k);
     return ACG_OK;
 }
 
-static void ocl_kernel_unload(void *dev, void *kernel) {
+static void ocl_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel) {
     ACG__UNUSED(dev);
-    ocl_kernel *k = kernel;
+    ocl_kernel *k = acg__ocl_kernel(kernel);
     clReleaseKernel(k->kernel);
     pthread_mutex_destroy(&k->lock);
     acg__free(k);
@@ -494,7 +499,7 @@ acg_status acg__ocl_set_args(cl_kernel k, const acg__karg *args, uint32_t n, con
     for (uint32_t i = 0; i < n; i++) {
         const acg__karg *a = &args[i];
         if (a->type == ACG_ARG_BUFFER) {
-            cl_mem mem = a->value.buf.mem;
+            cl_mem mem = acg__ocl_mem(a->value.buf.mem);
             cl_ulong off = a->value.buf.offset;
             OCL_CHECK(clSetKernelArg(k, idx++, sizeof mem, &mem), fn, out);
             OCL_CHECK(clSetKernelArg(k, idx++, sizeof off, &off), fn, out);
@@ -518,11 +523,11 @@ cl_uint acg__ocl_dims(const acg_dims *dims, size_t global[3], size_t local[3], b
                                                        : 1;
 }
 
-static acg_status ocl_kernel_launch(void *stream, void *kernel, const acg_dims *dims,
-                                    const acg__karg *args, uint32_t n_args) {
+static acg_status ocl_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
+                                    const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
     static const char fn[] = "acg_kernel_launch";
-    ocl_stream *s = stream;
-    ocl_kernel *k = kernel;
+    ocl_stream *s = acg__ocl_stream(stream);
+    ocl_kernel *k = acg__ocl_kernel(kernel);
     size_t global[3], local[3];
     bool has_local;
     cl_uint work_dim = acg__ocl_dims(dims, global, local, &has_local);

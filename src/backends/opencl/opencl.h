@@ -142,6 +142,17 @@ typedef struct ocl_stream {
     bool native_used; /* the queue was handed out: commands acg did not queue may follow last */
 } ocl_stream;
 
+/* The core's backend types are these structs (events and graphs: opencl.c, cmdbuf.c); these
+ * helpers are the only casts between them. */
+static inline ocl_device *acg__ocl_dev(acg__bk_device *d) { return (ocl_device *)d; }
+static inline acg__bk_device *acg__ocl_bk_dev(ocl_device *d) { return (acg__bk_device *)d; }
+static inline ocl_stream *acg__ocl_stream(acg__bk_stream *s) { return (ocl_stream *)s; }
+static inline acg__bk_stream *acg__ocl_bk_stream(ocl_stream *s) { return (acg__bk_stream *)s; }
+static inline ocl_kernel *acg__ocl_kernel(acg__bk_kernel *k) { return (ocl_kernel *)k; }
+static inline acg__bk_kernel *acg__ocl_bk_kernel(ocl_kernel *k) { return (acg__bk_kernel *)k; }
+static inline cl_mem acg__ocl_mem(acg__bk_mem *m) { return (cl_mem)m; }
+static inline acg__bk_mem *acg__ocl_bk_mem(cl_mem m) { return (acg__bk_mem *)m; }
+
 /* Makes ev the stream's latest command (taking the reference). */
 static inline void acg__ocl_track(ocl_stream *s, cl_event ev) {
     if (s->last != NULL) {
@@ -168,23 +179,24 @@ cl_uint acg__ocl_dims(const acg_dims *dims, size_t global[3], size_t local[3], b
 bool acg__ocl_pinned_find(ocl_device *dev, const void *p, cl_mem *mem, size_t *offset);
 
 /* Graph slots (cmdbuf.c). */
-acg_status acg__ocl_graph_instantiate(void *dev, const acg__graph_desc *desc, void **exec);
-acg_status acg__ocl_graph_launch(void *exec, void *stream);
-acg_status acg__ocl_graph_update(void *exec, const acg__graph_desc *desc);
-void acg__ocl_graph_destroy(void *exec);
+acg_status acg__ocl_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
+                                      acg__bk_exec **exec);
+acg_status acg__ocl_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
+acg_status acg__ocl_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
+void acg__ocl_graph_destroy(acg__bk_exec *exec);
 
 /* Memory slots (memory.c). */
-acg_status acg__ocl_buffer_alloc(void *dev, size_t size, void **mem);
-void acg__ocl_buffer_free(void *dev, void *mem);
-acg_status acg__ocl_pinned_alloc(void *dev, size_t size, void **ptr);
-void acg__ocl_pinned_free(void *dev, void *ptr);
-acg_status acg__ocl_copy_h2d(void *stream, void *dst, size_t dst_off, const void *src, size_t size,
-                             bool src_pinned);
-acg_status acg__ocl_copy_d2h(void *stream, void *dst, void *src, size_t src_off, size_t size,
-                             bool dst_pinned);
-acg_status acg__ocl_copy_d2d(void *stream, void *dst, size_t dst_off, void *src, size_t src_off,
-                             size_t size);
-acg_status acg__ocl_fill(void *stream, void *dst, size_t off, size_t size, uint32_t pattern,
-                         uint32_t pattern_size);
+acg_status acg__ocl_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **mem);
+void acg__ocl_buffer_free(acg__bk_device *dev, acg__bk_mem *mem);
+acg_status acg__ocl_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr);
+void acg__ocl_pinned_free(acg__bk_device *dev, void *ptr);
+acg_status acg__ocl_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                             const void *src, size_t size, bool src_pinned);
+acg_status acg__ocl_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
+                             size_t size, bool dst_pinned);
+acg_status acg__ocl_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                             acg__bk_mem *src, size_t src_off, size_t size);
+acg_status acg__ocl_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                         uint32_t pattern, uint32_t pattern_size);
 
 #endif /* ACG_BACKENDS_OPENCL_H */
