@@ -278,14 +278,17 @@ static acg_status wait_pool_locked(acg_graph_pool *pool) {
 acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_launch";
-    acg_status st = check_graph(g, fn);
-    if (st != ACG_OK) {
-        return st;
+    /* Both handles held under one registry lock: this is the serving loop's call. */
+    const void *handles[2] = {g, s};
+    static const acg__handle_type types[2] = {ACG__HANDLE_GRAPH, ACG__HANDLE_STREAM};
+    uint32_t bad = 0;
+    if (!acg__handle_use_many(handles, types, 2, &bad)) {
+        return bad == 0 ? acg__error(ACG_ERR_INVALID_HANDLE, "%s: graph %p is not a live graph", fn,
+                                     (const void *)g)
+                        : acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream",
+                                     fn, (const void *)s);
     }
-    st = acg__check_stream(s, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    acg_status st = ACG_OK;
     acg_device *dev = g->dev;
     if (s->dev != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: graph %llu belongs to %s, the stream to %s",

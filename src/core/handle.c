@@ -183,6 +183,34 @@ static bool hold(const void *p, acg__handle_type type, bool even_retired) {
 
 bool acg__handle_use(const void *p, acg__handle_type type) { return hold(p, type, false); }
 
+bool acg__handle_use_many(const void *const *p, const acg__handle_type *types, uint32_t n,
+                          uint32_t *bad) {
+    if (scope_depth == 0 || n_held + n > MAX_HELD) {
+        fprintf(stderr, "acg: internal error: handles used %s\n",
+                scope_depth == 0 ? "outside a call scope" : "by too many nested calls");
+        abort();
+    }
+    /* One read lock for the whole call's handles: the lock's two atomic operations were most
+     * of what validating a handle cost. */
+    pthread_rwlock_rdlock(&reg_lock);
+    uint32_t i = 0;
+    for (; i < n; i++) {
+        slot *e = p[i] != NULL ? lookup(p[i]) : NULL;
+        if (e == NULL || e->type != types[i] || e->retired) {
+            break;
+        }
+        atomic_fetch_add_explicit(&e->life->users, 1, memory_order_relaxed);
+        held[n_held++] = (struct held){.p = p[i], .life = e->life};
+    }
+    pthread_rwlock_unlock(&reg_lock);
+    if (i == n) {
+        return true;
+    }
+    /* Keep the holds taken: the scope releases them, as with one acg__handle_use at a time. */
+    *bad = i;
+    return false;
+}
+
 void acg__hold_device(acg_device *dev) { hold(dev, ACG__HANDLE_DEVICE, true); }
 
 bool acg__handle_valid(const void *p, acg__handle_type type) {

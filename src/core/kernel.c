@@ -448,6 +448,21 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
             extent[i] = (uint64_t)def->bytes_per_item[i] * dims->global[0];
         }
     }
+    /* Every buffer argument held under one registry lock. */
+    const void *bufs[ACG_MAX_KERNEL_ARGS];
+    acg__handle_type buf_types[ACG_MAX_KERNEL_ARGS];
+    uint32_t buf_arg[ACG_MAX_KERNEL_ARGS], n_bufs = 0, bad = 0;
+    for (uint32_t i = 0; i < def->n_args; i++) {
+        if (args[i].type == ACG_ARG_BUFFER) {
+            bufs[n_bufs] = args[i].value.buf.buffer;
+            buf_types[n_bufs] = ACG__HANDLE_BUFFER;
+            buf_arg[n_bufs++] = i;
+        }
+    }
+    if (!acg__handle_use_many(bufs, buf_types, n_bufs, &bad)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s(%s): argument %u is not a live buffer", fn,
+                          def->name, buf_arg[bad]);
+    }
     for (uint32_t i = 0; i < def->n_args; i++) {
         const acg_arg *a = &args[i];
         acg__karg *r = &node->args[i];
@@ -455,10 +470,6 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
             continue;
         }
         const acg_buffer *b = a->value.buf.buffer;
-        if (!acg__handle_use(b, ACG__HANDLE_BUFFER)) {
-            return acg__error(ACG_ERR_INVALID_HANDLE, "%s(%s): argument %u is not a live buffer",
-                              fn, def->name, i);
-        }
         if (b->dev != s->dev) {
             return acg__error(ACG_ERR_WRONG_DEVICE,
                               "%s(%s): argument %u belongs to %s, the stream to %s", fn, def->name,
@@ -519,13 +530,15 @@ acg_status acg_kernel_launch(acg_stream *s, const acg_kernel *k, const acg_dims 
                              const acg_arg *args, size_t n_args) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kernel_launch";
-    acg_status st = acg__check_stream(s, fn);
-    if (st != ACG_OK) {
-        return st;
+    const void *handles[2] = {s, k};
+    static const acg__handle_type types[2] = {ACG__HANDLE_STREAM, ACG__HANDLE_KERNEL};
+    uint32_t bad = 0;
+    if (!acg__handle_use_many(handles, types, 2, &bad)) {
+        return bad == 0 ? acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream",
+                                     fn, (const void *)s)
+                        : acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid kernel", fn);
     }
-    if (!acg__handle_use(k, ACG__HANDLE_KERNEL)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid kernel", fn);
-    }
+    acg_status st = ACG_OK;
     if (k->dev != s->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: kernel %s belongs to %s, the stream to %s", fn,
                           k->def->name, k->dev->name, s->dev->name);

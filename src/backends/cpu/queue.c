@@ -20,15 +20,15 @@
 struct cpu_stream {
     _Alignas(64) _Atomic uint64_t head; /* ops submitted */
     uint64_t done_seen; /* the submitter's last look at `done`, to avoid reading it each time */
+    cpu_op *ring;       /* (RING_SIZE); read-only after creation */
+    cpu_recording *rec; /* native capture: ops go here instead of the ring (see cpu.h) */
+    cpu_device *dev;    /* read-only after creation */
     _Alignas(64) _Atomic uint64_t done; /* ops completed */
+    _Atomic int fault; /* work of this stream faulted; reported by the next synchronize */
     _Alignas(64) _Atomic int worker_sleeping;
     _Atomic int waiters; /* threads sleeping until `done` advances */
     _Atomic int stop;
     _Atomic uint32_t refs;
-    cpu_op *ring;       /* (RING_SIZE) */
-    cpu_recording *rec; /* native capture: ops go here instead of the ring (see cpu.h) */
-    cpu_device *dev;
-    _Atomic int fault; /* work of this stream faulted; reported by the next synchronize */
     pthread_mutex_t mu;
     pthread_cond_t work;     /* signalled when head advances or stop is set */
     pthread_cond_t progress; /* broadcast when done advances and waiters > 0 */

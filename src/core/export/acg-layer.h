@@ -133,6 +133,10 @@ void acg__scope_exit(acg__scope *sc);
 /* Whether p is a live, unretired handle of this type; when it is, the current call scope holds
  * it. */
 bool acg__handle_use(const void *p, acg__handle_type type);
+/* acg__handle_use of n handles under one registry lock; false with *bad the first that is not
+ * live (the ones before it stay held until the scope ends). */
+bool acg__handle_use_many(const void *const *p, const acg__handle_type *types, uint32_t n,
+                          uint32_t *bad);
 /* The same check without holding (for test hooks that read a counter). */
 bool acg__handle_valid(const void *p, acg__handle_type type);
 /* A destroy's first step: makes p unusable by new calls and waits until no other thread's
