@@ -1,5 +1,5 @@
-/* runner.c — capture runners: buckets and their slots, leases, the capture budget, the graph
- * switches, and rank agreement.
+/* runner.c — creating and destroying capture runners: buckets and their slots, static buffers,
+ * the capture budget, the graph switches, and rank agreement (serve.c serves steps).
  *
  * Creation follows a fixed order, because each step depends on the one before: check that the
  * recipe can be captured at all (before allocating anything), claim every static buffer, measure
@@ -12,38 +12,7 @@
 
 #include <acg/engine.h>
 
-#include "engine-impl.h"
-
-#define MAX_SLOTS 2
-
-typedef struct bucket {
-    acg_bucket_report report; /* report.key.label points at label */
-    char label[64];
-    acg_graph **graphs;   /* (n_slots, n_parts); NULL entries when not captured */
-    acg_buffer **inputs;  /* (n_slots, n_inputs) views at this bucket's shape */
-    acg_buffer **outputs; /* (n_outputs) views at this bucket's shape */
-    uint32_t next_slot;
-    acg_event *slot_free[MAX_SLOTS]; /* after each slot's latest step (made at first lease) */
-    uint64_t ticket[MAX_SLOTS];      /* the lease holding each slot, 0 when free */
-    acg_status status;               /* why it was dropped, as a status */
-} bucket;
-
-struct acg_runner {
-    acg__life life; /* calls using it (handle.c) */
-    acg_device *dev;
-    acg_recipe recipe;
-    acg_stream *stream;
-    acg_graph_mode mode;
-    bool piecewise;
-    uint32_t n_buckets, n_slots, n_parts;
-    bucket *buckets;      /* in the caller's order */
-    uint32_t *order;      /* bucket indices, largest first */
-    acg_buffer **inputs;  /* (n_slots, n_inputs) at the largest shape */
-    acg_buffer **outputs; /* (n_outputs) at the largest shape, shared by every bucket */
-    acg_graph_pool *pool;
-    bool statics_ready;
-    pthread_mutex_t lock; /* slot rotation and lazy statics */
-};
+#include "runner-impl.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -51,7 +20,7 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static bool larger(const acg_bucket_key *a, const acg_bucket_key *b) {
+bool acg__runner_larger(const acg_bucket_key *a, const acg_bucket_key *b) {
     return a->batch != b->batch ? a->batch > b->batch : a->tokens > b->tokens;
 }
 
@@ -89,7 +58,7 @@ static acg_status resolve_slots(uint32_t n, uint32_t *out) {
 
 static void destroy_runner(acg_runner *r);
 
-static acg_status check_runner(const acg_runner *r, const char *fn) {
+acg_status acg__runner_check(const acg_runner *r, const char *fn) {
     if (!acg__handle_use(r, ACG__HANDLE_RUNNER)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live runner", fn,
                           (const void *)r);
@@ -128,7 +97,7 @@ static void own(acg_runner *r, acg_buffer *buf) {
 
 /* Allocates the static inputs (per slot) and outputs at the largest shape, and every bucket's
  * views of them. Interned: smaller buckets never allocate, they slice. */
-static acg_status claim_statics(acg_runner *r) {
+acg_status acg__runner_claim_statics(acg_runner *r) {
     const acg_recipe *rc = &r->recipe;
     acg_status st = ACG_OK;
     for (uint32_t s = 0; s < r->n_slots && st == ACG_OK; s++) {
@@ -183,7 +152,7 @@ static void release_statics(acg_runner *r) {
 
 /* ---- running a step ----------------------------------------------------------------------- */
 
-static acg_step_io step_io(const acg_runner *r, uint32_t b, uint32_t slot) {
+acg_step_io acg__runner_step_io(const acg_runner *r, uint32_t b, uint32_t slot) {
     const bucket *bk = &r->buckets[b];
     acg_step_io io = {&bk->report.key, b, slot, &bk->inputs[slot * r->recipe.n_inputs],
                       bk->outputs};
@@ -193,10 +162,9 @@ static acg_step_io step_io(const acg_runner *r, uint32_t b, uint32_t slot) {
 /* The recipe's callbacks. A failure names the recipe, the callback and the bucket, followed by
  * the detail the callback set (acg_set_last_error, or a failed acg call's), if it set one: a
  * detail left over from an earlier failure would mislead. */
-enum { CB_FORWARD, CB_REGION, CB_BETWEEN };
 
-static acg_status call_recipe(const acg_runner *r, int cb, uint32_t part, acg_stream *s,
-                              const acg_step_io *io) {
+acg_status acg__runner_call_recipe(const acg_runner *r, int cb, uint32_t part, acg_stream *s,
+                                   const acg_step_io *io) {
     const acg_recipe *rc = &r->recipe;
     uint64_t serial = acg__error_serial();
     acg_status st = cb == CB_FORWARD  ? rc->forward(rc->user, s, io)
@@ -226,16 +194,16 @@ static acg_status call_recipe(const acg_runner *r, int cb, uint32_t part, acg_st
                       k->label, (unsigned long long)k->key_info, k->batch, k->tokens, detail);
 }
 
-static acg_status run_eager(acg_runner *r, uint32_t b, uint32_t slot, acg_stream *s) {
-    acg_step_io io = step_io(r, b, slot);
+acg_status acg__runner_run_eager(acg_runner *r, uint32_t b, uint32_t slot, acg_stream *s) {
+    acg_step_io io = acg__runner_step_io(r, b, slot);
     if (!r->piecewise) {
-        return call_recipe(r, CB_FORWARD, 0, s, &io);
+        return acg__runner_call_recipe(r, CB_FORWARD, 0, s, &io);
     }
     acg_status st = ACG_OK;
     for (uint32_t p = 0; p < r->recipe.n_regions && st == ACG_OK; p++) {
-        st = call_recipe(r, CB_REGION, p, s, &io);
+        st = acg__runner_call_recipe(r, CB_REGION, p, s, &io);
         if (st == ACG_OK && p + 1 < r->recipe.n_regions) {
-            st = call_recipe(r, CB_BETWEEN, p, s, &io);
+            st = acg__runner_call_recipe(r, CB_BETWEEN, p, s, &io);
         }
     }
     return st;
@@ -248,7 +216,7 @@ static acg_status capture_part(acg_runner *r, uint32_t b, uint32_t slot, uint32_
                                acg_graph **out) {
     const acg_recipe *rc = &r->recipe;
     acg_stream *s = r->stream;
-    acg_step_io io = step_io(r, b, slot);
+    acg_step_io io = acg__runner_step_io(r, b, slot);
     acg_buffer *scratch_out[16];
     acg_status st = acg_stream_begin_capture(s, r->pool);
     if (st != ACG_OK) {
@@ -264,14 +232,14 @@ static acg_status capture_part(acg_runner *r, uint32_t b, uint32_t slot, uint32_
         acg_step_io cap = io;
         cap.outputs = scratch_out;
         if (st == ACG_OK) {
-            st = call_recipe(r, CB_FORWARD, 0, s, &cap);
+            st = acg__runner_call_recipe(r, CB_FORWARD, 0, s, &cap);
         }
         for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
             st = acg_copy_d2d(s, io.outputs[i], 0, scratch_out[i], 0,
                               acg_buffer_get_size(io.outputs[i]));
         }
     } else {
-        st = call_recipe(r, CB_REGION, part, s, &io);
+        st = acg__runner_call_recipe(r, CB_REGION, part, s, &io);
     }
     char why[512];
     snprintf(why, sizeof why, "%s", acg_last_error());
@@ -300,7 +268,7 @@ static acg_status capture_bucket(acg_runner *r, uint32_t b) {
     acg_status st = ACG_OK;
     for (uint32_t slot = 0; slot < r->n_slots && st == ACG_OK; slot++) {
         for (int w = 0; w < 2 && st == ACG_OK; w++) {
-            st = run_eager(r, b, slot, r->stream);
+            st = acg__runner_run_eager(r, b, slot, r->stream);
         }
         if (st == ACG_OK) {
             st = acg_stream_synchronize(r->stream);
@@ -356,7 +324,7 @@ static acg_status measure_peaks(acg_runner *r, uint64_t *largest) {
         }
         uint64_t base = m.bytes_in_use;
         if (st == ACG_OK) {
-            st = run_eager(r, b, 0, r->stream);
+            st = acg__runner_run_eager(r, b, 0, r->stream);
         }
         if (st == ACG_OK) {
             st = acg_stream_synchronize(r->stream);
@@ -511,7 +479,7 @@ static acg_status alloc_runner(acg_device *dev, const acg_runner_config *c, acg_
         ok = bk->graphs && bk->inputs && bk->outputs;
         /* Insertion sort, largest first: bucket lists are short. */
         uint32_t at = b;
-        while (at > 0 && larger(&c->buckets[b], &c->buckets[r->order[at - 1]])) {
+        while (at > 0 && acg__runner_larger(&c->buckets[b], &c->buckets[r->order[at - 1]])) {
             r->order[at] = r->order[at - 1];
             at--;
         }
@@ -617,7 +585,7 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
     acg_runner *r = NULL;
     st = alloc_runner(dev, config, mode, n_slots, &r);
     if (st == ACG_OK && mode != ACG_GRAPHS_OFF) {
-        st = claim_statics(r);
+        st = acg__runner_claim_statics(r);
         if (st == ACG_OK) {
             st = capture_all(r, config);
         }
@@ -690,178 +658,4 @@ acg_status acg_runner_destroy(acg_runner *r) {
     acg__handle_remove(r);
     destroy_runner(r);
     return ACG_OK;
-}
-
-/* ---- serving ------------------------------------------------------------------------------ */
-
-acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t key_info,
-                             uint32_t batch, uint32_t tokens, uint32_t *out) {
-    ACG__CALL_SCOPE;
-    acg_status st = check_runner(r, "acg_runner_select");
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (label == NULL || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_select: NULL label or out");
-    }
-    bool found = false;
-    uint32_t best = 0;
-    for (uint32_t b = 0; b < r->n_buckets; b++) {
-        const acg_bucket_key *k = &r->buckets[b].report.key;
-        if (strcmp(k->label, label) != 0 || k->key_info != key_info || k->batch < batch ||
-            k->tokens < tokens) {
-            continue;
-        }
-        if (!found || larger(&r->buckets[best].report.key, k)) {
-            best = b;
-            found = true;
-        }
-    }
-    if (!found) {
-        return acg__error(ACG_ERR_NOT_FOUND,
-                          "acg_runner_select: no %s bucket holds batch %u, tokens %u", label, batch,
-                          tokens);
-    }
-    *out = best;
-    return ACG_OK;
-}
-
-/* Whether lease is one this runner handed out and that is still held (release: end it). */
-static acg_status check_lease(acg_runner *r, const acg_lease *lease, const char *fn, bool release) {
-    if (lease == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: lease is NULL", fn);
-    }
-    pthread_mutex_lock(&r->lock);
-    bool held = lease->ticket != 0 && lease->bucket < r->n_buckets && lease->slot < r->n_slots &&
-                r->buckets[lease->bucket].ticket[lease->slot] == lease->ticket;
-    if (held && release) {
-        r->buckets[lease->bucket].ticket[lease->slot] = 0;
-    }
-    pthread_mutex_unlock(&r->lock);
-    if (!held) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s: the lease is not held: it was released, or another runner (or "
-                          "none) handed it out",
-                          fn);
-    }
-    return ACG_OK;
-}
-
-acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
-    ACG__CALL_SCOPE;
-    static const char fn[] = "acg_runner_lease";
-    acg_status st0 = check_runner(r, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
-    if (out == NULL || b >= r->n_buckets) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          out == NULL ? "out is NULL" : "no such bucket");
-    }
-    pthread_mutex_lock(&r->lock);
-    /* With graphs off nothing was allocated at creation; the first step claims the buffers. */
-    acg_status st = r->statics_ready ? ACG_OK : claim_statics(r);
-    bucket *bk = &r->buckets[b];
-    for (uint32_t s = 0; s < r->n_slots && st == ACG_OK; s++) {
-        if (bk->slot_free[s] == NULL) {
-            st = acg_event_create(r->dev, &bk->slot_free[s]);
-        }
-    }
-    /* The next slot in rotation that no lease holds. */
-    uint32_t slot = bk->next_slot;
-    for (uint32_t tries = 0; st == ACG_OK && bk->ticket[slot] != 0; tries++) {
-        if (tries + 1 == r->n_slots) {
-            st = acg__error(ACG_ERR_IN_USE,
-                            "%s: every slot (%u) of bucket %u (%s) is leased; release a lease "
-                            "first",
-                            fn, r->n_slots, b, bk->label);
-        }
-        slot = (slot + 1) % r->n_slots;
-    }
-    if (st == ACG_OK) {
-        /* Process-wide tickets, so a lease of another runner never matches. */
-        static _Atomic uint64_t tickets;
-        bk->ticket[slot] = atomic_fetch_add(&tickets, 1) + 1;
-        out->ticket = bk->ticket[slot];
-        out->slot_free = bk->slot_free[slot];
-        out->bucket = b;
-        out->slot = slot;
-        out->graphed = bk->report.state == ACG_BUCKET_CAPTURED;
-        out->io = step_io(r, b, slot);
-        bk->next_slot = (slot + 1) % r->n_slots;
-    }
-    pthread_mutex_unlock(&r->lock);
-    return st;
-}
-
-acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *stream) {
-    ACG__CALL_SCOPE;
-    static const char fn[] = "acg_runner_run";
-    acg_status st0 = check_runner(r, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
-    acg_status st = check_lease(r, lease, fn, false);
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (!lease->graphed) {
-        st = run_eager(r, lease->bucket, lease->slot, stream);
-    } else {
-        acg_graph **graphs = &r->buckets[lease->bucket].graphs[lease->slot * r->n_parts];
-        for (uint32_t p = 0; p < r->n_parts && st == ACG_OK; p++) {
-            st = acg_graph_launch(graphs[p], stream);
-            if (st == ACG_OK && r->piecewise && p + 1 < r->n_parts) {
-                st = call_recipe(r, CB_BETWEEN, p, stream, &lease->io);
-            }
-        }
-    }
-    if (st == ACG_OK) {
-        st = acg_event_record(r->buckets[lease->bucket].slot_free[lease->slot], stream);
-    }
-    return st;
-}
-
-acg_status acg_runner_release(acg_runner *r, acg_lease *lease) {
-    ACG__CALL_SCOPE;
-    static const char fn[] = "acg_runner_release";
-    acg_status st = check_runner(r, fn);
-    if (st == ACG_OK) {
-        st = check_lease(r, lease, fn, true);
-    }
-    if (st == ACG_OK) {
-        memset(lease, 0, sizeof *lease);
-    }
-    return st;
-}
-
-acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_report *out) {
-    ACG__CALL_SCOPE;
-    acg_status st0 = check_runner(r, "acg_runner_get_report");
-    if (st0 != ACG_OK) {
-        return st0;
-    }
-    if (out == NULL || b >= r->n_buckets) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_report: bad bucket or out");
-    }
-    acg_bucket_report rep = r->buckets[b].report;
-    return acg__output_write(out, &rep, sizeof rep, "acg_bucket_report", "acg_runner_get_report");
-}
-
-uint32_t acg_runner_get_bucket_count(const acg_runner *r) {
-    ACG__CALL_SCOPE;
-    return check_runner(r, "acg_runner_get_bucket_count") == ACG_OK ? r->n_buckets : 0;
-}
-
-acg_status acg_runner_get_pool_bytes(const acg_runner *r, size_t *out) {
-    ACG__CALL_SCOPE;
-    acg_status st0 = check_runner(r, "acg_runner_get_pool_bytes");
-    if (st0 != ACG_OK) {
-        return st0;
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_pool_bytes: out is NULL");
-    }
-    *out = 0;
-    return r->pool != NULL ? acg_graph_pool_get_bytes(r->pool, out) : ACG_OK;
 }

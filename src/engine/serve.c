@@ -1,0 +1,181 @@
+/* serve.c — serving steps with a capture runner: choosing the tightest bucket, leasing one of
+ * its slots, running the step (replayed or eager), releasing the lease, and the reports. */
+#include <string.h>
+
+#include <acg/engine.h>
+
+#include "runner-impl.h"
+
+/* ---- serving ------------------------------------------------------------------------------ */
+
+acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t key_info,
+                             uint32_t batch, uint32_t tokens, uint32_t *out) {
+    ACG__CALL_SCOPE;
+    acg_status st = acg__runner_check(r, "acg_runner_select");
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (label == NULL || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_select: NULL label or out");
+    }
+    bool found = false;
+    uint32_t best = 0;
+    for (uint32_t b = 0; b < r->n_buckets; b++) {
+        const acg_bucket_key *k = &r->buckets[b].report.key;
+        if (strcmp(k->label, label) != 0 || k->key_info != key_info || k->batch < batch ||
+            k->tokens < tokens) {
+            continue;
+        }
+        if (!found || acg__runner_larger(&r->buckets[best].report.key, k)) {
+            best = b;
+            found = true;
+        }
+    }
+    if (!found) {
+        return acg__error(ACG_ERR_NOT_FOUND,
+                          "acg_runner_select: no %s bucket holds batch %u, tokens %u", label, batch,
+                          tokens);
+    }
+    *out = best;
+    return ACG_OK;
+}
+
+/* Whether lease is one this runner handed out and that is still held (release: end it). */
+static acg_status check_lease(acg_runner *r, const acg_lease *lease, const char *fn, bool release) {
+    if (lease == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: lease is NULL", fn);
+    }
+    pthread_mutex_lock(&r->lock);
+    bool held = lease->ticket != 0 && lease->bucket < r->n_buckets && lease->slot < r->n_slots &&
+                r->buckets[lease->bucket].ticket[lease->slot] == lease->ticket;
+    if (held && release) {
+        r->buckets[lease->bucket].ticket[lease->slot] = 0;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!held) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the lease is not held: it was released, or another runner (or "
+                          "none) handed it out",
+                          fn);
+    }
+    return ACG_OK;
+}
+
+acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_runner_lease";
+    acg_status st0 = acg__runner_check(r, fn);
+    if (st0 != ACG_OK) {
+        return st0;
+    }
+    if (out == NULL || b >= r->n_buckets) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          out == NULL ? "out is NULL" : "no such bucket");
+    }
+    pthread_mutex_lock(&r->lock);
+    /* With graphs off nothing was allocated at creation; the first step claims the buffers. */
+    acg_status st = r->statics_ready ? ACG_OK : acg__runner_claim_statics(r);
+    bucket *bk = &r->buckets[b];
+    for (uint32_t s = 0; s < r->n_slots && st == ACG_OK; s++) {
+        if (bk->slot_free[s] == NULL) {
+            st = acg_event_create(r->dev, &bk->slot_free[s]);
+        }
+    }
+    /* The next slot in rotation that no lease holds. */
+    uint32_t slot = bk->next_slot;
+    for (uint32_t tries = 0; st == ACG_OK && bk->ticket[slot] != 0; tries++) {
+        if (tries + 1 == r->n_slots) {
+            st = acg__error(ACG_ERR_IN_USE,
+                            "%s: every slot (%u) of bucket %u (%s) is leased; release a lease "
+                            "first",
+                            fn, r->n_slots, b, bk->label);
+        }
+        slot = (slot + 1) % r->n_slots;
+    }
+    if (st == ACG_OK) {
+        /* Process-wide tickets, so a lease of another runner never matches. */
+        static _Atomic uint64_t tickets;
+        bk->ticket[slot] = atomic_fetch_add(&tickets, 1) + 1;
+        out->ticket = bk->ticket[slot];
+        out->slot_free = bk->slot_free[slot];
+        out->bucket = b;
+        out->slot = slot;
+        out->graphed = bk->report.state == ACG_BUCKET_CAPTURED;
+        out->io = acg__runner_step_io(r, b, slot);
+        bk->next_slot = (slot + 1) % r->n_slots;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return st;
+}
+
+acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *stream) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_runner_run";
+    acg_status st0 = acg__runner_check(r, fn);
+    if (st0 != ACG_OK) {
+        return st0;
+    }
+    acg_status st = check_lease(r, lease, fn, false);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (!lease->graphed) {
+        st = acg__runner_run_eager(r, lease->bucket, lease->slot, stream);
+    } else {
+        acg_graph **graphs = &r->buckets[lease->bucket].graphs[lease->slot * r->n_parts];
+        for (uint32_t p = 0; p < r->n_parts && st == ACG_OK; p++) {
+            st = acg_graph_launch(graphs[p], stream);
+            if (st == ACG_OK && r->piecewise && p + 1 < r->n_parts) {
+                st = acg__runner_call_recipe(r, CB_BETWEEN, p, stream, &lease->io);
+            }
+        }
+    }
+    if (st == ACG_OK) {
+        st = acg_event_record(r->buckets[lease->bucket].slot_free[lease->slot], stream);
+    }
+    return st;
+}
+
+acg_status acg_runner_release(acg_runner *r, acg_lease *lease) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_runner_release";
+    acg_status st = acg__runner_check(r, fn);
+    if (st == ACG_OK) {
+        st = check_lease(r, lease, fn, true);
+    }
+    if (st == ACG_OK) {
+        memset(lease, 0, sizeof *lease);
+    }
+    return st;
+}
+
+acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_report *out) {
+    ACG__CALL_SCOPE;
+    acg_status st0 = acg__runner_check(r, "acg_runner_get_report");
+    if (st0 != ACG_OK) {
+        return st0;
+    }
+    if (out == NULL || b >= r->n_buckets) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_report: bad bucket or out");
+    }
+    acg_bucket_report rep = r->buckets[b].report;
+    return acg__output_write(out, &rep, sizeof rep, "acg_bucket_report", "acg_runner_get_report");
+}
+
+uint32_t acg_runner_get_bucket_count(const acg_runner *r) {
+    ACG__CALL_SCOPE;
+    return acg__runner_check(r, "acg_runner_get_bucket_count") == ACG_OK ? r->n_buckets : 0;
+}
+
+acg_status acg_runner_get_pool_bytes(const acg_runner *r, size_t *out) {
+    ACG__CALL_SCOPE;
+    acg_status st0 = acg__runner_check(r, "acg_runner_get_pool_bytes");
+    if (st0 != ACG_OK) {
+        return st0;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_pool_bytes: out is NULL");
+    }
+    *out = 0;
+    return r->pool != NULL ? acg_graph_pool_get_bytes(r->pool, out) : ACG_OK;
+}
