@@ -65,6 +65,12 @@ acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
                                      "the capture (the graph would touch it at every replay; "
                                      "use acg_pinned_alloc)",
                                      fn);
+    } else if (node->kind == ACG_NODE_HOST && !s->dev->cap.graph_host_functions) {
+        /* Refused, not recorded: a graph that cannot call the function would skip it. */
+        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                     "%s during capture invalidated the capture: %s graphs "
+                                     "cannot call host functions",
+                                     fn, s->dev->spec);
     } else {
         st = acg__capture_add(s, c, node);
         if (st == ACG_OK && c->rec != NULL) {

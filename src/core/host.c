@@ -94,22 +94,6 @@ acg_status acg_stream_launch_host(acg_stream *s, acg_host_fn fn_host, void *user
     if ((st = check_accesses(s, accesses, n_accesses, &node, fn)) != ACG_OK) {
         return st;
     }
-    if (!s->dev->cap.graph_host_functions) {
-        /* Refuse before recording: a graph that cannot call fn would silently skip it. */
-        acg__capture *c = acg__stream_enter(s);
-        if (c != NULL) {
-            st = acg__capture_check(c, fn);
-            if (st == ACG_OK) {
-                st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
-                                             "%s during capture invalidated the capture: %s "
-                                             "graphs cannot call host functions",
-                                             fn, s->dev->spec);
-            }
-            acg__stream_leave(s, c);
-            return st;
-        }
-        acg__stream_leave(s, c);
-    }
     return acg__submit(s, fn, &node, host_eager);
 }
 
