@@ -160,58 +160,48 @@ void acg__scope_exit(acg__scope *sc) {
     scope_depth--;
 }
 
-static bool hold(const void *p, acg__handle_type type, bool even_retired) {
-    if (p == NULL) {
-        return false;
-    }
-    if (scope_depth == 0 || n_held == MAX_HELD) {
-        /* A library bug: the hold would never be released, and a destroy would wait forever. */
-        fprintf(stderr, "acg: internal error: handle used %s\n",
-                scope_depth == 0 ? "outside a call scope" : "by too many nested calls");
-        abort();
-    }
-    pthread_rwlock_rdlock(&reg_lock);
-    slot *e = lookup(p);
-    bool ok = e != NULL && e->type == (uint32_t)type && (even_retired || !e->retired);
-    if (ok) {
-        atomic_fetch_add_explicit(&e->life->users, 1, memory_order_relaxed);
-        held[n_held++] = (struct held){.p = p, .life = e->life};
-    }
-    pthread_rwlock_unlock(&reg_lock);
-    return ok;
-}
-
-bool acg__handle_use(const void *p, acg__handle_type type) { return hold(p, type, false); }
-
-bool acg__handle_use_many(const void *const *p, const acg__handle_type *types, uint32_t n,
-                          uint32_t *bad) {
+/* Holds n handles under one registry read lock (the lock's two atomic operations were most of
+ * what validating a handle cost). Stops at the first that is not live, or (unless even_retired)
+ * retired: false with *bad its index; the holds taken before it stay until the scope ends. */
+static bool hold(const void *const *p, const acg__handle_type *types, uint32_t n,
+                 bool even_retired, uint32_t *bad) {
     if (scope_depth == 0 || n_held + n > MAX_HELD) {
+        /* A library bug: the hold would never be released, and a destroy would wait forever. */
         fprintf(stderr, "acg: internal error: handles used %s\n",
                 scope_depth == 0 ? "outside a call scope" : "by too many nested calls");
         abort();
     }
-    /* One read lock for the whole call's handles: the lock's two atomic operations were most
-     * of what validating a handle cost. */
     pthread_rwlock_rdlock(&reg_lock);
     uint32_t i = 0;
     for (; i < n; i++) {
         slot *e = p[i] != NULL ? lookup(p[i]) : NULL;
-        if (e == NULL || e->type != types[i] || e->retired) {
+        if (e == NULL || e->type != types[i] || (e->retired && !even_retired)) {
             break;
         }
         atomic_fetch_add_explicit(&e->life->users, 1, memory_order_relaxed);
         held[n_held++] = (struct held){.p = p[i], .life = e->life};
     }
     pthread_rwlock_unlock(&reg_lock);
-    if (i == n) {
-        return true;
-    }
-    /* Keep the holds taken: the scope releases them, as with one acg__handle_use at a time. */
     *bad = i;
-    return false;
+    return i == n;
 }
 
-void acg__hold_device(acg_device *dev) { hold(dev, ACG__HANDLE_DEVICE, true); }
+bool acg__handle_use(const void *p, acg__handle_type type) {
+    uint32_t bad = 0;
+    return hold(&p, &type, 1, false, &bad);
+}
+
+bool acg__handle_use_many(const void *const *p, const acg__handle_type *types, uint32_t n,
+                          uint32_t *bad) {
+    return hold(p, types, n, false, bad);
+}
+
+void acg__hold_device(acg_device *dev) {
+    const void *p = dev;
+    const acg__handle_type type = ACG__HANDLE_DEVICE;
+    uint32_t bad = 0;
+    hold(&p, &type, 1, true, &bad);
+}
 
 bool acg__handle_valid(const void *p, acg__handle_type type) {
     pthread_rwlock_rdlock(&reg_lock);
