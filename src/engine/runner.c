@@ -95,8 +95,11 @@ static void own(acg_runner *r, acg_buffer *buf) {
     }
 }
 
+static void release_statics(acg_runner *r);
+
 /* Allocates the static inputs (per slot) and outputs at the largest shape, and every bucket's
- * views of them. Interned: smaller buckets never allocate, they slice. */
+ * views of them. Interned: smaller buckets never allocate, they slice. On a failure nothing
+ * stays claimed, so a later call (the next lease, with graphs off) starts afresh. */
 acg_status acg__runner_claim_statics(acg_runner *r) {
     const acg_recipe *rc = &r->recipe;
     acg_status st = ACG_OK;
@@ -125,6 +128,9 @@ acg_status acg__runner_claim_statics(acg_runner *r) {
             st = bucket_view(r, r->outputs[i], false, i, &bk->report.key, &bk->outputs[i]);
             own(r, bk->outputs[i]);
         }
+    }
+    if (st != ACG_OK) {
+        release_statics(r);
     }
     r->statics_ready = st == ACG_OK;
     return st;
