@@ -388,6 +388,15 @@ static uint32_t count_ops(const acg__graph_desc *desc) {
     return n;
 }
 
+static bool calls_host(const cpu_op *ops, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (ops[i].kind == CPU_OP_HOST) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Writes the ops of a graph from its description; nodes are already in a valid serial order,
  * and one worker runs them one after another, which honours every dependency. */
 static void build_ops(cpu_op *ops, const acg__graph_desc *desc) {
@@ -451,13 +460,19 @@ static acg_status cpu_graph_instantiate(acg__bk_device *dev, const acg__graph_de
         }
         build_ops(g->ops, desc);
     }
+    g->has_host = calls_host(g->ops, g->n_ops);
     *exec = bk_exec(g);
     return ACG_OK;
 }
 
 static acg_status cpu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
+    cpu_device *d = acg__cpu_stream_device(cs(stream));
     cpu_op *op = acg__cpu_stream_reserve(cs(stream));
-    op->kind = CPU_OP_GRAPH;
+    /* The fault hook is decided here, on the submitting side, so the replay loop pays nothing
+     * for it. */
+    bool fault = atomic_load_explicit(&d->inject, memory_order_relaxed) &&
+                 atomic_exchange(&d->inject, 0);
+    op->kind = fault ? CPU_OP_FAULT : CPU_OP_GRAPH;
     op->u.graph.graph = cgraph(exec);
     acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
@@ -520,6 +535,7 @@ static acg_status cpu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec) {
     }
     g->ops = ops;
     g->n_ops = n;
+    g->has_host = calls_host(ops, n);
     *exec = bk_exec(g);
     return ACG_OK;
 }

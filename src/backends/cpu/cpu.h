@@ -27,6 +27,7 @@ enum cpu_op_kind {
     CPU_OP_WAIT,  /* waits until another stream's queue reached a sequence number */
     CPU_OP_GRAPH, /* replays a graph's ops in order */
     CPU_OP_HOST,  /* calls a host function */
+    CPU_OP_FAULT, /* an injected fault where a graph replay was queued (test hook) */
 };
 
 /* One queue entry, and one node of a cpu graph. */
@@ -66,6 +67,7 @@ typedef struct cpu_op {
 struct cpu_graph {
     cpu_op *ops; /* (n_ops) in a valid serial order of the captured DAG */
     uint32_t n_ops;
+    bool has_host; /* calls a host function: the worker announces progress before replaying */
 };
 
 /* Streams: a worker thread draining a ring of ops. Submission is single-producer (the core
@@ -73,6 +75,7 @@ struct cpu_graph {
 acg_status acg__cpu_stream_new(cpu_device *dev, cpu_stream **out);
 /* Whether work of the stream faulted since the last call (cleared). */
 bool acg__cpu_stream_take_fault(cpu_stream *s);
+cpu_device *acg__cpu_stream_device(const cpu_stream *s);
 void acg__cpu_stream_ref(cpu_stream *s);
 void acg__cpu_stream_unref(cpu_stream *s);
 /* Stops the worker after the queued work and drops the creator's reference. */

@@ -122,14 +122,14 @@ static void *worker(void *arg) {
              * this one forever. */
             for (; t < h; t++) {
                 const cpu_op *op = &s->ring[t & (RING_SIZE - 1)];
-                if (op->kind == CPU_OP_WAIT) {
+                /* A host function may wait for another stream, which may wait for us. */
+                if (op->kind == CPU_OP_WAIT || op->kind == CPU_OP_HOST ||
+                    (op->kind == CPU_OP_GRAPH && op->u.graph.graph->has_host)) {
                     wake_waiters(s);
                 }
-                if (op->kind == CPU_OP_GRAPH &&
-                    atomic_load_explicit(&s->dev->inject, memory_order_relaxed) &&
-                    atomic_exchange(&s->dev->inject, 0)) {
-                    /* An injected fault: the replay does not run, and both the stream and the
-                     * device report it. */
+                if (op->kind == CPU_OP_FAULT) {
+                    /* An injected fault in place of a replay: the stream and the device report
+                     * it. */
                     atomic_store(&s->fault, 1);
                     atomic_store(&s->dev->faulted, 1);
                 } else {
@@ -272,6 +272,8 @@ void acg__cpu_stream_submit(cpu_stream *s) {
 }
 
 void acg__cpu_stream_record(cpu_stream *s, cpu_recording *r) { s->rec = r; }
+
+cpu_device *acg__cpu_stream_device(const cpu_stream *s) { return s->dev; }
 
 bool acg__cpu_stream_take_fault(cpu_stream *s) { return atomic_exchange(&s->fault, 0) != 0; }
 
