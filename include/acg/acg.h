@@ -37,9 +37,9 @@
  *   what it checks before that point: a destroy refused with ACG_ERR_IN_USE leaves the object
  *   whole (a call racing such a refused destroy may, in that short window, be refused with
  *   ACG_ERR_INVALID_HANDLE). Two destroys of one object: one succeeds, the other gets
- *   ACG_ERR_INVALID_HANDLE. A destroy called from code the library calls back (a log callback,
- *   a runner's recipe) on an object the calling acg function uses is ACG_ERR_IN_USE: it
- *   cannot wait for its own caller.
+ *   ACG_ERR_INVALID_HANDLE. A destroy called from code the library calls back (a runner's
+ *   recipe; a log callback calls no acg function) on an object the calling acg function uses
+ *   is ACG_ERR_IN_USE: it cannot wait for its own caller.
  */
 #ifndef ACG_ACG_H
 #define ACG_ACG_H

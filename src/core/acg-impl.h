@@ -228,6 +228,9 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out);
 /* Instantiates the capture's graph, taking its description and scratch (dev->lock held). */
 acg_status acg__graph_create(acg__capture *c, acg_graph **out);
 
+/* The status of a backend call made for a native capture: a failure invalidates the capture,
+ * naming fn and the driver's detail (dev->lock held). */
+acg_status acg__capture_native_step(acg__capture *c, acg_status st, const char *fn);
 /* Drops the backend's native recording of the capture, if any (dev->lock held). */
 void acg__capture_abort_native(acg__capture *c);
 /* Frees a capture and detaches its streams (dev->lock held). */

@@ -103,10 +103,14 @@ typedef struct acg__node {
     acg_host_fn host_fn;
     void *host_user;
     char label[32];
-    /* description: the handles behind the resolved memory */
+    /* description: the handles behind the resolved memory (kernel buffers, or the accesses a
+     * host function or foreign work declared) */
     uint32_t n_buffers;
     const acg_buffer *buffers[ACG_MAX_KERNEL_ARGS];
 } acg__node;
+
+_Static_assert(ACG_MAX_ACCESSES <= ACG_MAX_KERNEL_ARGS,
+               "a node's buffer list holds a host function's or foreign work's accesses");
 
 /* A whole graph: nodes in submission order, so every dependency precedes its node and the array
  * order is a valid serial order. */

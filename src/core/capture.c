@@ -76,13 +76,7 @@ acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
         if (st == ACG_OK && c->rec != NULL) {
             /* Native capture: the work goes down the normal path and the driver records it;
              * the description above is the ledger. */
-            st = eager(s, node);
-            if (st != ACG_OK) {
-                char why[256];
-                acg__error_copy(why, sizeof why);
-                st = acg__capture_invalidate(c, st, "%s: the driver could not record it: %s", fn,
-                                             why);
-            }
+            st = acg__capture_native_step(c, eager(s, node), fn);
         }
     }
     acg__stream_leave(s, c);
@@ -228,6 +222,15 @@ void acg__capture_leave(acg__capture *c, acg_stream *s) {
     }
     atomic_store_explicit(&s->capture, NULL, memory_order_release);
     s->frontier.n = 0;
+}
+
+acg_status acg__capture_native_step(acg__capture *c, acg_status st, const char *fn) {
+    if (st == ACG_OK) {
+        return ACG_OK;
+    }
+    char why[256];
+    acg__error_copy(why, sizeof why);
+    return acg__capture_invalidate(c, st, "%s: the driver could not record it: %s", fn, why);
 }
 
 void acg__capture_abort_native(acg__capture *c) {

@@ -199,17 +199,6 @@ acg_status acg_event_destroy(acg_event *e) {
     return ACG_OK;
 }
 
-/* A backend call made for a native capture: its failure invalidates the capture (dev->lock
- * held). */
-static acg_status native_step(acg__capture *c, acg_status st, const char *fn) {
-    if (st == ACG_OK) {
-        return ACG_OK;
-    }
-    char why[256];
-    acg__error_copy(why, sizeof why);
-    return acg__capture_invalidate(c, st, "%s: the driver could not record it: %s", fn, why);
-}
-
 /* The live capture the event was recorded in, or NULL (dev->lock held). */
 static acg__capture *event_capture(const acg_event *e) {
     if (e->capture != NULL && acg__capture_live(e->dev, e->capture, e->capture_id)) {
@@ -245,7 +234,7 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
             e->capture_id = c->id;
         }
         if (st == ACG_OK && c->rec != NULL) {
-            st = native_step(c, s->dev->vt->event_record(e->impl, s->impl), fn);
+            st = acg__capture_native_step(c, s->dev->vt->event_record(e->impl, s->impl), fn);
         }
     } else {
         pthread_mutex_lock(&s->dev->lock);
@@ -303,10 +292,10 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
             st = acg__capture_join(ec, s);
         }
         if (st == ACG_OK && ec->rec != NULL) {
-            st = native_step(ec, dev->vt->capture_join(ec->rec, s->impl), fn);
+            st = acg__capture_native_step(ec, dev->vt->capture_join(ec->rec, s->impl), fn);
         }
         if (st == ACG_OK && ec->rec != NULL) {
-            st = native_step(ec, dev->vt->stream_wait_event(s->impl, e->impl), fn);
+            st = acg__capture_native_step(ec, dev->vt->stream_wait_event(s->impl, e->impl), fn);
         }
         pthread_mutex_unlock(&dev->lock);
         acg__stream_leave(s, NULL);
@@ -326,7 +315,7 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
         st = acg__capture_invalidate(c, ACG_ERR_OUT_OF_MEMORY, "%s: out of memory during capture",
                                      fn);
     } else if (st == ACG_OK && c->rec != NULL) {
-        st = native_step(c, dev->vt->stream_wait_event(s->impl, e->impl), fn);
+        st = acg__capture_native_step(c, dev->vt->stream_wait_event(s->impl, e->impl), fn);
     }
     acg__stream_leave(s, c);
     return st;

@@ -17,7 +17,7 @@
 
 #include <acg/acg.h>
 
-#include "core/acg-impl.h"
+#include "core/export/acg-layer.h" /* acg__parse_u64 */
 
 #define ACG_STR_(x) #x
 #define ACG_STR(x) ACG_STR_(x)

@@ -90,6 +90,24 @@ static acg_status cpu_device_get_async_error(acg__bk_device *dev) {
     return ACG_OK;
 }
 
+/* The kernel's estimate of memory available without swapping (MemAvailable counts reclaimable
+ * page cache, which MemFree and _SC_AVPHYS_PAGES do not), in bytes; 0 when unknown. */
+static uint64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    char line[128];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return (uint64_t)kib * 1024;
+}
+
 static acg_status cpu_memory_query(acg__bk_device *dev, uint64_t *free_bytes,
                                    uint64_t *total_bytes) {
     ACG__UNUSED(dev);
@@ -98,7 +116,8 @@ static acg_status cpu_memory_query(acg__bk_device *dev, uint64_t *free_bytes,
     if (avail <= 0 || pages <= 0 || page <= 0) {
         return acg__error(ACG_ERR_UNSUPPORTED, "acg_device_get_memory_info: sysconf cannot tell");
     }
-    *free_bytes = (uint64_t)avail * (uint64_t)page;
+    uint64_t available = mem_available();
+    *free_bytes = available != 0 ? available : (uint64_t)avail * (uint64_t)page;
     *total_bytes = (uint64_t)pages * (uint64_t)page;
     return ACG_OK;
 }

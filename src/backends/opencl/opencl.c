@@ -262,6 +262,12 @@ static acg_status ocl_stream_query(acg__bk_stream *stream) {
     static const char fn[] = "acg_stream_query";
     ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
+    if (s->native_used) {
+        /* The engine's own commands may follow acg's latest: a marker covers them too. */
+        cl_event marker = NULL;
+        OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &marker), fn, out);
+        acg__ocl_track(s, marker);
+    }
     if (s->last == NULL) {
         return ACG_OK;
     }
@@ -477,7 +483,6 @@ static acg_status ocl_kernel_load(acg__bk_device *dev, const acg__kernel_def *de
         acg__free(k);
         return acg__ocl_error(err, fn, def->d.opencl.name);
     }
-    k->dev = d;
     k->program = program;
     k->name = def->d.opencl.name; /* the definition outlives the kernel */
     pthread_mutex_init(&k->lock, NULL);

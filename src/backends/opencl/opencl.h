@@ -128,7 +128,6 @@ typedef struct ocl_device {
 } ocl_device;
 
 typedef struct ocl_kernel {
-    ocl_device *dev;
     cl_program program; /* the device's, for graphs that create kernel objects of their own */
     const char *name;   /* the kernel function in it */
     cl_kernel kernel;
