@@ -267,8 +267,10 @@ ACG_API acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory
 /* Restarts peak_bytes from the bytes in use now (to measure one step's peak). */
 ACG_API acg_status acg_device_reset_peak_memory(acg_device *dev);
 
-/* Waits for all work queued on every stream of the device. During a capture on the device this
- * invalidates the capture (ACG_ERR_CAPTURE_INVALIDATED). */
+/* Waits for all work queued on every stream of the device before the call. It waits without
+ * blocking the device's other users: other threads keep allocating, submitting and replaying
+ * meanwhile. During a capture on the device this invalidates the capture
+ * (ACG_ERR_CAPTURE_INVALIDATED). */
 ACG_API acg_status acg_device_synchronize(acg_device *dev);
 
 /* ---------------------------------------------------------------------------------------------
@@ -290,8 +292,11 @@ ACG_API acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t
                                           acg_buffer **out);
 
 /* Frees a buffer or view. Waits for other threads' calls that use it (a launch, a copy) to
- * queue their work, refuses later ones (ACG_ERR_INVALID_HANDLE), then waits for the work
- * queued on the device, as a device free does, so queued work never touches freed memory.
+ * queue their work, refuses later ones (ACG_ERR_INVALID_HANDLE), then, before the memory goes,
+ * waits for the streams that queued work on it (launches, copies, fills, host functions and
+ * foreign work declaring it, on the buffer or any view of it), so queued work never touches
+ * freed memory. Other streams' work is not waited for, and the device stays usable by other
+ * threads during the wait.
  * ACG_ERR_IN_USE (naming the graph) while a live graph references it, or while views of it
  * live, for scratch memory that belongs to a graph, and for a buffer that another object
  * allocated for itself (a KV cache's K and V, an attention plan's buffer and views, a runner's
@@ -315,7 +320,8 @@ ACG_API acg_device *acg_buffer_get_device(const acg_buffer *buf);
  * capture on the device ACG_ERR_CAPTURE_INVALIDATED. */
 ACG_API acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out);
 
-/* Frees memory from acg_pinned_alloc, after queued work of the device ran.
+/* Frees memory from acg_pinned_alloc, after the copies queued on it ran (it waits for the
+ * streams that queued copies from or to it, as acg_buffer_free does).
  * ACG_ERR_INVALID_HANDLE for a pointer that acg_pinned_alloc did not return,
  * ACG_ERR_IN_USE (naming the graph) while a live graph copies from or to it. During a capture
  * on the device: ACG_ERR_CAPTURE_INVALIDATED (freeing synchronizes), and nothing is freed. */
@@ -407,11 +413,12 @@ ACG_API acg_status acg_stream_launch_host(acg_stream *stream, acg_host_fn fn, vo
                                           const acg_access *accesses, size_t n_accesses);
 
 /* Declares work the engine issued (or is about to issue) on the stream's native object
- * (acg_stream_get_native): a vendor library's kernels, a collective. Outside a capture it only
- * checks the accesses. During a capture on a device with native capture, the driver recorded
- * the work itself and acg adds a node `name` to the graph's ledger with these accesses, so
- * lifetimes and ACG_ERR_IN_USE cover the buffers it touches. On a device whose graphs are
- * built from acg's description (native_capture false), work issued on the native object would
+ * (acg_stream_get_native): a vendor library's kernels, a collective. Outside a capture it
+ * checks the accesses and notes that the stream's queued work uses those buffers, so freeing
+ * one waits for the stream (acg_buffer_free). During a capture on a device with native capture, the
+ * driver recorded the work itself and acg adds a node `name` to the graph's ledger with these
+ * accesses, so lifetimes and ACG_ERR_IN_USE cover the buffers it touches. On a device whose graphs
+ * are built from acg's description (native_capture false), work issued on the native object would
  * run once at capture time and never at replay: the capture is invalidated
  * (ACG_ERR_CAPTURE_INVALIDATED, naming the reason). Errors as acg_stream_launch_host, and
  * ACG_ERR_INVALID_ARGUMENT for a NULL name. */
@@ -805,7 +812,8 @@ ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
 ACG_API acg_status acg_graph_upload(acg_graph *graph, acg_stream *stream);
 
 /* Waits for other threads' calls on the graph (a launch, an update) to return and for pending
- * replays of the graph, then destroys it and releases its scratch. */
+ * replays of the graph, then destroys it and releases its scratch. The wait for replays blocks
+ * no other user of the device. */
 ACG_API acg_status acg_graph_destroy(acg_graph *graph);
 
 /* Gives up a graph that will never replay (say, one slot of a bucket dropped whole). The handle

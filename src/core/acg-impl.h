@@ -5,7 +5,11 @@
  * lists, live captures, graph references and pools; a pool's `replay_lock` orders its replays.
  * Order: stream lock, then device lock, then a pool's replay lock, then the global handle and
  * pinned registries. Eager submission and replay take no device lock unless the stream
- * captures.
+ * captures. Nothing waits for the device (a host wait, an instantiation) under the device lock:
+ * frees and device synchronizes wait on events recorded on the streams concerned, graph
+ * destroys wait for their pool's replays first, and a capture being ended is instantiated under
+ * its origin stream's lock alone (the capture is marked `ending` meanwhile, and whoever meets
+ * it waits on the device's `ended` condition).
  */
 #ifndef ACG_CORE_IMPL_H
 #define ACG_CORE_IMPL_H
@@ -27,6 +31,7 @@ typedef struct acg__pinned {
     acg_device *dev;
     bool pinned;         /* false: a pageable fallback */
     uint32_t graph_refs; /* live graphs copying from or to it (under the registry lock) */
+    uint64_t used_by;    /* use bits of the streams that copied from or to it (registry lock) */
 } acg__pinned;
 
 acg_status acg__pinned_add(const acg__pinned *entry);
@@ -37,6 +42,9 @@ acg_status acg__pinned_remove(void *base, acg__pinned *out);
 bool acg__pinned_lookup(const void *p, size_t size, acg__pinned *out);
 /* Adjusts graph_refs of the allocation at base by delta. */
 void acg__pinned_ref(void *base, int delta);
+/* Whether [p, p+size) lies in a pinned allocation of dev; an allocation of dev containing it
+ * notes the stream use bit `bit` (so its free waits for that stream). */
+bool acg__pinned_use(const acg_device *dev, const void *p, size_t size, uint64_t bit);
 
 /* ---- objects ----------------------------------------------------------------------------- */
 
@@ -65,9 +73,12 @@ struct acg_device {
     uint64_t capability_queries; /* driver capability queries made for this device */
     pthread_mutex_t lock;
     uint32_t n_buffers, n_pinned, n_streams, n_events, n_graphs, n_pools;
-    acg_stream *streams;    /* live streams (for device synchronize) */
+    acg_stream *streams; /* live streams, newest first (for device synchronize) */
+    uint64_t next_stream_serial;
     acg_graph *graphs;      /* live graphs (to name one that holds a resource) */
     acg__capture *captures; /* live captures */
+    uint32_t n_ending;      /* captures being instantiated outside the lock (acg__capture.ending) */
+    pthread_cond_t ended;   /* signalled (with lock) when one of them is done */
     acg_kernel **kernels;   /* (n_kernels) loaded kernels, each at its first lookup */
     uint32_t n_kernels, cap_kernels;
     uint64_t next_graph_id;
@@ -82,6 +93,7 @@ struct acg_buffer {
     acg__bk_mem *mem; /* root allocation (backend memory) */
     size_t offset;    /* of this buffer within the root */
     size_t size;
+    _Atomic uint64_t used_by; /* root: use bits of the streams that queued work on its memory */
     acg_buffer *parent;  /* for views */
     uint32_t n_views;    /* live views of this buffer (under dev->lock) */
     uint32_t graph_refs; /* live graphs referencing it (under dev->lock) */
@@ -97,6 +109,11 @@ struct acg_stream {
     acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     acg__bk_stream *impl;
+    uint64_t serial;     /* creation order on its device (dev->streams is sorted by it) */
+    uint64_t use_bit;    /* 1 << (serial % 64): marks the memory it queues work on */
+    acg__bk_event *mark; /* recorded (under lock) by frees and device synchronizes that wait
+                            for the stream; re-recording only moves it later, so sharing it
+                            never ends a wait early */
     pthread_mutex_t lock;
     acg__capture *_Atomic capture; /* set under this stream's and dev's lock; cleared under dev */
     acg__ids frontier;             /* capture nodes later work depends on */
@@ -144,6 +161,7 @@ struct acg__capture {
     acg_stream *origin;
     acg_graph_pool *pool;
     acg_capture_state state;
+    bool ending; /* acg_stream_end_capture is instantiating it without dev->lock */
     acg_status why_status;
     char why[384];
     acg__graph_desc desc;
@@ -179,8 +197,16 @@ void acg__stream_reclaim(acg_stream *s, bool all);
 acg_status acg__device_mem_alloc(acg_device *dev, size_t size, acg__bk_mem **mem);
 void acg__device_mem_free(acg_device *dev, acg__bk_mem *mem, size_t size);
 
-/* Synchronizes every stream of the device (dev->lock held). */
-acg_status acg__device_sync_locked(acg_device *dev);
+/* Waits for the work queued so far on the device's streams whose use bit is in mask (~0: all),
+ * without holding the device lock while it waits. Each such stream gets an event recorded under
+ * its own lock; a capture found on one is invalidated first (op names the call). Called with
+ * no lock held, inside a call scope; returns the first failure. */
+acg_status acg__device_wait_streams(acg_device *dev, uint64_t mask, const char *op);
+/* Waits until no capture of the device is being instantiated (dev->lock held; released while
+ * waiting). Whoever may meet a capture, or must not run during an instantiation, calls it. */
+void acg__device_await_endings(acg_device *dev);
+/* Notes that stream s queues work on the buffers (their root allocations). */
+void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers, uint32_t n);
 
 /* A device-wide operation `op` is about to run (dev->lock held): when a capture on the device
  * is active it is invalidated and ACG_ERR_CAPTURE_INVALIDATED returned, else ACG_OK. */
@@ -225,8 +251,12 @@ acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private);
 void acg__pool_free(acg_graph_pool *pool);
 acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out);
 
-/* Instantiates the capture's graph, taking its description and scratch (dev->lock held). */
-acg_status acg__graph_create(acg__capture *c, acg_graph **out);
+/* Makes the graph of a capture whose backend executable is exec, taking the capture's
+ * description and scratch (dev->lock held). On failure exec is destroyed. */
+acg_status acg__graph_create(acg__capture *c, acg__bk_exec *exec, acg_graph **out);
+/* Destroys graphs detached from pool: waits for the pool's replays with no lock held, then
+ * releases them under dev->lock, and frees the array. */
+void acg__pool_destroy_graphs(acg_graph_pool *pool, acg_graph **graphs, uint32_t n);
 
 /* The status of a backend call made for a native capture: a failure invalidates the capture,
  * naming fn and the driver's detail (dev->lock held). */
@@ -244,7 +274,7 @@ uint64_t acg__graph_referencing(acg_device *dev, const acg_buffer *buf, const vo
 void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta);
 void acg__desc_free(acg__graph_desc *desc);
 
-/* Destroys the pool's parked graphs (dev->lock held). */
+/* Destroys the pool's parked graphs (dev->lock held; their replays already waited for). */
 void acg__pool_release_parked(acg_graph_pool *pool);
 /* Test hooks: keep discarded graphs as a backend that needs it would; graphs parked in a pool. */
 void acg__device_set_retain_discarded(acg_device *dev, bool retain);

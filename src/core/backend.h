@@ -11,11 +11,16 @@
  * Threading. The core never calls two slots on one stream at once: a stream's slots (copies,
  * fills, launches, host functions, event records and waits, graph launches, stream_get_native)
  * run under the stream's lock, and while the stream captures natively, under the device's lock
- * too. Memory, kernel loading and graph instantiation, update and destruction, and the native
- * capture slots run under the device's lock. Host waits (stream_synchronize from
- * acg_stream_synchronize, event_query, event_synchronize), stream and event creation and
- * destruction, device_open/close, query_capability, memory_query, device_get_async_error and
- * inject_fault take no core lock and may run at the same time as anything on other objects.
+ * too. Memory, kernel loading, graph destruction and capture_begin/join/abort run under the
+ * device's lock; graph_update under the device's lock and the graph pool's replay lock, with
+ * no replay of that pool in flight. graph_instantiate and capture_end run under the origin
+ * stream's lock only, so they may overlap memory slots, kernel loading, other streams' work,
+ * replays and other instantiations. Host waits (stream_synchronize, event_query,
+ * event_synchronize), stream and event creation and destruction, device_open/close,
+ * query_capability, memory_query, device_get_async_error and inject_fault take no core lock
+ * and may run at the same time as anything on other objects; an event's waits may also
+ * overlap a new record of the same event (a waiter then waits for the old point or the new
+ * one), and stream_synchronize may overlap the stream's other slots.
  * A slot never calls acg's public functions, and a backend's own threads (a cpu worker) never
  * call into the core except through the allocator.
  *

@@ -17,6 +17,8 @@ acg__capture *acg__stream_enter(acg_stream *s) {
         return NULL;
     }
     pthread_mutex_lock(&s->dev->lock);
+    /* A capture being ended elsewhere is neither live nor gone yet: wait for its end. */
+    acg__device_await_endings(s->dev);
     acg__capture *c = atomic_load_explicit(&s->capture, memory_order_relaxed);
     if (c == NULL) {
         pthread_mutex_unlock(&s->dev->lock);
@@ -39,6 +41,19 @@ acg_status acg__check_stream(const acg_stream *s, const char *fn) {
     return ACG_OK;
 }
 
+void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        acg_buffer *root = (acg_buffer *)buffers[i];
+        while (root->parent != NULL) {
+            root = root->parent;
+        }
+        /* Once per stream and buffer: later launches only read the word. */
+        if ((atomic_load_explicit(&root->used_by, memory_order_relaxed) & s->use_bit) == 0) {
+            atomic_fetch_or_explicit(&root->used_by, s->use_bit, memory_order_relaxed);
+        }
+    }
+}
+
 acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
                        acg_status (*eager)(acg_stream *s, const acg__node *node)) {
     acg__capture *c = acg__stream_enter(s);
@@ -56,6 +71,7 @@ acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
         }
     }
     if (c == NULL) {
+        acg__buffers_mark_use(s, node->buffers, node->n_buffers);
         st = eager(s, node);
     } else if ((st = acg__capture_check(c, fn)) != ACG_OK) {
         /* refused: the capture was invalidated earlier */
@@ -106,6 +122,7 @@ acg_status acg__capture_invalidate(acg__capture *c, acg_status status, const cha
 
 acg_status acg__invalidate_device_captures(acg_device *dev, const char *op) {
     acg_status st = ACG_OK;
+    acg__device_await_endings(dev);
     for (acg__capture *c = dev->captures; c != NULL; c = c->next) {
         if (c->state == ACG_CAPTURE_ACTIVE) {
             st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
@@ -301,6 +318,7 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
         return st;
     }
     pthread_mutex_lock(&dev->lock);
+    acg__device_await_endings(dev); /* one into the same pool ends before this one begins */
     acg_status st = ACG_OK;
     if (pool != NULL && pool->capturing) {
         st = acg__error(ACG_ERR_IN_USE, "%s: another capture into this graph pool is in progress",
@@ -431,21 +449,47 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
                           "that stream",
                           fn);
     }
+    acg_device *dev = s->dev;
+    acg_graph_pool *pool = c->pool;
+    acg_graph **parked = NULL;
+    uint32_t n_parked = 0;
     acg_status st;
     if (c->state != ACG_CAPTURE_ACTIVE) {
         st = acg__error(c->why_status, "%s: the capture was invalidated: %s", fn, c->why);
-    } else {
-        st = check_joined(c);
+    } else if ((st = check_joined(c)) == ACG_OK) {
+        /* Instantiating can take long: do it under the origin stream's lock alone. Whoever
+         * meets the capture meanwhile waits for its end (acg__device_await_endings), so its
+         * description, streams and recording stay as they are. */
+        acg__bk_recording *rec = c->rec;
+        acg__bk_exec *exec = NULL;
+        c->rec = NULL; /* the driver's recording ends here either way */
+        c->ending = true;
+        dev->n_ending++;
+        pthread_mutex_unlock(&dev->lock);
+        st = rec != NULL ? dev->vt->capture_end(rec, &exec)
+                         : dev->vt->graph_instantiate(dev->impl, &c->desc, &exec);
+        pthread_mutex_lock(&dev->lock);
+        c->ending = false;
+        dev->n_ending--;
+        pthread_cond_broadcast(&dev->ended);
         if (st == ACG_OK) {
-            st = acg__graph_create(c, out);
+            st = acg__graph_create(c, exec, out);
         }
-        if (st == ACG_OK) {
-            /* A capture succeeded: what failed before it in this pool can go now. */
-            acg__pool_release_parked(c->pool);
+        if (st == ACG_OK && pool->n_parked != 0) {
+            /* A capture succeeded: what failed before it in this pool can go now. The new
+             * graph, held by this call, keeps the pool alive until they are gone. */
+            acg__handle_use(*out, ACG__HANDLE_GRAPH);
+            parked = pool->parked;
+            n_parked = pool->n_parked;
+            pool->parked = NULL;
+            pool->n_parked = pool->cap_parked = 0;
         }
     }
     acg__capture_free(c);
     acg__stream_leave(s, c);
+    if (parked != NULL) {
+        acg__pool_destroy_graphs(pool, parked, n_parked);
+    }
     return st;
 }
 

@@ -194,6 +194,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
     mask_capability(vt, &dev->cap);
     dev->retain_discarded = vt->retain_discarded_graphs;
     pthread_mutex_init(&dev->lock, NULL);
+    pthread_cond_init(&dev->ended, NULL);
     st = acg__handle_add(dev, ACG__HANDLE_DEVICE, &dev->life);
     if (st != ACG_OK) {
         acg__error(st, "acg_device_open: out of memory");
@@ -204,6 +205,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
     return ACG_OK;
 
 out_mutex:
+    pthread_cond_destroy(&dev->ended);
     pthread_mutex_destroy(&dev->lock);
 out_close:
     vt->device_close(dev->impl);
@@ -260,6 +262,7 @@ acg_status acg_device_close(acg_device *dev) {
     acg__device_kernels_free(dev);
     acg__handle_remove(dev);
     dev->vt->device_close(dev->impl);
+    pthread_cond_destroy(&dev->ended);
     pthread_mutex_destroy(&dev->lock);
     acg__free(dev);
     return ACG_OK;
@@ -285,15 +288,85 @@ uint64_t acg__device_capability_queries(const acg_device *dev) {
     return acg__handle_valid(dev, ACG__HANDLE_DEVICE) ? dev->capability_queries : 0;
 }
 
-acg_status acg__device_sync_locked(acg_device *dev) {
+static void keep_first(acg_status *result, acg_status st) {
+    if (*result == ACG_OK) {
+        *result = st;
+    }
+}
+
+enum { WAIT_BATCH = 32 };
+
+/* One batch of acg__device_wait_streams: up to WAIT_BATCH of the matching streams created
+ * before *cursor (dev->streams runs newest first), held by this batch's own call scope. */
+static acg_status wait_batch(acg_device *dev, uint64_t mask, uint64_t *cursor, const char *op,
+                             bool *more) {
+    ACG__CALL_SCOPE;
+    struct {
+        acg_stream *s;
+        bool marked;
+    } w[WAIT_BATCH];
+    uint32_t n = 0;
     acg_status result = ACG_OK;
+    *more = false;
+    pthread_mutex_lock(&dev->lock);
     for (acg_stream *s = dev->streams; s != NULL; s = s->next) {
-        acg_status st = dev->vt->stream_synchronize(s->impl);
-        if (st != ACG_OK && result == ACG_OK) {
-            result = st;
+        if (s->serial >= *cursor || (s->use_bit & mask) == 0) {
+            continue;
+        }
+        if (n == WAIT_BATCH) {
+            *more = true;
+            break;
+        }
+        *cursor = s->serial;
+        if (acg__handle_use(s, ACG__HANDLE_STREAM)) {
+            w[n++].s = s;
+        } else {
+            /* Its destroy is under way, but the stream stays linked (and alive) until that
+             * destroy gets this lock: wait for it here. */
+            keep_first(&result, dev->vt->stream_synchronize(s->impl));
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        acg_stream *s = w[i].s;
+        /* The stream's lock orders the record with its other calls; a capture begun on it
+         * since the caller checked would record the mark instead of running it. */
+        acg__capture *c = acg__stream_enter(s);
+        if (c != NULL && c->state == ACG_CAPTURE_ACTIVE) {
+            acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                    "%s during a capture on %s invalidated the capture", op,
+                                    dev->spec);
+        }
+        w[i].marked = dev->vt->event_record(s->mark, s->impl) == ACG_OK;
+        if (!w[i].marked) {
+            /* No mark to wait on: wait for the stream itself, under its lock only. */
+            keep_first(&result, dev->vt->stream_synchronize(s->impl));
+        }
+        acg__stream_leave(s, c);
+    }
+    /* The streams stay held until the batch's scope ends, so their marks outlive the waits. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (w[i].marked) {
+            keep_first(&result, dev->vt->event_synchronize(w[i].s->mark));
         }
     }
     return result;
+}
+
+acg_status acg__device_wait_streams(acg_device *dev, uint64_t mask, const char *op) {
+    acg_status result = ACG_OK;
+    uint64_t cursor = UINT64_MAX;
+    bool more = mask != 0;
+    while (more) {
+        keep_first(&result, wait_batch(dev, mask, &cursor, op, &more));
+    }
+    return result;
+}
+
+void acg__device_await_endings(acg_device *dev) {
+    while (dev->n_ending != 0) {
+        pthread_cond_wait(&dev->ended, &dev->lock);
+    }
 }
 
 acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
@@ -358,11 +431,9 @@ acg_status acg_device_synchronize(acg_device *dev) {
     }
     pthread_mutex_lock(&dev->lock);
     st = acg__invalidate_device_captures(dev, "acg_device_synchronize");
-    if (st == ACG_OK) {
-        st = acg__device_sync_locked(dev);
-    }
     pthread_mutex_unlock(&dev->lock);
-    return st;
+    return st == ACG_OK ? acg__device_wait_streams(dev, ~(uint64_t)0, "acg_device_synchronize")
+                        : st;
 }
 
 acg_status acg__device_mem_alloc(acg_device *dev, size_t size, acg__bk_mem **mem) {

@@ -10,6 +10,8 @@
 #define SCRATCH_ALIGN 256
 #define MIN_CHUNK ((size_t)256 * 1024)
 
+static acg_status wait_pool(acg_graph_pool *pool);
+
 /* ---- pools ------------------------------------------------------------------------------- */
 
 acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private) {
@@ -138,6 +140,9 @@ acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
     }
     acg_device *dev = pool->dev;
     acg__hold_device(dev);
+    /* Parked graphs may still replay: wait for that before the lock (a refused destroy has
+     * waited for nothing it needed, which is harmless). */
+    wait_pool(pool);
     pthread_mutex_lock(&dev->lock);
     if (pool->n_graphs != pool->n_parked || pool->capturing) {
         uint32_t n = pool->n_graphs - pool->n_parked;
@@ -223,30 +228,15 @@ static acg_status check_graph(const acg_graph *g, const char *fn) {
     return ACG_OK;
 }
 
-acg_status acg__graph_create(acg__capture *c, acg_graph **out) {
+acg_status acg__graph_create(acg__capture *c, acg__bk_exec *exec, acg_graph **out) {
     acg_device *dev = c->dev;
     acg_graph *g = acg__calloc(1, sizeof *g);
-    if (g == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
-    }
-    acg_status st;
-    if (c->rec != NULL) {
-        /* The driver instantiates what it recorded; the recording is gone either way. */
-        acg__bk_recording *rec = c->rec;
-        c->rec = NULL;
-        st = dev->vt->capture_end(rec, &g->exec);
-    } else {
-        st = dev->vt->graph_instantiate(dev->impl, &c->desc, &g->exec);
-    }
-    if (st != ACG_OK) {
-        acg__free(g);
-        return st;
-    }
-    if (acg__handle_add(g, ACG__HANDLE_GRAPH, &g->life) != ACG_OK) {
-        dev->vt->graph_destroy(g->exec);
+    if (g == NULL || acg__handle_add(g, ACG__HANDLE_GRAPH, &g->life) != ACG_OK) {
+        dev->vt->graph_destroy(exec);
         acg__free(g);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
     }
+    g->exec = exec;
     g->dev = dev;
     g->id = ++dev->next_graph_id;
     g->desc = c->desc;
@@ -273,6 +263,39 @@ acg_status acg__graph_create(acg__capture *c, acg_graph **out) {
  * starts meanwhile). */
 static acg_status wait_pool_locked(acg_graph_pool *pool) {
     return pool->last_stream == NULL ? ACG_OK : pool->dev->vt->event_synchronize(pool->last_event);
+}
+
+/* Waits for the pool's latest replay holding only its replay lock: replays of other pools and
+ * the rest of the device go on. */
+static acg_status wait_pool(acg_graph_pool *pool) {
+    pthread_mutex_lock(&pool->replay_lock);
+    acg_status st = wait_pool_locked(pool);
+    pthread_mutex_unlock(&pool->replay_lock);
+    return st;
+}
+
+/* Takes dev->lock and the pool's replay lock with no replay of the pool in flight. The wait
+ * itself happens with neither held; a replay that started meanwhile sends it round again. */
+static acg_status lock_pool_idle(acg_graph_pool *pool) {
+    acg_device *dev = pool->dev;
+    for (;;) {
+        acg_status st = wait_pool(pool);
+        if (st != ACG_OK) {
+            return st;
+        }
+        pthread_mutex_lock(&dev->lock);
+        pthread_mutex_lock(&pool->replay_lock);
+        st = pool->last_stream == NULL ? ACG_OK : dev->vt->event_query(pool->last_event);
+        if (st != ACG_NOT_READY) {
+            if (st != ACG_OK) {
+                pthread_mutex_unlock(&pool->replay_lock);
+                pthread_mutex_unlock(&dev->lock);
+            }
+            return st;
+        }
+        pthread_mutex_unlock(&pool->replay_lock);
+        pthread_mutex_unlock(&dev->lock);
+    }
 }
 
 acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
@@ -436,7 +459,10 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
     if (g == from) {
         return ACG_OK;
     }
-    pthread_mutex_lock(&dev->lock);
+    /* The backend rewrites exec while no replay of the pool runs or starts. */
+    if ((st = lock_pool_idle(g->pool)) != ACG_OK) {
+        return st;
+    }
     st = same_topology(g, from);
     acg__graph_desc nd = {0};
     if (st != ACG_OK) {
@@ -480,38 +506,30 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
             }
         }
     }
-    /* The backend rewrites exec while no replay of the pool runs or starts. */
-    pthread_mutex_lock(&g->pool->replay_lock);
-    st = wait_pool_locked(g->pool);
-    if (st == ACG_OK) {
-        st = dev->vt->graph_update(g->exec, &nd);
-    }
-    pthread_mutex_unlock(&g->pool->replay_lock);
-    if (st != ACG_OK) {
+    if ((st = dev->vt->graph_update(g->exec, &nd)) != ACG_OK) {
         goto out_free;
     }
     acg__desc_refs(dev, &g->desc, -1);
     acg__desc_free(&g->desc);
     g->desc = nd;
     acg__desc_refs(dev, &g->desc, +1);
+    pthread_mutex_unlock(&g->pool->replay_lock);
     pthread_mutex_unlock(&dev->lock);
     return ACG_OK;
 
 out_free:
     acg__desc_free(&nd);
 out_unlock:
+    pthread_mutex_unlock(&g->pool->replay_lock);
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
 
-/* Waits for the graph's pending replays, then releases it (dev->lock held). The pool goes with
- * its last graph when it is private. */
-static acg_status destroy_locked(acg_graph *g) {
+/* Releases a graph whose replays are complete (dev->lock held). The pool goes with its last
+ * graph when it is private. */
+static void destroy_locked(acg_graph *g) {
     acg_device *dev = g->dev;
     acg_graph_pool *pool = g->pool;
-    pthread_mutex_lock(&pool->replay_lock);
-    acg_status st = wait_pool_locked(pool);
-    pthread_mutex_unlock(&pool->replay_lock);
     acg__desc_refs(dev, &g->desc, -1);
     for (acg_graph **p = &dev->graphs; *p != NULL; p = &(*p)->next) {
         if (*p == g) {
@@ -531,7 +549,6 @@ static acg_status destroy_locked(acg_graph *g) {
         acg__pool_free(pool);
     }
     acg__free(g);
-    return st;
 }
 
 void acg__pool_release_parked(acg_graph_pool *pool) {
@@ -539,6 +556,17 @@ void acg__pool_release_parked(acg_graph_pool *pool) {
         destroy_locked(pool->parked[i]);
     }
     pool->n_parked = 0;
+}
+
+void acg__pool_destroy_graphs(acg_graph_pool *pool, acg_graph **graphs, uint32_t n) {
+    acg_device *dev = pool->dev;
+    wait_pool(pool); /* their handles are gone: no replay of them starts after this */
+    pthread_mutex_lock(&dev->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        destroy_locked(graphs[i]);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    acg__free(graphs);
 }
 
 uint32_t acg__pool_parked_count(const acg_graph_pool *pool) { return pool->n_parked; }
@@ -569,8 +597,10 @@ acg_status acg_graph_destroy(acg_graph *g) {
         return st;
     }
     acg_device *dev = g->dev;
+    /* Retired, the graph starts no more replays: wait for those in flight, holding no lock. */
+    st = wait_pool(g->pool);
     pthread_mutex_lock(&dev->lock);
-    st = destroy_locked(g);
+    destroy_locked(g);
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
@@ -608,13 +638,17 @@ acg_status acg_graph_discard(acg_graph *g) {
                  (unsigned long long)g->id);
         park = false;
     }
-    if (!park) {
-        st = destroy_locked(g);
-    } else {
+    if (park) {
         /* The handle died; the graph lives on, parked, until its pool's next successful
          * capture (or the pool's end). */
         pool->parked[pool->n_parked++] = g;
+        pthread_mutex_unlock(&dev->lock);
+        return ACG_OK;
     }
+    pthread_mutex_unlock(&dev->lock);
+    st = wait_pool(pool);
+    pthread_mutex_lock(&dev->lock);
+    destroy_locked(g);
     pthread_mutex_unlock(&dev->lock);
     return st;
 }

@@ -371,6 +371,22 @@ bool acg__pinned_lookup(const void *p, size_t size, acg__pinned *out) {
     return found;
 }
 
+bool acg__pinned_use(const acg_device *dev, const void *p, size_t size, uint64_t bit) {
+    pthread_mutex_lock(&pin_lock);
+    bool pinned = false;
+    uint32_t i = upper_bound(p);
+    if (i > 0) {
+        acg__pinned *e = &pins[i - 1];
+        uintptr_t off = (uintptr_t)p - (uintptr_t)e->base;
+        if (e->dev == dev && off <= e->size && size <= e->size - off) {
+            e->used_by |= bit;
+            pinned = e->pinned;
+        }
+    }
+    pthread_mutex_unlock(&pin_lock);
+    return pinned;
+}
+
 void acg__pinned_ref(void *base, int delta) {
     pthread_mutex_lock(&pin_lock);
     uint32_t i = upper_bound(base);

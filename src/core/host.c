@@ -115,6 +115,8 @@ acg_status acg_stream_declare_foreign(acg_stream *s, const char *name, const acg
     }
     acg__capture *c = acg__stream_enter(s);
     if (c == NULL) {
+        /* Eager foreign work: freeing its buffers now waits for this stream. */
+        acg__buffers_mark_use(s, node.buffers, node.n_buffers);
         acg__stream_leave(s, c);
         return ACG_OK;
     }

@@ -193,12 +193,18 @@ acg_status acg__buffer_free_owned(acg_buffer *buf, const void *owner, const char
     acg__handle_remove(buf);
     if (buf->parent != NULL) {
         buf->parent->n_views--;
-    } else {
-        /* Work queued before the free (by any call that held the buffer) may still use the
-         * memory, as with a device free. */
-        acg__device_sync_locked(dev);
-        acg__device_mem_free(dev, buf->mem, buf->size);
+        dev->n_buffers--;
+        pthread_mutex_unlock(&dev->lock);
+        acg__free(buf);
+        return ACG_OK;
     }
+    uint64_t users = atomic_load_explicit(&buf->used_by, memory_order_relaxed);
+    pthread_mutex_unlock(&dev->lock);
+    /* Work queued before the free (by any call that held the buffer, now all returned) may
+     * still use the memory: wait for the streams that queued work on it, and only those. */
+    acg__device_wait_streams(dev, users, fn);
+    pthread_mutex_lock(&dev->lock);
+    acg__device_mem_free(dev, buf->mem, buf->size);
     dev->n_buffers--;
     pthread_mutex_unlock(&dev->lock);
     acg__free(buf);
@@ -216,7 +222,8 @@ void acg__buffer_set_owner(acg_buffer *buf, const void *owner, const char *what)
     pthread_mutex_unlock(&buf->dev->lock);
 }
 
-static bool capturing_locked(const acg_device *dev) {
+static bool capturing_locked(acg_device *dev) {
+    acg__device_await_endings(dev);
     for (const acg__capture *c = dev->captures; c != NULL; c = c->next) {
         if (c->state == ACG_CAPTURE_ACTIVE) {
             return true;
@@ -486,12 +493,14 @@ acg_status acg_pinned_free(void *ptr) {
             acg__error(st, "%s: %p was not returned by acg_pinned_alloc", fn, ptr);
         }
     }
+    pthread_mutex_unlock(&dev->lock);
     if (st != ACG_OK) {
-        pthread_mutex_unlock(&dev->lock);
         return st;
     }
-    /* Queued copies may still read or write it. */
-    acg__device_sync_locked(dev);
+    /* Copies queued before the free may still read or write it: wait for the streams that
+     * queued them. */
+    acg__device_wait_streams(dev, e.used_by, fn);
+    pthread_mutex_lock(&dev->lock);
     if (e.pinned) {
         dev->vt->pinned_free(dev->impl, e.base);
     } else {
@@ -557,7 +566,7 @@ acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const
                    .dst_mem = dst->mem,
                    .dst_off = dst->offset + dst_offset,
                    .host = (void *)src,
-                   .host_pinned = acg_pinned_contains(s->dev, src, size),
+                   .host_pinned = acg__pinned_use(s->dev, src, size, s->use_bit),
                    .size = size,
                    .n_buffers = 1,
                    .buffers = {dst}};
@@ -576,7 +585,7 @@ acg_status acg_copy_d2h(acg_stream *s, void *dst, const acg_buffer *src, size_t 
                    .src_mem = src->mem,
                    .src_off = src->offset + src_offset,
                    .host = dst,
-                   .host_pinned = acg_pinned_contains(s->dev, dst, size),
+                   .host_pinned = acg__pinned_use(s->dev, dst, size, s->use_bit),
                    .size = size,
                    .n_buffers = 1,
                    .buffers = {src}};

@@ -33,13 +33,23 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
         acg__free(s);
         return st;
     }
+    if ((st = dev->vt->event_create(dev->impl, &s->mark)) != ACG_OK) {
+        char why[256];
+        acg__error_copy(why, sizeof why);
+        dev->vt->stream_destroy(s->impl);
+        acg__free(s);
+        return acg__error(st, "%s: the stream's wait mark: %s", fn, why);
+    }
     if (acg__handle_add(s, ACG__HANDLE_STREAM, &s->life) != ACG_OK) {
+        dev->vt->event_destroy(s->mark);
         dev->vt->stream_destroy(s->impl);
         acg__free(s);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_lock(&dev->lock);
+    s->serial = ++dev->next_stream_serial;
+    s->use_bit = (uint64_t)1 << (s->serial % 64);
     s->next = dev->streams;
     dev->streams = s;
     dev->n_streams++;
@@ -64,6 +74,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
     acg__handle_remove(s);
     pthread_mutex_lock(&s->lock);
     pthread_mutex_lock(&dev->lock);
+    acg__device_await_endings(dev);
     acg__capture *c = s->capture;
     if (c != NULL) {
         if (c->origin == s) {
@@ -89,6 +100,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
     acg__stream_reclaim(s, true);
     pthread_mutex_unlock(&dev->lock);
     acg__free(s->deferred);
+    dev->vt->event_destroy(s->mark);
     dev->vt->stream_destroy(s->impl);
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_destroy(&s->lock);
@@ -201,6 +213,9 @@ acg_status acg_event_destroy(acg_event *e) {
 
 /* The live capture the event was recorded in, or NULL (dev->lock held). */
 static acg__capture *event_capture(const acg_event *e) {
+    if (e->capture != NULL) {
+        acg__device_await_endings(e->dev);
+    }
     if (e->capture != NULL && acg__capture_live(e->dev, e->capture, e->capture_id)) {
         return e->capture;
     }
