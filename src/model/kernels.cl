@@ -1,21 +1,84 @@
 /* kernels.cl - the OpenCL C 1.2 of the reference model's kernels (kernels.c registers them).
  *
- * The cpu code's loops (kernels_cpu.c), split so that one work item computes each output
- * element with the same operations in the same order. Work items past the counts return at
- * once (the grid may be rounded up), and ids read from buffers are checked as the cpu checks
- * them. Each buffer argument arrives as a pointer and a byte offset, so the same launch works
- * for any window of any buffer. Contraction into fused multiply-adds is off so results match
- * the cpu code bit for bit. */
+ * The cpu code (kernels_cpu.c with simd_scalar.c), split so that one work item computes each
+ * output element with the same operations in the same order: the one arithmetic of arith.h,
+ * written again below for OpenCL (explicit fma, acg's exp, no contraction; the backend builds
+ * with correctly rounded division and square root), so results match the cpu backend bit for
+ * bit. Work items past the counts return at once (the grid may be rounded up), and ids read
+ * from buffers are checked as the cpu checks them. Each buffer argument arrives as a pointer
+ * and a byte offset, so the same launch works for any window of any buffer. */
 #pragma OPENCL FP_CONTRACT OFF
 
 #define AT(type, p, off) ((global type *)((global char *)(p) + (off)))
+
+/* ---- the one arithmetic (arith.h) ---------------------------------------------------------- */
+
+#define LANES 32
+
+static float tree32(float *s) {
+    for (uint w = LANES / 2; w >= 1; w /= 2) {
+        for (uint l = 0; l < w; l++) {
+            s[l] = s[l] + s[l + w];
+        }
+    }
+    return s[0];
+}
+
+static float dot32(global const float *a, global const float *b, uint n) {
+    float s[LANES];
+    for (uint l = 0; l < LANES; l++) {
+        s[l] = 0.0f;
+    }
+    for (uint k = 0; k < n; k++) {
+        s[k % LANES] = fma(a[k], b[k], s[k % LANES]);
+    }
+    return tree32(s);
+}
+
+/* The sum of the a[k] >= tau (every a[k] when all is set). */
+static float sum32(global const float *a, uint n, float tau, bool all) {
+    float s[LANES];
+    for (uint l = 0; l < LANES; l++) {
+        s[l] = 0.0f;
+    }
+    for (uint k = 0; k < n; k++) {
+        if (all || a[k] >= tau) {
+            s[k % LANES] = s[k % LANES] + a[k];
+        }
+    }
+    return tree32(s);
+}
+
+static float acg_expf(float x) {
+    if (!(x <= 88.72283935546875f)) {
+        return x != x ? x : INFINITY;
+    }
+    if (x < -87.0f) {
+        return 0.0f;
+    }
+    float t = x * 1.44269502162933349609375f;
+    float n = (t + 12582912.0f) - 12582912.0f;
+    float r = fma(n, -0.693145751953125f, x);
+    r = fma(n, -1.428606765330187045e-06f, r);
+    float p = 1.98412701138295233249664306640625e-4f;
+    p = fma(p, r, 1.38888892251998186111450195312500e-3f);
+    p = fma(p, r, 8.33333376795053482055664062500000e-3f);
+    p = fma(p, r, 4.16666679084300994873046875000000e-2f);
+    p = fma(p, r, 1.66666671633720397949218750000000e-1f);
+    p = fma(p, r, 0.5f);
+    p = fma(p, r, 1.0f);
+    p = fma(p, r, 1.0f);
+    int ni = (int)n, hi = ni / 2;
+    float s1 = as_float((uint)(ni - hi + 127) << 23);
+    float s2 = as_float((uint)(hi + 127) << 23);
+    return (p * s1) * s2;
+}
 
 kernel void swiglu_f32(global float *y, ulong y_off, global float *x, ulong x_off,
                        global float *g, ulong g_off) {
     size_t i = get_global_id(0);
     float v = AT(float, x, x_off)[i];
-    v *= 1.0f / (1.0f + exp(-v));
-    AT(float, y, y_off)[i] = v * AT(float, g, g_off)[i];
+    AT(float, y, y_off)[i] = (v * (1.0f / (1.0f + acg_expf(-v)))) * AT(float, g, g_off)[i];
 }
 
 kernel void embed_f32(global float *out, ulong out_off, global float *table, ulong table_off,
@@ -37,19 +100,16 @@ kernel void rmsnorm_f32(global float *out, ulong out_off, global float *x, ulong
     }
     global float *xr = AT(float, x, x_off) + t * dim, *o = AT(float, out, out_off) + t * dim;
     global float *ww = AT(float, w, w_off);
-    float ss = 0.0f;
-    for (uint j = 0; j < dim; j++) {
-        ss += xr[j] * xr[j];
-    }
-    ss /= (float)dim;
-    ss += eps;
+    float ss = dot32(xr, xr, dim);
+    ss = ss / (float)dim;
+    ss = ss + eps;
     ss = 1.0f / sqrt(ss);
     for (uint j = 0; j < dim; j++) {
         o[j] = ww[j] * (ss * xr[j]);
     }
 }
 
-/* out (n, n_out) = x (n, n_in) w^T: one dot product per work item, k ascending. */
+/* out (n, n_out) = x (n, n_in) w^T: one dot product per work item. */
 kernel void matmul_f32(global float *out, ulong out_off, global float *x, ulong x_off,
                        global float *w, ulong w_off, uint n_in, uint n_out, uint n) {
     size_t j = get_global_id(0), r = get_global_id(1);
@@ -57,11 +117,7 @@ kernel void matmul_f32(global float *out, ulong out_off, global float *x, ulong 
         return;
     }
     global float *xr = AT(float, x, x_off) + r * n_in, *wj = AT(float, w, w_off) + j * n_in;
-    float s = 0.0f;
-    for (uint k = 0; k < n_in; k++) {
-        s += wj[k] * xr[k];
-    }
-    AT(float, out, out_off)[r * n_out + j] = s;
+    AT(float, out, out_off)[r * n_out + j] = dot32(wj, xr, n_in);
 }
 
 /* The row of token t and its position, from the plan; false for padding or a position the
@@ -165,11 +221,8 @@ kernel void attention_f32(global float *out, ulong out_off, global float *att, u
         long page = page_of(tab, width, page_size, n_pages, r, p);
         float score = 0.0f;
         if (page >= 0) {
-            global float *kp =
-                kcache + ((size_t)page * page_size + p % page_size) * kv_dim + kv_off;
-            for (uint i = 0; i < hs; i++) {
-                score += qh[i] * kp[i];
-            }
+            score = dot32(qh, kcache + ((size_t)page * page_size + p % page_size) * kv_dim + kv_off,
+                          hs);
         }
         sc[p] = score / scale;
     }
@@ -179,23 +232,28 @@ kernel void attention_f32(global float *out, ulong out_off, global float *att, u
             max = sc[p];
         }
     }
-    float sum = 0.0f;
     for (uint p = 0; p <= pos; p++) {
-        sc[p] = exp(sc[p] - max);
-        sum += sc[p];
+        sc[p] = acg_expf(sc[p] - max);
     }
+    float sum = sum32(sc, pos + 1, 0.0f, true);
     for (uint p = 0; p <= pos; p++) {
-        sc[p] /= sum;
+        sc[p] = sc[p] / sum;
     }
-    for (uint p = 0; p <= pos; p++) {
-        long page = page_of(tab, width, page_size, n_pages, r, p);
-        if (page < 0) {
-            page = 0; /* the sink page: zeros */
+    /* Each output element: 32 partials over the positions, then the tree. */
+    for (uint i = 0; i < hs; i++) {
+        float s[LANES];
+        for (uint l = 0; l < LANES; l++) {
+            s[l] = 0.0f;
         }
-        global float *vp = vcache + ((size_t)page * page_size + p % page_size) * kv_dim + kv_off;
-        for (uint i = 0; i < hs; i++) {
-            o[i] += sc[p] * vp[i];
+        for (uint p = 0; p <= pos; p++) {
+            long page = page_of(tab, width, page_size, n_pages, r, p);
+            if (page < 0) {
+                page = 0; /* the sink page: zeros */
+            }
+            float x = vcache[((size_t)page * page_size + p % page_size) * kv_dim + kv_off + i];
+            s[p % LANES] = fma(sc[p], x, s[p % LANES]);
         }
+        o[i] = tree32(s);
     }
 }
 
@@ -222,15 +280,9 @@ static ulong draw_bits(ulong seed, ulong counter) {
     return z ^ (z >> 31);
 }
 
-/* Probability mass of the tokens whose probability is at least tau, summed in index order. */
+/* Probability mass of the tokens whose probability is at least tau, in the one order. */
 static float mass_from(global float *p, uint vocab, float tau) {
-    float m = 0.0f;
-    for (uint i = 0; i < vocab; i++) {
-        if (p[i] >= tau) {
-            m += p[i];
-        }
-    }
-    return m;
+    return sum32(p, vocab, tau, false);
 }
 
 /* One row of "sample_f32": see model.h. */
@@ -260,13 +312,12 @@ static void sample_row(global float *logits, global float *p, uint vocab, global
         result[1] = -1;
         return;
     }
-    float sum = 0.0f;
     for (uint i = 0; i < vocab; i++) {
-        p[i] = exp(logits[i] / temperature - max);
-        sum += p[i];
+        p[i] = acg_expf(logits[i] / temperature - max);
     }
+    float sum = sum32(p, vocab, 0.0f, true);
     for (uint i = 0; i < vocab; i++) {
-        p[i] /= sum;
+        p[i] = p[i] / sum;
     }
     /* The nucleus is every token at or above the largest threshold tau whose mass reaches
      * top_p: a bisection over the bit patterns of tau (positive floats order as integers). */

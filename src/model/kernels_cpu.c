@@ -1,24 +1,18 @@
 /* kernels_cpu.c — the C code of the reference model's kernels, for the cpu backend.
  *
- * One loop nest per kernel; every output element sums in the order the reference does (index
- * ascending), so a row's result never depends on the rows around it. Ids read from buffers are
- * checked before use. kernels.cl follows these loops line for line. The build turns off
- * contraction into fused multiply-adds (-ffp-contract=off), so results do not depend on the
- * compiler's choice and the OpenCL code can match them bit for bit. */
+ * Every reduction (dot products, sums of squares, softmax sums) and every exp follows the one
+ * arithmetic of arith.h, through the vector loops of simd.h, so each output element is computed
+ * the same way whatever rows surround it, whichever SIMD level runs, and on every backend:
+ * kernels.cl computes the same bits. Ids read from buffers are checked before use. */
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "model-impl.h"
+#include "simd.h"
 
 void acg__model_cpu_swiglu_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
-    float *y = a[0].p;
-    const float *x = a[1].p, *g = a[2].p;
-    for (uint32_t i = 0; i < global[0]; i++) {
-        float v = x[i];
-        v *= 1.0f / (1.0f + expf(-v));
-        y[i] = v * g[i];
-    }
+    acg__simd()->swiglu(a[0].p, a[1].p, a[2].p, global[0]);
 }
 
 void acg__model_cpu_embed_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
@@ -43,93 +37,23 @@ void acg__model_cpu_rmsnorm_f32(const acg_cpu_arg *a, const uint32_t global[3]) 
     const float *x = a[1].p, *w = a[2].p;
     const uint32_t dim = a[3].u32, n = a[4].u32;
     const float eps = a[5].f32;
+    const acg__simd_ops *v = acg__simd();
     for (uint32_t t = 0; t < n; t++) {
         const float *xr = x + (size_t)t * dim;
-        float *o = out + (size_t)t * dim;
-        float ss = 0.0f;
-        for (uint32_t j = 0; j < dim; j++) {
-            ss += xr[j] * xr[j];
-        }
-        ss /= (float)dim;
-        ss += eps;
+        float ss = v->dot(xr, xr, dim);
+        ss = ss / (float)dim;
+        ss = ss + eps;
         ss = 1.0f / sqrtf(ss);
-        for (uint32_t j = 0; j < dim; j++) {
-            o[j] = w[j] * (ss * xr[j]);
-        }
+        v->rms_apply(out + (size_t)t * dim, w, xr, ss, dim);
     }
 }
 
-/* out (n, n_out) = x (n, n_in) w^T. Tiles of 4 rows by 4 outputs keep 16 independent sums in
- * flight; each sum still adds w[j][k] * x[r][k] for k ascending, as a single dot product does. */
+/* out (n, n_out) = x (n, n_in) w^T: each output the one-order dot product of its weight row
+ * and its input row. */
 void acg__model_cpu_matmul_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
-    float *out = a[0].p;
-    const float *x = a[1].p, *w = a[2].p;
     const uint32_t n_in = a[3].u32, n_out = a[4].u32, n = a[5].u32;
-    uint32_t r = 0;
-    for (; r + 4 <= n; r += 4) {
-        const float *x0 = x + (size_t)r * n_in, *x1 = x0 + n_in, *x2 = x1 + n_in, *x3 = x2 + n_in;
-        uint32_t j = 0;
-        for (; j + 4 <= n_out; j += 4) {
-            float s[4][4] = {{0.0f}};
-            const float *w0 = w + (size_t)j * n_in, *w1 = w0 + n_in, *w2 = w1 + n_in,
-                        *w3 = w2 + n_in;
-            for (uint32_t k = 0; k < n_in; k++) {
-                const float xv[4] = {x0[k], x1[k], x2[k], x3[k]};
-                const float wv[4] = {w0[k], w1[k], w2[k], w3[k]};
-                for (int rr = 0; rr < 4; rr++) {
-                    for (int jj = 0; jj < 4; jj++) {
-                        s[rr][jj] += wv[jj] * xv[rr];
-                    }
-                }
-            }
-            for (int rr = 0; rr < 4; rr++) {
-                memcpy(out + (size_t)(r + rr) * n_out + j, s[rr], sizeof s[rr]);
-            }
-        }
-        for (; j < n_out; j++) {
-            const float *wj = w + (size_t)j * n_in;
-            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-            for (uint32_t k = 0; k < n_in; k++) {
-                s0 += wj[k] * x0[k];
-                s1 += wj[k] * x1[k];
-                s2 += wj[k] * x2[k];
-                s3 += wj[k] * x3[k];
-            }
-            out[(size_t)r * n_out + j] = s0;
-            out[(size_t)(r + 1) * n_out + j] = s1;
-            out[(size_t)(r + 2) * n_out + j] = s2;
-            out[(size_t)(r + 3) * n_out + j] = s3;
-        }
-    }
-    for (; r < n; r++) {
-        const float *xr = x + (size_t)r * n_in;
-        uint32_t j = 0;
-        for (; j + 4 <= n_out; j += 4) {
-            const float *w0 = w + (size_t)j * n_in, *w1 = w0 + n_in, *w2 = w1 + n_in,
-                        *w3 = w2 + n_in;
-            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-            for (uint32_t k = 0; k < n_in; k++) {
-                s0 += w0[k] * xr[k];
-                s1 += w1[k] * xr[k];
-                s2 += w2[k] * xr[k];
-                s3 += w3[k] * xr[k];
-            }
-            float *o = out + (size_t)r * n_out + j;
-            o[0] = s0;
-            o[1] = s1;
-            o[2] = s2;
-            o[3] = s3;
-        }
-        for (; j < n_out; j++) {
-            const float *wj = w + (size_t)j * n_in;
-            float s0 = 0.0f;
-            for (uint32_t k = 0; k < n_in; k++) {
-                s0 += wj[k] * xr[k];
-            }
-            out[(size_t)r * n_out + j] = s0;
-        }
-    }
+    acg__simd()->matmul(a[0].p, a[1].p, a[2].p, n_in, n_out, n, 0, n_out);
 }
 
 /* The row of token t and its position, from the plan; false for padding or a position the
@@ -213,54 +137,32 @@ void acg__model_cpu_attention_f32(const acg_cpu_arg *a, const uint32_t global[3]
                    batch = a[12].u32, width = a[13].u32, page_size = a[14].u32, n_pages = a[15].u32;
     const uint32_t span = width * page_size, kv_dim = n_kv_heads * hs, group = n_heads / n_kv_heads;
     const float scale = sqrtf((float)hs);
+    const acg__simd_ops *v = acg__simd();
     for (uint32_t t = 0; t < n; t++) {
         uint32_t r = 0, pos = 0;
         bool real = page_size != 0 && token_place(offsets, kv_lens, batch, t, span, &r, &pos);
         for (uint32_t h = 0; h < n_heads; h++) {
             float *o = out + ((size_t)t * n_heads + h) * hs;
-            memset(o, 0, (size_t)hs * sizeof(float));
             if (!real) {
+                memset(o, 0, (size_t)hs * sizeof(float));
                 continue;
             }
             const float *qh = q + ((size_t)t * n_heads + h) * hs;
             float *sc = att + ((size_t)t * n_heads + h) * span;
-            size_t kv_off = (size_t)(h / group) * hs;
-            for (uint32_t p = 0; p <= pos; p++) {
-                int64_t page = page_of(table, width, page_size, n_pages, r, p);
-                float score = 0.0f;
-                if (page >= 0) {
-                    const float *kp =
-                        kc + ((size_t)page * page_size + p % page_size) * kv_dim + kv_off;
-                    for (uint32_t i = 0; i < hs; i++) {
-                        score += qh[i] * kp[i];
-                    }
-                }
-                sc[p] = score / scale;
-            }
+            uint32_t kv_off = (h / group) * hs, n_pos = pos + 1;
+            const int32_t *row = table + (size_t)r * width;
+            const acg__kv_rows keys = {kc, row, page_size, n_pages, kv_dim, kv_off};
+            const acg__kv_rows values = {vc, row, page_size, n_pages, kv_dim, kv_off};
+            v->attn_scores(sc, qh, &keys, hs, scale, n_pos);
             float max = sc[0];
-            for (uint32_t p = 1; p <= pos; p++) {
+            for (uint32_t p = 1; p < n_pos; p++) {
                 if (sc[p] > max) {
                     max = sc[p];
                 }
             }
-            float sum = 0.0f;
-            for (uint32_t p = 0; p <= pos; p++) {
-                sc[p] = expf(sc[p] - max);
-                sum += sc[p];
-            }
-            for (uint32_t p = 0; p <= pos; p++) {
-                sc[p] /= sum;
-            }
-            for (uint32_t p = 0; p <= pos; p++) {
-                int64_t page = page_of(table, width, page_size, n_pages, r, p);
-                if (page < 0) {
-                    page = 0; /* the sink page: zeros */
-                }
-                const float *vp = vc + ((size_t)page * page_size + p % page_size) * kv_dim + kv_off;
-                for (uint32_t i = 0; i < hs; i++) {
-                    o[i] += sc[p] * vp[i];
-                }
-            }
+            v->exp_sub(sc, sc, max, n_pos);
+            v->div(sc, sc, v->sum(sc, n_pos), n_pos);
+            v->attn_values(o, sc, &values, hs, n_pos);
         }
     }
 }
@@ -297,15 +199,9 @@ static float bits_float(uint32_t b) {
     return f;
 }
 
-/* Probability mass of the tokens whose probability is at least tau, summed in index order. */
+/* Probability mass of the tokens whose probability is at least tau, in the one order. */
 static float mass_from(const float *p, uint32_t vocab, float tau) {
-    float m = 0.0f;
-    for (uint32_t i = 0; i < vocab; i++) {
-        if (p[i] >= tau) {
-            m += p[i];
-        }
-    }
-    return m;
+    return acg__simd()->sum_ge(p, vocab, tau);
 }
 
 /* One row of "sample_f32": see model.h and docs/model.md. */
@@ -335,14 +231,10 @@ static void sample_row(const float *logits, float *p, uint32_t vocab, uint32_t *
         result[1] = -1;
         return;
     }
-    float sum = 0.0f;
-    for (uint32_t i = 0; i < vocab; i++) {
-        p[i] = expf(logits[i] / temperature - max);
-        sum += p[i];
-    }
-    for (uint32_t i = 0; i < vocab; i++) {
-        p[i] /= sum;
-    }
+    const acg__simd_ops *v = acg__simd();
+    v->div(p, logits, temperature, vocab);
+    v->exp_sub(p, p, max, vocab);
+    v->div(p, p, v->sum(p, vocab), vocab);
     /* The nucleus is every token at or above the largest threshold tau whose mass reaches
      * top_p: a bisection over the bit patterns of tau (positive floats order as integers). */
     uint32_t lo = 0;

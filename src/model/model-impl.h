@@ -60,6 +60,9 @@ acg_status acg__file_write(const char *path, const char *fn, const void *const *
 
 /* The C code of the model's kernels for the cpu backend (kernels_cpu.c); kernels.c registers
  * them with the OpenCL C of kernels.cl. */
+/* The model layer's ACG_* variables (simd_scalar.c). */
+extern const acg__env_table acg__model_env;
+
 void acg__model_cpu_swiglu_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_embed_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_rmsnorm_f32(const acg_cpu_arg *a, const uint32_t global[3]);
