@@ -6,7 +6,7 @@
  * (argv[0] is the benchmark's name); tools/acg/main.c lists them. Benchmarks print a table by
  * default and one JSON object with --json, and exit like every acg command (cli.h): 0, 1 after
  * one line "acg: <what>: <detail>", 2 after a usage error. Besides opening the device, none of
- * these helpers allocates.
+ * these helpers allocates, but the measurements of the machine below.
  */
 #ifndef ACG_BENCH_H
 #define ACG_BENCH_H
@@ -26,6 +26,19 @@ uint64_t bench_now_ns(void);
 /* The median of v[0..n-1] (the mean of the middle two when n is even); sorts v in place.
  * NaN when n is 0. */
 double bench_median(double *v, size_t n);
+
+/* ---- what the machine can do -----------------------------------------------------------------
+ * Measured in the same run as the figures they are read against, on `threads` host threads
+ * (at most BENCH_MAX_THREADS): the median of five passes each. NaN when memory or a thread is
+ * missing. These allocate (a buffer of `bytes`). */
+
+#define BENCH_MAX_THREADS 64
+
+/* GB/s of reading `bytes` of host memory once, each thread its contiguous share. */
+double bench_read_bandwidth(size_t bytes, unsigned threads);
+/* GFLOP/s of independent fused multiply-adds at the widest SIMD level the CPU has (named in
+ * *level: "avx512", "avx2" or "scalar"), counting an FMA as two operations. */
+double bench_fma_peak(unsigned threads, const char **level);
 
 /* ---- table printer ---------------------------------------------------------------------------
  * Columns have printf widths: a positive width right-aligns (numbers), a negative one
@@ -135,5 +148,10 @@ extern const char bench_stage_usage[];
  * size: step time and tokens per second. */
 int bench_decode(int argc, char **argv);
 extern const char bench_decode_usage[];
+
+/* bench/split.c: a kernel split over the cpu backend's thread pool against run whole, per
+ * amount of work: the pool's dispatch cost and where splitting starts to pay. */
+int bench_split(int argc, char **argv);
+extern const char bench_split_usage[];
 
 #endif /* ACG_BENCH_H */

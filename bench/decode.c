@@ -12,14 +12,18 @@
  * machine hits both alike; every figure is a median. Every timed step is checked to be a pure
  * decode step of b rows, and afterwards both models must have generated the same tokens.
  *
- * The public API gives the whole step's wall time only: acg_model_step returns after the
- * device has finished, so the host's share of a step (submit) is not reported separately.
+ * acg_step_report splits each step into phases (admission, the attention plan, uploads, queuing
+ * the forward, waiting for the tokens, retiring them); their medians show where a step's time
+ * goes. Each batch size's graph step is also read against what the machine can do, measured in
+ * the same run: the weights a step reads against the host's read bandwidth over a buffer as
+ * large as the weights, and the step's matmul operations against an FMA loop's peak.
  */
 #include "bench.h"
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <acg/model.h>
 
@@ -46,6 +50,11 @@ enum { EAGER, GRAPH, N_MODES };
 static const acg_graph_mode mode_graphs[N_MODES] = {ACG_GRAPHS_OFF, ACG_GRAPHS_ON};
 static const char *const mode_names[N_MODES] = {"graphs off", "graphs on"};
 
+/* The phases of acg_step_report, in step order. */
+enum { ADMIT, PLAN, UPLOAD, LAUNCH, WAIT, RETIRE, N_PHASES };
+static const char *const phase_names[N_PHASES] = {"admit",  "plan", "upload",
+                                                  "launch", "wait", "retire"};
+
 typedef struct decode_config {
     bench_common common; /* --backend, --json */
     const char *preset;  /* --preset; NULL with --model */
@@ -62,6 +71,7 @@ typedef struct decode_result {
     uint32_t replayed[N_MODES]; /* timed steps acg_step_report.graphed calls replayed */
     uint32_t buckets_captured;  /* by the graphs-on model */
     double capture_ms;          /* its capture time at creation */
+    double phase_us[N_MODES][N_PHASES]; /* median of each phase */
 } decode_result;
 
 typedef struct decode_bench {
@@ -73,6 +83,13 @@ typedef struct decode_bench {
     uint64_t *ids[N_MODES];   /* (max batch) the requests of each model */
     double *step_ns[N_MODES];   /* (steps) */
     double *submit_ns[N_MODES]; /* (steps) */
+    double *phase_ns[N_MODES][N_PHASES]; /* (steps) */
+    double weight_bytes;                 /* read by one step's matmuls, norms and classifier */
+    double flops_per_token;              /* of one token's matmuls (2 per multiply-add) */
+    unsigned threads;                    /* host threads of the machine measurements */
+    double read_gbs;                     /* host read bandwidth over weight_bytes */
+    double peak_gflops;                  /* host FMA peak */
+    const char *peak_level;
     int32_t prompt[PROMPT_LEN];
     uint32_t max_new; /* max_new_tokens of every request */
     decode_result results[MAX_BATCH_SIZES];
@@ -161,9 +178,10 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
     }
 }
 
-/* One decode step of `batch` rows; with ns non-NULL stores its wall time. */
+/* One decode step of `batch` rows; with ns non-NULL stores its wall time, and with phases
+ * non-NULL each phase's time at index s of phases[p]. */
 static int decode_step(decode_bench *b, int mode, uint32_t batch, double *ns, double *submit_ns,
-                       uint32_t *replayed) {
+                       double *const *phases, uint32_t s, uint32_t *replayed) {
     acg_step_report rep = ACG_STEP_REPORT_INIT;
     uint64_t t0 = bench_now_ns();
     acg_status st = acg_model_step(b->model[mode], &rep);
@@ -179,6 +197,12 @@ static int decode_step(decode_bench *b, int mode, uint32_t batch, double *ns, do
         *ns = (double)(t1 - t0);
     if (submit_ns)
         *submit_ns = rep.submit_ms * 1e6;
+    if (phases) {
+        const double ms[N_PHASES] = {rep.admit_ms,  rep.plan_ms, rep.upload_ms,
+                                     rep.launch_ms, rep.wait_ms, rep.retire_ms};
+        for (int p = 0; p < N_PHASES; p++)
+            phases[p][s] = ms[p] * 1e6;
+    }
     if (replayed)
         *replayed += rep.graphed;
     return CLI_EXIT_OK;
@@ -219,11 +243,11 @@ static int measure(decode_bench *b, uint32_t batch, decode_result *res) {
     }
     for (uint32_t s = 0; s < WARMUP_STEPS && rc == CLI_EXIT_OK; s++)
         for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++)
-            rc = decode_step(b, m, batch, NULL, NULL, NULL);
+            rc = decode_step(b, m, batch, NULL, NULL, NULL, 0, NULL);
     for (uint32_t s = 0; s < b->cfg->steps && rc == CLI_EXIT_OK; s++) {
         for (int i = 0; i < N_MODES && rc == CLI_EXIT_OK; i++) {
             int m = (int)((s + (uint32_t)i) % N_MODES);
-            rc = decode_step(b, m, batch, &b->step_ns[m][s], &b->submit_ns[m][s],
+            rc = decode_step(b, m, batch, &b->step_ns[m][s], &b->submit_ns[m][s], b->phase_ns[m], s,
                              &res->replayed[m]);
         }
     }
@@ -234,6 +258,8 @@ static int measure(decode_bench *b, uint32_t batch, decode_result *res) {
     for (int m = 0; m < N_MODES; m++) {
         res->step_us[m] = bench_median(b->step_ns[m], b->cfg->steps) / 1e3;
         res->submit_us[m] = bench_median(b->submit_ns[m], b->cfg->steps) / 1e3;
+        for (int p = 0; p < N_PHASES; p++)
+            res->phase_us[m][p] = bench_median(b->phase_ns[m][p], b->cfg->steps) / 1e3;
     }
     return CLI_EXIT_OK;
 }
@@ -273,6 +299,16 @@ static double tokens_per_s(const decode_result *r, int mode) {
     return (double)r->batch * 1e6 / r->step_us[mode];
 }
 
+/* The weights a graph step read, per second of it (GB/s). */
+static double achieved_gbs(const decode_bench *b, const decode_result *r) {
+    return b->weight_bytes / (r->step_us[GRAPH] * 1e3);
+}
+
+/* The matmul operations of a graph step, per second of it (GFLOP/s). */
+static double achieved_gflops(const decode_bench *b, const decode_result *r) {
+    return b->flops_per_token * r->batch / (r->step_us[GRAPH] * 1e3);
+}
+
 static void report_json(const decode_bench *b, double seconds) {
     const decode_config *cfg = b->cfg;
     bench_json j;
@@ -289,6 +325,12 @@ static void report_json(const decode_bench *b, double seconds) {
     bench_json_uint(&j, "warmup_steps", WARMUP_STEPS);
     bench_json_uint(&j, "prompt_tokens", PROMPT_LEN);
     bench_json_uint(&j, "max_new_tokens", b->max_new);
+    bench_json_number(&j, "weight_bytes_per_step", b->weight_bytes);
+    bench_json_number(&j, "flops_per_token", b->flops_per_token);
+    bench_json_uint(&j, "host_threads", b->threads);
+    bench_json_number(&j, "host_read_gbs", b->read_gbs);
+    bench_json_number(&j, "host_fma_peak_gflops", b->peak_gflops);
+    bench_json_string(&j, "host_fma_level", b->peak_level);
     bench_json_array_begin(&j, "results");
     for (size_t i = 0; i < cfg->n_batch; i++) {
         const decode_result *r = &b->results[i];
@@ -306,6 +348,14 @@ static void report_json(const decode_bench *b, double seconds) {
         bench_json_uint(&j, "eager_replayed_steps", r->replayed[EAGER]);
         bench_json_uint(&j, "graph_buckets_captured", r->buckets_captured);
         bench_json_number(&j, "graph_capture_ms", r->capture_ms);
+        bench_json_number(&j, "graph_weight_gbs", achieved_gbs(b, r));
+        bench_json_number(&j, "graph_gflops", achieved_gflops(b, r));
+        for (int m = 0; m < N_MODES; m++) {
+            bench_json_object_begin(&j, m == GRAPH ? "graph_phases_us" : "eager_phases_us");
+            for (int p = 0; p < N_PHASES; p++)
+                bench_json_number(&j, phase_names[p], r->phase_us[m][p]);
+            bench_json_object_end(&j);
+        }
         bench_json_bool(&j, "tokens_match", true);
         bench_json_object_end(&j);
     }
@@ -342,16 +392,66 @@ static void report_table(const decode_bench *b, double seconds) {
         bench_table_cell(&t, "%.0f", tokens_per_s(r, EAGER));
         bench_table_cell(&t, "%u/%u", r->replayed[GRAPH], cfg->steps);
     }
+    printf("\nthe graph step against the machine (measured now, %u host threads): weights %.1f MiB "
+           "a step,\nhost read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s (%s)\n",
+           b->threads, b->weight_bytes / 1048576.0, b->read_gbs, b->peak_gflops, b->peak_level);
+    static const char *const mheaders[] = {"batch", "weights GB/s", "of read bw", "GFLOP/s",
+                                           "of FMA peak"};
+    static const int mwidths[] = {5, 12, 10, 9, 11};
+    bench_table_begin(&t, stdout, 5, mwidths, mheaders);
+    for (size_t i = 0; i < cfg->n_batch; i++) {
+        const decode_result *r = &b->results[i];
+        bench_table_cell(&t, "%u", r->batch);
+        bench_table_cell(&t, "%.1f", achieved_gbs(b, r));
+        bench_table_cell(&t, "%.0f%%", 100.0 * achieved_gbs(b, r) / b->read_gbs);
+        bench_table_cell(&t, "%.1f", achieved_gflops(b, r));
+        bench_table_cell(&t, "%.0f%%", 100.0 * achieved_gflops(b, r) / b->peak_gflops);
+    }
+    printf("\nwhere a step's time goes (median us of each phase):\n");
+    static const char *const pheaders[] = {"batch",  "mode",   "admit", "plan",
+                                           "upload", "launch", "wait",  "retire"};
+    static const int pwidths[] = {5, -10, 8, 8, 8, 8, 9, 8};
+    bench_table_begin(&t, stdout, 8, pwidths, pheaders);
+    for (size_t i = 0; i < cfg->n_batch; i++) {
+        const decode_result *r = &b->results[i];
+        for (int m = 0; m < N_MODES; m++) {
+            bench_table_cell(&t, "%u", r->batch);
+            bench_table_cell(&t, "%s", mode_names[m]);
+            for (int p = 0; p < N_PHASES; p++)
+                bench_table_cell(&t, "%.1f", r->phase_us[m][p]);
+        }
+    }
     printf("\nmedians over the steps; a step is one acg_model_step of b rows of one token:\n"
            "plan, uploads, forward, sampling and the wait for its tokens\n");
     printf("ratio = eager / graph (above 1: the graph is faster); submit = host time to admit,\n"
            "plan, upload and queue the step, before waiting for it; replayed steps = timed steps\n"
            "of the graphs-on model that replayed a graph\n");
+    printf("weights GB/s = weight bytes a step reads / graph step time; GFLOP/s = 2 x the step's\n"
+           "matmul multiply-adds / graph step time; phases: admit (batching, bucket, lease), plan\n"
+           "(attention plan), upload (tokens, seats), launch (queue the replay or the eager\n"
+           "launches), wait (for the sampled tokens), retire (tokens into the requests)\n");
     printf("checked: every timed step decoded b rows; graphs on and off generated the same "
            "tokens\n");
 }
 
 /* ---- setup, run, teardown -------------------------------------------------------------------- */
+
+/* What a step reads and computes, from the model's shape, and what the machine can do. A step
+ * reads every weight matrix once (whatever the batch: a matmul reads each weight row once per
+ * tile of batch rows), the norms' weights and one embedding row per token, which is left out. */
+static void measure_machine(decode_bench *b) {
+    const acg_model_config *c = b->mc;
+    double dim = c->dim, hidden = c->hidden_dim,
+           kv_dim = (double)c->dim / c->n_heads * c->n_kv_heads;
+    double per_layer = dim * dim * 2 + dim * kv_dim * 2 + dim * hidden * 3; /* wq wo wk wv w1-3 */
+    double matmul_params = c->n_layers * per_layer + dim * c->vocab_size;
+    b->weight_bytes = 4.0 * (matmul_params + (2.0 * c->n_layers + 1) * dim);
+    b->flops_per_token = 2.0 * matmul_params;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    b->threads = cpus < 1 ? 1 : cpus > BENCH_MAX_THREADS ? BENCH_MAX_THREADS : (unsigned)cpus;
+    b->read_gbs = bench_read_bandwidth((size_t)b->weight_bytes, b->threads);
+    b->peak_gflops = bench_fma_peak(b->threads, &b->peak_level);
+}
 
 static int run(const decode_config *cfg) {
     decode_bench b;
@@ -384,16 +484,22 @@ static int run(const decode_config *cfg) {
     uint32_t max_batch = 0;
     for (size_t i = 0; i < cfg->n_batch; i++)
         max_batch = cfg->batch[i] > max_batch ? cfg->batch[i] : max_batch;
+    bool allocated = true;
     for (int m = 0; m < N_MODES; m++) {
         b.ids[m] = malloc(max_batch * sizeof(uint64_t));
         b.step_ns[m] = malloc(cfg->steps * sizeof(double));
         b.submit_ns[m] = malloc(cfg->steps * sizeof(double));
+        allocated = allocated && b.ids[m] && b.step_ns[m] && b.submit_ns[m];
+        for (int p = 0; p < N_PHASES; p++) {
+            b.phase_ns[m][p] = malloc(cfg->steps * sizeof(double));
+            allocated = allocated && b.phase_ns[m][p];
+        }
     }
-    if (!b.ids[EAGER] || !b.ids[GRAPH] || !b.step_ns[EAGER] || !b.step_ns[GRAPH] ||
-        !b.submit_ns[EAGER] || !b.submit_ns[GRAPH]) {
+    if (!allocated) {
         rc = cli_failf("bench decode", "out of host memory");
         goto out_free_host;
     }
+    measure_machine(&b);
     if ((rc = bench_device_open(&cfg->common, &b.dev, NULL)) != CLI_EXIT_OK)
         goto out_free_host;
     for (size_t i = 0; i < cfg->n_batch && rc == CLI_EXIT_OK; i++)
@@ -411,6 +517,8 @@ out_free_host:
         free(b.ids[m]);
         free(b.step_ns[m]);
         free(b.submit_ns[m]);
+        for (int p = 0; p < N_PHASES; p++)
+            free(b.phase_ns[m][p]);
     }
 out_free_weights:
     if ((st = acg_model_weights_free(b.weights)) != ACG_OK && rc == CLI_EXIT_OK)

@@ -367,6 +367,16 @@ static void run_together(acg_model *m, const job *jobs, uint32_t n, uint32_t max
         assert_true(rep.rows <= max_batch);
         assert_true(rep.tokens <= max_step_tokens);
         assert_true(rep.generated <= rep.rows);
+        /* The phases are each a part of the step, and together the whole of it. */
+        const double phases[] = {rep.admit_ms,  rep.plan_ms, rep.upload_ms,
+                                 rep.launch_ms, rep.wait_ms, rep.retire_ms};
+        double total = 0.0;
+        for (size_t p = 0; p < sizeof phases / sizeof phases[0]; p++) {
+            assert_true(phases[p] >= 0.0 && phases[p] <= rep.ms);
+            total += phases[p];
+        }
+        assert_true(fabs(total - rep.ms) <= 1e-9 + 1e-9 * rep.ms);
+        assert_true(rep.submit_ms <= rep.ms);
         widest = rep.tokens > widest ? rep.tokens : widest;
         most_rows = rep.rows > most_rows ? rep.rows : most_rows;
     }

@@ -389,10 +389,15 @@ typedef struct acg_step_report {
     bool graphed;       /* replayed from a graph */
     double submit_ms;   /* host time to admit, plan, upload and queue the step */
     double ms;          /* wall time of the step, host waits included */
+    /* Where ms went, phase by phase (they add up to ms): admitting and batching requests and
+     * leasing the bucket's slot; building the attention plan; uploading the step's tokens and
+     * seats; queuing the forward (a replay, or every launch eagerly); waiting for the sampled
+     * tokens (the device's time, seen from the host); and retiring them into the requests. */
+    double admit_ms, plan_ms, upload_ms, launch_ms, wait_ms, retire_ms;
 } acg_step_report;
 
 #define ACG_STEP_REPORT_INIT                                                                       \
-    { sizeof(acg_step_report), 0, 0, 0, 0, 0, 0, false, 0.0, 0.0 }
+    { sizeof(acg_step_report), 0, 0, 0, 0, 0, 0, false, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
 
 /* Runs one engine step: admits waiting requests, batches the running ones (one token for each
  * decoding request, then prompt chunks sharing what is left of max_step_tokens: a prompt may

@@ -307,15 +307,23 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         goto out;
     }
     rep.graphed = lease.graphed;
+    double t1 = now_ms();
+    rep.admit_ms = t1 - t0;
     /* One stream runs everything, so the slot's previous step is ordered before this one. */
     st = acg_attn_plan_build(m->plans[lease.slot], m->stager, m->stream, rows, rep.rows);
+    double t2 = now_ms();
+    rep.plan_ms = t2 - t1;
     if (st == ACG_OK) {
         st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, ids, seats);
     }
+    double t3 = now_ms();
+    rep.upload_ms = t3 - t2;
     if (st == ACG_OK) {
         st = acg_runner_run(m->runner, &lease, m->stream);
     }
-    rep.submit_ms = now_ms() - t0;
+    double t4 = now_ms();
+    rep.launch_ms = t4 - t3;
+    rep.submit_ms = t4 - t0;
     if (st == ACG_OK) {
         st = acg_copy_d2h(m->stream, m->step_result, lease.io.outputs[0], 0,
                           (size_t)rep.rows * 2 * sizeof(int32_t));
@@ -324,6 +332,8 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         st = acg_stream_synchronize(m->stream);
     }
     acg_runner_release(m->runner, &lease);
+    double t5 = now_ms();
+    rep.wait_ms = t5 - t4;
     if (st != ACG_OK) {
         goto out;
     }
@@ -352,6 +362,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         }
     }
     rep.ms = now_ms() - t0;
+    rep.retire_ms = rep.ms - (t5 - t0);
     m->stats.steps++;
     m->stats.graphed_steps += rep.graphed;
     m->stats.generated_tokens += rep.generated;
