@@ -419,6 +419,28 @@ static void opencl_name_only(acg_kernel_desc *d) { d->opencl.source = NULL; }
 static void fatbin_no_size(acg_kernel_desc *d) { d->cuda.fatbin = rowscale_cl; }
 static void fatbin_size_only(acg_kernel_desc *d) { d->cuda.size = 16; }
 static void spirv_name_only(acg_kernel_desc *d) { d->spirv.name = "tk"; }
+static uint32_t never_parts(const acg_cpu_arg *a, const uint32_t global[3], uint32_t max_parts) {
+    (void)a;
+    (void)global;
+    (void)max_parts;
+    fail();
+    return 1;
+}
+static void never_part(const acg_cpu_arg *a, const uint32_t global[3], uint32_t part,
+                       uint32_t n_parts) {
+    (void)a;
+    (void)global;
+    (void)part;
+    (void)n_parts;
+    fail();
+}
+static void parts_only(acg_kernel_desc *d) { d->cpu_parts.parts = never_parts; }
+static void part_fn_only(acg_kernel_desc *d) { d->cpu_parts.fn = never_part; }
+static void parts_without_cpu_fn(acg_kernel_desc *d) {
+    d->cpu_parts.parts = never_parts;
+    d->cpu_parts.fn = never_part;
+    d->cpu.fn = NULL; /* opencl code remains: the kernel has an implementation */
+}
 
 /* Each malformed definition is refused with ACG_ERR_INVALID_ARGUMENT naming its fault, and
  * nothing of it is registered. */
@@ -444,6 +466,9 @@ static void test_malformed_refused(void **state) {
         {"pointer and its size", fatbin_no_size},
         {"pointer and its size", fatbin_size_only},
         {"pointer and its size", spirv_name_only},
+        {"cpu_parts needs both", parts_only},
+        {"cpu_parts needs both", part_fn_only},
+        {"cpu_parts without cpu.fn", parts_without_cpu_fn},
     };
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(NULL));
     TC_LAST_ERROR_HAS("acg_kernel_register");
@@ -479,6 +504,14 @@ static void test_desc_size(void **state) {
         TC_OK(acg_kernel_get(dev, "tk_old_caller", &k));
     }
     tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_old_caller"));
+
+    /* Headers from before cpu_parts: what lies past the size is never read (half a cpu_parts
+     * would be refused). */
+    d = rowscale_desc("tk_old_caller");
+    d.size = offsetof(acg_kernel_desc, cpu_parts);
+    d.cpu_parts.parts = never_parts;
+    TC_OK(acg_kernel_register(&d));
     TC_OK(acg_kernel_unregister("tk_old_caller"));
 
     d = rowscale_desc("tk_old_caller");

@@ -211,15 +211,20 @@ typedef struct acg_capability {
  * a NULL argument or an out->size that was not set. */
 ACG_API acg_status acg_device_describe(const char *backend, int index, acg_capability *out);
 
-/* Opens a device. spec is "backend", "backend:N" or "backend:N?key=value" ("cpu", "opencl:0",
- * "cuda:0", "level_zero:0", "cpu:0?capture=native"); NULL means $ACG_DEVICE, or else the best
- * available device (an accelerator with graphs first, the cpu backend last). Options are the
- * backend's: the cpu backend takes capture=native (its workers record captured work as a
- * driver does, native_capture in the capability) or capture=description (the default); a
- * backend refuses an option it does not know. Queries the capability once and caches it.
- * ACG_ERR_INVALID_ARGUMENT for a malformed spec, ACG_ERR_NOT_FOUND for an unknown backend or
+/* Opens a device. spec is "backend", "backend:N" or "backend:N?key=value[&key=value...]"
+ * ("cpu", "opencl:0", "cuda:0", "level_zero:0", "cpu:0?capture=native&threads=4"); NULL means
+ * $ACG_DEVICE, or else the best available device (an accelerator with graphs first, the cpu
+ * backend last). Options are the backend's: the cpu backend takes capture=native (its workers
+ * record captured work as a driver does, native_capture in the capability) or
+ * capture=description (the default), and threads=N, the threads a kernel that can be split
+ * runs on (acg_kernel_desc's cpu_parts), 1..256: the stream's worker and N - 1 threads of the
+ * device's pool, started here (default $ACG_CPU_THREADS, else one per online core; the
+ * capability's name says how many); a backend refuses an option it does not know. Queries the
+ * capability once and caches it. ACG_ERR_INVALID_ARGUMENT for a malformed spec, an option the
+ * backend refuses, or a thread count (option or variable) that is not a whole number in
+ * 1..256, the message naming it and its value; ACG_ERR_NOT_FOUND for an unknown backend or
  * device index, ACG_ERR_UNAVAILABLE when the backend cannot run here, ACG_ERR_OUT_OF_MEMORY,
- * ACG_ERR_DEVICE for a driver failure. */
+ * ACG_ERR_DEVICE for a driver failure (the cpu backend: a thread it could not start). */
 ACG_API acg_status acg_device_open(const char *spec, acg_device **out);
 
 /* The first fault the device reported since the last call (a kernel or replay that faulted
@@ -605,6 +610,26 @@ typedef union acg_cpu_arg {
  * ACG_KERNEL_EXACT_EVERY_BACKEND, so a*b+c rounds twice as OpenCL C does here. */
 typedef void (*acg_kernel_cpu_fn)(const acg_cpu_arg *args, const uint32_t global[3]);
 
+/* The same C code split into parts, which the cpu backend's thread pool runs at once (a device
+ * runs a kernel on up to `threads` threads: acg_device_open). How many parts a launch is worth:
+ * from 1 (0 and 1 run acg_kernel_cpu_fn whole) to max_parts (the device's thread count, 2 or
+ * more; a larger result counts as max_parts), decided from the sizes in args so that a launch
+ * too small to repay the pool's hand-off stays on one thread (`acg bench split` measures where
+ * splitting pays: about 3 µs of single-thread work per launch on a two-core machine). Called on
+ * the stream's worker before each run of the launch, eagerly and at every replay; it must not
+ * call acg. */
+typedef uint32_t (*acg_kernel_cpu_parts_fn)(const acg_cpu_arg *args, const uint32_t global[3],
+                                            uint32_t max_parts);
+
+/* Computes part `part` (0 .. n_parts - 1) of a launch split into n_parts. The parts of one
+ * launch run at once on different threads, or one after another on one thread, in any order:
+ * a part writes only the output elements it owns. Every output element belongs to exactly one
+ * part, for any n_parts, and is computed with the same operations in the same order as
+ * acg_kernel_cpu_fn computes it, so the results do not depend on n_parts or on the device's
+ * thread count, bit for bit. Like acg_kernel_cpu_fn, it must not call acg. */
+typedef void (*acg_kernel_cpu_part_fn)(const acg_cpu_arg *args, const uint32_t global[3],
+                                       uint32_t part, uint32_t n_parts);
+
 /* A kernel definition for acg_kernel_register. Only size, name, n_args, types, bytes_per_item
  * and dims are required (an older caller's struct must reach past dims); every later field
  * defaults as ACG_KERNEL_DESC_INIT sets it. */
@@ -633,7 +658,7 @@ typedef struct acg_kernel_desc {
     /* Implementations, one per backend; at least one must be given. The registry copies each
      * string and binary. */
     struct {
-        acg_kernel_cpu_fn fn; /* the C function; NULL: none */
+        acg_kernel_cpu_fn fn; /* the C function; NULL: none (see also cpu_parts, last) */
     } cpu;
     struct {
         /* OpenCL C 1.2 source holding the kernel, built for each device at the first
@@ -655,12 +680,20 @@ typedef struct acg_kernel_desc {
         size_t size;
         const char *name;
     } spirv;
+    /* (optional) The cpu code split into parts, for the cpu backend's thread pool: both
+     * functions or neither, and only with cpu.fn, which still runs launches not worth
+     * splitting (and every launch on a device of one thread). NULL, NULL: cpu.fn always. */
+    struct {
+        acg_kernel_cpu_parts_fn parts; /* how many parts a launch is worth */
+        acg_kernel_cpu_part_fn fn;     /* computes one of them */
+    } cpu_parts;
 } acg_kernel_desc;
 
 #define ACG_KERNEL_DESC_INIT                                                                       \
     {                                                                                              \
         sizeof(acg_kernel_desc), NULL, 0, {(acg_arg_type)0}, {0}, 1, NULL, {0, 0},                 \
             ACG_KERNEL_EXACT_SAME_BACKEND, {NULL}, {NULL, NULL}, {NULL, 0, NULL}, {NULL, 0, NULL}, \
+            {NULL, NULL},                                                                          \
     }
 
 /* Registers a kernel for every device of the process, open or opened later. Synchronous. The
@@ -674,7 +707,8 @@ typedef struct acg_kernel_desc {
  * buffer without bytes_per_item and no shape rule; dims not 1..3, or not 1 without a shape
  * rule; an in_place pair that is not two different buffer arguments below n_args; an unknown
  * exactness; no implementation at all, opencl.name without opencl.source, or a binary whose
- * pointer and size disagree. ACG_ERR_OUT_OF_MEMORY. */
+ * pointer and size disagree; cpu_parts with one of its functions only, or without cpu.fn.
+ * ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_kernel_register(const acg_kernel_desc *desc);
 
 /* Forgets a registered kernel and frees its copy; its name may be registered again.

@@ -67,8 +67,8 @@ struct acg_device {
     const acg_backend_i *vt;
     acg__bk_device *impl;
     int index;
-    char spec[64];
-    char name[88]; /* spec and which open it was: tells two handles of one device apart */
+    char spec[96];
+    char name[120]; /* spec and which open it was: tells two handles of one device apart */
     acg_capability cap;
     uint64_t capability_queries; /* driver capability queries made for this device */
     pthread_mutex_t lock;

@@ -147,7 +147,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
             spec = best;
         }
     }
-    char name[24], options[24];
+    char name[24], options[48];
     int index = 0;
     acg_status st = parse_spec(spec, name, sizeof name, &index, options, sizeof options);
     if (st != ACG_OK) {

@@ -15,6 +15,9 @@ static const char *const core_names[] = {
     "ACG_LOG",       /* log threshold: error|warn|info|debug */
     "ACG_DEVICE",    /* device spec used when acg_device_open gets NULL */
     "ACG_NO_PINNED", /* 1: acg_pinned_alloc returns pageable memory */
+    /* the cpu backend's threads per kernel (1..256) where the spec gives no threads=N; default:
+     * one per online core */
+    "ACG_CPU_THREADS",
 };
 
 const acg__env_table acg__core_env = {"core", core_names, sizeof core_names / sizeof core_names[0]};

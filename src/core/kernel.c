@@ -127,6 +127,14 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
                           "(and a name only with them)",
                           fn, name);
     }
+    if ((d->cpu_parts.parts == NULL) != (d->cpu_parts.fn == NULL)) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): cpu_parts needs both parts and fn, or neither", fn, name);
+    }
+    /* A launch not worth splitting, and every launch on one thread, runs cpu.fn. */
+    if (d->cpu_parts.fn != NULL && d->cpu.fn == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): cpu_parts without cpu.fn", fn, name);
+    }
     if (d->cpu.fn == NULL && d->opencl.source == NULL && d->cuda.fatbin == NULL &&
         d->spirv.module == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,

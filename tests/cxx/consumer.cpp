@@ -23,6 +23,7 @@ void expect(bool ok, const char *what) {
 // Each _INIT macro must be a valid C++ initializer and give the struct its size.
 void check_init_macros() {
     acg_backend_info backend_info = ACG_BACKEND_INFO_INIT;
+    acg_kernel_desc kernel_desc = ACG_KERNEL_DESC_INIT;
     acg_memory_stats memory_stats = ACG_MEMORY_STATS_INIT;
     acg_stager_config stager_config = ACG_STAGER_CONFIG_INIT;
     acg_stager_stats stager_stats = ACG_STAGER_STATS_INIT;
@@ -41,6 +42,9 @@ void check_init_macros() {
     acg_step_report step_report = ACG_STEP_REPORT_INIT;
     acg_model_stats model_stats = ACG_MODEL_STATS_INIT;
     expect(backend_info.size == sizeof backend_info, "ACG_BACKEND_INFO_INIT");
+    expect(kernel_desc.size == sizeof kernel_desc && kernel_desc.dims == 1 &&
+               kernel_desc.cpu_parts.parts == NULL && kernel_desc.cpu_parts.fn == NULL,
+           "ACG_KERNEL_DESC_INIT");
     expect(memory_stats.size == sizeof memory_stats, "ACG_MEMORY_STATS_INIT");
     expect(stager_config.size == sizeof stager_config && stager_config.depth == 8,
            "ACG_STAGER_CONFIG_INIT");

@@ -40,6 +40,8 @@ static const bench_entry benches[] = {
      "attention plans per second, and copies, host waits and allocations per plan"},
     {"decode", bench_decode, bench_decode_usage,
      "decode steps of the reference model per batch size, graphs on against graphs off"},
+    {"split", bench_split, bench_split_usage,
+     "a kernel split over the cpu thread pool against run whole, per amount of work"},
 };
 
 #define N_BENCHES (sizeof benches / sizeof benches[0])
@@ -53,6 +55,7 @@ static const char usage_text[] =
     "       acg bench stage [--backend B] [--plans N] [--json]\n"
     "       acg bench decode [--backend B] [--preset P | --model F] [--batch 1,8,32]\n"
     "                        [--steps N] [--json]\n"
+    "       acg bench split [--backend B] [--launches N] [--steps S] [--json]\n"
     "       acg help | --version\n";
 
 /* ---- reporting ------------------------------------------------------------------------------- */

@@ -43,12 +43,37 @@ static acg_status cpu_probe(int *n_devices, const char **reason) {
     return ACG_OK;
 }
 
-static acg_status cpu_describe(int index, acg_capability *out) {
-    ACG__UNUSED(index);
+/* The thread count of a device opened without threads=: $ACG_CPU_THREADS, else one per online
+ * core (at most CPU_MAX_THREADS). *bad gets the variable's value when it is not a count. */
+static uint32_t default_threads(const char **bad) {
+    *bad = NULL;
+    const char *v = acg__env_get("ACG_CPU_THREADS");
+    uint64_t n = 0;
+    if (v != NULL && v[0] != '\0') {
+        if (acg__parse_u64(v, 1, CPU_MAX_THREADS, &n) == ACG_OK) {
+            return (uint32_t)n;
+        }
+        *bad = v;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores < 1 ? 1 : cores > (long)CPU_MAX_THREADS ? CPU_MAX_THREADS : (uint32_t)cores;
+}
+
+/* The capability of a device that splits kernels over `threads` threads; bad_env: a value of
+ * ACG_CPU_THREADS that opening the device would refuse. */
+static void describe(uint32_t threads, const char *bad_env, acg_capability *out) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    snprintf(out->name, sizeof out->name, "host cpu, %ld core(s), a worker thread per stream",
-             cores > 0 ? cores : 1);
+    if (bad_env != NULL) {
+        snprintf(out->name, sizeof out->name,
+                 "host cpu, %ld core(s), ACG_CPU_THREADS=%.16s refused, a worker thread per "
+                 "stream",
+                 cores > 0 ? cores : 1, bad_env);
+    } else {
+        snprintf(out->name, sizeof out->name,
+                 "host cpu, %ld core(s), %u thread(s) per kernel, a worker thread per stream",
+                 cores > 0 ? cores : 1, threads);
+    }
     out->available = true;
     out->pinned_memory = true; /* host memory needs no pinning to be read asynchronously */
     out->graphs = true;
@@ -59,28 +84,106 @@ static acg_status cpu_describe(int index, acg_capability *out) {
     snprintf(out->detail, sizeof out->detail,
              "device memory is host memory; a graph replays as one queue entry of the stream's "
              "worker; update rewrites node arguments in place");
+}
+
+static acg_status cpu_describe(int index, acg_capability *out) {
+    ACG__UNUSED(index);
+    const char *bad = NULL;
+    uint32_t threads = default_threads(&bad);
+    describe(threads, bad, out);
+    return ACG_OK;
+}
+
+/* Whether item is "key=value", and then the value. */
+static bool option_is(const char *item, const char *key, const char **value) {
+    size_t n = strlen(key);
+    *value = item + n + 1;
+    return strncmp(item, key, n) == 0 && item[n] == '=';
+}
+
+/* Device options: key=value items joined by '&' (capture=native|description, threads=N),
+ * each key at most once. */
+static acg_status parse_options(const char *options, bool *native, uint32_t *threads) {
+    static const char fn[] = "acg_device_open";
+    bool seen_capture = false, seen_threads = false;
+    for (const char *p = options; *options != '\0'; p++) {
+        char item[64]; /* the core keeps options shorter */
+        size_t len = strcspn(p, "&");
+        snprintf(item, sizeof item, "%.*s", (int)len, p);
+        const char *value = NULL;
+        bool *seen = NULL;
+        if (option_is(item, "capture", &value) &&
+            (strcmp(value, "native") == 0 || strcmp(value, "description") == 0)) {
+            *native = strcmp(value, "native") == 0;
+            seen = &seen_capture;
+        } else if (option_is(item, "threads", &value)) {
+            uint64_t n = 0;
+            if (acg__parse_u64(value, 1, CPU_MAX_THREADS, &n) != ACG_OK) {
+                return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                                  "%s: cpu option threads=%s is not a whole number in [1, %u]", fn,
+                                  value, CPU_MAX_THREADS);
+            }
+            *threads = (uint32_t)n;
+            seen = &seen_threads;
+        } else {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: the cpu backend takes capture=native or capture=description "
+                              "and threads=N (1..%u), joined by '&', not \"%s\" in \"%s\"",
+                              fn, CPU_MAX_THREADS, item, options);
+        }
+        if (*seen) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: cpu option %.*s is given twice in \"%s\"", fn,
+                              (int)(value - 1 - item), item, options);
+        }
+        *seen = true;
+        p += len;
+        if (*p == '\0') {
+            break;
+        }
+    }
     return ACG_OK;
 }
 
 static acg_status cpu_device_open(int index, const char *options, acg__bk_device **out) {
     ACG__UNUSED(index);
-    bool native = strcmp(options, "capture=native") == 0;
-    if (!native && *options != '\0' && strcmp(options, "capture=description") != 0) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "acg_device_open: the cpu backend takes capture=native or "
-                          "capture=description, not \"%s\"",
-                          options);
+    bool native = false;
+    uint32_t threads = 0;
+    acg_status st = parse_options(options, &native, &threads);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (threads == 0) {
+        const char *bad = NULL;
+        threads = default_threads(&bad);
+        if (bad != NULL) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "acg_device_open: ACG_CPU_THREADS=%.64s is not a whole number in "
+                              "[1, %u] (the cpu backend's threads per kernel)",
+                              bad, CPU_MAX_THREADS);
+        }
     }
     cpu_device *d = acg__calloc(1, sizeof *d);
     if (d == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_device_open: out of memory");
     }
     d->native = native;
+    d->threads = threads;
+    st = acg__cpu_pool_create(threads, &d->pool);
+    if (st != ACG_OK) {
+        acg__free(d);
+        return st;
+    }
     *out = bk_dev(d);
     return ACG_OK;
 }
 
-static void cpu_device_close(acg__bk_device *dev) { acg__free(cdev(dev)); }
+/* The core closes a device only when none of its streams is left, so no worker uses the pool. */
+static void cpu_device_close(acg__bk_device *dev) {
+    cpu_device *d = cdev(dev);
+    acg__cpu_pool_destroy(d->pool);
+    acg__free(d);
+}
 
 static acg_status cpu_device_get_async_error(acg__bk_device *dev) {
     cpu_device *d = cdev(dev);
@@ -125,15 +228,15 @@ static acg_status cpu_memory_query(acg__bk_device *dev, uint64_t *free_bytes,
 static void cpu_inject_fault(acg__bk_device *dev) { atomic_store(&cdev(dev)->inject, 1); }
 
 static acg_status cpu_query_capability(acg__bk_device *dev, acg_capability *out) {
-    acg_status st = cpu_describe(0, out);
-    if (st == ACG_OK && cdev(dev)->native) {
+    describe(cdev(dev)->threads, NULL, out);
+    if (cdev(dev)->native) {
         out->native_capture = true;
         snprintf(out->detail, sizeof out->detail,
                  "device memory is host memory; native capture: the stream workers record what "
                  "they are handed, a graph replays as one queue entry; update rewrites node "
                  "arguments in place");
     }
-    return st;
+    return ACG_OK;
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */
@@ -374,6 +477,8 @@ static void set_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *d
                        const acg__karg *args, uint32_t n_args) {
     op->kind = CPU_OP_KERNEL;
     op->u.kernel.fn = def->d.cpu.fn;
+    op->u.kernel.parts = def->d.cpu_parts.parts;
+    op->u.kernel.part_fn = def->d.cpu_parts.fn;
     memcpy(op->u.kernel.global, dims->global, sizeof op->u.kernel.global);
     for (uint32_t i = 0; i < n_args; i++) {
         if (args[i].type == ACG_ARG_BUFFER) {

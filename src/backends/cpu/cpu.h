@@ -11,14 +11,37 @@ typedef acg_kernel_cpu_fn cpu_kernel_fn;
 
 typedef struct cpu_stream cpu_stream;
 typedef struct cpu_graph cpu_graph;
+typedef struct cpu_pool cpu_pool;
 
-/* An open cpu device: how it captures, and the faults its workers report (only injected ones:
- * host code does not fault recoverably). */
+/* A polling loop's pause: lets the core's other hyperthread run and saves power. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#define CPU_MAX_THREADS 256u /* threads=N and ACG_CPU_THREADS: 1..256 */
+
+/* An open cpu device: how it captures, the threads a kernel may be split over, and the faults
+ * its workers report (only injected ones: host code does not fault recoverably). */
 typedef struct cpu_device {
     bool native;         /* workers record captured work (capture=native) */
+    uint32_t threads;    /* a split kernel's threads: the stream's worker and the pool's */
+    cpu_pool *pool;      /* threads - 1 threads; NULL with one thread */
     _Atomic int inject;  /* test hook: the next graph replay faults */
     _Atomic int faulted; /* a fault not yet read by acg_device_get_async_error */
 } cpu_device;
+
+/* A kernel launch as an op holds it: the definition's functions and the resolved arguments. */
+typedef struct cpu_kernel {
+    cpu_kernel_fn fn;
+    acg_kernel_cpu_parts_fn parts; /* with part_fn, or both NULL: the definition's cpu_parts */
+    acg_kernel_cpu_part_fn part_fn;
+    uint32_t global[3];
+    cpu_arg args[ACG_MAX_KERNEL_ARGS];
+} cpu_kernel;
 
 enum cpu_op_kind {
     CPU_OP_KERNEL = 1,
@@ -34,11 +57,7 @@ enum cpu_op_kind {
 typedef struct cpu_op {
     uint32_t kind;
     union {
-        struct {
-            cpu_kernel_fn fn;
-            uint32_t global[3];
-            cpu_arg args[ACG_MAX_KERNEL_ARGS];
-        } kernel;
+        cpu_kernel kernel;
         struct {
             void *dst;
             const void *src;
@@ -69,6 +88,17 @@ struct cpu_graph {
     uint32_t n_ops;
     bool has_host; /* calls a host function: the worker announces progress before replaying */
 };
+
+/* The device's thread pool (pool.c): `threads - 1` threads that help the stream workers run
+ * kernels split into parts. Created at device open (threads > 1), destroyed at close, after
+ * every stream. */
+acg_status acg__cpu_pool_create(uint32_t threads, cpu_pool **out);
+void acg__cpu_pool_destroy(cpu_pool *p);
+/* Runs a kernel that offers parts (k->parts set) on the calling stream worker: split over the
+ * pool when the launch is worth more than one part, else its whole function. Returns when
+ * every part ran. Any number of workers may call it at once: one dispatch at a time has the
+ * pool, another runs its parts itself, one after another. */
+void acg__cpu_pool_run(cpu_pool *p, const cpu_kernel *k);
 
 /* Streams: a worker thread draining a ring of ops. Submission is single-producer (the core
  * serializes calls on a stream). */

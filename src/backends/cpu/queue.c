@@ -35,23 +35,25 @@ struct cpu_stream {
     pthread_t thread;
 };
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ __volatile__("pause");
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
+static void run_op(cpu_pool *pool, const cpu_op *op);
+
+/* A kernel whose definition offers parts goes to the device's pool, which decides whether the
+ * launch is worth splitting; any other is one call. */
+static inline void run_kernel(cpu_pool *pool, const cpu_kernel *k) {
+    if (k->parts != NULL && pool != NULL) {
+        acg__cpu_pool_run(pool, k);
+    } else {
+        k->fn(k->args, k->global);
+    }
 }
 
-static void run_op(const cpu_op *op);
-
-static void run_graph(const cpu_graph *g) {
+static void run_graph(cpu_pool *pool, const cpu_graph *g) {
     const cpu_op *op = g->ops, *end = g->ops + g->n_ops;
     for (; op != end; op++) {
         if (op->kind == CPU_OP_KERNEL) {
-            op->u.kernel.fn(op->u.kernel.args, op->u.kernel.global);
+            run_kernel(pool, &op->u.kernel);
         } else {
-            run_op(op);
+            run_op(pool, op);
         }
     }
 }
@@ -72,10 +74,10 @@ static void fill(void *dst, size_t size, uint32_t pattern, uint32_t pattern_size
     }
 }
 
-static void run_op(const cpu_op *op) {
+static void run_op(cpu_pool *pool, const cpu_op *op) {
     switch (op->kind) {
     case CPU_OP_KERNEL:
-        op->u.kernel.fn(op->u.kernel.args, op->u.kernel.global);
+        run_kernel(pool, &op->u.kernel);
         break;
     case CPU_OP_COPY:
         memcpy(op->u.copy.dst, op->u.copy.src, op->u.copy.size);
@@ -89,7 +91,7 @@ static void run_op(const cpu_op *op) {
         acg__cpu_stream_unref(op->u.wait.other);
         break;
     case CPU_OP_GRAPH:
-        run_graph(op->u.graph.graph);
+        run_graph(pool, op->u.graph.graph);
         break;
     case CPU_OP_HOST:
         op->u.host.fn(op->u.host.user);
@@ -113,6 +115,7 @@ static void wake_waiters(cpu_stream *s) {
 
 static void *worker(void *arg) {
     cpu_stream *s = arg;
+    cpu_pool *pool = s->dev->pool;
     uint64_t t = atomic_load_explicit(&s->done, memory_order_relaxed);
     for (;;) {
         uint64_t h = atomic_load_explicit(&s->head, memory_order_acquire);
@@ -133,7 +136,7 @@ static void *worker(void *arg) {
                     atomic_store(&s->fault, 1);
                     atomic_store(&s->dev->faulted, 1);
                 } else {
-                    run_op(op);
+                    run_op(pool, op);
                 }
                 atomic_store_explicit(&s->done, t + 1, memory_order_release);
             }
