@@ -640,6 +640,73 @@ static void test_batch_invariance(void **state) {
     TC_OK(acg_model_weights_free(w));
 }
 
+/* A probe request generates the same tokens, draw for draw, alone and at every position of a
+ * batch of 7, on the device under test and on the cpu oracle, and on the cpu backend with 1, 2
+ * and 3 threads splitting its kernels: nothing around a request or about the machine changes
+ * its arithmetic. The small preset, whose matmuls and classifier are large enough to be split. */
+#define N_POS 7
+
+static void probe_runs(acg_device *dev, const acg_model_weights *w, const job *probe,
+                       const job *fillers, outcome *alone, outcome *at /* [N_POS] */) {
+    acg_model *m = model_new(dev, w, N_POS, 32, 0, ACG_GRAPHS_ON);
+    run_alone(m, probe, 1, alone);
+    for (uint32_t pos = 0; pos < N_POS; pos++) {
+        job jobs[N_POS];
+        outcome got[N_POS];
+        for (uint32_t i = 0, f = 0; i < N_POS; i++) {
+            jobs[i] = i == pos ? *probe : fillers[f++];
+        }
+        run_together(m, jobs, N_POS, N_POS, 32, got);
+        at[pos] = got[pos];
+    }
+    TC_OK(acg_model_destroy(m));
+}
+
+static void test_batch_positions_and_devices(void **state) {
+    (void)state;
+    acg_model_weights *w = preset("small");
+    int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
+    static int32_t prompts[N_POS][16];
+    job fillers[N_POS - 1];
+    for (uint32_t i = 0; i < N_POS; i++) {
+        make_prompt(prompts[i], 5 + 2 * i, vocab, 300 + i);
+    }
+    const job probe = {prompts[0], 5, 12, 0.9f, 0.95f, 4242};
+    for (uint32_t i = 0; i + 1 < N_POS; i++) {
+        fillers[i] =
+            (job){prompts[i + 1], 5 + 2 * (i + 1), 4 + 2 * i, i % 2 ? 0.0f : 1.1f, 0.8f, 77 + i};
+    }
+    outcome want, alone, at[N_POS];
+    acg_device *oracle = tc_open_cpu();
+    probe_runs(oracle, w, &probe, fillers, &want, at);
+    for (uint32_t pos = 0; pos < N_POS; pos++) {
+        expect_same("cpu oracle, in a batch vs alone", pos, &at[pos], &want);
+    }
+    TC_OK(acg_device_close(oracle));
+    acg_device *dev = tc_open();
+    probe_runs(dev, w, &probe, fillers, &alone, at);
+    expect_same("device under test vs the cpu oracle", 0, &alone, &want);
+    for (uint32_t pos = 0; pos < N_POS; pos++) {
+        expect_same("device under test, in a batch vs alone", pos, &at[pos], &want);
+    }
+    tc_close(dev);
+    if (tc_backend_is("cpu")) {
+        static const char *const specs[] = {"cpu:0?threads=1", "cpu:0?threads=2",
+                                            "cpu:0?threads=3"};
+        for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+            acg_device *d = NULL;
+            TC_OK(acg_device_open(specs[i], &d));
+            probe_runs(d, w, &probe, fillers, &alone, at);
+            expect_same(specs[i], 0, &alone, &want);
+            for (uint32_t pos = 0; pos < N_POS; pos++) {
+                expect_same(specs[i], pos, &at[pos], &want);
+            }
+            TC_OK(acg_device_close(d));
+        }
+    }
+    TC_OK(acg_model_weights_free(w));
+}
+
 /* ==== 3. sampling ============================================================================ */
 
 static void test_sampling(void **state) {
@@ -1131,6 +1198,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reference_small),
         cmocka_unit_test(test_reference_checkpoint),
         cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_batch_positions_and_devices),
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_kv_exhaustion),
         cmocka_unit_test(test_errors),

@@ -118,17 +118,22 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 #define N ACG_ARG_U32
 #define LIST(...) __VA_ARGS__
 
-/* A model kernel with its C code (acg__model_cpu_<name>) and the OpenCL C of kernels.cl. Its
- * buffers come first, 4-byte items each. exact_: whether every backend computes it bit for bit
- * alike (additions, multiplications and data movement only), or only replay and eager on one
- * backend (exp, division and sqrt are each device's own). */
-#define MODEL_KERNEL(name_, n_args_, types_, bytes_, dims_, shape_, in_place_, exact_)             \
+/* A model kernel with its C code (acg__model_cpu_<name>), the OpenCL C of kernels.cl, and
+ * for the kernels worth splitting over the cpu backend's threads, their parts
+ * (acg__model_cpu_<name>_parts and _part). Its buffers come first, 4-byte items each. Every
+ * model kernel follows the one arithmetic (docs/arithmetic.md), so every backend computes it
+ * bit for bit alike. */
+#define MODEL_KERNEL(name_, n_args_, types_, bytes_, dims_, shape_, in_place_, split_)             \
     {                                                                                              \
         .size = sizeof(acg_kernel_desc), .name = #name_, .n_args = n_args_, .types = {types_},     \
         .bytes_per_item = {bytes_}, .dims = dims_, .shape = shape_, .in_place = {in_place_},       \
-        .exactness = ACG_KERNEL_EXACT_##exact_, .cpu = {acg__model_cpu_##name_},                   \
-        .opencl = {acg__model_kernels_cl, NULL},                                                   \
+        .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND, .cpu = {acg__model_cpu_##name_},              \
+        .opencl = {acg__model_kernels_cl, NULL}, .cpu_parts = split_,                              \
     }
+#define SPLIT(name_)                                                                               \
+    { acg__model_cpu_##name_##_parts, acg__model_cpu_##name_##_part }
+#define WHOLE                                                                                      \
+    { NULL, NULL }
 
 #define BYTES3 LIST(4, 4, 4)
 #define BYTES5 LIST(4, 4, 4, 4, 4)
@@ -137,23 +142,22 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 
 static const acg_kernel_desc kernels[] = {
     /* elementwise: two of its buffers may be one window (the forward runs it in place) */
-    MODEL_KERNEL(swiglu_f32, 3, LIST(B, B, B), BYTES3, 1, NULL, LIST(0, 0), SAME_BACKEND),
-    MODEL_KERNEL(embed_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, embed_shape, LIST(0, 0),
-                 EVERY_BACKEND),
+    MODEL_KERNEL(swiglu_f32, 3, LIST(B, B, B), BYTES3, 1, NULL, LIST(0, 0), SPLIT(swiglu_f32)),
+    MODEL_KERNEL(embed_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, embed_shape, LIST(0, 0), WHOLE),
     MODEL_KERNEL(rmsnorm_f32, 6, LIST(B, B, B, N, N, F), BYTES3, 1, rmsnorm_shape, LIST(0, 1),
-                 SAME_BACKEND),
+                 WHOLE),
     MODEL_KERNEL(matmul_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, matmul_shape, LIST(0, 0),
-                 EVERY_BACKEND),
+                 SPLIT(matmul_f32)),
     MODEL_KERNEL(rope_f32, 10, LIST(B, B, B, B, B, N, N, N, N, N), BYTES5, 2, rope_shape,
-                 LIST(0, 0), EVERY_BACKEND),
+                 LIST(0, 0), WHOLE),
     MODEL_KERNEL(kv_store_f32, 13, LIST(B, B, B, B, B, B, B, N, N, N, N, N, N), BYTES7, 2,
-                 kv_store_shape, LIST(0, 0), EVERY_BACKEND),
+                 kv_store_shape, LIST(0, 0), WHOLE),
     MODEL_KERNEL(attention_f32, 16, LIST(B, B, B, B, B, B, B, B, N, N, N, N, N, N, N, N), BYTES8, 2,
-                 attention_shape, LIST(0, 0), SAME_BACKEND),
+                 attention_shape, LIST(0, 0), SPLIT(attention_f32)),
     MODEL_KERNEL(gather_last_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, gather_last_shape,
-                 LIST(0, 0), EVERY_BACKEND),
+                 LIST(0, 0), WHOLE),
     MODEL_KERNEL(sample_f32, 8, LIST(B, B, B, B, B, N, N, N), BYTES5, 1, sample_shape, LIST(0, 0),
-                 SAME_BACKEND),
+                 SPLIT(sample_f32)),
 };
 
 #undef BYTES3
@@ -161,6 +165,8 @@ static const acg_kernel_desc kernels[] = {
 #undef BYTES7
 #undef BYTES8
 #undef MODEL_KERNEL
+#undef SPLIT
+#undef WHOLE
 #undef LIST
 #undef B
 #undef F

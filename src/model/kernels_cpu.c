@@ -11,8 +11,46 @@
 #include "model-impl.h"
 #include "simd.h"
 
+/* ---- splitting over the cpu backend's threads ----------------------------------------------
+ * A launch is split only when each part gets at least SPLIT_WORK multiply-adds (or like
+ * operations): `acg bench split` puts the pool's hand-off at about 3 us of one thread's work on
+ * a two-core machine, and a part should be several times that. Parts own whole output elements
+ * (columns of a matmul, (token, head) pairs of attention, rows of sampling), so the partition
+ * never changes how an element is computed. */
+#define SPLIT_WORK 65536.0
+
+static uint32_t parts_for(double work, uint64_t units, uint32_t max_parts) {
+    double by_work = work / SPLIT_WORK;
+    uint64_t n = by_work < (double)max_parts ? (uint64_t)by_work : max_parts;
+    n = n < units ? n : units;
+    return n < 1 ? 1 : (uint32_t)n;
+}
+
+/* Units [*lo, *hi) of part p of n over `units`, boundaries rounded down to multiples of
+ * `align` (the last part ends at units). */
+static void part_range(uint64_t units, uint32_t p, uint32_t n, uint64_t align, uint64_t *lo,
+                       uint64_t *hi) {
+    *lo = units * p / n / align * align;
+    *hi = p + 1 == n ? units : units * (p + 1) / n / align * align;
+}
+
 void acg__model_cpu_swiglu_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     acg__simd()->swiglu(a[0].p, a[1].p, a[2].p, global[0]);
+}
+
+uint32_t acg__model_cpu_swiglu_f32_parts(const acg_cpu_arg *a, const uint32_t global[3],
+                                         uint32_t max_parts) {
+    (void)a;
+    return parts_for(16.0 * global[0], global[0] / 64, max_parts); /* exp: ~16 operations */
+}
+
+void acg__model_cpu_swiglu_f32_part(const acg_cpu_arg *a, const uint32_t global[3], uint32_t part,
+                                    uint32_t n_parts) {
+    uint64_t lo, hi;
+    part_range(global[0], part, n_parts, 64, &lo, &hi);
+    float *y = a[0].p;
+    const float *x = a[1].p, *g = a[2].p;
+    acg__simd()->swiglu(y + lo, x + lo, g + lo, (uint32_t)(hi - lo));
 }
 
 void acg__model_cpu_embed_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
@@ -54,6 +92,23 @@ void acg__model_cpu_matmul_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     (void)global;
     const uint32_t n_in = a[3].u32, n_out = a[4].u32, n = a[5].u32;
     acg__simd()->matmul(a[0].p, a[1].p, a[2].p, n_in, n_out, n, 0, n_out);
+}
+
+/* Parts own columns: each thread streams its share of the weight rows once. */
+uint32_t acg__model_cpu_matmul_f32_parts(const acg_cpu_arg *a, const uint32_t global[3],
+                                         uint32_t max_parts) {
+    (void)global;
+    const uint32_t n_in = a[3].u32, n_out = a[4].u32, n = a[5].u32;
+    return parts_for((double)n_in * n_out * n, n_out / 16, max_parts);
+}
+
+void acg__model_cpu_matmul_f32_part(const acg_cpu_arg *a, const uint32_t global[3], uint32_t part,
+                                    uint32_t n_parts) {
+    (void)global;
+    const uint32_t n_in = a[3].u32, n_out = a[4].u32, n = a[5].u32;
+    uint64_t lo, hi;
+    part_range(n_out, part, n_parts, 16, &lo, &hi);
+    acg__simd()->matmul(a[0].p, a[1].p, a[2].p, n_in, n_out, n, (uint32_t)lo, (uint32_t)hi);
 }
 
 /* The row of token t and its position, from the plan; false for padding or a position the
@@ -128,43 +183,71 @@ void acg__model_cpu_kv_store_f32(const acg_cpu_arg *a, const uint32_t global[3])
     }
 }
 
-void acg__model_cpu_attention_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
-    (void)global;
+/* Attention for the (token, head) pairs u0 <= u < u1, u = t * n_heads + h. */
+static void attention_units(const acg_cpu_arg *a, uint64_t u0, uint64_t u1) {
     float *out = a[0].p, *att = a[1].p;
     const float *q = a[2].p, *kc = a[3].p, *vc = a[4].p;
     const int32_t *table = a[5].p, *offsets = a[6].p, *kv_lens = a[7].p;
-    const uint32_t n_heads = a[8].u32, n_kv_heads = a[9].u32, hs = a[10].u32, n = a[11].u32,
-                   batch = a[12].u32, width = a[13].u32, page_size = a[14].u32, n_pages = a[15].u32;
+    const uint32_t n_heads = a[8].u32, n_kv_heads = a[9].u32, hs = a[10].u32, batch = a[12].u32,
+                   width = a[13].u32, page_size = a[14].u32, n_pages = a[15].u32;
     const uint32_t span = width * page_size, kv_dim = n_kv_heads * hs, group = n_heads / n_kv_heads;
     const float scale = sqrtf((float)hs);
     const acg__simd_ops *v = acg__simd();
-    for (uint32_t t = 0; t < n; t++) {
+    for (uint64_t u = u0; u < u1; u++) {
+        uint32_t t = (uint32_t)(u / n_heads), h = (uint32_t)(u % n_heads);
         uint32_t r = 0, pos = 0;
-        bool real = page_size != 0 && token_place(offsets, kv_lens, batch, t, span, &r, &pos);
-        for (uint32_t h = 0; h < n_heads; h++) {
-            float *o = out + ((size_t)t * n_heads + h) * hs;
-            if (!real) {
-                memset(o, 0, (size_t)hs * sizeof(float));
-                continue;
+        float *o = out + ((size_t)t * n_heads + h) * hs;
+        if (page_size == 0 || !token_place(offsets, kv_lens, batch, t, span, &r, &pos)) {
+            memset(o, 0, (size_t)hs * sizeof(float));
+            continue;
+        }
+        const float *qh = q + ((size_t)t * n_heads + h) * hs;
+        float *sc = att + ((size_t)t * n_heads + h) * span;
+        uint32_t kv_off = (h / group) * hs, n_pos = pos + 1;
+        const int32_t *row = table + (size_t)r * width;
+        const acg__kv_rows keys = {kc, row, page_size, n_pages, kv_dim, kv_off};
+        const acg__kv_rows values = {vc, row, page_size, n_pages, kv_dim, kv_off};
+        v->attn_scores(sc, qh, &keys, hs, scale, n_pos);
+        float max = sc[0];
+        for (uint32_t p = 1; p < n_pos; p++) {
+            if (sc[p] > max) {
+                max = sc[p];
             }
-            const float *qh = q + ((size_t)t * n_heads + h) * hs;
-            float *sc = att + ((size_t)t * n_heads + h) * span;
-            uint32_t kv_off = (h / group) * hs, n_pos = pos + 1;
-            const int32_t *row = table + (size_t)r * width;
-            const acg__kv_rows keys = {kc, row, page_size, n_pages, kv_dim, kv_off};
-            const acg__kv_rows values = {vc, row, page_size, n_pages, kv_dim, kv_off};
-            v->attn_scores(sc, qh, &keys, hs, scale, n_pos);
-            float max = sc[0];
-            for (uint32_t p = 1; p < n_pos; p++) {
-                if (sc[p] > max) {
-                    max = sc[p];
-                }
-            }
-            v->exp_sub(sc, sc, max, n_pos);
-            v->div(sc, sc, v->sum(sc, n_pos), n_pos);
-            v->attn_values(o, sc, &values, hs, n_pos);
+        }
+        v->exp_sub(sc, sc, max, n_pos);
+        v->div(sc, sc, v->sum(sc, n_pos), n_pos);
+        v->attn_values(o, sc, &values, hs, n_pos);
+    }
+}
+
+void acg__model_cpu_attention_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    attention_units(a, 0, (uint64_t)a[11].u32 * a[8].u32);
+}
+
+/* Parts own (token, head) pairs; the work is what the step's queries read: for each row, its
+ * query tokens times the positions they attend to. */
+uint32_t acg__model_cpu_attention_f32_parts(const acg_cpu_arg *a, const uint32_t global[3],
+                                            uint32_t max_parts) {
+    (void)global;
+    const int32_t *offsets = a[6].p, *kv_lens = a[7].p;
+    const uint32_t n_heads = a[8].u32, hs = a[10].u32, n = a[11].u32, batch = a[12].u32;
+    double work = 0.0;
+    for (uint32_t r = 0; r < batch; r++) {
+        int64_t q_len = (int64_t)offsets[r + 1] - offsets[r];
+        if (q_len > 0 && kv_lens[r] > 0) {
+            work += (double)q_len * kv_lens[r];
         }
     }
+    return parts_for(work * n_heads * hs * 2.0, (uint64_t)n * n_heads, max_parts);
+}
+
+void acg__model_cpu_attention_f32_part(const acg_cpu_arg *a, const uint32_t global[3],
+                                       uint32_t part, uint32_t n_parts) {
+    (void)global;
+    uint64_t lo, hi;
+    part_range((uint64_t)a[11].u32 * a[8].u32, part, n_parts, 1, &lo, &hi);
+    attention_units(a, lo, hi);
 }
 
 void acg__model_cpu_gather_last_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
@@ -270,15 +353,15 @@ static void sample_row(const float *logits, float *p, uint32_t vocab, uint32_t *
     result[1] = (int32_t)counter;
 }
 
-void acg__model_cpu_sample_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
-    (void)global;
+/* Sampling for rows r0 <= r < r1. */
+static void sample_rows(const acg_cpu_arg *a, uint32_t r0, uint32_t r1) {
     int32_t *result = a[0].p;
     const float *logits = a[1].p;
     float *probs = a[2].p;
     const int32_t *seats = a[3].p;
     uint32_t *states = a[4].p;
-    const uint32_t vocab = a[5].u32, batch = a[6].u32, n_states = a[7].u32;
-    for (uint32_t r = 0; r < batch; r++) {
+    const uint32_t vocab = a[5].u32, n_states = a[7].u32;
+    for (uint32_t r = r0; r < r1; r++) {
         int32_t seat = seats[r];
         if (seat < 0 || (uint32_t)seat >= n_states || vocab == 0) {
             result[2 * r] = -1;
@@ -288,4 +371,44 @@ void acg__model_cpu_sample_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
         sample_row(logits + (size_t)r * vocab, probs + (size_t)r * vocab, vocab,
                    states + (size_t)seat * ACG_SAMPLER_STATE_WORDS, &result[2 * r]);
     }
+}
+
+void acg__model_cpu_sample_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
+    (void)global;
+    sample_rows(a, 0, a[6].u32);
+}
+
+/* Parts own rows. A row with a nucleus bisects over its probabilities some 30 times. Rows
+ * that name one seat (the runner never does; untrusted data may) advance its state one after
+ * the other, so such a launch is not split. */
+uint32_t acg__model_cpu_sample_f32_parts(const acg_cpu_arg *a, const uint32_t global[3],
+                                         uint32_t max_parts) {
+    (void)global;
+    const int32_t *seats = a[3].p;
+    const uint32_t vocab = a[5].u32, batch = a[6].u32, n_states = a[7].u32;
+    uint32_t parts = parts_for(40.0 * vocab * batch, batch, max_parts);
+    enum { MAX_SEATS = 4096 };
+    if (parts == 1 || n_states > MAX_SEATS) {
+        return 1;
+    }
+    uint64_t seen[MAX_SEATS / 64] = {0};
+    for (uint32_t r = 0; r < batch; r++) {
+        int32_t seat = seats[r];
+        if (seat >= 0 && (uint32_t)seat < n_states) {
+            uint64_t bit = (uint64_t)1 << (seat % 64);
+            if (seen[seat / 64] & bit) {
+                return 1;
+            }
+            seen[seat / 64] |= bit;
+        }
+    }
+    return parts;
+}
+
+void acg__model_cpu_sample_f32_part(const acg_cpu_arg *a, const uint32_t global[3], uint32_t part,
+                                    uint32_t n_parts) {
+    (void)global;
+    uint64_t lo, hi;
+    part_range(a[6].u32, part, n_parts, 1, &lo, &hi);
+    sample_rows(a, (uint32_t)lo, (uint32_t)hi);
 }

@@ -72,6 +72,18 @@ void acg__model_cpu_kv_store_f32(const acg_cpu_arg *a, const uint32_t global[3])
 void acg__model_cpu_attention_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_gather_last_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_sample_f32(const acg_cpu_arg *a, const uint32_t global[3]);
+/* The kernels split over the cpu backend's threads: how many parts a launch is worth, and one
+ * part (acg_kernel_desc.cpu_parts). */
+#define ACG__MODEL_SPLIT(name)                                                                     \
+    uint32_t acg__model_cpu_##name##_parts(const acg_cpu_arg *a, const uint32_t global[3],         \
+                                           uint32_t max_parts);                                    \
+    void acg__model_cpu_##name##_part(const acg_cpu_arg *a, const uint32_t global[3],              \
+                                      uint32_t part, uint32_t n_parts);
+ACG__MODEL_SPLIT(swiglu_f32)
+ACG__MODEL_SPLIT(matmul_f32)
+ACG__MODEL_SPLIT(attention_f32)
+ACG__MODEL_SPLIT(sample_f32)
+#undef ACG__MODEL_SPLIT
 
 /* The kernels the forward launches. */
 typedef struct acg__model_kernels {
