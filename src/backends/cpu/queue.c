@@ -1,19 +1,54 @@
 /* queue.c — the cpu backend's stream: a worker thread draining a ring of ops.
  *
  * The submitting thread writes an op into the ring and publishes it by advancing `head`; the
- * worker runs ops in order and advances `done`. Both sides spin briefly before sleeping, because
- * a mutex/condvar round trip costs ~25 µs on small machines while a decode step's launches come
- * microseconds apart. Sleeping uses the Dekker pattern with sequentially consistent atomics: a
- * side publishes its progress, then checks whether the other sleeps; the sleeper announces
- * itself, then re-checks for progress under the mutex the waker takes to signal. Every
- * operation of that pattern is sequentially consistent. */
+ * worker runs ops in order and advances `done`. Both sides poll before sleeping, because a
+ * mutex/condvar round trip costs ~25 µs on small machines, and waking a thread whose (virtual)
+ * CPU went idle costs ~200 µs on a virtual machine, while a decode step's launches come
+ * microseconds apart and its steps tens of microseconds apart. A side polls with `pause` for
+ * SPIN_NS, then keeps polling but gives up its core between polls (sched_yield: any runnable
+ * thread goes first, and the CPU never idles) until POLL_NS, and only then sleeps. Sleeping uses
+ * the Dekker pattern with sequentially consistent atomics: a side publishes its progress, then
+ * checks whether the other sleeps; the sleeper announces itself, then re-checks for progress under
+ * the mutex the waker takes to signal. Every operation of that pattern is sequentially consistent.
+ */
 #include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/cpu/cpu.h"
 
 #define RING_SIZE 1024u /* ops; a power of two */
-#define SPIN_LIMIT 4000 /* polls before sleeping (~10-40 µs) */
+#define SPIN_NS 20000u  /* polling with pause only */
+#define POLL_NS 2000000u /* polling, yielding the core between polls, before sleeping */
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One poll of a side waiting for the other: false once it has waited POLL_NS and should sleep.
+ * *start is 0 before the first call. The clock is read every 64 polls. */
+static bool keep_polling(uint64_t *start, uint32_t *polls) {
+    if ((++*polls & 63u) != 0) {
+        cpu_relax();
+        return true;
+    }
+    uint64_t now = now_ns();
+    if (*start == 0) {
+        *start = now;
+    }
+    uint64_t waited = now - *start;
+    if (waited >= POLL_NS) {
+        return false;
+    }
+    if (waited >= SPIN_NS) {
+        sched_yield();
+    } else {
+        cpu_relax();
+    }
+    return true;
+}
 
 /* The submitter writes `head`, the worker `done`: each on its own cache line, so polling one
  * does not steal the other's line. */
@@ -146,13 +181,14 @@ static void *worker(void *arg) {
         if (atomic_load(&s->stop)) {
             break;
         }
-        int spin = 0;
-        while (spin < SPIN_LIMIT && t == atomic_load_explicit(&s->head, memory_order_acquire) &&
-               !atomic_load_explicit(&s->stop, memory_order_relaxed)) {
-            cpu_relax();
-            spin++;
+        uint64_t start = 0;
+        uint32_t polls = 0;
+        bool polling = true;
+        while (t == atomic_load_explicit(&s->head, memory_order_acquire) &&
+               !atomic_load_explicit(&s->stop, memory_order_relaxed) &&
+               (polling = keep_polling(&start, &polls))) {
         }
-        if (spin < SPIN_LIMIT) {
+        if (polling) {
             continue;
         }
         pthread_mutex_lock(&s->mu);
@@ -225,11 +261,15 @@ bool acg__cpu_stream_reached(const cpu_stream *s, uint64_t seq) {
 }
 
 void acg__cpu_stream_wait(cpu_stream *s, uint64_t seq) {
-    for (int spin = 0; spin < SPIN_LIMIT; spin++) {
-        if (atomic_load_explicit(&s->done, memory_order_acquire) >= seq) {
-            return;
+    uint64_t start = 0;
+    uint32_t polls = 0;
+    while (atomic_load_explicit(&s->done, memory_order_acquire) < seq) {
+        if (!keep_polling(&start, &polls)) {
+            break;
         }
-        cpu_relax();
+    }
+    if (atomic_load_explicit(&s->done, memory_order_acquire) >= seq) {
+        return;
     }
     pthread_mutex_lock(&s->mu);
     atomic_fetch_add(&s->waiters, 1);
