@@ -13,8 +13,27 @@
 
 /* ---- launch helpers ------------------------------------------------------------------------ */
 
+/* Work-group width of every shaped launch. One fixed shape per kernel, whatever the bucket:
+ * OpenCL drivers such as PoCL compile a kernel once per work-group shape, so a shape chosen
+ * from the grid would compile again for every bucket. */
+#define GROUP 32u
+
+/* A shaped kernel's grid: x rounded up to whole groups (its work items past the counts return at
+ * once; the cpu code reads the counts from its arguments). */
 static acg_dims grid(uint32_t x, uint32_t y) {
-    acg_dims d = {{x, y, 1}, {0, 0, 0}};
+    acg_dims d = {{(x + GROUP - 1) / GROUP * GROUP, y, 1}, {GROUP, 1, 1}};
+    return d;
+}
+
+/* An elementwise kernel's grid of n = rows * width items, whose grid must be exact: groups as
+ * wide as the largest power of two (up to GROUP) dividing width, so the shape does not change
+ * with the number of rows. */
+static acg_dims elementwise(uint32_t n, uint32_t width) {
+    uint32_t group = 1;
+    while (group < GROUP && width % (group * 2) == 0) {
+        group *= 2;
+    }
+    acg_dims d = {{n, 1, 1}, {group, 1, 1}};
     return d;
 }
 
@@ -146,7 +165,7 @@ static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_pla
         /* output projection, then the residual */
         LAUNCH(k->matmul, grid(dim, T), buf(a->xb, 0), buf(a->xb2, 0),
                buf(w->wo, (size_t)l * dim * dim * f), u32(dim), u32(dim), u32(T));
-        LAUNCH(k->axpy, grid(T * dim, 1), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
+        LAUNCH(k->axpy, elementwise(T * dim, dim), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
 
         /* ffn rmsnorm */
         LAUNCH(k->rmsnorm, grid(T, 1), buf(a->xb, 0), buf(a->x, 0), buf(w->rms_ffn, l * dim * f),
@@ -157,10 +176,11 @@ static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_pla
                buf(w->w1, (size_t)l * hidden * dim * f), u32(dim), u32(hidden), u32(T));
         LAUNCH(k->matmul, grid(hidden, T), buf(a->hb2, 0), buf(a->xb, 0),
                buf(w->w3, (size_t)l * hidden * dim * f), u32(dim), u32(hidden), u32(T));
-        LAUNCH(k->swiglu, grid(T * hidden, 1), buf(a->hb, 0), buf(a->hb, 0), buf(a->hb2, 0));
+        LAUNCH(k->swiglu, elementwise(T * hidden, hidden), buf(a->hb, 0), buf(a->hb, 0),
+               buf(a->hb2, 0));
         LAUNCH(k->matmul, grid(dim, T), buf(a->xb, 0), buf(a->hb, 0),
                buf(w->w2, (size_t)l * dim * hidden * f), u32(hidden), u32(dim), u32(T));
-        LAUNCH(k->axpy, grid(T * dim, 1), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
+        LAUNCH(k->axpy, elementwise(T * dim, dim), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
     }
     return ACG_OK;
 }
