@@ -285,6 +285,11 @@ ACG_API int32_t acg_tokenizer_find(const acg_tokenizer *t, const char *piece, si
  * ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_model_register_kernels(void);
 
+/* The SIMD level of the model kernels' C code on the cpu backend: "avx512", "avx2" or
+ * "scalar". The best this CPU runs, unless ACG_CPU_SIMD names another it runs; every level
+ * computes the same bits (docs/arithmetic.md). Decided at the first call or launch. */
+ACG_API const char *acg_model_cpu_simd(void);
+
 /* Unregisters what acg_model_register_kernels registered (acg_kernel_unregister each), so the
  * allocator may change again. Thread-safe. ACG_ERR_IN_USE while a device that loaded one of
  * them (acg_model_create, acg_kernel_get) is open: those stay registered, the others are

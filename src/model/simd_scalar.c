@@ -148,3 +148,5 @@ const acg__simd_ops *acg__simd(void) {
     pthread_once(&once, choose);
     return chosen;
 }
+
+const char *acg_model_cpu_simd(void) { return acg__simd()->name; }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <acg/acg.h>
+#include <acg/model.h>
 
 const char cli_info_usage[] = "usage: acg info [--json]\n";
 
@@ -124,6 +125,7 @@ static void print_table(const backend_row *rows, size_t n) {
             printf("%s:%d: %.*s\n", rows[b].info.name, d, (int)sizeof cap->detail, cap->detail);
         }
     }
+    printf("the reference model's cpu kernels: %s (ACG_CPU_SIMD chooses)\n", acg_model_cpu_simd());
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
@@ -170,6 +172,7 @@ static void print_json(const backend_row *rows, size_t n) {
         bench_json_object_end(&j);
     }
     bench_json_array_end(&j);
+    bench_json_string(&j, "model_cpu_simd", acg_model_cpu_simd());
     bench_json_object_end(&j);
     bench_json_end(&j);
 }
