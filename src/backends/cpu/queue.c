@@ -18,7 +18,7 @@
 #include "backends/cpu/cpu.h"
 
 #define RING_SIZE 1024u /* ops; a power of two */
-#define SPIN_NS 20000u  /* polling with pause only */
+#define SPIN_NS 2000u   /* polling with pause only */
 #define POLL_NS 2000000u /* polling, yielding the core between polls, before sleeping */
 
 static uint64_t now_ns(void) {
@@ -27,22 +27,28 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* One poll of a side waiting for the other: false once it has waited POLL_NS and should sleep.
- * *start is 0 before the first call. The clock is read every 64 polls. */
-static bool keep_polling(uint64_t *start, uint32_t *polls) {
-    if ((++*polls & 63u) != 0) {
-        cpu_relax();
-        return true;
+/* A side waiting for the other. */
+typedef struct poller {
+    uint64_t start; /* when it began polling (0: not read yet) */
+    uint32_t polls;
+    bool yielding; /* past SPIN_NS */
+} poller;
+
+/* One poll: false once the side has polled POLL_NS and should sleep. The clock is read every
+ * 64 polls; past SPIN_NS every poll yields the core, so a side that shares its core with the
+ * one it waits for never holds it for long. */
+static bool keep_polling(poller *p) {
+    if ((++p->polls & 63u) == 0) {
+        uint64_t now = now_ns();
+        if (p->start == 0) {
+            p->start = now;
+        }
+        if (now - p->start >= POLL_NS) {
+            return false;
+        }
+        p->yielding = now - p->start >= SPIN_NS;
     }
-    uint64_t now = now_ns();
-    if (*start == 0) {
-        *start = now;
-    }
-    uint64_t waited = now - *start;
-    if (waited >= POLL_NS) {
-        return false;
-    }
-    if (waited >= SPIN_NS) {
+    if (p->yielding) {
         sched_yield();
     } else {
         cpu_relax();
@@ -181,12 +187,11 @@ static void *worker(void *arg) {
         if (atomic_load(&s->stop)) {
             break;
         }
-        uint64_t start = 0;
-        uint32_t polls = 0;
+        poller pl = {0, 0, false};
         bool polling = true;
         while (t == atomic_load_explicit(&s->head, memory_order_acquire) &&
                !atomic_load_explicit(&s->stop, memory_order_relaxed) &&
-               (polling = keep_polling(&start, &polls))) {
+               (polling = keep_polling(&pl))) {
         }
         if (polling) {
             continue;
@@ -261,10 +266,9 @@ bool acg__cpu_stream_reached(const cpu_stream *s, uint64_t seq) {
 }
 
 void acg__cpu_stream_wait(cpu_stream *s, uint64_t seq) {
-    uint64_t start = 0;
-    uint32_t polls = 0;
+    poller pl = {0, 0, false};
     while (atomic_load_explicit(&s->done, memory_order_acquire) < seq) {
-        if (!keep_polling(&start, &polls)) {
+        if (!keep_polling(&pl)) {
             break;
         }
     }
