@@ -666,7 +666,7 @@ static void test_batch_positions_and_devices(void **state) {
     (void)state;
     acg_model_weights *w = preset("small");
     int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
-    static int32_t prompts[N_POS][16];
+    static int32_t prompts[N_POS][5 + 2 * N_POS];
     job fillers[N_POS - 1];
     for (uint32_t i = 0; i < N_POS; i++) {
         make_prompt(prompts[i], 5 + 2 * i, vocab, 300 + i);
