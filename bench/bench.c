@@ -263,6 +263,30 @@ int bench_unknown_argument(const bench_common *c, const char *arg) {
                            arg[0] == '-' ? "option" : "argument", arg);
 }
 
+int bench_parse_counts(int argc, char **argv, bench_common *c, const bench_count *counts,
+                       size_t n) {
+    char who[64];
+    snprintf(who, sizeof who, "%s: ", c->name);
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int m = bench_common_option(argc, argv, &i, c);
+        if (m == BENCH_OPTION_TAKEN)
+            continue;
+        if (m != BENCH_OPTION_OTHER)
+            return m;
+        size_t k = 0;
+        while (k < n && (m = cli_option(argc, argv, &i, counts[k].name, &v)) == 0)
+            k++;
+        if (k == n)
+            return bench_unknown_argument(c, argv[i]);
+        int rc = cli_option_u64(c->usage, who, counts[k].name, m > 0 ? v : NULL, 1, counts[k].max,
+                                counts[k].value);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+    }
+    return BENCH_OPTION_TAKEN;
+}
+
 int bench_device_open(const bench_common *c, acg_device **dev, const acg_capability **cap) {
     acg_status st = acg_device_open(c->backend, dev);
     if (st != ACG_OK) {

@@ -113,6 +113,20 @@ typedef struct bench_common {
  * CLI_EXIT_USAGE after a usage error (--backend without a value) on stderr. */
 int bench_common_option(int argc, char **argv, int *i, bench_common *c);
 
+/* A whole-number option of a bench: `name` N, N in [1, max], into *value (left as it is when
+ * the option is not given). */
+typedef struct bench_count {
+    const char *name; /* "--steps" */
+    uint64_t max;
+    uint64_t *value;
+} bench_count;
+
+/* The whole parse loop of a bench whose own options are all counts: the common options, then
+ * counts[0 .. n), anything else an unknown argument. Returns BENCH_OPTION_TAKEN when every
+ * argument was taken, else the exit status the bench returns at once (after --help, or a usage
+ * error naming the option and its range). */
+int bench_parse_counts(int argc, char **argv, bench_common *c, const bench_count *counts, size_t n);
+
 /* Reports arg, which no option of the bench took, as a usage error ("<name>: unknown option
  * '<arg>'", or "unknown argument" when it does not begin with '-'). Returns CLI_EXIT_USAGE. */
 int bench_unknown_argument(const bench_common *c, const char *arg);

@@ -370,31 +370,12 @@ out_close_device:
 int bench_launch(int argc, char **argv) {
     launch_config cfg = {.common = {"bench launch", bench_launch_usage, "cpu", false}};
     uint64_t kernels = 256, steps = 0, elements = 16;
-    const struct {
-        const char *name;
-        uint64_t max;
-        uint64_t *value;
-    } counts[] = {{"--kernels", 1000000, &kernels},
-                  {"--steps", 10000000, &steps},
-                  {"--elements", EXACT_FLOAT_LIMIT, &elements}};
-    const size_t n_counts = sizeof counts / sizeof counts[0];
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m = bench_common_option(argc, argv, &i, &cfg.common);
-        size_t c = 0;
-        if (m == BENCH_OPTION_TAKEN)
-            continue;
-        if (m != BENCH_OPTION_OTHER)
-            return m;
-        while (c < n_counts && (m = cli_option(argc, argv, &i, counts[c].name, &v)) == 0)
-            c++;
-        if (c == n_counts)
-            return bench_unknown_argument(&cfg.common, argv[i]);
-        int rc = cli_option_u64(bench_launch_usage, "bench launch: ", counts[c].name,
-                                m > 0 ? v : NULL, 1, counts[c].max, counts[c].value);
-        if (rc != CLI_EXIT_OK)
-            return rc;
-    }
+    const bench_count counts[] = {{"--kernels", 1000000, &kernels},
+                                  {"--steps", 10000000, &steps},
+                                  {"--elements", EXACT_FLOAT_LIMIT, &elements}};
+    int rc = bench_parse_counts(argc, argv, &cfg.common, counts, sizeof counts / sizeof counts[0]);
+    if (rc != BENCH_OPTION_TAKEN)
+        return rc;
     cfg.kernels = (uint32_t)kernels;
     cfg.elements = (uint32_t)elements;
     cfg.steps = steps;

@@ -327,29 +327,10 @@ out_unregister:
 int bench_split(int argc, char **argv) {
     split_config cfg = {.common = {"bench split", bench_split_usage, "cpu", false}};
     uint64_t launches = 64, steps = 50;
-    const struct {
-        const char *name;
-        uint64_t max;
-        uint64_t *value;
-    } counts[] = {{"--launches", 10000, &launches}, {"--steps", 100000, &steps}};
-    const size_t n_counts = sizeof counts / sizeof counts[0];
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m = bench_common_option(argc, argv, &i, &cfg.common);
-        size_t c = 0;
-        if (m == BENCH_OPTION_TAKEN)
-            continue;
-        if (m != BENCH_OPTION_OTHER)
-            return m;
-        while (c < n_counts && (m = cli_option(argc, argv, &i, counts[c].name, &v)) == 0)
-            c++;
-        if (c == n_counts)
-            return bench_unknown_argument(&cfg.common, argv[i]);
-        int rc = cli_option_u64(bench_split_usage, "bench split: ", counts[c].name,
-                                m > 0 ? v : NULL, 1, counts[c].max, counts[c].value);
-        if (rc != CLI_EXIT_OK)
-            return rc;
-    }
+    const bench_count counts[] = {{"--launches", 10000, &launches}, {"--steps", 100000, &steps}};
+    int rc = bench_parse_counts(argc, argv, &cfg.common, counts, sizeof counts / sizeof counts[0]);
+    if (rc != BENCH_OPTION_TAKEN)
+        return rc;
     cfg.launches = (uint32_t)launches;
     cfg.steps = (uint32_t)steps;
     return run(&cfg);

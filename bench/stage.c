@@ -330,19 +330,9 @@ int bench_stage(int argc, char **argv) {
     stage_bench b;
     memset(&b, 0, sizeof b);
     b.common = (bench_common){"bench stage", bench_stage_usage, "cpu", false};
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int m = bench_common_option(argc, argv, &i, &b.common);
-        if (m == BENCH_OPTION_TAKEN)
-            continue;
-        if (m != BENCH_OPTION_OTHER)
-            return m;
-        if ((m = cli_option(argc, argv, &i, "--plans", &v)) == 0)
-            return bench_unknown_argument(&b.common, argv[i]);
-        int rc = cli_option_u64(bench_stage_usage, "bench stage: ", "--plans", m > 0 ? v : NULL, 1,
-                                MAX_AUTO_PLANS, &b.plans);
-        if (rc != CLI_EXIT_OK)
-            return rc;
-    }
+    const bench_count counts[] = {{"--plans", MAX_AUTO_PLANS, &b.plans}};
+    int rc = bench_parse_counts(argc, argv, &b.common, counts, 1);
+    if (rc != BENCH_OPTION_TAKEN)
+        return rc;
     return run(&b);
 }
