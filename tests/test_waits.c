@@ -148,6 +148,21 @@ static void use_device(acg_device *dev, const tc_kernels *k) {
     tc_hang_guard(0, NULL);
 }
 
+/* Runs fn(arg) on its own thread while g holds a stream's work: the call must still be waiting
+ * after a while, other threads must use the device meanwhile (use_device), and once g opens
+ * the call must return ACG_OK. Destroys g. */
+static void expect_waits_for_gate(gate *g, acg_status (*fn)(void *), void *arg, acg_device *dev,
+                                  const tc_kernels *k) {
+    task t;
+    task_start(&t, fn, arg);
+    bool blocked = task_blocked(&t);
+    use_device(dev, k);
+    gate_open(g);
+    TC_OK(task_join(&t)); /* under ASan a free that did not wait is a use after free */
+    assert_true(blocked);
+    gate_destroy(g);
+}
+
 /* A free waits for the stream that used the buffer, and only for it. */
 static void test_free_waits_for_its_streams(void **state) {
     (void)state;
@@ -175,16 +190,9 @@ static void test_free_waits_for_its_streams(void **state) {
     use_device(dev, &k);
 
     TC_OK(acg_buffer_free(view));
-    task t;
-    task_start(&t, free_buffer, held);
-    bool blocked = task_blocked(&t);
-    use_device(dev, &k); /* the free's wait leaves the device usable */
-    gate_open(&g);
-    TC_OK(task_join(&t));
-    assert_true(blocked); /* the free waited for the gated work on a */
+    expect_waits_for_gate(&g, free_buffer, held, dev, &k); /* for the gated work on a */
     TC_OK(acg_stream_destroy(a));
     TC_OK(acg_stream_destroy(b));
-    gate_destroy(&g);
     tc_close(dev);
 }
 
@@ -213,17 +221,10 @@ static void test_pinned_free_waits_for_its_streams(void **state) {
     TC_OK(acg_pinned_free(other));
     tc_hang_guard(0, NULL);
 
-    task t;
-    task_start(&t, free_pinned, held);
-    bool blocked = task_blocked(&t);
-    use_device(dev, &k);
-    gate_open(&g);
-    TC_OK(task_join(&t)); /* under ASan a free that did not wait is a use after free */
-    assert_true(blocked);
+    expect_waits_for_gate(&g, free_pinned, held, dev, &k);
     TC_OK(acg_buffer_free(x));
     TC_OK(acg_stream_destroy(a));
     TC_OK(acg_stream_destroy(b));
-    gate_destroy(&g);
     tc_close(dev);
 }
 
@@ -238,13 +239,7 @@ static void test_device_synchronize_leaves_device_usable(void **state) {
     gate g;
     gate_close(&g, a, NULL, 0);
     TC_OK(tc_fill(a, &k, y, 0, N, 6.0f));
-    task t;
-    task_start(&t, sync_device, dev);
-    bool blocked = task_blocked(&t);
-    use_device(dev, &k);
-    gate_open(&g);
-    TC_OK(task_join(&t));
-    assert_true(blocked);
+    expect_waits_for_gate(&g, sync_device, dev, dev, &k);
     /* It returned after the gated work ran. */
     float got[N], want[N];
     TC_OK(acg_copy_d2h(a, got, y, 0, sizeof got));
@@ -252,7 +247,6 @@ static void test_device_synchronize_leaves_device_usable(void **state) {
     TC_BYTES_EQUAL(want, got, sizeof got);
     TC_OK(acg_buffer_free(y));
     TC_OK(acg_stream_destroy(a));
-    gate_destroy(&g);
     tc_close(dev);
 }
 
@@ -276,20 +270,13 @@ static void test_graph_destroy_leaves_device_usable(void **state) {
     gate g;
     gate_close(&g, a, NULL, 0);
     TC_OK(acg_graph_launch(graph, a)); /* the replay waits behind the gate */
-    task t;
-    task_start(&t, destroy_graph, graph);
-    bool blocked = task_blocked(&t);
-    use_device(dev, &k);
-    gate_open(&g);
-    TC_OK(task_join(&t));
-    assert_true(blocked);
+    expect_waits_for_gate(&g, destroy_graph, graph, dev, &k);
     float got[N], want[N];
     tc_download(a, got, y, sizeof got);
     tc_splat(want, N, 7.0f);
     TC_BYTES_EQUAL(want, got, sizeof got);
     TC_OK(acg_buffer_free(y));
     TC_OK(acg_stream_destroy(a));
-    gate_destroy(&g);
     tc_close(dev);
 }
 
