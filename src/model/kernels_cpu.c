@@ -378,31 +378,14 @@ void acg__model_cpu_sample_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     sample_rows(a, 0, a[6].u32);
 }
 
-/* Parts own rows. A row with a nucleus bisects over its probabilities some 30 times. Rows
- * that name one seat (the runner never does; untrusted data may) advance its state one after
- * the other, so such a launch is not split. */
+/* Parts own rows. A row with a nucleus bisects over its probabilities some 30 times. Rows of
+ * one launch name different seats (model.h: rows sharing a seat race, on every backend), so
+ * parts never share a state. */
 uint32_t acg__model_cpu_sample_f32_parts(const acg_cpu_arg *a, const uint32_t global[3],
                                          uint32_t max_parts) {
     (void)global;
-    const int32_t *seats = a[3].p;
-    const uint32_t vocab = a[5].u32, batch = a[6].u32, n_states = a[7].u32;
-    uint32_t parts = parts_for(40.0 * vocab * batch, batch, max_parts);
-    enum { MAX_SEATS = 4096 };
-    if (parts == 1 || n_states > MAX_SEATS) {
-        return 1;
-    }
-    uint64_t seen[MAX_SEATS / 64] = {0};
-    for (uint32_t r = 0; r < batch; r++) {
-        int32_t seat = seats[r];
-        if (seat >= 0 && (uint32_t)seat < n_states) {
-            uint64_t bit = (uint64_t)1 << (seat % 64);
-            if (seen[seat / 64] & bit) {
-                return 1;
-            }
-            seen[seat / 64] |= bit;
-        }
-    }
-    return parts;
+    const uint32_t vocab = a[5].u32, batch = a[6].u32;
+    return parts_for(40.0 * vocab * batch, batch, max_parts);
 }
 
 void acg__model_cpu_sample_f32_part(const acg_cpu_arg *a, const uint32_t global[3], uint32_t part,
