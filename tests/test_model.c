@@ -326,6 +326,7 @@ static void collect(acg_model *m, uint64_t id, const job *j, outcome *o) {
     assert_int_equal(s.n_generated, j->max_new);
     assert_int_equal(s.n_tokens, j->prompt_len + j->max_new);
     assert_memory_equal(s.tokens, j->prompt, (size_t)j->prompt_len * sizeof(int32_t));
+    assert_null(s.logits); /* the model does not keep them */
     assert_true(j->max_new <= MAX_NEW);
     o->n = s.n_generated;
     memcpy(o->tokens, s.tokens + j->prompt_len, (size_t)o->n * sizeof(int32_t));
@@ -707,6 +708,125 @@ static void test_batch_positions_and_devices(void **state) {
     TC_OK(acg_model_weights_free(w));
 }
 
+/* With keep_logits, the logits each generated token was sampled from reach the host. On the
+ * device under test they equal the cpu oracle's byte for byte, replayed and eager, alone and
+ * at each position of a batch; a greedy token is the first index of their maximum; and a
+ * request shows none before its first token or when the model does not keep them. */
+#define LOGIT_TOKENS 6
+#define LOGIT_JOBS 3
+
+/* Runs jobs together on a fresh model; out gets the logits of each of jobs[probe]'s tokens
+ * (LOGIT_TOKENS, vocab). */
+static void logits_run(acg_device *dev, const acg_model_weights *w, acg_graph_mode graphs,
+                       const job *jobs, uint32_t n, uint32_t probe, float *out) {
+    const size_t vocab = (size_t)acg_model_weights_get_config(w)->vocab_size;
+    acg_model_options o = ACG_MODEL_OPTIONS_INIT;
+    o.max_batch = LOGIT_JOBS;
+    o.max_step_tokens = 32;
+    o.graphs = graphs;
+    o.keep_logits = true;
+    acg_model *m = NULL;
+    TC_OK(acg_model_create(dev, w, &o, &m));
+    uint64_t ids[LOGIT_JOBS];
+    uint32_t seen[LOGIT_JOBS] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        ids[i] = submit(m, &jobs[i]);
+        acg_request_status s = ACG_REQUEST_STATUS_INIT;
+        TC_OK(acg_model_get_request(m, ids[i], &s));
+        assert_null(s.logits); /* nothing generated yet */
+    }
+    for (uint32_t steps = 0;; steps++) {
+        assert_true(steps < 1000);
+        acg_step_report rep = ACG_STEP_REPORT_INIT;
+        TC_OK(acg_model_step(m, &rep));
+        if (rep.rows == 0) {
+            break;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            acg_request_status s = ACG_REQUEST_STATUS_INIT;
+            TC_OK(acg_model_get_request(m, ids[i], &s));
+            if (s.n_generated == seen[i]) {
+                continue;
+            }
+            assert_int_equal(s.n_generated, seen[i] + 1);
+            assert_non_null(s.logits);
+            seen[i] = s.n_generated;
+            int32_t token = s.tokens[s.n_tokens - 1];
+            if (jobs[i].temperature == 0.0f) {
+                size_t best = 0;
+                for (size_t v = 1; v < vocab; v++) {
+                    best = s.logits[v] > s.logits[best] ? v : best;
+                }
+                assert_int_equal(token, (int32_t)best);
+            }
+            if (i == probe) {
+                memcpy(out + (size_t)(s.n_generated - 1) * vocab, s.logits, vocab * sizeof(float));
+            }
+        }
+    }
+    assert_int_equal(seen[probe], LOGIT_TOKENS);
+    TC_OK(acg_model_destroy(m));
+}
+
+static void expect_same_logits(const char *what, const float *want, const float *got,
+                               size_t vocab) {
+    for (uint32_t t = 0; t < LOGIT_TOKENS; t++) {
+        const float *a = want + (size_t)t * vocab, *b = got + (size_t)t * vocab;
+        if (memcmp(a, b, vocab * sizeof(float)) != 0) {
+            size_t v = 0;
+            while (memcmp(&a[v], &b[v], sizeof(float)) == 0) {
+                v++;
+            }
+            print_error("%s: token %u's logits differ first at %zu: %a vs %a\n", what, t, v,
+                        (double)a[v], (double)b[v]);
+            fail();
+        }
+    }
+}
+
+static void test_logits_across_backends(void **state) {
+    (void)state;
+    acg_model_weights *w = preset("small");
+    const size_t vocab = (size_t)acg_model_weights_get_config(w)->vocab_size;
+    static int32_t prompts[LOGIT_JOBS][9];
+    for (uint32_t i = 0; i < LOGIT_JOBS; i++) {
+        make_prompt(prompts[i], 5 + 2 * i, (int32_t)vocab, 900 + i);
+    }
+    const job probe = {prompts[0], 5, LOGIT_TOKENS, 0.9f, 0.95f, 31};
+    const job others[LOGIT_JOBS - 1] = {{prompts[1], 7, 9, 0.0f, 1.0f, 0},
+                                        {prompts[2], 9, 4, 1.2f, 0.7f, 5}};
+    float *want = malloc(LOGIT_TOKENS * vocab * sizeof(float));
+    float *got = malloc(LOGIT_TOKENS * vocab * sizeof(float));
+    assert_non_null(want);
+    assert_non_null(got);
+
+    acg_device *oracle = tc_open_cpu();
+    logits_run(oracle, w, ACG_GRAPHS_OFF, &probe, 1, 0, want);
+    TC_OK(acg_device_close(oracle));
+    acg_device *dev = tc_open();
+    const acg_graph_mode modes[] = {ACG_GRAPHS_ON, ACG_GRAPHS_OFF};
+    for (size_t g = 0; g < sizeof modes / sizeof modes[0]; g++) {
+        char what[96];
+        logits_run(dev, w, modes[g], &probe, 1, 0, got);
+        snprintf(what, sizeof what, "alone, %s, vs the cpu oracle", mode_name(modes[g]));
+        expect_same_logits(what, want, got, vocab);
+        for (uint32_t pos = 0; pos < LOGIT_JOBS; pos++) {
+            job jobs[LOGIT_JOBS];
+            for (uint32_t i = 0, o = 0; i < LOGIT_JOBS; i++) {
+                jobs[i] = i == pos ? probe : others[o++];
+            }
+            logits_run(dev, w, modes[g], jobs, LOGIT_JOBS, pos, got);
+            snprintf(what, sizeof what, "at position %u of %u, %s, vs the cpu oracle", pos,
+                     LOGIT_JOBS, mode_name(modes[g]));
+            expect_same_logits(what, want, got, vocab);
+        }
+    }
+    tc_close(dev);
+    free(want);
+    free(got);
+    TC_OK(acg_model_weights_free(w));
+}
+
 /* ==== 3. sampling ============================================================================ */
 
 static void test_sampling(void **state) {
@@ -1064,6 +1184,7 @@ static void test_errors(void **state) {
 typedef struct sweep_ctx {
     acg_device *dev;
     const acg_model_weights *w;
+    bool keep_logits;
 } sweep_ctx;
 
 /* A model's short life: created (graphs on), one request submitted, one step, destroyed. */
@@ -1074,6 +1195,7 @@ static acg_status model_life(void *user) {
     o.max_batch = 2;
     o.max_step_tokens = 4;
     o.graphs = ACG_GRAPHS_ON;
+    o.keep_logits = ctx->keep_logits;
     acg_model *m = NULL;
     acg_status st = acg_model_create(ctx->dev, ctx->w, &o, &m);
     if (st != ACG_OK) {
@@ -1100,17 +1222,21 @@ static void test_alloc_fail(void **state) {
      * allocator must register them itself (the first life below), and they go before it does. */
     TC_OK(acg_model_unregister_kernels());
     tc_alloc_install();
-    sweep_ctx ctx = {tc_open(), NULL};
+    sweep_ctx ctx = {tc_open(), NULL, false};
     acg_model_weights *w = preset("tiny");
     ctx.w = w;
     TC_OK(model_life(&ctx)); /* the device's kernels are built once, and stay */
     TC_OK(model_life(&ctx));
-    tc_log_capture_begin(ACG_LOG_ERROR); /* dropped buckets are logged */
-    uint64_t points = tc_alloc_sweep(model_life, &ctx, true);
-    tc_log_capture_end();
-    print_message("model allocation-failure sweep: %llu allocation points\n",
-                  (unsigned long long)points);
-    assert_true(points > 20);
+    uint64_t points[2];
+    for (int keep = 0; keep < 2; keep++) {
+        ctx.keep_logits = keep;
+        tc_log_capture_begin(ACG_LOG_ERROR); /* dropped buckets are logged */
+        points[keep] = tc_alloc_sweep(model_life, &ctx, true);
+        tc_log_capture_end();
+        print_message("model allocation-failure sweep%s: %llu allocation points\n",
+                      keep ? " (logits kept)" : "", (unsigned long long)points[keep]);
+    }
+    assert_true(points[0] > 20 && points[1] > 20);
     TC_OK(acg_model_weights_free(w));
     tc_close(ctx.dev);
     TC_OK(acg_model_unregister_kernels());
@@ -1199,6 +1325,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reference_checkpoint),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_batch_positions_and_devices),
+        cmocka_unit_test(test_logits_across_backends),
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_kv_exhaustion),
         cmocka_unit_test(test_errors),

@@ -313,10 +313,13 @@ typedef struct acg_model_options {
                                  max_batch requests of seq_len tokens) */
     acg_graph_mode graphs;    /* ACG_GRAPHS_AUTO: from the environment, else on */
     uint32_t n_slots;         /* the runner's slots (0: 1, the host waits for every step) */
+    bool keep_logits;         /* each step also reads its rows' logits back to the host, and a
+                                 request's status shows those its latest token was sampled
+                                 from (off: the logits never leave the device) */
 } acg_model_options;
 
 #define ACG_MODEL_OPTIONS_INIT                                                                     \
-    { sizeof(acg_model_options), 32, 64, 16, 0, ACG_GRAPHS_AUTO, 0 }
+    { sizeof(acg_model_options), 32, 64, 16, 0, ACG_GRAPHS_AUTO, 0, false }
 
 /* Puts the weights on dev and prepares serving: uploads every tensor, builds the RoPE tables,
  * creates the KV cache, one attention plan per slot, the sampler states and a whole-step
@@ -367,10 +370,13 @@ typedef struct acg_request_status {
     uint32_t n_generated;          /* tokens generated so far */
     const uint32_t *draw_counters; /* (n_generated) the sampler counter each generated token
                                       used, UINT32_MAX for a greedy token */
+    const float *logits;           /* (vocab_size) the logits the latest generated token was
+                                      sampled from; NULL unless the model keeps logits and the
+                                      request has generated a token */
 } acg_request_status;
 
 #define ACG_REQUEST_STATUS_INIT                                                                    \
-    { sizeof(acg_request_status), ACG_REQUEST_WAITING, NULL, 0, 0, NULL }
+    { sizeof(acg_request_status), ACG_REQUEST_WAITING, NULL, 0, 0, NULL, NULL }
 
 /* Queues a request (not thread-safe: one thread drives a model) and gives its id. It is
  * admitted by a later acg_model_step once a batch row and KV pages for all its tokens

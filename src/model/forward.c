@@ -68,7 +68,8 @@ typedef struct activations {
     acg_buffer *hb;     /* (T, hidden_dim) */
     acg_buffer *hb2;    /* (T, hidden_dim) */
     acg_buffer *last;   /* (B, dim) each row's last token */
-    acg_buffer *logits; /* (B, vocab) scratch: only the sampler reads them, never the host */
+    acg_buffer *logits; /* (B, vocab) scratch (only the sampler reads them), or the step's
+                           logits output when the model keeps them */
     acg_buffer *probs;  /* (B, vocab) the sampler's probabilities */
 } activations;
 
@@ -83,8 +84,9 @@ static void free_activations(acg_stream *s, activations *a) {
     }
 }
 
-static acg_status build_activations(const acg_model *m, acg_stream *s, uint32_t T, uint32_t B,
+static acg_status build_activations(const acg_model *m, acg_stream *s, const acg_step_io *io,
                                     uint32_t span, activations *a) {
+    const uint32_t T = io->bucket->tokens, B = io->bucket->batch;
     const acg_model_config *c = &m->config;
     const size_t f = sizeof(float);
     const size_t bytes[N_ACTIVATIONS] = {
@@ -104,6 +106,9 @@ static acg_status build_activations(const acg_model *m, acg_stream *s, uint32_t 
     memset(a, 0, sizeof *a);
     acg_buffer **all = (acg_buffer **)a;
     for (size_t i = 0; i < N_ACTIVATIONS; i++) {
+        if (&all[i] == &a->logits && m->options.keep_logits) {
+            continue; /* set below: kept logits are an output, not scratch */
+        }
         acg_status st = acg_stream_alloc(s, bytes[i], &all[i]);
         if (st != ACG_OK) {
             free_activations(s, a);
@@ -111,6 +116,14 @@ static acg_status build_activations(const acg_model *m, acg_stream *s, uint32_t 
         }
     }
     return ACG_OK;
+}
+
+/* Frees the step's scratch; kept logits are the runner's output, not the step's to free. */
+static void release_activations(const acg_model *m, acg_stream *s, activations *a) {
+    if (m->options.keep_logits) {
+        a->logits = NULL;
+    }
+    free_activations(s, a);
 }
 
 /* ---- the forward pass ---------------------------------------------------------------------- */
@@ -219,12 +232,14 @@ static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
     acg_status st = acg_attn_plan_get_views(m->plans[io->slot], &plan);
     activations a;
     if (st == ACG_OK) {
-        st = build_activations(m, s, io->bucket->tokens, io->bucket->batch,
-                               plan.table_width * m->options.page_size, &a);
+        st = build_activations(m, s, io, plan.table_width * m->options.page_size, &a);
     }
     if (st == ACG_OK) {
+        if (m->options.keep_logits) {
+            a.logits = io->outputs[1];
+        }
         st = forward_step(m, s, io, &plan, &a);
-        free_activations(s, &a);
+        release_activations(m, s, &a);
     }
     return st;
 }
@@ -245,9 +260,9 @@ static size_t input_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
 }
 
 static size_t output_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
-    (void)user;
-    (void)i;
-    return (size_t)b->batch * 2 * sizeof(int32_t);
+    const acg_model *m = user;
+    return i == 0 ? (size_t)b->batch * 2 * sizeof(int32_t)
+                  : (size_t)b->batch * (size_t)m->config.vocab_size * sizeof(float);
 }
 
 void acg__model_recipe(acg_model *m, acg_recipe *out) {
@@ -256,7 +271,7 @@ void acg__model_recipe(acg_model *m, acg_recipe *out) {
     out->name = "llama";
     out->user = m;
     out->n_inputs = 2;
-    out->n_outputs = 1;
+    out->n_outputs = m->options.keep_logits ? 2 : 1;
     out->can_capture = can_capture;
     out->input_bytes = input_bytes;
     out->output_bytes = output_bytes;

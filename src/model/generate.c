@@ -19,6 +19,7 @@ struct acg__request {
     acg_request_state state;
     int32_t *tokens;          /* (prompt_len + max_new) the prompt, then generated tokens */
     uint32_t *draw_counters;  /* (max_new) */
+    float *logits;            /* (vocab) the latest token's logits, when the model keeps them */
     uint32_t prompt_len, n_tokens, max_new, n_generated;
     uint32_t kv_len;          /* tokens already in the KV cache */
     int32_t seat;             /* its batch row and sampler state while running, else -1 */
@@ -51,6 +52,7 @@ static acg__request *find(const acg_model *m, uint64_t id) {
 static void free_request(acg__request *r) {
     acg__free(r->tokens);
     acg__free(r->draw_counters);
+    acg__free(r->logits);
     acg__free(r);
 }
 
@@ -121,8 +123,12 @@ acg_status acg_model_submit(acg_model *m, const acg_request *q, uint64_t *id) {
     if (r != NULL) {
         r->tokens = acg__calloc((size_t)total, sizeof *r->tokens);
         r->draw_counters = acg__calloc(q->max_new_tokens, sizeof *r->draw_counters);
+        if (m->options.keep_logits) {
+            r->logits = acg__calloc((size_t)m->config.vocab_size, sizeof *r->logits);
+        }
     }
-    if (r == NULL || r->tokens == NULL || r->draw_counters == NULL) {
+    if (r == NULL || r->tokens == NULL || r->draw_counters == NULL ||
+        (m->options.keep_logits && r->logits == NULL)) {
         if (r != NULL) {
             free_request(r);
         }
@@ -328,6 +334,11 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         st = acg_copy_d2h(m->stream, m->step_result, lease.io.outputs[0], 0,
                           (size_t)rep.rows * 2 * sizeof(int32_t));
     }
+    const size_t vocab = (size_t)m->config.vocab_size;
+    if (st == ACG_OK && m->options.keep_logits) {
+        st = acg_copy_d2h(m->stream, m->step_logits, lease.io.outputs[1], 0,
+                          (size_t)rep.rows * vocab * sizeof(float));
+    }
     if (st == ACG_OK) {
         st = acg_stream_synchronize(m->stream);
     }
@@ -355,6 +366,9 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         }
         r->tokens[r->n_tokens++] = token;
         r->draw_counters[r->n_generated++] = counter < 0 ? UINT32_MAX : (uint32_t)counter;
+        if (r->logits != NULL) {
+            memcpy(r->logits, m->step_logits + i * vocab, vocab * sizeof *r->logits);
+        }
         rep.generated++;
         if (r->n_generated == r->max_new || (r->stop_at_eos && token == ACG_TOKEN_EOS)) {
             retire(m, r);
@@ -409,6 +423,7 @@ acg_status acg_model_get_request(const acg_model *m, uint64_t id, acg_request_st
     status.n_tokens = r->n_tokens;
     status.n_generated = r->n_generated;
     status.draw_counters = r->draw_counters;
+    status.logits = r->n_generated > 0 ? r->logits : NULL;
     return acg__output_write(out, &status, sizeof status, "acg_request_status", fn);
 }
 

@@ -123,6 +123,7 @@ struct acg_model {
     acg_buffer *states;        /* (max_batch, ACG_SAMPLER_STATE_WORDS) sampler states, by seat */
     acg_runner *runner;
     int32_t *step_result;      /* pinned (max_batch, 2): a step's sampled tokens */
+    float *step_logits;        /* pinned (max_batch, vocab) a step's logits, with keep_logits */
     /* generation (generate.c) */
     acg__request *requests;    /* every request not released, in submission order */
     acg__request **seats;      /* (max_batch) the running request of each seat, or NULL */
@@ -136,9 +137,9 @@ struct acg_model {
 };
 
 /* The whole-step recipe the runner captures (forward.c): inputs are the step's token ids
- * (bucket tokens) and each row's sampler seat (bucket batch, -1: no sample); the one output is
- * the sampled {token, counter} pairs (bucket batch, 2). The logits stay in graph scratch: a
- * whole-step graph copies each output out of scratch, and nothing on the host reads them. */
+ * (bucket tokens) and each row's sampler seat (bucket batch, -1: no sample); output 0 is the
+ * sampled {token, counter} pairs (bucket batch, 2). The logits stay in graph scratch unless the
+ * model keeps them: then they are output 1 (bucket batch, vocab), which the sampler reads. */
 void acg__model_recipe(acg_model *m, acg_recipe *out);
 
 /* Frees every request (generate.c). */

@@ -237,6 +237,10 @@ static acg_status build_engine(acg_model *m) {
         st = acg_pinned_alloc(m->dev, (size_t)o->max_batch * 2 * sizeof(int32_t),
                               (void **)&m->step_result);
     }
+    if (st == ACG_OK && o->keep_logits) {
+        st = acg_pinned_alloc(m->dev, (size_t)o->max_batch * c->vocab_size * sizeof(float),
+                              (void **)&m->step_logits);
+    }
     if (st == ACG_OK) {
         m->seats = acg__calloc(o->max_batch, sizeof *m->seats);
         m->step_req = acg__calloc(o->max_batch, sizeof *m->step_req);
@@ -287,6 +291,7 @@ static void free_model(acg_model *m) {
     acg_kv_cache_destroy(m->kv);
     acg__buffer_free_owned(m->states, m, "acg_model_destroy");
     acg_pinned_free(m->step_result);
+    acg_pinned_free(m->step_logits);
     acg__free(m->seats);
     acg__free(m->step_req);
     acg__free(m->step_rows);
