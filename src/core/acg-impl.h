@@ -247,7 +247,7 @@ acg_status acg__capture_join(acg__capture *c, acg_stream *s);
 void acg__capture_leave(acg__capture *c, acg_stream *s);
 
 /* Graph pools (dev->lock held): a new pool, freeing one, and carving scratch for a capture. */
-acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private);
+acg_status acg__pool_new(acg_device *dev, bool is_private, acg_graph_pool **out, const char *fn);
 void acg__pool_free(acg_graph_pool *pool);
 acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out);
 
@@ -295,6 +295,10 @@ uint64_t acg__device_capability_queries(const acg_device *dev);
  * (dev->lock not needed: nothing else uses the device). */
 const acg__kernel_def *acg__core_kernels(size_t *count);
 size_t acg__kernel_registered(void);
+/* A definition (the core's included) whose CUDA code is the function of that name, or NULL.
+ * It stays valid while a device has it loaded; the cuda backend hands this lookup to its test
+ * driver, which runs the definition's cpu code in the function's place. */
+const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function);
 void acg__device_kernels_free(acg_device *dev);
 
 /* The backends compiled in (registry.c). */

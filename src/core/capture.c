@@ -334,12 +334,8 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
     c->origin = s;
     c->state = ACG_CAPTURE_ACTIVE;
     c->id = atomic_fetch_add(&next_capture_id, 1);
-    if (pool == NULL) {
-        pool = acg__pool_new(dev, true);
-        if (pool == NULL) {
-            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-            goto out_free_capture;
-        }
+    if (pool == NULL && (st = acg__pool_new(dev, true, &pool, fn)) != ACG_OK) {
+        goto out_free_capture;
     }
     c->pool = pool;
     if (!acg__grow((void **)&c->streams, &c->cap_streams, 1, sizeof *c->streams)) {

@@ -18,6 +18,8 @@ static const char *const core_names[] = {
     /* the cpu backend's threads per kernel (1..256) where the spec gives no threads=N; default:
      * one per online core */
     "ACG_CPU_THREADS",
+    /* the CUDA driver the cuda backend loads (default libcuda.so.1): the tests' test driver */
+    "ACG_CUDA_DRIVER",
 };
 
 const acg__env_table acg__core_env = {"core", core_names, sizeof core_names / sizeof core_names[0]};

@@ -14,19 +14,24 @@ static acg_status wait_pool(acg_graph_pool *pool);
 
 /* ---- pools ------------------------------------------------------------------------------- */
 
-acg_graph_pool *acg__pool_new(acg_device *dev, bool is_private) {
+acg_status acg__pool_new(acg_device *dev, bool is_private, acg_graph_pool **out, const char *fn) {
     acg_graph_pool *pool = acg__calloc(1, sizeof *pool);
     if (pool == NULL) {
-        return NULL;
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     pool->dev = dev;
     pool->is_private = is_private;
-    if (dev->vt->event_create(dev->impl, &pool->last_event) != ACG_OK) {
+    /* The driver's own failure, and its detail, is what the caller sees. */
+    acg_status st = dev->vt->event_create(dev->impl, &pool->last_event);
+    if (st != ACG_OK) {
+        char why[256];
+        acg__error_copy(why, sizeof why);
         acg__free(pool);
-        return NULL;
+        return acg__error(st, "%s: creating the pool's event: %s", fn, why);
     }
     pthread_mutex_init(&pool->replay_lock, NULL);
-    return pool;
+    *out = pool;
+    return ACG_OK;
 }
 
 void acg__pool_free(acg_graph_pool *pool) {
@@ -113,10 +118,11 @@ acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_pool_create: out is NULL");
     }
     pthread_mutex_lock(&dev->lock);
-    acg_graph_pool *pool = acg__pool_new(dev, false);
-    if (pool == NULL) {
+    acg_graph_pool *pool = NULL;
+    st = acg__pool_new(dev, false, &pool, "acg_graph_pool_create");
+    if (st != ACG_OK) {
         pthread_mutex_unlock(&dev->lock);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_pool_create: out of memory");
+        return st;
     }
     if (acg__handle_add(pool, ACG__HANDLE_POOL, &pool->life) != ACG_OK) {
         acg__pool_free(pool);

@@ -38,6 +38,31 @@ static acg__kernel_def *find_locked(const char *name, uint32_t *index) {
     return NULL;
 }
 
+/* The CUDA function a definition names. */
+static bool cuda_function_is(const acg__kernel_def *def, const char *function) {
+    const char *f = def->d.cuda.name != NULL ? def->d.cuda.name : def->name;
+    return def->d.cuda.fatbin != NULL && strcmp(f, function) == 0;
+}
+
+const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function) {
+    size_t n_core = 0;
+    const acg__kernel_def *core = acg__core_kernels(&n_core);
+    for (size_t i = 0; i < n_core; i++) {
+        if (cuda_function_is(&core[i], function)) {
+            return &core[i].d;
+        }
+    }
+    const acg_kernel_desc *found = NULL;
+    pthread_mutex_lock(&reg_lock);
+    for (uint32_t i = 0; i < reg_n && found == NULL; i++) {
+        if (cuda_function_is(reg[i], function)) {
+            found = &reg[i]->d;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
+
 size_t acg__kernel_registered(void) {
     pthread_mutex_lock(&reg_lock);
     size_t n = reg_n;
