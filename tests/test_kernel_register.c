@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef ACG_HAVE_CUDA_KERNELS
+#include "test_kernels_cuda.h" /* tests/cuda/test_kernels.cu, compiled by the build */
+#endif
+
 /* ---- the user's kernel: out (n, width) = x (n, width) * w (width) per row -------------------
  * Shaped (its windows follow from width and n), 2-D, in place on (out, x), one multiplication
  * per element: equal on every backend. */
@@ -50,7 +54,8 @@ static const char *rowscale_shape(const acg_arg *a, const acg_dims *d, uint64_t 
     return d->global[0] < width || d->global[1] < n ? "the grid must cover (width, n)" : NULL;
 }
 
-/* The kernel's definition, with code for both backends; tests change a copy. */
+/* The kernel's definition, with code for every backend the build has code for (cpu, OpenCL C,
+ * and CUDA where nvcc built tests/cuda/test_kernels.cu); tests change a copy. */
 static acg_kernel_desc rowscale_desc(const char *name) {
     acg_kernel_desc d = ACG_KERNEL_DESC_INIT;
     d.name = name;
@@ -67,6 +72,11 @@ static acg_kernel_desc rowscale_desc(const char *name) {
     d.cpu.fn = rowscale_cpu;
     d.opencl.source = rowscale_cl;
     d.opencl.name = "tk_rowscale";
+#ifdef ACG_HAVE_CUDA_KERNELS
+    d.cuda.fatbin = tc_test_kernels_fatbin;
+    d.cuda.size = sizeof tc_test_kernels_fatbin;
+    d.cuda.name = "tk_rowscale";
+#endif
     return d;
 }
 
@@ -259,8 +269,14 @@ static void test_no_code_for_backend(void **state) {
     acg_kernel_desc cpu_only = rowscale_desc("tk_cpu_only");
     cpu_only.opencl.source = NULL;
     cpu_only.opencl.name = NULL;
+    cpu_only.cuda.fatbin = NULL;
+    cpu_only.cuda.size = 0;
+    cpu_only.cuda.name = NULL;
     acg_kernel_desc opencl_only = rowscale_desc("tk_opencl_only");
     opencl_only.cpu.fn = NULL;
+    opencl_only.cuda.fatbin = NULL;
+    opencl_only.cuda.size = 0;
+    opencl_only.cuda.name = NULL;
     TC_OK(acg_kernel_register(&cpu_only));
     TC_OK(acg_kernel_register(&opencl_only));
 
@@ -414,10 +430,19 @@ static void no_code(acg_kernel_desc *d) {
     d->cpu.fn = NULL;
     d->opencl.source = NULL;
     d->opencl.name = NULL;
+    d->cuda.fatbin = NULL;
+    d->cuda.size = 0;
+    d->cuda.name = NULL;
 }
 static void opencl_name_only(acg_kernel_desc *d) { d->opencl.source = NULL; }
-static void fatbin_no_size(acg_kernel_desc *d) { d->cuda.fatbin = rowscale_cl; }
-static void fatbin_size_only(acg_kernel_desc *d) { d->cuda.size = 16; }
+static void fatbin_no_size(acg_kernel_desc *d) {
+    d->cuda.fatbin = rowscale_cl;
+    d->cuda.size = 0;
+}
+static void fatbin_size_only(acg_kernel_desc *d) {
+    d->cuda.fatbin = NULL;
+    d->cuda.size = 16;
+}
 static void spirv_name_only(acg_kernel_desc *d) { d->spirv.name = "tk"; }
 static uint32_t never_parts(const acg_cpu_arg *a, const uint32_t global[3], uint32_t max_parts) {
     (void)a;
@@ -488,9 +513,9 @@ static void test_malformed_refused(void **state) {
 }
 
 /* The size rule of every acg config struct: a size from older headers takes the defaults of
- * the fields it lacks (here: no opencl code, so the opencl backend refuses the kernel, and at
- * the least size no code at all); a size below the required fields, or a larger size whose
- * extra bytes are not zero, is refused. */
+ * the fields it lacks (here: no opencl or cuda code, so every backend but the cpu refuses the
+ * kernel, and at the least size no code at all); a size below the required fields, or a larger
+ * size whose extra bytes are not zero, is refused. */
 static void test_desc_size(void **state) {
     (void)state;
     acg_kernel_desc d = rowscale_desc("tk_old_caller");
@@ -498,10 +523,10 @@ static void test_desc_size(void **state) {
     TC_OK(acg_kernel_register(&d));
     acg_device *dev = tc_open();
     acg_kernel *k = NULL;
-    if (tc_backend_is("opencl")) {
-        TC_EXPECT(ERR_UNSUPPORTED, acg_kernel_get(dev, "tk_old_caller", &k));
-    } else {
+    if (tc_backend_is("cpu")) {
         TC_OK(acg_kernel_get(dev, "tk_old_caller", &k));
+    } else {
+        TC_EXPECT(ERR_UNSUPPORTED, acg_kernel_get(dev, "tk_old_caller", &k));
     }
     tc_close(dev);
     TC_OK(acg_kernel_unregister("tk_old_caller"));

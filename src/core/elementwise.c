@@ -1,5 +1,6 @@
 /* elementwise.c — the core's own kernels: four elementwise f32 kernels, defined once with their
- * C code for the cpu backend and their OpenCL C (elementwise.cl, embedded by the build). They
+ * C code for the cpu backend, their OpenCL C (elementwise.cl, embedded by the build) and, where
+ * the build has nvcc, their CUDA C (elementwise.cu, compiled into a fatbin and embedded). They
  * are registered from the start and never unregistered; every other kernel belongs to the layer
  * that registers it. The build turns off contraction into fused multiply-adds
  * (-ffp-contract=off), so a*b+c rounds twice here as in OpenCL C and every backend matches the
@@ -8,6 +9,16 @@
 
 #include "core/acg-impl.h"
 #include "core_kernels_cl.h"
+
+/* The fatbin holding every kernel of elementwise.cu, under the kernel's own name. */
+#ifdef ACG_HAVE_CUDA_KERNELS
+#include "core_kernels_cuda.h"
+#define CUDA_CODE(fn_)                                                                             \
+    { acg__core_kernels_fatbin, sizeof acg__core_kernels_fatbin, #fn_ }
+#else
+#define CUDA_CODE(fn_)                                                                             \
+    { NULL, 0, NULL }
+#endif
 
 static void fill_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     float *y = a[0].p;
@@ -58,6 +69,7 @@ static void copy_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
             .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND,                                           \
             .cpu = {fn_},                                                                          \
             .opencl = {acg__core_kernels_cl, #fn_},                                                \
+            .cuda = CUDA_CODE(fn_),                                                                \
         },                                                                                         \
     }
 
@@ -69,6 +81,7 @@ static const acg__kernel_def kernels[] = {
 };
 
 #undef ELEMENTWISE
+#undef CUDA_CODE
 #undef LIST
 #undef B
 #undef F

@@ -1,12 +1,23 @@
 /* kernels.c — the reference model's kernels: their definitions (argument types, how far each
  * buffer argument reaches, which backends have code for them) and their registration. The code
- * itself is kernels_cpu.c for the cpu backend and kernels.cl for OpenCL (embedded by the build);
- * model.h documents each kernel. */
+ * itself is kernels_cpu.c for the cpu backend, kernels.cl for OpenCL (embedded by the build) and,
+ * where the build has nvcc, kernels.cu for CUDA (compiled into a fatbin and embedded); model.h
+ * documents each kernel. */
 #include <pthread.h>
 #include <stdbool.h>
 
 #include "model-impl.h"
 #include "model_kernels_cl.h"
+
+/* The fatbin holding every kernel of kernels.cu, under the kernel's own name. */
+#ifdef ACG_HAVE_CUDA_KERNELS
+#include "model_kernels_cuda.h"
+#define CUDA_CODE(name_)                                                                           \
+    { acg__model_kernels_fatbin, sizeof acg__model_kernels_fatbin, #name_ }
+#else
+#define CUDA_CODE(name_)                                                                           \
+    { NULL, 0, NULL }
+#endif
 
 /* ---- shape rules ----------------------------------------------------------------------------
  * Each gives every buffer argument's reach in bytes from its scalar arguments, and checks that
@@ -118,17 +129,17 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 #define N ACG_ARG_U32
 #define LIST(...) __VA_ARGS__
 
-/* A model kernel with its C code (acg__model_cpu_<name>), the OpenCL C of kernels.cl, and
- * for the kernels worth splitting over the cpu backend's threads, their parts
- * (acg__model_cpu_<name>_parts and _part). Its buffers come first, 4-byte items each. Every
- * model kernel follows the one arithmetic (docs/arithmetic.md), so every backend computes it
- * bit for bit alike. */
+/* A model kernel with its C code (acg__model_cpu_<name>), the OpenCL C of kernels.cl, the CUDA
+ * C of kernels.cu where the build has it, and for the kernels worth splitting over the cpu
+ * backend's threads, their parts (acg__model_cpu_<name>_parts and _part). Its buffers come
+ * first, 4-byte items each. Every model kernel follows the one arithmetic (docs/arithmetic.md),
+ * so every backend computes it bit for bit alike. */
 #define MODEL_KERNEL(name_, n_args_, types_, bytes_, dims_, shape_, in_place_, split_)             \
     {                                                                                              \
         .size = sizeof(acg_kernel_desc), .name = #name_, .n_args = n_args_, .types = {types_},     \
         .bytes_per_item = {bytes_}, .dims = dims_, .shape = shape_, .in_place = {in_place_},       \
         .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND, .cpu = {acg__model_cpu_##name_},              \
-        .opencl = {acg__model_kernels_cl, NULL}, .cpu_parts = split_,                              \
+        .opencl = {acg__model_kernels_cl, NULL}, .cuda = CUDA_CODE(name_), .cpu_parts = split_,    \
     }
 #define SPLIT(name_)                                                                               \
     { acg__model_cpu_##name_##_parts, acg__model_cpu_##name_##_part }
@@ -165,6 +176,7 @@ static const acg_kernel_desc kernels[] = {
 #undef BYTES7
 #undef BYTES8
 #undef MODEL_KERNEL
+#undef CUDA_CODE
 #undef SPLIT
 #undef WHOLE
 #undef LIST
