@@ -1,0 +1,752 @@
+/* fake_cuda.c — acg's CUDA test driver: its loader, knobs, control API, devices and contexts.
+ *
+ * CI has no GPU, so the cuda backend's tests load this library instead of libcuda.so.1
+ * (ACG_CUDA_DRIVER). It serves exactly the entry points of src/backends/cuda/entry_points.h,
+ * through cuGetProcAddress_v2 as the real driver does, and runs their work on the host:
+ * device memory is host memory (the CUdeviceptr is the address), each stream is a worker thread
+ * running its ops in order, and a kernel runs acg's own cpu implementation of the kernel of the
+ * same name. It follows CUDA where acg depends on it (contexts per thread, stream order, events,
+ * capture and its errors, graph replay and update, object lifetimes) and checks more than the
+ * real driver (every device range against live allocations, handles by membership), so that a
+ * backend bug fails here rather than on the GPU.
+ *
+ * The files: fake_cuda.c (this), fake_errors.c (error names and texts), fake_memory.c
+ * (allocations, copies, fills), fake_stream.c (streams, workers, events), fake_kernel.c
+ * (libraries, kernels, launches), fake_graph.c (capture, graphs, execs).
+ *
+ * What it simplifies, each also said where it is done:
+ * - Only primary contexts (one per device); a context is what acg uses. Releasing the last
+ *   retain frees everything the context holds, as CUDA does, but acgtest_cuda_live keeps
+ *   counting what it had to free so that a leak still shows.
+ * - No NULL, legacy or per-thread default stream: those handles give CUDA_ERROR_INVALID_HANDLE
+ *   (the backend never uses them). So CU_STREAM_NON_BLOCKING changes nothing, and
+ *   cuGetProcAddress's flags choose nothing (there are no _ptsz variants).
+ * - Kernels: only fatbin images are accepted (the magic is checked, the code ignored);
+ *   cuLaunchKernel's `extra` is refused (CUDA_ERROR_INVALID_VALUE); a kernel runs as one call
+ *   of its cpu.fn, never split into its cpu_parts.
+ * - Graphs replay their nodes one after another in insertion order (a valid serial order),
+ *   never two branches at once. Memcpy nodes are 1-D only (height and depth 1; no arrays);
+ *   memset nodes have height 1; anything else is CUDA_ERROR_NOT_SUPPORTED. A graph launch or
+ *   upload into a capturing stream (a child graph in CUDA) is CUDA_ERROR_STREAM_CAPTURE_
+ *   UNSUPPORTED and invalidates the capture.
+ * - Capture modes are accepted and ignored: GLOBAL and THREAD_LOCAL restrict nothing (acg
+ *   captures RELAXED). Argument errors during a capture do not invalidate it, and neither does
+ *   CUDA_ERROR_CAPTURED_EVENT.
+ * - Zero-byte copies and fills succeed without queueing or recording anything.
+ * - Host pointers are not checked, except that a capture takes only pinned ones; explicit
+ *   memcpy nodes take any.
+ * - cuMemFree, cuMemFreeHost and cuMemHostUnregister first wait for all work queued in the
+ *   context (as cudaFree does), so queued work never reads freed memory. Work that still
+ *   reaches a freed or foreign device address (a graph replayed after its buffer was freed)
+ *   does not run: the context gets the sticky CUDA_ERROR_ILLEGAL_ADDRESS, as a GPU fault.
+ * - Libraries are context-independent, as CUDA 12's: a context's teardown leaves them (the
+ *   driver's unload frees what is left). Events keep no time (cuEventElapsedTime is not
+ *   served).
+ * - Where the real driver's choice of error code or effect was not verified (a stream or event
+ *   of another context, destroying a capturing stream, ending a capture on a stream that is
+ *   not its origin), the source says so.
+ * - A host function or kernel calling the driver finds no current context (as CUDA forbids
+ *   those calls).
+ */
+#include "fake_cuda_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acgtest_cuda.h"
+
+struct fake_state fake__g = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .progress = PTHREAD_COND_INITIALIZER,
+};
+struct fake_config fake__cfg;
+
+/* The calling thread's current context (cuCtxSetCurrent). */
+static _Thread_local struct CUctx_st *tls_ctx;
+
+/* ---- the entry point table ------------------------------------------------------------------
+ */
+
+typedef void (*fake_fn)(void);
+
+static const struct {
+    const char *name;
+    int version; /* the ABI version it is served at (its cudaTypedefs.h PFN) */
+    fake_fn fn;
+} entry_points[FAKE_EP_COUNT] = {
+#define FAKE_EP_ROW(name, version) {#name, version, (fake_fn)fake_##name},
+    FAKE_ENTRY_POINTS(FAKE_EP_ROW)
+#undef FAKE_EP_ROW
+};
+
+/* Never called: makes the compiler check each entry point against the PFN type of the version
+ * it is served at, so an argument list that drifted from the ABI does not compile cleanly. */
+static void check_entry_point_types(void) {
+#define FAKE_EP_CHECK(name, version)                                                               \
+    {                                                                                              \
+        PFN_##name##_v##version typed = fake_##name;                                               \
+        (void)typed;                                                                               \
+    }
+    FAKE_ENTRY_POINTS(FAKE_EP_CHECK)
+#undef FAKE_EP_CHECK
+}
+
+/* What the backend's list asks for: an entry point it lists and this driver lacks is an
+ * undeclared FAKE_EP_ name, one at another version fails the assertion. */
+enum {
+#define FAKE_EP_ABI(name, version) FAKE_ABI_##name = version,
+    FAKE_ENTRY_POINTS(FAKE_EP_ABI)
+#undef FAKE_EP_ABI
+};
+#define FAKE_EP_SAME_ABI(name, version, required)                                                  \
+    _Static_assert(FAKE_ABI_##name == version, #name " is served at another ABI version");
+ACG_CUDA_ENTRY_POINTS(FAKE_EP_SAME_ABI)
+#undef FAKE_EP_SAME_ABI
+
+/* Served: listed in src/backends/cuda/entry_points.h ("exactly that list"). */
+static const char served[FAKE_EP_COUNT] = {
+#define FAKE_EP_SERVED(name, version, required) [FAKE_EP_##name] = 1,
+    ACG_CUDA_ENTRY_POINTS(FAKE_EP_SERVED)
+#undef FAKE_EP_SERVED
+};
+
+static int entry_point_index(const char *name) {
+    for (int i = 0; i < FAKE_EP_COUNT; i++) {
+        if (strcmp(entry_points[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* ---- call counts and injected failures ------------------------------------------------------
+ * A lock of their own: counting must not wait behind a call that holds fake__g.lock. */
+
+#define INJECT_ANY (-1)
+
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long call_counts[FAKE_EP_COUNT];
+static struct {
+    int armed;
+    int ep;        /* an entry point, or INJECT_ANY */
+    unsigned left; /* calls until it fires, this one included */
+    CUresult code;
+} injection;
+
+/* Error-text lookups are how a failure gets reported; "any entry point" leaves them alone. */
+static int counted(int ep) {
+    return ep != FAKE_EP_cuGetErrorName && ep != FAKE_EP_cuGetErrorString;
+}
+
+CUresult fake__enter(enum fake_ep ep) {
+    CUresult code = CUDA_SUCCESS;
+    pthread_mutex_lock(&ctl_lock);
+    call_counts[ep]++;
+    if (injection.armed &&
+        (injection.ep == (int)ep || (injection.ep == INJECT_ANY && counted(ep)))) {
+        if (--injection.left == 0) {
+            injection.armed = 0;
+            code = injection.code;
+        }
+    }
+    pthread_mutex_unlock(&ctl_lock);
+    return code;
+}
+
+static void set_injection(const char *name, unsigned nth, int code) {
+    int ep = INJECT_ANY;
+    if (name != NULL && strcmp(name, "*") != 0) {
+        ep = entry_point_index(name);
+        if (ep < 0) {
+            fprintf(stderr, "acg CUDA test driver: no entry point %s to fail\n", name);
+        }
+    }
+    pthread_mutex_lock(&ctl_lock);
+    injection.armed = nth > 0 && (ep >= 0 || ep == INJECT_ANY);
+    injection.ep = ep;
+    injection.left = nth;
+    injection.code = (CUresult)code;
+    pthread_mutex_unlock(&ctl_lock);
+}
+
+/* ---- environment --------------------------------------------------------------------------- */
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+/* An integer knob in [lo, hi], or `def` when unset; a bad value is reported and ignored so a
+ * typo does not silently test something else. */
+static long env_long(const char *name, long def, long lo, long hi) {
+    const char *s = getenv(name);
+    if (s == NULL || *s == '\0') {
+        return def;
+    }
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "acg CUDA test driver: %s=%s is not in [%ld, %ld]; using %ld\n", name, s,
+                lo, hi, def);
+        return def;
+    }
+    return v;
+}
+
+static void parse_hidden(const char *list) {
+    char *copy = strdup(list);
+    if (copy == NULL) {
+        return;
+    }
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+        int ep = entry_point_index(tok);
+        if (ep < 0) {
+            fprintf(stderr, "acg CUDA test driver: ACGTEST_CUDA_HIDE: no entry point %s\n", tok);
+        } else {
+            fake__cfg.hidden[ep] = 1;
+        }
+    }
+    free(copy);
+}
+
+/* "name:nth:code"; the name may be "*". */
+static void parse_fail(const char *spec) {
+    char name[64];
+    unsigned nth;
+    int code;
+    const char *c2 = strrchr(spec, ':');
+    const char *c1 = c2 != NULL ? memchr(spec, ':', (size_t)(c2 - spec)) : NULL;
+    if (c1 == NULL || (size_t)(c1 - spec) >= sizeof name ||
+        sscanf(c1 + 1, "%u:%d", &nth, &code) != 2) {
+        fprintf(stderr, "acg CUDA test driver: ACGTEST_CUDA_FAIL=%s is not name:nth:code\n", spec);
+        return;
+    }
+    memcpy(name, spec, (size_t)(c1 - spec));
+    name[c1 - spec] = '\0';
+    set_injection(name, nth, code);
+}
+
+static void load_config(void) {
+    if (entry_points[0].fn == NULL) { /* never: keeps the type check compiled and used */
+        check_entry_point_types();
+    }
+    fake__cfg.version = (int)env_long("ACGTEST_CUDA_VERSION", 13000, 1000, 99999);
+    fake__cfg.devices = (int)env_long("ACGTEST_CUDA_DEVICES", 1, 0, FAKE_MAX_DEVICES);
+    fake__cfg.mem_bytes = (size_t)env_long("ACGTEST_CUDA_MEM_MB", 16384, 1, 1L << 24) << 20;
+    fake__cfg.init_fail = (CUresult)env_long("ACGTEST_CUDA_INIT_FAIL", 0, 0, 100000);
+    const char *hide = getenv("ACGTEST_CUDA_HIDE");
+    if (hide != NULL) {
+        parse_hidden(hide);
+    }
+    const char *fail = getenv("ACGTEST_CUDA_FAIL");
+    if (fail != NULL && *fail != '\0') {
+        parse_fail(fail);
+    }
+    for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
+        fake__g.ctx[i].device = i;
+    }
+}
+
+static void ensure_config(void) { pthread_once(&config_once, load_config); }
+
+/* ---- the loader ----------------------------------------------------------------------------- */
+
+/* The one symbol the backend takes with dlsym. As the real driver: a cudaVersion above the
+ * driver's is refused; an unknown symbol, and one the driver's version does not have yet, is
+ * CUDA_SUCCESS with NULL and SYMBOL_NOT_FOUND; a known one asked at a version older than its
+ * ABI (which would be another argument list) is NULL and VERSION_NOT_SUFFICIENT. */
+__attribute__((visibility("default"))) CUresult
+cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                    CUdriverProcAddressQueryResult *symbolStatus) {
+    ensure_config();
+    if (symbol == NULL || pfn == NULL || cudaVersion > fake__cfg.version ||
+        (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                               CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) != 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    *pfn = NULL;
+    int ep = entry_point_index(symbol);
+    if (ep < 0 || !served[ep] || fake__cfg.hidden[ep] ||
+        entry_points[ep].version > fake__cfg.version) {
+        status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    } else if (cudaVersion < entry_points[ep].version) {
+        status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    } else {
+        /* A function pointer goes out through void *, as the real driver's does; copying the
+         * bytes keeps it within ISO C. */
+        _Static_assert(sizeof(fake_fn) == sizeof(void *), "function pointers fit in void *");
+        memcpy(pfn, &entry_points[ep].fn, sizeof(void *));
+    }
+    if (symbolStatus != NULL) {
+        *symbolStatus = status;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- control API ---------------------------------------------------------------------------- */
+
+ACGTEST_CUDA_API void acgtest_cuda_fail(const char *name, unsigned nth, int code) {
+    ensure_config();
+    set_injection(name, nth, code);
+}
+
+ACGTEST_CUDA_API unsigned long acgtest_cuda_calls(const char *name) {
+    ensure_config();
+    unsigned long n = 0;
+    int ep = name != NULL ? entry_point_index(name) : INJECT_ANY;
+    pthread_mutex_lock(&ctl_lock);
+    if (ep >= 0) {
+        n = call_counts[ep];
+    } else if (name == NULL) {
+        for (int i = 0; i < FAKE_EP_COUNT; i++) {
+            n += counted(i) ? call_counts[i] : 0;
+        }
+    }
+    pthread_mutex_unlock(&ctl_lock);
+    return n;
+}
+
+ACGTEST_CUDA_API void acgtest_cuda_reset_counts(void) {
+    ensure_config();
+    pthread_mutex_lock(&ctl_lock);
+    memset(call_counts, 0, sizeof call_counts);
+    pthread_mutex_unlock(&ctl_lock);
+}
+
+ACGTEST_CUDA_API long acgtest_cuda_live(void) {
+    ensure_config();
+    pthread_mutex_lock(&fake__g.lock);
+    long n = fake__g.live + fake__g.reclaimed;
+    pthread_mutex_unlock(&fake__g.lock);
+    return n;
+}
+
+ACGTEST_CUDA_API void
+acgtest_cuda_bind_kernels(const acg_kernel_desc *(*lookup)(const char *name)) {
+    ensure_config();
+    pthread_mutex_lock(&fake__g.lock);
+    fake__g.lookup = lookup;
+    pthread_mutex_unlock(&fake__g.lock);
+}
+
+/* ---- containers ----------------------------------------------------------------------------- */
+
+int fake__vec_push(struct fake_vec *vec, void *p) {
+    if (vec->n == vec->cap) {
+        size_t cap = vec->cap ? vec->cap * 2 : 8;
+        void **v = realloc(vec->v, cap * sizeof *v);
+        if (v == NULL) {
+            return -1;
+        }
+        vec->v = v;
+        vec->cap = cap;
+    }
+    vec->v[vec->n++] = p;
+    return 0;
+}
+
+int fake__vec_has(const struct fake_vec *vec, const void *p) {
+    for (size_t i = 0; i < vec->n; i++) {
+        if (vec->v[i] == p) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void fake__vec_remove(struct fake_vec *vec, const void *p) {
+    for (size_t i = 0; i < vec->n; i++) {
+        if (vec->v[i] == p) {
+            memmove(&vec->v[i], &vec->v[i + 1], (vec->n - i - 1) * sizeof *vec->v);
+            vec->n--;
+            return;
+        }
+    }
+}
+
+void fake__vec_free(struct fake_vec *vec) {
+    free(vec->v);
+    vec->v = NULL;
+    vec->n = vec->cap = 0;
+}
+
+int fake__ids_add(struct fake_ids *ids, size_t id) {
+    size_t at = 0;
+    while (at < ids->n && ids->v[at] < id) {
+        at++;
+    }
+    if (at < ids->n && ids->v[at] == id) {
+        return 0;
+    }
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 4;
+        size_t *v = realloc(ids->v, cap * sizeof *v);
+        if (v == NULL) {
+            return -1;
+        }
+        ids->v = v;
+        ids->cap = cap;
+    }
+    memmove(&ids->v[at + 1], &ids->v[at], (ids->n - at) * sizeof *ids->v);
+    ids->v[at] = id;
+    ids->n++;
+    return 0;
+}
+
+int fake__ids_union(struct fake_ids *dst, const struct fake_ids *src) {
+    for (size_t i = 0; i < src->n; i++) {
+        if (fake__ids_add(dst, src->v[i]) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void fake__ids_free(struct fake_ids *ids) {
+    free(ids->v);
+    ids->v = NULL;
+    ids->n = ids->cap = 0;
+}
+
+/* ---- initialization and devices ------------------------------------------------------------- */
+
+CUresult fake_cuInit(unsigned int flags) {
+    FAKE_ENTER(cuInit);
+    if (flags != 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (fake__cfg.init_fail != CUDA_SUCCESS) {
+        return fake__cfg.init_fail;
+    }
+    pthread_mutex_lock(&fake__g.lock);
+    fake__g.initialized = 1;
+    pthread_mutex_unlock(&fake__g.lock);
+    return CUDA_SUCCESS;
+}
+
+/* Works before cuInit, as the real one. */
+CUresult fake_cuDriverGetVersion(int *version) {
+    FAKE_ENTER(cuDriverGetVersion);
+    if (version == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *version = fake__cfg.version;
+    return CUDA_SUCCESS;
+}
+
+/* NOT_INITIALIZED before cuInit, INVALID_DEVICE for an ordinal out of range, else SUCCESS. */
+static CUresult device_check(CUdevice dev) {
+    pthread_mutex_lock(&fake__g.lock);
+    int initialized = fake__g.initialized;
+    pthread_mutex_unlock(&fake__g.lock);
+    if (!initialized) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return dev >= 0 && dev < fake__cfg.devices ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult fake_cuDeviceGetCount(int *count) {
+    FAKE_ENTER(cuDeviceGetCount);
+    CUresult r = device_check(0);
+    if (r == CUDA_ERROR_NOT_INITIALIZED) {
+        return r;
+    }
+    if (count == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *count = fake__cfg.devices;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
+    FAKE_ENTER(cuDeviceGet);
+    CUresult r = device_check(ordinal);
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (device == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev) {
+    FAKE_ENTER(cuDeviceGetName);
+    CUresult r = device_check(dev);
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (name == NULL || len <= 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    snprintf(name, (size_t)len, "%s", "acg CUDA test driver");
+    return CUDA_SUCCESS;
+}
+
+/* An H100/H200-like sm_90 device; attributes acg never reads get plausible values. */
+static int attribute_value(CUdevice_attribute a) {
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+        return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+        return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+        return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+        return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+        return 49152;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        return 232448;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+        return 233472;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+        return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+        return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+        return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+        return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+        return 1980000; /* kHz */
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+        return 2619000; /* kHz */
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+        return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+        return 50331648;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        return 132;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+        return 2048;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+        return 32;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+        return 2;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+        return 512;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
+        return 32;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT:
+    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER:
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: /* DEFAULT */
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:
+    case CU_DEVICE_ATTRIBUTE_MPS_ENABLED:
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+        return 0;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+        return 0x18;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+        return 0;
+    default:
+        /* Every other attribute is a capability flag or a limit: say yes (1). */
+        return 1;
+    }
+}
+
+CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+    FAKE_ENTER(cuDeviceGetAttribute);
+    CUresult r = device_check(dev);
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (pi == NULL || (int)attrib < 1 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *pi = attribute_value(attrib);
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
+    FAKE_ENTER(cuDeviceTotalMem);
+    CUresult r = device_check(dev);
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (bytes == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *bytes = fake__cfg.mem_bytes;
+    return CUDA_SUCCESS;
+}
+
+/* ---- contexts ------------------------------------------------------------------------------- */
+
+CUresult fake__current(struct CUctx_st **out) {
+    if (!fake__g.initialized) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    struct CUctx_st *ctx = tls_ctx;
+    /* A thread whose context was released keeps the handle current, and gets nothing done:
+     * the backend must retain before use, and set it on every thread it calls from. */
+    if (ctx == NULL || ctx->retains == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (ctx->sticky != CUDA_SUCCESS) {
+        return ctx->sticky;
+    }
+    *out = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    FAKE_ENTER(cuDevicePrimaryCtxRetain);
+    CUresult r = device_check(dev);
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (pctx == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&fake__g.lock);
+    struct CUctx_st *ctx = &fake__g.ctx[dev];
+    while (ctx->tearing_down) { /* the last release is still freeing the old one */
+        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+    }
+    ctx->retains++;
+    fake__g.live++;
+    pthread_mutex_unlock(&fake__g.lock);
+    *pctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
+    FAKE_ENTER(cuDevicePrimaryCtxRelease);
+    CUresult r = device_check(dev);
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
+    pthread_mutex_lock(&fake__g.lock);
+    struct CUctx_st *ctx = &fake__g.ctx[dev];
+    if (ctx->retains == 0 || ctx->tearing_down) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else {
+        ctx->retains--;
+        fake__g.live--;
+        if (ctx->retains == 0) {
+            fake__ctx_teardown(ctx);
+        }
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuCtxSetCurrent(CUcontext ctx) {
+    FAKE_ENTER(cuCtxSetCurrent);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&fake__g.lock);
+    if (!fake__g.initialized) {
+        r = CUDA_ERROR_NOT_INITIALIZED;
+    } else if (ctx == NULL) {
+        tls_ctx = NULL;
+    } else {
+        /* Only an active primary context: the handle is compared, never read, until found. */
+        int found = 0;
+        for (int i = 0; i < fake__cfg.devices; i++) {
+            found |= ctx == &fake__g.ctx[i];
+        }
+        if (!found || ctx->retains == 0) {
+            r = CUDA_ERROR_INVALID_CONTEXT;
+        } else {
+            tls_ctx = ctx;
+        }
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+void fake__ctx_teardown(struct CUctx_st *ctx) {
+    ctx->tearing_down = 1;
+    /* Queued work finishes first, as in CUDA; with no retains left nothing new can be queued
+     * on the context's streams. */
+    fake__ctx_synchronize(ctx);
+    long freed = 0;
+    for (size_t i = fake__g.captures.n; i-- > 0;) {
+        struct fake_capture *c = fake__g.captures.v[i];
+        if (c->ctx == ctx) {
+            fake__capture_discard(c);
+        }
+    }
+    for (size_t i = fake__g.streams.n; i-- > 0;) {
+        struct CUstream_st *s = fake__g.streams.v[i];
+        if (s->ctx == ctx) {
+            fake__vec_remove(&fake__g.streams, s);
+            s->quit = 1;
+            pthread_cond_signal(&s->work);
+            fake__stream_release(s); /* the handle's reference; the worker keeps its own */
+            freed++;
+        }
+    }
+    for (;;) {
+        int running = 0;
+        for (size_t i = 0; i < fake__g.workers.n; i++) {
+            struct CUstream_st *s = fake__g.workers.v[i];
+            running |= s->ctx == ctx && !s->exited;
+        }
+        if (!running) {
+            break;
+        }
+        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+    }
+    fake__reap_workers();
+    for (size_t i = fake__g.events.n; i-- > 0;) {
+        struct CUevent_st *e = fake__g.events.v[i];
+        if (e->ctx == ctx) {
+            fake__vec_remove(&fake__g.events, e);
+            if (e->stream != NULL) {
+                fake__stream_release(e->stream);
+            }
+            fake__ids_free(&e->frontier);
+            free(e);
+            freed++;
+        }
+    }
+    freed += fake__graphs_reclaim(ctx);
+    freed += fake__ranges_reclaim(ctx);
+    fake__g.live -= freed;
+    fake__g.reclaimed += freed;
+    ctx->allocated = 0;
+    ctx->sticky = CUDA_SUCCESS;
+    ctx->tearing_down = 0;
+    pthread_cond_broadcast(&fake__g.progress);
+}
+
+/* At unload (dlclose or exit), whatever is still held is freed and its workers joined, so a
+ * test that leaked objects still ends clean under the sanitizers (and acgtest_cuda_live has
+ * already told it). A destructor is the one place the driver learns it is going away. */
+__attribute__((destructor)) static void fake_unload(void) {
+    pthread_mutex_lock(&fake__g.lock);
+    for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
+        struct CUctx_st *ctx = &fake__g.ctx[i];
+        if (ctx->retains > 0) {
+            fake__g.live -= ctx->retains;
+            fake__g.reclaimed += ctx->retains;
+            ctx->retains = 0;
+            fake__ctx_teardown(ctx);
+        }
+    }
+    long freed = fake__libraries_reclaim();
+    fake__g.live -= freed;
+    fake__g.reclaimed += freed;
+    fake__vec_free(&fake__g.ranges);
+    fake__vec_free(&fake__g.streams);
+    fake__vec_free(&fake__g.workers);
+    fake__vec_free(&fake__g.events);
+    fake__vec_free(&fake__g.graphs);
+    fake__vec_free(&fake__g.execs);
+    fake__vec_free(&fake__g.libraries);
+    fake__vec_free(&fake__g.kernels);
+    fake__vec_free(&fake__g.captures);
+    pthread_mutex_unlock(&fake__g.lock);
+}

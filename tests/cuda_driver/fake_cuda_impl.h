@@ -1,0 +1,419 @@
+/* fake_cuda_impl.h — the CUDA test driver's objects and shared state, between its files.
+ *
+ * The driver is a stand-in for libcuda.so.1 that runs on the host (see fake_cuda.c for what it
+ * does and what it simplifies). One mutex, fake__g.lock, guards every table and every object
+ * field below; it is never held while a kernel, a copy or a host function runs, so streams
+ * run at once. Functions named fake__* and the fake_cu* entry points are shared between the
+ * driver's files and hidden from its users; "(lock held)" says a function expects the mutex
+ * taken, and says so when it lets go of it for a while (a wait, a run).
+ */
+#ifndef ACG_TESTS_CUDA_DRIVER_FAKE_CUDA_IMPL_H
+#define ACG_TESTS_CUDA_DRIVER_FAKE_CUDA_IMPL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "acg/acg.h"
+#include "backends/cuda/entry_points.h"
+
+/* Devices the driver can pretend to have (ACGTEST_CUDA_DEVICES is clamped to it). */
+#define FAKE_MAX_DEVICES 8
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+/* X(name, version): every entry point this driver implements, at the ABI version of the PFN
+ * typedef it matches (fake_cuda.c has the compiler check each). It serves only those of
+ * src/backends/cuda/entry_points.h, and each of those must be here at the same version, or
+ * fake_cuda.c does not compile: a backend needing a new entry point needs it here first. The
+ * rest (e.g. cuMemHostRegister, once dropped from the backend's list) stay implemented and are
+ * reported as not found. */
+#define FAKE_ENTRY_POINTS(X)                                                                       \
+    X(cuInit, 2000)                                                                                \
+    X(cuDriverGetVersion, 2020)                                                                    \
+    X(cuGetErrorName, 6000)                                                                        \
+    X(cuGetErrorString, 6000)                                                                      \
+    X(cuDeviceGetCount, 2000)                                                                      \
+    X(cuDeviceGet, 2000)                                                                           \
+    X(cuDeviceGetName, 2000)                                                                       \
+    X(cuDeviceGetAttribute, 2000)                                                                  \
+    X(cuDeviceTotalMem, 3020)                                                                      \
+    X(cuDevicePrimaryCtxRetain, 7000)                                                              \
+    X(cuDevicePrimaryCtxRelease, 11000)                                                            \
+    X(cuCtxSetCurrent, 4000)                                                                       \
+    X(cuMemGetInfo, 3020)                                                                          \
+    X(cuMemAlloc, 3020)                                                                            \
+    X(cuMemFree, 3020)                                                                             \
+    X(cuMemHostAlloc, 2020)                                                                        \
+    X(cuMemFreeHost, 2000)                                                                         \
+    X(cuMemHostRegister, 6050)                                                                     \
+    X(cuMemHostUnregister, 4000)                                                                   \
+    X(cuMemcpyHtoDAsync, 3020)                                                                     \
+    X(cuMemcpyDtoHAsync, 3020)                                                                     \
+    X(cuMemcpyDtoDAsync, 3020)                                                                     \
+    X(cuMemsetD8Async, 3020)                                                                       \
+    X(cuMemsetD16Async, 3020)                                                                      \
+    X(cuMemsetD32Async, 3020)                                                                      \
+    X(cuStreamCreate, 2000)                                                                        \
+    X(cuStreamDestroy, 4000)                                                                       \
+    X(cuStreamSynchronize, 2000)                                                                   \
+    X(cuStreamQuery, 2000)                                                                         \
+    X(cuStreamWaitEvent, 3020)                                                                     \
+    X(cuEventCreate, 2000)                                                                         \
+    X(cuEventDestroy, 4000)                                                                        \
+    X(cuEventRecord, 2000)                                                                         \
+    X(cuEventQuery, 2000)                                                                          \
+    X(cuEventSynchronize, 2000)                                                                    \
+    X(cuLaunchHostFunc, 10000)                                                                     \
+    X(cuLibraryLoadData, 12000)                                                                    \
+    X(cuLibraryGetKernel, 12000)                                                                   \
+    X(cuLibraryUnload, 12000)                                                                      \
+    X(cuLaunchKernel, 4000)                                                                        \
+    X(cuStreamBeginCapture, 10010)                                                                 \
+    X(cuStreamEndCapture, 10000)                                                                   \
+    X(cuStreamIsCapturing, 10000)                                                                  \
+    X(cuGraphInstantiateWithFlags, 11040)                                                          \
+    X(cuGraphUpload, 11010)                                                                        \
+    X(cuGraphLaunch, 10000)                                                                        \
+    X(cuGraphExecDestroy, 10000)                                                                   \
+    X(cuGraphDestroy, 10000)                                                                       \
+    X(cuGraphCreate, 10000)                                                                        \
+    X(cuGraphAddKernelNode, 12000)                                                                 \
+    X(cuGraphAddMemcpyNode, 10000)                                                                 \
+    X(cuGraphAddMemsetNode, 10000)                                                                 \
+    X(cuGraphAddHostNode, 10000)                                                                   \
+    X(cuGraphExecUpdate, 12000)
+
+/* One index per implemented entry point, for call counts, injection and hiding. */
+enum fake_ep {
+#define FAKE_EP_ENUM(name, version) FAKE_EP_##name,
+    FAKE_ENTRY_POINTS(FAKE_EP_ENUM)
+#undef FAKE_EP_ENUM
+        FAKE_EP_COUNT
+};
+
+/* Counts a call of entry point `ep` and returns the code an injected failure makes it return,
+ * or CUDA_SUCCESS to go on. Every entry point starts with FAKE_ENTER. */
+CUresult fake__enter(enum fake_ep ep);
+#define FAKE_ENTER(name)                                                                           \
+    do {                                                                                           \
+        CUresult fake_injected_ = fake__enter(FAKE_EP_##name);                                     \
+        if (fake_injected_ != CUDA_SUCCESS) {                                                      \
+            return fake_injected_;                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* The environment knobs, read once (fake_cuda.c); read-only afterwards. */
+struct fake_config {
+    int version;                /* ACGTEST_CUDA_VERSION */
+    int devices;                /* ACGTEST_CUDA_DEVICES */
+    size_t mem_bytes;           /* ACGTEST_CUDA_MEM_MB, per device */
+    CUresult init_fail;         /* ACGTEST_CUDA_INIT_FAIL */
+    char hidden[FAKE_EP_COUNT]; /* ACGTEST_CUDA_HIDE */
+};
+extern struct fake_config fake__cfg;
+
+/* ---- small containers --------------------------------------------------------------------- */
+
+/* A set of objects, searched by address: handles are checked by membership, never by reading
+ * through a pointer that may already be freed. */
+struct fake_vec {
+    void **v;
+    size_t n, cap;
+};
+int fake__vec_push(struct fake_vec *vec, void *p); /* 0, or -1 when out of memory */
+int fake__vec_has(const struct fake_vec *vec, const void *p);
+void fake__vec_remove(struct fake_vec *vec, const void *p); /* keeps the others' order */
+void fake__vec_free(struct fake_vec *vec);
+
+/* A sorted set of graph node indices (a capture's frontier, a node's dependencies). */
+struct fake_ids {
+    size_t *v;
+    size_t n, cap;
+};
+int fake__ids_add(struct fake_ids *ids, size_t id); /* 0, or -1 when out of memory */
+int fake__ids_union(struct fake_ids *dst, const struct fake_ids *src);
+void fake__ids_free(struct fake_ids *ids);
+
+/* ---- objects ------------------------------------------------------------------------------- */
+
+/* A device's primary context: the only kind of context the driver has. */
+struct CUctx_st {
+    int device;
+    long retains;     /* cuDevicePrimaryCtxRetain minus Release; 0: inactive */
+    int tearing_down; /* the last release is freeing what the context held */
+    CUresult sticky;  /* an asynchronous fault (CUDA_ERROR_ILLEGAL_ADDRESS); 0: none */
+    size_t allocated; /* bytes of live cuMemAlloc allocations */
+};
+
+/* What one unit of GPU work does: a kernel, a copy, a fill or a host function. The same record
+ * is a queued op, a captured node and an instantiated node. */
+struct fake_work {
+    CUgraphNodeType type; /* KERNEL, MEMCPY, MEMSET or HOST */
+    union {
+        struct {
+            const void *kernel; /* the CUkernel, only compared (cuGraphExecUpdate) */
+            acg_kernel_cpu_fn fn;
+            uint32_t n_args;
+            acg_arg_type types[ACG_MAX_KERNEL_ARGS];
+            acg_cpu_arg args[ACG_MAX_KERNEL_ARGS]; /* copied at launch or record time */
+            uint32_t global[3];
+        } kernel;
+        struct {
+            uintptr_t dst, src;
+            size_t bytes;
+            int dst_device, src_device; /* which sides are device memory, checked at run */
+        } copy;
+        struct {
+            uintptr_t dst;
+            uint32_t value;
+            unsigned element_size; /* 1, 2 or 4 bytes */
+            size_t count;          /* elements */
+        } fill;
+        struct {
+            CUhostFn fn;
+            void *data;
+        } host;
+    } u;
+};
+
+/* A live allocation: device memory (cuMemAlloc), pinned host memory (cuMemHostAlloc) or a
+ * registered host range (cuMemHostRegister). */
+enum fake_range_kind { FAKE_RANGE_DEVICE, FAKE_RANGE_HOST_ALLOC, FAKE_RANGE_REGISTERED };
+struct fake_range {
+    enum fake_range_kind kind;
+    uintptr_t base;
+    size_t size;
+    struct CUctx_st *ctx;
+};
+
+struct fake_op;
+struct fake_capture;
+
+struct CUstream_st {
+    struct CUctx_st *ctx;
+    unsigned flags;
+    /* The handle, the worker (until joined), each event whose last record is on this stream
+     * and each queued wait on it hold one reference; the last one frees the stream. */
+    long refs;
+    pthread_t thread;
+    pthread_cond_t work;          /* signalled when an op is queued or quit is set */
+    int quit;                     /* destroyed: the worker drains the queue, then exits */
+    int exited;                   /* the worker has returned and can be joined */
+    struct fake_op *head, *tail;  /* queued ops, head running or next */
+    uint64_t submitted;           /* ops ever queued */
+    uint64_t completed;           /* ops finished, in order; completed <= submitted */
+    struct fake_capture *capture; /* the capture this stream records into; NULL: none */
+    struct fake_ids frontier;     /* while capturing: the nodes its next node depends on */
+};
+
+struct CUevent_st {
+    struct CUctx_st *ctx;
+    unsigned flags;
+    /* The last record outside a capture: reached once `stream` completed `seq` ops. NULL:
+     * never recorded (or the record was a captured one). Holds a reference on the stream. */
+    struct CUstream_st *stream;
+    uint64_t seq;
+    /* The last record inside a capture (the record is then only a point in the graph):
+     * the capture and the frontier at that point. Cleared when the capture ends. */
+    struct fake_capture *capture;
+    struct fake_ids frontier;
+};
+
+/* A graph node; its handle is the CUgraphNode. */
+struct CUgraphNode_st {
+    size_t index;         /* in its graph's insertion order, a valid serial order */
+    struct fake_ids deps; /* indices of earlier nodes */
+    struct fake_work work;
+};
+
+struct CUgraph_st {
+    struct CUctx_st *ctx;
+    struct fake_vec nodes; /* struct CUgraphNode_st *, in insertion order */
+};
+
+/* A stream capture in progress. */
+struct fake_capture {
+    struct CUctx_st *ctx;
+    struct CUgraph_st *graph; /* what the capture built so far; the user's at the end */
+    struct CUstream_st *origin;
+    int invalidated;
+    struct fake_vec members; /* streams capturing into it, the origin included */
+};
+
+/* The parameters of an instantiated graph, one version: a launch holds the version current
+ * when it was queued, so cuGraphExecUpdate changes only later launches. */
+struct fake_snapshot {
+    long refs;
+    size_t n;
+    struct fake_work nodes[]; /* (n) in insertion order */
+};
+
+struct CUgraphExec_st {
+    struct CUctx_st *ctx;
+    long refs;                  /* the handle and each queued launch or upload */
+    size_t n;                   /* nodes */
+    struct fake_ids *deps;      /* (n) each node's dependencies, fixed at instantiation */
+    struct fake_snapshot *snap; /* the parameters future launches use */
+    /* Launches and uploads run one at a time in the order they were queued, from any stream:
+     * each takes a ticket and runs when `running` reaches it. */
+    uint64_t next_ticket, running;
+};
+
+struct CUkern_st {
+    struct CUlib_st *lib;
+    char *name;
+    acg_kernel_cpu_fn fn;
+    uint32_t n_args;
+    acg_arg_type types[ACG_MAX_KERNEL_ARGS];
+};
+
+struct CUlib_st {
+    struct fake_vec kernels; /* struct CUkern_st * */
+};
+
+/* ---- shared state -------------------------------------------------------------------------- */
+
+struct fake_state {
+    pthread_mutex_t lock;
+    pthread_cond_t progress; /* broadcast whenever an op finishes or a worker exits */
+    int initialized;         /* cuInit succeeded */
+    struct CUctx_st ctx[FAKE_MAX_DEVICES];
+    struct fake_vec ranges;    /* struct fake_range *: device, pinned and registered */
+    struct fake_vec streams;   /* live stream handles */
+    struct fake_vec workers;   /* every stream whose worker is not joined yet */
+    struct fake_vec events;    /* live event handles */
+    struct fake_vec graphs;    /* live graph handles (not those a capture is building) */
+    struct fake_vec execs;     /* live exec handles */
+    struct fake_vec libraries; /* loaded libraries */
+    struct fake_vec kernels;   /* kernels of loaded libraries */
+    struct fake_vec captures;  /* captures in progress */
+    const acg_kernel_desc *(*lookup)(const char *name); /* acgtest_cuda_bind_kernels */
+    long live;      /* user-visible objects alive (acgtest_cuda_live) */
+    long reclaimed; /* objects a context teardown or unload freed for their leaking owner */
+};
+extern struct fake_state fake__g;
+
+/* ---- shared helpers ------------------------------------------------------------------------ */
+
+/* (lock held) The calling thread's current context: NOT_INITIALIZED before cuInit,
+ * INVALID_CONTEXT when the thread has none (or it was released), or its sticky fault. */
+CUresult fake__current(struct CUctx_st **out);
+/* (lock held) A stream handle of `ctx` usable for work. */
+CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out);
+/* (lock held) Runs `work` in `s`'s order: records a node when s captures, else queues it. */
+CUresult fake__submit(struct CUstream_st *s, const struct fake_work *work);
+/* (lock held) Queues a replay of `x` (launch) or its upload (!launch) on `s`, which does not
+ * capture. */
+CUresult fake__submit_exec(struct CUstream_st *s, struct CUgraphExec_st *x, int launch);
+/* (lock held; waits) Waits until every stream of `ctx` finished what was queued before. */
+void fake__ctx_synchronize(struct CUctx_st *ctx);
+/* (lock held; lets go while it runs) Runs one unit of work on a stream's worker. */
+void fake__run_work(struct CUctx_st *ctx, const struct fake_work *work);
+/* (lock held) Joins the workers of destroyed streams that have drained. */
+void fake__reap_workers(void);
+/* (lock held) Drops a reference on a stream; the last frees it. */
+void fake__stream_release(struct CUstream_st *s);
+/* (lock held; waits) Frees everything `ctx` holds, when its last retain is released. */
+void fake__ctx_teardown(struct CUctx_st *ctx);
+
+/* (lock held) The live range holding [addr, addr + bytes) of one of the `kinds` (a bit mask of
+ * 1 << fake_range_kind), or NULL. bytes 0 asks for addr inside or at the end of a range. */
+struct fake_range *fake__range_find(uintptr_t addr, size_t bytes, unsigned kinds);
+#define FAKE_DEVICE_MEMORY (1u << FAKE_RANGE_DEVICE)
+#define FAKE_PINNED_MEMORY ((1u << FAKE_RANGE_HOST_ALLOC) | (1u << FAKE_RANGE_REGISTERED))
+/* (lock held) Frees every allocation and registration of `ctx`; returns how many. */
+long fake__ranges_reclaim(struct CUctx_st *ctx);
+
+/* (lock held) A kernel launch's work record: checks the launch as cuLaunchKernel does. */
+CUresult fake__kernel_work(CUkernel k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                           unsigned by, unsigned bz, unsigned shared, void **params, void **extra,
+                           struct fake_work *out);
+/* (lock held) Frees every library (at unload of the driver); returns how many. */
+long fake__libraries_reclaim(void);
+
+/* (lock held) Capture plumbing (fake_graph.c). */
+CUresult fake__capture_record(struct CUstream_st *s, const struct fake_work *work);
+/* s, not capturing, joins `c` at `frontier` (a wait on an event recorded in c). */
+CUresult fake__capture_join(struct CUstream_st *s, struct fake_capture *c,
+                            const struct fake_ids *frontier);
+void fake__capture_invalidate(struct fake_capture *c);
+void fake__capture_discard(struct fake_capture *c); /* every member leaves capture mode */
+/* (lock held) Frees the graphs and execs of `ctx` (its streams drained); returns how many. */
+long fake__graphs_reclaim(struct CUctx_st *ctx);
+/* (lock held) Drops a reference on an exec or a snapshot; the last frees it. */
+void fake__exec_release(struct CUgraphExec_st *x);
+void fake__snapshot_release(struct fake_snapshot *snap);
+
+/* ---- entry points, one per line of FAKE_ENTRY_POINTS (their PFN types are checked in
+ * fake_cuda.c) ------------------------------------------------------------------------------ */
+
+CUresult fake_cuInit(unsigned int flags);
+CUresult fake_cuDriverGetVersion(int *version);
+CUresult fake_cuGetErrorName(CUresult error, const char **str);
+CUresult fake_cuGetErrorString(CUresult error, const char **str);
+CUresult fake_cuDeviceGetCount(int *count);
+CUresult fake_cuDeviceGet(CUdevice *device, int ordinal);
+CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev);
+CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
+CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev);
+CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev);
+CUresult fake_cuCtxSetCurrent(CUcontext ctx);
+CUresult fake_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
+CUresult fake_cuMemFree(CUdeviceptr dptr);
+CUresult fake_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags);
+CUresult fake_cuMemFreeHost(void *p);
+CUresult fake_cuMemHostRegister(void *p, size_t bytesize, unsigned int flags);
+CUresult fake_cuMemHostUnregister(void *p);
+CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream h);
+CUresult fake_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream h);
+CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream h);
+CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream h);
+CUresult fake_cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n, CUstream h);
+CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream h);
+CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags);
+CUresult fake_cuStreamDestroy(CUstream h);
+CUresult fake_cuStreamSynchronize(CUstream h);
+CUresult fake_cuStreamQuery(CUstream h);
+CUresult fake_cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags);
+CUresult fake_cuEventCreate(CUevent *ph, unsigned int flags);
+CUresult fake_cuEventDestroy(CUevent e);
+CUresult fake_cuEventRecord(CUevent e, CUstream h);
+CUresult fake_cuEventQuery(CUevent e);
+CUresult fake_cuEventSynchronize(CUevent e);
+CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data);
+CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit_options,
+                                void **jit_values, unsigned int n_jit, CUlibraryOption *options,
+                                void **values, unsigned int n_options);
+CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name);
+CUresult fake_cuLibraryUnload(CUlibrary library);
+CUresult fake_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                             CUstream h, void **params, void **extra);
+CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode);
+CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph);
+CUresult fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status);
+CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                          unsigned long long flags);
+CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream h);
+CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream h);
+CUresult fake_cuGraphExecDestroy(CUgraphExec exec);
+CUresult fake_cuGraphDestroy(CUgraph graph);
+CUresult fake_cuGraphCreate(CUgraph *graph, unsigned int flags);
+CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                   size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
+CUresult fake_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                   size_t n_deps, const CUDA_MEMCPY3D *copy, CUcontext ctx);
+CUresult fake_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                   size_t n_deps, const CUDA_MEMSET_NODE_PARAMS *params,
+                                   CUcontext ctx);
+CUresult fake_cuGraphAddHostNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                 size_t n_deps, const CUDA_HOST_NODE_PARAMS *params);
+CUresult fake_cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
+
+#endif /* ACG_TESTS_CUDA_DRIVER_FAKE_CUDA_IMPL_H */

@@ -1,0 +1,748 @@
+/* fake_graph.c — the CUDA test driver's stream capture, graphs and executable graphs.
+ *
+ * A graph is its nodes in insertion order, each with the indices of the earlier nodes it
+ * depends on: insertion order is a valid serial order, and a replay runs the nodes in it, one
+ * after another (simplified: CUDA may run independent branches at once).
+ *
+ * A capture has an origin stream and the streams that joined it by waiting on an event
+ * recorded in it (forks). Each capturing stream has a frontier, the nodes its next node
+ * depends on; recording a node makes the node the stream's whole frontier, and a wait on an
+ * event recorded in the same capture adds the event's frontier (a join). At the end, every
+ * joined stream's frontier must be reached from the origin's, or the fork was never joined.
+ *
+ * An exec copies its graph's nodes. Its parameters are a snapshot that each launch holds, so an
+ * update (which makes a new snapshot) changes only launches queued after it, as in CUDA.
+ */
+#include "fake_cuda_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- graphs --------------------------------------------------------------------------------- */
+
+static void graph_free(struct CUgraph_st *g) {
+    for (size_t i = 0; i < g->nodes.n; i++) {
+        struct CUgraphNode_st *node = g->nodes.v[i];
+        fake__ids_free(&node->deps);
+        free(node);
+    }
+    fake__vec_free(&g->nodes);
+    free(g);
+}
+
+/* Appends a node running `work` after the nodes `deps`. */
+static CUresult graph_add(struct CUgraph_st *g, const struct fake_ids *deps,
+                          const struct fake_work *work, struct CUgraphNode_st **out) {
+    struct CUgraphNode_st *node = calloc(1, sizeof *node);
+    if (node == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    node->index = g->nodes.n;
+    node->work = *work;
+    if (fake__ids_union(&node->deps, deps) != 0 || fake__vec_push(&g->nodes, node) != 0) {
+        fake__ids_free(&node->deps);
+        free(node);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = node;
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_get(CUgraph h, struct CUgraph_st **out) {
+    if (h == NULL || !fake__vec_has(&fake__g.graphs, h)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+/* ---- capture -------------------------------------------------------------------------------- */
+
+void fake__capture_invalidate(struct fake_capture *c) { c->invalidated = 1; }
+
+CUresult fake__capture_record(struct CUstream_st *s, const struct fake_work *work) {
+    struct fake_capture *c = s->capture;
+    if (c->invalidated) {
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; /* and nothing is recorded */
+    }
+    /* The new frontier first, so running out of memory leaves the graph as it was. */
+    struct fake_ids frontier = {0};
+    if (fake__ids_add(&frontier, c->graph->nodes.n) != 0) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct CUgraphNode_st *node;
+    CUresult r = graph_add(c->graph, &s->frontier, work, &node);
+    if (r != CUDA_SUCCESS) {
+        fake__ids_free(&frontier);
+        return r;
+    }
+    fake__ids_free(&s->frontier);
+    s->frontier = frontier;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake__capture_join(struct CUstream_st *s, struct fake_capture *c,
+                            const struct fake_ids *frontier) {
+    struct fake_ids copy = {0};
+    if (fake__ids_union(&copy, frontier) != 0 || fake__vec_push(&c->members, s) != 0) {
+        fake__ids_free(&copy);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fake__ids_free(&s->frontier);
+    s->frontier = copy;
+    s->capture = c;
+    /* It joins even an invalidated capture, so its later work is refused like the rest. */
+    return c->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+
+void fake__capture_discard(struct fake_capture *c) {
+    for (size_t i = 0; i < c->members.n; i++) {
+        struct CUstream_st *s = c->members.v[i];
+        s->capture = NULL;
+        fake__ids_free(&s->frontier);
+    }
+    /* Its events were points in it only: they read as never recorded from now on. */
+    for (size_t i = 0; i < fake__g.events.n; i++) {
+        struct CUevent_st *e = fake__g.events.v[i];
+        if (e->capture == c) {
+            e->capture = NULL;
+            fake__ids_free(&e->frontier);
+        }
+    }
+    fake__vec_free(&c->members);
+    fake__vec_remove(&fake__g.captures, c);
+    if (c->graph != NULL) {
+        graph_free(c->graph);
+    }
+    free(c);
+}
+
+/* 1 when every joined stream's frontier is reached from the origin's, 0 when one is not (a
+ * fork never joined back), -1 when out of memory. */
+static int capture_joined(const struct fake_capture *c) {
+    size_t n = c->graph->nodes.n;
+    char *reached = calloc(n > 0 ? n : 1, 1);
+    if (reached == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < c->origin->frontier.n; i++) {
+        reached[c->origin->frontier.v[i]] = 1;
+    }
+    /* Dependencies point to earlier nodes, so one pass from the last node back suffices. */
+    for (size_t i = n; i-- > 0;) {
+        if (reached[i]) {
+            const struct CUgraphNode_st *node = c->graph->nodes.v[i];
+            for (size_t j = 0; j < node->deps.n; j++) {
+                reached[node->deps.v[j]] = 1;
+            }
+        }
+    }
+    int joined = 1;
+    for (size_t i = 0; i < c->members.n && joined; i++) {
+        const struct CUstream_st *s = c->members.v[i];
+        for (size_t j = 0; j < s->frontier.n && joined; j++) {
+            joined = reached[s->frontier.v[j]];
+        }
+    }
+    free(reached);
+    return joined;
+}
+
+CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
+    FAKE_ENTER(cuStreamBeginCapture);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    /* Simplified: the mode is checked and ignored; GLOBAL and THREAD_LOCAL restrict nothing
+     * (acg captures RELAXED). */
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (s->capture != NULL) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
+        goto out;
+    }
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+    struct fake_capture *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        goto out;
+    }
+    c->ctx = ctx;
+    c->origin = s;
+    c->graph = calloc(1, sizeof *c->graph);
+    if (c->graph == NULL || fake__vec_push(&c->members, s) != 0 ||
+        fake__vec_push(&fake__g.captures, c) != 0) {
+        fake__vec_free(&c->members);
+        free(c->graph);
+        free(c);
+        goto out;
+    }
+    c->graph->ctx = ctx;
+    s->capture = c;
+    fake__ids_free(&s->frontier);
+    r = CUDA_SUCCESS;
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph) {
+    FAKE_ENTER(cuStreamEndCapture);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r == CUDA_SUCCESS && graph == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    *graph = NULL;
+    struct fake_capture *c = s->capture;
+    if (c == NULL || c->origin != s) {
+        /* Not an origin: not capturing at all, or a joined stream, which cannot end the
+         * capture (the origin still must; the real driver's effect on the capture was not
+         * verified: here it is invalidated). */
+        if (c != NULL) {
+            fake__capture_invalidate(c);
+        }
+        r = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+        goto out;
+    }
+    int joined = c->invalidated ? 1 : capture_joined(c);
+    if (c->invalidated) {
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (joined < 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (!joined) {
+        r = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    } else if (fake__vec_push(&fake__g.graphs, c->graph) != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        fake__g.live++;
+        *graph = c->graph;
+        c->graph = NULL; /* the caller's now */
+    }
+    /* Whatever the outcome, every stream of the capture leaves capture mode, usable again. */
+    fake__capture_discard(c);
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status) {
+    FAKE_ENTER(cuStreamIsCapturing);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r == CUDA_SUCCESS && status == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) {
+        *status = s->capture == NULL        ? CU_STREAM_CAPTURE_STATUS_NONE
+                  : s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                            : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* ---- building graphs ------------------------------------------------------------------------ */
+
+CUresult fake_cuGraphCreate(CUgraph *graph, unsigned int flags) {
+    FAKE_ENTER(cuGraphCreate);
+    struct CUctx_st *ctx;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS && (graph == NULL || flags != 0)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) {
+        struct CUgraph_st *g = calloc(1, sizeof *g);
+        if (g == NULL || fake__vec_push(&fake__g.graphs, g) != 0) {
+            free(g);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            g->ctx = ctx;
+            fake__g.live++;
+            *graph = g;
+        }
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuGraphDestroy(CUgraph h) {
+    FAKE_ENTER(cuGraphDestroy);
+    struct CUctx_st *ctx;
+    struct CUgraph_st *g;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = graph_get(h, &g);
+    }
+    if (r == CUDA_SUCCESS) {
+        /* Execs copied what they need: they outlive their graph, as in CUDA. */
+        fake__vec_remove(&fake__g.graphs, g);
+        graph_free(g);
+        fake__g.live--;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* (lock held) The common part of cuGraphAdd*Node, once the graph is checked and the node's
+ * work made: the dependencies must be nodes of this graph. */
+static CUresult add_node(CUgraphNode *out, struct CUgraph_st *g, const CUgraphNode *deps,
+                         size_t n_deps, const struct fake_work *work) {
+    if (out == NULL || (n_deps > 0 && deps == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct fake_ids ids = {0};
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < n_deps && r == CUDA_SUCCESS; i++) {
+        size_t at = 0;
+        while (at < g->nodes.n && g->nodes.v[at] != deps[i]) {
+            at++;
+        }
+        if (at == g->nodes.n) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else if (fake__ids_add(&ids, at) != 0) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    struct CUgraphNode_st *node;
+    if (r == CUDA_SUCCESS) {
+        r = graph_add(g, &ids, work, &node);
+    }
+    if (r == CUDA_SUCCESS) {
+        *out = node;
+    }
+    fake__ids_free(&ids);
+    return r;
+}
+
+/* (lock held) The current context and the graph, for cuGraphAdd*Node. */
+static CUresult add_begin(CUgraph h, struct CUgraph_st **g) {
+    struct CUctx_st *ctx;
+    CUresult r = fake__current(&ctx);
+    return r == CUDA_SUCCESS ? graph_get(h, g) : r;
+}
+
+/* A context argument: NULL (taken as the current one, leniently) or an active primary one. */
+static CUresult ctx_argument(CUcontext hctx) {
+    if (hctx == NULL) {
+        return CUDA_SUCCESS;
+    }
+    for (int i = 0; i < fake__cfg.devices; i++) {
+        if (hctx == &fake__g.ctx[i] && hctx->retains > 0) {
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
+                                   size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+    FAKE_ENTER(cuGraphAddKernelNode);
+    struct CUgraph_st *g;
+    struct fake_work work;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = add_begin(h, &g);
+    if (r == CUDA_SUCCESS && params == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS && params->func == NULL) {
+        r = ctx_argument(params->ctx); /* the context the kernel runs in; ignored with func */
+    }
+    if (r == CUDA_SUCCESS) {
+        /* `kern` is used when `func` is NULL; a func is a kernel cast, as the backend does. */
+        CUkernel k = params->func != NULL ? (CUkernel)(void *)params->func : params->kern;
+        r = fake__kernel_work(k, params->gridDimX, params->gridDimY, params->gridDimZ,
+                              params->blockDimX, params->blockDimY, params->blockDimZ,
+                              params->sharedMemBytes, params->kernelParams, params->extra, &work);
+    }
+    if (r == CUDA_SUCCESS) {
+        r = add_node(node, g, deps, n_deps, &work);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* One side of a CUDA_MEMCPY3D: its address and whether it is device memory. Simplified:
+ * host, device and unified memory only (no arrays). */
+static CUresult copy_side(CUmemorytype type, uintptr_t host, CUdeviceptr device, size_t x,
+                          size_t bytes, uintptr_t *addr, int *is_device) {
+    switch (type) {
+    case CU_MEMORYTYPE_HOST:
+        *addr = host + x;
+        *is_device = 0;
+        break;
+    case CU_MEMORYTYPE_DEVICE:
+        *addr = (uintptr_t)device + x;
+        *is_device = 1;
+        break;
+    case CU_MEMORYTYPE_UNIFIED: /* a unified address: device memory if it lies in some */
+        *addr = (uintptr_t)device + x;
+        *is_device = fake__range_find(*addr, bytes, FAKE_DEVICE_MEMORY) != NULL;
+        break;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (*addr == 0 || bytes > UINTPTR_MAX - *addr ||
+        (*is_device && fake__range_find(*addr, bytes, FAKE_DEVICE_MEMORY) == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
+                                   size_t n_deps, const CUDA_MEMCPY3D *copy, CUcontext hctx) {
+    FAKE_ENTER(cuGraphAddMemcpyNode);
+    struct CUgraph_st *g;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = add_begin(h, &g);
+    if (r == CUDA_SUCCESS) {
+        r = ctx_argument(hctx);
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    if (copy == NULL || copy->WidthInBytes == 0 || copy->Height == 0 || copy->Depth == 0) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    /* Simplified: 1-D copies only. */
+    if (copy->Height != 1 || copy->Depth != 1 || copy->srcY != 0 || copy->srcZ != 0 ||
+        copy->dstY != 0 || copy->dstZ != 0 || copy->srcLOD != 0 || copy->dstLOD != 0) {
+        r = CUDA_ERROR_NOT_SUPPORTED;
+        goto out;
+    }
+    struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
+    work.u.copy.bytes = copy->WidthInBytes;
+    r = copy_side(copy->srcMemoryType, (uintptr_t)copy->srcHost, copy->srcDevice, copy->srcXInBytes,
+                  copy->WidthInBytes, &work.u.copy.src, &work.u.copy.src_device);
+    if (r == CUDA_SUCCESS) {
+        r = copy_side(copy->dstMemoryType, (uintptr_t)copy->dstHost, copy->dstDevice,
+                      copy->dstXInBytes, copy->WidthInBytes, &work.u.copy.dst,
+                      &work.u.copy.dst_device);
+    }
+    if (r == CUDA_SUCCESS) {
+        r = add_node(node, g, deps, n_deps, &work);
+    }
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
+                                   size_t n_deps, const CUDA_MEMSET_NODE_PARAMS *params,
+                                   CUcontext hctx) {
+    FAKE_ENTER(cuGraphAddMemsetNode);
+    struct CUgraph_st *g;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = add_begin(h, &g);
+    if (r == CUDA_SUCCESS) {
+        r = ctx_argument(hctx);
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    unsigned es = params != NULL ? params->elementSize : 0;
+    if (params == NULL || (es != 1 && es != 2 && es != 4) || params->width == 0 ||
+        params->height == 0 || params->dst % es != 0 || params->width > SIZE_MAX / es) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (params->height != 1) { /* simplified: one row */
+        r = CUDA_ERROR_NOT_SUPPORTED;
+        goto out;
+    }
+    if (fake__range_find((uintptr_t)params->dst, params->width * es, FAKE_DEVICE_MEMORY) == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_MEMSET};
+    work.u.fill.dst = (uintptr_t)params->dst;
+    work.u.fill.value = es == 4 ? params->value : params->value & ((1u << (8 * es)) - 1);
+    work.u.fill.element_size = es;
+    work.u.fill.count = params->width;
+    r = add_node(node, g, deps, n_deps, &work);
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuGraphAddHostNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
+                                 size_t n_deps, const CUDA_HOST_NODE_PARAMS *params) {
+    FAKE_ENTER(cuGraphAddHostNode);
+    struct CUgraph_st *g;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = add_begin(h, &g);
+    if (r == CUDA_SUCCESS && (params == NULL || params->fn == NULL)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) {
+        struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_HOST};
+        work.u.host.fn = params->fn;
+        work.u.host.data = params->userData;
+        r = add_node(node, g, deps, n_deps, &work);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* ---- executable graphs ---------------------------------------------------------------------- */
+
+static struct fake_snapshot *snapshot_of(const struct CUgraph_st *g) {
+    struct fake_snapshot *snap = malloc(sizeof *snap + g->nodes.n * sizeof(struct fake_work));
+    if (snap != NULL) {
+        snap->refs = 1;
+        snap->n = g->nodes.n;
+        for (size_t i = 0; i < g->nodes.n; i++) {
+            snap->nodes[i] = ((const struct CUgraphNode_st *)g->nodes.v[i])->work;
+        }
+    }
+    return snap;
+}
+
+void fake__snapshot_release(struct fake_snapshot *snap) {
+    if (--snap->refs == 0) {
+        free(snap);
+    }
+}
+
+static void exec_free(struct CUgraphExec_st *x) {
+    if (x->deps != NULL) {
+        for (size_t i = 0; i < x->n; i++) {
+            fake__ids_free(&x->deps[i]);
+        }
+        free(x->deps);
+    }
+    if (x->snap != NULL) {
+        fake__snapshot_release(x->snap);
+    }
+    free(x);
+}
+
+void fake__exec_release(struct CUgraphExec_st *x) {
+    if (--x->refs == 0) {
+        exec_free(x);
+    }
+}
+
+static CUresult exec_get(CUgraphExec h, struct CUgraphExec_st **out) {
+    if (h == NULL || !fake__vec_has(&fake__g.execs, h)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+long fake__graphs_reclaim(struct CUctx_st *ctx) {
+    long n = 0;
+    for (size_t i = fake__g.graphs.n; i-- > 0;) {
+        struct CUgraph_st *g = fake__g.graphs.v[i];
+        if (g->ctx == ctx) {
+            fake__vec_remove(&fake__g.graphs, g);
+            graph_free(g);
+            n++;
+        }
+    }
+    for (size_t i = fake__g.execs.n; i-- > 0;) {
+        struct CUgraphExec_st *x = fake__g.execs.v[i];
+        if (x->ctx == ctx) {
+            fake__vec_remove(&fake__g.execs, x);
+            fake__exec_release(x); /* the context's streams drained: the last reference */
+            n++;
+        }
+    }
+    return n;
+}
+
+CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph h, unsigned long long flags) {
+    FAKE_ENTER(cuGraphInstantiateWithFlags);
+    struct CUctx_st *ctx;
+    struct CUgraph_st *g;
+    struct CUgraphExec_st *x = NULL;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = graph_get(h, &g);
+    }
+    if (r == CUDA_SUCCESS &&
+        (exec == NULL ||
+         (flags & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+    x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        goto out;
+    }
+    x->ctx = ctx;
+    x->refs = 1;
+    x->n = g->nodes.n;
+    x->deps = calloc(x->n > 0 ? x->n : 1, sizeof *x->deps);
+    x->snap = snapshot_of(g);
+    if (x->deps == NULL || x->snap == NULL) {
+        goto out_free;
+    }
+    for (size_t i = 0; i < x->n; i++) {
+        if (fake__ids_union(&x->deps[i], &((struct CUgraphNode_st *)g->nodes.v[i])->deps) != 0) {
+            goto out_free;
+        }
+    }
+    if (fake__vec_push(&fake__g.execs, x) != 0) {
+        goto out_free;
+    }
+    fake__g.live++;
+    *exec = x;
+    r = CUDA_SUCCESS;
+    goto out;
+out_free:
+    exec_free(x);
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* cuGraphLaunch and cuGraphUpload: both ordered behind earlier launches of the exec. */
+static CUresult exec_submit(CUgraphExec hx, CUstream h, int launch) {
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    struct CUgraphExec_st *x;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = exec_get(hx, &x);
+    }
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r == CUDA_SUCCESS && x->ctx != ctx) {
+        r = CUDA_ERROR_INVALID_CONTEXT; /* the real driver's code here was not verified */
+    }
+    if (r == CUDA_SUCCESS && s->capture != NULL) {
+        /* Simplified: CUDA records a child graph node; the backend never needs one. */
+        fake__capture_invalidate(s->capture);
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (r == CUDA_SUCCESS) {
+        r = fake__submit_exec(s, x, launch);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream h) {
+    FAKE_ENTER(cuGraphUpload);
+    return exec_submit(exec, h, 0);
+}
+
+CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream h) {
+    FAKE_ENTER(cuGraphLaunch);
+    return exec_submit(exec, h, 1);
+}
+
+/* An exec still queued is freed when its last replay finishes, as in CUDA. */
+CUresult fake_cuGraphExecDestroy(CUgraphExec hx) {
+    FAKE_ENTER(cuGraphExecDestroy);
+    struct CUctx_st *ctx;
+    struct CUgraphExec_st *x;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = exec_get(hx, &x);
+    }
+    if (r == CUDA_SUCCESS) {
+        fake__vec_remove(&fake__g.execs, x);
+        fake__g.live--;
+        fake__exec_release(x);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* Same node count, and node by node the same dependencies, type and (for kernels) kernel: the
+ * new parameters replace the old for later launches. Otherwise nothing changes and info says
+ * which node differs first. */
+CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResultInfo *info) {
+    FAKE_ENTER(cuGraphExecUpdate);
+    struct CUctx_st *ctx;
+    struct CUgraphExec_st *x;
+    struct CUgraph_st *g;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = exec_get(hx, &x);
+    }
+    if (r == CUDA_SUCCESS) {
+        r = graph_get(h, &g);
+    }
+    if (r == CUDA_SUCCESS && info == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    info->errorNode = NULL;
+    info->errorFromNode = NULL;
+    if (g->nodes.n != x->n) { /* the first node the exec lacks, if the graph has more */
+        info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        info->errorNode = g->nodes.n > x->n ? g->nodes.v[x->n] : NULL;
+    }
+    for (size_t i = 0; i < g->nodes.n && info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS; i++) {
+        struct CUgraphNode_st *node = g->nodes.v[i];
+        const struct fake_work *old = &x->snap->nodes[i];
+        if (node->deps.n != x->deps[i].n ||
+            (node->deps.n > 0 &&
+             memcmp(node->deps.v, x->deps[i].v, node->deps.n * sizeof *node->deps.v) != 0)) {
+            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        } else if (node->work.type != old->type) {
+            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        } else if (node->work.type == CU_GRAPH_NODE_TYPE_KERNEL &&
+                   node->work.u.kernel.kernel != old->u.kernel.kernel) {
+            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED;
+        }
+        if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+            info->errorNode = node;
+        }
+    }
+    if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        goto out;
+    }
+    struct fake_snapshot *snap = snapshot_of(g);
+    if (snap == NULL) {
+        info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    fake__snapshot_release(x->snap); /* queued launches keep the version they hold */
+    x->snap = snap;
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}

@@ -1,0 +1,700 @@
+/* fake_stream.c — the CUDA test driver's streams and events.
+ *
+ * A stream is a worker thread draining a queue of ops in order, as a GPU stream. `submitted`
+ * counts ops ever queued and `completed` those finished, so a point in a stream is a count:
+ * an event's record is "stream S reached op N", and a wait on it is an op that blocks until
+ * S's `completed` reaches N. Every wait sleeps on one condition variable (fake__g.progress),
+ * broadcast whenever any op finishes: simple, and never a missed wake-up.
+ *
+ * A destroyed stream is not joined at once (cuStreamDestroy returns while its work runs on, as
+ * in CUDA): its worker drains the queue and exits, and a later call joins it
+ * (fake__reap_workers), at the latest the context's teardown.
+ */
+#include "fake_cuda_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum op_kind {
+    OP_WORK,   /* a kernel, copy, fill or host function */
+    OP_WAIT,   /* blocks until another stream reaches a point (cuStreamWaitEvent) */
+    OP_GRAPH,  /* a replay of an exec (cuGraphLaunch) */
+    OP_UPLOAD, /* an exec's upload: ordered like a replay, runs nothing */
+};
+
+struct fake_op {
+    struct fake_op *next;
+    enum op_kind kind;
+    union {
+        struct fake_work work;
+        struct {
+            struct CUstream_st *stream; /* holds a reference */
+            uint64_t seq;
+        } wait;
+        struct {
+            struct CUgraphExec_st *exec; /* holds a reference */
+            struct fake_snapshot *snap;  /* holds a reference; NULL for an upload */
+            uint64_t ticket;
+        } graph;
+    } u;
+};
+
+/* ---- running work --------------------------------------------------------------------------- */
+
+/* What is wrong with running `w` now: NULL, or the reason it would fault on a GPU. */
+static const char *work_fault(const struct fake_work *w) {
+    switch (w->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        /* Kernels may also take mapped pinned memory. Only the start of a window is known here;
+         * ASan sees a kernel running past its buffer. */
+        for (uint32_t i = 0; i < w->u.kernel.n_args; i++) {
+            if (w->u.kernel.types[i] == ACG_ARG_BUFFER &&
+                fake__range_find((uintptr_t)w->u.kernel.args[i].p, 0,
+                                 FAKE_DEVICE_MEMORY | FAKE_PINNED_MEMORY) == NULL) {
+                return "a kernel's buffer argument is not in live device memory";
+            }
+        }
+        return NULL;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        if ((w->u.copy.dst_device &&
+             fake__range_find(w->u.copy.dst, w->u.copy.bytes, FAKE_DEVICE_MEMORY) == NULL) ||
+            (w->u.copy.src_device &&
+             fake__range_find(w->u.copy.src, w->u.copy.bytes, FAKE_DEVICE_MEMORY) == NULL)) {
+            return "a copy reaches outside live device memory";
+        }
+        return NULL;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        if (fake__range_find(w->u.fill.dst, w->u.fill.count * w->u.fill.element_size,
+                             FAKE_DEVICE_MEMORY) == NULL) {
+            return "a fill reaches outside live device memory";
+        }
+        return NULL;
+    default:
+        return NULL;
+    }
+}
+
+static void fill(const struct fake_work *w) {
+    unsigned char *dst = (unsigned char *)w->u.fill.dst;
+    if (w->u.fill.element_size == 1) {
+        memset(dst, (int)(w->u.fill.value & 0xffu), w->u.fill.count);
+    } else if (w->u.fill.element_size == 2) {
+        uint16_t v = (uint16_t)w->u.fill.value;
+        for (size_t i = 0; i < w->u.fill.count; i++) {
+            memcpy(dst + 2 * i, &v, 2);
+        }
+    } else {
+        uint32_t v = w->u.fill.value;
+        for (size_t i = 0; i < w->u.fill.count; i++) {
+            memcpy(dst + 4 * i, &v, 4);
+        }
+    }
+}
+
+void fake__run_work(struct CUctx_st *ctx, const struct fake_work *w) {
+    if (ctx->sticky != CUDA_SUCCESS) {
+        return; /* after a fault the context runs nothing more, as a GPU */
+    }
+    const char *fault = work_fault(w);
+    if (fault != NULL) {
+        ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+        fprintf(stderr,
+                "acg CUDA test driver: %s; device %d now reports CUDA_ERROR_ILLEGAL_ADDRESS\n",
+                fault, ctx->device);
+        return;
+    }
+    /* w is immutable while it runs (an op's own copy, or a snapshot no one changes). */
+    pthread_mutex_unlock(&fake__g.lock);
+    switch (w->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        w->u.kernel.fn(w->u.kernel.args, w->u.kernel.global);
+        break;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        memmove((void *)w->u.copy.dst, (const void *)w->u.copy.src, w->u.copy.bytes);
+        break;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        fill(w);
+        break;
+    case CU_GRAPH_NODE_TYPE_HOST:
+        w->u.host.fn(w->u.host.data);
+        break;
+    default:
+        break;
+    }
+    pthread_mutex_lock(&fake__g.lock);
+}
+
+/* (lock held; lets go while it waits or runs) */
+static void run_op(struct CUstream_st *s, struct fake_op *op) {
+    switch (op->kind) {
+    case OP_WORK:
+        fake__run_work(s->ctx, &op->u.work);
+        break;
+    case OP_WAIT:
+        while (op->u.wait.stream->completed < op->u.wait.seq) {
+            pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+        }
+        break;
+    case OP_GRAPH:
+    case OP_UPLOAD: {
+        /* One replay of an exec at a time, in the order they were queued, from any stream. */
+        struct CUgraphExec_st *x = op->u.graph.exec;
+        while (x->running != op->u.graph.ticket) {
+            pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+        }
+        if (op->kind == OP_GRAPH) {
+            struct fake_snapshot *snap = op->u.graph.snap;
+            for (size_t i = 0; i < snap->n; i++) {
+                fake__run_work(s->ctx, &snap->nodes[i]);
+            }
+        }
+        x->running++;
+        break;
+    }
+    }
+}
+
+static void op_free(struct fake_op *op) {
+    if (op->kind == OP_WAIT) {
+        fake__stream_release(op->u.wait.stream);
+    } else if (op->kind == OP_GRAPH || op->kind == OP_UPLOAD) {
+        if (op->u.graph.snap != NULL) {
+            fake__snapshot_release(op->u.graph.snap);
+        }
+        fake__exec_release(op->u.graph.exec);
+    }
+    free(op);
+}
+
+static void *worker_main(void *arg) {
+    struct CUstream_st *s = arg;
+    pthread_mutex_lock(&fake__g.lock);
+    for (;;) {
+        while (s->head == NULL && !s->quit) {
+            pthread_cond_wait(&s->work, &fake__g.lock);
+        }
+        if (s->head == NULL) {
+            break; /* destroyed, and drained */
+        }
+        /* The op stays queued while it runs, so cuStreamQuery sees it pending. */
+        struct fake_op *op = s->head;
+        run_op(s, op);
+        s->head = op->next;
+        if (s->head == NULL) {
+            s->tail = NULL;
+        }
+        s->completed++;
+        op_free(op);
+        pthread_cond_broadcast(&fake__g.progress);
+    }
+    s->exited = 1;
+    pthread_cond_broadcast(&fake__g.progress);
+    pthread_mutex_unlock(&fake__g.lock);
+    return NULL;
+}
+
+static void enqueue(struct CUstream_st *s, struct fake_op *op) {
+    op->next = NULL;
+    if (s->tail != NULL) {
+        s->tail->next = op;
+    } else {
+        s->head = op;
+    }
+    s->tail = op;
+    s->submitted++;
+    pthread_cond_signal(&s->work);
+}
+
+CUresult fake__submit(struct CUstream_st *s, const struct fake_work *work) {
+    if (s->capture != NULL) {
+        return fake__capture_record(s, work);
+    }
+    struct fake_op *op = malloc(sizeof *op);
+    if (op == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->kind = OP_WORK;
+    op->u.work = *work;
+    enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+
+CUresult fake__submit_exec(struct CUstream_st *s, struct CUgraphExec_st *x, int launch) {
+    struct fake_op *op = malloc(sizeof *op);
+    if (op == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->kind = launch ? OP_GRAPH : OP_UPLOAD;
+    op->u.graph.exec = x;
+    x->refs++;
+    op->u.graph.snap = NULL;
+    if (launch) {
+        op->u.graph.snap = x->snap;
+        x->snap->refs++;
+    }
+    op->u.graph.ticket = x->next_ticket++;
+    enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+
+/* ---- stream lifetime ------------------------------------------------------------------------ */
+
+void fake__stream_release(struct CUstream_st *s) {
+    if (--s->refs == 0) {
+        pthread_cond_destroy(&s->work);
+        fake__ids_free(&s->frontier);
+        free(s);
+    }
+}
+
+void fake__reap_workers(void) {
+    for (size_t i = fake__g.workers.n; i-- > 0;) {
+        struct CUstream_st *s = fake__g.workers.v[i];
+        if (s->exited) {
+            /* It set `exited` last, under the lock this thread holds: it needs nothing more
+             * than to return, so joining here cannot deadlock. */
+            pthread_join(s->thread, NULL);
+            fake__vec_remove(&fake__g.workers, s);
+            fake__stream_release(s);
+        }
+    }
+}
+
+void fake__ctx_synchronize(struct CUctx_st *ctx) {
+    size_t n = 0;
+    for (size_t i = 0; i < fake__g.workers.n; i++) {
+        struct CUstream_st *s = fake__g.workers.v[i];
+        n += s->ctx == ctx && s->completed < s->submitted;
+    }
+    if (n == 0) {
+        return;
+    }
+    /* Wait for what is queued now, not for what other threads queue meanwhile, or a thread
+     * that keeps a stream busy would starve this one. The references keep the streams alive
+     * while the lock is let go. */
+    struct point {
+        struct CUstream_st *s;
+        uint64_t seq;
+    } *points = malloc(n * sizeof *points);
+    if (points == NULL) { /* cannot remember the points: wait until the streams are idle */
+        for (int busy = 1; busy;) {
+            busy = 0;
+            for (size_t i = 0; i < fake__g.workers.n; i++) {
+                struct CUstream_st *s = fake__g.workers.v[i];
+                busy |= s->ctx == ctx && s->completed < s->submitted;
+            }
+            if (busy) {
+                pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+            }
+        }
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < fake__g.workers.n; i++) {
+        struct CUstream_st *s = fake__g.workers.v[i];
+        if (s->ctx == ctx && s->completed < s->submitted) {
+            points[k].s = s;
+            points[k].seq = s->submitted;
+            s->refs++;
+            k++;
+        }
+    }
+    for (size_t i = 0; i < k; i++) {
+        while (points[i].s->completed < points[i].seq) {
+            pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+        }
+    }
+    for (size_t i = 0; i < k; i++) {
+        fake__stream_release(points[i].s);
+    }
+    free(points);
+}
+
+/* ---- streams -------------------------------------------------------------------------------- */
+
+CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out) {
+    /* Simplified: no NULL, legacy or per-thread default stream (the backend never uses one). */
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD ||
+        !fake__vec_has(&fake__g.streams, h)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (h->ctx != ctx) {
+        return CUDA_ERROR_INVALID_CONTEXT; /* the real driver's code here was not verified */
+    }
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags) {
+    FAKE_ENTER(cuStreamCreate);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s = NULL;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    /* NON_BLOCKING is taken and changes nothing: there is no legacy stream to block on. */
+    if (ph == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    fake__reap_workers();
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+    s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        goto out;
+    }
+    s->ctx = ctx;
+    s->flags = flags;
+    s->refs = 2; /* the handle and the worker */
+    if (pthread_cond_init(&s->work, NULL) != 0) {
+        goto out_free;
+    }
+    if (fake__vec_push(&fake__g.streams, s) != 0) {
+        goto out_cond;
+    }
+    if (fake__vec_push(&fake__g.workers, s) != 0) {
+        goto out_streams;
+    }
+    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+        goto out_workers;
+    }
+    fake__g.live++;
+    *ph = s;
+    r = CUDA_SUCCESS;
+    goto out;
+out_workers:
+    fake__vec_remove(&fake__g.workers, s);
+out_streams:
+    fake__vec_remove(&fake__g.streams, s);
+out_cond:
+    pthread_cond_destroy(&s->work);
+out_free:
+    free(s);
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuStreamDestroy(CUstream h) {
+    FAKE_ENTER(cuStreamDestroy);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    if (s->capture != NULL) {
+        /* The stream stays, so the capture can still be ended (the real driver's behaviour
+         * here was not verified). */
+        fake__capture_invalidate(s->capture);
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        goto out;
+    }
+    /* Queued work still runs, as in CUDA; the worker exits once the queue is empty. */
+    fake__vec_remove(&fake__g.streams, s);
+    fake__g.live--;
+    s->quit = 1;
+    pthread_cond_signal(&s->work);
+    fake__stream_release(s);
+    fake__reap_workers();
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuStreamSynchronize(CUstream h) {
+    FAKE_ENTER(cuStreamSynchronize);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    if (s->capture != NULL) {
+        fake__capture_invalidate(s->capture);
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        goto out;
+    }
+    uint64_t seq = s->submitted;
+    s->refs++; /* a concurrent destroy must not free it under this wait */
+    while (s->completed < seq) {
+        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+    }
+    fake__stream_release(s);
+    r = ctx->sticky; /* a fault of the work waited for is reported here */
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuStreamQuery(CUstream h) {
+    FAKE_ENTER(cuStreamQuery);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r == CUDA_SUCCESS) {
+        if (s->capture != NULL) {
+            fake__capture_invalidate(s->capture);
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else if (s->completed < s->submitted) {
+            r = CUDA_ERROR_NOT_READY;
+        }
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+static CUresult event_get(CUevent h, struct CUevent_st **out) {
+    if (h == NULL || !fake__vec_has(&fake__g.events, h)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) {
+    FAKE_ENTER(cuStreamWaitEvent);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    struct CUevent_st *e;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r == CUDA_SUCCESS) {
+        r = event_get(hevent, &e);
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    if (flags != 0) { /* simplified: no CU_EVENT_WAIT_EXTERNAL (wait nodes) */
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    struct fake_capture *c = s->capture;
+    if (c != NULL) {
+        if (c->invalidated) {
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        } else if (e->capture == c) { /* a join: later nodes depend on both frontiers */
+            r = fake__ids_union(&s->frontier, &e->frontier) == 0 ? CUDA_SUCCESS
+                                                                 : CUDA_ERROR_OUT_OF_MEMORY;
+        } else if (e->capture != NULL) {
+            fake__capture_invalidate(c);
+            r = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+        } else if (e->stream != NULL) {
+            fake__capture_invalidate(c);
+            r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        } /* else never recorded: nothing to wait for */
+    } else if (e->capture != NULL) {
+        r = fake__capture_join(s, e->capture, &e->frontier); /* a fork */
+    } else if (e->stream != NULL && e->stream != s && e->stream->completed < e->seq) {
+        /* The point recorded now: a later re-record of the event does not move it. */
+        struct fake_op *op = malloc(sizeof *op);
+        if (op == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        op->kind = OP_WAIT;
+        op->u.wait.stream = e->stream;
+        op->u.wait.seq = e->seq;
+        e->stream->refs++;
+        enqueue(s, op);
+    }
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data) {
+    FAKE_ENTER(cuLaunchHostFunc);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r == CUDA_SUCCESS && fn == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) {
+        struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_HOST};
+        work.u.host.fn = fn;
+        work.u.host.data = data;
+        r = fake__submit(s, &work);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* ---- events --------------------------------------------------------------------------------- */
+
+CUresult fake_cuEventCreate(CUevent *ph, unsigned int flags) {
+    FAKE_ENTER(cuEventCreate);
+    struct CUctx_st *ctx;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (ph == NULL || (flags & ~known) != 0 ||
+        ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (e == NULL || fake__vec_push(&fake__g.events, e) != 0) {
+        free(e);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    e->ctx = ctx;
+    e->flags = flags;
+    fake__g.live++;
+    *ph = e;
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* Queued waits hold the stream point, not the event: destroying an event they wait on is
+ * fine, as in CUDA. */
+CUresult fake_cuEventDestroy(CUevent h) {
+    FAKE_ENTER(cuEventDestroy);
+    struct CUctx_st *ctx;
+    struct CUevent_st *e;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = event_get(h, &e);
+    }
+    if (r == CUDA_SUCCESS) {
+        fake__vec_remove(&fake__g.events, e);
+        if (e->stream != NULL) {
+            fake__stream_release(e->stream);
+        }
+        fake__ids_free(&e->frontier);
+        free(e);
+        fake__g.live--;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuEventRecord(CUevent hevent, CUstream h) {
+    FAKE_ENTER(cuEventRecord);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    struct CUevent_st *e;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
+    if (r == CUDA_SUCCESS) {
+        r = event_get(hevent, &e);
+    }
+    if (r == CUDA_SUCCESS && e->ctx != s->ctx) {
+        r = CUDA_ERROR_INVALID_HANDLE; /* the real driver's code here was not verified */
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    if (s->capture != NULL) {
+        /* Only a point in the graph being built: the frontier a waiter will depend on. */
+        if (s->capture->invalidated) {
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+            goto out;
+        }
+        struct fake_ids frontier = {0};
+        if (fake__ids_union(&frontier, &s->frontier) != 0) {
+            fake__ids_free(&frontier);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        fake__ids_free(&e->frontier);
+        e->frontier = frontier;
+        e->capture = s->capture;
+        if (e->stream != NULL) {
+            fake__stream_release(e->stream);
+            e->stream = NULL;
+        }
+    } else {
+        s->refs++;
+        if (e->stream != NULL) {
+            fake__stream_release(e->stream);
+        }
+        e->stream = s;
+        e->seq = s->submitted;
+        e->capture = NULL;
+        fake__ids_free(&e->frontier);
+    }
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuEventQuery(CUevent h) {
+    FAKE_ENTER(cuEventQuery);
+    struct CUctx_st *ctx;
+    struct CUevent_st *e;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = event_get(h, &e);
+    }
+    if (r == CUDA_SUCCESS) {
+        /* A capture clears its events when it ends: a capture here is still in progress. */
+        if (e->capture != NULL) {
+            r = CUDA_ERROR_CAPTURED_EVENT;
+        } else if (e->stream != NULL && e->stream->completed < e->seq) {
+            r = CUDA_ERROR_NOT_READY;
+        }
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake_cuEventSynchronize(CUevent h) {
+    FAKE_ENTER(cuEventSynchronize);
+    struct CUctx_st *ctx;
+    struct CUevent_st *e;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = event_get(h, &e);
+    }
+    if (r == CUDA_SUCCESS && e->capture != NULL) {
+        r = CUDA_ERROR_CAPTURED_EVENT;
+    }
+    if (r == CUDA_SUCCESS && e->stream != NULL) {
+        /* Hold the stream, not the event: another thread may destroy the event meanwhile. */
+        struct CUstream_st *s = e->stream;
+        uint64_t seq = e->seq;
+        s->refs++;
+        while (s->completed < seq) {
+            pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+        }
+        r = s->ctx->sticky;
+        fake__stream_release(s);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
