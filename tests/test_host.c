@@ -236,13 +236,24 @@ static void test_foreign_work(void **state) {
     assert_int_equal(info.n_buffers, 1);
     assert_int_equal(info.n_deps, 1);
     TC_EXPECT(ERR_IN_USE, acg_buffer_free(y)); /* the ledger holds what it touches */
+    bool updated = false;
     if (tc_cap()->graph_update) {
-        TC_OK(acg_graph_update(g[0], g[1])); /* same topology, foreign node included */
+        /* Same topology, foreign node included. The cuda backend updates from a graph it builds
+         * from the ledger, and cannot rebuild work it did not launch: it refuses, and the graph
+         * stays as it was. */
+        acg_status st = acg_graph_update(g[0], g[1]);
+        updated = st == ACG_OK;
+        if (!updated && tc_backend_is("cuda")) {
+            assert_int_equal(st, ACG_ERR_UNSUPPORTED);
+            TC_LAST_ERROR_HAS("capture again");
+        } else {
+            TC_OK(st);
+        }
     }
     TC_OK(acg_graph_launch(g[0], s));
     float got[N], want[N];
     tc_download(s, got, y, sizeof got);
-    tc_splat(want, N, tc_cap()->graph_update ? 2.0f : 1.0f);
+    tc_splat(want, N, updated ? 2.0f : 1.0f);
     TC_BYTES_EQUAL(want, got, sizeof got);
     TC_OK(acg_graph_destroy(g[1]));
     TC_OK(acg_graph_destroy(g[0]));

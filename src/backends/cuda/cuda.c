@@ -1,0 +1,710 @@
+/* cuda.c — the cuda backend: the driver loaded at run time, devices on their primary
+ * contexts, streams, events, memory and kernels. Graphs are graph.c's. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda.h"
+
+cu_driver acg__cu;
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+/* Errors after which the context cannot be used again (CUDA calls them sticky): every later
+ * call of the process on that context fails the same way. */
+static bool sticky(CUresult r) {
+    switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static acg_status status_of(CUresult r) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        return ACG_ERR_OUT_OF_MEMORY;
+    }
+    if (sticky(r)) {
+        return ACG_ERR_DEVICE_LOST;
+    }
+    if (r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
+        return ACG_ERR_CAPTURE_INVALIDATED;
+    }
+    if (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_NOT_FOUND) {
+        return ACG_ERR_UNSUPPORTED;
+    }
+    return ACG_ERR_DEVICE;
+}
+
+acg_status acg__cu_check(CUresult r, const char *fn, const char *call) {
+    if (r == CUDA_SUCCESS) {
+        return ACG_OK;
+    }
+    const char *name = NULL, *text = NULL;
+    if (acg__cu.cuGetErrorName == NULL || acg__cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) {
+        name = "CUDA error";
+    }
+    if (acg__cu.cuGetErrorString == NULL || acg__cu.cuGetErrorString(r, &text) != CUDA_SUCCESS) {
+        text = "no description";
+    }
+    return acg__error(status_of(r), "%s: %s failed with %s (%d): %s", fn, call, name, (int)r, text);
+}
+
+/* ---- the driver, loaded once --------------------------------------------------------------- */
+
+static void add_missing(const char *name) {
+    size_t len = strlen(acg__cu.missing);
+    snprintf(acg__cu.missing + len, sizeof acg__cu.missing - len, "%s%s", len ? ", " : "", name);
+}
+
+/* Why a required entry point could not be had: cuGetProcAddress refuses a version newer than
+ * the driver's (CUDA_ERROR_INVALID_VALUE), answers "not found" for one it lacks, and the
+ * toolkit's stub library answers everything with CUDA_ERROR_STUB_LIBRARY. */
+static void resolve_failed(const char *name, int ver, CUresult r) {
+    const int major = ver / 1000, minor = ver % 1000 / 10;
+    if (r == CUDA_ERROR_INVALID_VALUE) {
+        snprintf(acg__cu.reason, sizeof acg__cu.reason,
+                 "the CUDA driver is older than %d.%d, which the cuda backend needs (%s)", major,
+                 minor, name);
+    } else if (r == CUDA_ERROR_STUB_LIBRARY) {
+        snprintf(acg__cu.reason, sizeof acg__cu.reason,
+                 "the CUDA toolkit's stub library was loaded instead of a driver "
+                 "(CUDA_ERROR_STUB_LIBRARY, 34); install the NVIDIA driver");
+    } else if (r != CUDA_SUCCESS) {
+        snprintf(acg__cu.reason, sizeof acg__cu.reason,
+                 "cuGetProcAddress(\"%s\") failed with CUDA error %d", name, (int)r);
+    } else {
+        snprintf(acg__cu.reason, sizeof acg__cu.reason,
+                 "the CUDA driver lacks %s (of CUDA %d.%d), which the cuda backend needs", name,
+                 major, minor);
+    }
+}
+
+/* Resolves every entry point at its ABI version; false (reason set) when a required one is
+ * missing. */
+static bool resolve(PFN_cuGetProcAddress_v12000 get) {
+#define ACG_CU_RESOLVE_(name, ver, required)                                                       \
+    {                                                                                              \
+        void *fn = NULL;                                                                           \
+        CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                   \
+        CUresult r = get(#name, &fn, ver, CU_GET_PROC_ADDRESS_DEFAULT, &q);                        \
+        if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS) {                               \
+            fn = NULL;                                                                             \
+        }                                                                                          \
+        *(void **)&acg__cu.name = fn;                                                              \
+        if (fn == NULL && (required)) {                                                            \
+            resolve_failed(#name, ver, r);                                                         \
+            return false;                                                                          \
+        }                                                                                          \
+        if (fn == NULL) {                                                                          \
+            add_missing(#name);                                                                    \
+        }                                                                                          \
+    }
+    ACG_CUDA_ENTRY_POINTS(ACG_CU_RESOLVE_)
+#undef ACG_CU_RESOLVE_
+    return true;
+}
+
+/* Loads the driver, resolves its entry points and initializes it; false with reason set when
+ * the backend cannot run (no driver, an old one, cuInit failing). */
+static bool load_driver(void) {
+    const char *path = acg__env_get("ACG_CUDA_DRIVER");
+    if (path == NULL || path[0] == '\0') {
+        path = "libcuda.so.1";
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        const char *why = dlerror();
+        snprintf(acg__cu.reason, sizeof acg__cu.reason,
+                 "no CUDA driver: dlopen(\"%s\") failed (%s); install the NVIDIA driver", path,
+                 why != NULL ? why : "unknown error");
+        return false;
+    }
+    PFN_cuGetProcAddress_v12000 get = NULL;
+    *(void **)&get = dlsym(h, "cuGetProcAddress_v2");
+    if (get == NULL) {
+        snprintf(acg__cu.reason, sizeof acg__cu.reason,
+                 "the CUDA driver in %s is older than CUDA 12.0 (no cuGetProcAddress_v2)", path);
+        dlclose(h);
+        return false;
+    }
+    acg__cu.handle = h;
+    if (!resolve(get)) {
+        return false; /* the reason names the entry point; the handle stays, as a loaded driver */
+    }
+    CUresult r = acg__cu.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        acg__cu_check(r, "cuda", "cuInit");
+        snprintf(acg__cu.reason, sizeof acg__cu.reason, "%s", acg_last_error());
+        return false;
+    }
+    r = acg__cu.cuDriverGetVersion(&acg__cu.version);
+    if (r != CUDA_SUCCESS || acg__cu.version < 12000) {
+        snprintf(acg__cu.reason, sizeof acg__cu.reason,
+                 "the CUDA driver's version %d.%d is older than 12.0, which the cuda backend needs",
+                 acg__cu.version / 1000, acg__cu.version % 1000 / 10);
+        return false;
+    }
+    acg__cu.capture = acg__cu.cuStreamBeginCapture && acg__cu.cuStreamEndCapture &&
+                      acg__cu.cuStreamIsCapturing && acg__cu.cuGraphInstantiateWithFlags &&
+                      acg__cu.cuGraphLaunch && acg__cu.cuGraphExecDestroy && acg__cu.cuGraphDestroy;
+    acg__cu.update = acg__cu.capture && acg__cu.cuGraphCreate && acg__cu.cuGraphAddKernelNode &&
+                     acg__cu.cuGraphAddMemcpyNode && acg__cu.cuGraphAddMemsetNode &&
+                     acg__cu.cuGraphAddHostNode && acg__cu.cuGraphExecUpdate;
+    /* acg's test driver runs kernels with their cpu code: it looks definitions up by the CUDA
+     * function they name. A real driver exports no such function, and nothing changes there. */
+    void (*bind)(const acg_kernel_desc *(*)(const char *)) = NULL;
+    *(void **)&bind = dlsym(h, "acgtest_cuda_bind_kernels");
+    if (bind != NULL) {
+        bind(acg__kernel_desc_find_cuda);
+        acg__log(ACG_LOG_INFO, "cuda: %s is acg's CUDA test driver: kernels run their cpu code",
+                 path);
+    }
+    return true;
+}
+
+static acg_status cu_probe(int *n, const char **reason) {
+    static bool loaded;
+    static bool ok;
+    if (!loaded) {
+        ok = load_driver();
+        loaded = true;
+    }
+    if (!ok) {
+        *reason = acg__cu.reason;
+        return ACG_ERR_UNAVAILABLE;
+    }
+    int count = 0;
+    CUresult r = acg__cu.cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS) {
+        acg__cu_check(r, "cuda", "cuDeviceGetCount");
+        snprintf(acg__cu.reason, sizeof acg__cu.reason, "%s", acg_last_error());
+        *reason = acg__cu.reason;
+        return ACG_ERR_UNAVAILABLE;
+    }
+    *n = count;
+    *reason = count ? "" : "the CUDA driver reports no device";
+    return ACG_OK;
+}
+
+/* ---- devices ----------------------------------------------------------------------------- */
+
+/* A slot that releases something calls the release even when this fails: the thread may
+ * have the context current already, and a release that cannot happen is the driver's to
+ * refuse (a skipped one would leak for certain). */
+acg_status acg__cu_enter(cu_device *d, const char *fn) { return CU(fn, cuCtxSetCurrent, d->ctx); }
+
+static acg_status describe_device(CUdevice dev, acg_capability *out) {
+    static const char fn[] = "acg_device_describe";
+    int major = 0, minor = 0, sms = 0;
+    size_t mem = 0;
+    acg_status st = CU(fn, cuDeviceGetName, out->name, (int)sizeof out->name, dev);
+    if (st == ACG_OK) {
+        st = CU(fn, cuDeviceTotalMem, &mem, dev);
+    }
+    if (st == ACG_OK) {
+        st =
+            CU(fn, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    }
+    if (st == ACG_OK) {
+        st =
+            CU(fn, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    }
+    if (st == ACG_OK) {
+        st = CU(fn, cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    out->available = true;
+    out->pinned_memory = true;
+    out->graphs = acg__cu.capture;
+    out->native_capture = acg__cu.capture;
+    out->multi_stream_capture = acg__cu.capture;
+    out->graph_host_functions = acg__cu.capture;
+    out->graph_update = acg__cu.update;
+    out->memory_bytes = mem;
+    snprintf(out->detail, sizeof out->detail,
+             "CUDA driver %d.%d, compute capability %d.%d, %d SMs; graphs: %s; update: %s%s%.80s",
+             acg__cu.version / 1000, acg__cu.version % 1000 / 10, major, minor, sms,
+             acg__cu.capture ? "native stream capture" : "unavailable (driver lacks capture)",
+             acg__cu.update ? "cuGraphExecUpdate, re-instantiation when refused"
+                            : "unavailable (capture again)",
+             acg__cu.missing[0] ? "; driver lacks " : "", acg__cu.missing);
+    return ACG_OK;
+}
+
+static acg_status cu_describe(int index, acg_capability *out) {
+    CUdevice dev = 0;
+    acg_status st = CU("acg_device_describe", cuDeviceGet, &dev, index);
+    return st == ACG_OK ? describe_device(dev, out) : st;
+}
+
+static acg_status cu_device_open(int index, const char *options, acg__bk_device **out) {
+    static const char fn[] = "acg_device_open";
+    if (*options != '\0') {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the cuda backend takes no device options (\"%s\")", fn, options);
+    }
+    cu_device *d = acg__calloc(1, sizeof *d);
+    if (d == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    d->ordinal = index;
+    acg_status st = CU(fn, cuDeviceGet, &d->dev, index);
+    if (st == ACG_OK) {
+        st = CU(fn, cuDevicePrimaryCtxRetain, &d->ctx, d->dev);
+    }
+    if (st != ACG_OK) {
+        acg__free(d);
+        return st;
+    }
+    pthread_mutex_init(&d->lock, NULL);
+    *out = acg__cu_bk_dev(d);
+    return ACG_OK;
+}
+
+static void cu_device_close(acg__bk_device *dev) {
+    cu_device *d = acg__cu_dev(dev);
+    acg__cu_enter(d, "acg_device_close");
+    for (uint32_t i = 0; i < d->n_libs; i++) {
+        CU("acg_device_close", cuLibraryUnload, d->libs[i].lib);
+        acg__free((void *)d->libs[i].image);
+    }
+    acg__free(d->libs);
+    CU("acg_device_close", cuDevicePrimaryCtxRelease, d->dev);
+    pthread_mutex_destroy(&d->lock);
+    acg__free(d);
+}
+
+static acg_status cu_query_capability(acg__bk_device *dev, acg_capability *out) {
+    return describe_device(acg__cu_dev(dev)->dev, out);
+}
+
+static acg_status cu_memory_query(acg__bk_device *dev, uint64_t *free_bytes,
+                                  uint64_t *total_bytes) {
+    static const char fn[] = "acg_device_get_memory_info";
+    size_t free_b = 0, total_b = 0;
+    acg_status st = acg__cu_enter(acg__cu_dev(dev), fn);
+    if (st == ACG_OK) {
+        st = CU(fn, cuMemGetInfo, &free_b, &total_b);
+    }
+    *free_bytes = free_b;
+    *total_bytes = total_b;
+    return st;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static acg_status cu_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **mem) {
+    static const char fn[] = "acg_buffer_alloc";
+    CUdeviceptr p = 0;
+    char call[48];
+    snprintf(call, sizeof call, "cuMemAlloc of %zu bytes", size);
+    acg_status st = acg__cu_enter(acg__cu_dev(dev), fn);
+    if (st == ACG_OK) {
+        st = acg__cu_check(acg__cu.cuMemAlloc(&p, size), fn, call);
+    }
+    if (st == ACG_OK) {
+        *mem = acg__cu_bk_mem(p);
+    }
+    return st;
+}
+
+static void cu_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
+    acg__cu_enter(acg__cu_dev(dev), "acg_buffer_free"); /* releases try even so */
+    CU("acg_buffer_free", cuMemFree, acg__cu_mem(mem));
+}
+
+static acg_status cu_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) {
+    static const char fn[] = "acg_pinned_alloc";
+    char call[48];
+    snprintf(call, sizeof call, "cuMemHostAlloc of %zu bytes", size);
+    acg_status st = acg__cu_enter(acg__cu_dev(dev), fn);
+    if (st == ACG_OK) {
+        /* Page-aligned, so the core's 64 bytes hold; portable: usable by every context. */
+        st = acg__cu_check(acg__cu.cuMemHostAlloc(ptr, size, CU_MEMHOSTALLOC_PORTABLE), fn, call);
+    }
+    return st;
+}
+
+static void cu_pinned_free(acg__bk_device *dev, void *ptr) {
+    acg__cu_enter(acg__cu_dev(dev), "acg_pinned_free");
+    CU("acg_pinned_free", cuMemFreeHost, ptr);
+}
+
+/* ---- streams and events ------------------------------------------------------------------ */
+
+static acg_status cu_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
+    static const char fn[] = "acg_stream_create";
+    cu_stream *s = acg__calloc(1, sizeof *s);
+    if (s == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    s->dev = acg__cu_dev(dev);
+    acg_status st = acg__cu_enter(s->dev, fn);
+    if (st == ACG_OK) {
+        /* Non-blocking: no implicit ordering with the legacy default stream. */
+        st = CU(fn, cuStreamCreate, &s->stream, CU_STREAM_NON_BLOCKING);
+    }
+    if (st != ACG_OK) {
+        acg__free(s);
+        return st;
+    }
+    *out = acg__cu_bk_stream(s);
+    return ACG_OK;
+}
+
+static void cu_stream_destroy(acg__bk_stream *stream) {
+    cu_stream *s = acg__cu_stream(stream);
+    acg__cu_enter(s->dev, "acg_stream_destroy");
+    CU("acg_stream_destroy", cuStreamDestroy, s->stream);
+    acg__free(s);
+}
+
+static acg_status cu_stream_synchronize(acg__bk_stream *stream) {
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, "acg_stream_synchronize");
+    return st == ACG_OK ? CU("acg_stream_synchronize", cuStreamSynchronize, s->stream) : st;
+}
+
+static acg_status cu_stream_query(acg__bk_stream *stream) {
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, "acg_stream_query");
+    if (st != ACG_OK) {
+        return st;
+    }
+    CUresult r = acg__cu.cuStreamQuery(s->stream);
+    return r == CUDA_ERROR_NOT_READY ? ACG_NOT_READY
+                                     : acg__cu_check(r, "acg_stream_query", "cuStreamQuery");
+}
+
+static acg_status cu_stream_get_native(acg__bk_stream *stream, acg_native_handle *out) {
+    out->kind = ACG_NATIVE_CUDA_STREAM;
+    out->handle = acg__cu_stream(stream)->stream;
+    return ACG_OK;
+}
+
+typedef struct cu_event {
+    cu_device *dev;
+    CUevent ev;
+} cu_event;
+
+/* The core's event is a cu_event; these are the only casts between them. */
+static inline cu_event *cevent(acg__bk_event *e) { return (cu_event *)e; }
+static inline acg__bk_event *bk_event(cu_event *e) { return (acg__bk_event *)e; }
+
+static acg_status cu_event_create(acg__bk_device *dev, acg__bk_event **out) {
+    static const char fn[] = "acg_event_create";
+    cu_event *e = acg__calloc(1, sizeof *e);
+    if (e == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    e->dev = acg__cu_dev(dev);
+    acg_status st = acg__cu_enter(e->dev, fn);
+    if (st == ACG_OK) {
+        /* Timing makes recording and waiting dearer, and acg never reads it. */
+        st = CU(fn, cuEventCreate, &e->ev, CU_EVENT_DISABLE_TIMING);
+    }
+    if (st != ACG_OK) {
+        acg__free(e);
+        return st;
+    }
+    *out = bk_event(e);
+    return ACG_OK;
+}
+
+static void cu_event_destroy(acg__bk_event *event) {
+    cu_event *e = cevent(event);
+    acg__cu_enter(e->dev, "acg_event_destroy");
+    CU("acg_event_destroy", cuEventDestroy, e->ev);
+    acg__free(e);
+}
+
+static acg_status cu_event_record(acg__bk_event *event, acg__bk_stream *stream) {
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, "acg_event_record");
+    return st == ACG_OK ? CU("acg_event_record", cuEventRecord, cevent(event)->ev, s->stream) : st;
+}
+
+/* During a capture a wait on an event recorded in it is how CUDA forks and joins streams. */
+static acg_status cu_stream_wait_event(acg__bk_stream *stream, acg__bk_event *event) {
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, "acg_stream_wait_event");
+    return st == ACG_OK
+               ? CU("acg_stream_wait_event", cuStreamWaitEvent, s->stream, cevent(event)->ev, 0)
+               : st;
+}
+
+static acg_status cu_event_query(acg__bk_event *event) {
+    cu_event *e = cevent(event);
+    acg_status st = acg__cu_enter(e->dev, "acg_event_query");
+    if (st != ACG_OK) {
+        return st;
+    }
+    CUresult r = acg__cu.cuEventQuery(e->ev);
+    return r == CUDA_ERROR_NOT_READY ? ACG_NOT_READY
+                                     : acg__cu_check(r, "acg_event_query", "cuEventQuery");
+}
+
+static acg_status cu_event_synchronize(acg__bk_event *event) {
+    cu_event *e = cevent(event);
+    acg_status st = acg__cu_enter(e->dev, "acg_event_synchronize");
+    return st == ACG_OK ? CU("acg_event_synchronize", cuEventSynchronize, e->ev) : st;
+}
+
+static acg_status cu_host_launch(acg__bk_stream *stream, acg_host_fn fn, void *user) {
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, "acg_stream_launch_host");
+    return st == ACG_OK ? CU("acg_stream_launch_host", cuLaunchHostFunc, s->stream, fn, user) : st;
+}
+
+/* ---- copies and fills -------------------------------------------------------------------- */
+
+/* Pageable host memory: the copy must have happened when the slot returns (backend.h). */
+static acg_status finish_pageable(cu_stream *s, bool pinned, acg_status st, const char *fn) {
+    return st == ACG_OK && !pinned ? CU(fn, cuStreamSynchronize, s->stream) : st;
+}
+
+static acg_status cu_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                              const void *src, size_t size, bool src_pinned) {
+    static const char fn[] = "acg_copy_h2d";
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, fn);
+    if (st == ACG_OK) {
+        st = CU(fn, cuMemcpyHtoDAsync, acg__cu_mem(dst) + dst_off, src, size, s->stream);
+    }
+    return finish_pageable(s, src_pinned, st, fn);
+}
+
+static acg_status cu_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
+                              size_t size, bool dst_pinned) {
+    static const char fn[] = "acg_copy_d2h";
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, fn);
+    if (st == ACG_OK) {
+        st = CU(fn, cuMemcpyDtoHAsync, dst, acg__cu_mem(src) + src_off, size, s->stream);
+    }
+    return finish_pageable(s, dst_pinned, st, fn);
+}
+
+static acg_status cu_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                              acg__bk_mem *src, size_t src_off, size_t size) {
+    static const char fn[] = "acg_copy_d2d";
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, fn);
+    return st == ACG_OK ? CU(fn, cuMemcpyDtoDAsync, acg__cu_mem(dst) + dst_off,
+                             acg__cu_mem(src) + src_off, size, s->stream)
+                        : st;
+}
+
+static acg_status cu_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                          uint32_t pattern, uint32_t pattern_size) {
+    static const char fn[] = "acg_fill";
+    cu_stream *s = acg__cu_stream(stream);
+    CUdeviceptr p = acg__cu_mem(dst) + off;
+    acg_status st = acg__cu_enter(s->dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    switch (pattern_size) {
+    case 1:
+        return CU(fn, cuMemsetD8Async, p, (unsigned char)pattern, size, s->stream);
+    case 2:
+        return CU(fn, cuMemsetD16Async, p, (unsigned short)pattern, size / 2, s->stream);
+    default:
+        return CU(fn, cuMemsetD32Async, p, pattern, size / 4, s->stream);
+    }
+}
+
+/* ---- kernels ----------------------------------------------------------------------------- */
+
+/* The library loaded from a fatbin (d->lock held): one per device for each distinct image, so
+ * the kernels of one layer (the model's, say) share a load. */
+static acg_status find_library(cu_device *d, const void *image, size_t size, CUlibrary *out) {
+    static const char fn[] = "acg_kernel_get";
+    for (uint32_t i = 0; i < d->n_libs; i++) {
+        if (d->libs[i].size == size && memcmp(d->libs[i].image, image, size) == 0) {
+            *out = d->libs[i].lib;
+            return ACG_OK;
+        }
+    }
+    /* A copy: the definition may be unregistered while the library stays until close. */
+    void *copy = acg__alloc(size);
+    if (copy == NULL ||
+        !acg__grow((void **)&d->libs, &d->cap_libs, d->n_libs + 1, sizeof *d->libs)) {
+        acg__free(copy);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    memcpy(copy, image, size);
+    CUlibrary lib = NULL;
+    acg_status st = CU(fn, cuLibraryLoadData, &lib, copy, NULL, NULL, 0, NULL, NULL, 0);
+    if (st != ACG_OK) {
+        acg__free(copy);
+        return st;
+    }
+    d->libs[d->n_libs++] = (cu_library){copy, size, lib};
+    *out = lib;
+    return ACG_OK;
+}
+
+static acg_status cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
+                                 acg__bk_kernel **out) {
+    static const char fn[] = "acg_kernel_get";
+    cu_device *d = acg__cu_dev(dev);
+    if (def->d.cuda.fatbin == NULL) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: kernel %s has no code for the cuda backend (its definition sets no "
+                          "cuda.fatbin)",
+                          fn, def->name);
+    }
+    acg_status st = acg__cu_enter(d, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    CUlibrary lib = NULL;
+    pthread_mutex_lock(&d->lock);
+    st = find_library(d, def->d.cuda.fatbin, def->d.cuda.size, &lib);
+    pthread_mutex_unlock(&d->lock);
+    if (st != ACG_OK) {
+        return st;
+    }
+    cu_kernel *k = acg__calloc(1, sizeof *k);
+    if (k == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    const char *name = def->d.cuda.name != NULL ? def->d.cuda.name : def->name;
+    st = CU(fn, cuLibraryGetKernel, &k->kern, lib, name);
+    if (st != ACG_OK) {
+        acg__free(k);
+        return st;
+    }
+    k->def = def;
+    *out = acg__cu_bk_kernel(k);
+    return ACG_OK;
+}
+
+static void cu_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel) {
+    ACG__UNUSED(dev);
+    acg__free(acg__cu_kernel(kernel)); /* a CUkernel lives as long as its library */
+}
+
+#define DEFAULT_BLOCK 256u /* threads of a block when the launch names no local size */
+
+acg_status acg__cu_launch_shape(const acg_dims *dims, const acg__karg *args, uint32_t n_args,
+                                cu_launch *l, const char *fn) {
+    static const uint64_t max_grid[3] = {2147483647u, 65535u, 65535u};
+    for (int d = 0; d < 3; d++) {
+        uint32_t g = dims->global[d];
+        uint32_t b = dims->local[0] != 0 ? (dims->local[d] ? dims->local[d] : 1)
+                     : d == 0            ? (g < DEFAULT_BLOCK ? g : DEFAULT_BLOCK)
+                                         : 1;
+        b = b ? b : 1;
+        uint64_t blocks = ((uint64_t)g + b - 1) / b;
+        if (blocks > max_grid[d]) {
+            return acg__error(ACG_ERR_UNSUPPORTED,
+                              "%s: %u work items in dimension %d need %llu blocks of %u, more "
+                              "than CUDA launches (%llu)",
+                              fn, g, d, (unsigned long long)blocks, b,
+                              (unsigned long long)max_grid[d]);
+        }
+        l->grid[d] = blocks ? (unsigned)blocks : 1;
+        l->block[d] = b;
+    }
+    for (uint32_t i = 0; i < n_args; i++) {
+        const acg__karg *a = &args[i];
+        switch (a->type) {
+        case ACG_ARG_BUFFER:
+            l->values[i] = acg__cu_mem(a->value.buf.mem) + a->value.buf.offset;
+            break;
+        case ACG_ARG_I64:
+        case ACG_ARG_U64:
+            memcpy(&l->values[i], &a->value, 8);
+            break;
+        default:
+            memcpy(&l->values[i], &a->value, 4);
+            break;
+        }
+        l->params[i] = &l->values[i];
+    }
+    for (uint32_t d = 0; d < 3; d++) {
+        unsigned g = dims->global[d];
+        memcpy(&l->values[n_args + d], &g, sizeof g);
+        l->params[n_args + d] = &l->values[n_args + d];
+    }
+    return ACG_OK;
+}
+
+static acg_status cu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
+                                   const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
+    static const char fn[] = "acg_kernel_launch";
+    cu_stream *s = acg__cu_stream(stream);
+    cu_launch l;
+    acg_status st = acg__cu_launch_shape(dims, args, n_args, &l, fn);
+    if (st == ACG_OK) {
+        st = acg__cu_enter(s->dev, fn);
+    }
+    if (st == ACG_OK) {
+        /* A CUkernel is launched by casting it to a CUfunction, in the current context. */
+        st = CU(fn, cuLaunchKernel, (CUfunction)acg__cu_kernel(kernel)->kern, l.grid[0], l.grid[1],
+                l.grid[2], l.block[0], l.block[1], l.block[2], 0, s->stream, l.params, NULL);
+    }
+    return st;
+}
+
+const acg_backend_i acg__backend_cuda = {
+    .version = ACG_BACKEND_VERSION,
+    .name = "cuda",
+    .probe = cu_probe,
+    .describe = cu_describe,
+    .device_open = cu_device_open,
+    .device_close = cu_device_close,
+    .query_capability = cu_query_capability,
+    .buffer_alloc = cu_buffer_alloc,
+    .buffer_free = cu_buffer_free,
+    .pinned_alloc = cu_pinned_alloc,
+    .pinned_free = cu_pinned_free,
+    .stream_create = cu_stream_create,
+    .stream_destroy = cu_stream_destroy,
+    .stream_synchronize = cu_stream_synchronize,
+    .stream_query = cu_stream_query,
+    .event_create = cu_event_create,
+    .event_destroy = cu_event_destroy,
+    .event_record = cu_event_record,
+    .stream_wait_event = cu_stream_wait_event,
+    .event_query = cu_event_query,
+    .event_synchronize = cu_event_synchronize,
+    .copy_h2d = cu_copy_h2d,
+    .copy_d2h = cu_copy_d2h,
+    .copy_d2d = cu_copy_d2d,
+    .fill = cu_fill,
+    .kernel_load = cu_kernel_load,
+    .kernel_unload = cu_kernel_unload,
+    .kernel_launch = cu_kernel_launch,
+    /* Graphs are CUDA's own stream capture: no instantiation from the ledger, which serves only
+     * update (graph.c). */
+    .graph_launch = acg__cu_graph_launch,
+    .graph_update = acg__cu_graph_update,
+    .graph_destroy = acg__cu_graph_destroy,
+    /* cuGraphExecDestroy of a graph still running frees it when it finishes. */
+    .retain_discarded_graphs = false,
+    .capture_begin = acg__cu_capture_begin,
+    .capture_join = acg__cu_capture_join,
+    .capture_end = acg__cu_capture_end,
+    .capture_abort = acg__cu_capture_abort,
+    .host_launch = cu_host_launch,
+    .stream_get_native = cu_stream_get_native,
+    .memory_query = cu_memory_query,
+    .graph_upload = acg__cu_graph_upload,
+};

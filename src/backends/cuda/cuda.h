@@ -1,0 +1,118 @@
+/* cuda.h — the cuda backend's internal interface.
+ *
+ * The driver is loaded at run time (dlopen of $ACG_CUDA_DRIVER, else libcuda.so.1) and every
+ * entry point is resolved with cuGetProcAddress at the ABI version entry_points.h names, so one
+ * build runs with or without a GPU and with older or newer drivers. Devices use their primary
+ * context (the one cuBLAS and NCCL use), made current on the calling thread by every slot;
+ * streams are non-blocking CUstreams, events CUevents without timing, buffers cuMemAlloc'd,
+ * pinned memory cuMemHostAlloc'd. Kernels come from the fatbin of their definition, loaded once
+ * per device and image with cuLibraryLoadData. Capture is CUDA's own stream capture (graph.c):
+ * the core hands every captured piece of work to the normal slots and the driver records it. */
+#ifndef ACG_BACKENDS_CUDA_H
+#define ACG_BACKENDS_CUDA_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "backends/cuda/entry_points.h"
+#include "core/acg-impl.h"
+
+/* The loaded driver: its entry points (NULL where it lacks an optional one), what that
+ * disables, and why the backend is unavailable when it is. Filled once, by the first probe. */
+typedef struct cu_driver {
+    void *handle;
+    int version; /* cuDriverGetVersion: 1000 * major + 10 * minor */
+#define ACG_CU_FIELD_(name, ver, required) PFN_##name##_v##ver name;
+    ACG_CUDA_ENTRY_POINTS(ACG_CU_FIELD_)
+#undef ACG_CU_FIELD_
+    bool capture;      /* stream capture, instantiation and launch */
+    bool update;       /* graphs built from the ledger and cuGraphExecUpdate */
+    char missing[256]; /* the optional entry points this driver lacks */
+    char reason[256];  /* why the backend cannot run, when it cannot */
+} cu_driver;
+
+extern cu_driver acg__cu;
+
+/* Calls entry point `name_` of the loaded driver and checks its result: ACG_OK on success,
+ * else the status it maps to, with "<fn>: <name_> failed with <CUDA name> (<code>): <text>"
+ * as this thread's error. */
+#define CU(fn_, name_, ...) acg__cu_check(acg__cu.name_(__VA_ARGS__), fn_, #name_)
+
+/* The status a CUDA result maps to, with the detail set (CUDA_SUCCESS: ACG_OK, nothing set).
+ * Out of memory → ACG_ERR_OUT_OF_MEMORY; the sticky errors that leave the context unusable
+ * (an illegal address or instruction, a launch failure or timeout, ECC, ...) →
+ * ACG_ERR_DEVICE_LOST; the stream-capture errors (900-908) → ACG_ERR_CAPTURE_INVALIDATED; an
+ * entry point the driver lacks → ACG_ERR_UNSUPPORTED; anything else → ACG_ERR_DEVICE. */
+acg_status acg__cu_check(CUresult r, const char *fn, const char *call);
+
+typedef struct cu_library {
+    const void *image; /* a copy of the fatbin it was loaded from */
+    size_t size;
+    CUlibrary lib;
+} cu_library;
+
+typedef struct cu_device {
+    int ordinal;
+    CUdevice dev;
+    CUcontext ctx;        /* the primary context, retained while open */
+    pthread_mutex_t lock; /* the libraries */
+    cu_library *libs;     /* (n_libs) one per distinct fatbin of the kernels loaded */
+    uint32_t n_libs, cap_libs;
+} cu_device;
+
+typedef struct cu_stream {
+    cu_device *dev;
+    CUstream stream;
+} cu_stream;
+
+typedef struct cu_kernel {
+    CUkernel kern;
+    const acg__kernel_def *def; /* outlives the kernel */
+} cu_kernel;
+
+typedef struct cu_exec {
+    cu_device *dev;
+    CUgraphExec exec;
+    uint64_t updates, reinstantiations; /* how acg_graph_update was served */
+} cu_exec;
+
+/* The core's backend types are these structs (device memory is the CUdeviceptr itself); these
+ * helpers are the only casts between them. */
+static inline cu_device *acg__cu_dev(acg__bk_device *d) { return (cu_device *)d; }
+static inline acg__bk_device *acg__cu_bk_dev(cu_device *d) { return (acg__bk_device *)d; }
+static inline cu_stream *acg__cu_stream(acg__bk_stream *s) { return (cu_stream *)s; }
+static inline acg__bk_stream *acg__cu_bk_stream(cu_stream *s) { return (acg__bk_stream *)s; }
+static inline cu_kernel *acg__cu_kernel(acg__bk_kernel *k) { return (cu_kernel *)k; }
+static inline acg__bk_kernel *acg__cu_bk_kernel(cu_kernel *k) { return (acg__bk_kernel *)k; }
+static inline cu_exec *acg__cu_exec(acg__bk_exec *e) { return (cu_exec *)e; }
+static inline acg__bk_exec *acg__cu_bk_exec(cu_exec *e) { return (acg__bk_exec *)e; }
+static inline CUdeviceptr acg__cu_mem(const acg__bk_mem *m) { return (CUdeviceptr)(uintptr_t)m; }
+static inline acg__bk_mem *acg__cu_bk_mem(CUdeviceptr p) { return (acg__bk_mem *)(uintptr_t)p; }
+
+/* Makes the device's primary context current on this thread (every slot does, first). */
+acg_status acg__cu_enter(cu_device *d, const char *fn);
+
+/* A launch's CUDA shape and parameters: the acg arguments (a buffer as one CUdeviceptr with its
+ * offset added), then the global sizes x, y, z as three unsigned ints, the convention of every
+ * acg CUDA kernel. values holds the storage params points into. */
+typedef struct cu_launch {
+    unsigned grid[3], block[3];
+    uint64_t values[ACG_MAX_KERNEL_ARGS + 3];
+    void *params[ACG_MAX_KERNEL_ARGS + 3];
+} cu_launch;
+
+/* Fills l for a launch of dims with args; ACG_ERR_UNSUPPORTED for a grid CUDA cannot launch. */
+acg_status acg__cu_launch_shape(const acg_dims *dims, const acg__karg *args, uint32_t n_args,
+                                cu_launch *l, const char *fn);
+
+/* Graph slots (graph.c). */
+acg_status acg__cu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec);
+acg_status acg__cu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream);
+acg_status acg__cu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec);
+void acg__cu_capture_abort(acg__bk_recording *rec);
+acg_status acg__cu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
+acg_status acg__cu_graph_upload(acg__bk_exec *exec, acg__bk_stream *stream);
+acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
+void acg__cu_graph_destroy(acg__bk_exec *exec);
+
+#endif /* ACG_BACKENDS_CUDA_H */

@@ -1,0 +1,344 @@
+/* graph.c — the cuda backend's graphs: CUDA stream capture in relaxed mode (acg's ledger
+ * enforces acg's rules, so CUDA's own restrictions on other threads' calls are not wanted),
+ * instantiation with an upload, replay, and update through a graph built from the ledger.
+ *
+ * While a capture runs, the core hands every piece of captured work to the normal slots and
+ * CUDA records it; a fork is the core's event record plus a wait on it, which is how CUDA joins
+ * another stream to a capture. An abandoned or invalidated capture must still be ended on its
+ * origin stream before the streams can be used again, and CUDA ends one only when every forked
+ * stream was joined back: abort joins them, ends it, and drops what was recorded. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda.h"
+
+typedef struct cu_recording {
+    cu_stream *origin;
+    cu_stream **joined; /* (n_joined) the streams forked into the capture */
+    uint32_t n_joined, cap_joined;
+} cu_recording;
+
+/* The core's recording is a cu_recording; these are the only casts between them. */
+static inline cu_recording *crec(acg__bk_recording *r) { return (cu_recording *)r; }
+static inline acg__bk_recording *bk_rec(cu_recording *r) { return (acg__bk_recording *)r; }
+
+acg_status acg__cu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec) {
+    static const char fn[] = "acg_stream_begin_capture";
+    cu_stream *s = acg__cu_stream(stream);
+    cu_recording *r = acg__calloc(1, sizeof *r);
+    if (r == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    acg_status st = acg__cu_enter(s->dev, fn);
+    if (st == ACG_OK) {
+        st = CU(fn, cuStreamBeginCapture, s->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+    }
+    if (st != ACG_OK) {
+        acg__free(r);
+        return st;
+    }
+    r->origin = s;
+    *rec = bk_rec(r);
+    return ACG_OK;
+}
+
+/* The stream joins in CUDA with the wait the core issues next; here it is only remembered, so
+ * that abort can join it back. */
+acg_status acg__cu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream) {
+    cu_recording *r = crec(rec);
+    if (!acg__grow((void **)&r->joined, &r->cap_joined, r->n_joined + 1, sizeof *r->joined)) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "cuda: out of memory recording the capture");
+    }
+    r->joined[r->n_joined++] = acg__cu_stream(stream);
+    return ACG_OK;
+}
+
+static void free_recording(cu_recording *r) {
+    acg__free(r->joined);
+    acg__free(r);
+}
+
+/* Instantiates what was captured and uploads it on the origin stream, so the first replay
+ * costs what the others do. */
+static acg_status instantiate(cu_device *d, CUgraph graph, CUstream upload, cu_exec **out,
+                              const char *fn) {
+    cu_exec *e = acg__calloc(1, sizeof *e);
+    if (e == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    e->dev = d;
+    acg_status st = CU(fn, cuGraphInstantiateWithFlags, &e->exec, graph, 0);
+    if (st == ACG_OK && upload != NULL && acg__cu.cuGraphUpload != NULL) {
+        st = CU(fn, cuGraphUpload, e->exec, upload);
+        if (st != ACG_OK) {
+            CU(fn, cuGraphExecDestroy, e->exec);
+        }
+    }
+    if (st != ACG_OK) {
+        acg__free(e);
+        return st;
+    }
+    *out = e;
+    return ACG_OK;
+}
+
+/* Ends the capture on every stream and drops what it recorded. Every forked stream is joined
+ * back first, so ending on the origin ends the capture everywhere; an invalidated capture
+ * refuses the joins, and CUDA then ends it whole. Failures change nothing: the streams are
+ * checked afterwards, and one still capturing is logged. */
+static void end_everywhere(cu_recording *r, const char *fn) {
+    cu_stream *s = r->origin;
+    acg__cu_enter(s->dev, fn);
+    CUevent ev = NULL;
+    if (r->n_joined != 0 && CU(fn, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING) == ACG_OK) {
+        for (uint32_t i = 0; i < r->n_joined; i++) {
+            if (CU(fn, cuEventRecord, ev, r->joined[i]->stream) == ACG_OK) {
+                CU(fn, cuStreamWaitEvent, s->stream, ev, 0);
+            }
+        }
+    }
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (CU(fn, cuStreamIsCapturing, s->stream, &status) == ACG_OK &&
+        status != CU_STREAM_CAPTURE_STATUS_NONE) {
+        CUgraph graph = NULL;
+        CU(fn, cuStreamEndCapture, s->stream, &graph);
+        if (graph != NULL) {
+            CU(fn, cuGraphDestroy, graph);
+        }
+    }
+    if (ev != NULL) {
+        CU(fn, cuEventDestroy, ev);
+    }
+    for (uint32_t i = 0; i <= r->n_joined; i++) {
+        CUstream x = i < r->n_joined ? r->joined[i]->stream : s->stream;
+        if (CU(fn, cuStreamIsCapturing, x, &status) == ACG_OK &&
+            status != CU_STREAM_CAPTURE_STATUS_NONE) {
+            acg__log(ACG_LOG_WARN, "cuda: a stream still captures after its capture was ended; "
+                                   "work queued on it will not run");
+        }
+    }
+}
+
+acg_status acg__cu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec) {
+    static const char fn[] = "acg_stream_end_capture";
+    cu_recording *r = crec(rec);
+    cu_stream *s = r->origin;
+    CUgraph graph = NULL;
+    cu_exec *e = NULL;
+    acg_status st = acg__cu_enter(s->dev, fn);
+    if (st == ACG_OK) {
+        st = CU(fn, cuStreamEndCapture, s->stream, &graph);
+    }
+    if (st != ACG_OK) {
+        /* CUDA ends a capture whose end fails (an unjoined fork, say); make sure of it, so no
+         * stream is left recording. The failure's detail is what the caller sees. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", acg_last_error());
+        end_everywhere(r, fn);
+        acg__error(st, "%s", why);
+    }
+    free_recording(r);
+    if (st == ACG_OK) {
+        st = instantiate(s->dev, graph, s->stream, &e, fn);
+    }
+    if (graph != NULL) {
+        CU(fn, cuGraphDestroy, graph); /* the exec holds what it needs */
+    }
+    if (st == ACG_OK) {
+        *exec = acg__cu_bk_exec(e);
+    }
+    return st;
+}
+
+void acg__cu_capture_abort(acg__bk_recording *rec) {
+    cu_recording *r = crec(rec);
+    end_everywhere(r, "acg_stream_end_capture");
+    free_recording(r);
+}
+
+acg_status acg__cu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
+    static const char fn[] = "acg_graph_launch";
+    cu_stream *s = acg__cu_stream(stream);
+    acg_status st = acg__cu_enter(s->dev, fn);
+    return st == ACG_OK ? CU(fn, cuGraphLaunch, acg__cu_exec(exec)->exec, s->stream) : st;
+}
+
+acg_status acg__cu_graph_upload(acg__bk_exec *exec, acg__bk_stream *stream) {
+    static const char fn[] = "acg_graph_upload";
+    cu_stream *s = acg__cu_stream(stream);
+    if (acg__cu.cuGraphUpload == NULL) {
+        return ACG_OK; /* an optimization the driver lacks */
+    }
+    acg_status st = acg__cu_enter(s->dev, fn);
+    return st == ACG_OK ? CU(fn, cuGraphUpload, acg__cu_exec(exec)->exec, s->stream) : st;
+}
+
+void acg__cu_graph_destroy(acg__bk_exec *exec) {
+    cu_exec *e = acg__cu_exec(exec);
+    acg__cu_enter(e->dev, "acg_graph_destroy");
+    CU("acg_graph_destroy", cuGraphExecDestroy, e->exec);
+    acg__free(e);
+}
+
+/* ---- update: a graph built from the ledger ----------------------------------------------- */
+
+/* Adds node i of desc to graph, after its dependencies. */
+static acg_status add_node(cu_device *d, CUgraph graph, const acg__graph_desc *desc, uint32_t i,
+                           CUgraphNode *nodes, CUgraphNode *deps, const char *fn) {
+    const acg__node *n = &desc->nodes[i];
+    for (uint32_t j = 0; j < n->n_deps; j++) {
+        deps[j] = nodes[desc->deps[n->deps_begin + j]];
+    }
+    CUgraphNode *out = &nodes[i];
+    switch (n->kind) {
+    case ACG_NODE_KERNEL: {
+        cu_launch l;
+        acg_status st = acg__cu_launch_shape(&n->dims, n->args, n->n_args, &l, fn);
+        if (st != ACG_OK) {
+            return st;
+        }
+        CUDA_KERNEL_NODE_PARAMS_v2 p;
+        memset(&p, 0, sizeof p);
+        p.kern = acg__cu_kernel(n->kernel)->kern; /* func NULL: the CUkernel, in ctx */
+        p.ctx = d->ctx;
+        p.gridDimX = l.grid[0];
+        p.gridDimY = l.grid[1];
+        p.gridDimZ = l.grid[2];
+        p.blockDimX = l.block[0];
+        p.blockDimY = l.block[1];
+        p.blockDimZ = l.block[2];
+        p.kernelParams = l.params; /* copied by the driver */
+        return CU(fn, cuGraphAddKernelNode, out, graph, deps, n->n_deps, &p);
+    }
+    case ACG_NODE_COPY_H2D:
+    case ACG_NODE_COPY_D2H:
+    case ACG_NODE_COPY_D2D: {
+        CUDA_MEMCPY3D p;
+        memset(&p, 0, sizeof p);
+        if (n->kind == ACG_NODE_COPY_H2D) {
+            p.srcMemoryType = CU_MEMORYTYPE_HOST;
+            p.srcHost = n->host;
+        } else {
+            p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+            p.srcDevice = acg__cu_mem(n->src_mem) + n->src_off;
+        }
+        if (n->kind == ACG_NODE_COPY_D2H) {
+            p.dstMemoryType = CU_MEMORYTYPE_HOST;
+            p.dstHost = n->host;
+        } else {
+            p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+            p.dstDevice = acg__cu_mem(n->dst_mem) + n->dst_off;
+        }
+        p.WidthInBytes = n->size;
+        p.Height = 1;
+        p.Depth = 1;
+        return CU(fn, cuGraphAddMemcpyNode, out, graph, deps, n->n_deps, &p, d->ctx);
+    }
+    case ACG_NODE_FILL: {
+        CUDA_MEMSET_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.dst = acg__cu_mem(n->dst_mem) + n->dst_off;
+        p.value = n->pattern;
+        p.elementSize = n->pattern_size;
+        p.width = n->size / n->pattern_size;
+        p.height = 1;
+        return CU(fn, cuGraphAddMemsetNode, out, graph, deps, n->n_deps, &p, d->ctx);
+    }
+    case ACG_NODE_HOST: {
+        CUDA_HOST_NODE_PARAMS p = {n->host_fn, n->host_user};
+        return CU(fn, cuGraphAddHostNode, out, graph, deps, n->n_deps, &p);
+    }
+    default:
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: node %u is work acg did not launch (%s), which the cuda backend "
+                          "cannot rebuild; capture again",
+                          fn, i, n->label);
+    }
+}
+
+/* The description as a CUDA graph, node for node. */
+static acg_status build_graph(cu_device *d, const acg__graph_desc *desc, CUgraph *out,
+                              const char *fn) {
+    CUgraphNode *nodes = acg__calloc(desc->n_nodes ? desc->n_nodes : 1, sizeof *nodes);
+    CUgraphNode *deps = acg__calloc(desc->n_nodes ? desc->n_nodes : 1, sizeof *deps);
+    CUgraph graph = NULL;
+    acg_status st = nodes != NULL && deps != NULL
+                        ? ACG_OK
+                        : acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if (st == ACG_OK) {
+        st = CU(fn, cuGraphCreate, &graph, 0);
+    }
+    for (uint32_t i = 0; st == ACG_OK && i < desc->n_nodes; i++) {
+        st = add_node(d, graph, desc, i, nodes, deps, fn);
+    }
+    acg__free(nodes);
+    acg__free(deps);
+    if (st != ACG_OK && graph != NULL) {
+        CU(fn, cuGraphDestroy, graph);
+    }
+    if (st == ACG_OK) {
+        *out = graph;
+    }
+    return st;
+}
+
+static const char *update_result(CUgraphExecUpdateResult r) {
+    switch (r) {
+    case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED:
+        return "the topology changed";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED:
+        return "a node's type changed";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED:
+        return "a kernel changed";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED:
+        return "parameters changed in a way CUDA cannot update";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED:
+        return "a node cannot be updated";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE:
+        return "an unsupported kernel change";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED:
+        return "node attributes changed";
+    default:
+        return "refused";
+    }
+}
+
+/* cuGraphExecUpdate with the graph the ledger describes; when CUDA refuses it (a captured
+ * graph's shape can differ from one built node by node), the exec is instantiated again from
+ * that graph instead. The log says which. No replay of exec is pending (backend.h). */
+acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
+    static const char fn[] = "acg_graph_update";
+    cu_exec *e = acg__cu_exec(exec);
+    CUgraph graph = NULL;
+    acg_status st = acg__cu_enter(e->dev, fn);
+    if (st == ACG_OK) {
+        st = build_graph(e->dev, desc, &graph, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    CUresult r = acg__cu.cuGraphExecUpdate(e->exec, graph, &info);
+    if (r == CUDA_SUCCESS) {
+        e->updates++;
+        acg__log(ACG_LOG_DEBUG, "cuda: graph updated in place (cuGraphExecUpdate)");
+    } else if (r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+        cu_exec *fresh = NULL;
+        st = instantiate(e->dev, graph, NULL, &fresh, fn);
+        if (st == ACG_OK) {
+            CU(fn, cuGraphExecDestroy, e->exec);
+            e->exec = fresh->exec;
+            e->reinstantiations++;
+            acg__free(fresh);
+            acg__log(ACG_LOG_INFO,
+                     "cuda: cuGraphExecUpdate refused the update (%s); the graph was "
+                     "instantiated again",
+                     update_result(info.result));
+        }
+    } else {
+        st = acg__cu_check(r, fn, "cuGraphExecUpdate");
+    }
+    CU(fn, cuGraphDestroy, graph);
+    return st;
+}

@@ -1,0 +1,476 @@
+/* test_cuda_backend.c — what only the cuda backend has, run against acg's CUDA test driver
+ * (tests/cuda_driver, named by ACG_CUDA_DRIVER):
+ *   - how a driver that cannot serve is reported (--expect-unavailable TEXT, one process per
+ *     driver condition, since the driver is loaded once per process) and what a driver lacking
+ *     cuGraphExecUpdate disables (--expect-no-update);
+ *   - every driver call of a capture + replay + update + teardown scenario failing in turn: a
+ *     clean status each time, no driver object left behind, the device usable afterwards;
+ *   - cuGraphExecUpdate refused: the graph is instantiated again and replays the update;
+ *   - CUDA's own capture errors: the capture ends invalidated and the stream works on;
+ *   - work the engine issues on the native CUstream inside a capture is in the graph. */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <acg/acg.h>
+
+#include "backends/cuda/entry_points.h"
+
+#define N 256
+#define ALPHA 3.0f
+#define ALPHA2 5.0f
+
+/* ---- the test driver's control functions (tests/cuda_driver/acgtest_cuda.h) -------------- */
+
+static struct {
+    void (*inject)(const char *name, unsigned nth, int code);
+    unsigned long (*calls)(const char *name);
+    long (*live)(void);
+    PFN_cuGetProcAddress_v12000 get_proc;
+} drv;
+
+/* Binds the driver the backend loaded (the device must have been opened once). */
+static void bind_driver(void) {
+    const char *path = getenv("ACG_CUDA_DRIVER");
+    assert_non_null(path);
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    *(void **)&drv.inject = dlsym(h, "acgtest_cuda_fail");
+    *(void **)&drv.calls = dlsym(h, "acgtest_cuda_calls");
+    *(void **)&drv.live = dlsym(h, "acgtest_cuda_live");
+    *(void **)&drv.get_proc = dlsym(h, "cuGetProcAddress_v2");
+    assert_non_null(drv.inject);
+    assert_non_null(drv.calls);
+    assert_non_null(drv.live);
+    assert_non_null(drv.get_proc);
+    dlclose(h); /* RTLD_NOLOAD took a reference */
+}
+
+#define OK(call) assert_int_equal((call), ACG_OK)
+
+/* ---- the scenario -------------------------------------------------------------------------- */
+
+typedef struct scene {
+    acg_device *dev;
+    acg_stream *s, *s2;
+    acg_event *fork, *join;
+    acg_buffer *x, *y;
+    acg_graph_pool *pool;
+    acg_graph *g, *g2;
+    float *host;
+    acg_kernel *fill, *axpy;
+    int host_calls;
+} scene;
+
+static void count_call(void *user) { ((scene *)user)->host_calls++; }
+
+/* y = fill(2); fork to s2: y += alpha * x and a host call; join; y copied to pinned host. */
+static acg_status capture(scene *c, float alpha, acg_graph **out) {
+    acg_status st = acg_stream_begin_capture(c->s, c->pool);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_arg fill_args[] = {acg_arg_buffer(c->y, 0), acg_arg_f32(2.0f)};
+    acg_arg axpy_args[] = {acg_arg_buffer(c->y, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(alpha)};
+    acg_dims dims = acg_dims_1d(N);
+    st = acg_kernel_launch(c->s, c->fill, &dims, fill_args, 2);
+    if (st == ACG_OK) {
+        st = acg_event_record(c->fork, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_wait_event(c->s2, c->fork);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_launch(c->s2, c->axpy, &dims, axpy_args, 3);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_launch_host(c->s2, count_call, c, NULL, 0);
+    }
+    if (st == ACG_OK) {
+        st = acg_event_record(c->join, c->s2);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_wait_event(c->s, c->join);
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(c->s, c->host, c->y, 0, N * sizeof(float));
+    }
+    /* Ends the capture whatever happened, so the streams leave capture mode. */
+    acg_graph *g = NULL;
+    acg_status end = acg_stream_end_capture(c->s, &g);
+    if (st == ACG_OK && end == ACG_OK) {
+        *out = g;
+        return ACG_OK;
+    }
+    if (g != NULL) {
+        acg_graph_destroy(g);
+    }
+    return st != ACG_OK ? st : end;
+}
+
+static bool host_is(const scene *c, float want) {
+    for (int i = 0; i < N; i++) {
+        if (c->host[i] != want) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Open, eager work, a forked capture replayed twice, an update replayed; with check, the
+ * results are asserted. Stops at the first failure and returns it, leaving teardown to
+ * scene_close. */
+static acg_status scene_run(scene *c, bool check) {
+    memset(c, 0, sizeof *c);
+    acg_status st = acg_device_open("cuda", &c->dev);
+    if (st == ACG_OK) {
+        st = acg_kernel_get(c->dev, "fill_f32", &c->fill);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_get(c->dev, "axpy_f32", &c->axpy);
+    }
+    if (st == ACG_OK) {
+        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->x);
+    }
+    if (st == ACG_OK) {
+        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->y);
+    }
+    if (st == ACG_OK) {
+        st = acg_pinned_alloc(c->dev, N * sizeof(float), (void **)&c->host);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_create(c->dev, &c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_create(c->dev, &c->s2);
+    }
+    if (st == ACG_OK) {
+        st = acg_event_create(c->dev, &c->fork);
+    }
+    if (st == ACG_OK) {
+        st = acg_event_create(c->dev, &c->join);
+    }
+    if (st == ACG_OK) {
+        st = acg_graph_pool_create(c->dev, &c->pool);
+    }
+    if (st == ACG_OK) {
+        acg_arg args[] = {acg_arg_buffer(c->x, 0), acg_arg_f32(1.0f)};
+        acg_dims dims = acg_dims_1d(N);
+        st = acg_kernel_launch(c->s, c->fill, &dims, args, 2);
+    }
+    if (st == ACG_OK) {
+        st = capture(c, ALPHA, &c->g);
+    }
+    for (int r = 0; r < 2 && st == ACG_OK; r++) {
+        st = acg_graph_launch(c->g, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(c->s);
+    }
+    if (st == ACG_OK && check) {
+        assert_int_equal(c->host_calls, 2);
+        assert_true(host_is(c, 2.0f + ALPHA));
+    }
+    if (st == ACG_OK) {
+        st = capture(c, ALPHA2, &c->g2);
+    }
+    if (st == ACG_OK) {
+        st = acg_graph_update(c->g, c->g2);
+    }
+    if (st == ACG_OK) {
+        st = acg_graph_launch(c->g, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(c->s);
+    }
+    if (st == ACG_OK && check) {
+        assert_int_equal(c->host_calls, 3);
+        assert_true(host_is(c, 2.0f + ALPHA2));
+    }
+    return st;
+}
+
+/* Frees everything scene_run made, whatever it got to. */
+static void scene_close(scene *c) {
+    if (c->s != NULL) {
+        acg_stream_synchronize(c->s);
+    }
+    acg_graph_destroy(c->g2);
+    acg_graph_destroy(c->g);
+    acg_graph_pool_destroy(c->pool);
+    acg_event_destroy(c->fork);
+    acg_event_destroy(c->join);
+    acg_stream_destroy(c->s2);
+    acg_stream_destroy(c->s);
+    acg_pinned_free(c->host);
+    acg_buffer_free(c->y);
+    acg_buffer_free(c->x);
+    if (c->dev != NULL) {
+        assert_int_equal(acg_device_close(c->dev), ACG_OK);
+    }
+}
+
+static void test_scenario(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    scene_close(&c);
+}
+
+/* The entry points the backend resolves: the sweep fails each call of each in turn. */
+static const char *const entry_names[] = {
+#define TC_CU_NAME_(name, ver, required) #name,
+    ACG_CUDA_ENTRY_POINTS(TC_CU_NAME_)
+#undef TC_CU_NAME_
+};
+#define N_ENTRIES (sizeof entry_names / sizeof entry_names[0])
+
+/* Calls that destroy or release: a driver that fails one keeps the object, so the sweep does
+ * not count objects after failing them. */
+static bool releases(const char *name) {
+    return strstr(name, "Destroy") != NULL || strstr(name, "Free") != NULL ||
+           strstr(name, "Unload") != NULL || strstr(name, "Release") != NULL;
+}
+
+/* Every driver call of the scenario, teardown included, fails in turn (an invalid-value error,
+ * as a driver refusing it would): the scenario ends with a clean status naming the driver's
+ * error (or absorbs the failure, as a failed upload or a drop of what was recorded may), the
+ * teardown leaves no driver object behind, and the same scenario then runs clean on a new
+ * device. */
+static void test_fault_sweep(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true)); /* loads the driver and builds what is built once per process */
+    scene_close(&c);
+    bind_driver();
+    unsigned long counts[N_ENTRIES];
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        counts[i] = drv.calls(entry_names[i]);
+    }
+    long live = drv.live();
+    OK(scene_run(&c, true));
+    scene_close(&c);
+    assert_int_equal(drv.live(), live);
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        counts[i] = drv.calls(entry_names[i]) - counts[i];
+    }
+    unsigned long points = 0, failed_runs = 0;
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        const char *name = entry_names[i];
+        for (unsigned long k = 1; k <= counts[i]; k++, points++) {
+            drv.inject(name, (unsigned)k, CUDA_ERROR_INVALID_VALUE);
+            acg_status st = scene_run(&c, false);
+            char why[512];
+            snprintf(why, sizeof why, "%s", st != ACG_OK ? acg_last_error() : "-");
+            scene_close(&c);
+            drv.inject(NULL, 0, 0);
+            failed_runs += st != ACG_OK;
+            if (st != ACG_OK && strstr(why, "CUDA_ERROR_INVALID_VALUE") == NULL) {
+                print_error("failing %s call %lu: %s without the driver's error: %s\n", name, k,
+                            acg_status_name(st), why);
+                fail();
+            }
+            if (releases(name)) {
+                live = drv.live();
+            } else if (drv.live() != live) {
+                print_error("failing %s call %lu (%s: %s) left %ld driver objects behind\n", name,
+                            k, acg_status_name(st), why, drv.live() - live);
+                fail();
+            }
+            OK(scene_run(&c, true));
+            scene_close(&c);
+            assert_int_equal(drv.live(), live);
+        }
+    }
+    print_message("cuda fault sweep: %lu driver calls failed in turn (%lu runs failed with the "
+                  "driver's error, the rest absorbed it); no objects leaked\n",
+                  points, failed_runs);
+    assert_true(points > 50 && failed_runs > points / 2);
+}
+
+/* cuGraphExecUpdate refused: the exec is instantiated again from the ledger's graph, and the
+ * replay computes the update. */
+static void test_update_refused(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    bind_driver();
+    acg_graph *g3 = NULL;
+    OK(capture(&c, ALPHA, &g3));
+    unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
+    drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    OK(acg_graph_update(c.g, g3));
+    drv.inject(NULL, 0, 0);
+    assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
+    OK(acg_graph_launch(c.g, c.s));
+    OK(acg_stream_synchronize(c.s));
+    assert_true(host_is(&c, 2.0f + ALPHA));
+    OK(acg_graph_destroy(g3));
+    scene_close(&c);
+}
+
+/* CUDA's own capture errors end the capture invalidated; the streams then work eagerly. */
+static void test_capture_errors(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    bind_driver();
+    static const struct {
+        const char *call;
+        int code;
+    } cases[] = {
+        {"cuLaunchKernel", CUDA_ERROR_STREAM_CAPTURE_INVALIDATED},
+        {"cuStreamWaitEvent", CUDA_ERROR_STREAM_CAPTURE_ISOLATION},
+        {"cuStreamEndCapture", CUDA_ERROR_STREAM_CAPTURE_UNJOINED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        acg_graph *g = NULL;
+        drv.inject(cases[i].call, 1, cases[i].code);
+        acg_status st = capture(&c, ALPHA, &g);
+        drv.inject(NULL, 0, 0);
+        assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
+        assert_null(g);
+        acg_capture_state state2 = ACG_CAPTURE_NONE;
+        OK(acg_stream_get_capture_state(c.s2, &state2));
+        assert_int_equal(state2, ACG_CAPTURE_NONE);
+        /* Both streams run eager work again. */
+        acg_arg args[] = {acg_arg_buffer(c.y, 0), acg_arg_f32(7.0f)};
+        acg_dims dims = acg_dims_1d(N);
+        OK(acg_kernel_launch(c.s2, c.fill, &dims, args, 2));
+        OK(acg_stream_synchronize(c.s2));
+        OK(acg_copy_d2h(c.s, c.host, c.y, 0, N * sizeof(float)));
+        OK(acg_stream_synchronize(c.s));
+        assert_true(host_is(&c, 7.0f));
+    }
+    scene_close(&c);
+}
+
+/* The driver entry point `name` at `version`, as an engine calling CUDA itself resolves it. */
+static void *entry(const char *name, int version) {
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    assert_int_equal(drv.get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q),
+                     CUDA_SUCCESS);
+    assert_non_null(fn);
+    return fn;
+}
+
+/* A memset the engine issues itself on the native CUstream inside a capture, declared as
+ * foreign work, is a node of the graph and runs at every replay. acg hands out no device
+ * addresses, so the engine's memset targets memory it allocated from the driver itself. */
+static void test_foreign_work(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    bind_driver();
+    PFN_cuMemAlloc_v3020 alloc;
+    PFN_cuMemFree_v3020 release;
+    PFN_cuMemsetD32Async_v3020 memset32;
+    PFN_cuMemcpyDtoHAsync_v3020 d2h;
+    *(void **)&alloc = entry("cuMemAlloc", 3020);
+    *(void **)&release = entry("cuMemFree", 3020);
+    *(void **)&memset32 = entry("cuMemsetD32Async", 3020);
+    *(void **)&d2h = entry("cuMemcpyDtoHAsync", 3020);
+    acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
+    OK(acg_stream_get_native(c.s, &h));
+    assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);
+    CUstream native = (CUstream)h.handle;
+    CUdeviceptr own = 0;
+    assert_int_equal(alloc(&own, N * sizeof(float)), CUDA_SUCCESS);
+    const float nine = 9.0f;
+    unsigned bits;
+    memcpy(&bits, &nine, sizeof bits);
+
+    OK(acg_stream_begin_capture(c.s, c.pool));
+    assert_int_equal(memset32(own, bits, N, native), CUDA_SUCCESS);
+    OK(acg_stream_declare_foreign(c.s, "engine memset", NULL, 0));
+    acg_graph *g = NULL;
+    OK(acg_stream_end_capture(c.s, &g));
+    size_t nodes = 0;
+    OK(acg_graph_get_node_count(g, &nodes));
+    assert_int_equal(nodes, 1);
+
+    /* Nothing ran at capture: zero the memory, replay, and read it back on the stream. */
+    assert_int_equal(memset32(own, 0, N, native), CUDA_SUCCESS);
+    OK(acg_graph_launch(g, c.s));
+    assert_int_equal(d2h(c.host, own, N * sizeof(float), native), CUDA_SUCCESS);
+    OK(acg_stream_synchronize(c.s));
+    assert_true(host_is(&c, 9.0f));
+    OK(acg_graph_destroy(g));
+    assert_int_equal(release(own), CUDA_SUCCESS);
+    scene_close(&c);
+}
+
+/* ---- drivers that cannot serve ----------------------------------------------------------- */
+
+/* The backend is unavailable, with a reason holding `text`, and opening it says so. */
+static int expect_unavailable(const char *text) {
+    for (size_t i = 0; i < acg_backend_count(); i++) {
+        acg_backend_info info = ACG_BACKEND_INFO_INIT;
+        if (acg_backend_get_info(i, &info) != ACG_OK || strcmp(info.name, "cuda") != 0) {
+            continue;
+        }
+        acg_device *dev = NULL;
+        acg_status st = acg_device_open("cuda", &dev);
+        if (info.available || st != ACG_ERR_UNAVAILABLE || strstr(info.reason, text) == NULL ||
+            strstr(acg_last_error(), text) == NULL) {
+            fprintf(stderr,
+                    "expected cuda unavailable with \"%s\": available %d, open %s, reason "
+                    "\"%s\", error \"%s\"\n",
+                    text, info.available, acg_status_name(st), info.reason, acg_last_error());
+            return 1;
+        }
+        printf("unavailable as expected: %s\n", info.reason);
+        return 0;
+    }
+    fprintf(stderr, "no cuda backend in this build\n");
+    return 1;
+}
+
+/* A driver without cuGraphExecUpdate: graphs work, update is refused and the capability's
+ * detail names the missing entry point. */
+static int expect_no_update(void) {
+    acg_device *dev = NULL;
+    if (acg_device_open("cuda", &dev) != ACG_OK) {
+        fprintf(stderr, "open failed: %s\n", acg_last_error());
+        return 1;
+    }
+    const acg_capability *cap = acg_device_get_capability(dev);
+    int bad = cap == NULL || !cap->graphs || cap->graph_update ||
+              strstr(cap->detail, "cuGraphExecUpdate") == NULL;
+    if (cap != NULL) {
+        printf("graphs %d, update %d: %s\n", cap->graphs, cap->graph_update, cap->detail);
+    }
+    acg_device_close(dev);
+    return bad;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
+        return expect_unavailable(argv[2]);
+    }
+    if (argc == 2 && strcmp(argv[1], "--expect-no-update") == 0) {
+        return expect_no_update();
+    }
+    acg_device *probe = NULL;
+    if (acg_device_open("cuda", &probe) != ACG_OK) {
+        printf("skipped: cuda: %s\n", acg_last_error());
+        return 77;
+    }
+    acg_device_close(probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scenario),       cmocka_unit_test(test_update_refused),
+        cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_foreign_work),
+        cmocka_unit_test(test_fault_sweep),
+    };
+    return cmocka_run_group_tests_name("test_cuda_backend", tests, NULL, NULL);
+}
