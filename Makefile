@@ -1,6 +1,7 @@
 # GNU make wrapper around CMake. `make run` builds and runs the reference model, `make test` runs
 # the suite.
 #   make run | test | build | deps | clean | install [PREFIX=/usr/local] [BUILD=build]
+#   make device-check | device-check-dry [DEVICE_OUT=build-device-check]
 
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -8,7 +9,7 @@ BUILD_TYPE ?= RelWithDebInfo
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all run test build deps clean install
+.PHONY: all run test build deps clean install device-check device-check-dry
 
 all: build
 
@@ -34,3 +35,14 @@ install: build
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan
+
+# The prepared check for a lent GPU machine (scripts/device-check.sh): a Release build with CUDA
+# on, the device tests on the real driver, the tool's benchmarks and the PyTorch peer, one JSON
+# file a step in DEVICE_OUT. device-check-dry runs its CPU side here, on the cpu backend.
+DEVICE_OUT ?= build-device-check
+
+device-check:
+	bash scripts/device-check.sh $(DEVICE_OUT)
+
+device-check-dry:
+	bash scripts/device-check.sh --dry-run $(DEVICE_OUT)
