@@ -73,7 +73,6 @@ typedef struct cu_kernel {
 typedef struct cu_exec {
     cu_device *dev;
     CUgraphExec exec;
-    uint64_t updates, reinstantiations; /* how acg_graph_update was served */
 } cu_exec;
 
 /* The core's backend types are these structs (device memory is the CUdeviceptr itself); these

@@ -321,7 +321,6 @@ acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc)
     memset(&info, 0, sizeof info);
     CUresult r = acg__cu.cuGraphExecUpdate(e->exec, graph, &info);
     if (r == CUDA_SUCCESS) {
-        e->updates++;
         acg__log(ACG_LOG_DEBUG, "cuda: graph updated in place (cuGraphExecUpdate)");
     } else if (r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
         cu_exec *fresh = NULL;
@@ -329,7 +328,6 @@ acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc)
         if (st == ACG_OK) {
             CU(fn, cuGraphExecDestroy, e->exec);
             e->exec = fresh->exec;
-            e->reinstantiations++;
             acg__free(fresh);
             acg__log(ACG_LOG_INFO,
                      "cuda: cuGraphExecUpdate refused the update (%s); the graph was "
