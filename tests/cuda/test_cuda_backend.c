@@ -63,7 +63,7 @@ typedef struct scene {
     acg_device *dev;
     acg_stream *s, *s2;
     acg_event *fork, *join;
-    acg_buffer *x, *y;
+    acg_buffer *x, *y, *z;
     acg_graph_pool *pool;
     acg_graph *g, *g2;
     float *host;
@@ -73,16 +73,23 @@ typedef struct scene {
 
 static void count_call(void *user) { ((scene *)user)->host_calls++; }
 
-/* y = fill(2); fork to s2: y += alpha * x and a host call; join; y copied to pinned host. */
+/* z = memset(2.0f), y = z; fork to s2: y += alpha * x and a host call; join; y copied to
+ * pinned host. A memset, copies both ways, kernels, a host function and a fork: every kind of
+ * node the backend builds for an update. */
 static acg_status capture(scene *c, float alpha, acg_graph **out) {
     acg_status st = acg_stream_begin_capture(c->s, c->pool);
     if (st != ACG_OK) {
         return st;
     }
-    acg_arg fill_args[] = {acg_arg_buffer(c->y, 0), acg_arg_f32(2.0f)};
+    const float two = 2.0f;
+    uint32_t two_bits;
+    memcpy(&two_bits, &two, sizeof two_bits);
     acg_arg axpy_args[] = {acg_arg_buffer(c->y, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(alpha)};
     acg_dims dims = acg_dims_1d(N);
-    st = acg_kernel_launch(c->s, c->fill, &dims, fill_args, 2);
+    st = acg_fill(c->s, c->z, 0, N * sizeof(float), two_bits, sizeof two_bits);
+    if (st == ACG_OK) {
+        st = acg_copy_d2d(c->s, c->y, 0, c->z, 0, N * sizeof(float));
+    }
     if (st == ACG_OK) {
         st = acg_event_record(c->fork, c->s);
     }
@@ -143,6 +150,9 @@ static acg_status scene_run(scene *c, bool check) {
     }
     if (st == ACG_OK) {
         st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->y);
+    }
+    if (st == ACG_OK) {
+        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->z);
     }
     if (st == ACG_OK) {
         st = acg_pinned_alloc(c->dev, N * sizeof(float), (void **)&c->host);
@@ -212,6 +222,7 @@ static void scene_close(scene *c) {
     acg_stream_destroy(c->s2);
     acg_stream_destroy(c->s);
     acg_pinned_free(c->host);
+    acg_buffer_free(c->z);
     acg_buffer_free(c->y);
     acg_buffer_free(c->x);
     if (c->dev != NULL) {
