@@ -304,6 +304,9 @@ extern struct fake_state fake__g;
 CUresult fake__current(struct CUctx_st **out);
 /* (lock held) A stream handle of `ctx` usable for work. */
 CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out);
+/* The preamble of a stream call: takes fake__g.lock (held on return, whatever the result), then
+ * the calling thread's context and the stream h of it. */
+CUresult fake__lock_stream(CUstream h, struct CUctx_st **ctx, struct CUstream_st **out);
 /* (lock held) Runs `work` in `s`'s order: records a node when s captures, else queues it. */
 CUresult fake__submit(struct CUstream_st *s, const struct fake_work *work);
 /* (lock held) Queues a replay of `x` (launch) or its upload (!launch) on `s`, which does not

@@ -152,11 +152,7 @@ CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
     FAKE_ENTER(cuStreamBeginCapture);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r != CUDA_SUCCESS) {
         goto out;
     }
@@ -199,11 +195,7 @@ CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph) {
     FAKE_ENTER(cuStreamEndCapture);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS && graph == NULL) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
@@ -247,11 +239,7 @@ CUresult fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status) {
     FAKE_ENTER(cuStreamIsCapturing);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS && status == NULL) {
         r = CUDA_ERROR_INVALID_VALUE;
     }

@@ -250,11 +250,7 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, uns
     struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct fake_work work;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS) {
         r = fake__kernel_work((CUkernel)(void *)f, gx, gy, gz, bx, by, bz, shared, params, extra,
                               &work);

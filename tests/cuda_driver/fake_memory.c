@@ -261,11 +261,7 @@ static CUresult copy_async(uintptr_t dst, int dst_device, uintptr_t src, int src
                            size_t bytes, CUstream h) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r != CUDA_SUCCESS) {
         goto out;
     }
@@ -321,11 +317,7 @@ static CUresult fill_async(CUdeviceptr dst, uint32_t value, unsigned element_siz
                            CUstream h) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r != CUDA_SUCCESS) {
         goto out;
     }

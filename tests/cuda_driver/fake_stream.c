@@ -326,6 +326,12 @@ CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st *
     return CUDA_SUCCESS;
 }
 
+CUresult fake__lock_stream(CUstream h, struct CUctx_st **ctx, struct CUstream_st **out) {
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(ctx);
+    return r == CUDA_SUCCESS ? fake__stream_get(h, *ctx, out) : r;
+}
+
 CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags) {
     FAKE_ENTER(cuStreamCreate);
     struct CUctx_st *ctx;
@@ -382,11 +388,7 @@ CUresult fake_cuStreamDestroy(CUstream h) {
     FAKE_ENTER(cuStreamDestroy);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r != CUDA_SUCCESS) {
         goto out;
     }
@@ -413,11 +415,7 @@ CUresult fake_cuStreamSynchronize(CUstream h) {
     FAKE_ENTER(cuStreamSynchronize);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r != CUDA_SUCCESS) {
         goto out;
     }
@@ -442,11 +440,7 @@ CUresult fake_cuStreamQuery(CUstream h) {
     FAKE_ENTER(cuStreamQuery);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS) {
         if (s->capture != NULL) {
             fake__capture_invalidate(s->capture);
@@ -472,11 +466,7 @@ CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) 
     struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct CUevent_st *e;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS) {
         r = event_get(hevent, &e);
     }
@@ -525,11 +515,7 @@ CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data) {
     FAKE_ENTER(cuLaunchHostFunc);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS && fn == NULL) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
@@ -603,11 +589,7 @@ CUresult fake_cuEventRecord(CUevent hevent, CUstream h) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct CUevent_st *e;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
+    CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS) {
         r = event_get(hevent, &e);
     }
