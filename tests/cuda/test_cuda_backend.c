@@ -22,6 +22,7 @@
 #include <cudaTypedefs.h>
 
 #include <acg/acg.h>
+#include <acg/model.h>
 
 #include "backends/cuda/entry_points.h"
 
@@ -421,6 +422,44 @@ static void test_foreign_work(void **state) {
     scene_close(&c);
 }
 
+/* A grid CUDA cannot launch (65,536 blocks in y, one more than the limit) is refused with
+ * ACG_ERR_UNSUPPORTED before the driver sees it; a grid one row smaller runs. The model's
+ * matmul (grid (n_out, n)) with one column and one input gives a tall grid on small buffers. */
+static void test_grid_limit(void **state) {
+    (void)state;
+    OK(acg_model_register_kernels());
+    acg_device *dev = NULL;
+    OK(acg_device_open("cuda", &dev));
+    acg_kernel *matmul = NULL;
+    OK(acg_kernel_get(dev, "matmul_f32", &matmul));
+    const uint32_t rows = 65536;
+    acg_buffer *out = NULL, *x = NULL, *w = NULL;
+    acg_stream *s = NULL;
+    OK(acg_buffer_alloc(dev, rows * sizeof(float), &out));
+    OK(acg_buffer_alloc(dev, rows * sizeof(float), &x));
+    OK(acg_buffer_alloc(dev, sizeof(float), &w));
+    OK(acg_stream_create(dev, &s));
+    for (uint32_t n = rows; n >= rows - 1; n--) {
+        acg_arg args[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(w, 0),
+                          acg_arg_u32(1),         acg_arg_u32(1),       acg_arg_u32(n)};
+        acg_dims dims = {{1, n, 1}, {0, 0, 0}};
+        acg_status st = acg_kernel_launch(s, matmul, &dims, args, 6);
+        if (n == rows) {
+            assert_int_equal(st, ACG_ERR_UNSUPPORTED);
+            assert_non_null(strstr(acg_last_error(), "blocks"));
+        } else {
+            OK(st);
+        }
+    }
+    OK(acg_stream_synchronize(s));
+    OK(acg_stream_destroy(s));
+    OK(acg_buffer_free(w));
+    OK(acg_buffer_free(x));
+    OK(acg_buffer_free(out));
+    OK(acg_device_close(dev));
+    OK(acg_model_unregister_kernels());
+}
+
 /* ---- drivers that cannot serve ----------------------------------------------------------- */
 
 /* The backend is unavailable, with a reason holding `text`, and opening it says so. */
@@ -481,7 +520,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scenario),       cmocka_unit_test(test_update_refused),
         cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_foreign_work),
-        cmocka_unit_test(test_fault_sweep),
+        cmocka_unit_test(test_grid_limit),     cmocka_unit_test(test_fault_sweep),
     };
     return cmocka_run_group_tests_name("test_cuda_backend", tests, NULL, NULL);
 }
