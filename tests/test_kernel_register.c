@@ -444,6 +444,21 @@ static void fatbin_size_only(acg_kernel_desc *d) {
     d->cuda.size = 16;
 }
 static void spirv_name_only(acg_kernel_desc *d) { d->spirv.name = "tk"; }
+static void lanes_three(acg_kernel_desc *d) {
+    d->cuda.fatbin = rowscale_cl; /* any bytes: nothing is loaded before the check */
+    d->cuda.size = 16;
+    d->cuda_lanes = 3;
+}
+static void lanes_2048(acg_kernel_desc *d) {
+    lanes_three(d);
+    d->cuda_lanes = 2048;
+}
+static void lanes_without_fatbin(acg_kernel_desc *d) {
+    d->cuda.fatbin = NULL;
+    d->cuda.size = 0;
+    d->cuda.name = NULL;
+    d->cuda_lanes = 32;
+}
 static uint32_t never_parts(const acg_cpu_arg *a, const uint32_t global[3], uint32_t max_parts) {
     (void)a;
     (void)global;
@@ -494,6 +509,9 @@ static void test_malformed_refused(void **state) {
         {"cpu_parts needs both", parts_only},
         {"cpu_parts needs both", part_fn_only},
         {"cpu_parts without cpu.fn", parts_without_cpu_fn},
+        {"cuda_lanes 3 is not a power of two", lanes_three},
+        {"cuda_lanes 2048 is not a power of two up to 1024", lanes_2048},
+        {"cuda_lanes without cuda.fatbin", lanes_without_fatbin},
     };
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(NULL));
     TC_LAST_ERROR_HAS("acg_kernel_register");

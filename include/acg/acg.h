@@ -687,13 +687,24 @@ typedef struct acg_kernel_desc {
         acg_kernel_cpu_parts_fn parts; /* how many parts a launch is worth */
         acg_kernel_cpu_part_fn fn;     /* computes one of them */
     } cpu_parts;
+    /* (optional) Threads the cuda backend runs for each work item along x, so that a work item
+     * too large for one thread (a dot product, a reduction over a row) is computed by a warp or
+     * a block together: a power of two up to 1024; 0 and 1 mean one thread. The kernel's work
+     * item x is then its thread index along x divided by cuda_lanes, and its lane the
+     * remainder; y and z are as without lanes. Up to 32 lanes are an aligned group of one warp
+     * in blocks of 256 threads (the lanes of a work item may exchange values with warp
+     * shuffles over their group, and leave together); more lanes are one block per work item
+     * (the block may synchronise). The launch's local size is then not used on cuda. Needs
+     * cuda.fatbin. Other backends ignore it: a work item is still one call of the same code,
+     * and the results must not depend on the lanes (ACG_KERNEL_EXACT_EVERY_BACKEND). */
+    uint32_t cuda_lanes;
 } acg_kernel_desc;
 
 #define ACG_KERNEL_DESC_INIT                                                                       \
     {                                                                                              \
         sizeof(acg_kernel_desc), NULL, 0, {(acg_arg_type)0}, {0}, 1, NULL, {0, 0},                 \
             ACG_KERNEL_EXACT_SAME_BACKEND, {NULL}, {NULL, NULL}, {NULL, 0, NULL}, {NULL, 0, NULL}, \
-            {NULL, NULL},                                                                          \
+            {NULL, NULL}, 0,                                                                       \
     }
 
 /* Registers a kernel for every device of the process, open or opened later. Synchronous. The
@@ -707,7 +718,8 @@ typedef struct acg_kernel_desc {
  * buffer without bytes_per_item and no shape rule; dims not 1..3, or not 1 without a shape
  * rule; an in_place pair that is not two different buffer arguments below n_args; an unknown
  * exactness; no implementation at all, opencl.name without opencl.source, or a binary whose
- * pointer and size disagree; cpu_parts with one of its functions only, or without cpu.fn.
+ * pointer and size disagree; cpu_parts with one of its functions only, or without cpu.fn;
+ * cuda_lanes not a power of two up to 1024, or set without cuda.fatbin.
  * ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_kernel_register(const acg_kernel_desc *desc);
 

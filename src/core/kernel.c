@@ -160,6 +160,15 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
     if (d->cpu_parts.fn != NULL && d->cpu.fn == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): cpu_parts without cpu.fn", fn, name);
     }
+    if (d->cuda_lanes > 1024 || (d->cuda_lanes & (d->cuda_lanes - 1)) != 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): cuda_lanes %u is not a power of two up to 1024 (or 0)", fn, name,
+                          d->cuda_lanes);
+    }
+    if (d->cuda_lanes > 1 && d->cuda.fatbin == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): cuda_lanes without cuda.fatbin", fn,
+                          name);
+    }
     if (d->cpu.fn == NULL && d->opencl.source == NULL && d->cuda.fatbin == NULL &&
         d->spirv.module == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,

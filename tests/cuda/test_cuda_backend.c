@@ -451,8 +451,38 @@ static void test_grid_limit(void **state) {
             OK(st);
         }
     }
+    /* The sampler has a block of 1024 threads per row (cuda_lanes): 2^31 rows would be 2^31
+     * blocks, one more than CUDA launches in x, however few rows the buffers hold; one row's
+     * grid runs (the test driver refuses a grid that does not give each row its block). */
+    acg_kernel *sample = NULL;
+    OK(acg_kernel_get(dev, "sample_f32", &sample));
+    acg_buffer *seats = NULL, *states = NULL;
+    OK(acg_buffer_alloc(dev, sizeof(int32_t), &seats));
+    OK(acg_buffer_alloc(dev, ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t), &states));
+    OK(acg_fill(s, seats, 0, sizeof(int32_t), 0, 4));
+    OK(acg_fill(s, states, 0, ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t), 0, 4));
+    for (int i = 0; i < 2; i++) {
+        acg_arg args[] = {acg_arg_buffer(out, 0),
+                          acg_arg_buffer(x, 0),
+                          acg_arg_buffer(x, 4 * 2),
+                          acg_arg_buffer(seats, 0),
+                          acg_arg_buffer(states, 0),
+                          acg_arg_u32(2),
+                          acg_arg_u32(1),
+                          acg_arg_u32(1)};
+        acg_dims dims = {{i == 0 ? 2147483648u : 1u, 1, 1}, {0, 0, 0}};
+        acg_status st = acg_kernel_launch(s, sample, &dims, args, 8);
+        if (i == 0) {
+            assert_int_equal(st, ACG_ERR_UNSUPPORTED);
+            assert_non_null(strstr(acg_last_error(), "blocks of 1024"));
+        } else {
+            OK(st);
+        }
+    }
     OK(acg_stream_synchronize(s));
     OK(acg_stream_destroy(s));
+    OK(acg_buffer_free(states));
+    OK(acg_buffer_free(seats));
     OK(acg_buffer_free(w));
     OK(acg_buffer_free(x));
     OK(acg_buffer_free(out));

@@ -269,6 +269,7 @@ struct CUkern_st {
     acg_kernel_cpu_fn fn;
     uint32_t n_args;
     acg_arg_type types[ACG_MAX_KERNEL_ARGS];
+    uint32_t lanes; /* threads per work item along x (acg_kernel_desc.cuda_lanes), at least 1 */
 };
 
 struct CUlib_st {

@@ -151,6 +151,7 @@ CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char
     k->fn = desc->cpu.fn;
     k->n_args = desc->n_args;
     memcpy(k->types, desc->types, sizeof k->types);
+    k->lanes = desc->cuda_lanes > 1 ? desc->cuda_lanes : 1;
     if (fake__vec_push(&library->kernels, k) != 0) {
         goto out_free;
     }
@@ -229,11 +230,18 @@ CUresult fake__kernel_work(CUkernel hk, unsigned gx, unsigned gy, unsigned gz, u
         }
     }
     const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    /* A kernel of several lanes per work item (acg_kernel_desc.cuda_lanes) relies on each work
+     * item's lanes being an aligned group of one warp, or a block of their own: a launch that
+     * breaks that would compute garbage on a GPU, so it is refused here. */
+    if (k->lanes > 1 && (k->lanes <= 32 ? bx % k->lanes != 0 : bx != k->lanes)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     for (int d = 0; d < 3; d++) {
         unsigned global;
         memcpy(&global, params[k->n_args + (uint32_t)d], sizeof global);
-        /* The kernel returns early past the global size, so the grid must only cover it. */
-        if ((uint64_t)grid[d] * block[d] < global) {
+        /* The kernel returns early past the global size, so the grid must only cover it (times
+         * the lanes along x). */
+        if ((uint64_t)grid[d] * block[d] < (uint64_t)global * (d == 0 ? k->lanes : 1)) {
             return CUDA_ERROR_INVALID_VALUE;
         }
         w.u.kernel.global[d] = global;

@@ -601,22 +601,33 @@ static void cu_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel) {
 }
 
 #define DEFAULT_BLOCK 256u /* threads of a block when the launch names no local size */
+#define WARP 32u
 
-acg_status acg__cu_launch_shape(const acg_dims *dims, const acg__karg *args, uint32_t n_args,
-                                cu_launch *l, const char *fn) {
+acg_status acg__cu_launch_shape(const cu_kernel *kernel, const acg_dims *dims,
+                                const acg__karg *args, uint32_t n_args, cu_launch *l,
+                                const char *fn) {
     static const uint64_t max_grid[3] = {2147483647u, 65535u, 65535u};
+    const uint32_t lanes = kernel->def->d.cuda_lanes > 1 ? kernel->def->d.cuda_lanes : 1;
     for (int d = 0; d < 3; d++) {
-        uint32_t g = dims->global[d];
-        uint32_t b = dims->local[0] != 0 ? (dims->local[d] ? dims->local[d] : 1)
-                     : d == 0            ? (g < DEFAULT_BLOCK ? g : DEFAULT_BLOCK)
-                                         : 1;
-        b = b ? b : 1;
-        uint64_t blocks = ((uint64_t)g + b - 1) / b;
+        uint64_t g = dims->global[d];
+        uint32_t b;
+        if (lanes > 1) {
+            /* Each work item's lanes are an aligned group of a warp in blocks of 256, or a
+             * block of its own (acg_kernel_desc.cuda_lanes); y and z have blocks of 1. */
+            b = d != 0 ? 1 : lanes > WARP ? lanes : DEFAULT_BLOCK;
+            g = d == 0 ? g * lanes : g;
+        } else {
+            b = dims->local[0] != 0 ? (dims->local[d] ? dims->local[d] : 1)
+                : d == 0            ? (g < DEFAULT_BLOCK ? (uint32_t)g : DEFAULT_BLOCK)
+                                    : 1;
+            b = b ? b : 1;
+        }
+        uint64_t blocks = (g + b - 1) / b;
         if (blocks > max_grid[d]) {
             return acg__error(ACG_ERR_UNSUPPORTED,
                               "%s: %u work items in dimension %d need %llu blocks of %u, more "
                               "than CUDA launches (%llu)",
-                              fn, g, d, (unsigned long long)blocks, b,
+                              fn, dims->global[d], d, (unsigned long long)blocks, b,
                               (unsigned long long)max_grid[d]);
         }
         l->grid[d] = blocks ? (unsigned)blocks : 1;
@@ -651,7 +662,7 @@ static acg_status cu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kerne
     static const char fn[] = "acg_kernel_launch";
     cu_stream *s = acg__cu_stream(stream);
     cu_launch l;
-    acg_status st = acg__cu_launch_shape(dims, args, n_args, &l, fn);
+    acg_status st = acg__cu_launch_shape(acg__cu_kernel(kernel), dims, args, n_args, &l, fn);
     if (st == ACG_OK) {
         st = acg__cu_enter(s->dev, fn);
     }

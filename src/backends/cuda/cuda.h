@@ -100,9 +100,11 @@ typedef struct cu_launch {
     void *params[ACG_MAX_KERNEL_ARGS + 3];
 } cu_launch;
 
-/* Fills l for a launch of dims with args; ACG_ERR_UNSUPPORTED for a grid CUDA cannot launch. */
-acg_status acg__cu_launch_shape(const acg_dims *dims, const acg__karg *args, uint32_t n_args,
-                                cu_launch *l, const char *fn);
+/* Fills l for a launch of kernel over dims with args (the kernel's cuda_lanes decide the
+ * blocks); ACG_ERR_UNSUPPORTED for a grid CUDA cannot launch. */
+acg_status acg__cu_launch_shape(const cu_kernel *kernel, const acg_dims *dims,
+                                const acg__karg *args, uint32_t n_args, cu_launch *l,
+                                const char *fn);
 
 /* Graph slots (graph.c). */
 acg_status acg__cu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec);

@@ -193,7 +193,8 @@ static acg_status add_node(cu_device *d, CUgraph graph, const acg__graph_desc *d
     switch (n->kind) {
     case ACG_NODE_KERNEL: {
         cu_launch l;
-        acg_status st = acg__cu_launch_shape(&n->dims, n->args, n->n_args, &l, fn);
+        acg_status st =
+            acg__cu_launch_shape(acg__cu_kernel(n->kernel), &n->dims, n->args, n->n_args, &l, fn);
         if (st != ACG_OK) {
             return st;
         }
