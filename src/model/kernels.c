@@ -14,9 +14,13 @@
 #include "model_kernels_cuda.h"
 #define CUDA_CODE(name_)                                                                           \
     { acg__model_kernels_fatbin, sizeof acg__model_kernels_fatbin, #name_ }
+/* Threads per work item on cuda (acg_kernel_desc.cuda_lanes): kernels.cu says which kernels
+ * share a work item between the lanes of a warp or a block. */
+#define CUDA_LANES(n_) (n_)
 #else
 #define CUDA_CODE(name_)                                                                           \
     { NULL, 0, NULL }
+#define CUDA_LANES(n_) 0
 #endif
 
 /* ---- shape rules ----------------------------------------------------------------------------
@@ -134,12 +138,13 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
  * backend's threads, their parts (acg__model_cpu_<name>_parts and _part). Its buffers come
  * first, 4-byte items each. Every model kernel follows the one arithmetic (docs/arithmetic.md),
  * so every backend computes it bit for bit alike. */
-#define MODEL_KERNEL(name_, n_args_, types_, bytes_, dims_, shape_, in_place_, split_)             \
+#define MODEL_KERNEL(name_, n_args_, types_, bytes_, dims_, shape_, in_place_, split_, lanes_)     \
     {                                                                                              \
         .size = sizeof(acg_kernel_desc), .name = #name_, .n_args = n_args_, .types = {types_},     \
         .bytes_per_item = {bytes_}, .dims = dims_, .shape = shape_, .in_place = {in_place_},       \
         .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND, .cpu = {acg__model_cpu_##name_},              \
         .opencl = {acg__model_kernels_cl, NULL}, .cuda = CUDA_CODE(name_), .cpu_parts = split_,    \
+        .cuda_lanes = CUDA_LANES(lanes_),                                                          \
     }
 #define SPLIT(name_)                                                                               \
     { acg__model_cpu_##name_##_parts, acg__model_cpu_##name_##_part }
@@ -153,22 +158,23 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 
 static const acg_kernel_desc kernels[] = {
     /* elementwise: two of its buffers may be one window (the forward runs it in place) */
-    MODEL_KERNEL(swiglu_f32, 3, LIST(B, B, B), BYTES3, 1, NULL, LIST(0, 0), SPLIT(swiglu_f32)),
-    MODEL_KERNEL(embed_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, embed_shape, LIST(0, 0), WHOLE),
+    MODEL_KERNEL(swiglu_f32, 3, LIST(B, B, B), BYTES3, 1, NULL, LIST(0, 0), SPLIT(swiglu_f32), 1),
+    MODEL_KERNEL(embed_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, embed_shape, LIST(0, 0), WHOLE,
+                 1),
     MODEL_KERNEL(rmsnorm_f32, 6, LIST(B, B, B, N, N, F), BYTES3, 1, rmsnorm_shape, LIST(0, 1),
-                 WHOLE),
+                 WHOLE, 32),
     MODEL_KERNEL(matmul_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, matmul_shape, LIST(0, 0),
-                 SPLIT(matmul_f32)),
+                 SPLIT(matmul_f32), 32),
     MODEL_KERNEL(rope_f32, 10, LIST(B, B, B, B, B, N, N, N, N, N), BYTES5, 2, rope_shape,
-                 LIST(0, 0), WHOLE),
+                 LIST(0, 0), WHOLE, 1),
     MODEL_KERNEL(kv_store_f32, 13, LIST(B, B, B, B, B, B, B, N, N, N, N, N, N), BYTES7, 2,
-                 kv_store_shape, LIST(0, 0), WHOLE),
+                 kv_store_shape, LIST(0, 0), WHOLE, 1),
     MODEL_KERNEL(attention_f32, 16, LIST(B, B, B, B, B, B, B, B, N, N, N, N, N, N, N, N), BYTES8, 2,
-                 attention_shape, LIST(0, 0), SPLIT(attention_f32)),
+                 attention_shape, LIST(0, 0), SPLIT(attention_f32), 32),
     MODEL_KERNEL(gather_last_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, gather_last_shape,
-                 LIST(0, 0), WHOLE),
+                 LIST(0, 0), WHOLE, 1),
     MODEL_KERNEL(sample_f32, 8, LIST(B, B, B, B, B, N, N, N), BYTES5, 1, sample_shape, LIST(0, 0),
-                 SPLIT(sample_f32)),
+                 SPLIT(sample_f32), 1024),
 };
 
 #undef BYTES3
@@ -177,6 +183,7 @@ static const acg_kernel_desc kernels[] = {
 #undef BYTES8
 #undef MODEL_KERNEL
 #undef CUDA_CODE
+#undef CUDA_LANES
 #undef SPLIT
 #undef WHOLE
 #undef LIST
