@@ -83,6 +83,13 @@ static acg_status op_pinned_alloc(rctx *c) {
  * (teardown frees it). */
 static acg_status op_pinned_free(rctx *c) { return acg_pinned_free(c->nopin); }
 
+/* Registering host memory page-locks it, which synchronizes: nothing is registered. */
+static acg_status op_pinned_register(rctx *c) {
+    acg_status st = acg_pinned_register(c->dev, c->heap, NB);
+    assert_false(acg_pinned_contains(c->dev, c->heap, NB));
+    return st;
+}
+
 /* The stream's own memory, allocated on a stream outside the capture: an allocation outside the
  * pool while the device captures. */
 static acg_status op_stream_alloc_elsewhere(rctx *c) {
@@ -109,6 +116,7 @@ static const rule rules[] = {
     {"acg_buffer_alloc", op_buffer_alloc, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_pinned_alloc", op_pinned_alloc, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_pinned_free", op_pinned_free, ACG_ERR_CAPTURE_INVALIDATED, false},
+    {"acg_pinned_register", op_pinned_register, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_stream_alloc", op_stream_alloc_elsewhere, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_device_synchronize", op_device_synchronize, ACG_ERR_CAPTURE_INVALIDATED, false},
     {"acg_buffer_free", op_buffer_free, ACG_ERR_CAPTURE_INVALIDATED, false},

@@ -192,6 +192,46 @@ static void test_native_object(void **state) {
     tc_close(dev);
 }
 
+/* The driver's object behind a graph: a CUgraphExec on cuda, none on cpu and opencl (said, not
+ * an error); refused for bad arguments. */
+static void test_graph_native_object(void **state) {
+    (void)state;
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_get_native(NULL, &h));
+    if (!tc_has_graphs(dev, s)) {
+        TC_OK(acg_stream_destroy(s));
+        tc_close(dev);
+        return;
+    }
+    tc_kernels k;
+    tc_kernels_get(dev, &k);
+    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    TC_OK(acg_stream_begin_capture(s, NULL));
+    TC_OK(tc_fill(s, &k, y, 0, N, 2.0f));
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_end_capture(s, &g));
+    h.handle = &h;
+    TC_OK(acg_graph_get_native(g, &h));
+    if (tc_backend_is("cuda")) {
+        assert_int_equal(h.kind, ACG_NATIVE_CUDA_GRAPH_EXEC);
+        assert_non_null(h.handle);
+    } else {
+        assert_int_equal(h.kind, ACG_NATIVE_NONE);
+        assert_null(h.handle);
+    }
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_get_native(g, NULL));
+    acg_native_handle bad = ACG_NATIVE_HANDLE_INIT;
+    bad.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_get_native(g, &bad));
+    TC_OK(acg_graph_destroy(g));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_get_native(g, &h));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+}
+
 /* Foreign work: a declaration eagerly; a ledger node under native capture; an invalidated
  * capture where graphs are built from acg's description. */
 static void test_foreign_work(void **state) {
@@ -432,9 +472,9 @@ int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_function_order), cmocka_unit_test(test_native_object),
-        cmocka_unit_test(test_foreign_work),        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_device_options),      cmocka_unit_test(test_alloc_fail),
-        cmocka_unit_test(test_async_error),
+        cmocka_unit_test(test_graph_native_object), cmocka_unit_test(test_foreign_work),
+        cmocka_unit_test(test_bad_input),           cmocka_unit_test(test_device_options),
+        cmocka_unit_test(test_alloc_fail),          cmocka_unit_test(test_async_error),
     };
     return cmocka_run_group_tests_name(tc_group("test_host"), tests, NULL, NULL);
 }

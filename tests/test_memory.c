@@ -183,6 +183,96 @@ static void test_no_pinned_env(void **state) {
     TC_OK(acg_pinned_free(q));
 }
 
+/* Memory the caller owns, registered: pinned while registered (copies from and to it are
+ * asynchronous and captured, as with acg_pinned_alloc's memory), refused where it overlaps,
+ * ended only by the matching call, and held by a graph that copies through it. A device
+ * without registration (or ACG_NO_PINNED=1) refuses with ACG_ERR_UNSUPPORTED. */
+static void test_pinned_register(void **state) {
+    fx *f = *state;
+    enum { N = 1024 };
+    const size_t bytes = N * sizeof(float);
+    float *mem = aligned_alloc(4096, 2 * bytes); /* whole pages: a driver locks pages */
+    assert_non_null(mem);
+    float *in = mem, *out = mem + N;
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_unregister(mem));
+    if (!tc_cap()->pinned_register) {
+        TC_EXPECT(ERR_UNSUPPORTED, acg_pinned_register(f->dev, mem, 2 * bytes));
+        TC_LAST_ERROR_HAS("pinned_register");
+        assert_false(acg_pinned_contains(f->dev, mem, 16));
+        print_message("note: %s cannot register host memory\n", tc_spec());
+        free(mem);
+        return;
+    }
+    assert_int_equal(setenv("ACG_NO_PINNED", "1", 1), 0);
+    TC_EXPECT(ERR_UNSUPPORTED, acg_pinned_register(f->dev, mem, 2 * bytes));
+    TC_LAST_ERROR_HAS("ACG_NO_PINNED");
+    assert_int_equal(unsetenv("ACG_NO_PINNED"), 0);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_pinned_register(f->dev, NULL, bytes));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_pinned_register(f->dev, mem, 0));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_pinned_register(f->dev, (void *)(UINTPTR_MAX - 15), 64));
+    TC_LAST_ERROR_HAS("wraps");
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_register(NULL, mem, bytes));
+
+    TC_OK(acg_pinned_register(f->dev, mem, 2 * bytes));
+    assert_true(acg_pinned_contains(f->dev, mem, 2 * bytes));
+    assert_true(acg_pinned_contains(f->dev, out + 3, 16));
+    assert_false(acg_pinned_contains(f->dev, mem, 2 * bytes + 1));
+    acg_device *other = tc_open();
+    assert_false(acg_pinned_contains(other, mem, 16));
+    /* Registered once, for one device. */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_pinned_register(other, mem, 2 * bytes));
+    TC_LAST_ERROR_HAS("overlaps");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_pinned_register(f->dev, out, 4));
+    tc_close(other);
+    void *p = tc_pinned(f->dev, 256);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_pinned_register(f->dev, p, 256));
+    /* Each ends with its own call. */
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_free(mem));
+    TC_LAST_ERROR_HAS("acg_pinned_unregister");
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_unregister(p));
+    TC_LAST_ERROR_HAS("acg_pinned_free");
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_unregister(out));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_unregister(NULL));
+    TC_OK(acg_pinned_free(p));
+
+    /* Copies through it: eagerly, then captured and replayed with new contents. */
+    acg_buffer *a = tc_buffer(f->dev, bytes);
+    tc_fill_floats(in, N, 5);
+    memset(out, 0, bytes);
+    TC_OK(acg_copy_h2d(f->s, a, 0, in, bytes));
+    TC_OK(acg_copy_d2h(f->s, out, a, 0, bytes));
+    TC_OK(acg_stream_synchronize(f->s));
+    TC_BYTES_EQUAL(out, in, bytes);
+    if (tc_has_graphs(f->dev, f->s)) {
+        acg_graph_pool *pool = tc_pool(f->dev);
+        TC_OK(acg_stream_begin_capture(f->s, pool));
+        TC_OK(acg_copy_h2d(f->s, a, 0, in, bytes));
+        TC_OK(tc_add(f->s, &f->k, a, 0, a, 0, N, 1.0f));
+        TC_OK(acg_copy_d2h(f->s, out, a, 0, bytes));
+        acg_graph *g = NULL;
+        TC_OK(acg_stream_end_capture(f->s, &g));
+        tc_fill_floats(in, N, 6);
+        TC_OK(acg_graph_launch(g, f->s));
+        TC_OK(acg_stream_synchronize(f->s));
+        for (int i = 0; i < N; i++) {
+            assert_true(out[i] == in[i] + 1.0f);
+        }
+        /* The graph holds the registration. */
+        TC_EXPECT(ERR_IN_USE, acg_pinned_unregister(mem));
+        TC_LAST_ERROR_HAS("graph");
+        assert_true(acg_pinned_contains(f->dev, mem, 2 * bytes));
+        TC_OK(acg_graph_destroy(g));
+        TC_OK(acg_graph_pool_destroy(pool));
+    }
+    TC_OK(acg_buffer_free(a));
+    TC_OK(acg_pinned_unregister(mem));
+    assert_false(acg_pinned_contains(f->dev, mem, 16));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_pinned_unregister(mem));
+    /* The memory stays the caller's, with what the copies wrote. */
+    assert_true(out[0] == in[0] + 1.0f || !tc_cap()->graphs);
+    free(mem);
+}
+
 /* h2d, d2d and d2h (pageable and pinned) move exactly the bytes asked for, at the offsets
  * asked for. */
 static void test_copies(void **state) {
@@ -520,6 +610,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pinned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_pinned_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pinned_register, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pageable_copy_semantics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fill_patterns, setup, teardown),

@@ -202,6 +202,8 @@ typedef struct acg_capability {
                                   capture work acg did not launch, see acg_stream_get_native);
                                   else graphs are built from acg's description of the capture */
     bool graph_host_functions; /* acg_stream_launch_host can be captured */
+    /* Added with host memory registration. */
+    bool pinned_register; /* acg_pinned_register can page-lock host memory the caller owns */
 } acg_capability;
 
 /* Describes device `index` of backend `backend` without opening it (name and capability as the
@@ -332,8 +334,27 @@ ACG_API acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out);
  * on the device: ACG_ERR_CAPTURE_INVALIDATED (freeing synchronizes), and nothing is freed. */
 ACG_API acg_status acg_pinned_free(void *ptr);
 
-/* True when [ptr, ptr+size) lies inside one page-locked allocation of dev. */
+/* True when [ptr, ptr+size) lies inside one page-locked allocation or registration of dev. */
 ACG_API bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size);
+
+/* Page-locks size bytes of host memory the caller owns (weights it mapped from a file, say) for
+ * dev: copies from or to it then run asynchronously and can be captured, as with memory from
+ * acg_pinned_alloc, and acg_pinned_contains says true for it. The memory stays the caller's and
+ * must stay mapped until acg_pinned_unregister. A range is registered once, for one device, and
+ * must not overlap memory from acg_pinned_alloc or another registration.
+ * ACG_ERR_INVALID_ARGUMENT for a NULL ptr, size 0 or an overlap; ACG_ERR_UNSUPPORTED when the
+ * device cannot (capability pinned_register false, or ACG_NO_PINNED=1): the memory can still be
+ * copied as pageable memory; ACG_ERR_OUT_OF_MEMORY when the driver refuses to lock it; during a
+ * capture on the device ACG_ERR_CAPTURE_INVALIDATED. */
+ACG_API acg_status acg_pinned_register(acg_device *dev, void *ptr, size_t size);
+
+/* Ends the registration that starts at ptr, after the copies queued on the memory ran (as
+ * acg_pinned_free waits); the memory itself is untouched. ACG_ERR_INVALID_HANDLE for a pointer
+ * acg_pinned_register did not register (memory from acg_pinned_alloc is freed with
+ * acg_pinned_free, and the reverse); ACG_ERR_IN_USE (naming the graph) while a live graph copies
+ * from or to it. During a capture on the device: ACG_ERR_CAPTURE_INVALIDATED, and nothing
+ * changes. */
+ACG_API acg_status acg_pinned_unregister(void *ptr);
 
 /* ---------------------------------------------------------------------------------------------
  * Streams and events
@@ -358,12 +379,13 @@ ACG_API acg_status acg_stream_query(acg_stream *stream);
 /* The device the stream belongs to; NULL for an invalid handle. */
 ACG_API acg_device *acg_stream_get_device(const acg_stream *stream);
 
-/* What kind of driver object acg_stream_get_native returns. */
+/* What kind of driver object acg_stream_get_native or acg_graph_get_native returns. */
 typedef enum acg_native_kind {
     ACG_NATIVE_NONE = 0,         /* the backend has no driver object (cpu) */
     ACG_NATIVE_OPENCL_QUEUE = 1, /* a cl_command_queue, in order */
     ACG_NATIVE_CUDA_STREAM = 2,  /* a CUstream */
     ACG_NATIVE_ZE_COMMAND_LIST = 3,
+    ACG_NATIVE_CUDA_GRAPH_EXEC = 4, /* a CUgraphExec (acg_graph_get_native) */
 } acg_native_kind;
 
 typedef struct acg_native_handle {
@@ -902,6 +924,17 @@ ACG_API acg_status acg_graph_get_node(const acg_graph *graph, size_t index, acg_
 
 /* The device the graph belongs to; NULL for an invalid handle. */
 ACG_API acg_device *acg_graph_get_device(const acg_graph *graph);
+
+/* The driver's executable graph behind a graph (a CUgraphExec on cuda), to drive or measure it
+ * without acg. It belongs to the graph: do not destroy it. It stays valid until the graph is
+ * updated (an update may instantiate it again) or destroyed. A launch of it bypasses acg: it is
+ * not ordered after the pool's other replays, and acg does not know it is pending, so nothing
+ * waits for it before an update, a destroy or a free of what it uses; the caller makes sure it
+ * completed first. A backend whose graph is not one driver object (cpu; opencl, which records a
+ * command buffer per queue) says ACG_NATIVE_NONE, with ACG_OK. out is an output struct (its size
+ * set by the caller). ACG_ERR_INVALID_HANDLE for a dead graph, ACG_ERR_INVALID_ARGUMENT for a
+ * NULL out or an unset out->size. */
+ACG_API acg_status acg_graph_get_native(acg_graph *graph, acg_native_handle *out);
 
 #ifdef __cplusplus
 }

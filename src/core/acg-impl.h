@@ -30,10 +30,12 @@ typedef struct acg__pinned {
     size_t size;
     acg_device *dev;
     bool pinned;         /* false: a pageable fallback */
+    bool registered;     /* the caller's memory (acg_pinned_register), not acg's */
     uint32_t graph_refs; /* live graphs copying from or to it (under the registry lock) */
     uint64_t used_by;    /* use bits of the streams that copied from or to it (registry lock) */
 } acg__pinned;
 
+/* Adds an entry: ACG_ERR_INVALID_ARGUMENT when it overlaps one, ACG_ERR_OUT_OF_MEMORY. */
 acg_status acg__pinned_add(const acg__pinned *entry);
 /* Removes the entry at base into *out: ACG_ERR_INVALID_HANDLE when unknown, ACG_ERR_IN_USE
  * while graphs reference it. */

@@ -39,7 +39,7 @@
 
 #include <acg/acg.h>
 
-#define ACG_BACKEND_VERSION 2
+#define ACG_BACKEND_VERSION 3
 
 /* A slot that version `ver` of the table added, or NULL in a table written against an older
  * version: the version field is what tells the core which slots a table has. */
@@ -259,6 +259,17 @@ struct acg_backend_i {
     /* (optional) Makes exec resident for stream ahead of its first replay, so the first
      * replay costs what the others do. NULL: nothing to do. */
     acg_status (*graph_upload)(acg__bk_exec *exec, acg__bk_stream *stream);
+
+    /* Version 3: graphs' native objects, host memory registration. */
+
+    /* (optional) The driver's executable graph behind exec (a CUgraphExec). NULL: none (kind
+     * ACG_NATIVE_NONE). Called with no update of exec running. */
+    acg_status (*graph_get_native)(acg__bk_exec *exec, acg_native_handle *out);
+    /* (optional) Page-locks host memory the caller owns for the device, so copies treat it as
+     * pinned memory; the capability says pinned_register. NULL: unsupported. */
+    acg_status (*pinned_register)(acg__bk_device *dev, void *ptr, size_t size);
+    /* (with pinned_register) Ends a registration; no queued copy uses the memory. */
+    void (*pinned_unregister)(acg__bk_device *dev, void *ptr);
 };
 
 typedef struct acg_backend_i acg_backend_i;

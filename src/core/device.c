@@ -78,6 +78,8 @@ static void mask_capability(const acg_backend_i *vt, acg_capability *cap) {
     if (vt->pinned_alloc == NULL) {
         cap->pinned_memory = false;
     }
+    cap->pinned_register = cap->pinned_register && ACG__SLOT(vt, pinned_register, 3) != NULL &&
+                           ACG__SLOT(vt, pinned_unregister, 3) != NULL;
 }
 
 acg_status acg_device_describe(const char *backend, int index, acg_capability *out) {
@@ -221,11 +223,13 @@ static acg_status check_empty(acg_device *dev, const char *fn) {
     uint32_t live = dev->n_buffers + dev->n_pinned + dev->n_streams + dev->n_events +
                     dev->n_graphs + dev->n_pools;
     if (live != 0) {
-        st = acg__error(ACG_ERR_IN_USE,
-                        "%s: %s still has %u buffer(s), %u pinned allocation(s), %u stream(s), "
-                        "%u event(s), %u graph(s), %u graph pool(s)",
-                        fn, dev->spec, dev->n_buffers, dev->n_pinned, dev->n_streams, dev->n_events,
-                        dev->n_graphs, dev->n_pools);
+        st =
+            acg__error(ACG_ERR_IN_USE,
+                       "%s: %s still has %u buffer(s), %u pinned allocation(s) or registration(s), "
+                       "%u stream(s), "
+                       "%u event(s), %u graph(s), %u graph pool(s)",
+                       fn, dev->spec, dev->n_buffers, dev->n_pinned, dev->n_streams, dev->n_events,
+                       dev->n_graphs, dev->n_pools);
     }
     pthread_mutex_unlock(&dev->lock);
     return st;

@@ -709,3 +709,31 @@ acg_device *acg_graph_get_device(const acg_graph *g) {
     ACG__CALL_SCOPE;
     return check_graph(g, "acg_graph_get_device") == ACG_OK ? g->dev : NULL;
 }
+
+acg_status acg_graph_get_native(acg_graph *g, acg_native_handle *out) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_graph_get_native";
+    acg_status st = check_graph(g, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    if ((st = acg__output_check(out, sizeof *out, "acg_native_handle", fn)) != ACG_OK) {
+        return st;
+    }
+    acg_status (*get)(acg__bk_exec *, acg_native_handle *) =
+        ACG__SLOT(g->dev->vt, graph_get_native, 3);
+    acg_native_handle h = {sizeof h, ACG_NATIVE_NONE, NULL};
+    if (get != NULL) {
+        /* Under the pool's replay lock, which an update holds while it rewrites the exec. */
+        pthread_mutex_lock(&g->pool->replay_lock);
+        st = get(g->exec, &h);
+        pthread_mutex_unlock(&g->pool->replay_lock);
+        if (st != ACG_OK) {
+            return st;
+        }
+    }
+    return acg__output_write(out, &h, sizeof h, "acg_native_handle", fn);
+}

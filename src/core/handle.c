@@ -324,6 +324,12 @@ acg_status acg__pinned_add(const acg__pinned *entry) {
         return ACG_ERR_OUT_OF_MEMORY;
     }
     uint32_t i = upper_bound(entry->base);
+    uintptr_t base = (uintptr_t)entry->base;
+    if ((i > 0 && (uintptr_t)pins[i - 1].base + pins[i - 1].size > base) ||
+        (i < pins_n && (uintptr_t)pins[i].base - base < entry->size)) {
+        pthread_mutex_unlock(&pin_lock);
+        return ACG_ERR_INVALID_ARGUMENT;
+    }
     memmove(&pins[i + 1], &pins[i], (pins_n - i) * sizeof *pins);
     pins[i] = *entry;
     pins_n++;

@@ -469,17 +469,19 @@ out_unlock:
     return st;
 }
 
-acg_status acg_pinned_free(void *ptr) {
-    ACG__CALL_SCOPE;
-    static const char fn[] = "acg_pinned_free";
-    if (ptr == NULL) {
-        return ACG_OK;
-    }
-    acg__pinned e;
-    if (!acg__pinned_lookup(ptr, 0, &e) || e.base != ptr ||
+/* Ends an allocation (registered false) or a registration (true) that starts at ptr: waits for
+ * the streams that queued copies on it, then frees or unregisters it. */
+static acg_status pinned_release(void *ptr, bool registered, const char *fn) {
+    acg__pinned e = {0};
+    if (!acg__pinned_lookup(ptr, 0, &e) || e.base != ptr || e.registered != registered ||
         !acg__handle_use(e.dev, ACG__HANDLE_DEVICE)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p was not returned by acg_pinned_alloc", fn,
-                          ptr);
+        bool other = e.base == ptr && e.registered != registered;
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p was not %s%s", fn, ptr,
+                          registered ? "registered by acg_pinned_register"
+                                     : "returned by acg_pinned_alloc",
+                          !other       ? ""
+                          : registered ? " (acg_pinned_free frees what acg_pinned_alloc returned)"
+                                       : " (acg_pinned_unregister ends a registration)");
     }
     acg_device *dev = e.dev;
     pthread_mutex_lock(&dev->lock);
@@ -490,7 +492,7 @@ acg_status acg_pinned_free(void *ptr) {
             acg__error(st, "%s: live graph %llu copies from or to this memory; destroy it first",
                        fn, (unsigned long long)acg__graph_referencing(dev, NULL, ptr, e.size));
         } else if (st != ACG_OK) {
-            acg__error(st, "%s: %p was not returned by acg_pinned_alloc", fn, ptr);
+            acg__error(st, "%s: %p is not pinned memory of acg's", fn, ptr);
         }
     }
     pthread_mutex_unlock(&dev->lock);
@@ -501,7 +503,9 @@ acg_status acg_pinned_free(void *ptr) {
      * queued them. */
     acg__device_wait_streams(dev, e.used_by, fn);
     pthread_mutex_lock(&dev->lock);
-    if (e.pinned) {
+    if (e.registered) {
+        dev->vt->pinned_unregister(dev->impl, e.base);
+    } else if (e.pinned) {
         dev->vt->pinned_free(dev->impl, e.base);
     } else {
         acg__free(e.base);
@@ -509,6 +513,72 @@ acg_status acg_pinned_free(void *ptr) {
     dev->n_pinned--;
     pthread_mutex_unlock(&dev->lock);
     return ACG_OK;
+}
+
+acg_status acg_pinned_free(void *ptr) {
+    ACG__CALL_SCOPE;
+    return ptr == NULL ? ACG_OK : pinned_release(ptr, false, "acg_pinned_free");
+}
+
+acg_status acg_pinned_register(acg_device *dev, void *ptr, size_t size) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_pinned_register";
+    acg_status st = acg__check_device(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (ptr == NULL || size == 0 || (uintptr_t)ptr + size < (uintptr_t)ptr) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          ptr == NULL ? "ptr is NULL"
+                          : size == 0 ? "size is 0"
+                                      : "the range wraps around the address space");
+    }
+    pthread_mutex_lock(&dev->lock);
+    st = acg__invalidate_device_captures(dev, fn);
+    if (st != ACG_OK) {
+        goto out_unlock;
+    }
+    if (!dev->cap.pinned_register || acg__env_flag("ACG_NO_PINNED")) {
+        st = acg__error(ACG_ERR_UNSUPPORTED,
+                        "%s: %s cannot page-lock memory it did not allocate (%s); copies treat "
+                        "it as pageable memory",
+                        fn, dev->spec,
+                        dev->cap.pinned_register ? "ACG_NO_PINNED is set"
+                                                 : "no pinned_register in its capability");
+        goto out_unlock;
+    }
+    /* Entered first, so that an overlapping registration on another device is refused before
+     * either reaches the driver; copies that race this call are the caller's race. */
+    acg__pinned e = {.base = ptr, .size = size, .dev = dev, .pinned = true, .registered = true};
+    if ((st = acg__pinned_add(&e)) != ACG_OK) {
+        acg__error(st, "%s: %s", fn,
+                   st == ACG_ERR_INVALID_ARGUMENT
+                       ? "the range overlaps pinned memory or another registration"
+                       : "out of memory");
+        goto out_unlock;
+    }
+    uint64_t serial = acg__error_serial();
+    if ((st = dev->vt->pinned_register(dev->impl, ptr, size)) != ACG_OK) {
+        if (acg__error_serial() == serial) { /* as in acg__buffer_new */
+            acg__error(st, "%s: %zu bytes at %p on %s: %s", fn, size, ptr, dev->spec,
+                       acg_status_string(st));
+        }
+        acg__pinned_remove(ptr, &e);
+        goto out_unlock;
+    }
+    dev->n_pinned++;
+out_unlock:
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+acg_status acg_pinned_unregister(void *ptr) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_pinned_unregister";
+    if (ptr == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: ptr is NULL", fn);
+    }
+    return pinned_release(ptr, true, fn);
 }
 
 bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size) {

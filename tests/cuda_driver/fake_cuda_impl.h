@@ -28,9 +28,9 @@
 /* X(name, version): every entry point this driver implements, at the ABI version of the PFN
  * typedef it matches (fake_cuda.c has the compiler check each). It serves only those of
  * src/backends/cuda/entry_points.h, and each of those must be here at the same version, or
- * fake_cuda.c does not compile: a backend needing a new entry point needs it here first. The
- * rest (e.g. cuMemHostRegister, once dropped from the backend's list) stay implemented and are
- * reported as not found. */
+ * fake_cuda.c does not compile: a backend needing a new entry point needs it here first. Any
+ * implemented here that the backend dropped from its list stay implemented and are reported as
+ * not found. */
 #define FAKE_ENTRY_POINTS(X)                                                                       \
     X(cuInit, 2000)                                                                                \
     X(cuDriverGetVersion, 2020)                                                                    \

@@ -76,6 +76,7 @@ static void describe(uint32_t threads, const char *bad_env, acg_capability *out)
     }
     out->available = true;
     out->pinned_memory = true; /* host memory needs no pinning to be read asynchronously */
+    out->pinned_register = true;
     out->graphs = true;
     out->graph_update = true;
     out->multi_stream_capture = true;
@@ -250,6 +251,19 @@ static acg_status cpu_pinned_alloc(acg__bk_device *dev, size_t size, void **p) {
 static void cpu_pinned_free(acg__bk_device *dev, void *p) {
     ACG__UNUSED(dev);
     acg__free(p);
+}
+
+/* The workers read and write host memory as it is: registering it needs nothing. */
+static acg_status cpu_pinned_register(acg__bk_device *dev, void *p, size_t size) {
+    ACG__UNUSED(dev);
+    ACG__UNUSED(p);
+    ACG__UNUSED(size);
+    return ACG_OK;
+}
+
+static void cpu_pinned_unregister(acg__bk_device *dev, void *p) {
+    ACG__UNUSED(dev);
+    ACG__UNUSED(p);
 }
 
 /* Device memory is host memory, allocated as pinned memory is. */
@@ -739,5 +753,8 @@ const acg_backend_i acg__backend_cpu = {
     .device_get_async_error = cpu_device_get_async_error,
     .inject_fault = cpu_inject_fault,
     .memory_query = cpu_memory_query,
-    .graph_upload = NULL, /* a graph is an op array in host memory: nothing to upload */
+    .graph_upload = NULL,     /* a graph is an op array in host memory: nothing to upload */
+    .graph_get_native = NULL, /* an op array of acg's own, no driver object */
+    .pinned_register = cpu_pinned_register,
+    .pinned_unregister = cpu_pinned_unregister,
 };

@@ -229,6 +229,7 @@ static acg_status describe_device(CUdevice dev, acg_capability *out) {
     }
     out->available = true;
     out->pinned_memory = true;
+    out->pinned_register = acg__cu.cuMemHostRegister && acg__cu.cuMemHostUnregister;
     out->graphs = acg__cu.capture;
     out->native_capture = acg__cu.capture;
     out->multi_stream_capture = acg__cu.capture;
@@ -344,6 +345,30 @@ static void cu_pinned_free(acg__bk_device *dev, void *ptr) {
     CU("acg_pinned_free", cuMemFreeHost, ptr);
 }
 
+static acg_status cu_pinned_register(acg__bk_device *dev, void *ptr, size_t size) {
+    static const char fn[] = "acg_pinned_register";
+    char call[48];
+    snprintf(call, sizeof call, "cuMemHostRegister of %zu bytes", size);
+    acg_status st = acg__cu_enter(acg__cu_dev(dev), fn);
+    if (st == ACG_OK) {
+        /* Portable, as cu_pinned_alloc's memory is. The driver locks whole pages around the
+         * range; two registrations sharing a page are refused by it. */
+        CUresult r = acg__cu.cuMemHostRegister(ptr, size, CU_MEMHOSTREGISTER_PORTABLE);
+        st = acg__cu_check(r, fn, call);
+        if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED || r == CUDA_ERROR_INVALID_VALUE) {
+            char why[512]; /* the caller's range, not the device, is at fault */
+            snprintf(why, sizeof why, "%s", acg_last_error());
+            st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s", why);
+        }
+    }
+    return st;
+}
+
+static void cu_pinned_unregister(acg__bk_device *dev, void *ptr) {
+    acg__cu_enter(acg__cu_dev(dev), "acg_pinned_unregister");
+    CU("acg_pinned_unregister", cuMemHostUnregister, ptr);
+}
+
 /* ---- streams and events ------------------------------------------------------------------ */
 
 static acg_status cu_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
@@ -388,6 +413,12 @@ static acg_status cu_stream_query(acg__bk_stream *stream) {
     CUresult r = acg__cu.cuStreamQuery(s->stream);
     return r == CUDA_ERROR_NOT_READY ? ACG_NOT_READY
                                      : acg__cu_check(r, "acg_stream_query", "cuStreamQuery");
+}
+
+static acg_status cu_graph_get_native(acg__bk_exec *exec, acg_native_handle *out) {
+    out->kind = ACG_NATIVE_CUDA_GRAPH_EXEC;
+    out->handle = acg__cu_exec(exec)->exec;
+    return ACG_OK;
 }
 
 static acg_status cu_stream_get_native(acg__bk_stream *stream, acg_native_handle *out) {
@@ -718,4 +749,7 @@ const acg_backend_i acg__backend_cuda = {
     .stream_get_native = cu_stream_get_native,
     .memory_query = cu_memory_query,
     .graph_upload = acg__cu_graph_upload,
+    .graph_get_native = cu_graph_get_native,
+    .pinned_register = cu_pinned_register,
+    .pinned_unregister = cu_pinned_unregister,
 };

@@ -27,6 +27,8 @@
     X(cuMemFree, 3020, 1)                                                                          \
     X(cuMemHostAlloc, 2020, 1)                                                                     \
     X(cuMemFreeHost, 2000, 1)                                                                      \
+    X(cuMemHostRegister, 6050, 0)                                                                  \
+    X(cuMemHostUnregister, 4000, 0)                                                                \
     X(cuMemcpyHtoDAsync, 3020, 1)                                                                  \
     X(cuMemcpyDtoHAsync, 3020, 1)                                                                  \
     X(cuMemcpyDtoDAsync, 3020, 1)                                                                  \
