@@ -8,14 +8,19 @@
  * one node and a step of one launch are timed too, so the marginal cost of one more node or
  * launch is (step(N) - step(1)) / (N - 1), free of the fixed synchronize round trip.
  *
- * The machine is shared and noisy: the four kinds of step are interleaved, one of each per
- * round in rotating order, so drift hits them alike, and every figure is a median. The work is
+ * Where the graph is one driver object (a CUgraphExec on cuda, acg_graph_get_native), the same
+ * graph is also replayed with the driver's own launch call on the stream's native object and
+ * synchronized natively: the "graph raw" row, so what acg adds to a replay is visible.
+ *
+ * The machine is shared and noisy: the kinds of step are interleaved, one of each per round in
+ * rotating order, so drift hits them alike, and every figure is a median. The work is
  * checked: y is copied back and compared with the number of launches applied, exactly (the
  * buffer is reset before that count could leave the integers a float holds exactly).
  */
 #include "bench.h"
 #include "cli.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +37,24 @@ const char bench_launch_usage[] = "usage: acg bench launch [--backend B] [--kern
 #define MAX_AUTO_STEPS 100000
 #define EXACT_FLOAT_LIMIT (1u << 24) /* every integer up to 2^24 is exact in a float */
 
-typedef enum step_kind { EAGER, EAGER_1, GRAPH, GRAPH_1, N_KINDS } step_kind;
+typedef enum step_kind { EAGER, EAGER_1, GRAPH, GRAPH_1, RAW, N_KINDS } step_kind;
 
-static const char *const kind_names[N_KINDS] = {"eager", "eager x1", "graph", "graph x1"};
+static const char *const kind_names[N_KINDS] = {"eager", "eager x1", "graph", "graph x1",
+                                                "graph raw"};
+
+/* The CUDA driver's own calls for the raw row, declared here (the tool is built without the
+ * CUDA headers): CUresult is an enum, CUgraphExec and CUstream are pointers. */
+typedef int (*cu_get_proc_fn)(const char *symbol, void **pfn, int version, uint64_t flags,
+                              int *status);
+typedef int (*cu_graph_launch_fn)(void *exec, void *stream);
+typedef int (*cu_stream_sync_fn)(void *stream);
+
+typedef struct raw_driver {
+    void *exec, *stream; /* the graph's CUgraphExec, the stream's CUstream */
+    cu_graph_launch_fn launch;
+    cu_stream_sync_fn sync;
+    int failed; /* the CUresult of a failed call */
+} raw_driver;
 
 typedef struct launch_config {
     bench_common common; /* --backend, --json */
@@ -53,6 +73,10 @@ typedef struct launch_bench {
     acg_graph_pool *pool;
     acg_graph *graph[N_KINDS]; /* [GRAPH]: N nodes, [GRAPH_1]: one node */
     bool graphs;
+    raw_driver raw;           /* launch NULL: no raw row (the graph is no driver object) */
+    step_kind kinds[N_KINDS]; /* (n_kinds) the kinds measured here */
+    int n_kinds;
+    const char *no_raw; /* why there is no raw row */
     acg_arg args[3];
     acg_dims dims;
     uint64_t applied;           /* launches run on y since it was last zeroed */
@@ -67,13 +91,46 @@ typedef struct launch_bench {
 /* ---- one step -------------------------------------------------------------------------------- */
 
 static uint32_t kind_launches(const launch_bench *b, step_kind k) {
-    return k == EAGER || k == GRAPH ? b->cfg->kernels : 1;
+    return k == EAGER || k == GRAPH || k == RAW ? b->cfg->kernels : 1;
+}
+
+static bool measured(const launch_bench *b, step_kind k) {
+    for (int i = 0; i < b->n_kinds; i++) {
+        if (b->kinds[i] == k)
+            return true;
+    }
+    return false;
+}
+
+/* One replay of the N-node graph by the driver's own calls. */
+static acg_status raw_step(launch_bench *b, uint64_t *t1) {
+    int r = b->raw.launch(b->raw.exec, b->raw.stream);
+    *t1 = bench_now_ns();
+    b->what = "cuGraphLaunch of the graph's CUgraphExec";
+    if (r == 0) {
+        r = b->raw.sync(b->raw.stream);
+        b->what = "cuStreamSynchronize of the stream's CUstream";
+    }
+    b->raw.failed = r;
+    return r == 0 ? ACG_OK : ACG_ERR_DEVICE;
 }
 
 /* Runs one step of kind k; with submit/step non-NULL stores its times in ns. */
 static acg_status run_step(launch_bench *b, step_kind k, double *submit, double *step) {
     acg_status st = ACG_OK;
     uint64_t t0 = bench_now_ns();
+    if (k == RAW) {
+        uint64_t t1 = 0;
+        if ((st = raw_step(b, &t1)) != ACG_OK)
+            return st;
+        uint64_t t2 = bench_now_ns();
+        b->applied += kind_launches(b, k);
+        if (submit)
+            *submit = (double)(t1 - t0);
+        if (step)
+            *step = (double)(t2 - t0);
+        return ACG_OK;
+    }
     if (k == EAGER || k == EAGER_1) {
         uint32_t n = kind_launches(b, k);
         for (uint32_t i = 0; i < n && st == ACG_OK; i++)
@@ -136,18 +193,20 @@ static int check_and_reset(launch_bench *b) {
 /* One step of each kind, the order rotating with the round. Samples go to index `sample`,
  * or nowhere for a warm-up round (sample < 0). Returns an exit status. */
 static int run_round(launch_bench *b, uint64_t round, int64_t sample) {
-    uint64_t per_round = 2 * (uint64_t)b->cfg->kernels + 2;
+    uint64_t per_round = 3 * (uint64_t)b->cfg->kernels + 2;
     if (b->applied + per_round > EXACT_FLOAT_LIMIT) {
         int rc = check_and_reset(b);
         if (rc != CLI_EXIT_OK)
             return rc;
     }
-    int n_kinds = b->graphs ? N_KINDS : GRAPH;
-    for (int i = 0; i < n_kinds; i++) {
-        step_kind k = (step_kind)((round + (uint64_t)i) % (uint64_t)n_kinds);
+    for (int i = 0; i < b->n_kinds; i++) {
+        step_kind k = b->kinds[(round + (uint64_t)i) % (uint64_t)b->n_kinds];
         double *submit = sample >= 0 ? &b->submit_ns[k][sample] : NULL;
         double *step = sample >= 0 ? &b->step_ns[k][sample] : NULL;
         acg_status st = run_step(b, k, submit, step);
+        if (st != ACG_OK && k == RAW)
+            return cli_failf("bench launch", "%s failed with CUDA error %d", b->what,
+                             b->raw.failed);
         if (st != ACG_OK)
             return cli_fail(st, b->what);
     }
@@ -172,6 +231,47 @@ static int capture(launch_bench *b, uint32_t count, acg_graph **out) {
     st = acg_stream_end_capture(b->stream, out);
     if (st != ACG_OK)
         return cli_fail(st, "ending the capture");
+    return CLI_EXIT_OK;
+}
+
+/* Binds the raw row: the graph's CUgraphExec, the stream's CUstream, and cuGraphLaunch and
+ * cuStreamSynchronize of the driver the cuda backend loaded (ACG_CUDA_DRIVER, else
+ * libcuda.so.1), resolved through cuGetProcAddress_v2 at their ABI versions as the backend
+ * resolves its own. Where the graph is no driver object, leaves the row out with the reason.
+ * Returns an exit status. */
+static int raw_bind(launch_bench *b) {
+    acg_native_handle exec = ACG_NATIVE_HANDLE_INIT, stream = ACG_NATIVE_HANDLE_INIT;
+    acg_status st = acg_graph_get_native(b->graph[GRAPH], &exec);
+    if (st == ACG_OK)
+        st = acg_stream_get_native(b->stream, &stream);
+    if (st != ACG_OK)
+        return cli_fail(st, "asking for the driver objects of the graph and the stream");
+    if (exec.kind != ACG_NATIVE_CUDA_GRAPH_EXEC || stream.kind != ACG_NATIVE_CUDA_STREAM) {
+        b->no_raw = "its graphs are not one driver object (only cuda's are)";
+        return CLI_EXIT_OK;
+    }
+    const char *path = getenv("ACG_CUDA_DRIVER");
+    if (path == NULL || path[0] == '\0')
+        path = "libcuda.so.1";
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD); /* the backend's, already loaded */
+    cu_get_proc_fn get = NULL;
+    if (h != NULL)
+        *(void **)&get = dlsym(h, "cuGetProcAddress_v2");
+    int found_launch = -1, found_sync = -1; /* CU_GET_PROC_ADDRESS_SUCCESS is 0 */
+    void *launch = NULL, *sync = NULL;
+    if (get != NULL && get("cuGraphLaunch", &launch, 10000, 0, &found_launch) == 0)
+        get("cuStreamSynchronize", &sync, 2000, 0, &found_sync);
+    if (h != NULL)
+        dlclose(h); /* RTLD_NOLOAD took a reference; the backend holds its own */
+    if (found_launch != 0 || found_sync != 0 || launch == NULL || sync == NULL)
+        return cli_failf("bench launch",
+                         "cannot resolve cuGraphLaunch and cuStreamSynchronize "
+                         "in the CUDA driver %s",
+                         path);
+    *(void **)&b->raw.launch = launch;
+    *(void **)&b->raw.sync = sync;
+    b->raw.exec = exec.handle;
+    b->raw.stream = stream.handle;
     return CLI_EXIT_OK;
 }
 
@@ -206,7 +306,7 @@ static int measure(launch_bench *b, uint64_t *steps_out) {
         return rc;
 
     for (int k = 0; k < N_KINDS; k++) {
-        bool ran = b->graphs || k < GRAPH;
+        bool ran = measured(b, (step_kind)k);
         b->median_submit_us[k] = ran ? bench_median(b->submit_ns[k], steps) / 1e3 : NAN;
         b->median_step_us[k] = ran ? bench_median(b->step_ns[k], steps) / 1e3 : NAN;
     }
@@ -243,6 +343,9 @@ static void report_json(const launch_bench *b, uint64_t steps, double seconds) {
     bench_json_number(&j, "eager_ns_per_launch", ns_per_node(b, EAGER));
     bench_json_number(&j, "eager1_step_us", b->median_step_us[EAGER_1]);
     bench_json_number(&j, "graph1_step_us", b->median_step_us[GRAPH_1]);
+    bench_json_number(&j, "raw_submit_us", b->median_submit_us[RAW]);
+    bench_json_number(&j, "raw_step_us", b->median_step_us[RAW]);
+    bench_json_number(&j, "acg_over_raw_step", b->median_step_us[GRAPH] / b->median_step_us[RAW]);
     bench_json_bool(&j, "verified", true);
     bench_json_number(&j, "seconds", seconds);
     bench_json_object_end(&j);
@@ -255,13 +358,13 @@ static void report_table(const launch_bench *b, uint64_t steps, double seconds) 
            b->cfg->kernels, b->cfg->elements, (unsigned long long)steps, seconds);
     static const char *const headers[] = {"mode", "launches", "submit us/step", "step us",
                                           "ns/node"};
-    static const int widths[] = {-8, 8, 14, 10, 8};
+    static const int widths[] = {-9, 8, 14, 10, 8};
     bench_table t;
     bench_table_begin(&t, stdout, 5, widths, headers);
-    static const step_kind order[] = {EAGER, GRAPH, EAGER_1, GRAPH_1};
+    static const step_kind order[] = {EAGER, GRAPH, RAW, EAGER_1, GRAPH_1};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         step_kind k = order[i];
-        if (!b->graphs && (k == GRAPH || k == GRAPH_1))
+        if (!measured(b, k))
             continue;
         bench_table_cell(&t, "%s", kind_names[k]);
         bench_table_cell(&t, "%u", kind_launches(b, k));
@@ -280,6 +383,13 @@ static void report_table(const launch_bench *b, uint64_t steps, double seconds) 
     else
         printf("graphs: unsupported on %s (capability.graphs is false): eager figures only\n",
                acg_device_get_spec(b->dev));
+    if (measured(b, RAW))
+        printf("acg/raw: step %.3fx, submit %.2fx (acg_graph_launch against the driver's own "
+               "cuGraphLaunch of the same graph)\n",
+               b->median_step_us[GRAPH] / b->median_step_us[RAW],
+               b->median_submit_us[GRAPH] / b->median_submit_us[RAW]);
+    else if (b->graphs)
+        printf("graph raw: not measured on %s: %s\n", acg_device_get_spec(b->dev), b->no_raw);
     printf("checked: y = y + 1 applied as often as launched, all %u elements exact\n",
            b->cfg->elements);
 }
@@ -329,9 +439,18 @@ static int run(const launch_config *cfg) {
             goto out_free_host;
         }
         if ((rc = capture(&b, cfg->kernels, &b.graph[GRAPH])) != CLI_EXIT_OK ||
-            (rc = capture(&b, 1, &b.graph[GRAPH_1])) != CLI_EXIT_OK)
+            (rc = capture(&b, 1, &b.graph[GRAPH_1])) != CLI_EXIT_OK ||
+            (rc = raw_bind(&b)) != CLI_EXIT_OK)
             goto out_destroy_graphs;
     }
+    b.kinds[b.n_kinds++] = EAGER;
+    b.kinds[b.n_kinds++] = EAGER_1;
+    if (b.graphs) {
+        b.kinds[b.n_kinds++] = GRAPH;
+        b.kinds[b.n_kinds++] = GRAPH_1;
+    }
+    if (b.raw.launch != NULL)
+        b.kinds[b.n_kinds++] = RAW;
 
     uint64_t steps = 0;
     if ((rc = measure(&b, &steps)) != CLI_EXIT_OK)

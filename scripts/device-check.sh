@@ -274,9 +274,12 @@ if kind == "info":
             d.get("memory_bytes", 0) / 2**30))
 elif kind == "launch":
     r = load(0)
+    raw = r.get("raw_step_us")
     out(r.get("verified", False),
-        "eager/graph %.1fx: %.2f -> %.2f us a step of %d kernels%s" % (
+        "eager/graph %.1fx: %.2f -> %.2f us a step of %d kernels; %s%s" % (
             r["step_ratio"], r["eager_step_us"], r["graph_step_us"], r["kernels"],
+            "raw cuGraphLaunch %.2f us, acg/raw %.3fx" % (raw, r["acg_over_raw_step"])
+            if raw is not None else "no raw row",
             "" if r.get("verified") else ", NOT verified"))
 elif kind == "decode":
     r = load(0)
