@@ -1,10 +1,11 @@
-# Embeds a binary file (a fatbin) in C as an 8-byte aligned byte array and its size:
+# Embeds a binary file (a fatbin, a SPIR-V module) in C as an 8-byte aligned byte array and its
+# size:
 #   cmake -DINPUT=file -DOUTPUT=file.h -DNAME=symbol -P embed_binary.cmake
 # writes a header defining `const unsigned char NAME[]` and `const size_t NAME_size`. The
 # definitions are not static: one translation unit includes the header (the layer's kernel
 # definitions), and a static initializer takes the size as `sizeof NAME`, a constant expression.
 # 8-byte alignment is what the driver expects of an image in memory (nvcc's own embedding
-# aligns its fatbins to 8).
+# aligns its fatbins to 8); a SPIR-V module, 32-bit words, needs 4.
 file(READ "${INPUT}" hex HEX)
 string(LENGTH "${hex}" digits)
 math(EXPR size "${digits} / 2")

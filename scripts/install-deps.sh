@@ -14,6 +14,8 @@ PACKAGES="$PACKAGES g++"
 PACKAGES="$PACKAGES pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo"
 # The fuzz stage of .ci/run: clang and its libFuzzer runtime (libclang_rt.fuzzer).
 PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev"
+# The level_zero backend's kernels: OpenCL C to SPIR-V at build time (with clang-14), spirv-val.
+PACKAGES="$PACKAGES llvm-spirv-14 spirv-tools"
 # tests/cli writes checkpoint and tokenizer files, good and malformed, with python3's struct.
 PACKAGES="$PACKAGES python3"
 

@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <acg/model.h> /* acg_model_register_kernels */
+
+#include "core/acg-impl.h" /* a loaded kernel's definition, the core's kernels */
+
 #ifdef ACG_HAVE_CUDA_KERNELS
 #include "test_kernels_cuda.h" /* tests/cuda/test_kernels.cu, compiled by the build */
 #endif
@@ -395,6 +399,68 @@ static void test_desc_copied(void **state) {
     TC_OK(acg_kernel_unregister("tk_copied"));
 }
 
+/* A SPIR-V module (the level_zero backend's code) is copied like the other binaries, into
+ * storage aligned for its 32-bit words, with its function's name. The cpu device, which ignores
+ * the module, loads the kernel. Where the build compiled the layers' OpenCL C to SPIR-V, the
+ * core's and the model's kernels carry their layer's module under their own names. */
+static void test_spirv_module_copied(void **state) {
+    (void)state;
+    /* A SPIR-V header (magic, version 1.0, generator, bound, schema): no backend here reads
+     * more of a module than its pointer and size. */
+    const uint32_t header[5] = {0x07230203u, 0x00010000u, 0, 1, 0};
+    uint32_t words[5];
+    char fn_name[16];
+    memcpy(words, header, sizeof words);
+    strcpy(fn_name, "tk_rowscale");
+    acg_kernel_desc d = rowscale_desc("tk_spirv");
+    d.spirv.module = words;
+    d.spirv.size = sizeof words;
+    d.spirv.name = fn_name;
+    TC_OK(acg_kernel_register(&d));
+    memset(words, 0, sizeof words);
+    memset(fn_name, 'y', sizeof fn_name - 1);
+
+    acg_device *dev = tc_open_cpu();
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(dev, "tk_spirv", &k));
+    const acg_kernel_desc *copy = &k->def->d;
+    assert_ptr_not_equal(copy->spirv.module, words);
+    assert_int_equal((uintptr_t)copy->spirv.module % 4, 0);
+    assert_int_equal(copy->spirv.size, sizeof header);
+    assert_memory_equal(copy->spirv.module, header, sizeof header);
+    assert_string_equal(copy->spirv.name, "tk_rowscale");
+
+#ifdef ACG_HAVE_SPIRV_KERNELS
+    size_t n_core = 0;
+    const acg__kernel_def *core = acg__core_kernels(&n_core);
+    const acg_kernel_desc *model[2] = {NULL, NULL};
+    TC_OK(acg_model_register_kernels());
+    TC_OK(acg_kernel_get(dev, "swiglu_f32", &k));
+    model[0] = &k->def->d;
+    TC_OK(acg_kernel_get(dev, "sample_f32", &k));
+    model[1] = &k->def->d;
+    for (size_t i = 0; i < n_core + 2; i++) {
+        const acg_kernel_desc *c = i < n_core ? &core[i].d : model[i - n_core];
+        uint32_t magic = 0;
+        assert_non_null(c->spirv.module);
+        assert_int_equal((uintptr_t)c->spirv.module % 4, 0);
+        assert_true(c->spirv.size > sizeof header && c->spirv.size % 4 == 0);
+        memcpy(&magic, c->spirv.module, sizeof magic);
+        assert_int_equal(magic, header[0]);
+        assert_string_equal(c->spirv.name, c->name);
+    }
+    /* One module per layer: the model's kernels share theirs, and it is not the core's. */
+    assert_memory_equal(model[0]->spirv.module, model[1]->spirv.module, model[0]->spirv.size);
+    assert_ptr_equal(core[0].d.spirv.module, core[n_core - 1].d.spirv.module);
+    assert_true(model[0]->spirv.size != core[0].d.spirv.size);
+    tc_close(dev);
+    TC_OK(acg_model_unregister_kernels());
+#else
+    tc_close(dev);
+#endif
+    TC_OK(acg_kernel_unregister("tk_spirv"));
+}
+
 typedef struct malformed {
     const char *why; /* what the message must contain */
     void (*spoil)(acg_kernel_desc *d);
@@ -444,6 +510,8 @@ static void fatbin_size_only(acg_kernel_desc *d) {
     d->cuda.size = 16;
 }
 static void spirv_name_only(acg_kernel_desc *d) { d->spirv.name = "tk"; }
+static void spirv_no_size(acg_kernel_desc *d) { d->spirv.module = rowscale_cl; }
+static void spirv_size_only(acg_kernel_desc *d) { d->spirv.size = 20; }
 static void lanes_three(acg_kernel_desc *d) {
     d->cuda.fatbin = rowscale_cl; /* any bytes: nothing is loaded before the check */
     d->cuda.size = 16;
@@ -503,9 +571,11 @@ static void test_malformed_refused(void **state) {
         {"exactness 9", exactness_unknown},
         {"no implementation", no_code},
         {"opencl.name without opencl.source", opencl_name_only},
-        {"pointer and its size", fatbin_no_size},
-        {"pointer and its size", fatbin_size_only},
-        {"pointer and its size", spirv_name_only},
+        {"cuda.fatbin, cuda.size and cuda.name", fatbin_no_size},
+        {"cuda.fatbin, cuda.size and cuda.name", fatbin_size_only},
+        {"spirv.module, spirv.size and spirv.name", spirv_name_only},
+        {"spirv.module, spirv.size and spirv.name", spirv_no_size},
+        {"spirv.module, spirv.size and spirv.name", spirv_size_only},
         {"cpu_parts needs both", parts_only},
         {"cpu_parts needs both", part_fn_only},
         {"cpu_parts without cpu.fn", parts_without_cpu_fn},
@@ -802,6 +872,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_no_code_for_backend),
         cmocka_unit_test(test_duplicate_and_unregister),
         cmocka_unit_test(test_desc_copied),
+        cmocka_unit_test(test_spirv_module_copied),
         cmocka_unit_test(test_malformed_refused),
         cmocka_unit_test(test_desc_size),
         cmocka_unit_test_setup_teardown(test_bad_launch_submits_nothing, setup, teardown),

@@ -301,6 +301,8 @@ size_t acg__kernel_registered(void);
  * It stays valid while a device has it loaded; the cuda backend hands this lookup to its test
  * driver, which runs the definition's cpu code in the function's place. */
 const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function);
+/* The same for the SPIR-V entry point `function` (acg's Level Zero test driver). */
+const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function);
 void acg__device_kernels_free(acg_device *dev);
 
 /* The backends compiled in (registry.c). */

@@ -1,6 +1,7 @@
 /* elementwise.c — the core's own kernels: four elementwise f32 kernels, defined once with their
- * C code for the cpu backend, their OpenCL C (elementwise.cl, embedded by the build) and, where
- * the build has nvcc, their CUDA C (elementwise.cu, compiled into a fatbin and embedded). They
+ * C code for the cpu backend, their OpenCL C (elementwise.cl, embedded by the build), where the
+ * build has nvcc their CUDA C (elementwise.cu, compiled into a fatbin and embedded), and where
+ * it has clang and llvm-spirv elementwise.cl again as SPIR-V (compiled and embedded). They
  * are registered from the start and never unregistered; every other kernel belongs to the layer
  * that registers it. The build turns off contraction into fused multiply-adds
  * (-ffp-contract=off), so a*b+c rounds twice here as in OpenCL C and every backend matches the
@@ -17,6 +18,16 @@
     { acg__core_kernels_fatbin, sizeof acg__core_kernels_fatbin, #fn_ }
 #else
 #define CUDA_CODE(fn_)                                                                             \
+    { NULL, 0, NULL }
+#endif
+
+/* The SPIR-V module compiled from elementwise.cl, for the level_zero backend. */
+#ifdef ACG_HAVE_SPIRV_KERNELS
+#include "core_kernels_spv.h"
+#define SPIRV_CODE(fn_)                                                                            \
+    { acg__core_kernels_spv, sizeof acg__core_kernels_spv, #fn_ }
+#else
+#define SPIRV_CODE(fn_)                                                                            \
     { NULL, 0, NULL }
 #endif
 
@@ -70,6 +81,7 @@ static void copy_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
             .cpu = {fn_},                                                                          \
             .opencl = {acg__core_kernels_cl, #fn_},                                                \
             .cuda = CUDA_CODE(fn_),                                                                \
+            .spirv = SPIRV_CODE(fn_),                                                              \
         },                                                                                         \
     }
 
@@ -82,6 +94,7 @@ static const acg__kernel_def kernels[] = {
 
 #undef ELEMENTWISE
 #undef CUDA_CODE
+#undef SPIRV_CODE
 #undef LIST
 #undef B
 #undef F

@@ -44,23 +44,39 @@ static bool cuda_function_is(const acg__kernel_def *def, const char *function) {
     return def->d.cuda.fatbin != NULL && strcmp(f, function) == 0;
 }
 
-const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function) {
+/* The SPIR-V entry point a definition names. */
+static bool spirv_function_is(const acg__kernel_def *def, const char *function) {
+    const char *f = def->d.spirv.name != NULL ? def->d.spirv.name : def->name;
+    return def->d.spirv.module != NULL && strcmp(f, function) == 0;
+}
+
+/* The first definition, the core's then the registered ones, that `is` says names function. */
+static const acg_kernel_desc *find_function(bool (*is)(const acg__kernel_def *, const char *),
+                                            const char *function) {
     size_t n_core = 0;
     const acg__kernel_def *core = acg__core_kernels(&n_core);
     for (size_t i = 0; i < n_core; i++) {
-        if (cuda_function_is(&core[i], function)) {
+        if (is(&core[i], function)) {
             return &core[i].d;
         }
     }
     const acg_kernel_desc *found = NULL;
     pthread_mutex_lock(&reg_lock);
     for (uint32_t i = 0; i < reg_n && found == NULL; i++) {
-        if (cuda_function_is(reg[i], function)) {
+        if (is(reg[i], function)) {
             found = &reg[i]->d;
         }
     }
     pthread_mutex_unlock(&reg_lock);
     return found;
+}
+
+const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function) {
+    return find_function(cuda_function_is, function);
+}
+
+const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function) {
+    return find_function(spirv_function_is, function);
 }
 
 size_t acg__kernel_registered(void) {
@@ -145,11 +161,16 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): opencl.name without opencl.source", fn,
                           name);
     }
-    if (!binary_ok(d->cuda.fatbin, d->cuda.size, d->cuda.name) ||
-        !binary_ok(d->spirv.module, d->spirv.size, d->spirv.name)) {
+    if (!binary_ok(d->cuda.fatbin, d->cuda.size, d->cuda.name)) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s(%s): a cuda or spirv binary needs both its pointer and its size "
-                          "(and a name only with them)",
+                          "%s(%s): cuda.fatbin, cuda.size and cuda.name: a binary needs both its "
+                          "pointer and its size, and a name only with them",
+                          fn, name);
+    }
+    if (!binary_ok(d->spirv.module, d->spirv.size, d->spirv.name)) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): spirv.module, spirv.size and spirv.name: a binary needs both "
+                          "its pointer and its size, and a name only with them",
                           fn, name);
     }
     if ((d->cpu_parts.parts == NULL) != (d->cpu_parts.fn == NULL)) {

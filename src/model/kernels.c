@@ -1,8 +1,9 @@
 /* kernels.c — the reference model's kernels: their definitions (argument types, how far each
  * buffer argument reaches, which backends have code for them) and their registration. The code
- * itself is kernels_cpu.c for the cpu backend, kernels.cl for OpenCL (embedded by the build) and,
- * where the build has nvcc, kernels.cu for CUDA (compiled into a fatbin and embedded); model.h
- * documents each kernel. */
+ * itself is kernels_cpu.c for the cpu backend, kernels.cl for OpenCL (embedded by the build),
+ * where the build has nvcc kernels.cu for CUDA (compiled into a fatbin and embedded), and where
+ * it has clang and llvm-spirv kernels.cl again as SPIR-V for level_zero (compiled and
+ * embedded); model.h documents each kernel. */
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -21,6 +22,16 @@
 #define CUDA_CODE(name_)                                                                           \
     { NULL, 0, NULL }
 #define CUDA_LANES(n_) 0
+#endif
+
+/* The SPIR-V module compiled from kernels.cl, under the kernel's own name. */
+#ifdef ACG_HAVE_SPIRV_KERNELS
+#include "model_kernels_spv.h"
+#define SPIRV_CODE(name_)                                                                          \
+    { acg__model_kernels_spv, sizeof acg__model_kernels_spv, #name_ }
+#else
+#define SPIRV_CODE(name_)                                                                          \
+    { NULL, 0, NULL }
 #endif
 
 /* ---- shape rules ----------------------------------------------------------------------------
@@ -134,17 +145,17 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 #define LIST(...) __VA_ARGS__
 
 /* A model kernel with its C code (acg__model_cpu_<name>), the OpenCL C of kernels.cl, the CUDA
- * C of kernels.cu where the build has it, and for the kernels worth splitting over the cpu
- * backend's threads, their parts (acg__model_cpu_<name>_parts and _part). Its buffers come
- * first, 4-byte items each. Every model kernel follows the one arithmetic (docs/arithmetic.md),
- * so every backend computes it bit for bit alike. */
+ * C of kernels.cu and the SPIR-V of kernels.cl where the build has them, and for the kernels
+ * worth splitting over the cpu backend's threads, their parts (acg__model_cpu_<name>_parts and
+ * _part). Its buffers come first, 4-byte items each. Every model kernel follows the one
+ * arithmetic (docs/arithmetic.md), so every backend computes it bit for bit alike. */
 #define MODEL_KERNEL(name_, n_args_, types_, bytes_, dims_, shape_, in_place_, split_, lanes_)     \
     {                                                                                              \
         .size = sizeof(acg_kernel_desc), .name = #name_, .n_args = n_args_, .types = {types_},     \
         .bytes_per_item = {bytes_}, .dims = dims_, .shape = shape_, .in_place = {in_place_},       \
         .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND, .cpu = {acg__model_cpu_##name_},              \
-        .opencl = {acg__model_kernels_cl, NULL}, .cuda = CUDA_CODE(name_), .cpu_parts = split_,    \
-        .cuda_lanes = CUDA_LANES(lanes_),                                                          \
+        .opencl = {acg__model_kernels_cl, NULL}, .cuda = CUDA_CODE(name_),                         \
+        .spirv = SPIRV_CODE(name_), .cpu_parts = split_, .cuda_lanes = CUDA_LANES(lanes_),         \
     }
 #define SPLIT(name_)                                                                               \
     { acg__model_cpu_##name_##_parts, acg__model_cpu_##name_##_part }
@@ -184,6 +195,7 @@ static const acg_kernel_desc kernels[] = {
 #undef MODEL_KERNEL
 #undef CUDA_CODE
 #undef CUDA_LANES
+#undef SPIRV_CODE
 #undef SPLIT
 #undef WHOLE
 #undef LIST
