@@ -552,8 +552,6 @@ static int expect_unavailable(const char *text) {
     return 1;
 }
 
-/* A driver without cuGraphExecUpdate: graphs work, update is refused and the capability's
- * detail names the missing entry point. */
 /* The CUgraphExec behind a graph, launched with the driver's own cuGraphLaunch on the stream's
  * CUstream, computes what acg's replay computes (the bench's raw row does this); host memory
  * the driver refuses to register is left unregistered, and a later registration works. */
