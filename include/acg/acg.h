@@ -887,7 +887,9 @@ ACG_API acg_status acg_graph_destroy(acg_graph *graph);
 /* Gives up a graph that will never replay (say, one slot of a bucket dropped whole). The handle
  * is dead on return. Most backends destroy it at once; a backend whose driver may still
  * reference what the graph recorded keeps it in its pool until the pool's next successful
- * capture or the pool's destruction, which is the only way such memory is safely reused. */
+ * capture or the pool's destruction, which is the only way such memory is safely reused. It
+ * never fails for want of memory: without room to keep the graph, it is destroyed once its
+ * pool's replays ended. ACG_ERR_INVALID_HANDLE for a dead graph; NULL does nothing. */
 ACG_API acg_status acg_graph_discard(acg_graph *graph);
 
 /* ---------------------------------------------------------------------------------------------

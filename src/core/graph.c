@@ -622,25 +622,20 @@ acg_status acg_graph_discard(acg_graph *g) {
     }
     acg_device *dev = g->dev;
     acg_graph_pool *pool = g->pool;
-    /* Reserve the parking place first: once retired, the handle cannot come back. */
-    pthread_mutex_lock(&dev->lock);
-    bool park = dev->retain_discarded && !pool->is_private;
-    if (park && !acg__grow((void **)&pool->parked, &pool->cap_parked, pool->n_parked + 1,
-                           sizeof *pool->parked)) {
-        pthread_mutex_unlock(&dev->lock);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_discard: out of memory");
-    }
-    pthread_mutex_unlock(&dev->lock);
     st = retire_graph(g, "acg_graph_discard");
     if (st != ACG_OK) {
         return st;
     }
     pthread_mutex_lock(&dev->lock);
     /* A private pool takes no later capture, so parking there would only delay the end. */
+    bool park = dev->retain_discarded && !pool->is_private;
     if (park && !acg__grow((void **)&pool->parked, &pool->cap_parked, pool->n_parked + 1,
                            sizeof *pool->parked)) {
-        /* Another discard took the place reserved above and memory ran out since. */
-        acg__log(ACG_LOG_WARN, "acg_graph_discard: out of memory to park graph %llu; destroyed",
+        /* Without memory to park it, the graph goes as acg_graph_destroy would take it: after
+         * the pool's replays ended, when the driver no longer uses what it recorded. A discard
+         * never fails for want of memory: its callers drop the handle whatever it returns. */
+        acg__log(ACG_LOG_WARN, "acg_graph_discard: out of memory to park graph %llu; destroyed "
+                               "once its pool's replays ended",
                  (unsigned long long)g->id);
         park = false;
     }
