@@ -1,0 +1,443 @@
+/* fake_device.c — the Level Zero test driver's zeInit, driver, devices and contexts.
+ *
+ * One driver with ACGTEST_ZE_DEVICES GPUs (default 1) that look like a discrete Intel GPU of
+ * the Data Center Max kind: numbers acg reads (group sizes, memory, queue groups) are plausible,
+ * the rest are placeholders. A device has two command queue groups: ordinal 0 runs everything,
+ * ordinal 1 only copies and fills, so a backend that picks its ordinal by the flags is tested.
+ */
+#include "fake_ze_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The copy group's fill pattern limit is this driver's choice (Intel's was not verified). */
+const struct fake_group fake__groups[FAKE_GROUP_COUNT] = {
+    [FAKE_GROUP_COMPUTE] = {ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE |
+                                ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY |
+                                ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COOPERATIVE_KERNELS,
+                            FAKE_MAX_PATTERN, 4},
+    [FAKE_GROUP_COPY] = {ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY, 4, 1},
+};
+
+#define DEVICE_NAME "acg Level Zero test driver"
+
+/* ---- initialization and the driver ---------------------------------------------------------- */
+
+ze_result_t fake_zeInit(ze_init_flags_t flags) {
+    FAKE_ENTER(zeInit);
+    if (flags > (ZE_INIT_FLAG_GPU_ONLY | ZE_INIT_FLAG_VPU_ONLY)) {
+        return ZE_RESULT_ERROR_INVALID_ENUMERATION;
+    }
+    if (flags == ZE_INIT_FLAG_VPU_ONLY) {
+        return ZE_RESULT_ERROR_UNINITIALIZED; /* it has GPUs only */
+    }
+    if (fake__cfg.init_fail != ZE_RESULT_SUCCESS) {
+        return fake__cfg.init_fail;
+    }
+    pthread_mutex_lock(&fake__g.lock);
+    fake__g.initialized = 1;
+    pthread_mutex_unlock(&fake__g.lock);
+    return ZE_RESULT_SUCCESS;
+}
+
+/* (lock held) The preamble of a driver call: initialized, and h this driver. */
+static ze_result_t driver_check(ze_driver_handle_t h) {
+    ze_result_t r = fake__ready();
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    if (h == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    }
+    if ((void *)h != (void *)&fake__g.driver) {
+        fake__violation("%p is not this driver's handle", (void *)h);
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+/* Entry points that only read read-only state take the lock just for the checks. */
+static ze_result_t driver_ready(ze_driver_handle_t h) {
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = driver_check(h);
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+static ze_result_t device_ready(ze_device_handle_t h, struct fake_device **out) {
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__device(h, out);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+ze_result_t fake_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers) {
+    FAKE_ENTER(zeDriverGet);
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    pthread_mutex_unlock(&fake__g.lock);
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    if (pCount == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (*pCount == 0 || phDrivers == NULL) {
+        *pCount = 1;
+        return ZE_RESULT_SUCCESS;
+    }
+    *pCount = 1;
+    phDrivers[0] = (ze_driver_handle_t)(void *)&fake__g.driver;
+    return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t fake_zeDriverGetApiVersion(ze_driver_handle_t hDriver, ze_api_version_t *version) {
+    FAKE_ENTER(zeDriverGetApiVersion);
+    ze_result_t r = driver_ready(hDriver);
+    if (r == ZE_RESULT_SUCCESS && version == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        *version = (ze_api_version_t)fake__cfg.api_version;
+    }
+    return r;
+}
+
+ze_result_t fake_zeDriverGetProperties(ze_driver_handle_t hDriver,
+                                       ze_driver_properties_t *pDriverProperties) {
+    static const char fn[] = "zeDriverGetProperties";
+    FAKE_ENTER(zeDriverGetProperties);
+    ze_result_t r = driver_ready(hDriver);
+    if (r == ZE_RESULT_SUCCESS && pDriverProperties == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__stype(pDriverProperties, ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES, fn,
+                        "pDriverProperties");
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        memset(&pDriverProperties->uuid, 0, sizeof pDriverProperties->uuid);
+        memcpy(pDriverProperties->uuid.id, "acg-test-ze", 11);
+        pDriverProperties->driverVersion = 1;
+    }
+    return r;
+}
+
+/* The offered extensions, in fake_ext order. */
+static uint32_t offered_extensions(ze_driver_extension_properties_t *out, uint32_t max) {
+    uint32_t n = 0;
+    for (int i = 0; i < FAKE_EXT_COUNT; i++) {
+        if (!fake__cfg.extensions[i]) {
+            continue;
+        }
+        if (out != NULL && n < max) {
+            memset(&out[n], 0, sizeof out[n]);
+            snprintf(out[n].name, sizeof out[n].name, "%s", fake__exts[i].name);
+            out[n].version = fake__cfg.extensions[i];
+        }
+        n++;
+    }
+    return n;
+}
+
+ze_result_t fake_zeDriverGetExtensionProperties(ze_driver_handle_t hDriver, uint32_t *pCount,
+                                                ze_driver_extension_properties_t *pProps) {
+    FAKE_ENTER(zeDriverGetExtensionProperties);
+    ze_result_t r = driver_ready(hDriver);
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    if (pCount == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    uint32_t n = offered_extensions(NULL, 0);
+    if (*pCount == 0 || pProps == NULL) {
+        *pCount = n;
+        return ZE_RESULT_SUCCESS;
+    }
+    uint32_t want = *pCount < n ? *pCount : n;
+    offered_extensions(pProps, want);
+    *pCount = want;
+    return ZE_RESULT_SUCCESS;
+}
+
+/* Names not served answer INVALID_ARGUMENT with NULL, as Intel's driver does (the 1.4
+ * specification lists no code for it). */
+ze_result_t fake_zeDriverGetExtensionFunctionAddress(ze_driver_handle_t hDriver, const char *name,
+                                                     void **ppFunctionAddress) {
+    FAKE_ENTER(zeDriverGetExtensionFunctionAddress);
+    ze_result_t r = driver_ready(hDriver);
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    if (name == NULL || ppFunctionAddress == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    return fake__ext_function(name, ppFunctionAddress);
+}
+
+/* ---- devices -------------------------------------------------------------------------------- */
+
+ze_result_t fake_zeDeviceGet(ze_driver_handle_t hDriver, uint32_t *pCount,
+                             ze_device_handle_t *phDevices) {
+    FAKE_ENTER(zeDeviceGet);
+    ze_result_t r = driver_ready(hDriver);
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    if (pCount == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    uint32_t n = (uint32_t)fake__cfg.devices;
+    if (*pCount == 0 || phDevices == NULL) {
+        *pCount = n;
+        return ZE_RESULT_SUCCESS;
+    }
+    uint32_t want = *pCount < n ? *pCount : n;
+    for (uint32_t i = 0; i < want; i++) {
+        phDevices[i] = (ze_device_handle_t)(void *)&fake__g.devices[i];
+    }
+    *pCount = want;
+    return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
+                                       ze_device_properties_t *pDeviceProperties) {
+    static const char fn[] = "zeDeviceGetProperties";
+    FAKE_ENTER(zeDeviceGetProperties);
+    struct fake_device *d;
+    ze_result_t r = device_ready(hDevice, &d);
+    if (r == ZE_RESULT_SUCCESS && pDeviceProperties == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__stype(pDeviceProperties, ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES, fn,
+                        "pDeviceProperties");
+    }
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    ze_device_properties_t *p = pDeviceProperties;
+    p->type = ZE_DEVICE_TYPE_GPU;
+    p->vendorId = 0x8086;
+    p->deviceId = 0x0bd5;
+    p->flags = 0; /* discrete, no sub-devices, no ECC, not on demand paging */
+    p->subdeviceId = 0;
+    p->coreClockRate = 1600;
+    p->maxMemAllocSize = fake__cfg.mem_bytes;
+    p->maxHardwareContexts = 65536;
+    p->maxCommandQueuePriority = 0;
+    p->numThreadsPerEU = 8;
+    p->physicalEUSimdWidth = 16;
+    p->numEUsPerSubslice = 8;
+    p->numSubslicesPerSlice = 64;
+    p->numSlices = 1;
+    p->timerResolution = 1;
+    p->timestampValidBits = 64;
+    p->kernelTimestampValidBits = 32;
+    memset(&p->uuid, 0, sizeof p->uuid);
+    memcpy(p->uuid.id, "acg-test-ze-dev", 15);
+    p->uuid.id[15] = (uint8_t)d->index;
+    memset(p->name, 0, sizeof p->name);
+    snprintf(p->name, sizeof p->name, "%s", DEVICE_NAME);
+    fake__mutable_properties(p);
+    return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t fake_zeDeviceGetComputeProperties(ze_device_handle_t hDevice,
+                                              ze_device_compute_properties_t *pComputeProperties) {
+    static const char fn[] = "zeDeviceGetComputeProperties";
+    FAKE_ENTER(zeDeviceGetComputeProperties);
+    struct fake_device *d;
+    ze_result_t r = device_ready(hDevice, &d);
+    if (r == ZE_RESULT_SUCCESS && pComputeProperties == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__stype(pComputeProperties, ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES, fn,
+                        "pComputeProperties");
+    }
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    ze_device_compute_properties_t *p = pComputeProperties;
+    p->maxTotalGroupSize = 1024;
+    p->maxGroupSizeX = p->maxGroupSizeY = p->maxGroupSizeZ = 1024;
+    p->maxGroupCountX = p->maxGroupCountY = p->maxGroupCountZ = 0xffffffffu;
+    p->maxSharedLocalMemory = 131072;
+    p->numSubGroupSizes = 2;
+    memset(p->subGroupSizes, 0, sizeof p->subGroupSizes);
+    p->subGroupSizes[0] = 16;
+    p->subGroupSizes[1] = 32;
+    return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t fake_zeDeviceGetMemoryProperties(ze_device_handle_t hDevice, uint32_t *pCount,
+                                             ze_device_memory_properties_t *pMemProperties) {
+    static const char fn[] = "zeDeviceGetMemoryProperties";
+    FAKE_ENTER(zeDeviceGetMemoryProperties);
+    struct fake_device *d;
+    ze_result_t r = device_ready(hDevice, &d);
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    if (pCount == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (*pCount == 0 || pMemProperties == NULL) {
+        *pCount = 1;
+        return ZE_RESULT_SUCCESS;
+    }
+    r = fake__stype(pMemProperties, ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES, fn,
+                    "pMemProperties[0]");
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    ze_device_memory_properties_t *p = pMemProperties;
+    p->flags = 0;
+    p->maxClockRate = 3200;
+    p->maxBusWidth = 8192;
+    p->totalSize = fake__cfg.mem_bytes;
+    memset(p->name, 0, sizeof p->name);
+    snprintf(p->name, sizeof p->name, "HBM");
+    *pCount = 1;
+    return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t
+fake_zeDeviceGetCommandQueueGroupProperties(ze_device_handle_t hDevice, uint32_t *pCount,
+                                            ze_command_queue_group_properties_t *pProps) {
+    static const char fn[] = "zeDeviceGetCommandQueueGroupProperties";
+    FAKE_ENTER(zeDeviceGetCommandQueueGroupProperties);
+    struct fake_device *d;
+    ze_result_t r = device_ready(hDevice, &d);
+    if (r != ZE_RESULT_SUCCESS) {
+        return r;
+    }
+    if (pCount == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (*pCount == 0 || pProps == NULL) {
+        *pCount = FAKE_GROUP_COUNT;
+        return ZE_RESULT_SUCCESS;
+    }
+    uint32_t want = *pCount < FAKE_GROUP_COUNT ? *pCount : FAKE_GROUP_COUNT;
+    for (uint32_t i = 0; i < want; i++) {
+        r = fake__stype(&pProps[i], ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES, fn,
+                        "pCommandQueueGroupProperties[i]");
+        if (r != ZE_RESULT_SUCCESS) {
+            return r;
+        }
+    }
+    for (uint32_t i = 0; i < want; i++) {
+        pProps[i].flags = fake__groups[i].flags;
+        pProps[i].maxMemoryFillPatternSize = fake__groups[i].max_pattern;
+        pProps[i].numQueues = fake__groups[i].queues;
+    }
+    *pCount = want;
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- contexts ------------------------------------------------------------------------------- */
+
+ze_result_t fake_zeContextCreate(ze_driver_handle_t hDriver, const ze_context_desc_t *desc,
+                                 ze_context_handle_t *phContext) {
+    static const char fn[] = "zeContextCreate";
+    FAKE_ENTER(zeContextCreate);
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = driver_check(hDriver);
+    if (r != ZE_RESULT_SUCCESS) {
+        goto out;
+    }
+    if (desc == NULL || phContext == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+        goto out;
+    }
+    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_CONTEXT_DESC, fn, "desc")) != ZE_RESULT_SUCCESS) {
+        goto out;
+    }
+    if (desc->flags > ZE_CONTEXT_FLAG_TBD) {
+        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
+        goto out;
+    }
+    struct fake_context *ctx = calloc(1, sizeof *ctx);
+    if (ctx == NULL || fake__obj_add(&ctx->obj, FAKE_CONTEXT) != 0) {
+        free(ctx);
+        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        goto out;
+    }
+    *phContext = (ze_context_handle_t)(void *)ctx;
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* (lock held) The context an object was created on. */
+static struct fake_context *context_of(const struct fake_obj *o) {
+    switch (o->kind) {
+    case FAKE_QUEUE:
+        return ((const struct fake_queue *)o)->ctx;
+    case FAKE_LIST:
+        return ((const struct fake_list *)o)->ctx;
+    case FAKE_POOL:
+        return ((const struct fake_pool *)o)->ctx;
+    case FAKE_EVENT:
+        return ((const struct fake_event *)o)->pool->ctx;
+    case FAKE_FENCE:
+        return ((const struct fake_fence *)o)->queue->ctx;
+    case FAKE_MODULE:
+        return ((const struct fake_module *)o)->ctx;
+    case FAKE_KERNEL:
+        return ((const struct fake_kernel *)o)->module->ctx;
+    default:
+        return NULL; /* contexts, and build logs, which outlive their module */
+    }
+}
+
+/* Objects made on the context must go first (HANDLE_OBJECT_IN_USE otherwise, a violation: a
+ * real driver would leave them dangling). Allocations may be freed with it, as the
+ * specification allows, but acgtest_ze_live keeps counting them: acg frees its own. */
+ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext) {
+    static const char fn[] = "zeContextDestroy";
+    FAKE_ENTER(zeContextDestroy);
+    struct fake_context *ctx;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
+    }
+    if (r != ZE_RESULT_SUCCESS) {
+        goto out;
+    }
+    long children = 0;
+    enum fake_kind first = FAKE_CONTEXT;
+    for (int k = 0; k < FAKE_KIND_COUNT; k++) {
+        for (size_t i = 0; i < fake__g.objs[k].n; i++) {
+            if (context_of(fake__g.objs[k].v[i]) == ctx && children++ == 0) {
+                first = (enum fake_kind)k;
+            }
+        }
+    }
+    if (children > 0) {
+        fake__violation("%s: the context still has %ld objects (a %s first)", fn, children,
+                        fake__kind_name(first));
+        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+        goto out;
+    }
+    long freed = fake__ranges_reclaim(ctx);
+    if (freed > 0) {
+        fprintf(stderr, "acg Level Zero test driver: %s freed %ld allocations still live\n", fn,
+                freed);
+    }
+    fake__g.live -= freed;
+    fake__g.reclaimed += freed;
+    fake__obj_remove(&ctx->obj);
+    free(ctx);
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}

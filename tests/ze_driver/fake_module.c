@@ -1,0 +1,616 @@
+/* fake_module.c — the Level Zero test driver's modules, build logs and kernels: the one test seam.
+ *
+ * The driver cannot run GPU code, so a kernel runs acg's own cpu implementation of the kernel
+ * of the same name, which the backend hands over with acgtest_ze_bind_kernels. A module must be
+ * well-formed SPIR-V: the magic and the instruction stream are checked and the OpEntryPoint
+ * names kept, and a kernel can only be created under one of those names; nothing is compiled
+ * (simplified: specialization constants and build flags are ignored). A kernel's parameters
+ * follow acg's OpenCL C convention (acg_kernel_desc.opencl): a buffer argument is a global
+ * pointer and a ulong byte offset, a scalar one parameter of its type. Their values are copied
+ * into a launch when it is appended, as the specification says.
+ */
+#include "fake_ze_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SPIRV_MAGIC 0x07230203u
+#define SPIRV_OP_ENTRY_POINT 15u
+#define SPIRV_EXECUTION_MODEL_KERNEL 6u
+#define SPIRV_HEADER_WORDS 5u
+
+/* ---- SPIR-V --------------------------------------------------------------------------------- */
+
+static uint32_t word_at(const uint8_t *bytes, size_t i, int swapped) {
+    uint32_t w;
+    memcpy(&w, bytes + 4 * i, 4);
+    if (swapped) {
+        w = (w >> 24) | ((w >> 8) & 0xff00u) | ((w << 8) & 0xff0000u) | (w << 24);
+    }
+    return w;
+}
+
+static int add_entry(struct fake_module *m, const char *name, size_t len) {
+    char **v = realloc(m->entries, (m->n_entries + 1) * sizeof *v);
+    if (v == NULL) {
+        return -1;
+    }
+    m->entries = v;
+    if ((v[m->n_entries] = malloc(len + 1)) == NULL) {
+        return -1;
+    }
+    memcpy(v[m->n_entries], name, len);
+    v[m->n_entries][len] = '\0';
+    m->n_entries++;
+    return 0;
+}
+
+/* Walks the module's instructions and keeps its kernels' names. Returns 0, -1 when out of
+ * memory, or 1 with the reason it is no SPIR-V this driver takes written to why. */
+static int parse_spirv(const uint8_t *bytes, size_t size, struct fake_module *m, char *why,
+                       size_t why_size) {
+    size_t n = size / 4;
+    if (size % 4 != 0 || n < SPIRV_HEADER_WORDS) {
+        snprintf(why, why_size,
+                 "%zu bytes are not a SPIR-V module (a header of 5 words, then "
+                 "whole words)",
+                 size);
+        return 1;
+    }
+    int swapped = word_at(bytes, 0, 0) != SPIRV_MAGIC;
+    if (swapped && word_at(bytes, 0, 1) != SPIRV_MAGIC) {
+        snprintf(why, why_size, "the magic number is 0x%08x, not SPIR-V's 0x%08x",
+                 word_at(bytes, 0, 0), SPIRV_MAGIC);
+        return 1;
+    }
+    uint32_t version = word_at(bytes, 1, swapped);
+    if ((version >> 16) != 1) {
+        snprintf(why, why_size, "SPIR-V version 0x%08x is not 1.x", version);
+        return 1;
+    }
+    for (size_t i = SPIRV_HEADER_WORDS; i < n;) {
+        uint32_t first = word_at(bytes, i, swapped);
+        uint32_t count = first >> 16, op = first & 0xffffu;
+        if (count == 0 || count > n - i) {
+            snprintf(why, why_size, "the instruction at word %zu (opcode %u) has %u words, %s", i,
+                     op, count, count == 0 ? "none" : "past the end of the module");
+            return 1;
+        }
+        if (op == SPIRV_OP_ENTRY_POINT) {
+            /* OpEntryPoint: execution model, function id, then the name, a nul-terminated
+             * string packed into words, then the interface ids. */
+            const char *name = (const char *)(bytes + 4 * (i + 3));
+            size_t room = count > 3 ? 4 * (size_t)(count - 3) : 0;
+            if (swapped) {
+                snprintf(why, why_size,
+                         "a byte-swapped module's entry point names are not read "
+                         "by this driver");
+                return 1;
+            }
+            const char *nul = room > 0 ? memchr(name, '\0', room) : NULL;
+            if (nul == NULL) {
+                snprintf(why, why_size, "the OpEntryPoint at word %zu has no nul-terminated name",
+                         i);
+                return 1;
+            }
+            uint32_t model = word_at(bytes, i + 1, swapped);
+            if (model != SPIRV_EXECUTION_MODEL_KERNEL) {
+                snprintf(why, why_size, "entry point %s has execution model %u, not Kernel (6)",
+                         name, model);
+                return 1;
+            }
+            if (add_entry(m, name, (size_t)(nul - name)) != 0) {
+                return -1;
+            }
+        }
+        i += count;
+    }
+    return 0;
+}
+
+/* ---- build logs ----------------------------------------------------------------------------- */
+
+/* (lock held) A build log holding `text`, or NULL when out of memory. */
+static struct fake_log *log_create(const char *text) {
+    struct fake_log *log = calloc(1, sizeof *log);
+    if (log == NULL || (log->text = strdup(text)) == NULL) {
+        free(log);
+        return NULL;
+    }
+    if (fake__obj_add(&log->obj, FAKE_LOG) != 0) {
+        free(log->text);
+        free(log);
+        return NULL;
+    }
+    return log;
+}
+
+static void log_free(struct fake_log *log) {
+    fake__obj_remove(&log->obj);
+    free(log->text);
+    free(log);
+}
+
+ze_result_t fake_zeModuleBuildLogDestroy(ze_module_build_log_handle_t hModuleBuildLog) {
+    FAKE_ENTER(zeModuleBuildLogDestroy);
+    struct fake_log *log;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogDestroy", (void **)&log);
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        log_free(log);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* pBuildLog NULL: *pSize is the log's size, its nul included. Else up to *pSize bytes of it are
+ * written, always nul-terminated. */
+ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleBuildLog,
+                                           size_t *pSize, char *pBuildLog) {
+    FAKE_ENTER(zeModuleBuildLogGetString);
+    struct fake_log *log;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogGetString", (void **)&log);
+    }
+    if (r == ZE_RESULT_SUCCESS && pSize == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        size_t need = strlen(log->text) + 1;
+        if (pBuildLog == NULL) {
+            *pSize = need;
+        } else if (*pSize > 0) {
+            size_t n = *pSize < need ? *pSize : need;
+            memcpy(pBuildLog, log->text, n - 1);
+            pBuildLog[n - 1] = '\0';
+        }
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* ---- modules -------------------------------------------------------------------------------- */
+
+static void module_free(struct fake_module *m) {
+    for (size_t i = 0; i < m->n_entries; i++) {
+        free(m->entries[i]);
+    }
+    free(m->entries);
+    free(m);
+}
+
+ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
+                                const ze_module_desc_t *desc, ze_module_handle_t *phModule,
+                                ze_module_build_log_handle_t *phBuildLog) {
+    static const char fn[] = "zeModuleCreate";
+    FAKE_ENTER(zeModuleCreate);
+    struct fake_context *ctx;
+    struct fake_device *dev;
+    struct fake_module *m = NULL;
+    char why[256] = "";
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__device(hDevice, &dev);
+    }
+    if (r != ZE_RESULT_SUCCESS) {
+        goto out;
+    }
+    if (desc == NULL || phModule == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+        goto out;
+    }
+    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_MODULE_DESC, fn, "desc")) != ZE_RESULT_SUCCESS) {
+        goto out;
+    }
+    if (desc->format > ZE_MODULE_FORMAT_NATIVE) {
+        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
+        goto out;
+    }
+    if (desc->pInputModule == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+        goto out;
+    }
+    if (desc->inputSize == 0) {
+        r = ZE_RESULT_ERROR_INVALID_SIZE;
+        goto out;
+    }
+    r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    if ((m = calloc(1, sizeof *m)) == NULL) {
+        goto out;
+    }
+    if (desc->format == ZE_MODULE_FORMAT_NATIVE) {
+        snprintf(why, sizeof why, "this driver takes SPIR-V only, no native binaries");
+        r = ZE_RESULT_ERROR_INVALID_NATIVE_BINARY;
+    } else {
+        int parsed = parse_spirv(desc->pInputModule, desc->inputSize, m, why, sizeof why);
+        if (parsed < 0) {
+            goto out_free;
+        }
+        r = parsed == 0 ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_MODULE_BUILD_FAILURE;
+    }
+    if (phBuildLog != NULL) {
+        char text[320] = "";
+        if (r != ZE_RESULT_SUCCESS) {
+            snprintf(text, sizeof text, "acg Level Zero test driver: %s", why);
+        }
+        struct fake_log *log = log_create(text);
+        if (log == NULL) {
+            r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+            goto out_free;
+        }
+        *phBuildLog = (ze_module_build_log_handle_t)(void *)log;
+    }
+    if (r != ZE_RESULT_SUCCESS) {
+        goto out_free;
+    }
+    m->ctx = ctx;
+    m->dev = dev;
+    if (fake__obj_add(&m->obj, FAKE_MODULE) != 0) {
+        if (phBuildLog != NULL) {
+            log_free((struct fake_log *)(void *)*phBuildLog);
+        }
+        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        goto out_free;
+    }
+    *phModule = (ze_module_handle_t)(void *)m;
+    goto out;
+out_free:
+    module_free(m);
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+ze_result_t fake_zeModuleDestroy(ze_module_handle_t hModule) {
+    static const char fn[] = "zeModuleDestroy";
+    FAKE_ENTER(zeModuleDestroy);
+    struct fake_module *m;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_MODULE, hModule, fn, (void **)&m);
+    }
+    if (r == ZE_RESULT_SUCCESS && (m->kernels > 0 || m->obj.pending > 0)) {
+        fake__violation("%s: the module still has %ld kernels and %ld pending launches", fn,
+                        m->kernels, m->obj.pending);
+        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        fake__obj_remove(&m->obj);
+        module_free(m);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* ---- kernels -------------------------------------------------------------------------------- */
+
+static int module_has(const struct fake_module *m, const char *name) {
+    for (size_t i = 0; i < m->n_entries; i++) {
+        if (strcmp(m->entries[i], name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Lays the kernel's parameters out from its acg argument types; 0, or -1 for an unknown type. */
+static int lay_out_params(struct fake_kernel *k) {
+    uint32_t p = 0;
+    for (uint32_t i = 0; i < k->n_args; i++) {
+        switch (k->types[i]) {
+        case ACG_ARG_BUFFER:
+            k->param_size[p++] = 8; /* global pointer */
+            k->param_size[p++] = 8; /* ulong byte offset */
+            break;
+        case ACG_ARG_I32:
+        case ACG_ARG_U32:
+        case ACG_ARG_F32:
+            k->param_size[p++] = 4;
+            break;
+        case ACG_ARG_I64:
+        case ACG_ARG_U64:
+            k->param_size[p++] = 8;
+            break;
+        default:
+            return -1;
+        }
+    }
+    k->n_params = p;
+    return 0;
+}
+
+ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc_t *desc,
+                                ze_kernel_handle_t *phKernel) {
+    static const char fn[] = "zeKernelCreate";
+    FAKE_ENTER(zeKernelCreate);
+    struct fake_module *m;
+    struct fake_kernel *k = NULL;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_MODULE, hModule, fn, (void **)&m);
+    }
+    if (r != ZE_RESULT_SUCCESS) {
+        goto out;
+    }
+    if (desc == NULL || phKernel == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+        goto out;
+    }
+    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_KERNEL_DESC, fn, "desc")) != ZE_RESULT_SUCCESS) {
+        goto out;
+    }
+    if (desc->pKernelName == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+        goto out;
+    }
+    if (desc->flags > 0x3) {
+        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
+        goto out;
+    }
+    if (!module_has(m, desc->pKernelName)) {
+        r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
+        goto out;
+    }
+    /* The lookup enters acg's registry, which has its own lock: call it without ours. */
+    const acg_kernel_desc *(*lookup)(const char *) = fake__g.lookup;
+    pthread_mutex_unlock(&fake__g.lock);
+    const acg_kernel_desc *kd = lookup != NULL ? lookup(desc->pKernelName) : NULL;
+    pthread_mutex_lock(&fake__g.lock);
+    if (kd == NULL || kd->cpu.fn == NULL || kd->n_args > ACG_MAX_KERNEL_ARGS) {
+        fprintf(stderr,
+                "acg Level Zero test driver: %s: no cpu implementation of kernel %s is bound "
+                "(acgtest_ze_bind_kernels)\n",
+                fn, desc->pKernelName);
+        r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
+        goto out;
+    }
+    if ((r = fake__lookup(FAKE_MODULE, hModule, fn, (void **)&m)) != ZE_RESULT_SUCCESS) {
+        goto out; /* destroyed meanwhile */
+    }
+    r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    k = calloc(1, sizeof *k);
+    if (k == NULL || (k->name = strdup(desc->pKernelName)) == NULL) {
+        goto out_free;
+    }
+    k->module = m;
+    k->fn = kd->cpu.fn;
+    k->n_args = kd->n_args;
+    memcpy(k->types, kd->types, sizeof k->types);
+    k->group[0] = k->group[1] = k->group[2] = 1;
+    if (lay_out_params(k) != 0) {
+        r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME; /* a desc acg's registry would have refused */
+        goto out_free;
+    }
+    if (fake__obj_add(&k->obj, FAKE_KERNEL) != 0) {
+        goto out_free;
+    }
+    m->kernels++;
+    *phKernel = (ze_kernel_handle_t)(void *)k;
+    r = ZE_RESULT_SUCCESS;
+    goto out;
+out_free:
+    if (k != NULL) {
+        free(k->name);
+    }
+    free(k);
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+static void kernel_free(struct fake_kernel *k) {
+    k->module->kernels--;
+    fake__obj_remove(&k->obj);
+    free(k->name);
+    free(k);
+}
+
+ze_result_t fake_zeKernelDestroy(ze_kernel_handle_t hKernel) {
+    static const char fn[] = "zeKernelDestroy";
+    FAKE_ENTER(zeKernelDestroy);
+    struct fake_kernel *k;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
+    }
+    if (r == ZE_RESULT_SUCCESS && k->obj.pending > 0) {
+        fake__violation("%s: %ld pending launches still use kernel %s", fn, k->obj.pending,
+                        k->name);
+        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        kernel_free(k);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* A NULL value sets a pointer parameter to the null pointer (what the specification means by
+ * "considered null"); for a scalar it is INVALID_ARGUMENT (not verified against Intel's). */
+ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t argIndex,
+                                          size_t argSize, const void *pArgValue) {
+    static const char fn[] = "zeKernelSetArgumentValue";
+    FAKE_ENTER(zeKernelSetArgumentValue);
+    struct fake_kernel *k;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
+    }
+    if (r != ZE_RESULT_SUCCESS) {
+        goto out;
+    }
+    if (argIndex >= k->n_params) {
+        r = ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
+        goto out;
+    }
+    if (argSize != k->param_size[argIndex]) {
+        r = ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE;
+        goto out;
+    }
+    if (pArgValue == NULL) {
+        /* Parameter argIndex is a pointer when it is the first of a buffer's pair. */
+        uint32_t p = 0;
+        int pointer = 0;
+        for (uint32_t i = 0; i < k->n_args && p <= argIndex; i++) {
+            pointer = k->types[i] == ACG_ARG_BUFFER && p == argIndex;
+            p += k->types[i] == ACG_ARG_BUFFER ? 2 : 1;
+        }
+        if (!pointer) {
+            r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
+            goto out;
+        }
+        memset(k->params[argIndex], 0, sizeof k->params[argIndex]);
+    } else {
+        memset(k->params[argIndex], 0, sizeof k->params[argIndex]);
+        memcpy(k->params[argIndex], pArgValue, argSize);
+    }
+    k->set |= 1u << argIndex;
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+ze_result_t fake_zeKernelSetGroupSize(ze_kernel_handle_t hKernel, uint32_t groupSizeX,
+                                      uint32_t groupSizeY, uint32_t groupSizeZ) {
+    FAKE_ENTER(zeKernelSetGroupSize);
+    struct fake_kernel *k;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_KERNEL, hKernel, "zeKernelSetGroupSize", (void **)&k);
+    }
+    /* The device's limits (zeDeviceGetComputeProperties): 1024 along each, 1024 in all. */
+    if (r == ZE_RESULT_SUCCESS && (groupSizeX == 0 || groupSizeY == 0 || groupSizeZ == 0 ||
+                                   groupSizeX > 1024 || groupSizeY > 1024 || groupSizeZ > 1024 ||
+                                   (uint64_t)groupSizeX * groupSizeY * groupSizeZ > 1024)) {
+        r = ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        k->group[0] = groupSizeX;
+        k->group[1] = groupSizeY;
+        k->group[2] = groupSizeZ;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* ---- launches ------------------------------------------------------------------------------- */
+
+static uint64_t param_u64(const struct fake_cmd *c, uint32_t p) {
+    uint64_t v;
+    memcpy(&v, c->u.kernel.params[p], sizeof v);
+    return v;
+}
+
+int fake__kernel_args_set(const struct fake_cmd *cmd) {
+    uint32_t n = cmd->u.kernel.n_params;
+    uint32_t all = n == 32 ? 0xffffffffu : (1u << n) - 1;
+    return (cmd->u.kernel.set & all) == all;
+}
+
+ze_result_t fake__kernel_build(struct fake_cmd *cmd, const char *name, const char *fn) {
+    if (!fake__kernel_args_set(cmd)) {
+        uint32_t p = 0;
+        while (cmd->u.kernel.set & (1u << p)) {
+            p++;
+        }
+        fprintf(stderr, "acg Level Zero test driver: %s: parameter %u of kernel %s is not set\n",
+                fn, p, name);
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT; /* Intel's code here was not verified */
+    }
+    for (int d = 0; d < 3; d++) {
+        uint64_t global = (uint64_t)cmd->u.kernel.count[d] * cmd->u.kernel.group[d];
+        if (global > UINT32_MAX) {
+            /* Simplified: acg's cpu code takes 32-bit global sizes. */
+            fprintf(stderr,
+                    "acg Level Zero test driver: %s: kernel %s: a grid of %llu along dimension "
+                    "%d is more than this driver runs\n",
+                    fn, name, (unsigned long long)global, d);
+            return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        }
+        cmd->u.kernel.global[d] = (uint32_t)global;
+    }
+    uint32_t p = 0;
+    for (uint32_t i = 0; i < cmd->u.kernel.n_args; i++) {
+        acg_cpu_arg *a = &cmd->u.kernel.args[i];
+        switch (cmd->u.kernel.types[i]) {
+        case ACG_ARG_BUFFER:
+            a->p = (void *)(uintptr_t)(param_u64(cmd, p) + param_u64(cmd, p + 1));
+            p += 2;
+            break;
+        case ACG_ARG_I32:
+            memcpy(&a->i32, cmd->u.kernel.params[p++], 4);
+            break;
+        case ACG_ARG_U32:
+            memcpy(&a->u32, cmd->u.kernel.params[p++], 4);
+            break;
+        case ACG_ARG_F32:
+            memcpy(&a->f32, cmd->u.kernel.params[p++], 4);
+            break;
+        case ACG_ARG_I64:
+            memcpy(&a->i64, cmd->u.kernel.params[p++], 8);
+            break;
+        case ACG_ARG_U64:
+            memcpy(&a->u64, cmd->u.kernel.params[p++], 8);
+            break;
+        default:
+            return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+/* (lock held) Makes cmd launch kernel k as it is set now, or switches its kernel (the group
+ * count stays; the parameters are k's current ones, which a switch asks to set again). */
+void fake__kernel_take(struct fake_cmd *cmd, const struct fake_kernel *k) {
+    cmd->kind = FAKE_CMD_KERNEL;
+    cmd->u.kernel.kernel = fake__ref((struct fake_obj *)&k->obj);
+    cmd->u.kernel.module = fake__ref((struct fake_obj *)&k->module->obj);
+    cmd->u.kernel.fn = k->fn;
+    cmd->u.kernel.n_args = k->n_args;
+    memcpy(cmd->u.kernel.types, k->types, sizeof cmd->u.kernel.types);
+    cmd->u.kernel.n_params = k->n_params;
+    memcpy(cmd->u.kernel.param_size, k->param_size, sizeof cmd->u.kernel.param_size);
+    memcpy(cmd->u.kernel.params, k->params, sizeof cmd->u.kernel.params);
+    cmd->u.kernel.set = k->set;
+    memcpy(cmd->u.kernel.group, k->group, sizeof cmd->u.kernel.group);
+}
+
+ze_result_t fake__kernel_cmd(struct fake_kernel *k, const ze_group_count_t *groups, const char *fn,
+                             struct fake_cmd *cmd) {
+    fake__kernel_take(cmd, k);
+    cmd->u.kernel.count[0] = groups->groupCountX;
+    cmd->u.kernel.count[1] = groups->groupCountY;
+    cmd->u.kernel.count[2] = groups->groupCountZ;
+    return fake__kernel_build(cmd, k->name, fn);
+}
+
+/* ---- unload --------------------------------------------------------------------------------- */
+
+void fake__modules_unload(void) {
+    while (fake__g.objs[FAKE_KERNEL].n > 0) {
+        kernel_free(fake__g.objs[FAKE_KERNEL].v[fake__g.objs[FAKE_KERNEL].n - 1]);
+    }
+    while (fake__g.objs[FAKE_MODULE].n > 0) {
+        struct fake_module *m = fake__g.objs[FAKE_MODULE].v[fake__g.objs[FAKE_MODULE].n - 1];
+        fake__obj_remove(&m->obj);
+        module_free(m);
+    }
+    while (fake__g.objs[FAKE_LOG].n > 0) {
+        log_free(fake__g.objs[FAKE_LOG].v[fake__g.objs[FAKE_LOG].n - 1]);
+    }
+}

@@ -1,0 +1,298 @@
+/* fake_run.c — the Level Zero test driver's workers: how commands run.
+ *
+ * An engine (an immediate list's, a queue's) is a worker thread draining a queue of jobs in
+ * order, as a GPU engine. `submitted` counts jobs ever queued and `completed` those finished, so
+ * a host synchronization is "completed reaches the count at the call". Simplified: commands run
+ * one at a time in append order whatever the list's flags, so a barrier orders nothing more,
+ * and a missing one never shows.
+ *
+ * A command first waits for its wait events, then does its work with the lock let go, then
+ * signals its event (and an execution its fence). Every address it touches is checked against
+ * the live allocations as it runs: one outside them aborts (fake__fault), as a GPU would fault,
+ * and the allocations it runs on are marked busy so that freeing one under it aborts too. While
+ * a command is queued it holds the objects it uses (fake_obj.pending), so destroying them is
+ * refused until it completed.
+ */
+#include "fake_ze_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- references ----------------------------------------------------------------------------- */
+
+/* Calls fn on every reference of the command, and of the commands of the lists it executes;
+ * stops at the first nonzero result and returns it. */
+static int for_refs(const struct fake_cmd *c, int (*fn)(const struct fake_ref *, void *),
+                    void *arg) {
+    int stop;
+    if (c->signal.obj != NULL && (stop = fn(&c->signal, arg)) != 0) {
+        return stop;
+    }
+    for (uint32_t i = 0; i < c->n_waits; i++) {
+        if ((stop = fn(&c->waits[i], arg)) != 0) {
+            return stop;
+        }
+    }
+    switch (c->kind) {
+    case FAKE_CMD_KERNEL:
+        if ((stop = fn(&c->u.kernel.kernel, arg)) != 0) {
+            return stop;
+        }
+        return fn(&c->u.kernel.module, arg);
+    case FAKE_CMD_RESET:
+        return fn(&c->u.reset.event, arg);
+    case FAKE_CMD_EXECUTE:
+        if (c->u.exec.fence.obj != NULL && (stop = fn(&c->u.exec.fence, arg)) != 0) {
+            return stop;
+        }
+        for (uint32_t i = 0; i < c->u.exec.n_lists; i++) {
+            if ((stop = fn(&c->u.exec.lists[i], arg)) != 0) {
+                return stop;
+            }
+            const struct fake_list *l = (const struct fake_list *)c->u.exec.lists[i].obj;
+            for (size_t j = 0; j < l->n_cmds; j++) {
+                if ((stop = for_refs(&l->cmds[j], fn, arg)) != 0) {
+                    return stop;
+                }
+            }
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int find_dead(const struct fake_ref *r, void *arg) {
+    if (!fake__ref_alive(r)) {
+        *(const struct fake_ref **)arg = r;
+        return 1;
+    }
+    return 0;
+}
+
+const struct fake_ref *fake__cmd_dead_ref(const struct fake_cmd *cmd) {
+    const struct fake_ref *dead = NULL;
+    for_refs(cmd, find_dead, &dead);
+    return dead;
+}
+
+static int hold(const struct fake_ref *r, void *arg) {
+    r->obj->pending += *(const long *)arg;
+    return 0;
+}
+
+static void cmd_hold(const struct fake_cmd *cmd, long delta) { for_refs(cmd, hold, &delta); }
+
+void fake__cmd_free(struct fake_cmd *cmd) {
+    free(cmd->waits);
+    cmd->waits = NULL;
+    cmd->n_waits = 0;
+    free(cmd->kernels);
+    cmd->kernels = NULL;
+    cmd->n_kernels = 0;
+    if (cmd->kind == FAKE_CMD_EXECUTE) {
+        free(cmd->u.exec.lists);
+        cmd->u.exec.lists = NULL;
+        cmd->u.exec.n_lists = 0;
+    }
+}
+
+/* ---- running a command ---------------------------------------------------------------------- */
+
+/* The allocation holding [addr, addr + bytes), marked busy; aborts when there is none. */
+static struct fake_range *touch(const struct fake_cmd *c, uintptr_t addr, size_t bytes,
+                                const char *what) {
+    struct fake_range *r = fake__range_find(addr, bytes);
+    if (r == NULL) {
+        fake__fault("%s: %s [%p, +%zu) is not inside a live allocation", c->entry, what,
+                    (void *)addr, bytes);
+    }
+    r->busy++;
+    return r;
+}
+
+static void fill(uintptr_t dst, size_t bytes, const unsigned char *pattern, size_t size) {
+    unsigned char *p = (unsigned char *)dst;
+    if (size == 1) {
+        memset(p, pattern[0], bytes);
+        return;
+    }
+    for (size_t at = 0; at < bytes; at += size) {
+        memcpy(p + at, pattern, size);
+    }
+}
+
+/* (lock held; lets go while the work runs) The command's work: a copy, fill or kernel. */
+static void run_work(const struct fake_cmd *c) {
+    struct fake_range *ranges[ACG_MAX_KERNEL_ARGS];
+    size_t n = 0;
+    switch (c->kind) {
+    case FAKE_CMD_COPY:
+        if (c->u.copy.bytes == 0) {
+            return;
+        }
+        ranges[n++] = touch(c, c->u.copy.dst, c->u.copy.bytes, "the destination");
+        ranges[n++] = touch(c, c->u.copy.src, c->u.copy.bytes, "the source");
+        break;
+    case FAKE_CMD_FILL:
+        if (c->u.fill.bytes == 0) {
+            return;
+        }
+        ranges[n++] = touch(c, c->u.fill.dst, c->u.fill.bytes, "the memory filled");
+        break;
+    case FAKE_CMD_KERNEL:
+        if ((uint64_t)c->u.kernel.global[0] * c->u.kernel.global[1] * c->u.kernel.global[2] == 0) {
+            return; /* an empty grid runs nothing */
+        }
+        /* Only the start of a buffer's window is known here; ASan sees a kernel running past
+         * its allocation. */
+        for (uint32_t i = 0; i < c->u.kernel.n_args; i++) {
+            if (c->u.kernel.types[i] == ACG_ARG_BUFFER) {
+                ranges[n++] = touch(c, (uintptr_t)c->u.kernel.args[i].p, 0,
+                                    "a kernel's buffer argument (pointer plus offset)");
+            }
+        }
+        break;
+    default:
+        return;
+    }
+    /* The command is immutable while it runs: an immediate list's job, or a command of a list
+     * that cannot be reset, appended to or destroyed while it executes. */
+    pthread_mutex_unlock(&fake__g.lock);
+    switch (c->kind) {
+    case FAKE_CMD_COPY:
+        memmove((void *)c->u.copy.dst, (const void *)c->u.copy.src, c->u.copy.bytes);
+        break;
+    case FAKE_CMD_FILL:
+        fill(c->u.fill.dst, c->u.fill.bytes, c->u.fill.pattern, c->u.fill.pattern_size);
+        break;
+    default:
+        c->u.kernel.fn(c->u.kernel.args, c->u.kernel.global);
+        break;
+    }
+    pthread_mutex_lock(&fake__g.lock);
+    for (size_t i = 0; i < n; i++) {
+        ranges[i]->busy--;
+    }
+}
+
+/* (lock held; lets go while it waits or works) Runs one command where it stands in its list. */
+static void run_cmd(const struct fake_cmd *c) {
+    for (uint32_t i = 0; i < c->n_waits; i++) {
+        const struct fake_event *e = (const struct fake_event *)c->waits[i].obj;
+        while (!e->signalled && !fake__g.unloading) {
+            pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+        }
+    }
+    if (fake__g.unloading) {
+        return;
+    }
+    switch (c->kind) {
+    case FAKE_CMD_RESET:
+        ((struct fake_event *)c->u.reset.event.obj)->signalled = 0;
+        break;
+    case FAKE_CMD_EXECUTE:
+        for (uint32_t i = 0; i < c->u.exec.n_lists; i++) {
+            const struct fake_list *l = (const struct fake_list *)c->u.exec.lists[i].obj;
+            for (size_t j = 0; j < l->n_cmds; j++) {
+                run_cmd(&l->cmds[j]);
+            }
+        }
+        if (c->u.exec.fence.obj != NULL) {
+            ((struct fake_fence *)c->u.exec.fence.obj)->signalled = 1;
+        }
+        break;
+    default:
+        run_work(c);
+        break;
+    }
+    if (c->signal.obj != NULL) {
+        ((struct fake_event *)c->signal.obj)->signalled = 1;
+    }
+    pthread_cond_broadcast(&fake__g.progress);
+}
+
+/* ---- engines -------------------------------------------------------------------------------- */
+
+static void *worker_main(void *arg) {
+    struct fake_engine *e = arg;
+    pthread_mutex_lock(&fake__g.lock);
+    for (;;) {
+        while (e->head == NULL && !e->quit) {
+            pthread_cond_wait(&e->work, &fake__g.lock);
+        }
+        if (e->head == NULL) {
+            break; /* destroyed, and drained */
+        }
+        /* The job stays queued while it runs, so a synchronization sees it pending. */
+        struct fake_job *job = e->head;
+        run_cmd(&job->cmd);
+        e->head = job->next;
+        if (e->head == NULL) {
+            e->tail = NULL;
+        }
+        cmd_hold(&job->cmd, -1);
+        fake__cmd_free(&job->cmd);
+        free(job);
+        e->completed++;
+        pthread_cond_broadcast(&fake__g.progress);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return NULL;
+}
+
+ze_result_t fake__engine_start(struct fake_engine *e, const char *what) {
+    memset(e, 0, sizeof *e);
+    e->what = what;
+    if (pthread_cond_init(&e->work, NULL) != 0) {
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    if (pthread_create(&e->thread, NULL, worker_main, e) != 0) {
+        pthread_cond_destroy(&e->work);
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+void fake__engine_stop(struct fake_engine *e) {
+    e->quit = 1;
+    pthread_cond_signal(&e->work);
+    /* The worker needs the lock to return. */
+    pthread_mutex_unlock(&fake__g.lock);
+    pthread_join(e->thread, NULL);
+    pthread_mutex_lock(&fake__g.lock);
+    pthread_cond_destroy(&e->work);
+}
+
+ze_result_t fake__engine_submit(struct fake_engine *e, struct fake_cmd *cmd, uint64_t *seq) {
+    struct fake_job *job = malloc(sizeof *job);
+    if (job == NULL) {
+        fake__cmd_free(cmd);
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    job->cmd = *cmd;
+    job->next = NULL;
+    cmd_hold(&job->cmd, 1);
+    if (e->tail != NULL) {
+        e->tail->next = job;
+    } else {
+        e->head = job;
+    }
+    e->tail = job;
+    *seq = ++e->submitted;
+    pthread_cond_signal(&e->work);
+    return ZE_RESULT_SUCCESS;
+}
+
+void fake__workers_stop(void) {
+    struct fake_vec *lists = &fake__g.objs[FAKE_LIST], *queues = &fake__g.objs[FAKE_QUEUE];
+    for (size_t i = 0; i < lists->n; i++) {
+        struct fake_list *l = lists->v[i];
+        if (l->immediate) {
+            fake__engine_stop(&l->engine);
+        }
+    }
+    for (size_t i = 0; i < queues->n; i++) {
+        fake__engine_stop(&((struct fake_queue *)queues->v[i])->engine);
+    }
+}

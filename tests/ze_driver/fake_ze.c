@@ -1,0 +1,733 @@
+/* fake_ze.c — acg's Level Zero test driver: its DDI tables, knobs, control API and shared helpers.
+ *
+ * CI has no Intel GPU, so the level_zero backend's tests run the real Level Zero loader with
+ * ZE_ENABLE_ALT_DRIVERS naming this library. It exports the 46 DDI table getters loader 1.8.12
+ * requires (17 ze, 12 zet, 17 zes) and serves exactly the entry points of
+ * src/backends/level_zero/entry_points.h in them, every other slot NULL; newer functions come
+ * through zeDriverGetExtensionFunctionAddress, as from a real driver. It runs their work on the
+ * host: device memory is host memory (a pointer is its address), each immediate command list and
+ * each command queue is a worker thread running its commands in order, and a kernel runs acg's
+ * own cpu implementation of the kernel of the same name. It follows the specification where acg
+ * depends on it (regular lists recorded then executed, the rules on executing, resetting and
+ * destroying them, events and fences, kernel arguments taken at append) and checks more than a
+ * real driver (handles by membership, every device address against live allocations, objects
+ * destroyed under pending work), so that a backend bug fails here rather than on a GPU.
+ *
+ * The files: fake_ze.c (this), fake_device.c (zeInit, driver, devices, contexts), fake_memory.c
+ * (allocations), fake_list.c (command lists, queues, appends, executions), fake_run.c (workers:
+ * how commands run), fake_event.c (event pools, events, fences), fake_module.c (modules, SPIR-V,
+ * build logs, kernels), fake_mutable.c (mutable command lists).
+ *
+ * Beyond spec 1.4 it serves zeCommandListHostSynchronize (core 1.6), in-order lists (1.7),
+ * ZE_experimental_immediate_command_list_append 1.0 and ZE_experimental_mutable_command_list
+ * 1.1, with the declarations of src/backends/level_zero/ze_ext.h. The record-replay graph
+ * extension is not implemented.
+ *
+ * What it simplifies, each also said where it is done:
+ * - Every list runs its commands in append order, one at a time, with or without the in-order
+ *   flag: a missing barrier or event never shows here. Barriers order nothing more.
+ * - A copy or fill must stay inside live allocations of the driver (zeMemAllocDevice,
+ *   zeMemAllocHost) on both sides, which is stricter than Intel's driver (it also copies from
+ *   pageable host memory); a kernel's buffer argument must start inside one. Anything else
+ *   aborts when the command runs, as a GPU would fault there.
+ * - Modules are SPIR-V only: the magic and the instruction stream are checked and the
+ *   OpEntryPoint names kept; nothing is compiled. Specialization constants and build flags are
+ *   ignored. A kernel runs as one call of its cpu.fn over the whole grid (group count times group
+ *   size), never in groups.
+ * - Descriptors and property structs must carry their stype (Intel's driver does not check).
+ *   pNext chains are ignored but for the mutable command list extension's structures. Events
+ *   keep no timestamps. One driver; no sub-devices.
+ * - Misuse the specification leaves undefined is refused with the code its entry point lists
+ *   (HANDLE_OBJECT_IN_USE for a destroy, INVALID_ARGUMENT otherwise), said on stderr and counted
+ *   in acgtest_ze_violations, where a GPU might corrupt memory or hang.
+ * - Where the real driver's choice of error code was not verified, the source says so.
+ */
+#include "fake_ze_impl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <level_zero/zes_ddi.h>
+#include <level_zero/zet_ddi.h>
+
+#include "acgtest_ze.h"
+
+struct fake_state fake__g = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .next_serial = 1,
+};
+struct fake_config fake__cfg;
+
+const struct fake_ext_info fake__exts[FAKE_EXT_COUNT] = {
+    [FAKE_EXT_IMMEDIATE_APPEND] = {ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME,
+                                   ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_VERSION_1_0},
+    [FAKE_EXT_MUTABLE] = {ACG_ZE_MUTABLE_COMMAND_LIST_EXP_NAME,
+                          ACG_ZE_MUTABLE_COMMAND_LIST_EXP_VERSION_1_1},
+};
+
+/* ---- the entry point tables ----------------------------------------------------------------
+ */
+
+typedef void (*fake_fn)(void);
+
+static const struct {
+    const char *name;
+    fake_fn fn;
+    int ext; /* a fake_ext, FAKE_EXT_CORE_1_6, or -2 for a core entry point of the DDI tables */
+    uint32_t version; /* of the extension that brought it */
+} entry_points[FAKE_EP_COUNT] = {
+#define FAKE_EP_ROW(name, ty, table, slot) {#name, (fake_fn)fake_##name, -2, 0},
+    FAKE_ENTRY_POINTS(FAKE_EP_ROW)
+#undef FAKE_EP_ROW
+#define FAKE_EXT_ROW(name, ext, minor)                                                             \
+    {#name, (fake_fn)fake_##name, ext, ZE_MAKE_VERSION(1, minor)},
+        FAKE_EXT_FUNCTIONS(FAKE_EXT_ROW)
+#undef FAKE_EXT_ROW
+};
+
+/* Each entry point has the type of its ze_pfn*_t, and its slot that type too, so an argument
+ * list that drifted from the ABI does not compile. */
+#define FAKE_EP_CHECK(name, ty, table, slot)                                                       \
+    _Static_assert(_Generic(&fake_##name, ze_pfn##ty##_t : 1, default : 0),                        \
+                   #name " does not have the type ze_pfn" #ty "_t");                               \
+    _Static_assert(_Generic(((table *)0)->pfn##slot, ze_pfn##ty##_t : 1, default : 0),             \
+                   #table ".pfn" #slot " is not where " #name " goes");
+FAKE_ENTRY_POINTS(FAKE_EP_CHECK)
+#undef FAKE_EP_CHECK
+#define FAKE_EXT_CHECK(name, ext, minor)                                                           \
+    _Static_assert(_Generic(&fake_##name, acg_ze_pfn_##name : 1, default : 0),                     \
+                   #name " does not have the type of ze_ext.h's acg_ze_pfn_" #name);
+FAKE_EXT_FUNCTIONS(FAKE_EXT_CHECK)
+#undef FAKE_EXT_CHECK
+
+/* What the backend's list asks for: an entry point it lists and this driver lacks is an
+ * undeclared fake_ name, one of another type fails the assertion. */
+#define FAKE_EP_SAME_TYPE(name, ty, required)                                                      \
+    _Static_assert(_Generic(&fake_##name, ze_pfn##ty##_t : 1, default : 0),                        \
+                   #name " is served with another type than the backend's ze_pfn" #ty "_t");
+ACG_ZE_ENTRY_POINTS(FAKE_EP_SAME_TYPE)
+#undef FAKE_EP_SAME_TYPE
+
+/* Served in the tables: listed in src/backends/level_zero/entry_points.h ("exactly that
+ * list"). */
+static const char served[FAKE_EP_COUNT] = {
+#define FAKE_EP_SERVED(name, ty, required) [FAKE_EP_##name] = 1,
+    ACG_ZE_ENTRY_POINTS(FAKE_EP_SERVED)
+#undef FAKE_EP_SERVED
+};
+
+static int entry_point_index(const char *name) {
+    for (int i = 0; i < FAKE_EP_COUNT; i++) {
+        if (strcmp(entry_points[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* A function pointer goes out through void *, as drivers' do; copying the bytes keeps it
+ * within ISO C. */
+_Static_assert(sizeof(fake_fn) == sizeof(void *), "function pointers fit in void *");
+
+ze_result_t fake__ext_function(const char *name, void **out) {
+    *out = NULL;
+    int ep = entry_point_index(name);
+    if (ep < 0 || entry_points[ep].ext == -2 || fake__cfg.hidden[ep]) {
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    int ext = entry_points[ep].ext;
+    int ok = ext == FAKE_EXT_CORE_1_6 ? fake__cfg.api_version >= ZE_MAKE_VERSION(1, 6)
+                                      : fake__cfg.extensions[ext] != 0 &&
+                                            fake__cfg.extensions[ext] >= entry_points[ep].version;
+    if (!ok) {
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    memcpy(out, &entry_points[ep].fn, sizeof *out);
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- call counts, injected failures, violations -------------------------------------------
+ * A lock of their own: counting must not wait behind a call that holds fake__g.lock. */
+
+#define INJECT_ANY (-1)
+
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long call_counts[FAKE_EP_COUNT];
+static unsigned long violations;
+static struct {
+    int armed;
+    int ep;        /* an entry point, or INJECT_ANY */
+    unsigned left; /* calls until it fires, this one included */
+    ze_result_t code;
+} injection;
+
+static void ensure_config(void);
+
+ze_result_t fake__enter(enum fake_ep ep) {
+    ensure_config();
+    ze_result_t code = ZE_RESULT_SUCCESS;
+    pthread_mutex_lock(&ctl_lock);
+    call_counts[ep]++;
+    if (injection.armed && (injection.ep == (int)ep || injection.ep == INJECT_ANY)) {
+        if (--injection.left == 0) {
+            injection.armed = 0;
+            code = injection.code;
+        }
+    }
+    pthread_mutex_unlock(&ctl_lock);
+    return code;
+}
+
+static void set_injection(const char *name, unsigned nth, int code) {
+    int ep = INJECT_ANY;
+    if (name != NULL && strcmp(name, "*") != 0) {
+        ep = entry_point_index(name);
+        if (ep < 0) {
+            fprintf(stderr, "acg Level Zero test driver: no entry point %s to fail\n", name);
+        }
+    }
+    pthread_mutex_lock(&ctl_lock);
+    injection.armed = nth > 0 && (ep >= 0 || ep == INJECT_ANY);
+    injection.ep = ep;
+    injection.left = nth;
+    injection.code = (ze_result_t)code;
+    pthread_mutex_unlock(&ctl_lock);
+}
+
+void fake__violation(const char *fmt, ...) {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "acg Level Zero test driver: misuse: %s\n", text);
+    pthread_mutex_lock(&ctl_lock);
+    violations++;
+    pthread_mutex_unlock(&ctl_lock);
+}
+
+_Noreturn void fake__fault(const char *fmt, ...) {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "acg Level Zero test driver: %s; a GPU would fault here: aborting\n", text);
+    abort();
+}
+
+/* ---- environment --------------------------------------------------------------------------- */
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static int config_loaded;
+
+/* An integer knob in [lo, hi] (decimal, or hexadecimal after 0x), or `def` when unset; a bad
+ * value is reported and ignored so a typo does not silently test something else. */
+static long env_long(const char *name, long def, long lo, long hi) {
+    const char *s = getenv(name);
+    if (s == NULL || *s == '\0') {
+        return def;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 0);
+    if (*end != '\0' || errno != 0 || v < lo || v > hi) {
+        fprintf(stderr, "acg Level Zero test driver: %s=%s is not in [%ld, %ld]; using %ld\n", name,
+                s, lo, hi, def);
+        return def;
+    }
+    return v;
+}
+
+static uint32_t env_version(const char *name, uint32_t def) {
+    const char *s = getenv(name);
+    unsigned major, minor;
+    char extra;
+    if (s == NULL || *s == '\0') {
+        return def;
+    }
+    if (sscanf(s, "%u.%u%c", &major, &minor, &extra) != 2 || major != 1 || minor > 0xffff) {
+        fprintf(stderr, "acg Level Zero test driver: %s=%s is not 1.<minor>; using %u.%u\n", name,
+                s, ZE_MAJOR_VERSION(def), ZE_MINOR_VERSION(def));
+        return def;
+    }
+    return ZE_MAKE_VERSION(major, minor);
+}
+
+/* Calls fn(token) for each token of a comma-separated list. */
+static void for_each_token(const char *list, void (*fn)(const char *token)) {
+    char *copy = strdup(list);
+    if (copy == NULL) {
+        return;
+    }
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+        fn(tok);
+    }
+    free(copy);
+}
+
+static void hide_one(const char *name) {
+    int ep = entry_point_index(name);
+    if (ep < 0) {
+        fprintf(stderr, "acg Level Zero test driver: ACGTEST_ZE_HIDE: no entry point %s\n", name);
+    } else {
+        fake__cfg.hidden[ep] = 1;
+    }
+}
+
+/* "name", or "name:major.minor" to offer an older version than the one implemented. */
+static void offer_one(const char *token) {
+    if (strcmp(token, "none") == 0) {
+        return;
+    }
+    char name[128];
+    unsigned major = 0, minor = 0;
+    const char *colon = strchr(token, ':');
+    size_t len = colon != NULL ? (size_t)(colon - token) : strlen(token);
+    char extra;
+    if (len >= sizeof name ||
+        (colon != NULL && sscanf(colon + 1, "%u.%u%c", &major, &minor, &extra) != 2)) {
+        fprintf(stderr,
+                "acg Level Zero test driver: ACGTEST_ZE_EXTENSIONS: %s is not name or "
+                "name:major.minor\n",
+                token);
+        return;
+    }
+    memcpy(name, token, len);
+    name[len] = '\0';
+    for (int i = 0; i < FAKE_EXT_COUNT; i++) {
+        if (strcmp(fake__exts[i].name, name) != 0) {
+            continue;
+        }
+        uint32_t v = colon != NULL ? ZE_MAKE_VERSION(major, minor) : fake__exts[i].version;
+        if (v == 0 || v > fake__exts[i].version) {
+            fprintf(stderr,
+                    "acg Level Zero test driver: ACGTEST_ZE_EXTENSIONS: %s is implemented "
+                    "at version %u.%u at most\n",
+                    name, ZE_MAJOR_VERSION(fake__exts[i].version),
+                    ZE_MINOR_VERSION(fake__exts[i].version));
+            return;
+        }
+        fake__cfg.extensions[i] = v;
+        return;
+    }
+    fprintf(stderr, "acg Level Zero test driver: ACGTEST_ZE_EXTENSIONS: no extension %s\n", name);
+}
+
+/* "name:nth:code"; the name may be "*". */
+static void parse_fail(const char *spec) {
+    char name[96];
+    const char *c2 = strrchr(spec, ':');
+    const char *c1 = c2 != NULL ? memchr(spec, ':', (size_t)(c2 - spec)) : NULL;
+    char *end1, *end2;
+    unsigned long nth = c1 != NULL ? strtoul(c1 + 1, &end1, 10) : 0;
+    unsigned long code = c2 != NULL ? strtoul(c2 + 1, &end2, 0) : 0;
+    if (c1 == NULL || (size_t)(c1 - spec) >= sizeof name || end1 != c2 || *end2 != '\0' ||
+        c2[1] == '\0' || code > 0x7fffffffUL) {
+        fprintf(stderr, "acg Level Zero test driver: ACGTEST_ZE_FAIL=%s is not name:nth:code\n",
+                spec);
+        return;
+    }
+    memcpy(name, spec, (size_t)(c1 - spec));
+    name[c1 - spec] = '\0';
+    set_injection(name, (unsigned)nth, (int)code);
+}
+
+static void load_config(void) {
+    /* Waits have deadlines on the monotonic clock, which a condition variable takes only from
+     * its attributes. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&fake__g.progress, &attr);
+    pthread_condattr_destroy(&attr);
+    fake__cfg.devices = (int)env_long("ACGTEST_ZE_DEVICES", 1, 0, FAKE_MAX_DEVICES);
+    fake__cfg.api_version = env_version("ACGTEST_ZE_API_VERSION", ZE_MAKE_VERSION(1, 17));
+    fake__cfg.mem_bytes = (size_t)env_long("ACGTEST_ZE_MEM_MB", 16384, 1, 1L << 24) << 20;
+    fake__cfg.init_fail = (ze_result_t)env_long("ACGTEST_ZE_INIT_FAIL", 0, 0, 0x7fffffff);
+    const char *hide = getenv("ACGTEST_ZE_HIDE");
+    if (hide != NULL) {
+        for_each_token(hide, hide_one);
+    }
+    const char *exts = getenv("ACGTEST_ZE_EXTENSIONS");
+    if (exts != NULL) {
+        for_each_token(exts, offer_one);
+    } else {
+        for (int i = 0; i < FAKE_EXT_COUNT; i++) {
+            fake__cfg.extensions[i] = fake__exts[i].version;
+        }
+    }
+    const char *fail = getenv("ACGTEST_ZE_FAIL");
+    if (fail != NULL && *fail != '\0') {
+        parse_fail(fail);
+    }
+    for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
+        fake__g.devices[i].index = i;
+    }
+    config_loaded = 1;
+}
+
+static void ensure_config(void) { pthread_once(&config_once, load_config); }
+
+/* ---- the DDI tables ------------------------------------------------------------------------- */
+
+/* The ze tables entry points are served in. */
+enum fake_table {
+    FAKE_TABLE_ze_global_dditable_t,
+    FAKE_TABLE_ze_driver_dditable_t,
+    FAKE_TABLE_ze_device_dditable_t,
+    FAKE_TABLE_ze_context_dditable_t,
+    FAKE_TABLE_ze_command_queue_dditable_t,
+    FAKE_TABLE_ze_command_list_dditable_t,
+    FAKE_TABLE_ze_fence_dditable_t,
+    FAKE_TABLE_ze_event_pool_dditable_t,
+    FAKE_TABLE_ze_event_dditable_t,
+    FAKE_TABLE_ze_mem_dditable_t,
+    FAKE_TABLE_ze_module_dditable_t,
+    FAKE_TABLE_ze_module_build_log_dditable_t,
+    FAKE_TABLE_ze_kernel_dditable_t,
+    FAKE_TABLE_NONE, /* every slot NULL */
+};
+
+static void fill_table(enum fake_table which, void *table) {
+#define FAKE_SLOT(name, ty, type, slot)                                                            \
+    if (which == FAKE_TABLE_##type && served[FAKE_EP_##name] && !fake__cfg.hidden[FAKE_EP_##name]) \
+        ((type *)table)->pfn##slot = fake_##name;
+    FAKE_ENTRY_POINTS(FAKE_SLOT)
+#undef FAKE_SLOT
+}
+
+/* A getter fills the table of the version the loader asks for: the layout of a newer minor
+ * version begins with this one's (slots are only appended), so the known slots are filled and
+ * the caller's zeroes stand for the rest; an older one would be smaller than what is written. */
+static ze_result_t table_check(ze_api_version_t version, const void *table) {
+    ensure_config();
+    if (table == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (ZE_MAJOR_VERSION(version) != ZE_MAJOR_VERSION(ZE_API_VERSION_CURRENT) ||
+        ZE_MINOR_VERSION(version) < ZE_MINOR_VERSION(ZE_API_VERSION_CURRENT)) {
+        return ZE_RESULT_ERROR_UNSUPPORTED_VERSION;
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+#define FAKE_GETTER(getter, type, which)                                                           \
+    ze_result_t ZE_APICALL getter(ze_api_version_t version, type *table) {                         \
+        ze_result_t r = table_check(version, table);                                               \
+        if (r == ZE_RESULT_SUCCESS) {                                                              \
+            memset(table, 0, sizeof *table);                                                       \
+            fill_table(which, table);                                                              \
+        }                                                                                          \
+        return r;                                                                                  \
+    }
+
+FAKE_GETTER(zeGetGlobalProcAddrTable, ze_global_dditable_t, FAKE_TABLE_ze_global_dditable_t)
+FAKE_GETTER(zeGetDriverProcAddrTable, ze_driver_dditable_t, FAKE_TABLE_ze_driver_dditable_t)
+FAKE_GETTER(zeGetDeviceProcAddrTable, ze_device_dditable_t, FAKE_TABLE_ze_device_dditable_t)
+FAKE_GETTER(zeGetContextProcAddrTable, ze_context_dditable_t, FAKE_TABLE_ze_context_dditable_t)
+FAKE_GETTER(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t,
+            FAKE_TABLE_ze_command_queue_dditable_t)
+FAKE_GETTER(zeGetCommandListProcAddrTable, ze_command_list_dditable_t,
+            FAKE_TABLE_ze_command_list_dditable_t)
+FAKE_GETTER(zeGetFenceProcAddrTable, ze_fence_dditable_t, FAKE_TABLE_ze_fence_dditable_t)
+FAKE_GETTER(zeGetEventPoolProcAddrTable, ze_event_pool_dditable_t,
+            FAKE_TABLE_ze_event_pool_dditable_t)
+FAKE_GETTER(zeGetEventProcAddrTable, ze_event_dditable_t, FAKE_TABLE_ze_event_dditable_t)
+FAKE_GETTER(zeGetMemProcAddrTable, ze_mem_dditable_t, FAKE_TABLE_ze_mem_dditable_t)
+FAKE_GETTER(zeGetModuleProcAddrTable, ze_module_dditable_t, FAKE_TABLE_ze_module_dditable_t)
+FAKE_GETTER(zeGetModuleBuildLogProcAddrTable, ze_module_build_log_dditable_t,
+            FAKE_TABLE_ze_module_build_log_dditable_t)
+FAKE_GETTER(zeGetKernelProcAddrTable, ze_kernel_dditable_t, FAKE_TABLE_ze_kernel_dditable_t)
+FAKE_GETTER(zeGetImageProcAddrTable, ze_image_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zeGetSamplerProcAddrTable, ze_sampler_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zeGetPhysicalMemProcAddrTable, ze_physical_mem_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zeGetVirtualMemProcAddrTable, ze_virtual_mem_dditable_t, FAKE_TABLE_NONE)
+
+/* Tools (zet) and sysman (zes): loader 1.8.12 refuses a driver without these getters, so they
+ * hand out empty tables. */
+FAKE_GETTER(zetGetDeviceProcAddrTable, zet_device_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetContextProcAddrTable, zet_context_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetCommandListProcAddrTable, zet_command_list_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetModuleProcAddrTable, zet_module_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetKernelProcAddrTable, zet_kernel_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetMetricGroupProcAddrTable, zet_metric_group_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetMetricProcAddrTable, zet_metric_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetMetricStreamerProcAddrTable, zet_metric_streamer_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetMetricQueryPoolProcAddrTable, zet_metric_query_pool_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetMetricQueryProcAddrTable, zet_metric_query_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetTracerExpProcAddrTable, zet_tracer_exp_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zetGetDebugProcAddrTable, zet_debug_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetDriverProcAddrTable, zes_driver_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetDeviceProcAddrTable, zes_device_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t,
+            FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetPowerProcAddrTable, zes_power_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetEngineProcAddrTable, zes_engine_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetStandbyProcAddrTable, zes_standby_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetFirmwareProcAddrTable, zes_firmware_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetMemoryProcAddrTable, zes_memory_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetFabricPortProcAddrTable, zes_fabric_port_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetTemperatureProcAddrTable, zes_temperature_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetPsuProcAddrTable, zes_psu_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetFanProcAddrTable, zes_fan_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetLedProcAddrTable, zes_led_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetRasProcAddrTable, zes_ras_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zesGetDiagnosticsProcAddrTable, zes_diagnostics_dditable_t, FAKE_TABLE_NONE)
+
+/* ---- control API ---------------------------------------------------------------------------- */
+
+ACGTEST_ZE_API void acgtest_ze_fail(const char *name, unsigned nth, int code) {
+    ensure_config();
+    set_injection(name, nth, code);
+}
+
+ACGTEST_ZE_API unsigned long acgtest_ze_calls(const char *name) {
+    ensure_config();
+    unsigned long n = 0;
+    int ep = name != NULL ? entry_point_index(name) : INJECT_ANY;
+    pthread_mutex_lock(&ctl_lock);
+    if (ep >= 0) {
+        n = call_counts[ep];
+    } else if (name == NULL) {
+        for (int i = 0; i < FAKE_EP_COUNT; i++) {
+            n += call_counts[i];
+        }
+    }
+    pthread_mutex_unlock(&ctl_lock);
+    return n;
+}
+
+ACGTEST_ZE_API unsigned long acgtest_ze_violations(void) {
+    ensure_config();
+    pthread_mutex_lock(&ctl_lock);
+    unsigned long n = violations;
+    pthread_mutex_unlock(&ctl_lock);
+    return n;
+}
+
+ACGTEST_ZE_API void acgtest_ze_reset_counts(void) {
+    ensure_config();
+    pthread_mutex_lock(&ctl_lock);
+    memset(call_counts, 0, sizeof call_counts);
+    violations = 0;
+    pthread_mutex_unlock(&ctl_lock);
+}
+
+ACGTEST_ZE_API long acgtest_ze_live(void) {
+    ensure_config();
+    pthread_mutex_lock(&fake__g.lock);
+    long n = fake__g.live + fake__g.reclaimed;
+    pthread_mutex_unlock(&fake__g.lock);
+    return n;
+}
+
+ACGTEST_ZE_API void acgtest_ze_bind_kernels(const acg_kernel_desc *(*lookup)(const char *name)) {
+    ensure_config();
+    pthread_mutex_lock(&fake__g.lock);
+    fake__g.lookup = lookup;
+    pthread_mutex_unlock(&fake__g.lock);
+}
+
+/* ---- containers ----------------------------------------------------------------------------- */
+
+int fake__vec_push(struct fake_vec *vec, void *p) {
+    if (vec->n == vec->cap) {
+        size_t cap = vec->cap ? vec->cap * 2 : 8;
+        void **v = realloc(vec->v, cap * sizeof *v);
+        if (v == NULL) {
+            return -1;
+        }
+        vec->v = v;
+        vec->cap = cap;
+    }
+    vec->v[vec->n++] = p;
+    return 0;
+}
+
+int fake__vec_has(const struct fake_vec *vec, const void *p) {
+    for (size_t i = 0; i < vec->n; i++) {
+        if (vec->v[i] == p) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void fake__vec_remove(struct fake_vec *vec, const void *p) {
+    for (size_t i = 0; i < vec->n; i++) {
+        if (vec->v[i] == p) {
+            memmove(&vec->v[i], &vec->v[i + 1], (vec->n - i - 1) * sizeof *vec->v);
+            vec->n--;
+            return;
+        }
+    }
+}
+
+void fake__vec_free(struct fake_vec *vec) {
+    free(vec->v);
+    vec->v = NULL;
+    vec->n = vec->cap = 0;
+}
+
+/* ---- objects -------------------------------------------------------------------------------- */
+
+const char *fake__kind_name(enum fake_kind kind) {
+    static const char *const names[FAKE_KIND_COUNT] = {
+        [FAKE_CONTEXT] = "context", [FAKE_QUEUE] = "command queue",  [FAKE_LIST] = "command list",
+        [FAKE_POOL] = "event pool", [FAKE_EVENT] = "event",          [FAKE_FENCE] = "fence",
+        [FAKE_MODULE] = "module",   [FAKE_LOG] = "module build log", [FAKE_KERNEL] = "kernel",
+    };
+    return names[kind];
+}
+
+ze_result_t fake__ready(void) {
+    return fake__g.initialized ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_UNINITIALIZED;
+}
+
+ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, void **out) {
+    if (h == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    }
+    if (!fake__vec_has(&fake__g.objs[kind], h)) {
+        /* A real driver would read through it (the specification lists no code for this). */
+        fake__violation("%s: %p is not a live %s (destroyed, never created, or another kind)", fn,
+                        h, fake__kind_name(kind));
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    *out = (void *)h;
+    return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out) {
+    if (h == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    }
+    for (int i = 0; i < fake__cfg.devices; i++) {
+        if ((void *)h == (void *)&fake__g.devices[i]) {
+            *out = &fake__g.devices[i];
+            return ZE_RESULT_SUCCESS;
+        }
+    }
+    fake__violation("%p is not a device of this driver", (void *)h);
+    return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+}
+
+int fake__obj_add(struct fake_obj *obj, enum fake_kind kind) {
+    if (fake__vec_push(&fake__g.objs[kind], obj) != 0) {
+        return -1;
+    }
+    obj->kind = kind;
+    obj->serial = fake__g.next_serial++;
+    obj->pending = obj->waiters = 0;
+    fake__g.live++;
+    return 0;
+}
+
+void fake__obj_remove(struct fake_obj *obj) {
+    fake__vec_remove(&fake__g.objs[obj->kind], obj);
+    obj->serial = 0;
+    fake__g.live--;
+}
+
+struct fake_ref fake__ref(struct fake_obj *obj) {
+    struct fake_ref r = {0};
+    if (obj != NULL) {
+        r.obj = obj;
+        r.kind = obj->kind;
+        r.serial = obj->serial;
+    }
+    return r;
+}
+
+int fake__ref_alive(const struct fake_ref *ref) {
+    return ref->obj == NULL ||
+           (fake__vec_has(&fake__g.objs[ref->kind], ref->obj) && ref->obj->serial == ref->serial);
+}
+
+ze_result_t fake__stype(const void *s, ze_structure_type_t want, const char *fn, const char *what) {
+    ze_structure_type_t have;
+    memcpy(&have, s, sizeof have); /* every descriptor and property struct begins with it */
+    if (have != want) {
+        fprintf(stderr, "acg Level Zero test driver: %s: %s has stype 0x%x, not 0x%x\n", fn, what,
+                (unsigned)have, (unsigned)want);
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- waits ---------------------------------------------------------------------------------- */
+
+void fake__deadline(uint64_t timeout_ns, struct timespec *deadline, int *forever) {
+    *forever = timeout_ns == UINT64_MAX;
+    clock_gettime(CLOCK_MONOTONIC, deadline);
+    if (*forever) {
+        return;
+    }
+    uint64_t s = timeout_ns / 1000000000u, ns = timeout_ns % 1000000000u;
+    deadline->tv_sec += (time_t)s;
+    deadline->tv_nsec += (long)ns;
+    if (deadline->tv_nsec >= 1000000000L) {
+        deadline->tv_sec++;
+        deadline->tv_nsec -= 1000000000L;
+    }
+}
+
+int fake__wait(const struct timespec *deadline) {
+    if (deadline == NULL) {
+        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+        return 0;
+    }
+    return pthread_cond_timedwait(&fake__g.progress, &fake__g.lock, deadline) == ETIMEDOUT;
+}
+
+ze_result_t fake__wait_counter(const uint64_t *counter, uint64_t target, uint64_t timeout_ns) {
+    struct timespec deadline;
+    int forever;
+    fake__deadline(timeout_ns, &deadline, &forever);
+    while (*counter < target) {
+        if (timeout_ns == 0 || fake__g.unloading) {
+            return ZE_RESULT_NOT_READY;
+        }
+        if (fake__wait(forever ? NULL : &deadline) && *counter < target) {
+            return ZE_RESULT_NOT_READY;
+        }
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- unload --------------------------------------------------------------------------------- */
+
+/* At unload (the loader's dlclose, or exit), whatever is still held is freed and its workers
+ * joined, so a test that leaked objects still ends clean under the sanitizers (and
+ * acgtest_ze_live has already told it). Workers skip the commands left, even those waiting on
+ * events nothing will signal. A destructor is the one place the driver learns it is going. */
+__attribute__((destructor)) static void fake_unload(void) {
+    if (!config_loaded) {
+        return;
+    }
+    pthread_mutex_lock(&fake__g.lock);
+    fake__g.unloading = 1;
+    pthread_cond_broadcast(&fake__g.progress);
+    fake__workers_stop();
+    fake__events_unload();
+    fake__lists_unload();
+    fake__modules_unload();
+    for (size_t i = fake__g.objs[FAKE_CONTEXT].n; i-- > 0;) {
+        struct fake_context *ctx = fake__g.objs[FAKE_CONTEXT].v[i];
+        fake__ranges_reclaim(ctx);
+        fake__obj_remove(&ctx->obj);
+        free(ctx);
+    }
+    for (int k = 0; k < FAKE_KIND_COUNT; k++) {
+        fake__vec_free(&fake__g.objs[k]);
+    }
+    fake__vec_free(&fake__g.ranges);
+    pthread_mutex_unlock(&fake__g.lock);
+}

@@ -1,0 +1,679 @@
+/* fake_ze_impl.h — the Level Zero test driver's objects and shared state, between its files.
+ *
+ * The driver stands in for a Level Zero GPU driver and runs on the host (fake_ze.c says what it
+ * does and what it simplifies). One mutex, fake__g.lock, guards every table and every object
+ * field below; it is never held while a kernel, a copy or a fill runs, so command lists run at
+ * once. Functions named fake__* and the fake_ze* entry points are shared between the driver's
+ * files and hidden from its users; "(lock held)" says a function expects the mutex taken, and
+ * says so when it lets go of it for a while (a wait, a run).
+ */
+#ifndef ACG_TESTS_ZE_DRIVER_FAKE_ZE_IMPL_H
+#define ACG_TESTS_ZE_DRIVER_FAKE_ZE_IMPL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <level_zero/ze_api.h>
+#include <level_zero/ze_ddi.h>
+
+#include "acg/acg.h"
+#include "backends/level_zero/entry_points.h"
+#include "backends/level_zero/ze_ext.h" /* what Debian's spec 1.4 headers lack */
+
+/* Devices the driver can pretend to have (ACGTEST_ZE_DEVICES is clamped to it). */
+#define FAKE_MAX_DEVICES 4
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+/* X(name, pfn, table, slot): every core entry point this driver implements, served in `table`
+ * (a DDI table type) at pfn<slot>; ze_pfn<pfn>_t is its type (fake_ze.c has the compiler check
+ * each). It serves only those of src/backends/level_zero/entry_points.h, and each of those must
+ * be here with the same pfn, or fake_ze.c does not compile: a backend needing a new entry point
+ * needs it here first. */
+#define FAKE_ENTRY_POINTS(X)                                                                       \
+    X(zeInit, Init, ze_global_dditable_t, Init)                                                    \
+    X(zeDriverGet, DriverGet, ze_driver_dditable_t, Get)                                           \
+    X(zeDriverGetApiVersion, DriverGetApiVersion, ze_driver_dditable_t, GetApiVersion)             \
+    X(zeDriverGetProperties, DriverGetProperties, ze_driver_dditable_t, GetProperties)             \
+    X(zeDriverGetExtensionProperties, DriverGetExtensionProperties, ze_driver_dditable_t,          \
+      GetExtensionProperties)                                                                      \
+    X(zeDriverGetExtensionFunctionAddress, DriverGetExtensionFunctionAddress,                      \
+      ze_driver_dditable_t, GetExtensionFunctionAddress)                                           \
+    X(zeDeviceGet, DeviceGet, ze_device_dditable_t, Get)                                           \
+    X(zeDeviceGetProperties, DeviceGetProperties, ze_device_dditable_t, GetProperties)             \
+    X(zeDeviceGetComputeProperties, DeviceGetComputeProperties, ze_device_dditable_t,              \
+      GetComputeProperties)                                                                        \
+    X(zeDeviceGetMemoryProperties, DeviceGetMemoryProperties, ze_device_dditable_t,                \
+      GetMemoryProperties)                                                                         \
+    X(zeDeviceGetCommandQueueGroupProperties, DeviceGetCommandQueueGroupProperties,                \
+      ze_device_dditable_t, GetCommandQueueGroupProperties)                                        \
+    X(zeContextCreate, ContextCreate, ze_context_dditable_t, Create)                               \
+    X(zeContextDestroy, ContextDestroy, ze_context_dditable_t, Destroy)                            \
+    X(zeCommandQueueCreate, CommandQueueCreate, ze_command_queue_dditable_t, Create)               \
+    X(zeCommandQueueDestroy, CommandQueueDestroy, ze_command_queue_dditable_t, Destroy)            \
+    X(zeCommandQueueExecuteCommandLists, CommandQueueExecuteCommandLists,                          \
+      ze_command_queue_dditable_t, ExecuteCommandLists)                                            \
+    X(zeCommandQueueSynchronize, CommandQueueSynchronize, ze_command_queue_dditable_t,             \
+      Synchronize)                                                                                 \
+    X(zeCommandListCreate, CommandListCreate, ze_command_list_dditable_t, Create)                  \
+    X(zeCommandListCreateImmediate, CommandListCreateImmediate, ze_command_list_dditable_t,        \
+      CreateImmediate)                                                                             \
+    X(zeCommandListDestroy, CommandListDestroy, ze_command_list_dditable_t, Destroy)               \
+    X(zeCommandListClose, CommandListClose, ze_command_list_dditable_t, Close)                     \
+    X(zeCommandListReset, CommandListReset, ze_command_list_dditable_t, Reset)                     \
+    X(zeCommandListAppendBarrier, CommandListAppendBarrier, ze_command_list_dditable_t,            \
+      AppendBarrier)                                                                               \
+    X(zeCommandListAppendMemoryCopy, CommandListAppendMemoryCopy, ze_command_list_dditable_t,      \
+      AppendMemoryCopy)                                                                            \
+    X(zeCommandListAppendMemoryFill, CommandListAppendMemoryFill, ze_command_list_dditable_t,      \
+      AppendMemoryFill)                                                                            \
+    X(zeCommandListAppendLaunchKernel, CommandListAppendLaunchKernel, ze_command_list_dditable_t,  \
+      AppendLaunchKernel)                                                                          \
+    X(zeCommandListAppendSignalEvent, CommandListAppendSignalEvent, ze_command_list_dditable_t,    \
+      AppendSignalEvent)                                                                           \
+    X(zeCommandListAppendWaitOnEvents, CommandListAppendWaitOnEvents, ze_command_list_dditable_t,  \
+      AppendWaitOnEvents)                                                                          \
+    X(zeCommandListAppendEventReset, CommandListAppendEventReset, ze_command_list_dditable_t,      \
+      AppendEventReset)                                                                            \
+    X(zeEventPoolCreate, EventPoolCreate, ze_event_pool_dditable_t, Create)                        \
+    X(zeEventPoolDestroy, EventPoolDestroy, ze_event_pool_dditable_t, Destroy)                     \
+    X(zeEventCreate, EventCreate, ze_event_dditable_t, Create)                                     \
+    X(zeEventDestroy, EventDestroy, ze_event_dditable_t, Destroy)                                  \
+    X(zeEventHostSynchronize, EventHostSynchronize, ze_event_dditable_t, HostSynchronize)          \
+    X(zeEventQueryStatus, EventQueryStatus, ze_event_dditable_t, QueryStatus)                      \
+    X(zeEventHostReset, EventHostReset, ze_event_dditable_t, HostReset)                            \
+    X(zeFenceCreate, FenceCreate, ze_fence_dditable_t, Create)                                     \
+    X(zeFenceDestroy, FenceDestroy, ze_fence_dditable_t, Destroy)                                  \
+    X(zeFenceHostSynchronize, FenceHostSynchronize, ze_fence_dditable_t, HostSynchronize)          \
+    X(zeFenceReset, FenceReset, ze_fence_dditable_t, Reset)                                        \
+    X(zeFenceQueryStatus, FenceQueryStatus, ze_fence_dditable_t, QueryStatus)                      \
+    X(zeMemAllocDevice, MemAllocDevice, ze_mem_dditable_t, AllocDevice)                            \
+    X(zeMemAllocHost, MemAllocHost, ze_mem_dditable_t, AllocHost)                                  \
+    X(zeMemFree, MemFree, ze_mem_dditable_t, Free)                                                 \
+    X(zeModuleCreate, ModuleCreate, ze_module_dditable_t, Create)                                  \
+    X(zeModuleDestroy, ModuleDestroy, ze_module_dditable_t, Destroy)                               \
+    X(zeModuleBuildLogDestroy, ModuleBuildLogDestroy, ze_module_build_log_dditable_t, Destroy)     \
+    X(zeModuleBuildLogGetString, ModuleBuildLogGetString, ze_module_build_log_dditable_t,          \
+      GetString)                                                                                   \
+    X(zeKernelCreate, KernelCreate, ze_kernel_dditable_t, Create)                                  \
+    X(zeKernelDestroy, KernelDestroy, ze_kernel_dditable_t, Destroy)                               \
+    X(zeKernelSetArgumentValue, KernelSetArgumentValue, ze_kernel_dditable_t, SetArgumentValue)    \
+    X(zeKernelSetGroupSize, KernelSetGroupSize, ze_kernel_dditable_t, SetGroupSize)
+
+/* X(name, extension, minor): the functions zeDriverGetExtensionFunctionAddress serves, of the
+ * type acg_ze_pfn_<name> the backend declares (ze_ext.h); `extension` is the fake_ext that must
+ * be offered at version 1.<minor> or later, or FAKE_EXT_CORE_1_6 for a core function of spec
+ * 1.6 (served when the API version is at least 1.6). */
+#define FAKE_EXT_FUNCTIONS(X)                                                                      \
+    X(zeCommandListHostSynchronize, FAKE_EXT_CORE_1_6, 0)                                          \
+    X(zeCommandListImmediateAppendCommandListsExp, FAKE_EXT_IMMEDIATE_APPEND, 0)                   \
+    X(zeCommandListGetNextCommandIdExp, FAKE_EXT_MUTABLE, 0)                                       \
+    X(zeCommandListUpdateMutableCommandsExp, FAKE_EXT_MUTABLE, 0)                                  \
+    X(zeCommandListUpdateMutableCommandSignalEventExp, FAKE_EXT_MUTABLE, 0)                        \
+    X(zeCommandListUpdateMutableCommandWaitEventsExp, FAKE_EXT_MUTABLE, 0)                         \
+    X(zeCommandListGetNextCommandIdWithKernelsExp, FAKE_EXT_MUTABLE, 1)                            \
+    X(zeCommandListUpdateMutableCommandKernelsExp, FAKE_EXT_MUTABLE, 1)
+
+/* One index per implemented entry point, core then extension, for call counts, injection and
+ * hiding. */
+enum fake_ep {
+#define FAKE_EP_ENUM(name, pfn, a, b) FAKE_EP_##name,
+    FAKE_ENTRY_POINTS(FAKE_EP_ENUM)
+#undef FAKE_EP_ENUM
+#define FAKE_EXT_ENUM(name, ext, minor) FAKE_EP_##name,
+        FAKE_EXT_FUNCTIONS(FAKE_EXT_ENUM)
+#undef FAKE_EXT_ENUM
+            FAKE_EP_COUNT
+};
+
+/* The extensions the driver implements (fake_ze.c has their names and versions). */
+enum fake_ext {
+    FAKE_EXT_IMMEDIATE_APPEND, /* ZE_experimental_immediate_command_list_append 1.0 */
+    FAKE_EXT_MUTABLE,          /* ZE_experimental_mutable_command_list 1.1 */
+    FAKE_EXT_COUNT,
+    FAKE_EXT_CORE_1_6 = -1, /* not an extension: core since spec 1.6 */
+};
+
+/* The extensions' names and the versions implemented (ACGTEST_ZE_EXTENSIONS may offer less). */
+struct fake_ext_info {
+    const char *name;
+    uint32_t version;
+};
+extern const struct fake_ext_info fake__exts[FAKE_EXT_COUNT];
+/* Whether extension function `name` is served now (its extension offered, or its API version
+ * reached, and it is not hidden): SUCCESS with its address in *out, else INVALID_ARGUMENT with
+ * NULL, as Intel's driver answers. */
+ze_result_t fake__ext_function(const char *name, void **out);
+
+/* Counts a call of entry point `ep` and returns the code an injected failure makes it return,
+ * or ZE_RESULT_SUCCESS to go on. Every entry point starts with FAKE_ENTER. */
+ze_result_t fake__enter(enum fake_ep ep);
+#define FAKE_ENTER(name)                                                                           \
+    do {                                                                                           \
+        ze_result_t fake_injected_ = fake__enter(FAKE_EP_##name);                                  \
+        if (fake_injected_ != ZE_RESULT_SUCCESS) {                                                 \
+            return fake_injected_;                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* The environment knobs, read once (fake_ze.c); read-only afterwards. */
+struct fake_config {
+    int devices;                         /* ACGTEST_ZE_DEVICES */
+    uint32_t api_version;                /* ACGTEST_ZE_API_VERSION, ZE_MAKE_VERSION form */
+    size_t mem_bytes;                    /* ACGTEST_ZE_MEM_MB, per device */
+    ze_result_t init_fail;               /* ACGTEST_ZE_INIT_FAIL */
+    char hidden[FAKE_EP_COUNT];          /* ACGTEST_ZE_HIDE */
+    uint32_t extensions[FAKE_EXT_COUNT]; /* ACGTEST_ZE_EXTENSIONS: the version offered, 0 none */
+};
+extern struct fake_config fake__cfg;
+
+/* ---- small containers --------------------------------------------------------------------- */
+
+/* A set of objects, searched by address: handles are checked by membership, never by reading
+ * through a pointer that may already be freed. */
+struct fake_vec {
+    void **v;
+    size_t n, cap;
+};
+int fake__vec_push(struct fake_vec *vec, void *p); /* 0, or -1 when out of memory */
+int fake__vec_has(const struct fake_vec *vec, const void *p);
+void fake__vec_remove(struct fake_vec *vec, const void *p);
+void fake__vec_free(struct fake_vec *vec);
+
+/* ---- objects ------------------------------------------------------------------------------- */
+
+/* The kinds of handle the driver hands out and keeps a live set of. */
+enum fake_kind {
+    FAKE_CONTEXT,
+    FAKE_QUEUE,
+    FAKE_LIST,
+    FAKE_POOL,
+    FAKE_EVENT,
+    FAKE_FENCE,
+    FAKE_MODULE,
+    FAKE_LOG,
+    FAKE_KERNEL,
+    FAKE_KIND_COUNT,
+};
+
+/* The head of every object. A serial tells a live object from a later one at the same address
+ * (a command recorded before a destroy checks it at execution). */
+struct fake_obj {
+    enum fake_kind kind;
+    uint64_t serial;
+    long pending; /* queued or running commands that use it (for a regular list: executions) */
+    long waiters; /* host threads waiting on it */
+};
+
+/* A reference a command holds to an object, checked alive by membership and serial. */
+struct fake_ref {
+    struct fake_obj *obj; /* NULL: none */
+    enum fake_kind kind;
+    uint64_t serial;
+};
+
+struct fake_driver {
+    int unused;
+};
+
+struct fake_device {
+    int index;
+    size_t allocated; /* bytes of live device allocations */
+};
+
+/* The command queue groups of every device, in ordinal order: one that runs everything, one
+ * that only copies and fills. */
+enum { FAKE_GROUP_COMPUTE, FAKE_GROUP_COPY, FAKE_GROUP_COUNT };
+struct fake_group {
+    ze_command_queue_group_property_flags_t flags;
+    size_t max_pattern; /* maxMemoryFillPatternSize */
+    uint32_t queues;    /* numQueues */
+};
+extern const struct fake_group fake__groups[FAKE_GROUP_COUNT];
+
+struct fake_context {
+    struct fake_obj obj;
+};
+
+/* A host thread running commands in order: an immediate list's or a queue's. */
+struct fake_engine {
+    const char *what; /* "immediate command list" or "command queue", for messages */
+    pthread_t thread;
+    pthread_cond_t work;          /* signalled when a job is queued or quit is set */
+    struct fake_job *head, *tail; /* queued jobs, head running or next */
+    uint64_t submitted;           /* jobs ever queued */
+    uint64_t completed;           /* jobs finished, in order; completed <= submitted */
+    int quit;                     /* destroyed: the worker returns once the queue is empty */
+};
+
+/* What one command does. */
+enum fake_cmd_kind {
+    FAKE_CMD_BARRIER, /* waits and signal only */
+    FAKE_CMD_COPY,
+    FAKE_CMD_FILL,
+    FAKE_CMD_KERNEL,
+    FAKE_CMD_RESET,   /* an event back to not signalled */
+    FAKE_CMD_EXECUTE, /* regular lists run in order (a queue's execution, an immediate append) */
+};
+
+/* Parameters of a kernel's OpenCL C signature: a buffer argument is two (a global pointer and
+ * a ulong byte offset), a scalar one. */
+#define FAKE_MAX_PARAMS (2 * ACG_MAX_KERNEL_ARGS)
+
+/* The largest fill pattern (the compute group's maxMemoryFillPatternSize). */
+#define FAKE_MAX_PATTERN 128
+
+/* A command: appended to an immediate list (a job of its engine), recorded in a regular list,
+ * or the execution of regular lists. Everything it needs is copied in when it is appended, as
+ * the specification says for kernel arguments. */
+struct fake_cmd {
+    enum fake_cmd_kind kind;
+    const char *entry; /* the entry point that appended it, for messages */
+    /* A command of a mutable list taken with zeCommandListGetNextCommandIdExp: its id, what it
+     * may change (acg_ze_mutable_command_exp_flags_t), and the kernels it may switch to. */
+    uint64_t id; /* 0: not mutable */
+    uint32_t mutable_flags;
+    uint32_t n_kernels;
+    struct fake_ref *kernels; /* (n_kernels) */
+    struct fake_ref signal;   /* the event signalled when it completes */
+    uint32_t n_waits;
+    struct fake_ref *waits; /* (n_waits) events it waits for before it starts */
+    union {
+        struct {
+            uintptr_t dst, src;
+            size_t bytes;
+        } copy;
+        struct {
+            uintptr_t dst;
+            size_t bytes;
+            size_t pattern_size;
+            unsigned char pattern[FAKE_MAX_PATTERN];
+        } fill;
+        struct {
+            struct fake_ref kernel, module;
+            acg_kernel_cpu_fn fn;
+            uint32_t n_args;
+            acg_arg_type types[ACG_MAX_KERNEL_ARGS];
+            /* The launch as appended (or updated): parameter values, group size and count. */
+            uint32_t n_params;
+            unsigned char param_size[FAKE_MAX_PARAMS];
+            unsigned char params[FAKE_MAX_PARAMS][8];
+            uint32_t set; /* bit p: parameter p has a value (a kernel switch clears them) */
+            uint32_t group[3], count[3];
+            /* What runs, made from the above by fake__kernel_build. */
+            acg_cpu_arg args[ACG_MAX_KERNEL_ARGS]; /* a buffer's pointer plus its offset */
+            uint32_t global[3];                    /* group count times group size */
+        } kernel;
+        struct {
+            struct fake_ref event;
+        } reset;
+        struct {
+            uint32_t n_lists;
+            struct fake_ref *lists; /* (n_lists) regular lists, closed */
+            struct fake_ref fence;  /* signalled once every list ran */
+        } exec;
+    } u;
+};
+
+struct fake_job {
+    struct fake_job *next;
+    struct fake_cmd cmd;
+};
+
+struct fake_list {
+    struct fake_obj obj; /* pending: executions of this regular list in flight */
+    struct fake_context *ctx;
+    struct fake_device *dev;
+    uint32_t ordinal; /* its command queue group */
+    int immediate;
+    uint32_t flags; /* ze_command_list_flags_t, or an immediate list's ze_command_queue_flags_t */
+    /* A regular list: its commands, and whether it is closed. */
+    int closed;
+    struct fake_cmd *cmds; /* (n_cmds) */
+    size_t n_cmds, cap_cmds;
+    /* A mutable regular list (ZE_experimental_mutable_command_list): the id the next command
+     * appended takes (0: none asked for), with its flags and kernels, and the last id given. */
+    int mutable_;
+    uint64_t next_id, last_id;
+    uint32_t next_flags;
+    uint32_t n_next_kernels;
+    struct fake_ref *next_kernels; /* (n_next_kernels) */
+    /* An immediate list: its mode and engine. */
+    ze_command_queue_mode_t mode;
+    struct fake_engine engine;
+};
+
+struct fake_queue {
+    struct fake_obj obj;
+    struct fake_context *ctx;
+    struct fake_device *dev;
+    uint32_t ordinal, index;
+    uint32_t flags;
+    ze_command_queue_mode_t mode;
+    long fences; /* live fences created from it */
+    struct fake_engine engine;
+};
+
+struct fake_pool {
+    struct fake_obj obj;
+    struct fake_context *ctx;
+    ze_event_pool_flags_t flags;
+    uint32_t count;
+    long events;              /* live events created from it */
+    struct fake_event **slot; /* (count) the live event at each index, or NULL */
+};
+
+struct fake_event {
+    struct fake_obj obj;
+    struct fake_pool *pool;
+    uint32_t index;
+    int signalled;
+};
+
+struct fake_fence {
+    struct fake_obj obj;
+    struct fake_queue *queue;
+    int signalled;
+};
+
+struct fake_module {
+    struct fake_obj obj;
+    struct fake_context *ctx;
+    struct fake_device *dev;
+    long kernels;   /* live kernels created from it */
+    char **entries; /* (n_entries) the OpEntryPoint names of its SPIR-V */
+    size_t n_entries;
+};
+
+struct fake_log {
+    struct fake_obj obj;
+    char *text;
+};
+
+struct fake_kernel {
+    struct fake_obj obj;
+    struct fake_module *module;
+    char *name;
+    acg_kernel_cpu_fn fn;
+    uint32_t n_args;
+    acg_arg_type types[ACG_MAX_KERNEL_ARGS];
+    uint32_t n_params;
+    unsigned char param_size[FAKE_MAX_PARAMS]; /* 8 for pointers and 64-bit scalars, else 4 */
+    unsigned char params[FAKE_MAX_PARAMS][8];  /* values set, little end first */
+    uint32_t set;                              /* bit p: parameter p was set */
+    uint32_t group[3];                         /* zeKernelSetGroupSize; 1, 1, 1 at first */
+};
+
+/* A live allocation (zeMemAllocDevice, zeMemAllocHost). */
+struct fake_range {
+    uintptr_t base;
+    size_t size;
+    struct fake_context *ctx;
+    struct fake_device *dev; /* NULL: host memory */
+    long busy;               /* commands running on it right now */
+};
+
+/* ---- shared state -------------------------------------------------------------------------- */
+
+struct fake_state {
+    pthread_mutex_t lock;
+    pthread_cond_t progress; /* broadcast when a job finishes, an event or fence is signalled */
+    int initialized;         /* zeInit succeeded */
+    int unloading;           /* the library is going: workers skip what is left */
+    uint64_t next_serial;
+    struct fake_driver driver;
+    struct fake_device devices[FAKE_MAX_DEVICES];
+    struct fake_vec objs[FAKE_KIND_COUNT];              /* live handles of each kind */
+    struct fake_vec ranges;                             /* struct fake_range *, live allocations */
+    const acg_kernel_desc *(*lookup)(const char *name); /* acgtest_ze_bind_kernels */
+    long live;      /* user-visible objects alive (acgtest_ze_live) */
+    long reclaimed; /* allocations a context's destroy freed for their leaking owner */
+};
+extern struct fake_state fake__g;
+
+/* ---- shared helpers ------------------------------------------------------------------------ */
+
+/* Says on stderr that the caller misused the API ("fn: ..."), counts it in
+ * acgtest_ze_violations. */
+void fake__violation(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* Says what a GPU would fault on, and aborts: the test cannot go on meaningfully. */
+_Noreturn void fake__fault(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* (lock held) UNINITIALIZED before zeInit, else SUCCESS. */
+ze_result_t fake__ready(void);
+/* (lock held) The live object of `kind` that handle h is: INVALID_NULL_HANDLE for NULL; a
+ * handle that is not live (destroyed, never created, or of another kind) is a violation
+ * reported for `fn`, and INVALID_ARGUMENT. */
+ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
+/* (lock held) The device of handle h, or INVALID_NULL_HANDLE / INVALID_ARGUMENT. */
+ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out);
+/* (lock held) Makes obj live: a serial, its set, the live count. -1 when out of memory. */
+int fake__obj_add(struct fake_obj *obj, enum fake_kind kind);
+/* (lock held) Forgets a live object (the caller frees it). */
+void fake__obj_remove(struct fake_obj *obj);
+/* A reference to obj (NULL: none). */
+struct fake_ref fake__ref(struct fake_obj *obj);
+/* (lock held) Whether the object a reference names is still the one it named. */
+int fake__ref_alive(const struct fake_ref *ref);
+/* The name of a kind, for messages ("event"). */
+const char *fake__kind_name(enum fake_kind kind);
+/* Checks a descriptor's or a property struct's stype: INVALID_ARGUMENT with a message when it
+ * is not `want`. */
+ze_result_t fake__stype(const void *s, ze_structure_type_t want, const char *fn, const char *what);
+
+/* (lock held; waits) Waits on fake__g.progress until `deadline` (from fake__deadline); returns
+ * nonzero once it has passed. */
+int fake__wait(const struct timespec *deadline);
+/* The deadline `timeout_ns` from now: UINT64_MAX is never (NULL deadline, returned through
+ * *forever), 0 is now. */
+void fake__deadline(uint64_t timeout_ns, struct timespec *deadline, int *forever);
+/* (lock held; waits) Waits until *counter reaches target or the timeout passes: SUCCESS or
+ * NOT_READY. */
+ze_result_t fake__wait_counter(const uint64_t *counter, uint64_t target, uint64_t timeout_ns);
+
+/* Memory (fake_memory.c). (lock held) The live allocation holding [addr, addr + bytes), or
+ * NULL; bytes 0 asks for addr inside or at the end of one. */
+struct fake_range *fake__range_find(uintptr_t addr, size_t bytes);
+/* (lock held) Frees every allocation of `ctx` (its destroy); returns how many. */
+long fake__ranges_reclaim(struct fake_context *ctx);
+
+/* Events (fake_event.c). (lock held) The live event handle h as a command's signal (optional)
+ * or wait: INVALID_NULL_HANDLE, INVALID_ARGUMENT, or INVALID_SYNCHRONIZATION_OBJECT for an event
+ * of another context than the list's. */
+ze_result_t fake__event_ref(ze_event_handle_t h, struct fake_context *ctx, const char *fn,
+                            struct fake_ref *out);
+/* (lock held) A command's wait list: phWaitEvents checked as above, copied (free with
+ * fake__cmd_free). */
+ze_result_t fake__wait_refs(uint32_t n, ze_event_handle_t *events, struct fake_context *ctx,
+                            const char *fn, struct fake_cmd *cmd);
+/* (lock held) Frees every pool, event and fence at unload. */
+void fake__events_unload(void);
+
+/* Workers (fake_run.c). (lock held) Starts an engine's worker: OUT_OF_HOST_MEMORY when it
+ * cannot. `what` names the engine's owner in messages. */
+ze_result_t fake__engine_start(struct fake_engine *e, const char *what);
+/* (lock held; lets go while it joins) Stops an idle engine's worker and joins it. */
+void fake__engine_stop(struct fake_engine *e);
+/* (lock held) Queues cmd, taking what it owns whatever happens, and holds the objects it uses
+ * until it completes; *seq is the engine's `completed` count once it has. */
+ze_result_t fake__engine_submit(struct fake_engine *e, struct fake_cmd *cmd, uint64_t *seq);
+/* (lock held) The first reference of cmd (the commands of the lists it executes included) to an
+ * object destroyed since it was appended, or NULL. */
+const struct fake_ref *fake__cmd_dead_ref(const struct fake_cmd *cmd);
+/* (lock held) Frees what a command owns. */
+void fake__cmd_free(struct fake_cmd *cmd);
+/* (lock held; lets go while it joins) At unload: stops every worker (they skip what is left)
+ * and joins it. */
+void fake__workers_stop(void);
+/* Mutable lists (fake_mutable.c). Whether a list descriptor's pNext chain asks for a mutable
+ * list (and the extension is offered). */
+int fake__mutable_requested(const ze_command_list_desc_t *desc);
+/* (lock held) Gives the command about to be appended to l the id taken for it, if any. */
+void fake__mutable_assign(struct fake_list *l, struct fake_cmd *cmd);
+/* Fills the extension's properties where a ze_device_properties_t's pNext chain has them (when
+ * it is offered). */
+void fake__mutable_properties(ze_device_properties_t *props);
+/* Command lists and queues (fake_list.c). (lock held) Frees every list and queue at unload, after
+ * fake__workers_stop and once no fence is left. */
+void fake__lists_unload(void);
+
+/* Modules and kernels (fake_module.c). (lock held) Fills a kernel command from a kernel's
+ * current arguments and group size and a group count. */
+ze_result_t fake__kernel_cmd(struct fake_kernel *k, const ze_group_count_t *groups, const char *fn,
+                             struct fake_cmd *cmd);
+/* (lock held) Makes cmd launch kernel k with its current arguments and group size (the group
+ * count is left as it is): a launch's start, and a mutable command's kernel switch. */
+void fake__kernel_take(struct fake_cmd *cmd, const struct fake_kernel *k);
+/* Whether every parameter of a kernel command has a value. */
+int fake__kernel_args_set(const struct fake_cmd *cmd);
+/* (lock held) Makes a kernel command's args and global sizes from its parameters, group size
+ * and count: INVALID_ARGUMENT with a message when one is unset or the grid too large. */
+ze_result_t fake__kernel_build(struct fake_cmd *cmd, const char *name, const char *fn);
+/* (lock held) Frees every module, build log and kernel at unload. */
+void fake__modules_unload(void);
+
+/* ---- entry points, one per line of FAKE_ENTRY_POINTS and FAKE_EXT_FUNCTIONS (their types are
+ * checked in fake_ze.c) ---------------------------------------------------------------------- */
+
+ze_result_t fake_zeInit(ze_init_flags_t flags);
+ze_result_t fake_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers);
+ze_result_t fake_zeDriverGetApiVersion(ze_driver_handle_t hDriver, ze_api_version_t *version);
+ze_result_t fake_zeDriverGetProperties(ze_driver_handle_t hDriver,
+                                       ze_driver_properties_t *pDriverProperties);
+ze_result_t fake_zeDriverGetExtensionProperties(ze_driver_handle_t hDriver, uint32_t *pCount,
+                                                ze_driver_extension_properties_t *pProps);
+ze_result_t fake_zeDriverGetExtensionFunctionAddress(ze_driver_handle_t hDriver, const char *name,
+                                                     void **ppFunctionAddress);
+ze_result_t fake_zeDeviceGet(ze_driver_handle_t hDriver, uint32_t *pCount,
+                             ze_device_handle_t *phDevices);
+ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
+                                       ze_device_properties_t *pDeviceProperties);
+ze_result_t fake_zeDeviceGetComputeProperties(ze_device_handle_t hDevice,
+                                              ze_device_compute_properties_t *pComputeProperties);
+ze_result_t fake_zeDeviceGetMemoryProperties(ze_device_handle_t hDevice, uint32_t *pCount,
+                                             ze_device_memory_properties_t *pMemProperties);
+ze_result_t
+fake_zeDeviceGetCommandQueueGroupProperties(ze_device_handle_t hDevice, uint32_t *pCount,
+                                            ze_command_queue_group_properties_t *pProps);
+ze_result_t fake_zeContextCreate(ze_driver_handle_t hDriver, const ze_context_desc_t *desc,
+                                 ze_context_handle_t *phContext);
+ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext);
+ze_result_t fake_zeCommandQueueCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
+                                      const ze_command_queue_desc_t *desc,
+                                      ze_command_queue_handle_t *phCommandQueue);
+ze_result_t fake_zeCommandQueueDestroy(ze_command_queue_handle_t hCommandQueue);
+ze_result_t fake_zeCommandQueueExecuteCommandLists(ze_command_queue_handle_t hCommandQueue,
+                                                   uint32_t numCommandLists,
+                                                   ze_command_list_handle_t *phCommandLists,
+                                                   ze_fence_handle_t hFence);
+ze_result_t fake_zeCommandQueueSynchronize(ze_command_queue_handle_t hCommandQueue,
+                                           uint64_t timeout);
+ze_result_t fake_zeCommandListCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
+                                     const ze_command_list_desc_t *desc,
+                                     ze_command_list_handle_t *phCommandList);
+ze_result_t fake_zeCommandListCreateImmediate(ze_context_handle_t hContext,
+                                              ze_device_handle_t hDevice,
+                                              const ze_command_queue_desc_t *altdesc,
+                                              ze_command_list_handle_t *phCommandList);
+ze_result_t fake_zeCommandListDestroy(ze_command_list_handle_t hCommandList);
+ze_result_t fake_zeCommandListClose(ze_command_list_handle_t hCommandList);
+ze_result_t fake_zeCommandListReset(ze_command_list_handle_t hCommandList);
+ze_result_t fake_zeCommandListAppendBarrier(ze_command_list_handle_t hCommandList,
+                                            ze_event_handle_t hSignalEvent, uint32_t numWaitEvents,
+                                            ze_event_handle_t *phWaitEvents);
+ze_result_t fake_zeCommandListAppendMemoryCopy(ze_command_list_handle_t hCommandList, void *dstptr,
+                                               const void *srcptr, size_t size,
+                                               ze_event_handle_t hSignalEvent,
+                                               uint32_t numWaitEvents,
+                                               ze_event_handle_t *phWaitEvents);
+ze_result_t fake_zeCommandListAppendMemoryFill(ze_command_list_handle_t hCommandList, void *ptr,
+                                               const void *pattern, size_t pattern_size,
+                                               size_t size, ze_event_handle_t hSignalEvent,
+                                               uint32_t numWaitEvents,
+                                               ze_event_handle_t *phWaitEvents);
+ze_result_t fake_zeCommandListAppendLaunchKernel(ze_command_list_handle_t hCommandList,
+                                                 ze_kernel_handle_t hKernel,
+                                                 const ze_group_count_t *pLaunchFuncArgs,
+                                                 ze_event_handle_t hSignalEvent,
+                                                 uint32_t numWaitEvents,
+                                                 ze_event_handle_t *phWaitEvents);
+ze_result_t fake_zeCommandListAppendSignalEvent(ze_command_list_handle_t hCommandList,
+                                                ze_event_handle_t hEvent);
+ze_result_t fake_zeCommandListAppendWaitOnEvents(ze_command_list_handle_t hCommandList,
+                                                 uint32_t numEvents, ze_event_handle_t *phEvents);
+ze_result_t fake_zeCommandListAppendEventReset(ze_command_list_handle_t hCommandList,
+                                               ze_event_handle_t hEvent);
+ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_pool_desc_t *desc,
+                                   uint32_t numDevices, ze_device_handle_t *phDevices,
+                                   ze_event_pool_handle_t *phEventPool);
+ze_result_t fake_zeEventPoolDestroy(ze_event_pool_handle_t hEventPool);
+ze_result_t fake_zeEventCreate(ze_event_pool_handle_t hEventPool, const ze_event_desc_t *desc,
+                               ze_event_handle_t *phEvent);
+ze_result_t fake_zeEventDestroy(ze_event_handle_t hEvent);
+ze_result_t fake_zeEventHostSynchronize(ze_event_handle_t hEvent, uint64_t timeout);
+ze_result_t fake_zeEventQueryStatus(ze_event_handle_t hEvent);
+ze_result_t fake_zeEventHostReset(ze_event_handle_t hEvent);
+ze_result_t fake_zeFenceCreate(ze_command_queue_handle_t hCommandQueue, const ze_fence_desc_t *desc,
+                               ze_fence_handle_t *phFence);
+ze_result_t fake_zeFenceDestroy(ze_fence_handle_t hFence);
+ze_result_t fake_zeFenceHostSynchronize(ze_fence_handle_t hFence, uint64_t timeout);
+ze_result_t fake_zeFenceQueryStatus(ze_fence_handle_t hFence);
+ze_result_t fake_zeFenceReset(ze_fence_handle_t hFence);
+ze_result_t fake_zeMemAllocDevice(ze_context_handle_t hContext,
+                                  const ze_device_mem_alloc_desc_t *device_desc, size_t size,
+                                  size_t alignment, ze_device_handle_t hDevice, void **pptr);
+ze_result_t fake_zeMemAllocHost(ze_context_handle_t hContext,
+                                const ze_host_mem_alloc_desc_t *host_desc, size_t size,
+                                size_t alignment, void **pptr);
+ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr);
+ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
+                                const ze_module_desc_t *desc, ze_module_handle_t *phModule,
+                                ze_module_build_log_handle_t *phBuildLog);
+ze_result_t fake_zeModuleDestroy(ze_module_handle_t hModule);
+ze_result_t fake_zeModuleBuildLogDestroy(ze_module_build_log_handle_t hModuleBuildLog);
+ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleBuildLog,
+                                           size_t *pSize, char *pBuildLog);
+ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc_t *desc,
+                                ze_kernel_handle_t *phKernel);
+ze_result_t fake_zeKernelDestroy(ze_kernel_handle_t hKernel);
+ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t argIndex,
+                                          size_t argSize, const void *pArgValue);
+ze_result_t fake_zeKernelSetGroupSize(ze_kernel_handle_t hKernel, uint32_t groupSizeX,
+                                      uint32_t groupSizeY, uint32_t groupSizeZ);
+ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandList,
+                                              uint64_t timeout);
+ze_result_t fake_zeCommandListImmediateAppendCommandListsExp(
+    ze_command_list_handle_t hCommandListImmediate, uint32_t numCommandLists,
+    ze_command_list_handle_t *phCommandLists, ze_event_handle_t hSignalEvent,
+    uint32_t numWaitEvents, ze_event_handle_t *phWaitEvents);
+ze_result_t fake_zeCommandListGetNextCommandIdExp(ze_command_list_handle_t hCommandList,
+                                                  const acg_ze_mutable_command_id_exp_desc_t *desc,
+                                                  uint64_t *pCommandId);
+ze_result_t
+fake_zeCommandListUpdateMutableCommandsExp(ze_command_list_handle_t hCommandList,
+                                           const acg_ze_mutable_commands_exp_desc_t *desc);
+ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
+    ze_command_list_handle_t hCommandList, uint64_t commandId, ze_event_handle_t hSignalEvent);
+ze_result_t
+fake_zeCommandListUpdateMutableCommandWaitEventsExp(ze_command_list_handle_t hCommandList,
+                                                    uint64_t commandId, uint32_t numWaitEvents,
+                                                    ze_event_handle_t *phWaitEvents);
+ze_result_t fake_zeCommandListGetNextCommandIdWithKernelsExp(
+    ze_command_list_handle_t hCommandList, const acg_ze_mutable_command_id_exp_desc_t *desc,
+    uint32_t numKernels, ze_kernel_handle_t *phKernels, uint64_t *pCommandId);
+ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_handle_t hCommandList,
+                                                             uint32_t numKernels,
+                                                             uint64_t *pCommandId,
+                                                             ze_kernel_handle_t *phKernels);
+
+#endif /* ACG_TESTS_ZE_DRIVER_FAKE_ZE_IMPL_H */
