@@ -17,6 +17,8 @@
 #                             acg_core_objects' sources
 #   ACG_MODEL_SPIRV_EMBEDDED  generated/model_kernels_spv.h  (acg__model_kernels_spv), for
 #                             acg_model_objects' sources
+#   ACG_TEST_SPIRV_EMBEDDED   generated/test_kernels_spv.h   (tc_test_kernels_spv), made by the
+#                             target acg_spirv_test_kernels: tests/ is another directory
 #   ACG_SPIRV_MODULES         the modules, "spv;source" for each, for tests/spirv/check.sh
 #   ACG_SPIRV_KERNEL_DEFINES  ACG_HAVE_SPIRV_KERNELS=1, for the core, model and test targets
 #   ACG_SPIRV_VAL, ACG_SPIRV_DIS  the spirv-tools programs (spirv-dis may be NOTFOUND)
@@ -110,7 +112,8 @@ endfunction()
 set(ACG_SPIRV_EMBEDDED)
 set(ACG_SPIRV_MODULES)
 foreach(triple "src/core/elementwise.cl;core_kernels_spv;acg__core_kernels_spv"
-               "src/model/kernels.cl;model_kernels_spv;acg__model_kernels_spv")
+               "src/model/kernels.cl;model_kernels_spv;acg__model_kernels_spv"
+               "tests/test_kernels.cl;test_kernels_spv;tc_test_kernels_spv")
     list(GET triple 0 src)
     list(GET triple 1 out)
     list(GET triple 2 symbol)
@@ -124,4 +127,6 @@ endforeach()
 # output).
 list(GET ACG_SPIRV_EMBEDDED 0 ACG_CORE_SPIRV_EMBEDDED)
 list(GET ACG_SPIRV_EMBEDDED 1 ACG_MODEL_SPIRV_EMBEDDED)
+list(GET ACG_SPIRV_EMBEDDED 2 ACG_TEST_SPIRV_EMBEDDED)
+add_custom_target(acg_spirv_test_kernels DEPENDS ${ACG_TEST_SPIRV_EMBEDDED})
 set(ACG_SPIRV_KERNEL_DEFINES ACG_HAVE_SPIRV_KERNELS=1)

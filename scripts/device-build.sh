@@ -97,10 +97,12 @@ embed_binary() {
 
 # The "input;header-name;symbol" triples the CMake files list for an extension ($1: cl or cu),
 # one a line: read from the CMake files, so that a kernel source added there is embedded here.
+# The SPIR-V modules (*_spv, cmake/spirv_kernels.cmake) are the level_zero backend's, not built
+# here.
 cmake_triples() {
-    cat CMakeLists.txt cmake/*.cmake 2>/dev/null |
+    cat CMakeLists.txt cmake/*.cmake tests/CMakeLists.txt 2>/dev/null |
         grep -oE "\"(src|tests)/[A-Za-z0-9_/.-]+\\.$1;[A-Za-z0-9_]+;[A-Za-z0-9_]+\"" |
-        tr -d '"' | sort -u || true
+        grep -v '_spv;' | tr -d '"' | sort -u || true
 }
 
 # OpenCL C is embedded whether or not the opencl backend is built: the kernel definitions hold it.

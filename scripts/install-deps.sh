@@ -16,6 +16,9 @@ PACKAGES="$PACKAGES pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo"
 PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev"
 # The level_zero backend's kernels: OpenCL C to SPIR-V at build time (with clang-14), spirv-val.
 PACKAGES="$PACKAGES llvm-spirv-14 spirv-tools"
+# The level_zero backend: the loader's headers to build it, the loader (with its validation
+# layer) to run its tests against acg's test driver; no Intel driver, which needs a GPU.
+PACKAGES="$PACKAGES libze-dev libze1"
 # tests/cli writes checkpoint and tokenizer files, good and malformed, with python3's struct.
 PACKAGES="$PACKAGES python3"
 

@@ -13,8 +13,12 @@
 
 #include "core/acg-impl.h" /* a loaded kernel's definition, the core's kernels */
 
+#include "test_kernels_cl.h" /* tests/test_kernels.cl, as text */
 #ifdef ACG_HAVE_CUDA_KERNELS
 #include "test_kernels_cuda.h" /* tests/cuda/test_kernels.cu, compiled by the build */
+#endif
+#ifdef ACG_HAVE_SPIRV_KERNELS
+#include "test_kernels_spv.h" /* tests/test_kernels.cl, compiled to SPIR-V by the build */
 #endif
 
 /* ---- the user's kernel: out (n, width) = x (n, width) * w (width) per row -------------------
@@ -35,17 +39,9 @@ static void rowscale_cpu(const acg_cpu_arg *a, const uint32_t global[3]) {
     }
 }
 
-/* The function's name differs from the kernel's: opencl.name says which it is. */
-static const char rowscale_cl[] =
-    "#define AT(p, off) ((global float *)((global char *)(p) + (off)))\n"
-    "kernel void tk_rowscale(global float *out, ulong out_off, global float *x, ulong x_off,\n"
-    "                        global float *w, ulong w_off, uint width, uint n) {\n"
-    "    size_t c = get_global_id(0), r = get_global_id(1);\n"
-    "    if (c >= width || r >= n) {\n"
-    "        return;\n"
-    "    }\n"
-    "    AT(out, out_off)[r * width + c] = AT(x, x_off)[r * width + c] * AT(w, w_off)[c];\n"
-    "}\n";
+/* The function's name differs from the kernel's: opencl.name says which it is. Its OpenCL C is
+ * tests/test_kernels.cl, embedded by the build as text and, where it has the tools, as SPIR-V. */
+static const char *const rowscale_cl = tc_test_kernels_cl;
 
 static uint64_t mul_sat(uint64_t a, uint64_t b) {
     return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
@@ -80,6 +76,11 @@ static acg_kernel_desc rowscale_desc(const char *name) {
     d.cuda.fatbin = tc_test_kernels_fatbin;
     d.cuda.size = sizeof tc_test_kernels_fatbin;
     d.cuda.name = "tk_rowscale";
+#endif
+#ifdef ACG_HAVE_SPIRV_KERNELS
+    d.spirv.module = tc_test_kernels_spv;
+    d.spirv.size = tc_test_kernels_spv_size;
+    d.spirv.name = "tk_rowscale";
 #endif
     return d;
 }
@@ -276,11 +277,17 @@ static void test_no_code_for_backend(void **state) {
     cpu_only.cuda.fatbin = NULL;
     cpu_only.cuda.size = 0;
     cpu_only.cuda.name = NULL;
+    cpu_only.spirv.module = NULL;
+    cpu_only.spirv.size = 0;
+    cpu_only.spirv.name = NULL;
     acg_kernel_desc opencl_only = rowscale_desc("tk_opencl_only");
     opencl_only.cpu.fn = NULL;
     opencl_only.cuda.fatbin = NULL;
     opencl_only.cuda.size = 0;
     opencl_only.cuda.name = NULL;
+    opencl_only.spirv.module = NULL;
+    opencl_only.spirv.size = 0;
+    opencl_only.spirv.name = NULL;
     TC_OK(acg_kernel_register(&cpu_only));
     TC_OK(acg_kernel_register(&opencl_only));
 
@@ -362,7 +369,7 @@ static void test_duplicate_and_unregister(void **state) {
 /* The caller's definition is copied, strings included: it may change or go at once. */
 static void test_desc_copied(void **state) {
     (void)state;
-    char name[32], source[sizeof rowscale_cl], fn_name[16];
+    char name[32], source[sizeof tc_test_kernels_cl], fn_name[16];
     strcpy(name, "tk_copied");
     strcpy(source, rowscale_cl);
     strcpy(fn_name, "tk_rowscale");
@@ -499,6 +506,9 @@ static void no_code(acg_kernel_desc *d) {
     d->cuda.fatbin = NULL;
     d->cuda.size = 0;
     d->cuda.name = NULL;
+    d->spirv.module = NULL;
+    d->spirv.size = 0;
+    d->spirv.name = NULL;
 }
 static void opencl_name_only(acg_kernel_desc *d) { d->opencl.source = NULL; }
 static void fatbin_no_size(acg_kernel_desc *d) {
@@ -509,9 +519,19 @@ static void fatbin_size_only(acg_kernel_desc *d) {
     d->cuda.fatbin = NULL;
     d->cuda.size = 16;
 }
-static void spirv_name_only(acg_kernel_desc *d) { d->spirv.name = "tk"; }
-static void spirv_no_size(acg_kernel_desc *d) { d->spirv.module = rowscale_cl; }
-static void spirv_size_only(acg_kernel_desc *d) { d->spirv.size = 20; }
+static void spirv_name_only(acg_kernel_desc *d) {
+    d->spirv.module = NULL;
+    d->spirv.size = 0;
+    d->spirv.name = "tk";
+}
+static void spirv_no_size(acg_kernel_desc *d) {
+    d->spirv.module = rowscale_cl;
+    d->spirv.size = 0;
+}
+static void spirv_size_only(acg_kernel_desc *d) {
+    d->spirv.module = NULL;
+    d->spirv.size = 20;
+}
 static void lanes_three(acg_kernel_desc *d) {
     d->cuda.fatbin = rowscale_cl; /* any bytes: nothing is loaded before the check */
     d->cuda.size = 16;

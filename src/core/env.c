@@ -20,6 +20,8 @@ static const char *const core_names[] = {
     "ACG_CPU_THREADS",
     /* the CUDA driver the cuda backend loads (default libcuda.so.1): the tests' test driver */
     "ACG_CUDA_DRIVER",
+    /* the Level Zero loader the level_zero backend opens (default libze_loader.so.1) */
+    "ACG_LEVEL_ZERO_LOADER",
 };
 
 const acg__env_table acg__core_env = {"core", core_names, sizeof core_names / sizeof core_names[0]};

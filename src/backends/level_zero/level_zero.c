@@ -1,0 +1,1264 @@
+/* level_zero.c — the level_zero backend: the loader opened at run time, devices with a context
+ * each, streams as immediate command lists, events from pools, USM memory and SPIR-V kernels.
+ * Graphs are graph.c's.
+ *
+ * Nothing is called after a failed zeInit: with Intel's driver installed and no GPU, later calls
+ * crash (../shared/PLATFORM.md). Features newer than Debian's spec 1.4 headers are found at run
+ * time: the in-order flag from the driver's API version, immediate append from its extension
+ * list; each missing one only changes how the backend does the same thing. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/level_zero/level_zero.h"
+
+ze_loader acg__ze;
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static const char *result_name(ze_result_t r) {
+    switch (r) {
+    case ZE_RESULT_NOT_READY:
+        return "ZE_RESULT_NOT_READY";
+    case ZE_RESULT_ERROR_DEVICE_LOST:
+        return "ZE_RESULT_ERROR_DEVICE_LOST";
+    case ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY:
+        return "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
+    case ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY:
+        return "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY";
+    case ZE_RESULT_ERROR_MODULE_BUILD_FAILURE:
+        return "ZE_RESULT_ERROR_MODULE_BUILD_FAILURE";
+    case ZE_RESULT_ERROR_UNINITIALIZED:
+        return "ZE_RESULT_ERROR_UNINITIALIZED";
+    case ZE_RESULT_ERROR_UNSUPPORTED_VERSION:
+        return "ZE_RESULT_ERROR_UNSUPPORTED_VERSION";
+    case ZE_RESULT_ERROR_UNSUPPORTED_FEATURE:
+        return "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE";
+    case ZE_RESULT_ERROR_UNSUPPORTED_SIZE:
+        return "ZE_RESULT_ERROR_UNSUPPORTED_SIZE";
+    case ZE_RESULT_ERROR_INVALID_ARGUMENT:
+        return "ZE_RESULT_ERROR_INVALID_ARGUMENT";
+    case ZE_RESULT_ERROR_INVALID_NULL_HANDLE:
+        return "ZE_RESULT_ERROR_INVALID_NULL_HANDLE";
+    case ZE_RESULT_ERROR_INVALID_NULL_POINTER:
+        return "ZE_RESULT_ERROR_INVALID_NULL_POINTER";
+    case ZE_RESULT_ERROR_INVALID_SIZE:
+        return "ZE_RESULT_ERROR_INVALID_SIZE";
+    case ZE_RESULT_ERROR_INVALID_ENUMERATION:
+        return "ZE_RESULT_ERROR_INVALID_ENUMERATION";
+    case ZE_RESULT_ERROR_INVALID_KERNEL_NAME:
+        return "ZE_RESULT_ERROR_INVALID_KERNEL_NAME";
+    case ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION:
+        return "ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION";
+    case ZE_RESULT_ERROR_UNKNOWN:
+        return "ZE_RESULT_ERROR_UNKNOWN";
+    default:
+        return "a Level Zero error";
+    }
+}
+
+acg_status acg__ze_check(ze_result_t r, const char *fn, const char *call) {
+    if (r == ZE_RESULT_SUCCESS) {
+        return ACG_OK;
+    }
+    acg_status st = ACG_ERR_DEVICE;
+    switch (r) {
+    case ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY:
+    case ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY:
+    case ZE_RESULT_ERROR_UNSUPPORTED_SIZE: /* larger than the device allocates at once */
+        st = ACG_ERR_OUT_OF_MEMORY;
+        break;
+    case ZE_RESULT_ERROR_DEVICE_LOST:
+        st = ACG_ERR_DEVICE_LOST;
+        break;
+    case ZE_RESULT_ERROR_UNSUPPORTED_FEATURE:
+    case ZE_RESULT_ERROR_UNSUPPORTED_VERSION:
+        st = ACG_ERR_UNSUPPORTED;
+        break;
+    default:
+        break;
+    }
+    return acg__error(st, "%s: %s failed with %s (0x%08x)", fn, call, result_name(r), (unsigned)r);
+}
+
+/* ---- loading ----------------------------------------------------------------------------- */
+
+/* Resolves every entry point from the loader; false (reason set) when one is missing. */
+static bool resolve(void *h) {
+#define ACG_ZE_RESOLVE_(name, pfn, required)                                                       \
+    *(void **)&acg__ze.name = dlsym(h, #name);                                                     \
+    if (acg__ze.name == NULL && (required)) {                                                      \
+        snprintf(acg__ze.reason, sizeof acg__ze.reason,                                            \
+                 "the Level Zero loader lacks %s, which the level_zero backend needs", #name);     \
+        return false;                                                                              \
+    }
+    ACG_ZE_ENTRY_POINTS(ACG_ZE_RESOLVE_)
+#undef ACG_ZE_RESOLVE_
+    return true;
+}
+
+/* acg's test driver runs kernels with their cpu code: it looks definitions up by the OpenCL C
+ * function they name. The loader loaded it from ZE_ENABLE_ALT_DRIVERS; a real driver exports no
+ * such function, and nothing changes there. */
+static void bind_test_driver(void) {
+    const char *alt = getenv("ZE_ENABLE_ALT_DRIVERS");
+    if (alt == NULL || *alt == '\0') {
+        return;
+    }
+    char paths[1024];
+    snprintf(paths, sizeof paths, "%s", alt);
+    char *save = NULL;
+    for (char *p = strtok_r(paths, ",", &save); p != NULL; p = strtok_r(NULL, ",", &save)) {
+        void *h = dlopen(p, RTLD_NOW | RTLD_NOLOAD);
+        if (h == NULL) {
+            continue;
+        }
+        void (*bind)(const acg_kernel_desc *(*)(const char *)) = NULL;
+        *(void **)&bind = dlsym(h, "acgtest_ze_bind_kernels");
+        if (bind != NULL) {
+            bind(acg__kernel_desc_find_spirv);
+            acg__log(ACG_LOG_INFO,
+                     "level_zero: %s is acg's test driver: kernels run their cpu code", p);
+        }
+        dlclose(h); /* RTLD_NOLOAD took a reference; the loader holds its own */
+    }
+}
+
+/* A function newer than the loader's headers: from the loader itself where it is newer and
+ * exports it (how Intel's runtime finds some of them), else from the driver. NULL: absent. */
+static void *extension_function(ze_drv *drv, const char *name) {
+    void *f = dlsym(acg__ze.handle, name);
+    if (f == NULL &&
+        (acg__ze.zeDriverGetExtensionFunctionAddress(drv->handle, name, &f) != ZE_RESULT_SUCCESS)) {
+        f = NULL;
+    }
+    return f;
+}
+
+/* What one driver offers beyond spec 1.4. */
+static acg_status query_driver(ze_drv *drv) {
+    static const char fn[] = "level_zero";
+    acg_status st = ZE(fn, zeDriverGetApiVersion, drv->handle, &drv->api);
+    ze_driver_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES};
+    if (st == ACG_OK) {
+        st = ZE(fn, zeDriverGetProperties, drv->handle, &props);
+    }
+    uint32_t n = 0;
+    if (st == ACG_OK) {
+        st = ZE(fn, zeDriverGetExtensionProperties, drv->handle, &n, NULL);
+    }
+    ze_driver_extension_properties_t *ext = NULL;
+    if (st == ACG_OK && n > 0) {
+        ext = acg__calloc(n, sizeof *ext);
+        st = ext != NULL ? ZE(fn, zeDriverGetExtensionProperties, drv->handle, &n, ext)
+                         : acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    if (st != ACG_OK) {
+        acg__free(ext);
+        return st;
+    }
+    drv->version = props.driverVersion;
+    drv->in_order = drv->api >= ACG_ZE_API_VERSION_1_7;
+    for (uint32_t i = 0; i < n; i++) {
+        if (strcmp(ext[i].name, ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME) != 0) {
+            continue;
+        }
+        if (ACG_ZE_MAJOR_VERSION(ext[i].version) != 1) {
+            acg__log(ACG_LOG_WARN, "level_zero: %s version %u.%u is not one acg knows; not used",
+                     ext[i].name, ACG_ZE_MAJOR_VERSION(ext[i].version),
+                     ACG_ZE_MINOR_VERSION(ext[i].version));
+            continue;
+        }
+        *(void **)&drv->immediate_append =
+            extension_function(drv, "zeCommandListImmediateAppendCommandListsExp");
+    }
+    if (drv->api >= ACG_ZE_API_VERSION_1_6) {
+        *(void **)&drv->host_sync = extension_function(drv, "zeCommandListHostSynchronize");
+    }
+    acg__free(ext);
+    snprintf(drv->extensions, sizeof drv->extensions, "in-order lists %s; immediate append %s",
+             drv->in_order ? "yes" : "no (barriers)",
+             drv->immediate_append != NULL ? "yes" : "no (replays on a queue)");
+    return ACG_OK;
+}
+
+/* Every device of every driver. */
+static acg_status enumerate(void) {
+    static const char fn[] = "level_zero";
+    uint32_t n = 0, cap_devices = 0;
+    acg_status st = ZE(fn, zeDriverGet, &n, NULL);
+    ze_driver_handle_t *handles = NULL;
+    if (st == ACG_OK && n > 0) {
+        handles = acg__calloc(n, sizeof *handles);
+        acg__ze.drivers = acg__calloc(n, sizeof *acg__ze.drivers);
+        st = handles != NULL && acg__ze.drivers != NULL
+                 ? ZE(fn, zeDriverGet, &n, handles)
+                 : acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    for (uint32_t i = 0; st == ACG_OK && i < n; i++) {
+        ze_drv *drv = &acg__ze.drivers[acg__ze.n_drivers++];
+        drv->handle = handles[i];
+        st = query_driver(drv);
+        uint32_t nd = 0;
+        if (st == ACG_OK) {
+            st = ZE(fn, zeDeviceGet, drv->handle, &nd, NULL);
+        }
+        ze_device_handle_t *devs = nd > 0 ? acg__calloc(nd, sizeof *devs) : NULL;
+        if (st == ACG_OK && nd > 0 &&
+            (devs == NULL || !acg__grow((void **)&acg__ze.devices, &cap_devices,
+                                        acg__ze.n_devices + nd, sizeof *acg__ze.devices))) {
+            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        }
+        if (st == ACG_OK && nd > 0) {
+            st = ZE(fn, zeDeviceGet, drv->handle, &nd, devs);
+        }
+        for (uint32_t j = 0; st == ACG_OK && j < nd; j++) {
+            acg__ze.devices[acg__ze.n_devices].drv = drv;
+            acg__ze.devices[acg__ze.n_devices].dev = devs[j];
+            acg__ze.n_devices++;
+        }
+        acg__free(devs);
+    }
+    acg__free(handles);
+    return st;
+}
+
+/* Opens the loader, initializes it and finds the devices; false with reason set when the
+ * backend cannot run. */
+static bool load(void) {
+    const char *path = acg__env_get("ACG_LEVEL_ZERO_LOADER");
+    if (path == NULL || path[0] == '\0') {
+        path = "libze_loader.so.1";
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        const char *why = dlerror();
+        snprintf(acg__ze.reason, sizeof acg__ze.reason,
+                 "no Level Zero loader: dlopen(\"%s\") failed (%s); install libze1", path,
+                 why != NULL ? why : "unknown error");
+        return false;
+    }
+    acg__ze.handle = h;
+    if (!resolve(h)) {
+        return false;
+    }
+    ze_result_t r = acg__ze.zeInit(ZE_INIT_FLAG_GPU_ONLY);
+    if (r != ZE_RESULT_SUCCESS) {
+        /* Nothing else is called: some drivers crash after a failed zeInit. */
+        snprintf(acg__ze.reason, sizeof acg__ze.reason,
+                 "zeInit failed with %s (0x%08x): no Level Zero driver or no GPU it drives",
+                 result_name(r), (unsigned)r);
+        return false;
+    }
+    bind_test_driver();
+    if (enumerate() != ACG_OK) {
+        snprintf(acg__ze.reason, sizeof acg__ze.reason, "%s", acg_last_error());
+        return false;
+    }
+    return true;
+}
+
+static acg_status ze_probe(int *n, const char **reason) {
+    static bool loaded, ok;
+    if (!loaded) {
+        ok = load();
+        loaded = true;
+    }
+    if (!ok) {
+        *reason = acg__ze.reason;
+        return ACG_ERR_UNAVAILABLE;
+    }
+    *n = (int)acg__ze.n_devices;
+    *reason = ""; /* no device: the core says so */
+    return ACG_OK;
+}
+
+/* ---- devices ----------------------------------------------------------------------------- */
+
+static acg_status add_pool(ze_device *d, const char *fn);
+
+static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capability *out) {
+    static const char fn[] = "acg_device_describe";
+    ze_device_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES};
+    acg_status st = ZE(fn, zeDeviceGetProperties, dev, &props);
+    uint32_t n = 0;
+    if (st == ACG_OK) {
+        st = ZE(fn, zeDeviceGetMemoryProperties, dev, &n, NULL);
+    }
+    ze_device_memory_properties_t mem[8];
+    memset(mem, 0, sizeof mem);
+    for (uint32_t i = 0; i < 8; i++) {
+        mem[i].stype = ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES;
+    }
+    if (n > 8) {
+        n = 8;
+    }
+    if (st == ACG_OK && n > 0) {
+        st = ZE(fn, zeDeviceGetMemoryProperties, dev, &n, mem);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    snprintf(out->name, sizeof out->name, "%.127s", props.name);
+    out->memory_bytes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        out->memory_bytes += mem[i].totalSize;
+    }
+    out->available = true;
+    out->pinned_memory = true;
+    out->graphs = true;
+    out->multi_stream_capture = true; /* the core's ledger orders the forked streams */
+    out->graph_update = false;
+    out->native_capture = false;
+    out->graph_host_functions = false; /* a command list has no host node */
+    out->pinned_register = false;
+    snprintf(out->detail, sizeof out->detail,
+             "Level Zero API %u.%u, driver version %u; graphs: regular command lists built from "
+             "the description; update: unavailable (capture again); %.100s",
+             ZE_MAJOR_VERSION(drv->api), ZE_MINOR_VERSION(drv->api), drv->version, drv->extensions);
+    return ACG_OK;
+}
+
+static acg_status ze_describe(int index, acg_capability *out) {
+    if (index < 0 || (uint32_t)index >= acg__ze.n_devices) {
+        return acg__error(ACG_ERR_NOT_FOUND, "acg_device_describe: no level_zero device %d", index);
+    }
+    return describe_device(acg__ze.devices[index].drv, acg__ze.devices[index].dev, out);
+}
+
+/* The first command queue group that runs kernels. */
+static acg_status compute_ordinal(ze_device *d, const char *fn) {
+    uint32_t n = 0;
+    acg_status st = ZE(fn, zeDeviceGetCommandQueueGroupProperties, d->dev, &n, NULL);
+    ze_command_queue_group_properties_t *groups = NULL;
+    if (st == ACG_OK && n > 0) {
+        groups = acg__calloc(n, sizeof *groups);
+        if (groups == NULL) {
+            return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            groups[i].stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES;
+        }
+        st = ZE(fn, zeDeviceGetCommandQueueGroupProperties, d->dev, &n, groups);
+    }
+    bool found = false;
+    for (uint32_t i = 0; st == ACG_OK && i < n && !found; i++) {
+        if (groups[i].flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE) {
+            d->compute_ordinal = i;
+            found = true;
+        }
+    }
+    acg__free(groups);
+    if (st == ACG_OK && !found) {
+        st = acg__error(ACG_ERR_UNSUPPORTED,
+                        "%s: the device has no command queue group that "
+                        "runs kernels",
+                        fn);
+    }
+    return st;
+}
+
+/* A release the driver refused: the object stays, and so must what it belongs to. */
+void acg__ze_release(ze_device *d, ze_result_t r, const char *fn, const char *call) {
+    if (r != ZE_RESULT_SUCCESS) {
+        acg__ze_check(r, fn, call);
+        atomic_fetch_add(&d->leaked, 1);
+    }
+}
+
+static void device_free(ze_device *d) {
+    static const char fn[] = "acg_device_close";
+    /* Once something was left to the driver (a release refused, a list that may still run),
+     * everything it may use stays too: modules, events, pools, the queue and the context. */
+    bool keep = atomic_load(&d->leaked) != 0;
+    for (uint32_t i = 0; i < d->n_modules && !keep; i++) {
+        ZE_RELEASE(d, fn, zeModuleDestroy, d->modules[i].module);
+    }
+    acg__free(d->modules);
+    keep = keep || atomic_load(&d->leaked) != 0;
+    for (uint32_t i = 0; i < d->n_all; i++) {
+        if (!keep) {
+            ZE_RELEASE(d, fn, zeEventDestroy, d->all[i]->ev);
+        }
+        acg__free(d->all[i]->waiters);
+        acg__free(d->all[i]);
+    }
+    acg__free(d->all);
+    acg__free(d->free_slots);
+    acg__free(d->retired);
+    keep = keep || atomic_load(&d->leaked) != 0;
+    for (uint32_t i = 0; i < d->n_pools && !keep; i++) {
+        ZE_RELEASE(d, fn, zeEventPoolDestroy, d->pools[i]);
+    }
+    acg__free(d->pools);
+    keep = keep || atomic_load(&d->leaked) != 0;
+    if (d->queue != NULL && !keep) {
+        ZE_RELEASE(d, fn, zeCommandQueueDestroy, d->queue);
+    }
+    keep = keep || atomic_load(&d->leaked) != 0;
+    if (d->ctx != NULL && !keep) {
+        ZE(fn, zeContextDestroy, d->ctx);
+    } else if (d->ctx != NULL) {
+        acg__log(ACG_LOG_WARN,
+                 "level_zero: %u object(s) the driver refused to release or the device may still "
+                 "use were left to the driver, and their context with them",
+                 (unsigned)atomic_load(&d->leaked));
+    }
+    pthread_mutex_destroy(&d->lock);
+    acg__free(d);
+}
+
+static acg_status ze_device_open(int index, const char *options, acg__bk_device **out) {
+    static const char fn[] = "acg_device_open";
+    if (*options != '\0') {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the level_zero backend takes no device options (\"%s\")", fn,
+                          options);
+    }
+    ze_device *d = acg__calloc(1, sizeof *d);
+    if (d == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    pthread_mutex_init(&d->lock, NULL);
+    d->drv = acg__ze.devices[index].drv;
+    d->dev = acg__ze.devices[index].dev;
+    ze_device_compute_properties_t compute = {.stype = ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES};
+    ze_context_desc_t cdesc = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
+    acg_status st = ZE(fn, zeDeviceGetComputeProperties, d->dev, &compute);
+    if (st == ACG_OK) {
+        d->max_group_size = compute.maxTotalGroupSize ? compute.maxTotalGroupSize : 1;
+        st = compute_ordinal(d, fn);
+    }
+    if (st == ACG_OK) {
+        st = ZE(fn, zeContextCreate, d->drv->handle, &cdesc, &d->ctx);
+    }
+    if (st == ACG_OK) {
+        /* The first pool now, so that streams and events come and go without allocating. */
+        st = add_pool(d, fn);
+    }
+    if (st == ACG_OK && d->drv->immediate_append == NULL) {
+        ze_command_queue_desc_t q = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+                                     .ordinal = d->compute_ordinal,
+                                     .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                                     .priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+        st = ZE(fn, zeCommandQueueCreate, d->ctx, d->dev, &q, &d->queue);
+    }
+    if (st != ACG_OK) {
+        device_free(d);
+        return st;
+    }
+    *out = acg__ze_bk_dev(d);
+    return ACG_OK;
+}
+
+static void ze_device_close(acg__bk_device *dev) { device_free(acg__ze_dev(dev)); }
+
+static acg_status ze_query_capability(acg__bk_device *dev, acg_capability *out) {
+    ze_device *d = acg__ze_dev(dev);
+    return describe_device(d->drv, d->dev, out);
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static acg_status ze_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **mem) {
+    static const char fn[] = "acg_buffer_alloc";
+    ze_device *d = acg__ze_dev(dev);
+    ze_device_mem_alloc_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC};
+    void *p = NULL;
+    char call[48];
+    snprintf(call, sizeof call, "zeMemAllocDevice of %zu bytes", size);
+    acg_status st =
+        acg__ze_check(acg__ze.zeMemAllocDevice(d->ctx, &desc, size, 64, d->dev, &p), fn, call);
+    if (st == ACG_OK) {
+        *mem = (acg__bk_mem *)p;
+    }
+    return st;
+}
+
+static void ze_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
+    ze_device *d = acg__ze_dev(dev);
+    ZE_RELEASE(d, "acg_buffer_free", zeMemFree, d->ctx, acg__ze_mem(mem));
+}
+
+static acg_status ze_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) {
+    static const char fn[] = "acg_pinned_alloc";
+    ze_host_mem_alloc_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC};
+    char call[48];
+    snprintf(call, sizeof call, "zeMemAllocHost of %zu bytes", size);
+    return acg__ze_check(acg__ze.zeMemAllocHost(acg__ze_dev(dev)->ctx, &desc, size, 64, ptr), fn,
+                         call);
+}
+
+static void ze_pinned_free(acg__bk_device *dev, void *ptr) {
+    ze_device *d = acg__ze_dev(dev);
+    ZE_RELEASE(d, "acg_pinned_free", zeMemFree, d->ctx, ptr);
+}
+
+/* ---- event slots ------------------------------------------------------------------------- */
+
+/* A new pool of events, all of them free. The free and retired lists can each hold every slot,
+ * so moving slots between them never allocates. */
+static acg_status add_pool(ze_device *d, const char *fn) {
+    if (!acg__grow((void **)&d->pools, &d->cap_pools, d->n_pools + 1, sizeof *d->pools) ||
+        !acg__grow((void **)&d->all, &d->cap_all, d->n_all + ACG_ZE_EVENTS_PER_POOL,
+                   sizeof *d->all) ||
+        !acg__grow((void **)&d->free_slots, &d->cap_free, d->n_all + ACG_ZE_EVENTS_PER_POOL,
+                   sizeof *d->free_slots) ||
+        !acg__grow((void **)&d->retired, &d->cap_retired, d->n_all + ACG_ZE_EVENTS_PER_POOL,
+                   sizeof *d->retired)) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    ze_event_pool_desc_t pdesc = {.stype = ZE_STRUCTURE_TYPE_EVENT_POOL_DESC,
+                                  .flags = ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
+                                  .count = ACG_ZE_EVENTS_PER_POOL};
+    ze_event_pool_handle_t pool = NULL;
+    acg_status st = ZE(fn, zeEventPoolCreate, d->ctx, &pdesc, 1, &d->dev, &pool);
+    if (st != ACG_OK) {
+        return st;
+    }
+    d->pools[d->n_pools++] = pool;
+    for (uint32_t i = 0; i < ACG_ZE_EVENTS_PER_POOL && st == ACG_OK; i++) {
+        ze_event_desc_t edesc = {.stype = ZE_STRUCTURE_TYPE_EVENT_DESC,
+                                 .index = i,
+                                 .signal = ZE_EVENT_SCOPE_FLAG_HOST,
+                                 .wait = ZE_EVENT_SCOPE_FLAG_HOST};
+        ze_slot *s = acg__calloc(1, sizeof *s);
+        if (s == NULL) {
+            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+            break;
+        }
+        st = ZE(fn, zeEventCreate, pool, &edesc, &s->ev);
+        if (st != ACG_OK) {
+            acg__free(s);
+            break;
+        }
+        d->all[d->n_all++] = s; /* room grown above */
+        d->free_slots[d->n_free++] = s;
+    }
+    return st;
+}
+
+/* Whether every stream that waited on the slot passed that wait (a stream destroyed since
+ * passed it, unless its list was left to the driver: serial UINT64_MAX). */
+static bool waiters_passed(ze_slot *s) {
+    for (uint32_t i = 0; i < s->n_waiters; i++) {
+        ze_stream *w = s->waiters[i].stream;
+        if (w == NULL ? s->waiters[i].serial == UINT64_MAX : w->completed < s->waiters[i].serial) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Moves retired slots that nothing references any more back to the free list, reset. */
+static void recycle(ze_device *d) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < d->n_retired; i++) {
+        ze_slot *s = d->retired[i];
+        if (s->host_waits == 0 && waiters_passed(s) &&
+            acg__ze.zeEventQueryStatus(s->ev) == ZE_RESULT_SUCCESS &&
+            acg__ze.zeEventHostReset(s->ev) == ZE_RESULT_SUCCESS) {
+            s->n_waiters = 0;
+            d->free_slots[d->n_free++] = s; /* room: every slot fits in each list */
+        } else {
+            d->retired[kept++] = s;
+        }
+    }
+    d->n_retired = kept;
+}
+
+acg_status acg__ze_slot_take(ze_device *d, ze_slot **out, const char *fn) {
+    if (d->n_free == 0) {
+        recycle(d);
+    }
+    acg_status st = d->n_free == 0 ? add_pool(d, fn) : ACG_OK;
+    if (st == ACG_OK) {
+        *out = d->free_slots[--d->n_free];
+    }
+    return st;
+}
+
+void acg__ze_slot_unused(ze_device *d, ze_slot *s) {
+    d->free_slots[d->n_free++] = s; /* room: every slot fits in each list */
+}
+
+void acg__ze_slot_retire(ze_device *d, ze_slot *s) {
+    if (s != NULL) {
+        d->retired[d->n_retired++] = s; /* room: every slot fits in each list */
+    }
+}
+
+/* A stream that waits on the slot, up to its command `serial`. */
+static bool slot_waited(ze_slot *s, ze_stream *stream, uint64_t serial) {
+    for (uint32_t i = 0; i < s->n_waiters; i++) {
+        if (s->waiters[i].stream == stream) {
+            s->waiters[i].serial = serial;
+            return true;
+        }
+    }
+    if (!acg__grow((void **)&s->waiters, &s->cap_waiters, s->n_waiters + 1, sizeof *s->waiters)) {
+        return false;
+    }
+    s->waiters[s->n_waiters].stream = stream;
+    s->waiters[s->n_waiters].serial = serial;
+    s->n_waiters++;
+    return true;
+}
+
+/* A stream goes away: with drained, its waits passed; else its list, left to the driver, may
+ * still wait, and the slots it waits on are never recycled. */
+static void forget_stream(ze_device *d, ze_stream *stream, bool drained) {
+    for (uint32_t i = 0; i < d->n_all; i++) {
+        ze_slot *s = d->all[i];
+        for (uint32_t j = 0; j < s->n_waiters; j++) {
+            if (s->waiters[j].stream == stream) {
+                s->waiters[j].stream = NULL;
+                s->waiters[j].serial = drained ? 0 : UINT64_MAX;
+            }
+        }
+    }
+}
+
+/* ---- streams ----------------------------------------------------------------------------- */
+
+acg_status acg__ze_stream_begin(ze_stream *s, const char *fn) {
+    pthread_mutex_lock(&s->lock);
+    acg_status st = ACG_OK;
+    if (s->fence != NULL) {
+        /* A replay on the device's queue: later work on the stream runs after it. */
+        st = acg__ze_exec_wait_fence(s->fence_exec, fn);
+        if (st == ACG_OK) {
+            s->fence = NULL;
+            s->fence_exec = NULL;
+        }
+    }
+    if (st == ACG_OK && s->barrier) {
+        st = ZE(fn, zeCommandListAppendBarrier, s->list, NULL, 0, NULL);
+    }
+    return st;
+}
+
+acg_status acg__ze_stream_end(ze_stream *s, acg_status st) {
+    if (st == ACG_OK) {
+        s->submitted++;
+        s->barrier = !s->in_order;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static acg_status ze_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
+    static const char fn[] = "acg_stream_create";
+    ze_device *d = acg__ze_dev(dev);
+    ze_stream *s = acg__calloc(1, sizeof *s);
+    if (s == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    s->dev = d;
+    pthread_mutex_lock(&d->lock);
+    acg_status st = acg__ze_slot_take(d, &s->sync, fn);
+    pthread_mutex_unlock(&d->lock);
+    if (st != ACG_OK) {
+        acg__free(s);
+        return st;
+    }
+    ze_command_queue_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+                                    .ordinal = d->compute_ordinal,
+                                    .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                                    .priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+    ze_result_t r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
+    if (d->drv->in_order) {
+        desc.flags = ACG_ZE_COMMAND_QUEUE_FLAG_IN_ORDER; /* an immediate list's desc is a queue's */
+        r = acg__ze.zeCommandListCreateImmediate(d->ctx, d->dev, &desc, &s->list);
+        s->in_order = r == ZE_RESULT_SUCCESS;
+    }
+    if (r == ZE_RESULT_ERROR_INVALID_ENUMERATION) {
+        /* A layer older than the driver (the loader's validation layer of spec 1.4) refuses the
+         * flag: barriers keep the list in order instead. */
+        desc.flags = 0;
+        r = acg__ze.zeCommandListCreateImmediate(d->ctx, d->dev, &desc, &s->list);
+    }
+    st = acg__ze_check(r, fn, "zeCommandListCreateImmediate");
+    if (st != ACG_OK) {
+        pthread_mutex_lock(&d->lock);
+        acg__ze_slot_unused(d, s->sync);
+        pthread_mutex_unlock(&d->lock);
+        acg__free(s);
+        return st;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->sync_lock, NULL);
+    *out = acg__ze_bk_stream(s);
+    return ACG_OK;
+}
+
+static void ze_stream_destroy(acg__bk_stream *stream) {
+    ze_stream *s = acg__ze_stream(stream);
+    /* The core synchronized the stream; when that failed the list may still be in use, and
+     * is left to the driver rather than destroyed under the device. */
+    bool drained = acg__ze_stream_drain(s, "acg_stream_destroy") == ACG_OK;
+    pthread_mutex_lock(&s->dev->lock);
+    forget_stream(s->dev, s, drained);
+    if (drained) {
+        acg__ze_slot_retire(s->dev, s->sync); /* else the list may still signal it */
+    }
+    pthread_mutex_unlock(&s->dev->lock);
+    if (drained) {
+        ZE_RELEASE(s->dev, "acg_stream_destroy", zeCommandListDestroy, s->list);
+    } else {
+        atomic_fetch_add(&s->dev->leaked, 1);
+        s->n_aside = 0; /* what the list may use stays too */
+        if (s->staging != NULL) {
+            atomic_fetch_add(&s->dev->leaked, 1);
+            s->staging = NULL;
+        }
+    }
+    if (s->staging != NULL) {
+        ZE_RELEASE(s->dev, "acg_stream_destroy", zeMemFree, s->dev->ctx, s->staging);
+    }
+    for (uint32_t i = 0; i < s->n_aside; i++) {
+        ZE_RELEASE(s->dev, "acg_stream_destroy", zeMemFree, s->dev->ctx, s->aside[i]);
+    }
+    acg__free(s->aside);
+    pthread_mutex_destroy(&s->sync_lock);
+    pthread_mutex_destroy(&s->lock);
+    acg__free(s);
+}
+
+/* Appends a barrier that signals a fresh slot once the stream's work so far completed; *serial
+ * is the work it covers. The slot is held for the caller's host wait, ended by unmark. */
+static acg_status mark(ze_stream *s, ze_slot **out, uint64_t *serial, const char *fn) {
+    ze_slot *slot = NULL;
+    pthread_mutex_lock(&s->dev->lock);
+    acg_status st = acg__ze_slot_take(s->dev, &slot, fn);
+    if (st == ACG_OK) {
+        slot->host_waits++;
+    }
+    pthread_mutex_unlock(&s->dev->lock);
+    if (st != ACG_OK) {
+        return st;
+    }
+    st = acg__ze_stream_begin(s, fn);
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandListAppendBarrier, s->list, slot->ev, 0, NULL);
+    }
+    *serial = s->submitted + 1;
+    st = acg__ze_stream_end(s, st);
+    if (st != ACG_OK) {
+        pthread_mutex_lock(&s->dev->lock);
+        slot->host_waits--;
+        acg__ze_slot_unused(s->dev, slot); /* nothing will signal it */
+        pthread_mutex_unlock(&s->dev->lock);
+        return st;
+    }
+    *out = slot;
+    return ACG_OK;
+}
+
+/* Ends a host wait on a slot from mark: with completed, the stream ran up to `serial`. */
+static void unmark(ze_stream *s, ze_slot *slot, uint64_t serial, bool completed) {
+    pthread_mutex_lock(&s->dev->lock);
+    slot->host_waits--;
+    acg__ze_slot_retire(s->dev, slot);
+    pthread_mutex_unlock(&s->dev->lock);
+    if (completed) {
+        pthread_mutex_lock(&s->lock);
+        if (s->completed < serial) {
+            s->completed = serial;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* With the stream's own event, so that waiting never allocates: a free that waits for the
+ * stream must not fail for want of memory and free what the device still uses. */
+acg_status acg__ze_stream_drain(ze_stream *s, const char *fn) {
+    pthread_mutex_lock(&s->sync_lock);
+    acg_status st = ZE(fn, zeEventHostReset, s->sync->ev);
+    uint64_t serial = 0;
+    if (st == ACG_OK) {
+        st = acg__ze_stream_begin(s, fn);
+        if (st == ACG_OK) {
+            st = ZE(fn, zeCommandListAppendBarrier, s->list, s->sync->ev, 0, NULL);
+        }
+        serial = s->submitted + 1;
+        st = acg__ze_stream_end(s, st);
+    }
+    if (st == ACG_OK) {
+        st = ZE(fn, zeEventHostSynchronize, s->sync->ev, UINT64_MAX);
+    }
+    pthread_mutex_unlock(&s->sync_lock);
+    if (st == ACG_OK) {
+        pthread_mutex_lock(&s->lock);
+        if (s->completed < serial) {
+            s->completed = serial;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    return st;
+}
+
+/* May overlap the stream's other slots (backend.h): the list is touched under its lock only,
+ * and the wait is on an event of its own. */
+static acg_status ze_stream_synchronize(acg__bk_stream *stream) {
+    return acg__ze_stream_drain(acg__ze_stream(stream), "acg_stream_synchronize");
+}
+
+/* Idle when everything appended completed. Where the driver has zeCommandListHostSynchronize
+ * (spec 1.6) that is asked with a timeout of 0; otherwise a barrier is appended and given a
+ * millisecond to pass, which an idle device takes. */
+static acg_status ze_stream_query(acg__bk_stream *stream) {
+    static const char fn[] = "acg_stream_query";
+    ze_stream *s = acg__ze_stream(stream);
+    pthread_mutex_lock(&s->lock);
+    bool idle = s->completed == s->submitted && s->fence == NULL;
+    acg_status st = ACG_OK;
+    if (!idle && s->fence != NULL) {
+        ze_result_t r = acg__ze.zeFenceQueryStatus(s->fence);
+        st = r == ZE_RESULT_NOT_READY ? ACG_NOT_READY : acg__ze_check(r, fn, "zeFenceQueryStatus");
+    }
+    if (!idle && st == ACG_OK && s->dev->drv->host_sync != NULL) {
+        uint64_t serial = s->submitted;
+        ze_result_t r = s->dev->drv->host_sync(s->list, 0);
+        st = r == ZE_RESULT_NOT_READY ? ACG_NOT_READY
+                                      : acg__ze_check(r, fn, "zeCommandListHostSynchronize");
+        if (st == ACG_OK) {
+            s->completed = serial;
+            idle = s->fence == NULL || acg__ze_exec_wait_fence(s->fence_exec, fn) == ACG_OK;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (idle || st != ACG_OK || s->dev->drv->host_sync != NULL) {
+        return st;
+    }
+    ze_slot *slot = NULL;
+    uint64_t serial = 0;
+    if ((st = mark(s, &slot, &serial, fn)) != ACG_OK) {
+        return st;
+    }
+    ze_result_t r = acg__ze.zeEventHostSynchronize(slot->ev, 1000000);
+    st = r == ZE_RESULT_NOT_READY ? ACG_NOT_READY : acg__ze_check(r, fn, "zeEventHostSynchronize");
+    unmark(s, slot, serial, st == ACG_OK);
+    return st;
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+/* An acg event: the slot of its latest record (NULL: never recorded, complete). A new record
+ * takes a new slot and retires the old one, which streams or host threads may still wait on. */
+typedef struct ze_ev {
+    ze_device *dev;
+    ze_slot *slot; /* under the device's lock */
+} ze_ev;
+
+static inline ze_ev *zevent(acg__bk_event *e) { return (ze_ev *)e; }
+
+static acg_status ze_event_create(acg__bk_device *dev, acg__bk_event **out) {
+    ze_ev *e = acg__calloc(1, sizeof *e);
+    if (e == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_event_create: out of memory");
+    }
+    e->dev = acg__ze_dev(dev);
+    *out = (acg__bk_event *)e;
+    return ACG_OK;
+}
+
+static void ze_event_destroy(acg__bk_event *event) {
+    ze_ev *e = zevent(event);
+    pthread_mutex_lock(&e->dev->lock);
+    acg__ze_slot_retire(e->dev, e->slot);
+    pthread_mutex_unlock(&e->dev->lock);
+    acg__free(e);
+}
+
+static acg_status ze_event_record(acg__bk_event *event, acg__bk_stream *stream) {
+    static const char fn[] = "acg_event_record";
+    ze_ev *e = zevent(event);
+    ze_stream *s = acg__ze_stream(stream);
+    ze_slot *slot = NULL;
+    pthread_mutex_lock(&e->dev->lock);
+    acg_status st = acg__ze_slot_take(e->dev, &slot, fn);
+    pthread_mutex_unlock(&e->dev->lock);
+    if (st != ACG_OK) {
+        return st;
+    }
+    st = acg__ze_stream_begin(s, fn);
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandListAppendBarrier, s->list, slot->ev, 0, NULL);
+    }
+    st = acg__ze_stream_end(s, st);
+    pthread_mutex_lock(&e->dev->lock);
+    if (st == ACG_OK) {
+        acg__ze_slot_retire(e->dev, e->slot);
+        e->slot = slot;
+    } else {
+        acg__ze_slot_unused(e->dev, slot); /* nothing will signal it */
+    }
+    pthread_mutex_unlock(&e->dev->lock);
+    return st;
+}
+
+static acg_status ze_stream_wait_event(acg__bk_stream *stream, acg__bk_event *event) {
+    static const char fn[] = "acg_stream_wait_event";
+    ze_ev *e = zevent(event);
+    ze_stream *s = acg__ze_stream(stream);
+    acg_status st = acg__ze_stream_begin(s, fn);
+    pthread_mutex_lock(&e->dev->lock);
+    ze_slot *slot = e->slot; /* NULL: never recorded, complete */
+    /* The wait is the stream's next command: the slot stays referenced until it passed. */
+    if (st == ACG_OK && slot != NULL && !slot_waited(slot, s, s->submitted + 1)) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    pthread_mutex_unlock(&e->dev->lock);
+    if (st == ACG_OK && slot != NULL) {
+        st = ZE(fn, zeCommandListAppendWaitOnEvents, s->list, 1, &slot->ev);
+    }
+    return acg__ze_stream_end(s, st);
+}
+
+/* The event's slot, held against recycling while the caller waits on it; NULL: complete. */
+static ze_slot *hold(ze_ev *e) {
+    pthread_mutex_lock(&e->dev->lock);
+    ze_slot *slot = e->slot;
+    if (slot != NULL) {
+        slot->host_waits++;
+    }
+    pthread_mutex_unlock(&e->dev->lock);
+    return slot;
+}
+
+static void release(ze_ev *e, ze_slot *slot) {
+    pthread_mutex_lock(&e->dev->lock);
+    slot->host_waits--;
+    pthread_mutex_unlock(&e->dev->lock);
+}
+
+static acg_status ze_event_query(acg__bk_event *event) {
+    ze_ev *e = zevent(event);
+    ze_slot *slot = hold(e);
+    if (slot == NULL) {
+        return ACG_OK;
+    }
+    ze_result_t r = acg__ze.zeEventQueryStatus(slot->ev);
+    release(e, slot);
+    return r == ZE_RESULT_NOT_READY ? ACG_NOT_READY
+                                    : acg__ze_check(r, "acg_event_query", "zeEventQueryStatus");
+}
+
+static acg_status ze_event_synchronize(acg__bk_event *event) {
+    ze_ev *e = zevent(event);
+    ze_slot *slot = hold(e);
+    if (slot == NULL) {
+        return ACG_OK;
+    }
+    acg_status st = ZE("acg_event_synchronize", zeEventHostSynchronize, slot->ev, UINT64_MAX);
+    release(e, slot);
+    return st;
+}
+
+/* ---- copies and fills -------------------------------------------------------------------- */
+
+/* The stream's staging memory for pageable copies, at least size bytes. The previous block is
+ * free to go: the copy that used it was waited for, or it was set aside. */
+static acg_status staging_get(ze_stream *s, size_t size, const char *fn) {
+    if (s->staging != NULL && s->staging_size >= size) {
+        return ACG_OK;
+    }
+    if (s->staging != NULL) {
+        ZE_RELEASE(s->dev, fn, zeMemFree, s->dev->ctx, s->staging);
+        s->staging = NULL;
+    }
+    size_t want = size < 65536 ? 65536 : size;
+    ze_host_mem_alloc_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC};
+    acg_status st = ZE(fn, zeMemAllocHost, s->dev->ctx, &desc, want, 64, &s->staging);
+    s->staging_size = st == ACG_OK ? want : 0;
+    return st;
+}
+
+/* Sets the staging memory aside when a copy that uses it may still be queued: it is released
+ * with the stream. */
+static void staging_set_aside(ze_stream *s, const char *fn) {
+    if (acg__grow((void **)&s->aside, &s->cap_aside, s->n_aside + 1, sizeof *s->aside)) {
+        s->aside[s->n_aside++] = s->staging;
+    } else {
+        atomic_fetch_add(&s->dev->leaked, 1); /* left to the driver */
+        acg__log(ACG_LOG_WARN, "%s: out of memory: a staging block is left to the driver", fn);
+    }
+    s->staging = NULL;
+    s->staging_size = 0;
+}
+
+/* Appends a copy and, for pageable host memory, stages it through host memory of the driver's
+ * (a device need not read or write memory the driver did not allocate) and waits for it. The
+ * core calls one stream's copy slots one at a time, so the staging memory is the stream's. */
+static acg_status copy(ze_stream *s, void *dst, const void *src, size_t size, void *pageable_dst,
+                       const void *pageable_src, const char *fn) {
+    bool staged = pageable_dst != NULL || pageable_src != NULL;
+    if (staged) {
+        acg_status st = staging_get(s, size, fn);
+        if (st != ACG_OK) {
+            return st;
+        }
+        if (pageable_src != NULL) {
+            memcpy(s->staging, pageable_src, size);
+            src = s->staging;
+        } else {
+            dst = s->staging;
+        }
+    }
+    acg_status st = acg__ze_stream_begin(s, fn);
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandListAppendMemoryCopy, s->list, dst, src, size, NULL, 0, NULL);
+    }
+    st = acg__ze_stream_end(s, st);
+    if (staged && st == ACG_OK) {
+        if ((st = acg__ze_stream_drain(s, fn)) != ACG_OK) {
+            staging_set_aside(s, fn); /* the copy may still be queued */
+        } else if (pageable_dst != NULL) {
+            memcpy(pageable_dst, s->staging, size);
+        }
+    }
+    return st;
+}
+
+static acg_status ze_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                              const void *src, size_t size, bool src_pinned) {
+    char *d = (char *)acg__ze_mem(dst) + dst_off;
+    return copy(acg__ze_stream(stream), d, src, size, NULL, src_pinned ? NULL : src,
+                "acg_copy_h2d");
+}
+
+static acg_status ze_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
+                              size_t size, bool dst_pinned) {
+    const char *s = (const char *)acg__ze_mem(src) + src_off;
+    return copy(acg__ze_stream(stream), dst, s, size, dst_pinned ? NULL : dst, NULL,
+                "acg_copy_d2h");
+}
+
+static acg_status ze_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                              acg__bk_mem *src, size_t src_off, size_t size) {
+    return copy(acg__ze_stream(stream), (char *)acg__ze_mem(dst) + dst_off,
+                (const char *)acg__ze_mem(src) + src_off, size, NULL, NULL, "acg_copy_d2d");
+}
+
+static acg_status ze_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                          uint32_t pattern, uint32_t pattern_size) {
+    static const char fn[] = "acg_fill";
+    ze_stream *s = acg__ze_stream(stream);
+    acg_status st = acg__ze_stream_begin(s, fn);
+    if (st == ACG_OK) {
+        /* The pattern's bytes as they lie in memory: the low pattern_size bytes of a
+         * little-endian word. */
+        st = ZE(fn, zeCommandListAppendMemoryFill, s->list, (char *)acg__ze_mem(dst) + off,
+                &pattern, pattern_size, size, NULL, 0, NULL);
+    }
+    return acg__ze_stream_end(s, st);
+}
+
+/* ---- kernels ----------------------------------------------------------------------------- */
+
+/* The module built from a SPIR-V image, once per device and image. Under the device's lock. */
+static acg_status module_for(ze_device *d, const acg__kernel_def *def, ze_module_handle_t *out,
+                             const char *fn) {
+    for (uint32_t i = 0; i < d->n_modules; i++) {
+        if (d->modules[i].image == def->d.spirv.module && d->modules[i].size == def->d.spirv.size) {
+            *out = d->modules[i].module;
+            return ACG_OK;
+        }
+    }
+    if (!acg__grow((void **)&d->modules, &d->cap_modules, d->n_modules + 1, sizeof *d->modules)) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    /* Division and square root correctly rounded, nothing contracted (the one arithmetic):
+     * the module was built so, and the driver is asked not to change it. */
+    ze_module_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_MODULE_DESC,
+                             .format = ZE_MODULE_FORMAT_IL_SPIRV,
+                             .inputSize = def->d.spirv.size,
+                             .pInputModule = def->d.spirv.module,
+                             .pBuildFlags = "-cl-fp32-correctly-rounded-divide-sqrt"};
+    ze_module_handle_t module = NULL;
+    ze_module_build_log_handle_t log = NULL;
+    ze_result_t r = acg__ze.zeModuleCreate(d->ctx, d->dev, &desc, &module, &log);
+    acg_status st = acg__ze_check(r, fn, "zeModuleCreate");
+    if (st != ACG_OK && log != NULL) {
+        char text[512] = "";
+        size_t size = sizeof text;
+        if (acg__ze.zeModuleBuildLogGetString(log, &size, text) == ZE_RESULT_SUCCESS) {
+            text[sizeof text - 1] = '\0';
+            st = acg__error(st,
+                            "%s: building the SPIR-V of kernel %s failed (zeModuleCreate: "
+                            "%s): %s",
+                            fn, def->name, result_name(r), text);
+        }
+    }
+    if (log != NULL) {
+        acg__ze.zeModuleBuildLogDestroy(log);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    d->modules[d->n_modules].image = def->d.spirv.module;
+    d->modules[d->n_modules].size = def->d.spirv.size;
+    d->modules[d->n_modules].module = module;
+    d->n_modules++;
+    *out = module;
+    return ACG_OK;
+}
+
+static acg_status ze_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
+                                 acg__bk_kernel **out) {
+    static const char fn[] = "acg_kernel_get";
+    ze_device *d = acg__ze_dev(dev);
+    if (def->d.spirv.module == NULL) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: kernel %s has no SPIR-V, which the level_zero backend needs", fn,
+                          def->name);
+    }
+    ze_kernel *k = acg__calloc(1, sizeof *k);
+    if (k == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    ze_module_handle_t module = NULL;
+    acg_status st = module_for(d, def, &module, fn);
+    if (st == ACG_OK) {
+        const char *name = def->d.spirv.name != NULL ? def->d.spirv.name : def->name;
+        ze_kernel_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC, .pKernelName = name};
+        st = ZE(fn, zeKernelCreate, module, &desc, &k->kernel);
+    }
+    if (st != ACG_OK) {
+        acg__free(k);
+        return st;
+    }
+    k->dev = d;
+    k->def = def;
+    pthread_mutex_init(&k->lock, NULL);
+    *out = (acg__bk_kernel *)k;
+    return ACG_OK;
+}
+
+static void ze_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel) {
+    ACG__UNUSED(dev);
+    ze_kernel *k = acg__ze_kernel(kernel);
+    ZE_RELEASE(k->dev, "acg_device_close", zeKernelDestroy, k->kernel);
+    pthread_mutex_destroy(&k->lock);
+    acg__free(k);
+}
+
+/* The largest group size along one dimension that divides global (Level Zero has no partial
+ * groups, and acg's kernels do not check their bounds), at most limit. */
+static uint32_t group_along(uint32_t global, uint32_t local, uint32_t limit) {
+    if (local > 0 && local <= limit && global % local == 0) {
+        return local;
+    }
+    for (uint32_t g = limit < 256 ? limit : 256; g > 1; g--) {
+        if (global % g == 0) {
+            return g;
+        }
+    }
+    return 1;
+}
+
+acg_status acg__ze_kernel_prepare(ze_kernel *k, const acg_dims *dims, const acg__karg *args,
+                                  uint32_t n_args, ze_group_count_t *groups, const char *fn) {
+    uint32_t param = 0;
+    acg_status st = ACG_OK;
+    for (uint32_t i = 0; i < n_args && st == ACG_OK; i++) {
+        const acg__karg *a = &args[i];
+        switch (a->type) {
+        case ACG_ARG_BUFFER: {
+            /* A buffer is two parameters: its allocation and a byte offset into it. */
+            void *p = acg__ze_mem(a->value.buf.mem);
+            uint64_t off = a->value.buf.offset;
+            st = ZE(fn, zeKernelSetArgumentValue, k->kernel, param++, sizeof p, &p);
+            if (st == ACG_OK) {
+                st = ZE(fn, zeKernelSetArgumentValue, k->kernel, param++, sizeof off, &off);
+            }
+            break;
+        }
+        case ACG_ARG_I32:
+        case ACG_ARG_U32:
+        case ACG_ARG_F32:
+            st = ZE(fn, zeKernelSetArgumentValue, k->kernel, param++, 4, &a->value);
+            break;
+        default:
+            st = ZE(fn, zeKernelSetArgumentValue, k->kernel, param++, 8, &a->value);
+            break;
+        }
+    }
+    uint32_t limit = k->dev->max_group_size;
+    uint32_t gx = group_along(dims->global[0], dims->local[0], limit);
+    uint32_t gy = group_along(dims->global[1], dims->local[1], limit / gx);
+    uint32_t gz = group_along(dims->global[2], dims->local[2], limit / gx / gy);
+    if (st == ACG_OK) {
+        st = ZE(fn, zeKernelSetGroupSize, k->kernel, gx, gy, gz);
+    }
+    groups->groupCountX = dims->global[0] / gx;
+    groups->groupCountY = dims->global[1] / gy;
+    groups->groupCountZ = dims->global[2] / gz;
+    return st;
+}
+
+static acg_status ze_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
+                                   const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
+    static const char fn[] = "acg_kernel_launch";
+    ze_stream *s = acg__ze_stream(stream);
+    ze_kernel *k = acg__ze_kernel(kernel);
+    acg_status st = acg__ze_stream_begin(s, fn);
+    ze_group_count_t groups;
+    pthread_mutex_lock(&k->lock); /* the arguments are the kernel's until appended */
+    if (st == ACG_OK) {
+        st = acg__ze_kernel_prepare(k, dims, args, n_args, &groups, fn);
+    }
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandListAppendLaunchKernel, s->list, k->kernel, &groups, NULL, 0, NULL);
+    }
+    pthread_mutex_unlock(&k->lock);
+    return acg__ze_stream_end(s, st);
+}
+
+static acg_status ze_stream_get_native(acg__bk_stream *stream, acg_native_handle *out) {
+    out->kind = ACG_NATIVE_ZE_COMMAND_LIST;
+    out->handle = acg__ze_stream(stream)->list;
+    return ACG_OK;
+}
+
+const acg_backend_i acg__backend_level_zero = {
+    .version = ACG_BACKEND_VERSION,
+    .name = "level_zero",
+    .probe = ze_probe,
+    .describe = ze_describe,
+    .device_open = ze_device_open,
+    .device_close = ze_device_close,
+    .query_capability = ze_query_capability,
+    .buffer_alloc = ze_buffer_alloc,
+    .buffer_free = ze_buffer_free,
+    .pinned_alloc = ze_pinned_alloc,
+    .pinned_free = ze_pinned_free,
+    .stream_create = ze_stream_create,
+    .stream_destroy = ze_stream_destroy,
+    .stream_synchronize = ze_stream_synchronize,
+    .stream_query = ze_stream_query,
+    .event_create = ze_event_create,
+    .event_destroy = ze_event_destroy,
+    .event_record = ze_event_record,
+    .stream_wait_event = ze_stream_wait_event,
+    .event_query = ze_event_query,
+    .event_synchronize = ze_event_synchronize,
+    .copy_h2d = ze_copy_h2d,
+    .copy_d2h = ze_copy_d2h,
+    .copy_d2d = ze_copy_d2d,
+    .fill = ze_fill,
+    .kernel_load = ze_kernel_load,
+    .kernel_unload = ze_kernel_unload,
+    .kernel_launch = ze_kernel_launch,
+    /* Graphs are regular command lists recorded from the description (graph.c). */
+    .graph_instantiate = acg__ze_graph_instantiate,
+    .graph_launch = acg__ze_graph_launch,
+    .graph_update = NULL,
+    .graph_destroy = acg__ze_graph_destroy,
+    /* A regular command list must not be reset or destroyed while the device may still
+     * reference it: discarded graphs live until the pool's next successful capture. */
+    .retain_discarded_graphs = true,
+    .stream_get_native = ze_stream_get_native,
+};

@@ -1,0 +1,185 @@
+/* level_zero.h — the level_zero backend's shared declarations: the loader and its entry points,
+ * the backend's objects, and the checking macro. level_zero.c has devices, memory, streams,
+ * events and kernels; graph.c has graphs. */
+#ifndef ACG_BACKENDS_LEVEL_ZERO_LEVEL_ZERO_H
+#define ACG_BACKENDS_LEVEL_ZERO_LEVEL_ZERO_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <level_zero/ze_api.h>
+#include <level_zero/ze_ddi.h>
+
+#include "backends/level_zero/entry_points.h"
+#include "backends/level_zero/ze_ext.h"
+#include "core/acg-impl.h"
+
+/* One driver the loader reported, with what it offers beyond spec 1.4. */
+typedef struct ze_drv {
+    ze_driver_handle_t handle;
+    ze_api_version_t api; /* zeDriverGetApiVersion */
+    uint32_t version;     /* zeDriverGetProperties' driverVersion */
+    bool in_order;        /* in-order command lists (api >= 1.7) */
+    acg_ze_pfn_zeCommandListImmediateAppendCommandListsExp immediate_append; /* NULL: queue */
+    acg_ze_pfn_zeCommandListHostSynchronize host_sync; /* spec 1.6; NULL: events only */
+    char extensions[160]; /* what acg uses that the driver offers, for the capability */
+} ze_drv;
+
+/* The loader: its entry points and the devices of every driver, in driver order. */
+typedef struct ze_loader {
+    void *handle;
+#define ACG_ZE_FIELD_(name, pfn, required) ze_pfn##pfn##_t name;
+    ACG_ZE_ENTRY_POINTS(ACG_ZE_FIELD_)
+#undef ACG_ZE_FIELD_
+    ze_drv *drivers; /* (n_drivers) */
+    uint32_t n_drivers;
+    struct {
+        ze_drv *drv;
+        ze_device_handle_t dev;
+    } * devices; /* (n_devices) */
+    uint32_t n_devices;
+    char reason[256]; /* why the backend cannot run, when it cannot */
+} ze_loader;
+
+extern ze_loader acg__ze;
+
+/* The status a ze_result_t maps to, with the detail "<fn>: <call> failed with <name> (0x<code>)"
+ * set (ZE_RESULT_SUCCESS: ACG_OK, nothing set). Out of memory → ACG_ERR_OUT_OF_MEMORY; a lost
+ * device → ACG_ERR_DEVICE_LOST; an unsupported feature → ACG_ERR_UNSUPPORTED; anything else →
+ * ACG_ERR_DEVICE. */
+acg_status acg__ze_check(ze_result_t r, const char *fn, const char *call);
+
+/* Calls entry point `name_` of the loader and checks its result. */
+#define ZE(fn_, name_, ...) acg__ze_check(acg__ze.name_(__VA_ARGS__), fn_, #name_)
+/* Calls a release (destroy, free) of device dev_'s objects: one the driver refuses is counted,
+ * and the context it belongs to is then left alone at device_close (destroying it would
+ * destroy a context that is not empty). */
+#define ZE_RELEASE(dev_, fn_, name_, ...)                                                          \
+    acg__ze_release((dev_), acg__ze.name_(__VA_ARGS__), fn_, #name_)
+
+/* A device's events come from pools of this many, host-visible, recycled through a free list. */
+#define ACG_ZE_EVENTS_PER_POOL 64
+
+/* An event of a pool, with what may still reference it once it is retired (an acg event
+ * recorded again, a stream's synchronization): the streams that queued waits on it, up to the
+ * serial of their work that did, and host threads waiting on it. */
+typedef struct ze_slot {
+    ze_event_handle_t ev;
+    struct ze_waiter {
+        struct ze_stream *stream;
+        uint64_t serial;
+    } * waiters; /* (n_waiters) */
+    uint32_t n_waiters, cap_waiters;
+    uint32_t host_waits;
+} ze_slot;
+
+typedef struct ze_device {
+    ze_drv *drv;
+    ze_device_handle_t dev;
+    ze_context_handle_t ctx;
+    uint32_t compute_ordinal; /* the command queue group that runs kernels */
+    uint32_t max_group_size;
+    ze_command_queue_handle_t queue; /* replays where the driver cannot append lists */
+    pthread_mutex_t lock;            /* modules, event pools, slots, queue */
+    _Atomic uint32_t leaked;         /* releases the driver refused */
+    struct ze_module {
+        const void *image; /* the kernel definition's SPIR-V (the registry's copy) */
+        size_t size;
+        ze_module_handle_t module;
+    } * modules; /* (n_modules) */
+    uint32_t n_modules, cap_modules;
+    ze_event_pool_handle_t *pools; /* (n_pools) */
+    uint32_t n_pools, cap_pools;
+    ze_slot **free_slots; /* (n_free) reset, ready for a new signal */
+    uint32_t n_free, cap_free;
+    ze_slot **retired; /* (n_retired) signalled or pending, maybe still referenced */
+    uint32_t n_retired, cap_retired;
+    ze_slot **all; /* (n_all) every slot, for device_close */
+    uint32_t n_all, cap_all;
+} ze_device;
+
+typedef struct ze_stream {
+    ze_device *dev;
+    ze_command_list_handle_t list; /* immediate */
+    pthread_mutex_t lock;          /* the list: appends and the serials */
+    ze_slot *sync;                 /* the stream's own event, for waits on the host */
+    pthread_mutex_t sync_lock;     /* sync */
+    bool in_order;                 /* the list runs its commands in order (else barriers do) */
+    bool barrier;       /* the next command must wait for the previous ones (not in order) */
+    uint64_t submitted; /* serial of the latest command appended */
+    uint64_t completed; /* serial known to have completed */
+    void *staging;      /* (staging_size) host memory of the driver's for pageable copies */
+    size_t staging_size;
+    void **aside; /* (n_aside) staging a copy may still use after a failed wait */
+    uint32_t n_aside, cap_aside;
+    ze_fence_handle_t fence; /* a replay on the device's queue that later work waits for */
+    struct ze_exec *fence_exec;
+} ze_stream;
+
+typedef struct ze_kernel {
+    ze_device *dev;
+    const acg__kernel_def *def;
+    ze_kernel_handle_t kernel;
+    pthread_mutex_t lock; /* arguments are the kernel's state until the append takes them */
+} ze_kernel;
+
+/* A graph: the description recorded into one regular command list, closed once. */
+typedef struct ze_exec {
+    ze_device *dev;
+    ze_command_list_handle_t list;
+    ze_slot *done;           /* the latest replay's end, appended to an immediate list */
+    ze_fence_handle_t fence; /* the latest replay's end, executed on the device's queue */
+    _Atomic bool fence_pending;
+} ze_exec;
+
+/* The core's backend types are these structs (device memory is the USM pointer itself); these
+ * helpers are the only casts between them. */
+static inline ze_device *acg__ze_dev(acg__bk_device *d) { return (ze_device *)d; }
+static inline acg__bk_device *acg__ze_bk_dev(ze_device *d) { return (acg__bk_device *)d; }
+static inline ze_stream *acg__ze_stream(acg__bk_stream *s) { return (ze_stream *)s; }
+static inline acg__bk_stream *acg__ze_bk_stream(ze_stream *s) { return (acg__bk_stream *)s; }
+static inline ze_kernel *acg__ze_kernel(acg__bk_kernel *k) { return (ze_kernel *)k; }
+static inline ze_exec *acg__ze_exec(acg__bk_exec *e) { return (ze_exec *)e; }
+static inline acg__bk_exec *acg__ze_bk_exec(ze_exec *e) { return (acg__bk_exec *)e; }
+static inline void *acg__ze_mem(const acg__bk_mem *m) { return (void *)m; }
+
+/* ZE_RELEASE's work: a refused release is counted in d->leaked, with the error set. */
+void acg__ze_release(ze_device *d, ze_result_t r, const char *fn, const char *call);
+
+/* Takes a reset event of the device (creating a pool when none is free). Under the device's
+ * lock. */
+acg_status acg__ze_slot_take(ze_device *d, ze_slot **out, const char *fn);
+/* Gives back a slot taken but never appended (unsignalled, referenced by nothing). Under the
+ * device's lock. */
+void acg__ze_slot_unused(ze_device *d, ze_slot *s);
+/* Retires a slot nothing new will signal: it returns to the free list once it is signalled and
+ * every stream that waited on it passed that point. Under the device's lock. */
+void acg__ze_slot_retire(ze_device *d, ze_slot *s);
+
+/* Starts a command on the stream: takes its lock, waits for a replay the device's queue runs
+ * for it, and appends the barrier that keeps a list without in-order execution in order.
+ * acg__ze_stream_end follows, whatever it returns. */
+acg_status acg__ze_stream_begin(ze_stream *s, const char *fn);
+/* Ends a command appended with status st: counts it, makes the next one wait for it, and
+ * releases the stream's lock. */
+acg_status acg__ze_stream_end(ze_stream *s, acg_status st);
+
+/* Waits on the host for the stream's work so far (and a replay queued for it). */
+acg_status acg__ze_stream_drain(ze_stream *s, const char *fn);
+
+/* Sets the kernel's arguments and group size for a launch of dims (the kernel's lock held) and
+ * gives the group count. */
+acg_status acg__ze_kernel_prepare(ze_kernel *k, const acg_dims *dims, const acg__karg *args,
+                                  uint32_t n_args, ze_group_count_t *groups, const char *fn);
+
+/* graph.c */
+acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
+                                     acg__bk_exec **exec);
+acg_status acg__ze_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
+void acg__ze_graph_destroy(acg__bk_exec *exec);
+/* Waits for the exec's latest replay on the device's queue (fence path), if one is pending. */
+acg_status acg__ze_exec_wait_fence(ze_exec *e, const char *fn);
+
+#endif /* ACG_BACKENDS_LEVEL_ZERO_LEVEL_ZERO_H */

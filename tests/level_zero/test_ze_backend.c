@@ -1,0 +1,407 @@
+/* test_ze_backend.c — what only the level_zero backend has, run under the real Level Zero loader
+ * against acg's test driver (tests/ze_driver, named by ZE_ENABLE_ALT_DRIVERS):
+ *   - how a loader or driver that cannot serve is reported (--expect-unavailable TEXT, one
+ *     process per condition, since the loader is loaded once per process);
+ *   - every driver call of a capture + replay + discard + teardown scenario failing in turn: a
+ *     clean status each time, no driver object left behind, the device usable afterwards, and
+ *     no misuse of the driver (a command list reset or destroyed while pending);
+ *   - a discarded graph's command list outlives a pending replay (retain_discarded_graphs):
+ *     the driver sees no list destroyed while the device may still reference it. */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <level_zero/ze_api.h>
+
+#include <acg/acg.h>
+
+#include "backends/level_zero/entry_points.h"
+
+#define N 256
+#define ALPHA 3.0f
+
+/* ---- the test driver's control functions (tests/ze_driver/acgtest_ze.h) ------------------ */
+
+static struct {
+    void (*inject)(const char *name, unsigned nth, int code);
+    unsigned long (*calls)(const char *name);
+    long (*live)(void);
+    unsigned long (*violations)(void);
+} drv;
+
+/* Binds the driver the loader loaded (a device must have been opened once). */
+static void bind_driver(void) {
+    const char *path = getenv("ZE_ENABLE_ALT_DRIVERS");
+    assert_non_null(path);
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    *(void **)&drv.inject = dlsym(h, "acgtest_ze_fail");
+    *(void **)&drv.calls = dlsym(h, "acgtest_ze_calls");
+    *(void **)&drv.live = dlsym(h, "acgtest_ze_live");
+    *(void **)&drv.violations = dlsym(h, "acgtest_ze_violations");
+    assert_non_null(drv.inject);
+    assert_non_null(drv.calls);
+    assert_non_null(drv.live);
+    assert_non_null(drv.violations);
+    dlclose(h); /* RTLD_NOLOAD took a reference */
+}
+
+#define OK(call) assert_int_equal((call), ACG_OK)
+
+/* Warnings that the backend left objects to the driver (a release refused, or a wait that
+ * failed before freeing what the device may still use). */
+static int left_to_driver;
+
+static void count_left(acg_log_level level, const char *message, void *user) {
+    (void)user;
+    if (level == ACG_LOG_WARN && strstr(message, "left to the driver") != NULL) {
+        left_to_driver++;
+    }
+}
+
+/* ---- the scenario -------------------------------------------------------------------------- */
+
+typedef struct scene {
+    acg_device *dev;
+    acg_stream *s, *s2;
+    acg_event *fork, *join;
+    acg_buffer *x, *y, *z;
+    acg_graph_pool *pool;
+    acg_graph *g, *g2;
+    float *host;
+    acg_kernel *fill, *axpy;
+} scene;
+
+/* z = fill(2.0f), y = z; fork to s2: y += alpha * x; join; y copied to pinned host. A fill,
+ * copies both ways, kernels and a fork. */
+static acg_status capture(scene *c, float alpha, acg_graph **out) {
+    acg_status st = acg_stream_begin_capture(c->s, c->pool);
+    if (st != ACG_OK) {
+        return st;
+    }
+    const float two = 2.0f;
+    uint32_t two_bits;
+    memcpy(&two_bits, &two, sizeof two_bits);
+    acg_arg axpy_args[] = {acg_arg_buffer(c->y, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(alpha)};
+    acg_dims dims = acg_dims_1d(N);
+    st = acg_fill(c->s, c->z, 0, N * sizeof(float), two_bits, sizeof two_bits);
+    if (st == ACG_OK) {
+        st = acg_copy_d2d(c->s, c->y, 0, c->z, 0, N * sizeof(float));
+    }
+    if (st == ACG_OK) {
+        st = acg_event_record(c->fork, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_wait_event(c->s2, c->fork);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_launch(c->s2, c->axpy, &dims, axpy_args, 3);
+    }
+    if (st == ACG_OK) {
+        st = acg_event_record(c->join, c->s2);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_wait_event(c->s, c->join);
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(c->s, c->host, c->y, 0, N * sizeof(float));
+    }
+    acg_graph *g = NULL;
+    acg_status end = acg_stream_end_capture(c->s, &g);
+    if (st == ACG_OK && end == ACG_OK) {
+        *out = g;
+        return ACG_OK;
+    }
+    if (g != NULL) {
+        acg_graph_destroy(g);
+    }
+    return st != ACG_OK ? st : end;
+}
+
+static bool host_is(const scene *c, float want) {
+    for (int i = 0; i < N; i++) {
+        if (c->host[i] != want) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Open, eager work (a pageable round trip too), a forked capture replayed twice, a second
+ * capture discarding the first while its replay may be pending; with check, the results are
+ * asserted. Stops at the first failure and returns it, leaving teardown to scene_close. */
+static acg_status scene_run(scene *c, bool check) {
+    memset(c, 0, sizeof *c);
+    acg_status st = acg_device_open("level_zero", &c->dev);
+    if (st == ACG_OK) {
+        st = acg_kernel_get(c->dev, "fill_f32", &c->fill);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_get(c->dev, "axpy_f32", &c->axpy);
+    }
+    if (st == ACG_OK) {
+        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->x);
+    }
+    if (st == ACG_OK) {
+        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->y);
+    }
+    if (st == ACG_OK) {
+        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->z);
+    }
+    if (st == ACG_OK) {
+        st = acg_pinned_alloc(c->dev, N * sizeof(float), (void **)&c->host);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_create(c->dev, &c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_create(c->dev, &c->s2);
+    }
+    if (st == ACG_OK) {
+        st = acg_event_create(c->dev, &c->fork);
+    }
+    if (st == ACG_OK) {
+        st = acg_event_create(c->dev, &c->join);
+    }
+    if (st == ACG_OK) {
+        st = acg_graph_pool_create(c->dev, &c->pool);
+    }
+    if (st == ACG_OK) {
+        acg_arg args[] = {acg_arg_buffer(c->x, 0), acg_arg_f32(1.0f)};
+        acg_dims dims = acg_dims_1d(N);
+        st = acg_kernel_launch(c->s, c->fill, &dims, args, 2);
+    }
+    float pageable[N];
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(c->s, pageable, c->x, 0, sizeof pageable);
+    }
+    if (st == ACG_OK && check) {
+        for (int i = 0; i < N; i++) {
+            assert_true(pageable[i] == 1.0f);
+        }
+    }
+    if (st == ACG_OK) {
+        st = capture(c, ALPHA, &c->g);
+    }
+    for (int r = 0; r < 2 && st == ACG_OK; r++) {
+        st = acg_graph_launch(c->g, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(c->s);
+    }
+    if (st == ACG_OK && check) {
+        assert_true(host_is(c, 2.0f + ALPHA));
+    }
+    /* Replayed and discarded at once: the driver may still reference its list. */
+    if (st == ACG_OK) {
+        st = acg_graph_launch(c->g, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_graph_discard(c->g);
+        c->g = NULL;
+    }
+    if (st == ACG_OK) {
+        st = capture(c, 2.0f * ALPHA, &c->g2);
+    }
+    if (st == ACG_OK) {
+        st = acg_graph_launch(c->g2, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(c->s);
+    }
+    if (st == ACG_OK && check) {
+        assert_true(host_is(c, 2.0f + 2.0f * ALPHA));
+    }
+    return st;
+}
+
+/* Frees everything scene_run made, whatever it got to. */
+static void scene_close(scene *c) {
+    if (c->s != NULL) {
+        acg_stream_synchronize(c->s);
+    }
+    acg_graph_destroy(c->g2);
+    acg_graph_destroy(c->g);
+    acg_graph_pool_destroy(c->pool);
+    acg_event_destroy(c->fork);
+    acg_event_destroy(c->join);
+    acg_stream_destroy(c->s2);
+    acg_stream_destroy(c->s);
+    acg_pinned_free(c->host);
+    acg_buffer_free(c->z);
+    acg_buffer_free(c->y);
+    acg_buffer_free(c->x);
+    if (c->dev != NULL) {
+        assert_int_equal(acg_device_close(c->dev), ACG_OK);
+    }
+}
+
+static void test_scenario(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    scene_close(&c);
+    bind_driver();
+    assert_int_equal(drv.violations(), 0);
+}
+
+/* A graph discarded while its replay is pending keeps its command list until the pool's next
+ * successful capture: the driver counts no list destroyed while in use, and the list is gone
+ * once that capture ended and the device was closed. */
+static void test_discard_retained(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    bind_driver();
+    unsigned long destroyed = drv.calls("zeCommandListDestroy");
+    acg_graph *g = NULL;
+    OK(capture(&c, ALPHA, &g));
+    OK(acg_graph_launch(g, c.s));
+    OK(acg_graph_discard(g));
+    assert_int_equal(drv.calls("zeCommandListDestroy"), destroyed); /* kept */
+    acg_graph *next = NULL;
+    OK(capture(&c, ALPHA, &next));
+    OK(acg_stream_synchronize(c.s));
+    OK(acg_graph_launch(next, c.s));
+    OK(acg_stream_synchronize(c.s));
+    assert_true(host_is(&c, 2.0f + ALPHA));
+    OK(acg_graph_destroy(next));
+    scene_close(&c);
+    assert_true(drv.calls("zeCommandListDestroy") > destroyed);
+    assert_int_equal(drv.violations(), 0);
+}
+
+/* The entry points the backend resolves: the sweep fails each call of each in turn. */
+static const char *const entry_names[] = {
+#define TC_ZE_NAME_(name, pfn, required) #name,
+    ACG_ZE_ENTRY_POINTS(TC_ZE_NAME_)
+#undef TC_ZE_NAME_
+        "zeCommandListImmediateAppendCommandListsExp",
+};
+#define N_ENTRIES (sizeof entry_names / sizeof entry_names[0])
+
+/* Calls that destroy or release: a driver that fails one keeps the object, so the sweep does
+ * not count objects after failing them. */
+static bool releases(const char *name) {
+    return strstr(name, "Destroy") != NULL || strstr(name, "Free") != NULL;
+}
+
+/* Every driver call of the scenario, teardown included, fails in turn (an invalid-argument
+ * error, as a driver refusing it would): the scenario ends with a clean status naming the
+ * driver's error (or absorbs it), the teardown leaves no driver object behind unless the backend
+ * said it left some to the driver (a refused release, or a failed wait before freeing what the
+ * device may still use), the driver saw no misuse (nothing destroyed while in use), and the
+ * scenario then runs clean on a new device. */
+static void test_fault_sweep(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true)); /* loads the driver and builds what is built once per process */
+    scene_close(&c);
+    bind_driver();
+    acg_set_log_callback(count_left, NULL);
+    acg_set_log_level(ACG_LOG_WARN);
+    unsigned long counts[N_ENTRIES];
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        counts[i] = drv.calls(entry_names[i]);
+    }
+    long live = drv.live();
+    OK(scene_run(&c, true));
+    scene_close(&c);
+    assert_int_equal(drv.live(), live);
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        counts[i] = drv.calls(entry_names[i]) - counts[i];
+    }
+    unsigned long points = 0, failed_runs = 0, left_runs = 0;
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        const char *name = entry_names[i];
+        for (unsigned long k = 1; k <= counts[i]; k++, points++) {
+            left_to_driver = 0;
+            drv.inject(name, (unsigned)k, ZE_RESULT_ERROR_INVALID_ARGUMENT);
+            acg_status st = scene_run(&c, false);
+            char why[512];
+            snprintf(why, sizeof why, "%s", st != ACG_OK ? acg_last_error() : "-");
+            scene_close(&c);
+            drv.inject(NULL, 0, 0);
+            failed_runs += st != ACG_OK;
+            if (st != ACG_OK && strstr(why, "ZE_RESULT_ERROR_INVALID_ARGUMENT") == NULL) {
+                print_error("failing %s call %lu: %s without the driver's error: %s\n", name, k,
+                            acg_status_name(st), why);
+                fail();
+            }
+            left_runs += left_to_driver > 0;
+            if (releases(name) || left_to_driver > 0) {
+                /* A release refused, or a wait failed before freeing what the device may still
+                 * use: the backend leaves it to the driver, and says so. */
+                live = drv.live();
+            } else if (drv.live() != live) {
+                print_error("failing %s call %lu (%s: %s) left %ld driver objects behind\n", name,
+                            k, acg_status_name(st), why, drv.live() - live);
+                fail();
+            }
+            if (drv.violations() != 0) {
+                print_error("failing %s call %lu (%s: %s): the driver saw %lu misuse(s)\n", name, k,
+                            acg_status_name(st), why, drv.violations());
+                fail();
+            }
+            OK(scene_run(&c, true));
+            scene_close(&c);
+            assert_int_equal(drv.live(), live);
+        }
+    }
+    acg_set_log_callback(NULL, NULL);
+    acg_set_log_level(ACG_LOG_ERROR);
+    print_message("level_zero fault sweep: %lu driver calls failed in turn (%lu runs failed "
+                  "with the driver's error, the rest absorbed it); %lu left what the device may "
+                  "still use to the driver and said so, none leaked otherwise; no misuse\n",
+                  points, failed_runs, left_runs);
+    assert_true(points > 50 && failed_runs > points / 2);
+}
+
+/* ---- conditions that make the backend unavailable ---------------------------------------- */
+
+static int expect_unavailable(const char *text) {
+    for (size_t i = 0; i < acg_backend_count(); i++) {
+        acg_backend_info info = ACG_BACKEND_INFO_INIT;
+        if (acg_backend_get_info(i, &info) != ACG_OK || strcmp(info.name, "level_zero") != 0) {
+            continue;
+        }
+        acg_device *dev = NULL;
+        acg_status st = acg_device_open("level_zero", &dev);
+        if (info.available || st != ACG_ERR_UNAVAILABLE || strstr(info.reason, text) == NULL ||
+            strstr(acg_last_error(), text) == NULL) {
+            fprintf(stderr,
+                    "expected level_zero unavailable with \"%s\": available %d, open %s, reason "
+                    "\"%s\", error \"%s\"\n",
+                    text, info.available, acg_status_name(st), info.reason, acg_last_error());
+            return 1;
+        }
+        printf("unavailable as expected: %s\n", info.reason);
+        return 0;
+    }
+    fprintf(stderr, "no level_zero backend in this build\n");
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
+        return expect_unavailable(argv[2]);
+    }
+    acg_device *probe = NULL;
+    if (acg_device_open("level_zero", &probe) != ACG_OK) {
+        printf("skipped: level_zero: %s\n", acg_last_error());
+        return 77;
+    }
+    acg_device_close(probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scenario),
+        cmocka_unit_test(test_discard_retained),
+        cmocka_unit_test(test_fault_sweep),
+    };
+    return cmocka_run_group_tests_name("test_ze_backend", tests, NULL, NULL);
+}
