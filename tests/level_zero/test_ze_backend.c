@@ -2,9 +2,9 @@
  * against acg's test driver (tests/ze_driver, named by ZE_ENABLE_ALT_DRIVERS):
  *   - how a loader or driver that cannot serve is reported (--expect-unavailable TEXT, one
  *     process per condition, since the loader is loaded once per process);
- *   - every driver call of a capture + replay + discard + teardown scenario failing in turn: a
- *     clean status each time, no driver object left behind, the device usable afterwards, and
- *     no misuse of the driver (a command list reset or destroyed while pending);
+ *   - every driver call of a capture + replay + discard + update + teardown scenario failing in
+ *     turn: a clean status each time, nothing left behind unless the backend says so, the device
+ *     usable afterwards, and no misuse of the driver (a list destroyed while pending);
  *   - a discarded graph's command list outlives a pending replay (retain_discarded_graphs):
  *     the driver sees no list destroyed while the device may still reference it. */
 #include <dlfcn.h>
@@ -134,8 +134,9 @@ static bool host_is(const scene *c, float want) {
 }
 
 /* Open, eager work (a pageable round trip too), a forked capture replayed twice, a second
- * capture discarding the first while its replay may be pending; with check, the results are
- * asserted. Stops at the first failure and returns it, leaving teardown to scene_close. */
+ * capture discarding the first while its replay may be pending, an update; with check, the
+ * results are asserted. Stops at the first failure and returns it, leaving teardown to scene_close.
+ */
 static acg_status scene_run(scene *c, bool check) {
     memset(c, 0, sizeof *c);
     acg_status st = acg_device_open("level_zero", &c->dev);
@@ -217,6 +218,24 @@ static acg_status scene_run(scene *c, bool check) {
     }
     if (st == ACG_OK && check) {
         assert_true(host_is(c, 2.0f + 2.0f * ALPHA));
+    }
+    /* An update: the list recorded again from a capture of the same shape. */
+    acg_graph *g3 = NULL;
+    if (st == ACG_OK) {
+        st = capture(c, 3.0f * ALPHA, &g3);
+    }
+    if (st == ACG_OK) {
+        st = acg_graph_update(c->g2, g3);
+    }
+    acg_graph_destroy(g3);
+    if (st == ACG_OK) {
+        st = acg_graph_launch(c->g2, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(c->s);
+    }
+    if (st == ACG_OK && check) {
+        assert_true(host_is(c, 2.0f + 3.0f * ALPHA));
     }
     return st;
 }

@@ -19,9 +19,9 @@
 #include "backends/level_zero/level_zero.h"
 
 /* Appends node i of desc to the list. */
-static acg_status record_node(ze_exec *e, const acg__graph_desc *desc, uint32_t i, const char *fn) {
+static acg_status record_node(ze_command_list_handle_t list, const acg__graph_desc *desc,
+                              uint32_t i, const char *fn) {
     const acg__node *n = &desc->nodes[i];
-    ze_command_list_handle_t list = e->list;
     switch (n->kind) {
     case ACG_NODE_KERNEL: {
         ze_kernel *k = acg__ze_kernel(n->kernel);
@@ -56,6 +56,32 @@ static acg_status record_node(ze_exec *e, const acg__graph_desc *desc, uint32_t 
     }
 }
 
+/* The description recorded into a new regular command list, closed. */
+static acg_status record(ze_device *d, const acg__graph_desc *desc, ze_command_list_handle_t *out,
+                         const char *fn) {
+    ze_command_list_desc_t ldesc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC,
+                                    .commandQueueGroupOrdinal = d->compute_ordinal};
+    ze_command_list_handle_t list = NULL;
+    acg_status st = ZE(fn, zeCommandListCreate, d->ctx, d->dev, &ldesc, &list);
+    for (uint32_t i = 0; st == ACG_OK && i < desc->n_nodes; i++) {
+        if (i > 0) {
+            st = ZE(fn, zeCommandListAppendBarrier, list, NULL, 0, NULL);
+        }
+        if (st == ACG_OK) {
+            st = record_node(list, desc, i, fn);
+        }
+    }
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandListClose, list);
+    }
+    if (st != ACG_OK && list != NULL) {
+        ZE_RELEASE(d, fn, zeCommandListDestroy, list); /* never executed */
+        list = NULL;
+    }
+    *out = list;
+    return st;
+}
+
 static void exec_free(ze_exec *e) {
     static const char fn[] = "acg_graph_destroy";
     if (e->list != NULL) {
@@ -76,20 +102,7 @@ acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc 
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     e->dev = d;
-    ze_command_list_desc_t ldesc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC,
-                                    .commandQueueGroupOrdinal = d->compute_ordinal};
-    acg_status st = ZE(fn, zeCommandListCreate, d->ctx, d->dev, &ldesc, &e->list);
-    for (uint32_t i = 0; st == ACG_OK && i < desc->n_nodes; i++) {
-        if (i > 0) {
-            st = ZE(fn, zeCommandListAppendBarrier, e->list, NULL, 0, NULL);
-        }
-        if (st == ACG_OK) {
-            st = record_node(e, desc, i, fn);
-        }
-    }
-    if (st == ACG_OK) {
-        st = ZE(fn, zeCommandListClose, e->list);
-    }
+    acg_status st = record(d, desc, &e->list, fn);
     if (st == ACG_OK && d->drv->immediate_append == NULL) {
         ze_fence_desc_t fdesc = {.stype = ZE_STRUCTURE_TYPE_FENCE_DESC};
         pthread_mutex_lock(&d->lock); /* the queue */
@@ -190,6 +203,30 @@ acg_status acg__ze_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
     ze_stream *s = acg__ze_stream(stream);
     return e->dev->drv->immediate_append != NULL ? launch_appended(e, s, fn)
                                                  : launch_queued(e, s, fn);
+}
+
+/* The description recorded again into a new list, which replaces the old one once complete
+ * (a failure leaves the graph as it was). Simpler than patching commands through the mutable
+ * command list extension, and it works with every driver: copies and fills change too. */
+acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
+    static const char fn[] = "acg_graph_update";
+    ze_exec *e = acg__ze_exec(exec);
+    /* No replay is pending (backend.h); the device may hold the old list until the last
+     * replay's end was seen. */
+    acg_status st = wait_done(e, fn);
+    if (st == ACG_OK) {
+        st = acg__ze_exec_wait_fence(e, fn);
+    }
+    ze_command_list_handle_t list = NULL;
+    if (st == ACG_OK) {
+        st = record(e->dev, desc, &list, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    ZE_RELEASE(e->dev, fn, zeCommandListDestroy, e->list);
+    e->list = list;
+    return ACG_OK;
 }
 
 void acg__ze_graph_destroy(acg__bk_exec *exec) {

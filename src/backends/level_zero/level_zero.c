@@ -309,13 +309,13 @@ static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capab
     out->pinned_memory = true;
     out->graphs = true;
     out->multi_stream_capture = true; /* the core's ledger orders the forked streams */
-    out->graph_update = false;
+    out->graph_update = true;         /* by recording the description again */
     out->native_capture = false;
     out->graph_host_functions = false; /* a command list has no host node */
     out->pinned_register = false;
     snprintf(out->detail, sizeof out->detail,
              "Level Zero API %u.%u, driver version %u; graphs: regular command lists built from "
-             "the description; update: unavailable (capture again); %.100s",
+             "the description; update: recorded again; %.100s",
              ZE_MAJOR_VERSION(drv->api), ZE_MINOR_VERSION(drv->api), drv->version, drv->extensions);
     return ACG_OK;
 }
@@ -1255,7 +1255,7 @@ const acg_backend_i acg__backend_level_zero = {
     /* Graphs are regular command lists recorded from the description (graph.c). */
     .graph_instantiate = acg__ze_graph_instantiate,
     .graph_launch = acg__ze_graph_launch,
-    .graph_update = NULL,
+    .graph_update = acg__ze_graph_update,
     .graph_destroy = acg__ze_graph_destroy,
     /* A regular command list must not be reset or destroyed while the device may still
      * reference it: discarded graphs live until the pool's next successful capture. */
