@@ -1,6 +1,6 @@
 /* level_zero.h — the level_zero backend's shared declarations: the loader and its entry points,
- * the backend's objects, and the checking macro. level_zero.c has devices, memory, streams,
- * events and kernels; graph.c has graphs. */
+ * the backend's objects, and the checking macro. level_zero.c has the loader, devices, memory
+ * and kernels; stream.c streams, events and copies; graph.c graphs. */
 #ifndef ACG_BACKENDS_LEVEL_ZERO_LEVEL_ZERO_H
 #define ACG_BACKENDS_LEVEL_ZERO_LEVEL_ZERO_H
 
@@ -173,6 +173,29 @@ acg_status acg__ze_stream_drain(ze_stream *s, const char *fn);
  * gives the group count. */
 acg_status acg__ze_kernel_prepare(ze_kernel *k, const acg_dims *dims, const acg__karg *args,
                                   uint32_t n_args, ze_group_count_t *groups, const char *fn);
+
+/* stream.c: the slots of the backend table for streams, events, copies and fills. */
+acg_status acg__ze_stream_create(acg__bk_device *dev, acg__bk_stream **out);
+void acg__ze_stream_destroy(acg__bk_stream *stream);
+acg_status acg__ze_stream_synchronize(acg__bk_stream *stream);
+acg_status acg__ze_stream_query(acg__bk_stream *stream);
+acg_status acg__ze_event_create(acg__bk_device *dev, acg__bk_event **out);
+void acg__ze_event_destroy(acg__bk_event *event);
+acg_status acg__ze_event_record(acg__bk_event *event, acg__bk_stream *stream);
+acg_status acg__ze_stream_wait_event(acg__bk_stream *stream, acg__bk_event *event);
+acg_status acg__ze_event_query(acg__bk_event *event);
+acg_status acg__ze_event_synchronize(acg__bk_event *event);
+acg_status acg__ze_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                            const void *src, size_t size, bool src_pinned);
+acg_status acg__ze_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
+                            size_t size, bool dst_pinned);
+acg_status acg__ze_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                            acg__bk_mem *src, size_t src_off, size_t size);
+acg_status acg__ze_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                        uint32_t pattern, uint32_t pattern_size);
+acg_status acg__ze_stream_get_native(acg__bk_stream *stream, acg_native_handle *out);
+/* Adds a pool of ACG_ZE_EVENTS_PER_POOL free events to the device. Under the device's lock. */
+acg_status acg__ze_add_pool(ze_device *d, const char *fn);
 
 /* graph.c */
 acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
