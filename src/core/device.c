@@ -223,13 +223,11 @@ static acg_status check_empty(acg_device *dev, const char *fn) {
     uint32_t live = dev->n_buffers + dev->n_pinned + dev->n_streams + dev->n_events +
                     dev->n_graphs + dev->n_pools;
     if (live != 0) {
-        st =
-            acg__error(ACG_ERR_IN_USE,
-                       "%s: %s still has %u buffer(s), %u pinned allocation(s) or registration(s), "
-                       "%u stream(s), "
-                       "%u event(s), %u graph(s), %u graph pool(s)",
-                       fn, dev->spec, dev->n_buffers, dev->n_pinned, dev->n_streams, dev->n_events,
-                       dev->n_graphs, dev->n_pools);
+        st = acg__error(ACG_ERR_IN_USE,
+                        "%s: %s still has %u buffer(s), %u pinned allocation(s) or "
+                        "registration(s), %u stream(s), %u event(s), %u graph(s), %u graph pool(s)",
+                        fn, dev->spec, dev->n_buffers, dev->n_pinned, dev->n_streams, dev->n_events,
+                        dev->n_graphs, dev->n_pools);
     }
     pthread_mutex_unlock(&dev->lock);
     return st;
