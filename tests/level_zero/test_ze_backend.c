@@ -6,7 +6,8 @@
  *     turn: a clean status each time, nothing left behind unless the backend says so, the device
  *     usable afterwards, and no misuse of the driver (a list destroyed while pending);
  *   - a discarded graph's command list outlives a pending replay (retain_discarded_graphs):
- *     the driver sees no list destroyed while the device may still reference it. */
+ *     the driver sees no list destroyed while the device may still reference it;
+ *   - an update patches a mutable list in place, or records the list again. */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -296,12 +297,59 @@ static void test_discard_retained(void **state) {
     assert_int_equal(drv.violations(), 0);
 }
 
+/* An update that changes only kernel arguments patches the list in place where the driver has
+ * mutable command lists; one that moves a copy records the list again; both replay the update.
+ * Without the extension (the -spec1.4 run) every update records the list again. */
+static void test_update_paths(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true)); /* c.g2 replays 2 + 3 * ALPHA */
+    bind_driver();
+    const acg_capability *cap = acg_device_get_capability(c.dev);
+    const bool mutable_lists = strstr(cap->detail, "mutable lists yes") != NULL;
+    unsigned long created = drv.calls("zeCommandListCreate");
+    unsigned long patched = drv.calls("zeCommandListUpdateMutableCommandsExp");
+    acg_graph *g = NULL;
+    OK(capture(&c, 4.0f * ALPHA, &g));
+    created = drv.calls("zeCommandListCreate") - created; /* the capture's own list */
+    unsigned long before = drv.calls("zeCommandListCreate");
+    OK(acg_graph_update(c.g2, g));
+    OK(acg_graph_destroy(g));
+    assert_int_equal(drv.calls("zeCommandListUpdateMutableCommandsExp") - patched,
+                     mutable_lists ? 1 : 0);
+    assert_int_equal(drv.calls("zeCommandListCreate") - before, mutable_lists ? 0 : created);
+    OK(acg_graph_launch(c.g2, c.s));
+    OK(acg_stream_synchronize(c.s));
+    assert_true(host_is(&c, 2.0f + 4.0f * ALPHA));
+    /* The same capture with its copy going elsewhere: recorded again. */
+    acg_buffer *keep = c.z;
+    OK(acg_buffer_alloc(c.dev, N * sizeof(float), &c.z));
+    OK(capture(&c, ALPHA, &g));
+    before = drv.calls("zeCommandListCreate");
+    patched = drv.calls("zeCommandListUpdateMutableCommandsExp");
+    OK(acg_graph_update(c.g2, g));
+    OK(acg_graph_destroy(g));
+    assert_int_equal(drv.calls("zeCommandListCreate") - before, 1);
+    assert_int_equal(drv.calls("zeCommandListUpdateMutableCommandsExp"), patched);
+    OK(acg_graph_launch(c.g2, c.s));
+    OK(acg_stream_synchronize(c.s));
+    assert_true(host_is(&c, 2.0f + ALPHA));
+    OK(acg_graph_destroy(c.g2)); /* it reads the new z */
+    c.g2 = NULL;
+    OK(acg_buffer_free(c.z));
+    c.z = keep;
+    scene_close(&c);
+    assert_int_equal(drv.violations(), 0);
+}
+
 /* The entry points the backend resolves: the sweep fails each call of each in turn. */
 static const char *const entry_names[] = {
 #define TC_ZE_NAME_(name, pfn, required) #name,
     ACG_ZE_ENTRY_POINTS(TC_ZE_NAME_)
 #undef TC_ZE_NAME_
         "zeCommandListImmediateAppendCommandListsExp",
+    "zeCommandListGetNextCommandIdExp",
+    "zeCommandListUpdateMutableCommandsExp",
 };
 #define N_ENTRIES (sizeof entry_names / sizeof entry_names[0])
 
@@ -420,6 +468,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scenario),
         cmocka_unit_test(test_discard_retained),
+        cmocka_unit_test(test_update_paths),
         cmocka_unit_test(test_fault_sweep),
     };
     return cmocka_run_group_tests_name("test_ze_backend", tests, NULL, NULL);

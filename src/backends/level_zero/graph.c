@@ -56,16 +56,60 @@ static acg_status record_node(ze_command_list_handle_t list, const acg__graph_de
     }
 }
 
-/* The description recorded into a new regular command list, closed. */
+/* What node n records, as an update compares it. */
+static ze_recorded recorded_of(const acg__node *n) {
+    ze_recorded r = {.kind = n->kind, .def = n->def, .size = n->size};
+    if (n->kind == ACG_NODE_COPY_H2D || n->kind == ACG_NODE_COPY_D2D || n->kind == ACG_NODE_FILL) {
+        r.dst = (char *)acg__ze_mem(n->dst_mem) + n->dst_off;
+    }
+    if (n->kind == ACG_NODE_COPY_D2H || n->kind == ACG_NODE_COPY_D2D) {
+        r.src = (const char *)acg__ze_mem(n->src_mem) + n->src_off;
+    }
+    if (n->kind == ACG_NODE_COPY_H2D) {
+        r.src = n->host;
+    } else if (n->kind == ACG_NODE_COPY_D2H) {
+        r.dst = n->host;
+    }
+    if (n->kind == ACG_NODE_FILL) {
+        r.pattern = n->pattern;
+        r.pattern_size = n->pattern_size;
+    }
+    return r;
+}
+
+/* The description recorded into a new regular command list, closed. Where the driver has
+ * mutable command lists the list is one, and *recorded (n_nodes) says what each node recorded,
+ * with each kernel's command id; else *recorded is NULL. */
 static acg_status record(ze_device *d, const acg__graph_desc *desc, ze_command_list_handle_t *out,
-                         const char *fn) {
+                         ze_recorded **recorded, const char *fn) {
+    const bool mutable_list = d->drv->update_commands != NULL;
+    acg_ze_mutable_command_list_exp_desc_t mdesc = {
+        .stype = ACG_ZE_STRUCTURE_TYPE_MUTABLE_COMMAND_LIST_EXP_DESC};
     ze_command_list_desc_t ldesc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC,
+                                    .pNext = mutable_list ? &mdesc : NULL,
                                     .commandQueueGroupOrdinal = d->compute_ordinal};
+    ze_recorded *rec = NULL;
+    if (mutable_list && desc->n_nodes > 0 &&
+        (rec = acg__calloc(desc->n_nodes, sizeof *rec)) == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     ze_command_list_handle_t list = NULL;
     acg_status st = ZE(fn, zeCommandListCreate, d->ctx, d->dev, &ldesc, &list);
     for (uint32_t i = 0; st == ACG_OK && i < desc->n_nodes; i++) {
         if (i > 0) {
             st = ZE(fn, zeCommandListAppendBarrier, list, NULL, 0, NULL);
+        }
+        if (st == ACG_OK && rec != NULL) {
+            rec[i] = recorded_of(&desc->nodes[i]);
+        }
+        if (st == ACG_OK && rec != NULL && desc->nodes[i].kind == ACG_NODE_KERNEL) {
+            acg_ze_mutable_command_id_exp_desc_t id = {
+                .stype = ACG_ZE_STRUCTURE_TYPE_MUTABLE_COMMAND_ID_EXP_DESC,
+                .flags = ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_ARGUMENTS |
+                         ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_COUNT |
+                         ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_SIZE};
+            st = acg__ze_check(d->drv->next_command_id(list, &id, &rec[i].command_id), fn,
+                               "zeCommandListGetNextCommandIdExp");
         }
         if (st == ACG_OK) {
             st = record_node(list, desc, i, fn);
@@ -78,8 +122,101 @@ static acg_status record(ze_device *d, const acg__graph_desc *desc, ze_command_l
         ZE_RELEASE(d, fn, zeCommandListDestroy, list); /* never executed */
         list = NULL;
     }
+    if (st != ACG_OK) {
+        acg__free(rec);
+        rec = NULL;
+    }
     *out = list;
+    *recorded = rec;
     return st;
+}
+
+/* Whether a node records what was recorded, but for a kernel's arguments and grid. */
+static bool same_but_kernel_arguments(const ze_recorded *now, const ze_recorded *was) {
+    if (now->kind != was->kind || now->def != was->def) {
+        return false;
+    }
+    return now->kind == ACG_NODE_KERNEL ||
+           (now->dst == was->dst && now->src == was->src && now->size == was->size &&
+            now->pattern == was->pattern && now->pattern_size == was->pattern_size);
+}
+
+/* Whether desc differs from what e's list recorded only in kernel arguments and grids. */
+static bool patchable(const ze_exec *e, const acg__graph_desc *desc) {
+    if (e->recorded == NULL || desc->n_nodes != e->n_recorded) {
+        return false;
+    }
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        ze_recorded now = recorded_of(&desc->nodes[i]);
+        if (!same_but_kernel_arguments(&now, &e->recorded[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Patches every kernel command of e's list with desc's arguments, group sizes and counts in one
+ * zeCommandListUpdateMutableCommandsExp, and closes the list again. */
+static acg_status patch(ze_exec *e, const acg__graph_desc *desc, const char *fn) {
+    uint32_t n_kernels = 0;
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        n_kernels += desc->nodes[i].kind == ACG_NODE_KERNEL;
+    }
+    struct change {
+        acg_ze_mutable_kernel_argument_exp_desc_t args[ACG_ZE_MAX_PARAMS];
+        ze_param params[ACG_ZE_MAX_PARAMS];
+        acg_ze_mutable_group_size_exp_desc_t size;
+        acg_ze_mutable_group_count_exp_desc_t count;
+        ze_group_count_t groups;
+    } *changes = acg__calloc(n_kernels ? n_kernels : 1, sizeof *changes);
+    if (changes == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    acg_ze_mutable_commands_exp_desc_t head = {.stype =
+                                                   ACG_ZE_STRUCTURE_TYPE_MUTABLE_COMMANDS_EXP_DESC};
+    const void **link = &head.pNext; /* where the next descriptor hangs */
+    struct change *c = changes;
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        const acg__node *n = &desc->nodes[i];
+        if (n->kind != ACG_NODE_KERNEL) {
+            continue;
+        }
+        const uint64_t id = e->recorded[i].command_id;
+        uint32_t n_params = acg__ze_kernel_params(n->args, n->n_args, c->params);
+        for (uint32_t p = 0; p < n_params; p++) {
+            c->args[p] = (acg_ze_mutable_kernel_argument_exp_desc_t){
+                .stype = ACG_ZE_STRUCTURE_TYPE_MUTABLE_KERNEL_ARGUMENT_EXP_DESC,
+                .commandId = id,
+                .argIndex = p,
+                .argSize = c->params[p].size,
+                .pArgValue = c->params[p].value};
+            *link = &c->args[p];
+            link = &c->args[p].pNext;
+        }
+        uint32_t size[3];
+        acg__ze_group_shape(acg__ze_kernel(n->kernel), &n->dims, size, &c->groups);
+        c->size = (acg_ze_mutable_group_size_exp_desc_t){
+            .stype = ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_SIZE_EXP_DESC,
+            .commandId = id,
+            .groupSizeX = size[0],
+            .groupSizeY = size[1],
+            .groupSizeZ = size[2]};
+        *link = &c->size;
+        link = &c->size.pNext;
+        c->count = (acg_ze_mutable_group_count_exp_desc_t){
+            .stype = ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_COUNT_EXP_DESC,
+            .commandId = id,
+            .pGroupCount = &c->groups};
+        *link = &c->count;
+        link = &c->count.pNext;
+        c++;
+    }
+    acg_status st = acg__ze_check(e->dev->drv->update_commands(e->list, &head), fn,
+                                  "zeCommandListUpdateMutableCommandsExp");
+    acg__free(changes);
+    /* A list is closed again after its updates, whatever they did, before it runs again. */
+    acg_status closed = ZE(fn, zeCommandListClose, e->list);
+    return st != ACG_OK ? st : closed;
 }
 
 static void exec_free(ze_exec *e) {
@@ -90,6 +227,7 @@ static void exec_free(ze_exec *e) {
     if (e->fence != NULL) {
         ZE_RELEASE(e->dev, fn, zeFenceDestroy, e->fence);
     }
+    acg__free(e->recorded);
     acg__free(e);
 }
 
@@ -102,7 +240,8 @@ acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc 
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     e->dev = d;
-    acg_status st = record(d, desc, &e->list, fn);
+    acg_status st = record(d, desc, &e->list, &e->recorded, fn);
+    e->n_recorded = desc->n_nodes;
     if (st == ACG_OK && d->drv->immediate_append == NULL) {
         ze_fence_desc_t fdesc = {.stype = ZE_STRUCTURE_TYPE_FENCE_DESC};
         pthread_mutex_lock(&d->lock); /* the queue */
@@ -205,27 +344,43 @@ acg_status acg__ze_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
                                                  : launch_queued(e, s, fn);
 }
 
-/* The description recorded again into a new list, which replaces the old one once complete
- * (a failure leaves the graph as it was). Simpler than patching commands through the mutable
- * command list extension, and it works with every driver: copies and fills change too. */
+/* Where the list is mutable and only kernel arguments and grids change, the kernel commands are
+ * patched in place (the mutable command list extension). Otherwise, or when the driver refuses
+ * the patch, the description is recorded again into a new list, which replaces the old one once
+ * complete: that works with every driver, and copies and fills change too. A failure of both
+ * leaves the graph as it was, or (a patch half applied) recorded again. */
 acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
     static const char fn[] = "acg_graph_update";
     ze_exec *e = acg__ze_exec(exec);
-    /* No replay is pending (backend.h); the device may hold the old list until the last
-     * replay's end was seen. */
+    /* No replay is pending (backend.h); the device may hold the list until the last replay's
+     * end was seen. */
     acg_status st = wait_done(e, fn);
     if (st == ACG_OK) {
         st = acg__ze_exec_wait_fence(e, fn);
     }
-    ze_command_list_handle_t list = NULL;
-    if (st == ACG_OK) {
-        st = record(e->dev, desc, &list, fn);
-    }
     if (st != ACG_OK) {
         return st;
     }
+    if (patchable(e, desc)) {
+        if ((st = patch(e, desc, fn)) == ACG_OK) {
+            acg__log(ACG_LOG_DEBUG, "level_zero: graph updated in place (mutable command list)");
+            return ACG_OK;
+        }
+        acg__log(ACG_LOG_INFO,
+                 "level_zero: the driver refused to patch the list (%s); it is "
+                 "recorded again",
+                 acg_last_error());
+    }
+    ze_command_list_handle_t list = NULL;
+    ze_recorded *recorded = NULL;
+    if ((st = record(e->dev, desc, &list, &recorded, fn)) != ACG_OK) {
+        return st;
+    }
     ZE_RELEASE(e->dev, fn, zeCommandListDestroy, e->list);
+    acg__free(e->recorded);
     e->list = list;
+    e->recorded = recorded;
+    e->n_recorded = desc->n_nodes;
     return ACG_OK;
 }
 

@@ -173,13 +173,34 @@ static acg_status query_driver(ze_drv *drv) {
         *(void **)&drv->immediate_append =
             extension_function(drv, "zeCommandListImmediateAppendCommandListsExp");
     }
+    for (uint32_t i = 0; i < n; i++) {
+        if (strcmp(ext[i].name, ACG_ZE_MUTABLE_COMMAND_LIST_EXP_NAME) != 0) {
+            continue;
+        }
+        if (ACG_ZE_MAJOR_VERSION(ext[i].version) != 1) {
+            acg__log(ACG_LOG_WARN, "level_zero: %s version %u.%u is not one acg knows; not used",
+                     ext[i].name, ACG_ZE_MAJOR_VERSION(ext[i].version),
+                     ACG_ZE_MINOR_VERSION(ext[i].version));
+            continue;
+        }
+        *(void **)&drv->next_command_id =
+            extension_function(drv, "zeCommandListGetNextCommandIdExp");
+        *(void **)&drv->update_commands =
+            extension_function(drv, "zeCommandListUpdateMutableCommandsExp");
+        if (drv->next_command_id == NULL || drv->update_commands == NULL) {
+            drv->next_command_id = NULL;
+            drv->update_commands = NULL;
+        }
+    }
     if (drv->api >= ACG_ZE_API_VERSION_1_6) {
         *(void **)&drv->host_sync = extension_function(drv, "zeCommandListHostSynchronize");
     }
     acg__free(ext);
-    snprintf(drv->extensions, sizeof drv->extensions, "in-order lists %s; immediate append %s",
+    snprintf(drv->extensions, sizeof drv->extensions,
+             "in-order lists %s; immediate append %s; mutable lists %s",
              drv->in_order ? "yes" : "no (barriers)",
-             drv->immediate_append != NULL ? "yes" : "no (replays on a queue)");
+             drv->immediate_append != NULL ? "yes" : "no (replays on a queue)",
+             drv->update_commands != NULL ? "yes" : "no (update records again)");
     return ACG_OK;
 }
 
@@ -313,7 +334,7 @@ static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capab
     out->pinned_register = false;
     snprintf(out->detail, sizeof out->detail,
              "Level Zero API %u.%u, driver version %u; graphs: regular command lists built from "
-             "the description; update: recorded again; %.100s",
+             "the description; update: patched or recorded again; %.100s",
              ZE_MAJOR_VERSION(drv->api), ZE_MINOR_VERSION(drv->api), drv->version, drv->extensions);
     return ACG_OK;
 }
@@ -596,43 +617,60 @@ static uint32_t group_along(uint32_t global, uint32_t local, uint32_t limit) {
     return 1;
 }
 
-acg_status acg__ze_kernel_prepare(ze_kernel *k, const acg_dims *dims, const acg__karg *args,
-                                  uint32_t n_args, ze_group_count_t *groups, const char *fn) {
-    uint32_t param = 0;
-    acg_status st = ACG_OK;
-    for (uint32_t i = 0; i < n_args && st == ACG_OK; i++) {
+uint32_t acg__ze_kernel_params(const acg__karg *args, uint32_t n_args, ze_param *out) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < n_args; i++) {
         const acg__karg *a = &args[i];
         switch (a->type) {
         case ACG_ARG_BUFFER: {
             /* A buffer is two parameters: its allocation and a byte offset into it. */
             void *p = acg__ze_mem(a->value.buf.mem);
             uint64_t off = a->value.buf.offset;
-            st = ZE(fn, zeKernelSetArgumentValue, k->kernel, param++, sizeof p, &p);
-            if (st == ACG_OK) {
-                st = ZE(fn, zeKernelSetArgumentValue, k->kernel, param++, sizeof off, &off);
-            }
+            out[n].size = sizeof p;
+            memcpy(out[n++].value, &p, sizeof p);
+            out[n].size = sizeof off;
+            memcpy(out[n++].value, &off, sizeof off);
             break;
         }
         case ACG_ARG_I32:
         case ACG_ARG_U32:
         case ACG_ARG_F32:
-            st = ZE(fn, zeKernelSetArgumentValue, k->kernel, param++, 4, &a->value);
+            out[n].size = 4;
+            memcpy(out[n++].value, &a->value, 4);
             break;
         default:
-            st = ZE(fn, zeKernelSetArgumentValue, k->kernel, param++, 8, &a->value);
+            out[n].size = 8;
+            memcpy(out[n++].value, &a->value, 8);
             break;
         }
     }
+    return n;
+}
+
+void acg__ze_group_shape(const ze_kernel *k, const acg_dims *dims, uint32_t size[3],
+                         ze_group_count_t *groups) {
     uint32_t limit = k->dev->max_group_size;
-    uint32_t gx = group_along(dims->global[0], dims->local[0], limit);
-    uint32_t gy = group_along(dims->global[1], dims->local[1], limit / gx);
-    uint32_t gz = group_along(dims->global[2], dims->local[2], limit / gx / gy);
-    if (st == ACG_OK) {
-        st = ZE(fn, zeKernelSetGroupSize, k->kernel, gx, gy, gz);
+    size[0] = group_along(dims->global[0], dims->local[0], limit);
+    size[1] = group_along(dims->global[1], dims->local[1], limit / size[0]);
+    size[2] = group_along(dims->global[2], dims->local[2], limit / size[0] / size[1]);
+    groups->groupCountX = dims->global[0] / size[0];
+    groups->groupCountY = dims->global[1] / size[1];
+    groups->groupCountZ = dims->global[2] / size[2];
+}
+
+acg_status acg__ze_kernel_prepare(ze_kernel *k, const acg_dims *dims, const acg__karg *args,
+                                  uint32_t n_args, ze_group_count_t *groups, const char *fn) {
+    ze_param params[ACG_ZE_MAX_PARAMS];
+    uint32_t n = acg__ze_kernel_params(args, n_args, params);
+    acg_status st = ACG_OK;
+    for (uint32_t i = 0; i < n && st == ACG_OK; i++) {
+        st = ZE(fn, zeKernelSetArgumentValue, k->kernel, i, params[i].size, params[i].value);
     }
-    groups->groupCountX = dims->global[0] / gx;
-    groups->groupCountY = dims->global[1] / gy;
-    groups->groupCountZ = dims->global[2] / gz;
+    uint32_t size[3];
+    acg__ze_group_shape(k, dims, size, groups);
+    if (st == ACG_OK) {
+        st = ZE(fn, zeKernelSetGroupSize, k->kernel, size[0], size[1], size[2]);
+    }
     return st;
 }
 

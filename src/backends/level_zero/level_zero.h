@@ -24,6 +24,9 @@ typedef struct ze_drv {
     bool in_order;        /* in-order command lists (api >= 1.7) */
     acg_ze_pfn_zeCommandListImmediateAppendCommandListsExp immediate_append; /* NULL: queue */
     acg_ze_pfn_zeCommandListHostSynchronize host_sync; /* spec 1.6; NULL: events only */
+    /* the mutable command list extension; NULL: an update records the list again */
+    acg_ze_pfn_zeCommandListGetNextCommandIdExp next_command_id;
+    acg_ze_pfn_zeCommandListUpdateMutableCommandsExp update_commands;
     char extensions[160]; /* what acg uses that the driver offers, for the capability */
 } ze_drv;
 
@@ -125,10 +128,32 @@ typedef struct ze_kernel {
     pthread_mutex_t lock; /* arguments are the kernel's state until the append takes them */
 } ze_kernel;
 
+/* One kernel parameter's value as zeKernelSetArgumentValue takes it (a buffer argument is
+ * two: its allocation and a byte offset). */
+#define ACG_ZE_MAX_PARAMS (2 * ACG_MAX_KERNEL_ARGS)
+typedef struct ze_param {
+    size_t size;
+    unsigned char value[8];
+} ze_param;
+
+/* What a graph's list recorded for one node, to tell whether an update only changes what the
+ * mutable command list extension can patch (kernel arguments and grids). */
+typedef struct ze_recorded {
+    acg_node_kind kind;
+    uint64_t command_id; /* a kernel's, on a mutable list */
+    const acg__kernel_def *def;
+    void *dst;
+    const void *src;
+    size_t size;
+    uint32_t pattern, pattern_size;
+} ze_recorded;
+
 /* A graph: the description recorded into one regular command list, closed once. */
 typedef struct ze_exec {
     ze_device *dev;
     ze_command_list_handle_t list;
+    ze_recorded *recorded; /* (n_recorded) on a mutable list; NULL otherwise */
+    uint32_t n_recorded;
     ze_slot *done;           /* the latest replay's end, appended to an immediate list */
     ze_fence_handle_t fence; /* the latest replay's end, executed on the device's queue */
     _Atomic bool fence_pending;
@@ -169,6 +194,11 @@ acg_status acg__ze_stream_end(ze_stream *s, acg_status st);
 /* Waits on the host for the stream's work so far (and a replay queued for it). */
 acg_status acg__ze_stream_drain(ze_stream *s, const char *fn);
 
+/* The kernel parameters of a launch's arguments into out (ACG_ZE_MAX_PARAMS room); their count. */
+uint32_t acg__ze_kernel_params(const acg__karg *args, uint32_t n_args, ze_param *out);
+/* The group size along each dimension (dividing the grid) and the group count of a launch. */
+void acg__ze_group_shape(const ze_kernel *k, const acg_dims *dims, uint32_t size[3],
+                         ze_group_count_t *groups);
 /* Sets the kernel's arguments and group size for a launch of dims (the kernel's lock held) and
  * gives the group count. */
 acg_status acg__ze_kernel_prepare(ze_kernel *k, const acg_dims *dims, const acg__karg *args,
