@@ -455,9 +455,67 @@ static int expect_unavailable(const char *text) {
     return 1;
 }
 
+/* Warnings that name an extension version acg does not know. */
+static int unknown_versions;
+
+static void count_unknown(acg_log_level level, const char *message, void *user) {
+    (void)user;
+    if (level == ACG_LOG_WARN && strstr(message, "is not one acg knows") != NULL) {
+        printf("logged: %s\n", message);
+        unknown_versions++;
+    }
+}
+
+/* A driver that reports its extensions at a major version acg does not know: each is left
+ * unused, with a log line naming it, and the device works without them. */
+static int expect_unknown_versions(void) {
+    acg_set_log_callback(count_unknown, NULL);
+    acg_set_log_level(ACG_LOG_WARN);
+    acg_device *dev = NULL;
+    if (acg_device_open("level_zero", &dev) != ACG_OK) {
+        fprintf(stderr, "open failed: %s\n", acg_last_error());
+        return 1;
+    }
+    const acg_capability *cap = acg_device_get_capability(dev);
+    printf("%s\n", cap->detail);
+    int bad = unknown_versions != 2 || strstr(cap->detail, "immediate append no") == NULL ||
+              strstr(cap->detail, "mutable lists no") == NULL;
+    scene c;
+    acg_device_close(dev);
+    acg_set_log_level(ACG_LOG_ERROR);
+    bad |= scene_run(&c, false) != ACG_OK;
+    scene_close(&c);
+    acg_set_log_callback(NULL, NULL);
+    return bad;
+}
+
+/* A driver lacking something the backend looks for: the capability's detail says what the
+ * backend does instead (TEXT), and the scenario runs. */
+static int expect_detail(const char *text) {
+    acg_device *dev = NULL;
+    if (acg_device_open("level_zero", &dev) != ACG_OK) {
+        fprintf(stderr, "open failed: %s\n", acg_last_error());
+        return 1;
+    }
+    const acg_capability *cap = acg_device_get_capability(dev);
+    printf("%s\n", cap->detail);
+    int bad = strstr(cap->detail, text) == NULL;
+    acg_device_close(dev);
+    scene c;
+    bad |= scene_run(&c, false) != ACG_OK;
+    scene_close(&c);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
         return expect_unavailable(argv[2]);
+    }
+    if (argc == 3 && strcmp(argv[1], "--expect-detail") == 0) {
+        return expect_detail(argv[2]);
+    }
+    if (argc == 2 && strcmp(argv[1], "--expect-unknown-versions") == 0) {
+        return expect_unknown_versions();
     }
     acg_device *probe = NULL;
     if (acg_device_open("level_zero", &probe) != ACG_OK) {

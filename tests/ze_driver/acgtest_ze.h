@@ -24,8 +24,10 @@
  *                          offers, "none" for none; default every one the driver implements, at
  *                          the version implemented: ZE_experimental_immediate_command_list_append
  *                          1.0 and ZE_experimental_mutable_command_list 1.1. "name:1.0" offers an
- *                          older version. The functions of an extension (or of a version) not
- *                          offered are not served either.
+ *                          older version; "name:2.0", a later major version, is only reported (as
+ *                          a future driver would), its functions served as implemented. The
+ *                          functions of an extension (or of a version) not offered are not served
+ *                          either.
  *   ACGTEST_ZE_MEM_MB      each device's memory (zeDeviceGetMemoryProperties); default 16384.
  *   ACGTEST_ZE_HIDE        a comma-separated list of entry points left out: their DDI table slot
  *                          stays NULL (loader 1.8.12 then answers their calls with

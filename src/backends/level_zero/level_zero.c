@@ -333,8 +333,8 @@ static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capab
     out->graph_host_functions = false; /* a command list has no host node */
     out->pinned_register = false;
     snprintf(out->detail, sizeof out->detail,
-             "Level Zero API %u.%u, driver version %u; graphs: regular command lists built from "
-             "the description; update: patched or recorded again; %.100s",
+             "Level Zero API %u.%u, driver %u; graphs: command lists built from the description; "
+             "update: patched or recorded again; %.130s",
              ZE_MAJOR_VERSION(drv->api), ZE_MINOR_VERSION(drv->api), drv->version, drv->extensions);
     return ACG_OK;
 }
