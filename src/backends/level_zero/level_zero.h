@@ -108,7 +108,8 @@ typedef struct ze_stream {
     ze_command_list_handle_t list; /* immediate */
     pthread_mutex_t lock;          /* the list: appends and the serials */
     ze_slot *sync;                 /* the stream's own event, for waits on the host */
-    pthread_mutex_t sync_lock;     /* sync */
+    pthread_mutex_t sync_lock;     /* sync, sync_armed */
+    bool sync_armed;               /* a barrier that signals sync is queued, its end not seen */
     bool in_order;                 /* the list runs its commands in order (else barriers do) */
     bool barrier;       /* the next command must wait for the previous ones (not in order) */
     uint64_t submitted; /* serial of the latest command appended */

@@ -286,7 +286,16 @@ static void unmark(ze_stream *s, ze_slot *slot, uint64_t serial, bool completed)
  * stream must not fail for want of memory and free what the device still uses. */
 acg_status acg__ze_stream_drain(ze_stream *s, const char *fn) {
     pthread_mutex_lock(&s->sync_lock);
-    acg_status st = ZE(fn, zeEventHostReset, s->sync->ev);
+    acg_status st = ACG_OK;
+    if (s->sync_armed) {
+        /* An earlier wait failed with its barrier still queued: the event may not be reset
+         * before that barrier signalled it, or the next wait would end at the old point. */
+        st = ZE(fn, zeEventHostSynchronize, s->sync->ev, UINT64_MAX);
+    }
+    if (st == ACG_OK) {
+        s->sync_armed = false;
+        st = ZE(fn, zeEventHostReset, s->sync->ev);
+    }
     uint64_t serial = 0;
     if (st == ACG_OK) {
         st = acg__ze_stream_begin(s, fn);
@@ -294,10 +303,12 @@ acg_status acg__ze_stream_drain(ze_stream *s, const char *fn) {
             st = ZE(fn, zeCommandListAppendBarrier, s->list, s->sync->ev, 0, NULL);
         }
         serial = s->submitted + 1;
+        s->sync_armed = st == ACG_OK;
         st = acg__ze_stream_end(s, st);
     }
     if (st == ACG_OK) {
         st = ZE(fn, zeEventHostSynchronize, s->sync->ev, UINT64_MAX);
+        s->sync_armed = st != ACG_OK;
     }
     pthread_mutex_unlock(&s->sync_lock);
     if (st == ACG_OK) {
