@@ -23,7 +23,9 @@
  *   ACGTEST_ZE_EXTENSIONS  a comma-separated list of the extensions zeDriverGetExtensionProperties
  *                          offers, "none" for none; default every one the driver implements, at
  *                          the version implemented: ZE_experimental_immediate_command_list_append
- *                          1.0 and ZE_experimental_mutable_command_list 1.1. "name:1.0" offers an
+ *                          1.0, ZE_experimental_mutable_command_list 1.1 and
+ *                          ZE_extension_record_replay_graph 1.0 (immutable graphs only). A list
+ *                          without a name leaves that extension out. "name:1.0" offers an
  *                          older version; "name:2.0", a later major version, is only reported (as
  *                          a future driver would), its functions served as implemented. The
  *                          functions of an extension (or of a version) not offered are not served
@@ -41,9 +43,13 @@
  *
  * Misuse the driver detects (a regular command list executed, reset or destroyed while an
  * execution of it is pending, an open one executed, a destroyed handle, an object destroyed
- * while pending work uses it...) makes the call fail, says why on stderr and counts in
- * acgtest_ze_violations. A command that would make a GPU fault (a copy, fill or kernel reaching
- * memory outside every live allocation) aborts the process with a message instead.
+ * while pending work uses it, a list capturing a graph destroyed or reset, a graph destroyed or
+ * instantiated while it captures, an executable graph destroyed while a replay of it is pending
+ * or replayed after an object it uses was destroyed...) makes the call fail, says why on stderr
+ * and counts in acgtest_ze_violations. A graph replay that starts while an event it signals is
+ * still signalled (a wait on it inside the graph would not wait on a GPU) counts too, and runs. A
+ * command that would make a GPU fault (a copy, fill or kernel reaching memory outside every live
+ * allocation) aborts the process with a message instead.
  */
 #ifndef ACG_TESTS_ZE_DRIVER_ACGTEST_ZE_H
 #define ACG_TESTS_ZE_DRIVER_ACGTEST_ZE_H
@@ -88,7 +94,8 @@ ACGTEST_ZE_API unsigned long acgtest_ze_calls(const char *name);
 typedef unsigned long (*acgtest_ze_calls_fn)(const char *name);
 
 /* How many driver objects are alive: contexts, command queues, command lists, event pools,
- * events, fences, allocations, modules, module build logs and kernels, plus the allocations a
+ * events, fences, allocations, modules, module build logs, kernels, graphs and executable
+ * graphs, plus the allocations a
  * zeContextDestroy had to free for an owner that leaked them: a leak hidden by a teardown
  * still shows. A test checks that it comes back to its value at the start. */
 ACGTEST_ZE_API long acgtest_ze_live(void);

@@ -245,6 +245,7 @@ ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
     memset(p->name, 0, sizeof p->name);
     snprintf(p->name, sizeof p->name, "%s", DEVICE_NAME);
     fake__mutable_properties(p);
+    fake__graph_properties(p);
     return ZE_RESULT_SUCCESS;
 }
 

@@ -195,11 +195,16 @@ static ze_result_t host_event(ze_event_handle_t h, const char *fn, struct fake_e
     return r;
 }
 
+/* An event whose latest signal a capture still going on recorded gives
+ * GRAPH_CAPTURE_UNSUPPORTED, as the graph extension says: that signal comes at a replay. */
 ze_result_t fake_zeEventHostSynchronize(ze_event_handle_t hEvent, uint64_t timeout) {
     FAKE_ENTER(zeEventHostSynchronize);
     struct fake_event *e;
     pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = host_event(hEvent, "zeEventHostSynchronize", &e);
+    if (r == ZE_RESULT_SUCCESS && fake__graph_capturing(&e->capture) != NULL) {
+        r = ACG_ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED;
+    }
     if (r == ZE_RESULT_SUCCESS) {
         struct timespec deadline;
         int forever;

@@ -1,6 +1,7 @@
 /* fake_list.c — the Level Zero test driver's command lists and command queues.
  *
- * An immediate list queues each command on its own worker as it is appended (fake_run.c). A
+ * An immediate list queues each command on its own worker as it is appended (fake_run.c),
+ * unless it is capturing a graph, which records the command instead (fake_graph.c). A
  * regular list records commands until zeCommandListClose; zeCommandQueueExecuteCommandLists
  * runs closed lists on the queue's worker and then signals the fence, and
  * zeCommandListImmediateAppendCommandListsExp runs them in an immediate list's order after its
@@ -189,6 +190,12 @@ ze_result_t fake_zeCommandListDestroy(ze_command_list_handle_t hCommandList) {
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
+    if (l->capture != NULL) {
+        fake__violation("%s: the list is capturing a graph (%s ends it)", fn,
+                        "zeCommandListEndGraphCaptureExt on the capture's primary list");
+        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+        goto out;
+    }
     if (l->obj.pending > 0 || l->obj.waiters > 0 || (l->immediate && immediate_busy(l))) {
         fake__violation("%s: the %s list is still in use (%s)", fn,
                         l->immediate ? "immediate" : "regular",
@@ -236,6 +243,12 @@ ze_result_t fake_zeCommandListReset(ze_command_list_handle_t hCommandList) {
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
+    if (l->capture != NULL) {
+        fake__violation("%s: the list is capturing a graph (%s ends it)", fn,
+                        "zeCommandListEndGraphCaptureExt on the capture's primary list");
+        r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        goto out;
+    }
     if (l->obj.pending > 0 || (l->immediate && immediate_busy(l))) {
         fake__violation("%s: the list is still referenced by the device (%s)", fn,
                         l->immediate ? "commands pending" : "an execution of it is pending");
@@ -265,13 +278,16 @@ static ze_result_t list_for_append(ze_command_list_handle_t h, const char *fn,
     return r;
 }
 
-/* (lock held; may wait) Appends a filled command: an immediate list queues it (and waits for it
- * in synchronous mode), a regular one records it. Takes what the command owns, whatever
- * happens. */
-static ze_result_t append(struct fake_list *l, struct fake_cmd *cmd) {
+ze_result_t fake__append(struct fake_list *l, struct fake_cmd *cmd) {
     if (l->immediate) {
+        /* A command a capture records runs at a replay: nothing waits for it now. */
+        int recorded;
+        ze_result_t r = fake__graph_record(l, cmd, &recorded);
+        if (r != ZE_RESULT_SUCCESS || recorded) {
+            return r;
+        }
         uint64_t seq;
-        ze_result_t r = fake__engine_submit(&l->engine, cmd, &seq);
+        r = fake__engine_submit(&l->engine, cmd, &seq);
         if (r == ZE_RESULT_SUCCESS && l->mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
             l->obj.waiters++;
             fake__wait_counter(&l->engine.completed, seq, UINT64_MAX);
@@ -294,9 +310,8 @@ static ze_result_t append(struct fake_list *l, struct fake_cmd *cmd) {
     return ZE_RESULT_SUCCESS;
 }
 
-/* (lock held) The signal event (optional) and wait list most appends take. */
-static ze_result_t sync_args(struct fake_list *l, ze_event_handle_t signal, uint32_t n_waits,
-                             ze_event_handle_t *waits, const char *fn, struct fake_cmd *cmd) {
+ze_result_t fake__sync_args(struct fake_list *l, ze_event_handle_t signal, uint32_t n_waits,
+                            ze_event_handle_t *waits, const char *fn, struct fake_cmd *cmd) {
     if (signal != NULL) {
         ze_result_t r = fake__event_ref(signal, l->ctx, fn, &cmd->signal);
         if (r != ZE_RESULT_SUCCESS) {
@@ -316,10 +331,10 @@ ze_result_t fake_zeCommandListAppendBarrier(ze_command_list_handle_t hCommandLis
     pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = list_for_append(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS) {
-        r = sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
+        r = fake__sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = append(l, &cmd);
+        r = fake__append(l, &cmd);
     } else {
         fake__cmd_free(&cmd);
     }
@@ -349,13 +364,13 @@ ze_result_t fake_zeCommandListAppendMemoryCopy(ze_command_list_handle_t hCommand
         r = ZE_RESULT_ERROR_OVERLAPPING_REGIONS;
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
+        r = fake__sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
     }
     if (r == ZE_RESULT_SUCCESS) {
         cmd.u.copy.dst = dst;
         cmd.u.copy.src = src;
         cmd.u.copy.bytes = size;
-        r = append(l, &cmd);
+        r = fake__append(l, &cmd);
     } else {
         fake__cmd_free(&cmd);
     }
@@ -385,14 +400,14 @@ ze_result_t fake_zeCommandListAppendMemoryFill(ze_command_list_handle_t hCommand
         r = ZE_RESULT_ERROR_INVALID_SIZE;
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
+        r = fake__sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
     }
     if (r == ZE_RESULT_SUCCESS) {
         cmd.u.fill.dst = (uintptr_t)ptr;
         cmd.u.fill.bytes = size;
         cmd.u.fill.pattern_size = pattern_size;
         memcpy(cmd.u.fill.pattern, pattern, pattern_size);
-        r = append(l, &cmd);
+        r = fake__append(l, &cmd);
     } else {
         fake__cmd_free(&cmd);
     }
@@ -433,9 +448,9 @@ ze_result_t fake_zeCommandListAppendLaunchKernel(ze_command_list_handle_t hComma
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
         goto out;
     }
-    if ((r = sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd)) == 0 &&
+    if ((r = fake__sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd)) == 0 &&
         (r = fake__kernel_cmd(k, pLaunchFuncArgs, fn, &cmd)) == 0) {
-        r = append(l, &cmd);
+        r = fake__append(l, &cmd);
         goto out;
     }
     fake__cmd_free(&cmd);
@@ -456,7 +471,7 @@ ze_result_t fake_zeCommandListAppendSignalEvent(ze_command_list_handle_t hComman
         r = fake__event_ref(hEvent, l->ctx, fn, &cmd.signal);
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = append(l, &cmd);
+        r = fake__append(l, &cmd);
     } else {
         fake__cmd_free(&cmd);
     }
@@ -479,7 +494,7 @@ ze_result_t fake_zeCommandListAppendWaitOnEvents(ze_command_list_handle_t hComma
         r = fake__wait_refs(numEvents, phEvents, l->ctx, fn, &cmd);
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = append(l, &cmd);
+        r = fake__append(l, &cmd);
     } else {
         fake__cmd_free(&cmd);
     }
@@ -499,7 +514,7 @@ ze_result_t fake_zeCommandListAppendEventReset(ze_command_list_handle_t hCommand
         r = fake__event_ref(hEvent, l->ctx, fn, &cmd.u.reset.event);
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = append(l, &cmd);
+        r = fake__append(l, &cmd);
     } else {
         fake__cmd_free(&cmd);
     }
@@ -680,6 +695,7 @@ ze_result_t fake_zeCommandQueueExecuteCommandLists(ze_command_queue_handle_t hCo
         goto out;
     }
     cmd.u.exec.fence = fake__ref(f != NULL ? &f->obj : NULL);
+    fake__graph_eager(&cmd);
     uint64_t seq;
     r = fake__engine_submit(&q->engine, &cmd, &seq);
     if (r == ZE_RESULT_SUCCESS && q->mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
@@ -712,7 +728,9 @@ ze_result_t fake_zeCommandQueueSynchronize(ze_command_queue_handle_t hCommandQue
 
 /* ---- extension functions -------------------------------------------------------------------- */
 
-/* For a regular list: INVALID_ARGUMENT (the code was not verified against Intel's driver). */
+/* For a regular list: INVALID_ARGUMENT (the code was not verified against Intel's driver). For
+ * a list capturing a graph: GRAPH_CAPTURE_UNSUPPORTED, as the graph extension says (its
+ * commands run at a replay, never before). */
 ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandList,
                                               uint64_t timeout) {
     static const char fn[] = "zeCommandListHostSynchronize";
@@ -726,6 +744,9 @@ ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandL
     if (r == ZE_RESULT_SUCCESS && !l->immediate) {
         fake__violation("%s: the list is not an immediate list", fn);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    if (r == ZE_RESULT_SUCCESS && l->capture != NULL) {
+        r = ACG_ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED;
     }
     if (r == ZE_RESULT_SUCCESS) {
         l->obj.waiters++;
@@ -760,13 +781,13 @@ ze_result_t fake_zeCommandListImmediateAppendCommandListsExp(
         r = ZE_RESULT_ERROR_INVALID_SIZE; /* not verified against Intel's driver */
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = sync_args(imm, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
+        r = fake__sync_args(imm, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
     }
     if (r == ZE_RESULT_SUCCESS) {
         r = exec_cmd(numCommandLists, phCommandLists, imm->ctx, imm->ordinal, fn, &cmd);
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = append(imm, &cmd);
+        r = fake__append(imm, &cmd);
     } else {
         fake__cmd_free(&cmd);
     }

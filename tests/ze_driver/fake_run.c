@@ -11,7 +11,8 @@
  * the live allocations as it runs: one outside them aborts (fake__fault), as a GPU would fault,
  * and the allocations it runs on are marked busy so that freeing one under it aborts too. While
  * a command is queued it holds the objects it uses (fake_obj.pending), so destroying them is
- * refused until it completed.
+ * refused until it completed. A graph's replay holds its executable graph and everything the
+ * recorded commands use, and runs them on the replaying list's worker.
  */
 #include "fake_ze_impl.h"
 
@@ -20,8 +21,9 @@
 
 /* ---- references ----------------------------------------------------------------------------- */
 
-/* Calls fn on every reference of the command, and of the commands of the lists it executes;
- * stops at the first nonzero result and returns it. */
+/* Calls fn on every reference of the command, and of the commands of the lists it executes or
+ * of the executable graph it replays (once fn passed the list or graph itself); stops at the
+ * first nonzero result and returns it. */
 static int for_refs(const struct fake_cmd *c, int (*fn)(const struct fake_ref *, void *),
                     void *arg) {
     int stop;
@@ -57,6 +59,18 @@ static int for_refs(const struct fake_cmd *c, int (*fn)(const struct fake_ref *,
             }
         }
         return 0;
+    case FAKE_CMD_GRAPH: {
+        if ((stop = fn(&c->u.graph.exec, arg)) != 0) {
+            return stop;
+        }
+        const struct fake_exec_graph *x = (const struct fake_exec_graph *)c->u.graph.exec.obj;
+        for (size_t j = 0; j < x->n_cmds; j++) {
+            if ((stop = for_refs(&x->cmds[j], fn, arg)) != 0) {
+                return stop;
+            }
+        }
+        return 0;
+    }
     default:
         return 0;
     }
@@ -202,6 +216,17 @@ static void run_cmd(const struct fake_cmd *c) {
             ((struct fake_fence *)c->u.exec.fence.obj)->signalled = 1;
         }
         break;
+    case FAKE_CMD_GRAPH: {
+        /* Simplified: the commands of every list of the capture run here, one after another in
+         * the order they were recorded; each waits for its wait events, which an earlier one
+         * signalled. The executable graph is held, so its commands do not change meanwhile. */
+        const struct fake_exec_graph *x = (const struct fake_exec_graph *)c->u.graph.exec.obj;
+        fake__graph_replay_check(c);
+        for (size_t j = 0; j < x->n_cmds; j++) {
+            run_cmd(&x->cmds[j]);
+        }
+        break;
+    }
     default:
         run_work(c);
         break;

@@ -16,12 +16,14 @@
  * The files: fake_ze.c (this), fake_device.c (zeInit, driver, devices, contexts), fake_memory.c
  * (allocations), fake_list.c (command lists, queues, appends, executions), fake_run.c (workers:
  * how commands run), fake_event.c (event pools, events, fences), fake_module.c (modules, SPIR-V,
- * build logs, kernels), fake_mutable.c (mutable command lists).
+ * build logs, kernels), fake_mutable.c (mutable command lists), fake_graph.c (record-replay
+ * graphs: captures, executable graphs, replays).
  *
  * Beyond spec 1.4 it serves zeCommandListHostSynchronize (core 1.6), in-order lists (1.7),
- * ZE_experimental_immediate_command_list_append 1.0 and ZE_experimental_mutable_command_list
- * 1.1, with the declarations of src/backends/level_zero/ze_ext.h. The record-replay graph
- * extension is not implemented.
+ * ZE_experimental_immediate_command_list_append 1.0, ZE_experimental_mutable_command_list 1.1
+ * and ZE_extension_record_replay_graph 1.0 (spec 1.17: capture on immediate lists, forks and
+ * joins through events, instantiation, append of an executable graph), with the declarations of
+ * src/backends/level_zero/ze_ext.h.
  *
  * What it simplifies, each also said where it is done:
  * - Every list runs its commands in append order, one at a time, with or without the in-order
@@ -34,9 +36,14 @@
  *   OpEntryPoint names kept; nothing is compiled. Specialization constants and build flags are
  *   ignored. A kernel runs as one call of its cpu.fn over the whole grid (group count times group
  *   size), never in groups.
+ * - A graph's replay runs the recorded commands of every list of its capture one after another,
+ *   in the order they were recorded, on the replaying list's worker. Graphs are immutable:
+ *   mutable graphs, subgraphs (a graph appended while capturing), regular lists appended while
+ *   capturing, dumps and the graph functions beyond the seven acg needs are not implemented.
  * - Descriptors and property structs must carry their stype (Intel's driver does not check).
- *   pNext chains are ignored but for the mutable command list extension's structures. Events
- *   keep no timestamps. One driver; no sub-devices.
+ *   pNext chains are ignored but for the mutable command list and graph extensions' structures
+ *   (the graph functions' own pNext must be NULL). Events keep no timestamps. One driver; no
+ * sub-devices.
  * - Misuse the specification leaves undefined is refused with the code its entry point lists
  *   (HANDLE_OBJECT_IN_USE for a destroy, INVALID_ARGUMENT otherwise), said on stderr and counted
  *   in acgtest_ze_violations, where a GPU might corrupt memory or hang.
@@ -66,6 +73,8 @@ const struct fake_ext_info fake__exts[FAKE_EXT_COUNT] = {
                                    ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_VERSION_1_0},
     [FAKE_EXT_MUTABLE] = {ACG_ZE_MUTABLE_COMMAND_LIST_EXP_NAME,
                           ACG_ZE_MUTABLE_COMMAND_LIST_EXP_VERSION_1_1},
+    [FAKE_EXT_GRAPH] = {ACG_ZE_RECORD_REPLAY_GRAPH_EXT_NAME,
+                        ACG_ZE_RECORD_REPLAY_GRAPH_EXT_VERSION_1_0},
 };
 
 /* ---- the entry point tables ----------------------------------------------------------------
@@ -584,9 +593,17 @@ void fake__vec_free(struct fake_vec *vec) {
 
 const char *fake__kind_name(enum fake_kind kind) {
     static const char *const names[FAKE_KIND_COUNT] = {
-        [FAKE_CONTEXT] = "context", [FAKE_QUEUE] = "command queue",  [FAKE_LIST] = "command list",
-        [FAKE_POOL] = "event pool", [FAKE_EVENT] = "event",          [FAKE_FENCE] = "fence",
-        [FAKE_MODULE] = "module",   [FAKE_LOG] = "module build log", [FAKE_KERNEL] = "kernel",
+        [FAKE_CONTEXT] = "context",
+        [FAKE_QUEUE] = "command queue",
+        [FAKE_LIST] = "command list",
+        [FAKE_POOL] = "event pool",
+        [FAKE_EVENT] = "event",
+        [FAKE_FENCE] = "fence",
+        [FAKE_MODULE] = "module",
+        [FAKE_LOG] = "module build log",
+        [FAKE_KERNEL] = "kernel",
+        [FAKE_GRAPH] = "graph",
+        [FAKE_EXEC_GRAPH] = "executable graph",
     };
     return names[kind];
 }
@@ -720,6 +737,7 @@ __attribute__((destructor)) static void fake_unload(void) {
     fake__g.unloading = 1;
     pthread_cond_broadcast(&fake__g.progress);
     fake__workers_stop();
+    fake__graphs_unload();
     fake__events_unload();
     fake__lists_unload();
     fake__modules_unload();

@@ -114,7 +114,14 @@
     X(zeCommandListUpdateMutableCommandSignalEventExp, FAKE_EXT_MUTABLE, 0)                        \
     X(zeCommandListUpdateMutableCommandWaitEventsExp, FAKE_EXT_MUTABLE, 0)                         \
     X(zeCommandListGetNextCommandIdWithKernelsExp, FAKE_EXT_MUTABLE, 1)                            \
-    X(zeCommandListUpdateMutableCommandKernelsExp, FAKE_EXT_MUTABLE, 1)
+    X(zeCommandListUpdateMutableCommandKernelsExp, FAKE_EXT_MUTABLE, 1)                            \
+    X(zeCommandListBeginGraphCaptureExt, FAKE_EXT_GRAPH, 0)                                        \
+    X(zeCommandListEndGraphCaptureExt, FAKE_EXT_GRAPH, 0)                                          \
+    X(zeCommandListIsGraphCaptureEnabledExt, FAKE_EXT_GRAPH, 0)                                    \
+    X(zeGraphInstantiateExt, FAKE_EXT_GRAPH, 0)                                                    \
+    X(zeCommandListAppendGraphExt, FAKE_EXT_GRAPH, 0)                                              \
+    X(zeExecutableGraphDestroyExt, FAKE_EXT_GRAPH, 0)                                              \
+    X(zeGraphDestroyExt, FAKE_EXT_GRAPH, 0)
 
 /* One index per implemented entry point, core then extension, for call counts, injection and
  * hiding. */
@@ -132,6 +139,7 @@ enum fake_ep {
 enum fake_ext {
     FAKE_EXT_IMMEDIATE_APPEND, /* ZE_experimental_immediate_command_list_append 1.0 */
     FAKE_EXT_MUTABLE,          /* ZE_experimental_mutable_command_list 1.1 */
+    FAKE_EXT_GRAPH,            /* ZE_extension_record_replay_graph 1.0 */
     FAKE_EXT_COUNT,
     FAKE_EXT_CORE_1_6 = -1, /* not an extension: core since spec 1.6 */
 };
@@ -195,6 +203,8 @@ enum fake_kind {
     FAKE_MODULE,
     FAKE_LOG,
     FAKE_KERNEL,
+    FAKE_GRAPH,      /* a recorded graph (acg_ze_graph_handle_t) */
+    FAKE_EXEC_GRAPH, /* an executable graph (acg_ze_executable_graph_handle_t) */
     FAKE_KIND_COUNT,
 };
 
@@ -256,6 +266,7 @@ enum fake_cmd_kind {
     FAKE_CMD_KERNEL,
     FAKE_CMD_RESET,   /* an event back to not signalled */
     FAKE_CMD_EXECUTE, /* regular lists run in order (a queue's execution, an immediate append) */
+    FAKE_CMD_GRAPH, /* an executable graph's commands run in order (zeCommandListAppendGraphExt) */
 };
 
 /* Parameters of a kernel's OpenCL C signature: a buffer argument is two (a global pointer and
@@ -314,6 +325,9 @@ struct fake_cmd {
             struct fake_ref *lists; /* (n_lists) regular lists, closed */
             struct fake_ref fence;  /* signalled once every list ran */
         } exec;
+        struct {
+            struct fake_ref exec; /* the executable graph replayed */
+        } graph;
     } u;
 };
 
@@ -343,6 +357,10 @@ struct fake_list {
     /* An immediate list: its mode and engine. */
     ze_command_queue_mode_t mode;
     struct fake_engine engine;
+    /* An immediate list capturing (ZE_extension_record_replay_graph): the graph its appends are
+     * recorded into instead of run, or NULL. A capturing list and its graph are never
+     * destroyed, so the pointer stays good until the capture ends and clears it. */
+    struct fake_graph *capture;
 };
 
 struct fake_queue {
@@ -370,6 +388,10 @@ struct fake_event {
     struct fake_pool *pool;
     uint32_t index;
     int signalled;
+    /* The graph whose capture recorded the latest command appended to signal it, or none: an
+     * eager signal appended since clears it. It matters only while that graph still captures
+     * (a wait on the event forks into that capture), so it is a reference, checked alive. */
+    struct fake_ref capture;
 };
 
 struct fake_fence {
@@ -404,6 +426,34 @@ struct fake_kernel {
     unsigned char params[FAKE_MAX_PARAMS][8];  /* values set, little end first */
     uint32_t set;                              /* bit p: parameter p was set */
     uint32_t group[3];                         /* zeKernelSetGroupSize; 1, 1, 1 at first */
+};
+
+/* A command recorded by a capture, with the list it was appended to: an index into its
+ * graph's `lists`, the primary list 0. */
+struct fake_rec {
+    struct fake_cmd cmd;
+    uint32_t list;
+};
+
+/* A graph (ZE_extension_record_replay_graph): made by zeCommandListBeginGraphCaptureExt, it
+ * records every command appended to the lists capturing into it, in one order across them,
+ * until zeCommandListEndGraphCaptureExt on its primary list. */
+struct fake_graph {
+    struct fake_obj obj;
+    struct fake_context *ctx; /* its primary list's */
+    int capturing;
+    struct fake_vec lists; /* while capturing: struct fake_list *, the primary first, then forks */
+    struct fake_rec *recs; /* (n_recs) in append order */
+    size_t n_recs, cap_recs;
+};
+
+/* An executable graph (zeGraphInstantiateExt): a copy of its graph's commands of its own, so
+ * that it outlives the graph. */
+struct fake_exec_graph {
+    struct fake_obj obj; /* pending: replays of it queued or running */
+    struct fake_context *ctx;
+    struct fake_cmd *cmds; /* (n_cmds) in recorded order */
+    size_t n_cmds;
 };
 
 /* A live allocation (zeMemAllocDevice, zeMemAllocHost). */
@@ -523,9 +573,37 @@ void fake__mutable_assign(struct fake_list *l, struct fake_cmd *cmd);
 /* Fills the extension's properties where a ze_device_properties_t's pNext chain has them (when
  * it is offered). */
 void fake__mutable_properties(ze_device_properties_t *props);
-/* Command lists and queues (fake_list.c). (lock held) Frees every list and queue at unload, after
- * fake__workers_stop and once no fence is left. */
+/* Command lists and queues (fake_list.c). (lock held; may wait) Appends a filled command to a
+ * live list, open if regular: an immediate list queues it (and waits for it in synchronous
+ * mode) unless a capture records it, a regular one records it. Takes what the command owns,
+ * whatever happens. */
+ze_result_t fake__append(struct fake_list *l, struct fake_cmd *cmd);
+/* (lock held) The signal event (optional) and wait list most appends take, into cmd. */
+ze_result_t fake__sync_args(struct fake_list *l, ze_event_handle_t signal, uint32_t n_waits,
+                            ze_event_handle_t *waits, const char *fn, struct fake_cmd *cmd);
+/* (lock held) Frees every list and queue at unload, after fake__workers_stop and once no fence
+ * is left. */
 void fake__lists_unload(void);
+
+/* Graphs (fake_graph.c). (lock held) What becomes of a command appended to immediate list l:
+ * recorded into the capture l is in, or forks into (a wait on an event a capture signals),
+ * *recorded 1 and the command taken; or to be queued, *recorded 0, the events it signals no
+ * longer a capture's. An error (a merge of captures, a command a capture cannot record) frees
+ * the command. */
+ze_result_t fake__graph_record(struct fake_list *l, struct fake_cmd *cmd, int *recorded);
+/* (lock held) A command about to run eagerly: the events it signals (those of the lists it
+ * executes, of the graph it replays, included) are no longer signalled by a capture. */
+void fake__graph_eager(const struct fake_cmd *cmd);
+/* (lock held) The graph a reference names if it is alive and still capturing, else NULL. */
+struct fake_graph *fake__graph_capturing(const struct fake_ref *ref);
+/* (lock held) At the start of a replay (a FAKE_CMD_GRAPH about to run its commands): reports
+ * each event a recorded command signals that is signalled already. */
+void fake__graph_replay_check(const struct fake_cmd *cmd);
+/* Fills the extension's properties where a ze_device_properties_t's pNext chain has them (when
+ * it is offered). */
+void fake__graph_properties(ze_device_properties_t *props);
+/* (lock held) Frees every graph and executable graph at unload, after fake__workers_stop. */
+void fake__graphs_unload(void);
 
 /* Modules and kernels (fake_module.c). (lock held) Fills a kernel command from a kernel's
  * current arguments and group size and a group count. */
@@ -675,5 +753,19 @@ ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_han
                                                              uint32_t numKernels,
                                                              uint64_t *pCommandId,
                                                              ze_kernel_handle_t *phKernels);
+ze_result_t fake_zeCommandListBeginGraphCaptureExt(ze_command_list_handle_t hCommandList,
+                                                   const void *pNext);
+ze_result_t fake_zeCommandListEndGraphCaptureExt(ze_command_list_handle_t hCommandList,
+                                                 const void *pNext, acg_ze_graph_handle_t *phGraph);
+ze_result_t fake_zeCommandListIsGraphCaptureEnabledExt(ze_command_list_handle_t hCommandList);
+ze_result_t fake_zeGraphInstantiateExt(acg_ze_graph_handle_t hGraph, const void *pNext,
+                                       acg_ze_executable_graph_handle_t *phExecutableGraph);
+ze_result_t fake_zeCommandListAppendGraphExt(ze_command_list_handle_t hCommandList,
+                                             acg_ze_executable_graph_handle_t hGraph,
+                                             const void *pNext, ze_event_handle_t hSignalEvent,
+                                             uint32_t numWaitEvents,
+                                             ze_event_handle_t *phWaitEvents);
+ze_result_t fake_zeExecutableGraphDestroyExt(acg_ze_executable_graph_handle_t hGraph);
+ze_result_t fake_zeGraphDestroyExt(acg_ze_graph_handle_t hGraph);
 
 #endif /* ACG_TESTS_ZE_DRIVER_FAKE_ZE_IMPL_H */
