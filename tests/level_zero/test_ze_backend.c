@@ -7,7 +7,10 @@
  *     usable afterwards, and no misuse of the driver (a list destroyed while pending);
  *   - a discarded graph's command list outlives a pending replay (retain_discarded_graphs):
  *     the driver sees no list destroyed while the device may still reference it;
- *   - an update patches a mutable list in place, or records the list again. */
+ *   - an update patches a mutable list in place, or records the list again;
+ *   - where the driver offers the record/replay graph extension, captures are recorded by the
+ *     driver (work issued on the stream's own list too) and replayed many times in a row, and
+ *     a capture invalidated while forked leaves both streams usable. */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +22,7 @@
 
 #include <cmocka.h>
 #include <level_zero/ze_api.h>
+#include <level_zero/ze_ddi.h>
 
 #include <acg/acg.h>
 
@@ -271,35 +275,42 @@ static void test_scenario(void **state) {
     assert_int_equal(drv.violations(), 0);
 }
 
-/* A graph discarded while its replay is pending keeps its command list until the pool's next
- * successful capture: the driver counts no list destroyed while in use, and the list is gone
- * once that capture ended and the device was closed. */
+/* Destructions of what a graph replays: a regular list, or the driver's executable graph. */
+static unsigned long graph_destroys(void) {
+    return drv.calls("zeCommandListDestroy") + drv.calls("zeExecutableGraphDestroyExt");
+}
+
+/* A graph discarded while its replay is pending keeps what it replays until the pool's next
+ * successful capture: the driver counts nothing destroyed while in use, and it is gone once
+ * that capture ended. */
 static void test_discard_retained(void **state) {
     (void)state;
     scene c;
     OK(scene_run(&c, true));
     bind_driver();
-    unsigned long destroyed = drv.calls("zeCommandListDestroy");
+    unsigned long destroyed = graph_destroys();
     acg_graph *g = NULL;
     OK(capture(&c, ALPHA, &g));
     OK(acg_graph_launch(g, c.s));
     OK(acg_graph_discard(g));
-    assert_int_equal(drv.calls("zeCommandListDestroy"), destroyed); /* kept */
+    assert_int_equal(graph_destroys(), destroyed); /* kept */
     acg_graph *next = NULL;
     OK(capture(&c, ALPHA, &next));
+    assert_int_equal(graph_destroys(), destroyed + 1); /* the capture let it go */
     OK(acg_stream_synchronize(c.s));
     OK(acg_graph_launch(next, c.s));
     OK(acg_stream_synchronize(c.s));
     assert_true(host_is(&c, 2.0f + ALPHA));
     OK(acg_graph_destroy(next));
     scene_close(&c);
-    assert_true(drv.calls("zeCommandListDestroy") > destroyed);
     assert_int_equal(drv.violations(), 0);
 }
 
 /* An update that changes only kernel arguments patches the list in place where the driver has
  * mutable command lists; one that moves a copy records the list again; both replay the update.
- * Without the extension (the -spec1.4 run) every update records the list again. */
+ * Without the extension (the -spec1.4 run) every update records the list again. A graph the
+ * driver captured is recorded from its description into a list at its first update (scene_run
+ * made that of c.g2). */
 static void test_update_paths(void **state) {
     (void)state;
     scene c;
@@ -307,17 +318,15 @@ static void test_update_paths(void **state) {
     bind_driver();
     const acg_capability *cap = acg_device_get_capability(c.dev);
     const bool mutable_lists = strstr(cap->detail, "mutable lists yes") != NULL;
-    unsigned long created = drv.calls("zeCommandListCreate");
     unsigned long patched = drv.calls("zeCommandListUpdateMutableCommandsExp");
     acg_graph *g = NULL;
     OK(capture(&c, 4.0f * ALPHA, &g));
-    created = drv.calls("zeCommandListCreate") - created; /* the capture's own list */
     unsigned long before = drv.calls("zeCommandListCreate");
     OK(acg_graph_update(c.g2, g));
     OK(acg_graph_destroy(g));
     assert_int_equal(drv.calls("zeCommandListUpdateMutableCommandsExp") - patched,
                      mutable_lists ? 1 : 0);
-    assert_int_equal(drv.calls("zeCommandListCreate") - before, mutable_lists ? 0 : created);
+    assert_int_equal(drv.calls("zeCommandListCreate") - before, mutable_lists ? 0 : 1);
     OK(acg_graph_launch(c.g2, c.s));
     OK(acg_stream_synchronize(c.s));
     assert_true(host_is(&c, 2.0f + 4.0f * ALPHA));
@@ -342,6 +351,107 @@ static void test_update_paths(void **state) {
     assert_int_equal(drv.violations(), 0);
 }
 
+/* zeCommandListAppendMemoryCopy of the loader the backend loaded, for work an engine issues on
+ * a stream's own list. */
+static ze_pfnCommandListAppendMemoryCopy_t loader_copy(void) {
+    const char *path = getenv("ACG_LEVEL_ZERO_LOADER");
+    void *h = dlopen(path != NULL ? path : "libze_loader.so.1", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    ze_pfnCommandListAppendMemoryCopy_t f;
+    *(void **)&f = dlsym(h, "zeCommandListAppendMemoryCopy");
+    assert_non_null(f);
+    dlclose(h); /* RTLD_NOLOAD took a reference */
+    return f;
+}
+
+/* Where the driver offers the graph extension, a capture is the driver's: no list is recorded
+ * from the description, the graph replays three times in a row (the driver checks that each
+ * replay starts with the capture's events reset), work issued on the stream's list is recorded
+ * too (and an update of such a graph is refused: capture again), and a capture invalidated
+ * while a stream is forked into it leaves both streams working eagerly. Without the extension,
+ * the capability says so and graphs are lists. */
+static void test_native_capture(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    bind_driver();
+    const acg_capability *cap = acg_device_get_capability(c.dev);
+    const bool native = strstr(cap->detail, "graph capture yes") != NULL;
+    assert_int_equal(cap->native_capture, native);
+    unsigned long begun = drv.calls("zeCommandListBeginGraphCaptureExt");
+    unsigned long created = drv.calls("zeCommandListCreate");
+    unsigned long appended = drv.calls("zeCommandListAppendGraphExt");
+    acg_graph *g = NULL;
+    OK(capture(&c, ALPHA, &g));
+    assert_int_equal(drv.calls("zeCommandListBeginGraphCaptureExt") - begun, native ? 1 : 0);
+    assert_int_equal(drv.calls("zeCommandListCreate") - created, native ? 0 : 1);
+    memset(c.host, 0, N * sizeof(float));
+    for (int r = 0; r < 3; r++) {
+        OK(acg_graph_launch(g, c.s));
+    }
+    OK(acg_stream_synchronize(c.s));
+    assert_true(host_is(&c, 2.0f + ALPHA));
+    assert_int_equal(drv.calls("zeCommandListAppendGraphExt") - appended, native ? 3 : 0);
+    OK(acg_graph_destroy(g));
+    if (native) {
+        /* An engine's own copy on the stream's list, declared: the driver records it. */
+        float *a = NULL, *b = NULL;
+        OK(acg_pinned_alloc(c.dev, N * sizeof(float), (void **)&a));
+        OK(acg_pinned_alloc(c.dev, N * sizeof(float), (void **)&b));
+        for (int i = 0; i < N; i++) {
+            a[i] = (float)i;
+            b[i] = -1.0f;
+        }
+        acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
+        OK(acg_stream_get_native(c.s, &h));
+        assert_int_equal(h.kind, ACG_NATIVE_ZE_COMMAND_LIST);
+        OK(acg_stream_begin_capture(c.s, c.pool));
+        assert_int_equal(loader_copy()((ze_command_list_handle_t)h.handle, b, a, N * sizeof(float),
+                                       NULL, 0, NULL),
+                         ZE_RESULT_SUCCESS);
+        OK(acg_stream_declare_foreign(c.s, "engine copy", NULL, 0));
+        OK(acg_stream_end_capture(c.s, &g));
+        assert_true(b[0] == -1.0f && b[N - 1] == -1.0f); /* recorded, not run */
+        OK(acg_graph_launch(g, c.s));
+        OK(acg_stream_synchronize(c.s));
+        assert_memory_equal(a, b, N * sizeof(float));
+        acg_graph *again = NULL;
+        OK(acg_stream_begin_capture(c.s, c.pool));
+        assert_int_equal(loader_copy()((ze_command_list_handle_t)h.handle, b, a, N * sizeof(float),
+                                       NULL, 0, NULL),
+                         ZE_RESULT_SUCCESS);
+        OK(acg_stream_declare_foreign(c.s, "engine copy", NULL, 0));
+        OK(acg_stream_end_capture(c.s, &again));
+        assert_int_equal(acg_graph_update(g, again), ACG_ERR_UNSUPPORTED);
+        OK(acg_graph_destroy(again));
+        for (int i = 0; i < N; i++) {
+            b[i] = -1.0f;
+        }
+        OK(acg_graph_launch(g, c.s)); /* still the graph it was */
+        OK(acg_stream_synchronize(c.s));
+        assert_memory_equal(a, b, N * sizeof(float));
+        OK(acg_graph_destroy(g));
+        OK(acg_pinned_free(a));
+        OK(acg_pinned_free(b));
+    }
+    /* Invalidated while s2 is forked into the capture: the driver's capture ends on both. */
+    OK(acg_stream_begin_capture(c.s, c.pool));
+    OK(acg_event_record(c.fork, c.s));
+    OK(acg_stream_wait_event(c.s2, c.fork));
+    acg_dims dims = acg_dims_1d(N);
+    acg_arg args[] = {acg_arg_buffer(c.y, 0), acg_arg_f32(5.0f)};
+    OK(acg_kernel_launch(c.s2, c.fill, &dims, args, 2));
+    assert_int_equal(acg_stream_synchronize(c.s2), ACG_ERR_CAPTURE_INVALIDATED);
+    assert_int_equal(acg_stream_end_capture(c.s, &g), ACG_ERR_CAPTURE_INVALIDATED);
+    OK(acg_kernel_launch(c.s2, c.fill, &dims, args, 2));
+    OK(acg_stream_synchronize(c.s2));
+    OK(acg_copy_d2h(c.s, c.host, c.y, 0, N * sizeof(float)));
+    OK(acg_stream_synchronize(c.s));
+    assert_true(host_is(&c, 5.0f));
+    scene_close(&c);
+    assert_int_equal(drv.violations(), 0);
+}
+
 /* The entry points the backend resolves: the sweep fails each call of each in turn. */
 static const char *const entry_names[] = {
 #define TC_ZE_NAME_(name, pfn, required) #name,
@@ -350,6 +460,12 @@ static const char *const entry_names[] = {
         "zeCommandListImmediateAppendCommandListsExp",
     "zeCommandListGetNextCommandIdExp",
     "zeCommandListUpdateMutableCommandsExp",
+    "zeCommandListBeginGraphCaptureExt",
+    "zeCommandListEndGraphCaptureExt",
+    "zeGraphInstantiateExt",
+    "zeCommandListAppendGraphExt",
+    "zeExecutableGraphDestroyExt",
+    "zeGraphDestroyExt",
 };
 #define N_ENTRIES (sizeof entry_names / sizeof entry_names[0])
 
@@ -478,8 +594,9 @@ static int expect_unknown_versions(void) {
     }
     const acg_capability *cap = acg_device_get_capability(dev);
     printf("%s\n", cap->detail);
-    int bad = unknown_versions != 2 || strstr(cap->detail, "immediate append no") == NULL ||
-              strstr(cap->detail, "mutable lists no") == NULL;
+    int bad = unknown_versions != 3 || strstr(cap->detail, "immediate append no") == NULL ||
+              strstr(cap->detail, "mutable lists no") == NULL ||
+              strstr(cap->detail, "graph capture no") == NULL || cap->native_capture;
     scene c;
     acg_device_close(dev);
     acg_set_log_level(ACG_LOG_ERROR);
@@ -524,9 +641,8 @@ int main(int argc, char **argv) {
     }
     acg_device_close(probe);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scenario),
-        cmocka_unit_test(test_discard_retained),
-        cmocka_unit_test(test_update_paths),
+        cmocka_unit_test(test_scenario),     cmocka_unit_test(test_discard_retained),
+        cmocka_unit_test(test_update_paths), cmocka_unit_test(test_native_capture),
         cmocka_unit_test(test_fault_sweep),
     };
     return cmocka_run_group_tests_name("test_ze_backend", tests, NULL, NULL);

@@ -1,5 +1,17 @@
-/* graph.c — the level_zero backend's graphs: the captured description recorded into one regular
- * command list, closed once and replayed many times. Where the driver offers immediate append,
+/* graph.c — the level_zero backend's graphs.
+ *
+ * Native capture, where the driver offers the record/replay graph extension (spec 1.17) and the
+ * device immutable graphs: the origin stream's immediate list records what is appended to it
+ * (zeCommandListBeginGraphCaptureExt), a stream forked into the capture joins it when it waits
+ * on an event recorded there (the driver's own rule), and the end instantiates what the driver
+ * recorded; replays are appended to a stream's list (zeCommandListAppendGraphExt). The events a
+ * capture records are regular events, signalled again by every replay: each replay ends by
+ * waiting for the end of every forked branch and resetting them all, so the next one starts
+ * with none signalled (a wait inside the graph would otherwise pass at once). They belong to the
+ * graph until it is destroyed.
+ *
+ * Otherwise the captured description is recorded into one regular command list, closed once and
+ * replayed many times. Where the driver offers immediate append,
  * a replay is appended to the stream's immediate list, in its order, signalling an event of its
  * own; otherwise it runs on the device's command queue after the stream drained, with a fence
  * that the stream's next command waits for on the host.
@@ -49,10 +61,12 @@ static acg_status record_node(ze_command_list_handle_t list, const acg__graph_de
                   (char *)acg__ze_mem(n->dst_mem) + n->dst_off, &n->pattern, n->pattern_size,
                   n->size, NULL, 0, NULL);
     default:
-        /* The capability refuses host functions and foreign work in a capture before this. */
+        /* Host functions never reach a capture (the capability refuses them); foreign work does
+         * where the driver captured it, and only the driver knows what it was. */
         return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: node %u (%s) cannot be recorded in a Level Zero command list", fn, i,
-                          n->label);
+                          "%s: node %u (%s) is work acg did not launch and cannot record in a "
+                          "Level Zero command list: capture again",
+                          fn, i, n->label);
     }
 }
 
@@ -219,8 +233,22 @@ static acg_status patch(ze_exec *e, const acg__graph_desc *desc, const char *fn)
     return st != ACG_OK ? st : closed;
 }
 
+/* Destroys what the driver made of a native capture: the executable graph, then the graph. */
+static void native_free(ze_device *d, acg_ze_graph_handle_t graph,
+                        acg_ze_executable_graph_handle_t xgraph, const char *fn) {
+    if (xgraph != NULL) {
+        acg__ze_release(d, d->drv->graph.destroy_exec(xgraph), fn, "zeExecutableGraphDestroyExt");
+    }
+    if (graph != NULL) {
+        acg__ze_release(d, d->drv->graph.destroy(graph), fn, "zeGraphDestroyExt");
+    }
+}
+
 static void exec_free(ze_exec *e) {
     static const char fn[] = "acg_graph_destroy";
+    native_free(e->dev, e->graph, e->xgraph, fn);
+    acg__ze_slots_release(e->dev, e->slots, e->n_slots);
+    acg__free(e->slots);
     if (e->list != NULL) {
         ZE_RELEASE(e->dev, fn, zeCommandListDestroy, e->list);
     }
@@ -229,6 +257,19 @@ static void exec_free(ze_exec *e) {
     }
     acg__free(e->recorded);
     acg__free(e);
+}
+
+/* The fence of a list's replays on the device's queue, where the driver cannot append lists to
+ * an immediate one. */
+static acg_status make_fence(ze_exec *e, const char *fn) {
+    if (e->fence != NULL || e->dev->drv->immediate_append != NULL) {
+        return ACG_OK;
+    }
+    ze_fence_desc_t fdesc = {.stype = ZE_STRUCTURE_TYPE_FENCE_DESC};
+    pthread_mutex_lock(&e->dev->lock); /* the queue */
+    acg_status st = ZE(fn, zeFenceCreate, e->dev->queue, &fdesc, &e->fence);
+    pthread_mutex_unlock(&e->dev->lock);
+    return st;
 }
 
 acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
@@ -242,11 +283,8 @@ acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc 
     e->dev = d;
     acg_status st = record(d, desc, &e->list, &e->recorded, fn);
     e->n_recorded = desc->n_nodes;
-    if (st == ACG_OK && d->drv->immediate_append == NULL) {
-        ze_fence_desc_t fdesc = {.stype = ZE_STRUCTURE_TYPE_FENCE_DESC};
-        pthread_mutex_lock(&d->lock); /* the queue */
-        st = ZE(fn, zeFenceCreate, d->queue, &fdesc, &e->fence);
-        pthread_mutex_unlock(&d->lock);
+    if (st == ACG_OK) {
+        st = make_fence(e, fn);
     }
     if (st != ACG_OK) {
         exec_free(e);
@@ -282,7 +320,8 @@ static acg_status wait_done(ze_exec *e, const char *fn) {
     return st;
 }
 
-/* Appended to the stream's immediate list, after its earlier work and before its later work. */
+/* Appended to the stream's immediate list, after its earlier work and before its later work: the
+ * driver's executable graph, or the list by immediate append. */
 static acg_status launch_appended(ze_exec *e, ze_stream *s, const char *fn) {
     ze_device *d = e->dev;
     acg_status st = wait_done(e, fn);
@@ -296,7 +335,10 @@ static acg_status launch_appended(ze_exec *e, ze_stream *s, const char *fn) {
         return st;
     }
     st = acg__ze_stream_begin(s, fn);
-    if (st == ACG_OK) {
+    if (st == ACG_OK && e->xgraph != NULL) {
+        st = acg__ze_check(d->drv->graph.append(s->list, e->xgraph, NULL, done->ev, 0, NULL), fn,
+                           "zeCommandListAppendGraphExt");
+    } else if (st == ACG_OK) {
         st = acg__ze_check(d->drv->immediate_append(s->list, 1, &e->list, done->ev, 0, NULL), fn,
                            "zeCommandListImmediateAppendCommandListsExp");
     }
@@ -340,15 +382,18 @@ acg_status acg__ze_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
     static const char fn[] = "acg_graph_launch";
     ze_exec *e = acg__ze_exec(exec);
     ze_stream *s = acg__ze_stream(stream);
-    return e->dev->drv->immediate_append != NULL ? launch_appended(e, s, fn)
-                                                 : launch_queued(e, s, fn);
+    return e->xgraph != NULL || e->dev->drv->immediate_append != NULL ? launch_appended(e, s, fn)
+                                                                      : launch_queued(e, s, fn);
 }
 
 /* Where the list is mutable and only kernel arguments and grids change, the kernel commands are
  * patched in place (the mutable command list extension). Otherwise, or when the driver refuses
  * the patch, the description is recorded again into a new list, which replaces the old one once
- * complete: that works with every driver, and copies and fills change too. A failure of both
- * leaves the graph as it was, or (a patch half applied) recorded again. */
+ * complete: that works with every driver, and copies and fills change too. A graph from a
+ * native capture is replaced so too (the driver's graphs are immutable); its description holds
+ * work the driver recorded without acg (acg_stream_declare_foreign) only where the capture did,
+ * and then the update is refused: capture again. A failure leaves the graph as it was, or (a
+ * patch half applied) recorded again. */
 acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
     static const char fn[] = "acg_graph_update";
     ze_exec *e = acg__ze_exec(exec);
@@ -361,7 +406,7 @@ acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc)
     if (st != ACG_OK) {
         return st;
     }
-    if (patchable(e, desc)) {
+    if (e->xgraph == NULL && patchable(e, desc)) {
         if ((st = patch(e, desc, fn)) == ACG_OK) {
             acg__log(ACG_LOG_DEBUG, "level_zero: graph updated in place (mutable command list)");
             return ACG_OK;
@@ -376,7 +421,25 @@ acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc)
     if ((st = record(e->dev, desc, &list, &recorded, fn)) != ACG_OK) {
         return st;
     }
-    ZE_RELEASE(e->dev, fn, zeCommandListDestroy, e->list);
+    if ((st = make_fence(e, fn)) != ACG_OK) {
+        ZE_RELEASE(e->dev, fn, zeCommandListDestroy, list); /* never executed */
+        acg__free(recorded);
+        return st;
+    }
+    if (e->xgraph != NULL) {
+        native_free(e->dev, e->graph, e->xgraph, fn);
+        acg__ze_slots_release(e->dev, e->slots, e->n_slots);
+        acg__free(e->slots);
+        e->graph = NULL;
+        e->xgraph = NULL;
+        e->slots = NULL;
+        e->n_slots = 0;
+        acg__log(ACG_LOG_DEBUG, "level_zero: a native graph updated: recorded from its "
+                                "description into a command list");
+    }
+    if (e->list != NULL) {
+        ZE_RELEASE(e->dev, fn, zeCommandListDestroy, e->list);
+    }
     acg__free(e->recorded);
     e->list = list;
     e->recorded = recorded;
@@ -390,9 +453,231 @@ void acg__ze_graph_destroy(acg__bk_exec *exec) {
     /* No replay is pending (backend.h), but the device may not have let go of the list: wait
      * for the last one's end before destroying it. */
     if (wait_done(e, fn) != ACG_OK || acg__ze_exec_wait_fence(e, fn) != ACG_OK) {
-        /* The list may still be in use: it is left to the driver. */
+        /* The list or graph may still be in use: it is left to the driver, with its events. */
         atomic_fetch_add(&e->dev->leaked, 1);
         e->list = NULL;
+        e->graph = NULL;
+        e->xgraph = NULL;
+        e->n_slots = 0;
     }
     exec_free(e);
+}
+
+/* ---- native capture ---------------------------------------------------------------------- */
+
+static _Atomic uint64_t next_recording_id = 1;
+
+static inline ze_recording *zrec(acg__bk_recording *r) { return (ze_recording *)r; }
+
+acg_status acg__ze_recording_slot(ze_recording *r, ze_slot **out, const char *fn) {
+    if (!acg__grow((void **)&r->slots, &r->cap_slots, r->n_slots + 1, sizeof *r->slots)) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    pthread_mutex_lock(&r->dev->lock);
+    acg_status st = acg__ze_slot_take(r->dev, out, fn);
+    pthread_mutex_unlock(&r->dev->lock);
+    if (st == ACG_OK) {
+        (*out)->graph = true;
+        r->slots[r->n_slots++] = *out;
+    }
+    return st;
+}
+
+void acg__ze_slots_release(ze_device *d, ze_slot **slots, uint32_t n) {
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        slots[i]->graph = false;
+        if (acg__ze.zeEventHostReset(slots[i]->ev) == ZE_RESULT_SUCCESS) {
+            acg__ze_slot_unused(d, slots[i]);
+        } else {
+            acg__ze_slot_retire(d, slots[i]); /* reset again once it is seen signalled */
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+acg_status acg__ze_capture_begin(acg__bk_stream *stream, acg__bk_recording **out) {
+    static const char fn[] = "acg_stream_begin_capture";
+    ze_stream *s = acg__ze_stream(stream);
+    ze_recording *r = acg__calloc(1, sizeof *r);
+    if (r == NULL || !acg__grow((void **)&r->streams, &r->cap_streams, 1, sizeof *r->streams)) {
+        acg__free(r);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    r->dev = s->dev;
+    r->id = atomic_fetch_add(&next_recording_id, 1);
+    acg_status st = acg__ze_stream_begin(s, fn);
+    if (st == ACG_OK) {
+        st = acg__ze_check(s->dev->drv->graph.begin(s->list, NULL), fn,
+                           "zeCommandListBeginGraphCaptureExt");
+    }
+    st = acg__ze_stream_end(s, st);
+    if (st != ACG_OK) {
+        acg__free(r->streams);
+        acg__free(r);
+        return st;
+    }
+    r->streams[r->n_streams++] = s;
+    s->rec = r;
+    *out = (acg__bk_recording *)r;
+    return ACG_OK;
+}
+
+acg_status acg__ze_capture_join(acg__bk_recording *rec, acg__bk_stream *stream) {
+    ze_recording *r = zrec(rec);
+    ze_stream *s = acg__ze_stream(stream);
+    if (!acg__grow((void **)&r->streams, &r->cap_streams, r->n_streams + 1, sizeof *r->streams)) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_wait_event: out of memory");
+    }
+    r->streams[r->n_streams++] = s;
+    s->rec = r; /* the driver forks the list at its wait on the capture's event */
+    s->forked = false;
+    return ACG_OK;
+}
+
+/* Ends every replay the same way: each forked stream signals an event once its work is done,
+ * and the origin waits for them all, then resets every event of the recording. */
+static acg_status join_and_reset(ze_recording *r, const char *fn) {
+    ze_slot **tails = acg__calloc(r->n_streams, sizeof *tails);
+    if (tails == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    uint32_t n_tails = 0;
+    acg_status st = ACG_OK;
+    for (uint32_t i = 1; i < r->n_streams && st == ACG_OK; i++) {
+        ze_stream *s = r->streams[i];
+        if (!s->forked) {
+            continue; /* the driver never recorded on its list */
+        }
+        ze_slot *tail = NULL;
+        if ((st = acg__ze_recording_slot(r, &tail, fn)) != ACG_OK) {
+            break;
+        }
+        st = acg__ze_stream_begin(s, fn);
+        if (st == ACG_OK) {
+            st = ZE(fn, zeCommandListAppendBarrier, s->list, tail->ev, 0, NULL);
+        }
+        st = acg__ze_stream_end(s, st);
+        tails[n_tails++] = tail;
+    }
+    ze_stream *o = r->streams[0];
+    if (st == ACG_OK && r->n_slots > 0) {
+        st = acg__ze_stream_begin(o, fn);
+        if (st == ACG_OK) {
+            ze_event_handle_t evs[ACG_ZE_EVENTS_PER_POOL];
+            /* A barrier on every tail (in batches that fit evs): what follows runs after it. */
+            for (uint32_t i = 0; i < n_tails && st == ACG_OK; i += ACG_ZE_EVENTS_PER_POOL) {
+                uint32_t n =
+                    n_tails - i < ACG_ZE_EVENTS_PER_POOL ? n_tails - i : ACG_ZE_EVENTS_PER_POOL;
+                for (uint32_t j = 0; j < n; j++) {
+                    evs[j] = tails[i + j]->ev;
+                }
+                st = ZE(fn, zeCommandListAppendBarrier, o->list, NULL, n, evs);
+            }
+            if (st == ACG_OK && n_tails == 0 && !o->in_order) {
+                st = ZE(fn, zeCommandListAppendBarrier, o->list, NULL, 0, NULL);
+            }
+        }
+        for (uint32_t i = 0; i < r->n_slots && st == ACG_OK; i++) {
+            st = ZE(fn, zeCommandListAppendEventReset, o->list, r->slots[i]->ev);
+        }
+        st = acg__ze_stream_end(o, st);
+    }
+    acg__free(tails);
+    return st;
+}
+
+/* Ends the driver's capture on every stream of the recording: *graph is what it recorded, or
+ * NULL when joining failed or the driver refused to end (its lists then stay recording, and
+ * their streams are stuck). */
+static acg_status finish(ze_recording *r, acg_ze_graph_handle_t *graph, const char *fn) {
+    ze_device *d = r->dev;
+    ze_stream *o = r->streams[0];
+    acg_status st = join_and_reset(r, fn);
+    acg_ze_graph_handle_t g = NULL;
+    pthread_mutex_lock(&o->lock);
+    ze_result_t ended = d->drv->graph.end(o->list, NULL, &g);
+    pthread_mutex_unlock(&o->lock);
+    if (ended != ZE_RESULT_SUCCESS) {
+        g = NULL;
+        if (st == ACG_OK) {
+            st = acg__ze_check(ended, fn, "zeCommandListEndGraphCaptureExt");
+        } else {
+            acg__log(ACG_LOG_WARN, "level_zero: zeCommandListEndGraphCaptureExt failed (0x%x)",
+                     (unsigned)ended);
+        }
+        acg__log(ACG_LOG_WARN,
+                 "level_zero: the driver did not end a graph capture: its %u stream(s) cannot "
+                 "run work any more, and the capture's events are left to the driver",
+                 (unsigned)r->n_streams);
+        atomic_fetch_add(&d->leaked, 1); /* the driver's capture keeps its events */
+    }
+    for (uint32_t i = 0; i < r->n_streams; i++) {
+        r->streams[i]->rec = NULL;
+        r->streams[i]->forked = false;
+        r->streams[i]->stuck = r->streams[i]->stuck || ended != ZE_RESULT_SUCCESS;
+    }
+    if (st != ACG_OK && g != NULL) {
+        native_free(d, g, NULL, fn);
+        g = NULL;
+    }
+    if (ended == ZE_RESULT_SUCCESS && g == NULL) {
+        acg__ze_slots_release(d, r->slots, r->n_slots); /* nothing ran them */
+        r->n_slots = 0;
+    }
+    *graph = g;
+    return st;
+}
+
+static void recording_free(ze_recording *r) {
+    acg__free(r->slots);
+    acg__free(r->streams);
+    acg__free(r);
+}
+
+acg_status acg__ze_capture_end(acg__bk_recording *rec, acg__bk_exec **out) {
+    static const char fn[] = "acg_stream_end_capture";
+    ze_recording *r = zrec(rec);
+    ze_device *d = r->dev;
+    ze_exec *e = acg__calloc(1, sizeof *e);
+    acg_ze_graph_handle_t graph = NULL;
+    acg_status st = finish(r, &graph, fn);
+    if (st == ACG_OK && e == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    acg_ze_executable_graph_handle_t xgraph = NULL;
+    if (st == ACG_OK) {
+        st = acg__ze_check(d->drv->graph.instantiate(graph, NULL, &xgraph), fn,
+                           "zeGraphInstantiateExt");
+    }
+    if (st != ACG_OK) {
+        if (graph != NULL) {
+            native_free(d, graph, NULL, fn);
+            acg__ze_slots_release(d, r->slots, r->n_slots); /* nothing ran them */
+        }
+        acg__free(e);
+        recording_free(r);
+        return st;
+    }
+    e->dev = d;
+    e->graph = graph;
+    e->xgraph = xgraph;
+    e->slots = r->slots;
+    e->n_slots = r->n_slots;
+    r->slots = NULL;
+    recording_free(r);
+    *out = acg__ze_bk_exec(e);
+    return ACG_OK;
+}
+
+void acg__ze_capture_abort(acg__bk_recording *rec) {
+    static const char fn[] = "acg_stream_end_capture";
+    ze_recording *r = zrec(rec);
+    acg_ze_graph_handle_t graph = NULL;
+    /* The core sets its own error after this (the reason the capture ends). */
+    if (finish(r, &graph, fn) == ACG_OK) {
+        native_free(r->dev, graph, NULL, fn);
+        acg__ze_slots_release(r->dev, r->slots, r->n_slots);
+    }
+    recording_free(r);
 }

@@ -192,15 +192,38 @@ static acg_status query_driver(ze_drv *drv) {
             drv->update_commands = NULL;
         }
     }
+    for (uint32_t i = 0; i < n; i++) {
+        if (strcmp(ext[i].name, ACG_ZE_RECORD_REPLAY_GRAPH_EXT_NAME) != 0) {
+            continue;
+        }
+        if (ACG_ZE_MAJOR_VERSION(ext[i].version) != 1) {
+            acg__log(ACG_LOG_WARN, "level_zero: %s version %u.%u is not one acg knows; not used",
+                     ext[i].name, ACG_ZE_MAJOR_VERSION(ext[i].version),
+                     ACG_ZE_MINOR_VERSION(ext[i].version));
+            continue;
+        }
+        struct ze_graph_ext *g = &drv->graph;
+        *(void **)&g->begin = extension_function(drv, "zeCommandListBeginGraphCaptureExt");
+        *(void **)&g->end = extension_function(drv, "zeCommandListEndGraphCaptureExt");
+        *(void **)&g->instantiate = extension_function(drv, "zeGraphInstantiateExt");
+        *(void **)&g->append = extension_function(drv, "zeCommandListAppendGraphExt");
+        *(void **)&g->destroy_exec = extension_function(drv, "zeExecutableGraphDestroyExt");
+        *(void **)&g->destroy = extension_function(drv, "zeGraphDestroyExt");
+        if (g->begin == NULL || g->end == NULL || g->instantiate == NULL || g->append == NULL ||
+            g->destroy_exec == NULL || g->destroy == NULL) {
+            memset(g, 0, sizeof *g); /* one function missing: the extension is absent */
+        }
+    }
     if (drv->api >= ACG_ZE_API_VERSION_1_6) {
         *(void **)&drv->host_sync = extension_function(drv, "zeCommandListHostSynchronize");
     }
     acg__free(ext);
     snprintf(drv->extensions, sizeof drv->extensions,
-             "in-order lists %s; immediate append %s; mutable lists %s",
+             "in-order lists %s; immediate append %s; mutable lists %s; graph capture %s",
              drv->in_order ? "yes" : "no (barriers)",
              drv->immediate_append != NULL ? "yes" : "no (replays on a queue)",
-             drv->update_commands != NULL ? "yes" : "no (update records again)");
+             drv->update_commands != NULL ? "yes" : "no (update records again)",
+             drv->graph.begin != NULL ? "yes" : "no");
     return ACG_OK;
 }
 
@@ -297,10 +320,29 @@ static acg_status ze_probe(int *n, const char **reason) {
 
 /* ---- devices ----------------------------------------------------------------------------- */
 
+/* Whether the driver records captures on the device: the graph extension, and the device's
+ * immutable graphs. */
+static acg_status native_graphs(ze_drv *drv, ze_device_handle_t dev, bool *out, const char *fn) {
+    *out = false;
+    if (drv->graph.begin == NULL) {
+        return ACG_OK;
+    }
+    acg_ze_record_replay_graph_ext_properties_t graph = {
+        .stype = ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_PROPERTIES};
+    ze_device_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES, .pNext = &graph};
+    acg_status st = ZE(fn, zeDeviceGetProperties, dev, &props);
+    *out = st == ACG_OK && (graph.graphFlags & ACG_ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_IMMUTABLE_GRAPH);
+    return st;
+}
+
 static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capability *out) {
     static const char fn[] = "acg_device_describe";
     ze_device_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES};
-    acg_status st = ZE(fn, zeDeviceGetProperties, dev, &props);
+    bool native = false;
+    acg_status st = native_graphs(drv, dev, &native, fn);
+    if (st == ACG_OK) {
+        st = ZE(fn, zeDeviceGetProperties, dev, &props);
+    }
     uint32_t n = 0;
     if (st == ACG_OK) {
         st = ZE(fn, zeDeviceGetMemoryProperties, dev, &n, NULL);
@@ -327,15 +369,17 @@ static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capab
     out->available = true;
     out->pinned_memory = true;
     out->graphs = true;
-    out->multi_stream_capture = true; /* the core's ledger orders the forked streams */
+    out->multi_stream_capture = true; /* forks as the driver's, or ordered by the ledger */
     out->graph_update = true;         /* by recording the description again */
-    out->native_capture = false;
+    out->native_capture = native;
     out->graph_host_functions = false; /* a command list has no host node */
     out->pinned_register = false;
-    snprintf(out->detail, sizeof out->detail,
-             "Level Zero API %u.%u, driver %u; graphs: command lists built from the description; "
-             "update: patched or recorded again; %.130s",
-             ZE_MAJOR_VERSION(drv->api), ZE_MINOR_VERSION(drv->api), drv->version, drv->extensions);
+    /* At most about 210 characters: the detail's 256 hold it. */
+    int written = snprintf(
+        out->detail, sizeof out->detail, "Level Zero API %u.%u, driver %u; graphs %s; %s",
+        ZE_MAJOR_VERSION(drv->api), ZE_MINOR_VERSION(drv->api), drv->version,
+        native ? "captured by the driver" : "recorded from the description", drv->extensions);
+    (void)written; /* whatever the driver reports, the detail is only words */
     return ACG_OK;
 }
 
@@ -448,6 +492,9 @@ static acg_status ze_device_open(int index, const char *options, acg__bk_device 
     if (st == ACG_OK) {
         d->max_group_size = compute.maxTotalGroupSize ? compute.maxTotalGroupSize : 1;
         st = compute_ordinal(d, fn);
+    }
+    if (st == ACG_OK) {
+        st = native_graphs(d->drv, d->dev, &d->native, fn);
     }
     if (st == ACG_OK) {
         st = ZE(fn, zeContextCreate, d->drv->handle, &cdesc, &d->ctx);
@@ -721,7 +768,12 @@ const acg_backend_i acg__backend_level_zero = {
     .kernel_load = ze_kernel_load,
     .kernel_unload = ze_kernel_unload,
     .kernel_launch = ze_kernel_launch,
-    /* Graphs are regular command lists recorded from the description (graph.c). */
+    /* Graphs are the driver's own where it records captures (the capability's native_capture),
+     * else regular command lists recorded from the description (graph.c). */
+    .capture_begin = acg__ze_capture_begin,
+    .capture_join = acg__ze_capture_join,
+    .capture_end = acg__ze_capture_end,
+    .capture_abort = acg__ze_capture_abort,
     .graph_instantiate = acg__ze_graph_instantiate,
     .graph_launch = acg__ze_graph_launch,
     .graph_update = acg__ze_graph_update,

@@ -27,6 +27,16 @@ typedef struct ze_drv {
     /* the mutable command list extension; NULL: an update records the list again */
     acg_ze_pfn_zeCommandListGetNextCommandIdExp next_command_id;
     acg_ze_pfn_zeCommandListUpdateMutableCommandsExp update_commands;
+    /* the record/replay graph extension (spec 1.17); begin NULL: graphs come from the
+     * description (each device also needs the driver's immutable graphs, ze_device.native) */
+    struct ze_graph_ext {
+        acg_ze_pfn_zeCommandListBeginGraphCaptureExt begin;
+        acg_ze_pfn_zeCommandListEndGraphCaptureExt end;
+        acg_ze_pfn_zeGraphInstantiateExt instantiate;
+        acg_ze_pfn_zeCommandListAppendGraphExt append;
+        acg_ze_pfn_zeExecutableGraphDestroyExt destroy_exec;
+        acg_ze_pfn_zeGraphDestroyExt destroy;
+    } graph;
     char extensions[160]; /* what acg uses that the driver offers, for the capability */
 } ze_drv;
 
@@ -76,6 +86,7 @@ typedef struct ze_slot {
     } * waiters; /* (n_waiters) */
     uint32_t n_waiters, cap_waiters;
     uint32_t host_waits;
+    bool graph; /* a native graph's: signalled and reset by its replays, released with it */
 } ze_slot;
 
 typedef struct ze_device {
@@ -84,6 +95,7 @@ typedef struct ze_device {
     ze_context_handle_t ctx;
     uint32_t compute_ordinal; /* the command queue group that runs kernels */
     uint32_t max_group_size;
+    bool native;                     /* captures are recorded by the driver (the graph extension) */
     ze_command_queue_handle_t queue; /* replays where the driver cannot append lists */
     pthread_mutex_t lock;            /* modules, event pools, slots, queue */
     _Atomic uint32_t leaked;         /* releases the driver refused */
@@ -120,7 +132,24 @@ typedef struct ze_stream {
     uint32_t n_aside, cap_aside;
     ze_fence_handle_t fence; /* a replay on the device's queue that later work waits for */
     struct ze_exec *fence_exec;
+    /* A native capture (under the device's lock): the recording the list records into, whether
+     * the driver forked the list into it (a wait on an event it recorded), and whether a failed
+     * end left the driver recording what is appended (nothing can run on the list then). */
+    struct ze_recording *rec;
+    bool forked;
+    bool stuck;
 } ze_stream;
+
+/* A native capture: the streams recording into it (the origin first) and the events it took,
+ * which the graph made from it keeps: its replays signal them and reset them at their end. */
+typedef struct ze_recording {
+    ze_device *dev;
+    uint64_t id;         /* tells an event recorded in this capture from one of an earlier one */
+    ze_stream **streams; /* (n_streams) */
+    uint32_t n_streams, cap_streams;
+    ze_slot **slots; /* (n_slots) */
+    uint32_t n_slots, cap_slots;
+} ze_recording;
 
 typedef struct ze_kernel {
     ze_device *dev;
@@ -149,10 +178,15 @@ typedef struct ze_recorded {
     uint32_t pattern, pattern_size;
 } ze_recorded;
 
-/* A graph: the description recorded into one regular command list, closed once. */
+/* A graph: the driver's executable graph from a native capture, with the events its replays
+ * use; or the description recorded into one regular command list, closed once. */
 typedef struct ze_exec {
     ze_device *dev;
-    ze_command_list_handle_t list;
+    acg_ze_graph_handle_t graph;             /* native: what the capture recorded */
+    acg_ze_executable_graph_handle_t xgraph; /* native: what replays run */
+    ze_slot **slots;                         /* (n_slots) native: the recording's events */
+    uint32_t n_slots;
+    ze_command_list_handle_t list; /* from the description (native: NULL until an update) */
     ze_recorded *recorded; /* (n_recorded) on a mutable list; NULL otherwise */
     uint32_t n_recorded;
     ze_slot *done;           /* the latest replay's end, appended to an immediate list */
@@ -183,6 +217,13 @@ void acg__ze_slot_unused(ze_device *d, ze_slot *s);
 /* Retires a slot nothing new will signal: it returns to the free list once it is signalled and
  * every stream that waited on it passed that point. Under the device's lock. */
 void acg__ze_slot_retire(ze_device *d, ze_slot *s);
+
+/* Takes an event for a native capture's graph: the recording keeps it, and the graph made
+ * from it after that. Takes the device's lock. */
+acg_status acg__ze_recording_slot(ze_recording *r, ze_slot **out, const char *fn);
+/* Gives a graph's events back to the device, reset (its last replay ended, or it never ran).
+ * Takes the device's lock. */
+void acg__ze_slots_release(ze_device *d, ze_slot **slots, uint32_t n);
 
 /* Starts a command on the stream: takes its lock, waits for a replay the device's queue runs
  * for it, and appends the barrier that keeps a list without in-order execution in order.
@@ -229,6 +270,10 @@ acg_status acg__ze_stream_get_native(acg__bk_stream *stream, acg_native_handle *
 acg_status acg__ze_add_pool(ze_device *d, const char *fn);
 
 /* graph.c */
+acg_status acg__ze_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec);
+acg_status acg__ze_capture_join(acg__bk_recording *rec, acg__bk_stream *stream);
+acg_status acg__ze_capture_end(acg__bk_recording *rec, acg__bk_exec **exec);
+void acg__ze_capture_abort(acg__bk_recording *rec);
 acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
                                      acg__bk_exec **exec);
 acg_status acg__ze_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);

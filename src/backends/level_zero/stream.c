@@ -136,6 +136,13 @@ static void forget_stream(ze_device *d, ze_stream *stream, bool drained) {
 acg_status acg__ze_stream_begin(ze_stream *s, const char *fn) {
     pthread_mutex_lock(&s->lock);
     acg_status st = ACG_OK;
+    if (s->stuck) {
+        return acg__error(ACG_ERR_DEVICE,
+                          "%s: the driver did not end a graph capture on the stream's command "
+                          "list, so what is appended to it would be recorded, not run; destroy "
+                          "the stream",
+                          fn);
+    }
     if (s->fence != NULL) {
         /* A replay on the device's queue: later work on the stream runs after it. */
         st = acg__ze_exec_wait_fence(s->fence_exec, fn);
@@ -368,10 +375,15 @@ acg_status acg__ze_stream_query(acg__bk_stream *stream) {
 /* ---- events ------------------------------------------------------------------------------ */
 
 /* An acg event: the slot of its latest record (NULL: never recorded, complete). A new record
- * takes a new slot and retires the old one, which streams or host threads may still wait on. */
+ * takes a new slot and retires the old one, which streams or host threads may still wait on.
+ * A record in a native capture takes a slot of the recording instead, for the waits of that
+ * capture only: the core answers for the event once the capture is over (its point never
+ * runs), so the slot of the latest record outside a capture stays as it was. */
 typedef struct ze_ev {
     ze_device *dev;
-    ze_slot *slot; /* under the device's lock */
+    ze_slot *slot;        /* under the device's lock */
+    ze_slot *captured;    /* the latest record in a native capture, */
+    uint64_t captured_id; /* ... the one of ze_recording.id */
 } ze_ev;
 
 static inline ze_ev *zevent(acg__bk_event *e) { return (ze_ev *)e; }
@@ -399,6 +411,22 @@ acg_status acg__ze_event_record(acg__bk_event *event, acg__bk_stream *stream) {
     ze_ev *e = zevent(event);
     ze_stream *s = acg__ze_stream(stream);
     ze_slot *slot = NULL;
+    if (s->rec != NULL) {
+        /* Recorded into the graph: its replays signal the recording's slot. */
+        acg_status st = acg__ze_recording_slot(s->rec, &slot, fn);
+        if (st == ACG_OK) {
+            st = acg__ze_stream_begin(s, fn);
+            if (st == ACG_OK) {
+                st = ZE(fn, zeCommandListAppendBarrier, s->list, slot->ev, 0, NULL);
+            }
+            st = acg__ze_stream_end(s, st);
+        }
+        if (st == ACG_OK) {
+            e->captured = slot;
+            e->captured_id = s->rec->id;
+        }
+        return st;
+    }
     pthread_mutex_lock(&e->dev->lock);
     acg_status st = acg__ze_slot_take(e->dev, &slot, fn);
     pthread_mutex_unlock(&e->dev->lock);
@@ -428,13 +456,20 @@ acg_status acg__ze_stream_wait_event(acg__bk_stream *stream, acg__bk_event *even
     acg_status st = acg__ze_stream_begin(s, fn);
     pthread_mutex_lock(&e->dev->lock);
     ze_slot *slot = e->slot; /* NULL: never recorded, complete */
-    /* The wait is the stream's next command: the slot stays referenced until it passed. */
-    if (st == ACG_OK && slot != NULL && !slot_waited(slot, s, s->submitted + 1)) {
+    if (s->rec != NULL && e->captured_id == s->rec->id) {
+        /* In a native capture, on an event recorded in it: a dependency inside the graph. A
+         * stream that was not recording yet is forked into the capture by the driver here. */
+        slot = e->captured;
+    } else if (st == ACG_OK && slot != NULL && !slot_waited(slot, s, s->submitted + 1)) {
+        /* The wait is the stream's next command: the slot stays referenced until it passed. */
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     pthread_mutex_unlock(&e->dev->lock);
     if (st == ACG_OK && slot != NULL) {
         st = ZE(fn, zeCommandListAppendWaitOnEvents, s->list, 1, &slot->ev);
+    }
+    if (st == ACG_OK && s->rec != NULL && slot != NULL && slot->graph) {
+        s->forked = true;
     }
     return acg__ze_stream_end(s, st);
 }
