@@ -87,7 +87,8 @@ extern "C" {
     X(ERR_DEVICE, -14, "device or driver error")                                                   \
     X(ERR_INTERNAL, -15, "internal error")                                                         \
     X(ERR_EXHAUSTED, -16, "a fixed-capacity resource is exhausted")                                \
-    X(ERR_DEVICE_LOST, -17, "the device faulted while running queued work")
+    X(ERR_DEVICE_LOST, -17, "the device faulted while running queued work")                        \
+    X(ERR_COMM, -18, "a rank of the process group failed, left or disagreed")
 
 typedef enum acg_status {
 #define ACG_STATUS_ENUM_(name, value, text) ACG_##name = value,
@@ -204,6 +205,8 @@ typedef struct acg_capability {
     bool graph_host_functions; /* acg_stream_launch_host can be captured */
     /* Added with host memory registration. */
     bool pinned_register; /* acg_pinned_register can page-lock host memory the caller owns */
+    /* Added with process groups. */
+    bool collectives; /* acg_device_group_create and acg_allreduce work (and are captured) */
 } acg_capability;
 
 /* Describes device `index` of backend `backend` without opening it (name and capability as the
@@ -893,6 +896,76 @@ ACG_API acg_status acg_graph_destroy(acg_graph *graph);
 ACG_API acg_status acg_graph_discard(acg_graph *graph);
 
 /* ---------------------------------------------------------------------------------------------
+ * Process groups and collectives
+ * ------------------------------------------------------------------------------------------- */
+
+/* A process group, as the engine has one: every rank passes the same calls in the same order.
+ * acg takes it as callbacks so that it works with any transport; acg_mpi.h makes one from an
+ * MPI communicator. NULL where a call takes one means a single process.
+ *
+ * barrier and allreduce_min_i32 are required: the least size is offsetof(acg_comm, rank), and
+ * the runners use those two alone. Device groups (acg_device_group_create) also need rank,
+ * n_ranks and broadcast. A callback returns ACG_OK, or ACG_ERR_COMM when a rank failed or left
+ * (within a bounded time, not waiting for ever); acg passes that status on, naming the call. */
+typedef struct acg_comm {
+    size_t size; /* sizeof(acg_comm) */
+    void *user;
+    /* Returns once every rank called it. */
+    acg_status (*barrier)(void *user);
+    /* Replaces values[i] by the minimum of values[i] over all ranks. */
+    acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n);
+    /* Added with device groups. */
+    int32_t rank;    /* this process's rank, 0 .. n_ranks - 1 */
+    int32_t n_ranks; /* 0: not given (then no device group can be made) */
+    /* Copies bytes at data on rank root to data on every other rank. */
+    acg_status (*broadcast)(void *user, void *data, size_t bytes, int32_t root);
+    /* (optional) Replaces values[i] by the sum over all ranks, added in rank order. Used by
+     * device groups whose ranks do not share a host; NULL: such a group is unsupported. Called
+     * from a thread of acg's (a stream's worker) while other callbacks may run on the thread
+     * that made the group: an MPI transport gives it a communicator of its own. */
+    acg_status (*allreduce_sum_f32)(void *user, float *values, size_t n);
+} acg_comm;
+
+#define ACG_COMM_INIT                                                                              \
+    { sizeof(acg_comm), NULL, NULL, NULL, 0, 0, NULL, NULL }
+
+/* The devices of a process group, one per rank, for collectives on streams. */
+typedef struct acg_device_group acg_device_group;
+
+/* Makes the group of every rank's device: a collective call, each rank passing its own device
+ * and the same comm (kept by reference: it must outlive the group). The cpu backend joins the
+ * ranks of one host through a shared-memory segment that rank 0 creates and removes as soon as
+ * every rank mapped it (nothing is left behind, whatever happens to a rank afterwards); ranks on
+ * several hosts, or ACG_CPU_ALLREDUCE=host, reduce through comm->allreduce_sum_f32 instead.
+ * ACG_ERR_UNSUPPORTED when the capability says no collectives (opencl, level_zero) or the ranks
+ * need allreduce_sum_f32 and the comm has none; ACG_ERR_INVALID_ARGUMENT for a NULL argument, a
+ * comm without rank, n_ranks (1 .. 64) or broadcast, or a size that acg's rule for growing
+ * structs refuses; a comm callback's failure is returned as it is (usually ACG_ERR_COMM).
+ * During a capture on the device: ACG_ERR_CAPTURE_INVALIDATED. */
+ACG_API acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm,
+                                           acg_device_group **out);
+/* Destroys a group once no queued work and no live graph uses it (ACG_ERR_IN_USE naming the
+ * graph). Not collective. */
+ACG_API acg_status acg_device_group_destroy(acg_device_group *group);
+/* This rank and the number of ranks. */
+ACG_API acg_status acg_device_group_get_rank(const acg_device_group *group, int32_t *rank,
+                                             int32_t *n_ranks);
+
+/* Queues, in stream order, the sum over every rank of `count` floats at `offset` bytes into
+ * buf, written back in place on every rank. Every rank's result has the same bits: the values
+ * are added in rank order, whatever the timing. A collective: every rank queues the same
+ * allreduces in the same order (and, captured, replays the same graphs); a rank that does not
+ * makes the others wait until they detect it (a peer that exited, or ACG_COMM_TIMEOUT_MS,
+ * default 60000) and fail with ACG_ERR_COMM, reported by the stream's next synchronization;
+ * the group then fails every later allreduce at once. During a capture the call is recorded
+ * like a kernel (captured natively where the backend captures natively). ACG_ERR_INVALID_HANDLE,
+ * ACG_ERR_WRONG_DEVICE for a buffer or group of another device, ACG_ERR_INVALID_ARGUMENT for
+ * count 0 or an offset not a multiple of 4, ACG_ERR_OUT_OF_RANGE for a range that leaves buf,
+ * ACG_ERR_COMM once the group failed. */
+ACG_API acg_status acg_allreduce(acg_stream *stream, acg_device_group *group, acg_buffer *buf,
+                                 size_t offset, size_t count);
+
+/* ---------------------------------------------------------------------------------------------
  * Graph description: what a graph does, independent of the backend
  * ------------------------------------------------------------------------------------------- */
 
@@ -902,8 +975,9 @@ typedef enum acg_node_kind {
     ACG_NODE_COPY_D2H,
     ACG_NODE_COPY_D2D,
     ACG_NODE_FILL,
-    ACG_NODE_HOST,    /* a host function (acg_stream_launch_host) */
-    ACG_NODE_FOREIGN, /* work acg did not launch (acg_stream_declare_foreign) */
+    ACG_NODE_HOST,       /* a host function (acg_stream_launch_host) */
+    ACG_NODE_FOREIGN,    /* work acg did not launch (acg_stream_declare_foreign) */
+    ACG_NODE_COLLECTIVE, /* an allreduce (acg_allreduce) */
 } acg_node_kind;
 
 typedef struct acg_node_info {

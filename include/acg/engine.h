@@ -262,25 +262,6 @@ ACG_API acg_status acg_attn_plan_get_views(const acg_attn_plan *plan, acg_attn_p
 ACG_API acg_status acg_attn_plan_get_stats(const acg_attn_plan *plan, acg_attn_plan_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
- * Rank agreement
- * ------------------------------------------------------------------------------------------- */
-
-/* What a runner needs from a process group: every rank passes the same barriers and reduces
- * the same arrays in the same order. NULL where a runner takes one means a single process.
- * Both callbacks are required (no defaults): the least size is sizeof(acg_comm). */
-typedef struct acg_comm {
-    size_t size; /* sizeof(acg_comm) */
-    void *user;
-    /* Returns once every rank called it. */
-    acg_status (*barrier)(void *user);
-    /* Replaces values[i] by the minimum of values[i] over all ranks. */
-    acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n);
-} acg_comm;
-
-#define ACG_COMM_INIT                                                                              \
-    { sizeof(acg_comm), NULL, NULL, NULL }
-
-/* ---------------------------------------------------------------------------------------------
  * Buckets, recipes and capture runners
  * ------------------------------------------------------------------------------------------- */
 

@@ -74,7 +74,7 @@ struct acg_device {
     acg_capability cap;
     uint64_t capability_queries; /* driver capability queries made for this device */
     pthread_mutex_t lock;
-    uint32_t n_buffers, n_pinned, n_streams, n_events, n_graphs, n_pools;
+    uint32_t n_buffers, n_pinned, n_streams, n_events, n_graphs, n_pools, n_groups;
     acg_stream *streams; /* live streams, newest first (for device synchronize) */
     uint64_t next_stream_serial;
     acg_graph *graphs;      /* live graphs (to name one that holds a resource) */
@@ -135,6 +135,15 @@ struct acg_event {
     acg__capture *capture; /* recorded in this capture (NULL: a real record or none) */
     uint64_t capture_id;
     acg__ids frontier;
+};
+
+struct acg_device_group {
+    acg__life life; /* calls using it (handle.c) */
+    acg_device *dev;
+    acg__bk_group *impl;
+    acg_comm comm; /* the caller's, read at its size (the backend keeps a pointer to this) */
+    int32_t rank, n_ranks;
+    uint32_t graph_refs; /* live graphs whose description holds one of its allreduces (dev) */
 };
 
 struct acg_graph_pool {

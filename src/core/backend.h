@@ -39,7 +39,7 @@
 
 #include <acg/acg.h>
 
-#define ACG_BACKEND_VERSION 3
+#define ACG_BACKEND_VERSION 4
 
 /* A slot that version `ver` of the table added, or NULL in a table written against an older
  * version: the version field is what tells the core which slots a table has. */
@@ -53,6 +53,7 @@ typedef struct acg__bk_event acg__bk_event;         /* from event_create */
 typedef struct acg__bk_kernel acg__bk_kernel;       /* from kernel_load */
 typedef struct acg__bk_exec acg__bk_exec;           /* from graph_instantiate or capture_end */
 typedef struct acg__bk_recording acg__bk_recording; /* from capture_begin */
+typedef struct acg__bk_group acg__bk_group;         /* from group_create */
 
 /* A kernel argument with its buffer resolved to backend memory. */
 typedef struct acg__karg {
@@ -104,6 +105,9 @@ typedef struct acg__node {
     bool host_pinned; /* host lies in a pinned allocation of the device */
     uint32_t pattern;
     uint32_t pattern_size;
+    /* collectives: an allreduce of size / 4 floats of dst_mem at dst_off, over this group */
+    acg__bk_group *group;
+    struct acg_device_group *group_handle; /* the core's, for the graph's reference */
     /* host functions; foreign work's declared name */
     acg_host_fn host_fn;
     void *host_user;
@@ -270,6 +274,21 @@ struct acg_backend_i {
     acg_status (*pinned_register)(acg__bk_device *dev, void *ptr, size_t size);
     /* (with pinned_register) Ends a registration; no queued copy uses the memory. */
     void (*pinned_unregister)(acg__bk_device *dev, void *ptr);
+
+    /* Version 4: collectives. */
+
+    /* (optional) Joins the device to a process group: a collective call on every rank, with
+     * comm checked by the core (rank, n_ranks, broadcast set) and outliving the group. The
+     * capability says collectives. NULL: unsupported. */
+    acg_status (*group_create)(acg__bk_device *dev, const acg_comm *comm, acg__bk_group **out);
+    /* (with group_create) Leaves the group; no queued work or live graph uses it. */
+    void (*group_destroy)(acg__bk_group *group);
+    /* (with group_create) Queues an in-place sum over every rank of count floats at mem + off,
+     * added in rank order. A failure found when it runs (a rank gone) is reported by the
+     * stream's synchronization as ACG_ERR_COMM. A graph built from a description holds such a
+     * node (ACG_NODE_COLLECTIVE) too. */
+    acg_status (*allreduce)(acg__bk_stream *stream, acg__bk_group *group, acg__bk_mem *mem,
+                            size_t off, size_t count);
 };
 
 typedef struct acg_backend_i acg_backend_i;

@@ -78,6 +78,9 @@ static void mask_capability(const acg_backend_i *vt, acg_capability *cap) {
     if (vt->pinned_alloc == NULL) {
         cap->pinned_memory = false;
     }
+    cap->collectives = cap->collectives && ACG__SLOT(vt, group_create, 4) != NULL &&
+                       ACG__SLOT(vt, group_destroy, 4) != NULL &&
+                       ACG__SLOT(vt, allreduce, 4) != NULL;
     cap->pinned_register = cap->pinned_register && ACG__SLOT(vt, pinned_register, 3) != NULL &&
                            ACG__SLOT(vt, pinned_unregister, 3) != NULL;
 }
@@ -221,13 +224,14 @@ static acg_status check_empty(acg_device *dev, const char *fn) {
     pthread_mutex_lock(&dev->lock);
     acg_status st = ACG_OK;
     uint32_t live = dev->n_buffers + dev->n_pinned + dev->n_streams + dev->n_events +
-                    dev->n_graphs + dev->n_pools;
+                    dev->n_graphs + dev->n_pools + dev->n_groups;
     if (live != 0) {
         st = acg__error(ACG_ERR_IN_USE,
                         "%s: %s still has %u buffer(s), %u pinned allocation(s) or "
-                        "registration(s), %u stream(s), %u event(s), %u graph(s), %u graph pool(s)",
+                        "registration(s), %u stream(s), %u event(s), %u graph(s), %u graph "
+                        "pool(s), %u device group(s)",
                         fn, dev->spec, dev->n_buffers, dev->n_pinned, dev->n_streams, dev->n_events,
-                        dev->n_graphs, dev->n_pools);
+                        dev->n_graphs, dev->n_pools, dev->n_groups);
     }
     pthread_mutex_unlock(&dev->lock);
     return st;

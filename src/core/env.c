@@ -22,6 +22,12 @@ static const char *const core_names[] = {
     "ACG_CUDA_DRIVER",
     /* the Level Zero loader the level_zero backend opens (default libze_loader.so.1) */
     "ACG_LEVEL_ZERO_LOADER",
+    /* how long a collective waits for the other ranks before it fails with ACG_ERR_COMM, in
+     * milliseconds (default 60000); acg_mpi reads it too */
+    "ACG_COMM_TIMEOUT_MS",
+    /* the cpu backend's allreduce: shm (shared memory among the ranks of one host, the default
+     * where they share one) or host (the comm's allreduce_sum_f32) */
+    "ACG_CPU_ALLREDUCE",
 };
 
 const acg__env_table acg__core_env = {"core", core_names, sizeof core_names / sizeof core_names[0]};

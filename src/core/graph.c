@@ -196,6 +196,10 @@ void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta) {
                 acg__pinned_ref(p.base, delta);
             }
         }
+        if (n->group_handle != NULL) {
+            acg_device_group *g = n->group_handle;
+            g->graph_refs = (uint32_t)((int64_t)g->graph_refs + delta);
+        }
     }
 }
 
@@ -402,13 +406,15 @@ static acg_status same_topology(const acg_graph *a, const acg_graph *b) {
         const acg__node *x = &a->desc.nodes[i], *y = &b->desc.nodes[i];
         bool same = x->kind == y->kind && x->def == y->def && x->n_deps == y->n_deps &&
                     x->n_args == y->n_args &&
-                    (x->kind != ACG_NODE_FOREIGN || strcmp(x->label, y->label) == 0);
+                    (x->kind != ACG_NODE_FOREIGN || strcmp(x->label, y->label) == 0) &&
+                    x->group_handle == y->group_handle;
         for (uint32_t j = 0; same && j < x->n_deps; j++) {
             same = a->desc.deps[x->deps_begin + j] == b->desc.deps[y->deps_begin + j];
         }
         if (!same) {
             return acg__error(ACG_ERR_TOPOLOGY_MISMATCH,
-                              "acg_graph_update: node %u differs in kind, kernel or dependencies",
+                              "acg_graph_update: node %u differs in kind, kernel, group or "
+                              "dependencies",
                               i);
         }
     }
@@ -505,7 +511,7 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
         if (n->kind == ACG_NODE_COPY_D2H) {
             remap_scratch(g, from, &n->buffers[0], &n->src_mem, &n->src_off);
         } else if (n->kind == ACG_NODE_COPY_H2D || n->kind == ACG_NODE_COPY_D2D ||
-                   n->kind == ACG_NODE_FILL) {
+                   n->kind == ACG_NODE_FILL || n->kind == ACG_NODE_COLLECTIVE) {
             remap_scratch(g, from, &n->buffers[0], &n->dst_mem, &n->dst_off);
             if (n->kind == ACG_NODE_COPY_D2D) {
                 remap_scratch(g, from, &n->buffers[1], &n->src_mem, &n->src_off);

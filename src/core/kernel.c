@@ -480,6 +480,7 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
     node->n_buffers = 0;
     node->host = NULL;
     node->size = 0;
+    node->group_handle = NULL; /* the fields a description's reader looks at, set one by one */
     node->def = k->def;
     node->kernel = k->impl;
     node->dims = *dims;

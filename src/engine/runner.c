@@ -571,8 +571,8 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
         whole.recipe = &recipe;
     }
     if (st == ACG_OK && whole.comm != NULL) {
-        st = acg__config_read(&comm, sizeof comm, &comm_defaults, whole.comm, sizeof comm,
-                              "acg_comm", fn);
+        st = acg__config_read(&comm, sizeof comm, &comm_defaults, whole.comm,
+                              offsetof(acg_comm, rank), "acg_comm", fn);
         whole.comm = &comm;
     }
     if (st != ACG_OK) {

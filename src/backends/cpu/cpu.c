@@ -81,6 +81,7 @@ static void describe(uint32_t threads, const char *bad_env, acg_capability *out)
     out->graph_update = true;
     out->multi_stream_capture = true;
     out->graph_host_functions = true;
+    out->collectives = true; /* shared memory among the ranks of one host (collective.c) */
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     snprintf(out->detail, sizeof out->detail,
              "device memory is host memory; a graph replays as one queue entry of the stream's "
@@ -292,7 +293,12 @@ static void cpu_stream_destroy(acg__bk_stream *stream) { acg__cpu_stream_stop(cs
 static acg_status cpu_stream_synchronize(acg__bk_stream *stream) {
     cpu_stream *s = cs(stream);
     acg__cpu_stream_wait(s, acg__cpu_stream_head(s));
-    if (acg__cpu_stream_take_fault(s)) {
+    char why[256];
+    acg_status fault = acg__cpu_stream_take_fault(s, why, sizeof why);
+    if (fault == ACG_ERR_COMM) {
+        return acg__error(ACG_ERR_COMM, "cpu: %s", why);
+    }
+    if (fault != ACG_OK) {
         return acg__error(ACG_ERR_DEVICE_LOST,
                           "cpu: work queued on this stream faulted (an injected fault in a graph "
                           "replay)");
@@ -503,6 +509,41 @@ static void set_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *d
     }
 }
 
+static void set_allreduce(cpu_op *op, acg__bk_group *group, acg__bk_mem *mem, size_t off,
+                          size_t count) {
+    op->kind = CPU_OP_ALLREDUCE;
+    op->u.allreduce.group = (cpu_group *)group;
+    op->u.allreduce.data = (float *)ptr(mem, off);
+    op->u.allreduce.count = count;
+}
+
+/* ---- process groups ---------------------------------------------------------------------- */
+
+static acg_status cpu_group_create(acg__bk_device *dev, const acg_comm *comm, acg__bk_group **out) {
+    ACG__UNUSED(dev);
+    cpu_group *g = NULL;
+    acg_status st = acg__cpu_group_create(comm, &g);
+    *out = (acg__bk_group *)g;
+    return st;
+}
+
+static void cpu_group_destroy(acg__bk_group *group) { acg__cpu_group_destroy((cpu_group *)group); }
+
+static acg_status cpu_allreduce(acg__bk_stream *stream, acg__bk_group *group, acg__bk_mem *mem,
+                                size_t off, size_t count) {
+    const char *why = acg__cpu_group_why((cpu_group *)group);
+    if (why != NULL) {
+        return acg__error(ACG_ERR_COMM, "acg_allreduce: the group failed before: %s", why);
+    }
+    cpu_op *op = acg__cpu_stream_reserve(cs(stream));
+    if (op == NULL) {
+        return recording_full();
+    }
+    set_allreduce(op, group, mem, off, count);
+    acg__cpu_stream_submit(cs(stream));
+    return ACG_OK;
+}
+
 static acg_status cpu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
                                     const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
     cpu_op *op = acg__cpu_stream_reserve(cs(stream));
@@ -526,9 +567,11 @@ static uint32_t count_ops(const acg__graph_desc *desc) {
     return n;
 }
 
+/* Whether a graph's ops may block its worker on something else than its own queue: a host
+ * function (which may wait for another stream), an allreduce (which waits for other ranks). */
 static bool calls_host(const cpu_op *ops, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
-        if (ops[i].kind == CPU_OP_HOST) {
+        if (ops[i].kind == CPU_OP_HOST || ops[i].kind == CPU_OP_ALLREDUCE) {
             return true;
         }
     }
@@ -574,6 +617,9 @@ static void build_ops(cpu_op *ops, const acg__graph_desc *desc) {
             op->kind = CPU_OP_HOST;
             op->u.host.fn = n->host_fn;
             op->u.host.user = n->host_user;
+            break;
+        case ACG_NODE_COLLECTIVE:
+            set_allreduce(op, n->group, n->dst_mem, n->dst_off, n->size / sizeof(float));
             break;
         case ACG_NODE_FOREIGN:
             break;
@@ -757,4 +803,7 @@ const acg_backend_i acg__backend_cpu = {
     .graph_get_native = NULL, /* an op array of acg's own, no driver object */
     .pinned_register = cpu_pinned_register,
     .pinned_unregister = cpu_pinned_unregister,
+    .group_create = cpu_group_create,
+    .group_destroy = cpu_group_destroy,
+    .allreduce = cpu_allreduce,
 };

@@ -12,6 +12,7 @@ typedef acg_kernel_cpu_fn cpu_kernel_fn;
 typedef struct cpu_stream cpu_stream;
 typedef struct cpu_graph cpu_graph;
 typedef struct cpu_pool cpu_pool;
+typedef struct cpu_group cpu_group;
 
 /* A polling loop's pause: lets the core's other hyperthread run and saves power. */
 static inline void cpu_relax(void) {
@@ -47,10 +48,11 @@ enum cpu_op_kind {
     CPU_OP_KERNEL = 1,
     CPU_OP_COPY, /* memcpy; frees `owned` afterwards when set */
     CPU_OP_FILL,
-    CPU_OP_WAIT,  /* waits until another stream's queue reached a sequence number */
-    CPU_OP_GRAPH, /* replays a graph's ops in order */
-    CPU_OP_HOST,  /* calls a host function */
-    CPU_OP_FAULT, /* an injected fault where a graph replay was queued (test hook) */
+    CPU_OP_WAIT,      /* waits until another stream's queue reached a sequence number */
+    CPU_OP_GRAPH,     /* replays a graph's ops in order */
+    CPU_OP_HOST,      /* calls a host function */
+    CPU_OP_FAULT,     /* an injected fault where a graph replay was queued (test hook) */
+    CPU_OP_ALLREDUCE, /* a sum over the ranks of a group (collective.c); may wait for them */
 };
 
 /* One queue entry, and one node of a cpu graph. */
@@ -80,14 +82,29 @@ typedef struct cpu_op {
             acg_host_fn fn;
             void *user;
         } host;
+        struct {
+            cpu_group *group;
+            float *data;
+            size_t count;
+        } allreduce;
     } u;
 } cpu_op;
 
 struct cpu_graph {
     cpu_op *ops; /* (n_ops) in a valid serial order of the captured DAG */
     uint32_t n_ops;
-    bool has_host; /* calls a host function: the worker announces progress before replaying */
+    bool has_host; /* calls a host function or waits for other ranks: the worker announces
+                      progress before replaying */
 };
+
+/* Process groups (collective.c). A group of the comm's ranks: shared memory among the ranks of
+ * one host, else the comm's allreduce_sum_f32. A collective call on every rank. */
+acg_status acg__cpu_group_create(const acg_comm *comm, cpu_group **out);
+void acg__cpu_group_destroy(cpu_group *g);
+/* Runs an allreduce on the calling worker: false when the group is broken (now or before). */
+bool acg__cpu_allreduce_run(cpu_group *g, float *data, size_t count);
+/* Why the group broke, or NULL. */
+const char *acg__cpu_group_why(cpu_group *g);
 
 /* The device's thread pool (pool.c): `threads - 1` threads that help the stream workers run
  * kernels split into parts. Created at device open (threads > 1), destroyed at close, after
@@ -103,8 +120,10 @@ void acg__cpu_pool_run(cpu_pool *p, const cpu_kernel *k);
 /* Streams: a worker thread draining a ring of ops. Submission is single-producer (the core
  * serializes calls on a stream). */
 acg_status acg__cpu_stream_new(cpu_device *dev, cpu_stream **out);
-/* Whether work of the stream faulted since the last call (cleared). */
-bool acg__cpu_stream_take_fault(cpu_stream *s);
+/* What faulted in the stream's work since the last call (cleared): ACG_OK for nothing,
+ * ACG_ERR_DEVICE_LOST for an injected fault, ACG_ERR_COMM for an allreduce whose group broke,
+ * with why (why_size bytes) saying so. */
+acg_status acg__cpu_stream_take_fault(cpu_stream *s, char *why, size_t why_size);
 cpu_device *acg__cpu_stream_device(const cpu_stream *s);
 void acg__cpu_stream_ref(cpu_stream *s);
 void acg__cpu_stream_unref(cpu_stream *s);

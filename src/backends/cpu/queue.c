@@ -12,6 +12,7 @@
  * the mutex the waker takes to signal. Every operation of that pattern is sequentially consistent.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -65,7 +66,9 @@ struct cpu_stream {
     cpu_recording *rec; /* native capture: ops go here instead of the ring (see cpu.h) */
     cpu_device *dev;    /* read-only after creation */
     _Alignas(64) _Atomic uint64_t done; /* ops completed */
-    _Atomic int fault; /* work of this stream faulted; reported by the next synchronize */
+    _Atomic int fault;  /* work of this stream faulted (an acg_status); reported by the next
+                           synchronize, with comm_why for ACG_ERR_COMM */
+    char comm_why[256]; /* written by the worker before it stores the fault */
     _Alignas(64) _Atomic int worker_sleeping;
     _Atomic int waiters; /* threads sleeping until `done` advances */
     _Atomic int stop;
@@ -76,7 +79,7 @@ struct cpu_stream {
     pthread_t thread;
 };
 
-static void run_op(cpu_pool *pool, const cpu_op *op);
+static void run_op(cpu_stream *s, const cpu_op *op);
 
 /* A kernel whose definition offers parts goes to the device's pool, which decides whether the
  * launch is worth splitting; any other is one call. */
@@ -88,14 +91,26 @@ static inline void run_kernel(cpu_pool *pool, const cpu_kernel *k) {
     }
 }
 
-static void run_graph(cpu_pool *pool, const cpu_graph *g) {
+static void run_graph(cpu_stream *s, const cpu_graph *g) {
+    cpu_pool *pool = s->dev->pool;
     const cpu_op *op = g->ops, *end = g->ops + g->n_ops;
     for (; op != end; op++) {
         if (op->kind == CPU_OP_KERNEL) {
             run_kernel(pool, &op->u.kernel);
         } else {
-            run_op(pool, op);
+            run_op(s, op);
         }
+    }
+}
+
+/* An allreduce; a broken group faults the stream with the group's reason (the first fault
+ * stays until a synchronize reads it). */
+static void run_allreduce(cpu_stream *s, const cpu_op *op) {
+    cpu_group *g = op->u.allreduce.group;
+    if (!acg__cpu_allreduce_run(g, op->u.allreduce.data, op->u.allreduce.count) &&
+        atomic_load(&s->fault) == 0) {
+        snprintf(s->comm_why, sizeof s->comm_why, "%s", acg__cpu_group_why(g));
+        atomic_store(&s->fault, ACG_ERR_COMM);
     }
 }
 
@@ -115,10 +130,10 @@ static void fill(void *dst, size_t size, uint32_t pattern, uint32_t pattern_size
     }
 }
 
-static void run_op(cpu_pool *pool, const cpu_op *op) {
+static void run_op(cpu_stream *s, const cpu_op *op) {
     switch (op->kind) {
     case CPU_OP_KERNEL:
-        run_kernel(pool, &op->u.kernel);
+        run_kernel(s->dev->pool, &op->u.kernel);
         break;
     case CPU_OP_COPY:
         memcpy(op->u.copy.dst, op->u.copy.src, op->u.copy.size);
@@ -132,10 +147,13 @@ static void run_op(cpu_pool *pool, const cpu_op *op) {
         acg__cpu_stream_unref(op->u.wait.other);
         break;
     case CPU_OP_GRAPH:
-        run_graph(pool, op->u.graph.graph);
+        run_graph(s, op->u.graph.graph);
         break;
     case CPU_OP_HOST:
         op->u.host.fn(op->u.host.user);
+        break;
+    case CPU_OP_ALLREDUCE:
+        run_allreduce(s, op);
         break;
     default:
         break;
@@ -156,7 +174,6 @@ static void wake_waiters(cpu_stream *s) {
 
 static void *worker(void *arg) {
     cpu_stream *s = arg;
-    cpu_pool *pool = s->dev->pool;
     uint64_t t = atomic_load_explicit(&s->done, memory_order_relaxed);
     for (;;) {
         uint64_t h = atomic_load_explicit(&s->head, memory_order_acquire);
@@ -166,18 +183,20 @@ static void *worker(void *arg) {
              * this one forever. */
             for (; t < h; t++) {
                 const cpu_op *op = &s->ring[t & (RING_SIZE - 1)];
-                /* A host function may wait for another stream, which may wait for us. */
+                /* A host function may wait for another stream, which may wait for us; an
+                 * allreduce waits for other ranks. */
                 if (op->kind == CPU_OP_WAIT || op->kind == CPU_OP_HOST ||
+                    op->kind == CPU_OP_ALLREDUCE ||
                     (op->kind == CPU_OP_GRAPH && op->u.graph.graph->has_host)) {
                     wake_waiters(s);
                 }
                 if (op->kind == CPU_OP_FAULT) {
                     /* An injected fault in place of a replay: the stream and the device report
                      * it. */
-                    atomic_store(&s->fault, 1);
+                    atomic_store(&s->fault, ACG_ERR_DEVICE_LOST);
                     atomic_store(&s->dev->faulted, 1);
                 } else {
-                    run_op(pool, op);
+                    run_op(s, op);
                 }
                 atomic_store_explicit(&s->done, t + 1, memory_order_release);
             }
@@ -322,6 +341,12 @@ void acg__cpu_stream_record(cpu_stream *s, cpu_recording *r) { s->rec = r; }
 
 cpu_device *acg__cpu_stream_device(const cpu_stream *s) { return s->dev; }
 
-bool acg__cpu_stream_take_fault(cpu_stream *s) { return atomic_exchange(&s->fault, 0) != 0; }
+acg_status acg__cpu_stream_take_fault(cpu_stream *s, char *why, size_t why_size) {
+    acg_status st = (acg_status)atomic_exchange(&s->fault, 0);
+    if (st == ACG_ERR_COMM) {
+        snprintf(why, why_size, "%s", s->comm_why);
+    }
+    return st;
+}
 
 bool acg__cpu_stream_recording(const cpu_stream *s) { return s->rec != NULL; }

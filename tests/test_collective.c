@@ -1,0 +1,369 @@
+/*
+ * test_collective.c — process groups and allreduce, with ranks forked from the test and joined
+ * through tests/fork_comm (no MPI needed; tests/mpi runs the same calls under mpirun):
+ *   - the sum equals the rank-order sum computed here, bit for bit, on every rank, in shared
+ *     memory and through the comm (ACG_CPU_ALLREDUCE=host), over several rounds of the shared
+ *     block; captured, every replay equals the eager result bit for bit;
+ *   - a rank that exits makes the others' allreduce fail with ACG_ERR_COMM at once, and a rank
+ *     that never comes makes it fail after ACG_COMM_TIMEOUT_MS; the group then refuses more;
+ *   - the shared segment's name is gone once the group exists;
+ *   - bad input, and a device without collectives (ACG_ERR_UNSUPPORTED).
+ * Ranks other than 0 are child processes: they check with CHECK (no cmocka) and report through
+ * their exit status, which rank 0 asserts.
+ */
+#include "common.h"
+#include "fork_comm.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N 100000 /* floats: more than one round of the shared block (64 Ki floats) */
+
+/* A rank's check: on failure, says where and returns the line (nonzero). */
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank check failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond,    \
+                    acg_last_error());                                                             \
+            return __LINE__;                                                                       \
+        }                                                                                          \
+    } while (0)
+
+/* Rank r's input: values whose sum depends on the order they are added in. */
+static float input(int r, size_t i) {
+    const float big[3] = {1e8f, 1.0f, -1e8f};
+    return big[r % 3] + (float)((i * 7u + (size_t)r * 13u) % 101u) * 0.37f;
+}
+
+/* The sum over n_ranks of input(r, i), added in rank order. */
+static float expected(int n_ranks, size_t i) {
+    float v = input(0, i);
+    for (int r = 1; r < n_ranks; r++) {
+        v += input(r, i);
+    }
+    return v;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Whether /dev/shm still names a segment of acg's made by process pid. */
+static bool segment_named(int pid) {
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "acg-%d-", pid);
+    DIR *d = opendir("/dev/shm");
+    bool found = false;
+    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL && !found; e = readdir(d)) {
+        found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return found;
+}
+
+/* ---- one rank's work ----------------------------------------------------------------------- */
+
+typedef struct rank_env {
+    acg_device *dev;
+    acg_stream *s;
+    acg_buffer *buf;
+    float *host, *out; /* pinned: a capture's upload source and download destination */
+    acg_device_group *group;
+} rank_env;
+
+static int rank_open(rank_env *e, fc_group *fc) {
+    memset(e, 0, sizeof *e);
+    CHECK(acg_device_open(tc_spec(), &e->dev) == ACG_OK);
+    CHECK(acg_stream_create(e->dev, &e->s) == ACG_OK);
+    CHECK(acg_buffer_alloc(e->dev, N * sizeof(float), &e->buf) == ACG_OK);
+    CHECK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&e->host) == ACG_OK);
+    CHECK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&e->out) == ACG_OK);
+    CHECK(acg_device_group_create(e->dev, fc_comm(fc), &e->group) == ACG_OK);
+    return 0;
+}
+
+static void rank_close(rank_env *e) {
+    acg_device_group_destroy(e->group);
+    acg_pinned_free(e->out);
+    acg_pinned_free(e->host);
+    acg_buffer_free(e->buf);
+    acg_stream_destroy(e->s);
+    acg_device_close(e->dev);
+}
+
+/* Uploads this rank's input. */
+static int put_input(rank_env *e, int rank) {
+    for (size_t i = 0; i < N; i++) {
+        e->host[i] = input(rank, i);
+    }
+    CHECK(acg_copy_h2d(e->s, e->buf, 0, e->host, N * sizeof(float)) == ACG_OK);
+    return 0;
+}
+
+/* Eager, then captured and replayed twice: every result is the rank-order sum. */
+static int rank_sums(fc_group *fc, int rank, int n_ranks) {
+    rank_env e;
+    int bad = rank_open(&e, fc);
+    if (bad != 0) {
+        return bad;
+    }
+    int32_t r = -1, n = -1;
+    CHECK(acg_device_group_get_rank(e.group, &r, &n) == ACG_OK && r == rank && n == n_ranks);
+    CHECK(!segment_named(fc_pid(fc, 0))); /* unnamed once every rank mapped it */
+    if ((bad = put_input(&e, rank)) != 0) {
+        return bad;
+    }
+    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, N) == ACG_OK);
+    float *eager = malloc(N * sizeof *eager);
+    CHECK(eager != NULL);
+    CHECK(acg_copy_d2h(e.s, eager, e.buf, 0, N * sizeof(float)) == ACG_OK);
+    for (size_t i = 0; i < N; i++) {
+        float want = expected(n_ranks, i);
+        CHECK(memcmp(&eager[i], &want, sizeof want) == 0);
+    }
+    /* A capture: upload, allreduce of a window, download. */
+    acg_graph *g = NULL;
+    CHECK(acg_stream_begin_capture(e.s, NULL) == ACG_OK);
+    for (size_t i = 0; i < N; i++) {
+        e.host[i] = input(rank, i);
+    }
+    CHECK(acg_copy_h2d(e.s, e.buf, 0, e.host, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, N) == ACG_OK);
+    CHECK(acg_copy_d2h(e.s, e.out, e.buf, 0, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_stream_end_capture(e.s, &g) == ACG_OK);
+    CHECK(acg_device_group_destroy(e.group) == ACG_ERR_IN_USE); /* the graph holds it */
+    for (int k = 0; k < 2; k++) {
+        memset(e.out, 0, N * sizeof(float));
+        CHECK(acg_graph_launch(g, e.s) == ACG_OK);
+        CHECK(acg_stream_synchronize(e.s) == ACG_OK);
+        CHECK(memcmp(e.out, eager, N * sizeof(float)) == 0);
+    }
+    CHECK(acg_graph_destroy(g) == ACG_OK);
+    free(eager);
+    rank_close(&e);
+    return 0;
+}
+
+/* Runs fn on n_ranks forked ranks, with the variable `name` set to `value` (NULL: none) in
+ * each; rank 0 asserts every rank passed, once the variable is gone again. */
+static void run_ranks(int n_ranks, int (*fn)(fc_group *, int, int), const char *name,
+                      const char *value) {
+    fc_group *fc = fc_create(n_ranks, 20000);
+    assert_non_null(fc);
+    if (name != NULL) {
+        setenv(name, value, 1);
+    }
+    int rank = fc_fork(fc);
+    int bad = fn(fc, rank, n_ranks);
+    if (rank != 0) {
+        _exit(bad != 0);
+    }
+    int children = fc_wait_children(fc);
+    fc_destroy(fc);
+    if (name != NULL) {
+        unsetenv(name);
+    }
+    assert_int_equal(bad, 0);
+    assert_int_equal(children, 0);
+}
+
+static bool collectives(void) {
+    if (tc_cap()->collectives) {
+        return true;
+    }
+    /* A device without them refuses a group. */
+    fc_group *fc = fc_create(1, 1000);
+    assert_non_null(fc);
+    acg_device *dev = tc_open();
+    acg_device_group *g = NULL;
+    TC_EXPECT(ERR_UNSUPPORTED, acg_device_group_create(dev, fc_comm(fc), &g));
+    tc_close(dev);
+    fc_destroy(fc);
+    print_message("%s has no collectives: refused, as its capability says\n", tc_spec());
+    return false;
+}
+
+static void test_sums(void **state) {
+    (void)state;
+    if (!collectives()) {
+        return;
+    }
+    run_ranks(1, rank_sums, NULL, NULL);
+    run_ranks(2, rank_sums, NULL, NULL);
+    run_ranks(3, rank_sums, NULL, NULL);
+}
+
+/* The same through the comm (what ranks on several hosts use): the same bits. */
+static void test_sums_host(void **state) {
+    (void)state;
+    if (!collectives()) {
+        return;
+    }
+    run_ranks(3, rank_sums, "ACG_CPU_ALLREDUCE", "host");
+}
+
+/* Rank 2 leaves once the group exists; the others' allreduce fails soon, and so does the
+ * next one, at once. */
+static int rank_exits(fc_group *fc, int rank, int n_ranks) {
+    (void)n_ranks;
+    rank_env e;
+    int bad = rank_open(&e, fc);
+    if (bad != 0) {
+        return bad;
+    }
+    if (rank == 2) {
+        _exit(0); /* no goodbye: as a crash would */
+    }
+    if ((bad = put_input(&e, rank)) != 0) {
+        return bad;
+    }
+    double t0 = now_s();
+    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, N) == ACG_OK);
+    CHECK(acg_stream_synchronize(e.s) == ACG_ERR_COMM);
+    CHECK(strstr(acg_last_error(), "exited") != NULL || strstr(acg_last_error(), "rank") != NULL);
+    CHECK(now_s() - t0 < 10.0);
+    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, N) == ACG_ERR_COMM);
+    rank_close(&e);
+    return 0;
+}
+
+static void test_rank_exits(void **state) {
+    (void)state;
+    if (!collectives()) {
+        return;
+    }
+    fc_group *fc = fc_create(3, 20000);
+    assert_non_null(fc);
+    int rank = fc_fork(fc);
+    int bad = rank_exits(fc, rank, 3);
+    if (rank != 0) {
+        _exit(bad != 0);
+    }
+    int children = fc_wait_children(fc);
+    assert_false(segment_named(fc_pid(fc, 0)));
+    fc_destroy(fc);
+    assert_int_equal(bad, 0);
+    assert_int_equal(children, 0); /* rank 1 passed; rank 2 exited with 0 */
+}
+
+/* Rank 1 is alive but never queues the allreduce: rank 0 gives up after the timeout. */
+static int rank_stalls(fc_group *fc, int rank, int n_ranks) {
+    (void)n_ranks;
+    rank_env e;
+    int bad = rank_open(&e, fc);
+    if (bad != 0) {
+        return bad;
+    }
+    if (rank == 1) {
+        nanosleep(&(struct timespec){1, 500000000}, NULL);
+        rank_close(&e);
+        return 0;
+    }
+    double t0 = now_s();
+    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, 16) == ACG_OK);
+    CHECK(acg_stream_synchronize(e.s) == ACG_ERR_COMM);
+    CHECK(strstr(acg_last_error(), "ACG_COMM_TIMEOUT_MS") != NULL);
+    double took = now_s() - t0;
+    CHECK(took >= 0.25 && took < 5.0);
+    rank_close(&e);
+    return 0;
+}
+
+static void test_timeout(void **state) {
+    (void)state;
+    if (!collectives()) {
+        return;
+    }
+    run_ranks(2, rank_stalls, "ACG_COMM_TIMEOUT_MS", "300");
+}
+
+/* Refused arguments, one rank. */
+static void test_bad_input(void **state) {
+    (void)state;
+    if (!collectives()) {
+        return;
+    }
+    fc_group *fc = fc_create(1, 1000);
+    assert_non_null(fc);
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    acg_buffer *buf = tc_buffer(dev, 64);
+    acg_device_group *g = NULL;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, NULL, &g));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, fc_comm(fc), NULL));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_device_group_create(NULL, fc_comm(fc), &g));
+    acg_comm c = *fc_comm(fc);
+    c.broadcast = NULL;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, &c, &g));
+    TC_LAST_ERROR_HAS("broadcast");
+    c = *fc_comm(fc);
+    c.n_ranks = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, &c, &g));
+    c = *fc_comm(fc);
+    c.rank = 1;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, &c, &g));
+    c = *fc_comm(fc);
+    c.size = offsetof(acg_comm, rank); /* an older caller's comm: no rank, no broadcast */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, &c, &g));
+    setenv("ACG_CPU_ALLREDUCE", "bogus", 1);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, fc_comm(fc), &g));
+    TC_LAST_ERROR_HAS("ACG_CPU_ALLREDUCE");
+    unsetenv("ACG_CPU_ALLREDUCE");
+    c = *fc_comm(fc);
+    c.allreduce_sum_f32 = NULL;
+    setenv("ACG_CPU_ALLREDUCE", "host", 1);
+    TC_EXPECT(ERR_UNSUPPORTED, acg_device_group_create(dev, &c, &g));
+    unsetenv("ACG_CPU_ALLREDUCE");
+    TC_OK(acg_device_group_create(dev, fc_comm(fc), &g));
+    int32_t r, n;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_get_rank(g, NULL, &n));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_device_group_get_rank(NULL, &r, &n));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_allreduce(s, g, buf, 0, 0));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_allreduce(s, g, buf, 2, 1));
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_allreduce(s, g, buf, 4, 16));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_allreduce(s, NULL, buf, 0, 1));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_allreduce(s, g, NULL, 0, 1));
+    /* Another device's buffer and stream. */
+    acg_device *other = tc_open();
+    acg_stream *s2 = tc_stream(other);
+    acg_buffer *b2 = tc_buffer(other, 64);
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_allreduce(s, g, b2, 0, 1));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_allreduce(s2, g, b2, 0, 1));
+    TC_EXPECT(ERR_IN_USE, acg_device_close(dev)); /* the group lives */
+    TC_LAST_ERROR_HAS("device group");
+    /* One rank's sum is its own values. */
+    float v[16], got[16];
+    tc_fill_floats(v, 16, 7);
+    tc_upload(s, buf, v, sizeof v);
+    TC_OK(acg_allreduce(s, g, buf, 0, 16));
+    tc_download(s, got, buf, sizeof got);
+    TC_BYTES_EQUAL(v, got, sizeof v);
+    TC_OK(acg_device_group_destroy(g));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_device_group_destroy(g));
+    TC_OK(acg_device_group_destroy(NULL));
+    TC_OK(acg_buffer_free(b2));
+    TC_OK(acg_stream_destroy(s2));
+    tc_close(other);
+    TC_OK(acg_buffer_free(buf));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+    fc_destroy(fc);
+}
+
+int main(int argc, char **argv) {
+    tc_init(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sums),       cmocka_unit_test(test_sums_host),
+        cmocka_unit_test(test_rank_exits), cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests_name(tc_group("test_collective"), tests, NULL, NULL);
+}
