@@ -21,6 +21,9 @@ PACKAGES="$PACKAGES llvm-spirv-14 spirv-tools"
 PACKAGES="$PACKAGES libze-dev libze1"
 # tests/cli writes checkpoint and tokenizer files, good and malformed, with python3's struct.
 PACKAGES="$PACKAGES python3"
+# libacg_mpi, the MPI process group (src/mpi), and its tests under mpirun (tests/mpi): Open MPI's
+# headers and libraries, and mpirun.
+PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin"
 
 missing=""
 for pkg in $PACKAGES; do
