@@ -447,6 +447,10 @@ typedef struct rank {
     acg_runner *runner;
     acg_status status;
     acg_bucket_state states[3];
+    char reasons[3][256];
+    acg_graph_mode mode;   /* 0: ACG_GRAPHS_ON */
+    uint64_t memory_limit; /* 0: the device's */
+    bool no_failure;       /* rank 1 fails no bucket */
 } rank;
 
 static acg_status fake_barrier(void *user) {
@@ -474,7 +478,7 @@ static void *run_rank(void *arg) {
     acg_stream *s;
     model m = {0};
     m.fail_slot = -1;
-    m.fail_mask = me->id == 1 ? 4 : 0; /* only rank 1 fails bucket 4 */
+    m.fail_mask = me->id == 1 && !me->no_failure ? 4 : 0; /* only rank 1 fails bucket 4 */
     me->status = acg_device_open(tc_spec(), &dev);
     if (me->status != ACG_OK) {
         return NULL;
@@ -494,13 +498,15 @@ static void *run_rank(void *arg) {
     c.buckets = three;
     c.n_buckets = 3;
     c.stream = s;
-    c.graphs = ACG_GRAPHS_ON;
+    c.graphs = me->mode != 0 ? me->mode : ACG_GRAPHS_ON;
+    c.memory_limit = me->memory_limit;
     c.comm = &comm;
     me->status = acg_runner_create(dev, &c, &me->runner);
     for (uint32_t i = 0; me->status == ACG_OK && i < 3; i++) {
         acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
         acg_runner_get_report(me->runner, i, &rep);
         me->states[i] = rep.state;
+        snprintf(me->reasons[i], sizeof me->reasons[i], "%s", rep.reason);
     }
     acg_runner_destroy(me->runner);
     acg_stream_destroy(s);
@@ -515,7 +521,10 @@ static void test_ranks_agree(void **state) {
     ranks sh;
     memset(&sh, 0, sizeof sh);
     pthread_barrier_init(&sh.barrier, NULL, 2);
-    rank r[2] = {{&sh, 0, NULL, ACG_OK, {0}}, {&sh, 1, NULL, ACG_OK, {0}}};
+    rank r[2];
+    memset(r, 0, sizeof r);
+    r[0].shared = r[1].shared = &sh;
+    r[1].id = 1;
     pthread_t t[2];
     for (int i = 0; i < 2; i++) {
         assert_int_equal(pthread_create(&t[i], NULL, run_rank, &r[i]), 0);
@@ -530,6 +539,49 @@ static void test_ranks_agree(void **state) {
     assert_int_equal(sh.barriers[0], 3);
     assert_int_equal(sh.barriers[1], 3);
     pthread_barrier_destroy(&sh.barrier);
+}
+
+/* Runs both ranks as configured; their statuses and reports land in r. */
+static void run_two(rank r[2], ranks *sh) {
+    memset(sh, 0, sizeof *sh);
+    pthread_barrier_init(&sh->barrier, NULL, 2);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        r[i].shared = sh;
+        r[i].id = i;
+        r[i].no_failure = true;
+        assert_int_equal(pthread_create(&t[i], NULL, run_rank, &r[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+    }
+    pthread_barrier_destroy(&sh->barrier);
+}
+
+/* A bucket one rank's memory cannot hold is dropped on every rank before anyone captures it
+ * (a rank that skipped it would skip the warm-ups' collectives the others run); ranks whose
+ * environments resolve the graph mode differently fail the creation with ACG_ERR_COMM. */
+static void test_ranks_agree_budget_and_mode(void **state) {
+    fx *f = *state;
+    NEED_GRAPHS_DEV(f->dev, f->s);
+    ranks sh;
+    rank r[2];
+    memset(r, 0, sizeof r);
+    r[1].memory_limit = 1; /* nothing fits on rank 1 */
+    run_two(r, &sh);
+    for (int i = 0; i < 2; i++) {
+        TC_OK(r[i].status);
+        for (int b = 0; b < 3; b++) {
+            assert_int_equal(r[i].states[b], ACG_BUCKET_DROPPED);
+            assert_non_null(strstr(r[i].reasons[b], i == 0 ? "another rank" : "budget"));
+        }
+    }
+    memset(r, 0, sizeof r);
+    r[1].mode = ACG_GRAPHS_OFF;
+    run_two(r, &sh);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r[i].status, ACG_ERR_COMM);
+    }
 }
 
 /* A whole life of a runner with graphs required, so that a capture that runs out of memory
@@ -883,6 +935,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_graphs_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ranks_agree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ranks_agree_budget_and_mode, setup, teardown),
         cmocka_unit_test(test_alloc_fail),
         cmocka_unit_test(test_lazy_claim_retry),
         cmocka_unit_test_setup_teardown(test_lease_tracking, setup, teardown),

@@ -33,6 +33,16 @@ static const char *const env_names[] = {
 const acg__env_table acg__engine_env = {"engine", env_names,
                                         sizeof env_names / sizeof env_names[0]};
 
+/* A min-reduction over the ranks, its failure named. */
+static acg_status agree_min(const acg_comm *comm, int32_t *values, size_t n) {
+    acg_status st = comm->allreduce_min_i32(comm->user, values, n);
+    return st == ACG_OK ? ACG_OK
+                        : acg__error(st,
+                                     "acg_runner_create: the comm's allreduce_min_i32 failed "
+                                     "(%s): %s",
+                                     acg_status_name(st), acg_last_error());
+}
+
 static acg_graph_mode resolve_mode(acg_graph_mode mode) {
     if (mode != ACG_GRAPHS_AUTO) {
         return mode;
@@ -517,8 +527,19 @@ static acg_status capture_all(acg_runner *r, const acg_runner_config *c) {
         uint32_t b = r->order[i];
         char why[256];
         double t0 = now_ms();
-        if (!fits(r, b, limit, reserve, why, sizeof why)) {
+        bool fit = fits(r, b, limit, reserve, why, sizeof why);
+        /* Every rank captures the bucket or none does: a rank that skipped it would skip the
+         * eager warm-ups, and their collectives, that the others run. */
+        int32_t all_fit = fit;
+        if (comm != NULL && (st = agree_min(comm, &all_fit, 1)) != ACG_OK) {
+            break;
+        }
+        if (!fit) {
             drop(r, b, ACG_ERR_OUT_OF_MEMORY, "%s", why);
+        } else if (!all_fit) {
+            drop(r, b, ACG_ERR_OUT_OF_MEMORY,
+                 "budget: dropped on another rank, whose memory "
+                 "cannot hold its capture");
         } else {
             acg_status cs = capture_bucket(r, b);
             if (cs != ACG_OK) {
@@ -584,6 +605,18 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
     st = resolve_slots(config->n_slots, &n_slots);
     if (st == ACG_OK) {
         st = check_config(dev, config, mode, n_slots);
+    }
+    if (st == ACG_OK && config->comm != NULL) {
+        /* Each rank resolved the mode from its own environment: they must agree, or one rank
+         * would replay what another runs eagerly. */
+        int32_t m[2] = {(int32_t)mode, ~(int32_t)mode};
+        st = agree_min(config->comm, m, 2);
+        if (st == ACG_OK && m[0] != ~m[1]) {
+            st = acg__error(ACG_ERR_COMM,
+                            "%s: the ranks' graph modes differ (%d .. %d; ACG_DISABLE_GRAPHS or "
+                            "ACG_REQUIRE_GRAPHS set on some ranks only?)",
+                            fn, (int)m[0], (int)~m[1]);
+        }
     }
     if (st != ACG_OK) {
         return st;
