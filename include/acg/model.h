@@ -316,22 +316,57 @@ typedef struct acg_model_options {
     bool keep_logits;         /* each step also reads its rows' logits back to the host, and a
                                  request's status shows those its latest token was sampled
                                  from (off: the logits never leave the device) */
+    /* Added with tensor parallelism. */
+    const acg_comm *comm; /* NULL: one process. A process group (rank, n_ranks and broadcast
+                             given): with n_ranks > 1 the model is split across the ranks
+                             (see "Tensor parallelism" below); read at its own size and
+                             copied, its user must outlive the model */
 } acg_model_options;
 
 #define ACG_MODEL_OPTIONS_INIT                                                                     \
-    { sizeof(acg_model_options), 32, 64, 16, 0, ACG_GRAPHS_AUTO, 0, false }
+    { sizeof(acg_model_options), 32, 64, 16, 0, ACG_GRAPHS_AUTO, 0, false, NULL }
+
+/* Tensor parallelism. With options.comm of n_ranks > 1 (acg.h, "Process groups and
+ * collectives") the model is split across the ranks, one device each, Megatron-style: rank r of
+ * n holds the KV heads [r * n_kv_heads / n, (r + 1) * n_kv_heads / n) with their query heads
+ * (those rows of wq, wk and wv, the matching columns of wo) and the feed-forward units
+ * [r * hidden_dim / n, (r + 1) * hidden_dim / n) (those rows of w1 and w3, columns of w2), and
+ * each block's partial output is summed over the ranks (acg_allreduce) before the residual add.
+ * A rank may hold no KV head (more ranks than KV heads): it adds zeros to the attention sum. The
+ * token embedding, the norms and the classifier are on every rank; every rank computes the same
+ * logits bit for bit, so every rank samples the same tokens. Each rank uploads only its shard,
+ * and its KV cache holds its own heads. The partial sums are added in another order than one
+ * rank adds them, so the logits differ from a one-rank model's in their last bits, and a greedy
+ * token may differ where two logits (nearly) tie; with no comm, or n_ranks 1, the model is the
+ * one-process model, bit for bit.
+ *
+ * acg_model_create is then a collective: every rank calls it with its own device, the same
+ * weights and the same options (checked: ACG_ERR_COMM otherwise); it makes a device group from
+ * the comm (destroyed with the model) and hands the comm to its runner, so a bucket is replayed
+ * only where every rank captured it. Every rank must then submit the same requests in the same
+ * order, release the same ones, and step together: each acg_model_step checks that every rank
+ * runs the same bucket, replayed or eager alike, for the same rows (ACG_ERR_COMM otherwise). A
+ * rank that fails or stops calling makes the others fail with ACG_ERR_COMM (within
+ * ACG_COMM_TIMEOUT_MS); the model should then be destroyed on every rank. */
 
 /* Puts the weights on dev and prepares serving: uploads every tensor, builds the RoPE tables,
  * creates the KV cache, one attention plan per slot, the sampler states and a whole-step
  * runner whose buckets are the decode shapes (b rows of one token, b = 1, 2, 4 .. max_batch)
  * and the mixed shapes (max_batch rows, 64 .. max_step_tokens tokens), captured at creation
  * unless graphs are off (ACG_GRAPHS_REQUIRE: a bucket that fails to capture fails the call).
+ * With a comm of n_ranks > 1, this rank's shard of it (see "Tensor parallelism" above).
  * The weights may be freed afterwards. Synchronous; progress is logged at info level.
  * ACG_ERR_INVALID_HANDLE for a NULL dev or weights; ACG_ERR_INVALID_ARGUMENT for a NULL out,
  * an options size that acg.h's rule for growing structs refuses, max_batch outside 1..1024,
  * max_step_tokens below max_batch or above 16 * seq_len, a page size outside 1..65536, kv_pages
- * of 1, n_slots above 2, or a step too large to launch; ACG_ERR_OUT_OF_MEMORY; the runner's
- * statuses (see acg_runner_create). */
+ * of 1, n_slots above 2, or a step too large to launch, and a comm whose size that rule
+ * refuses, without barrier, allreduce_min_i32 or broadcast, whose rank is not one of
+ * 0 .. n_ranks - 1 with n_ranks in 1..64, or whose n_ranks exceeds hidden_dim;
+ * ACG_ERR_UNSUPPORTED for n_ranks > 1 on a device without collectives (before anything is
+ * allocated or communicated); ACG_ERR_COMM when the ranks disagree on the weights'
+ * configuration or the options, or a rank fails or leaves (the comm's and
+ * acg_device_group_create's statuses); ACG_ERR_OUT_OF_MEMORY; the runner's statuses (see
+ * acg_runner_create). */
 ACG_API acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
                                     const acg_model_options *options, acg_model **out);
 
@@ -417,7 +452,11 @@ typedef struct acg_step_report {
  * back (waiting for the stream) and retires finished requests. *report (may be NULL) says what
  * it did: rows 0 means there was nothing to run. A report whose size was not set is
  * ACG_ERR_INVALID_ARGUMENT before anything runs. Statuses of the engine and the device; after
- * an error the model should be destroyed. */
+ * an error the model should be destroyed. With a comm of n_ranks > 1, a collective: before
+ * anything is queued, one allreduce_min_i32 checks that every rank chose the same bucket,
+ * replay or eager alike, for the same rows (a step with nothing to run included);
+ * ACG_ERR_COMM when they disagree (the message names the step and the least and greatest value
+ * of each over the ranks: the ranks were not given the same requests) or a rank failed. */
 ACG_API acg_status acg_model_step(acg_model *model, acg_step_report *report);
 
 /* Steps until no request is waiting or running. */

@@ -6,7 +6,13 @@
  * reading them back through the slot's attention plan. The same code runs eagerly and under
  * capture: shapes come from the bucket, the step's data from the plan and the input buffers,
  * and activations from acg_stream_alloc (graph scratch when captured).
+ *
+ * Split over several ranks (model.h, "Tensor parallelism"), each rank runs the same pass on its
+ * own heads and feed-forward units, whose widths (q_dim, kv_dim, hidden) are its own, and each
+ * block ends with the allreduce of its (T, dim) output; every width is the model's with one
+ * rank, and no allreduce is queued, so that pass is the one-process pass launch for launch.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "model-impl.h"
@@ -58,15 +64,18 @@ static acg_arg u32(uint32_t v) {
 
 /* ---- activations --------------------------------------------------------------------------- */
 
+/* Widths are this rank's (model-impl.h): with one rank q_dim is dim and hidden hidden_dim. A
+ * rank without KV heads has no q, k, v, att or xb2 (NULL). */
 typedef struct activations {
     acg_buffer *x;      /* (T, dim) the residual stream */
-    acg_buffer *xb;     /* (T, dim) normed input of a block, then a block's output */
-    acg_buffer *xb2;    /* (T, dim) attention output */
-    acg_buffer *q;      /* (T, dim) */
+    acg_buffer *xb;     /* (T, dim) normed input of a block, then a block's output (this
+                           rank's part of it, until the allreduce) */
+    acg_buffer *xb2;    /* (T, q_dim) attention output */
+    acg_buffer *q;      /* (T, q_dim) */
     acg_buffer *k, *v;  /* (T, kv_dim) this step's keys and values */
     acg_buffer *att;    /* (T, n_heads, table_width * page_size) attention scores */
-    acg_buffer *hb;     /* (T, hidden_dim) */
-    acg_buffer *hb2;    /* (T, hidden_dim) */
+    acg_buffer *hb;     /* (T, hidden) */
+    acg_buffer *hb2;    /* (T, hidden) */
     acg_buffer *last;   /* (B, dim) each row's last token */
     acg_buffer *logits; /* (B, vocab) scratch (only the sampler reads them), or the step's
                            logits output when the model keeps them */
@@ -92,13 +101,13 @@ static acg_status build_activations(const acg_model *m, acg_stream *s, const acg
     const size_t bytes[N_ACTIVATIONS] = {
         (size_t)T * c->dim * f,
         (size_t)T * c->dim * f,
-        (size_t)T * c->dim * f,
-        (size_t)T * c->dim * f,
+        (size_t)T * m->q_dim * f,
+        (size_t)T * m->q_dim * f,
         (size_t)T * m->kv_dim * f,
         (size_t)T * m->kv_dim * f,
-        (size_t)T * c->n_heads * span * f,
-        (size_t)T * c->hidden_dim * f,
-        (size_t)T * c->hidden_dim * f,
+        (size_t)T * m->n_heads * span * f,
+        (size_t)T * m->hidden * f,
+        (size_t)T * m->hidden * f,
         (size_t)B * c->dim * f,
         (size_t)B * c->vocab_size * f,
         (size_t)B * c->vocab_size * f,
@@ -108,6 +117,9 @@ static acg_status build_activations(const acg_model *m, acg_stream *s, const acg
     for (size_t i = 0; i < N_ACTIVATIONS; i++) {
         if (&all[i] == &a->logits && m->options.keep_logits) {
             continue; /* set below: kept logits are an output, not scratch */
+        }
+        if (bytes[i] == 0) {
+            continue; /* attention's, on a rank without KV heads: acg refuses empty buffers */
         }
         acg_status st = acg_stream_alloc(s, bytes[i], &all[i]);
         if (st != ACG_OK) {
@@ -128,16 +140,25 @@ static void release_activations(const acg_model *m, acg_stream *s, activations *
 
 /* ---- the forward pass ---------------------------------------------------------------------- */
 
+/* A block's output, summed over the ranks in place: every rank gets the same bits (acg adds in
+ * rank order), so the residual streams stay alike. Nothing with one rank. */
+static acg_status sum_over_ranks(acg_model *m, acg_stream *s, acg_buffer *xb, uint32_t T) {
+    if (m->group == NULL) {
+        return ACG_OK;
+    }
+    return acg_allreduce(s, m->group, xb, 0, (size_t)T * (size_t)m->config.dim);
+}
+
 static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_plan_views *plan,
                                  uint32_t T, uint32_t B, const activations *a) {
     const acg_model_config *c = &m->config;
     const acg__model_kernels *k = &m->k;
     const acg__model_device_weights *w = &m->w;
-    const uint32_t dim = (uint32_t)c->dim, hidden = (uint32_t)c->hidden_dim,
-                   kv_dim = m->kv_dim, hs = m->head_size, n_heads = (uint32_t)c->n_heads,
-                   n_kv_heads = (uint32_t)c->n_kv_heads, seq_len = (uint32_t)c->seq_len,
-                   page = m->options.page_size, n_pages = m->options.kv_pages,
-                   width = plan->table_width;
+    /* This rank's widths: the model's own with one rank. */
+    const uint32_t dim = (uint32_t)c->dim, q_dim = m->q_dim, hidden = m->hidden, kv_dim = m->kv_dim,
+                   hs = m->head_size, n_heads = m->n_heads, n_kv_heads = m->n_kv_heads,
+                   seq_len = (uint32_t)c->seq_len, page = m->options.page_size,
+                   n_pages = m->options.kv_pages, width = plan->table_width;
     const size_t f = sizeof(float);
     const size_t cache_layer = (size_t)n_pages * page * kv_dim * f;
 
@@ -146,45 +167,60 @@ static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_pla
         LAUNCH(k->rmsnorm, grid(T, 1), buf(a->xb, 0), buf(a->x, 0), buf(w->rms_att, l * dim * f),
                u32(dim), u32(T), acg_arg_f32(1e-5f));
 
-        /* qkv matmuls */
-        LAUNCH(k->matmul, grid(dim, T), buf(a->q, 0), buf(a->xb, 0),
-               buf(w->wq, (size_t)l * dim * dim * f), u32(dim), u32(dim), u32(T));
-        LAUNCH(k->matmul, grid(kv_dim, T), buf(a->k, 0), buf(a->xb, 0),
-               buf(w->wk, (size_t)l * kv_dim * dim * f), u32(dim), u32(kv_dim), u32(T));
-        LAUNCH(k->matmul, grid(kv_dim, T), buf(a->v, 0), buf(a->xb, 0),
-               buf(w->wv, (size_t)l * kv_dim * dim * f), u32(dim), u32(kv_dim), u32(T));
+        if (n_kv_heads > 0) {
+            /* qkv matmuls (this rank's heads) */
+            LAUNCH(k->matmul, grid(q_dim, T), buf(a->q, 0), buf(a->xb, 0),
+                   buf(w->wq, (size_t)l * q_dim * dim * f), u32(dim), u32(q_dim), u32(T));
+            LAUNCH(k->matmul, grid(kv_dim, T), buf(a->k, 0), buf(a->xb, 0),
+                   buf(w->wk, (size_t)l * kv_dim * dim * f), u32(dim), u32(kv_dim), u32(T));
+            LAUNCH(k->matmul, grid(kv_dim, T), buf(a->v, 0), buf(a->xb, 0),
+                   buf(w->wv, (size_t)l * kv_dim * dim * f), u32(dim), u32(kv_dim), u32(T));
 
-        /* RoPE: rotate q and k by each token's position */
-        LAUNCH(k->rope, grid(dim / 2, T), buf(a->q, 0), buf(w->rope_cos, 0),
-               buf(w->rope_sin, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0), u32(dim),
-               u32(hs), u32(T), u32(B), u32(seq_len));
-        LAUNCH(k->rope, grid(kv_dim / 2, T), buf(a->k, 0), buf(w->rope_cos, 0),
-               buf(w->rope_sin, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
-               u32(kv_dim), u32(hs), u32(T), u32(B), u32(seq_len));
+            /* RoPE: rotate q and k by each token's position (a head's pairs turn by their
+             * index within the head, so a block of whole heads rotates as in the full width) */
+            LAUNCH(k->rope, grid(q_dim / 2, T), buf(a->q, 0), buf(w->rope_cos, 0),
+                   buf(w->rope_sin, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
+                   u32(q_dim), u32(hs), u32(T), u32(B), u32(seq_len));
+            LAUNCH(k->rope, grid(kv_dim / 2, T), buf(a->k, 0), buf(w->rope_cos, 0),
+                   buf(w->rope_sin, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
+                   u32(kv_dim), u32(hs), u32(T), u32(B), u32(seq_len));
 
-        /* this step's keys and values into the paged cache */
-        LAUNCH(k->kv_store, grid(kv_dim, T), buf(m->k_cache, l * cache_layer),
-               buf(m->v_cache, l * cache_layer), buf(a->k, 0), buf(a->v, 0),
-               buf(plan->block_table, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
-               u32(kv_dim), u32(T), u32(B), u32(width), u32(page), u32(n_pages));
+            /* this step's keys and values into the paged cache */
+            LAUNCH(k->kv_store, grid(kv_dim, T), buf(m->k_cache, l * cache_layer),
+                   buf(m->v_cache, l * cache_layer), buf(a->k, 0), buf(a->v, 0),
+                   buf(plan->block_table, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
+                   u32(kv_dim), u32(T), u32(B), u32(width), u32(page), u32(n_pages));
 
-        /* multihead attention over every position up to each token's own */
-        LAUNCH(k->attention, grid(n_heads, T), buf(a->xb2, 0), buf(a->att, 0), buf(a->q, 0),
-               buf(m->k_cache, l * cache_layer), buf(m->v_cache, l * cache_layer),
-               buf(plan->block_table, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
-               u32(n_heads), u32(n_kv_heads), u32(hs), u32(T), u32(B), u32(width), u32(page),
-               u32(n_pages));
+            /* multihead attention over every position up to each token's own */
+            LAUNCH(k->attention, grid(n_heads, T), buf(a->xb2, 0), buf(a->att, 0), buf(a->q, 0),
+                   buf(m->k_cache, l * cache_layer), buf(m->v_cache, l * cache_layer),
+                   buf(plan->block_table, 0), buf(plan->query_offsets, 0), buf(plan->kv_lens, 0),
+                   u32(n_heads), u32(n_kv_heads), u32(hs), u32(T), u32(B), u32(width), u32(page),
+                   u32(n_pages));
 
-        /* output projection, then the residual */
-        LAUNCH(k->matmul, grid(dim, T), buf(a->xb, 0), buf(a->xb2, 0),
-               buf(w->wo, (size_t)l * dim * dim * f), u32(dim), u32(dim), u32(T));
+            /* output projection (this rank's columns of wo: its part of the sum) */
+            LAUNCH(k->matmul, grid(dim, T), buf(a->xb, 0), buf(a->xb2, 0),
+                   buf(w->wo, (size_t)l * dim * q_dim * f), u32(q_dim), u32(dim), u32(T));
+        } else {
+            /* No heads here: this rank's part of the sum is zero. */
+            acg_status st = acg_fill(s, a->xb, 0, (size_t)T * dim * f, 0, 4);
+            if (st != ACG_OK) {
+                return st;
+            }
+        }
+        /* then the residual, once every rank's part is in */
+        acg_status st = sum_over_ranks(m, s, a->xb, T);
+        if (st != ACG_OK) {
+            return st;
+        }
         LAUNCH(k->axpy, elementwise(T * dim, dim), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
 
         /* ffn rmsnorm */
         LAUNCH(k->rmsnorm, grid(T, 1), buf(a->xb, 0), buf(a->x, 0), buf(w->rms_ffn, l * dim * f),
                u32(dim), u32(T), acg_arg_f32(1e-5f));
 
-        /* w2(silu(w1(x)) * w3(x)), then the residual */
+        /* w2(silu(w1(x)) * w3(x)) over this rank's units, summed over the ranks, then the
+         * residual */
         LAUNCH(k->matmul, grid(hidden, T), buf(a->hb, 0), buf(a->xb, 0),
                buf(w->w1, (size_t)l * hidden * dim * f), u32(dim), u32(hidden), u32(T));
         LAUNCH(k->matmul, grid(hidden, T), buf(a->hb2, 0), buf(a->xb, 0),
@@ -193,13 +229,19 @@ static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_pla
                buf(a->hb2, 0));
         LAUNCH(k->matmul, grid(dim, T), buf(a->xb, 0), buf(a->hb, 0),
                buf(w->w2, (size_t)l * dim * hidden * f), u32(hidden), u32(dim), u32(T));
+        st = sum_over_ranks(m, s, a->xb, T);
+        if (st != ACG_OK) {
+            return st;
+        }
         LAUNCH(k->axpy, elementwise(T * dim, dim), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
     }
     return ACG_OK;
 }
 
 /* The step: token embeddings, the layers, then each row's last token through the final
- * rmsnorm, the classifier and the sampler. */
+ * rmsnorm, the classifier and the sampler. Split over ranks, every rank runs these ends whole:
+ * their inputs are the same bits on every rank after the last allreduce, so every rank computes
+ * the same logits and samples the same tokens, and no rank waits for another's. */
 static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *io,
                                const acg_attn_plan_views *plan, const activations *a) {
     const acg_model_config *c = &m->config;
@@ -226,10 +268,36 @@ static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *i
     return ACG_OK;
 }
 
+/* ---- test hook: a capture that fails on one rank ------------------------------------------- */
+
+/* (batch << 32 | tokens) of the bucket whose captures fail in this process; 0: none. */
+static _Atomic uint64_t fail_capture_key;
+
+void acg__model_fail_capture(uint32_t batch, uint32_t tokens) {
+    atomic_store(&fail_capture_key, batch == 0 ? 0 : (uint64_t)batch << 32 | tokens);
+}
+
+/* A host synchronization inside the capture invalidates it, as a recipe's bug would: the runner
+ * then sees the core's own ACG_ERR_CAPTURE_INVALIDATED. */
+static acg_status injected_capture_failure(acg_stream *s, const acg_bucket_key *b) {
+    uint64_t key = atomic_load(&fail_capture_key);
+    acg_capture_state state = ACG_CAPTURE_NONE;
+    if (key == 0 || key != ((uint64_t)b->batch << 32 | b->tokens) ||
+        acg_stream_get_capture_state(s, &state) != ACG_OK || state != ACG_CAPTURE_ACTIVE) {
+        return ACG_OK;
+    }
+    return acg_stream_synchronize(s);
+}
+
+/* ---- the recipe ---------------------------------------------------------------------------- */
+
 static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
     acg_model *m = user;
     acg_attn_plan_views plan = ACG_ATTN_PLAN_VIEWS_INIT;
-    acg_status st = acg_attn_plan_get_views(m->plans[io->slot], &plan);
+    acg_status st = injected_capture_failure(s, io->bucket);
+    if (st == ACG_OK) {
+        st = acg_attn_plan_get_views(m->plans[io->slot], &plan);
+    }
     activations a;
     if (st == ACG_OK) {
         st = build_activations(m, s, io, plan.table_width * m->options.page_size, &a);
@@ -244,14 +312,15 @@ static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
     return st;
 }
 
-/* ---- the recipe ---------------------------------------------------------------------------- */
-
 static bool can_capture(void *user, const acg_capability *cap, char *why, size_t why_size) {
     (void)user;
     (void)cap;
     (void)why;
     (void)why_size;
-    return true; /* kernels, and stream-ordered scratch: nothing a graph device lacks */
+    /* Kernels, fills and stream-ordered scratch, and split over ranks allreduces, which a
+     * device with collectives captures (the model refused the split on any other): nothing a
+     * graph device lacks. */
+    return true;
 }
 
 static size_t input_bytes(void *user, uint32_t i, const acg_bucket_key *b) {

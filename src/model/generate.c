@@ -6,6 +6,10 @@
  * batches every running request: a chunk of the prompt while it is being read (packed
  * prefill), one token afterwards. The runner picks the tightest bucket, the step's plan and
  * tokens are uploaded, the step replays (or runs eagerly), and the sampled tokens come back.
+ *
+ * Split over ranks, every rank runs this same scheduling on the same requests (the caller
+ * submits them on every rank), so every rank admits, batches and samples alike; each step first
+ * checks that the ranks agree, since their allreduces only pair up if they do.
  */
 #include <math.h>
 #include <string.h>
@@ -277,6 +281,35 @@ static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__reque
     return st;
 }
 
+/* Split over ranks: every rank must run the same step, or their allreduces would pair with
+ * the wrong ones (another bucket's sizes) or wait for ever. One allreduce_min_i32 gives the least
+ * and the greatest bucket (-1: nothing to run, -2: the step failed here already), replay flag
+ * and row count over the ranks; a rank that fails a step still takes part, so the others learn
+ * of it at once rather than after ACG_COMM_TIMEOUT_MS. */
+static acg_status agree_on_step(acg_model *m, int32_t bucket, bool graphed, uint32_t rows) {
+    const int32_t v[3] = {bucket, graphed, (int32_t)rows};
+    int32_t lo[3], hi[3];
+    acg_status st = acg__model_min_max(&m->comm, v, 3, lo, hi);
+    if (st != ACG_OK) {
+        char why[512];
+        acg__error_copy(why, sizeof why);
+        return acg__error(st,
+                          "acg_model_step: rank %ld: step %llu: agreeing with the other ranks: "
+                          "%s",
+                          (long)m->comm.rank, (unsigned long long)m->stats.steps, why);
+    }
+    if (lo[0] != hi[0] || lo[1] != hi[1] || lo[2] != hi[2]) {
+        return acg__error(ACG_ERR_COMM,
+                          "acg_model_step: rank %ld: step %llu: the ranks disagree: bucket %d .. "
+                          "%d, graphed %d .. %d, rows %d .. %d over the ranks (here %d, %d, %u; "
+                          "bucket -1: nothing to run, -2: the step failed on that rank); every "
+                          "rank must be given the same requests",
+                          (long)m->comm.rank, (unsigned long long)m->stats.steps, lo[0], hi[0],
+                          lo[1], hi[1], lo[2], hi[2], bucket, graphed, rows);
+    }
+    return ACG_OK;
+}
+
 acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_step";
@@ -296,20 +329,36 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     acg__request **req = m->step_req;
     acg_attn_row *rows = m->step_rows;
     int32_t *ids = m->step_ids, *seats = m->step_seats;
+    acg_lease lease;
+    memset(&lease, 0, sizeof lease);
     st = admit(m, &rep.admitted);
     if (st == ACG_OK) {
         st = plan_rows(m, req, rows, &rep.rows, &rep.tokens);
     }
-    if (st != ACG_OK || rep.rows == 0) {
-        goto out;
+    if (st == ACG_OK && rep.rows > 0) {
+        st = acg_runner_select(m->runner, "step", 0, rep.rows, rep.tokens, &rep.bucket);
     }
-    st = acg_runner_select(m->runner, "step", 0, rep.rows, rep.tokens, &rep.bucket);
-    acg_lease lease;
-    memset(&lease, 0, sizeof lease);
-    if (st == ACG_OK) {
+    if (st == ACG_OK && rep.rows > 0) {
         st = acg_runner_lease(m->runner, rep.bucket, &lease);
     }
-    if (st != ACG_OK) {
+    if (m->group != NULL) {
+        /* Even after a failure here: see agree_on_step. This rank's own error is the one kept. */
+        char why[512] = "";
+        if (st != ACG_OK) {
+            acg__error_copy(why, sizeof why);
+        }
+        int32_t bucket = st != ACG_OK ? -2 : rep.rows == 0 ? -1 : (int32_t)rep.bucket;
+        acg_status agreed = agree_on_step(m, bucket, st == ACG_OK && lease.graphed, rep.rows);
+        if (st != ACG_OK) {
+            acg__error(st, "%s", why);
+        } else {
+            st = agreed;
+        }
+    }
+    if (st != ACG_OK || rep.rows == 0) {
+        if (lease.ticket != 0) {
+            acg_runner_release(m->runner, &lease);
+        }
         goto out;
     }
     rep.graphed = lease.graphed;

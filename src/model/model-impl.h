@@ -91,15 +91,17 @@ typedef struct acg__model_kernels {
         *gather_last, *sample;
 } acg__model_kernels;
 
-/* The weights on the device: one buffer per tensor, every layer of it. */
+/* The weights on the device: one buffer per tensor, every layer of it; of the split tensors
+ * this rank's shard (the whole tensor with one rank; NULL for a rank without KV heads, as acg
+ * refuses empty buffers). q_dim, kv_dim and hidden are the model's. */
 typedef struct acg__model_device_weights {
     acg_buffer *token_embedding; /* (vocab_size, dim) */
     acg_buffer *rms_att;         /* (n_layers, dim) */
-    acg_buffer *wq, *wk, *wv;    /* (n_layers, dim | kv_dim, dim) */
-    acg_buffer *wo;              /* (n_layers, dim, dim) */
+    acg_buffer *wq, *wk, *wv;    /* (n_layers, q_dim | kv_dim, dim) rows of this rank's heads */
+    acg_buffer *wo;              /* (n_layers, dim, q_dim) the matching columns */
     acg_buffer *rms_ffn;         /* (n_layers, dim) */
-    acg_buffer *w1, *w3;         /* (n_layers, hidden_dim, dim) */
-    acg_buffer *w2;              /* (n_layers, dim, hidden_dim) */
+    acg_buffer *w1, *w3;         /* (n_layers, hidden, dim) rows of this rank's units */
+    acg_buffer *w2;              /* (n_layers, dim, hidden) the matching columns */
     acg_buffer *rms_final;       /* (dim) */
     acg_buffer *classifier;      /* (vocab_size, dim); token_embedding when shared */
     acg_buffer *rope_cos, *rope_sin; /* (seq_len, head_size / 2) */
@@ -111,8 +113,17 @@ struct acg_model {
     acg__life life; /* calls using it (handle.c) */
     acg_device *dev;
     acg_model_config config;
-    acg_model_options options;
-    uint32_t head_size, kv_dim;
+    acg_model_options options; /* options.comm points at comm below, or is NULL */
+    uint32_t head_size;
+    /* This rank's share of the model (model.h, "Tensor parallelism"); the whole of it with one
+     * rank. Heads [kv_head_lo, + n_kv_heads) of KV and their query heads, hidden units
+     * [hidden_lo, + hidden). */
+    uint32_t n_heads, n_kv_heads; /* query and KV heads; 0 and 0 on a rank without KV heads */
+    uint32_t q_dim, kv_dim;       /* n_heads * head_size, n_kv_heads * head_size */
+    uint32_t hidden;              /* feed-forward units, at least 1 */
+    uint32_t kv_head_lo, hidden_lo;
+    acg_comm comm;           /* the caller's process group, read at its size (when given) */
+    acg_device_group *group; /* n_ranks > 1: every rank's device, for the allreduces; else NULL */
     acg_stream *stream;
     acg__model_kernels k;
     acg__model_device_weights w;
@@ -144,5 +155,16 @@ void acg__model_recipe(acg_model *m, acg_recipe *out);
 
 /* Frees every request (generate.c). */
 void acg__model_free_requests(acg_model *m);
+
+/* The least and the greatest of each of the n values (at most 32) over the ranks of comm, with
+ * one allreduce_min_i32 (model.c). */
+acg_status acg__model_min_max(const acg_comm *comm, const int32_t *values, size_t n, int32_t *lo,
+                              int32_t *hi);
+
+/* Test hook (tests/test_model_tp.c): while armed, the forward of a bucket of this batch and
+ * tokens invalidates its own capture (a host synchronization inside it, as a recipe's bug
+ * would), in this process only, so one rank fails to capture a bucket the others capture.
+ * batch 0 disarms it. Eager runs are unaffected. */
+void acg__model_fail_capture(uint32_t batch, uint32_t tokens);
 
 #endif /* ACG_MODEL_IMPL_H */

@@ -1,6 +1,8 @@
 /* model.c — the reference model on a device: weights uploaded once, the RoPE tables, the
  * paged KV cache, one attention plan per slot, the sampler states, and the runner that
- * captures the step's buckets. The step itself is forward.c; serving requests is generate.c.
+ * captures the step's buckets; with several ranks, this rank's shard of the weights and the
+ * device group its allreduces run in. The step itself is forward.c; serving requests is
+ * generate.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #define MAX_BATCH_LIMIT 1024u
 #define MAX_PAGE_SIZE 65536u
+#define MAX_RANKS 64 /* acg_device_group_create's limit */
 
 /* ---- device weights ------------------------------------------------------------------------ */
 
@@ -19,6 +22,36 @@ static acg_status upload(acg_model *m, const float *src, size_t floats, acg_buff
         acg__buffer_set_owner(*out, m, "model"); /* acg_buffer_free refuses it */
         st = acg_copy_h2d(m->stream, *out, 0, src, floats * sizeof(float));
     }
+    return st;
+}
+
+/* Of each of `layers` matrices (rows, cols) at src, the rows [row_lo, row_lo + n_rows) and the
+ * columns [col_lo, col_lo + n_cols): this rank's shard, gathered on the host into (layers,
+ * n_rows, n_cols) and uploaded. A whole tensor goes up as it is, and an empty shard (a rank
+ * without KV heads) not at all: *out stays NULL. */
+static acg_status upload_shard(acg_model *m, const float *src, size_t layers, size_t rows,
+                               size_t cols, size_t row_lo, size_t n_rows, size_t col_lo,
+                               size_t n_cols, acg_buffer **out) {
+    if (n_rows == rows && n_cols == cols) {
+        return upload(m, src, layers * rows * cols, out);
+    }
+    if (n_rows == 0 || n_cols == 0) {
+        return ACG_OK;
+    }
+    float *shard = acg__calloc(layers * n_rows * n_cols, sizeof(float));
+    if (shard == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_model_create: out of memory");
+    }
+    float *dst = shard;
+    for (size_t l = 0; l < layers; l++) {
+        for (size_t i = 0; i < n_rows; i++) {
+            memcpy(dst, src + (l * rows + row_lo + i) * cols + col_lo, n_cols * sizeof(float));
+            dst += n_cols;
+        }
+    }
+    /* A pageable copy is read before it returns: the shard may go at once. */
+    acg_status st = upload(m, shard, layers * n_rows * n_cols, out);
+    acg__free(shard);
     return st;
 }
 
@@ -54,30 +87,41 @@ out:
 static acg_status build_weights(acg_model *m, const acg_model_tensors *t) {
     const acg_model_config *c = &m->config;
     const size_t L = (size_t)c->n_layers, dim = (size_t)c->dim, hidden = (size_t)c->hidden_dim,
-                 kv_dim = m->kv_dim, vocab = (size_t)c->vocab_size;
+                 kv_dim = (size_t)c->n_kv_heads * m->head_size, vocab = (size_t)c->vocab_size;
+    /* This rank's rows of wq, wk, wv, w1 and w3 and columns of wo and w2 (all of them with one
+     * rank): the query heads of its KV heads, its KV heads, its feed-forward units. */
+    const size_t kv_mul = (size_t)(c->n_heads / c->n_kv_heads),
+                 q_lo = (size_t)m->kv_head_lo * kv_mul * m->head_size, q_n = m->q_dim,
+                 kv_lo = (size_t)m->kv_head_lo * m->head_size, kv_n = m->kv_dim,
+                 h_lo = m->hidden_lo, h_n = m->hidden;
     acg__model_device_weights *w = &m->w;
+#define WHOLE(rows, cols) rows, cols, 0, rows, 0, cols
     const struct {
         const float *src;
-        size_t floats;
+        size_t layers, rows, cols;             /* each layer a (rows, cols) matrix */
+        size_t row_lo, n_rows, col_lo, n_cols; /* this rank's shard of it */
         acg_buffer **dst;
     } tensors[] = {
-        {t->token_embedding, vocab * dim, &w->token_embedding},
-        {t->rms_att, L * dim, &w->rms_att},
-        {t->wq, L * dim * dim, &w->wq},
-        {t->wk, L * kv_dim * dim, &w->wk},
-        {t->wv, L * kv_dim * dim, &w->wv},
-        {t->wo, L * dim * dim, &w->wo},
-        {t->rms_ffn, L * dim, &w->rms_ffn},
-        {t->w1, L * hidden * dim, &w->w1},
-        {t->w2, L * dim * hidden, &w->w2},
-        {t->w3, L * hidden * dim, &w->w3},
-        {t->rms_final, dim, &w->rms_final},
-        {t->classifier, vocab * dim, &w->classifier}, /* last: skipped when shared */
+        {t->token_embedding, 1, WHOLE(vocab, dim), &w->token_embedding},
+        {t->rms_att, 1, WHOLE(L, dim), &w->rms_att},
+        {t->wq, L, dim, dim, q_lo, q_n, 0, dim, &w->wq},
+        {t->wk, L, kv_dim, dim, kv_lo, kv_n, 0, dim, &w->wk},
+        {t->wv, L, kv_dim, dim, kv_lo, kv_n, 0, dim, &w->wv},
+        {t->wo, L, dim, dim, 0, dim, q_lo, q_n, &w->wo},
+        {t->rms_ffn, 1, WHOLE(L, dim), &w->rms_ffn},
+        {t->w1, L, hidden, dim, h_lo, h_n, 0, dim, &w->w1},
+        {t->w2, L, dim, hidden, 0, dim, h_lo, h_n, &w->w2},
+        {t->w3, L, hidden, dim, h_lo, h_n, 0, dim, &w->w3},
+        {t->rms_final, 1, WHOLE(1, dim), &w->rms_final},
+        {t->classifier, 1, WHOLE(vocab, dim), &w->classifier}, /* last: skipped when shared */
     };
+#undef WHOLE
     size_t n = sizeof tensors / sizeof tensors[0] - (c->shared_classifier ? 1 : 0);
     acg_status st = ACG_OK;
     for (size_t i = 0; i < n && st == ACG_OK; i++) {
-        st = upload(m, tensors[i].src, tensors[i].floats, tensors[i].dst);
+        st = upload_shard(m, tensors[i].src, tensors[i].layers, tensors[i].rows, tensors[i].cols,
+                          tensors[i].row_lo, tensors[i].n_rows, tensors[i].col_lo,
+                          tensors[i].n_cols, tensors[i].dst);
     }
     if (st == ACG_OK && c->shared_classifier) {
         w->classifier = w->token_embedding;
@@ -170,6 +214,148 @@ static acg_status check_options(const acg_model_config *c, acg_model_options *o)
     return ACG_OK;
 }
 
+/* ---- tensor parallelism -------------------------------------------------------------------- */
+
+/* Reads the caller's comm at its own size into *out and checks what the split needs. n_ranks 1
+ * is one process: nothing is split and nothing communicated. Local checks only: a rank refused
+ * here makes the others' first collective fail with ACG_ERR_COMM. */
+static acg_status read_comm(acg_device *dev, const acg_model_config *c, const acg_comm *comm,
+                            acg_comm *out) {
+    static const char fn[] = "acg_model_create";
+    const acg_comm defaults = ACG_COMM_INIT;
+    acg_status st = acg__config_read(out, sizeof *out, &defaults, comm, offsetof(acg_comm, rank),
+                                     "acg_comm", fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out->barrier == NULL || out->allreduce_min_i32 == NULL ||
+        (out->n_ranks > 1 && out->broadcast == NULL)) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the comm has no %s callback", fn,
+                          out->barrier == NULL             ? "barrier"
+                          : out->allreduce_min_i32 == NULL ? "allreduce_min_i32"
+                                                           : "broadcast");
+    }
+    if (out->n_ranks < 1 || out->n_ranks > MAX_RANKS || out->rank < 0 ||
+        out->rank >= out->n_ranks) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the comm says rank %ld of %ld ranks (1 to %d ranks, rank below "
+                          "their number)",
+                          fn, (long)out->rank, (long)out->n_ranks, MAX_RANKS);
+    }
+    /* Attention may leave a rank empty (it adds zeros); the feed-forward split may not, or the
+     * rank would have no w2 columns to multiply. */
+    if (out->n_ranks > c->hidden_dim) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: %ld ranks cannot split hidden_dim %d: each needs a unit", fn,
+                          (long)out->n_ranks, c->hidden_dim);
+    }
+    if (out->n_ranks > 1 && !acg_device_get_capability(dev)->collectives) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: a model split over %ld ranks needs collectives, which %s does not "
+                          "have",
+                          fn, (long)out->n_ranks, acg_device_get_spec(dev));
+    }
+    return ACG_OK;
+}
+
+/* Every rank must build the same model: a rank with another configuration or other options
+ * would queue other collectives (other buckets, other sizes), which nothing could match. */
+static acg_status agree_on_model(const acg_comm *comm, const acg_model_config *c,
+                                 const acg_model_options *o) {
+    static const char *const names[] = {
+        "n_ranks",           "dim",        "hidden_dim",      "n_layers",
+        "n_heads",           "n_kv_heads", "vocab_size",      "seq_len",
+        "shared_classifier", "max_batch",  "max_step_tokens", "page_size",
+        "kv_pages",          "graphs",     "n_slots",         "keep_logits",
+    };
+    const int32_t v[] = {
+        comm->n_ranks,
+        c->dim,
+        c->hidden_dim,
+        c->n_layers,
+        c->n_heads,
+        c->n_kv_heads,
+        c->vocab_size,
+        c->seq_len,
+        c->shared_classifier,
+        (int32_t)o->max_batch,
+        (int32_t)o->max_step_tokens,
+        (int32_t)o->page_size,
+        (int32_t)o->kv_pages,
+        (int32_t)o->graphs,
+        (int32_t)o->n_slots,
+        o->keep_logits,
+    };
+    enum { N = sizeof v / sizeof v[0] };
+    _Static_assert(sizeof names / sizeof names[0] == N, "a name per value");
+    int32_t lo[N], hi[N];
+    acg_status st = acg__model_min_max(comm, v, N, lo, hi);
+    if (st != ACG_OK) {
+        char why[512];
+        acg__error_copy(why, sizeof why);
+        return acg__error(st,
+                          "acg_model_create: rank %ld: agreeing on the model with the other "
+                          "ranks: %s",
+                          (long)comm->rank, why);
+    }
+    for (size_t i = 0; i < N; i++) {
+        if (lo[i] != hi[i]) {
+            return acg__error(ACG_ERR_COMM,
+                              "acg_model_create: rank %ld: the ranks disagree on %s (%ld here, "
+                              "%ld .. %ld over the ranks): every rank must pass the same weights "
+                              "and options",
+                              (long)comm->rank, names[i], (long)v[i], (long)lo[i], (long)hi[i]);
+        }
+    }
+    return ACG_OK;
+}
+
+acg_status acg__model_min_max(const acg_comm *comm, const int32_t *values, size_t n, int32_t *lo,
+                              int32_t *hi) {
+    int32_t both[64];
+    if (n > 32) {
+        return acg__error(ACG_ERR_INTERNAL, "acg__model_min_max: %zu values", n);
+    }
+    /* The least of ~v is ~(the greatest of v), and ~ cannot overflow as a negation can. */
+    for (size_t i = 0; i < n; i++) {
+        both[i] = values[i];
+        both[n + i] = ~values[i];
+    }
+    uint64_t serial = acg__error_serial();
+    acg_status st = comm->allreduce_min_i32(comm->user, both, 2 * n);
+    if (st != ACG_OK) {
+        /* A detail left over from an earlier failure would mislead. */
+        return acg__error_serial() != serial
+                   ? st
+                   : acg__error(st, "the comm's allreduce_min_i32 returned %s and set no detail",
+                                acg_status_name(st));
+    }
+    for (size_t i = 0; i < n; i++) {
+        lo[i] = both[i];
+        hi[i] = ~both[n + i];
+    }
+    return ACG_OK;
+}
+
+/* This rank's heads and feed-forward units: rank r of n gets the KV heads
+ * [r * n_kv_heads / n, (r + 1) * n_kv_heads / n) with the query heads that read them, and the
+ * units [r * hidden_dim / n, (r + 1) * hidden_dim / n). Contiguous, so each shard is a block
+ * of rows or of columns; uneven where n does not divide them. One rank gets everything. */
+static void split(acg_model *m, int32_t rank, int32_t n_ranks) {
+    const acg_model_config *c = &m->config;
+    const uint32_t r = (uint32_t)rank, n = (uint32_t)n_ranks, n_kv = (uint32_t)c->n_kv_heads,
+                   hidden = (uint32_t)c->hidden_dim,
+                   kv_mul = (uint32_t)(c->n_heads / c->n_kv_heads);
+    m->head_size = (uint32_t)(c->dim / c->n_heads);
+    m->kv_head_lo = r * n_kv / n;
+    m->n_kv_heads = (r + 1) * n_kv / n - m->kv_head_lo;
+    m->n_heads = m->n_kv_heads * kv_mul;
+    m->q_dim = m->n_heads * m->head_size;
+    m->kv_dim = m->n_kv_heads * m->head_size;
+    m->hidden_lo = r * hidden / n;
+    m->hidden = (r + 1) * hidden / n - m->hidden_lo;
+}
+
 /* Decode buckets (b rows of one token) and mixed buckets (max_batch rows, more tokens). */
 static uint32_t bucket_list(const acg_model_options *o, acg_bucket_key *keys, uint32_t cap) {
     uint32_t n = 0;
@@ -201,7 +387,10 @@ static acg_status build_engine(acg_model *m) {
     kc.n_layers = (uint32_t)c->n_layers;
     kc.n_pages = o->kv_pages;
     kc.page_size = o->page_size;
-    kc.kv_dim = m->kv_dim;
+    /* A rank without KV heads still keeps the page table, which admission runs on and which
+     * must be every rank's alike; its cache is one float wide (acg refuses empty buffers) and
+     * nothing reads or writes it. */
+    kc.kv_dim = m->kv_dim > 0 ? m->kv_dim : 1;
     acg_status st = acg_kv_cache_create(m->dev, &kc, &m->kv);
     if (st == ACG_OK) {
         st = acg_kv_cache_get_buffers(m->kv, &m->k_cache, &m->v_cache);
@@ -267,6 +456,9 @@ static acg_status build_runner(acg_model *m) {
     rc.stream = m->stream;
     rc.n_slots = m->options.n_slots;
     rc.graphs = m->options.graphs;
+    /* With several ranks a bucket is kept only where every rank captured it: a rank replaying
+     * while another runs eagerly is fine, but their allreduces must pair up step by step. */
+    rc.comm = m->options.comm;
     acg_status st = acg_runner_create(m->dev, &rc, &m->runner);
     for (uint32_t b = 0; st == ACG_OK && b < n; b++) {
         acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
@@ -284,6 +476,7 @@ static void free_model(acg_model *m) {
     }
     acg__model_free_requests(m);
     acg_runner_destroy(m->runner);
+    acg_device_group_destroy(m->group); /* after the runner: its graphs hold the group */
     for (int s = 0; s < 2; s++) {
         acg_attn_plan_destroy(m->plans[s]);
     }
@@ -325,6 +518,15 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     if (st == ACG_OK) {
         st = check_options(c, &o);
     }
+    acg_comm comm = ACG_COMM_INIT;
+    if (st == ACG_OK && o.comm != NULL) {
+        st = read_comm(dev, c, o.comm, &comm);
+    }
+    /* One rank is the one-process model: no group, no agreement, nothing else. */
+    const bool split_model = o.comm != NULL && comm.n_ranks > 1;
+    if (st == ACG_OK && split_model) {
+        st = agree_on_model(&comm, c, &o);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -335,8 +537,9 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     m->dev = dev;
     m->config = *c;
     m->options = o;
-    m->head_size = (uint32_t)(c->dim / c->n_heads);
-    m->kv_dim = (uint32_t)c->n_kv_heads * m->head_size;
+    m->comm = comm;
+    m->options.comm = split_model ? &m->comm : NULL;
+    split(m, split_model ? comm.rank : 0, split_model ? comm.n_ranks : 1);
     m->next_id = 1;
     st = acg__handle_add(m, ACG__HANDLE_MODEL, &m->life);
     if (st != ACG_OK) {
@@ -344,6 +547,15 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     st = acg_stream_create(dev, &m->stream);
+    if (st == ACG_OK && split_model) {
+        acg__log(ACG_LOG_INFO,
+                 "%s: rank %ld of %ld: KV heads [%u, %u), %u query heads, feed-forward units "
+                 "[%u, %u)",
+                 fn, (long)comm.rank, (long)comm.n_ranks, m->kv_head_lo,
+                 m->kv_head_lo + m->n_kv_heads, m->n_heads, m->hidden_lo, m->hidden_lo + m->hidden);
+        /* Before the weights: a rank that cannot join fails before anyone uploads. */
+        st = acg_device_group_create(dev, &m->comm, &m->group);
+    }
     if (st == ACG_OK) {
         st = build_kernels(m);
     }

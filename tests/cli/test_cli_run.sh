@@ -262,6 +262,56 @@ usage_error "missing value of --prompt" $TINY --prompt
 expect_err "--prompt needs a value"
 pass
 
+# ---- tensor parallelism (--tp) ----------------------------------------------------------------
+
+usage_error "--tp 0" $TINY --tp 0
+expect_err "--tp"
+pass
+
+# Outside mpirun, one line and exit 2: "--tp needs MPI" from an acg built without it, else that
+# 2 ranks are needed and 1 runs.
+run "--tp 2 outside mpirun" $TINY --prompt "Once upon a time" --tp 2
+expect_rc 2
+if [ "$(wc -l <"$ERR")" -ne 1 ]; then
+    fail "expected exactly one line on stderr"
+fi
+expect_err "--tp"
+if [ -s "$OUT" ]; then
+    fail "expected nothing on stdout"
+fi
+pass
+
+# Under mpirun, where this acg has MPI: rank 0 alone prints, --verify compares every rank's
+# tokens too, and the text is one rank's (the tiny preset has no near tie in these tokens).
+if grep -a -q "needs 2 ranks" "$ERR" && command -v mpirun >/dev/null 2>&1; then
+    mpi_flags=
+    if mpirun --version 2>&1 | grep -q "Open MPI"; then
+        mpi_flags="--allow-run-as-root --oversubscribe" # root in CI, and more ranks than cores
+    fi
+    run "one rank, for --tp 2" $TINY --prompt "Once upon a time"
+    expect_rc 0
+    grep -a '^\[0\] ' "$OUT" >"$DIR/tp1"
+    pass
+    name="--tp 2 under mpirun"
+    cases=$((cases + 1))
+    case_failed=no
+    cmdline="mpirun $mpi_flags -np 2 acg run $TINY --prompt 'Once upon a time' --tp 2 --verify"
+    timeout 120 mpirun $mpi_flags -np 2 "$ACG" run $TINY --prompt "Once upon a time" --tp 2 \
+        --verify >"$OUT" 2>"$ERR"
+    rc=$?
+    expect_rc 0
+    expect_out "tensor parallel over 2 ranks"
+    expect_err "every token equal to the eager run and to every other rank's"
+    if [ "$(grep -a -c '^\[0\] ' "$OUT")" -ne 1 ]; then
+        fail "expected rank 0 alone to print the request"
+    fi
+    grep -a '^\[0\] ' "$OUT" >"$DIR/tp2"
+    if ! cmp -s "$DIR/tp1" "$DIR/tp2"; then
+        fail "2 ranks wrote other text than one: $(diff "$DIR/tp1" "$DIR/tp2" | head -n 5)"
+    fi
+    pass
+fi
+
 # ---- other failures ---------------------------------------------------------------------------
 
 file_error "--prompts of a missing file" "$DIR/no-such-prompts.txt" "prompts" \

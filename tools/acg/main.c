@@ -51,6 +51,7 @@ static const char usage_text[] =
     "       acg run [--backend B] [--model FILE --tokenizer FILE | --preset tiny|small]\n"
     "               [--prompt TEXT] [--prompts FILE] [--steps N] [--temperature T] [--top-p P]\n"
     "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n"
+    "               [--tp N (under mpirun -np N)]\n"
     "       acg bench launch [--backend B] [--kernels N] [--steps S] [--elements E] [--json]\n"
     "       acg bench stage [--backend B] [--plans N] [--json]\n"
     "       acg bench decode [--backend B] [--preset P | --model F] [--batch 1,8,32]\n"

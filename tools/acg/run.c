@@ -5,11 +5,17 @@
  * Prints each request's text (its prompt, then the continuation) and a summary; progress goes
  * to stderr. With --verify the same requests run again with graphs off, and any token that
  * differs fails the command.
+ *
+ * With --tp N the model is split over N ranks by tensor parallelism (model.h): the command runs
+ * as every rank of `mpirun -np N`, each on its own device, joined through libacg_mpi. Every rank
+ * loads the same weights and serves the same requests; rank 0 alone prints (every rank samples
+ * the same tokens), and any rank's failure is printed naming the rank.
  */
 #include "cli.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +23,17 @@
 #include <unistd.h>
 
 #include <acg/model.h>
+#ifdef ACG_HAVE_MPI
+#include <acg/acg_mpi.h>
+#endif
 
 #include "bench.h"
 
 const char cli_run_usage[] =
     "usage: acg run [--backend B] [--model FILE --tokenizer FILE | --preset tiny|small]\n"
     "               [--prompt TEXT] [--prompts FILE] [--steps N] [--temperature T] [--top-p P]\n"
-    "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n";
+    "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n"
+    "               [--tp N (under mpirun -np N)]\n";
 
 /* The prompts `acg run` serves when given none. */
 static const char *const default_prompts[] = {
@@ -43,7 +53,7 @@ static const char *const default_prompts[] = {
 
 typedef struct run_options {
     const char *backend, *model, *tokenizer, *preset, *prompt, *prompts_file;
-    uint64_t steps, seed, batch;
+    uint64_t steps, seed, batch, tp;
     double temperature, top_p;
     acg_graph_mode graphs;
     bool verify, json;
@@ -66,18 +76,60 @@ typedef struct run_state {
     acg_model_weights *weights;
     acg_tokenizer *tok;
     bool progress; /* stderr is a terminal */
+    /* --tp: the ranks' process group (NULL with one rank) and this process's rank; only rank
+     * 0 prints */
+    const acg_comm *comm;
+    int32_t rank;
+#ifdef ACG_HAVE_MPI
+    acg_mpi_comm *mpi;
+#endif
 } run_state;
+
+/* ---- failures -------------------------------------------------------------------------------- */
+
+/* cli_fail and cli_failf, naming the rank when there are several: each rank reports its own. */
+static int run_fail(const run_state *st, acg_status status, const char *what) {
+    if (st->comm == NULL)
+        return cli_fail(status, what);
+    char ranked[160];
+    snprintf(ranked, sizeof ranked, "rank %d: %s", (int)st->rank, what);
+    return cli_fail(status, ranked);
+}
+
+static int run_failf(const run_state *st, const char *what, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static int run_failf(const run_state *st, const char *what, const char *fmt, ...) {
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    if (st->comm == NULL)
+        return cli_failf(what, "%s", detail);
+    char ranked[160];
+    snprintf(ranked, sizeof ranked, "rank %d: %s", (int)st->rank, what);
+    return cli_failf(ranked, "%s", detail);
+}
+
+/* Whether this process prints: with several ranks, rank 0 alone. */
+static bool prints(const run_state *st) { return st->rank == 0; }
 
 /* ---- options --------------------------------------------------------------------------------- */
 
 /* The ranges of the numeric options: each checks its option and writes its usage error. */
 #define MAX_STEPS (1u << 20)
 #define MAX_BATCH 1024u /* acg_model_options.max_batch's limit */
+#define MAX_TP 64u      /* a device group's limit */
 #define MAX_TEMPERATURE 1e6
 
 static int parse_options(int argc, char **argv, run_options *o) {
     *o = (run_options){.steps = 32, .seed = 0, .batch = 32, .temperature = 0.0, .top_p = 1.0,
                        .graphs = ACG_GRAPHS_AUTO};
+    o->tp = 1; /* one rank, no MPI */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int m;
@@ -100,8 +152,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
         STRING_OPTION("--prompts", prompts_file)
 #undef STRING_OPTION
         /* The other options take a value too: say so when it is missing. */
-        static const char *const valued[] = {"--steps", "--seed",  "--batch",
-                                             "--temperature", "--top-p", "--graphs"};
+        static const char *const valued[] = {"--steps", "--seed",   "--batch", "--temperature",
+                                             "--top-p", "--graphs", "--tp"};
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
             int save = i;
             if (cli_option(argc, argv, &i, valued[k], &v) < 0)
@@ -118,6 +170,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
         } else if ((m = cli_option(argc, argv, &i, "--batch", &v)) != 0) {
             rc = cli_option_u64(cli_run_usage, "", "--batch", m > 0 ? v : NULL, 1, MAX_BATCH,
                                 &o->batch);
+        } else if ((m = cli_option(argc, argv, &i, "--tp", &v)) != 0) {
+            rc = cli_option_u64(cli_run_usage, "", "--tp", m > 0 ? v : NULL, 1, MAX_TP, &o->tp);
         } else if ((m = cli_option(argc, argv, &i, "--temperature", &v)) != 0) {
             rc = cli_option_double(cli_run_usage, "", "--temperature", m > 0 ? v : NULL, 0.0,
                                    MAX_TEMPERATURE, false, &o->temperature);
@@ -168,10 +222,10 @@ static int parse_options(int argc, char **argv, run_options *o) {
 
 static int add_prompt(run_state *st, const char *text) {
     if (st->n_req == MAX_PROMPTS)
-        return cli_failf("reading prompts", "more than %d prompts", MAX_PROMPTS);
+        return run_failf(st, "reading prompts", "more than %d prompts", MAX_PROMPTS);
     char *copy = strdup(text);
     if (copy == NULL)
-        return cli_failf("reading prompts", "out of memory");
+        return run_failf(st, "reading prompts", "out of memory");
     st->req[st->n_req++].text = copy;
     return CLI_EXIT_OK;
 }
@@ -202,7 +256,7 @@ static int read_prompts(run_state *st) {
     if (st->o.prompts_file != NULL) {
         FILE *f = fopen(st->o.prompts_file, "r");
         if (f == NULL)
-            return cli_failf("reading prompts", "cannot open '%s': %s", st->o.prompts_file,
+            return run_failf(st, "reading prompts", "cannot open '%s': %s", st->o.prompts_file,
                              strerror(errno));
         char line[MAX_PROMPT_BYTES];
         size_t n = 0, line_no = 0;
@@ -210,12 +264,12 @@ static int read_prompts(run_state *st) {
         while (rc == CLI_EXIT_OK && (got = read_line(f, line, MAX_PROMPT_BYTES - 2, &n)) != 0) {
             line_no++;
             if (got < 0) {
-                rc = cli_failf("reading prompts", "'%s': line %zu is longer than %d bytes",
+                rc = run_failf(st, "reading prompts", "'%s': line %zu is longer than %d bytes",
                                st->o.prompts_file, line_no, MAX_PROMPT_BYTES - 2);
                 break;
             }
             if (memchr(line, '\0', n) != NULL) {
-                rc = cli_failf("reading prompts", "'%s': line %zu holds a NUL byte",
+                rc = run_failf(st, "reading prompts", "'%s': line %zu holds a NUL byte",
                                st->o.prompts_file, line_no);
                 break;
             }
@@ -225,13 +279,13 @@ static int read_prompts(run_state *st) {
                 rc = add_prompt(st, line);
         }
         if (rc == CLI_EXIT_OK && ferror(f))
-            rc = cli_failf("reading prompts", "reading '%s' failed: %s", st->o.prompts_file,
+            rc = run_failf(st, "reading prompts", "reading '%s' failed: %s", st->o.prompts_file,
                            strerror(errno));
         fclose(f);
         if (rc != CLI_EXIT_OK)
             return rc;
         if (st->n_req == 0)
-            return cli_failf("reading prompts", "'%s' holds no prompt", st->o.prompts_file);
+            return run_failf(st, "reading prompts", "'%s' holds no prompt", st->o.prompts_file);
     }
     bool none = st->n_req == 0;
     for (size_t i = 0; none && i < N_DEFAULT_PROMPTS; i++) {
@@ -248,10 +302,10 @@ static int encode_prompts(run_state *st) {
         size_t cap = strlen(r->text) + 3;
         r->ids = malloc(cap * sizeof *r->ids);
         if (r->ids == NULL)
-            return cli_failf("encoding prompts", "out of memory");
+            return run_failf(st, "encoding prompts", "out of memory");
         acg_status s = acg_tokenizer_encode(st->tok, r->text, true, false, r->ids, cap, &r->n_ids);
         if (s != ACG_OK)
-            return cli_fail(s, "encoding a prompt");
+            return run_fail(st, s, "encoding a prompt");
     }
     return CLI_EXIT_OK;
 }
@@ -303,13 +357,14 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
     if (mo.max_step_tokens < mo.max_batch)
         mo.max_step_tokens = mo.max_batch;
     mo.graphs = graphs;
+    mo.comm = st->comm;
     acg_model *model = NULL;
-    if (st->progress || !st->o.json)
+    if (prints(st) && (st->progress || !st->o.json))
         fprintf(stderr, "acg: %s: preparing the model%s\n", label,
                 graphs == ACG_GRAPHS_OFF ? "" : " and capturing its buckets");
     acg_status s = acg_model_create(st->dev, st->weights, &mo, &model);
     if (s != ACG_OK)
-        return cli_fail(s, "creating the model");
+        return run_fail(st, s, "creating the model");
     int rc = CLI_EXIT_OK;
     for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
         run_request *r = &st->req[i];
@@ -321,14 +376,14 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
         q.top_p = (float)st->o.top_p;
         q.seed = st->o.seed + i;
         if ((s = acg_model_submit(model, &q, &r->id)) != ACG_OK)
-            rc = cli_fail(s, "submitting a request");
+            rc = run_fail(st, s, "submitting a request");
     }
     double t0 = now_s();
     uint64_t step = 0, tokens = 0;
     while (rc == CLI_EXIT_OK) {
         acg_step_report rep = ACG_STEP_REPORT_INIT;
         if ((s = acg_model_step(model, &rep)) != ACG_OK) {
-            rc = cli_fail(s, "running a step");
+            rc = run_fail(st, s, "running a step");
             break;
         }
         if (rep.rows == 0)
@@ -346,13 +401,13 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
         run_request *r = &st->req[i];
         acg_request_status rs = ACG_REQUEST_STATUS_INIT;
         if ((s = acg_model_get_request(model, r->id, &rs)) != ACG_OK) {
-            rc = cli_fail(s, "reading a request");
+            rc = run_fail(st, s, "reading a request");
             break;
         }
         free(r->generated);
         r->generated = malloc((rs.n_generated + 1) * sizeof *r->generated);
         if (r->generated == NULL) {
-            rc = cli_failf("reading a request", "out of memory");
+            rc = run_failf(st, "reading a request", "out of memory");
             break;
         }
         memcpy(r->generated, rs.tokens + rs.n_tokens - rs.n_generated,
@@ -360,16 +415,54 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
         r->n_generated = rs.n_generated;
     }
     if (rc == CLI_EXIT_OK && (s = acg_model_get_stats(model, stats)) != ACG_OK)
-        rc = cli_fail(s, "reading the model's statistics");
+        rc = run_fail(st, s, "reading the model's statistics");
     acg_model_destroy(model);
     return rc;
 }
 
-/* Runs the same requests with graphs off and compares every token. */
+/* With several ranks: whether every rank generated the same tokens as this one, request by
+ * request (the count, then the tokens padded with -1 to --steps), with one allreduce_min_i32 of
+ * the values and their complements (the least of ~v is ~(the greatest of v)). */
+static int verify_ranks(run_state *st) {
+    size_t width = (size_t)st->o.steps + 1;
+    int32_t *v = malloc(2 * width * sizeof *v);
+    int rc = v != NULL ? CLI_EXIT_OK : run_failf(st, "verifying the ranks", "out of memory");
+    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+        const run_request *r = &st->req[i];
+        for (size_t k = 0; k < width; k++) {
+            v[k] = k == 0                ? (int32_t)r->n_generated
+                   : k <= r->n_generated ? r->generated[k - 1]
+                                         : -1;
+            v[width + k] = ~v[k];
+        }
+        acg_status s = st->comm->allreduce_min_i32(st->comm->user, v, 2 * width);
+        if (s != ACG_OK) {
+            rc = run_fail(st, s, "verifying the ranks");
+            break;
+        }
+        if (v[0] != ~v[width])
+            rc = run_failf(st, "verify", "request %zu: the ranks generated %d .. %d tokens", i,
+                           v[0], ~v[width]);
+        for (size_t k = 1; k < width && rc == CLI_EXIT_OK; k++) {
+            if (v[k] != ~v[width + k])
+                rc = run_failf(st, "verify",
+                               "request %zu: token %zu differs between the ranks "
+                               "(%d .. %d)",
+                               i, k - 1, v[k], ~v[width + k]);
+        }
+    }
+    free(v);
+    return rc;
+}
+
+/* Runs the same requests with graphs off and compares every token; with several ranks, also
+ * every rank's tokens with every other's. */
 static int verify(run_state *st) {
     int32_t **graphed = calloc(st->n_req, sizeof *graphed);
     uint32_t *n = calloc(st->n_req, sizeof *n);
-    int rc = graphed && n ? CLI_EXIT_OK : cli_failf("verifying", "out of memory");
+    int rc = graphed && n ? CLI_EXIT_OK : run_failf(st, "verifying", "out of memory");
+    if (rc == CLI_EXIT_OK && st->comm != NULL)
+        rc = verify_ranks(st);
     for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
         graphed[i] = st->req[i].generated;
         n[i] = st->req[i].n_generated;
@@ -385,16 +478,16 @@ static int verify(run_state *st) {
         while (k < n[i] && k < r->n_generated && graphed[i][k] == r->generated[k])
             k++;
         if (k < n[i] || k < r->n_generated) {
-            rc = cli_failf("verify",
+            rc = run_failf(st, "verify",
                            "request %zu: token %u differs: %d with graphs, %d eager (%u and %u "
                            "tokens)",
                            i, k, k < n[i] ? graphed[i][k] : -1,
                            k < r->n_generated ? r->generated[k] : -1, n[i], r->n_generated);
         }
     }
-    if (rc == CLI_EXIT_OK && !st->o.json)
-        fprintf(stderr, "acg: verify: %zu requests, every token equal to the eager run\n",
-                st->n_req);
+    if (rc == CLI_EXIT_OK && !st->o.json && prints(st))
+        fprintf(stderr, "acg: verify: %zu requests, every token equal to the eager run%s\n",
+                st->n_req, st->comm != NULL ? " and to every other rank's" : "");
     for (size_t i = 0; graphed != NULL && i < st->n_req; i++)
         free(graphed[i]);
     free(graphed);
@@ -438,6 +531,7 @@ static void print_report(const run_state *st, const acg_model_stats *s, double s
         bench_json_uint(&j, "buckets_dropped", s->buckets_dropped);
         bench_json_number(&j, "capture_ms", s->capture_ms);
         bench_json_bool(&j, "verified", st->o.verify);
+        bench_json_uint(&j, "tp", st->o.tp);
         bench_json_object_end(&j);
         bench_json_end(&j);
         return;
@@ -458,34 +552,83 @@ static void print_report(const run_state *st, const acg_model_stats *s, double s
            (unsigned long long)s->graphed_steps, step_ms);
     printf("buckets captured %u, dropped %u, capture time %.1f ms\n", s->buckets_captured,
            s->buckets_dropped, s->capture_ms);
+    if (st->comm != NULL)
+        printf("tensor parallel over %llu ranks (rank 0 prints)\n", (unsigned long long)st->o.tp);
 }
 
 /* ---- the command ----------------------------------------------------------------------------- */
+
+/* --tp N: joins the N ranks that mpirun started (initializing MPI unless it is already). */
+static int join_ranks(run_state *st) {
+    if (st->o.tp == 1)
+        return CLI_EXIT_OK;
+#ifndef ACG_HAVE_MPI
+    fputs("acg: --tp needs MPI: this acg was built without it (install libopenmpi-dev "
+          "openmpi-bin and rebuild)\n",
+          stderr);
+    return CLI_EXIT_USAGE;
+#else
+    acg_status s = acg_mpi_comm_default(&st->mpi);
+    if (s != ACG_OK)
+        return cli_fail(s, "starting MPI for --tp");
+    st->comm = acg_mpi_comm_get(st->mpi);
+    st->rank = st->comm->rank;
+    if ((uint64_t)st->comm->n_ranks != st->o.tp) {
+        /* Every rank sees it: one line is enough. */
+        if (prints(st))
+            fprintf(stderr,
+                    "acg: --tp %llu needs %llu ranks, and %d run: start it as mpirun -np %llu "
+                    "acg run --tp %llu ...\n",
+                    (unsigned long long)st->o.tp, (unsigned long long)st->o.tp,
+                    (int)st->comm->n_ranks, (unsigned long long)st->o.tp,
+                    (unsigned long long)st->o.tp);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+#endif
+}
+
+/* Leaves the ranks' group (after the model and the device, which use it). */
+static void leave_ranks(run_state *st, int rc) {
+#ifdef ACG_HAVE_MPI
+    if (st->mpi == NULL)
+        return;
+    acg_mpi_comm_destroy(st->mpi);
+    /* Finalizing waits for every rank, so only where every rank ends alike (success, or the
+     * rank count every rank checked): a rank that failed alone exits as it is, and mpirun ends
+     * the others, which may be waiting in a collective for it. */
+    if (rc == CLI_EXIT_OK || rc == CLI_EXIT_USAGE)
+        acg_mpi_finalize();
+#else
+    (void)st;
+    (void)rc;
+#endif
+}
 
 static int load(run_state *st) {
     acg_status s;
     if (st->o.preset != NULL) {
         acg_model_config c = ACG_MODEL_CONFIG_INIT;
         if ((s = acg_model_preset_get_config(st->o.preset, &c)) != ACG_OK)
-            return cli_fail(s, "reading the preset");
+            return run_fail(st, s, "reading the preset");
         if ((s = acg_model_preset_load(st->o.preset, 1, &st->weights)) != ACG_OK)
-            return cli_fail(s, "building the preset");
+            return run_fail(st, s, "building the preset");
         if ((s = acg_tokenizer_preset(c.vocab_size, &st->tok)) != ACG_OK)
-            return cli_fail(s, "building the preset's tokenizer");
-        if (!st->o.json)
+            return run_fail(st, s, "building the preset's tokenizer");
+        if (!st->o.json && prints(st))
             fprintf(stderr,
                     "acg: the %s preset has random weights, so its text means nothing; "
                     "--model and --tokenizer load a trained llama2.c checkpoint\n",
                     st->o.preset);
     } else {
         if ((s = acg_model_weights_load(st->o.model, &st->weights)) != ACG_OK)
-            return cli_fail(s, "loading the model");
+            return run_fail(st, s, "loading the model");
         int32_t vocab = acg_model_weights_get_config(st->weights)->vocab_size;
         if ((s = acg_tokenizer_load(st->o.tokenizer, vocab, &st->tok)) != ACG_OK)
-            return cli_fail(s, "loading the tokenizer");
+            return run_fail(st, s, "loading the tokenizer");
     }
     if ((s = acg_device_open(st->o.backend, &st->dev)) != ACG_OK)
-        return cli_fail(s, "opening the device");
+        return run_fail(st, s, "opening the device");
     return CLI_EXIT_OK;
 }
 
@@ -498,8 +641,10 @@ int cli_run(int argc, char **argv) {
         free(st);
         return rc < 0 ? CLI_EXIT_OK : rc;
     }
-    st->progress = isatty(STDERR_FILENO) && !st->o.json;
-    rc = read_prompts(st);
+    rc = join_ranks(st);
+    st->progress = isatty(STDERR_FILENO) && !st->o.json && prints(st);
+    if (rc == CLI_EXIT_OK)
+        rc = read_prompts(st);
     if (rc == CLI_EXIT_OK)
         rc = load(st);
     if (rc == CLI_EXIT_OK)
@@ -510,7 +655,7 @@ int cli_run(int argc, char **argv) {
         rc = generate(st, st->o.graphs, "generating", &stats, &seconds);
     if (rc == CLI_EXIT_OK && st->o.verify)
         rc = verify(st);
-    if (rc == CLI_EXIT_OK)
+    if (rc == CLI_EXIT_OK && prints(st))
         print_report(st, &stats, seconds);
     for (size_t i = 0; i < st->n_req; i++) {
         free(st->req[i].text);
@@ -521,6 +666,7 @@ int cli_run(int argc, char **argv) {
     acg_model_weights_free(st->weights);
     if (st->dev != NULL)
         acg_device_close(st->dev);
+    leave_ranks(st, rc);
     free(st);
     return rc;
 }
