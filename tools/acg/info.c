@@ -162,6 +162,8 @@ static void print_json(const backend_row *rows, size_t n) {
             bench_json_bool(&j, "graphs", cap->graphs);
             bench_json_bool(&j, "graph_update", cap->graph_update);
             bench_json_bool(&j, "multi_stream_capture", cap->multi_stream_capture);
+            bench_json_bool(&j, "native_capture", cap->native_capture);
+            bench_json_bool(&j, "collectives", cap->collectives);
             bench_json_uint(&j, "memory_bytes", cap->memory_bytes);
             char detail[sizeof cap->detail + 1];
             snprintf(detail, sizeof detail, "%.*s", (int)sizeof cap->detail, cap->detail);

@@ -588,6 +588,29 @@ static int join_ranks(run_state *st) {
 #endif
 }
 
+/* The device: --backend's, else $ACG_DEVICE's, else the library's choice; but a model split
+ * over ranks needs collectives, so with --tp N and neither given, the first device that has
+ * them, an accelerator before the cpu backend. */
+static const char *device_spec(const run_state *st) {
+    if (st->o.backend != NULL || st->o.tp == 1 || getenv("ACG_DEVICE") != NULL) {
+        return st->o.backend;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t b = 0; b < acg_backend_count(); b++) {
+            acg_backend_info info = ACG_BACKEND_INFO_INIT;
+            acg_capability cap;
+            cap.size = sizeof cap;
+            if (acg_backend_get_info(b, &info) != ACG_OK || !info.available ||
+                (strcmp(info.name, "cpu") == 0) != (pass == 1) ||
+                acg_device_describe(info.name, 0, &cap) != ACG_OK || !cap.collectives) {
+                continue;
+            }
+            return info.name;
+        }
+    }
+    return st->o.backend;
+}
+
 /* Leaves the ranks' group (after the model and the device, which use it). */
 static void leave_ranks(run_state *st, int rc) {
 #ifdef ACG_HAVE_MPI
@@ -627,7 +650,7 @@ static int load(run_state *st) {
         if ((s = acg_tokenizer_load(st->o.tokenizer, vocab, &st->tok)) != ACG_OK)
             return run_fail(st, s, "loading the tokenizer");
     }
-    if ((s = acg_device_open(st->o.backend, &st->dev)) != ACG_OK)
+    if ((s = acg_device_open(device_spec(st), &st->dev)) != ACG_OK)
         return run_fail(st, s, "opening the device");
     return CLI_EXIT_OK;
 }
