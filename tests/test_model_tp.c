@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <acg/model.h>
@@ -511,6 +512,82 @@ static void test_disagreement(void **state) {
     TC_OK(acg_model_weights_free(w));
 }
 
+/* ==== 3b. a rank that dies mid-run ============================================================ */
+
+/* Whether /dev/shm still names a segment of acg's made by process pid. */
+static bool segment_named(int pid) {
+    char path[64];
+    for (unsigned i = 0; i < 64; i++) {
+        snprintf(path, sizeof path, "/dev/shm/acg-%d-%u", pid, i);
+        if (access(path, F_OK) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Three ranks serve with graphs; rank 2 leaves (no goodbye, as a crash) after two steps. The
+ * others' next step fails with ACG_ERR_COMM within seconds, not a hang. */
+static int rank_dies(fc_group *fc, int rank, const acg_model_weights *w) {
+    prompt_set prompts;
+    make_prompts(&prompts, acg_model_weights_get_config(w)->vocab_size);
+    acg_device *dev = NULL;
+    CHECK(acg_device_open(tc_spec(), &dev) == ACG_OK);
+    acg_model_options o = model_options(fc_comm(fc), ACG_GRAPHS_ON);
+    acg_model *m = NULL;
+    CHECK(acg_model_create(dev, w, &o, &m) == ACG_OK);
+    CHECK(!segment_named(fc_pid(fc, 0))); /* the group's segment has no name any more */
+    acg_request q = ACG_REQUEST_INIT;
+    q.prompt = prompts.ids[0];
+    q.prompt_len = prompt_len[0];
+    q.max_new_tokens = 32;
+    uint64_t id;
+    CHECK(acg_model_submit(m, &q, &id) == ACG_OK);
+    acg_step_report rep = ACG_STEP_REPORT_INIT;
+    for (int step = 0; step < 2; step++) {
+        CHECK(acg_model_step(m, &rep) == ACG_OK);
+    }
+    if (rank == 2) {
+        _exit(0);
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    acg_status st = ACG_OK;
+    for (int step = 0; step < 30 && st == ACG_OK; step++) {
+        st = acg_model_step(m, &rep);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, acg_status_name(st), took,
+            acg_last_error());
+    CHECK(st == ACG_ERR_COMM);
+    CHECK(took < 10.0);
+    acg_model_destroy(m);
+    acg_device_close(dev);
+    return 0;
+}
+
+static void test_rank_dies(void **state) {
+    (void)state;
+    if (!collectives()) {
+        return;
+    }
+    acg_model_weights *w = preset("tiny");
+    fc_group *fc = fc_create(3, 2000); /* the step's agreement gives up after 2 s */
+    assert_non_null(fc);
+    int rank = fc_fork(fc);
+    int bad = rank_dies(fc, rank, w);
+    if (rank != 0) {
+        _exit(bad != 0);
+    }
+    int children = fc_wait_children(fc);
+    assert_false(segment_named(fc_pid(fc, 0)));
+    fc_destroy(fc);
+    assert_int_equal(bad, 0);
+    assert_int_equal(children, 0);
+    TC_OK(acg_model_weights_free(w));
+}
+
 /* ==== 4. bad input ============================================================================ */
 
 /* A comm whose callbacks must not be reached: each call is counted and fails. */
@@ -639,7 +716,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input),    cmocka_unit_test(test_tiny),
         cmocka_unit_test(test_small),        cmocka_unit_test(test_capture_fails_on_one_rank),
-        cmocka_unit_test(test_disagreement),
+        cmocka_unit_test(test_disagreement), cmocka_unit_test(test_rank_dies),
     };
     return cmocka_run_group_tests_name(tc_group("test_model_tp"), tests, NULL, NULL);
 }
