@@ -20,6 +20,8 @@ static const char *const core_names[] = {
     "ACG_CPU_THREADS",
     /* the CUDA driver the cuda backend loads (default libcuda.so.1): the tests' test driver */
     "ACG_CUDA_DRIVER",
+    /* the NCCL the cuda backend's collectives load (default libnccl.so.2): the tests' test NCCL */
+    "ACG_NCCL_LIBRARY",
     /* the Level Zero loader the level_zero backend opens (default libze_loader.so.1) */
     "ACG_LEVEL_ZERO_LOADER",
     /* how long a collective waits for the other ranks before it fails with ACG_ERR_COMM, in

@@ -1,5 +1,5 @@
 /* cuda.c — the cuda backend: the driver loaded at run time, devices on their primary
- * contexts, streams, events, memory and kernels. Graphs are graph.c's. */
+ * contexts, streams, events, memory and kernels. Graphs are graph.c's, collectives nccl.c's. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -166,6 +166,7 @@ static bool load_driver(void) {
      * function they name. A real driver exports no such function, and nothing changes there. */
     void (*bind)(const acg_kernel_desc *(*)(const char *)) = NULL;
     *(void **)&bind = dlsym(h, "acgtest_cuda_bind_kernels");
+    acg__cu.test_driver = bind != NULL;
     if (bind != NULL) {
         bind(acg__kernel_desc_find_cuda);
         acg__log(ACG_LOG_INFO, "cuda: %s is acg's CUDA test driver: kernels run their cpu code",
@@ -235,14 +236,24 @@ static acg_status describe_device(CUdevice dev, acg_capability *out) {
     out->multi_stream_capture = acg__cu.capture;
     out->graph_host_functions = acg__cu.capture;
     out->graph_update = acg__cu.update;
+    /* NCCL is loaded here, at the first describe or open, so that the capability tells the
+     * truth before any group is attempted (nccl.c). */
+    const char *nccl_detail = NULL;
+    out->collectives = acg__cu_nccl_load(&nccl_detail);
     out->memory_bytes = mem;
-    snprintf(out->detail, sizeof out->detail,
-             "CUDA driver %d.%d, compute capability %d.%d, %d SMs; graphs: %s; update: %s%s%.80s",
-             acg__cu.version / 1000, acg__cu.version % 1000 / 10, major, minor, sms,
-             acg__cu.capture ? "native stream capture" : "unavailable (driver lacks capture)",
-             acg__cu.update ? "cuGraphExecUpdate, re-instantiation when refused"
-                            : "unavailable (capture again)",
-             acg__cu.missing[0] ? "; driver lacks " : "", acg__cu.missing);
+    int n =
+        snprintf(out->detail, sizeof out->detail,
+                 "CUDA driver %d.%d, compute capability %d.%d, %d SMs; graphs: %s; update: "
+                 "%s%s%.80s",
+                 acg__cu.version / 1000, acg__cu.version % 1000 / 10, major, minor, sms,
+                 acg__cu.capture ? "native stream capture" : "unavailable (driver lacks capture)",
+                 acg__cu.update ? "cuGraphExecUpdate, re-instantiation when refused"
+                                : "unavailable (capture again)",
+                 acg__cu.missing[0] ? "; driver lacks " : "", acg__cu.missing);
+    /* The collectives come last: a reason can be long, and what does not fit is cut. */
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof out->detail ? (size_t)n : sizeof out->detail - 1;
+    snprintf(out->detail + len, sizeof out->detail - len, "; collectives: %s%s%s",
+             out->collectives ? "" : "none (", nccl_detail, out->collectives ? "" : ")");
     return ACG_OK;
 }
 
@@ -752,4 +763,8 @@ const acg_backend_i acg__backend_cuda = {
     .graph_get_native = cu_graph_get_native,
     .pinned_register = cu_pinned_register,
     .pinned_unregister = cu_pinned_unregister,
+    /* NCCL, where it loads; the capability says collectives (nccl.c). */
+    .group_create = acg__cu_group_create,
+    .group_destroy = acg__cu_group_destroy,
+    .allreduce = acg__cu_allreduce,
 };

@@ -7,7 +7,8 @@
  * streams are non-blocking CUstreams, events CUevents without timing, buffers cuMemAlloc'd,
  * pinned memory cuMemHostAlloc'd. Kernels come from the fatbin of their definition, loaded once
  * per device and image with cuLibraryLoadData. Capture is CUDA's own stream capture (graph.c):
- * the core hands every captured piece of work to the normal slots and the driver records it. */
+ * the core hands every captured piece of work to the normal slots and the driver records it.
+ * Collectives are NCCL's, loaded at run time too (nccl.c). */
 #ifndef ACG_BACKENDS_CUDA_H
 #define ACG_BACKENDS_CUDA_H
 
@@ -27,6 +28,7 @@ typedef struct cu_driver {
 #undef ACG_CU_FIELD_
     bool capture;      /* stream capture, instantiation and launch */
     bool update;       /* graphs built from the ledger and cuGraphExecUpdate */
+    bool test_driver;  /* acg's test driver (tests/cuda_driver): it pairs with acg's test NCCL */
     char missing[256]; /* the optional entry points this driver lacks */
     char reason[256];  /* why the backend cannot run, when it cannot */
 } cu_driver;
@@ -105,6 +107,16 @@ typedef struct cu_launch {
 acg_status acg__cu_launch_shape(const cu_kernel *kernel, const acg_dims *dims,
                                 const acg__karg *args, uint32_t n_args, cu_launch *l,
                                 const char *fn);
+
+/* Loads NCCL once per process, thread-safe (nccl.c): true when collectives can run; *detail
+ * says NCCL's version, or why there are none. */
+bool acg__cu_nccl_load(const char **detail);
+
+/* Collective slots (nccl.c). */
+acg_status acg__cu_group_create(acg__bk_device *dev, const acg_comm *comm, acg__bk_group **out);
+void acg__cu_group_destroy(acg__bk_group *group);
+acg_status acg__cu_allreduce(acg__bk_stream *stream, acg__bk_group *group, acg__bk_mem *mem,
+                             size_t off, size_t count);
 
 /* Graph slots (graph.c). */
 acg_status acg__cu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec);

@@ -249,6 +249,12 @@ static acg_status add_node(cu_device *d, CUgraph graph, const acg__graph_desc *d
         CUDA_HOST_NODE_PARAMS p = {n->host_fn, n->host_user};
         return CU(fn, cuGraphAddHostNode, out, graph, deps, n->n_deps, &p);
     }
+    case ACG_NODE_COLLECTIVE:
+        /* NCCL's kernels and their arguments are NCCL's own, recorded only by capture. */
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: node %u is an allreduce, which NCCL puts in a graph only by "
+                          "capture; capture again",
+                          fn, i);
     default:
         return acg__error(ACG_ERR_UNSUPPORTED,
                           "%s: node %u is work acg did not launch (%s), which the cuda backend "

@@ -1,0 +1,713 @@
+/* test_cuda_nccl.c — the cuda backend's collectives through NCCL (src/backends/cuda/nccl.c),
+ * against acg's CUDA test driver and acg's test NCCL (tests/cuda_driver, named by
+ * ACG_CUDA_DRIVER and ACG_NCCL_LIBRARY):
+ *   - a group of one rank: an eager allreduce leaves the floats as they were and calls
+ *     ncclAllReduce once; a captured one is a node of the graph (ACG_NODE_COLLECTIVE) that each
+ *     replay runs without calling NCCL again, which holds the group, and that an update cannot
+ *     rebuild;
+ *   - two ranks: the test NCCL refuses them at initialization; acg says so with NCCL's words,
+ *     makes no group and leaves nothing behind;
+ *   - each NCCL call failing (injected), a CUDA call inside NCCL failing, an asynchronous error,
+ *     the comm's callbacks failing or another rank failing before or during the
+ *     initialization, every allocation of a group failing: a clean status naming what failed,
+ *     no communicator or driver object left, the device usable afterwards;
+ *   - the test NCCL's own out-of-place allreduce, a copy in stream order;
+ *   - without a usable NCCL (--expect-no-collectives TEXT; one process per condition, since a
+ *     process loads NCCL once): no collectives, the capability's detail says why, a group is
+ *     refused with ACG_ERR_UNSUPPORTED;
+ *   - --device-check: a group of one rank, eager and captured, through acg's public API only,
+ *     for a real GPU with the real NCCL (scripts/device-check.sh); here it runs on the test
+ *     libraries like the rest. */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <acg/acg.h>
+
+#include "backends/cuda/nccl_abi.h"
+
+#define N 256
+
+#define OK(call) assert_int_equal((call), ACG_OK)
+
+/* Asserts that call returns want and that acg_last_error() holds text. */
+#define EXPECT(want, call, text)                                                                   \
+    do {                                                                                           \
+        acg_status st_ = (call);                                                                   \
+        if (st_ != (want) || strstr(acg_last_error(), (text)) == NULL) {                           \
+            fail_msg("%s: %s (want %s with \"%s\"): %s", #call, acg_status_name(st_),              \
+                     acg_status_name(want), (text), acg_last_error());                             \
+        }                                                                                          \
+    } while (0)
+
+/* ---- the test libraries' control functions ------------------------------------------------ */
+
+static struct {
+    void (*inject)(const char *name, unsigned nth, int code);
+    long (*live)(void);
+    PFN_cuGetProcAddress_v12000 get_proc;
+} drv;
+
+static struct {
+    void *h;
+    void (*inject)(const char *name, unsigned nth, int code);
+    unsigned long (*calls)(const char *name);
+    unsigned long (*runs)(void);
+    long (*live)(void);
+    void (*set_async_error)(int code);
+    void (*reset)(void);
+} nc;
+
+static void *sym(void *h, const char *name) {
+    void *p = dlsym(h, name);
+    if (p == NULL) {
+        fail_msg("no %s in the test library", name);
+    }
+    return p;
+}
+
+/* Binds the libraries the backend loaded (a cuda device must have been opened once). */
+static void bind_libraries(void) {
+    void *h = dlopen(getenv("ACG_CUDA_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    *(void **)&drv.inject = sym(h, "acgtest_cuda_fail");
+    *(void **)&drv.live = sym(h, "acgtest_cuda_live");
+    *(void **)&drv.get_proc = sym(h, "cuGetProcAddress_v2");
+    dlclose(h); /* RTLD_NOLOAD took a reference */
+    nc.h = dlopen(getenv("ACG_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(nc.h);
+    *(void **)&nc.inject = sym(nc.h, "acgtest_nccl_fail");
+    *(void **)&nc.calls = sym(nc.h, "acgtest_nccl_calls");
+    *(void **)&nc.runs = sym(nc.h, "acgtest_nccl_runs");
+    *(void **)&nc.live = sym(nc.h, "acgtest_nccl_live");
+    *(void **)&nc.set_async_error = sym(nc.h, "acgtest_nccl_set_async_error");
+    *(void **)&nc.reset = sym(nc.h, "acgtest_nccl_reset_counts");
+    dlclose(nc.h); /* the backend's reference keeps it loaded */
+}
+
+/* ---- a comm in one process ------------------------------------------------------------------ */
+
+/* The callbacks of a comm whose other ranks, if any, are imagined: a broadcast gives a rank
+ * other than the root what the last root of the process broadcast, a minimum is this rank's own
+ * value, unless the test makes another rank say no (min_zero_at: that call's minimum is 0) or
+ * the comm itself fail. */
+typedef struct test_comm {
+    int32_t rank;
+    int min_calls;
+    int min_zero_at;         /* 0: never */
+    int min_fail_at;         /* 0: never; else that call returns ACG_ERR_COMM */
+    acg_status broadcast_st; /* what broadcast returns */
+    size_t id_bytes;         /* of the last broadcast */
+} test_comm;
+
+static unsigned char root_data[ACG_NCCL_UNIQUE_ID_BYTES]; /* what the last root broadcast */
+
+static acg_status tc_barrier(void *user) {
+    (void)user;
+    return ACG_OK;
+}
+
+static acg_status tc_min(void *user, int32_t *values, size_t n) {
+    test_comm *t = user;
+    t->min_calls++;
+    if (t->min_calls == t->min_fail_at) {
+        return ACG_ERR_COMM;
+    }
+    if (t->min_calls == t->min_zero_at) {
+        for (size_t i = 0; i < n; i++) {
+            values[i] = 0;
+        }
+    }
+    return ACG_OK;
+}
+
+static acg_status tc_broadcast(void *user, void *data, size_t bytes, int32_t root) {
+    test_comm *t = user;
+    assert_int_equal(root, 0);
+    assert_int_equal(bytes, sizeof root_data);
+    t->id_bytes = bytes;
+    if (t->rank == root) {
+        memcpy(root_data, data, bytes);
+    } else {
+        memcpy(data, root_data, bytes);
+    }
+    return t->broadcast_st;
+}
+
+static acg_comm make_comm(test_comm *t, int32_t rank, int32_t n_ranks) {
+    memset(t, 0, sizeof *t);
+    t->rank = rank;
+    acg_comm c = ACG_COMM_INIT;
+    c.user = t;
+    c.barrier = tc_barrier;
+    c.allreduce_min_i32 = tc_min;
+    c.rank = rank;
+    c.n_ranks = n_ranks;
+    c.broadcast = tc_broadcast;
+    return c;
+}
+
+/* ---- a device with a stream and a buffer ---------------------------------------------------- */
+
+typedef struct env {
+    acg_device *dev;
+    acg_stream *s;
+    acg_buffer *buf;
+    float *host; /* (N) pinned: a capture's upload source */
+    float *out;  /* (N) pinned: a capture's download destination */
+    float in[N];
+    long drv_live, nc_live; /* at the start */
+} env;
+
+static void env_open(env *e) {
+    memset(e, 0, sizeof *e);
+    OK(acg_device_open("cuda", &e->dev));
+    bind_libraries();
+    OK(acg_stream_create(e->dev, &e->s));
+    OK(acg_buffer_alloc(e->dev, N * sizeof(float), &e->buf));
+    OK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&e->host));
+    OK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&e->out));
+    for (int i = 0; i < N; i++) {
+        e->in[i] = (float)(i % 17) * 0.37f - 3.0f + (float)i * 1e-3f;
+        e->host[i] = e->in[i];
+    }
+    OK(acg_copy_h2d(e->s, e->buf, 0, e->in, sizeof e->in));
+    OK(acg_stream_synchronize(e->s));
+    e->drv_live = drv.live();
+    e->nc_live = nc.live();
+    nc.reset();
+}
+
+/* The buffer still holds the input, bit for bit. */
+static void expect_unchanged(env *e) {
+    float got[N];
+    OK(acg_copy_d2h(e->s, got, e->buf, 0, sizeof got));
+    assert_memory_equal(got, e->in, sizeof got);
+}
+
+/* Nothing a group made is left (an object of the driver's or NCCL's). */
+static void expect_nothing_left(const env *e) {
+    assert_int_equal(nc.live(), e->nc_live);
+    assert_int_equal(drv.live(), e->drv_live);
+}
+
+static void env_close(env *e) {
+    OK(acg_pinned_free(e->out));
+    OK(acg_pinned_free(e->host));
+    OK(acg_buffer_free(e->buf));
+    OK(acg_stream_destroy(e->s));
+    OK(acg_device_close(e->dev));
+}
+
+/* ---- one rank ---------------------------------------------------------------------------------
+ */
+
+/* upload (pinned), allreduce, download (pinned), captured. */
+static acg_graph *capture(env *e, acg_device_group *g, acg_graph_pool *pool) {
+    OK(acg_stream_begin_capture(e->s, pool));
+    OK(acg_copy_h2d(e->s, e->buf, 0, e->host, N * sizeof(float)));
+    OK(acg_allreduce(e->s, g, e->buf, 0, N));
+    OK(acg_copy_d2h(e->s, e->out, e->buf, 0, N * sizeof(float)));
+    acg_graph *graph = NULL;
+    OK(acg_stream_end_capture(e->s, &graph));
+    return graph;
+}
+
+static void test_one_rank(void **state) {
+    (void)state;
+    env e;
+    env_open(&e);
+    const acg_capability *cap = acg_device_get_capability(e.dev);
+    assert_true(cap->collectives);
+    assert_non_null(strstr(cap->detail, "collectives: NCCL 2.28.9"));
+    test_comm t;
+    acg_comm c = make_comm(&t, 0, 1);
+    acg_device_group *g = NULL;
+    OK(acg_device_group_create(e.dev, &c, &g));
+    int32_t rank = -1, n_ranks = -1;
+    OK(acg_device_group_get_rank(g, &rank, &n_ranks));
+    assert_int_equal(rank, 0);
+    assert_int_equal(n_ranks, 1);
+    /* The broadcast carried the test NCCL's id; two agreements, each said yes. */
+    assert_true(t.id_bytes == ACG_NCCL_UNIQUE_ID_BYTES && root_data[0] != 0);
+    assert_int_equal(t.min_calls, 2);
+    assert_int_equal(nc.calls("ncclCommInitRank"), 1);
+    assert_int_equal(nc.live(), e.nc_live + 1);
+
+    /* Eager: one NCCL call, one run, the floats as they were; a window too. */
+    OK(acg_allreduce(e.s, g, e.buf, 0, N));
+    OK(acg_allreduce(e.s, g, e.buf, 16 * sizeof(float), 8));
+    OK(acg_stream_synchronize(e.s));
+    assert_int_equal(nc.calls("ncclAllReduce"), 2);
+    assert_int_equal(nc.runs(), 2);
+    expect_unchanged(&e);
+
+    /* Captured: NCCL is called once, at capture, and runs at each replay. */
+    acg_graph_pool *pool = NULL;
+    OK(acg_graph_pool_create(e.dev, &pool));
+    acg_graph *graph = capture(&e, g, pool);
+    assert_int_equal(nc.calls("ncclAllReduce"), 3);
+    assert_int_equal(nc.runs(), 2);
+    size_t nodes = 0;
+    OK(acg_graph_get_node_count(graph, &nodes));
+    assert_int_equal(nodes, 3);
+    acg_node_info info;
+    OK(acg_graph_get_node(graph, 1, &info));
+    assert_int_equal(info.kind, ACG_NODE_COLLECTIVE);
+    assert_int_equal(info.size, N * sizeof(float));
+    EXPECT(ACG_ERR_IN_USE, acg_device_group_destroy(g), "allreduce");
+    for (int k = 0; k < 2; k++) {
+        memset(e.out, 0, N * sizeof(float));
+        OK(acg_graph_launch(graph, e.s));
+        OK(acg_stream_synchronize(e.s));
+        assert_memory_equal(e.out, e.in, N * sizeof(float));
+    }
+    assert_int_equal(nc.calls("ncclAllReduce"), 3);
+    assert_int_equal(nc.runs(), 4);
+
+    /* An update cannot rebuild NCCL's work from the ledger; the graph still replays. */
+    acg_graph *again = capture(&e, g, pool);
+    EXPECT(ACG_ERR_UNSUPPORTED, acg_graph_update(graph, again), "allreduce");
+    OK(acg_graph_launch(graph, e.s));
+    OK(acg_stream_synchronize(e.s));
+    assert_int_equal(nc.runs(), 5);
+    OK(acg_graph_destroy(again));
+    OK(acg_graph_destroy(graph));
+    OK(acg_graph_pool_destroy(pool));
+
+    OK(acg_device_group_destroy(g));
+    assert_int_equal(nc.calls("ncclCommDestroy"), 1);
+    assert_int_equal(nc.calls("ncclCommAbort"), 0);
+    expect_nothing_left(&e);
+    env_close(&e);
+}
+
+/* ---- refusals and failures --------------------------------------------------------------------
+ */
+
+/* Two ranks: the test NCCL refuses them; the group is not made. */
+static void test_two_ranks(void **state) {
+    (void)state;
+    env e;
+    env_open(&e);
+    test_comm t;
+    acg_comm c = make_comm(&t, 0, 2);
+    acg_device_group *g = NULL;
+    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
+           "ncclCommInitRank failed with ncclInvalidUsage (5): invalid usage");
+    assert_non_null(strstr(acg_last_error(), "one rank only"));
+    assert_null(g);
+    assert_int_equal(t.min_calls, 2); /* the others learn it too */
+    expect_nothing_left(&e);
+    /* Rank 1 of 2 gets rank 0's id from the broadcast and fails the same way. */
+    c = make_comm(&t, 1, 2);
+    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g), "ncclInvalidUsage");
+    assert_int_equal(nc.calls("ncclGetUniqueId"), 1); /* rank 0's only */
+    expect_nothing_left(&e);
+    env_close(&e);
+}
+
+/* NCCL's and CUDA's failures inside the group's making: each says what failed, and nothing is
+ * left. */
+static void test_create_failures(void **state) {
+    (void)state;
+    env e;
+    env_open(&e);
+    test_comm t;
+    acg_comm c = make_comm(&t, 0, 1);
+    acg_device_group *g = NULL;
+    static const struct {
+        const char *fn;
+        int code;
+        acg_status want;
+        const char *text;
+    } cases[] = {
+        {"ncclGetUniqueId", ACG_NCCL_SYSTEM_ERROR, ACG_ERR_COMM,
+         "ncclGetUniqueId failed with ncclSystemError (2): a system call failed"},
+        {"ncclCommInitRank", ACG_NCCL_INTERNAL_ERROR, ACG_ERR_COMM,
+         "ncclCommInitRank failed with ncclInternalError (3)"},
+        {"ncclCommInitRank", ACG_NCCL_UNHANDLED_CUDA_ERROR, ACG_ERR_DEVICE,
+         "ncclCommInitRank failed with ncclUnhandledCudaError (1)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c = make_comm(&t, 0, 1);
+        nc.inject(cases[i].fn, 1, cases[i].code);
+        EXPECT(cases[i].want, acg_device_group_create(e.dev, &c, &g), cases[i].text);
+        assert_non_null(strstr(acg_last_error(), "a failure injected by the test"));
+        assert_null(g);
+        assert_int_equal(t.min_calls, i == 0 ? 1 : 2);
+        expect_nothing_left(&e);
+    }
+    /* The CUDA call the test NCCL makes at initialization fails inside it. */
+    c = make_comm(&t, 0, 1);
+    drv.inject("cuEventCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT(ACG_ERR_DEVICE, acg_device_group_create(e.dev, &c, &g), "cuEventCreate failed");
+    expect_nothing_left(&e);
+    /* The device still makes a group. */
+    c = make_comm(&t, 0, 1);
+    OK(acg_device_group_create(e.dev, &c, &g));
+    OK(acg_device_group_destroy(g));
+    expect_nothing_left(&e);
+    env_close(&e);
+}
+
+/* The comm fails, or another rank does, before or after NCCL's initialization: every rank
+ * fails the group; a communicator made here is aborted. */
+static void test_comm_failures(void **state) {
+    (void)state;
+    env e;
+    env_open(&e);
+    test_comm t;
+    acg_comm c = make_comm(&t, 0, 1);
+    acg_device_group *g = NULL;
+
+    t.broadcast_st = ACG_ERR_COMM;
+    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g), "the comm's broadcast failed");
+    assert_int_equal(nc.calls("ncclCommInitRank"), 0);
+
+    c = make_comm(&t, 0, 1);
+    t.min_zero_at = 1;
+    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
+           "another rank failed before NCCL's initialization");
+    assert_int_equal(nc.calls("ncclCommInitRank"), 0);
+
+    c = make_comm(&t, 0, 1);
+    t.min_fail_at = 1;
+    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
+           "the comm's allreduce_min_i32 failed");
+    assert_int_equal(nc.calls("ncclCommInitRank"), 0);
+
+    c = make_comm(&t, 0, 1);
+    t.min_zero_at = 2;
+    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
+           "NCCL's initialization failed on another rank");
+    assert_int_equal(nc.calls("ncclCommInitRank"), 1);
+    assert_int_equal(nc.calls("ncclCommAbort"), 1);
+
+    c = make_comm(&t, 0, 1);
+    t.min_fail_at = 2;
+    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
+           "the comm's allreduce_min_i32 failed");
+    assert_int_equal(nc.calls("ncclCommInitRank"), 2);
+    assert_int_equal(nc.calls("ncclCommAbort"), 2);
+
+    /* A local failure is the one reported when the comm fails too. */
+    c = make_comm(&t, 0, 1);
+    t.broadcast_st = ACG_ERR_COMM;
+    nc.inject("ncclGetUniqueId", 1, ACG_NCCL_SYSTEM_ERROR);
+    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g), "ncclGetUniqueId failed");
+    assert_null(g);
+    expect_nothing_left(&e);
+    env_close(&e);
+}
+
+/* An allreduce that NCCL refuses, or whose CUDA work the stream refuses, or of a communicator
+ * that failed asynchronously: the status says which, and the group works on once it passes. */
+static void test_allreduce_failures(void **state) {
+    (void)state;
+    env e;
+    env_open(&e);
+    test_comm t;
+    acg_comm c = make_comm(&t, 0, 1);
+    acg_device_group *g = NULL;
+    OK(acg_device_group_create(e.dev, &c, &g));
+
+    nc.inject("ncclAllReduce", 1, ACG_NCCL_SYSTEM_ERROR);
+    EXPECT(ACG_ERR_COMM, acg_allreduce(e.s, g, e.buf, 0, N),
+           "acg_allreduce: ncclAllReduce failed with ncclSystemError (2)");
+    nc.inject("ncclAllReduce", 1, ACG_NCCL_UNHANDLED_CUDA_ERROR);
+    EXPECT(ACG_ERR_DEVICE, acg_allreduce(e.s, g, e.buf, 0, N), "ncclUnhandledCudaError");
+    drv.inject("cuLaunchHostFunc", 1, CUDA_ERROR_INVALID_VALUE);
+    EXPECT(ACG_ERR_DEVICE, acg_allreduce(e.s, g, e.buf, 0, N), "the stream refused the work");
+    nc.inject("ncclCommGetAsyncError", 1, ACG_NCCL_INVALID_ARGUMENT);
+    EXPECT(ACG_ERR_COMM, acg_allreduce(e.s, g, e.buf, 0, N), "ncclCommGetAsyncError failed");
+    nc.set_async_error(ACG_NCCL_REMOTE_ERROR);
+    EXPECT(ACG_ERR_COMM, acg_allreduce(e.s, g, e.buf, 0, N),
+           "the group failed before: NCCL reports ncclRemoteError (6)");
+    nc.set_async_error(ACG_NCCL_SUCCESS);
+    OK(acg_stream_synchronize(e.s));
+    assert_int_equal(nc.runs(), 0);
+
+    /* Refused inside a capture: the capture ends invalidated with NCCL's words, and the stream
+     * works on. */
+    OK(acg_stream_begin_capture(e.s, NULL));
+    nc.inject("ncclAllReduce", 1, ACG_NCCL_INVALID_USAGE);
+    EXPECT(ACG_ERR_COMM, acg_allreduce(e.s, g, e.buf, 0, N), "ncclInvalidUsage");
+    acg_graph *graph = NULL;
+    EXPECT(ACG_ERR_COMM, acg_stream_end_capture(e.s, &graph), "ncclAllReduce failed");
+    assert_null(graph);
+
+    OK(acg_allreduce(e.s, g, e.buf, 0, N));
+    OK(acg_stream_synchronize(e.s));
+    assert_int_equal(nc.runs(), 1);
+    expect_unchanged(&e);
+    OK(acg_device_group_destroy(g));
+    expect_nothing_left(&e);
+    env_close(&e);
+}
+
+/* ---- every allocation of a group failing ------------------------------------------------------
+ */
+
+static struct {
+    atomic_long countdown; /* allocations until one fails; <= 0: none fails */
+    atomic_int hit;
+} alloc_fail;
+
+static void *failing_alloc(void *user, void *ptr, size_t size, size_t align) {
+    (void)user;
+    if (size == 0) {
+        free(ptr);
+        return NULL;
+    }
+    if (atomic_load(&alloc_fail.countdown) > 0 && atomic_fetch_sub(&alloc_fail.countdown, 1) == 1) {
+        atomic_store(&alloc_fail.hit, 1);
+        return NULL;
+    }
+    if (align < sizeof(void *)) {
+        align = sizeof(void *);
+    }
+    void *p = NULL;
+    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+}
+
+/* The nth allocation of a group's making and use failing, for every n until none fails: out of
+ * memory, nothing left behind, and the same device then makes the group. */
+static void test_alloc_failures(void **state) {
+    (void)state;
+    OK(acg_set_allocator(failing_alloc, NULL));
+    env e;
+    env_open(&e);
+    test_comm t;
+    acg_comm c;
+    acg_device_group *g = NULL;
+    for (long n = 1;; n++) {
+        c = make_comm(&t, 0, 1);
+        atomic_store(&alloc_fail.hit, 0);
+        atomic_store(&alloc_fail.countdown, n);
+        acg_status st = acg_device_group_create(e.dev, &c, &g);
+        atomic_store(&alloc_fail.countdown, 0);
+        if (!atomic_load(&alloc_fail.hit)) {
+            OK(st);
+            assert_true(n > 1); /* at least one allocation was failed */
+            break;
+        }
+        EXPECT(ACG_ERR_OUT_OF_MEMORY, st, "out of memory");
+        assert_null(g);
+        expect_nothing_left(&e);
+    }
+    OK(acg_allreduce(e.s, g, e.buf, 0, N));
+    OK(acg_device_group_destroy(g));
+    OK(acg_stream_synchronize(e.s));
+    expect_nothing_left(&e);
+    env_close(&e);
+    OK(acg_set_allocator(NULL, NULL));
+}
+
+/* ---- the test NCCL itself -----------------------------------------------------------------------
+ */
+
+/* Out of place, the test NCCL copies in stream order; unknown types and operators are
+ * refused. The engine's own NCCL calls on the stream's CUstream would look like this. */
+static void test_out_of_place(void **state) {
+    (void)state;
+    env e;
+    env_open(&e);
+    acg_nccl_get_unique_id_fn get_id;
+    acg_nccl_comm_init_rank_fn init;
+    acg_nccl_all_reduce_fn all_reduce;
+    acg_nccl_comm_destroy_fn destroy;
+    void *h = dlopen(getenv("ACG_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    *(void **)&get_id = sym(h, "ncclGetUniqueId");
+    *(void **)&init = sym(h, "ncclCommInitRank");
+    *(void **)&all_reduce = sym(h, "ncclAllReduce");
+    *(void **)&destroy = sym(h, "ncclCommDestroy");
+    PFN_cuMemAlloc_v3020 alloc;
+    PFN_cuMemFree_v3020 release;
+    PFN_cuMemcpyHtoDAsync_v3020 h2d;
+    PFN_cuMemcpyDtoHAsync_v3020 d2h;
+    PFN_cuStreamSynchronize_v2000 sync;
+    CUdriverProcAddressQueryResult q;
+    assert_int_equal(drv.get_proc("cuMemAlloc", (void **)&alloc, 3020, 0, &q), CUDA_SUCCESS);
+    assert_int_equal(drv.get_proc("cuMemFree", (void **)&release, 3020, 0, &q), CUDA_SUCCESS);
+    assert_int_equal(drv.get_proc("cuMemcpyHtoDAsync", (void **)&h2d, 3020, 0, &q), CUDA_SUCCESS);
+    assert_int_equal(drv.get_proc("cuMemcpyDtoHAsync", (void **)&d2h, 3020, 0, &q), CUDA_SUCCESS);
+    assert_int_equal(drv.get_proc("cuStreamSynchronize", (void **)&sync, 2000, 0, &q),
+                     CUDA_SUCCESS);
+    acg_native_handle native = ACG_NATIVE_HANDLE_INIT;
+    OK(acg_stream_get_native(e.s, &native));
+    CUstream s = (CUstream)native.handle;
+
+    acg_nccl_unique_id id;
+    acg_nccl_comm comm = NULL;
+    assert_int_equal(get_id(&id), ACG_NCCL_SUCCESS);
+    assert_int_equal(init(&comm, 1, id, 0), ACG_NCCL_SUCCESS); /* acg left its context current */
+    CUdeviceptr src = 0, dst = 0;
+    assert_int_equal(alloc(&src, sizeof e.in), CUDA_SUCCESS);
+    assert_int_equal(alloc(&dst, sizeof e.in), CUDA_SUCCESS);
+    float got[N];
+    assert_int_equal(h2d(src, e.in, sizeof e.in, s), CUDA_SUCCESS);
+    assert_int_equal(all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, ACG_NCCL_FLOAT32,
+                                ACG_NCCL_SUM, comm, s),
+                     ACG_NCCL_SUCCESS);
+    assert_int_equal(d2h(got, dst, sizeof got, s), CUDA_SUCCESS);
+    assert_int_equal(sync(s), CUDA_SUCCESS);
+    assert_memory_equal(got, e.in, sizeof got);
+    assert_int_equal(nc.runs(), 1);
+    assert_int_equal(
+        all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, 99, ACG_NCCL_SUM, comm, s),
+        ACG_NCCL_INVALID_ARGUMENT);
+    assert_int_equal(all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, ACG_NCCL_FLOAT32,
+                                99, comm, s),
+                     ACG_NCCL_INVALID_ARGUMENT);
+    memset(&id, 0, sizeof id);
+    acg_nccl_comm other = NULL;
+    assert_int_equal(init(&other, 1, id, 0), ACG_NCCL_INVALID_ARGUMENT); /* not its id */
+    assert_int_equal(destroy(comm), ACG_NCCL_SUCCESS);
+    assert_int_equal(destroy(comm), ACG_NCCL_INVALID_ARGUMENT);
+    assert_int_equal(release(src), CUDA_SUCCESS);
+    assert_int_equal(release(dst), CUDA_SUCCESS);
+    dlclose(h);
+    expect_nothing_left(&e);
+    env_close(&e);
+}
+
+/* ---- without NCCL, and on a real GPU ----------------------------------------------------------
+ */
+
+/* No collectives, the detail holding `text`, and a group refused with ACG_ERR_UNSUPPORTED. */
+static int expect_no_collectives(const char *text) {
+    acg_device *dev = NULL;
+    if (acg_device_open("cuda", &dev) != ACG_OK) {
+        fprintf(stderr, "open failed: %s\n", acg_last_error());
+        return 1;
+    }
+    const acg_capability *cap = acg_device_get_capability(dev);
+    test_comm t;
+    acg_comm c = make_comm(&t, 0, 1);
+    acg_device_group *g = NULL;
+    acg_status st = acg_device_group_create(dev, &c, &g);
+    printf("collectives %d: %s\nacg_device_group_create: %s: %s\n", cap->collectives, cap->detail,
+           acg_status_name(st), acg_last_error());
+    int bad = cap->collectives || strstr(cap->detail, text) == NULL || st != ACG_ERR_UNSUPPORTED ||
+              g != NULL || t.min_calls != 0;
+    acg_device_group_destroy(g);
+    acg_device_close(dev);
+    if (bad) {
+        fprintf(stderr, "expected no collectives, with \"%s\" in the detail\n", text);
+    }
+    return bad;
+}
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "device check failed at line %d: %s (%s)\n", __LINE__, #cond,          \
+                    acg_last_error());                                                             \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* A group of one rank on cuda:0, through the public API alone: the eager allreduce and the
+ * replays of its capture leave the floats as they were (one rank's sum), the graph holds the
+ * allreduce as a collective node, and an update of it is refused, leaving it as it was. Exits
+ * 77 without NCCL. */
+static int device_check(void) {
+    acg_device *dev = NULL;
+    if (acg_device_open("cuda", &dev) != ACG_OK) {
+        printf("skipped: cuda: %s\n", acg_last_error());
+        return 77;
+    }
+    const acg_capability *cap = acg_device_get_capability(dev);
+    printf("%s: %s\n", cap->name, cap->detail);
+    if (!cap->collectives) {
+        printf("skipped: cuda has no collectives here (the detail says why)\n");
+        acg_device_close(dev);
+        return 77;
+    }
+    static float in[N], got[N];
+    for (int i = 0; i < N; i++) {
+        in[i] = (float)(i % 17) * 0.37f - 3.0f + (float)i * 1e-3f;
+    }
+    test_comm t;
+    acg_comm c = make_comm(&t, 0, 1);
+    acg_device_group *g = NULL;
+    acg_stream *s = NULL;
+    acg_buffer *buf = NULL;
+    float *host = NULL, *out = NULL;
+    CHECK(acg_device_group_create(dev, &c, &g) == ACG_OK);
+    CHECK(acg_stream_create(dev, &s) == ACG_OK);
+    CHECK(acg_buffer_alloc(dev, sizeof in, &buf) == ACG_OK);
+    CHECK(acg_pinned_alloc(dev, sizeof in, (void **)&host) == ACG_OK);
+    CHECK(acg_pinned_alloc(dev, sizeof in, (void **)&out) == ACG_OK);
+    memcpy(host, in, sizeof in);
+    CHECK(acg_copy_h2d(s, buf, 0, in, sizeof in) == ACG_OK);
+    CHECK(acg_allreduce(s, g, buf, 0, N) == ACG_OK);
+    CHECK(acg_copy_d2h(s, got, buf, 0, sizeof got) == ACG_OK);
+    CHECK(memcmp(got, in, sizeof in) == 0);
+    acg_graph *graphs[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        CHECK(acg_stream_begin_capture(s, NULL) == ACG_OK);
+        CHECK(acg_copy_h2d(s, buf, 0, host, sizeof in) == ACG_OK);
+        CHECK(acg_allreduce(s, g, buf, 0, N) == ACG_OK);
+        CHECK(acg_copy_d2h(s, out, buf, 0, sizeof in) == ACG_OK);
+        CHECK(acg_stream_end_capture(s, &graphs[k]) == ACG_OK);
+    }
+    acg_graph *graph = graphs[0];
+    acg_node_info info;
+    CHECK(acg_graph_get_node(graph, 1, &info) == ACG_OK && info.kind == ACG_NODE_COLLECTIVE);
+    for (int k = 0; k < 2; k++) {
+        memset(out, 0, sizeof in);
+        CHECK(acg_graph_launch(graph, s) == ACG_OK);
+        CHECK(acg_stream_synchronize(s) == ACG_OK);
+        CHECK(memcmp(out, in, sizeof in) == 0);
+    }
+    CHECK(acg_graph_update(graph, graphs[1]) == ACG_ERR_UNSUPPORTED);
+    memset(out, 0, sizeof in);
+    CHECK(acg_graph_launch(graph, s) == ACG_OK);
+    CHECK(acg_stream_synchronize(s) == ACG_OK);
+    CHECK(memcmp(out, in, sizeof in) == 0);
+    CHECK(acg_graph_destroy(graphs[1]) == ACG_OK);
+    CHECK(acg_graph_destroy(graph) == ACG_OK);
+    CHECK(acg_device_group_destroy(g) == ACG_OK);
+    CHECK(acg_pinned_free(out) == ACG_OK);
+    CHECK(acg_pinned_free(host) == ACG_OK);
+    CHECK(acg_buffer_free(buf) == ACG_OK);
+    CHECK(acg_stream_destroy(s) == ACG_OK);
+    CHECK(acg_device_close(dev) == ACG_OK);
+    printf("ok: one rank's allreduce, eager and captured (2 replays), bit for bit\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--expect-no-collectives") == 0) {
+        return expect_no_collectives(argv[2]);
+    }
+    if (argc == 2 && strcmp(argv[1], "--device-check") == 0) {
+        return device_check();
+    }
+    acg_device *probe = NULL;
+    if (acg_device_open("cuda", &probe) != ACG_OK) {
+        printf("skipped: cuda: %s\n", acg_last_error());
+        return 77;
+    }
+    acg_device_close(probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_rank),           cmocka_unit_test(test_two_ranks),
+        cmocka_unit_test(test_create_failures),    cmocka_unit_test(test_comm_failures),
+        cmocka_unit_test(test_allreduce_failures), cmocka_unit_test(test_out_of_place),
+        cmocka_unit_test(test_alloc_failures),
+    };
+    return cmocka_run_group_tests_name("test_cuda_nccl", tests, NULL, NULL);
+}
