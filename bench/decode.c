@@ -17,18 +17,28 @@
  * goes. Each batch size's graph step is also read against what the machine can do, measured in
  * the same run: the weights a step reads against the host's read bandwidth over a buffer as
  * large as the weights, and the step's matmul operations against an FMA loop's peak.
+ *
+ * With --tp N, run as every rank of `mpirun -np N`, the models are split over the ranks by
+ * tensor parallelism (model.h), each rank on its own device: every rank creates the same models
+ * and runs the same steps, since each step is a collective, and rank 0 alone prints. A split
+ * step adds two allreduces per layer, whose cost is measured alone too, per batch size, on a
+ * device group of the bench's own: 2 x n_layers allreduces of b x dim floats queued on a stream
+ * and synchronized, the median of as many repeats as timed steps. What the split costs is then
+ * the graph step's time at --tp N against --tp 1, read against that figure.
  */
 #include "bench.h"
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <acg/model.h>
 
-const char bench_decode_usage[] = "usage: acg bench decode [--backend B] [--preset P | --model F] "
-                                  "[--batch 1,8,32] [--steps N] [--json]\n";
+const char bench_decode_usage[] =
+    "usage: acg bench decode [--backend B] [--preset P | --model F] [--batch 1,8,32] [--steps N]\n"
+    "                        [--tp N (under mpirun -np N)] [--json]\n";
 
 #define PROMPT_LEN 4u   /* tokens of every request's prompt */
 #define WARMUP_STEPS 3u /* untimed decode steps before the timed ones */
@@ -42,6 +52,7 @@ const char bench_decode_usage[] = "usage: acg bench decode [--backend B] [--pres
 #define MAX_STEPS 100000u
 #define MIN_STEP_TOKENS 64u
 #define BATCH_LIST_MAX 256u /* characters of a --batch list */
+#define MAX_TP 64u          /* a device group's limit */
 
 static const uint32_t default_batches[] = {1, 8, 32};
 
@@ -62,6 +73,7 @@ typedef struct decode_config {
     uint32_t batch[MAX_BATCH_SIZES];
     size_t n_batch;
     uint32_t steps;
+    uint64_t tp; /* --tp: the ranks the models are split over */
 } decode_config;
 
 typedef struct decode_result {
@@ -72,14 +84,22 @@ typedef struct decode_result {
     uint32_t buckets_captured;  /* by the graphs-on model */
     double capture_ms;          /* its capture time at creation */
     double phase_us[N_MODES][N_PHASES]; /* median of each phase */
+    double allreduce_us; /* median time of a step's allreduces alone; NaN with one rank */
 } decode_result;
 
 typedef struct decode_bench {
     const decode_config *cfg;
+    bench_ranks ranks; /* --tp */
     acg_model_weights *weights;
     const acg_model_config *mc;
     acg_device *dev;
     acg_model *model[N_MODES];
+    /* With several ranks, what times a step's allreduces: the ranks' devices, a stream and the
+     * values reduced */
+    acg_device_group *group;
+    acg_stream *stream;
+    acg_buffer *reduced;      /* (max batch, dim) */
+    double *allreduce_ns;     /* (steps) */
     uint64_t *ids[N_MODES];   /* (max batch) the requests of each model */
     double *step_ns[N_MODES];   /* (steps) */
     double *submit_ns[N_MODES]; /* (steps) */
@@ -109,11 +129,12 @@ static int create_model(decode_bench *b, int mode, uint32_t batch) {
     uint32_t tokens = PROMPT_LEN + b->max_new;
     o.kv_pages = batch * ((tokens + o.page_size - 1) / o.page_size) + 1; /* and the sink */
     o.graphs = mode_graphs[mode];
+    o.comm = b->ranks.comm;
     acg_status st = acg_model_create(b->dev, b->weights, &o, &b->model[mode]);
     if (st != ACG_OK) {
         char what[96];
         snprintf(what, sizeof what, "creating the model (%s, batch %u)", mode_names[mode], batch);
-        return cli_fail(st, what);
+        return bench_ranks_fail(&b->ranks, st, what);
     }
     return CLI_EXIT_OK;
 }
@@ -133,7 +154,7 @@ static int submit(decode_bench *b, int mode, uint32_t batch) {
         q.max_new_tokens = b->max_new;
         acg_status st = acg_model_submit(b->model[mode], &q, &b->ids[mode][r]);
         if (st != ACG_OK)
-            return cli_fail(st, "submitting a request");
+            return bench_ranks_fail(&b->ranks, st, "submitting a request");
     }
     return CLI_EXIT_OK;
 }
@@ -150,31 +171,32 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
             acg_request_status rs = ACG_REQUEST_STATUS_INIT;
             acg_status st = acg_model_get_request(b->model[mode], b->ids[mode][r], &rs);
             if (st != ACG_OK)
-                return cli_fail(st, "reading a request");
+                return bench_ranks_fail(&b->ranks, st, "reading a request");
             decoding += rs.state == ACG_REQUEST_RUNNING && rs.n_generated > 0;
             lead = rs.n_generated > lead ? rs.n_generated : lead;
         }
         if (lead > 0 && lead - 1 + needed_tokens(b->cfg->steps) > b->max_new)
-            return cli_failf("bench decode: too many steps",
-                             "%s, batch %u: after %u steps reading the prompts the leading "
-                             "request has %u of its %u new tokens left (seq_len %d), fewer than "
-                             "%u warm-up and %u timed decode steps need",
-                             mode_names[mode], batch, s, b->max_new - lead, b->max_new,
-                             b->mc->seq_len, WARMUP_STEPS, b->cfg->steps);
+            return bench_ranks_failf(
+                &b->ranks, "bench decode: too many steps",
+                "%s, batch %u: after %u steps reading the prompts the leading "
+                "request has %u of its %u new tokens left (seq_len %d), fewer than "
+                "%u warm-up and %u timed decode steps need",
+                mode_names[mode], batch, s, b->max_new - lead, b->max_new, b->mc->seq_len,
+                WARMUP_STEPS, b->cfg->steps);
         if (decoding == batch)
             return CLI_EXIT_OK;
         if (s == limit)
-            return cli_failf("bench decode: prompts not read",
-                             "%s, batch %u: %u of %u requests decoding after %u steps",
-                             mode_names[mode], batch, decoding, batch, s);
+            return bench_ranks_failf(&b->ranks, "bench decode: prompts not read",
+                                     "%s, batch %u: %u of %u requests decoding after %u steps",
+                                     mode_names[mode], batch, decoding, batch, s);
         acg_step_report rep = ACG_STEP_REPORT_INIT;
         acg_status st = acg_model_step(b->model[mode], &rep);
         if (st != ACG_OK)
-            return cli_fail(st, "stepping through the prompts");
+            return bench_ranks_fail(&b->ranks, st, "stepping through the prompts");
         if (rep.rows == 0)
-            return cli_failf("bench decode: prompts not read",
-                             "%s, batch %u: nothing to run with %u of %u requests decoding",
-                             mode_names[mode], batch, decoding, batch);
+            return bench_ranks_failf(&b->ranks, "bench decode: prompts not read",
+                                     "%s, batch %u: nothing to run with %u of %u requests decoding",
+                                     mode_names[mode], batch, decoding, batch);
     }
 }
 
@@ -187,10 +209,10 @@ static int decode_step(decode_bench *b, int mode, uint32_t batch, double *ns, do
     acg_status st = acg_model_step(b->model[mode], &rep);
     uint64_t t1 = bench_now_ns();
     if (st != ACG_OK)
-        return cli_fail(st, "running a decode step");
+        return bench_ranks_fail(&b->ranks, st, "running a decode step");
     if (rep.rows != batch || rep.tokens != batch || rep.generated != batch)
-        return cli_failf(
-            "bench decode: not a decode step",
+        return bench_ranks_failf(
+            &b->ranks, "bench decode: not a decode step",
             "%s, batch %u: %u rows, %u query tokens, %u generated; expected %u of each",
             mode_names[mode], batch, rep.rows, rep.tokens, rep.generated, batch);
     if (ns)
@@ -215,20 +237,21 @@ static int compare_tokens(decode_bench *b, uint32_t batch) {
         for (int m = 0; m < N_MODES; m++) {
             acg_status st = acg_model_get_request(b->model[m], b->ids[m][r], &rs[m]);
             if (st != ACG_OK)
-                return cli_fail(st, "reading a request");
+                return bench_ranks_fail(&b->ranks, st, "reading a request");
         }
         uint32_t n =
             rs[EAGER].n_tokens < rs[GRAPH].n_tokens ? rs[EAGER].n_tokens : rs[GRAPH].n_tokens;
         for (uint32_t i = 0; i < n; i++) {
             if (rs[EAGER].tokens[i] != rs[GRAPH].tokens[i])
-                return cli_failf("bench decode: graphs change the tokens",
-                                 "batch %u, request %u, token %u: %d with graphs off, %d on", batch,
-                                 r, i, rs[EAGER].tokens[i], rs[GRAPH].tokens[i]);
+                return bench_ranks_failf(
+                    &b->ranks, "bench decode: graphs change the tokens",
+                    "batch %u, request %u, token %u: %d with graphs off, %d on", batch, r, i,
+                    rs[EAGER].tokens[i], rs[GRAPH].tokens[i]);
         }
         if (rs[EAGER].n_tokens != rs[GRAPH].n_tokens)
-            return cli_failf("bench decode: graphs change the tokens",
-                             "batch %u, request %u: %u tokens with graphs off, %u on", batch, r,
-                             rs[EAGER].n_tokens, rs[GRAPH].n_tokens);
+            return bench_ranks_failf(&b->ranks, "bench decode: graphs change the tokens",
+                                     "batch %u, request %u: %u tokens with graphs off, %u on",
+                                     batch, r, rs[EAGER].n_tokens, rs[GRAPH].n_tokens);
     }
     return CLI_EXIT_OK;
 }
@@ -264,9 +287,33 @@ static int measure(decode_bench *b, uint32_t batch, decode_result *res) {
     return CLI_EXIT_OK;
 }
 
+/* What the split adds to a step of `batch` rows, alone: a step's 2 x n_layers allreduces (after
+ * each block's attention and feed-forward) of batch x dim floats, queued on the bench's stream
+ * and synchronized; WARMUP_STEPS untimed repeats, then as many timed as steps. */
+static int measure_allreduce(decode_bench *b, uint32_t batch, decode_result *res) {
+    size_t count = (size_t)batch * (size_t)b->mc->dim;
+    uint32_t per_step = 2u * (uint32_t)b->mc->n_layers;
+    for (uint32_t s = 0; s < WARMUP_STEPS + b->cfg->steps; s++) {
+        acg_status st = ACG_OK;
+        uint64_t t0 = bench_now_ns();
+        for (uint32_t k = 0; k < per_step && st == ACG_OK; k++)
+            st = acg_allreduce(b->stream, b->group, b->reduced, 0, count);
+        if (st == ACG_OK)
+            st = acg_stream_synchronize(b->stream);
+        uint64_t t1 = bench_now_ns();
+        if (st != ACG_OK)
+            return bench_ranks_fail(&b->ranks, st, "timing a step's allreduces");
+        if (s >= WARMUP_STEPS)
+            b->allreduce_ns[s - WARMUP_STEPS] = (double)(t1 - t0);
+    }
+    res->allreduce_us = bench_median(b->allreduce_ns, b->cfg->steps) / 1e3;
+    return CLI_EXIT_OK;
+}
+
 static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
     memset(res, 0, sizeof *res);
     res->batch = batch;
+    res->allreduce_us = NAN;
     int rc = CLI_EXIT_OK;
     for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++)
         rc = create_model(b, m, batch);
@@ -274,7 +321,7 @@ static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
         acg_model_stats s = ACG_MODEL_STATS_INIT;
         acg_status st = acg_model_get_stats(b->model[GRAPH], &s);
         if (st != ACG_OK) {
-            rc = cli_fail(st, "reading the model's stats");
+            rc = bench_ranks_fail(&b->ranks, st, "reading the model's stats");
         } else {
             res->buckets_captured = s.buckets_captured;
             res->capture_ms = s.capture_ms;
@@ -287,9 +334,11 @@ static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
     for (int m = 0; m < N_MODES; m++) {
         acg_status st = acg_model_destroy(b->model[m]);
         if (st != ACG_OK && rc == CLI_EXIT_OK)
-            rc = cli_fail(st, "destroying a model");
+            rc = bench_ranks_fail(&b->ranks, st, "destroying a model");
         b->model[m] = NULL;
     }
+    if (rc == CLI_EXIT_OK && b->group)
+        rc = measure_allreduce(b, batch, res);
     return rc;
 }
 
@@ -321,6 +370,7 @@ static void report_json(const decode_bench *b, double seconds) {
     bench_json_int(&j, "n_layers", b->mc->n_layers);
     bench_json_int(&j, "vocab_size", b->mc->vocab_size);
     bench_json_int(&j, "seq_len", b->mc->seq_len);
+    bench_json_uint(&j, "tp", cfg->tp);
     bench_json_uint(&j, "steps", cfg->steps);
     bench_json_uint(&j, "warmup_steps", WARMUP_STEPS);
     bench_json_uint(&j, "prompt_tokens", PROMPT_LEN);
@@ -341,6 +391,7 @@ static void report_json(const decode_bench *b, double seconds) {
         bench_json_number(&j, "step_ratio", r->step_us[EAGER] / r->step_us[GRAPH]);
         bench_json_number(&j, "eager_submit_us", r->submit_us[EAGER]);
         bench_json_number(&j, "graph_submit_us", r->submit_us[GRAPH]);
+        bench_json_number(&j, "allreduce_step_us", r->allreduce_us);
         bench_json_number(&j, "submit_ratio", r->submit_us[EAGER] / r->submit_us[GRAPH]);
         bench_json_number(&j, "tokens_per_s_graph", tokens_per_s(r, GRAPH));
         bench_json_number(&j, "tokens_per_s_eager", tokens_per_s(r, EAGER));
@@ -371,15 +422,20 @@ static void report_table(const decode_bench *b, double seconds) {
     printf("%s %s: dim %d, %d layers, vocab %d, seq_len %d\n", cfg->preset ? "preset" : "model",
            cfg->preset ? cfg->preset : cfg->model, b->mc->dim, b->mc->n_layers, b->mc->vocab_size,
            b->mc->seq_len);
+    if (cfg->tp > 1)
+        printf("split over %llu ranks by tensor parallelism, a device each, every rank running "
+               "the same steps\n",
+               (unsigned long long)cfg->tp);
     printf("per batch size b: b greedy requests of a %u-token prompt; %u timed decode steps with\n"
            "graphs off and on, interleaved, after %u warm-up steps; %.1f s\n\n",
            PROMPT_LEN, cfg->steps, WARMUP_STEPS, seconds);
+    /* The last column, a step's allreduces, only where there are any. */
     static const char *const headers[] = {
-        "batch",       "eager step us", "graph step us",  "ratio",         "eager submit us",
-        "graph submit us", "tok/s graph", "tok/s eager", "replayed steps"};
-    static const int widths[] = {5, 13, 13, 6, 15, 15, 11, 11, 14};
+        "batch",           "eager step us", "graph step us", "ratio",          "eager submit us",
+        "graph submit us", "tok/s graph",   "tok/s eager",   "replayed steps", "allreduce us"};
+    static const int widths[] = {5, 13, 13, 6, 15, 15, 11, 11, 14, 12};
     bench_table t;
-    bench_table_begin(&t, stdout, 9, widths, headers);
+    bench_table_begin(&t, stdout, cfg->tp > 1 ? 10 : 9, widths, headers);
     for (size_t i = 0; i < cfg->n_batch; i++) {
         const decode_result *r = &b->results[i];
         bench_table_cell(&t, "%u", r->batch);
@@ -391,10 +447,15 @@ static void report_table(const decode_bench *b, double seconds) {
         bench_table_cell(&t, "%.0f", tokens_per_s(r, GRAPH));
         bench_table_cell(&t, "%.0f", tokens_per_s(r, EAGER));
         bench_table_cell(&t, "%u/%u", r->replayed[GRAPH], cfg->steps);
+        if (cfg->tp > 1)
+            bench_table_cell(&t, "%.1f", r->allreduce_us);
     }
     printf("\nthe graph step against the machine (measured now, %u host threads): weights %.1f MiB "
            "a step,\nhost read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s (%s)\n",
            b->threads, b->weight_bytes / 1048576.0, b->read_gbs, b->peak_gflops, b->peak_level);
+    if (cfg->tp > 1)
+        printf("(rank 0's share, on its share of the cores: a rank reads its part of each "
+               "layer, and the\nwhole classifier)\n");
     static const char *const mheaders[] = {"batch", "weights GB/s", "of read bw", "GFLOP/s",
                                            "of FMA peak"};
     static const int mwidths[] = {5, 12, 10, 9, 11};
@@ -430,6 +491,11 @@ static void report_table(const decode_bench *b, double seconds) {
            "matmul multiply-adds / graph step time; phases: admit (batching, bucket, lease), plan\n"
            "(attention plan), upload (tokens, seats), launch (queue the replay or the eager\n"
            "launches), wait (for the sampled tokens), retire (tokens into the requests)\n");
+    if (cfg->tp > 1)
+        printf("allreduce us = a step's allreduces timed alone: 2 a layer (%d layers) of b x %d "
+               "floats, on a\nstream of this rank's device, synchronized; a split step also "
+               "agrees with the other ranks\non what it runs (in admit)\n",
+               b->mc->n_layers, b->mc->dim);
     printf("checked: every timed step decoded b rows; graphs on and off generated the same "
            "tokens\n");
 }
@@ -438,91 +504,163 @@ static void report_table(const decode_bench *b, double seconds) {
 
 /* What a step reads and computes, from the model's shape, and what the machine can do. A step
  * reads every weight matrix once (whatever the batch: a matmul reads each weight row once per
- * tile of batch rows), the norms' weights and one embedding row per token, which is left out. */
+ * tile of batch rows), the norms' weights and one embedding row per token, which is left out.
+ * Split over N ranks, a rank reads its share of each layer's matrices but the whole classifier
+ * and every norm (model.h), on its share of the host's cores (mpirun binds each rank to cores
+ * of its own where there are enough): the figures are then rank 0's, on cores / N threads. */
 static void measure_machine(decode_bench *b) {
     const acg_model_config *c = b->mc;
     double dim = c->dim, hidden = c->hidden_dim,
-           kv_dim = (double)c->dim / c->n_heads * c->n_kv_heads;
+           kv_dim = (double)c->dim / c->n_heads * c->n_kv_heads, ranks = (double)b->cfg->tp;
     double per_layer = dim * dim * 2 + dim * kv_dim * 2 + dim * hidden * 3; /* wq wo wk wv w1-3 */
-    double matmul_params = c->n_layers * per_layer + dim * c->vocab_size;
+    double matmul_params = c->n_layers * per_layer / ranks + dim * c->vocab_size;
     b->weight_bytes = 4.0 * (matmul_params + (2.0 * c->n_layers + 1) * dim);
     b->flops_per_token = 2.0 * matmul_params;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN) / (long)b->cfg->tp;
     b->threads = cpus < 1 ? 1 : cpus > BENCH_MAX_THREADS ? BENCH_MAX_THREADS : (unsigned)cpus;
     b->read_gbs = bench_read_bandwidth((size_t)b->weight_bytes, b->threads);
     b->peak_gflops = bench_fma_peak(b->threads, &b->peak_level);
+}
+
+/* With several ranks: the bench's own device group (a collective call), its stream, and the
+ * values its allreduces sum, zeros, so that sums of them stay zero (no denormal or overflow
+ * changes what an allreduce costs). */
+static int open_group(decode_bench *b, uint32_t max_batch) {
+    size_t bytes = (size_t)max_batch * (size_t)b->mc->dim * sizeof(float);
+    acg_status st = acg_device_group_create(b->dev, b->ranks.comm, &b->group);
+    if (st != ACG_OK)
+        return bench_ranks_fail(&b->ranks, st, "creating the device group");
+    if ((st = acg_stream_create(b->dev, &b->stream)) != ACG_OK)
+        return bench_ranks_fail(&b->ranks, st, "creating a stream");
+    if ((st = acg_buffer_alloc(b->dev, bytes, &b->reduced)) != ACG_OK)
+        return bench_ranks_fail(&b->ranks, st, "allocating the values to reduce");
+    if ((st = acg_fill(b->stream, b->reduced, 0, bytes, 0, sizeof(float))) == ACG_OK)
+        st = acg_stream_synchronize(b->stream);
+    if (st != ACG_OK)
+        return bench_ranks_fail(&b->ranks, st, "clearing the values to reduce");
+    return CLI_EXIT_OK;
+}
+
+/* Frees whatever open_group made. Returns rc, or after a good run a teardown failure. */
+static int close_group(decode_bench *b, int rc) {
+    acg_status st = acg_stream_destroy(b->stream);
+    if (st != ACG_OK && rc == CLI_EXIT_OK)
+        rc = bench_ranks_fail(&b->ranks, st, "destroying the stream");
+    if ((st = acg_buffer_free(b->reduced)) != ACG_OK && rc == CLI_EXIT_OK)
+        rc = bench_ranks_fail(&b->ranks, st, "freeing the values to reduce");
+    if ((st = acg_device_group_destroy(b->group)) != ACG_OK && rc == CLI_EXIT_OK)
+        rc = bench_ranks_fail(&b->ranks, st, "destroying the device group");
+    return rc;
+}
+
+/* The device: --backend's, or with several ranks one that has collectives (bench_ranks_device).
+ * A failure names the rank, since each rank opens its own. */
+static int open_device(decode_bench *b) {
+    bench_common c = b->cfg->common;
+    c.backend = bench_ranks_device(&b->ranks, c.backend);
+    if (b->ranks.comm == NULL)
+        return bench_device_open(&c, &b->dev, NULL);
+    acg_status st = acg_device_open(c.backend, &b->dev);
+    if (st != ACG_OK)
+        return bench_ranks_fail(&b->ranks, st, "opening the device");
+    return CLI_EXIT_OK;
+}
+
+/* Runs every batch size with the ranks joined. */
+static int run_joined(decode_bench *b) {
+    const decode_config *cfg = b->cfg;
+    uint64_t t_start = bench_now_ns();
+    acg_status st;
+    if (cfg->preset) {
+        acg_model_config c = ACG_MODEL_CONFIG_INIT;
+        /* Every rank finds the usage errors here: rank 0 says them. */
+        if ((st = acg_model_preset_get_config(cfg->preset, &c)) != ACG_OK) {
+            if (bench_ranks_prints(&b->ranks))
+                cli_usage_error(bench_decode_usage, "bench decode: %s", acg_last_error());
+            return CLI_EXIT_USAGE;
+        }
+        if ((st = acg_model_preset_load(cfg->preset, 1, &b->weights)) != ACG_OK)
+            return bench_ranks_fail(&b->ranks, st, "building the preset");
+    } else if ((st = acg_model_weights_load(cfg->model, &b->weights)) != ACG_OK) {
+        return bench_ranks_fail(&b->ranks, st, "loading the model");
+    }
+    b->mc = acg_model_weights_get_config(b->weights);
+    int rc = CLI_EXIT_OK;
+    /* A request may hold seq_len tokens, the prompt included. */
+    uint32_t room =
+        b->mc->seq_len > (int32_t)PROMPT_LEN ? (uint32_t)b->mc->seq_len - PROMPT_LEN : 0;
+    uint32_t needed = needed_tokens(cfg->steps);
+    if (needed > room) {
+        rc = CLI_EXIT_USAGE;
+        if (bench_ranks_prints(&b->ranks))
+            cli_usage_error(bench_decode_usage,
+                            "bench decode: --steps %u needs requests of %u tokens, more than the "
+                            "model's seq_len %d",
+                            cfg->steps, PROMPT_LEN + needed, b->mc->seq_len);
+        goto out_free_weights;
+    }
+    b->max_new = room - needed < PREFILL_ALLOWANCE ? room : needed + PREFILL_ALLOWANCE;
+    uint32_t max_batch = 0;
+    for (size_t i = 0; i < cfg->n_batch; i++)
+        max_batch = cfg->batch[i] > max_batch ? cfg->batch[i] : max_batch;
+    bool allocated = true;
+    for (int m = 0; m < N_MODES; m++) {
+        b->ids[m] = malloc(max_batch * sizeof(uint64_t));
+        b->step_ns[m] = malloc(cfg->steps * sizeof(double));
+        b->submit_ns[m] = malloc(cfg->steps * sizeof(double));
+        allocated = allocated && b->ids[m] && b->step_ns[m] && b->submit_ns[m];
+        for (int p = 0; p < N_PHASES; p++) {
+            b->phase_ns[m][p] = malloc(cfg->steps * sizeof(double));
+            allocated = allocated && b->phase_ns[m][p];
+        }
+    }
+    b->allreduce_ns = malloc(cfg->steps * sizeof(double));
+    if (!allocated || !b->allreduce_ns) {
+        rc = bench_ranks_failf(&b->ranks, "bench decode", "out of host memory");
+        goto out_free_host;
+    }
+    /* Only the rank that prints measures the machine, alone: the others wait for it in the
+     * first collective, which naps (acg_mpi.h) and leaves it the cores. */
+    if (bench_ranks_prints(&b->ranks))
+        measure_machine(b);
+    if ((rc = open_device(b)) != CLI_EXIT_OK)
+        goto out_free_host;
+    if (b->ranks.comm != NULL)
+        rc = open_group(b, max_batch);
+    for (size_t i = 0; i < cfg->n_batch && rc == CLI_EXIT_OK; i++)
+        rc = run_batch(b, cfg->batch[i], &b->results[i]);
+    if (rc == CLI_EXIT_OK && bench_ranks_prints(&b->ranks)) {
+        double seconds = (double)(bench_now_ns() - t_start) / 1e9;
+        if (cfg->common.json)
+            report_json(b, seconds);
+        else
+            report_table(b, seconds);
+    }
+    rc = close_group(b, rc);
+    rc = bench_device_close(b->dev, rc);
+out_free_host:
+    for (int m = 0; m < N_MODES; m++) {
+        free(b->ids[m]);
+        free(b->step_ns[m]);
+        free(b->submit_ns[m]);
+        for (int p = 0; p < N_PHASES; p++)
+            free(b->phase_ns[m][p]);
+    }
+    free(b->allreduce_ns);
+out_free_weights:
+    if ((st = acg_model_weights_free(b->weights)) != ACG_OK && rc == CLI_EXIT_OK)
+        rc = bench_ranks_fail(&b->ranks, st, "freeing the weights");
+    return rc;
 }
 
 static int run(const decode_config *cfg) {
     decode_bench b;
     memset(&b, 0, sizeof b);
     b.cfg = cfg;
-    uint64_t t_start = bench_now_ns();
-    acg_status st;
-    if (cfg->preset) {
-        acg_model_config c = ACG_MODEL_CONFIG_INIT;
-        if ((st = acg_model_preset_get_config(cfg->preset, &c)) != ACG_OK)
-            return cli_usage_error(bench_decode_usage, "bench decode: %s", acg_last_error());
-        if ((st = acg_model_preset_load(cfg->preset, 1, &b.weights)) != ACG_OK)
-            return cli_fail(st, "building the preset");
-    } else if ((st = acg_model_weights_load(cfg->model, &b.weights)) != ACG_OK) {
-        return cli_fail(st, "loading the model");
-    }
-    b.mc = acg_model_weights_get_config(b.weights);
-    int rc = CLI_EXIT_OK;
-    /* A request may hold seq_len tokens, the prompt included. */
-    uint32_t room = b.mc->seq_len > (int32_t)PROMPT_LEN ? (uint32_t)b.mc->seq_len - PROMPT_LEN : 0;
-    uint32_t needed = needed_tokens(cfg->steps);
-    if (needed > room) {
-        rc = cli_usage_error(bench_decode_usage,
-                             "bench decode: --steps %u needs requests of %u tokens, more than "
-                             "the model's seq_len %d",
-                             cfg->steps, PROMPT_LEN + needed, b.mc->seq_len);
-        goto out_free_weights;
-    }
-    b.max_new = room - needed < PREFILL_ALLOWANCE ? room : needed + PREFILL_ALLOWANCE;
-    uint32_t max_batch = 0;
-    for (size_t i = 0; i < cfg->n_batch; i++)
-        max_batch = cfg->batch[i] > max_batch ? cfg->batch[i] : max_batch;
-    bool allocated = true;
-    for (int m = 0; m < N_MODES; m++) {
-        b.ids[m] = malloc(max_batch * sizeof(uint64_t));
-        b.step_ns[m] = malloc(cfg->steps * sizeof(double));
-        b.submit_ns[m] = malloc(cfg->steps * sizeof(double));
-        allocated = allocated && b.ids[m] && b.step_ns[m] && b.submit_ns[m];
-        for (int p = 0; p < N_PHASES; p++) {
-            b.phase_ns[m][p] = malloc(cfg->steps * sizeof(double));
-            allocated = allocated && b.phase_ns[m][p];
-        }
-    }
-    if (!allocated) {
-        rc = cli_failf("bench decode", "out of host memory");
-        goto out_free_host;
-    }
-    measure_machine(&b);
-    if ((rc = bench_device_open(&cfg->common, &b.dev, NULL)) != CLI_EXIT_OK)
-        goto out_free_host;
-    for (size_t i = 0; i < cfg->n_batch && rc == CLI_EXIT_OK; i++)
-        rc = run_batch(&b, cfg->batch[i], &b.results[i]);
-    if (rc == CLI_EXIT_OK) {
-        double seconds = (double)(bench_now_ns() - t_start) / 1e9;
-        if (cfg->common.json)
-            report_json(&b, seconds);
-        else
-            report_table(&b, seconds);
-    }
-    rc = bench_device_close(b.dev, rc);
-out_free_host:
-    for (int m = 0; m < N_MODES; m++) {
-        free(b.ids[m]);
-        free(b.step_ns[m]);
-        free(b.submit_ns[m]);
-        for (int p = 0; p < N_PHASES; p++)
-            free(b.phase_ns[m][p]);
-    }
-out_free_weights:
-    if ((st = acg_model_weights_free(b.weights)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "freeing the weights");
+    int rc = bench_ranks_join(&b.ranks, cfg->tp, "bench decode");
+    if (rc == CLI_EXIT_OK)
+        rc = run_joined(&b);
+    bench_ranks_leave(&b.ranks, rc);
     return rc;
 }
 
@@ -555,7 +693,8 @@ int bench_decode(int argc, char **argv) {
     decode_config cfg = {.common = {"bench decode", bench_decode_usage, NULL, false},
                          .preset = NULL,
                          .model = NULL,
-                         .steps = 32};
+                         .steps = 32,
+                         .tp = 1};
     cfg.n_batch = sizeof default_batches / sizeof default_batches[0];
     memcpy(cfg.batch, default_batches, sizeof default_batches);
     for (int i = 1; i < argc; i++) {
@@ -586,6 +725,11 @@ int bench_decode(int argc, char **argv) {
             if (rc != CLI_EXIT_OK)
                 return rc;
             cfg.steps = (uint32_t)steps;
+        } else if ((m = cli_option(argc, argv, &i, "--tp", &v)) != 0) {
+            int rc = cli_option_u64(bench_decode_usage, "bench decode: ", "--tp", m > 0 ? v : NULL,
+                                    1, MAX_TP, &cfg.tp);
+            if (rc != CLI_EXIT_OK)
+                return rc;
         } else {
             return bench_unknown_argument(&cfg.common, argv[i]);
         }

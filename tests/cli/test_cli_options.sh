@@ -149,6 +149,7 @@ bench_integer launch --steps 1 10000000 10000001
 bench_integer launch --elements 1 16777216 16777217
 bench_integer stage --plans 1 2000000 2000001
 bench_integer decode --steps 1 100000 100001
+bench_integer decode --tp 1 64 65
 bench_integer split --launches 1 10000 10001
 bench_integer split --steps 1 100000 100001
 

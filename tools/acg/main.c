@@ -54,7 +54,7 @@ static const char usage_text[] =
     "               [--tp N (under mpirun -np N)]\n"
     "       acg bench launch [--backend B] [--kernels N] [--steps S] [--elements E] [--json]\n"
     "       acg bench stage [--backend B] [--plans N] [--json]\n"
-    "       acg bench decode [--backend B] [--preset P | --model F] [--batch 1,8,32]\n"
+    "       acg bench decode [--backend B] [--tp N] [--preset P | --model F] [--batch 1,8,32]\n"
     "                        [--steps N] [--json]\n"
     "       acg bench split [--backend B] [--launches N] [--steps S] [--json]\n"
     "       acg help | --version\n";

@@ -23,9 +23,6 @@
 #include <unistd.h>
 
 #include <acg/model.h>
-#ifdef ACG_HAVE_MPI
-#include <acg/acg_mpi.h>
-#endif
 
 #include "bench.h"
 
@@ -75,25 +72,15 @@ typedef struct run_state {
     acg_device *dev;
     acg_model_weights *weights;
     acg_tokenizer *tok;
-    bool progress; /* stderr is a terminal */
-    /* --tp: the ranks' process group (NULL with one rank) and this process's rank; only rank
-     * 0 prints */
-    const acg_comm *comm;
-    int32_t rank;
-#ifdef ACG_HAVE_MPI
-    acg_mpi_comm *mpi;
-#endif
+    bool progress;     /* stderr is a terminal */
+    bench_ranks ranks; /* --tp: the ranks' process group; only rank 0 prints */
 } run_state;
 
 /* ---- failures -------------------------------------------------------------------------------- */
 
 /* cli_fail and cli_failf, naming the rank when there are several: each rank reports its own. */
 static int run_fail(const run_state *st, acg_status status, const char *what) {
-    if (st->comm == NULL)
-        return cli_fail(status, what);
-    char ranked[160];
-    snprintf(ranked, sizeof ranked, "rank %d: %s", (int)st->rank, what);
-    return cli_fail(status, ranked);
+    return bench_ranks_fail(&st->ranks, status, what);
 }
 
 static int run_failf(const run_state *st, const char *what, const char *fmt, ...)
@@ -108,15 +95,11 @@ static int run_failf(const run_state *st, const char *what, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    if (st->comm == NULL)
-        return cli_failf(what, "%s", detail);
-    char ranked[160];
-    snprintf(ranked, sizeof ranked, "rank %d: %s", (int)st->rank, what);
-    return cli_failf(ranked, "%s", detail);
+    return bench_ranks_failf(&st->ranks, what, "%s", detail);
 }
 
 /* Whether this process prints: with several ranks, rank 0 alone. */
-static bool prints(const run_state *st) { return st->rank == 0; }
+static bool prints(const run_state *st) { return bench_ranks_prints(&st->ranks); }
 
 /* ---- options --------------------------------------------------------------------------------- */
 
@@ -357,7 +340,7 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
     if (mo.max_step_tokens < mo.max_batch)
         mo.max_step_tokens = mo.max_batch;
     mo.graphs = graphs;
-    mo.comm = st->comm;
+    mo.comm = st->ranks.comm;
     acg_model *model = NULL;
     if (prints(st) && (st->progress || !st->o.json))
         fprintf(stderr, "acg: %s: preparing the model%s\n", label,
@@ -435,7 +418,8 @@ static int verify_ranks(run_state *st) {
                                          : -1;
             v[width + k] = ~v[k];
         }
-        acg_status s = st->comm->allreduce_min_i32(st->comm->user, v, 2 * width);
+        const acg_comm *comm = st->ranks.comm;
+        acg_status s = comm->allreduce_min_i32(comm->user, v, 2 * width);
         if (s != ACG_OK) {
             rc = run_fail(st, s, "verifying the ranks");
             break;
@@ -461,7 +445,7 @@ static int verify(run_state *st) {
     int32_t **graphed = calloc(st->n_req, sizeof *graphed);
     uint32_t *n = calloc(st->n_req, sizeof *n);
     int rc = graphed && n ? CLI_EXIT_OK : run_failf(st, "verifying", "out of memory");
-    if (rc == CLI_EXIT_OK && st->comm != NULL)
+    if (rc == CLI_EXIT_OK && st->ranks.comm != NULL)
         rc = verify_ranks(st);
     for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
         graphed[i] = st->req[i].generated;
@@ -487,7 +471,7 @@ static int verify(run_state *st) {
     }
     if (rc == CLI_EXIT_OK && !st->o.json && prints(st))
         fprintf(stderr, "acg: verify: %zu requests, every token equal to the eager run%s\n",
-                st->n_req, st->comm != NULL ? " and to every other rank's" : "");
+                st->n_req, st->ranks.comm != NULL ? " and to every other rank's" : "");
     for (size_t i = 0; graphed != NULL && i < st->n_req; i++)
         free(graphed[i]);
     free(graphed);
@@ -552,81 +536,11 @@ static void print_report(const run_state *st, const acg_model_stats *s, double s
            (unsigned long long)s->graphed_steps, step_ms);
     printf("buckets captured %u, dropped %u, capture time %.1f ms\n", s->buckets_captured,
            s->buckets_dropped, s->capture_ms);
-    if (st->comm != NULL)
+    if (st->ranks.comm != NULL)
         printf("tensor parallel over %llu ranks (rank 0 prints)\n", (unsigned long long)st->o.tp);
 }
 
 /* ---- the command ----------------------------------------------------------------------------- */
-
-/* --tp N: joins the N ranks that mpirun started (initializing MPI unless it is already). */
-static int join_ranks(run_state *st) {
-    if (st->o.tp == 1)
-        return CLI_EXIT_OK;
-#ifndef ACG_HAVE_MPI
-    fputs("acg: --tp needs MPI: this acg was built without it (install libopenmpi-dev "
-          "openmpi-bin and rebuild)\n",
-          stderr);
-    return CLI_EXIT_USAGE;
-#else
-    acg_status s = acg_mpi_comm_default(&st->mpi);
-    if (s != ACG_OK)
-        return cli_fail(s, "starting MPI for --tp");
-    st->comm = acg_mpi_comm_get(st->mpi);
-    st->rank = st->comm->rank;
-    if ((uint64_t)st->comm->n_ranks != st->o.tp) {
-        /* Every rank sees it: one line is enough. */
-        if (prints(st))
-            fprintf(stderr,
-                    "acg: --tp %llu needs %llu ranks, and %d run: start it as mpirun -np %llu "
-                    "acg run --tp %llu ...\n",
-                    (unsigned long long)st->o.tp, (unsigned long long)st->o.tp,
-                    (int)st->comm->n_ranks, (unsigned long long)st->o.tp,
-                    (unsigned long long)st->o.tp);
-        return CLI_EXIT_USAGE;
-    }
-    return CLI_EXIT_OK;
-#endif
-}
-
-/* The device: --backend's, else $ACG_DEVICE's, else the library's choice; but a model split
- * over ranks needs collectives, so with --tp N and neither given, the first device that has
- * them, an accelerator before the cpu backend. */
-static const char *device_spec(const run_state *st) {
-    if (st->o.backend != NULL || st->o.tp == 1 || getenv("ACG_DEVICE") != NULL) {
-        return st->o.backend;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t b = 0; b < acg_backend_count(); b++) {
-            acg_backend_info info = ACG_BACKEND_INFO_INIT;
-            acg_capability cap;
-            cap.size = sizeof cap;
-            if (acg_backend_get_info(b, &info) != ACG_OK || !info.available ||
-                (strcmp(info.name, "cpu") == 0) != (pass == 1) ||
-                acg_device_describe(info.name, 0, &cap) != ACG_OK || !cap.collectives) {
-                continue;
-            }
-            return info.name;
-        }
-    }
-    return st->o.backend;
-}
-
-/* Leaves the ranks' group (after the model and the device, which use it). */
-static void leave_ranks(run_state *st, int rc) {
-#ifdef ACG_HAVE_MPI
-    if (st->mpi == NULL)
-        return;
-    acg_mpi_comm_destroy(st->mpi);
-    /* Finalizing waits for every rank, so only where every rank ends alike (success, or the
-     * rank count every rank checked): a rank that failed alone exits as it is, and mpirun ends
-     * the others, which may be waiting in a collective for it. */
-    if (rc == CLI_EXIT_OK || rc == CLI_EXIT_USAGE)
-        acg_mpi_finalize();
-#else
-    (void)st;
-    (void)rc;
-#endif
-}
 
 static int load(run_state *st) {
     acg_status s;
@@ -650,7 +564,7 @@ static int load(run_state *st) {
         if ((s = acg_tokenizer_load(st->o.tokenizer, vocab, &st->tok)) != ACG_OK)
             return run_fail(st, s, "loading the tokenizer");
     }
-    if ((s = acg_device_open(device_spec(st), &st->dev)) != ACG_OK)
+    if ((s = acg_device_open(bench_ranks_device(&st->ranks, st->o.backend), &st->dev)) != ACG_OK)
         return run_fail(st, s, "opening the device");
     return CLI_EXIT_OK;
 }
@@ -664,7 +578,7 @@ int cli_run(int argc, char **argv) {
         free(st);
         return rc < 0 ? CLI_EXIT_OK : rc;
     }
-    rc = join_ranks(st);
+    rc = bench_ranks_join(&st->ranks, st->o.tp, "run");
     st->progress = isatty(STDERR_FILENO) && !st->o.json && prints(st);
     if (rc == CLI_EXIT_OK)
         rc = read_prompts(st);
@@ -689,7 +603,7 @@ int cli_run(int argc, char **argv) {
     acg_model_weights_free(st->weights);
     if (st->dev != NULL)
         acg_device_close(st->dev);
-    leave_ranks(st, rc);
+    bench_ranks_leave(&st->ranks, rc);
     free(st);
     return rc;
 }
