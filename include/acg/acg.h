@@ -952,8 +952,9 @@ ACG_API acg_status acg_device_group_get_rank(const acg_device_group *group, int3
                                              int32_t *n_ranks);
 
 /* Queues, in stream order, the sum over every rank of `count` floats at `offset` bytes into
- * buf, written back in place on every rank. Every rank's result has the same bits: the values
- * are added in rank order, whatever the timing. A collective: every rank queues the same
+ * buf, written back in place on every rank. Every rank's result has the same bits, whatever
+ * the timing: the cpu backend adds in rank order; cuda leaves the order to the algorithm NCCL
+ * picks (the same on every rank, not rank order, so its bits may differ from the cpu's). A collective: every rank queues the same
  * allreduces in the same order (and, captured, replays the same graphs); a rank that does not
  * makes the others wait until they detect it (a peer that exited, or ACG_COMM_TIMEOUT_MS,
  * default 60000) and fail with ACG_ERR_COMM, reported by the stream's next synchronization;

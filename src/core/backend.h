@@ -284,7 +284,8 @@ struct acg_backend_i {
     /* (with group_create) Leaves the group; no queued work or live graph uses it. */
     void (*group_destroy)(acg__bk_group *group);
     /* (with group_create) Queues an in-place sum over every rank of count floats at mem + off,
-     * added in rank order. A failure found when it runs (a rank gone) is reported by the
+     * added in rank order where the backend can (NCCL picks its own order, the same on every
+     * rank). A failure found when it runs (a rank gone) is reported by the
      * stream's synchronization as ACG_ERR_COMM. A graph built from a description holds such a
      * node (ACG_NODE_COLLECTIVE) too. */
     acg_status (*allreduce)(acg__bk_stream *stream, acg__bk_group *group, acg__bk_mem *mem,
