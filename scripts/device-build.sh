@@ -263,6 +263,7 @@ layer_of() {
     src/library.c) echo library ;;
     src/core/*.c | src/backends/cpu/*.c | src/backends/cuda/*.c) echo core ;;
     src/backends/*) echo skip ;; # opencl and any other backend: not built here
+    src/mpi/*) echo skip ;;      # libacg_mpi needs MPI, which the GPU machine lacks: --tp is off
     src/engine/*.c) echo engine ;;
     src/model/*.c) echo model ;;
     *) echo other ;;
@@ -335,6 +336,7 @@ if [[ $tests != off ]]; then
             "-I$gen")
         ((have_kernels)) && test_flags+=(-DACG_HAVE_CUDA_KERNELS=1)
         compile tests/common.c "$build/obj/tests/common.o" "${test_flags[@]}"
+        compile tests/fork_comm.c "$build/obj/tests/fork_comm.o" "${test_flags[@]}"
         names=()
         for src in tests/test_*.c; do
             name=$(basename "$src" .c)
@@ -345,7 +347,7 @@ if [[ $tests != off ]]; then
         for name in "${names[@]}"; do
             while ((running >= jobs)); do reap; done
             "$CC" -o "$build/tests/$name" "$build/obj/tests/$name.o" "$build/obj/tests/common.o" \
-                "$build/libacg.a" "$cmocka_lib" "-Wl,-rpath,${cmocka_lib%/*}" "${libs[@]}" &
+                "$build/obj/tests/fork_comm.o" "$build/libacg.a" "$cmocka_lib" "-Wl,-rpath,${cmocka_lib%/*}" "${libs[@]}" &
             running=$((running + 1))
         done
         finish "linking the tests"
