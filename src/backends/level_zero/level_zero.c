@@ -136,6 +136,23 @@ static void *extension_function(ze_drv *drv, const char *name) {
     return f;
 }
 
+/* Whether the driver lists extension `name` at a major version acg knows (1); another is logged
+ * and not used. */
+static bool offered(const ze_driver_extension_properties_t *ext, uint32_t n, const char *name) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (strcmp(ext[i].name, name) != 0) {
+            continue;
+        }
+        if (ACG_ZE_MAJOR_VERSION(ext[i].version) == 1) {
+            return true;
+        }
+        acg__log(ACG_LOG_WARN, "level_zero: %s version %u.%u is not one acg knows; not used",
+                 ext[i].name, ACG_ZE_MAJOR_VERSION(ext[i].version),
+                 ACG_ZE_MINOR_VERSION(ext[i].version));
+    }
+    return false;
+}
+
 /* What one driver offers beyond spec 1.4. */
 static acg_status query_driver(ze_drv *drv) {
     static const char fn[] = "level_zero";
@@ -160,29 +177,11 @@ static acg_status query_driver(ze_drv *drv) {
     }
     drv->version = props.driverVersion;
     drv->in_order = drv->api >= ACG_ZE_API_VERSION_1_7;
-    for (uint32_t i = 0; i < n; i++) {
-        if (strcmp(ext[i].name, ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME) != 0) {
-            continue;
-        }
-        if (ACG_ZE_MAJOR_VERSION(ext[i].version) != 1) {
-            acg__log(ACG_LOG_WARN, "level_zero: %s version %u.%u is not one acg knows; not used",
-                     ext[i].name, ACG_ZE_MAJOR_VERSION(ext[i].version),
-                     ACG_ZE_MINOR_VERSION(ext[i].version));
-            continue;
-        }
+    if (offered(ext, n, ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME)) {
         *(void **)&drv->immediate_append =
             extension_function(drv, "zeCommandListImmediateAppendCommandListsExp");
     }
-    for (uint32_t i = 0; i < n; i++) {
-        if (strcmp(ext[i].name, ACG_ZE_MUTABLE_COMMAND_LIST_EXP_NAME) != 0) {
-            continue;
-        }
-        if (ACG_ZE_MAJOR_VERSION(ext[i].version) != 1) {
-            acg__log(ACG_LOG_WARN, "level_zero: %s version %u.%u is not one acg knows; not used",
-                     ext[i].name, ACG_ZE_MAJOR_VERSION(ext[i].version),
-                     ACG_ZE_MINOR_VERSION(ext[i].version));
-            continue;
-        }
+    if (offered(ext, n, ACG_ZE_MUTABLE_COMMAND_LIST_EXP_NAME)) {
         *(void **)&drv->next_command_id =
             extension_function(drv, "zeCommandListGetNextCommandIdExp");
         *(void **)&drv->update_commands =
@@ -192,16 +191,7 @@ static acg_status query_driver(ze_drv *drv) {
             drv->update_commands = NULL;
         }
     }
-    for (uint32_t i = 0; i < n; i++) {
-        if (strcmp(ext[i].name, ACG_ZE_RECORD_REPLAY_GRAPH_EXT_NAME) != 0) {
-            continue;
-        }
-        if (ACG_ZE_MAJOR_VERSION(ext[i].version) != 1) {
-            acg__log(ACG_LOG_WARN, "level_zero: %s version %u.%u is not one acg knows; not used",
-                     ext[i].name, ACG_ZE_MAJOR_VERSION(ext[i].version),
-                     ACG_ZE_MINOR_VERSION(ext[i].version));
-            continue;
-        }
+    if (offered(ext, n, ACG_ZE_RECORD_REPLAY_GRAPH_EXT_NAME)) {
         struct ze_graph_ext *g = &drv->graph;
         *(void **)&g->begin = extension_function(drv, "zeCommandListBeginGraphCaptureExt");
         *(void **)&g->end = extension_function(drv, "zeCommandListEndGraphCaptureExt");
