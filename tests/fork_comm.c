@@ -4,6 +4,7 @@
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "fork_comm.h"
+#include "common.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -176,4 +177,15 @@ void fc_destroy(fc_group *g) {
         munmap(g->sh, sizeof *g->sh);
         free(g);
     }
+}
+
+bool fc_ranks_can_fork(const char *what) {
+    if (tc_backend_is("cpu")) {
+        return true;
+    }
+    print_message("%s: %s skipped: forked ranks cannot each open a %s device (its driver does not "
+                  "survive a fork, and NCCL wants a GPU per rank); tests/mpi runs them a process "
+                  "per device\n",
+                  tc_spec(), what, tc_backend());
+    return false;
 }

@@ -14,9 +14,30 @@
 #ifndef ACG_TESTS_FORK_COMM_H
 #define ACG_TESTS_FORK_COMM_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
 #include <acg/acg.h>
 
+/* A rank's check, where cmocka cannot report (ranks other than 0 are children that report
+ * through their exit status): on failure, says where and returns the line (nonzero). */
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank check failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond,    \
+                    acg_last_error());                                                             \
+            return __LINE__;                                                                       \
+        }                                                                                          \
+    } while (0)
+
 typedef struct fc_group fc_group;
+
+/* Whether ranks forked from this test can each open a device of the backend under test
+ * (tests/common.h): the cpu backend's can. A GPU backend's cannot: its driver, started in this
+ * process to read the capability, does not work in a forked child, and the ranks would share one
+ * GPU, which NCCL refuses; the MPI tests (tests/mpi) run those cases with a process per GPU. When
+ * not, prints why, naming what is skipped. */
+bool fc_ranks_can_fork(const char *what);
 
 /* A group of n_ranks (1..16) whose calls give up after timeout_ms; NULL when out of memory. */
 fc_group *fc_create(int n_ranks, unsigned timeout_ms);

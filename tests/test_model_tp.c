@@ -48,16 +48,6 @@ void acg__model_fail_capture(uint32_t batch, uint32_t tokens);
  * prints the largest difference it saw), and two random logits are rarely this close. */
 #define NEAR_TIE 1e-3f
 
-/* A rank's check: on failure, says where and returns the line (nonzero). */
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank check failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond,    \
-                    acg_last_error());                                                             \
-            return __LINE__;                                                                       \
-        }                                                                                          \
-    } while (0)
-
 /* ---- one run: the same requests on a model, and what came of them ---------------------------- */
 
 /* What a run generated, and what its runner did with each bucket; logits follow the struct,
@@ -318,14 +308,15 @@ static float expect_same_tokens(const char *preset, int n_ranks, const run_out *
     return widest;
 }
 
+/* Whether split models run here: a device with collectives, whose ranks can be forked. */
 static bool collectives(void) {
-    if (tc_cap()->collectives) {
-        return true;
+    if (!tc_cap()->collectives) {
+        print_message("%s has no collectives: a split model is refused (test_bad_input checks "
+                      "it); the rest is skipped\n",
+                      tc_spec());
+        return false;
     }
-    print_message("%s has no collectives: a split model is refused (test_bad_input checks it); "
-                  "the rest is skipped\n",
-                  tc_spec());
-    return false;
+    return fc_ranks_can_fork("split models");
 }
 
 static acg_model_weights *preset(const char *name) {
