@@ -21,9 +21,10 @@
  * With --tp N, run as every rank of `mpirun -np N`, the models are split over the ranks by
  * tensor parallelism (model.h), each rank on its own device: every rank creates the same models
  * and runs the same steps, since each step is a collective, and rank 0 alone prints. A split
- * step adds two allreduces per layer, whose cost is measured alone too, per batch size, on a
- * device group of the bench's own: 2 x n_layers allreduces of b x dim floats queued on a stream
- * and synchronized, the median of as many repeats as timed steps. What the split costs is then
+ * step adds two allreduces per layer and one of the logits, whose cost is measured alone too,
+ * per batch size, on a device group of the bench's own: 2 x n_layers allreduces of b x dim
+ * floats and one of b x vocab_size queued on a stream and synchronized, the median of as many
+ * repeats as timed steps. What the split costs is then
  * the graph step's time at --tp N against --tp 1, read against that figure.
  */
 #include "bench.h"
@@ -288,8 +289,9 @@ static int measure(decode_bench *b, uint32_t batch, decode_result *res) {
 }
 
 /* What the split adds to a step of `batch` rows, alone: a step's 2 x n_layers allreduces (after
- * each block's attention and feed-forward) of batch x dim floats, queued on the bench's stream
- * and synchronized; WARMUP_STEPS untimed repeats, then as many timed as steps. */
+ * each block's attention and feed-forward) of batch x dim floats and the logits' of batch x
+ * vocab_size, queued on the bench's stream and synchronized; WARMUP_STEPS untimed repeats, then
+ * as many timed as steps. */
 static int measure_allreduce(decode_bench *b, uint32_t batch, decode_result *res) {
     size_t count = (size_t)batch * (size_t)b->mc->dim;
     uint32_t per_step = 2u * (uint32_t)b->mc->n_layers;
@@ -298,6 +300,9 @@ static int measure_allreduce(decode_bench *b, uint32_t batch, decode_result *res
         uint64_t t0 = bench_now_ns();
         for (uint32_t k = 0; k < per_step && st == ACG_OK; k++)
             st = acg_allreduce(b->stream, b->group, b->reduced, 0, count);
+        if (st == ACG_OK)
+            st = acg_allreduce(b->stream, b->group, b->reduced, 0,
+                               (size_t)batch * (size_t)b->mc->vocab_size);
         if (st == ACG_OK)
             st = acg_stream_synchronize(b->stream);
         uint64_t t1 = bench_now_ns();
@@ -493,9 +498,9 @@ static void report_table(const decode_bench *b, double seconds) {
            "launches), wait (for the sampled tokens), retire (tokens into the requests)\n");
     if (cfg->tp > 1)
         printf("allreduce us = a step's allreduces timed alone: 2 a layer (%d layers) of b x %d "
-               "floats, on a\nstream of this rank's device, synchronized; a split step also "
-               "agrees with the other ranks\non what it runs (in admit)\n",
-               b->mc->n_layers, b->mc->dim);
+               "floats and\nthe logits' b x %d, on a stream of this rank's device, synchronized; "
+               "a split step also\nagrees with the other ranks on what it runs (in admit)\n",
+               b->mc->n_layers, b->mc->dim, b->mc->vocab_size);
     printf("checked: every timed step decoded b rows; graphs on and off generated the same "
            "tokens\n");
 }
@@ -505,15 +510,15 @@ static void report_table(const decode_bench *b, double seconds) {
 /* What a step reads and computes, from the model's shape, and what the machine can do. A step
  * reads every weight matrix once (whatever the batch: a matmul reads each weight row once per
  * tile of batch rows), the norms' weights and one embedding row per token, which is left out.
- * Split over N ranks, a rank reads its share of each layer's matrices but the whole classifier
- * and every norm (model.h), on its share of the host's cores (mpirun binds each rank to cores
+ * Split over N ranks, a rank reads its share of each layer's matrices and of the classifier, and
+ * every norm (model.h), on its share of the host's cores (mpirun binds each rank to cores
  * of its own where there are enough): the figures are then rank 0's, on cores / N threads. */
 static void measure_machine(decode_bench *b) {
     const acg_model_config *c = b->mc;
     double dim = c->dim, hidden = c->hidden_dim,
            kv_dim = (double)c->dim / c->n_heads * c->n_kv_heads, ranks = (double)b->cfg->tp;
     double per_layer = dim * dim * 2 + dim * kv_dim * 2 + dim * hidden * 3; /* wq wo wk wv w1-3 */
-    double matmul_params = c->n_layers * per_layer / ranks + dim * c->vocab_size;
+    double matmul_params = (c->n_layers * per_layer + dim * c->vocab_size) / ranks;
     b->weight_bytes = 4.0 * (matmul_params + (2.0 * c->n_layers + 1) * dim);
     b->flops_per_token = 2.0 * matmul_params;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN) / (long)b->cfg->tp;
@@ -523,10 +528,11 @@ static void measure_machine(decode_bench *b) {
 }
 
 /* With several ranks: the bench's own device group (a collective call), its stream, and the
- * values its allreduces sum, zeros, so that sums of them stay zero (no denormal or overflow
- * changes what an allreduce costs). */
+ * values its allreduces sum (as many as the widest, the logits'), zeros, so that sums of them
+ * stay zero (no denormal or overflow changes what an allreduce costs). */
 static int open_group(decode_bench *b, uint32_t max_batch) {
-    size_t bytes = (size_t)max_batch * (size_t)b->mc->dim * sizeof(float);
+    size_t width = b->mc->vocab_size > b->mc->dim ? (size_t)b->mc->vocab_size : (size_t)b->mc->dim;
+    size_t bytes = (size_t)max_batch * width * sizeof(float);
     acg_status st = acg_device_group_create(b->dev, b->ranks.comm, &b->group);
     if (st != ACG_OK)
         return bench_ranks_fail(&b->ranks, st, "creating the device group");

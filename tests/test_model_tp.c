@@ -327,10 +327,10 @@ static acg_model_weights *preset(const char *name) {
 
 /* ==== 1. tokens, ranks and replay ============================================================ */
 
-/* One rank (no comm, and a comm of one rank: the same bits), replayed and eager alike; then 2
- * and 3 ranks, each rank replayed and eager alike and every rank alike, against one rank. */
-static void split_against_one(const char *name) {
-    acg_model_weights *w = preset(name);
+/* One rank (no comm, and a comm of one rank: the same bits), replayed and eager alike; then each
+ * of the given numbers of ranks (0 ends the list), each rank replayed and eager alike and every
+ * rank alike, against one rank. Frees w. */
+static void split_against_one(const char *name, acg_model_weights *w, const int *ranks) {
     const int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
     prompt_set prompts;
     make_prompts(&prompts, vocab);
@@ -349,7 +349,8 @@ static void split_against_one(const char *name) {
     fc_destroy(single);
     tc_close(dev); /* no device may be open across a fork */
 
-    for (int n_ranks = 2; n_ranks <= 3; n_ranks++) {
+    for (; *ranks != 0; ranks++) {
+        const int n_ranks = *ranks;
         void *shared = shared_alloc((size_t)n_ranks * run_bytes(vocab));
         tp_case c = {w, vocab, &prompts, shared, -1, {0}};
         run_ranks(n_ranks, &c);
@@ -381,17 +382,62 @@ static void split_against_one(const char *name) {
     TC_OK(acg_model_weights_free(w));
 }
 
+static const int two_and_three[] = {2, 3, 0};
+
 static void test_tiny(void **state) {
     (void)state;
     if (collectives()) {
-        split_against_one("tiny");
+        split_against_one("tiny", preset("tiny"), two_and_three);
     }
 }
 
 static void test_small(void **state) {
     (void)state;
     if (collectives()) {
-        split_against_one("small");
+        split_against_one("small", preset("small"), two_and_three);
+    }
+}
+
+/* Random weights of config c (the presets' classifiers are separate). */
+static acg_model_weights *random_weights(const acg_model_config *c) {
+    acg_model_weights *w = NULL;
+    TC_OK(acg_model_weights_create_random(c, 11, &w));
+    return w;
+}
+
+/* A classifier that is the token embedding: each rank scores its rows of the embedding table;
+ * a vocabulary of 67 splits unevenly over 2 and 3 ranks. */
+static void test_shared_classifier(void **state) {
+    (void)state;
+    if (collectives()) {
+        acg_model_config c = ACG_MODEL_CONFIG_INIT;
+        c.dim = 32;
+        c.hidden_dim = 48;
+        c.n_layers = 2;
+        c.n_heads = 4;
+        c.n_kv_heads = 2;
+        c.vocab_size = 67;
+        c.seq_len = 64;
+        c.shared_classifier = true;
+        split_against_one("shared classifier", random_weights(&c), two_and_three);
+    }
+}
+
+/* More ranks than tokens to score (a vocabulary of 4 over 5 ranks): rank 0 scores none and adds
+ * zeros to every logit, as ranks 1 .. 4 hold no KV head and add zeros to the attention sum. */
+static void test_rank_without_tokens(void **state) {
+    (void)state;
+    if (collectives()) {
+        acg_model_config c = ACG_MODEL_CONFIG_INIT;
+        c.dim = 8;
+        c.hidden_dim = 8;
+        c.n_layers = 1;
+        c.n_heads = 2;
+        c.n_kv_heads = 1;
+        c.vocab_size = 4;
+        c.seq_len = 32;
+        static const int five[] = {5, 0};
+        split_against_one("4 tokens", random_weights(&c), five);
     }
 }
 
@@ -705,9 +751,14 @@ static void test_bad_input(void **state) {
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_input),    cmocka_unit_test(test_tiny),
-        cmocka_unit_test(test_small),        cmocka_unit_test(test_capture_fails_on_one_rank),
-        cmocka_unit_test(test_disagreement), cmocka_unit_test(test_rank_dies),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_tiny),
+        cmocka_unit_test(test_small),
+        cmocka_unit_test(test_shared_classifier),
+        cmocka_unit_test(test_rank_without_tokens),
+        cmocka_unit_test(test_capture_fails_on_one_rank),
+        cmocka_unit_test(test_disagreement),
+        cmocka_unit_test(test_rank_dies),
     };
     return cmocka_run_group_tests_name(tc_group("test_model_tp"), tests, NULL, NULL);
 }

@@ -332,9 +332,11 @@ typedef struct acg_model_options {
  * (those rows of wq, wk and wv, the matching columns of wo) and the feed-forward units
  * [r * hidden_dim / n, (r + 1) * hidden_dim / n) (those rows of w1 and w3, columns of w2), and
  * each block's partial output is summed over the ranks (acg_allreduce) before the residual add.
- * A rank may hold no KV head (more ranks than KV heads): it adds zeros to the attention sum. The
- * token embedding, the norms and the classifier are on every rank; every rank computes the same
- * logits bit for bit, so every rank samples the same tokens. Each rank uploads only its shard,
+ * A rank may hold no KV head (more ranks than KV heads): it adds zeros to the attention sum.
+ * Rank r also holds the classifier's rows [r * vocab_size / n, (r + 1) * vocab_size / n) and
+ * computes those logits; an allreduce in which the other ranks add zeros gathers them, so every
+ * rank has the same logits bit for bit and samples the same tokens. The token embedding and the
+ * norms are on every rank. Each rank uploads only its shard,
  * and its KV cache holds its own heads. The partial sums are added in another order than one
  * rank adds them, so the logits differ from a one-rank model's in their last bits, and a greedy
  * token may differ where two logits (nearly) tie; with no comm, or n_ranks 1, the model is the

@@ -8,9 +8,10 @@
  * and activations from acg_stream_alloc (graph scratch when captured).
  *
  * Split over several ranks (model.h, "Tensor parallelism"), each rank runs the same pass on its
- * own heads and feed-forward units, whose widths (q_dim, kv_dim, hidden) are its own, and each
- * block ends with the allreduce of its (T, dim) output; every width is the model's with one
- * rank, and no allreduce is queued, so that pass is the one-process pass launch for launch.
+ * own heads, feed-forward units and classifier rows, whose widths (q_dim, kv_dim, hidden,
+ * vocab_n) are its own; each block ends with the allreduce of its (T, dim) output, and the
+ * classifier with that of the (B, vocab) logits. Every width is the model's with one rank, and
+ * no allreduce is queued, so that pass is the one-process pass launch for launch.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -79,6 +80,7 @@ typedef struct activations {
     acg_buffer *last;   /* (B, dim) each row's last token */
     acg_buffer *logits; /* (B, vocab) scratch (only the sampler reads them), or the step's
                            logits output when the model keeps them */
+    acg_buffer *scores; /* (B, vocab_n) this rank's logits, split over ranks with B > 1 */
     acg_buffer *probs;  /* (B, vocab) the sampler's probabilities */
 } activations;
 
@@ -110,6 +112,7 @@ static acg_status build_activations(const acg_model *m, acg_stream *s, const acg
         (size_t)T * m->hidden * f,
         (size_t)B * c->dim * f,
         (size_t)B * c->vocab_size * f,
+        m->group != NULL && B > 1 ? (size_t)B * m->vocab_n * f : 0,
         (size_t)B * c->vocab_size * f,
     };
     memset(a, 0, sizeof *a);
@@ -119,7 +122,8 @@ static acg_status build_activations(const acg_model *m, acg_stream *s, const acg
             continue; /* set below: kept logits are an output, not scratch */
         }
         if (bytes[i] == 0) {
-            continue; /* attention's, on a rank without KV heads: acg refuses empty buffers */
+            continue; /* attention's on a rank without KV heads, scores where unused: acg
+                         refuses empty buffers */
         }
         acg_status st = acg_stream_alloc(s, bytes[i], &all[i]);
         if (st != ACG_OK) {
@@ -238,10 +242,44 @@ static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_pla
     return ACG_OK;
 }
 
+/* Each row's logits from its normed last token. Split over ranks, a rank scores only its
+ * tokens [vocab_lo, + vocab_n) (reading that share of the classifier, the largest weight of a
+ * small model), into their place in zeroed logits, and an allreduce gathers them: the other
+ * ranks add zeros to each logit, which leaves it as it is, so every rank gets the same logits,
+ * each one dot product computed as one rank computes it. */
+static acg_status classify(acg_model *m, acg_stream *s, uint32_t B, const activations *a) {
+    const acg__model_kernels *k = &m->k;
+    const uint32_t dim = (uint32_t)m->config.dim, vocab = (uint32_t)m->config.vocab_size,
+                   v_n = m->vocab_n;
+    const size_t f = sizeof(float);
+    if (m->group == NULL) {
+        LAUNCH(k->matmul, grid(vocab, B), buf(a->logits, 0), buf(a->last, 0),
+               buf(m->w.classifier, 0), u32(dim), u32(vocab), u32(B));
+        return ACG_OK;
+    }
+    /* A shared classifier is the whole token embedding: this rank's rows start at vocab_lo. */
+    const size_t rows = m->config.shared_classifier ? (size_t)m->vocab_lo * dim * f : 0;
+    acg_status st = acg_fill(s, a->logits, 0, (size_t)B * vocab * f, 0, 4);
+    if (st == ACG_OK && v_n > 0 && B == 1) {
+        /* one row: straight into its place */
+        LAUNCH(k->matmul, grid(v_n, 1), buf(a->logits, (size_t)m->vocab_lo * f), buf(a->last, 0),
+               buf(m->w.classifier, rows), u32(dim), u32(v_n), u32(1));
+    } else if (st == ACG_OK && v_n > 0) {
+        LAUNCH(k->matmul, grid(v_n, B), buf(a->scores, 0), buf(a->last, 0),
+               buf(m->w.classifier, rows), u32(dim), u32(v_n), u32(B));
+        for (uint32_t b = 0; b < B && st == ACG_OK; b++) {
+            st = acg_copy_d2d(s, a->logits, ((size_t)b * vocab + m->vocab_lo) * f, a->scores,
+                              (size_t)b * v_n * f, (size_t)v_n * f);
+        }
+    }
+    return st == ACG_OK ? acg_allreduce(s, m->group, a->logits, 0, (size_t)B * vocab) : st;
+}
+
 /* The step: token embeddings, the layers, then each row's last token through the final
- * rmsnorm, the classifier and the sampler. Split over ranks, every rank runs these ends whole:
- * their inputs are the same bits on every rank after the last allreduce, so every rank computes
- * the same logits and samples the same tokens, and no rank waits for another's. */
+ * rmsnorm, the classifier and the sampler. Split over ranks, every rank runs the embedding, the
+ * norm and the sampler whole: their inputs are the same bits on every rank after the last
+ * allreduce (the classifier's, see classify), so every rank samples the same tokens, and no
+ * rank waits for another's. */
 static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *io,
                                const acg_attn_plan_views *plan, const activations *a) {
     const acg_model_config *c = &m->config;
@@ -261,8 +299,10 @@ static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *i
            buf(plan->query_offsets, 0), u32(dim), u32(B), u32(T));
     LAUNCH(k->rmsnorm, grid(B, 1), buf(a->last, 0), buf(a->last, 0), buf(m->w.rms_final, 0),
            u32(dim), u32(B), acg_arg_f32(1e-5f));
-    LAUNCH(k->matmul, grid(vocab, B), buf(a->logits, 0), buf(a->last, 0), buf(m->w.classifier, 0),
-           u32(dim), u32(vocab), u32(B));
+    st = classify(m, s, B, a);
+    if (st != ACG_OK) {
+        return st;
+    }
     LAUNCH(k->sample, grid(B, 1), buf(io->outputs[0], 0), buf(a->logits, 0), buf(a->probs, 0),
            buf(io->inputs[1], 0), buf(m->states, 0), u32(vocab), u32(B), u32(m->options.max_batch));
     return ACG_OK;

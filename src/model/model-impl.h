@@ -103,7 +103,8 @@ typedef struct acg__model_device_weights {
     acg_buffer *w1, *w3;         /* (n_layers, hidden, dim) rows of this rank's units */
     acg_buffer *w2;              /* (n_layers, dim, hidden) the matching columns */
     acg_buffer *rms_final;       /* (dim) */
-    acg_buffer *classifier;      /* (vocab_size, dim); token_embedding when shared */
+    acg_buffer *classifier;      /* (vocab_n, dim) this rank's rows; token_embedding when
+                                    shared (its rows from vocab_lo), NULL when vocab_n is 0 */
     acg_buffer *rope_cos, *rope_sin; /* (seq_len, head_size / 2) */
 } acg__model_device_weights;
 
@@ -122,6 +123,7 @@ struct acg_model {
     uint32_t q_dim, kv_dim;       /* n_heads * head_size, n_kv_heads * head_size */
     uint32_t hidden;              /* feed-forward units, at least 1 */
     uint32_t kv_head_lo, hidden_lo;
+    uint32_t vocab_lo, vocab_n; /* the classifier's rows this rank scores; vocab_n may be 0 */
     acg_comm comm;           /* the caller's process group, read at its size (when given) */
     acg_device_group *group; /* n_ranks > 1: every rank's device, for the allreduces; else NULL */
     acg_stream *stream;

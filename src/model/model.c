@@ -32,11 +32,12 @@ static acg_status upload(acg_model *m, const float *src, size_t floats, acg_buff
 static acg_status upload_shard(acg_model *m, const float *src, size_t layers, size_t rows,
                                size_t cols, size_t row_lo, size_t n_rows, size_t col_lo,
                                size_t n_cols, acg_buffer **out) {
-    if (n_rows == rows && n_cols == cols) {
-        return upload(m, src, layers * rows * cols, out);
-    }
     if (n_rows == 0 || n_cols == 0) {
         return ACG_OK;
+    }
+    if (n_cols == cols && (layers == 1 || n_rows == rows)) {
+        /* whole rows of one matrix, or whole matrices: one block of src */
+        return upload(m, src + row_lo * cols, layers * n_rows * cols, out);
     }
     float *shard = acg__calloc(layers * n_rows * n_cols, sizeof(float));
     if (shard == NULL) {
@@ -93,7 +94,7 @@ static acg_status build_weights(acg_model *m, const acg_model_tensors *t) {
     const size_t kv_mul = (size_t)(c->n_heads / c->n_kv_heads),
                  q_lo = (size_t)m->kv_head_lo * kv_mul * m->head_size, q_n = m->q_dim,
                  kv_lo = (size_t)m->kv_head_lo * m->head_size, kv_n = m->kv_dim,
-                 h_lo = m->hidden_lo, h_n = m->hidden;
+                 h_lo = m->hidden_lo, h_n = m->hidden, v_lo = m->vocab_lo, v_n = m->vocab_n;
     acg__model_device_weights *w = &m->w;
 #define WHOLE(rows, cols) rows, cols, 0, rows, 0, cols
     const struct {
@@ -113,7 +114,8 @@ static acg_status build_weights(acg_model *m, const acg_model_tensors *t) {
         {t->w2, L, dim, hidden, 0, dim, h_lo, h_n, &w->w2},
         {t->w3, L, hidden, dim, h_lo, h_n, 0, dim, &w->w3},
         {t->rms_final, 1, WHOLE(1, dim), &w->rms_final},
-        {t->classifier, 1, WHOLE(vocab, dim), &w->classifier}, /* last: skipped when shared */
+        {t->classifier, 1, vocab, dim, v_lo, v_n, 0, dim, &w->classifier}, /* last: skipped
+                                                                              when shared */
     };
 #undef WHOLE
     size_t n = sizeof tensors / sizeof tensors[0] - (c->shared_classifier ? 1 : 0);
@@ -337,14 +339,15 @@ acg_status acg__model_min_max(const acg_comm *comm, const int32_t *values, size_
     return ACG_OK;
 }
 
-/* This rank's heads and feed-forward units: rank r of n gets the KV heads
- * [r * n_kv_heads / n, (r + 1) * n_kv_heads / n) with the query heads that read them, and the
- * units [r * hidden_dim / n, (r + 1) * hidden_dim / n). Contiguous, so each shard is a block
+/* This rank's heads, feed-forward units and classifier rows: rank r of n gets the KV heads
+ * [r * n_kv_heads / n, (r + 1) * n_kv_heads / n) with the query heads that read them, the units
+ * [r * hidden_dim / n, (r + 1) * hidden_dim / n) and the tokens
+ * [r * vocab_size / n, (r + 1) * vocab_size / n) to score. Contiguous, so each shard is a block
  * of rows or of columns; uneven where n does not divide them. One rank gets everything. */
 static void split(acg_model *m, int32_t rank, int32_t n_ranks) {
     const acg_model_config *c = &m->config;
     const uint32_t r = (uint32_t)rank, n = (uint32_t)n_ranks, n_kv = (uint32_t)c->n_kv_heads,
-                   hidden = (uint32_t)c->hidden_dim,
+                   hidden = (uint32_t)c->hidden_dim, vocab = (uint32_t)c->vocab_size,
                    kv_mul = (uint32_t)(c->n_heads / c->n_kv_heads);
     m->head_size = (uint32_t)(c->dim / c->n_heads);
     m->kv_head_lo = r * n_kv / n;
@@ -354,6 +357,8 @@ static void split(acg_model *m, int32_t rank, int32_t n_ranks) {
     m->kv_dim = m->n_kv_heads * m->head_size;
     m->hidden_lo = r * hidden / n;
     m->hidden = (r + 1) * hidden / n - m->hidden_lo;
+    m->vocab_lo = r * vocab / n;
+    m->vocab_n = (r + 1) * vocab / n - m->vocab_lo;
 }
 
 /* Decode buckets (b rows of one token) and mixed buckets (max_batch rows, more tokens). */
@@ -550,9 +555,10 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     if (st == ACG_OK && split_model) {
         acg__log(ACG_LOG_INFO,
                  "%s: rank %ld of %ld: KV heads [%u, %u), %u query heads, feed-forward units "
-                 "[%u, %u)",
+                 "[%u, %u), tokens [%u, %u)",
                  fn, (long)comm.rank, (long)comm.n_ranks, m->kv_head_lo,
-                 m->kv_head_lo + m->n_kv_heads, m->n_heads, m->hidden_lo, m->hidden_lo + m->hidden);
+                 m->kv_head_lo + m->n_kv_heads, m->n_heads, m->hidden_lo, m->hidden_lo + m->hidden,
+                 m->vocab_lo, m->vocab_lo + m->vocab_n);
         /* Before the weights: a rank that cannot join fails before anyone uploads. */
         st = acg_device_group_create(dev, &m->comm, &m->group);
     }
