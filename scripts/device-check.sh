@@ -9,8 +9,9 @@
 # the library, the acg tool and, with cmocka, the tests in Release with CUDA on (CMake when
 # present, else scripts/device-build.sh with the plain compiler), then runs, each under its own
 # timeout and all within the budget: the device tests on the real driver (ctest -L cuda), acg
-# info, acg bench launch and decode, acg run --verify, the tokens and the logits against the cpu
-# backend, and the PyTorch peer (bench/peer/torch_peer.py). Each step writes OUTDIR/<step>.json
+# info, the allreduce through the real NCCL (one rank), acg bench launch and decode, acg run
+# --verify, the tokens and the logits against the cpu backend, and the PyTorch peer
+# (bench/peer/torch_peer.py). Each step writes OUTDIR/<step>.json
 # (status pass, fail or skip, its key figure, seconds, and the tool's own JSON), its log
 # OUTDIR/<step>.log, and OUTDIR/summary.json gathers them; one table on stdout ends it.
 #
@@ -711,6 +712,56 @@ step_logits() {
     esac
 }
 
+# The NCCL a real run would load: $ACG_NCCL_LIBRARY, else the dynamic linker's libnccl.so.2,
+# else PyTorch's (the nvidia-nccl wheel), else the toolkit's. Prints the path, or nothing.
+find_nccl() {
+    local lib=${ACG_NCCL_LIBRARY:-}
+    [[ -n $lib ]] || lib=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / { print $NF; exit }')
+    if [[ -z $lib ]] && have python3; then
+        lib=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+        [[ -f $lib ]] || lib=
+    fi
+    [[ -n $lib || ! -f /usr/local/cuda/lib64/libnccl.so.2 ]] || lib=/usr/local/cuda/lib64/libnccl.so.2
+    printf '%s' "$lib"
+}
+
+# The collectives through the real NCCL (tests/cuda/test_cuda_nccl.c --device-check): a group
+# of one rank on cuda:0, the allreduce eager and captured, through acg's public API.
+step_nccl() {
+    local bin= lib cmd
+    for bin in "$tests_dir/cuda/test_cuda_nccl" "$tests_dir/test_cuda_nccl" ""; do
+        [[ -z $bin || -x $bin ]] && break
+    done
+    cmd="test_cuda_nccl --device-check"
+    if [[ -z $tests_dir || -z $bin ]]; then
+        skip_step nccl "skipped (test_cuda_nccl not built)" "$cmd"
+        return 0
+    fi
+    lib=$(find_nccl)
+    if [[ -z $lib ]]; then
+        skip_step nccl "skipped (no NCCL on this machine: ldconfig, torch and the toolkit have none)" \
+            "$cmd"
+        return 0
+    fi
+    cmd="ACG_NCCL_LIBRARY=$lib $cmd"
+    run nccl 60 "" env ACG_LOG=error ACG_NCCL_LIBRARY="$lib" "$bin" --device-check
+    local why
+    why=$(grep -m1 '^skipped: ' "$out/nccl.log" | cut -c10- || true)
+    case $rc in
+    125) skip_step nccl "no time left in the budget" "$cmd" ;;
+    0) record nccl pass "$(grep -m1 -v '^\$' "$out/nccl.log" | cut -c1-120)" "$secs" "" "$cmd" ;;
+    77)
+        # No GPU is a skip on a dry run; on the GPU machine NCCL was there and should have loaded.
+        if ((dry)); then
+            record nccl skip "skipped (${why:-exit 77})" "$secs" "${why:-exit 77}" "$cmd"
+        else
+            record nccl fail "skipped: ${why:-exit 77}" "$secs" "${why:-exit 77}" "$cmd"
+        fi
+        ;;
+    *) record nccl fail "$(why_failed nccl)" "$secs" "$(why_failed nccl)" "$cmd" ;;
+    esac
+}
+
 step_launch() {
     run launch 60 "$out/launch.out" "$acg" bench launch --backend "$backend" --json
     record_tool launch launch "acg bench launch --backend $backend --json" "$out/launch.out"
@@ -836,7 +887,7 @@ else
 fi
 
 if [[ -z $acg || ! -x $acg ]]; then
-    for s in info conformance logits launch decode run tokens; do
+    for s in info conformance logits nccl launch decode run tokens; do
         skip_step "$s" "skipped (nothing was built)"
     done
 else
@@ -844,6 +895,7 @@ else
     step_info
     step_conformance
     step_logits
+    step_nccl
     step_launch
     step_decode
     step_run
