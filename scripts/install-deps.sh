@@ -24,6 +24,9 @@ PACKAGES="$PACKAGES python3"
 # libacg_mpi, the MPI process group (src/mpi), and its tests under mpirun (tests/mpi): Open MPI's
 # headers and libraries, and mpirun.
 PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin"
+# Graphviz's dot: tests/test_dot renders the DOT that acg_graph_write_dot writes (and says so when
+# dot is missing), and pictures of captured graphs are drawn with it.
+PACKAGES="$PACKAGES graphviz"
 
 missing=""
 for pkg in $PACKAGES; do

@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,7 +89,8 @@ extern "C" {
     X(ERR_INTERNAL, -15, "internal error")                                                         \
     X(ERR_EXHAUSTED, -16, "a fixed-capacity resource is exhausted")                                \
     X(ERR_DEVICE_LOST, -17, "the device faulted while running queued work")                        \
-    X(ERR_COMM, -18, "a rank of the process group failed, left or disagreed")
+    X(ERR_COMM, -18, "a rank of the process group failed, left or disagreed")                      \
+    X(ERR_IO, -19, "reading or writing a file failed")
 
 typedef enum acg_status {
 #define ACG_STATUS_ENUM_(name, value, text) ACG_##name = value,
@@ -1001,6 +1003,29 @@ ACG_API acg_status acg_graph_get_node(const acg_graph *graph, size_t index, acg_
 
 /* The device the graph belongs to; NULL for an invalid handle. */
 ACG_API acg_device *acg_graph_get_device(const acg_graph *graph);
+
+/* Flags of acg_graph_write_dot, or'ed together. ACG_DOT_BUFFERS: the buffers as nodes of their
+ * own, with an edge per node that touches one: "read" (buffer to node), "write" (node to
+ * buffer), "read/write", or "uses" where the ledger does not know (a kernel's definition does
+ * not say which of its buffers it reads or writes). */
+#define ACG_DOT_BUFFERS (1u << 0)
+
+/* Writes the graph's description (its ledger) to out as a Graphviz DOT digraph, for `dot -Tsvg`.
+ * One box per node, named n<index> as acg_graph_get_node numbers them and labelled with its kind
+ * and name (a kernel's, foreign work's declared name), a kernel's grid (global and local sizes
+ * over the dimensions it indexes; "local auto" when the launch left it to the backend) and the
+ * bytes of a copy, fill or allreduce. Each stream of the capture is a cluster ("stream 0" is
+ * the origin, then the streams in the order they joined); an edge per dependency, solid within
+ * a stream, dashed and colored across streams (an event wait). The graph's label names the
+ * graph, its device (spec and name) and its node count. Names are quoted and escaped, so any
+ * name gives valid DOT; the same graph always gives the same bytes. Synchronous: the text is
+ * built in memory under the device's lock (a concurrent acg_graph_update is seen whole, before
+ * or after), then written to out with the lock released, and out is flushed; out stays open
+ * and is the caller's. Thread-safe. ACG_ERR_INVALID_HANDLE for a dead graph;
+ * ACG_ERR_INVALID_ARGUMENT for a NULL out or a flag bit this header does not define;
+ * ACG_ERR_OUT_OF_MEMORY (nothing written); ACG_ERR_IO when writing or flushing out fails
+ * (acg_last_error() gives the system's reason; part of the text may have been written). */
+ACG_API acg_status acg_graph_write_dot(const acg_graph *graph, FILE *out, uint32_t flags);
 
 /* The driver's executable graph behind a graph (a CUgraphExec on cuda), to drive or measure it
  * without acg. It belongs to the graph: do not destroy it. It stays valid until the graph is

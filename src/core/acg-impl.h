@@ -119,6 +119,7 @@ struct acg_stream {
     pthread_mutex_t lock;
     acg__capture *_Atomic capture; /* set under this stream's and dev's lock; cleared under dev */
     acg__ids frontier;             /* capture nodes later work depends on */
+    uint32_t capture_index;        /* its place in that capture (dev->lock): acg__node.stream */
     struct acg__deferred {         /* memory freed in stream order, awaiting its event */
         acg__bk_mem *mem;
         size_t size;
@@ -179,6 +180,7 @@ struct acg__capture {
     uint32_t cap_nodes, cap_deps;
     acg_stream **streams; /* participants, origin first */
     uint32_t n_streams, cap_streams;
+    uint32_t n_joined; /* streams that ever took part, the origin included: the next index */
     acg_buffer **scratch;
     uint32_t n_scratch, cap_scratch;
     uint32_t chunk, chunk_off; /* pool cursor */

@@ -116,10 +116,17 @@ typedef struct acg__node {
      * host function or foreign work declared) */
     uint32_t n_buffers;
     const acg_buffer *buffers[ACG_MAX_KERNEL_ARGS];
+    /* ledger (for acg_graph_write_dot): the capture's stream that recorded the node (0: the
+     * origin, then in the order streams joined), and, for a host function or foreign work, bit
+     * i of reads / writes set when it declared that it reads / writes buffers[i] (a kernel's
+     * definition says neither; a copy's direction follows from its kind) */
+    uint32_t stream;
+    uint32_t reads, writes;
 } acg__node;
 
 _Static_assert(ACG_MAX_ACCESSES <= ACG_MAX_KERNEL_ARGS,
                "a node's buffer list holds a host function's or foreign work's accesses");
+_Static_assert(ACG_MAX_KERNEL_ARGS <= 32, "a node's reads and writes are 32-bit masks");
 
 /* A whole graph: nodes in submission order, so every dependency precedes its node and the array
  * order is a valid serial order. */

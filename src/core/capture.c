@@ -206,6 +206,7 @@ acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *nod
         memcpy(&d->deps[d->n_deps], s->frontier.v, s->frontier.n * sizeof *d->deps);
     }
     d->n_deps += s->frontier.n;
+    n->stream = s->capture_index;
     s->frontier.v[0] = id;
     s->frontier.n = 1;
     return ACG_OK;
@@ -226,6 +227,7 @@ acg_status acg__capture_join(acg__capture *c, acg_stream *s) {
                                        "out of memory while a stream joined the capture");
     }
     c->streams[c->n_streams++] = s;
+    s->capture_index = c->n_joined++;
     atomic_store_explicit(&s->capture, c, memory_order_release);
     return ACG_OK;
 }
@@ -350,6 +352,8 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
     }
     pool->capturing = true;
     c->streams[c->n_streams++] = s;
+    s->capture_index = 0;
+    c->n_joined = 1;
     s->frontier.n = 0;
     c->next = dev->captures;
     dev->captures = c;

@@ -60,6 +60,10 @@ static acg_status check_accesses(acg_stream *s, const acg_access *acc, size_t n,
         if ((st = acg__check_range(acc[i].buffer, acc[i].offset, size, fn, what)) != ACG_OK) {
             return st;
         }
+        /* The ledger keeps the mode, so a picture of the graph can say read or write. */
+        uint32_t bit = 1u << node->n_buffers;
+        node->reads |= (acc[i].mode & ACG_ACCESS_READ) ? bit : 0;
+        node->writes |= (acc[i].mode & ACG_ACCESS_WRITE) ? bit : 0;
         node->buffers[node->n_buffers++] = acc[i].buffer;
     }
     return ACG_OK;

@@ -478,6 +478,7 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
     /* Only the fields a kernel node uses are written; the rest stays unread. */
     node->kind = ACG_NODE_KERNEL;
     node->n_buffers = 0;
+    node->reads = node->writes = 0; /* a definition says neither (acg_graph_write_dot: "uses") */
     node->host = NULL;
     node->size = 0;
     node->group_handle = NULL; /* the fields a description's reader looks at, set one by one */
