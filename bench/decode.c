@@ -27,8 +27,8 @@
  * repeats as timed steps. What the split costs is then
  * the graph step's time at --tp N against --tp 1, read against that figure.
  */
-#include "bench.h"
-#include "cli.h"
+#include "bench-impl.h"
+#include "ranks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -99,11 +99,11 @@ typedef struct decode_bench {
      * values reduced */
     acg_device_group *group;
     acg_stream *stream;
-    acg_buffer *reduced;      /* (max batch, dim) */
-    double *allreduce_ns;     /* (steps) */
-    uint64_t *ids[N_MODES];   /* (max batch) the requests of each model */
-    double *step_ns[N_MODES];   /* (steps) */
-    double *submit_ns[N_MODES]; /* (steps) */
+    acg_buffer *reduced;                 /* (max batch, dim) */
+    double *allreduce_ns;                /* (steps) */
+    uint64_t *ids[N_MODES];              /* (max batch) the requests of each model */
+    double *step_ns[N_MODES];            /* (steps) */
+    double *submit_ns[N_MODES];          /* (steps) */
     double *phase_ns[N_MODES][N_PHASES]; /* (steps) */
     double weight_bytes;                 /* read by one step's matmuls, norms and classifier */
     double flops_per_token;              /* of one token's matmuls (2 per multiply-add) */
@@ -137,7 +137,7 @@ static int create_model(decode_bench *b, int mode, uint32_t batch) {
         snprintf(what, sizeof what, "creating the model (%s, batch %u)", mode_names[mode], batch);
         return bench_ranks_fail(&b->ranks, st, what);
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* Submits `batch` greedy requests, row r's prompt made of distinct ids. */
@@ -147,17 +147,19 @@ static int submit(decode_bench *b, int mode, uint32_t batch) {
     int32_t first = vocab > (int32_t)ACG_TOKEN_BYTE0 ? ACG_TOKEN_BYTE0 : 0;
     uint32_t span = (uint32_t)(vocab - first);
     for (uint32_t r = 0; r < batch; r++) {
-        for (uint32_t k = 0; k < PROMPT_LEN; k++)
+        for (uint32_t k = 0; k < PROMPT_LEN; k++) {
             b->prompt[k] = first + (int32_t)(((uint64_t)r * PROMPT_LEN + k) % span);
+        }
         acg_request q = ACG_REQUEST_INIT;
         q.prompt = b->prompt;
         q.prompt_len = PROMPT_LEN;
         q.max_new_tokens = b->max_new;
         acg_status st = acg_model_submit(b->model[mode], &q, &b->ids[mode][r]);
-        if (st != ACG_OK)
+        if (st != ACG_OK) {
             return bench_ranks_fail(&b->ranks, st, "submitting a request");
+        }
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* Steps until every request has read its prompt and sampled a token, so that each step after
@@ -171,12 +173,13 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
         for (uint32_t r = 0; r < batch; r++) {
             acg_request_status rs = ACG_REQUEST_STATUS_INIT;
             acg_status st = acg_model_get_request(b->model[mode], b->ids[mode][r], &rs);
-            if (st != ACG_OK)
+            if (st != ACG_OK) {
                 return bench_ranks_fail(&b->ranks, st, "reading a request");
+            }
             decoding += rs.state == ACG_REQUEST_RUNNING && rs.n_generated > 0;
             lead = rs.n_generated > lead ? rs.n_generated : lead;
         }
-        if (lead > 0 && lead - 1 + needed_tokens(b->cfg->steps) > b->max_new)
+        if (lead > 0 && lead - 1 + needed_tokens(b->cfg->steps) > b->max_new) {
             return bench_ranks_failf(
                 &b->ranks, "bench decode: too many steps",
                 "%s, batch %u: after %u steps reading the prompts the leading "
@@ -184,20 +187,25 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
                 "%u warm-up and %u timed decode steps need",
                 mode_names[mode], batch, s, b->max_new - lead, b->max_new, b->mc->seq_len,
                 WARMUP_STEPS, b->cfg->steps);
-        if (decoding == batch)
-            return CLI_EXIT_OK;
-        if (s == limit)
+        }
+        if (decoding == batch) {
+            return TOOL_EXIT_OK;
+        }
+        if (s == limit) {
             return bench_ranks_failf(&b->ranks, "bench decode: prompts not read",
                                      "%s, batch %u: %u of %u requests decoding after %u steps",
                                      mode_names[mode], batch, decoding, batch, s);
+        }
         acg_step_report rep = ACG_STEP_REPORT_INIT;
         acg_status st = acg_model_step(b->model[mode], &rep);
-        if (st != ACG_OK)
+        if (st != ACG_OK) {
             return bench_ranks_fail(&b->ranks, st, "stepping through the prompts");
-        if (rep.rows == 0)
+        }
+        if (rep.rows == 0) {
             return bench_ranks_failf(&b->ranks, "bench decode: prompts not read",
                                      "%s, batch %u: nothing to run with %u of %u requests decoding",
                                      mode_names[mode], batch, decoding, batch);
+        }
     }
 }
 
@@ -206,29 +214,35 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
 static int decode_step(decode_bench *b, int mode, uint32_t batch, double *ns, double *submit_ns,
                        double *const *phases, uint32_t s, uint32_t *replayed) {
     acg_step_report rep = ACG_STEP_REPORT_INIT;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = tool_now_ns();
     acg_status st = acg_model_step(b->model[mode], &rep);
-    uint64_t t1 = bench_now_ns();
-    if (st != ACG_OK)
+    uint64_t t1 = tool_now_ns();
+    if (st != ACG_OK) {
         return bench_ranks_fail(&b->ranks, st, "running a decode step");
-    if (rep.rows != batch || rep.tokens != batch || rep.generated != batch)
+    }
+    if (rep.rows != batch || rep.tokens != batch || rep.generated != batch) {
         return bench_ranks_failf(
             &b->ranks, "bench decode: not a decode step",
             "%s, batch %u: %u rows, %u query tokens, %u generated; expected %u of each",
             mode_names[mode], batch, rep.rows, rep.tokens, rep.generated, batch);
-    if (ns)
+    }
+    if (ns) {
         *ns = (double)(t1 - t0);
-    if (submit_ns)
+    }
+    if (submit_ns) {
         *submit_ns = rep.submit_ms * 1e6;
+    }
     if (phases) {
         const double ms[N_PHASES] = {rep.admit_ms,  rep.plan_ms, rep.upload_ms,
                                      rep.launch_ms, rep.wait_ms, rep.retire_ms};
-        for (int p = 0; p < N_PHASES; p++)
+        for (int p = 0; p < N_PHASES; p++) {
             phases[p][s] = ms[p] * 1e6;
+        }
     }
-    if (replayed)
+    if (replayed) {
         *replayed += rep.graphed;
-    return CLI_EXIT_OK;
+    }
+    return TOOL_EXIT_OK;
 }
 
 /* Both models ran the same greedy requests: their tokens must agree. */
@@ -237,55 +251,64 @@ static int compare_tokens(decode_bench *b, uint32_t batch) {
         acg_request_status rs[N_MODES] = {ACG_REQUEST_STATUS_INIT, ACG_REQUEST_STATUS_INIT};
         for (int m = 0; m < N_MODES; m++) {
             acg_status st = acg_model_get_request(b->model[m], b->ids[m][r], &rs[m]);
-            if (st != ACG_OK)
+            if (st != ACG_OK) {
                 return bench_ranks_fail(&b->ranks, st, "reading a request");
+            }
         }
         uint32_t n =
             rs[EAGER].n_tokens < rs[GRAPH].n_tokens ? rs[EAGER].n_tokens : rs[GRAPH].n_tokens;
         for (uint32_t i = 0; i < n; i++) {
-            if (rs[EAGER].tokens[i] != rs[GRAPH].tokens[i])
+            if (rs[EAGER].tokens[i] != rs[GRAPH].tokens[i]) {
                 return bench_ranks_failf(
                     &b->ranks, "bench decode: graphs change the tokens",
                     "batch %u, request %u, token %u: %d with graphs off, %d on", batch, r, i,
                     rs[EAGER].tokens[i], rs[GRAPH].tokens[i]);
+            }
         }
-        if (rs[EAGER].n_tokens != rs[GRAPH].n_tokens)
+        if (rs[EAGER].n_tokens != rs[GRAPH].n_tokens) {
             return bench_ranks_failf(&b->ranks, "bench decode: graphs change the tokens",
                                      "batch %u, request %u: %u tokens with graphs off, %u on",
                                      batch, r, rs[EAGER].n_tokens, rs[GRAPH].n_tokens);
+        }
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* ---- one batch size -------------------------------------------------------------------------- */
 
 static int measure(decode_bench *b, uint32_t batch, decode_result *res) {
-    int rc = CLI_EXIT_OK;
-    for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++) {
-        if ((rc = submit(b, m, batch)) == CLI_EXIT_OK)
+    int rc = TOOL_EXIT_OK;
+    for (int m = 0; m < N_MODES && rc == TOOL_EXIT_OK; m++) {
+        if ((rc = submit(b, m, batch)) == TOOL_EXIT_OK) {
             rc = prefill(b, m, batch);
+        }
     }
-    for (uint32_t s = 0; s < WARMUP_STEPS && rc == CLI_EXIT_OK; s++)
-        for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++)
+    for (uint32_t s = 0; s < WARMUP_STEPS && rc == TOOL_EXIT_OK; s++) {
+        for (int m = 0; m < N_MODES && rc == TOOL_EXIT_OK; m++) {
             rc = decode_step(b, m, batch, NULL, NULL, NULL, 0, NULL);
-    for (uint32_t s = 0; s < b->cfg->steps && rc == CLI_EXIT_OK; s++) {
-        for (int i = 0; i < N_MODES && rc == CLI_EXIT_OK; i++) {
+        }
+    }
+    for (uint32_t s = 0; s < b->cfg->steps && rc == TOOL_EXIT_OK; s++) {
+        for (int i = 0; i < N_MODES && rc == TOOL_EXIT_OK; i++) {
             int m = (int)((s + (uint32_t)i) % N_MODES);
             rc = decode_step(b, m, batch, &b->step_ns[m][s], &b->submit_ns[m][s], b->phase_ns[m], s,
                              &res->replayed[m]);
         }
     }
-    if (rc == CLI_EXIT_OK)
+    if (rc == TOOL_EXIT_OK) {
         rc = compare_tokens(b, batch);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    for (int m = 0; m < N_MODES; m++) {
-        res->step_us[m] = bench_median(b->step_ns[m], b->cfg->steps) / 1e3;
-        res->submit_us[m] = bench_median(b->submit_ns[m], b->cfg->steps) / 1e3;
-        for (int p = 0; p < N_PHASES; p++)
-            res->phase_us[m][p] = bench_median(b->phase_ns[m][p], b->cfg->steps) / 1e3;
     }
-    return CLI_EXIT_OK;
+    if (rc != TOOL_EXIT_OK) {
+        return rc;
+    }
+    for (int m = 0; m < N_MODES; m++) {
+        res->step_us[m] = tool_median(b->step_ns[m], b->cfg->steps) / 1e3;
+        res->submit_us[m] = tool_median(b->submit_ns[m], b->cfg->steps) / 1e3;
+        for (int p = 0; p < N_PHASES; p++) {
+            res->phase_us[m][p] = tool_median(b->phase_ns[m][p], b->cfg->steps) / 1e3;
+        }
+    }
+    return TOOL_EXIT_OK;
 }
 
 /* What the split adds to a step of `batch` rows, alone: a step's 2 x n_layers allreduces (after
@@ -297,32 +320,38 @@ static int measure_allreduce(decode_bench *b, uint32_t batch, decode_result *res
     uint32_t per_step = 2u * (uint32_t)b->mc->n_layers;
     for (uint32_t s = 0; s < WARMUP_STEPS + b->cfg->steps; s++) {
         acg_status st = ACG_OK;
-        uint64_t t0 = bench_now_ns();
-        for (uint32_t k = 0; k < per_step && st == ACG_OK; k++)
+        uint64_t t0 = tool_now_ns();
+        for (uint32_t k = 0; k < per_step && st == ACG_OK; k++) {
             st = acg_allreduce(b->stream, b->group, b->reduced, 0, count);
-        if (st == ACG_OK)
+        }
+        if (st == ACG_OK) {
             st = acg_allreduce(b->stream, b->group, b->reduced, 0,
                                (size_t)batch * (size_t)b->mc->vocab_size);
-        if (st == ACG_OK)
+        }
+        if (st == ACG_OK) {
             st = acg_stream_synchronize(b->stream);
-        uint64_t t1 = bench_now_ns();
-        if (st != ACG_OK)
+        }
+        uint64_t t1 = tool_now_ns();
+        if (st != ACG_OK) {
             return bench_ranks_fail(&b->ranks, st, "timing a step's allreduces");
-        if (s >= WARMUP_STEPS)
+        }
+        if (s >= WARMUP_STEPS) {
             b->allreduce_ns[s - WARMUP_STEPS] = (double)(t1 - t0);
+        }
     }
-    res->allreduce_us = bench_median(b->allreduce_ns, b->cfg->steps) / 1e3;
-    return CLI_EXIT_OK;
+    res->allreduce_us = tool_median(b->allreduce_ns, b->cfg->steps) / 1e3;
+    return TOOL_EXIT_OK;
 }
 
 static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
     memset(res, 0, sizeof *res);
     res->batch = batch;
     res->allreduce_us = NAN;
-    int rc = CLI_EXIT_OK;
-    for (int m = 0; m < N_MODES && rc == CLI_EXIT_OK; m++)
+    int rc = TOOL_EXIT_OK;
+    for (int m = 0; m < N_MODES && rc == TOOL_EXIT_OK; m++) {
         rc = create_model(b, m, batch);
-    if (rc == CLI_EXIT_OK) {
+    }
+    if (rc == TOOL_EXIT_OK) {
         acg_model_stats s = ACG_MODEL_STATS_INIT;
         acg_status st = acg_model_get_stats(b->model[GRAPH], &s);
         if (st != ACG_OK) {
@@ -332,18 +361,21 @@ static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
             res->capture_ms = s.capture_ms;
         }
     }
-    if (rc == CLI_EXIT_OK)
+    if (rc == TOOL_EXIT_OK) {
         rc = measure(b, batch, res);
+    }
 
     /* Teardown failures after a good run are failures too: they are library bugs. */
     for (int m = 0; m < N_MODES; m++) {
         acg_status st = acg_model_destroy(b->model[m]);
-        if (st != ACG_OK && rc == CLI_EXIT_OK)
+        if (st != ACG_OK && rc == TOOL_EXIT_OK) {
             rc = bench_ranks_fail(&b->ranks, st, "destroying a model");
+        }
         b->model[m] = NULL;
     }
-    if (rc == CLI_EXIT_OK && b->group)
+    if (rc == TOOL_EXIT_OK && b->group) {
         rc = measure_allreduce(b, batch, res);
+    }
     return rc;
 }
 
@@ -363,62 +395,63 @@ static double achieved_gflops(const decode_bench *b, const decode_result *r) {
     return b->flops_per_token * r->batch / (r->step_us[GRAPH] * 1e3);
 }
 
-static void report_json(const decode_bench *b, double seconds) {
+static int report_json(const decode_bench *b, double seconds) {
     const decode_config *cfg = b->cfg;
-    bench_json j;
-    bench_json_begin(&j, stdout);
-    bench_json_object_begin(&j, NULL);
+    tool_json j;
+    tool_json_begin(&j, stdout);
+    tool_json_object_begin(&j, NULL);
     bench_json_device(&j, b->dev);
-    bench_json_string(&j, "preset", cfg->preset);
-    bench_json_string(&j, "model", cfg->model);
-    bench_json_int(&j, "dim", b->mc->dim);
-    bench_json_int(&j, "n_layers", b->mc->n_layers);
-    bench_json_int(&j, "vocab_size", b->mc->vocab_size);
-    bench_json_int(&j, "seq_len", b->mc->seq_len);
-    bench_json_uint(&j, "tp", cfg->tp);
-    bench_json_uint(&j, "steps", cfg->steps);
-    bench_json_uint(&j, "warmup_steps", WARMUP_STEPS);
-    bench_json_uint(&j, "prompt_tokens", PROMPT_LEN);
-    bench_json_uint(&j, "max_new_tokens", b->max_new);
-    bench_json_number(&j, "weight_bytes_per_step", b->weight_bytes);
-    bench_json_number(&j, "flops_per_token", b->flops_per_token);
-    bench_json_uint(&j, "host_threads", b->threads);
-    bench_json_number(&j, "host_read_gbs", b->read_gbs);
-    bench_json_number(&j, "host_fma_peak_gflops", b->peak_gflops);
-    bench_json_string(&j, "host_fma_level", b->peak_level);
-    bench_json_array_begin(&j, "results");
+    tool_json_string(&j, "preset", cfg->preset);
+    tool_json_string(&j, "model", cfg->model);
+    tool_json_int(&j, "dim", b->mc->dim);
+    tool_json_int(&j, "n_layers", b->mc->n_layers);
+    tool_json_int(&j, "vocab_size", b->mc->vocab_size);
+    tool_json_int(&j, "seq_len", b->mc->seq_len);
+    tool_json_uint(&j, "tp", cfg->tp);
+    tool_json_uint(&j, "steps", cfg->steps);
+    tool_json_uint(&j, "warmup_steps", WARMUP_STEPS);
+    tool_json_uint(&j, "prompt_tokens", PROMPT_LEN);
+    tool_json_uint(&j, "max_new_tokens", b->max_new);
+    tool_json_number(&j, "weight_bytes_per_step", b->weight_bytes);
+    tool_json_number(&j, "flops_per_token", b->flops_per_token);
+    tool_json_uint(&j, "host_threads", b->threads);
+    tool_json_number(&j, "host_read_gbs", b->read_gbs);
+    tool_json_number(&j, "host_fma_peak_gflops", b->peak_gflops);
+    tool_json_string(&j, "host_fma_level", b->peak_level);
+    tool_json_array_begin(&j, "results");
     for (size_t i = 0; i < cfg->n_batch; i++) {
         const decode_result *r = &b->results[i];
-        bench_json_object_begin(&j, NULL);
-        bench_json_uint(&j, "batch", r->batch);
-        bench_json_number(&j, "eager_step_us", r->step_us[EAGER]);
-        bench_json_number(&j, "graph_step_us", r->step_us[GRAPH]);
-        bench_json_number(&j, "step_ratio", r->step_us[EAGER] / r->step_us[GRAPH]);
-        bench_json_number(&j, "eager_submit_us", r->submit_us[EAGER]);
-        bench_json_number(&j, "graph_submit_us", r->submit_us[GRAPH]);
-        bench_json_number(&j, "allreduce_step_us", r->allreduce_us);
-        bench_json_number(&j, "submit_ratio", r->submit_us[EAGER] / r->submit_us[GRAPH]);
-        bench_json_number(&j, "tokens_per_s_graph", tokens_per_s(r, GRAPH));
-        bench_json_number(&j, "tokens_per_s_eager", tokens_per_s(r, EAGER));
-        bench_json_uint(&j, "graph_replayed_steps", r->replayed[GRAPH]);
-        bench_json_uint(&j, "eager_replayed_steps", r->replayed[EAGER]);
-        bench_json_uint(&j, "graph_buckets_captured", r->buckets_captured);
-        bench_json_number(&j, "graph_capture_ms", r->capture_ms);
-        bench_json_number(&j, "graph_weight_gbs", achieved_gbs(b, r));
-        bench_json_number(&j, "graph_gflops", achieved_gflops(b, r));
+        tool_json_object_begin(&j, NULL);
+        tool_json_uint(&j, "batch", r->batch);
+        tool_json_number(&j, "eager_step_us", r->step_us[EAGER]);
+        tool_json_number(&j, "graph_step_us", r->step_us[GRAPH]);
+        tool_json_number(&j, "step_ratio", r->step_us[EAGER] / r->step_us[GRAPH]);
+        tool_json_number(&j, "eager_submit_us", r->submit_us[EAGER]);
+        tool_json_number(&j, "graph_submit_us", r->submit_us[GRAPH]);
+        tool_json_number(&j, "allreduce_step_us", r->allreduce_us);
+        tool_json_number(&j, "submit_ratio", r->submit_us[EAGER] / r->submit_us[GRAPH]);
+        tool_json_number(&j, "tokens_per_s_graph", tokens_per_s(r, GRAPH));
+        tool_json_number(&j, "tokens_per_s_eager", tokens_per_s(r, EAGER));
+        tool_json_uint(&j, "graph_replayed_steps", r->replayed[GRAPH]);
+        tool_json_uint(&j, "eager_replayed_steps", r->replayed[EAGER]);
+        tool_json_uint(&j, "graph_buckets_captured", r->buckets_captured);
+        tool_json_number(&j, "graph_capture_ms", r->capture_ms);
+        tool_json_number(&j, "graph_weight_gbs", achieved_gbs(b, r));
+        tool_json_number(&j, "graph_gflops", achieved_gflops(b, r));
         for (int m = 0; m < N_MODES; m++) {
-            bench_json_object_begin(&j, m == GRAPH ? "graph_phases_us" : "eager_phases_us");
-            for (int p = 0; p < N_PHASES; p++)
-                bench_json_number(&j, phase_names[p], r->phase_us[m][p]);
-            bench_json_object_end(&j);
+            tool_json_object_begin(&j, m == GRAPH ? "graph_phases_us" : "eager_phases_us");
+            for (int p = 0; p < N_PHASES; p++) {
+                tool_json_number(&j, phase_names[p], r->phase_us[m][p]);
+            }
+            tool_json_object_end(&j);
         }
-        bench_json_bool(&j, "tokens_match", true);
-        bench_json_object_end(&j);
+        tool_json_bool(&j, "tokens_match", true);
+        tool_json_object_end(&j);
     }
-    bench_json_array_end(&j);
-    bench_json_number(&j, "seconds", seconds);
-    bench_json_object_end(&j);
-    bench_json_end(&j);
+    tool_json_array_end(&j);
+    tool_json_number(&j, "seconds", seconds);
+    tool_json_object_end(&j);
+    return tool_json_end(&j);
 }
 
 static void report_table(const decode_bench *b, double seconds) {
@@ -427,10 +460,11 @@ static void report_table(const decode_bench *b, double seconds) {
     printf("%s %s: dim %d, %d layers, vocab %d, seq_len %d\n", cfg->preset ? "preset" : "model",
            cfg->preset ? cfg->preset : cfg->model, b->mc->dim, b->mc->n_layers, b->mc->vocab_size,
            b->mc->seq_len);
-    if (cfg->tp > 1)
+    if (cfg->tp > 1) {
         printf("split over %llu ranks by tensor parallelism, a device each, every rank running "
                "the same steps\n",
                (unsigned long long)cfg->tp);
+    }
     printf("per batch size b: b greedy requests of a %u-token prompt; %u timed decode steps with\n"
            "graphs off and on, interleaved, after %u warm-up steps; %.1f s\n\n",
            PROMPT_LEN, cfg->steps, WARMUP_STEPS, seconds);
@@ -439,52 +473,55 @@ static void report_table(const decode_bench *b, double seconds) {
         "batch",           "eager step us", "graph step us", "ratio",          "eager submit us",
         "graph submit us", "tok/s graph",   "tok/s eager",   "replayed steps", "allreduce us"};
     static const int widths[] = {5, 13, 13, 6, 15, 15, 11, 11, 14, 12};
-    bench_table t;
-    bench_table_begin(&t, stdout, cfg->tp > 1 ? 10 : 9, widths, headers);
+    tool_table t;
+    tool_table_begin(&t, stdout, cfg->tp > 1 ? 10 : 9, widths, headers);
     for (size_t i = 0; i < cfg->n_batch; i++) {
         const decode_result *r = &b->results[i];
-        bench_table_cell(&t, "%u", r->batch);
-        bench_table_cell(&t, "%.1f", r->step_us[EAGER]);
-        bench_table_cell(&t, "%.1f", r->step_us[GRAPH]);
-        bench_table_cell(&t, "%.2f", r->step_us[EAGER] / r->step_us[GRAPH]);
-        bench_table_cell(&t, "%.1f", r->submit_us[EAGER]);
-        bench_table_cell(&t, "%.1f", r->submit_us[GRAPH]);
-        bench_table_cell(&t, "%.0f", tokens_per_s(r, GRAPH));
-        bench_table_cell(&t, "%.0f", tokens_per_s(r, EAGER));
-        bench_table_cell(&t, "%u/%u", r->replayed[GRAPH], cfg->steps);
-        if (cfg->tp > 1)
-            bench_table_cell(&t, "%.1f", r->allreduce_us);
+        tool_table_cell(&t, "%u", r->batch);
+        tool_table_cell(&t, "%.1f", r->step_us[EAGER]);
+        tool_table_cell(&t, "%.1f", r->step_us[GRAPH]);
+        tool_table_cell(&t, "%.2f", r->step_us[EAGER] / r->step_us[GRAPH]);
+        tool_table_cell(&t, "%.1f", r->submit_us[EAGER]);
+        tool_table_cell(&t, "%.1f", r->submit_us[GRAPH]);
+        tool_table_cell(&t, "%.0f", tokens_per_s(r, GRAPH));
+        tool_table_cell(&t, "%.0f", tokens_per_s(r, EAGER));
+        tool_table_cell(&t, "%u/%u", r->replayed[GRAPH], cfg->steps);
+        if (cfg->tp > 1) {
+            tool_table_cell(&t, "%.1f", r->allreduce_us);
+        }
     }
     printf("\nthe graph step against the machine (measured now, %u host threads): weights %.1f MiB "
            "a step,\nhost read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s (%s)\n",
            b->threads, b->weight_bytes / 1048576.0, b->read_gbs, b->peak_gflops, b->peak_level);
-    if (cfg->tp > 1)
+    if (cfg->tp > 1) {
         printf("(rank 0's share, on its share of the cores: a rank reads its part of each "
                "layer, and the\nwhole classifier)\n");
+    }
     static const char *const mheaders[] = {"batch", "weights GB/s", "of read bw", "GFLOP/s",
                                            "of FMA peak"};
     static const int mwidths[] = {5, 12, 10, 9, 11};
-    bench_table_begin(&t, stdout, 5, mwidths, mheaders);
+    tool_table_begin(&t, stdout, 5, mwidths, mheaders);
     for (size_t i = 0; i < cfg->n_batch; i++) {
         const decode_result *r = &b->results[i];
-        bench_table_cell(&t, "%u", r->batch);
-        bench_table_cell(&t, "%.1f", achieved_gbs(b, r));
-        bench_table_cell(&t, "%.0f%%", 100.0 * achieved_gbs(b, r) / b->read_gbs);
-        bench_table_cell(&t, "%.1f", achieved_gflops(b, r));
-        bench_table_cell(&t, "%.0f%%", 100.0 * achieved_gflops(b, r) / b->peak_gflops);
+        tool_table_cell(&t, "%u", r->batch);
+        tool_table_cell(&t, "%.1f", achieved_gbs(b, r));
+        tool_table_cell(&t, "%.0f%%", 100.0 * achieved_gbs(b, r) / b->read_gbs);
+        tool_table_cell(&t, "%.1f", achieved_gflops(b, r));
+        tool_table_cell(&t, "%.0f%%", 100.0 * achieved_gflops(b, r) / b->peak_gflops);
     }
     printf("\nwhere a step's time goes (median us of each phase):\n");
     static const char *const pheaders[] = {"batch",  "mode",   "admit", "plan",
                                            "upload", "launch", "wait",  "retire"};
     static const int pwidths[] = {5, -10, 8, 8, 8, 8, 9, 8};
-    bench_table_begin(&t, stdout, 8, pwidths, pheaders);
+    tool_table_begin(&t, stdout, 8, pwidths, pheaders);
     for (size_t i = 0; i < cfg->n_batch; i++) {
         const decode_result *r = &b->results[i];
         for (int m = 0; m < N_MODES; m++) {
-            bench_table_cell(&t, "%u", r->batch);
-            bench_table_cell(&t, "%s", mode_names[m]);
-            for (int p = 0; p < N_PHASES; p++)
-                bench_table_cell(&t, "%.1f", r->phase_us[m][p]);
+            tool_table_cell(&t, "%u", r->batch);
+            tool_table_cell(&t, "%s", mode_names[m]);
+            for (int p = 0; p < N_PHASES; p++) {
+                tool_table_cell(&t, "%.1f", r->phase_us[m][p]);
+            }
         }
     }
     printf("\nmedians over the steps; a step is one acg_model_step of b rows of one token:\n"
@@ -496,11 +533,12 @@ static void report_table(const decode_bench *b, double seconds) {
            "matmul multiply-adds / graph step time; phases: admit (batching, bucket, lease), plan\n"
            "(attention plan), upload (tokens, seats), launch (queue the replay or the eager\n"
            "launches), wait (for the sampled tokens), retire (tokens into the requests)\n");
-    if (cfg->tp > 1)
+    if (cfg->tp > 1) {
         printf("allreduce us = a step's allreduces timed alone: 2 a layer (%d layers) of b x %d "
                "floats and\nthe logits' b x %d, on a stream of this rank's device, synchronized; "
                "a split step also\nagrees with the other ranks on what it runs (in admit)\n",
                b->mc->n_layers, b->mc->dim, b->mc->vocab_size);
+    }
     printf("checked: every timed step decoded b rows; graphs on and off generated the same "
            "tokens\n");
 }
@@ -534,28 +572,36 @@ static int open_group(decode_bench *b, uint32_t max_batch) {
     size_t width = b->mc->vocab_size > b->mc->dim ? (size_t)b->mc->vocab_size : (size_t)b->mc->dim;
     size_t bytes = (size_t)max_batch * width * sizeof(float);
     acg_status st = acg_device_group_create(b->dev, b->ranks.comm, &b->group);
-    if (st != ACG_OK)
+    if (st != ACG_OK) {
         return bench_ranks_fail(&b->ranks, st, "creating the device group");
-    if ((st = acg_stream_create(b->dev, &b->stream)) != ACG_OK)
+    }
+    if ((st = acg_stream_create(b->dev, &b->stream)) != ACG_OK) {
         return bench_ranks_fail(&b->ranks, st, "creating a stream");
-    if ((st = acg_buffer_alloc(b->dev, bytes, &b->reduced)) != ACG_OK)
+    }
+    if ((st = acg_buffer_alloc(b->dev, bytes, &b->reduced)) != ACG_OK) {
         return bench_ranks_fail(&b->ranks, st, "allocating the values to reduce");
-    if ((st = acg_fill(b->stream, b->reduced, 0, bytes, 0, sizeof(float))) == ACG_OK)
+    }
+    if ((st = acg_fill(b->stream, b->reduced, 0, bytes, 0, sizeof(float))) == ACG_OK) {
         st = acg_stream_synchronize(b->stream);
-    if (st != ACG_OK)
+    }
+    if (st != ACG_OK) {
         return bench_ranks_fail(&b->ranks, st, "clearing the values to reduce");
-    return CLI_EXIT_OK;
+    }
+    return TOOL_EXIT_OK;
 }
 
 /* Frees whatever open_group made. Returns rc, or after a good run a teardown failure. */
 static int close_group(decode_bench *b, int rc) {
     acg_status st = acg_stream_destroy(b->stream);
-    if (st != ACG_OK && rc == CLI_EXIT_OK)
+    if (st != ACG_OK && rc == TOOL_EXIT_OK) {
         rc = bench_ranks_fail(&b->ranks, st, "destroying the stream");
-    if ((st = acg_buffer_free(b->reduced)) != ACG_OK && rc == CLI_EXIT_OK)
+    }
+    if ((st = acg_buffer_free(b->reduced)) != ACG_OK && rc == TOOL_EXIT_OK) {
         rc = bench_ranks_fail(&b->ranks, st, "freeing the values to reduce");
-    if ((st = acg_device_group_destroy(b->group)) != ACG_OK && rc == CLI_EXIT_OK)
+    }
+    if ((st = acg_device_group_destroy(b->group)) != ACG_OK && rc == TOOL_EXIT_OK) {
         rc = bench_ranks_fail(&b->ranks, st, "destroying the device group");
+    }
     return rc;
 }
 
@@ -564,51 +610,57 @@ static int close_group(decode_bench *b, int rc) {
 static int open_device(decode_bench *b) {
     bench_common c = b->cfg->common;
     c.backend = bench_ranks_device(&b->ranks, c.backend);
-    if (b->ranks.comm == NULL)
+    if (b->ranks.comm == NULL) {
         return bench_device_open(&c, &b->dev, NULL);
+    }
     acg_status st = acg_device_open(c.backend, &b->dev);
-    if (st != ACG_OK)
+    if (st != ACG_OK) {
         return bench_ranks_fail(&b->ranks, st, "opening the device");
-    return CLI_EXIT_OK;
+    }
+    return TOOL_EXIT_OK;
 }
 
 /* Runs every batch size with the ranks joined. */
 static int run_joined(decode_bench *b) {
     const decode_config *cfg = b->cfg;
-    uint64_t t_start = bench_now_ns();
+    uint64_t t_start = tool_now_ns();
     acg_status st;
     if (cfg->preset) {
         acg_model_config c = ACG_MODEL_CONFIG_INIT;
         /* Every rank finds the usage errors here: rank 0 says them. */
         if ((st = acg_model_preset_get_config(cfg->preset, &c)) != ACG_OK) {
-            if (bench_ranks_prints(&b->ranks))
-                cli_usage_error(bench_decode_usage, "bench decode: %s", acg_last_error());
-            return CLI_EXIT_USAGE;
+            if (bench_ranks_prints(&b->ranks)) {
+                tool_usage_error(bench_decode_usage, "bench decode: %s", acg_last_error());
+            }
+            return TOOL_EXIT_USAGE;
         }
-        if ((st = acg_model_preset_load(cfg->preset, 1, &b->weights)) != ACG_OK)
+        if ((st = acg_model_preset_load(cfg->preset, 1, &b->weights)) != ACG_OK) {
             return bench_ranks_fail(&b->ranks, st, "building the preset");
+        }
     } else if ((st = acg_model_weights_load(cfg->model, &b->weights)) != ACG_OK) {
         return bench_ranks_fail(&b->ranks, st, "loading the model");
     }
     b->mc = acg_model_weights_get_config(b->weights);
-    int rc = CLI_EXIT_OK;
+    int rc = TOOL_EXIT_OK;
     /* A request may hold seq_len tokens, the prompt included. */
     uint32_t room =
         b->mc->seq_len > (int32_t)PROMPT_LEN ? (uint32_t)b->mc->seq_len - PROMPT_LEN : 0;
     uint32_t needed = needed_tokens(cfg->steps);
     if (needed > room) {
-        rc = CLI_EXIT_USAGE;
-        if (bench_ranks_prints(&b->ranks))
-            cli_usage_error(bench_decode_usage,
-                            "bench decode: --steps %u needs requests of %u tokens, more than the "
-                            "model's seq_len %d",
-                            cfg->steps, PROMPT_LEN + needed, b->mc->seq_len);
+        rc = TOOL_EXIT_USAGE;
+        if (bench_ranks_prints(&b->ranks)) {
+            tool_usage_error(bench_decode_usage,
+                             "bench decode: --steps %u needs requests of %u tokens, more than the "
+                             "model's seq_len %d",
+                             cfg->steps, PROMPT_LEN + needed, b->mc->seq_len);
+        }
         goto out_free_weights;
     }
     b->max_new = room - needed < PREFILL_ALLOWANCE ? room : needed + PREFILL_ALLOWANCE;
     uint32_t max_batch = 0;
-    for (size_t i = 0; i < cfg->n_batch; i++)
+    for (size_t i = 0; i < cfg->n_batch; i++) {
         max_batch = cfg->batch[i] > max_batch ? cfg->batch[i] : max_batch;
+    }
     bool allocated = true;
     for (int m = 0; m < N_MODES; m++) {
         b->ids[m] = malloc(max_batch * sizeof(uint64_t));
@@ -627,20 +679,25 @@ static int run_joined(decode_bench *b) {
     }
     /* Only the rank that prints measures the machine, alone: the others wait for it in the
      * first collective, which naps (acg_mpi.h) and leaves it the cores. */
-    if (bench_ranks_prints(&b->ranks))
+    if (bench_ranks_prints(&b->ranks)) {
         measure_machine(b);
-    if ((rc = open_device(b)) != CLI_EXIT_OK)
+    }
+    if ((rc = open_device(b)) != TOOL_EXIT_OK) {
         goto out_free_host;
-    if (b->ranks.comm != NULL)
+    }
+    if (b->ranks.comm != NULL) {
         rc = open_group(b, max_batch);
-    for (size_t i = 0; i < cfg->n_batch && rc == CLI_EXIT_OK; i++)
+    }
+    for (size_t i = 0; i < cfg->n_batch && rc == TOOL_EXIT_OK; i++) {
         rc = run_batch(b, cfg->batch[i], &b->results[i]);
-    if (rc == CLI_EXIT_OK && bench_ranks_prints(&b->ranks)) {
-        double seconds = (double)(bench_now_ns() - t_start) / 1e9;
-        if (cfg->common.json)
-            report_json(b, seconds);
-        else
+    }
+    if (rc == TOOL_EXIT_OK && bench_ranks_prints(&b->ranks)) {
+        double seconds = (double)(tool_now_ns() - t_start) / 1e9;
+        if (cfg->common.json) {
+            rc = report_json(b, seconds);
+        } else {
             report_table(b, seconds);
+        }
     }
     rc = close_group(b, rc);
     rc = bench_device_close(b->dev, rc);
@@ -649,13 +706,15 @@ out_free_host:
         free(b->ids[m]);
         free(b->step_ns[m]);
         free(b->submit_ns[m]);
-        for (int p = 0; p < N_PHASES; p++)
+        for (int p = 0; p < N_PHASES; p++) {
             free(b->phase_ns[m][p]);
+        }
     }
     free(b->allreduce_ns);
 out_free_weights:
-    if ((st = acg_model_weights_free(b->weights)) != ACG_OK && rc == CLI_EXIT_OK)
+    if ((st = acg_model_weights_free(b->weights)) != ACG_OK && rc == TOOL_EXIT_OK) {
         rc = bench_ranks_fail(&b->ranks, st, "freeing the weights");
+    }
     return rc;
 }
 
@@ -664,8 +723,9 @@ static int run(const decode_config *cfg) {
     memset(&b, 0, sizeof b);
     b.cfg = cfg;
     int rc = bench_ranks_join(&b.ranks, cfg->tp, "bench decode");
-    if (rc == CLI_EXIT_OK)
+    if (rc == TOOL_EXIT_OK) {
         rc = run_joined(&b);
+    }
     bench_ranks_leave(&b.ranks, rc);
     return rc;
 }
@@ -677,20 +737,24 @@ static int run(const decode_config *cfg) {
 static bool parse_batches(const char *text, decode_config *cfg) {
     char list[BATCH_LIST_MAX + 1];
     size_t len = strlen(text);
-    if (len == 0 || len > BATCH_LIST_MAX)
+    if (len == 0 || len > BATCH_LIST_MAX) {
         return false;
+    }
     memcpy(list, text, len + 1);
     cfg->n_batch = 0;
     for (char *item = list;;) {
         char *comma = strchr(item, ',');
-        if (comma)
+        if (comma) {
             *comma = '\0';
+        }
         uint64_t v = 0;
-        if (cfg->n_batch == MAX_BATCH_SIZES || !cli_parse_u64(item, MIN_BATCH, MAX_BATCH, &v))
+        if (cfg->n_batch == MAX_BATCH_SIZES || !tool_parse_u64(item, MIN_BATCH, MAX_BATCH, &v)) {
             return false;
+        }
         cfg->batch[cfg->n_batch++] = (uint32_t)v;
-        if (!comma)
+        if (!comma) {
             return true;
+        }
         item = comma + 1;
     }
 }
@@ -707,43 +771,52 @@ int bench_decode(int argc, char **argv) {
         const char *v = NULL;
         uint64_t steps = 0;
         int m = bench_common_option(argc, argv, &i, &cfg.common);
-        if (m == BENCH_OPTION_TAKEN)
+        if (m == BENCH_OPTION_TAKEN) {
             continue;
-        if (m != BENCH_OPTION_OTHER)
+        }
+        if (m != BENCH_OPTION_OTHER) {
             return m;
-        if ((m = cli_option(argc, argv, &i, "--preset", &v)) != 0) {
-            if (m < 0 || !v[0])
-                return cli_usage_error(bench_decode_usage, "bench decode: --preset needs P");
+        }
+        if ((m = tool_option(argc, argv, &i, "--preset", &v)) != 0) {
+            if (m < 0 || !v[0]) {
+                return tool_usage_error(bench_decode_usage, "bench decode: --preset needs P");
+            }
             cfg.preset = v;
-        } else if ((m = cli_option(argc, argv, &i, "--model", &v)) != 0) {
-            if (m < 0 || !v[0])
-                return cli_usage_error(bench_decode_usage, "bench decode: --model needs F");
+        } else if ((m = tool_option(argc, argv, &i, "--model", &v)) != 0) {
+            if (m < 0 || !v[0]) {
+                return tool_usage_error(bench_decode_usage, "bench decode: --model needs F");
+            }
             cfg.model = v;
-        } else if ((m = cli_option(argc, argv, &i, "--batch", &v)) != 0) {
-            if (m < 0 || !parse_batches(v, &cfg))
-                return cli_usage_error(bench_decode_usage,
-                                       "bench decode: --batch takes a comma list of at most %u "
-                                       "whole numbers in [%u, %u]",
-                                       MAX_BATCH_SIZES, MIN_BATCH, MAX_BATCH);
-        } else if ((m = cli_option(argc, argv, &i, "--steps", &v)) != 0) {
-            int rc = cli_option_u64(bench_decode_usage, "bench decode: ", "--steps",
-                                    m > 0 ? v : NULL, 1, MAX_STEPS, &steps);
-            if (rc != CLI_EXIT_OK)
+        } else if ((m = tool_option(argc, argv, &i, "--batch", &v)) != 0) {
+            if (m < 0 || !parse_batches(v, &cfg)) {
+                return tool_usage_error(bench_decode_usage,
+                                        "bench decode: --batch takes a comma list of at most %u "
+                                        "whole numbers in [%u, %u]",
+                                        MAX_BATCH_SIZES, MIN_BATCH, MAX_BATCH);
+            }
+        } else if ((m = tool_option(argc, argv, &i, "--steps", &v)) != 0) {
+            int rc = tool_option_u64(bench_decode_usage, "bench decode: ", "--steps",
+                                     m > 0 ? v : NULL, 1, MAX_STEPS, &steps);
+            if (rc != TOOL_EXIT_OK) {
                 return rc;
+            }
             cfg.steps = (uint32_t)steps;
-        } else if ((m = cli_option(argc, argv, &i, "--tp", &v)) != 0) {
-            int rc = cli_option_u64(bench_decode_usage, "bench decode: ", "--tp", m > 0 ? v : NULL,
-                                    1, MAX_TP, &cfg.tp);
-            if (rc != CLI_EXIT_OK)
+        } else if ((m = tool_option(argc, argv, &i, "--tp", &v)) != 0) {
+            int rc = tool_option_u64(bench_decode_usage, "bench decode: ", "--tp", m > 0 ? v : NULL,
+                                     1, MAX_TP, &cfg.tp);
+            if (rc != TOOL_EXIT_OK) {
                 return rc;
+            }
         } else {
             return bench_unknown_argument(&cfg.common, argv[i]);
         }
     }
-    if (cfg.preset && cfg.model)
-        return cli_usage_error(bench_decode_usage,
-                               "bench decode: --preset and --model exclude each other");
-    if (!cfg.model && !cfg.preset)
+    if (cfg.preset && cfg.model) {
+        return tool_usage_error(bench_decode_usage,
+                                "bench decode: --preset and --model exclude each other");
+    }
+    if (!cfg.model && !cfg.preset) {
         cfg.preset = "tiny";
+    }
     return run(&cfg);
 }

@@ -4,9 +4,13 @@
  *
  * Every launch is add_scalar_f32 with (y, y, 1.0f), that is y = y + 1 over E elements, so
  * each launch depends on the one before. Per step the bench times the host submit (N launches,
- * or one acg_graph_launch) and the whole step (submit plus acg_stream_synchronize). A graph of
- * one node and a step of one launch are timed too, so the marginal cost of one more node or
- * launch is (step(N) - step(1)) / (N - 1), free of the fixed synchronize round trip.
+ * or one acg_graph_launch) and the whole step (submit plus acg_stream_synchronize). Steps of
+ * fewer launches, and graphs of fewer nodes, are timed too: up to MAX_COUNTS node counts from 1
+ * to N, evenly spaced. The cost of one more launch or node is the slope of a least-squares line
+ * through the median step times at those counts, and its intercept the fixed cost of a step,
+ * the synchronize round trip included. A slope that is not above its standard error is noise,
+ * and is reported as not measurable rather than as a number (a difference of two noisy medians
+ * once said -11.7 ns a node).
  *
  * Where the graph is one driver object (a CUgraphExec on cuda, acg_graph_get_native), the same
  * graph is also replayed with the driver's own launch call on the stream's native object and
@@ -17,8 +21,7 @@
  * checked: y is copied back and compared with the number of launches applied, exactly (the
  * buffer is reset before that count could leave the integers a float holds exactly).
  */
-#include "bench.h"
-#include "cli.h"
+#include "bench-impl.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -37,10 +40,19 @@ const char bench_launch_usage[] = "usage: acg bench launch [--backend B] [--kern
 #define MAX_AUTO_STEPS 100000
 #define EXACT_FLOAT_LIMIT (1u << 24) /* every integer up to 2^24 is exact in a float */
 
-typedef enum step_kind { EAGER, EAGER_1, GRAPH, GRAPH_1, RAW, N_KINDS } step_kind;
+#define MAX_COUNTS 5 /* node counts the per-node cost is fitted over */
 
-static const char *const kind_names[N_KINDS] = {"eager", "eager x1", "graph", "graph x1",
-                                                "graph raw"};
+typedef enum launch_mode { EAGER, GRAPH, RAW, N_MODES } launch_mode;
+
+static const char *const mode_names[N_MODES] = {"eager", "graph", "graph raw"};
+
+/* What one step runs: a mode at one of the node counts. RAW runs only at the last, N. */
+typedef struct step_kind {
+    launch_mode mode;
+    size_t at; /* index in launch_bench.counts */
+} step_kind;
+
+#define MAX_KINDS (2 * MAX_COUNTS + 1)
 
 /* The CUDA driver's own calls for the raw row, declared here (the tool is built without the
  * CUDA headers): CUresult is an enum, CUgraphExec and CUstream are pointers. */
@@ -71,41 +83,53 @@ typedef struct launch_bench {
     acg_buffer *y; /* (elements) f32 */
     acg_kernel *kernel;
     acg_graph_pool *pool;
-    acg_graph *graph[N_KINDS]; /* [GRAPH]: N nodes, [GRAPH_1]: one node */
+    uint32_t counts[MAX_COUNTS]; /* (n_counts) node counts, rising from 1 to N */
+    size_t n_counts;
+    acg_graph *graph[MAX_COUNTS]; /* (n_counts) [i]: counts[i] nodes */
     bool graphs;
-    raw_driver raw;           /* launch NULL: no raw row (the graph is no driver object) */
-    step_kind kinds[N_KINDS]; /* (n_kinds) the kinds measured here */
-    int n_kinds;
+    raw_driver raw;             /* launch NULL: no raw row (the graph is no driver object) */
+    step_kind kinds[MAX_KINDS]; /* (n_kinds) the kinds measured here */
+    size_t n_kinds;
+    uint64_t per_round; /* launches one round of every kind applies to y */
     const char *no_raw; /* why there is no raw row */
     acg_arg args[3];
     acg_dims dims;
-    uint64_t applied;           /* launches run on y since it was last zeroed */
-    float *host;                /* (elements) y copied back */
-    double *submit_ns[N_KINDS]; /* (steps) */
-    double *step_ns[N_KINDS];   /* (steps) */
-    double median_submit_us[N_KINDS];
-    double median_step_us[N_KINDS];
-    const char *what; /* the operation that failed, for the error line */
+    uint64_t applied;                      /* launches run on y since it was last zeroed */
+    float *host;                           /* (elements) y copied back */
+    double *submit_ns[MAX_KINDS];          /* (steps) per kind */
+    double *step_ns[MAX_KINDS];            /* (steps) per kind */
+    double submit_us[N_MODES][MAX_COUNTS]; /* medians; NaN where not measured */
+    double step_us[N_MODES][MAX_COUNTS];
+    tool_fit fit[N_MODES]; /* [EAGER], [GRAPH]: step us over the node counts */
+    const char *what;      /* the operation that failed, for the error line */
 } launch_bench;
 
 /* ---- one step -------------------------------------------------------------------------------- */
 
-static uint32_t kind_launches(const launch_bench *b, step_kind k) {
-    return k == EAGER || k == GRAPH || k == RAW ? b->cfg->kernels : 1;
+/* The node counts of the fit: up to MAX_COUNTS, evenly spaced from 1 to N, none twice. */
+static void choose_counts(launch_bench *b) {
+    uint32_t n = b->cfg->kernels;
+    b->n_counts = 0;
+    for (uint32_t i = 0; i < MAX_COUNTS; i++) {
+        uint32_t c = 1 + (uint32_t)((uint64_t)(n - 1) * i / (MAX_COUNTS - 1));
+        if (b->n_counts == 0 || c != b->counts[b->n_counts - 1]) {
+            b->counts[b->n_counts++] = c;
+        }
+    }
 }
 
-static bool measured(const launch_bench *b, step_kind k) {
-    for (int i = 0; i < b->n_kinds; i++) {
-        if (b->kinds[i] == k)
-            return true;
-    }
-    return false;
+/* The index of N, the largest count. */
+static size_t last(const launch_bench *b) { return b->n_counts - 1; }
+
+/* Whether mode was measured at N (then at every count, but RAW at N alone). */
+static bool measured(const launch_bench *b, launch_mode m) {
+    return !isnan(b->step_us[m][last(b)]);
 }
 
 /* One replay of the N-node graph by the driver's own calls. */
 static acg_status raw_step(launch_bench *b, uint64_t *t1) {
     int r = b->raw.launch(b->raw.exec, b->raw.stream);
-    *t1 = bench_now_ns();
+    *t1 = tool_now_ns();
     b->what = "cuGraphLaunch of the graph's CUgraphExec";
     if (r == 0) {
         r = b->raw.sync(b->raw.stream);
@@ -118,42 +142,49 @@ static acg_status raw_step(launch_bench *b, uint64_t *t1) {
 /* Runs one step of kind k; with submit/step non-NULL stores its times in ns. */
 static acg_status run_step(launch_bench *b, step_kind k, double *submit, double *step) {
     acg_status st = ACG_OK;
-    uint64_t t0 = bench_now_ns();
-    if (k == RAW) {
+    uint32_t launches = b->counts[k.at];
+    uint64_t t0 = tool_now_ns();
+    if (k.mode == RAW) {
         uint64_t t1 = 0;
-        if ((st = raw_step(b, &t1)) != ACG_OK)
+        if ((st = raw_step(b, &t1)) != ACG_OK) {
             return st;
-        uint64_t t2 = bench_now_ns();
-        b->applied += kind_launches(b, k);
-        if (submit)
+        }
+        uint64_t t2 = tool_now_ns();
+        b->applied += launches;
+        if (submit) {
             *submit = (double)(t1 - t0);
-        if (step)
+        }
+        if (step) {
             *step = (double)(t2 - t0);
+        }
         return ACG_OK;
     }
-    if (k == EAGER || k == EAGER_1) {
-        uint32_t n = kind_launches(b, k);
-        for (uint32_t i = 0; i < n && st == ACG_OK; i++)
+    if (k.mode == EAGER) {
+        for (uint32_t i = 0; i < launches && st == ACG_OK; i++) {
             st = acg_kernel_launch(b->stream, b->kernel, &b->dims, b->args, 3);
+        }
         b->what = "launching add_scalar_f32";
     } else {
-        st = acg_graph_launch(b->graph[k], b->stream);
+        st = acg_graph_launch(b->graph[k.at], b->stream);
         b->what = "launching the graph";
     }
-    uint64_t t1 = bench_now_ns();
-    if (st != ACG_OK)
+    uint64_t t1 = tool_now_ns();
+    if (st != ACG_OK) {
         return st;
+    }
     st = acg_stream_synchronize(b->stream);
-    uint64_t t2 = bench_now_ns();
+    uint64_t t2 = tool_now_ns();
     if (st != ACG_OK) {
         b->what = "synchronizing the stream";
         return st;
     }
-    b->applied += kind_launches(b, k);
-    if (submit)
+    b->applied += launches;
+    if (submit) {
         *submit = (double)(t1 - t0);
-    if (step)
+    }
+    if (step) {
         *step = (double)(t2 - t0);
+    }
     return ACG_OK;
 }
 
@@ -163,8 +194,9 @@ static acg_status run_step(launch_bench *b, step_kind k, double *submit, double 
 static acg_status zero_y(launch_bench *b) {
     size_t bytes = (size_t)b->cfg->elements * sizeof(float);
     acg_status st = acg_fill(b->stream, b->y, 0, bytes, 0, sizeof(float));
-    if (st == ACG_OK)
+    if (st == ACG_OK) {
         st = acg_stream_synchronize(b->stream);
+    }
     b->applied = 0;
     return st;
 }
@@ -174,18 +206,21 @@ static acg_status zero_y(launch_bench *b) {
 static int check_and_reset(launch_bench *b) {
     size_t bytes = (size_t)b->cfg->elements * sizeof(float);
     acg_status st = acg_copy_d2h(b->stream, b->host, b->y, 0, bytes);
-    if (st != ACG_OK)
-        return cli_fail(st, "copying y back to check it");
+    if (st != ACG_OK) {
+        return tool_fail(st, "copying y back to check it");
+    }
     float expected = (float)b->applied;
     for (uint32_t i = 0; i < b->cfg->elements; i++) {
-        if (b->host[i] != expected)
-            return cli_failf("bench launch: wrong result",
-                             "y[%u] = %.1f after %llu launches of y = y + 1, expected %.1f", i,
-                             (double)b->host[i], (unsigned long long)b->applied, (double)expected);
+        if (b->host[i] != expected) {
+            return tool_failf("bench launch: wrong result",
+                              "y[%u] = %.1f after %llu launches of y = y + 1, expected %.1f", i,
+                              (double)b->host[i], (unsigned long long)b->applied, (double)expected);
+        }
     }
-    if ((st = zero_y(b)) != ACG_OK)
-        return cli_fail(st, "zeroing y");
-    return CLI_EXIT_OK;
+    if ((st = zero_y(b)) != ACG_OK) {
+        return tool_fail(st, "zeroing y");
+    }
+    return TOOL_EXIT_OK;
 }
 
 /* ---- rounds ---------------------------------------------------------------------------------- */
@@ -193,45 +228,50 @@ static int check_and_reset(launch_bench *b) {
 /* One step of each kind, the order rotating with the round. Samples go to index `sample`,
  * or nowhere for a warm-up round (sample < 0). Returns an exit status. */
 static int run_round(launch_bench *b, uint64_t round, int64_t sample) {
-    uint64_t per_round = 3 * (uint64_t)b->cfg->kernels + 2;
-    if (b->applied + per_round > EXACT_FLOAT_LIMIT) {
+    if (b->applied + b->per_round > EXACT_FLOAT_LIMIT) {
         int rc = check_and_reset(b);
-        if (rc != CLI_EXIT_OK)
+        if (rc != TOOL_EXIT_OK) {
             return rc;
+        }
     }
-    for (int i = 0; i < b->n_kinds; i++) {
-        step_kind k = b->kinds[(round + (uint64_t)i) % (uint64_t)b->n_kinds];
+    for (size_t i = 0; i < b->n_kinds; i++) {
+        size_t k = (size_t)((round + i) % b->n_kinds);
         double *submit = sample >= 0 ? &b->submit_ns[k][sample] : NULL;
         double *step = sample >= 0 ? &b->step_ns[k][sample] : NULL;
-        acg_status st = run_step(b, k, submit, step);
-        if (st != ACG_OK && k == RAW)
-            return cli_failf("bench launch", "%s failed with CUDA error %d", b->what,
-                             b->raw.failed);
-        if (st != ACG_OK)
-            return cli_fail(st, b->what);
+        acg_status st = run_step(b, b->kinds[k], submit, step);
+        if (st != ACG_OK && b->kinds[k].mode == RAW) {
+            return tool_failf("bench launch", "%s failed with CUDA error %d", b->what,
+                              b->raw.failed);
+        }
+        if (st != ACG_OK) {
+            return tool_fail(st, b->what);
+        }
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* Captures `count` launches into a graph. Returns an exit status. */
 static int capture(launch_bench *b, uint32_t count, acg_graph **out) {
     acg_status st = acg_stream_begin_capture(b->stream, b->pool);
-    if (st != ACG_OK)
-        return cli_fail(st, "beginning the capture");
+    if (st != ACG_OK) {
+        return tool_fail(st, "beginning the capture");
+    }
     for (uint32_t i = 0; i < count; i++) {
         st = acg_kernel_launch(b->stream, b->kernel, &b->dims, b->args, 3);
         if (st != ACG_OK) {
-            int rc = cli_fail(st, "recording add_scalar_f32 in the capture");
+            int rc = tool_fail(st, "recording add_scalar_f32 in the capture");
             acg_graph *g = NULL;
-            if (acg_stream_end_capture(b->stream, &g) == ACG_OK)
+            if (acg_stream_end_capture(b->stream, &g) == ACG_OK) {
                 acg_graph_destroy(g);
+            }
             return rc;
         }
     }
     st = acg_stream_end_capture(b->stream, out);
-    if (st != ACG_OK)
-        return cli_fail(st, "ending the capture");
-    return CLI_EXIT_OK;
+    if (st != ACG_OK) {
+        return tool_fail(st, "ending the capture");
+    }
+    return TOOL_EXIT_OK;
 }
 
 /* Binds the raw row: the graph's CUgraphExec, the stream's CUstream, and cuGraphLaunch and
@@ -241,155 +281,245 @@ static int capture(launch_bench *b, uint32_t count, acg_graph **out) {
  * Returns an exit status. */
 static int raw_bind(launch_bench *b) {
     acg_native_handle exec = ACG_NATIVE_HANDLE_INIT, stream = ACG_NATIVE_HANDLE_INIT;
-    acg_status st = acg_graph_get_native(b->graph[GRAPH], &exec);
-    if (st == ACG_OK)
+    acg_status st = acg_graph_get_native(b->graph[last(b)], &exec);
+    if (st == ACG_OK) {
         st = acg_stream_get_native(b->stream, &stream);
-    if (st != ACG_OK)
-        return cli_fail(st, "asking for the driver objects of the graph and the stream");
+    }
+    if (st != ACG_OK) {
+        return tool_fail(st, "asking for the driver objects of the graph and the stream");
+    }
     if (exec.kind != ACG_NATIVE_CUDA_GRAPH_EXEC || stream.kind != ACG_NATIVE_CUDA_STREAM) {
         b->no_raw = "its graphs are not one driver object (only cuda's are)";
-        return CLI_EXIT_OK;
+        return TOOL_EXIT_OK;
     }
     const char *path = getenv("ACG_CUDA_DRIVER");
-    if (path == NULL || path[0] == '\0')
+    if (path == NULL || path[0] == '\0') {
         path = "libcuda.so.1";
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD); /* the backend's, already loaded */
     cu_get_proc_fn get = NULL;
-    if (h != NULL)
+    if (h != NULL) {
         *(void **)&get = dlsym(h, "cuGetProcAddress_v2");
+    }
     int found_launch = -1, found_sync = -1; /* CU_GET_PROC_ADDRESS_SUCCESS is 0 */
     void *launch = NULL, *sync = NULL;
-    if (get != NULL && get("cuGraphLaunch", &launch, 10000, 0, &found_launch) == 0)
+    if (get != NULL && get("cuGraphLaunch", &launch, 10000, 0, &found_launch) == 0) {
         get("cuStreamSynchronize", &sync, 2000, 0, &found_sync);
-    if (h != NULL)
+    }
+    if (h != NULL) {
         dlclose(h); /* RTLD_NOLOAD took a reference; the backend holds its own */
-    if (found_launch != 0 || found_sync != 0 || launch == NULL || sync == NULL)
-        return cli_failf("bench launch",
-                         "cannot resolve cuGraphLaunch and cuStreamSynchronize "
-                         "in the CUDA driver %s",
-                         path);
+    }
+    if (found_launch != 0 || found_sync != 0 || launch == NULL || sync == NULL) {
+        return tool_failf("bench launch",
+                          "cannot resolve cuGraphLaunch and cuStreamSynchronize "
+                          "in the CUDA driver %s",
+                          path);
+    }
     *(void **)&b->raw.launch = launch;
     *(void **)&b->raw.sync = sync;
     b->raw.exec = exec.handle;
     b->raw.stream = stream.handle;
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* Warms up, runs the timed rounds (--steps of them, or as many as fit in TARGET_NS), takes
- * the medians. */
+ * the medians and fits the lines. */
 static int measure(launch_bench *b, uint64_t *steps_out) {
     uint64_t round = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = tool_now_ns();
     int rc;
     do {
-        if ((rc = run_round(b, round++, -1)) != CLI_EXIT_OK)
+        if ((rc = run_round(b, round++, -1)) != TOOL_EXIT_OK) {
             return rc;
-    } while (round < WARMUP_MIN_ROUNDS || bench_now_ns() - t0 < WARMUP_MIN_NS);
+        }
+    } while (round < WARMUP_MIN_ROUNDS || tool_now_ns() - t0 < WARMUP_MIN_NS);
 
     uint64_t capacity = b->cfg->steps ? b->cfg->steps : MAX_AUTO_STEPS;
-    for (int k = 0; k < N_KINDS; k++) {
+    for (size_t k = 0; k < b->n_kinds; k++) {
         b->submit_ns[k] = malloc(capacity * sizeof(double));
         b->step_ns[k] = malloc(capacity * sizeof(double));
-        if (!b->submit_ns[k] || !b->step_ns[k])
-            return cli_failf("bench launch", "out of memory for %llu samples",
-                             (unsigned long long)capacity);
+        if (!b->submit_ns[k] || !b->step_ns[k]) {
+            return tool_failf("bench launch", "out of memory for %llu samples",
+                              (unsigned long long)capacity);
+        }
     }
     uint64_t steps = 0;
-    t0 = bench_now_ns();
+    t0 = tool_now_ns();
     while (steps < capacity &&
-           (b->cfg->steps || steps < MIN_AUTO_STEPS || bench_now_ns() - t0 < TARGET_NS)) {
-        if ((rc = run_round(b, round++, (int64_t)steps)) != CLI_EXIT_OK)
+           (b->cfg->steps || steps < MIN_AUTO_STEPS || tool_now_ns() - t0 < TARGET_NS)) {
+        if ((rc = run_round(b, round++, (int64_t)steps)) != TOOL_EXIT_OK) {
             return rc;
+        }
         steps++;
     }
-    if ((rc = check_and_reset(b)) != CLI_EXIT_OK)
+    if ((rc = check_and_reset(b)) != TOOL_EXIT_OK) {
         return rc;
+    }
 
-    for (int k = 0; k < N_KINDS; k++) {
-        bool ran = measured(b, (step_kind)k);
-        b->median_submit_us[k] = ran ? bench_median(b->submit_ns[k], steps) / 1e3 : NAN;
-        b->median_step_us[k] = ran ? bench_median(b->step_ns[k], steps) / 1e3 : NAN;
+    for (size_t k = 0; k < b->n_kinds; k++) {
+        const step_kind *kind = &b->kinds[k];
+        b->submit_us[kind->mode][kind->at] = tool_median(b->submit_ns[k], steps) / 1e3;
+        b->step_us[kind->mode][kind->at] = tool_median(b->step_ns[k], steps) / 1e3;
+    }
+    for (int m = EAGER; m <= GRAPH; m++) {
+        double x[MAX_COUNTS];
+        for (size_t i = 0; i < b->n_counts; i++) {
+            x[i] = (double)b->counts[i];
+        }
+        b->fit[m] = tool_fit_line(x, b->step_us[m], measured(b, (launch_mode)m) ? b->n_counts : 0);
     }
     *steps_out = steps;
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* ---- report ---------------------------------------------------------------------------------- */
 
-/* Marginal ns of one more launch (EAGER) or node (GRAPH); NaN with one kernel. */
-static double ns_per_node(const launch_bench *b, step_kind k) {
-    uint32_t n = b->cfg->kernels;
-    if (n < 2)
-        return NAN;
-    return (b->median_step_us[k] - b->median_step_us[k + 1]) * 1e3 / (double)(n - 1);
+/* The step time at N of mode m, and its submit time. */
+static double step_us(const launch_bench *b, launch_mode m) { return b->step_us[m][last(b)]; }
+
+static double submit_us(const launch_bench *b, launch_mode m) { return b->submit_us[m][last(b)]; }
+
+/* The cost of one more launch (EAGER) or node (GRAPH) in ns: the fit's slope where it measured
+ * one, else NaN (null in JSON). */
+static double ns_per_node(const launch_bench *b, launch_mode m) {
+    return tool_fit_slope_measured(&b->fit[m]) ? b->fit[m].slope * 1e3 : NAN;
 }
 
-static void report_json(const launch_bench *b, uint64_t steps, double seconds) {
-    bench_json j;
-    bench_json_begin(&j, stdout);
-    bench_json_object_begin(&j, NULL);
+/* The fit of mode m as a JSON object: its line, whether the slope is a measurement, and the
+ * points it went through. */
+static void json_fit(tool_json *j, const launch_bench *b, launch_mode m, const char *key) {
+    const tool_fit *f = &b->fit[m];
+    tool_json_object_begin(j, key);
+    tool_json_number(j, "intercept_us", f->intercept);
+    tool_json_number(j, "slope_ns", f->slope * 1e3);
+    tool_json_number(j, "slope_stderr_ns", f->slope_stderr * 1e3);
+    tool_json_bool(j, "measured", tool_fit_slope_measured(f));
+    tool_json_array_begin(j, "step_us");
+    for (size_t i = 0; i < b->n_counts; i++) {
+        tool_json_number(j, NULL, b->step_us[m][i]);
+    }
+    tool_json_array_end(j);
+    tool_json_object_end(j);
+}
+
+static int report_json(const launch_bench *b, uint64_t steps, double seconds) {
+    tool_json j;
+    tool_json_begin(&j, stdout);
+    tool_json_object_begin(&j, NULL);
     bench_json_device(&j, b->dev);
-    bench_json_uint(&j, "kernels", b->cfg->kernels);
-    bench_json_uint(&j, "elements", b->cfg->elements);
-    bench_json_uint(&j, "steps", steps);
-    bench_json_bool(&j, "graphs", b->graphs);
-    bench_json_number(&j, "eager_submit_us", b->median_submit_us[EAGER]);
-    bench_json_number(&j, "graph_submit_us", b->median_submit_us[GRAPH]);
-    bench_json_number(&j, "eager_step_us", b->median_step_us[EAGER]);
-    bench_json_number(&j, "graph_step_us", b->median_step_us[GRAPH]);
-    bench_json_number(&j, "step_ratio", b->median_step_us[EAGER] / b->median_step_us[GRAPH]);
-    bench_json_number(&j, "submit_ratio", b->median_submit_us[EAGER] / b->median_submit_us[GRAPH]);
-    bench_json_number(&j, "graph_ns_per_node", ns_per_node(b, GRAPH));
-    bench_json_number(&j, "eager_ns_per_launch", ns_per_node(b, EAGER));
-    bench_json_number(&j, "eager1_step_us", b->median_step_us[EAGER_1]);
-    bench_json_number(&j, "graph1_step_us", b->median_step_us[GRAPH_1]);
-    bench_json_number(&j, "raw_submit_us", b->median_submit_us[RAW]);
-    bench_json_number(&j, "raw_step_us", b->median_step_us[RAW]);
-    bench_json_number(&j, "acg_over_raw_step", b->median_step_us[GRAPH] / b->median_step_us[RAW]);
-    bench_json_bool(&j, "verified", true);
-    bench_json_number(&j, "seconds", seconds);
-    bench_json_object_end(&j);
-    bench_json_end(&j);
+    tool_json_uint(&j, "kernels", b->cfg->kernels);
+    tool_json_uint(&j, "elements", b->cfg->elements);
+    tool_json_uint(&j, "steps", steps);
+    tool_json_bool(&j, "graphs", b->graphs);
+    tool_json_number(&j, "eager_submit_us", submit_us(b, EAGER));
+    tool_json_number(&j, "graph_submit_us", submit_us(b, GRAPH));
+    tool_json_number(&j, "eager_step_us", step_us(b, EAGER));
+    tool_json_number(&j, "graph_step_us", step_us(b, GRAPH));
+    tool_json_number(&j, "step_ratio", step_us(b, EAGER) / step_us(b, GRAPH));
+    tool_json_number(&j, "submit_ratio", submit_us(b, EAGER) / submit_us(b, GRAPH));
+    tool_json_number(&j, "graph_ns_per_node", ns_per_node(b, GRAPH));
+    tool_json_number(&j, "eager_ns_per_launch", ns_per_node(b, EAGER));
+    tool_json_number(&j, "eager1_step_us", b->step_us[EAGER][0]);
+    tool_json_number(&j, "graph1_step_us", b->step_us[GRAPH][0]);
+    tool_json_array_begin(&j, "node_counts");
+    for (size_t i = 0; i < b->n_counts; i++) {
+        tool_json_uint(&j, NULL, b->counts[i]);
+    }
+    tool_json_array_end(&j);
+    json_fit(&j, b, EAGER, "eager_fit");
+    json_fit(&j, b, GRAPH, "graph_fit");
+    tool_json_number(&j, "raw_submit_us", submit_us(b, RAW));
+    tool_json_number(&j, "raw_step_us", step_us(b, RAW));
+    tool_json_number(&j, "acg_over_raw_step", step_us(b, GRAPH) / step_us(b, RAW));
+    tool_json_bool(&j, "verified", true);
+    tool_json_number(&j, "seconds", seconds);
+    tool_json_object_end(&j);
+    return tool_json_end(&j);
+}
+
+/* A table cell of a figure, or "-" where there is none. */
+static void cell(tool_table *t, const char *fmt, double v) {
+    if (isfinite(v)) {
+        tool_table_cell(t, fmt, v);
+    } else {
+        tool_table_cell(t, "-");
+    }
+}
+
+/* The fits' lines in a table, and a sentence for each slope that is not a measurement. */
+static void report_fits(const launch_bench *b) {
+    printf("\nper launch or node: the least-squares line of the step time over the node counts\n");
+    static const char *const headers[] = {"mode", "fixed us", "ns/node", "+/- ns"};
+    static const int widths[] = {-9, 8, 8, 7};
+    tool_table t;
+    tool_table_begin(&t, stdout, 4, widths, headers);
+    for (int m = EAGER; m <= GRAPH; m++) {
+        const tool_fit *f = &b->fit[m];
+        if (measured(b, (launch_mode)m)) {
+            tool_table_cell(&t, "%s", mode_names[m]);
+            cell(&t, "%.2f", f->intercept);
+            cell(&t, "%.1f", ns_per_node(b, (launch_mode)m));
+            cell(&t, "%.1f", f->slope_stderr * 1e3);
+        }
+    }
+    for (int m = EAGER; m <= GRAPH; m++) {
+        if (!measured(b, (launch_mode)m) || tool_fit_slope_measured(&b->fit[m])) {
+            continue;
+        }
+        printf("%s: the cost per %s cannot be measured at %u kernels: ", mode_names[m],
+               m == EAGER ? "launch" : "node", b->cfg->kernels);
+        if (b->n_counts < 3) {
+            printf("a fit needs three node counts or more\n");
+        } else {
+            printf("the fit's slope is not above its uncertainty (more --kernels narrow it)\n");
+        }
+    }
 }
 
 static void report_table(const launch_bench *b, uint64_t steps, double seconds) {
     bench_print_title(&b->cfg->common, b->dev);
-    printf("%u dependent kernels per step on %u elements, %llu steps of each mode, %.1f s\n\n",
+    printf("%u dependent kernels per step on %u elements, %llu steps of each kind, %.1f s\n\n",
            b->cfg->kernels, b->cfg->elements, (unsigned long long)steps, seconds);
-    static const char *const headers[] = {"mode", "launches", "submit us/step", "step us",
-                                          "ns/node"};
-    static const int widths[] = {-9, 8, 14, 10, 8};
-    bench_table t;
-    bench_table_begin(&t, stdout, 5, widths, headers);
-    static const step_kind order[] = {EAGER, GRAPH, RAW, EAGER_1, GRAPH_1};
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        step_kind k = order[i];
-        if (!measured(b, k))
+    static const char *const headers[] = {"mode", "launches", "submit us/step", "step us"};
+    static const int widths[] = {-9, 8, 14, 10};
+    tool_table t;
+    tool_table_begin(&t, stdout, 4, widths, headers);
+    for (int m = 0; m < N_MODES; m++) {
+        if (!measured(b, (launch_mode)m)) {
             continue;
-        bench_table_cell(&t, "%s", kind_names[k]);
-        bench_table_cell(&t, "%u", kind_launches(b, k));
-        bench_table_cell(&t, "%.2f", b->median_submit_us[k]);
-        bench_table_cell(&t, "%.2f", b->median_step_us[k]);
-        if (k == EAGER || k == GRAPH)
-            bench_table_cell(&t, "%.1f", ns_per_node(b, k));
-        else
-            bench_table_cell(&t, "-");
+        }
+        tool_table_cell(&t, "%s", mode_names[m]);
+        tool_table_cell(&t, "%u", b->cfg->kernels);
+        tool_table_cell(&t, "%.2f", submit_us(b, (launch_mode)m));
+        tool_table_cell(&t, "%.2f", step_us(b, (launch_mode)m));
     }
-    printf("\nmedians over the steps; ns/node = (step(N) - step(1)) / (N - 1)\n");
-    if (b->graphs)
+    printf("\nstep us at each node count (medians over the steps):\n");
+    static const char *const count_headers[] = {"nodes", "eager", "graph"};
+    static const int count_widths[] = {8, 10, 10};
+    tool_table_begin(&t, stdout, b->graphs ? 3 : 2, count_widths, count_headers);
+    for (size_t i = 0; i < b->n_counts; i++) {
+        tool_table_cell(&t, "%u", b->counts[i]);
+        tool_table_cell(&t, "%.2f", b->step_us[EAGER][i]);
+        if (b->graphs) {
+            tool_table_cell(&t, "%.2f", b->step_us[GRAPH][i]);
+        }
+    }
+    report_fits(b);
+    printf("\n");
+    if (b->graphs) {
         printf("eager/graph: step %.2fx, submit %.2fx (above 1: the graph is faster)\n",
-               b->median_step_us[EAGER] / b->median_step_us[GRAPH],
-               b->median_submit_us[EAGER] / b->median_submit_us[GRAPH]);
-    else
+               step_us(b, EAGER) / step_us(b, GRAPH), submit_us(b, EAGER) / submit_us(b, GRAPH));
+    } else {
         printf("graphs: unsupported on %s (capability.graphs is false): eager figures only\n",
                acg_device_get_spec(b->dev));
-    if (measured(b, RAW))
+    }
+    if (measured(b, RAW)) {
         printf("acg/raw: step %.3fx, submit %.2fx (acg_graph_launch against the driver's own "
                "cuGraphLaunch of the same graph)\n",
-               b->median_step_us[GRAPH] / b->median_step_us[RAW],
-               b->median_submit_us[GRAPH] / b->median_submit_us[RAW]);
-    else if (b->graphs)
+               step_us(b, GRAPH) / step_us(b, RAW), submit_us(b, GRAPH) / submit_us(b, RAW));
+    } else if (b->graphs) {
         printf("graph raw: not measured on %s: %s\n", acg_device_get_spec(b->dev), b->no_raw);
+    }
     printf("checked: y = y + 1 applied as often as launched, all %u elements exact\n",
            b->cfg->elements);
 }
@@ -400,29 +530,37 @@ static int run(const launch_config *cfg) {
     launch_bench b;
     memset(&b, 0, sizeof b);
     b.cfg = cfg;
-    uint64_t t_start = bench_now_ns();
+    for (int m = 0; m < N_MODES; m++) {
+        for (size_t i = 0; i < MAX_COUNTS; i++) {
+            b.submit_us[m][i] = NAN;
+            b.step_us[m][i] = NAN;
+        }
+    }
+    choose_counts(&b);
+    uint64_t t_start = tool_now_ns();
     size_t bytes = (size_t)cfg->elements * sizeof(float);
     acg_status st = ACG_OK;
     int rc = bench_device_open(&cfg->common, &b.dev, &b.cap);
-    if (rc != CLI_EXIT_OK)
+    if (rc != TOOL_EXIT_OK) {
         return rc;
-    rc = CLI_EXIT_FAILURE;
+    }
+    rc = TOOL_EXIT_FAILURE;
     b.graphs = b.cap && b.cap->graphs;
     if ((st = acg_stream_create(b.dev, &b.stream)) != ACG_OK) {
-        rc = cli_fail(st, "creating a stream");
+        rc = tool_fail(st, "creating a stream");
         goto out_close_device;
     }
     if ((st = acg_buffer_alloc(b.dev, bytes, &b.y)) != ACG_OK) {
-        rc = cli_fail(st, "allocating y");
+        rc = tool_fail(st, "allocating y");
         goto out_destroy_stream;
     }
     b.host = malloc(bytes);
     if (!b.host) {
-        rc = cli_failf("bench launch", "out of host memory for %zu bytes", bytes);
+        rc = tool_failf("bench launch", "out of host memory for %zu bytes", bytes);
         goto out_free_y;
     }
     if ((st = acg_kernel_get(b.dev, "add_scalar_f32", &b.kernel)) != ACG_OK) {
-        rc = cli_fail(st, "loading kernel add_scalar_f32");
+        rc = tool_fail(st, "loading kernel add_scalar_f32");
         goto out_free_host;
     }
     b.args[0] = acg_arg_buffer(b.y, 0);
@@ -430,56 +568,71 @@ static int run(const launch_config *cfg) {
     b.args[2] = acg_arg_f32(1.0f);
     b.dims = acg_dims_1d(cfg->elements);
     if ((st = zero_y(&b)) != ACG_OK) {
-        rc = cli_fail(st, "zeroing y");
+        rc = tool_fail(st, "zeroing y");
         goto out_free_host;
     }
     if (b.graphs) {
         if ((st = acg_graph_pool_create(b.dev, &b.pool)) != ACG_OK) {
-            rc = cli_fail(st, "creating a graph pool");
+            rc = tool_fail(st, "creating a graph pool");
             goto out_free_host;
         }
-        if ((rc = capture(&b, cfg->kernels, &b.graph[GRAPH])) != CLI_EXIT_OK ||
-            (rc = capture(&b, 1, &b.graph[GRAPH_1])) != CLI_EXIT_OK ||
-            (rc = raw_bind(&b)) != CLI_EXIT_OK)
+        for (size_t i = 0; i < b.n_counts; i++) {
+            if ((rc = capture(&b, b.counts[i], &b.graph[i])) != TOOL_EXIT_OK) {
+                goto out_destroy_graphs;
+            }
+        }
+        if ((rc = raw_bind(&b)) != TOOL_EXIT_OK) {
             goto out_destroy_graphs;
+        }
     }
-    b.kinds[b.n_kinds++] = EAGER;
-    b.kinds[b.n_kinds++] = EAGER_1;
-    if (b.graphs) {
-        b.kinds[b.n_kinds++] = GRAPH;
-        b.kinds[b.n_kinds++] = GRAPH_1;
+    for (size_t i = 0; i < b.n_counts; i++) {
+        b.kinds[b.n_kinds++] = (step_kind){EAGER, i};
+        if (b.graphs) {
+            b.kinds[b.n_kinds++] = (step_kind){GRAPH, i};
+        }
     }
-    if (b.raw.launch != NULL)
-        b.kinds[b.n_kinds++] = RAW;
+    if (b.raw.launch != NULL) {
+        b.kinds[b.n_kinds++] = (step_kind){RAW, last(&b)};
+    }
+    for (size_t k = 0; k < b.n_kinds; k++) {
+        b.per_round += b.counts[b.kinds[k].at];
+    }
 
     uint64_t steps = 0;
-    if ((rc = measure(&b, &steps)) != CLI_EXIT_OK)
+    if ((rc = measure(&b, &steps)) != TOOL_EXIT_OK) {
         goto out_destroy_graphs;
-    double seconds = (double)(bench_now_ns() - t_start) / 1e9;
-    if (cfg->common.json)
-        report_json(&b, steps, seconds);
-    else
+    }
+    double seconds = (double)(tool_now_ns() - t_start) / 1e9;
+    if (cfg->common.json) {
+        rc = report_json(&b, steps, seconds);
+    } else {
         report_table(&b, steps, seconds);
+    }
 
     /* Teardown failures after a good run are failures too: they are library bugs. */
 out_destroy_graphs:
-    for (int k = 0; k < N_KINDS; k++)
-        if ((st = acg_graph_destroy(b.graph[k])) != ACG_OK && rc == CLI_EXIT_OK)
-            rc = cli_fail(st, "destroying a graph");
-    if ((st = acg_graph_pool_destroy(b.pool)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "destroying the graph pool");
-    for (int k = 0; k < N_KINDS; k++) {
+    for (size_t i = 0; i < MAX_COUNTS; i++) {
+        if ((st = acg_graph_destroy(b.graph[i])) != ACG_OK && rc == TOOL_EXIT_OK) {
+            rc = tool_fail(st, "destroying a graph");
+        }
+    }
+    if ((st = acg_graph_pool_destroy(b.pool)) != ACG_OK && rc == TOOL_EXIT_OK) {
+        rc = tool_fail(st, "destroying the graph pool");
+    }
+    for (size_t k = 0; k < MAX_KINDS; k++) {
         free(b.submit_ns[k]);
         free(b.step_ns[k]);
     }
 out_free_host:
     free(b.host);
 out_free_y:
-    if ((st = acg_buffer_free(b.y)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "freeing y");
+    if ((st = acg_buffer_free(b.y)) != ACG_OK && rc == TOOL_EXIT_OK) {
+        rc = tool_fail(st, "freeing y");
+    }
 out_destroy_stream:
-    if ((st = acg_stream_destroy(b.stream)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "destroying the stream");
+    if ((st = acg_stream_destroy(b.stream)) != ACG_OK && rc == TOOL_EXIT_OK) {
+        rc = tool_fail(st, "destroying the stream");
+    }
 out_close_device:
     return bench_device_close(b.dev, rc);
 }
@@ -493,8 +646,9 @@ int bench_launch(int argc, char **argv) {
                                   {"--steps", 10000000, &steps},
                                   {"--elements", EXACT_FLOAT_LIMIT, &elements}};
     int rc = bench_parse_counts(argc, argv, &cfg.common, counts, sizeof counts / sizeof counts[0]);
-    if (rc != BENCH_OPTION_TAKEN)
+    if (rc != BENCH_OPTION_TAKEN) {
         return rc;
+    }
     cfg.kernels = (uint32_t)kernels;
     cfg.elements = (uint32_t)elements;
     cfg.steps = steps;

@@ -12,8 +12,7 @@
  * plans the metadata is copied back and compared with a host-built expectation, so the bench
  * measures correct work.
  */
-#include "bench.h"
-#include "cli.h"
+#include "bench-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -68,14 +67,16 @@ static size_t plan_ints(uint32_t batch) {
 /* Gives row r kv_len tokens of KV pages and one query token. Returns an exit status. */
 static int set_row(stage_bench *b, uint32_t r, uint32_t kv_len) {
     acg_status st = acg_kv_request_reserve(b->kv, r, kv_len);
-    if (st != ACG_OK)
-        return cli_fail(st, "reserving KV pages");
+    if (st != ACG_OK) {
+        return tool_fail(st, "reserving KV pages");
+    }
     const uint32_t *pages = NULL;
     uint32_t n = 0;
-    if ((st = acg_kv_request_get_pages(b->kv, r, &pages, &n)) != ACG_OK)
-        return cli_fail(st, "reading a request's pages");
+    if ((st = acg_kv_request_get_pages(b->kv, r, &pages, &n)) != ACG_OK) {
+        return tool_fail(st, "reading a request's pages");
+    }
     b->rows[r] = (acg_attn_row){pages, n, kv_len, 1};
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* One decode step: every row gains a token; a full row is released and starts over. */
@@ -84,15 +85,17 @@ static int advance(stage_bench *b, uint32_t batch) {
         uint32_t len = b->rows[r].kv_len + 1;
         if (len > MAX_SEQ_LEN) {
             acg_status st = acg_kv_request_release(b->kv, r);
-            if (st != ACG_OK)
-                return cli_fail(st, "releasing a request");
+            if (st != ACG_OK) {
+                return tool_fail(st, "releasing a request");
+            }
             len = 1;
         }
         int rc = set_row(b, r, len);
-        if (rc != CLI_EXIT_OK)
+        if (rc != TOOL_EXIT_OK) {
             return rc;
+        }
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* The plan's metadata, packed on the host the way engine.h lays it out. */
@@ -101,8 +104,9 @@ static void expected(stage_bench *b, uint32_t batch) {
     int32_t *lens = offsets + batch + 1;
     memset(b->want, 0, plan_ints(batch) * sizeof(int32_t)); /* the sink page is 0 */
     for (uint32_t r = 0; r < batch; r++) {
-        for (uint32_t j = 0; j < b->rows[r].n_pages; j++)
+        for (uint32_t j = 0; j < b->rows[r].n_pages; j++) {
             table[(size_t)r * PAGE_COLUMNS + j] = (int32_t)b->rows[r].pages[j];
+        }
         lens[r] = (int32_t)b->rows[r].kv_len;
         offsets[r + 1] = offsets[r] + 1;
     }
@@ -113,21 +117,24 @@ static void expected(stage_bench *b, uint32_t batch) {
 static int verify(stage_bench *b, const acg_attn_plan *plan, uint32_t batch) {
     acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     acg_status st = acg_attn_plan_get_views(plan, &v);
-    if (st != ACG_OK)
-        return cli_fail(st, "reading the plan's views");
+    if (st != ACG_OK) {
+        return tool_fail(st, "reading the plan's views");
+    }
     size_t bytes = plan_ints(batch) * sizeof(int32_t);
-    if ((st = acg_copy_d2h(b->stream, b->host, v.metadata, 0, bytes)) != ACG_OK)
-        return cli_fail(st, "copying the metadata back");
+    if ((st = acg_copy_d2h(b->stream, b->host, v.metadata, 0, bytes)) != ACG_OK) {
+        return tool_fail(st, "copying the metadata back");
+    }
     expected(b, batch);
     if (memcmp(b->host, b->want, bytes) != 0) {
         size_t i = 0;
-        while (b->host[i] == b->want[i])
+        while (b->host[i] == b->want[i]) {
             i++;
-        return cli_failf("bench stage: wrong metadata",
-                         "batch %u: int %zu of %zu is %d on the device, expected %d", batch, i,
-                         plan_ints(batch), b->host[i], b->want[i]);
+        }
+        return tool_failf("bench stage: wrong metadata",
+                          "batch %u: int %zu of %zu is %d on the device, expected %d", batch, i,
+                          plan_ints(batch), b->host[i], b->want[i]);
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* Builds plans for `batch` rows, warm-up first, and measures. Returns an exit status. */
@@ -139,54 +146,59 @@ static int run_batch(stage_bench *b, uint32_t batch, stage_result *res) {
     pc.max_query_tokens = batch;
     acg_attn_plan *plan = NULL;
     acg_status st = acg_attn_plan_create(b->dev, &pc, &plan);
-    if (st != ACG_OK)
-        return cli_fail(st, "creating the plan");
-    int rc = CLI_EXIT_OK;
+    if (st != ACG_OK) {
+        return tool_fail(st, "creating the plan");
+    }
+    int rc = TOOL_EXIT_OK;
     /* Rows start at different lengths, so they cross page boundaries at different steps. */
-    for (uint32_t r = 0; r < batch && rc == CLI_EXIT_OK; r++)
+    for (uint32_t r = 0; r < batch && rc == TOOL_EXIT_OK; r++) {
         rc = set_row(b, r, 1 + (r * 2477u) % (MAX_SEQ_LEN / 2));
+    }
     acg_stager_stats s0 = ACG_STAGER_STATS_INIT, s1 = ACG_STAGER_STATS_INIT;
     acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
     uint64_t plans = 0, build_ns = 0;
-    for (uint32_t i = 0; i < WARMUP_PLANS && rc == CLI_EXIT_OK; i++) {
-        if ((rc = advance(b, batch)) == CLI_EXIT_OK &&
-            (st = acg_attn_plan_build(plan, b->stager, b->stream, b->rows, batch)) != ACG_OK)
-            rc = cli_fail(st, "building a plan");
+    for (uint32_t i = 0; i < WARMUP_PLANS && rc == TOOL_EXIT_OK; i++) {
+        if ((rc = advance(b, batch)) == TOOL_EXIT_OK &&
+            (st = acg_attn_plan_build(plan, b->stager, b->stream, b->rows, batch)) != ACG_OK) {
+            rc = tool_fail(st, "building a plan");
+        }
     }
-    if (rc != CLI_EXIT_OK)
+    if (rc != TOOL_EXIT_OK) {
         goto out_release;
+    }
     if ((st = acg_stager_get_stats(b->stager, &s0)) != ACG_OK ||
         (st = acg_device_get_memory_stats(b->dev, &m0)) != ACG_OK) {
-        rc = cli_fail(st, "reading the counters");
+        rc = tool_fail(st, "reading the counters");
         goto out_release;
     }
-    uint64_t t_end = bench_now_ns() + TARGET_NS;
-    while (b->plans
-               ? plans < b->plans
-               : plans < MAX_AUTO_PLANS && (plans < MIN_AUTO_PLANS || bench_now_ns() < t_end)) {
-        if ((rc = advance(b, batch)) != CLI_EXIT_OK)
+    uint64_t t_end = tool_now_ns() + TARGET_NS;
+    while (b->plans ? plans < b->plans
+                    : plans < MAX_AUTO_PLANS && (plans < MIN_AUTO_PLANS || tool_now_ns() < t_end)) {
+        if ((rc = advance(b, batch)) != TOOL_EXIT_OK) {
             goto out_release;
-        uint64_t t0 = bench_now_ns();
+        }
+        uint64_t t0 = tool_now_ns();
         st = acg_attn_plan_build(plan, b->stager, b->stream, b->rows, batch);
-        build_ns += bench_now_ns() - t0;
+        build_ns += tool_now_ns() - t0;
         /* The step that reads the plan runs before the next plan, as in a serving loop, where
          * the host reads each step's outputs before planning the next (not timed). */
         if (st == ACG_OK) {
             st = acg_event_synchronize(acg_attn_plan_get_event(plan));
         }
         if (st != ACG_OK) {
-            rc = cli_fail(st, "building a plan");
+            rc = tool_fail(st, "building a plan");
             goto out_release;
         }
         plans++;
     }
     if ((st = acg_stager_get_stats(b->stager, &s1)) != ACG_OK ||
         (st = acg_device_get_memory_stats(b->dev, &m1)) != ACG_OK) {
-        rc = cli_fail(st, "reading the counters");
+        rc = tool_fail(st, "reading the counters");
         goto out_release;
     }
-    if ((rc = verify(b, plan, batch)) != CLI_EXIT_OK)
+    if ((rc = verify(b, plan, batch)) != TOOL_EXIT_OK) {
         goto out_release;
+    }
     res->batch = batch;
     res->plan_bytes = plan_ints(batch) * sizeof(int32_t);
     res->plans = plans;
@@ -196,40 +208,42 @@ static int run_batch(stage_bench *b, uint32_t batch, stage_result *res) {
     res->temp_allocs_per_plan = (double)(m1.allocations - m0.allocations) / (double)plans;
 
 out_release:
-    for (uint32_t r = 0; r < batch; r++)
+    for (uint32_t r = 0; r < batch; r++) {
         acg_kv_request_release(b->kv, r); /* NOT_FOUND for rows never admitted */
-    if ((st = acg_attn_plan_destroy(plan)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "destroying the plan");
+    }
+    if ((st = acg_attn_plan_destroy(plan)) != ACG_OK && rc == TOOL_EXIT_OK) {
+        rc = tool_fail(st, "destroying the plan");
+    }
     return rc;
 }
 
 /* ---- report ---------------------------------------------------------------------------------- */
 
-static void report_json(const stage_bench *b) {
-    bench_json j;
-    bench_json_begin(&j, stdout);
-    bench_json_object_begin(&j, NULL);
+static int report_json(const stage_bench *b) {
+    tool_json j;
+    tool_json_begin(&j, stdout);
+    tool_json_object_begin(&j, NULL);
     bench_json_device(&j, b->dev);
-    bench_json_uint(&j, "page_size", PAGE_SIZE);
-    bench_json_uint(&j, "max_seq_len", MAX_SEQ_LEN);
-    bench_json_array_begin(&j, "results");
+    tool_json_uint(&j, "page_size", PAGE_SIZE);
+    tool_json_uint(&j, "max_seq_len", MAX_SEQ_LEN);
+    tool_json_array_begin(&j, "results");
     for (size_t i = 0; i < N_BATCHES; i++) {
         const stage_result *r = &b->results[i];
-        bench_json_object_begin(&j, NULL);
-        bench_json_uint(&j, "batch", r->batch);
-        bench_json_uint(&j, "page_columns", PAGE_COLUMNS);
-        bench_json_uint(&j, "plan_bytes", r->plan_bytes);
-        bench_json_uint(&j, "plans", r->plans);
-        bench_json_number(&j, "plans_per_s", r->plans_per_s);
-        bench_json_number(&j, "copies_per_plan", r->copies_per_plan);
-        bench_json_number(&j, "waits_per_plan", r->waits_per_plan);
-        bench_json_number(&j, "temp_allocs_per_plan", r->temp_allocs_per_plan);
-        bench_json_bool(&j, "verified", true);
-        bench_json_object_end(&j);
+        tool_json_object_begin(&j, NULL);
+        tool_json_uint(&j, "batch", r->batch);
+        tool_json_uint(&j, "page_columns", PAGE_COLUMNS);
+        tool_json_uint(&j, "plan_bytes", r->plan_bytes);
+        tool_json_uint(&j, "plans", r->plans);
+        tool_json_number(&j, "plans_per_s", r->plans_per_s);
+        tool_json_number(&j, "copies_per_plan", r->copies_per_plan);
+        tool_json_number(&j, "waits_per_plan", r->waits_per_plan);
+        tool_json_number(&j, "temp_allocs_per_plan", r->temp_allocs_per_plan);
+        tool_json_bool(&j, "verified", true);
+        tool_json_object_end(&j);
     }
-    bench_json_array_end(&j);
-    bench_json_object_end(&j);
-    bench_json_end(&j);
+    tool_json_array_end(&j);
+    tool_json_object_end(&j);
+    return tool_json_end(&j);
 }
 
 static void report_table(const stage_bench *b) {
@@ -240,19 +254,19 @@ static void report_table(const stage_bench *b) {
                                           "plans",       "plans/s",    "us/plan",
                                           "copies/plan", "waits/plan", "temp allocs/plan"};
     static const int widths[] = {5, 9, 10, 8, 10, 8, 11, 10, 16};
-    bench_table t;
-    bench_table_begin(&t, stdout, 9, widths, headers);
+    tool_table t;
+    tool_table_begin(&t, stdout, 9, widths, headers);
     for (size_t i = 0; i < N_BATCHES; i++) {
         const stage_result *r = &b->results[i];
-        bench_table_cell(&t, "%u", r->batch);
-        bench_table_cell(&t, "%u", PAGE_COLUMNS);
-        bench_table_cell(&t, "%zu", r->plan_bytes);
-        bench_table_cell(&t, "%llu", (unsigned long long)r->plans);
-        bench_table_cell(&t, "%.0f", r->plans_per_s);
-        bench_table_cell(&t, "%.2f", 1e6 / r->plans_per_s);
-        bench_table_cell(&t, "%.3f", r->copies_per_plan);
-        bench_table_cell(&t, "%.3f", r->waits_per_plan);
-        bench_table_cell(&t, "%.3f", r->temp_allocs_per_plan);
+        tool_table_cell(&t, "%u", r->batch);
+        tool_table_cell(&t, "%u", PAGE_COLUMNS);
+        tool_table_cell(&t, "%zu", r->plan_bytes);
+        tool_table_cell(&t, "%llu", (unsigned long long)r->plans);
+        tool_table_cell(&t, "%.0f", r->plans_per_s);
+        tool_table_cell(&t, "%.2f", 1e6 / r->plans_per_s);
+        tool_table_cell(&t, "%.3f", r->copies_per_plan);
+        tool_table_cell(&t, "%.3f", r->waits_per_plan);
+        tool_table_cell(&t, "%.3f", r->temp_allocs_per_plan);
     }
     printf("\nonly acg_attn_plan_build is timed; goal in steady state: 1 copy, 0 waits, 0 "
            "temporary allocations per plan\n");
@@ -269,11 +283,12 @@ static void report_table(const stage_bench *b) {
 static int run(stage_bench *b) {
     acg_status st = ACG_OK;
     int rc = bench_device_open(&b->common, &b->dev, &b->cap);
-    if (rc != CLI_EXIT_OK)
+    if (rc != TOOL_EXIT_OK) {
         return rc;
-    rc = CLI_EXIT_FAILURE;
+    }
+    rc = TOOL_EXIT_FAILURE;
     if ((st = acg_stream_create(b->dev, &b->stream)) != ACG_OK) {
-        rc = cli_fail(st, "creating a stream");
+        rc = tool_fail(st, "creating a stream");
         goto out_close_device;
     }
     /* Ring buffers as large as the largest plan: the stager never grows while measuring. */
@@ -281,7 +296,7 @@ static int run(stage_bench *b) {
     sc.buffer_bytes = plan_ints(MAX_BATCH) * sizeof(int32_t);
     b->depth = sc.depth;
     if ((st = acg_stager_create(b->dev, &sc, &b->stager)) != ACG_OK) {
-        rc = cli_fail(st, "creating the stager");
+        rc = tool_fail(st, "creating the stager");
         goto out_destroy_stream;
     }
     acg_kv_config kc = ACG_KV_CONFIG_INIT;
@@ -289,37 +304,42 @@ static int run(stage_bench *b) {
     kc.page_size = PAGE_SIZE;
     kc.kv_dim = 1; /* the pages are only handed out here, never read */
     if ((st = acg_kv_cache_create(b->dev, &kc, &b->kv)) != ACG_OK) {
-        rc = cli_fail(st, "creating the KV cache");
+        rc = tool_fail(st, "creating the KV cache");
         goto out_destroy_stager;
     }
     b->host = malloc(plan_ints(MAX_BATCH) * sizeof(int32_t));
     b->want = malloc(plan_ints(MAX_BATCH) * sizeof(int32_t));
     if (!b->host || !b->want) {
-        rc = cli_failf("bench stage", "out of host memory");
+        rc = tool_failf("bench stage", "out of host memory");
         goto out_free_host;
     }
-    rc = CLI_EXIT_OK;
-    for (size_t i = 0; i < N_BATCHES && rc == CLI_EXIT_OK; i++)
+    rc = TOOL_EXIT_OK;
+    for (size_t i = 0; i < N_BATCHES && rc == TOOL_EXIT_OK; i++) {
         rc = run_batch(b, batch_sizes[i], &b->results[i]);
-    if (rc == CLI_EXIT_OK) {
-        if (b->common.json)
-            report_json(b);
-        else
+    }
+    if (rc == TOOL_EXIT_OK) {
+        if (b->common.json) {
+            rc = report_json(b);
+        } else {
             report_table(b);
+        }
     }
 
     /* Teardown failures after a good run are failures too: they are library bugs. */
 out_free_host:
     free(b->host);
     free(b->want);
-    if ((st = acg_kv_cache_destroy(b->kv)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "destroying the KV cache");
+    if ((st = acg_kv_cache_destroy(b->kv)) != ACG_OK && rc == TOOL_EXIT_OK) {
+        rc = tool_fail(st, "destroying the KV cache");
+    }
 out_destroy_stager:
-    if ((st = acg_stager_destroy(b->stager)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "destroying the stager");
+    if ((st = acg_stager_destroy(b->stager)) != ACG_OK && rc == TOOL_EXIT_OK) {
+        rc = tool_fail(st, "destroying the stager");
+    }
 out_destroy_stream:
-    if ((st = acg_stream_destroy(b->stream)) != ACG_OK && rc == CLI_EXIT_OK)
-        rc = cli_fail(st, "destroying the stream");
+    if ((st = acg_stream_destroy(b->stream)) != ACG_OK && rc == TOOL_EXIT_OK) {
+        rc = tool_fail(st, "destroying the stream");
+    }
 out_close_device:
     return bench_device_close(b->dev, rc);
 }
@@ -332,7 +352,8 @@ int bench_stage(int argc, char **argv) {
     b.common = (bench_common){"bench stage", bench_stage_usage, "cpu", false};
     const bench_count counts[] = {{"--plans", MAX_AUTO_PLANS, &b.plans}};
     int rc = bench_parse_counts(argc, argv, &b.common, counts, 1);
-    if (rc != BENCH_OPTION_TAKEN)
+    if (rc != BENCH_OPTION_TAKEN) {
         return rc;
+    }
     return run(&b);
 }

@@ -12,8 +12,9 @@
 # ACG_HAVE_CUDA_KERNELS and says so. No cuda backend sources (src/backends/cuda/*.c) means no
 # ACG_WITH_CUDA.
 #
-# Writes BUILD_DIR/{libacg.a, acg, tests/test_*, generated/*.h} and BUILD_DIR/build-info.txt
-# (one "key=value" a line: cuda, fatbins, tests, objects), which scripts/device-check.sh reads.
+# Writes BUILD_DIR/{libacg.a, libacg_tool_support.a, libacg_bench.a, acg, tests/test_*,
+# generated/*.h} and BUILD_DIR/build-info.txt (one "key=value" a line: cuda, fatbins, tests,
+# objects), which scripts/device-check.sh reads.
 # Environment: CC (default cc), NVCC (default nvcc on PATH, then /usr/local/cuda/bin/nvcc),
 # ACG_NVCC_FLAGS (replaces the default nvcc flags), CMOCKA_INCLUDE_DIR and CMOCKA_LIBRARY (a
 # cmocka outside the system's paths; the tests get its folder as their run path).
@@ -294,15 +295,34 @@ say "libacg.a: ${#objects[@]} objects (cuda backend: $with_cuda, cuda kernels: $
 
 # ---- the tool ----------------------------------------------------------------------------------
 
-tool_flags=("${cflags[@]}" -D_POSIX_C_SOURCE=200809L -Ibench -Itools/acg -Isrc -Iinclude)
-tool_objects=()
-for src in tools/acg/*.c bench/*.c; do
-    obj=$build/obj/${src%.c}.o
-    tool_objects+=("$obj")
-    compile "$src" "$obj" "${tool_flags[@]}"
-done
-finish "compiling the tool"
-"$CC" -o "$build/acg" "${tool_objects[@]}" "$build/libacg.a" "${libs[@]}"
+# As CMakeLists.txt builds it: the tools' support library and the benchmarks as libraries (the
+# tests link the first), and the tool, each part with only the include paths it may use.
+tool_flags=("${cflags[@]}" -D_POSIX_C_SOURCE=200809L -Iinclude -Itools/support)
+# $1 a glob of sources, then their include paths: compiles them, their objects into tool_objects.
+tool_compile() {
+    local glob=$1 src obj
+    shift
+    tool_objects=()
+    for src in $glob; do
+        obj=$build/obj/${src%.c}.o
+        tool_objects+=("$obj")
+        compile "$src" "$obj" "${tool_flags[@]}" "$@"
+    done
+    finish "compiling $glob"
+}
+# $1 the archive, $2 a glob of its sources, then their include paths.
+tool_library() {
+    local archive=$build/$1
+    shift
+    tool_compile "$@"
+    rm -f "$archive"
+    ar rcs "$archive" "${tool_objects[@]}"
+}
+tool_library libacg_tool_support.a 'tools/support/*.c' -Isrc/core/export
+tool_library libacg_bench.a 'bench/*.c' -Ibench
+tool_compile 'tools/acg/*.c' -Ibench -Itools/acg
+"$CC" -o "$build/acg" "${tool_objects[@]}" "$build/libacg_bench.a" "$build/libacg_tool_support.a" \
+    "$build/libacg.a" "${libs[@]}"
 say "acg: built"
 
 # ---- the tests ---------------------------------------------------------------------------------
@@ -333,7 +353,7 @@ if [[ $tests != off ]]; then
         # The tests see the generated headers and ACG_HAVE_CUDA_KERNELS too (a test registers
         # kernels from tests/cuda/test_kernels.cu's fatbin).
         test_flags=("${cflags[@]}" -D_POSIX_C_SOURCE=200809L "-I$cmocka_inc" -Isrc -Itests -Iinclude
-            "-I$gen")
+            "-I$gen" -Itools/support)
         ((have_kernels)) && test_flags+=(-DACG_HAVE_CUDA_KERNELS=1)
         compile tests/common.c "$build/obj/tests/common.o" "${test_flags[@]}"
         compile tests/fork_comm.c "$build/obj/tests/fork_comm.o" "${test_flags[@]}"
@@ -347,7 +367,8 @@ if [[ $tests != off ]]; then
         for name in "${names[@]}"; do
             while ((running >= jobs)); do reap; done
             "$CC" -o "$build/tests/$name" "$build/obj/tests/$name.o" "$build/obj/tests/common.o" \
-                "$build/obj/tests/fork_comm.o" "$build/libacg.a" "$cmocka_lib" "-Wl,-rpath,${cmocka_lib%/*}" "${libs[@]}" &
+                "$build/obj/tests/fork_comm.o" "$build/libacg_tool_support.a" "$build/libacg.a" \
+                "$cmocka_lib" "-Wl,-rpath,${cmocka_lib%/*}" "${libs[@]}" &
             running=$((running + 1))
         done
         finish "linking the tests"

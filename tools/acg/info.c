@@ -5,8 +5,9 @@
  * Nothing is opened: backends are asked for their info and devices are described, so the
  * command works on a machine where a backend's driver is missing.
  */
-#include "bench.h"
-#include "cli.h"
+#include "commands.h"
+#include "tool_cli.h"
+#include "tool_report.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 #include <acg/acg.h>
 #include <acg/model.h>
 
-const char cli_info_usage[] = "usage: acg info [--json]\n";
+const char cmd_info_usage[] = "usage: acg info [--json]\n";
 
 #define MAX_BACKENDS 16
 #define MAX_DEVICES 16 /* per backend; more are counted but not listed */
@@ -55,11 +56,12 @@ static int gather(size_t index, backend_row *row) {
     acg_status st = acg_backend_get_info(index, &row->info);
     if (st != ACG_OK) {
         snprintf(what, sizeof what, "reading backend %zu", index);
-        return cli_fail(st, what);
+        return tool_fail(st, what);
     }
     row->n_devices = 0;
-    if (!row->info.available)
-        return CLI_EXIT_OK;
+    if (!row->info.available) {
+        return TOOL_EXIT_OK;
+    }
     int n = row->info.device_count < MAX_DEVICES ? row->info.device_count : MAX_DEVICES;
     for (int d = 0; d < n; d++) {
         acg_capability *cap = &row->caps[d];
@@ -68,11 +70,11 @@ static int gather(size_t index, backend_row *row) {
         st = acg_device_describe(row->info.name, d, cap);
         if (st != ACG_OK) {
             snprintf(what, sizeof what, "describing device %s:%d", row->info.name, d);
-            return cli_fail(st, what);
+            return tool_fail(st, what);
         }
         row->n_devices++;
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* ---- human table ----------------------------------------------------------------------------- */
@@ -80,15 +82,15 @@ static int gather(size_t index, backend_row *row) {
 static void print_table(const backend_row *rows, size_t n) {
     static const char *const backend_headers[] = {"backend", "available", "devices", "reason"};
     static const int backend_widths[] = {-10, -9, 7, -6};
-    bench_table t;
-    bench_table_begin(&t, stdout, 4, backend_widths, backend_headers);
+    tool_table t;
+    tool_table_begin(&t, stdout, 4, backend_widths, backend_headers);
     int n_devices = 0;
     for (size_t b = 0; b < n; b++) {
         const acg_backend_info *bi = &rows[b].info;
-        bench_table_cell(&t, "%s", bi->name);
-        bench_table_cell(&t, "%s", yes_no(bi->available));
-        bench_table_cell(&t, "%d", bi->device_count);
-        bench_table_cell(&t, "%s", bi->reason && bi->reason[0] ? bi->reason : "-");
+        tool_table_cell(&t, "%s", bi->name);
+        tool_table_cell(&t, "%s", yes_no(bi->available));
+        tool_table_cell(&t, "%d", bi->device_count);
+        tool_table_cell(&t, "%s", bi->reason && bi->reason[0] ? bi->reason : "-");
         n_devices += rows[b].n_devices;
     }
     if (n_devices == 0) {
@@ -101,20 +103,20 @@ static void print_table(const backend_row *rows, size_t n) {
                                               "update", "multi-stream", "memory", "name"};
     static const int dev_widths[] = {-12, -9, -6, -6, -6, -12, 10, -4};
     printf("\n");
-    bench_table_begin(&t, stdout, 8, dev_widths, dev_headers);
+    tool_table_begin(&t, stdout, 8, dev_widths, dev_headers);
     for (size_t b = 0; b < n; b++) {
         for (int d = 0; d < rows[b].n_devices; d++) {
             const acg_capability *cap = &rows[b].caps[d];
             char mem[32];
             format_bytes(cap->memory_bytes, mem, sizeof mem);
-            bench_table_cell(&t, "%s:%d", rows[b].info.name, d);
-            bench_table_cell(&t, "%s", yes_no(cap->available));
-            bench_table_cell(&t, "%s", yes_no(cap->pinned_memory));
-            bench_table_cell(&t, "%s", yes_no(cap->graphs));
-            bench_table_cell(&t, "%s", yes_no(cap->graph_update));
-            bench_table_cell(&t, "%s", yes_no(cap->multi_stream_capture));
-            bench_table_cell(&t, "%s", mem);
-            bench_table_cell(&t, "%.*s", (int)sizeof cap->name, cap->name);
+            tool_table_cell(&t, "%s:%d", rows[b].info.name, d);
+            tool_table_cell(&t, "%s", yes_no(cap->available));
+            tool_table_cell(&t, "%s", yes_no(cap->pinned_memory));
+            tool_table_cell(&t, "%s", yes_no(cap->graphs));
+            tool_table_cell(&t, "%s", yes_no(cap->graph_update));
+            tool_table_cell(&t, "%s", yes_no(cap->multi_stream_capture));
+            tool_table_cell(&t, "%s", mem);
+            tool_table_cell(&t, "%.*s", (int)sizeof cap->name, cap->name);
         }
     }
     /* What each backend says of itself: versions, and why graphs are or are not there. */
@@ -130,83 +132,85 @@ static void print_table(const backend_row *rows, size_t n) {
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-static void print_json(const backend_row *rows, size_t n) {
+static int print_json(const backend_row *rows, size_t n) {
     char version[32];
     snprintf(version, sizeof version, "%d.%d.%d", ACG_VERSION_MAJOR, ACG_VERSION_MINOR,
              ACG_VERSION_PATCH);
-    bench_json j;
-    bench_json_begin(&j, stdout);
-    bench_json_object_begin(&j, NULL);
-    bench_json_string(&j, "version", version);
-    bench_json_array_begin(&j, "backends");
+    tool_json j;
+    tool_json_begin(&j, stdout);
+    tool_json_object_begin(&j, NULL);
+    tool_json_string(&j, "version", version);
+    tool_json_array_begin(&j, "backends");
     for (size_t b = 0; b < n; b++) {
         const acg_backend_info *bi = &rows[b].info;
-        bench_json_object_begin(&j, NULL);
-        bench_json_string(&j, "name", bi->name);
-        bench_json_bool(&j, "available", bi->available);
-        bench_json_string(&j, "reason", bi->reason ? bi->reason : "");
-        bench_json_int(&j, "device_count", bi->device_count);
-        bench_json_array_begin(&j, "devices");
+        tool_json_object_begin(&j, NULL);
+        tool_json_string(&j, "name", bi->name);
+        tool_json_bool(&j, "available", bi->available);
+        tool_json_string(&j, "reason", bi->reason ? bi->reason : "");
+        tool_json_int(&j, "device_count", bi->device_count);
+        tool_json_array_begin(&j, "devices");
         for (int d = 0; d < rows[b].n_devices; d++) {
             const acg_capability *cap = &rows[b].caps[d];
             char spec[64];
             char name[sizeof cap->name + 1];
             snprintf(spec, sizeof spec, "%s:%d", bi->name, d);
             snprintf(name, sizeof name, "%.*s", (int)sizeof cap->name, cap->name);
-            bench_json_object_begin(&j, NULL);
-            bench_json_int(&j, "index", d);
-            bench_json_string(&j, "spec", spec);
-            bench_json_string(&j, "name", name);
-            bench_json_bool(&j, "available", cap->available);
-            bench_json_bool(&j, "pinned_memory", cap->pinned_memory);
-            bench_json_bool(&j, "graphs", cap->graphs);
-            bench_json_bool(&j, "graph_update", cap->graph_update);
-            bench_json_bool(&j, "multi_stream_capture", cap->multi_stream_capture);
-            bench_json_bool(&j, "native_capture", cap->native_capture);
-            bench_json_bool(&j, "collectives", cap->collectives);
-            bench_json_uint(&j, "memory_bytes", cap->memory_bytes);
+            tool_json_object_begin(&j, NULL);
+            tool_json_int(&j, "index", d);
+            tool_json_string(&j, "spec", spec);
+            tool_json_string(&j, "name", name);
+            tool_json_bool(&j, "available", cap->available);
+            tool_json_bool(&j, "pinned_memory", cap->pinned_memory);
+            tool_json_bool(&j, "graphs", cap->graphs);
+            tool_json_bool(&j, "graph_update", cap->graph_update);
+            tool_json_bool(&j, "multi_stream_capture", cap->multi_stream_capture);
+            tool_json_bool(&j, "native_capture", cap->native_capture);
+            tool_json_bool(&j, "collectives", cap->collectives);
+            tool_json_uint(&j, "memory_bytes", cap->memory_bytes);
             char detail[sizeof cap->detail + 1];
             snprintf(detail, sizeof detail, "%.*s", (int)sizeof cap->detail, cap->detail);
-            bench_json_string(&j, "detail", detail);
-            bench_json_object_end(&j);
+            tool_json_string(&j, "detail", detail);
+            tool_json_object_end(&j);
         }
-        bench_json_array_end(&j);
-        bench_json_object_end(&j);
+        tool_json_array_end(&j);
+        tool_json_object_end(&j);
     }
-    bench_json_array_end(&j);
-    bench_json_string(&j, "model_cpu_simd", acg_model_cpu_simd());
-    bench_json_object_end(&j);
-    bench_json_end(&j);
+    tool_json_array_end(&j);
+    tool_json_string(&j, "model_cpu_simd", acg_model_cpu_simd());
+    tool_json_object_end(&j);
+    return tool_json_end(&j);
 }
 
 /* ---- entry ----------------------------------------------------------------------------------- */
 
-int cli_info(int argc, char **argv) {
+int cmd_info(int argc, char **argv) {
     bool json = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
-        } else if (cli_is_help(argv[i])) {
-            fputs(cli_info_usage, stdout);
-            return CLI_EXIT_OK;
+        } else if (tool_is_help(argv[i])) {
+            fputs(cmd_info_usage, stdout);
+            return TOOL_EXIT_OK;
         } else {
-            return cli_usage_error(cli_info_usage, "info: unknown %s '%s'",
-                                   argv[i][0] == '-' ? "option" : "argument", argv[i]);
+            return tool_usage_error(cmd_info_usage, "info: unknown %s '%s'",
+                                    argv[i][0] == '-' ? "option" : "argument", argv[i]);
         }
     }
 
     static backend_row rows[MAX_BACKENDS]; /* ~45 KiB: kept off the stack */
     size_t n = acg_backend_count();
-    if (n > MAX_BACKENDS)
+    if (n > MAX_BACKENDS) {
         n = MAX_BACKENDS;
+    }
     for (size_t b = 0; b < n; b++) {
         int rc = gather(b, &rows[b]);
-        if (rc != CLI_EXIT_OK)
+        if (rc != TOOL_EXIT_OK) {
             return rc;
+        }
     }
-    if (json)
-        print_json(rows, n);
-    else
-        print_table(rows, n);
-    return CLI_EXIT_OK;
+    if (json) {
+        return print_json(rows, n);
+    }
+    print_table(rows, n);
+    return TOOL_EXIT_OK;
 }

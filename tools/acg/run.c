@@ -11,7 +11,10 @@
  * loads the same weights and serves the same requests; rank 0 alone prints (every rank samples
  * the same tokens), and any rank's failure is printed naming the rank.
  */
-#include "cli.h"
+#include "commands.h"
+#include "ranks.h"
+#include "tool_cli.h"
+#include "tool_report.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,9 +27,7 @@
 
 #include <acg/model.h>
 
-#include "bench.h"
-
-const char cli_run_usage[] =
+const char cmd_run_usage[] =
     "usage: acg run [--backend B] [--model FILE --tokenizer FILE | --preset tiny|small]\n"
     "               [--prompt TEXT] [--prompts FILE] [--steps N] [--temperature T] [--top-p P]\n"
     "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n"
@@ -57,8 +58,8 @@ typedef struct run_options {
 } run_options;
 
 typedef struct run_request {
-    char *text;         /* the prompt */
-    int32_t *ids;       /* its tokens */
+    char *text;   /* the prompt */
+    int32_t *ids; /* its tokens */
     size_t n_ids;
     uint64_t id;        /* in the model */
     int32_t *generated; /* (n_generated) copied once finished */
@@ -78,16 +79,12 @@ typedef struct run_state {
 
 /* ---- failures -------------------------------------------------------------------------------- */
 
-/* cli_fail and cli_failf, naming the rank when there are several: each rank reports its own. */
+/* tool_fail and tool_failf, naming the rank when there are several: each rank reports its own. */
 static int run_fail(const run_state *st, acg_status status, const char *what) {
     return bench_ranks_fail(&st->ranks, status, what);
 }
 
-static int run_failf(const run_state *st, const char *what, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+static int run_failf(const run_state *st, const char *what, const char *fmt, ...) TOOL_PRINTF(3, 4);
 
 static int run_failf(const run_state *st, const char *what, const char *fmt, ...) {
     char detail[1024];
@@ -110,20 +107,25 @@ static bool prints(const run_state *st) { return bench_ranks_prints(&st->ranks);
 #define MAX_TEMPERATURE 1e6
 
 static int parse_options(int argc, char **argv, run_options *o) {
-    *o = (run_options){.steps = 32, .seed = 0, .batch = 32, .temperature = 0.0, .top_p = 1.0,
+    *o = (run_options){.steps = 32,
+                       .seed = 0,
+                       .batch = 32,
+                       .temperature = 0.0,
+                       .top_p = 1.0,
                        .graphs = ACG_GRAPHS_AUTO};
     o->tp = 1; /* one rank, no MPI */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int m;
-        if (cli_is_help(argv[i])) {
-            fputs(cli_run_usage, stdout);
+        if (tool_is_help(argv[i])) {
+            fputs(cmd_run_usage, stdout);
             return -1;
         }
 #define STRING_OPTION(name, field)                                                                 \
-    if ((m = cli_option(argc, argv, &i, name, &v)) != 0) {                                         \
-        if (m < 0)                                                                                 \
-            return cli_usage_error(cli_run_usage, "%s needs a value", name);                       \
+    if ((m = tool_option(argc, argv, &i, name, &v)) != 0) {                                        \
+        if (m < 0) {                                                                               \
+            return tool_usage_error(cmd_run_usage, "%s needs a value", name);                      \
+        }                                                                                          \
         o->field = v;                                                                              \
         continue;                                                                                  \
     }
@@ -139,44 +141,47 @@ static int parse_options(int argc, char **argv, run_options *o) {
                                              "--top-p", "--graphs", "--tp"};
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
             int save = i;
-            if (cli_option(argc, argv, &i, valued[k], &v) < 0)
-                return cli_usage_error(cli_run_usage, "%s needs a value", valued[k]);
+            if (tool_option(argc, argv, &i, valued[k], &v) < 0) {
+                return tool_usage_error(cmd_run_usage, "%s needs a value", valued[k]);
+            }
             i = save;
         }
-        int rc = CLI_EXIT_OK;
-        if ((m = cli_option(argc, argv, &i, "--steps", &v)) != 0) {
-            rc = cli_option_u64(cli_run_usage, "", "--steps", m > 0 ? v : NULL, 1, MAX_STEPS,
-                                &o->steps);
-        } else if ((m = cli_option(argc, argv, &i, "--seed", &v)) != 0) {
-            rc = cli_option_u64(cli_run_usage, "", "--seed", m > 0 ? v : NULL, 0, UINT64_MAX,
-                                &o->seed);
-        } else if ((m = cli_option(argc, argv, &i, "--batch", &v)) != 0) {
-            rc = cli_option_u64(cli_run_usage, "", "--batch", m > 0 ? v : NULL, 1, MAX_BATCH,
-                                &o->batch);
-        } else if ((m = cli_option(argc, argv, &i, "--tp", &v)) != 0) {
-            rc = cli_option_u64(cli_run_usage, "", "--tp", m > 0 ? v : NULL, 1, MAX_TP, &o->tp);
-        } else if ((m = cli_option(argc, argv, &i, "--temperature", &v)) != 0) {
-            rc = cli_option_double(cli_run_usage, "", "--temperature", m > 0 ? v : NULL, 0.0,
-                                   MAX_TEMPERATURE, false, &o->temperature);
-        } else if ((m = cli_option(argc, argv, &i, "--top-p", &v)) != 0) {
+        int rc = TOOL_EXIT_OK;
+        if ((m = tool_option(argc, argv, &i, "--steps", &v)) != 0) {
+            rc = tool_option_u64(cmd_run_usage, "", "--steps", m > 0 ? v : NULL, 1, MAX_STEPS,
+                                 &o->steps);
+        } else if ((m = tool_option(argc, argv, &i, "--seed", &v)) != 0) {
+            rc = tool_option_u64(cmd_run_usage, "", "--seed", m > 0 ? v : NULL, 0, UINT64_MAX,
+                                 &o->seed);
+        } else if ((m = tool_option(argc, argv, &i, "--batch", &v)) != 0) {
+            rc = tool_option_u64(cmd_run_usage, "", "--batch", m > 0 ? v : NULL, 1, MAX_BATCH,
+                                 &o->batch);
+        } else if ((m = tool_option(argc, argv, &i, "--tp", &v)) != 0) {
+            rc = tool_option_u64(cmd_run_usage, "", "--tp", m > 0 ? v : NULL, 1, MAX_TP, &o->tp);
+        } else if ((m = tool_option(argc, argv, &i, "--temperature", &v)) != 0) {
+            rc = tool_option_double(cmd_run_usage, "", "--temperature", m > 0 ? v : NULL, 0.0,
+                                    MAX_TEMPERATURE, false, &o->temperature);
+        } else if ((m = tool_option(argc, argv, &i, "--top-p", &v)) != 0) {
             /* A share of the probability mass to sample from: some of it, at most all. */
-            rc = cli_option_double(cli_run_usage, "", "--top-p", m > 0 ? v : NULL, 0.0, 1.0, true,
-                                   &o->top_p);
+            rc = tool_option_double(cmd_run_usage, "", "--top-p", m > 0 ? v : NULL, 0.0, 1.0, true,
+                                    &o->top_p);
         }
         if (m != 0) {
-            if (rc != CLI_EXIT_OK)
+            if (rc != TOOL_EXIT_OK) {
                 return rc;
+            }
             continue;
         }
-        if ((m = cli_option(argc, argv, &i, "--graphs", &v)) != 0) {
-            if (m > 0 && strcmp(v, "on") == 0)
+        if ((m = tool_option(argc, argv, &i, "--graphs", &v)) != 0) {
+            if (m > 0 && strcmp(v, "on") == 0) {
                 o->graphs = ACG_GRAPHS_ON;
-            else if (m > 0 && strcmp(v, "off") == 0)
+            } else if (m > 0 && strcmp(v, "off") == 0) {
                 o->graphs = ACG_GRAPHS_OFF;
-            else if (m > 0 && strcmp(v, "require") == 0)
+            } else if (m > 0 && strcmp(v, "require") == 0) {
                 o->graphs = ACG_GRAPHS_REQUIRE;
-            else
-                return cli_usage_error(cli_run_usage, "--graphs takes on, off or require");
+            } else {
+                return tool_usage_error(cmd_run_usage, "--graphs takes on, off or require");
+            }
             continue;
         }
         if (strcmp(argv[i], "--verify") == 0) {
@@ -187,30 +192,36 @@ static int parse_options(int argc, char **argv, run_options *o) {
             o->json = true;
             continue;
         }
-        return cli_usage_error(cli_run_usage, "unknown argument '%s'", argv[i]);
+        return tool_usage_error(cmd_run_usage, "unknown argument '%s'", argv[i]);
     }
-    if ((o->model == NULL) != (o->tokenizer == NULL))
-        return cli_usage_error(cli_run_usage, "--model and --tokenizer go together");
-    if (o->model != NULL && o->preset != NULL)
-        return cli_usage_error(cli_run_usage, "--preset and --model exclude each other");
-    if (o->model == NULL && o->preset == NULL)
+    if ((o->model == NULL) != (o->tokenizer == NULL)) {
+        return tool_usage_error(cmd_run_usage, "--model and --tokenizer go together");
+    }
+    if (o->model != NULL && o->preset != NULL) {
+        return tool_usage_error(cmd_run_usage, "--preset and --model exclude each other");
+    }
+    if (o->model == NULL && o->preset == NULL) {
         o->preset = "small";
+    }
     acg_model_config c = ACG_MODEL_CONFIG_INIT;
-    if (o->preset != NULL && acg_model_preset_get_config(o->preset, &c) != ACG_OK)
-        return cli_usage_error(cli_run_usage, "%s", acg_last_error());
+    if (o->preset != NULL && acg_model_preset_get_config(o->preset, &c) != ACG_OK) {
+        return tool_usage_error(cmd_run_usage, "%s", acg_last_error());
+    }
     return 0;
 }
 
 /* ---- prompts --------------------------------------------------------------------------------- */
 
 static int add_prompt(run_state *st, const char *text) {
-    if (st->n_req == MAX_PROMPTS)
+    if (st->n_req == MAX_PROMPTS) {
         return run_failf(st, "reading prompts", "more than %d prompts", MAX_PROMPTS);
+    }
     char *copy = strdup(text);
-    if (copy == NULL)
+    if (copy == NULL) {
         return run_failf(st, "reading prompts", "out of memory");
+    }
     st->req[st->n_req++].text = copy;
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* Reads the next line of f into line (max + 1 bytes), without its '\n', NUL-terminated, and
@@ -221,8 +232,9 @@ static int read_line(FILE *f, char *line, size_t max, size_t *n) {
     size_t len = 0;
     int c;
     while ((c = getc(f)) != EOF && c != '\n') {
-        if (len == max)
+        if (len == max) {
             return -1;
+        }
         line[len++] = (char)c;
     }
     line[len] = '\0';
@@ -233,18 +245,20 @@ static int read_line(FILE *f, char *line, size_t max, size_t *n) {
 static int read_prompts(run_state *st) {
     if (st->o.prompt != NULL) {
         int rc = add_prompt(st, st->o.prompt);
-        if (rc != CLI_EXIT_OK)
+        if (rc != TOOL_EXIT_OK) {
             return rc;
+        }
     }
     if (st->o.prompts_file != NULL) {
         FILE *f = fopen(st->o.prompts_file, "r");
-        if (f == NULL)
+        if (f == NULL) {
             return run_failf(st, "reading prompts", "cannot open '%s': %s", st->o.prompts_file,
                              strerror(errno));
+        }
         char line[MAX_PROMPT_BYTES];
         size_t n = 0, line_no = 0;
-        int rc = CLI_EXIT_OK, got;
-        while (rc == CLI_EXIT_OK && (got = read_line(f, line, MAX_PROMPT_BYTES - 2, &n)) != 0) {
+        int rc = TOOL_EXIT_OK, got;
+        while (rc == TOOL_EXIT_OK && (got = read_line(f, line, MAX_PROMPT_BYTES - 2, &n)) != 0) {
             line_no++;
             if (got < 0) {
                 rc = run_failf(st, "reading prompts", "'%s': line %zu is longer than %d bytes",
@@ -256,27 +270,33 @@ static int read_prompts(run_state *st) {
                                st->o.prompts_file, line_no);
                 break;
             }
-            while (n > 0 && line[n - 1] == '\r')
+            while (n > 0 && line[n - 1] == '\r') {
                 line[--n] = '\0';
-            if (n > 0)
+            }
+            if (n > 0) {
                 rc = add_prompt(st, line);
+            }
         }
-        if (rc == CLI_EXIT_OK && ferror(f))
+        if (rc == TOOL_EXIT_OK && ferror(f)) {
             rc = run_failf(st, "reading prompts", "reading '%s' failed: %s", st->o.prompts_file,
                            strerror(errno));
+        }
         fclose(f);
-        if (rc != CLI_EXIT_OK)
+        if (rc != TOOL_EXIT_OK) {
             return rc;
-        if (st->n_req == 0)
+        }
+        if (st->n_req == 0) {
             return run_failf(st, "reading prompts", "'%s' holds no prompt", st->o.prompts_file);
+        }
     }
     bool none = st->n_req == 0;
     for (size_t i = 0; none && i < N_DEFAULT_PROMPTS; i++) {
         int rc = add_prompt(st, default_prompts[i]);
-        if (rc != CLI_EXIT_OK)
+        if (rc != TOOL_EXIT_OK) {
             return rc;
+        }
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 static int encode_prompts(run_state *st) {
@@ -284,13 +304,15 @@ static int encode_prompts(run_state *st) {
         run_request *r = &st->req[i];
         size_t cap = strlen(r->text) + 3;
         r->ids = malloc(cap * sizeof *r->ids);
-        if (r->ids == NULL)
+        if (r->ids == NULL) {
             return run_failf(st, "encoding prompts", "out of memory");
+        }
         acg_status s = acg_tokenizer_encode(st->tok, r->text, true, false, r->ids, cap, &r->n_ids);
-        if (s != ACG_OK)
+        if (s != ACG_OK) {
             return run_fail(st, s, "encoding a prompt");
+        }
     }
-    return CLI_EXIT_OK;
+    return TOOL_EXIT_OK;
 }
 
 /* ---- output ---------------------------------------------------------------------------------- */
@@ -300,10 +322,11 @@ static int encode_prompts(run_state *st) {
 static void put_text(FILE *out, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '\n' || c >= 0x80 || (c >= 0x20 && c != 0x7f))
+        if (c == '\n' || c >= 0x80 || (c >= 0x20 && c != 0x7f)) {
             fputc(c, out);
-        else
+        } else {
             fprintf(out, "\\x%02x", c);
+        }
     }
 }
 
@@ -313,13 +336,15 @@ static char *continuation_string(const run_state *st, const run_request *r) {
     char *buf = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&buf, &size);
-    if (f == NULL)
+    if (f == NULL) {
         return NULL;
+    }
     int32_t prev = r->n_ids > 0 ? r->ids[r->n_ids - 1] : ACG_TOKEN_BOS;
     for (uint32_t i = 0; i < r->n_generated; i++) {
         const char *piece = acg_tokenizer_decode(st->tok, prev, r->generated[i]);
-        if (piece != NULL)
+        if (piece != NULL) {
             fputs(piece, f);
+        }
         prev = r->generated[i];
     }
     fclose(f);
@@ -328,28 +353,29 @@ static char *continuation_string(const run_state *st, const run_request *r) {
 
 /* ---- generation ------------------------------------------------------------------------------ */
 
-static double now_s(void) {
-    return (double)bench_now_ns() / 1e9;
-}
+static double now_s(void) { return (double)tool_now_ns() / 1e9; }
 
 /* Serves every request on a model with graph mode `graphs`; fills generated[] of each. */
-static int generate(run_state *st, acg_graph_mode graphs, const char *label,
-                    acg_model_stats *stats, double *seconds) {
+static int generate(run_state *st, acg_graph_mode graphs, const char *label, acg_model_stats *stats,
+                    double *seconds) {
     acg_model_options mo = ACG_MODEL_OPTIONS_INIT;
     mo.max_batch = (uint32_t)st->o.batch;
-    if (mo.max_step_tokens < mo.max_batch)
+    if (mo.max_step_tokens < mo.max_batch) {
         mo.max_step_tokens = mo.max_batch;
+    }
     mo.graphs = graphs;
     mo.comm = st->ranks.comm;
     acg_model *model = NULL;
-    if (prints(st) && (st->progress || !st->o.json))
+    if (prints(st) && (st->progress || !st->o.json)) {
         fprintf(stderr, "acg: %s: preparing the model%s\n", label,
                 graphs == ACG_GRAPHS_OFF ? "" : " and capturing its buckets");
+    }
     acg_status s = acg_model_create(st->dev, st->weights, &mo, &model);
-    if (s != ACG_OK)
+    if (s != ACG_OK) {
         return run_fail(st, s, "creating the model");
-    int rc = CLI_EXIT_OK;
-    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+    }
+    int rc = TOOL_EXIT_OK;
+    for (size_t i = 0; i < st->n_req && rc == TOOL_EXIT_OK; i++) {
         run_request *r = &st->req[i];
         acg_request q = ACG_REQUEST_INIT;
         q.prompt = r->ids;
@@ -358,29 +384,33 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
         q.temperature = (float)st->o.temperature;
         q.top_p = (float)st->o.top_p;
         q.seed = st->o.seed + i;
-        if ((s = acg_model_submit(model, &q, &r->id)) != ACG_OK)
+        if ((s = acg_model_submit(model, &q, &r->id)) != ACG_OK) {
             rc = run_fail(st, s, "submitting a request");
+        }
     }
     double t0 = now_s();
     uint64_t step = 0, tokens = 0;
-    while (rc == CLI_EXIT_OK) {
+    while (rc == TOOL_EXIT_OK) {
         acg_step_report rep = ACG_STEP_REPORT_INIT;
         if ((s = acg_model_step(model, &rep)) != ACG_OK) {
             rc = run_fail(st, s, "running a step");
             break;
         }
-        if (rep.rows == 0)
+        if (rep.rows == 0) {
             break;
+        }
         step++;
         tokens += rep.generated;
-        if (st->progress)
+        if (st->progress) {
             fprintf(stderr, "\racg: %s: step %llu, %u rows, %llu tokens generated   ", label,
                     (unsigned long long)step, rep.rows, (unsigned long long)tokens);
+        }
     }
     *seconds = now_s() - t0;
-    if (st->progress)
+    if (st->progress) {
         fputc('\n', stderr);
-    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+    }
+    for (size_t i = 0; i < st->n_req && rc == TOOL_EXIT_OK; i++) {
         run_request *r = &st->req[i];
         acg_request_status rs = ACG_REQUEST_STATUS_INIT;
         if ((s = acg_model_get_request(model, r->id, &rs)) != ACG_OK) {
@@ -397,8 +427,9 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
                rs.n_generated * sizeof *r->generated);
         r->n_generated = rs.n_generated;
     }
-    if (rc == CLI_EXIT_OK && (s = acg_model_get_stats(model, stats)) != ACG_OK)
+    if (rc == TOOL_EXIT_OK && (s = acg_model_get_stats(model, stats)) != ACG_OK) {
         rc = run_fail(st, s, "reading the model's statistics");
+    }
     acg_model_destroy(model);
     return rc;
 }
@@ -409,8 +440,8 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label,
 static int verify_ranks(run_state *st) {
     size_t width = (size_t)st->o.steps + 1;
     int32_t *v = malloc(2 * width * sizeof *v);
-    int rc = v != NULL ? CLI_EXIT_OK : run_failf(st, "verifying the ranks", "out of memory");
-    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+    int rc = v != NULL ? TOOL_EXIT_OK : run_failf(st, "verifying the ranks", "out of memory");
+    for (size_t i = 0; i < st->n_req && rc == TOOL_EXIT_OK; i++) {
         const run_request *r = &st->req[i];
         for (size_t k = 0; k < width; k++) {
             v[k] = k == 0                ? (int32_t)r->n_generated
@@ -424,15 +455,17 @@ static int verify_ranks(run_state *st) {
             rc = run_fail(st, s, "verifying the ranks");
             break;
         }
-        if (v[0] != ~v[width])
+        if (v[0] != ~v[width]) {
             rc = run_failf(st, "verify", "request %zu: the ranks generated %d .. %d tokens", i,
                            v[0], ~v[width]);
-        for (size_t k = 1; k < width && rc == CLI_EXIT_OK; k++) {
-            if (v[k] != ~v[width + k])
+        }
+        for (size_t k = 1; k < width && rc == TOOL_EXIT_OK; k++) {
+            if (v[k] != ~v[width + k]) {
                 rc = run_failf(st, "verify",
                                "request %zu: token %zu differs between the ranks "
                                "(%d .. %d)",
                                i, k - 1, v[k], ~v[width + k]);
+            }
         }
     }
     free(v);
@@ -444,23 +477,26 @@ static int verify_ranks(run_state *st) {
 static int verify(run_state *st) {
     int32_t **graphed = calloc(st->n_req, sizeof *graphed);
     uint32_t *n = calloc(st->n_req, sizeof *n);
-    int rc = graphed && n ? CLI_EXIT_OK : run_failf(st, "verifying", "out of memory");
-    if (rc == CLI_EXIT_OK && st->ranks.comm != NULL)
+    int rc = graphed && n ? TOOL_EXIT_OK : run_failf(st, "verifying", "out of memory");
+    if (rc == TOOL_EXIT_OK && st->ranks.comm != NULL) {
         rc = verify_ranks(st);
-    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+    }
+    for (size_t i = 0; i < st->n_req && rc == TOOL_EXIT_OK; i++) {
         graphed[i] = st->req[i].generated;
         n[i] = st->req[i].n_generated;
         st->req[i].generated = NULL;
     }
     acg_model_stats stats = ACG_MODEL_STATS_INIT;
     double seconds;
-    if (rc == CLI_EXIT_OK)
+    if (rc == TOOL_EXIT_OK) {
         rc = generate(st, ACG_GRAPHS_OFF, "verify (eager)", &stats, &seconds);
-    for (size_t i = 0; i < st->n_req && rc == CLI_EXIT_OK; i++) {
+    }
+    for (size_t i = 0; i < st->n_req && rc == TOOL_EXIT_OK; i++) {
         const run_request *r = &st->req[i];
         uint32_t k = 0;
-        while (k < n[i] && k < r->n_generated && graphed[i][k] == r->generated[k])
+        while (k < n[i] && k < r->n_generated && graphed[i][k] == r->generated[k]) {
             k++;
+        }
         if (k < n[i] || k < r->n_generated) {
             rc = run_failf(st, "verify",
                            "request %zu: token %u differs: %d with graphs, %d eager (%u and %u "
@@ -469,11 +505,13 @@ static int verify(run_state *st) {
                            k < r->n_generated ? r->generated[k] : -1, n[i], r->n_generated);
         }
     }
-    if (rc == CLI_EXIT_OK && !st->o.json && prints(st))
+    if (rc == TOOL_EXIT_OK && !st->o.json && prints(st)) {
         fprintf(stderr, "acg: verify: %zu requests, every token equal to the eager run%s\n",
                 st->n_req, st->ranks.comm != NULL ? " and to every other rank's" : "");
-    for (size_t i = 0; graphed != NULL && i < st->n_req; i++)
+    }
+    for (size_t i = 0; graphed != NULL && i < st->n_req; i++) {
         free(graphed[i]);
+    }
     free(graphed);
     free(n);
     return rc;
@@ -481,44 +519,44 @@ static int verify(run_state *st) {
 
 /* ---- report ---------------------------------------------------------------------------------- */
 
-static void print_report(const run_state *st, const acg_model_stats *s, double seconds) {
+static int print_report(const run_state *st, const acg_model_stats *s, double seconds) {
     double tps = seconds > 0 ? (double)s->generated_tokens / seconds : 0.0;
     double step_ms = s->steps ? s->step_ms / (double)s->steps : 0.0;
     if (st->o.json) {
-        bench_json j;
-        bench_json_begin(&j, stdout);
-        bench_json_object_begin(&j, NULL);
-        bench_json_string(&j, "backend", acg_device_get_capability(st->dev)->backend);
-        bench_json_array_begin(&j, "requests");
+        tool_json j;
+        tool_json_begin(&j, stdout);
+        tool_json_object_begin(&j, NULL);
+        tool_json_string(&j, "backend", acg_device_get_capability(st->dev)->backend);
+        tool_json_array_begin(&j, "requests");
         for (size_t i = 0; i < st->n_req; i++) {
             const run_request *r = &st->req[i];
             char *cont = continuation_string(st, r);
-            bench_json_object_begin(&j, NULL);
-            bench_json_string(&j, "prompt", r->text);
-            bench_json_string(&j, "continuation", cont);
-            bench_json_array_begin(&j, "tokens");
-            for (uint32_t k = 0; k < r->n_generated; k++)
-                bench_json_int(&j, NULL, r->generated[k]);
-            bench_json_array_end(&j);
-            bench_json_object_end(&j);
+            tool_json_object_begin(&j, NULL);
+            tool_json_string(&j, "prompt", r->text);
+            tool_json_string(&j, "continuation", cont);
+            tool_json_array_begin(&j, "tokens");
+            for (uint32_t k = 0; k < r->n_generated; k++) {
+                tool_json_int(&j, NULL, r->generated[k]);
+            }
+            tool_json_array_end(&j);
+            tool_json_object_end(&j);
             free(cont);
         }
-        bench_json_array_end(&j);
-        bench_json_uint(&j, "n_requests", st->n_req);
-        bench_json_uint(&j, "tokens", s->generated_tokens);
-        bench_json_uint(&j, "prompt_tokens", s->prompt_tokens);
-        bench_json_number(&j, "tokens_per_s", tps);
-        bench_json_uint(&j, "steps", s->steps);
-        bench_json_uint(&j, "graphed_steps", s->graphed_steps);
-        bench_json_number(&j, "mean_step_ms", step_ms);
-        bench_json_uint(&j, "buckets_captured", s->buckets_captured);
-        bench_json_uint(&j, "buckets_dropped", s->buckets_dropped);
-        bench_json_number(&j, "capture_ms", s->capture_ms);
-        bench_json_bool(&j, "verified", st->o.verify);
-        bench_json_uint(&j, "tp", st->o.tp);
-        bench_json_object_end(&j);
-        bench_json_end(&j);
-        return;
+        tool_json_array_end(&j);
+        tool_json_uint(&j, "n_requests", st->n_req);
+        tool_json_uint(&j, "tokens", s->generated_tokens);
+        tool_json_uint(&j, "prompt_tokens", s->prompt_tokens);
+        tool_json_number(&j, "tokens_per_s", tps);
+        tool_json_uint(&j, "steps", s->steps);
+        tool_json_uint(&j, "graphed_steps", s->graphed_steps);
+        tool_json_number(&j, "mean_step_ms", step_ms);
+        tool_json_uint(&j, "buckets_captured", s->buckets_captured);
+        tool_json_uint(&j, "buckets_dropped", s->buckets_dropped);
+        tool_json_number(&j, "capture_ms", s->capture_ms);
+        tool_json_bool(&j, "verified", st->o.verify);
+        tool_json_uint(&j, "tp", st->o.tp);
+        tool_json_object_end(&j);
+        return tool_json_end(&j);
     }
     for (size_t i = 0; i < st->n_req; i++) {
         const run_request *r = &st->req[i];
@@ -531,13 +569,14 @@ static void print_report(const run_state *st, const acg_model_stats *s, double s
     }
     printf("requests %zu, tokens %llu (prompt %llu), %.1f tokens/s, %llu steps (%llu replayed), "
            "mean step %.2f ms\n",
-           st->n_req, (unsigned long long)s->generated_tokens,
-           (unsigned long long)s->prompt_tokens, tps, (unsigned long long)s->steps,
-           (unsigned long long)s->graphed_steps, step_ms);
+           st->n_req, (unsigned long long)s->generated_tokens, (unsigned long long)s->prompt_tokens,
+           tps, (unsigned long long)s->steps, (unsigned long long)s->graphed_steps, step_ms);
     printf("buckets captured %u, dropped %u, capture time %.1f ms\n", s->buckets_captured,
            s->buckets_dropped, s->capture_ms);
-    if (st->ranks.comm != NULL)
+    if (st->ranks.comm != NULL) {
         printf("tensor parallel over %llu ranks (rank 0 prints)\n", (unsigned long long)st->o.tp);
+    }
+    return TOOL_EXIT_OK;
 }
 
 /* ---- the command ----------------------------------------------------------------------------- */
@@ -546,54 +585,68 @@ static int load(run_state *st) {
     acg_status s;
     if (st->o.preset != NULL) {
         acg_model_config c = ACG_MODEL_CONFIG_INIT;
-        if ((s = acg_model_preset_get_config(st->o.preset, &c)) != ACG_OK)
+        if ((s = acg_model_preset_get_config(st->o.preset, &c)) != ACG_OK) {
             return run_fail(st, s, "reading the preset");
-        if ((s = acg_model_preset_load(st->o.preset, 1, &st->weights)) != ACG_OK)
+        }
+        if ((s = acg_model_preset_load(st->o.preset, 1, &st->weights)) != ACG_OK) {
             return run_fail(st, s, "building the preset");
-        if ((s = acg_tokenizer_preset(c.vocab_size, &st->tok)) != ACG_OK)
+        }
+        if ((s = acg_tokenizer_preset(c.vocab_size, &st->tok)) != ACG_OK) {
             return run_fail(st, s, "building the preset's tokenizer");
-        if (!st->o.json && prints(st))
+        }
+        if (!st->o.json && prints(st)) {
             fprintf(stderr,
                     "acg: the %s preset has random weights, so its text means nothing; "
                     "--model and --tokenizer load a trained llama2.c checkpoint\n",
                     st->o.preset);
+        }
     } else {
-        if ((s = acg_model_weights_load(st->o.model, &st->weights)) != ACG_OK)
+        if ((s = acg_model_weights_load(st->o.model, &st->weights)) != ACG_OK) {
             return run_fail(st, s, "loading the model");
+        }
         int32_t vocab = acg_model_weights_get_config(st->weights)->vocab_size;
-        if ((s = acg_tokenizer_load(st->o.tokenizer, vocab, &st->tok)) != ACG_OK)
+        if ((s = acg_tokenizer_load(st->o.tokenizer, vocab, &st->tok)) != ACG_OK) {
             return run_fail(st, s, "loading the tokenizer");
+        }
     }
-    if ((s = acg_device_open(bench_ranks_device(&st->ranks, st->o.backend), &st->dev)) != ACG_OK)
+    if ((s = acg_device_open(bench_ranks_device(&st->ranks, st->o.backend), &st->dev)) != ACG_OK) {
         return run_fail(st, s, "opening the device");
-    return CLI_EXIT_OK;
+    }
+    return TOOL_EXIT_OK;
 }
 
-int cli_run(int argc, char **argv) {
+int cmd_run(int argc, char **argv) {
     run_state *st = calloc(1, sizeof *st);
-    if (st == NULL)
-        return cli_failf("run", "out of memory");
+    if (st == NULL) {
+        return tool_failf("run", "out of memory");
+    }
     int rc = parse_options(argc, argv, &st->o);
     if (rc != 0) {
         free(st);
-        return rc < 0 ? CLI_EXIT_OK : rc;
+        return rc < 0 ? TOOL_EXIT_OK : rc;
     }
     rc = bench_ranks_join(&st->ranks, st->o.tp, "run");
     st->progress = isatty(STDERR_FILENO) && !st->o.json && prints(st);
-    if (rc == CLI_EXIT_OK)
+    if (rc == TOOL_EXIT_OK) {
         rc = read_prompts(st);
-    if (rc == CLI_EXIT_OK)
+    }
+    if (rc == TOOL_EXIT_OK) {
         rc = load(st);
-    if (rc == CLI_EXIT_OK)
+    }
+    if (rc == TOOL_EXIT_OK) {
         rc = encode_prompts(st);
+    }
     acg_model_stats stats = ACG_MODEL_STATS_INIT;
     double seconds = 0;
-    if (rc == CLI_EXIT_OK)
+    if (rc == TOOL_EXIT_OK) {
         rc = generate(st, st->o.graphs, "generating", &stats, &seconds);
-    if (rc == CLI_EXIT_OK && st->o.verify)
+    }
+    if (rc == TOOL_EXIT_OK && st->o.verify) {
         rc = verify(st);
-    if (rc == CLI_EXIT_OK && prints(st))
-        print_report(st, &stats, seconds);
+    }
+    if (rc == TOOL_EXIT_OK && prints(st)) {
+        rc = print_report(st, &stats, seconds);
+    }
     for (size_t i = 0; i < st->n_req; i++) {
         free(st->req[i].text);
         free(st->req[i].ids);
@@ -601,8 +654,9 @@ int cli_run(int argc, char **argv) {
     }
     acg_tokenizer_free(st->tok);
     acg_model_weights_free(st->weights);
-    if (st->dev != NULL)
+    if (st->dev != NULL) {
         acg_device_close(st->dev);
+    }
     bench_ranks_leave(&st->ranks, rc);
     free(st);
     return rc;
