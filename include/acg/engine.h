@@ -349,10 +349,19 @@ typedef struct acg_bucket_report {
     char reason[256];    /* why dropped ("budget: ...", the capture's error, "another rank") */
     double capture_ms;   /* time spent capturing its slots (warm-ups included) */
     uint64_t eager_peak; /* device bytes one eager step allocated at its peak */
+    /* Added with the graph memory figures. Graphs of one pool never replay at the same time,
+     * so every graph lays its scratch out over the same pool memory: a bucket's graph_bytes
+     * are what it would need of a pool of its own, and the pool holds about the largest
+     * bucket's, not the sum (acg_runner_get_pool_bytes). */
+    uint64_t graph_bytes; /* pool bytes its captured graphs need: the largest of its slots' (and
+                             regions') graphs, whose scratch shares the same memory; 0 unless
+                             captured */
+    uint64_t pool_growth; /* bytes the pool grew by while capturing it: 0 when its graphs fit in
+                             what the pool already held (a failed capture may have grown it too) */
 } acg_bucket_report;
 
 #define ACG_BUCKET_REPORT_INIT                                                                     \
-    { sizeof(acg_bucket_report), {NULL, 0, 0, 0}, ACG_BUCKET_EAGER, {0}, 0.0, 0 }
+    { sizeof(acg_bucket_report), {NULL, 0, 0, 0}, ACG_BUCKET_EAGER, {0}, 0.0, 0, 0, 0 }
 
 typedef struct acg_runner acg_runner;
 
@@ -360,20 +369,25 @@ typedef struct acg_runner acg_runner;
  * (can_capture) and the device capability: an unsupported recipe is ACG_ERR_UNSUPPORTED (with
  * graphs off nothing is checked or allocated). Then it allocates every bucket's static buffers
  * (inputs per slot and outputs, at the largest bucket's shape), runs each bucket's step eagerly
- * once to measure its peak device memory, and captures largest first into one graph pool,
- * each slot after two eager warm-ups. A bucket whose capture would leave less than the largest
- * eager peak free under memory_limit is dropped (reason "budget"), largest first. A bucket
- * counts only if all its slots captured on every rank (comm); a dropped bucket is logged at
- * error level and served eagerly. With graphs required, a dropped bucket fails the creation,
- * naming the bucket and its reason. ACG_ERR_INVALID_ARGUMENT for a NULL config or out; a
- * config, recipe or comm size that acg.h's rule for growing structs refuses (each is read at
- * its own size); no recipe, buckets or stream; a recipe without a name, without input_bytes
- * or output_bytes for its inputs and outputs, with more than 16 outputs, or without forward
- * (piecewise: regions, and between for more than one); a bucket without a label (of fewer than
- * 64 characters) or a batch; a comm without barrier or allreduce_min_i32; n_slots above 2, or
- * 0 with ACG_NUM_SLOTS set to anything but 1 or 2 (the detail names the variable and the
- * value). ACG_ERR_WRONG_DEVICE for a stream of another device. A comm callback's failure is
- * returned as it is, and the runner is not created. Synchronous. */
+ * once to measure its peak device memory, orders the buckets largest first by that peak
+ * (every rank's largest, with a comm; ties by shape), runs every slot of every bucket eagerly
+ * twice (the measuring run is slot 0's first; each run is waited for, so creation holds at most
+ * one eager step's temporaries, and none beside the pool), and captures in that order into one
+ * graph pool, which then holds about the largest bucket's graph memory, not the sum (see
+ * acg_bucket_report). A bucket whose warm-up fails is dropped (reason "warm-up failed"); one
+ * whose capture would leave less than the largest eager peak free under memory_limit is
+ * dropped (reason "budget"), largest first. A bucket counts only if all its slots captured on
+ * every rank (comm); a dropped bucket is logged at error level and served eagerly. With graphs
+ * required, a dropped bucket fails the creation, naming the bucket and its reason.
+ * ACG_ERR_INVALID_ARGUMENT for a NULL config or out; a config, recipe or comm size that acg.h's
+ * rule for growing structs refuses (each is read at its own size); no recipe, buckets or
+ * stream; a recipe without a name, without input_bytes or output_bytes for its inputs and
+ * outputs, with more than 16 outputs, or without forward (piecewise: regions, and between for
+ * more than one); a bucket without a label (of fewer than 64 characters) or a batch; a comm
+ * without barrier or allreduce_min_i32; n_slots above 2, or 0 with ACG_NUM_SLOTS set to
+ * anything but 1 or 2 (the detail names the variable and the value). ACG_ERR_WRONG_DEVICE for a
+ * stream of another device. A comm callback's failure is returned as it is, and the runner is not
+ * created. Synchronous. */
 ACG_API acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config,
                                      acg_runner **out);
 ACG_API acg_status acg_runner_destroy(acg_runner *runner);
@@ -415,7 +429,11 @@ ACG_API acg_status acg_runner_release(acg_runner *runner, acg_lease *lease);
 ACG_API acg_status acg_runner_get_report(const acg_runner *runner, uint32_t bucket,
                                          acg_bucket_report *out);
 ACG_API uint32_t acg_runner_get_bucket_count(const acg_runner *runner);
-/* Device bytes the runner's graph pool holds. */
+/* Device bytes the runner's graph pool holds: all the graph memory of its buckets together,
+ * held until the runner is destroyed (0 with graphs off). Every bucket's graphs lay their scratch
+ * out over this same memory, so it is about the largest of the buckets' graph_bytes, not their
+ * sum; the buckets' pool_growth add up to it. ACG_ERR_INVALID_HANDLE; ACG_ERR_INVALID_ARGUMENT
+ * for a NULL out. */
 ACG_API acg_status acg_runner_get_pool_bytes(const acg_runner *runner, size_t *out);
 
 #ifdef __cplusplus

@@ -153,6 +153,8 @@ struct acg_graph_pool {
     struct acg__chunk {
         acg__bk_mem *mem; /* backend memory, never moved */
         size_t size;
+        size_t used;      /* bytes at its start that capture `capture` carved */
+        uint64_t capture; /* the capture into the pool that last carved from it */
     } * chunks;
     uint32_t n_chunks, cap_chunks;
     size_t bytes;
@@ -183,7 +185,6 @@ struct acg__capture {
     uint32_t n_joined; /* streams that ever took part, the origin included: the next index */
     acg_buffer **scratch;
     uint32_t n_scratch, cap_scratch;
-    uint32_t chunk, chunk_off; /* pool cursor */
     acg__capture *next;        /* in dev->captures */
 };
 

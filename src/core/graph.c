@@ -55,28 +55,40 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: %zu bytes", fn, size);
     }
     size_t need = (size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1);
-    /* Captures lay their scratch out from the pool's start, so graphs of one pool share it and
-     * the pool holds only what its largest graph needs. Chunks are appended, never moved. */
-    while (c->chunk < pool->n_chunks && pool->chunks[c->chunk].size - c->chunk_off < need) {
-        c->chunk++;
-        c->chunk_off = 0;
+    /* Graphs of one pool never replay at the same time, so each capture lays its scratch out
+     * over the whole pool as if it were alone, from the first chunk with room (the tail of an
+     * earlier chunk included): the pool holds what its largest graph needs, not the sum. Only
+     * the capture's own pieces must not overlap; a chunk's `used` counts them, and a chunk last
+     * carved by another capture starts empty. Chunks are appended, never moved. */
+    uint32_t at = 0;
+    for (; at < pool->n_chunks; at++) {
+        struct acg__chunk *k = &pool->chunks[at];
+        if (k->capture != c->id) {
+            k->capture = c->id;
+            k->used = 0;
+        }
+        if (k->size - k->used >= need) {
+            break;
+        }
     }
-    if (c->chunk == pool->n_chunks) {
+    if (at == pool->n_chunks) {
         if (!acg__grow((void **)&pool->chunks, &pool->cap_chunks, pool->n_chunks + 1,
                        sizeof *pool->chunks)) {
             return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         }
-        size_t chunk_size = need > MIN_CHUNK ? need : MIN_CHUNK;
+        /* A piece of its own size, or for small pieces a chunk they can share: an eighth of
+         * what the pool holds, at most MIN_CHUNK, so that a small pool does not end in a
+         * mostly empty chunk. */
+        size_t share = pool->bytes / 8 < MIN_CHUNK ? pool->bytes / 8 : MIN_CHUNK;
+        size_t chunk_size = need > share ? need : share;
         acg__bk_mem *mem = NULL;
         acg_status st = acg__device_mem_alloc(dev, chunk_size, &mem);
         if (st != ACG_OK) {
             return acg__error(st, "%s: the graph pool could not grow by %zu bytes", fn, chunk_size);
         }
-        pool->chunks[pool->n_chunks].mem = mem;
-        pool->chunks[pool->n_chunks].size = chunk_size;
+        pool->chunks[at] = (struct acg__chunk){mem, chunk_size, 0, c->id};
         pool->n_chunks++;
         pool->bytes += chunk_size;
-        c->chunk_off = 0;
     }
     if (!acg__grow((void **)&c->scratch, &c->cap_scratch, c->n_scratch + 1, sizeof *c->scratch)) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -86,8 +98,8 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     b->dev = dev;
-    b->mem = pool->chunks[c->chunk].mem;
-    b->offset = c->chunk_off;
+    b->mem = pool->chunks[at].mem;
+    b->offset = pool->chunks[at].used;
     b->size = size;
     b->scratch = true;
     b->capture_id = c->id;
@@ -95,7 +107,7 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
         acg__free(b);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    c->chunk_off += need;
+    pool->chunks[at].used += need;
     c->scratch[c->n_scratch++] = b;
     *out = b;
     return ACG_OK;
@@ -178,6 +190,14 @@ acg_status acg_graph_pool_get_bytes(const acg_graph_pool *pool, size_t *out) {
     *out = pool->bytes;
     pthread_mutex_unlock(&pool->dev->lock);
     return ACG_OK;
+}
+
+size_t acg__graph_scratch_bytes(const acg_graph *g) {
+    size_t bytes = 0;
+    for (uint32_t i = 0; g != NULL && i < g->n_scratch; i++) {
+        bytes += (g->scratch[i]->size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1);
+    }
+    return bytes;
 }
 
 /* ---- descriptions ------------------------------------------------------------------------ */

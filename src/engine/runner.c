@@ -3,8 +3,9 @@
  *
  * Creation follows a fixed order, because each step depends on the one before: check that the
  * recipe can be captured at all (before allocating anything), claim every static buffer, measure
- * each bucket's eager peak, then capture largest first into one pool so that smaller buckets
- * reuse the largest one's memory, and finally agree with the other ranks on what was kept. */
+ * each bucket's eager peak, order the buckets by it, warm every slot up, then capture largest
+ * first into one pool so that smaller buckets reuse the largest one's memory, and finally agree
+ * with the other ranks on what was kept. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,14 +34,17 @@ static const char *const env_names[] = {
 const acg__env_table acg__engine_env = {"engine", env_names,
                                         sizeof env_names / sizeof env_names[0]};
 
-/* A min-reduction over the ranks, its failure named. */
+/* A min-reduction over the ranks, its failure named. The detail is copied first: formatting
+ * acg_last_error() into itself would garble it. */
 static acg_status agree_min(const acg_comm *comm, int32_t *values, size_t n) {
     acg_status st = comm->allreduce_min_i32(comm->user, values, n);
-    return st == ACG_OK ? ACG_OK
-                        : acg__error(st,
-                                     "acg_runner_create: the comm's allreduce_min_i32 failed "
-                                     "(%s): %s",
-                                     acg_status_name(st), acg_last_error());
+    if (st == ACG_OK) {
+        return ACG_OK;
+    }
+    char detail[512];
+    acg__error_copy(detail, sizeof detail);
+    return acg__error(st, "acg_runner_create: the comm's allreduce_min_i32 failed (%s): %s",
+                      acg_status_name(st), detail);
 }
 
 static acg_graph_mode resolve_mode(acg_graph_mode mode) {
@@ -278,21 +282,22 @@ static acg_status capture_part(acg_runner *r, uint32_t b, uint32_t slot, uint32_
     return end;
 }
 
-/* Two eager warm-ups, then every part of every slot; all or nothing. */
+/* Every part of every slot (warm_up ran them eagerly before any capture); all or nothing. The
+ * bucket's graph memory is its largest graph's scratch: its slots and regions replay one at a
+ * time, like every graph of the pool, and lay their scratch out over the same memory. */
 static acg_status capture_bucket(acg_runner *r, uint32_t b) {
     bucket *bk = &r->buckets[b];
     acg_status st = ACG_OK;
+    uint64_t most = 0;
     for (uint32_t slot = 0; slot < r->n_slots && st == ACG_OK; slot++) {
-        for (int w = 0; w < 2 && st == ACG_OK; w++) {
-            st = acg__runner_run_eager(r, b, slot, r->stream);
-        }
-        if (st == ACG_OK) {
-            st = acg_stream_synchronize(r->stream);
-        }
         for (uint32_t p = 0; p < r->n_parts && st == ACG_OK; p++) {
-            st = capture_part(r, b, slot, p, &bk->graphs[slot * r->n_parts + p]);
+            acg_graph **g = &bk->graphs[slot * r->n_parts + p];
+            st = capture_part(r, b, slot, p, g);
+            uint64_t bytes = st == ACG_OK ? acg__graph_scratch_bytes(*g) : 0;
+            most = bytes > most ? bytes : most;
         }
     }
+    bk->report.graph_bytes = st == ACG_OK ? most : 0;
     return st;
 }
 
@@ -318,6 +323,7 @@ static void drop(acg_runner *r, uint32_t b, acg_status status, const char *fmt, 
     va_end(ap);
     drop_graphs(r, b);
     bk->report.state = ACG_BUCKET_DROPPED;
+    bk->report.graph_bytes = 0;
     bk->status = status;
     acg__log(ACG_LOG_ERROR, "runner %s: bucket (%s, %llu, batch %u, tokens %u) served eagerly: %s",
              r->recipe.name, bk->label, (unsigned long long)bk->report.key.key_info,
@@ -326,6 +332,10 @@ static void drop(acg_runner *r, uint32_t b, acg_status status, const char *fmt, 
 
 /* ---- the budget: eager peaks, then what capture may take ---------------------------------- */
 
+/* Runs each bucket's step once, eagerly, in slot 0, and keeps the peak of the device's memory
+ * accounting above what was in use before: the bucket's eager peak (its temporaries). Each run
+ * is waited for, so its stream-ordered frees are reclaimed before the next one measures. The
+ * run is also slot 0's first warm-up. */
 static acg_status measure_peaks(acg_runner *r, uint64_t *largest) {
     acg_status st = ACG_OK;
     *largest = 0;
@@ -355,6 +365,62 @@ static acg_status measure_peaks(acg_runner *r, uint64_t *largest) {
         }
     }
     return st;
+}
+
+/* Largest first, by memory: the buckets in decreasing eager peak, every rank's largest (KiB,
+ * agreed with a min-reduction of their negatives) so that every rank captures in the same
+ * order; ties keep the order by shape (batch, then tokens). The first capture sizes the pool
+ * and the smaller ones lay their scratch out in it; in order of shape alone, a bucket of fewer
+ * rows but more tokens could come later, need more, and grow the pool past what any one bucket
+ * needs. */
+static acg_status order_by_peak(acg_runner *r, const acg_comm *comm) {
+    int32_t *kib = acg__calloc(r->n_buckets, sizeof *kib);
+    if (kib == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_runner_create: out of memory");
+    }
+    for (uint32_t b = 0; b < r->n_buckets; b++) {
+        uint64_t k = (r->buckets[b].report.eager_peak + 1023) / 1024;
+        kib[b] = -(int32_t)(k < INT32_MAX ? k : INT32_MAX);
+    }
+    acg_status st = comm != NULL ? agree_min(comm, kib, r->n_buckets) : ACG_OK;
+    /* Insertion sort, stable: r->order is by shape already. */
+    for (uint32_t i = 1; st == ACG_OK && i < r->n_buckets; i++) {
+        uint32_t b = r->order[i], at = i;
+        while (at > 0 && kib[b] < kib[r->order[at - 1]]) {
+            r->order[at] = r->order[at - 1];
+            at--;
+        }
+        r->order[at] = b;
+    }
+    acg__free(kib);
+    return st;
+}
+
+/* Every slot of every bucket runs eagerly twice before anything is captured (slot 0's first
+ * run was measure_peaks'), to pay what a first run costs (loading, compiling, a library's
+ * workspace) outside the capture. Each run is waited for, so its temporaries are reclaimed
+ * before the next run allocates its own, and no warm-up runs beside the pool: creation holds
+ * at most the statics, the pool and one eager step's temporaries, never two. Every rank runs
+ * the same warm-ups in the same order, so their collectives pair. A bucket whose warm-up fails
+ * is dropped. */
+static void warm_up(acg_runner *r) {
+    for (uint32_t i = 0; i < r->n_buckets; i++) {
+        uint32_t b = r->order[i];
+        double t0 = now_ms();
+        acg_status st = ACG_OK;
+        for (uint32_t slot = 0; slot < r->n_slots && st == ACG_OK; slot++) {
+            for (int w = slot == 0 ? 1 : 0; w < 2 && st == ACG_OK; w++) {
+                st = acg__runner_run_eager(r, b, slot, r->stream);
+                if (st == ACG_OK) {
+                    st = acg_stream_synchronize(r->stream);
+                }
+            }
+        }
+        r->buckets[b].report.capture_ms += now_ms() - t0;
+        if (st != ACG_OK) {
+            drop(r, b, st, "warm-up failed: %s: %s", acg_status_name(st), acg_last_error());
+        }
+    }
 }
 
 /* Whether capturing bucket b keeps `reserve` bytes free under limit; the pool grows by at most
@@ -505,16 +571,21 @@ static acg_status alloc_runner(acg_device *dev, const acg_runner_config *c, acg_
     return ok ? ACG_OK : acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_runner_create: out of memory");
 }
 
-/* Captures every bucket that fits, largest first, then keeps only what every rank kept. */
+/* Measures, orders and warms up every bucket, then captures every bucket that fits, largest
+ * first, and keeps only what every rank kept. */
 static acg_status capture_all(acg_runner *r, const acg_runner_config *c) {
     const acg_comm *comm = c->comm;
     uint64_t limit =
         c->memory_limit ? c->memory_limit : acg_device_get_capability(r->dev)->memory_bytes;
     uint64_t reserve = 0;
     acg_status st = measure_peaks(r, &reserve);
+    if (st == ACG_OK) {
+        st = order_by_peak(r, comm);
+    }
     if (st != ACG_OK) {
         return st;
     }
+    warm_up(r);
     st = acg_graph_pool_create(r->dev, &r->pool);
     if (st != ACG_OK) {
         return st;
@@ -525,29 +596,40 @@ static acg_status capture_all(acg_runner *r, const acg_runner_config *c) {
     }
     for (uint32_t i = 0; i < r->n_buckets && st == ACG_OK; i++) {
         uint32_t b = r->order[i];
+        bucket *bk = &r->buckets[b];
         char why[256];
         double t0 = now_ms();
-        bool fit = fits(r, b, limit, reserve, why, sizeof why);
-        /* Every rank captures the bucket or none does: a rank that skipped it would skip the
-         * eager warm-ups, and their collectives, that the others run. */
-        int32_t all_fit = fit;
-        if (comm != NULL && (st = agree_min(comm, &all_fit, 1)) != ACG_OK) {
+        bool warm = bk->report.state != ACG_BUCKET_DROPPED;
+        bool fit = warm && fits(r, b, limit, reserve, why, sizeof why);
+        /* Every rank captures the bucket or none does: the ranks keep the same buckets, so
+         * each step's replays, and the collectives in them, pair. */
+        int32_t all[2] = {warm, fit};
+        if (comm != NULL && (st = agree_min(comm, all, 2)) != ACG_OK) {
             break;
         }
-        if (!fit) {
+        if (!warm) {
+            /* dropped by warm_up, with its reason */
+        } else if (!fit) {
             drop(r, b, ACG_ERR_OUT_OF_MEMORY, "%s", why);
-        } else if (!all_fit) {
+        } else if (!all[0]) {
+            drop(r, b, ACG_ERR_CAPTURE_INVALIDATED,
+                 "dropped on another rank, whose warm-up failed");
+        } else if (!all[1]) {
             drop(r, b, ACG_ERR_OUT_OF_MEMORY,
                  "budget: dropped on another rank, whose memory "
                  "cannot hold its capture");
         } else {
+            size_t before = 0, after = 0;
+            acg_graph_pool_get_bytes(r->pool, &before);
             acg_status cs = capture_bucket(r, b);
+            acg_graph_pool_get_bytes(r->pool, &after);
+            bk->report.pool_growth = after - before;
             if (cs != ACG_OK) {
                 drop(r, b, cs, "capture failed: %s: %s", acg_status_name(cs), acg_last_error());
             }
         }
-        r->buckets[b].report.capture_ms = now_ms() - t0;
-        kept[i] = r->buckets[b].report.state == ACG_BUCKET_CAPTURED;
+        bk->report.capture_ms += now_ms() - t0;
+        kept[i] = bk->report.state == ACG_BUCKET_CAPTURED;
         /* Once per capture attempt, pass or fail, so every rank passes the same barriers. */
         if (comm != NULL) {
             st = comm->barrier(comm->user);

@@ -192,5 +192,9 @@ acg_device *acg__stream_device(const acg_stream *s);
 acg_device *acg__buffer_device(const acg_buffer *buf);
 /* The device's name for messages: its spec and which open it was ("cpu:0 (open #2)"). */
 const char *acg__device_name(const acg_device *dev);
+/* Bytes of its pool that the graph's scratch (acg_stream_alloc in its capture) occupies, each
+ * piece rounded up to the pool's alignment: what the graph would need of a pool of its own.
+ * 0 for NULL. The graph must not be destroyed meanwhile (its scratch never changes). */
+size_t acg__graph_scratch_bytes(const acg_graph *g);
 
 #endif /* ACG_CORE_LAYER_H */
