@@ -119,8 +119,39 @@ static void test_open_by_spec(void **state) {
     }
 }
 
-/* NULL spec: without $ACG_DEVICE some available device opens; with it, that device opens, and
- * a bad $ACG_DEVICE is reported like a bad spec. */
+/* The default device as acg.h states the rule, from the devices this process sees: the first
+ * accelerator (not host_cpu) with graphs, else the first accelerator, else the cpu backend's,
+ * else the first device. */
+static void expected_default(char *spec, size_t size) {
+    char found[4][64] = {"", "", "", ""};
+    for (size_t i = 0; i < acg_backend_count(); i++) {
+        acg_backend_info info = ACG_BACKEND_INFO_INIT;
+        TC_OK(acg_backend_get_info(i, &info));
+        for (int d = 0; info.available && d < info.device_count; d++) {
+            acg_capability cap = {.size = sizeof cap};
+            if (acg_device_describe(info.name, d, &cap) != ACG_OK || !cap.available) {
+                continue;
+            }
+            const bool fits[4] = {!cap.host_cpu && cap.graphs, !cap.host_cpu,
+                                  strcmp(info.name, "cpu") == 0, true};
+            for (int pass = 0; pass < 4; pass++) {
+                if (fits[pass] && found[pass][0] == '\0') {
+                    snprintf(found[pass], sizeof found[pass], "%s:%d", info.name, d);
+                }
+            }
+        }
+    }
+    for (int pass = 0; pass < 4; pass++) {
+        if (found[pass][0] != '\0') {
+            snprintf(spec, size, "%s", found[pass]);
+            return;
+        }
+    }
+    fail_msg("no device is available");
+}
+
+/* NULL spec: without $ACG_DEVICE the default device opens (acg_device_get_default says which);
+ * with it, that device opens, and a bad $ACG_DEVICE is reported like a bad spec. */
 static void test_open_null_spec(void **state) {
     (void)state;
     const char *saved = getenv("ACG_DEVICE");
@@ -130,15 +161,32 @@ static void test_open_null_spec(void **state) {
     }
 
     assert_int_equal(unsetenv("ACG_DEVICE"), 0);
+    char want[64];
+    expected_default(want, sizeof want);
+    char spec[64];
+    TC_OK(acg_device_get_default(spec, sizeof spec));
+    assert_string_equal(spec, want);
     acg_device *dev = NULL;
     TC_OK(acg_device_open(NULL, &dev));
     assert_non_null(dev);
+    assert_string_equal(acg_device_get_spec(dev), want);
     const acg_capability *cap = acg_device_get_capability(dev);
     assert_non_null(cap);
     assert_true(cap->available);
     tc_close(dev);
+    /* The spec must fit, NUL included. */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_default(spec, strlen(want)));
+    TC_LAST_ERROR_HAS("needs");
+    TC_OK(acg_device_get_default(spec, strlen(want) + 1));
+    assert_string_equal(spec, want);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_default(NULL, sizeof spec));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_default(spec, 0));
 
     assert_int_equal(setenv("ACG_DEVICE", "cpu", 1), 0);
+    TC_OK(acg_device_get_default(spec, sizeof spec));
+    assert_string_equal(spec, "cpu");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_default(spec, 3));
+    TC_LAST_ERROR_HAS("ACG_DEVICE");
     dev = NULL;
     TC_OK(acg_device_open(NULL, &dev));
     assert_string_equal(acg_device_get_capability(dev)->backend, "cpu");
@@ -228,6 +276,10 @@ static void test_capability_fields(void **state) {
         assert_true(cap->graph_update);
         assert_true(cap->multi_stream_capture);
         assert_true(cap->pinned_memory);
+        assert_true(cap->host_cpu);
+    }
+    if (tc_backend_is("cuda")) {
+        assert_false(cap->host_cpu); /* a GPU, even the test driver's */
     }
     assert_true(cap->memory_bytes > 0);
     /* The cached struct is the same object on every call. */

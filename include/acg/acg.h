@@ -209,6 +209,10 @@ typedef struct acg_capability {
     bool pinned_register; /* acg_pinned_register can page-lock host memory the caller owns */
     /* Added with process groups. */
     bool collectives; /* acg_device_group_create and acg_allreduce work (and are captured) */
+    /* Added with the choice of the default device. */
+    bool host_cpu; /* the device is the host's own CPU: the cpu backend, or an OpenCL or Level
+                      Zero driver's CPU device (PoCL); acg_device_open(NULL) passes over it for
+                      an accelerator */
 } acg_capability;
 
 /* Describes device `index` of backend `backend` without opening it (name and capability as the
@@ -218,13 +222,22 @@ typedef struct acg_capability {
  * a NULL argument or an out->size that was not set. */
 ACG_API acg_status acg_device_describe(const char *backend, int index, acg_capability *out);
 
+/* The spec acg_device_open(NULL) opens, into spec (at most size bytes with the NUL): $ACG_DEVICE
+ * when it is set, else the first device, in the build's order of backends, that is an
+ * accelerator (not host_cpu) with graphs, else an accelerator without, else the cpu backend's
+ * (the oracle, and faster on the host than a driver's CPU device), else any device of the
+ * host's CPU. Describes the backends (loads their drivers) but opens nothing.
+ * ACG_ERR_INVALID_ARGUMENT for a NULL spec, or a size the spec does not fit (the message gives
+ * its length); ACG_ERR_UNAVAILABLE when no backend has a usable device. */
+ACG_API acg_status acg_device_get_default(char *spec, size_t size);
+
 /* Opens a device. spec is "backend", "backend:N" or "backend:N?key=value[&key=value...]"
  * ("cpu", "opencl:0", "cuda:0", "level_zero:0", "cpu:0?capture=native&threads=4"); NULL means
- * $ACG_DEVICE, or else the best available device (an accelerator with graphs first, the cpu
- * backend last). Options are the backend's: the cpu backend takes capture=native (its workers
- * record captured work as a driver does, native_capture in the capability) or
- * capture=description (the default), and threads=N, the threads a kernel that can be split
- * runs on (acg_kernel_desc's cpu_parts), 1..256: the stream's worker and N - 1 threads of the
+ * the default device (acg_device_get_default: $ACG_DEVICE, else an accelerator with graphs
+ * first, the cpu backend when there is none). Options are the backend's: the cpu backend takes
+ * capture=native (its workers record captured work as a driver does, native_capture in the
+ * capability) or capture=description (the default), and threads=N, the threads a kernel that can be
+ * split runs on (acg_kernel_desc's cpu_parts), 1..256: the stream's worker and N - 1 threads of the
  * device's pool, started here (default $ACG_CPU_THREADS, else one per online core; the
  * capability's name says how many); a backend refuses an option it does not know. Queries the
  * capability once and caches it. ACG_ERR_INVALID_ARGUMENT for a malformed spec, an option the

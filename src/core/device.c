@@ -114,9 +114,24 @@ acg_status acg_device_describe(const char *backend, int index, acg_capability *o
     return acg__output_write(out, &cap, sizeof cap, "acg_capability", "acg_device_describe");
 }
 
-/* The first device of the most preferred available backend that has graphs, else any. */
-static acg_status pick_best(char *spec, size_t size) {
-    for (int want_graphs = 1; want_graphs >= 0; want_graphs--) {
+/* Whether the device suits pass `pass` of the default's choice (acg_device_get_default): 0 an
+ * accelerator with graphs, 1 any accelerator, 2 the cpu backend's, 3 any device at all. */
+static bool default_pass(int pass, const char *backend, const acg_capability *cap) {
+    switch (pass) {
+    case 0:
+        return !cap->host_cpu && cap->graphs;
+    case 1:
+        return !cap->host_cpu;
+    case 2:
+        return strcmp(backend, "cpu") == 0;
+    default:
+        return true;
+    }
+}
+
+/* The first available device of the earliest pass of default_pass, as "backend:N". */
+static acg_status pick_best(char *spec, size_t size, const char *fn) {
+    for (int pass = 0; pass < 4; pass++) {
         for (size_t i = 0; i < acg__backend_count(); i++) {
             acg_backend_info info = ACG_BACKEND_INFO_INIT;
             if (acg_backend_get_info(i, &info) != ACG_OK || !info.available) {
@@ -125,14 +140,49 @@ static acg_status pick_best(char *spec, size_t size) {
             for (int d = 0; d < info.device_count; d++) {
                 acg_capability cap = {.size = sizeof cap};
                 if (acg_device_describe(info.name, d, &cap) == ACG_OK && cap.available &&
-                    (cap.graphs || !want_graphs)) {
+                    default_pass(pass, info.name, &cap)) {
                     snprintf(spec, size, "%s:%d", info.name, d);
                     return ACG_OK;
                 }
             }
         }
     }
-    return acg__error(ACG_ERR_UNAVAILABLE, "acg_device_open: no backend has a usable device");
+    return acg__error(ACG_ERR_UNAVAILABLE, "%s: no backend has a usable device", fn);
+}
+
+/* The spec a NULL spec means: $ACG_DEVICE, else pick_best's. */
+static acg_status default_spec(char *spec, size_t size, const char *fn) {
+    const char *env = acg__env_get("ACG_DEVICE");
+    if (env != NULL && *env != '\0') {
+        if (strlen(env) >= size) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s: ACG_DEVICE=\"%.64s\" is %zu bytes, more than the %zu the "
+                              "spec may hold",
+                              fn, env, strlen(env), size - 1);
+        }
+        snprintf(spec, size, "%s", env);
+        return ACG_OK;
+    }
+    char best[48];
+    acg_status st = pick_best(best, sizeof best, fn);
+    if (st == ACG_OK && strlen(best) >= size) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the default \"%s\" needs %zu bytes, not %zu",
+                        fn, best, strlen(best) + 1, size);
+    }
+    if (st == ACG_OK) {
+        snprintf(spec, size, "%s", best);
+    }
+    return st;
+}
+
+acg_status acg_device_get_default(char *spec, size_t size) {
+    ACG__CALL_SCOPE;
+    if (spec == NULL || size == 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_device_get_default: %s",
+                          spec == NULL ? "spec is NULL" : "size is 0");
+    }
+    acg__env_check_once();
+    return default_spec(spec, size, "acg_device_get_default");
 }
 
 acg_status acg_device_open(const char *spec, acg_device **out) {
@@ -141,16 +191,13 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_device_open: out is NULL");
     }
     acg__env_check_once();
-    char best[48];
+    char chosen[256];
     if (spec == NULL) {
-        spec = acg__env_get("ACG_DEVICE");
-        if (spec == NULL || *spec == '\0') {
-            acg_status st = pick_best(best, sizeof best);
-            if (st != ACG_OK) {
-                return st;
-            }
-            spec = best;
+        acg_status st = default_spec(chosen, sizeof chosen, "acg_device_open");
+        if (st != ACG_OK) {
+            return st;
         }
+        spec = chosen;
     }
     char name[24], options[48];
     int index = 0;

@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <acg/acg.h>
@@ -77,9 +78,28 @@ static int gather(size_t index, backend_row *row) {
     return TOOL_EXIT_OK;
 }
 
+/* Whether device d of backend is the default device def ("backend:N", or an ACG_DEVICE spec
+ * such as "cpu" or "cpu:0?threads=2", which names device 0 when it gives no index). */
+static bool is_default(const char *def, const char *backend, int d) {
+    size_t n = strlen(backend);
+    if (strncmp(def, backend, n) != 0) {
+        return false;
+    }
+    const char *rest = def + n;
+    if (*rest == '\0' || *rest == '?') {
+        return d == 0;
+    }
+    if (*rest != ':') {
+        return false;
+    }
+    char *end = NULL;
+    long index = strtol(rest + 1, &end, 10);
+    return end != rest + 1 && (*end == '\0' || *end == '?') && index == d;
+}
+
 /* ---- human table ----------------------------------------------------------------------------- */
 
-static void print_table(const backend_row *rows, size_t n) {
+static void print_table(const backend_row *rows, size_t n, const char *def) {
     static const char *const backend_headers[] = {"backend", "available", "devices", "reason"};
     static const int backend_widths[] = {-10, -9, 7, -6};
     tool_table t;
@@ -99,17 +119,19 @@ static void print_table(const backend_row *rows, size_t n) {
     }
 
     /* The name comes last: it is the one long column. */
-    static const char *const dev_headers[] = {"device", "available",    "pinned", "graphs",
-                                              "update", "multi-stream", "memory", "name"};
-    static const int dev_widths[] = {-12, -9, -6, -6, -6, -12, 10, -4};
+    static const char *const dev_headers[] = {"device",       "default", "available",
+                                              "pinned",       "graphs",  "update",
+                                              "multi-stream", "memory",  "name"};
+    static const int dev_widths[] = {-12, -7, -9, -6, -6, -6, -12, 10, -4};
     printf("\n");
-    tool_table_begin(&t, stdout, 8, dev_widths, dev_headers);
+    tool_table_begin(&t, stdout, 9, dev_widths, dev_headers);
     for (size_t b = 0; b < n; b++) {
         for (int d = 0; d < rows[b].n_devices; d++) {
             const acg_capability *cap = &rows[b].caps[d];
             char mem[32];
             format_bytes(cap->memory_bytes, mem, sizeof mem);
             tool_table_cell(&t, "%s:%d", rows[b].info.name, d);
+            tool_table_cell(&t, "%s", is_default(def, rows[b].info.name, d) ? "*" : "");
             tool_table_cell(&t, "%s", yes_no(cap->available));
             tool_table_cell(&t, "%s", yes_no(cap->pinned_memory));
             tool_table_cell(&t, "%s", yes_no(cap->graphs));
@@ -128,11 +150,16 @@ static void print_table(const backend_row *rows, size_t n) {
         }
     }
     printf("the reference model's cpu kernels: %s (ACG_CPU_SIMD chooses)\n", acg_model_cpu_simd());
+    printf("default device (*): %s, which acg run and the benches open without --backend: %s\n",
+           def[0] ? def : "none",
+           getenv("ACG_DEVICE") && *getenv("ACG_DEVICE")
+               ? "ACG_DEVICE names it"
+               : "an accelerator with graphs first, else the cpu backend");
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-static int print_json(const backend_row *rows, size_t n) {
+static int print_json(const backend_row *rows, size_t n, const char *def) {
     char version[32];
     snprintf(version, sizeof version, "%d.%d.%d", ACG_VERSION_MAJOR, ACG_VERSION_MINOR,
              ACG_VERSION_PATCH);
@@ -159,7 +186,9 @@ static int print_json(const backend_row *rows, size_t n) {
             tool_json_int(&j, "index", d);
             tool_json_string(&j, "spec", spec);
             tool_json_string(&j, "name", name);
+            tool_json_bool(&j, "default", is_default(def, bi->name, d));
             tool_json_bool(&j, "available", cap->available);
+            tool_json_bool(&j, "host_cpu", cap->host_cpu);
             tool_json_bool(&j, "pinned_memory", cap->pinned_memory);
             tool_json_bool(&j, "graphs", cap->graphs);
             tool_json_bool(&j, "graph_update", cap->graph_update);
@@ -176,6 +205,7 @@ static int print_json(const backend_row *rows, size_t n) {
         tool_json_object_end(&j);
     }
     tool_json_array_end(&j);
+    tool_json_string(&j, "default_device", def[0] ? def : NULL);
     tool_json_string(&j, "model_cpu_simd", acg_model_cpu_simd());
     tool_json_object_end(&j);
     return tool_json_end(&j);
@@ -208,9 +238,14 @@ int cmd_info(int argc, char **argv) {
             return rc;
         }
     }
-    if (json) {
-        return print_json(rows, n);
+    /* The device acg_device_open(NULL) opens; none when nothing is available. */
+    char def[256] = "";
+    if (acg_device_get_default(def, sizeof def) != ACG_OK) {
+        def[0] = '\0';
     }
-    print_table(rows, n);
+    if (json) {
+        return print_json(rows, n, def);
+    }
+    print_table(rows, n, def);
     return TOOL_EXIT_OK;
 }

@@ -82,6 +82,7 @@ static void describe(uint32_t threads, const char *bad_env, acg_capability *out)
     out->multi_stream_capture = true;
     out->graph_host_functions = true;
     out->collectives = true; /* shared memory among the ranks of one host (collective.c) */
+    out->host_cpu = true;
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     snprintf(out->detail, sizeof out->detail,
              "device memory is host memory; a graph replays as one queue entry of the stream's "

@@ -364,6 +364,7 @@ static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capab
     out->native_capture = native;
     out->graph_host_functions = false; /* a command list has no host node */
     out->pinned_register = false;
+    out->host_cpu = props.type == ZE_DEVICE_TYPE_CPU;
     /* At most about 210 characters: the detail's 256 hold it. */
     int written = snprintf(
         out->detail, sizeof out->detail, "Level Zero API %u.%u, driver %u; graphs %s; %s",

@@ -105,10 +105,12 @@ static void describe_device(cl_platform_id platform, cl_device_id id, const ocl_
                             acg_capability *out) {
     cl_bool available = CL_FALSE;
     cl_ulong mem = 0;
+    cl_device_type type = 0;
     char pname[96] = "", pversion[256] = "";
     clGetDeviceInfo(id, CL_DEVICE_NAME, sizeof out->name, out->name, NULL);
     clGetDeviceInfo(id, CL_DEVICE_AVAILABLE, sizeof available, &available, NULL);
     clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
+    clGetDeviceInfo(id, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
     clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof pversion, pversion, NULL);
     /* "OpenCL 3.0 PoCL 3.1+debian  Linux, ...": what follows a double space is build detail. */
@@ -124,6 +126,7 @@ static void describe_device(cl_platform_id platform, cl_device_id id, const ocl_
     /* Forks and joins become sync points inside one command buffer. */
     out->multi_stream_capture = out->graphs;
     out->memory_bytes = mem;
+    out->host_cpu = (type & CL_DEVICE_TYPE_CPU) != 0; /* PoCL's pthread device, for one */
     if (snprintf(out->detail, sizeof out->detail, "platform %s (%s); %s", pname, pversion,
                  cb->why) >= (int)sizeof out->detail) {
         /* The detail is a summary: a cut-off platform string is acceptable. */

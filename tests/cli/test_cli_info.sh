@@ -1,0 +1,141 @@
+#!/bin/sh
+# test_cli_info.sh ACG SCRATCH [CUDA_TEST_DRIVER] — `acg info` and its default device: the table
+# marks exactly one device with '*' and names it on its last line, --json says the same
+# (default_device, and "default" on that device alone), and the choice follows acg.h's rule:
+# without an accelerator the cpu backend, never a driver's CPU device such as PoCL's; with one
+# (acg's CUDA test driver, when given) the accelerator; ACG_DEVICE overrides both. Bad input:
+# an unknown option exits 2, a report that cannot be written exits 1.
+set -u
+LC_ALL=C
+export LC_ALL
+
+if [ $# -lt 2 ]; then
+    echo "usage: $0 ACG_BINARY SCRATCH_DIR [CUDA_TEST_DRIVER]" >&2
+    exit 2
+fi
+ACG=$1
+DIR=$2
+CUDA_DRIVER=${3-}
+rm -rf "$DIR"
+mkdir -p "$DIR" || exit 1
+OUT=$DIR/stdout
+ERR=$DIR/stderr
+unset ACG_DEVICE ACG_CUDA_DRIVER
+
+failures=0
+cases=0
+
+fail() {
+    if [ "$case_failed" = no ]; then
+        failures=$((failures + 1))
+        echo "FAIL: $name"
+    fi
+    case_failed=yes
+    echo "    $1"
+    echo "    exit status $rc; stdout:"
+    sed 's/^/      | /' "$OUT" | head -n 30
+    echo "    stderr:"
+    sed 's/^/      | /' "$ERR" | head -n 10
+}
+
+begin() {
+    name=$1
+    cases=$((cases + 1))
+    case_failed=no
+}
+
+pass() {
+    if [ "$case_failed" = no ]; then
+        echo "ok: $name"
+    fi
+}
+
+# default_is SPEC DEVICE [ENV...]: `acg info` and `acg info --json` under the environment ENV
+# agree that SPEC is the default, and mark DEVICE ("backend:N", the device SPEC opens) alone.
+default_is() {
+    want=$1
+    device=$2
+    shift 2
+    env "$@" "$ACG" info >"$OUT" 2>"$ERR"
+    rc=$?
+    [ "$rc" -eq 0 ] || fail "acg info: expected exit status 0"
+    marked=$(awk '/^device +default/ { t = 1; next } t && /^$/ { exit }
+                  t && $2 == "*" { print $1 }' "$OUT")
+    [ "$marked" = "$device" ] || fail "expected the table to mark $device alone, it marks '$marked'"
+    grep -q "^default device (\*): $want, " "$OUT" ||
+        fail "expected the line 'default device (*): $want, ...'"
+    env "$@" "$ACG" info --json >"$OUT" 2>"$ERR"
+    rc=$?
+    [ "$rc" -eq 0 ] || fail "acg info --json: expected exit status 0"
+    python3 - "$want" "$device" "$OUT" <<'EOF' >"$DIR/json-check" 2>&1 ||
+import json, sys
+want, device, path = sys.argv[1], sys.argv[2], sys.argv[3]
+d = json.load(open(path))
+assert d["default_device"] == want, f"default_device is {d['default_device']!r}, not {want!r}"
+marked = [x["spec"] for b in d["backends"] for x in b["devices"] if x["default"]]
+assert marked == [device], f"devices marked default: {marked}"
+EOF
+        fail "$(cat "$DIR/json-check")"
+}
+
+available() {
+    "$ACG" info --json | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+print(' '.join(x['spec'] for b in d['backends'] for x in b['devices'] if x['available']))"
+}
+
+# ---- the choice -------------------------------------------------------------------------------
+
+begin "no accelerator: the cpu backend"
+devices=$(available)
+default_is cpu:0 cpu:0
+case " $devices " in
+*" opencl:0 "*)
+    # PoCL's device is the host's CPU: present, and passed over for the cpu backend.
+    "$ACG" info --json | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+cpu = [x['host_cpu'] for b in d['backends'] if b['name'] == 'opencl' for x in b['devices']]
+assert cpu and all(cpu), cpu" || fail "expected opencl's devices here to be the host's CPU"
+    ;;
+esac
+pass
+
+begin "ACG_DEVICE names the default"
+default_is cpu cpu:0 ACG_DEVICE=cpu
+default_is "cpu:0?threads=1" cpu:0 ACG_DEVICE="cpu:0?threads=1"
+case " $devices " in
+*" opencl:0 "*) default_is opencl:0 opencl:0 ACG_DEVICE=opencl:0 ;;
+esac
+pass
+
+if [ -n "$CUDA_DRIVER" ]; then
+    begin "an accelerator comes first (acg's CUDA test driver)"
+    default_is cuda:0 cuda:0 ACG_CUDA_DRIVER="$CUDA_DRIVER"
+    pass
+fi
+
+# ---- bad input --------------------------------------------------------------------------------
+
+begin "unknown option"
+"$ACG" info --nosuch >"$OUT" 2>"$ERR"
+rc=$?
+[ "$rc" -eq 2 ] || fail "expected exit status 2"
+grep -q "^acg: info: unknown option '--nosuch'" "$ERR" || fail "expected the unknown option named"
+grep -q "^usage: acg info" "$ERR" || fail "expected the usage line"
+[ -s "$OUT" ] && fail "expected nothing on stdout"
+pass
+
+if [ -w /dev/full ]; then
+    begin "a report that cannot be written"
+    "$ACG" info --json >/dev/full 2>"$ERR"
+    rc=$?
+    : >"$OUT"
+    [ "$rc" -eq 1 ] || fail "expected exit status 1"
+    grep -q "^acg: " "$ERR" || fail "expected one line 'acg: ...' on stderr"
+    pass
+fi
+
+echo "$((cases - failures)) of $cases cases passed"
+[ "$failures" -eq 0 ]
