@@ -925,6 +925,108 @@ static void test_budget_driver_free(void **state) {
     acg__device_set_free_memory(f->dev, 0);
 }
 
+/* Whether graph g's DOT text holds needle. */
+static bool dot_has(const acg_graph *g, const char *needle) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    assert_non_null(f);
+    TC_OK(acg_graph_write_dot(g, f, 0));
+    fclose(f);
+    bool found = strstr(text, needle) != NULL;
+    free(text);
+    return found;
+}
+
+/* A bucket's captured graph, one per slot (and region), owned by the runner; every refusal with
+ * its status and detail, and the out-parameter untouched by each. */
+static void test_get_graph(void **state) {
+    fx *f = *state;
+    const acg_graph *g = NULL, *sentinel = (const acg_graph *)&g;
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_get_graph(NULL, 0, 0, 0, &g));
+    TC_LAST_ERROR_HAS("acg_runner_get_graph");
+
+    /* Graphs off: every bucket is served eagerly and has no graph. */
+    acg_runner_config c = config(f, three, 3, ACG_GRAPHS_OFF);
+    c.n_slots = 2;
+    acg_runner *r = NULL;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    g = sentinel;
+    TC_EXPECT(ERR_NOT_FOUND, acg_runner_get_graph(r, 1, 0, 0, &g));
+    TC_LAST_ERROR_HAS("bucket 1 (decode, batch 8, tokens 8) has no graph: graphs are off");
+    assert_ptr_equal(g, sentinel);
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_runner_get_graph(r, 3, 0, 0, &g));
+    TC_LAST_ERROR_HAS("bucket 3 is out of range (the runner's: 0..2)");
+    TC_OK(acg_runner_destroy(r));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_get_graph(r, 0, 0, 0, &g));
+    assert_ptr_equal(g, sentinel);
+    NEED_GRAPHS_DEV(f->dev, f->s);
+
+    /* Whole steps, bucket batch 4 dropped: one graph per slot of each captured bucket. */
+    f->m.fail_mask = 4;
+    c.graphs = ACG_GRAPHS_ON;
+    tc_log_capture_begin(ACG_LOG_ERROR); /* the drop is logged; keep it off the output */
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    tc_log_capture_end();
+    f->m.fail_mask = 0;
+    const acg_graph *g0 = NULL, *g1 = NULL, *again = NULL;
+    TC_OK(acg_runner_get_graph(r, 0, 0, 0, &g0));
+    TC_OK(acg_runner_get_graph(r, 0, 1, 0, &g1));
+    TC_OK(acg_runner_get_graph(r, 0, 0, 0, &again));
+    assert_non_null(g0);
+    assert_non_null(g1);
+    assert_ptr_not_equal(g0, g1);
+    assert_ptr_equal(g0, again);
+    assert_ptr_equal(acg_graph_get_device(g0), f->dev);
+    /* The forward's add, copy and axpy, then the copy of the output out of graph scratch. */
+    size_t nodes = 0;
+    TC_OK(acg_graph_get_node_count(g0, &nodes));
+    assert_int_equal(nodes, 4);
+    acg_node_info last = {0};
+    TC_OK(acg_graph_get_node(g0, 3, &last));
+    assert_int_equal(last.kind, ACG_NODE_COPY_D2D);
+    assert_true(dot_has(g0, "copy d2d"));
+    TC_OK(acg_runner_get_graph(r, 1, 1, 0, &g));
+    assert_ptr_not_equal(g, g0);
+    g = sentinel;
+    TC_EXPECT(ERR_NOT_FOUND, acg_runner_get_graph(r, 2, 0, 0, &g));
+    TC_LAST_ERROR_HAS("bucket 2 (decode, batch 4, tokens 4) has no graph: it was dropped");
+    TC_LAST_ERROR_HAS("acg_stream_synchronize"); /* the report's reason */
+    assert_ptr_equal(g, sentinel);
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_runner_get_graph(r, UINT32_MAX, 0, 0, &g));
+    TC_LAST_ERROR_HAS("bucket 4294967295 is out of range (the runner's: 0..2)");
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_runner_get_graph(r, 0, 2, 0, &g));
+    TC_LAST_ERROR_HAS("slot 2 is out of range (the runner's: 0..1)");
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_runner_get_graph(r, 0, 0, 1, &g));
+    TC_LAST_ERROR_HAS("region 1 is out of range (the runner's: 0..0)");
+    assert_ptr_equal(g, sentinel);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_get_graph(r, 0, 0, 0, NULL));
+    TC_LAST_ERROR_HAS("out is NULL");
+    /* The runner owns its graphs: they still serve steps after being looked at. */
+    check_against_eager(f, r, three, 2, false);
+    TC_OK(acg_runner_destroy(r));
+
+    /* Piecewise: one graph per region, region 0 adding, region 1 an axpy. */
+    c.piecewise = true;
+    c.n_slots = 1;
+    TC_OK(acg_runner_create(f->dev, &c, &r));
+    const acg_graph *p0 = NULL, *p1 = NULL;
+    TC_OK(acg_runner_get_graph(r, 2, 0, 0, &p0));
+    TC_OK(acg_runner_get_graph(r, 2, 0, 1, &p1));
+    assert_ptr_not_equal(p0, p1);
+    acg_node_info n0 = {0}, n1 = {0};
+    TC_OK(acg_graph_get_node(p0, 0, &n0));
+    TC_OK(acg_graph_get_node(p1, 0, &n1));
+    assert_int_equal(n0.kind, ACG_NODE_KERNEL);
+    assert_int_equal(n1.kind, ACG_NODE_KERNEL);
+    assert_string_not_equal(n0.kernel, n1.kernel);
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_runner_get_graph(r, 2, 0, 2, &g));
+    TC_LAST_ERROR_HAS("region 2 is out of range (the runner's: 0..1)");
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_runner_get_graph(r, 2, 1, 0, &g));
+    TC_LAST_ERROR_HAS("slot 1 is out of range (the runner's: 0..0)");
+    TC_OK(acg_runner_destroy(r));
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -943,6 +1045,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_budget_driver_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_num_slots_env, setup, teardown),
         cmocka_unit_test_setup_teardown(test_struct_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_graph, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_runner"), tests, NULL, NULL);
 }

@@ -436,6 +436,20 @@ ACG_API uint32_t acg_runner_get_bucket_count(const acg_runner *runner);
  * for a NULL out. */
 ACG_API acg_status acg_runner_get_pool_bytes(const acg_runner *runner, size_t *out);
 
+/* The graph that slot `slot` of bucket `bucket` replays for region `region` (a whole-step
+ * runner has one region, 0; a piecewise one has its recipe's n_regions), to look at it
+ * (acg_graph_get_node, acg_graph_write_dot). The graph belongs to the runner and lives until
+ * the runner is destroyed: do not destroy, discard or update it, and replay it only through
+ * acg_runner_run, which keeps the slot's inputs and the pool's other graphs in order.
+ * Synchronous and thread-safe: a runner's graphs do not change after creation. *out is left
+ * untouched on an error. ACG_ERR_INVALID_HANDLE for a NULL or destroyed runner;
+ * ACG_ERR_INVALID_ARGUMENT for a NULL out; ACG_ERR_OUT_OF_RANGE for a bucket, slot or region
+ * out of range (the detail gives the range); ACG_ERR_NOT_FOUND for a bucket that has no graphs:
+ * one served eagerly because graphs are off, or one dropped at creation (the detail says which,
+ * with the report's reason). */
+ACG_API acg_status acg_runner_get_graph(const acg_runner *runner, uint32_t bucket, uint32_t slot,
+                                        uint32_t region, const acg_graph **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -780,3 +780,49 @@ acg_status acg_runner_destroy(acg_runner *r) {
     destroy_runner(r);
     return ACG_OK;
 }
+
+/* ---- looking at the graphs ---------------------------------------------------------------- */
+
+/* ACG_ERR_OUT_OF_RANGE naming the index and its range, unless v < n. */
+static acg_status check_index(const char *fn, const char *what, uint32_t v, uint32_t n) {
+    if (v < n) {
+        return ACG_OK;
+    }
+    return acg__error(ACG_ERR_OUT_OF_RANGE, "%s: %s %u is out of range (the runner's: 0..%u)", fn,
+                      what, v, n - 1);
+}
+
+acg_status acg_runner_get_graph(const acg_runner *r, uint32_t b, uint32_t slot, uint32_t region,
+                                const acg_graph **out) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_runner_get_graph";
+    acg_status st = acg__runner_check(r, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    if ((st = check_index(fn, "bucket", b, r->n_buckets)) != ACG_OK ||
+        (st = check_index(fn, "slot", slot, r->n_slots)) != ACG_OK ||
+        (st = check_index(fn, "region", region, r->n_parts)) != ACG_OK) {
+        return st;
+    }
+    /* Graphs are made and dropped only while the runner is created: no lock is needed. */
+    const bucket *bk = &r->buckets[b];
+    const acg_bucket_key *k = &bk->report.key;
+    if (bk->report.state == ACG_BUCKET_EAGER) {
+        return acg__error(ACG_ERR_NOT_FOUND,
+                          "%s: bucket %u (%s, batch %u, tokens %u) has no graph: graphs are off, "
+                          "so it is served eagerly",
+                          fn, b, k->label, k->batch, k->tokens);
+    }
+    if (bk->report.state == ACG_BUCKET_DROPPED) {
+        return acg__error(ACG_ERR_NOT_FOUND,
+                          "%s: bucket %u (%s, batch %u, tokens %u) has no graph: it was dropped "
+                          "at creation (%s)",
+                          fn, b, k->label, k->batch, k->tokens, bk->report.reason);
+    }
+    *out = bk->graphs[slot * r->n_parts + region];
+    return ACG_OK;
+}

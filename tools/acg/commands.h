@@ -16,4 +16,8 @@ extern const char cmd_info_usage[];
 int cmd_run(int argc, char **argv);
 extern const char cmd_run_usage[];
 
+/* tools/acg/graph.c: the reference model's captured graphs as Graphviz DOT or SVG. */
+int cmd_graph(int argc, char **argv);
+extern const char cmd_graph_usage[];
+
 #endif /* ACG_TOOL_COMMANDS_H */

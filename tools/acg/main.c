@@ -29,6 +29,8 @@ static const tool_command commands[] = {
      NULL},
     {"run", cmd_run, cmd_run_usage,
      "generate text with the reference model (default: the small preset)", NULL},
+    {"graph", cmd_graph, cmd_graph_usage,
+     "write the graphs the reference model captured, as DOT or SVG (--list: its buckets)", NULL},
     {"bench", cmd_bench, NULL, "run a benchmark; --help after NAME for its options",
      bench_registry},
     {"help", cmd_help, "usage: acg help | --version\n", "this text (--version: the version)", NULL},

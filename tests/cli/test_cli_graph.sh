@@ -1,0 +1,565 @@
+#!/bin/sh
+# test_cli_graph.sh ACG SCRATCH — tests of the `acg graph` command line: each case runs the built
+# tool on the tiny preset and the cpu backend and checks its exit status, what it said and the
+# files it left. DOT must name the model's kernels; SVG must be well-formed XML (python3's
+# xml.etree) naming the same nodes. A bad command line exits 2, a failure while working exits 1
+# with one line on stderr, and neither leaves a file (nor a temporary one) behind. Any sanitizer
+# report on stderr fails the case.
+#
+# SVG needs Graphviz's dot (scripts/install-deps.sh installs the Debian package graphviz); without
+# it the rendering cases check the message saying what to install instead. Without python3 the
+# SVG parse and the checkpoint cases are left out and, once every other case has passed, the
+# script exits 77 (CTest's skip) saying so.
+set -u
+LC_ALL=C
+export LC_ALL
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 ACG_BINARY SCRATCH_DIR" >&2
+    exit 2
+fi
+ACG=$1
+DIR=$2
+rm -rf "$DIR"
+mkdir -p "$DIR" || exit 1
+OUT=$DIR/stdout
+ERR=$DIR/stderr
+# Every case writes under $W, emptied before each case, so what a case leaves is all there is.
+W=$DIR/w
+umask 022
+
+failures=0
+cases=0
+have_python=no
+if command -v python3 >/dev/null 2>&1; then
+    have_python=yes
+fi
+have_dot=no
+if command -v dot >/dev/null 2>&1; then
+    have_dot=yes
+else
+    echo "note: Graphviz's dot is not installed (Debian package graphviz): the SVG cases check" \
+        "the message saying so instead"
+fi
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+# run NAME ARGS...: runs `acg graph ARGS...` in a fresh $W, stdout to $OUT, stderr to $ERR,
+# status to $rc. $RUN_PATH, when set, is the PATH the tool sees.
+RUN_PATH=
+run() {
+    name=$1
+    shift
+    cases=$((cases + 1))
+    case_failed=no
+    cmdline="acg graph $*"
+    rm -rf "$W"
+    mkdir -p "$W"
+    if [ -n "$RUN_PATH" ]; then
+        PATH=$RUN_PATH "$ACG" graph "$@" >"$OUT" 2>"$ERR"
+    else
+        "$ACG" graph "$@" >"$OUT" 2>"$ERR"
+    fi
+    rc=$?
+    if grep -a -q -e 'Sanitizer' -e 'runtime error' "$ERR"; then
+        fail "a sanitizer report on stderr"
+    fi
+}
+
+fail() {
+    if [ "$case_failed" = no ]; then
+        failures=$((failures + 1))
+        echo "FAIL: $name: $cmdline"
+    fi
+    case_failed=yes
+    echo "    $1"
+    echo "    exit status $rc; stdout:"
+    sed 's/^/      | /' "$OUT" | head -n 20
+    echo "    stderr:"
+    sed 's/^/      | /' "$ERR" | head -n 20
+    echo "    files:"
+    ls -A "$W" 2>/dev/null | sed 's/^/      | /'
+}
+
+pass() {
+    if [ "$case_failed" = no ]; then
+        echo "ok: $name"
+    fi
+}
+
+expect_rc() {
+    if [ "$rc" -ne "$1" ]; then
+        fail "expected exit status $1"
+    fi
+}
+
+# expect_out TEXT / expect_err TEXT / expect_file_has FILE TEXT: holds TEXT (a fixed string).
+expect_out() {
+    if ! grep -a -q -F -e "$1" "$OUT"; then
+        fail "expected stdout to hold '$1'"
+    fi
+}
+
+expect_err() {
+    if ! grep -a -q -F -e "$1" "$ERR"; then
+        fail "expected stderr to hold '$1'"
+    fi
+}
+
+expect_file_has() {
+    if ! grep -a -q -F -e "$2" "$1"; then
+        fail "expected $1 to hold '$2'"
+    fi
+}
+
+# expect_files NAMES...: $W holds exactly these files (none when no name is given): nothing
+# half-written, no temporary file.
+expect_files() {
+    want=$(printf '%s\n' "$@" | LC_ALL=C sort | sed '/^$/d' | tr '\n' ' ')
+    got=$(ls -A "$W" | LC_ALL=C sort | tr '\n' ' ')
+    if [ "$got" != "$want" ]; then
+        fail "expected the files '$want' and found '$got'"
+    fi
+}
+
+# usage_error NAME ARGS...: exit 2, "acg: <problem>" then the usage line on stderr, no stdout,
+# and no file written.
+usage_error() {
+    run "$@"
+    expect_rc 2
+    expect_err "usage: acg graph"
+    if ! head -n 1 "$ERR" | grep -a -q '^acg: '; then
+        fail "expected the first line of stderr to start with 'acg: '"
+    fi
+    if [ -s "$OUT" ]; then
+        fail "expected nothing on stdout"
+    fi
+    expect_files
+}
+
+# one_line_error STATUS TEXT: exactly one line on stderr, "acg: ..." holding TEXT, and exit
+# status STATUS.
+one_line_error() {
+    expect_rc "$1"
+    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
+        fail "expected exactly one line on stderr"
+    fi
+    if ! grep -a -q '^acg: ' "$ERR"; then
+        fail "expected stderr to start with 'acg: '"
+    fi
+    expect_err "$2"
+}
+
+# expect_kernels FILE: FILE names the model's kernels.
+expect_kernels() {
+    for k in embed_f32 rmsnorm_f32 matmul_f32 rope_f32 kv_store_f32 attention_f32 swiglu_f32 \
+        gather_last_f32 sample_f32; do
+        expect_file_has "$1" "kernel $k"
+    done
+}
+
+# expect_svg FILE NODES: FILE is well-formed XML, an <svg> whose graph has NODES nodes (dot
+# draws each as <g class="node">), their titles n0 .. n(NODES-1), and whose text names the
+# model's kernels.
+expect_svg() {
+    if [ "$have_python" = no ]; then
+        expect_file_has "$1" "<svg"
+        return
+    fi
+    if ! python3 - "$1" "$2" <<'EOF' 2>"$DIR/svg_error"; then
+import sys
+import xml.etree.ElementTree as ET
+
+path, nodes = sys.argv[1], int(sys.argv[2])
+ns = {"svg": "http://www.w3.org/2000/svg"}
+root = ET.parse(path).getroot()
+assert root.tag == "{http://www.w3.org/2000/svg}svg", "root element %s" % root.tag
+drawn = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "node"]
+titles = sorted(g.find("svg:title", ns).text for g in drawn)
+want = sorted("n%d" % i for i in range(nodes))
+assert titles == want, "node titles %s, expected n0..n%d" % (titles, nodes - 1)
+text = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+for kernel in ("embed_f32", "rmsnorm_f32", "matmul_f32", "attention_f32", "sample_f32"):
+    assert "kernel " + kernel in text, "no node names %s" % kernel
+assert "#0 kernel embed_f32" in text, "node #0 is not the embedding"
+assert "stream 0 (origin)" in text, "no stream cluster"
+EOF
+        fail "$1 is not the expected SVG: $(tail -n 1 "$DIR/svg_error")"
+    fi
+}
+
+TINY="--backend cpu --preset tiny"
+
+# shellcheck disable=SC2086 # TINY is a list of words
+{
+# ---- the buckets ------------------------------------------------------------------------------
+
+run "--list" $TINY --list
+expect_rc 0
+expect_out "bucket  label"
+expect_out "nodes"
+n_buckets=$(grep -a -c ' captured ' "$OUT")
+if [ "$n_buckets" -lt 2 ]; then
+    fail "expected several captured buckets"
+fi
+# Bucket 0 is the smallest decode step: one row of one token.
+if ! grep -a -q -E '^ +0 +step +1 +1 +captured +[0-9]+ ' "$OUT"; then
+    fail "expected bucket 0 to be (step, batch 1, tokens 1), captured"
+fi
+nodes=$(grep -a -E '^ +0 ' "$OUT" | awk '{print $6}')
+last=$((n_buckets - 1))
+expect_files
+pass
+
+run "--list --bucket 1" $TINY --list --bucket 1
+expect_rc 0
+if [ "$(grep -a -c ' captured ' "$OUT")" -ne 1 ] || ! grep -a -q -E '^ +1 +step +2 +2 ' "$OUT"; then
+    fail "expected bucket 1 alone"
+fi
+pass
+
+run "--help" --help
+expect_rc 0
+expect_out "usage: acg graph"
+expect_out "--svg FILE"
+pass
+
+# ---- DOT --------------------------------------------------------------------------------------
+
+run "--bucket 0 --dot" $TINY --bucket 0 --dot "$W/g.dot"
+expect_rc 0
+expect_files g.dot
+expect_kernels "$W/g.dot"
+expect_file_has "$W/g.dot" "/* acg graph: bucket 0 (step, batch 1, tokens 1), slot 0 */"
+expect_file_has "$W/g.dot" "digraph acg_graph_"
+expect_out "wrote $W/g.dot: bucket 0 (step, batch 1, tokens 1), slot 0, $nodes nodes"
+if [ "$(grep -a -c 'digraph' "$W/g.dot")" -ne 1 ]; then
+    fail "expected one digraph"
+fi
+if [ "$(stat -c %a "$W/g.dot")" != 644 ]; then
+    fail "expected the permissions of a new file under umask 022 (644)"
+fi
+if [ "$have_dot" = yes ] && ! dot -Tsvg "$W/g.dot" >/dev/null 2>"$DIR/dot_error"; then
+    fail "dot refuses the DOT: $(head -n 1 "$DIR/dot_error")"
+fi
+cp "$W/g.dot" "$DIR/bucket0.dot"
+pass
+
+# The same graph gives the same bytes; an existing file is replaced whole.
+rm -rf "$W"
+mkdir -p "$W"
+echo "old text" >"$W/g.dot"
+cases=$((cases + 1))
+name="--dot over an existing file"
+case_failed=no
+cmdline="acg graph $TINY --bucket 0 --dot $W/g.dot"
+"$ACG" graph $TINY --bucket 0 --dot "$W/g.dot" >"$OUT" 2>"$ERR"
+rc=$?
+expect_rc 0
+expect_files g.dot
+if ! cmp -s "$W/g.dot" "$DIR/bucket0.dot"; then
+    fail "expected the same bytes as the first run"
+fi
+pass
+
+run "--dot - writes to stdout" $TINY --bucket 0 --dot -
+expect_rc 0
+expect_kernels "$OUT"
+if ! head -n 1 "$OUT" | grep -a -q '^/\* acg graph: bucket 0 '; then
+    fail "expected stdout to start with the bucket's comment"
+fi
+if grep -a -q '^wrote ' "$OUT"; then
+    fail "expected nothing but the DOT on stdout"
+fi
+expect_files
+pass
+
+# A write that fails is a failure, not a truncated graph passed off as whole.
+if [ -w /dev/full ]; then
+    cases=$((cases + 1))
+    name="--dot - to a full device"
+    case_failed=no
+    cmdline="acg graph $TINY --bucket 0 --dot - >/dev/full"
+    "$ACG" graph $TINY --bucket 0 --dot - >/dev/full 2>"$ERR"
+    rc=$?
+    : >"$OUT"
+    one_line_error 1 "writing a graph"
+    expect_err "No space left on device"
+    pass
+else
+    echo "note: /dev/full is missing: the full-device case is left out"
+fi
+
+run "--buffers" $TINY --bucket 0 --buffers --dot "$W/g.dot"
+expect_rc 0
+expect_files g.dot
+expect_file_has "$W/g.dot" "shape=cylinder"
+expect_file_has "$W/g.dot" "b0 [label=\"buffer 0"
+expect_file_has "$W/g.dot" "label=\"uses\""
+pass
+
+run "--slot 1" $TINY --bucket 0 --slot 1 --dot "$W/g.dot"
+expect_rc 0
+expect_files g.dot
+expect_file_has "$W/g.dot" "bucket 0 (step, batch 1, tokens 1), slot 1 */"
+expect_out ", slot 1, $nodes nodes"
+pass
+
+run "every bucket into one DOT file" $TINY --dot "$W/all.dot"
+expect_rc 0
+expect_files all.dot
+if [ "$(grep -a -c '^digraph ' "$W/all.dot")" -ne "$n_buckets" ]; then
+    fail "expected one digraph per bucket ($n_buckets)"
+fi
+expect_file_has "$W/all.dot" "/* acg graph: bucket $last "
+expect_out "wrote $W/all.dot: buckets 0..$last, slot 0, one digraph each"
+pass
+
+# ---- SVG --------------------------------------------------------------------------------------
+
+if [ "$have_dot" = yes ]; then
+    run "--bucket 0 --svg" $TINY --bucket 0 --svg "$W/g.svg"
+    expect_rc 0
+    expect_files g.svg
+    expect_svg "$W/g.svg" "$nodes"
+    expect_out "wrote $W/g.svg: bucket 0 (step, batch 1, tokens 1), slot 0, $nodes nodes"
+    pass
+
+    run "--svg of every bucket: one file each" $TINY --svg "$W/all.svg"
+    expect_rc 0
+    named=0
+    for f in "$W"/all-[0-9]*-step-[0-9]*x[0-9]*.svg; do
+        [ -f "$f" ] && named=$((named + 1))
+    done
+    if [ "$named" -ne "$n_buckets" ] || [ "$(ls -A "$W" | wc -l)" -ne "$n_buckets" ]; then
+        fail "expected one SVG per bucket ($n_buckets) and nothing else"
+    fi
+    for f in "$W"/all-*.svg; do
+        expect_svg "$f" "$nodes"
+    done
+    expect_out "wrote $W/all-0-step-1x1.svg: bucket 0 (step, batch 1, tokens 1)"
+    pass
+
+    # A name without .svg gets the bucket's suffix appended.
+    run "--svg of every bucket, FILE without .svg" $TINY --svg "$W/pic"
+    expect_rc 0
+    if [ ! -f "$W/pic-0-step-1x1.svg" ]; then
+        fail "expected $W/pic-0-step-1x1.svg"
+    fi
+    pass
+else
+    run "--svg without dot" $TINY --bucket 0 --svg "$W/g.svg"
+    one_line_error 1 "install the Debian package graphviz"
+    expect_files g.dot
+    pass
+fi
+
+# Without dot on PATH: one line saying what to install, and the DOT beside the SVG's name.
+mkdir -p "$DIR/no-dot-bin"
+RUN_PATH=$DIR/no-dot-bin
+run "--svg, dot missing" $TINY --bucket 0 --svg "$W/g.svg"
+one_line_error 1 "Graphviz's dot is not installed (not found on PATH): install the Debian package"
+expect_err "install the Debian package graphviz (apt-get install graphviz)"
+expect_err "the DOT text was written to '$W/g.dot'"
+expect_files g.dot
+if ! cmp -s "$W/g.dot" "$DIR/bucket0.dot"; then
+    fail "expected the DOT that --dot writes"
+fi
+pass
+
+run "--svg of every bucket, dot missing" $TINY --svg "$W/all.svg"
+one_line_error 1 "install the Debian package graphviz"
+expect_files all.dot
+if [ "$(grep -a -c '^digraph ' "$W/all.dot")" -ne "$n_buckets" ]; then
+    fail "expected one digraph per bucket ($n_buckets)"
+fi
+pass
+
+# A dot that fails, or dies, leaves nothing behind: no SVG, no DOT, no temporary file.
+mkdir -p "$DIR/bad-dot-bin"
+printf '#!/bin/sh\necho "Error: <stdin>: syntax error in line 1" >&2\nexit 3\n' \
+    >"$DIR/bad-dot-bin/dot"
+chmod +x "$DIR/bad-dot-bin/dot"
+RUN_PATH=$DIR/bad-dot-bin
+run "--svg, dot fails" $TINY --bucket 0 --svg "$W/g.svg"
+one_line_error 1 "dot -Tsvg failed with exit status 3: Error: <stdin>: syntax error in line 1"
+expect_files
+pass
+
+mkdir -p "$DIR/dying-dot-bin"
+printf '#!/bin/sh\necho "<svg" \nkill -9 $$\n' >"$DIR/dying-dot-bin/dot"
+chmod +x "$DIR/dying-dot-bin/dot"
+RUN_PATH=$DIR/dying-dot-bin
+run "--svg, dot killed" $TINY --svg "$W/all.svg"
+one_line_error 1 "dot -Tsvg was killed by signal 9"
+expect_files
+pass
+RUN_PATH=
+
+# ---- bad output paths: exit 1, checked before the model is built ------------------------------
+
+run "--dot into a missing directory" $TINY --bucket 0 --dot "$W/no-such-dir/g.dot"
+one_line_error 1 "'$W/no-such-dir/g.dot': No such file or directory"
+expect_files
+pass
+
+run "--dot to a directory" $TINY --bucket 0 --dot "$W"
+one_line_error 1 "'$W': Is a directory"
+expect_files
+pass
+
+run "--dot to a directory, trailing slash" $TINY --bucket 0 --dot "$W/"
+one_line_error 1 "Is a directory"
+expect_files
+pass
+
+run "--svg to a directory" $TINY --bucket 0 --svg "$W"
+one_line_error 1 "'$W': Is a directory"
+expect_files
+pass
+
+: >"$DIR/file"
+run "--dot under a regular file" $TINY --bucket 0 --dot "$DIR/file/g.dot"
+one_line_error 1 "'$DIR/file/g.dot': Not a directory"
+pass
+
+if [ "$(id -u)" -ne 0 ]; then
+    mkdir -p "$DIR/locked"
+    chmod 555 "$DIR/locked"
+    run "--dot into an unwritable directory" $TINY --bucket 0 --dot "$DIR/locked/g.dot"
+    one_line_error 1 "'$DIR/locked/g.dot': Permission denied"
+    if [ -n "$(ls -A "$DIR/locked")" ]; then
+        fail "expected nothing written into $DIR/locked"
+    fi
+    chmod 755 "$DIR/locked"
+    pass
+else
+    echo "note: running as root, who may write anywhere: the unwritable-directory case is left out"
+fi
+
+# ---- failures while working: exit 1, nothing left behind -------------------------------------
+
+run "unknown backend" --backend no-such-backend --preset tiny --bucket 0 --dot "$W/g.dot"
+one_line_error 1 "no-such-backend"
+expect_err "opening the device"
+expect_files
+pass
+
+run "missing model" --backend cpu --model "$W/m.bin" --tokenizer "$W/t.bin" --dot "$W/g.dot"
+one_line_error 1 "loading the model"
+expect_files
+pass
+
+# ---- bad command lines: exit 2, nothing written -----------------------------------------------
+
+# The bucket's range is the model's: found once it is built, one line naming the range.
+run "--bucket out of range" $TINY --bucket "$n_buckets" --dot "$W/g.dot"
+one_line_error 2 "--bucket $n_buckets: the model has buckets 0..$last (--list shows them)"
+expect_files
+if [ -s "$OUT" ]; then
+    fail "expected nothing on stdout"
+fi
+pass
+
+run "--bucket out of range, --svg" $TINY --bucket 4294967295 --svg "$W/g.svg"
+one_line_error 2 "the model has buckets 0..$last"
+expect_files
+pass
+
+for bad in abc -1 1.5 " 1" "" 4294967296; do
+    usage_error "--bucket '$bad'" $TINY --bucket "$bad" --dot "$W/g.dot"
+    expect_err "--bucket takes a bucket's index, a whole number"
+    pass
+done
+usage_error "--bucket without a value" $TINY --dot "$W/g.dot" --bucket
+expect_err "--bucket needs a value"
+pass
+usage_error "--dot and --svg" $TINY --dot "$W/g.dot" --svg "$W/g.svg"
+expect_err "--dot and --svg exclude each other"
+pass
+usage_error "neither --dot nor --svg" $TINY --bucket 0
+expect_err "--dot FILE or --svg FILE"
+pass
+usage_error "--list with --svg" $TINY --list --svg "$W/g.svg"
+expect_err "--list writes no graph"
+pass
+usage_error "--svg to stdout" $TINY --svg -
+expect_err "--svg needs a file"
+pass
+usage_error "--dot without a value" $TINY --dot
+expect_err "--dot needs a value"
+pass
+usage_error "unknown option" $TINY --dot "$W/g.dot" --frobnicate
+expect_err "unknown argument '--frobnicate'"
+pass
+for bad in 2 -1 abc ""; do
+    usage_error "--slot '$bad'" $TINY --slot "$bad" --dot "$W/g.dot"
+    expect_err "--slot takes a whole number in [0, 1]"
+    pass
+done
+for bad in 0 1025 abc; do
+    usage_error "--batch '$bad'" $TINY --batch "$bad" --dot "$W/g.dot"
+    expect_err "--batch takes a whole number in [1, 1024]"
+    pass
+done
+usage_error "--model without --tokenizer" --backend cpu --model "$W/m.bin" --dot "$W/g.dot"
+expect_err "--model and --tokenizer go together"
+pass
+usage_error "--preset with --model" $TINY --model "$W/m.bin" --tokenizer "$W/t.bin" \
+    --dot "$W/g.dot"
+expect_err "--preset and --model exclude each other"
+pass
+usage_error "--preset huge" --backend cpu --preset huge --dot "$W/g.dot"
+expect_err "huge"
+pass
+}
+
+# ---- a checkpoint file ------------------------------------------------------------------------
+
+if [ "$have_python" = no ]; then
+    echo "python3 not found: the SVG parse and the checkpoint case are skipped"
+    if [ "$failures" -ne 0 ]; then
+        echo "$failures of $cases cases failed"
+        exit 1
+    fi
+    exit 77
+fi
+
+# A llama2.c checkpoint (dim 8, hidden 16, 1 layer, 2 heads, 1 KV head, vocab 32 with a separate
+# classifier, seq_len 16) and a 32-token tokenizer.
+if ! python3 - "$DIR" <<'EOF'
+import struct, sys
+
+d = sys.argv[1]
+dim, hidden, layers, heads, kv_heads, vocab, seq = 8, 16, 1, 2, 1, 32, 16
+head_size = dim // heads
+kv_dim = kv_heads * head_size
+floats = (2 * vocab * dim + 2 * layers * dim + 2 * layers * dim * dim + 2 * layers * kv_dim * dim
+          + 3 * layers * hidden * dim + dim + 2 * seq * (head_size // 2))
+with open(d + "/m.bin", "wb") as f:
+    f.write(struct.pack("<7i", dim, hidden, layers, heads, kv_heads, -vocab, seq))
+    f.write(struct.pack("<%df" % floats, *[((i * 37) % 19 - 9) / 32.0 for i in range(floats)]))
+pieces = [b"<unk>", b"\n<s>\n", b"\n</s>\n", b" "] + [bytes([c]) for c in range(97, 123)]
+pieces += [b"hi", b" h"]
+with open(d + "/t.bin", "wb") as f:
+    f.write(struct.pack("<i", max(len(p) for p in pieces)))
+    for i, p in enumerate(pieces):
+        f.write(struct.pack("<fi", -float(i), len(p)) + p)
+EOF
+then
+    echo "FAIL: python3 could not write the checkpoint and tokenizer files"
+    exit 1
+fi
+
+run "--model and --tokenizer" --backend cpu --model "$DIR/m.bin" --tokenizer "$DIR/t.bin" \
+    --batch 2 --bucket 0 --dot "$W/g.dot"
+expect_rc 0
+expect_files g.dot
+expect_kernels "$W/g.dot"
+pass
+
+echo "$((cases - failures)) of $cases cases passed"
+if [ "$failures" -ne 0 ]; then
+    exit 1
+fi
+exit 0
