@@ -26,9 +26,15 @@
  * floats and one of b x vocab_size queued on a stream and synchronized, the median of as many
  * repeats as timed steps. What the split costs is then
  * the graph step's time at --tp N against --tp 1, read against that figure.
+ *
+ * With --trace FILE the library's trace of the whole bench (every model's creation and capture,
+ * every step's phases, every stream entry) is written to FILE in the Chrome trace-event format
+ * (tools/support/tool_trace.h); with --tp N every rank writes its own, FILE.rank<r>. The hook
+ * then costs its share of every timed step.
  */
 #include "bench-impl.h"
 #include "ranks.h"
+#include "tool_trace.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -39,7 +45,7 @@
 
 const char bench_decode_usage[] =
     "usage: acg bench decode [--backend B] [--preset P | --model F] [--batch 1,8,32] [--steps N]\n"
-    "                        [--tp N (under mpirun -np N)] [--json]\n";
+    "                        [--tp N (under mpirun -np N)] [--trace FILE] [--json]\n";
 
 #define PROMPT_LEN 4u   /* tokens of every request's prompt */
 #define WARMUP_STEPS 3u /* untimed decode steps before the timed ones */
@@ -74,7 +80,8 @@ typedef struct decode_config {
     uint32_t batch[MAX_BATCH_SIZES];
     size_t n_batch;
     uint32_t steps;
-    uint64_t tp; /* --tp: the ranks the models are split over */
+    uint64_t tp;       /* --tp: the ranks the models are split over */
+    const char *trace; /* --trace FILE */
 } decode_config;
 
 typedef struct decode_result {
@@ -723,9 +730,28 @@ static int run(const decode_config *cfg) {
     memset(&b, 0, sizeof b);
     b.cfg = cfg;
     int rc = bench_ranks_join(&b.ranks, cfg->tp, "bench decode");
+    tool_trace *trace = NULL;
+    if (rc == TOOL_EXIT_OK && cfg->trace != NULL) {
+        /* Each rank its own file, checked before any work. */
+        char path[4096];
+        const char *file = cfg->trace;
+        char process[64];
+        snprintf(process, sizeof process, "acg bench decode");
+        if (b.ranks.comm != NULL) {
+            snprintf(path, sizeof path, "%s.rank%ld", cfg->trace, (long)b.ranks.rank);
+            snprintf(process, sizeof process, "acg bench decode (rank %ld)", (long)b.ranks.rank);
+            file = path;
+        }
+        tool_trace_options o = {.path = file, .process = process, .pid = (int64_t)getpid()};
+        rc = tool_trace_open(&o, &trace);
+        if (rc == TOOL_EXIT_OK) {
+            rc = tool_trace_start(trace);
+        }
+    }
     if (rc == TOOL_EXIT_OK) {
         rc = run_joined(&b);
     }
+    rc = tool_trace_finish(trace, rc);
     bench_ranks_leave(&b.ranks, rc);
     return rc;
 }
@@ -801,6 +827,11 @@ int bench_decode(int argc, char **argv) {
                 return rc;
             }
             cfg.steps = (uint32_t)steps;
+        } else if ((m = tool_option(argc, argv, &i, "--trace", &v)) != 0) {
+            if (m < 0 || !v[0]) {
+                return tool_usage_error(bench_decode_usage, "bench decode: --trace needs FILE");
+            }
+            cfg.trace = v;
         } else if ((m = tool_option(argc, argv, &i, "--tp", &v)) != 0) {
             int rc = tool_option_u64(bench_decode_usage, "bench decode: ", "--tp", m > 0 ? v : NULL,
                                      1, MAX_TP, &cfg.tp);

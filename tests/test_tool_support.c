@@ -84,6 +84,42 @@ static void test_json_writes_values(void **state) {
                               "\"list\": [1, {}, []]}\n");
 }
 
+/* Fixed-point numbers are exact, whatever their size or sign; more than 9 decimals is a misuse. */
+static void test_json_fixed(void **state) {
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    tool_json j;
+    tool_json_begin(&j, f);
+    tool_json_array_begin(&j, NULL);
+    tool_json_fixed(&j, NULL, 1234567, 3);
+    tool_json_fixed(&j, NULL, -5, 3);
+    tool_json_fixed(&j, NULL, 0, 3);
+    tool_json_fixed(&j, NULL, 42, 0);
+    tool_json_fixed(&j, NULL, INT64_MIN, 9);
+    tool_json_fixed(&j, NULL, 123456789012345678, 9);
+    tool_json_array_end(&j);
+    assert_int_equal(tool_json_end(&j), TOOL_EXIT_OK);
+    char text[256];
+    read_back(f, text, sizeof text);
+    assert_string_equal(text, "[1234.567, -0.005, 0.000, 42, -9223372036.854775808, "
+                              "123456789.012345678]\n");
+
+    f = tmpfile();
+    assert_non_null(f);
+    tool_json_begin(&j, f);
+    tool_json_array_begin(&j, NULL);
+    tool_json_fixed(&j, NULL, 1, 10);
+    tool_json_array_end(&j);
+    capture c;
+    capture_begin(&c);
+    assert_int_equal(tool_json_end(&j), TOOL_EXIT_FAILURE);
+    capture_end(&c, text, sizeof text);
+    assert_non_null(strstr(text, "more than 9 decimals"));
+    read_back(f, text, sizeof text);
+    assert_string_equal(text, "[");
+}
+
 /* TOOL_JSON_MAX_DEPTH levels are written whole. */
 static void test_json_nesting_at_limit(void **state) {
     (void)state;
@@ -491,6 +527,7 @@ static void test_command_tables(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_writes_values),
+        cmocka_unit_test(test_json_fixed),
         cmocka_unit_test(test_json_nesting_at_limit),
         cmocka_unit_test(test_json_nesting_past_limit),
         cmocka_unit_test(test_json_misuse),

@@ -22,7 +22,9 @@
  * overlap a new record of the same event (a waiter then waits for the old point or the new
  * one), and stream_synchronize may overlap the stream's other slots.
  * A slot never calls acg's public functions, and a backend's own threads (a cpu worker) never
- * call into the core except through the allocator.
+ * call into the core except through the allocator and the trace entry (acg__trace_on,
+ * acg__trace_emit, acg__trace_now: a backend that can time its streams emits ACG_TRACE_STREAM
+ * events on a timeline from acg__trace_new_stream, see include/acg/trace.h).
  *
  * Errors. A failing slot returns a status and sets the detail with acg__error, naming the
  * vendor call and its code; the core passes both on (it adds its own detail only where the

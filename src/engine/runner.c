@@ -309,6 +309,84 @@ static void drop_graphs(acg_runner *r, uint32_t b) {
     }
 }
 
+/* ---- traces: what creation does, bucket by bucket (include/acg/trace.h) ------------------- */
+
+/* A bucket's span ("measure", "warm-up", "capture"), naming it as every creation event does:
+ * its index in the caller's order, label and shape; `k` is its place in the largest-first
+ * order, from 1 (0: not given). */
+static void trace_bucket_begin(acg__trace_span *sp, const char *name, const acg_runner *r,
+                               uint32_t b, uint32_t k) {
+    sp->on = false;
+    if (!acg__trace_on(ACG_TRACE_ENGINE)) {
+        return;
+    }
+    const acg_bucket_key *key = &r->buckets[b].report.key;
+    acg_trace_arg args[] = {ACG__TRACE_U("bucket", b),
+                            ACG__TRACE_S("label", key->label),
+                            ACG__TRACE_U("batch", key->batch),
+                            ACG__TRACE_U("tokens", key->tokens),
+                            ACG__TRACE_U("k", k),
+                            ACG__TRACE_U("n", r->n_buckets)};
+    acg__trace_begin(sp, ACG_TRACE_ENGINE, name, args, k > 0 ? 6 : 4);
+}
+
+/* The end of a bucket's capture span: what became of it and what its graphs cost. */
+static void trace_capture_end(acg__trace_span *sp, const acg_runner *r, uint32_t b) {
+    if (!sp->on) {
+        return;
+    }
+    const acg_bucket_report *rep = &r->buckets[b].report;
+    size_t pool = 0;
+    if (r->pool != NULL) {
+        acg_graph_pool_get_bytes(r->pool, &pool);
+    }
+    bool captured = rep->state == ACG_BUCKET_CAPTURED;
+    acg_trace_arg args[] = {ACG__TRACE_B("captured", captured),
+                            ACG__TRACE_U("graph_bytes", rep->graph_bytes),
+                            ACG__TRACE_U("pool_growth", rep->pool_growth),
+                            ACG__TRACE_U("pool_bytes", pool),
+                            ACG__TRACE_U("eager_peak", rep->eager_peak),
+                            ACG__TRACE_D("capture_ms", rep->capture_ms),
+                            ACG__TRACE_S("reason", rep->reason)};
+    acg__trace_end(sp, args, captured ? 6 : 7);
+}
+
+static const char *mode_name(acg_graph_mode mode) {
+    return mode == ACG_GRAPHS_OFF ? "off" : mode == ACG_GRAPHS_REQUIRE ? "require" : "on";
+}
+
+/* The span of a whole creation, from the first allocation to the last capture. */
+static void trace_create_begin(acg__trace_span *sp, const acg_runner_config *c, acg_graph_mode mode,
+                               uint32_t n_slots) {
+    sp->on = false;
+    if (!acg__trace_on(ACG_TRACE_ENGINE)) {
+        return;
+    }
+    acg_trace_arg args[] = {ACG__TRACE_S("recipe", c->recipe->name),
+                            ACG__TRACE_U("buckets", c->n_buckets), ACG__TRACE_U("slots", n_slots),
+                            ACG__TRACE_S("graphs", mode_name(mode)),
+                            ACG__TRACE_B("piecewise", c->piecewise)};
+    acg__trace_begin(sp, ACG_TRACE_ENGINE, "runner create", args, ACG__TRACE_N(args));
+}
+
+static void trace_create_end(acg__trace_span *sp, const acg_runner *r, acg_status st) {
+    if (!sp->on) {
+        return;
+    }
+    uint32_t captured = 0, dropped = 0;
+    size_t pool = 0;
+    for (uint32_t b = 0; st == ACG_OK && b < r->n_buckets; b++) {
+        captured += r->buckets[b].report.state == ACG_BUCKET_CAPTURED;
+        dropped += r->buckets[b].report.state == ACG_BUCKET_DROPPED;
+    }
+    if (st == ACG_OK && r->pool != NULL) {
+        acg_graph_pool_get_bytes(r->pool, &pool);
+    }
+    acg_trace_arg args[] = {ACG__TRACE_B("ok", st == ACG_OK), ACG__TRACE_U("captured", captured),
+                            ACG__TRACE_U("dropped", dropped), ACG__TRACE_U("pool_bytes", pool)};
+    acg__trace_end(sp, args, ACG__TRACE_N(args));
+}
+
 static void drop(acg_runner *r, uint32_t b, acg_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
@@ -328,6 +406,14 @@ static void drop(acg_runner *r, uint32_t b, acg_status status, const char *fmt, 
     acg__log(ACG_LOG_ERROR, "runner %s: bucket (%s, %llu, batch %u, tokens %u) served eagerly: %s",
              r->recipe.name, bk->label, (unsigned long long)bk->report.key.key_info,
              bk->report.key.batch, bk->report.key.tokens, bk->report.reason);
+    if (acg__trace_on(ACG_TRACE_ENGINE)) {
+        acg_trace_arg args[] = {ACG__TRACE_U("bucket", b), ACG__TRACE_S("label", bk->label),
+                                ACG__TRACE_U("batch", bk->report.key.batch),
+                                ACG__TRACE_U("tokens", bk->report.key.tokens),
+                                ACG__TRACE_S("reason", bk->report.reason)};
+        acg__trace_emit(ACG_TRACE_ENGINE, ACG_TRACE_INSTANT, "bucket dropped", acg__trace_now(), 0,
+                        0, args, ACG__TRACE_N(args));
+    }
 }
 
 /* ---- the budget: eager peaks, then what capture may take ---------------------------------- */
@@ -341,6 +427,8 @@ static acg_status measure_peaks(acg_runner *r, uint64_t *largest) {
     *largest = 0;
     for (uint32_t b = 0; b < r->n_buckets && st == ACG_OK; b++) {
         acg_memory_stats m = ACG_MEMORY_STATS_INIT;
+        acg__trace_span span;
+        trace_bucket_begin(&span, "measure", r, b, 0);
         st = acg_stream_synchronize(r->stream);
         if (st == ACG_OK) {
             st = acg_device_reset_peak_memory(r->dev);
@@ -363,6 +451,9 @@ static acg_status measure_peaks(acg_runner *r, uint64_t *largest) {
             r->buckets[b].report.eager_peak = peak;
             *largest = peak > *largest ? peak : *largest;
         }
+        acg_trace_arg done[] = {ACG__TRACE_B("ok", st == ACG_OK),
+                                ACG__TRACE_U("eager_peak", r->buckets[b].report.eager_peak)};
+        acg__trace_end(&span, done, ACG__TRACE_N(done));
     }
     return st;
 }
@@ -408,6 +499,8 @@ static void warm_up(acg_runner *r) {
         uint32_t b = r->order[i];
         double t0 = now_ms();
         acg_status st = ACG_OK;
+        acg__trace_span span;
+        trace_bucket_begin(&span, "warm-up", r, b, i + 1);
         for (uint32_t slot = 0; slot < r->n_slots && st == ACG_OK; slot++) {
             for (int w = slot == 0 ? 1 : 0; w < 2 && st == ACG_OK; w++) {
                 st = acg__runner_run_eager(r, b, slot, r->stream);
@@ -420,6 +513,8 @@ static void warm_up(acg_runner *r) {
         if (st != ACG_OK) {
             drop(r, b, st, "warm-up failed: %s: %s", acg_status_name(st), acg_last_error());
         }
+        acg_trace_arg done[] = {ACG__TRACE_B("ok", st == ACG_OK)};
+        acg__trace_end(&span, done, ACG__TRACE_N(done));
     }
 }
 
@@ -599,12 +694,15 @@ static acg_status capture_all(acg_runner *r, const acg_runner_config *c) {
         bucket *bk = &r->buckets[b];
         char why[256];
         double t0 = now_ms();
+        acg__trace_span span;
+        trace_bucket_begin(&span, "capture", r, b, i + 1);
         bool warm = bk->report.state != ACG_BUCKET_DROPPED;
         bool fit = warm && fits(r, b, limit, reserve, why, sizeof why);
         /* Every rank captures the bucket or none does: the ranks keep the same buckets, so
          * each step's replays, and the collectives in them, pair. */
         int32_t all[2] = {warm, fit};
         if (comm != NULL && (st = agree_min(comm, all, 2)) != ACG_OK) {
+            trace_capture_end(&span, r, b);
             break;
         }
         if (!warm) {
@@ -629,6 +727,7 @@ static acg_status capture_all(acg_runner *r, const acg_runner_config *c) {
             }
         }
         bk->report.capture_ms += now_ms() - t0;
+        trace_capture_end(&span, r, b);
         kept[i] = bk->report.state == ACG_BUCKET_CAPTURED;
         /* Once per capture attempt, pass or fail, so every rank passes the same barriers. */
         if (comm != NULL) {
@@ -703,6 +802,8 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
     if (st != ACG_OK) {
         return st;
     }
+    acg__trace_span span;
+    trace_create_begin(&span, config, mode, n_slots);
     acg_runner *r = NULL;
     st = alloc_runner(dev, config, mode, n_slots, &r);
     if (st == ACG_OK && mode != ACG_GRAPHS_OFF) {
@@ -725,6 +826,7 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
             }
         }
     }
+    trace_create_end(&span, r, st);
     if (st != ACG_OK) {
         char why[sizeof((acg_bucket_report *)0)->reason * 2];
         snprintf(why, sizeof why, "%s", acg_last_error());

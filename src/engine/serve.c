@@ -1,5 +1,6 @@
 /* serve.c — serving steps with a capture runner: choosing the tightest bucket, leasing one of
  * its slots, running the step (replayed or eager), releasing the lease, and the reports. */
+#include <stdio.h>
 #include <string.h>
 
 #include <acg/engine.h>
@@ -32,6 +33,12 @@ acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t ke
         }
     }
     if (!found) {
+        if (acg__trace_on(ACG_TRACE_ENGINE)) {
+            acg_trace_arg args[] = {ACG__TRACE_S("label", label), ACG__TRACE_U("batch", batch),
+                                    ACG__TRACE_U("tokens", tokens)};
+            acg__trace_emit(ACG_TRACE_ENGINE, ACG_TRACE_INSTANT, "no bucket fits", acg__trace_now(),
+                            0, 0, args, ACG__TRACE_N(args));
+        }
         return acg__error(ACG_ERR_NOT_FOUND,
                           "acg_runner_select: no %s bucket holds batch %u, tokens %u", label, batch,
                           tokens);
@@ -108,6 +115,27 @@ acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
     return st;
 }
 
+/* The span of one acg_runner_run: "replay", or "eager" with the reason the bucket has no
+ * graph. */
+static void trace_run_begin(acg__trace_span *sp, const acg_runner *r, const acg_lease *lease) {
+    const bucket *bk = &r->buckets[lease->bucket];
+    char reason[sizeof bk->report.reason + 32];
+    if (bk->report.state == ACG_BUCKET_DROPPED) {
+        snprintf(reason, sizeof reason, "bucket dropped: %s", bk->report.reason);
+    } else {
+        snprintf(reason, sizeof reason, "graphs off");
+    }
+    acg_trace_arg args[] = {ACG__TRACE_U("bucket", lease->bucket),
+                            ACG__TRACE_S("label", bk->label),
+                            ACG__TRACE_U("batch", bk->report.key.batch),
+                            ACG__TRACE_U("tokens", bk->report.key.tokens),
+                            ACG__TRACE_U("slot", lease->slot),
+                            ACG__TRACE_B("graphed", lease->graphed),
+                            ACG__TRACE_S("reason", reason)};
+    acg__trace_begin(sp, ACG_TRACE_ENGINE, lease->graphed ? "replay" : "eager", args,
+                     lease->graphed ? 6 : 7);
+}
+
 acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *stream) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_run";
@@ -118,6 +146,10 @@ acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *str
     acg_status st = check_lease(r, lease, fn, false);
     if (st != ACG_OK) {
         return st;
+    }
+    acg__trace_span span = {NULL, 0, false};
+    if (acg__trace_on(ACG_TRACE_ENGINE)) {
+        trace_run_begin(&span, r, lease);
     }
     if (!lease->graphed) {
         st = acg__runner_run_eager(r, lease->bucket, lease->slot, stream);
@@ -133,6 +165,8 @@ acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *str
     if (st == ACG_OK) {
         st = acg_event_record(r->buckets[lease->bucket].slot_free[lease->slot], stream);
     }
+    acg_trace_arg done[] = {ACG__TRACE_B("ok", st == ACG_OK)};
+    acg__trace_end(&span, done, ACG__TRACE_N(done));
     return st;
 }
 

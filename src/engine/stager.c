@@ -396,9 +396,16 @@ static acg_status check_upload(const acg_stager *sg, acg_stream *stream, const a
     return ACG_OK;
 }
 
-acg_status acg__stager_upload(acg_stager *sg, acg_stream *stream, acg_buffer *dst,
-                              size_t dst_offset, const void *values, size_t n, size_t elem_size,
-                              const void *pad, size_t padded_n, bool use_mirror) {
+/* What an upload did, for its trace event. */
+typedef struct upload_outcome {
+    size_t bytes;
+    bool skipped; /* the mirror had the bytes: no copy */
+    bool waited;  /* the host waited for a ring buffer's copy */
+} upload_outcome;
+
+static acg_status upload(acg_stager *sg, acg_stream *stream, acg_buffer *dst, size_t dst_offset,
+                         const void *values, size_t n, size_t elem_size, const void *pad,
+                         size_t padded_n, bool use_mirror, upload_outcome *done) {
     static const char fn[] = "acg_stager_upload";
     size_t bytes = 0;
     acg_status st =
@@ -406,7 +413,9 @@ acg_status acg__stager_upload(acg_stager *sg, acg_stream *stream, acg_buffer *ds
     if (st != ACG_OK) {
         return st;
     }
+    done->bytes = bytes;
     pthread_mutex_lock(&sg->lock);
+    uint64_t waits = sg->stats.waits;
     mirror_entry *hit = NULL;
     if (sg->mirror && use_mirror) {
         hit = mirror_find(sg, dst, dst_offset, bytes);
@@ -416,6 +425,7 @@ acg_status acg__stager_upload(acg_stager *sg, acg_stream *stream, acg_buffer *ds
         st = acg_stream_wait_event(stream, sg->ring[hit->ring].event);
         if (st == ACG_OK) {
             sg->stats.skipped++;
+            done->skipped = true;
         } else {
             acg__rethrow(st, fn);
         }
@@ -461,13 +471,34 @@ acg_status acg__stager_upload(acg_stager *sg, acg_stream *stream, acg_buffer *ds
         sg->entries[sg->n_entries++] = (mirror_entry){
             .dst = dst, .offset = dst_offset, .size = bytes, .bytes = remember, .ring = slot};
     }
+    done->waited = sg->stats.waits != waits;
     pthread_mutex_unlock(&sg->lock);
     return ACG_OK;
 
 out_free_remember:
     acg__free(remember);
 out_unlock:
+    done->waited = sg->stats.waits != waits;
     pthread_mutex_unlock(&sg->lock);
+    return st;
+}
+
+acg_status acg__stager_upload(acg_stager *sg, acg_stream *stream, acg_buffer *dst,
+                              size_t dst_offset, const void *values, size_t n, size_t elem_size,
+                              const void *pad, size_t padded_n, bool use_mirror) {
+    upload_outcome done = {0, false, false};
+    if (!acg__trace_on(ACG_TRACE_ENGINE)) {
+        return upload(sg, stream, dst, dst_offset, values, n, elem_size, pad, padded_n, use_mirror,
+                      &done);
+    }
+    acg__trace_span span;
+    acg__trace_begin(&span, ACG_TRACE_ENGINE, "stager upload", NULL, 0);
+    acg_status st =
+        upload(sg, stream, dst, dst_offset, values, n, elem_size, pad, padded_n, use_mirror, &done);
+    acg_trace_arg args[] = {ACG__TRACE_B("ok", st == ACG_OK), ACG__TRACE_U("bytes", done.bytes),
+                            ACG__TRACE_B("skipped", done.skipped),
+                            ACG__TRACE_B("waited", done.waited)};
+    acg__trace_end(&span, args, ACG__TRACE_N(args));
     return st;
 }
 

@@ -13,7 +13,6 @@
  */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "model-impl.h"
 
@@ -32,11 +31,11 @@ struct acg__request {
     bool stop_at_eos;
 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+/* The trace clock (acg_trace_now_ns): the step report's phases and the trace's spans are the
+ * same intervals. */
+static uint64_t now_ns(void) { return acg__trace_now(); }
+
+static double ms_between(uint64_t from, uint64_t to) { return (double)(to - from) / 1e6; }
 
 static acg_status check_model(const acg_model *m, const char *fn) {
     return acg__handle_use(m, ACG__HANDLE_MODEL)
@@ -310,6 +309,37 @@ static acg_status agree_on_step(acg_model *m, int32_t bucket, bool graphed, uint
     return ACG_OK;
 }
 
+/* ---- traces: a step and its phases (include/acg/trace.h) ---------------------------------- */
+
+/* Whether the step is traced (decided once, at its start, so its spans pair up) and the phase
+ * span that is open. The phases are acg_step_report's, on its timestamps. */
+typedef struct step_trace {
+    bool on;
+    const char *phase;
+} step_trace;
+
+static void step_event(const step_trace *tr, acg_trace_phase phase, const char *name, uint64_t ts,
+                       const acg_trace_arg *args, uint32_t n_args) {
+    if (tr->on) {
+        acg__trace_emit(ACG_TRACE_MODEL, phase, name, ts, 0, 0, args, n_args);
+    }
+}
+
+/* Ends the open phase at ts (with args), and begins `next` (NULL: none). */
+static void step_phase(step_trace *tr, const char *next, uint64_t ts, const acg_trace_arg *args,
+                       uint32_t n_args) {
+    if (!tr->on) {
+        return;
+    }
+    if (tr->phase != NULL) {
+        step_event(tr, ACG_TRACE_END, tr->phase, ts, args, n_args);
+    }
+    tr->phase = next;
+    if (next != NULL) {
+        step_event(tr, ACG_TRACE_BEGIN, next, ts, NULL, 0);
+    }
+}
+
 acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_step";
@@ -324,7 +354,14 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
             return st;
         }
     }
-    double t0 = now_ms();
+    uint64_t t0 = now_ns(), t1 = t0, t5 = t0;
+    step_trace tr = {acg__trace_on(ACG_TRACE_MODEL), NULL};
+    if (tr.on) {
+        acg_trace_arg args[] = {ACG__TRACE_U("step", m->stats.steps)};
+        step_event(&tr, ACG_TRACE_BEGIN, "step", t0, args, ACG__TRACE_N(args));
+        step_phase(&tr, "admit", t0, NULL, 0);
+    }
+    const acg_bucket_key *key = NULL; /* the bucket's, owned by the runner */
     acg_step_report rep = ACG_STEP_REPORT_INIT;
     acg__request **req = m->step_req;
     acg_attn_row *rows = m->step_rows;
@@ -362,23 +399,36 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         goto out;
     }
     rep.graphed = lease.graphed;
-    double t1 = now_ms();
-    rep.admit_ms = t1 - t0;
+    key = lease.io.bucket;
+    t1 = now_ns();
+    rep.admit_ms = ms_between(t0, t1);
+    if (tr.on) {
+        acg_trace_arg args[] = {ACG__TRACE_U("admitted", rep.admitted),
+                                ACG__TRACE_U("rows", rep.rows), ACG__TRACE_U("tokens", rep.tokens),
+                                ACG__TRACE_U("bucket", rep.bucket)};
+        step_phase(&tr, "plan", t1, args, ACG__TRACE_N(args));
+    }
     /* One stream runs everything, so the slot's previous step is ordered before this one. */
     st = acg_attn_plan_build(m->plans[lease.slot], m->stager, m->stream, rows, rep.rows);
-    double t2 = now_ms();
-    rep.plan_ms = t2 - t1;
+    uint64_t t2 = now_ns();
+    rep.plan_ms = ms_between(t1, t2);
+    step_phase(&tr, "upload", t2, NULL, 0);
     if (st == ACG_OK) {
         st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, ids, seats);
     }
-    double t3 = now_ms();
-    rep.upload_ms = t3 - t2;
+    uint64_t t3 = now_ns();
+    rep.upload_ms = ms_between(t2, t3);
+    step_phase(&tr, "launch", t3, NULL, 0);
     if (st == ACG_OK) {
         st = acg_runner_run(m->runner, &lease, m->stream);
     }
-    double t4 = now_ms();
-    rep.launch_ms = t4 - t3;
-    rep.submit_ms = t4 - t0;
+    uint64_t t4 = now_ns();
+    rep.launch_ms = ms_between(t3, t4);
+    rep.submit_ms = ms_between(t0, t4);
+    if (tr.on) {
+        acg_trace_arg args[] = {ACG__TRACE_B("graphed", rep.graphed)};
+        step_phase(&tr, "wait", t4, args, ACG__TRACE_N(args));
+    }
     if (st == ACG_OK) {
         st = acg_copy_d2h(m->stream, m->step_result, lease.io.outputs[0], 0,
                           (size_t)rep.rows * 2 * sizeof(int32_t));
@@ -392,11 +442,12 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         st = acg_stream_synchronize(m->stream);
     }
     acg_runner_release(m->runner, &lease);
-    double t5 = now_ms();
-    rep.wait_ms = t5 - t4;
+    t5 = now_ns();
+    rep.wait_ms = ms_between(t4, t5);
     if (st != ACG_OK) {
         goto out;
     }
+    step_phase(&tr, "retire", t5, NULL, 0);
     for (uint32_t i = 0; i < rep.rows; i++) {
         acg__request *r = req[i];
         bool prompt_chunk = r->kv_len < r->prompt_len;
@@ -424,13 +475,33 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
             rep.finished++;
         }
     }
-    rep.ms = now_ms() - t0;
-    rep.retire_ms = rep.ms - (t5 - t0);
+    uint64_t t6 = now_ns();
+    rep.ms = ms_between(t0, t6);
+    rep.retire_ms = rep.ms - ms_between(t0, t5);
     m->stats.steps++;
     m->stats.graphed_steps += rep.graphed;
     m->stats.generated_tokens += rep.generated;
     m->stats.step_ms += rep.ms;
 out:
+    if (tr.on) {
+        /* Every exit ends the open phase and the step, saying how it went. */
+        uint64_t end = now_ns();
+        acg_trace_arg phase_args[] = {ACG__TRACE_U("generated", rep.generated),
+                                      ACG__TRACE_U("finished", rep.finished)};
+        step_phase(&tr, NULL, end, phase_args,
+                   tr.phase != NULL && strcmp(tr.phase, "retire") == 0 ? 2 : 0);
+        acg_trace_arg args[] = {ACG__TRACE_B("ok", st == ACG_OK),
+                                ACG__TRACE_U("rows", rep.rows),
+                                ACG__TRACE_U("tokens", rep.tokens),
+                                ACG__TRACE_U("generated", rep.generated),
+                                ACG__TRACE_U("finished", rep.finished),
+                                ACG__TRACE_B("graphed", rep.graphed),
+                                ACG__TRACE_U("bucket", rep.bucket),
+                                ACG__TRACE_S("label", key != NULL ? key->label : ""),
+                                ACG__TRACE_U("batch", key != NULL ? key->batch : 0),
+                                ACG__TRACE_U("bucket_tokens", key != NULL ? key->tokens : 0)};
+        step_event(&tr, ACG_TRACE_END, "step", end, args, ACG__TRACE_N(args));
+    }
     if (st == ACG_OK && report != NULL) {
         st = acg__output_write(report, &rep, sizeof rep, "acg_step_report", fn);
     }

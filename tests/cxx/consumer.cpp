@@ -1,10 +1,11 @@
-// consumer.cpp — the public headers from C++: acg.h, engine.h and model.h compile in a C++
-// translation unit without warnings, every _INIT macro initializes its struct, and the C
+// consumer.cpp — the public headers from C++: acg.h, engine.h, model.h and trace.h compile in a
+// C++ translation unit without warnings, every _INIT macro initializes its struct, and the C
 // library links and runs behind the extern "C" guards. Built only when a C++ compiler is found;
 // CTest runs it as cxx_consumer on the cpu backend.
 #include <acg/acg.h>
 #include <acg/engine.h>
 #include <acg/model.h>
+#include <acg/trace.h>
 
 #include <cstdio>
 #include <cstring>
@@ -41,6 +42,7 @@ void check_init_macros() {
     acg_request_status request_status = ACG_REQUEST_STATUS_INIT;
     acg_step_report step_report = ACG_STEP_REPORT_INIT;
     acg_model_stats model_stats = ACG_MODEL_STATS_INIT;
+    acg_trace_config trace_config = ACG_TRACE_CONFIG_INIT;
     expect(backend_info.size == sizeof backend_info, "ACG_BACKEND_INFO_INIT");
     expect(kernel_desc.size == sizeof kernel_desc && kernel_desc.dims == 1 &&
                kernel_desc.cpu_parts.parts == NULL && kernel_desc.cpu_parts.fn == NULL,
@@ -65,6 +67,9 @@ void check_init_macros() {
     expect(request_status.size == sizeof request_status, "ACG_REQUEST_STATUS_INIT");
     expect(step_report.size == sizeof step_report, "ACG_STEP_REPORT_INIT");
     expect(model_stats.size == sizeof model_stats, "ACG_MODEL_STATS_INIT");
+    expect(trace_config.size == sizeof trace_config && trace_config.fn == NULL &&
+               trace_config.categories == ACG_TRACE_ALL,
+           "ACG_TRACE_CONFIG_INIT");
 }
 
 // A few calls of each layer, through the C library.

@@ -10,11 +10,19 @@
  * as every rank of `mpirun -np N`, each on its own device, joined through libacg_mpi. Every rank
  * loads the same weights and serves the same requests; rank 0 alone prints (every rank samples
  * the same tokens), and any rank's failure is printed naming the rank.
+ *
+ * The start-up is reported: on a terminal, each bucket's capture as it happens (the library's
+ * trace events, acg/trace.h, through the same hook --trace uses), then, unless --json, a table
+ * of the buckets (captured or dropped and why, the graph memory of each, the pool's total and
+ * its ratio to the largest bucket's own); --json carries the same. With --trace FILE the
+ * library's trace of the whole run is written to FILE in the Chrome trace-event format
+ * (tools/support/tool_trace.h); with --tp N every rank writes its own, FILE.rank<r>.
  */
 #include "commands.h"
 #include "ranks.h"
 #include "tool_cli.h"
 #include "tool_report.h"
+#include "tool_trace.h"
 
 #include <errno.h>
 #include <math.h>
@@ -31,7 +39,7 @@ const char cmd_run_usage[] =
     "usage: acg run [--backend B] [--model FILE --tokenizer FILE | --preset tiny|small]\n"
     "               [--prompt TEXT] [--prompts FILE] [--steps N] [--temperature T] [--top-p P]\n"
     "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n"
-    "               [--tp N (under mpirun -np N)]\n";
+    "               [--trace FILE] [--tp N (under mpirun -np N)]\n";
 
 /* The prompts `acg run` serves when given none. */
 static const char *const default_prompts[] = {
@@ -51,6 +59,7 @@ static const char *const default_prompts[] = {
 
 typedef struct run_options {
     const char *backend, *model, *tokenizer, *preset, *prompt, *prompts_file;
+    const char *trace; /* --trace FILE */
     uint64_t steps, seed, batch, tp;
     double temperature, top_p;
     acg_graph_mode graphs;
@@ -66,6 +75,12 @@ typedef struct run_request {
     uint32_t n_generated;
 } run_request;
 
+/* Progress of the captures at start-up, from the trace hook's "capture" events (main thread). */
+typedef struct run_progress {
+    uint64_t k, n;  /* the bucket being captured: k of n */
+    bool line_open; /* a progress line waits for its newline */
+} run_progress;
+
 typedef struct run_state {
     run_options o;
     run_request req[MAX_PROMPTS];
@@ -75,6 +90,13 @@ typedef struct run_state {
     acg_tokenizer *tok;
     bool progress;     /* stderr is a terminal */
     bench_ranks ranks; /* --tp: the ranks' process group; only rank 0 prints */
+    tool_trace *trace; /* --trace, and the capture progress on a terminal */
+    run_progress capture;
+    /* What the graphs-on run's creation did: each bucket's report and the pool's bytes. */
+    acg_bucket_report *buckets; /* (n_buckets), each key.label pointing into labels */
+    char (*labels)[64];         /* (n_buckets) copies: the runner's die with the model */
+    uint32_t n_buckets;
+    size_t pool_bytes;
 } run_state;
 
 /* ---- failures -------------------------------------------------------------------------------- */
@@ -135,6 +157,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
         STRING_OPTION("--preset", preset)
         STRING_OPTION("--prompt", prompt)
         STRING_OPTION("--prompts", prompts_file)
+        STRING_OPTION("--trace", trace)
 #undef STRING_OPTION
         /* The other options take a value too: say so when it is missing. */
         static const char *const valued[] = {"--steps", "--seed",   "--batch", "--temperature",
@@ -202,6 +225,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
     }
     if (o->model == NULL && o->preset == NULL) {
         o->preset = "small";
+    }
+    if (o->trace != NULL && o->trace[0] == '\0') {
+        return tool_usage_error(cmd_run_usage, "--trace needs a file name");
     }
     acg_model_config c = ACG_MODEL_CONFIG_INIT;
     if (o->preset != NULL && acg_model_preset_get_config(o->preset, &c) != ACG_OK) {
@@ -351,6 +377,162 @@ static char *continuation_string(const run_state *st, const run_request *r) {
     return buf;
 }
 
+/* ---- start-up: capture progress, the buckets' report, the trace ------------------------------ */
+
+static uint64_t arg_u64(const acg_trace_event *ev, const char *key) {
+    for (uint32_t i = 0; i < ev->n_args; i++) {
+        if (strcmp(ev->args[i].key, key) == 0 && ev->args[i].type == ACG_TRACE_ARG_UINT) {
+            return ev->args[i].value.u;
+        }
+    }
+    return 0;
+}
+
+static const char *arg_string(const acg_trace_event *ev, const char *key) {
+    for (uint32_t i = 0; i < ev->n_args; i++) {
+        if (strcmp(ev->args[i].key, key) == 0 && ev->args[i].type == ACG_TRACE_ARG_STRING) {
+            return ev->args[i].value.s;
+        }
+    }
+    return "";
+}
+
+static bool arg_bool(const acg_trace_event *ev, const char *key) {
+    for (uint32_t i = 0; i < ev->n_args; i++) {
+        if (strcmp(ev->args[i].key, key) == 0 && ev->args[i].type == ACG_TRACE_ARG_BOOL) {
+            return ev->args[i].value.b;
+        }
+    }
+    return false;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* The trace hook's observer on a terminal: "capturing bucket k of n (label, batch, tokens)" as
+ * each capture begins, its graph memory (or why it was dropped) when it ends, one line
+ * rewritten in place, ended once the runner is created. The engine's events come from the
+ * thread creating the model, this one. */
+static void observe_capture(const acg_trace_event *ev, void *user) {
+    run_state *st = user;
+    run_progress *p = &st->capture;
+    if (strcmp(ev->name, "capture") == 0 && ev->phase == ACG_TRACE_BEGIN) {
+        p->k = arg_u64(ev, "k");
+        p->n = arg_u64(ev, "n");
+        fprintf(stderr, "\r\033[Kacg: capturing bucket %llu of %llu (%s, batch %llu, tokens %llu)",
+                (unsigned long long)p->k, (unsigned long long)p->n, arg_string(ev, "label"),
+                (unsigned long long)arg_u64(ev, "batch"),
+                (unsigned long long)arg_u64(ev, "tokens"));
+        p->line_open = true;
+    } else if (strcmp(ev->name, "capture") == 0 && ev->phase == ACG_TRACE_END) {
+        if (arg_bool(ev, "captured")) {
+            fprintf(stderr, ": graph memory %.2f MiB (pool %.2f MiB)",
+                    mib(arg_u64(ev, "graph_bytes")), mib(arg_u64(ev, "pool_bytes")));
+        } else {
+            fprintf(stderr, ": dropped: %.100s\n", arg_string(ev, "reason"));
+            p->line_open = false;
+        }
+    } else if (strcmp(ev->name, "runner create") == 0 && ev->phase == ACG_TRACE_END &&
+               p->line_open) {
+        fputc('\n', stderr);
+        p->line_open = false;
+    }
+    fflush(stderr);
+}
+
+/* --trace's file: FILE, or FILE.rank<r> with several ranks. Checked before any work. */
+static int open_trace(run_state *st) {
+    char path[4096];
+    const char *file = st->o.trace;
+    if (file != NULL && st->ranks.comm != NULL) {
+        snprintf(path, sizeof path, "%s.rank%ld", file, (long)st->ranks.rank);
+        file = path;
+    }
+    if (file == NULL && !st->progress) {
+        return TOOL_EXIT_OK;
+    }
+    char process[64];
+    snprintf(process, sizeof process, st->ranks.comm != NULL ? "acg run (rank %ld)" : "acg run",
+             (long)st->ranks.rank);
+    tool_trace_options o = {.path = file,
+                            .process = process,
+                            .pid = (int64_t)getpid(),
+                            .observe = st->progress ? observe_capture : NULL,
+                            .user = st,
+                            .observe_categories = ACG_TRACE_ENGINE};
+    int rc = tool_trace_open(&o, &st->trace);
+    return rc == TOOL_EXIT_OK ? tool_trace_start(st->trace) : rc;
+}
+
+/* Keeps what the runner's creation did, bucket by bucket, for the report. */
+static int keep_buckets(run_state *st, const acg_model *model) {
+    const acg_runner *runner = acg_model_get_runner(model);
+    uint32_t n = acg_runner_get_bucket_count(runner);
+    st->buckets = calloc(n + 1, sizeof *st->buckets);
+    st->labels = calloc(n + 1, sizeof *st->labels);
+    if (st->buckets == NULL || st->labels == NULL) {
+        return run_failf(st, "reading the buckets", "out of memory");
+    }
+    st->n_buckets = n;
+    acg_status s = acg_runner_get_pool_bytes(runner, &st->pool_bytes);
+    for (uint32_t b = 0; b < n && s == ACG_OK; b++) {
+        acg_bucket_report *r = &st->buckets[b];
+        r->size = sizeof *r;
+        s = acg_runner_get_report(runner, b, r);
+        if (s == ACG_OK) {
+            snprintf(st->labels[b], sizeof st->labels[b], "%s", r->key.label);
+            r->key.label = st->labels[b];
+        }
+    }
+    return s == ACG_OK ? TOOL_EXIT_OK : run_fail(st, s, "reading the buckets");
+}
+
+static const char *state_name(acg_bucket_state state) {
+    return state == ACG_BUCKET_CAPTURED  ? "captured"
+           : state == ACG_BUCKET_DROPPED ? "dropped"
+                                         : "eager";
+}
+
+/* The largest graph memory of a captured bucket: what the pool would hold for it alone. */
+static uint64_t largest_graph(const run_state *st) {
+    uint64_t most = 0;
+    for (uint32_t b = 0; b < st->n_buckets; b++) {
+        most = st->buckets[b].graph_bytes > most ? st->buckets[b].graph_bytes : most;
+    }
+    return most;
+}
+
+/* The start-up table, on stderr: every bucket, what became of it and what its graphs cost. */
+static void print_buckets(const run_state *st) {
+    static const char *const headers[] = {"bucket",      "batch",      "tokens",
+                                          "state",       "eager peak", "graph mem",
+                                          "pool growth", "capture ms", "reason"};
+    static const int widths[] = {6, 5, 6, -8, 10, 9, 11, 10, -6};
+    fprintf(stderr, "acg: buckets (memory in MiB):\n");
+    tool_table t;
+    tool_table_begin(&t, stderr, 9, widths, headers);
+    for (uint32_t b = 0; b < st->n_buckets; b++) {
+        const acg_bucket_report *r = &st->buckets[b];
+        tool_table_cell(&t, "%u", b);
+        tool_table_cell(&t, "%u", r->key.batch);
+        tool_table_cell(&t, "%u", r->key.tokens);
+        tool_table_cell(&t, "%s", state_name(r->state));
+        tool_table_cell(&t, "%.2f", mib(r->eager_peak));
+        tool_table_cell(&t, "%.2f", mib(r->graph_bytes));
+        tool_table_cell(&t, "%.2f", mib(r->pool_growth));
+        tool_table_cell(&t, "%.1f", r->capture_ms);
+        tool_table_cell(&t, "%s", r->state == ACG_BUCKET_DROPPED ? r->reason : "");
+    }
+    uint64_t largest = largest_graph(st);
+    if (largest > 0) {
+        fprintf(stderr,
+                "acg: graph pool %.2f MiB for all buckets: %.2f x the largest bucket's own "
+                "(%.2f MiB)\n",
+                mib(st->pool_bytes), (double)st->pool_bytes / (double)largest, mib(largest));
+    } else {
+        fprintf(stderr, "acg: graph pool %.2f MiB: no bucket was captured\n", mib(st->pool_bytes));
+    }
+}
+
 /* ---- generation ------------------------------------------------------------------------------ */
 
 static double now_s(void) { return (double)tool_now_ns() / 1e9; }
@@ -375,6 +557,14 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label, acg
         return run_fail(st, s, "creating the model");
     }
     int rc = TOOL_EXIT_OK;
+    if (st->buckets == NULL) {
+        /* The first run (with the graph mode asked for): the report's buckets. */
+        rc = keep_buckets(st, model);
+        if (rc == TOOL_EXIT_OK && prints(st) && !st->o.json && graphs != ACG_GRAPHS_OFF &&
+            st->n_buckets > 0 && st->buckets[0].state != ACG_BUCKET_EAGER) {
+            print_buckets(st);
+        }
+    }
     for (size_t i = 0; i < st->n_req && rc == TOOL_EXIT_OK; i++) {
         run_request *r = &st->req[i];
         acg_request q = ACG_REQUEST_INIT;
@@ -553,6 +743,28 @@ static int print_report(const run_state *st, const acg_model_stats *s, double se
         tool_json_uint(&j, "buckets_captured", s->buckets_captured);
         tool_json_uint(&j, "buckets_dropped", s->buckets_dropped);
         tool_json_number(&j, "capture_ms", s->capture_ms);
+        tool_json_array_begin(&j, "buckets");
+        for (uint32_t b = 0; b < st->n_buckets; b++) {
+            const acg_bucket_report *r = &st->buckets[b];
+            tool_json_object_begin(&j, NULL);
+            tool_json_uint(&j, "bucket", b);
+            tool_json_string(&j, "label", r->key.label);
+            tool_json_uint(&j, "batch", r->key.batch);
+            tool_json_uint(&j, "tokens", r->key.tokens);
+            tool_json_string(&j, "state", state_name(r->state));
+            tool_json_bool(&j, "captured", r->state == ACG_BUCKET_CAPTURED);
+            tool_json_string(&j, "reason", r->state == ACG_BUCKET_DROPPED ? r->reason : NULL);
+            tool_json_uint(&j, "graph_bytes", r->graph_bytes);
+            tool_json_uint(&j, "pool_growth", r->pool_growth);
+            tool_json_uint(&j, "eager_peak", r->eager_peak);
+            tool_json_number(&j, "capture_ms", r->capture_ms);
+            tool_json_object_end(&j);
+        }
+        tool_json_array_end(&j);
+        tool_json_uint(&j, "pool_bytes", st->pool_bytes);
+        uint64_t largest = largest_graph(st);
+        tool_json_number(&j, "pool_ratio",
+                         largest > 0 ? (double)st->pool_bytes / (double)largest : NAN);
         tool_json_bool(&j, "verified", st->o.verify);
         tool_json_uint(&j, "tp", st->o.tp);
         tool_json_object_end(&j);
@@ -628,6 +840,9 @@ int cmd_run(int argc, char **argv) {
     rc = bench_ranks_join(&st->ranks, st->o.tp, "run");
     st->progress = isatty(STDERR_FILENO) && !st->o.json && prints(st);
     if (rc == TOOL_EXIT_OK) {
+        rc = open_trace(st);
+    }
+    if (rc == TOOL_EXIT_OK) {
         rc = read_prompts(st);
     }
     if (rc == TOOL_EXIT_OK) {
@@ -644,6 +859,7 @@ int cmd_run(int argc, char **argv) {
     if (rc == TOOL_EXIT_OK && st->o.verify) {
         rc = verify(st);
     }
+    rc = tool_trace_finish(st->trace, rc);
     if (rc == TOOL_EXIT_OK && prints(st)) {
         rc = print_report(st, &stats, seconds);
     }
@@ -652,6 +868,8 @@ int cmd_run(int argc, char **argv) {
         free(st->req[i].ids);
         free(st->req[i].generated);
     }
+    free(st->buckets);
+    free(st->labels);
     acg_tokenizer_free(st->tok);
     acg_model_weights_free(st->weights);
     if (st->dev != NULL) {

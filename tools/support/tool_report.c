@@ -335,6 +335,26 @@ void tool_json_null(tool_json *j, const char *key) {
     }
 }
 
+void tool_json_fixed(tool_json *j, const char *key, int64_t value, unsigned decimals) {
+    if (j->error == NULL && decimals > 9) {
+        json_fail(j, "more than 9 decimals of a fixed-point number");
+        return;
+    }
+    if (!json_prefix(j, key)) {
+        return;
+    }
+    uint64_t scale = 1;
+    for (unsigned i = 0; i < decimals; i++) {
+        scale *= 10;
+    }
+    /* The magnitude as unsigned, so INT64_MIN has one too. */
+    uint64_t mag = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
+    fprintf(j->out, "%s%" PRIu64, value < 0 ? "-" : "", mag / scale);
+    if (decimals > 0) {
+        fprintf(j->out, ".%0*" PRIu64, (int)decimals, mag % scale);
+    }
+}
+
 int tool_json_end(tool_json *j) {
     if (j->error == NULL && !j->wrote) {
         json_fail(j, "no value was written");

@@ -95,6 +95,10 @@ void tool_json_int(tool_json *j, const char *key, int64_t value);
 void tool_json_uint(tool_json *j, const char *key, uint64_t value);
 void tool_json_bool(tool_json *j, const char *key, bool value);
 void tool_json_null(tool_json *j, const char *key);
+/* value / 10^decimals written exactly, without an exponent: (1234567, 3) is 1234.567,
+ * (-5, 3) is -0.005. decimals is at most 9 (more: a misuse). For figures %.6g would round, such
+ * as a trace's timestamps in microseconds with their nanoseconds. */
+void tool_json_fixed(tool_json *j, const char *key, int64_t value, unsigned decimals);
 
 /* Ends the line after the outermost value and flushes. Returns TOOL_EXIT_OK; or, when the
  * writer failed (a misuse above, containers left open, no value at all, or a failed write),

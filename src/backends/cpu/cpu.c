@@ -498,6 +498,7 @@ static void set_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *d
                        const acg__karg *args, uint32_t n_args) {
     op->kind = CPU_OP_KERNEL;
     op->u.kernel.fn = def->d.cpu.fn;
+    op->u.kernel.name = def->name;
     op->u.kernel.parts = def->d.cpu_parts.parts;
     op->u.kernel.part_fn = def->d.cpu_parts.fn;
     memcpy(op->u.kernel.global, dims->global, sizeof op->u.kernel.global);

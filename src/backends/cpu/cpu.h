@@ -38,6 +38,7 @@ typedef struct cpu_device {
 /* A kernel launch as an op holds it: the definition's functions and the resolved arguments. */
 typedef struct cpu_kernel {
     cpu_kernel_fn fn;
+    const char *name;              /* the definition's, for traces (it outlives every launch) */
     acg_kernel_cpu_parts_fn parts; /* with part_fn, or both NULL: the definition's cpu_parts */
     acg_kernel_cpu_part_fn part_fn;
     uint32_t global[3];

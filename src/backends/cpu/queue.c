@@ -65,6 +65,7 @@ struct cpu_stream {
     cpu_op *ring;       /* (RING_SIZE); read-only after creation */
     cpu_recording *rec; /* native capture: ops go here instead of the ring (see cpu.h) */
     cpu_device *dev;    /* read-only after creation */
+    uint32_t trace_id;  /* its timeline in traces (acg__trace_new_stream) */
     _Alignas(64) _Atomic uint64_t done; /* ops completed */
     _Atomic int fault;  /* work of this stream faulted (an acg_status); reported by the next
                            synchronize, with comm_why for ACG_ERR_COMM */
@@ -172,6 +173,52 @@ static void wake_waiters(cpu_stream *s) {
     }
 }
 
+/* Runs op and tells the trace hook when it started and how long it ran, on the stream's
+ * timeline: a replay, or one eager op by what it is. What the event says is read before the op
+ * runs: a wait drops its reference to the other stream, which may free it. */
+static void run_op_traced(cpu_stream *s, const cpu_op *op) {
+    acg_trace_arg args[1];
+    uint32_t n = 1;
+    const char *name;
+    switch (op->kind) {
+    case CPU_OP_KERNEL:
+        name = op->u.kernel.name != NULL ? op->u.kernel.name : "kernel";
+        args[0] = (acg_trace_arg)ACG__TRACE_U("grid", op->u.kernel.global[0]);
+        break;
+    case CPU_OP_COPY:
+        name = "copy";
+        args[0] = (acg_trace_arg)ACG__TRACE_U("bytes", op->u.copy.size);
+        break;
+    case CPU_OP_FILL:
+        name = "fill";
+        args[0] = (acg_trace_arg)ACG__TRACE_U("bytes", op->u.fill.size);
+        break;
+    case CPU_OP_WAIT:
+        name = "wait";
+        args[0] = (acg_trace_arg)ACG__TRACE_U("for_stream", op->u.wait.other->trace_id);
+        break;
+    case CPU_OP_GRAPH:
+        name = "replay";
+        args[0] = (acg_trace_arg)ACG__TRACE_U("ops", op->u.graph.graph->n_ops);
+        break;
+    case CPU_OP_HOST:
+        name = "host function";
+        n = 0;
+        break;
+    case CPU_OP_ALLREDUCE:
+        name = "allreduce";
+        args[0] = (acg_trace_arg)ACG__TRACE_U("floats", op->u.allreduce.count);
+        break;
+    default:
+        run_op(s, op);
+        return;
+    }
+    uint64_t t0 = acg__trace_now();
+    run_op(s, op);
+    acg__trace_emit(ACG_TRACE_STREAM, ACG_TRACE_COMPLETE, name, t0, acg__trace_now() - t0,
+                    s->trace_id, args, n);
+}
+
 static void *worker(void *arg) {
     cpu_stream *s = arg;
     uint64_t t = atomic_load_explicit(&s->done, memory_order_relaxed);
@@ -195,6 +242,8 @@ static void *worker(void *arg) {
                      * it. */
                     atomic_store(&s->fault, ACG_ERR_DEVICE_LOST);
                     atomic_store(&s->dev->faulted, 1);
+                } else if (acg__trace_on(ACG_TRACE_STREAM)) {
+                    run_op_traced(s, op);
                 } else {
                     run_op(s, op);
                 }
@@ -239,6 +288,7 @@ acg_status acg__cpu_stream_new(cpu_device *dev, cpu_stream **out) {
     }
     atomic_init(&s->refs, 1);
     s->dev = dev;
+    s->trace_id = acg__trace_new_stream();
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->progress, NULL);

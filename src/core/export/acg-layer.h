@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include <acg/acg.h>
+#include <acg/trace.h>
 
 #define ACG__UNUSED(x) ((void)(x))
 
@@ -196,5 +197,64 @@ const char *acg__device_name(const acg_device *dev);
  * piece rounded up to the pool's alignment: what the graph would need of a pool of its own.
  * 0 for NULL. The graph must not be destroyed meanwhile (its scratch never changes). */
 size_t acg__graph_scratch_bytes(const acg_graph *g);
+
+/* ---- traces (trace.c; the public side is include/acg/trace.h) ------------------------------
+ * A place that may emit an event first asks acg__trace_on(category): one relaxed load of the
+ * categories the installed hook takes (0 without a hook) and a branch, which is all tracing
+ * costs while it is off. Only then does it read the clock and build the event's arguments. */
+
+extern _Atomic uint32_t acg__trace_mask;
+
+static inline bool acg__trace_on(uint32_t category) {
+    return (atomic_load_explicit(&acg__trace_mask, memory_order_relaxed) & category) != 0;
+}
+
+/* acg_trace_now_ns: the clock of every event. */
+uint64_t acg__trace_now(void);
+/* Hands one event to the hook (if one takes category now; from inside a hook: dropped). ts is
+ * acg__trace_now()'s; dur only for ACG_TRACE_COMPLETE; stream 0 but for a stream's timeline. */
+void acg__trace_emit(uint32_t category, acg_trace_phase phase, const char *name, uint64_t ts,
+                     uint64_t dur, uint32_t stream, const acg_trace_arg *args, uint32_t n_args);
+/* A new stream timeline's number (acg_trace_event.stream), for a backend that times streams. */
+uint32_t acg__trace_new_stream(void);
+
+/* A span on the calling thread: acg__trace_begin emits BEGIN when the category is traced and
+ * remembers it, so the matching acg__trace_end emits END exactly when BEGIN went out. */
+typedef struct acg__trace_span {
+    const char *name;
+    uint32_t category;
+    bool on;
+} acg__trace_span;
+
+static inline void acg__trace_begin(acg__trace_span *sp, uint32_t category, const char *name,
+                                    const acg_trace_arg *args, uint32_t n_args) {
+    sp->name = name;
+    sp->category = category;
+    sp->on = acg__trace_on(category);
+    if (sp->on) {
+        acg__trace_emit(category, ACG_TRACE_BEGIN, name, acg__trace_now(), 0, 0, args, n_args);
+    }
+}
+
+static inline void acg__trace_end(acg__trace_span *sp, const acg_trace_arg *args, uint32_t n_args) {
+    if (sp->on) {
+        acg__trace_emit(sp->category, ACG_TRACE_END, sp->name, acg__trace_now(), 0, 0, args,
+                        n_args);
+        sp->on = false;
+    }
+}
+
+/* Arguments, for arrays of acg_trace_arg: ACG__TRACE_U("batch", b), ... */
+#define ACG__TRACE_U(k, v)                                                                         \
+    { .key = (k), .type = ACG_TRACE_ARG_UINT, .value.u = (uint64_t)(v) }
+#define ACG__TRACE_I(k, v)                                                                         \
+    { .key = (k), .type = ACG_TRACE_ARG_INT, .value.i = (int64_t)(v) }
+#define ACG__TRACE_D(k, v)                                                                         \
+    { .key = (k), .type = ACG_TRACE_ARG_DOUBLE, .value.d = (double)(v) }
+#define ACG__TRACE_B(k, v)                                                                         \
+    { .key = (k), .type = ACG_TRACE_ARG_BOOL, .value.b = (v) }
+#define ACG__TRACE_S(k, v)                                                                         \
+    { .key = (k), .type = ACG_TRACE_ARG_STRING, .value.s = (v) }
+#define ACG__TRACE_N(args) ((uint32_t)(sizeof(args) / sizeof((args)[0])))
 
 #endif /* ACG_CORE_LAYER_H */

@@ -1,0 +1,306 @@
+#!/bin/sh
+# test_cli_trace.sh ACG SCRATCH — traces and the start-up report of the acg tool: `acg run
+# --trace FILE` and `acg bench decode --trace FILE` write Chrome trace-event JSON that
+# check_trace.py (beside this script) loads with Python's json module and checks (events, their
+# categories and arguments, B/E pairs, nesting, timestamps per track); `acg run` reports every
+# bucket's capture (on a terminal as it happens, then a table; --json carries the same). Bad
+# --trace paths: one line on stderr, exit 1 (2 for a missing value, with the usage), nothing left
+# behind. Successes use the tiny preset on the cpu backend. Any sanitizer report fails a case.
+#
+# The checks need python3; without it the script exits 77 (CTest's skip) saying so.
+set -u
+LC_ALL=C
+export LC_ALL
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 ACG_BINARY SCRATCH_DIR" >&2
+    exit 2
+fi
+ACG=$1
+DIR=$2
+CHECK="$(dirname "$0")/check_trace.py"
+rm -rf "$DIR"
+mkdir -p "$DIR" || exit 1
+OUT=$DIR/stdout
+ERR=$DIR/stderr
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "python3 not found: the traces cannot be checked"
+    exit 77
+fi
+
+failures=0
+cases=0
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+# acg NAME ARGS...: runs `acg ARGS...`, stdout to $OUT, stderr to $ERR, status to $rc.
+acg() {
+    name=$1
+    shift
+    cases=$((cases + 1))
+    case_failed=no
+    cmdline="acg $*"
+    "$ACG" "$@" >"$OUT" 2>"$ERR"
+    rc=$?
+    if grep -a -q -e 'Sanitizer' -e 'runtime error' "$ERR"; then
+        fail "a sanitizer report on stderr"
+    fi
+}
+
+fail() {
+    if [ "$case_failed" = no ]; then
+        failures=$((failures + 1))
+        echo "FAIL: $name: $cmdline"
+    fi
+    case_failed=yes
+    echo "    $1"
+    echo "    exit status $rc; stdout:"
+    sed 's/^/      | /' "$OUT" | head -n 20
+    echo "    stderr:"
+    sed 's/^/      | /' "$ERR" | head -n 40
+}
+
+pass() {
+    if [ "$case_failed" = no ]; then
+        echo "ok: $name"
+    fi
+}
+
+expect_rc() {
+    if [ "$rc" -ne "$1" ]; then
+        fail "expected exit status $1"
+    fi
+}
+
+expect_err() {
+    if ! grep -a -q -F -e "$1" "$ERR"; then
+        fail "expected stderr to hold '$1'"
+    fi
+}
+
+# check_trace FILE MODE: the trace is whole and holds what MODE says (check_trace.py).
+check_trace() {
+    if [ ! -f "$1" ]; then
+        fail "no trace at $1"
+        return
+    fi
+    if ! python3 "$CHECK" "$1" "$2" >"$DIR/check" 2>&1; then
+        fail "the trace does not check: $(head -n 5 "$DIR/check")"
+    fi
+}
+
+# no_leftovers DIR: no temporary trace file was left in DIR.
+no_leftovers() {
+    if ls "$1" | grep -q '\.tmp-'; then
+        fail "a temporary file was left behind: $(ls "$1" | grep '\.tmp-')"
+    fi
+}
+
+# one_line_error TEXT: exit 1, exactly one line on stderr, "acg: ..." holding TEXT.
+one_line_error() {
+    expect_rc 1
+    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
+        fail "expected exactly one line on stderr"
+    fi
+    if ! grep -a -q '^acg: ' "$ERR"; then
+        fail "expected stderr to start with 'acg: '"
+    fi
+    expect_err "$1"
+}
+
+TINY="--backend cpu --preset tiny --steps 4"
+
+# shellcheck disable=SC2086 # TINY is a list of words
+{
+# ---- traces -----------------------------------------------------------------------------------
+
+mkdir -p "$DIR/out"
+acg "run --trace" run $TINY --prompt "Once upon a time" --trace "$DIR/out/run.json"
+expect_rc 0
+check_trace "$DIR/out/run.json" graphs
+no_leftovers "$DIR/out"
+pass
+
+acg "run --graphs off --trace: eager, with the reason" run $TINY --prompt "Once upon a time" \
+    --graphs off --trace "$DIR/out/eager.json"
+expect_rc 0
+check_trace "$DIR/out/eager.json" eager
+pass
+
+# An existing file is replaced whole.
+echo "not a trace" >"$DIR/out/old.json"
+acg "run --trace over an existing file" run $TINY --prompt "Once" --trace "$DIR/out/old.json"
+expect_rc 0
+check_trace "$DIR/out/old.json" graphs
+no_leftovers "$DIR/out"
+pass
+
+acg "bench decode --trace" bench decode --backend cpu --preset tiny --batch 1,2 --steps 2 \
+    --trace "$DIR/out/bench.json"
+expect_rc 0
+check_trace "$DIR/out/bench.json" bench
+no_leftovers "$DIR/out"
+pass
+
+# ---- the start-up report ----------------------------------------------------------------------
+
+acg "run: the buckets' table" run $TINY --prompt "Once upon a time"
+expect_rc 0
+expect_err "acg: buckets (memory in MiB):"
+expect_err "captured"
+expect_err "x the largest bucket's own"
+pass
+
+acg "run --json: the buckets" run $TINY --prompt "Once upon a time" --json
+expect_rc 0
+if ! python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+b = d["buckets"]
+assert len(b) == d["buckets_captured"] + d["buckets_dropped"] == 7, "%d buckets" % len(b)
+for r in b:
+    for k in ("bucket", "label", "batch", "tokens", "state", "captured", "reason", "graph_bytes",
+              "pool_growth", "eager_peak", "capture_ms"):
+        assert k in r, "bucket %r lacks %s" % (r, k)
+    assert r["state"] == "captured" and r["captured"] and r["reason"] is None, r
+    assert r["graph_bytes"] > 0 and r["eager_peak"] > 0 and r["capture_ms"] >= 0, r
+assert d["pool_bytes"] > 0 and sum(r["pool_growth"] for r in b) == d["pool_bytes"], d
+largest = max(r["graph_bytes"] for r in b)
+assert abs(d["pool_ratio"] - d["pool_bytes"] / largest) < 1e-3, d["pool_ratio"]
+' <"$OUT" 2>"$DIR/json_error"; then
+    fail "stdout is not the expected JSON: $(tail -n 1 "$DIR/json_error")"
+fi
+pass
+
+acg "run --graphs off --json: every bucket eager" run $TINY --prompt "Once" --graphs off --json
+expect_rc 0
+if ! python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert all(r["state"] == "eager" and not r["captured"] for r in d["buckets"]), d["buckets"]
+assert d["pool_bytes"] == 0 and d["pool_ratio"] is None, d
+' <"$OUT" 2>"$DIR/json_error"; then
+    fail "stdout is not the expected JSON: $(tail -n 1 "$DIR/json_error")"
+fi
+pass
+
+# On a terminal the captures are reported as they happen (script(1) gives stderr a terminal).
+if command -v script >/dev/null 2>&1 && script -q -e -c true /dev/null >/dev/null 2>&1; then
+    name="run on a terminal: capture progress"
+    cases=$((cases + 1))
+    case_failed=no
+    cmdline="script -c 'acg run $TINY --prompt Once'"
+    script -q -e -c "\"$ACG\" run $TINY --prompt Once" /dev/null >"$ERR" 2>&1 </dev/null
+    rc=$?
+    : >"$OUT"
+    expect_rc 0
+    expect_err "capturing bucket 1 of 7 (step, batch 32, tokens 64): graph memory"
+    expect_err "capturing bucket 7 of 7 (step, batch 1, tokens 1): graph memory"
+    pass
+else
+    echo "skip: run on a terminal: script(1) cannot give the run a terminal here"
+fi
+
+# ---- bad --trace ------------------------------------------------------------------------------
+
+mkdir -p "$DIR/empty"
+acg "run --trace to a directory" run $TINY --prompt "Once" --trace "$DIR/empty"
+one_line_error "'$DIR/empty' is a directory"
+if [ -n "$(ls "$DIR/empty")" ] || [ -n "$(ls "$DIR" | grep '\.tmp-')" ]; then
+    fail "something was left behind"
+fi
+if [ -s "$OUT" ]; then
+    fail "expected nothing on stdout"
+fi
+pass
+
+acg "run --trace in a missing directory" run $TINY --prompt "Once" \
+    --trace "$DIR/no-such-dir/t.json"
+one_line_error "$DIR/no-such-dir/t.json"
+expect_err "No such file or directory"
+if [ -e "$DIR/no-such-dir" ]; then
+    fail "the missing directory was created"
+fi
+pass
+
+acg "run --trace without a value" run $TINY --prompt "Once" --trace
+expect_rc 2
+if ! head -n 1 "$ERR" | grep -a -q '^acg: --trace needs a value$'; then
+    fail "expected the first line of stderr to be 'acg: --trace needs a value'"
+fi
+expect_err "usage: acg run"
+pass
+
+acg "run --trace ''" run $TINY --prompt "Once" --trace ""
+expect_rc 2
+if ! head -n 1 "$ERR" | grep -a -q '^acg: --trace needs a file name$'; then
+    fail "expected the first line of stderr to be 'acg: --trace needs a file name'"
+fi
+pass
+
+# A run that fails after the trace began leaves neither the trace nor its temporary file.
+mkdir -p "$DIR/failed"
+acg "run that fails, with --trace" run --backend cpu --preset tiny --steps 1000 --prompt "Once" \
+    --json --trace "$DIR/failed/t.json"
+expect_rc 1
+expect_err "seq_len"
+if [ -n "$(ls "$DIR/failed")" ]; then
+    fail "something was left behind: $(ls "$DIR/failed")"
+fi
+pass
+
+acg "bench decode --trace to a directory" bench decode --backend cpu --preset tiny --steps 2 \
+    --batch 1 --trace "$DIR/empty"
+one_line_error "'$DIR/empty' is a directory"
+if [ -n "$(ls "$DIR/empty")" ]; then
+    fail "something was left behind"
+fi
+pass
+
+acg "bench decode --trace without a value" bench decode --backend cpu --preset tiny --trace
+expect_rc 2
+expect_err "--trace needs FILE"
+expect_err "usage: acg bench decode"
+pass
+
+# ---- several ranks ----------------------------------------------------------------------------
+
+# Under mpirun, where this acg has MPI, every rank writes FILE.rank<r>.
+# ACG_TEST_NO_MPIRUN (set by tests/CMakeLists.txt under TSan) leaves it out, saying why.
+saved_asan=${ASAN_OPTIONS-}
+export ASAN_OPTIONS="${saved_asan:+$saved_asan:}detect_leaks=0"
+"$ACG" run $TINY --prompt "Once" --tp 2 >"$OUT" 2>"$ERR"
+if [ -n "${ACG_TEST_NO_MPIRUN-}" ]; then
+    echo "skip: --trace under mpirun: $ACG_TEST_NO_MPIRUN"
+elif grep -a -q "needs 2 ranks" "$ERR" && command -v mpirun >/dev/null 2>&1; then
+    mpi_flags=
+    if mpirun --version 2>&1 | grep -q "Open MPI"; then
+        mpi_flags="--allow-run-as-root --oversubscribe"
+    fi
+    name="--tp 2 --trace under mpirun"
+    cases=$((cases + 1))
+    case_failed=no
+    cmdline="mpirun -np 2 acg run $TINY --prompt Once --tp 2 --trace $DIR/out/tp.json"
+    timeout 120 mpirun $mpi_flags -np 2 "$ACG" run $TINY --prompt "Once" --tp 2 \
+        --trace "$DIR/out/tp.json" >"$OUT" 2>"$ERR"
+    rc=$?
+    expect_rc 0
+    check_trace "$DIR/out/tp.json.rank0" graphs
+    check_trace "$DIR/out/tp.json.rank1" graphs
+    if [ -e "$DIR/out/tp.json" ]; then
+        fail "FILE itself was written besides FILE.rank<r>"
+    fi
+    no_leftovers "$DIR/out"
+    pass
+else
+    echo "skip: --trace under mpirun: this acg has no MPI, or mpirun is missing"
+fi
+export ASAN_OPTIONS="$saved_asan"
+}
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures of $cases cases failed"
+    exit 1
+fi
+echo "all $cases cases passed"

@@ -1,0 +1,408 @@
+/*
+ * tool_trace.c — the trace recorder behind `--trace FILE`: the hook copies each event into an
+ * arena under one mutex (the library calls it from several threads), and the file is written
+ * once, at the end, through the JSON writer, under a temporary name renamed into place.
+ */
+#include "tool_trace.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tool_cli.h"
+#include "tool_report.h"
+
+#define CHUNK_BYTES (256u * 1024u)
+
+/* An event as kept: its strings copied into the arena. */
+typedef struct rec_arg {
+    const char *key;
+    acg_trace_arg_type type;
+    union {
+        uint64_t u;
+        int64_t i;
+        double d;
+        bool b;
+        const char *s;
+    } v;
+} rec_arg;
+
+typedef struct rec_event {
+    char ph; /* 'B', 'E', 'X', 'i' */
+    uint32_t tid;
+    uint64_t ts, dur;
+    const char *name, *cat;
+    uint32_t n_args;
+    rec_arg args[]; /* (n_args) */
+} rec_event;
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t used, size;
+    _Alignas(16) unsigned char bytes[];
+} chunk;
+
+struct tool_trace {
+    tool_trace_options o;
+    char *path, *tmp; /* the file, and the temporary one beside it (NULL without a path) */
+    char *process;    /* the process's name, copied */
+    FILE *file;       /* the temporary file, open for writing */
+    pthread_mutex_t lock;
+    chunk *chunks;      /* the arena, newest first */
+    rec_event **events; /* (n_events) in arrival order */
+    size_t n_events, cap_events;
+    uint64_t lost; /* events not kept for want of memory */
+    uint32_t main_thread;
+    bool installed;
+};
+
+/* ---- recording ------------------------------------------------------------------------------- */
+
+/* Bytes from the arena (lock held), 16-byte aligned; NULL when out of memory. */
+static void *arena_alloc(tool_trace *t, size_t bytes) {
+    bytes = (bytes + 15) & ~(size_t)15;
+    chunk *c = t->chunks;
+    if (c == NULL || c->size - c->used < bytes) {
+        size_t size = bytes > CHUNK_BYTES ? bytes : CHUNK_BYTES;
+        c = malloc(sizeof *c + size);
+        if (c == NULL) {
+            return NULL;
+        }
+        c->next = t->chunks;
+        c->used = 0;
+        c->size = size;
+        t->chunks = c;
+    }
+    void *p = c->bytes + c->used;
+    c->used += bytes;
+    return p;
+}
+
+static const char *arena_string(tool_trace *t, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *copy = arena_alloc(t, n);
+    if (copy != NULL) {
+        memcpy(copy, s, n);
+    }
+    return copy;
+}
+
+static char phase_letter(acg_trace_phase phase) {
+    switch (phase) {
+    case ACG_TRACE_BEGIN:
+        return 'B';
+    case ACG_TRACE_END:
+        return 'E';
+    case ACG_TRACE_COMPLETE:
+        return 'X';
+    default:
+        return 'i';
+    }
+}
+
+/* Copies ev into the arena and appends it (lock held). False when out of memory. */
+static bool record(tool_trace *t, const acg_trace_event *ev) {
+    if (t->n_events == t->cap_events) {
+        size_t cap = t->cap_events ? 2 * t->cap_events : 4096;
+        rec_event **grown = realloc(t->events, cap * sizeof *grown);
+        if (grown == NULL) {
+            return false;
+        }
+        t->events = grown;
+        t->cap_events = cap;
+    }
+    rec_event *r = arena_alloc(t, sizeof *r + ev->n_args * sizeof r->args[0]);
+    if (r == NULL) {
+        return false;
+    }
+    r->ph = phase_letter(ev->phase);
+    r->tid = ev->stream != 0 ? TOOL_TRACE_STREAM_TID + ev->stream : ev->thread;
+    r->ts = ev->ts_ns;
+    r->dur = ev->dur_ns;
+    r->name = arena_string(t, ev->name);
+    r->cat = arena_string(t, ev->category_name);
+    r->n_args = ev->n_args;
+    bool ok = r->name != NULL && r->cat != NULL;
+    for (uint32_t i = 0; ok && i < ev->n_args; i++) {
+        const acg_trace_arg *a = &ev->args[i];
+        rec_arg *to = &r->args[i];
+        to->key = arena_string(t, a->key);
+        to->type = a->type;
+        switch (a->type) {
+        case ACG_TRACE_ARG_UINT:
+            to->v.u = a->value.u;
+            break;
+        case ACG_TRACE_ARG_INT:
+            to->v.i = a->value.i;
+            break;
+        case ACG_TRACE_ARG_DOUBLE:
+            to->v.d = a->value.d;
+            break;
+        case ACG_TRACE_ARG_BOOL:
+            to->v.b = a->value.b;
+            break;
+        default:
+            to->type = ACG_TRACE_ARG_STRING;
+            to->v.s = arena_string(t, a->type == ACG_TRACE_ARG_STRING ? a->value.s : "?");
+            ok = to->v.s != NULL;
+            break;
+        }
+        ok = ok && to->key != NULL;
+    }
+    if (ok) {
+        t->events[t->n_events++] = r;
+    }
+    return ok;
+}
+
+static void on_event(const acg_trace_event *ev, void *user) {
+    tool_trace *t = user;
+    if (t->o.observe != NULL && (ev->category & t->o.observe_categories) != 0) {
+        t->o.observe(ev, t->o.user);
+    }
+    if (t->path != NULL) {
+        pthread_mutex_lock(&t->lock);
+        if (!record(t, ev)) {
+            t->lost++;
+        }
+        pthread_mutex_unlock(&t->lock);
+    }
+}
+
+/* ---- opening and finishing ------------------------------------------------------------------- */
+
+static void free_trace(tool_trace *t) {
+    while (t->chunks != NULL) {
+        chunk *c = t->chunks;
+        t->chunks = c->next;
+        free(c);
+    }
+    if (t->file != NULL) {
+        fclose(t->file);
+    }
+    if (t->tmp != NULL) {
+        unlink(t->tmp);
+    }
+    pthread_mutex_destroy(&t->lock);
+    free(t->events);
+    free(t->path);
+    free(t->tmp);
+    free(t->process);
+    free(t);
+}
+
+/* Checks the place and creates the temporary file beside path, readable as an ordinary new
+ * file would be (mkstemp makes it 0600). */
+static int open_file(tool_trace *t) {
+    struct stat sb;
+    if (stat(t->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        return tool_failf("writing the trace", "'%s' is a directory", t->path);
+    }
+    if (stat(t->path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        return tool_failf("writing the trace", "'%s' is not a regular file", t->path);
+    }
+    size_t n = strlen(t->path) + sizeof ".tmp-XXXXXX";
+    t->tmp = malloc(n);
+    if (t->tmp == NULL) {
+        return tool_failf("writing the trace", "out of memory");
+    }
+    snprintf(t->tmp, n, "%s.tmp-XXXXXX", t->path);
+    int fd = mkstemp(t->tmp);
+    if (fd < 0) {
+        int err = errno;
+        free(t->tmp);
+        t->tmp = NULL;
+        return tool_failf("writing the trace", "cannot create a file beside '%s': %s", t->path,
+                          strerror(err));
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    t->file = fdopen(fd, "w");
+    if (t->file == NULL) {
+        int err = errno;
+        close(fd);
+        return tool_failf("writing the trace", "'%s': %s", t->tmp, strerror(err));
+    }
+    return TOOL_EXIT_OK;
+}
+
+int tool_trace_open(const tool_trace_options *options, tool_trace **out) {
+    tool_trace *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        return tool_failf("writing the trace", "out of memory");
+    }
+    pthread_mutex_init(&t->lock, NULL);
+    t->o = *options;
+    t->process = strdup(options->process != NULL ? options->process : "acg");
+    int rc = t->process != NULL ? TOOL_EXIT_OK : tool_failf("writing the trace", "out of memory");
+    if (rc == TOOL_EXIT_OK && options->path != NULL) {
+        t->path = strdup(options->path);
+        rc = t->path != NULL ? open_file(t) : tool_failf("writing the trace", "out of memory");
+    }
+    if (rc != TOOL_EXIT_OK) {
+        free_trace(t);
+        return rc;
+    }
+    *out = t;
+    return TOOL_EXIT_OK;
+}
+
+int tool_trace_start(tool_trace *t) {
+    acg_trace_config c = ACG_TRACE_CONFIG_INIT;
+    c.fn = on_event;
+    c.user = t;
+    c.categories = t->path != NULL ? ACG_TRACE_ALL : t->o.observe_categories;
+    t->main_thread = acg_trace_get_thread_id();
+    acg_status st = acg_trace_set_hook(&c);
+    if (st != ACG_OK) {
+        return tool_fail(st, "installing the trace hook");
+    }
+    t->installed = true;
+    return TOOL_EXIT_OK;
+}
+
+static int compare_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A metadata event naming a process or a track. */
+static void write_name(tool_json *j, const char *what, int64_t pid, const uint32_t *tid,
+                       const char *name) {
+    tool_json_object_begin(j, NULL);
+    tool_json_string(j, "name", what);
+    tool_json_string(j, "ph", "M");
+    tool_json_int(j, "pid", pid);
+    if (tid != NULL) {
+        tool_json_uint(j, "tid", *tid);
+    }
+    tool_json_object_begin(j, "args");
+    tool_json_string(j, "name", name);
+    tool_json_object_end(j);
+    tool_json_object_end(j);
+}
+
+static void write_event(tool_json *j, const rec_event *r, uint64_t t0, int64_t pid) {
+    char ph[2] = {r->ph, '\0'};
+    tool_json_object_begin(j, NULL);
+    tool_json_string(j, "name", r->name);
+    tool_json_string(j, "cat", r->cat);
+    tool_json_string(j, "ph", ph);
+    tool_json_fixed(j, "ts", (int64_t)(r->ts - t0), 3);
+    if (r->ph == 'X') {
+        tool_json_fixed(j, "dur", (int64_t)r->dur, 3);
+    }
+    if (r->ph == 'i') {
+        tool_json_string(j, "s", "t"); /* an instant of its thread */
+    }
+    tool_json_int(j, "pid", pid);
+    tool_json_uint(j, "tid", r->tid);
+    tool_json_object_begin(j, "args");
+    for (uint32_t i = 0; i < r->n_args; i++) {
+        const rec_arg *a = &r->args[i];
+        switch (a->type) {
+        case ACG_TRACE_ARG_UINT:
+            tool_json_uint(j, a->key, a->v.u);
+            break;
+        case ACG_TRACE_ARG_INT:
+            tool_json_int(j, a->key, a->v.i);
+            break;
+        case ACG_TRACE_ARG_DOUBLE:
+            tool_json_number(j, a->key, a->v.d);
+            break;
+        case ACG_TRACE_ARG_BOOL:
+            tool_json_bool(j, a->key, a->v.b);
+            break;
+        default:
+            tool_json_string(j, a->key, a->v.s);
+            break;
+        }
+    }
+    tool_json_object_end(j);
+    tool_json_object_end(j);
+}
+
+/* Writes every event, then the names of the process and of every track it saw. */
+static int write_trace(tool_trace *t) {
+    uint64_t t0 = UINT64_MAX;
+    uint32_t *tids = malloc((t->n_events + 1) * sizeof *tids);
+    if (tids == NULL) {
+        return tool_failf("writing the trace", "out of memory");
+    }
+    for (size_t i = 0; i < t->n_events; i++) {
+        t0 = t->events[i]->ts < t0 ? t->events[i]->ts : t0;
+        tids[i] = t->events[i]->tid;
+    }
+    qsort(tids, t->n_events, sizeof *tids, compare_u32);
+    int64_t pid = t->o.pid;
+    tool_json j;
+    tool_json_begin(&j, t->file);
+    tool_json_object_begin(&j, NULL);
+    tool_json_array_begin(&j, "traceEvents");
+    for (size_t i = 0; i < t->n_events; i++) {
+        write_event(&j, t->events[i], t0, pid);
+    }
+    write_name(&j, "process_name", pid, NULL, t->process);
+    for (size_t i = 0; i < t->n_events; i++) {
+        if (i > 0 && tids[i] == tids[i - 1]) {
+            continue;
+        }
+        char name[48];
+        if (tids[i] > TOOL_TRACE_STREAM_TID) {
+            snprintf(name, sizeof name, "stream %u", tids[i] - TOOL_TRACE_STREAM_TID);
+        } else if (tids[i] == t->main_thread) {
+            snprintf(name, sizeof name, "main");
+        } else {
+            snprintf(name, sizeof name, "thread %u", tids[i]);
+        }
+        write_name(&j, "thread_name", pid, &tids[i], name);
+    }
+    tool_json_array_end(&j);
+    tool_json_string(&j, "displayTimeUnit", "ms");
+    tool_json_object_begin(&j, "otherData");
+    tool_json_string(&j, "tool", t->process);
+    tool_json_uint(&j, "events", t->n_events);
+    tool_json_object_end(&j);
+    tool_json_object_end(&j);
+    free(tids);
+    int rc = tool_json_end(&j);
+    FILE *f = t->file;
+    t->file = NULL;
+    if (fclose(f) != 0 && rc == TOOL_EXIT_OK) {
+        rc = tool_failf("writing the trace", "'%s': %s", t->tmp, strerror(errno));
+    }
+    if (rc == TOOL_EXIT_OK && rename(t->tmp, t->path) != 0) {
+        rc = tool_failf("writing the trace", "renaming '%s' to '%s': %s", t->tmp, t->path,
+                        strerror(errno));
+    }
+    if (rc == TOOL_EXIT_OK) {
+        free(t->tmp); /* renamed: nothing to remove */
+        t->tmp = NULL;
+    }
+    return rc;
+}
+
+int tool_trace_finish(tool_trace *t, int rc) {
+    if (t == NULL) {
+        return rc;
+    }
+    if (t->installed) {
+        acg_status st = acg_trace_set_hook(NULL);
+        if (st != ACG_OK && rc == TOOL_EXIT_OK) {
+            rc = tool_fail(st, "removing the trace hook");
+        }
+    }
+    if (rc == TOOL_EXIT_OK && t->path != NULL && t->lost > 0) {
+        rc = tool_failf("writing the trace", "out of memory: %llu events were not kept",
+                        (unsigned long long)t->lost);
+    }
+    if (rc == TOOL_EXIT_OK && t->path != NULL) {
+        rc = write_trace(t);
+    }
+    free_trace(t);
+    return rc;
+}
