@@ -10,7 +10,8 @@
  *   - an update patches a mutable list in place, or records the list again;
  *   - where the driver offers the record/replay graph extension, captures are recorded by the
  *     driver (work issued on the stream's own list too) and replayed many times in a row, and
- *     a capture invalidated while forked leaves both streams usable. */
+ *     a capture invalidated while forked leaves both streams usable;
+ *   - free memory comes from the usable memory extension, or cannot be told without it. */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -582,6 +583,48 @@ static void count_unknown(acg_log_level level, const char *message, void *user) 
     }
 }
 
+/* Free memory is what the driver says a new allocation could use (the usable memory extension):
+ * it falls by what acg allocates and comes back when freed, and a failing query gives the
+ * driver's error. A driver without the extension cannot tell: ACG_ERR_UNSUPPORTED, naming it. */
+static void test_memory_info(void **state) {
+    (void)state;
+    acg_device *dev = NULL;
+    OK(acg_device_open("level_zero", &dev));
+    bind_driver();
+    const acg_capability *cap = acg_device_get_capability(dev);
+    uint64_t free0 = 0, total = 0;
+    acg_status st = acg_device_get_memory_info(dev, &free0, &total);
+    if (strstr(cap->detail, "free memory yes") == NULL) {
+        assert_non_null(strstr(cap->detail, "free memory no"));
+        assert_int_equal(st, ACG_ERR_UNSUPPORTED);
+        assert_non_null(strstr(acg_last_error(), "cannot tell"));
+        assert_non_null(strstr(acg_last_error(), "ZE_extension_device_usablemem_size_properties"));
+        OK(acg_device_close(dev));
+        return;
+    }
+    OK(st);
+    assert_true(total == cap->memory_bytes);
+    assert_true(free0 > 0 && free0 <= total);
+    const uint64_t size = 64u << 20;
+    acg_buffer *b = NULL;
+    OK(acg_buffer_alloc(dev, size, &b));
+    uint64_t free1 = 0;
+    OK(acg_device_get_memory_info(dev, &free1, &total));
+    assert_true(free0 - free1 >= size && free0 - free1 <= size + (1u << 20));
+    OK(acg_buffer_free(b));
+    OK(acg_device_get_memory_info(dev, &free1, &total));
+    assert_true(free1 == free0);
+    drv.inject("zeDeviceGetProperties", 1, ZE_RESULT_ERROR_DEVICE_LOST);
+    assert_int_equal(acg_device_get_memory_info(dev, &free1, &total), ACG_ERR_DEVICE_LOST);
+    assert_non_null(strstr(acg_last_error(), "zeDeviceGetProperties"));
+    drv.inject("zeDeviceGetMemoryProperties", 1, ZE_RESULT_ERROR_UNKNOWN);
+    assert_int_equal(acg_device_get_memory_info(dev, &free1, &total), ACG_ERR_DEVICE);
+    assert_non_null(strstr(acg_last_error(), "zeDeviceGetMemoryProperties"));
+    OK(acg_device_get_memory_info(dev, &free1, &total));
+    assert_true(free1 == free0);
+    OK(acg_device_close(dev));
+}
+
 /* A driver that reports its extensions at a major version acg does not know: each is left
  * unused, with a log line naming it, and the device works without them. */
 static int expect_unknown_versions(void) {
@@ -594,9 +637,10 @@ static int expect_unknown_versions(void) {
     }
     const acg_capability *cap = acg_device_get_capability(dev);
     printf("%s\n", cap->detail);
-    int bad = unknown_versions != 3 || strstr(cap->detail, "immediate append no") == NULL ||
+    int bad = unknown_versions != 4 || strstr(cap->detail, "immediate append no") == NULL ||
               strstr(cap->detail, "mutable lists no") == NULL ||
-              strstr(cap->detail, "graph capture no") == NULL || cap->native_capture;
+              strstr(cap->detail, "graph capture no") == NULL ||
+              strstr(cap->detail, "free memory no") == NULL || cap->native_capture;
     scene c;
     acg_device_close(dev);
     acg_set_log_level(ACG_LOG_ERROR);
@@ -643,7 +687,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scenario),     cmocka_unit_test(test_discard_retained),
         cmocka_unit_test(test_update_paths), cmocka_unit_test(test_native_capture),
-        cmocka_unit_test(test_fault_sweep),
+        cmocka_unit_test(test_fault_sweep),  cmocka_unit_test(test_memory_info),
     };
     return cmocka_run_group_tests_name("test_ze_backend", tests, NULL, NULL);
 }

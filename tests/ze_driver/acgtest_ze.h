@@ -23,8 +23,10 @@
  *   ACGTEST_ZE_EXTENSIONS  a comma-separated list of the extensions zeDriverGetExtensionProperties
  *                          offers, "none" for none; default every one the driver implements, at
  *                          the version implemented: ZE_experimental_immediate_command_list_append
- *                          1.0, ZE_experimental_mutable_command_list 1.1 and
- *                          ZE_extension_record_replay_graph 1.0 (immutable graphs only). A list
+ *                          1.0, ZE_experimental_mutable_command_list 1.1,
+ *                          ZE_extension_record_replay_graph 1.0 (immutable graphs only) and
+ *                          ZE_extension_device_usablemem_size_properties 1.0 (the device's
+ *                          memory less its live allocations). A list
  *                          without a name leaves that extension out. "name:1.0" offers an
  *                          older version; "name:2.0", a later major version, is only reported (as
  *                          a future driver would), its functions served as implemented. The

@@ -205,6 +205,25 @@ ze_result_t fake_zeDeviceGet(ze_driver_handle_t hDriver, uint32_t *pCount,
     return ZE_RESULT_SUCCESS;
 }
 
+/* ZE_extension_device_usablemem_size_properties: the device's memory less its live
+ * allocations. */
+static void usable_memory(struct fake_device *d, ze_device_properties_t *props) {
+    if (fake__cfg.extensions[FAKE_EXT_USABLE_MEM] == 0) {
+        return; /* a driver without the extension knows no such structure, and ignores it */
+    }
+    for (void *p = props->pNext; p != NULL;) {
+        ze_base_properties_t head;
+        memcpy(&head, p, sizeof head);
+        if (head.stype == ACG_ZE_STRUCTURE_TYPE_DEVICE_USABLEMEM_SIZE_EXT_PROPERTIES) {
+            acg_ze_device_usablemem_size_ext_properties_t *u = p;
+            pthread_mutex_lock(&fake__g.lock);
+            u->currUsableMemSize = fake__cfg.mem_bytes - d->allocated;
+            pthread_mutex_unlock(&fake__g.lock);
+        }
+        p = head.pNext;
+    }
+}
+
 ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
                                        ze_device_properties_t *pDeviceProperties) {
     static const char fn[] = "zeDeviceGetProperties";
@@ -246,6 +265,7 @@ ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
     snprintf(p->name, sizeof p->name, "%s", DEVICE_NAME);
     fake__mutable_properties(p);
     fake__graph_properties(p);
+    usable_memory(d, p);
     return ZE_RESULT_SUCCESS;
 }
 

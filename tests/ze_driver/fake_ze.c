@@ -20,9 +20,10 @@
  * graphs: captures, executable graphs, replays).
  *
  * Beyond spec 1.4 it serves zeCommandListHostSynchronize (core 1.6), in-order lists (1.7),
- * ZE_experimental_immediate_command_list_append 1.0, ZE_experimental_mutable_command_list 1.1
- * and ZE_extension_record_replay_graph 1.0 (spec 1.17: capture on immediate lists, forks and
- * joins through events, instantiation, append of an executable graph), with the declarations of
+ * ZE_experimental_immediate_command_list_append 1.0, ZE_experimental_mutable_command_list 1.1,
+ * ZE_extension_record_replay_graph 1.0 (spec 1.17: capture on immediate lists, forks and
+ * joins through events, instantiation, append of an executable graph) and
+ * ZE_extension_device_usablemem_size_properties 1.0 (spec 1.15), with the declarations of
  * src/backends/level_zero/ze_ext.h.
  *
  * What it simplifies, each also said where it is done:
@@ -75,6 +76,8 @@ const struct fake_ext_info fake__exts[FAKE_EXT_COUNT] = {
                           ACG_ZE_MUTABLE_COMMAND_LIST_EXP_VERSION_1_1},
     [FAKE_EXT_GRAPH] = {ACG_ZE_RECORD_REPLAY_GRAPH_EXT_NAME,
                         ACG_ZE_RECORD_REPLAY_GRAPH_EXT_VERSION_1_0},
+    [FAKE_EXT_USABLE_MEM] = {ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_NAME,
+                             ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_VERSION_1_0},
 };
 
 /* ---- the entry point tables ----------------------------------------------------------------

@@ -140,6 +140,7 @@ enum fake_ext {
     FAKE_EXT_IMMEDIATE_APPEND, /* ZE_experimental_immediate_command_list_append 1.0 */
     FAKE_EXT_MUTABLE,          /* ZE_experimental_mutable_command_list 1.1 */
     FAKE_EXT_GRAPH,            /* ZE_extension_record_replay_graph 1.0 */
+    FAKE_EXT_USABLE_MEM,       /* ZE_extension_device_usablemem_size_properties 1.0 */
     FAKE_EXT_COUNT,
     FAKE_EXT_CORE_1_6 = -1, /* not an extension: core since spec 1.6 */
 };

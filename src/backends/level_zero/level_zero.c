@@ -204,16 +204,20 @@ static acg_status query_driver(ze_drv *drv) {
             memset(g, 0, sizeof *g); /* one function missing: the extension is absent */
         }
     }
+    drv->usable_mem = offered(ext, n, ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_NAME);
     if (drv->api >= ACG_ZE_API_VERSION_1_6) {
         *(void **)&drv->host_sync = extension_function(drv, "zeCommandListHostSynchronize");
     }
     acg__free(ext);
+    /* At most 162 characters: the capability's detail has room for 170 after its start. */
     snprintf(drv->extensions, sizeof drv->extensions,
-             "in-order lists %s; immediate append %s; mutable lists %s; graph capture %s",
+             "in-order lists %s; immediate append %s; host synchronize %s; mutable lists %s; "
+             "graph capture %s; free memory %s",
              drv->in_order ? "yes" : "no (barriers)",
-             drv->immediate_append != NULL ? "yes" : "no (replays on a queue)",
-             drv->update_commands != NULL ? "yes" : "no (update records again)",
-             drv->graph.begin != NULL ? "yes" : "no");
+             drv->immediate_append != NULL ? "yes" : "no (queue replays)",
+             drv->host_sync != NULL ? "yes" : "no (events)",
+             drv->update_commands != NULL ? "yes" : "no (record again)",
+             drv->graph.begin != NULL ? "yes" : "no", drv->usable_mem ? "yes" : "no");
     return ACG_OK;
 }
 
@@ -325,18 +329,10 @@ static acg_status native_graphs(ze_drv *drv, ze_device_handle_t dev, bool *out, 
     return st;
 }
 
-static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capability *out) {
-    static const char fn[] = "acg_device_describe";
-    ze_device_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES};
-    bool native = false;
-    acg_status st = native_graphs(drv, dev, &native, fn);
-    if (st == ACG_OK) {
-        st = ZE(fn, zeDeviceGetProperties, dev, &props);
-    }
+/* The device's memory in total: every memory it reports (the first eight). */
+static acg_status memory_total(ze_device_handle_t dev, uint64_t *total, const char *fn) {
     uint32_t n = 0;
-    if (st == ACG_OK) {
-        st = ZE(fn, zeDeviceGetMemoryProperties, dev, &n, NULL);
-    }
+    acg_status st = ZE(fn, zeDeviceGetMemoryProperties, dev, &n, NULL);
     ze_device_memory_properties_t mem[8];
     memset(mem, 0, sizeof mem);
     for (uint32_t i = 0; i < 8; i++) {
@@ -348,14 +344,30 @@ static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capab
     if (st == ACG_OK && n > 0) {
         st = ZE(fn, zeDeviceGetMemoryProperties, dev, &n, mem);
     }
+    *total = 0;
+    for (uint32_t i = 0; st == ACG_OK && i < n; i++) {
+        *total += mem[i].totalSize;
+    }
+    return st;
+}
+
+static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capability *out) {
+    static const char fn[] = "acg_device_describe";
+    ze_device_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES};
+    bool native = false;
+    acg_status st = native_graphs(drv, dev, &native, fn);
+    if (st == ACG_OK) {
+        st = ZE(fn, zeDeviceGetProperties, dev, &props);
+    }
+    uint64_t total = 0;
+    if (st == ACG_OK) {
+        st = memory_total(dev, &total, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
     snprintf(out->name, sizeof out->name, "%.127s", props.name);
-    out->memory_bytes = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        out->memory_bytes += mem[i].totalSize;
-    }
+    out->memory_bytes = total;
     out->available = true;
     out->pinned_memory = true;
     out->graphs = true;
@@ -365,9 +377,9 @@ static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capab
     out->graph_host_functions = false; /* a command list has no host node */
     out->pinned_register = false;
     out->host_cpu = props.type == ZE_DEVICE_TYPE_CPU;
-    /* At most about 210 characters: the detail's 256 hold it. */
+    /* At most 85 + 170 characters: the detail's 256 hold it. */
     int written = snprintf(
-        out->detail, sizeof out->detail, "Level Zero API %u.%u, driver %u; graphs %s; %s",
+        out->detail, sizeof out->detail, "Level Zero API %u.%u, driver %u; graphs %s; %.170s",
         ZE_MAJOR_VERSION(drv->api), ZE_MINOR_VERSION(drv->api), drv->version,
         native ? "captured by the driver" : "recorded from the description", drv->extensions);
     (void)written; /* whatever the driver reports, the detail is only words */
@@ -517,6 +529,34 @@ static acg_status ze_query_capability(acg__bk_device *dev, acg_capability *out) 
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */
+
+/* Free memory is what the driver says a new allocation could use now (the usable memory
+ * extension); a driver without it cannot tell. */
+static acg_status ze_memory_query(acg__bk_device *dev, uint64_t *free_bytes,
+                                  uint64_t *total_bytes) {
+    static const char fn[] = "acg_device_get_memory_info";
+    ze_device *d = acg__ze_dev(dev);
+    if (!d->drv->usable_mem) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: level_zero cannot tell its free memory: the driver does not offer "
+                          "%s",
+                          fn, ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_NAME);
+    }
+    acg_ze_device_usablemem_size_ext_properties_t usable = {
+        .stype = ACG_ZE_STRUCTURE_TYPE_DEVICE_USABLEMEM_SIZE_EXT_PROPERTIES};
+    ze_device_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES, .pNext = &usable};
+    uint64_t total = 0;
+    acg_status st = ZE(fn, zeDeviceGetProperties, d->dev, &props);
+    if (st == ACG_OK) {
+        st = memory_total(d->dev, &total, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    *total_bytes = total;
+    *free_bytes = usable.currUsableMemSize < total ? usable.currUsableMemSize : total;
+    return ACG_OK;
+}
 
 static acg_status ze_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **mem) {
     static const char fn[] = "acg_buffer_alloc";
@@ -773,4 +813,5 @@ const acg_backend_i acg__backend_level_zero = {
      * reference it: discarded graphs live until the pool's next successful capture. */
     .retain_discarded_graphs = true,
     .stream_get_native = acg__ze_stream_get_native,
+    .memory_query = ze_memory_query,
 };

@@ -37,7 +37,8 @@ typedef struct ze_drv {
         acg_ze_pfn_zeExecutableGraphDestroyExt destroy_exec;
         acg_ze_pfn_zeGraphDestroyExt destroy;
     } graph;
-    char extensions[160]; /* what acg uses that the driver offers, for the capability */
+    bool usable_mem;      /* ZE_extension_device_usablemem_size_properties: free memory is known */
+    char extensions[200]; /* what acg uses that the driver offers, for the capability */
 } ze_drv;
 
 /* The loader: its entry points and the devices of every driver, in driver order. */

@@ -396,6 +396,27 @@ typedef ze_result_t(ZE_APICALL *acg_ze_pfn_zeExecutableGraphDestroyExp)(
 typedef ze_result_t(ZE_APICALL *acg_ze_pfn_zeGraphDestroyExp)(acg_ze_graph_handle_t hGraph);
 
 /* ===================================================================================== */
+/* 6. ZE_extension_device_usablemem_size_properties, version 1.0 (spec 1.15)             */
+/* ===================================================================================== */
+
+/* The device memory a new allocation could use now, over every process's use: chained into
+ * ze_device_properties_t.pNext (zeDeviceGetProperties), filled in by a driver offering the
+ * extension and left untouched by one that does not. What acg_device_get_memory_info reports
+ * as free. */
+#define ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_NAME                                           \
+    "ZE_extension_device_usablemem_size_properties"
+#define ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_VERSION_1_0 ACG_ZE_MAKE_VERSION(1, 0)
+/* UNCONFIRMED: the value engines declare for headers older than spec 1.15 (PyTorch's XPU
+ * memory query spells it out); not seen in a spec header here. */
+#define ACG_ZE_STRUCTURE_TYPE_DEVICE_USABLEMEM_SIZE_EXT_PROPERTIES ((ze_structure_type_t)0x00020041)
+
+typedef struct acg_ze_device_usablemem_size_ext_properties {
+    ze_structure_type_t stype; /* ACG_ZE_STRUCTURE_TYPE_DEVICE_USABLEMEM_SIZE_EXT_PROPERTIES */
+    void *pNext;
+    uint64_t currUsableMemSize; /* [out] bytes */
+} acg_ze_device_usablemem_size_ext_properties_t;
+
+/* ===================================================================================== */
 /* Layout checks                                                                         */
 /* ===================================================================================== */
 
@@ -412,6 +433,7 @@ _Static_assert(sizeof(acg_ze_mutable_global_offset_exp_desc_t) == 40, "global of
 _Static_assert(sizeof(acg_ze_mutable_graph_argument_exp_desc_t) == 40, "graph arg desc");
 _Static_assert(sizeof(acg_ze_record_replay_graph_ext_properties_t) == 24, "graph props");
 _Static_assert(sizeof(acg_ze_record_replay_graph_ext_dump_desc_t) == 24, "graph dump desc");
+_Static_assert(sizeof(acg_ze_device_usablemem_size_ext_properties_t) == 24, "usable memory");
 #endif
 
 #ifdef __cplusplus
