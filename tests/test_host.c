@@ -192,8 +192,9 @@ static void test_native_object(void **state) {
     tc_close(dev);
 }
 
-/* The driver's object behind a graph: a CUgraphExec on cuda, none on cpu and opencl (said, not
- * an error); refused for bad arguments. */
+/* The driver's object behind a graph: a CUgraphExec on cuda, the driver's executable graph or a
+ * closed command list on level_zero, none on cpu and opencl (said, not an error); refused for
+ * bad arguments. */
 static void test_graph_native_object(void **state) {
     (void)state;
     acg_device *dev = tc_open();
@@ -216,6 +217,11 @@ static void test_graph_native_object(void **state) {
     TC_OK(acg_graph_get_native(g, &h));
     if (tc_backend_is("cuda")) {
         assert_int_equal(h.kind, ACG_NATIVE_CUDA_GRAPH_EXEC);
+        assert_non_null(h.handle);
+    } else if (tc_backend_is("level_zero")) {
+        assert_int_equal(h.kind, acg_device_get_capability(dev)->native_capture
+                                     ? ACG_NATIVE_ZE_EXECUTABLE_GRAPH
+                                     : ACG_NATIVE_ZE_COMMAND_LIST);
         assert_non_null(h.handle);
     } else {
         assert_int_equal(h.kind, ACG_NATIVE_NONE);

@@ -402,8 +402,12 @@ typedef enum acg_native_kind {
     ACG_NATIVE_NONE = 0,         /* the backend has no driver object (cpu) */
     ACG_NATIVE_OPENCL_QUEUE = 1, /* a cl_command_queue, in order */
     ACG_NATIVE_CUDA_STREAM = 2,  /* a CUstream */
+    /* a ze_command_list_handle_t: a stream's immediate list; a graph's regular list, closed */
     ACG_NATIVE_ZE_COMMAND_LIST = 3,
     ACG_NATIVE_CUDA_GRAPH_EXEC = 4, /* a CUgraphExec (acg_graph_get_native) */
+    /* the executable graph of Level Zero's record/replay graph extension (a
+     * ze_executable_graph_handle_t, appended with zeCommandListAppendGraphExt) */
+    ACG_NATIVE_ZE_EXECUTABLE_GRAPH = 5,
 } acg_native_kind;
 
 typedef struct acg_native_handle {
@@ -1040,9 +1044,13 @@ ACG_API acg_device *acg_graph_get_device(const acg_graph *graph);
  * (acg_last_error() gives the system's reason; part of the text may have been written). */
 ACG_API acg_status acg_graph_write_dot(const acg_graph *graph, FILE *out, uint32_t flags);
 
-/* The driver's executable graph behind a graph (a CUgraphExec on cuda), to drive or measure it
- * without acg. It belongs to the graph: do not destroy it. It stays valid until the graph is
- * updated (an update may instantiate it again) or destroyed. A launch of it bypasses acg: it is
+/* The driver's executable graph behind a graph, to drive or measure it without acg: a CUgraphExec
+ * on cuda; on level_zero the driver's executable graph where it captured the graph
+ * (ACG_NATIVE_ZE_EXECUTABLE_GRAPH), else the regular command list acg recorded, closed
+ * (ACG_NATIVE_ZE_COMMAND_LIST: zeCommandListImmediateAppendCommandListsExp or
+ * zeCommandQueueExecuteCommandLists runs it). It belongs to the graph: do not destroy, reset or
+ * close it. It stays valid until the graph is updated (an update may instantiate or record it
+ * again, and may change its kind) or destroyed. A launch of it bypasses acg: it is
  * not ordered after the pool's other replays, and acg does not know it is pending, so nothing
  * waits for it before an update, a destroy or a free of what it uses; the caller makes sure it
  * completed first. A backend whose graph is not one driver object (cpu; opencl, which records a

@@ -447,6 +447,20 @@ acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc)
     return ACG_OK;
 }
 
+/* The driver's executable graph of a native capture, else the regular list recorded from the
+ * description (or, for a native graph updated, from its new description). */
+acg_status acg__ze_graph_get_native(acg__bk_exec *exec, acg_native_handle *out) {
+    ze_exec *e = acg__ze_exec(exec);
+    if (e->xgraph != NULL) {
+        out->kind = ACG_NATIVE_ZE_EXECUTABLE_GRAPH;
+        out->handle = e->xgraph;
+    } else {
+        out->kind = ACG_NATIVE_ZE_COMMAND_LIST;
+        out->handle = e->list;
+    }
+    return ACG_OK;
+}
+
 void acg__ze_graph_destroy(acg__bk_exec *exec) {
     static const char fn[] = "acg_graph_destroy";
     ze_exec *e = acg__ze_exec(exec);

@@ -814,4 +814,5 @@ const acg_backend_i acg__backend_level_zero = {
     .retain_discarded_graphs = true,
     .stream_get_native = acg__ze_stream_get_native,
     .memory_query = ze_memory_query,
+    .graph_get_native = acg__ze_graph_get_native,
 };

@@ -280,6 +280,7 @@ acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc 
 acg_status acg__ze_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
 acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
 void acg__ze_graph_destroy(acg__bk_exec *exec);
+acg_status acg__ze_graph_get_native(acg__bk_exec *exec, acg_native_handle *out);
 /* Waits for the exec's latest replay on the device's queue (fence path), if one is pending. */
 acg_status acg__ze_exec_wait_fence(ze_exec *e, const char *fn);
 
