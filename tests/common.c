@@ -86,9 +86,11 @@ void tc_init(int argc, char **argv) {
             dut_spec = argv[i] + 9;
         } else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
             cmocka_set_test_filter(argv[++i]);
+        } else if (strcmp(argv[i], "--skip") == 0 && i + 1 < argc) {
+            cmocka_set_skip_filter(argv[++i]);
         } else {
             fprintf(stderr,
-                    "usage: %s [--device SPEC] [--filter PATTERN]\n"
+                    "usage: %s [--device SPEC] [--filter PATTERN] [--skip PATTERN]\n"
                     "  SPEC: backend or backend:N (default cpu); PATTERN: test names, * and ?\n",
                     argv[0]);
             exit(1);

@@ -13,6 +13,10 @@
  *   - KV page exhaustion: requests wait for pages, in order, and none corrupts another; a
  *     request that can never fit is refused at submission.
  *   - The error paths of the serving API, and an allocation-failure sweep of a model's life.
+ *
+ * The cases on the small preset end in "_small": under ThreadSanitizer only test_model.cpu runs
+ * them (tests/CMakeLists.txt), as they take minutes there and add no concurrency the tiny
+ * preset's cases do not already exercise on the other backends.
  */
 #include <math.h>
 #include <stdio.h>
@@ -663,7 +667,7 @@ static void probe_runs(acg_device *dev, const acg_model_weights *w, const job *p
     TC_OK(acg_model_destroy(m));
 }
 
-static void test_batch_positions_and_devices(void **state) {
+static void test_batch_positions_and_devices_small(void **state) {
     (void)state;
     acg_model_weights *w = preset("small");
     int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
@@ -784,7 +788,7 @@ static void expect_same_logits(const char *what, const float *want, const float 
     }
 }
 
-static void test_logits_across_backends(void **state) {
+static void test_logits_across_backends_small(void **state) {
     (void)state;
     acg_model_weights *w = preset("small");
     const size_t vocab = (size_t)acg_model_weights_get_config(w)->vocab_size;
@@ -1324,8 +1328,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reference_small),
         cmocka_unit_test(test_reference_checkpoint),
         cmocka_unit_test(test_batch_invariance),
-        cmocka_unit_test(test_batch_positions_and_devices),
-        cmocka_unit_test(test_logits_across_backends),
+        cmocka_unit_test(test_batch_positions_and_devices_small),
+        cmocka_unit_test(test_logits_across_backends_small),
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_kv_exhaustion),
         cmocka_unit_test(test_errors),
