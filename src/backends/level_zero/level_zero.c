@@ -209,6 +209,40 @@ static acg_status query_driver(ze_drv *drv) {
         *(void **)&drv->host_sync = extension_function(drv, "zeCommandListHostSynchronize");
     }
     acg__free(ext);
+    return ACG_OK;
+}
+
+/* Whether the driver's immediate lists take the in-order flag its API version promises: a layer
+ * older than the driver (the 1.8.12 loader's validation layer) refuses it, and streams then keep
+ * their lists in order with barriers. Asked once, on the driver's first device, with a list made
+ * and destroyed; a failure to ask leaves each stream to find out. */
+static void probe_in_order(ze_drv *drv, ze_device_handle_t dev) {
+    if (!drv->in_order) {
+        return;
+    }
+    ze_context_desc_t cdesc = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
+    ze_context_handle_t ctx = NULL;
+    if (acg__ze.zeContextCreate(drv->handle, &cdesc, &ctx) != ZE_RESULT_SUCCESS) {
+        return;
+    }
+    ze_command_queue_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+                                    .flags = ACG_ZE_COMMAND_QUEUE_FLAG_IN_ORDER,
+                                    .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                                    .priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+    ze_command_list_handle_t list = NULL;
+    ze_result_t r = acg__ze.zeCommandListCreateImmediate(ctx, dev, &desc, &list);
+    if (r == ZE_RESULT_ERROR_INVALID_ENUMERATION) {
+        drv->in_order = false;
+        acg__log(ACG_LOG_INFO, "level_zero: immediate lists refuse the in-order flag (a layer "
+                               "older than the driver): streams are ordered with barriers");
+    } else if (r == ZE_RESULT_SUCCESS) {
+        acg__ze.zeCommandListDestroy(list);
+    }
+    acg__ze.zeContextDestroy(ctx);
+}
+
+/* What the driver offers that acg uses, for the capability's detail. */
+static void describe_extensions(ze_drv *drv) {
     /* At most 162 characters: the capability's detail has room for 170 after its start. */
     snprintf(drv->extensions, sizeof drv->extensions,
              "in-order lists %s; immediate append %s; host synchronize %s; mutable lists %s; "
@@ -218,7 +252,6 @@ static acg_status query_driver(ze_drv *drv) {
              drv->host_sync != NULL ? "yes" : "no (events)",
              drv->update_commands != NULL ? "yes" : "no (record again)",
              drv->graph.begin != NULL ? "yes" : "no", drv->usable_mem ? "yes" : "no");
-    return ACG_OK;
 }
 
 /* Every device of every driver. */
@@ -251,6 +284,10 @@ static acg_status enumerate(void) {
         if (st == ACG_OK && nd > 0) {
             st = ZE(fn, zeDeviceGet, drv->handle, &nd, devs);
         }
+        if (st == ACG_OK && nd > 0) {
+            probe_in_order(drv, devs[0]);
+        }
+        describe_extensions(drv);
         for (uint32_t j = 0; st == ACG_OK && j < nd; j++) {
             acg__ze.devices[acg__ze.n_devices].drv = drv;
             acg__ze.devices[acg__ze.n_devices].dev = devs[j];
