@@ -140,10 +140,33 @@ static bool host_is(const scene *c, float want) {
     return true;
 }
 
-/* Open, eager work (a pageable round trip too), a forked capture replayed twice, a second
- * capture discarding the first while its replay may be pending, an update; with check, the
- * results are asserted. Stops at the first failure and returns it, leaving teardown to scene_close.
- */
+/* A capture invalidated by a synchronize inside it, then ended: what was recorded is dropped (on
+ * a driver that records captures, its capture is ended and destroyed) and the stream goes on
+ * eagerly. ACG_OK when both calls said so; otherwise the first other status. */
+static acg_status invalidated_capture(scene *c) {
+    acg_status st = acg_stream_begin_capture(c->s, c->pool);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_arg args[] = {acg_arg_buffer(c->z, 0), acg_arg_f32(7.0f)};
+    acg_dims dims = acg_dims_1d(N);
+    st = acg_kernel_launch(c->s, c->fill, &dims, args, 2);
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(c->s); /* refused inside a capture: it invalidates it */
+        st = st == ACG_ERR_CAPTURE_INVALIDATED ? ACG_OK : st;
+    }
+    acg_graph *g = NULL;
+    acg_status end = acg_stream_end_capture(c->s, &g);
+    acg_graph_destroy(g);
+    end = end == ACG_ERR_CAPTURE_INVALIDATED ? ACG_OK : end;
+    return st != ACG_OK ? st : end;
+}
+
+/* Open, eager work (a pageable round trip too), a forked capture replayed twice (the stream
+ * queried while a replay may be pending), a second capture discarding the first while its
+ * replay may be pending, an invalidated capture, an update, the free memory and the graph's
+ * driver object; with check, the results are asserted. Stops at the first failure and returns
+ * it, leaving teardown to scene_close. */
 static acg_status scene_run(scene *c, bool check) {
     memset(c, 0, sizeof *c);
     acg_status st = acg_device_open("level_zero", &c->dev);
@@ -201,6 +224,10 @@ static acg_status scene_run(scene *c, bool check) {
         st = acg_graph_launch(c->g, c->s);
     }
     if (st == ACG_OK) {
+        st = acg_stream_query(c->s);
+        st = st == ACG_NOT_READY ? ACG_OK : st;
+    }
+    if (st == ACG_OK) {
         st = acg_stream_synchronize(c->s);
     }
     if (st == ACG_OK && check) {
@@ -226,6 +253,9 @@ static acg_status scene_run(scene *c, bool check) {
     if (st == ACG_OK && check) {
         assert_true(host_is(c, 2.0f + 2.0f * ALPHA));
     }
+    if (st == ACG_OK) {
+        st = invalidated_capture(c);
+    }
     /* An update: the list recorded again from a capture of the same shape. */
     acg_graph *g3 = NULL;
     if (st == ACG_OK) {
@@ -243,6 +273,18 @@ static acg_status scene_run(scene *c, bool check) {
     }
     if (st == ACG_OK && check) {
         assert_true(host_is(c, 2.0f + 3.0f * ALPHA));
+    }
+    acg_native_handle native = ACG_NATIVE_HANDLE_INIT;
+    if (st == ACG_OK) {
+        st = acg_graph_get_native(c->g2, &native);
+    }
+    if (st == ACG_OK && check) {
+        assert_non_null(native.handle);
+    }
+    uint64_t free_bytes = 0, total_bytes = 0;
+    if (st == ACG_OK) {
+        st = acg_device_get_memory_info(c->dev, &free_bytes, &total_bytes);
+        st = st == ACG_ERR_UNSUPPORTED ? ACG_OK : st; /* a driver without the extension */
     }
     return st;
 }
@@ -513,6 +555,7 @@ static const char *const entry_names[] = {
     ACG_ZE_ENTRY_POINTS(TC_ZE_NAME_)
 #undef TC_ZE_NAME_
         "zeCommandListImmediateAppendCommandListsExp",
+    "zeCommandListHostSynchronize",
     "zeCommandListGetNextCommandIdExp",
     "zeCommandListUpdateMutableCommandsExp",
     "zeCommandListBeginGraphCaptureExt",

@@ -629,7 +629,9 @@ static acg_status finish(ze_recording *r, acg_ze_graph_handle_t *graph, const ch
     for (uint32_t i = 0; i < r->n_streams; i++) {
         r->streams[i]->rec = NULL;
         r->streams[i]->forked = false;
-        r->streams[i]->stuck = r->streams[i]->stuck || ended != ZE_RESULT_SUCCESS;
+        if (r->streams[i]->stuck == ZE_RESULT_SUCCESS) {
+            r->streams[i]->stuck = ended;
+        }
     }
     if (st != ACG_OK && g != NULL) {
         native_free(d, g, NULL, fn);

@@ -17,7 +17,7 @@ ze_loader acg__ze;
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
-static const char *result_name(ze_result_t r) {
+const char *acg__ze_result_name(ze_result_t r) {
     switch (r) {
     case ZE_RESULT_NOT_READY:
         return "ZE_RESULT_NOT_READY";
@@ -79,7 +79,8 @@ acg_status acg__ze_check(ze_result_t r, const char *fn, const char *call) {
     default:
         break;
     }
-    return acg__error(st, "%s: %s failed with %s (0x%08x)", fn, call, result_name(r), (unsigned)r);
+    return acg__error(st, "%s: %s failed with %s (0x%08x)", fn, call, acg__ze_result_name(r),
+                      (unsigned)r);
 }
 
 /* ---- loading ----------------------------------------------------------------------------- */
@@ -323,7 +324,7 @@ static bool load(void) {
         /* Nothing else is called: some drivers crash after a failed zeInit. */
         snprintf(acg__ze.reason, sizeof acg__ze.reason,
                  "zeInit failed with %s (0x%08x): no Level Zero driver or no GPU it drives",
-                 result_name(r), (unsigned)r);
+                 acg__ze_result_name(r), (unsigned)r);
         return false;
     }
     bind_test_driver();
@@ -662,7 +663,7 @@ static acg_status module_for(ze_device *d, const acg__kernel_def *def, ze_module
             st = acg__error(st,
                             "%s: building the SPIR-V of kernel %s failed (zeModuleCreate: "
                             "%s): %s",
-                            fn, def->name, result_name(r), text);
+                            fn, def->name, acg__ze_result_name(r), text);
         }
     }
     if (log != NULL) {

@@ -64,6 +64,8 @@ extern ze_loader acg__ze;
  * device → ACG_ERR_DEVICE_LOST; an unsupported feature → ACG_ERR_UNSUPPORTED; anything else →
  * ACG_ERR_DEVICE. */
 acg_status acg__ze_check(ze_result_t r, const char *fn, const char *call);
+/* The name of a result code ("ZE_RESULT_ERROR_DEVICE_LOST"), or "a Level Zero error". */
+const char *acg__ze_result_name(ze_result_t r);
 
 /* Calls entry point `name_` of the loader and checks its result. */
 #define ZE(fn_, name_, ...) acg__ze_check(acg__ze.name_(__VA_ARGS__), fn_, #name_)
@@ -138,7 +140,7 @@ typedef struct ze_stream {
      * end left the driver recording what is appended (nothing can run on the list then). */
     struct ze_recording *rec;
     bool forked;
-    bool stuck;
+    ze_result_t stuck; /* what the failed end returned; ZE_RESULT_SUCCESS: not stuck */
 } ze_stream;
 
 /* A native capture: the streams recording into it (the origin first) and the events it took,

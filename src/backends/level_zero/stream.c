@@ -136,12 +136,12 @@ static void forget_stream(ze_device *d, ze_stream *stream, bool drained) {
 acg_status acg__ze_stream_begin(ze_stream *s, const char *fn) {
     pthread_mutex_lock(&s->lock);
     acg_status st = ACG_OK;
-    if (s->stuck) {
+    if (s->stuck != ZE_RESULT_SUCCESS) {
         return acg__error(ACG_ERR_DEVICE,
                           "%s: the driver did not end a graph capture on the stream's command "
-                          "list, so what is appended to it would be recorded, not run; destroy "
-                          "the stream",
-                          fn);
+                          "list (zeCommandListEndGraphCaptureExt failed with %s (0x%08x)), so "
+                          "what is appended to it would be recorded, not run; destroy the stream",
+                          fn, acg__ze_result_name(s->stuck), (unsigned)s->stuck);
     }
     if (s->fence != NULL) {
         /* A replay on the device's queue: later work on the stream runs after it. */
