@@ -402,7 +402,8 @@ typedef enum acg_native_kind {
     ACG_NATIVE_NONE = 0,         /* the backend has no driver object (cpu) */
     ACG_NATIVE_OPENCL_QUEUE = 1, /* a cl_command_queue, in order */
     ACG_NATIVE_CUDA_STREAM = 2,  /* a CUstream */
-    /* a ze_command_list_handle_t: a stream's immediate list; a graph's regular list, closed */
+    /* a ze_command_list_handle_t: a stream's immediate list (none where the driver has no
+     * immediate lists); a graph's regular list, closed */
     ACG_NATIVE_ZE_COMMAND_LIST = 3,
     ACG_NATIVE_CUDA_GRAPH_EXEC = 4, /* a CUgraphExec (acg_graph_get_native) */
     /* the executable graph of Level Zero's record/replay graph extension (a
@@ -421,7 +422,9 @@ typedef struct acg_native_handle {
 
 /* The driver's object behind a stream, for work an engine issues itself (a vendor library, its
  * own kernels): work issued on it is ordered with the stream's. The object belongs to the
- * stream; do not release it. A backend without one (cpu) says ACG_NATIVE_NONE, with ACG_OK.
+ * stream; do not release it. A backend without one (cpu) says ACG_NATIVE_NONE, with ACG_OK; so
+ * does level_zero on a driver without immediate command lists, where a stream is a command queue
+ * running regular lists that acg closes and executes itself, which nothing else can append to.
  * Work issued on it during a capture must be declared with acg_stream_declare_foreign.
  * out is an output struct as the conventions above describe (its size set by the caller).
  * ACG_ERR_INVALID_ARGUMENT for a NULL out or an unset out->size. */

@@ -14,7 +14,8 @@
  * replayed many times. Where the driver offers immediate append,
  * a replay is appended to the stream's immediate list, in its order, signalling an event of its
  * own; otherwise it runs on the device's command queue after the stream drained, with a fence
- * that the stream's next command waits for on the host.
+ * that the stream's next command waits for on the host. A driver without immediate lists (queue
+ * mode, stream.c) has neither native capture nor immediate append: its replays take that path.
  *
  * A regular command list must not be submitted again, reset or destroyed while the device may
  * still reference it (the specification's rule): a replay waits for the previous replay of the

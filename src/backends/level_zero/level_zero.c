@@ -5,7 +5,8 @@
  * Nothing is called after a failed zeInit: with Intel's driver installed and no GPU, later calls
  * crash (../shared/PLATFORM.md). Features newer than Debian's spec 1.4 headers are found at run
  * time: the in-order flag from the driver's API version, immediate append from its extension
- * list; each missing one only changes how the backend does the same thing. */
+ * list; each missing one only changes how the backend does the same thing, and so do missing
+ * immediate lists (a command queue per stream). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,29 +214,42 @@ static acg_status query_driver(ze_drv *drv) {
     return ACG_OK;
 }
 
-/* Whether the driver's immediate lists take the in-order flag its API version promises: a layer
- * older than the driver (the 1.8.12 loader's validation layer) refuses it, and streams then keep
- * their lists in order with barriers. Asked once, on the driver's first device, with a list made
- * and destroyed; a failure to ask leaves each stream to find out. */
-static void probe_in_order(ze_drv *drv, ze_device_handle_t dev) {
-    if (!drv->in_order) {
-        return;
-    }
+/* Whether the driver has immediate lists, and whether they take the in-order flag its API
+ * version promises: a layer older than the driver (the 1.8.12 loader's validation layer) refuses
+ * the flag, and streams then keep their lists in order with barriers. A driver without immediate
+ * lists (the loader answers ZE_RESULT_ERROR_UNSUPPORTED_FEATURE where the driver leaves the entry
+ * point out) gets queue mode: a command queue per stream, running regular lists; immediate
+ * append, zeCommandListHostSynchronize and graph capture work on immediate lists only, and are
+ * turned off. Asked once, on the driver's first device, with a list made and destroyed; a
+ * failure to ask leaves each stream to find out about the flag (and, without immediate lists,
+ * makes streams fail). */
+static void probe_immediate(ze_drv *drv, ze_device_handle_t dev) {
     ze_context_desc_t cdesc = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
     ze_context_handle_t ctx = NULL;
     if (acg__ze.zeContextCreate(drv->handle, &cdesc, &ctx) != ZE_RESULT_SUCCESS) {
         return;
     }
     ze_command_queue_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
-                                    .flags = ACG_ZE_COMMAND_QUEUE_FLAG_IN_ORDER,
+                                    .flags = drv->in_order ? ACG_ZE_COMMAND_QUEUE_FLAG_IN_ORDER : 0,
                                     .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
                                     .priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
     ze_command_list_handle_t list = NULL;
     ze_result_t r = acg__ze.zeCommandListCreateImmediate(ctx, dev, &desc, &list);
-    if (r == ZE_RESULT_ERROR_INVALID_ENUMERATION) {
+    if (r == ZE_RESULT_ERROR_INVALID_ENUMERATION && drv->in_order) {
         drv->in_order = false;
         acg__log(ACG_LOG_INFO, "level_zero: immediate lists refuse the in-order flag (a layer "
                                "older than the driver): streams are ordered with barriers");
+        desc.flags = 0;
+        r = acg__ze.zeCommandListCreateImmediate(ctx, dev, &desc, &list);
+    }
+    if (r == ZE_RESULT_ERROR_UNSUPPORTED_FEATURE) {
+        drv->no_immediate = true;
+        drv->in_order = false;
+        drv->immediate_append = NULL;
+        drv->host_sync = NULL;
+        memset(&drv->graph, 0, sizeof drv->graph);
+        acg__log(ACG_LOG_INFO, "level_zero: the driver has no immediate command lists: each "
+                               "stream is a command queue running regular lists");
     } else if (r == ZE_RESULT_SUCCESS) {
         acg__ze.zeCommandListDestroy(list);
     }
@@ -244,6 +258,16 @@ static void probe_in_order(ze_drv *drv, ze_device_handle_t dev) {
 
 /* What the driver offers that acg uses, for the capability's detail. */
 static void describe_extensions(ze_drv *drv) {
+    if (drv->no_immediate) {
+        /* At most 167 characters (see below): the entries that need immediate lists say only
+         * "no", and the last one says why. */
+        snprintf(drv->extensions, sizeof drv->extensions,
+                 "in-order lists no (barriers); immediate append no; host synchronize no; "
+                 "mutable lists %s; graph capture no; free memory %s; immediate lists no (queues)",
+                 drv->update_commands != NULL ? "yes" : "no (record again)",
+                 drv->usable_mem ? "yes" : "no");
+        return;
+    }
     /* At most 162 characters: the capability's detail has room for 170 after its start. */
     snprintf(drv->extensions, sizeof drv->extensions,
              "in-order lists %s; immediate append %s; host synchronize %s; mutable lists %s; "
@@ -286,7 +310,7 @@ static acg_status enumerate(void) {
             st = ZE(fn, zeDeviceGet, drv->handle, &nd, devs);
         }
         if (st == ACG_OK && nd > 0) {
-            probe_in_order(drv, devs[0]);
+            probe_immediate(drv, devs[0]);
         }
         describe_extensions(drv);
         for (uint32_t j = 0; st == ACG_OK && j < nd; j++) {

@@ -22,6 +22,10 @@ typedef struct ze_drv {
     ze_api_version_t api; /* zeDriverGetApiVersion */
     uint32_t version;     /* zeDriverGetProperties' driverVersion */
     bool in_order;        /* in-order command lists (api >= 1.7) */
+    /* zeCommandListCreateImmediate unsupported: each stream is a command queue running regular
+     * lists (queue mode), and what needs immediate lists (immediate append, host synchronize,
+     * graph capture) is turned off */
+    bool no_immediate;
     acg_ze_pfn_zeCommandListImmediateAppendCommandListsExp immediate_append; /* NULL: queue */
     acg_ze_pfn_zeCommandListHostSynchronize host_sync; /* spec 1.6; NULL: events only */
     /* the mutable command list extension; NULL: an update records the list again */
@@ -118,9 +122,20 @@ typedef struct ze_device {
     uint32_t n_all, cap_all;
 } ze_device;
 
+/* A regular list of a stream in queue mode, with the fence of its executions on the stream's
+ * queue. */
+typedef struct ze_batch {
+    ze_command_list_handle_t list;
+    ze_fence_handle_t fence;
+    uint64_t serial; /* the command it runs (the stream's serial), while pending */
+    ze_slot *waited; /* the tail it waits on, while pending: retired once the list ended */
+} ze_batch;
+
 typedef struct ze_stream {
     ze_device *dev;
-    ze_command_list_handle_t list; /* immediate */
+    /* immediate; in queue mode the open regular list between acg__ze_stream_begin and
+     * acg__ze_stream_end, NULL otherwise */
+    ze_command_list_handle_t list;
     pthread_mutex_t lock;          /* the list: appends and the serials */
     ze_slot *sync;                 /* the stream's own event, for waits on the host */
     pthread_mutex_t sync_lock;     /* sync, sync_armed */
@@ -135,6 +150,18 @@ typedef struct ze_stream {
     uint32_t n_aside, cap_aside;
     ze_fence_handle_t fence; /* a replay on the device's queue that later work waits for */
     struct ze_exec *fence_exec;
+    /* Queue mode (ze_drv.no_immediate): the stream's own queue runs one regular list per
+     * command; each list starts with a wait on the event the one before signals at its end
+     * (tail), so the order never rests on the queue. Under the stream's lock. */
+    ze_command_queue_handle_t queue;
+    ze_fence_handle_t list_fence; /* the open list's */
+    ze_batch *pending;            /* (n_pending) executed, oldest first, their end not seen */
+    ze_batch *idle;               /* (n_idle) reset, for the next commands */
+    uint32_t n_pending, cap_pending, n_idle, cap_idle;
+    uint32_t n_batches; /* every list the stream owns: each array has room for them all */
+    ze_slot *tail;      /* the end of the latest list executed */
+    bool fence_kept;    /* a fence the driver did not destroy: the queue stays too */
+    const char *fn;     /* the command between begin and end, for the errors of end */
     /* A native capture (under the device's lock): the recording the list records into, whether
      * the driver forked the list into it (a wait on an event it recorded), and whether a failed
      * end left the driver recording what is appended (nothing can run on the list then). */
@@ -229,11 +256,13 @@ acg_status acg__ze_recording_slot(ze_recording *r, ze_slot **out, const char *fn
 void acg__ze_slots_release(ze_device *d, ze_slot **slots, uint32_t n);
 
 /* Starts a command on the stream: takes its lock, waits for a replay the device's queue runs
- * for it, and appends the barrier that keeps a list without in-order execution in order.
- * acg__ze_stream_end follows, whatever it returns. */
+ * for it, and appends the barrier that keeps a list without in-order execution in order (queue
+ * mode: opens a list in s->list, which waits for the previous one first). acg__ze_stream_end
+ * follows, whatever it returns. */
 acg_status acg__ze_stream_begin(ze_stream *s, const char *fn);
 /* Ends a command appended with status st: counts it, makes the next one wait for it, and
- * releases the stream's lock. */
+ * releases the stream's lock. In queue mode it executes the list (st ACG_OK) or resets it, and
+ * fails when executing does. */
 acg_status acg__ze_stream_end(ze_stream *s, acg_status st);
 
 /* Waits on the host for the stream's work so far (and a replay queued for it). */

@@ -1,6 +1,7 @@
 /* stream.c — the level_zero backend's streams, events and copies: immediate command lists kept
- * in order, events from host-visible pools recycled once nothing can still reference them, and
- * pageable copies staged through host memory of the driver's. */
+ * in order (or, where the driver has none, a command queue per stream running regular lists),
+ * events from host-visible pools recycled once nothing can still reference them, and pageable
+ * copies staged through host memory of the driver's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -131,11 +132,199 @@ static void forget_stream(ze_device *d, ze_stream *stream, bool drained) {
     }
 }
 
+/* ---- queue mode -------------------------------------------------------------------------- */
+
+/* Where the driver has no immediate lists, each command of a stream is appended to a regular
+ * list of the stream's, closed and executed on the stream's own queue with a fence at its end.
+ * acg does not count on a queue to start a list after the previous one completed (the in-order
+ * queue flag is spec 1.7, and a driver without immediate lists may well be older): each list
+ * ends with a barrier that signals a fresh event, the stream's tail, and the next list starts
+ * with a wait on it. Only that next list references the tail: it is retired when that list's
+ * fence is seen signalled (the wait passed), and recycles at once. A list is reset for another
+ * command only once its fence signalled; since each list waits for the one before, the fences
+ * signal in order and the oldest is the one to ask. */
+
+/* Releases a list of the stream and its fence; nothing may reference them. A fence the driver
+ * keeps keeps the queue too. */
+static void batch_free(ze_stream *s, const ze_batch *b, const char *fn) {
+    ZE_RELEASE(s->dev, fn, zeCommandListDestroy, b->list);
+    ze_result_t r = acg__ze.zeFenceDestroy(b->fence);
+    acg__ze_release(s->dev, r, fn, "zeFenceDestroy");
+    s->fence_kept = s->fence_kept || r != ZE_RESULT_SUCCESS;
+    s->n_batches--;
+}
+
+/* A new list with a fence on the stream's queue; room for it in both arrays first, so that
+ * moving it between them never allocates. */
+static acg_status batch_new(ze_stream *s, ze_batch *b, const char *fn) {
+    ze_device *d = s->dev;
+    if (!acg__grow((void **)&s->pending, &s->cap_pending, s->n_batches + 1, sizeof *s->pending) ||
+        !acg__grow((void **)&s->idle, &s->cap_idle, s->n_batches + 1, sizeof *s->idle)) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    ze_command_list_desc_t ldesc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC,
+                                    .commandQueueGroupOrdinal = d->compute_ordinal};
+    ze_fence_desc_t fdesc = {.stype = ZE_STRUCTURE_TYPE_FENCE_DESC};
+    acg_status st = ZE(fn, zeCommandListCreate, d->ctx, d->dev, &ldesc, &b->list);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if ((st = ZE(fn, zeFenceCreate, s->queue, &fdesc, &b->fence)) != ACG_OK) {
+        ZE_RELEASE(d, fn, zeCommandListDestroy, b->list); /* never executed */
+        return st;
+    }
+    s->n_batches++;
+    return ACG_OK;
+}
+
+/* Resets the lists whose execution completed (their fence signalled), for the next commands;
+ * the commands they ran completed. A list the driver does not reset is destroyed. */
+static acg_status queue_reclaim(ze_stream *s, const char *fn) {
+    acg_status st = ACG_OK;
+    uint32_t done = 0;
+    while (done < s->n_pending) {
+        ze_result_t r = acg__ze.zeFenceQueryStatus(s->pending[done].fence);
+        if (r == ZE_RESULT_NOT_READY ||
+            (st = acg__ze_check(r, fn, "zeFenceQueryStatus")) != ACG_OK) {
+            break;
+        }
+        done++;
+    }
+    pthread_mutex_lock(&s->dev->lock);
+    for (uint32_t i = 0; i < done; i++) {
+        acg__ze_slot_retire(s->dev, s->pending[i].waited); /* its list passed the wait */
+        s->pending[i].waited = NULL;
+    }
+    pthread_mutex_unlock(&s->dev->lock);
+    for (uint32_t i = 0; i < done; i++) {
+        const ze_batch *b = &s->pending[i];
+        if (s->completed < b->serial) {
+            s->completed = b->serial;
+        }
+        acg_status reset = ZE(fn, zeCommandListReset, b->list);
+        if (reset == ACG_OK) {
+            reset = ZE(fn, zeFenceReset, b->fence);
+        }
+        if (reset == ACG_OK) {
+            s->idle[s->n_idle++] = *b; /* room: every list fits in each array */
+        } else {
+            batch_free(s, b, fn); /* its execution completed: nothing references it */
+            st = st != ACG_OK ? st : reset;
+        }
+    }
+    memmove(s->pending, s->pending + done, (s->n_pending - done) * sizeof *s->pending);
+    s->n_pending -= done;
+    return st;
+}
+
+/* At most this many lists of a stream are in flight: a command beyond waits on the host for the
+ * oldest. Each holds an event until it ended, so the stream's lists and the device's events stay
+ * bounded however far the host runs ahead (a device's first pool of 64 events then serves a few
+ * streams); a few commands queued are enough to hide the latency of submitting the next. */
+#define ACG_ZE_QUEUE_DEPTH 8
+
+/* Opens a list for a command in s->list: a reset one, else a new one. It waits first for the
+ * end of the list executed before it. */
+static acg_status queue_open(ze_stream *s, const char *fn) {
+    acg_status st = ACG_OK;
+    if (s->n_pending >= ACG_ZE_QUEUE_DEPTH) {
+        st = ZE(fn, zeFenceHostSynchronize, s->pending[0].fence, UINT64_MAX);
+    }
+    if (st == ACG_OK && (s->n_idle == 0 || s->n_pending >= ACG_ZE_QUEUE_DEPTH)) {
+        st = queue_reclaim(s, fn);
+    }
+    ze_batch b = {0};
+    if (st == ACG_OK && s->n_idle > 0) {
+        b = s->idle[--s->n_idle];
+    } else if (st == ACG_OK) {
+        st = batch_new(s, &b, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    s->list = b.list;
+    s->list_fence = b.fence;
+    if (s->tail != NULL) {
+        st = ZE(fn, zeCommandListAppendWaitOnEvents, s->list, 1, &s->tail->ev);
+    }
+    return st;
+}
+
+/* Ends the open list: with st ACG_OK it signals a fresh tail at its end, is closed and runs on
+ * the stream's queue; otherwise, or when one of those fails, it never ran and is reset for the
+ * next command (destroyed if the driver does not reset it). */
+static acg_status queue_submit(ze_stream *s, acg_status st) {
+    const char *fn = s->fn;
+    ze_device *d = s->dev;
+    if (s->list == NULL) {
+        return st; /* begin failed before opening one */
+    }
+    ze_batch b = {.list = s->list, .fence = s->list_fence, .serial = s->submitted + 1};
+    s->list = NULL;
+    s->list_fence = NULL;
+    ze_slot *end = NULL;
+    if (st == ACG_OK) {
+        pthread_mutex_lock(&d->lock);
+        st = acg__ze_slot_take(d, &end, fn);
+        pthread_mutex_unlock(&d->lock);
+    }
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandListAppendBarrier, b.list, end->ev, 0, NULL);
+    }
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandListClose, b.list);
+    }
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandQueueExecuteCommandLists, s->queue, 1, &b.list, b.fence);
+    }
+    if (st == ACG_OK) {
+        b.waited = s->tail;
+        s->pending[s->n_pending++] = b; /* room: every list fits in each array */
+        s->tail = end;
+        return ACG_OK;
+    }
+    if (end != NULL) {
+        pthread_mutex_lock(&d->lock);
+        acg__ze_slot_unused(d, end); /* nothing will signal it */
+        pthread_mutex_unlock(&d->lock);
+    }
+    if (acg__ze.zeCommandListReset(b.list) == ZE_RESULT_SUCCESS) {
+        s->idle[s->n_idle++] = b;
+    } else {
+        batch_free(s, &b, fn); /* never executed */
+    }
+    return st;
+}
+
+/* Waits on the host for every list executed (destroy, after a drain). */
+static acg_status queue_wait_all(ze_stream *s, const char *fn) {
+    acg_status st = ACG_OK;
+    for (uint32_t i = 0; i < s->n_pending && st == ACG_OK; i++) {
+        st = ZE(fn, zeFenceHostSynchronize, s->pending[i].fence, UINT64_MAX);
+    }
+    return st;
+}
+
+/* Releases the stream's lists, fences and queue; none is pending. */
+static void queue_free(ze_stream *s, const char *fn) {
+    for (uint32_t i = 0; i < s->n_pending; i++) {
+        batch_free(s, &s->pending[i], fn);
+    }
+    for (uint32_t i = 0; i < s->n_idle; i++) {
+        batch_free(s, &s->idle[i], fn);
+    }
+    s->n_pending = s->n_idle = 0;
+    if (!s->fence_kept) {
+        ZE_RELEASE(s->dev, fn, zeCommandQueueDestroy, s->queue);
+    }
+}
+
 /* ---- streams ----------------------------------------------------------------------------- */
 
 acg_status acg__ze_stream_begin(ze_stream *s, const char *fn) {
     pthread_mutex_lock(&s->lock);
     acg_status st = ACG_OK;
+    s->fn = fn;
     if (s->stuck != ZE_RESULT_SUCCESS) {
         return acg__error(ACG_ERR_DEVICE,
                           "%s: the driver did not end a graph capture on the stream's command "
@@ -151,16 +340,22 @@ acg_status acg__ze_stream_begin(ze_stream *s, const char *fn) {
             s->fence_exec = NULL;
         }
     }
-    if (st == ACG_OK && s->barrier) {
+    if (st == ACG_OK && s->queue != NULL) {
+        st = queue_open(s, fn);
+    } else if (st == ACG_OK && s->barrier) {
         st = ZE(fn, zeCommandListAppendBarrier, s->list, NULL, 0, NULL);
     }
     return st;
 }
 
 acg_status acg__ze_stream_end(ze_stream *s, acg_status st) {
+    if (s->queue != NULL) {
+        st = queue_submit(s, st);
+    }
     if (st == ACG_OK) {
         s->submitted++;
-        s->barrier = !s->in_order;
+        /* In queue mode each command has a list of its own, which waits for the one before. */
+        s->barrier = !s->in_order && s->queue == NULL;
     }
     pthread_mutex_unlock(&s->lock);
     return st;
@@ -186,7 +381,11 @@ acg_status acg__ze_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
                                     .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
                                     .priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
     ze_result_t r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-    if (d->drv->in_order) {
+    if (d->drv->no_immediate) {
+        /* Queue mode: the stream's lists run on a queue of its own (see above). */
+        st = ZE(fn, zeCommandQueueCreate, d->ctx, d->dev, &desc, &s->queue);
+        r = ZE_RESULT_SUCCESS;
+    } else if (d->drv->in_order) {
         desc.flags = ACG_ZE_COMMAND_QUEUE_FLAG_IN_ORDER; /* an immediate list's desc is a queue's */
         r = acg__ze.zeCommandListCreateImmediate(d->ctx, d->dev, &desc, &s->list);
         s->in_order = r == ZE_RESULT_SUCCESS;
@@ -197,7 +396,9 @@ acg_status acg__ze_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
         desc.flags = 0;
         r = acg__ze.zeCommandListCreateImmediate(d->ctx, d->dev, &desc, &s->list);
     }
-    st = acg__ze_check(r, fn, "zeCommandListCreateImmediate");
+    if (st == ACG_OK) {
+        st = acg__ze_check(r, fn, "zeCommandListCreateImmediate");
+    }
     if (st != ACG_OK) {
         pthread_mutex_lock(&d->lock);
         acg__ze_slot_unused(d, s->sync);
@@ -216,15 +417,27 @@ void acg__ze_stream_destroy(acg__bk_stream *stream) {
     /* The core synchronized the stream; when that failed the list may still be in use, and
      * is left to the driver rather than destroyed under the device. */
     bool drained = acg__ze_stream_drain(s, "acg_stream_destroy") == ACG_OK;
+    if (drained && s->queue != NULL) {
+        /* Every list executed ended (the drain saw the last one's commands complete, not yet its
+         * fence): none may be destroyed before. */
+        drained = queue_wait_all(s, "acg_stream_destroy") == ACG_OK;
+    }
     pthread_mutex_lock(&s->dev->lock);
     forget_stream(s->dev, s, drained);
     if (drained) {
         acg__ze_slot_retire(s->dev, s->sync); /* else the list may still signal it */
+        acg__ze_slot_retire(s->dev, s->tail);
+        for (uint32_t i = 0; i < s->n_pending; i++) {
+            acg__ze_slot_retire(s->dev, s->pending[i].waited);
+        }
     }
     pthread_mutex_unlock(&s->dev->lock);
-    if (drained) {
+    if (drained && s->queue != NULL) {
+        queue_free(s, "acg_stream_destroy");
+    } else if (drained) {
         ZE_RELEASE(s->dev, "acg_stream_destroy", zeCommandListDestroy, s->list);
     } else {
+        /* The list, or the queue and its lists, stay with what they may use. */
         atomic_fetch_add(&s->dev->leaked, 1);
         s->n_aside = 0; /* what the list may use stays too */
         if (s->staging != NULL) {
@@ -239,6 +452,8 @@ void acg__ze_stream_destroy(acg__bk_stream *stream) {
         ZE_RELEASE(s->dev, "acg_stream_destroy", zeMemFree, s->dev->ctx, s->aside[i]);
     }
     acg__free(s->aside);
+    acg__free(s->pending);
+    acg__free(s->idle);
     pthread_mutex_destroy(&s->sync_lock);
     pthread_mutex_destroy(&s->lock);
     acg__free(s);
@@ -310,8 +525,10 @@ acg_status acg__ze_stream_drain(ze_stream *s, const char *fn) {
             st = ZE(fn, zeCommandListAppendBarrier, s->list, s->sync->ev, 0, NULL);
         }
         serial = s->submitted + 1;
-        s->sync_armed = st == ACG_OK;
+        /* Armed once the barrier is in the stream's work: in queue mode only once its list
+         * executed (a list that failed to is reset, its barrier gone). */
         st = acg__ze_stream_end(s, st);
+        s->sync_armed = st == ACG_OK;
     }
     if (st == ACG_OK) {
         st = ZE(fn, zeEventHostSynchronize, s->sync->ev, UINT64_MAX);
@@ -335,7 +552,8 @@ acg_status acg__ze_stream_synchronize(acg__bk_stream *stream) {
 }
 
 /* Idle when everything appended completed. Where the driver has zeCommandListHostSynchronize
- * (spec 1.6) that is asked with a timeout of 0; otherwise a barrier is appended and given a
+ * (spec 1.6) that is asked with a timeout of 0; in queue mode the fence of the latest list
+ * executed is (the lists end in their order); otherwise a barrier is appended and given a
  * millisecond to pass, which an idle device takes. */
 acg_status acg__ze_stream_query(acg__bk_stream *stream) {
     static const char fn[] = "acg_stream_query";
@@ -347,7 +565,18 @@ acg_status acg__ze_stream_query(acg__bk_stream *stream) {
         ze_result_t r = acg__ze.zeFenceQueryStatus(s->fence);
         st = r == ZE_RESULT_NOT_READY ? ACG_NOT_READY : acg__ze_check(r, fn, "zeFenceQueryStatus");
     }
-    if (!idle && st == ACG_OK && s->dev->drv->host_sync != NULL) {
+    const bool asked = s->queue != NULL || s->dev->drv->host_sync != NULL;
+    if (!idle && st == ACG_OK && s->queue != NULL && s->n_pending > 0) {
+        const ze_batch *last = &s->pending[s->n_pending - 1];
+        ze_result_t r = acg__ze.zeFenceQueryStatus(last->fence);
+        st = r == ZE_RESULT_NOT_READY ? ACG_NOT_READY : acg__ze_check(r, fn, "zeFenceQueryStatus");
+        if (st == ACG_OK) {
+            s->completed = last->serial;
+        }
+    }
+    if (!idle && st == ACG_OK && s->queue != NULL) {
+        idle = s->fence == NULL || acg__ze_exec_wait_fence(s->fence_exec, fn) == ACG_OK;
+    } else if (!idle && st == ACG_OK && s->dev->drv->host_sync != NULL) {
         uint64_t serial = s->submitted;
         ze_result_t r = s->dev->drv->host_sync(s->list, 0);
         st = r == ZE_RESULT_NOT_READY ? ACG_NOT_READY
@@ -358,7 +587,7 @@ acg_status acg__ze_stream_query(acg__bk_stream *stream) {
         }
     }
     pthread_mutex_unlock(&s->lock);
-    if (idle || st != ACG_OK || s->dev->drv->host_sync != NULL) {
+    if (idle || st != ACG_OK || asked) {
         return st;
     }
     ze_slot *slot = NULL;
@@ -613,8 +842,11 @@ acg_status acg__ze_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, si
     return acg__ze_stream_end(s, st);
 }
 
+/* In queue mode the stream has no list an engine could append to (acg closes and executes
+ * each one), so none is given. */
 acg_status acg__ze_stream_get_native(acg__bk_stream *stream, acg_native_handle *out) {
-    out->kind = ACG_NATIVE_ZE_COMMAND_LIST;
-    out->handle = acg__ze_stream(stream)->list;
+    ze_stream *s = acg__ze_stream(stream);
+    out->kind = s->queue != NULL ? ACG_NATIVE_NONE : ACG_NATIVE_ZE_COMMAND_LIST;
+    out->handle = s->queue != NULL ? NULL : s->list;
     return ACG_OK;
 }
