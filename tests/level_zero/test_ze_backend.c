@@ -319,9 +319,11 @@ static void test_scenario(void **state) {
     assert_int_equal(drv.violations(), 0);
 }
 
-/* Destructions of what a graph replays: a regular list, or the driver's executable graph. */
+/* Destructions of what a graph replays: a regular list, or the driver's executable graph (in
+ * either form of the extension: the one not in use counts none). */
 static unsigned long graph_destroys(void) {
-    return drv.calls("zeCommandListDestroy") + drv.calls("zeExecutableGraphDestroyExt");
+    return drv.calls("zeCommandListDestroy") + drv.calls("zeExecutableGraphDestroyExt") +
+           drv.calls("zeExecutableGraphDestroyExp");
 }
 
 /* A graph discarded while its replay is pending keeps what it replays until the pool's next
@@ -429,6 +431,12 @@ static void *driver_function(const char *name) {
     return f;
 }
 
+/* Whether the driver's graphs are those of the driver-experimental form (its "...Exp"
+ * functions), as the capability's detail says; else, where there are any, of spec 1.17. */
+static bool graphs_exp(const acg_capability *cap) {
+    return strstr(cap->detail, "graph capture yes (Exp)") != NULL;
+}
+
 /* The driver's object behind a graph (acg_graph_get_native): the executable graph of a native
  * capture, else the closed list; run without acg on the stream's own list, it does what a
  * replay does. */
@@ -448,7 +456,11 @@ static void run_native_graph(scene *c, acg_graph *g, bool native) {
     ze_command_list_handle_t list = (ze_command_list_handle_t)sh.handle;
     memset(c->host, 0, N * sizeof(float)); /* before the append: the copy may run at once */
     ze_result_t r;
-    if (native) {
+    if (native && graphs_exp(cap)) {
+        acg_ze_pfn_zeCommandListAppendGraphExp append;
+        *(void **)&append = driver_function("zeCommandListAppendGraphExp");
+        r = append(list, (acg_ze_executable_graph_handle_t)gh.handle, NULL, NULL, 0, NULL);
+    } else if (native) {
         acg_ze_pfn_zeCommandListAppendGraphExt append;
         *(void **)&append = driver_function("zeCommandListAppendGraphExt");
         r = append(list, (acg_ze_executable_graph_handle_t)gh.handle, NULL, NULL, 0, NULL);
@@ -471,7 +483,8 @@ static void run_native_graph(scene *c, acg_graph *g, bool native) {
  * too (and an update of such a graph is refused: capture again), and a capture invalidated
  * while a stream is forked into it leaves both streams working eagerly. The driver's object
  * behind the graph runs on the stream's list without acg. Without the extension,
- * the capability says so and graphs are lists. */
+ * the capability says so and graphs are lists. The calls counted are those of the form of the
+ * extension the detail names. */
 static void test_native_capture(void **state) {
     (void)state;
     scene c;
@@ -480,12 +493,16 @@ static void test_native_capture(void **state) {
     const acg_capability *cap = acg_device_get_capability(c.dev);
     const bool native = strstr(cap->detail, "graph capture yes") != NULL;
     assert_int_equal(cap->native_capture, native);
-    unsigned long begun = drv.calls("zeCommandListBeginGraphCaptureExt");
+    const char *begin_fn =
+        graphs_exp(cap) ? "zeCommandListBeginGraphCaptureExp" : "zeCommandListBeginGraphCaptureExt";
+    const char *append_fn =
+        graphs_exp(cap) ? "zeCommandListAppendGraphExp" : "zeCommandListAppendGraphExt";
+    unsigned long begun = drv.calls(begin_fn);
     unsigned long created = drv.calls("zeCommandListCreate");
-    unsigned long appended = drv.calls("zeCommandListAppendGraphExt");
+    unsigned long appended = drv.calls(append_fn);
     acg_graph *g = NULL;
     OK(capture(&c, ALPHA, &g));
-    assert_int_equal(drv.calls("zeCommandListBeginGraphCaptureExt") - begun, native ? 1 : 0);
+    assert_int_equal(drv.calls(begin_fn) - begun, native ? 1 : 0);
     assert_int_equal(drv.calls("zeCommandListCreate") - created, native ? 0 : 1);
     memset(c.host, 0, N * sizeof(float));
     for (int r = 0; r < 3; r++) {
@@ -493,7 +510,7 @@ static void test_native_capture(void **state) {
     }
     OK(acg_stream_synchronize(c.s));
     assert_true(host_is(&c, 2.0f + ALPHA));
-    assert_int_equal(drv.calls("zeCommandListAppendGraphExt") - appended, native ? 3 : 0);
+    assert_int_equal(drv.calls(append_fn) - appended, native ? 3 : 0);
     run_native_graph(&c, g, native);
     OK(acg_graph_destroy(g));
     if (native) {
@@ -570,6 +587,12 @@ static const char *const entry_names[] = {
     "zeCommandListAppendGraphExt",
     "zeExecutableGraphDestroyExt",
     "zeGraphDestroyExt",
+    "zeCommandListBeginGraphCaptureExp",
+    "zeCommandListEndGraphCaptureExp",
+    "zeCommandListInstantiateGraphExp",
+    "zeCommandListAppendGraphExp",
+    "zeExecutableGraphDestroyExp",
+    "zeGraphDestroyExp",
 };
 #define N_ENTRIES (sizeof entry_names / sizeof entry_names[0])
 
@@ -740,7 +763,7 @@ static int expect_unknown_versions(void) {
     }
     const acg_capability *cap = acg_device_get_capability(dev);
     printf("%s\n", cap->detail);
-    int bad = unknown_versions != 4 || strstr(cap->detail, "immediate append no") == NULL ||
+    int bad = unknown_versions != 5 || strstr(cap->detail, "immediate append no") == NULL ||
               strstr(cap->detail, "mutable lists no") == NULL ||
               strstr(cap->detail, "graph capture no") == NULL ||
               strstr(cap->detail, "free memory no") == NULL || cap->native_capture;

@@ -26,7 +26,11 @@
  *                          1.0, ZE_experimental_mutable_command_list 1.1,
  *                          ZE_extension_record_replay_graph 1.0 (immutable graphs only) and
  *                          ZE_extension_device_usablemem_size_properties 1.0 (the device's
- *                          memory less its live allocations). A list
+ *                          memory less its live allocations), but for
+ *                          ZE_experimental_record_replay_graph 1.0, offered only when listed: the
+ *                          same graphs through the "...Exp" functions of the form Intel's driver
+ *                          offered before spec 1.17 (and its properties stype), which a client
+ *                          preferring the spec's form would not use. A list
  *                          without a name leaves that extension out. "name:1.0" offers an
  *                          older version; "name:2.0", a later major version, is only reported (as
  *                          a future driver would), its functions served as implemented. The

@@ -1,5 +1,7 @@
 /* fake_graph.c — the Level Zero test driver's record-replay graphs
- * (ZE_extension_record_replay_graph 1.0, spec 1.17, declared in src/backends/level_zero/ze_ext.h).
+ * (ZE_extension_record_replay_graph 1.0, spec 1.17, declared in src/backends/level_zero/ze_ext.h;
+ * and the same graphs through the "...Exp" functions of ZE_experimental_record_replay_graph 1.0,
+ * the form Intel's driver offered before, whose pNext must be NULL too).
  *
  * zeCommandListBeginGraphCaptureExt makes a graph and puts an asynchronous immediate list, its
  * primary list, in capture: every command appended to it from then on is recorded into the
@@ -41,14 +43,16 @@
 
 /* ---- properties ----------------------------------------------------------------------------- */
 
+/* A driver without a form of the extension knows no structure of that form, and ignores it. The
+ * two forms' structures have one layout. */
 void fake__graph_properties(ze_device_properties_t *props) {
-    if (fake__cfg.extensions[FAKE_EXT_GRAPH] == 0) {
-        return; /* a driver without the extension knows no such structure, and ignores it */
-    }
+    const int ext = fake__cfg.extensions[FAKE_EXT_GRAPH] != 0;
+    const int exp = fake__cfg.extensions[FAKE_EXT_GRAPH_EXP] != 0;
     for (void *p = props->pNext; p != NULL;) {
         ze_base_properties_t head;
         memcpy(&head, p, sizeof head);
-        if (head.stype == ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_PROPERTIES) {
+        if ((ext && head.stype == ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_PROPERTIES) ||
+            (exp && head.stype == ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXP_PROPERTIES)) {
             acg_ze_record_replay_graph_ext_properties_t *g = p;
             g->graphFlags = ACG_ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_IMMUTABLE_GRAPH;
         }
@@ -214,10 +218,12 @@ void fake__graph_eager(const struct fake_cmd *cmd) {
     }
 }
 
-ze_result_t fake_zeCommandListBeginGraphCaptureExt(ze_command_list_handle_t hCommandList,
-                                                   const void *pNext) {
-    static const char fn[] = "zeCommandListBeginGraphCaptureExt";
-    FAKE_ENTER(zeCommandListBeginGraphCaptureExt);
+/* The graph functions are served in both forms of the extension: each entry point below counts
+ * its call under its own name, then runs the one implementation, which names it (fn) in what it
+ * says. */
+
+static ze_result_t begin_capture(ze_command_list_handle_t hCommandList, const void *pNext,
+                                 const char *fn) {
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = fake__ready();
@@ -262,20 +268,44 @@ out:
     return r;
 }
 
-ze_result_t fake_zeCommandListIsGraphCaptureEnabledExt(ze_command_list_handle_t hCommandList) {
-    FAKE_ENTER(zeCommandListIsGraphCaptureEnabledExt);
+ze_result_t fake_zeCommandListBeginGraphCaptureExt(ze_command_list_handle_t hCommandList,
+                                                   const void *pNext) {
+    FAKE_ENTER(zeCommandListBeginGraphCaptureExt);
+    return begin_capture(hCommandList, pNext, "zeCommandListBeginGraphCaptureExt");
+}
+
+ze_result_t fake_zeCommandListBeginGraphCaptureExp(ze_command_list_handle_t hCommandList,
+                                                   void *pNext) {
+    FAKE_ENTER(zeCommandListBeginGraphCaptureExp);
+    return begin_capture(hCommandList, pNext, "zeCommandListBeginGraphCaptureExp");
+}
+
+/* The query's answers: each form has its own codes. */
+static ze_result_t capture_enabled(ze_command_list_handle_t hCommandList, ze_result_t yes,
+                                   ze_result_t no, const char *fn) {
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = fake__ready();
     if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, "zeCommandListIsGraphCaptureEnabledExt",
-                         (void **)&l);
+        r = fake__lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = l->capture != NULL ? ACG_ZE_RESULT_QUERY_TRUE : ACG_ZE_RESULT_QUERY_FALSE;
+        r = l->capture != NULL ? yes : no;
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
+}
+
+ze_result_t fake_zeCommandListIsGraphCaptureEnabledExt(ze_command_list_handle_t hCommandList) {
+    FAKE_ENTER(zeCommandListIsGraphCaptureEnabledExt);
+    return capture_enabled(hCommandList, ACG_ZE_RESULT_QUERY_TRUE, ACG_ZE_RESULT_QUERY_FALSE,
+                           "zeCommandListIsGraphCaptureEnabledExt");
+}
+
+ze_result_t fake_zeCommandListIsGraphCaptureEnabledExp(ze_command_list_handle_t hCommandList) {
+    FAKE_ENTER(zeCommandListIsGraphCaptureEnabledExp);
+    return capture_enabled(hCommandList, ACG_ZE_RESULT_EXP_QUERY_TRUE,
+                           ACG_ZE_RESULT_EXP_QUERY_FALSE, "zeCommandListIsGraphCaptureEnabledExp");
 }
 
 /* (lock held) Whether fork k of g joined: after its last copy, fill or kernel it recorded a
@@ -312,11 +342,8 @@ static int joined(const struct fake_graph *g, uint32_t k, size_t *last) {
     return 0;
 }
 
-ze_result_t fake_zeCommandListEndGraphCaptureExt(ze_command_list_handle_t hCommandList,
-                                                 const void *pNext,
-                                                 acg_ze_graph_handle_t *phGraph) {
-    static const char fn[] = "zeCommandListEndGraphCaptureExt";
-    FAKE_ENTER(zeCommandListEndGraphCaptureExt);
+static ze_result_t end_capture(ze_command_list_handle_t hCommandList, const void *pNext,
+                               acg_ze_graph_handle_t *phGraph, const char *fn) {
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = fake__ready();
@@ -365,6 +392,19 @@ out:
     return r;
 }
 
+ze_result_t fake_zeCommandListEndGraphCaptureExt(ze_command_list_handle_t hCommandList,
+                                                 const void *pNext,
+                                                 acg_ze_graph_handle_t *phGraph) {
+    FAKE_ENTER(zeCommandListEndGraphCaptureExt);
+    return end_capture(hCommandList, pNext, phGraph, "zeCommandListEndGraphCaptureExt");
+}
+
+ze_result_t fake_zeCommandListEndGraphCaptureExp(ze_command_list_handle_t hCommandList,
+                                                 acg_ze_graph_handle_t *phGraph, void *pNext) {
+    FAKE_ENTER(zeCommandListEndGraphCaptureExp);
+    return end_capture(hCommandList, pNext, phGraph, "zeCommandListEndGraphCaptureExp");
+}
+
 /* ---- executable graphs ---------------------------------------------------------------------- */
 
 /* (lock held) Command i of a graph or executable graph (`what`), for `fn`: INVALID_ARGUMENT
@@ -380,10 +420,9 @@ static ze_result_t check_alive(const struct fake_cmd *c, size_t i, const char *f
     return ZE_RESULT_SUCCESS;
 }
 
-ze_result_t fake_zeGraphInstantiateExt(acg_ze_graph_handle_t hGraph, const void *pNext,
-                                       acg_ze_executable_graph_handle_t *phExecutableGraph) {
-    static const char fn[] = "zeGraphInstantiateExt";
-    FAKE_ENTER(zeGraphInstantiateExt);
+static ze_result_t instantiate(acg_ze_graph_handle_t hGraph, const void *pNext,
+                               acg_ze_executable_graph_handle_t *phExecutableGraph,
+                               const char *fn) {
     struct fake_graph *g;
     struct fake_exec_graph *x = NULL;
     pthread_mutex_lock(&fake__g.lock);
@@ -443,6 +482,20 @@ out:
     return r;
 }
 
+ze_result_t fake_zeGraphInstantiateExt(acg_ze_graph_handle_t hGraph, const void *pNext,
+                                       acg_ze_executable_graph_handle_t *phExecutableGraph) {
+    FAKE_ENTER(zeGraphInstantiateExt);
+    return instantiate(hGraph, pNext, phExecutableGraph, "zeGraphInstantiateExt");
+}
+
+ze_result_t
+fake_zeCommandListInstantiateGraphExp(acg_ze_graph_handle_t hGraph,
+                                      acg_ze_executable_graph_handle_t *phExecutableGraph,
+                                      void *pNext) {
+    FAKE_ENTER(zeCommandListInstantiateGraphExp);
+    return instantiate(hGraph, pNext, phExecutableGraph, "zeCommandListInstantiateGraphExp");
+}
+
 void fake__graph_replay_check(const struct fake_cmd *cmd) {
     const struct fake_exec_graph *x = (const struct fake_exec_graph *)cmd->u.graph.exec.obj;
     for (size_t i = 0; i < x->n_cmds; i++) {
@@ -469,13 +522,10 @@ void fake__graph_replay_check(const struct fake_cmd *cmd) {
 /* A graph is appended to an immediate list only (a regular list: INVALID_ARGUMENT, not verified
  * against Intel's driver); to a capturing one it is a subgraph, which the device does not report
  * (GRAPH_CAPTURE_UNSUPPORTED). */
-ze_result_t fake_zeCommandListAppendGraphExt(ze_command_list_handle_t hCommandList,
-                                             acg_ze_executable_graph_handle_t hGraph,
-                                             const void *pNext, ze_event_handle_t hSignalEvent,
-                                             uint32_t numWaitEvents,
-                                             ze_event_handle_t *phWaitEvents) {
-    static const char fn[] = "zeCommandListAppendGraphExt";
-    FAKE_ENTER(zeCommandListAppendGraphExt);
+static ze_result_t append_graph(ze_command_list_handle_t hCommandList,
+                                acg_ze_executable_graph_handle_t hGraph, const void *pNext,
+                                ze_event_handle_t hSignalEvent, uint32_t numWaitEvents,
+                                ze_event_handle_t *phWaitEvents, const char *fn) {
     struct fake_list *l;
     struct fake_exec_graph *x;
     struct fake_cmd cmd = {.kind = FAKE_CMD_GRAPH, .entry = fn};
@@ -518,6 +568,25 @@ ze_result_t fake_zeCommandListAppendGraphExt(ze_command_list_handle_t hCommandLi
     return r;
 }
 
+ze_result_t fake_zeCommandListAppendGraphExt(ze_command_list_handle_t hCommandList,
+                                             acg_ze_executable_graph_handle_t hGraph,
+                                             const void *pNext, ze_event_handle_t hSignalEvent,
+                                             uint32_t numWaitEvents,
+                                             ze_event_handle_t *phWaitEvents) {
+    FAKE_ENTER(zeCommandListAppendGraphExt);
+    return append_graph(hCommandList, hGraph, pNext, hSignalEvent, numWaitEvents, phWaitEvents,
+                        "zeCommandListAppendGraphExt");
+}
+
+ze_result_t fake_zeCommandListAppendGraphExp(ze_command_list_handle_t hCommandList,
+                                             acg_ze_executable_graph_handle_t hGraph, void *pNext,
+                                             ze_event_handle_t hSignalEvent, uint32_t numWaitEvents,
+                                             ze_event_handle_t *phWaitEvents) {
+    FAKE_ENTER(zeCommandListAppendGraphExp);
+    return append_graph(hCommandList, hGraph, pNext, hSignalEvent, numWaitEvents, phWaitEvents,
+                        "zeCommandListAppendGraphExp");
+}
+
 /* ---- destruction ---------------------------------------------------------------------------- */
 
 static void exec_free(struct fake_exec_graph *x) {
@@ -541,9 +610,7 @@ static void graph_free(struct fake_graph *g) {
 
 /* The events and kernels its commands use may be destroyed first: the executable graph is then
  * refused where it would be replayed. */
-ze_result_t fake_zeExecutableGraphDestroyExt(acg_ze_executable_graph_handle_t hGraph) {
-    static const char fn[] = "zeExecutableGraphDestroyExt";
-    FAKE_ENTER(zeExecutableGraphDestroyExt);
+static ze_result_t exec_destroy(acg_ze_executable_graph_handle_t hGraph, const char *fn) {
     struct fake_exec_graph *x;
     pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = fake__ready();
@@ -562,17 +629,25 @@ ze_result_t fake_zeExecutableGraphDestroyExt(acg_ze_executable_graph_handle_t hG
     return r;
 }
 
+ze_result_t fake_zeExecutableGraphDestroyExt(acg_ze_executable_graph_handle_t hGraph) {
+    FAKE_ENTER(zeExecutableGraphDestroyExt);
+    return exec_destroy(hGraph, "zeExecutableGraphDestroyExt");
+}
+
+ze_result_t fake_zeExecutableGraphDestroyExp(acg_ze_executable_graph_handle_t hGraph) {
+    FAKE_ENTER(zeExecutableGraphDestroyExp);
+    return exec_destroy(hGraph, "zeExecutableGraphDestroyExp");
+}
+
 /* The executable graphs made from it stay: they own copies of its commands. */
-ze_result_t fake_zeGraphDestroyExt(acg_ze_graph_handle_t hGraph) {
-    static const char fn[] = "zeGraphDestroyExt";
-    FAKE_ENTER(zeGraphDestroyExt);
+static ze_result_t graph_destroy(acg_ze_graph_handle_t hGraph, const char *fn) {
     struct fake_graph *g;
     pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = fake__ready();
     if (r == ZE_RESULT_SUCCESS) {
         r = fake__lookup(FAKE_GRAPH, hGraph, fn, (void **)&g);
     }
-    if (r == ZE_RESULT_SUCCESS && g->capturing) { /* as in zeGraphInstantiateExt */
+    if (r == ZE_RESULT_SUCCESS && g->capturing) { /* as in instantiate() */
         fake__violation("%s: the graph is still capturing (%s ends it)", fn,
                         "zeCommandListEndGraphCaptureExt");
         r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
@@ -582,6 +657,16 @@ ze_result_t fake_zeGraphDestroyExt(acg_ze_graph_handle_t hGraph) {
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
+}
+
+ze_result_t fake_zeGraphDestroyExt(acg_ze_graph_handle_t hGraph) {
+    FAKE_ENTER(zeGraphDestroyExt);
+    return graph_destroy(hGraph, "zeGraphDestroyExt");
+}
+
+ze_result_t fake_zeGraphDestroyExp(acg_ze_graph_handle_t hGraph) {
+    FAKE_ENTER(zeGraphDestroyExp);
+    return graph_destroy(hGraph, "zeGraphDestroyExp");
 }
 
 /* ---- unload --------------------------------------------------------------------------------- */

@@ -22,7 +22,9 @@
  * Beyond spec 1.4 it serves zeCommandListHostSynchronize (core 1.6), in-order lists (1.7),
  * ZE_experimental_immediate_command_list_append 1.0, ZE_experimental_mutable_command_list 1.1,
  * ZE_extension_record_replay_graph 1.0 (spec 1.17: capture on immediate lists, forks and
- * joins through events, instantiation, append of an executable graph) and
+ * joins through events, instantiation, append of an executable graph), the same graphs as
+ * ZE_experimental_record_replay_graph 1.0 (the form Intel's driver offered before spec 1.17;
+ * not offered by default) and
  * ZE_extension_device_usablemem_size_properties 1.0 (spec 1.15), with the declarations of
  * src/backends/level_zero/ze_ext.h.
  *
@@ -40,7 +42,8 @@
  * - A graph's replay runs the recorded commands of every list of its capture one after another,
  *   in the order they were recorded, on the replaying list's worker. Graphs are immutable:
  *   mutable graphs, subgraphs (a graph appended while capturing), regular lists appended while
- *   capturing, dumps and the graph functions beyond the seven acg needs are not implemented.
+ *   capturing, dumps and the graph functions beyond the seven acg needs (in either form) are
+ *   not implemented.
  * - Descriptors and property structs must carry their stype (Intel's driver does not check).
  *   pNext chains are ignored but for the mutable command list and graph extensions' structures
  *   (the graph functions' own pNext must be NULL). Events keep no timestamps. One driver; no
@@ -69,15 +72,19 @@ struct fake_state fake__g = {
 };
 struct fake_config fake__cfg;
 
+/* The graphs' driver-experimental form is not offered by default, so that the default driver
+ * is one of spec 1.17; the tests of that form ask for it. */
 const struct fake_ext_info fake__exts[FAKE_EXT_COUNT] = {
     [FAKE_EXT_IMMEDIATE_APPEND] = {ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME,
-                                   ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_VERSION_1_0},
+                                   ACG_ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_VERSION_1_0, 1},
     [FAKE_EXT_MUTABLE] = {ACG_ZE_MUTABLE_COMMAND_LIST_EXP_NAME,
-                          ACG_ZE_MUTABLE_COMMAND_LIST_EXP_VERSION_1_1},
+                          ACG_ZE_MUTABLE_COMMAND_LIST_EXP_VERSION_1_1, 1},
     [FAKE_EXT_GRAPH] = {ACG_ZE_RECORD_REPLAY_GRAPH_EXT_NAME,
-                        ACG_ZE_RECORD_REPLAY_GRAPH_EXT_VERSION_1_0},
+                        ACG_ZE_RECORD_REPLAY_GRAPH_EXT_VERSION_1_0, 1},
+    [FAKE_EXT_GRAPH_EXP] = {ACG_ZE_RECORD_REPLAY_GRAPH_EXP_NAME,
+                            ACG_ZE_RECORD_REPLAY_GRAPH_EXP_VERSION_1_0, 0},
     [FAKE_EXT_USABLE_MEM] = {ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_NAME,
-                             ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_VERSION_1_0},
+                             ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_VERSION_1_0, 1},
 };
 
 /* ---- the entry point tables ----------------------------------------------------------------
@@ -374,7 +381,7 @@ static void load_config(void) {
         for_each_token(exts, offer_one);
     } else {
         for (int i = 0; i < FAKE_EXT_COUNT; i++) {
-            fake__cfg.extensions[i] = fake__exts[i].version;
+            fake__cfg.extensions[i] = fake__exts[i].by_default ? fake__exts[i].version : 0;
         }
     }
     const char *fail = getenv("ACGTEST_ZE_FAIL");

@@ -121,7 +121,14 @@
     X(zeGraphInstantiateExt, FAKE_EXT_GRAPH, 0)                                                    \
     X(zeCommandListAppendGraphExt, FAKE_EXT_GRAPH, 0)                                              \
     X(zeExecutableGraphDestroyExt, FAKE_EXT_GRAPH, 0)                                              \
-    X(zeGraphDestroyExt, FAKE_EXT_GRAPH, 0)
+    X(zeGraphDestroyExt, FAKE_EXT_GRAPH, 0)                                                        \
+    X(zeCommandListBeginGraphCaptureExp, FAKE_EXT_GRAPH_EXP, 0)                                    \
+    X(zeCommandListEndGraphCaptureExp, FAKE_EXT_GRAPH_EXP, 0)                                      \
+    X(zeCommandListIsGraphCaptureEnabledExp, FAKE_EXT_GRAPH_EXP, 0)                                \
+    X(zeCommandListInstantiateGraphExp, FAKE_EXT_GRAPH_EXP, 0)                                     \
+    X(zeCommandListAppendGraphExp, FAKE_EXT_GRAPH_EXP, 0)                                          \
+    X(zeExecutableGraphDestroyExp, FAKE_EXT_GRAPH_EXP, 0)                                          \
+    X(zeGraphDestroyExp, FAKE_EXT_GRAPH_EXP, 0)
 
 /* One index per implemented entry point, core then extension, for call counts, injection and
  * hiding. */
@@ -140,15 +147,18 @@ enum fake_ext {
     FAKE_EXT_IMMEDIATE_APPEND, /* ZE_experimental_immediate_command_list_append 1.0 */
     FAKE_EXT_MUTABLE,          /* ZE_experimental_mutable_command_list 1.1 */
     FAKE_EXT_GRAPH,            /* ZE_extension_record_replay_graph 1.0 */
+    FAKE_EXT_GRAPH_EXP,        /* ZE_experimental_record_replay_graph 1.0 (not by default) */
     FAKE_EXT_USABLE_MEM,       /* ZE_extension_device_usablemem_size_properties 1.0 */
     FAKE_EXT_COUNT,
     FAKE_EXT_CORE_1_6 = -1, /* not an extension: core since spec 1.6 */
 };
 
-/* The extensions' names and the versions implemented (ACGTEST_ZE_EXTENSIONS may offer less). */
+/* The extensions' names and the versions implemented (ACGTEST_ZE_EXTENSIONS may offer less),
+ * and whether one is offered without ACGTEST_ZE_EXTENSIONS. */
 struct fake_ext_info {
     const char *name;
     uint32_t version;
+    int by_default;
 };
 extern const struct fake_ext_info fake__exts[FAKE_EXT_COUNT];
 /* Whether extension function `name` is served now (its extension offered, or its API version
@@ -600,8 +610,8 @@ struct fake_graph *fake__graph_capturing(const struct fake_ref *ref);
 /* (lock held) At the start of a replay (a FAKE_CMD_GRAPH about to run its commands): reports
  * each event a recorded command signals that is signalled already. */
 void fake__graph_replay_check(const struct fake_cmd *cmd);
-/* Fills the extension's properties where a ze_device_properties_t's pNext chain has them (when
- * it is offered). */
+/* Fills the extension's properties where a ze_device_properties_t's pNext chain has them, under
+ * the stype of each form of it offered. */
 void fake__graph_properties(ze_device_properties_t *props);
 /* (lock held) Frees every graph and executable graph at unload, after fake__workers_stop. */
 void fake__graphs_unload(void);
@@ -768,5 +778,18 @@ ze_result_t fake_zeCommandListAppendGraphExt(ze_command_list_handle_t hCommandLi
                                              ze_event_handle_t *phWaitEvents);
 ze_result_t fake_zeExecutableGraphDestroyExt(acg_ze_executable_graph_handle_t hGraph);
 ze_result_t fake_zeGraphDestroyExt(acg_ze_graph_handle_t hGraph);
+ze_result_t fake_zeCommandListBeginGraphCaptureExp(ze_command_list_handle_t hCommandList,
+                                                   void *pNext);
+ze_result_t fake_zeCommandListEndGraphCaptureExp(ze_command_list_handle_t hCommandList,
+                                                 acg_ze_graph_handle_t *phGraph, void *pNext);
+ze_result_t fake_zeCommandListIsGraphCaptureEnabledExp(ze_command_list_handle_t hCommandList);
+ze_result_t fake_zeCommandListInstantiateGraphExp(
+    acg_ze_graph_handle_t hGraph, acg_ze_executable_graph_handle_t *phExecutableGraph, void *pNext);
+ze_result_t fake_zeCommandListAppendGraphExp(ze_command_list_handle_t hCommandList,
+                                             acg_ze_executable_graph_handle_t hGraph, void *pNext,
+                                             ze_event_handle_t hSignalEvent, uint32_t numWaitEvents,
+                                             ze_event_handle_t *phWaitEvents);
+ze_result_t fake_zeExecutableGraphDestroyExp(acg_ze_executable_graph_handle_t hGraph);
+ze_result_t fake_zeGraphDestroyExp(acg_ze_graph_handle_t hGraph);
 
 #endif /* ACG_TESTS_ZE_DRIVER_FAKE_ZE_IMPL_H */

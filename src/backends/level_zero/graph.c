@@ -1,7 +1,8 @@
 /* graph.c — the level_zero backend's graphs.
  *
- * Native capture, where the driver offers the record/replay graph extension (spec 1.17) and the
- * device immutable graphs: the origin stream's immediate list records what is appended to it
+ * Native capture, where the driver offers the record/replay graph extension (spec 1.17, or the
+ * driver-experimental form before it: the graph_ helpers below call either) and the device
+ * immutable graphs: the origin stream's immediate list records what is appended to it
  * (zeCommandListBeginGraphCaptureExt), a stream forked into the capture joins it when it waits
  * on an event recorded there (the driver's own rule), and the end instantiates what the driver
  * recorded; replays are appended to a stream's list (zeCommandListAppendGraphExt). The events a
@@ -234,14 +235,64 @@ static acg_status patch(ze_exec *e, const acg__graph_desc *desc, const char *fn)
     return st != ACG_OK ? st : closed;
 }
 
+/* The driver's graph functions are called through the helpers below, in whichever form the
+ * driver offers (ze_graph_ext), and an error names that form's function: Ext names, then Exp. */
+static const struct graph_names {
+    const char *begin, *end, *instantiate, *append, *destroy_exec, *destroy;
+} graph_names[2] = {
+    {"zeCommandListBeginGraphCaptureExt", "zeCommandListEndGraphCaptureExt",
+     "zeGraphInstantiateExt", "zeCommandListAppendGraphExt", "zeExecutableGraphDestroyExt",
+     "zeGraphDestroyExt"},
+    {"zeCommandListBeginGraphCaptureExp", "zeCommandListEndGraphCaptureExp",
+     "zeCommandListInstantiateGraphExp", "zeCommandListAppendGraphExp",
+     "zeExecutableGraphDestroyExp", "zeGraphDestroyExp"},
+};
+
+static const struct graph_names *names_of(const ze_device *d) {
+    return &graph_names[d->drv->graph.exp ? 1 : 0];
+}
+
+/* Puts the stream's list in capture. */
+static acg_status graph_begin(ze_device *d, ze_command_list_handle_t list, const char *fn) {
+    const struct ze_graph_ext *g = &d->drv->graph;
+    ze_result_t r = g->exp ? g->begin_exp(list, NULL) : g->begin(list, NULL);
+    return acg__ze_check(r, fn, names_of(d)->begin);
+}
+
+/* Ends the capture the list began: the driver's own result, which finish() reads. */
+static ze_result_t graph_end(ze_device *d, ze_command_list_handle_t list,
+                             acg_ze_graph_handle_t *graph) {
+    const struct ze_graph_ext *g = &d->drv->graph;
+    return g->exp ? g->end_exp(list, graph, NULL) : g->end(list, NULL, graph);
+}
+
+/* Makes what replays run from what the capture recorded. */
+static acg_status graph_instantiate(ze_device *d, acg_ze_graph_handle_t graph,
+                                    acg_ze_executable_graph_handle_t *xgraph, const char *fn) {
+    const struct ze_graph_ext *g = &d->drv->graph;
+    ze_result_t r =
+        g->exp ? g->instantiate_exp(graph, xgraph, NULL) : g->instantiate(graph, NULL, xgraph);
+    return acg__ze_check(r, fn, names_of(d)->instantiate);
+}
+
+/* Appends a replay of the executable graph that signals `signal` once it is done. */
+static acg_status graph_append(ze_device *d, ze_command_list_handle_t list,
+                               acg_ze_executable_graph_handle_t xgraph, ze_event_handle_t signal,
+                               const char *fn) {
+    const struct ze_graph_ext *g = &d->drv->graph;
+    ze_result_t r = g->exp ? g->append_exp(list, xgraph, NULL, signal, 0, NULL)
+                           : g->append(list, xgraph, NULL, signal, 0, NULL);
+    return acg__ze_check(r, fn, names_of(d)->append);
+}
+
 /* Destroys what the driver made of a native capture: the executable graph, then the graph. */
 static void native_free(ze_device *d, acg_ze_graph_handle_t graph,
                         acg_ze_executable_graph_handle_t xgraph, const char *fn) {
     if (xgraph != NULL) {
-        acg__ze_release(d, d->drv->graph.destroy_exec(xgraph), fn, "zeExecutableGraphDestroyExt");
+        acg__ze_release(d, d->drv->graph.destroy_exec(xgraph), fn, names_of(d)->destroy_exec);
     }
     if (graph != NULL) {
-        acg__ze_release(d, d->drv->graph.destroy(graph), fn, "zeGraphDestroyExt");
+        acg__ze_release(d, d->drv->graph.destroy(graph), fn, names_of(d)->destroy);
     }
 }
 
@@ -337,8 +388,7 @@ static acg_status launch_appended(ze_exec *e, ze_stream *s, const char *fn) {
     }
     st = acg__ze_stream_begin(s, fn);
     if (st == ACG_OK && e->xgraph != NULL) {
-        st = acg__ze_check(d->drv->graph.append(s->list, e->xgraph, NULL, done->ev, 0, NULL), fn,
-                           "zeCommandListAppendGraphExt");
+        st = graph_append(d, s->list, e->xgraph, done->ev, fn);
     } else if (st == ACG_OK) {
         st = acg__ze_check(d->drv->immediate_append(s->list, 1, &e->list, done->ev, 0, NULL), fn,
                            "zeCommandListImmediateAppendCommandListsExp");
@@ -523,8 +573,7 @@ acg_status acg__ze_capture_begin(acg__bk_stream *stream, acg__bk_recording **out
     r->id = atomic_fetch_add(&next_recording_id, 1);
     acg_status st = acg__ze_stream_begin(s, fn);
     if (st == ACG_OK) {
-        st = acg__ze_check(s->dev->drv->graph.begin(s->list, NULL), fn,
-                           "zeCommandListBeginGraphCaptureExt");
+        st = graph_begin(s->dev, s->list, fn);
     }
     st = acg__ze_stream_end(s, st);
     if (st != ACG_OK) {
@@ -611,14 +660,14 @@ static acg_status finish(ze_recording *r, acg_ze_graph_handle_t *graph, const ch
     acg_status st = join_and_reset(r, fn);
     acg_ze_graph_handle_t g = NULL;
     pthread_mutex_lock(&o->lock);
-    ze_result_t ended = d->drv->graph.end(o->list, NULL, &g);
+    ze_result_t ended = graph_end(d, o->list, &g);
     pthread_mutex_unlock(&o->lock);
     if (ended != ZE_RESULT_SUCCESS) {
         g = NULL;
         if (st == ACG_OK) {
-            st = acg__ze_check(ended, fn, "zeCommandListEndGraphCaptureExt");
+            st = acg__ze_check(ended, fn, names_of(d)->end);
         } else {
-            acg__log(ACG_LOG_WARN, "level_zero: zeCommandListEndGraphCaptureExt failed (0x%x)",
+            acg__log(ACG_LOG_WARN, "level_zero: %s failed (0x%x)", names_of(d)->end,
                      (unsigned)ended);
         }
         acg__log(ACG_LOG_WARN,
@@ -664,8 +713,7 @@ acg_status acg__ze_capture_end(acg__bk_recording *rec, acg__bk_exec **out) {
     }
     acg_ze_executable_graph_handle_t xgraph = NULL;
     if (st == ACG_OK) {
-        st = acg__ze_check(d->drv->graph.instantiate(graph, NULL, &xgraph), fn,
-                           "zeGraphInstantiateExt");
+        st = graph_instantiate(d, graph, &xgraph, fn);
     }
     if (st != ACG_OK) {
         if (graph != NULL) {

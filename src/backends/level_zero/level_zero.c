@@ -155,6 +155,45 @@ static bool offered(const ze_driver_extension_properties_t *ext, uint32_t n, con
     return false;
 }
 
+/* The Exp form's destroy functions are kept in the Ext form's fields: the same types. */
+_Static_assert(_Generic((acg_ze_pfn_zeExecutableGraphDestroyExp)0,
+                        acg_ze_pfn_zeExecutableGraphDestroyExt : 1, default : 0),
+               "zeExecutableGraphDestroyExp and zeExecutableGraphDestroyExt differ in type");
+_Static_assert(_Generic((acg_ze_pfn_zeGraphDestroyExp)0, acg_ze_pfn_zeGraphDestroyExt : 1,
+                        default : 0),
+               "zeGraphDestroyExp and zeGraphDestroyExt differ in type");
+
+/* The record/replay graph functions of one form (exp: the driver-experimental one). One that
+ * does not resolve makes the form absent: none is kept. */
+static void resolve_graphs(ze_drv *drv, bool exp) {
+    struct ze_graph_ext *g = &drv->graph;
+    memset(g, 0, sizeof *g);
+    bool all;
+    if (exp) {
+        *(void **)&g->begin_exp = extension_function(drv, "zeCommandListBeginGraphCaptureExp");
+        *(void **)&g->end_exp = extension_function(drv, "zeCommandListEndGraphCaptureExp");
+        *(void **)&g->instantiate_exp = extension_function(drv, "zeCommandListInstantiateGraphExp");
+        *(void **)&g->append_exp = extension_function(drv, "zeCommandListAppendGraphExp");
+        *(void **)&g->destroy_exec = extension_function(drv, "zeExecutableGraphDestroyExp");
+        *(void **)&g->destroy = extension_function(drv, "zeGraphDestroyExp");
+        all = g->begin_exp != NULL && g->end_exp != NULL && g->instantiate_exp != NULL &&
+              g->append_exp != NULL;
+    } else {
+        *(void **)&g->begin = extension_function(drv, "zeCommandListBeginGraphCaptureExt");
+        *(void **)&g->end = extension_function(drv, "zeCommandListEndGraphCaptureExt");
+        *(void **)&g->instantiate = extension_function(drv, "zeGraphInstantiateExt");
+        *(void **)&g->append = extension_function(drv, "zeCommandListAppendGraphExt");
+        *(void **)&g->destroy_exec = extension_function(drv, "zeExecutableGraphDestroyExt");
+        *(void **)&g->destroy = extension_function(drv, "zeGraphDestroyExt");
+        all = g->begin != NULL && g->end != NULL && g->instantiate != NULL && g->append != NULL;
+    }
+    if (all && g->destroy_exec != NULL && g->destroy != NULL) {
+        g->exp = exp;
+    } else {
+        memset(g, 0, sizeof *g);
+    }
+}
+
 /* What one driver offers beyond spec 1.4. */
 static acg_status query_driver(ze_drv *drv) {
     static const char fn[] = "level_zero";
@@ -193,18 +232,12 @@ static acg_status query_driver(ze_drv *drv) {
             drv->update_commands = NULL;
         }
     }
+    /* The spec's form where the driver has it; else the one Intel's driver shipped first. */
     if (offered(ext, n, ACG_ZE_RECORD_REPLAY_GRAPH_EXT_NAME)) {
-        struct ze_graph_ext *g = &drv->graph;
-        *(void **)&g->begin = extension_function(drv, "zeCommandListBeginGraphCaptureExt");
-        *(void **)&g->end = extension_function(drv, "zeCommandListEndGraphCaptureExt");
-        *(void **)&g->instantiate = extension_function(drv, "zeGraphInstantiateExt");
-        *(void **)&g->append = extension_function(drv, "zeCommandListAppendGraphExt");
-        *(void **)&g->destroy_exec = extension_function(drv, "zeExecutableGraphDestroyExt");
-        *(void **)&g->destroy = extension_function(drv, "zeGraphDestroyExt");
-        if (g->begin == NULL || g->end == NULL || g->instantiate == NULL || g->append == NULL ||
-            g->destroy_exec == NULL || g->destroy == NULL) {
-            memset(g, 0, sizeof *g); /* one function missing: the extension is absent */
-        }
+        resolve_graphs(drv, false);
+    }
+    if (drv->graph.destroy == NULL && offered(ext, n, ACG_ZE_RECORD_REPLAY_GRAPH_EXP_NAME)) {
+        resolve_graphs(drv, true);
     }
     drv->usable_mem = offered(ext, n, ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_NAME);
     if (drv->api >= ACG_ZE_API_VERSION_1_6) {
@@ -268,15 +301,18 @@ static void describe_extensions(ze_drv *drv) {
                  drv->usable_mem ? "yes" : "no");
         return;
     }
-    /* At most 162 characters: the capability's detail has room for 170 after its start. */
+    /* At most 170 characters (every "no (...)", and "yes (Exp)"): the capability's detail has
+     * room for exactly 170 after its start, which is why the graph form is named by its
+     * suffix. */
+    const char *graphs = drv->graph.destroy == NULL ? "no" : drv->graph.exp ? "yes (Exp)" : "yes";
     snprintf(drv->extensions, sizeof drv->extensions,
              "in-order lists %s; immediate append %s; host synchronize %s; mutable lists %s; "
              "graph capture %s; free memory %s",
              drv->in_order ? "yes" : "no (barriers)",
              drv->immediate_append != NULL ? "yes" : "no (queue replays)",
              drv->host_sync != NULL ? "yes" : "no (events)",
-             drv->update_commands != NULL ? "yes" : "no (record again)",
-             drv->graph.begin != NULL ? "yes" : "no", drv->usable_mem ? "yes" : "no");
+             drv->update_commands != NULL ? "yes" : "no (record again)", graphs,
+             drv->usable_mem ? "yes" : "no");
 }
 
 /* Every device of every driver. */
@@ -380,11 +416,13 @@ static acg_status ze_probe(int *n, const char **reason) {
  * immutable graphs. */
 static acg_status native_graphs(ze_drv *drv, ze_device_handle_t dev, bool *out, const char *fn) {
     *out = false;
-    if (drv->graph.begin == NULL) {
+    if (drv->graph.destroy == NULL) {
         return ACG_OK;
     }
+    /* Both forms fill this layout; each knows it by its own stype only. */
     acg_ze_record_replay_graph_ext_properties_t graph = {
-        .stype = ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_PROPERTIES};
+        .stype = drv->graph.exp ? ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXP_PROPERTIES
+                                : ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_PROPERTIES};
     ze_device_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES, .pNext = &graph};
     acg_status st = ZE(fn, zeDeviceGetProperties, dev, &props);
     *out = st == ACG_OK && (graph.graphFlags & ACG_ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_IMMUTABLE_GRAPH);

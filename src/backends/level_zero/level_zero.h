@@ -31,13 +31,22 @@ typedef struct ze_drv {
     /* the mutable command list extension; NULL: an update records the list again */
     acg_ze_pfn_zeCommandListGetNextCommandIdExp next_command_id;
     acg_ze_pfn_zeCommandListUpdateMutableCommandsExp update_commands;
-    /* the record/replay graph extension (spec 1.17); begin NULL: graphs come from the
+    /* the record/replay graph extension: its spec 1.17 form, or (exp) the driver-experimental
+     * form Intel's driver offered before, whose begin, end, instantiate and append take their
+     * pNext elsewhere or as another type, so each form's are kept in their own type; graph.c
+     * calls whichever is set. destroy NULL: no graphs of the driver's, they come from the
      * description (each device also needs the driver's immutable graphs, ze_device.native) */
     struct ze_graph_ext {
-        acg_ze_pfn_zeCommandListBeginGraphCaptureExt begin;
+        bool exp;
+        acg_ze_pfn_zeCommandListBeginGraphCaptureExt begin; /* the Ext form; NULL for exp */
         acg_ze_pfn_zeCommandListEndGraphCaptureExt end;
         acg_ze_pfn_zeGraphInstantiateExt instantiate;
         acg_ze_pfn_zeCommandListAppendGraphExt append;
+        acg_ze_pfn_zeCommandListBeginGraphCaptureExp begin_exp; /* the Exp form; NULL for Ext */
+        acg_ze_pfn_zeCommandListEndGraphCaptureExp end_exp;
+        acg_ze_pfn_zeCommandListInstantiateGraphExp instantiate_exp;
+        acg_ze_pfn_zeCommandListAppendGraphExp append_exp;
+        /* both forms: the Exp functions have these very types (level_zero.c checks) */
         acg_ze_pfn_zeExecutableGraphDestroyExt destroy_exec;
         acg_ze_pfn_zeGraphDestroyExt destroy;
     } graph;
