@@ -1,6 +1,7 @@
 /* level_zero.h — the level_zero backend's shared declarations: the loader and its entry points,
- * the backend's objects, and the checking macro. level_zero.c has the loader, devices, memory
- * and kernels; stream.c streams, events and copies; graph.c graphs. */
+ * the backend's objects, and the checking macro. loader.c has the loader and what each driver
+ * offers; level_zero.c devices, memory and kernels; stream.c streams, events and copies (queue.c
+ * the streams of a driver without immediate lists); graph.c graphs. */
 #ifndef ACG_BACKENDS_LEVEL_ZERO_LEVEL_ZERO_H
 #define ACG_BACKENDS_LEVEL_ZERO_LEVEL_ZERO_H
 
@@ -71,6 +72,10 @@ typedef struct ze_loader {
 } ze_loader;
 
 extern ze_loader acg__ze;
+
+/* loader.c: the backend table's probe. Loads the loader and finds the devices once per process;
+ * ACG_ERR_UNAVAILABLE with the reason where it cannot. */
+acg_status acg__ze_probe(int *n, const char **reason);
 
 /* The status a ze_result_t maps to, with the detail "<fn>: <call> failed with <name> (0x<code>)"
  * set (ZE_RESULT_SUCCESS: ACG_OK, nothing set). Out of memory → ACG_ERR_OUT_OF_MEMORY; a lost
@@ -273,6 +278,17 @@ acg_status acg__ze_stream_begin(ze_stream *s, const char *fn);
  * releases the stream's lock. In queue mode it executes the list (st ACG_OK) or resets it, and
  * fails when executing does. */
 acg_status acg__ze_stream_end(ze_stream *s, acg_status st);
+
+/* queue.c: queue mode (ze_drv.no_immediate), under the stream's lock. Opens a list for a command
+ * in s->list, which first waits for the end of the list executed before it. */
+acg_status acg__ze_queue_open(ze_stream *s, const char *fn);
+/* Ends the open list: with st ACG_OK it is closed and executed on the stream's queue (failing
+ * when that fails); otherwise it never ran and is kept for the next command. */
+acg_status acg__ze_queue_submit(ze_stream *s, acg_status st);
+/* Waits on the host for every list of the stream executed. */
+acg_status acg__ze_queue_wait_all(ze_stream *s, const char *fn);
+/* Releases the stream's lists, fences and queue; none is pending. */
+void acg__ze_queue_free(ze_stream *s, const char *fn);
 
 /* Waits on the host for the stream's work so far (and a replay queued for it). */
 acg_status acg__ze_stream_drain(ze_stream *s, const char *fn);
