@@ -83,8 +83,10 @@ static acg_status queue_reclaim(ze_stream *s, const char *fn) {
             st = st != ACG_OK ? st : reset;
         }
     }
-    memmove(s->pending, s->pending + done, (s->n_pending - done) * sizeof *s->pending);
-    s->n_pending -= done;
+    if (done > 0) { /* pending is NULL until the stream's first list */
+        memmove(s->pending, s->pending + done, (s->n_pending - done) * sizeof *s->pending);
+        s->n_pending -= done;
+    }
     return st;
 }
 
