@@ -44,15 +44,15 @@ fi
 
 # ---- helpers ----------------------------------------------------------------------------------
 
+. "$(dirname "$0")/lib.sh"
+
 # run NAME ARGS...: runs `acg graph ARGS...` in a fresh $W, stdout to $OUT, stderr to $ERR,
 # status to $rc. $RUN_PATH, when set, is the PATH the tool sees.
 RUN_PATH=
 run() {
-    name=$1
+    case_name=$1
     shift
-    cases=$((cases + 1))
-    case_failed=no
-    cmdline="acg graph $*"
+    case_begin "$case_name" "acg graph $*"
     rm -rf "$W"
     mkdir -p "$W"
     if [ -n "$RUN_PATH" ]; then
@@ -61,55 +61,13 @@ run() {
         "$ACG" graph "$@" >"$OUT" 2>"$ERR"
     fi
     rc=$?
-    if grep -a -q -e 'Sanitizer' -e 'runtime error' "$ERR"; then
-        fail "a sanitizer report on stderr"
-    fi
+    case_ran
 }
 
-fail() {
-    if [ "$case_failed" = no ]; then
-        failures=$((failures + 1))
-        echo "FAIL: $name: $cmdline"
-    fi
-    case_failed=yes
-    echo "    $1"
-    echo "    exit status $rc; stdout:"
-    sed 's/^/      | /' "$OUT" | head -n 20
-    echo "    stderr:"
-    sed 's/^/      | /' "$ERR" | head -n 20
+# A failed case also lists the files it left.
+fail_more() {
     echo "    files:"
     ls -A "$W" 2>/dev/null | sed 's/^/      | /'
-}
-
-pass() {
-    if [ "$case_failed" = no ]; then
-        echo "ok: $name"
-    fi
-}
-
-expect_rc() {
-    if [ "$rc" -ne "$1" ]; then
-        fail "expected exit status $1"
-    fi
-}
-
-# expect_out TEXT / expect_err TEXT / expect_file_has FILE TEXT: holds TEXT (a fixed string).
-expect_out() {
-    if ! grep -a -q -F -e "$1" "$OUT"; then
-        fail "expected stdout to hold '$1'"
-    fi
-}
-
-expect_err() {
-    if ! grep -a -q -F -e "$1" "$ERR"; then
-        fail "expected stderr to hold '$1'"
-    fi
-}
-
-expect_file_has() {
-    if ! grep -a -q -F -e "$2" "$1"; then
-        fail "expected $1 to hold '$2'"
-    fi
 }
 
 # expect_files NAMES...: $W holds exactly these files (none when no name is given): nothing

@@ -31,15 +31,15 @@ fi
 
 # ---- helpers ----------------------------------------------------------------------------------
 
+. "$(dirname "$0")/lib.sh"
+
 # run NAME ARGS...: runs `acg run ARGS...`, stdout to $OUT, stderr to $ERR, status to $rc.
 # With $limit set, the run is stopped after that many seconds and the case fails as hung.
 limit=
 run() {
-    name=$1
+    case_name=$1
     shift
-    cases=$((cases + 1))
-    case_failed=no
-    cmdline="acg run $*"
+    case_begin "$case_name" "acg run $*"
     if [ -n "$limit" ]; then
         timeout "$limit" "$ACG" run "$@" >"$OUT" 2>"$ERR"
         rc=$?
@@ -50,54 +50,7 @@ run() {
         "$ACG" run "$@" >"$OUT" 2>"$ERR"
         rc=$?
     fi
-    if grep -a -q -e 'Sanitizer' -e 'runtime error' "$ERR"; then
-        fail "a sanitizer report on stderr"
-    fi
-}
-
-fail() {
-    if [ "$case_failed" = no ]; then
-        failures=$((failures + 1))
-        echo "FAIL: $name: $cmdline"
-    fi
-    case_failed=yes
-    echo "    $1"
-    echo "    exit status $rc; stdout:"
-    sed 's/^/      | /' "$OUT" | head -n 20
-    echo "    stderr:"
-    sed 's/^/      | /' "$ERR" | head -n 40
-}
-
-pass() {
-    if [ "$case_failed" = no ]; then
-        echo "ok: $name"
-    fi
-}
-
-expect_rc() {
-    if [ "$rc" -ne "$1" ]; then
-        fail "expected exit status $1"
-    fi
-}
-
-# expect_out TEXT / expect_err TEXT: the stream holds TEXT (a fixed string).
-expect_out() {
-    if ! grep -a -q -F -e "$1" "$OUT"; then
-        fail "expected stdout to hold '$1'"
-    fi
-}
-
-expect_err() {
-    if ! grep -a -q -F -e "$1" "$ERR"; then
-        fail "expected stderr to hold '$1'"
-    fi
-}
-
-# expect_out_re REGEX: a line of stdout matches the basic regular expression.
-expect_out_re() {
-    if ! grep -a -q -e "$1" "$OUT"; then
-        fail "expected a line of stdout to match '$1'"
-    fi
+    case_ran
 }
 
 # usage_error NAME ARGS...: exit 2, "acg: <problem>" then the usage line on stderr, no stdout.

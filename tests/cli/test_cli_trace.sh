@@ -34,49 +34,16 @@ cases=0
 
 # ---- helpers ----------------------------------------------------------------------------------
 
+. "$(dirname "$0")/lib.sh"
+
 # acg NAME ARGS...: runs `acg ARGS...`, stdout to $OUT, stderr to $ERR, status to $rc.
 acg() {
-    name=$1
+    case_name=$1
     shift
-    cases=$((cases + 1))
-    case_failed=no
-    cmdline="acg $*"
+    case_begin "$case_name" "acg $*"
     "$ACG" "$@" >"$OUT" 2>"$ERR"
     rc=$?
-    if grep -a -q -e 'Sanitizer' -e 'runtime error' "$ERR"; then
-        fail "a sanitizer report on stderr"
-    fi
-}
-
-fail() {
-    if [ "$case_failed" = no ]; then
-        failures=$((failures + 1))
-        echo "FAIL: $name: $cmdline"
-    fi
-    case_failed=yes
-    echo "    $1"
-    echo "    exit status $rc; stdout:"
-    sed 's/^/      | /' "$OUT" | head -n 20
-    echo "    stderr:"
-    sed 's/^/      | /' "$ERR" | head -n 40
-}
-
-pass() {
-    if [ "$case_failed" = no ]; then
-        echo "ok: $name"
-    fi
-}
-
-expect_rc() {
-    if [ "$rc" -ne "$1" ]; then
-        fail "expected exit status $1"
-    fi
-}
-
-expect_err() {
-    if ! grep -a -q -F -e "$1" "$ERR"; then
-        fail "expected stderr to hold '$1'"
-    fi
+    case_ran
 }
 
 # check_trace FILE MODE: the trace is whole and holds what MODE says (check_trace.py).
