@@ -202,8 +202,10 @@ struct acg_graph {
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
 
-/* A new root buffer of size bytes (dev->lock held; no capture check). */
-acg_status acg__buffer_new(acg_device *dev, size_t size, const char *fn, acg_buffer **out);
+/* A new root buffer of size bytes, owned by owner (NULL: the caller) or by its stream
+ * (acg_stream_alloc), whole before its handle is live (dev->lock held; no capture check). */
+acg_status acg__buffer_new(acg_device *dev, size_t size, const void *owner, const char *what,
+                           bool stream_owned, const char *fn, acg_buffer **out);
 /* Releases the stream's deferred frees whose work completed, or all of them (dev->lock). */
 void acg__stream_reclaim(acg_stream *s, bool all);
 

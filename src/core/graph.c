@@ -136,12 +136,15 @@ acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
         pthread_mutex_unlock(&dev->lock);
         return st;
     }
+    dev->n_pools++;
+    /* Last: a call holding a stale handle that this address matches must not see the pool
+     * before it is whole (the registry's lock orders these writes before any lookup). */
     if (acg__handle_add(pool, ACG__HANDLE_POOL, &pool->life) != ACG_OK) {
+        dev->n_pools--;
         acg__pool_free(pool);
         pthread_mutex_unlock(&dev->lock);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_pool_create: out of memory");
     }
-    dev->n_pools++;
     pthread_mutex_unlock(&dev->lock);
     *out = pool;
     return ACG_OK;
@@ -261,25 +264,33 @@ static acg_status check_graph(const acg_graph *g, const char *fn) {
 acg_status acg__graph_create(acg__capture *c, acg__bk_exec *exec, acg_graph **out) {
     acg_device *dev = c->dev;
     acg_graph *g = acg__calloc(1, sizeof *g);
-    if (g == NULL || acg__handle_add(g, ACG__HANDLE_GRAPH, &g->life) != ACG_OK) {
+    if (g == NULL) {
         dev->vt->graph_destroy(exec);
-        acg__free(g);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
     }
     g->exec = exec;
     g->dev = dev;
-    g->id = ++dev->next_graph_id;
+    g->id = dev->next_graph_id + 1;
     g->desc = c->desc;
-    memset(&c->desc, 0, sizeof c->desc);
-    c->cap_nodes = c->cap_deps = 0;
     g->scratch = c->scratch;
     g->n_scratch = c->n_scratch;
+    g->pool = c->pool;
+    /* Last: a call holding a stale handle that this address matches must not see the graph
+     * before it is whole (the registry's lock orders these writes before any lookup). What
+     * follows moves the capture's pieces into it and counts it, none of which can fail. */
+    if (acg__handle_add(g, ACG__HANDLE_GRAPH, &g->life) != ACG_OK) {
+        dev->vt->graph_destroy(exec);
+        acg__free(g);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
+    }
+    dev->next_graph_id++;
+    memset(&c->desc, 0, sizeof c->desc);
+    c->cap_nodes = c->cap_deps = 0;
     c->scratch = NULL;
     c->n_scratch = c->cap_scratch = 0;
     for (uint32_t i = 0; i < g->n_scratch; i++) {
         g->scratch[i]->owner_id = g->id;
     }
-    g->pool = c->pool;
     g->pool->n_graphs++;
     acg__desc_refs(dev, &g->desc, +1);
     g->next = dev->graphs;

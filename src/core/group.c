@@ -77,14 +77,20 @@ acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_de
         acg__free(g);
         return st;
     }
-    if (acg__handle_add(g, ACG__HANDLE_GROUP, &g->life) != ACG_OK) {
+    pthread_mutex_lock(&dev->lock);
+    dev->n_groups++;
+    /* Last: a call holding a stale handle that this address matches must not see the group
+     * before it is whole (the registry's lock orders these writes before any lookup). */
+    st = acg__handle_add(g, ACG__HANDLE_GROUP, &g->life);
+    if (st != ACG_OK) {
+        dev->n_groups--;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    if (st != ACG_OK) {
         dev->vt->group_destroy(g->impl);
         acg__free(g);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    pthread_mutex_lock(&dev->lock);
-    dev->n_groups++;
-    pthread_mutex_unlock(&dev->lock);
     *out = g;
     return ACG_OK;
 }

@@ -28,7 +28,8 @@ acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, c
 
 /* ---- buffers ----------------------------------------------------------------------------- */
 
-acg_status acg__buffer_new(acg_device *dev, size_t size, const char *fn, acg_buffer **out) {
+acg_status acg__buffer_new(acg_device *dev, size_t size, const void *owner, const char *what,
+                           bool stream_owned, const char *fn, acg_buffer **out) {
     acg_buffer *b = acg__calloc(1, sizeof *b);
     if (b == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -43,24 +44,31 @@ acg_status acg__buffer_new(acg_device *dev, size_t size, const char *fn, acg_buf
         }
         goto out_free;
     }
+    b->dev = dev;
+    b->size = size;
+    b->owner = owner;
+    b->owner_what = what;
+    b->stream_owned = stream_owned;
+    dev->n_buffers++;
+    /* Last: a call holding a stale handle that this address matches must not see the buffer
+     * before it is whole (the registry's lock orders these writes before any lookup). */
     if (acg__handle_add(b, ACG__HANDLE_BUFFER, &b->life) != ACG_OK) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto out_free_mem;
     }
-    b->dev = dev;
-    b->size = size;
-    dev->n_buffers++;
     *out = b;
     return ACG_OK;
 
 out_free_mem:
+    dev->n_buffers--;
     acg__device_mem_free(dev, b->mem, size);
 out_free:
     acg__free(b);
     return st;
 }
 
-acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
+static acg_status buffer_alloc(acg_device *dev, size_t size, const void *owner, const char *what,
+                               acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_alloc";
     acg_status st = acg__check_device(dev, fn);
@@ -74,13 +82,23 @@ acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
     pthread_mutex_lock(&dev->lock);
     st = acg__invalidate_device_captures(dev, fn);
     if (st == ACG_OK) {
-        st = acg__buffer_new(dev, size, fn, out);
+        st = acg__buffer_new(dev, size, owner, what, false, fn, out);
     }
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
 
-acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, acg_buffer **out) {
+acg_status acg_buffer_alloc(acg_device *dev, size_t size, acg_buffer **out) {
+    return buffer_alloc(dev, size, NULL, NULL, out);
+}
+
+acg_status acg__buffer_alloc_owned(acg_device *dev, size_t size, const void *owner,
+                                   const char *what, acg_buffer **out) {
+    return buffer_alloc(dev, size, owner, what, out);
+}
+
+static acg_status create_view(acg_buffer *buf, size_t offset, size_t size, const void *owner,
+                              const char *what, acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_create_view";
     acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
@@ -104,21 +122,36 @@ acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, a
     if (v == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    if (acg__handle_add(v, ACG__HANDLE_BUFFER, &v->life) != ACG_OK) {
-        acg__free(v);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
     v->dev = dev;
     v->mem = buf->mem;
     v->offset = buf->offset + offset;
     v->size = size;
     v->parent = buf;
+    v->owner = owner;
+    v->owner_what = what;
     pthread_mutex_lock(&dev->lock);
     buf->n_views++;
     dev->n_buffers++;
+    /* Last, as in acg__buffer_new. */
+    if (acg__handle_add(v, ACG__HANDLE_BUFFER, &v->life) != ACG_OK) {
+        buf->n_views--;
+        dev->n_buffers--;
+        pthread_mutex_unlock(&dev->lock);
+        acg__free(v);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     pthread_mutex_unlock(&dev->lock);
     *out = v;
     return ACG_OK;
+}
+
+acg_status acg_buffer_create_view(acg_buffer *buf, size_t offset, size_t size, acg_buffer **out) {
+    return create_view(buf, offset, size, NULL, NULL, out);
+}
+
+acg_status acg__buffer_view_owned(acg_buffer *buf, size_t offset, size_t size, const void *owner,
+                                  const char *what, acg_buffer **out) {
+    return create_view(buf, offset, size, owner, what, out);
 }
 
 /* Why buf cannot be freed on behalf of owner (dev->lock held), or ACG_OK. */
@@ -213,13 +246,6 @@ acg_status acg__buffer_free_owned(acg_buffer *buf, const void *owner, const char
 
 acg_status acg_buffer_free(acg_buffer *buf) {
     return acg__buffer_free_owned(buf, NULL, "acg_buffer_free");
-}
-
-void acg__buffer_set_owner(acg_buffer *buf, const void *owner, const char *what) {
-    pthread_mutex_lock(&buf->dev->lock);
-    buf->owner = owner;
-    buf->owner_what = what;
-    pthread_mutex_unlock(&buf->dev->lock);
 }
 
 static bool capturing_locked(acg_device *dev) {
@@ -323,10 +349,7 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     acg__stream_reclaim(s, false);
     st = acg__invalidate_device_captures(dev, fn);
     if (st == ACG_OK) {
-        st = acg__buffer_new(dev, size, fn, out);
-    }
-    if (st == ACG_OK) {
-        (*out)->stream_owned = true;
+        st = acg__buffer_new(dev, size, NULL, NULL, true, fn, out);
     }
     pthread_mutex_unlock(&dev->lock);
     acg__stream_leave(s, NULL);

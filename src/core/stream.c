@@ -40,12 +40,6 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
         acg__free(s);
         return acg__error(st, "%s: the stream's wait mark: %s", fn, why);
     }
-    if (acg__handle_add(s, ACG__HANDLE_STREAM, &s->life) != ACG_OK) {
-        dev->vt->event_destroy(s->mark);
-        dev->vt->stream_destroy(s->impl);
-        acg__free(s);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_lock(&dev->lock);
     s->serial = ++dev->next_stream_serial;
@@ -53,6 +47,18 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
     s->next = dev->streams;
     dev->streams = s;
     dev->n_streams++;
+    /* Last: a call holding a stale handle that this address matches must not see the stream
+     * before it is whole (the registry's lock orders these writes before any lookup). */
+    if (acg__handle_add(s, ACG__HANDLE_STREAM, &s->life) != ACG_OK) {
+        dev->streams = s->next;
+        dev->n_streams--;
+        pthread_mutex_unlock(&dev->lock);
+        pthread_mutex_destroy(&s->lock);
+        dev->vt->event_destroy(s->mark);
+        dev->vt->stream_destroy(s->impl);
+        acg__free(s);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     pthread_mutex_unlock(&dev->lock);
     *out = s;
     return ACG_OK;
@@ -178,14 +184,19 @@ acg_status acg_event_create(acg_device *dev, acg_event **out) {
         acg__free(e);
         return st;
     }
-    if (acg__handle_add(e, ACG__HANDLE_EVENT, &e->life) != ACG_OK) {
+    pthread_mutex_lock(&dev->lock);
+    dev->n_events++;
+    /* Last, as in acg_stream_create. */
+    st = acg__handle_add(e, ACG__HANDLE_EVENT, &e->life);
+    if (st != ACG_OK) {
+        dev->n_events--;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    if (st != ACG_OK) {
         dev->vt->event_destroy(e->impl);
         acg__free(e);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    pthread_mutex_lock(&dev->lock);
-    dev->n_events++;
-    pthread_mutex_unlock(&dev->lock);
     *out = e;
     return ACG_OK;
 }

@@ -162,16 +162,14 @@ acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg
         kv->free_pages[i] = kv->n_free - i; /* page 1 on top */
     }
     /* The cache's own buffers: acg_buffer_free refuses them. */
-    if ((st = acg_buffer_alloc(dev, bytes, &kv->k)) != ACG_OK) {
+    if ((st = acg__buffer_alloc_owned(dev, bytes, kv, "KV cache", &kv->k)) != ACG_OK) {
         acg__rethrow(st, fn);
         goto out_free_list;
     }
-    acg__buffer_set_owner(kv->k, kv, "KV cache");
-    if ((st = acg_buffer_alloc(dev, bytes, &kv->v)) != ACG_OK) {
+    if ((st = acg__buffer_alloc_owned(dev, bytes, kv, "KV cache", &kv->v)) != ACG_OK) {
         acg__rethrow(st, fn);
         goto out_free_k;
     }
-    acg__buffer_set_owner(kv->v, kv, "KV cache");
     if ((st = zero_sink_pages(kv, fn)) != ACG_OK) {
         goto out_free_v;
     }

@@ -88,16 +88,6 @@ static acg_status zero_metadata(acg_attn_plan *plan, const char *fn) {
     return ACG_OK;
 }
 
-/* Marks the plan's buffers as its own: acg_buffer_free refuses them. */
-static void own_buffers(acg_attn_plan *plan) {
-    acg_buffer *owned[] = {plan->metadata, plan->block_table, plan->query_offsets, plan->kv_lens};
-    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
-        if (owned[i] != NULL) {
-            acg__buffer_set_owner(owned[i], plan, "attention plan");
-        }
-    }
-}
-
 /* Frees the views and the buffer; each is cleared once freed, so the call can be repeated
  * after a refusal (a live graph uses one). */
 static acg_status free_buffers(acg_attn_plan *plan, const char *fn) {
@@ -176,14 +166,22 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
     size_t bt = (size_t)config->batch * tw * sizeof(int32_t);
     size_t qo = ((size_t)config->batch + 1) * sizeof(int32_t);
     size_t kl = (size_t)config->batch * sizeof(int32_t);
-    if ((st = acg_buffer_alloc(dev, n_ints * sizeof(int32_t), &plan->metadata)) != ACG_OK ||
-        (st = acg_buffer_create_view(plan->metadata, 0, bt, &plan->block_table)) != ACG_OK ||
-        (st = acg_buffer_create_view(plan->metadata, bt, qo, &plan->query_offsets)) != ACG_OK ||
-        (st = acg_buffer_create_view(plan->metadata, bt + qo, kl, &plan->kv_lens)) != ACG_OK) {
+    /* The plan's own buffers: acg_buffer_free refuses them. */
+    static const char what[] = "attention plan";
+    st = acg__buffer_alloc_owned(dev, n_ints * sizeof(int32_t), plan, what, &plan->metadata);
+    if (st == ACG_OK) {
+        st = acg__buffer_view_owned(plan->metadata, 0, bt, plan, what, &plan->block_table);
+    }
+    if (st == ACG_OK) {
+        st = acg__buffer_view_owned(plan->metadata, bt, qo, plan, what, &plan->query_offsets);
+    }
+    if (st == ACG_OK) {
+        st = acg__buffer_view_owned(plan->metadata, bt + qo, kl, plan, what, &plan->kv_lens);
+    }
+    if (st != ACG_OK) {
         acg__rethrow(st, fn);
         goto out_free_buffers;
     }
-    own_buffers(plan);
     if ((st = zero_metadata(plan, fn)) != ACG_OK) {
         goto out_free_buffers;
     }
@@ -195,7 +193,6 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
     return ACG_OK;
 
 out_free_buffers:
-    own_buffers(plan);
     free_buffers(plan, fn); /* no graph can use them yet: it cannot fail */
     acg_event_destroy(plan->event);
 out_free_host:

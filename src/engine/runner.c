@@ -93,20 +93,16 @@ static size_t max_bytes(const acg_runner *r, bool input, uint32_t i) {
     return most;
 }
 
+/* The runner's static buffers and their views are its own: acg_buffer_free refuses them. */
+static const char owner_what[] = "runner";
+
 /* A view of buf sized for bucket k (whole buffer when the recipe says 0 or more). */
 static acg_status bucket_view(const acg_runner *r, acg_buffer *buf, bool input, uint32_t i,
                               const acg_bucket_key *k, acg_buffer **out) {
     size_t n = input ? r->recipe.input_bytes(r->recipe.user, i, k)
                      : r->recipe.output_bytes(r->recipe.user, i, k);
     size_t full = acg_buffer_get_size(buf);
-    return acg_buffer_create_view(buf, 0, n == 0 || n > full ? full : n, out);
-}
-
-/* Marks a static buffer as the runner's: acg_buffer_free refuses it. */
-static void own(acg_runner *r, acg_buffer *buf) {
-    if (buf != NULL) {
-        acg__buffer_set_owner(buf, r, "runner");
-    }
+    return acg__buffer_view_owned(buf, 0, n == 0 || n > full ? full : n, r, owner_what, out);
 }
 
 static void release_statics(acg_runner *r);
@@ -120,14 +116,13 @@ acg_status acg__runner_claim_statics(acg_runner *r) {
     for (uint32_t s = 0; s < r->n_slots && st == ACG_OK; s++) {
         for (uint32_t i = 0; i < rc->n_inputs && st == ACG_OK; i++) {
             size_t n = max_bytes(r, true, i);
-            st = acg_buffer_alloc(r->dev, n ? n : 1, &r->inputs[s * rc->n_inputs + i]);
-            own(r, r->inputs[s * rc->n_inputs + i]);
+            st = acg__buffer_alloc_owned(r->dev, n ? n : 1, r, owner_what,
+                                         &r->inputs[s * rc->n_inputs + i]);
         }
     }
     for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
         size_t n = max_bytes(r, false, i);
-        st = acg_buffer_alloc(r->dev, n ? n : 1, &r->outputs[i]);
-        own(r, r->outputs[i]);
+        st = acg__buffer_alloc_owned(r->dev, n ? n : 1, r, owner_what, &r->outputs[i]);
     }
     for (uint32_t b = 0; b < r->n_buckets && st == ACG_OK; b++) {
         bucket *bk = &r->buckets[b];
@@ -135,12 +130,10 @@ acg_status acg__runner_claim_statics(acg_runner *r) {
             for (uint32_t i = 0; i < rc->n_inputs && st == ACG_OK; i++) {
                 uint32_t at = s * rc->n_inputs + i;
                 st = bucket_view(r, r->inputs[at], true, i, &bk->report.key, &bk->inputs[at]);
-                own(r, bk->inputs[at]);
             }
         }
         for (uint32_t i = 0; i < rc->n_outputs && st == ACG_OK; i++) {
             st = bucket_view(r, r->outputs[i], false, i, &bk->report.key, &bk->outputs[i]);
-            own(r, bk->outputs[i]);
         }
     }
     if (st != ACG_OK) {

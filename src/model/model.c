@@ -17,9 +17,9 @@
 /* ---- device weights ------------------------------------------------------------------------ */
 
 static acg_status upload(acg_model *m, const float *src, size_t floats, acg_buffer **out) {
-    acg_status st = acg_buffer_alloc(m->dev, floats * sizeof(float), out);
+    /* The model's own: acg_buffer_free refuses it. */
+    acg_status st = acg__buffer_alloc_owned(m->dev, floats * sizeof(float), m, "model", out);
     if (st == ACG_OK) {
-        acg__buffer_set_owner(*out, m, "model"); /* acg_buffer_free refuses it */
         st = acg_copy_h2d(m->stream, *out, 0, src, floats * sizeof(float));
     }
     return st;
@@ -419,10 +419,7 @@ static acg_status build_engine(acg_model *m) {
     }
     size_t state_bytes = (size_t)o->max_batch * ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t);
     if (st == ACG_OK) {
-        st = acg_buffer_alloc(m->dev, state_bytes, &m->states);
-    }
-    if (st == ACG_OK) {
-        acg__buffer_set_owner(m->states, m, "model");
+        st = acg__buffer_alloc_owned(m->dev, state_bytes, m, "model", &m->states);
     }
     if (st == ACG_OK) {
         st = acg_fill(m->stream, m->states, 0, state_bytes, 0, 4);
@@ -546,11 +543,6 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     m->options.comm = split_model ? &m->comm : NULL;
     split(m, split_model ? comm.rank : 0, split_model ? comm.n_ranks : 1);
     m->next_id = 1;
-    st = acg__handle_add(m, ACG__HANDLE_MODEL, &m->life);
-    if (st != ACG_OK) {
-        acg__free(m);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
     st = acg_stream_create(dev, &m->stream);
     if (st == ACG_OK && split_model) {
         acg__log(ACG_LOG_INFO,
@@ -577,6 +569,11 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     if (st == ACG_OK) {
         acg__log(ACG_LOG_INFO, "acg_model_create: capturing the step's buckets");
         st = build_runner(m);
+    }
+    /* Last: a call holding a stale handle that this address matches must not see the model
+     * before it is whole (the registry's lock orders its fields before any lookup). */
+    if (st == ACG_OK && acg__handle_add(m, ACG__HANDLE_MODEL, &m->life) != ACG_OK) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     if (st != ACG_OK) {
         char why[512];

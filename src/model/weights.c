@@ -357,15 +357,17 @@ static acg_status weights_wrap(const void *image, size_t size, bool mapped, cons
     if (w == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    if (acg__handle_add(w, ACG__HANDLE_WEIGHTS, &w->life) != ACG_OK) {
-        acg__free(w);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
     w->config = c;
     w->tensors = t;
     w->image = image;
     w->image_size = size;
     w->mapped = mapped;
+    /* Last: a call holding a stale handle that this address matches must not see the weights
+     * before they are whole (the registry's lock orders these writes before any lookup). */
+    if (acg__handle_add(w, ACG__HANDLE_WEIGHTS, &w->life) != ACG_OK) {
+        acg__free(w);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     *out = w;
     return ACG_OK;
 }

@@ -179,10 +179,15 @@ acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, c
  * free would invalidate. */
 acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const void *owner,
                                   const char *fn);
-/* Buffers that an object (a KV cache, a plan, a runner, a model) allocated for itself: the
- * owner marks them, acg_buffer_free refuses them (ACG_ERR_IN_USE naming the owner), and the
- * owner frees them with acg__buffer_free_owned. */
-void acg__buffer_set_owner(acg_buffer *buf, const void *owner, const char *what);
+/* Buffers that an object (a KV cache, a plan, a runner, a model) allocates for itself:
+ * acg_buffer_alloc and acg_buffer_create_view with the owner marked from birth (before the
+ * handle is live, so no other call ever sees the buffer unowned), which acg_buffer_free refuses
+ * (ACG_ERR_IN_USE naming the owner) and the owner frees with acg__buffer_free_owned. `what`
+ * names the owner's kind in messages and must outlive the buffer. */
+acg_status acg__buffer_alloc_owned(acg_device *dev, size_t size, const void *owner,
+                                   const char *what, acg_buffer **out);
+acg_status acg__buffer_view_owned(acg_buffer *buf, size_t offset, size_t size, const void *owner,
+                                  const char *what, acg_buffer **out);
 acg_status acg__buffer_free_owned(acg_buffer *buf, const void *owner, const char *fn);
 /* Whether a capture is active on the device (ACG_ERR_IN_USE with the error set, else OK). */
 acg_status acg__device_check_not_capturing(acg_device *dev, const char *fn);
