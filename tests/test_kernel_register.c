@@ -674,6 +674,48 @@ static void test_desc_size(void **state) {
     TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered */
 }
 
+/* A shape rule that accepts nothing: a launch that reaches it passed the grid checks. */
+static const char *reached_shape(const acg_arg *a, const acg_dims *d, uint64_t *extent) {
+    (void)a;
+    (void)d;
+    (void)extent;
+    return "the shape rule was reached";
+}
+
+/* A grid of more than UINT32_MAX work items is refused, also one whose product of three 32-bit
+ * sizes wraps 64 bits to 0 ({2^31, 2^31, 4}), which a check of the whole product misses. */
+static void test_grid_overflow(void **state) {
+    (void)state;
+    acg_kernel_desc d = rowscale_desc("tk_grid3");
+    d.dims = 3;
+    d.shape = reached_shape;
+    d.cpu.fn = never_called;
+    TC_OK(acg_kernel_register(&d));
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    acg_buffer *b = tc_buffer(dev, 64);
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(dev, "tk_grid3", &k));
+    const acg_arg args[] = {acg_arg_buffer(b, 0), acg_arg_buffer(b, 0), acg_arg_buffer(b, 0),
+                            acg_arg_u32(1), acg_arg_u32(1)};
+    const acg_dims wraps = {{1u << 31, 1u << 31, 4}, {0, 0, 0}};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(s, k, &wraps, args, 5));
+    TC_LAST_ERROR_HAS("has more than 4294967295 work items");
+    TC_LAST_ERROR_HAS("{2147483648, 2147483648, 4}");
+    const acg_dims too_many = {{1u << 16, 1u << 16, 2}, {0, 0, 0}};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(s, k, &too_many, args, 5));
+    TC_LAST_ERROR_HAS("work items");
+    /* The most there may be passes the grid checks. */
+    const acg_dims most = {{65537, 65535, 1}, {0, 0, 0}};
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(s, k, &most, args, 5));
+    TC_LAST_ERROR_HAS("the shape rule was reached");
+    TC_OK(acg_stream_synchronize(s));
+    TC_OK(acg_buffer_free(b));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_grid3"));
+}
+
 /* A launch with the wrong argument list, or one its shape rule or windows refuse, is refused
  * before anything is queued or recorded: the output keeps its poison, a capture stays active
  * and its graph holds only the launches that were accepted. */
@@ -896,6 +938,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_malformed_refused),
         cmocka_unit_test(test_desc_size),
         cmocka_unit_test_setup_teardown(test_bad_launch_submits_nothing, setup, teardown),
+        cmocka_unit_test(test_grid_overflow),
         cmocka_unit_test(test_concurrent_registration),
         cmocka_unit_test(test_alloc_sweep),
     };

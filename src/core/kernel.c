@@ -451,11 +451,15 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
             return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): global[%d] is 0", fn, def->name,
                               d);
         }
+        /* Checked at each step: a product of three 32-bit sizes can wrap 64 bits (to 0), while
+         * two cannot. */
         items *= dims->global[d];
-    }
-    if (items > UINT32_MAX) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %llu work items is too many", fn,
-                          def->name, (unsigned long long)items);
+        if (items > UINT32_MAX) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): the grid {%u, %u, %u} has more than %u work items", fn,
+                              def->name, dims->global[0], dims->global[1], dims->global[2],
+                              UINT32_MAX);
+        }
     }
     for (uint32_t d = def->dims; d < 3; d++) {
         if (dims->global[d] != 1 || dims->local[d] > 1) {
