@@ -26,6 +26,7 @@
 #include <acg/model.h>
 
 #include "common.h"
+#include "core/acg-impl.h" /* acg__device_inject_fault */
 #include "model/arith.h"
 
 /* Most tokens a test request generates, and its longest prompt. */
@@ -984,6 +985,31 @@ static void test_kv_exhaustion(void **state) {
     TC_OK(acg_model_weights_free(w));
 }
 
+/* A device fault in a step's replay: the step fails with ACG_ERR_DEVICE_LOST, so does every
+ * later step at once, and the model is destroyed all the same, leaving nothing on the device
+ * (its close would count what is left). */
+static void test_device_lost(void **state) {
+    (void)state;
+    acg_device *dev = tc_open();
+    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
+        tc_close(dev);
+        skip(); /* the backends' own tests provoke their drivers' faults */
+    }
+    acg_model_weights *w = preset("tiny");
+    acg_model *m = model_new(dev, w, 1, 16, 8, ACG_GRAPHS_REQUIRE);
+    int32_t prompt[8];
+    make_prompt(prompt, 8, 512, 5);
+    job j = {prompt, 8, 4, 0.0f, 1.0f, 1};
+    submit(m, &j);
+    acg_step_report rep = ACG_STEP_REPORT_INIT;
+    TC_EXPECT(ERR_DEVICE_LOST, acg_model_step(m, &rep));
+    TC_EXPECT(ERR_DEVICE_LOST, acg_model_step(m, &rep));
+    TC_LAST_ERROR_HAS("was lost to an earlier fault");
+    TC_OK(acg_model_destroy(m));
+    tc_close(dev);
+    TC_OK(acg_model_weights_free(w));
+}
+
 /* ==== 5. error paths ========================================================================= */
 
 static void test_errors(void **state) {
@@ -1332,6 +1358,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_logits_across_backends_small),
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_kv_exhaustion),
+        cmocka_unit_test(test_device_lost),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_alloc_fail),
         cmocka_unit_test(test_struct_versions),

@@ -88,7 +88,7 @@ extern "C" {
     X(ERR_DEVICE, -14, "device or driver error")                                                   \
     X(ERR_INTERNAL, -15, "internal error")                                                         \
     X(ERR_EXHAUSTED, -16, "a fixed-capacity resource is exhausted")                                \
-    X(ERR_DEVICE_LOST, -17, "the device faulted while running queued work")                        \
+    X(ERR_DEVICE_LOST, -17, "the device faulted and is lost until opened again")                   \
     X(ERR_COMM, -18, "a rank of the process group failed, left or disagreed")                      \
     X(ERR_IO, -19, "reading or writing a file failed")
 
@@ -247,10 +247,24 @@ ACG_API acg_status acg_device_get_default(char *spec, size_t size);
  * ACG_ERR_DEVICE for a driver failure (the cpu backend: a thread it could not start). */
 ACG_API acg_status acg_device_open(const char *spec, acg_device **out);
 
-/* The first fault the device reported since the last call (a kernel or replay that faulted
- * after its launch returned), and clears it: ACG_OK when there was none, else its status
- * (ACG_ERR_DEVICE_LOST) with acg_last_error() saying what faulted. The stream the faulting
- * work was queued on also reports it, once, from its next acg_stream_synchronize. */
+/* Device faults. A device that faults (a kernel or replay that failed after its launch
+ * returned, or a driver that reports the device lost: CUDA's sticky context errors such as
+ * CUDA_ERROR_LAUNCH_FAILED or CUDA_ERROR_ILLEGAL_ADDRESS, Level Zero's
+ * ZE_RESULT_ERROR_DEVICE_LOST, an OpenCL command's negative execution status or
+ * CL_OUT_OF_RESOURCES from its queue, the cpu backend's injected test fault) is lost for good:
+ * the first call that learns of it returns ACG_ERR_DEVICE_LOST, and the device latches that
+ * first fault. From then on every call on the device that would queue work, wait for it,
+ * allocate, create an object, capture, launch or update a graph, or hand out a native object
+ * fails fast with ACG_ERR_DEVICE_LOST, its detail naming the first fault. What still works:
+ * destroys and frees of the device's objects (they release what they hold and return ACG_OK,
+ * whatever their waits find), acg_device_close, and getters of what the library itself keeps
+ * (capabilities, sizes, statistics, capture states, graph nodes). The recovery is to destroy
+ * every object of the device, close it, and open the device again: the new handle starts
+ * without the fault (the driver may refuse to open it while the hardware is still lost). Other
+ * devices are not affected.
+ *
+ * The latched fault: ACG_OK while the device has none (asking the driver, without waiting for
+ * any work, whether it reported one since), else ACG_ERR_DEVICE_LOST naming it, every time. */
 ACG_API acg_status acg_device_get_async_error(acg_device *dev);
 
 /* Device memory free and in total as the driver sees it now, including other processes' use

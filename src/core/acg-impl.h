@@ -87,6 +87,10 @@ struct acg_device {
     acg_memory_stats memory; /* under lock */
     bool retain_discarded;   /* from the backend; a test hook may set it */
     _Atomic uint64_t free_override; /* test hook: free memory to report (0: ask the driver) */
+    /* The first device fault, latched (acg__device_fault): FAULT_NONE, FAULT_LATCHING while
+     * lost_why is written, then FAULT_LOST, after which lost_why never changes. */
+    _Atomic int fault;
+    char lost_why[400];
 };
 
 struct acg_buffer {
@@ -298,6 +302,18 @@ uint32_t acg__pool_parked_count(const acg_graph_pool *pool);
 
 /* Test hook: acg_device_get_memory_info reports `bytes` free (0: what the driver says). */
 void acg__device_set_free_memory(acg_device *dev, uint64_t bytes);
+
+/* Device faults (see "Device faults" in acg.h). acg__device_fault latches st on dev when it is
+ * ACG_ERR_DEVICE_LOST and no fault was latched yet, keeping acg_last_error() as the first
+ * fault's detail, and returns st: the core passes every slot status that may carry a fault
+ * through it. acg__device_check_lost is ACG_OK on a device without a latched fault, else
+ * ACG_ERR_DEVICE_LOST, "<fn>: <device> was lost to an earlier fault (<detail>); ...": the first
+ * check of every call that would queue work, wait, allocate, create or capture on dev.
+ * acg__device_is_lost is that test alone (a destroy that finds its waits failing because the
+ * device is lost still releases everything and succeeds). */
+acg_status acg__device_fault(acg_device *dev, acg_status st);
+acg_status acg__device_check_lost(const acg_device *dev, const char *fn);
+bool acg__device_is_lost(const acg_device *dev);
 
 /* Test hook: the device's next graph replay faults (ACG_ERR_UNSUPPORTED where the backend has
  * no such hook). */

@@ -56,8 +56,11 @@ void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers
 
 acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
                        acg_status (*eager)(acg_stream *s, const acg__node *node)) {
+    acg_status st = acg__device_check_lost(s->dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
     acg__capture *c = acg__stream_enter(s);
-    acg_status st;
     /* Graph scratch is pool memory that other graphs of the pool reuse, and it dies with its
      * graph: only the capture that carved it may touch it. */
     for (uint32_t i = 0; i < node->n_buffers; i++) {
@@ -72,7 +75,7 @@ acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
     }
     if (c == NULL) {
         acg__buffers_mark_use(s, node->buffers, node->n_buffers);
-        st = eager(s, node);
+        st = acg__device_fault(s->dev, eager(s, node));
     } else if ((st = acg__capture_check(c, fn)) != ACG_OK) {
         /* refused: the capture was invalidated earlier */
     } else if (node->host != NULL && !node->host_pinned) {
@@ -247,6 +250,7 @@ acg_status acg__capture_native_step(acg__capture *c, acg_status st, const char *
     if (st == ACG_OK) {
         return ACG_OK;
     }
+    acg__device_fault(c->dev, st);
     char why[256];
     acg__error_copy(why, sizeof why);
     return acg__capture_invalidate(c, st, "%s: the driver could not record it: %s", fn, why);
@@ -311,6 +315,10 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s (%s) has no graphs", fn, dev->spec,
                           dev->cap.name);
     }
+    acg_status lost = acg__device_check_lost(dev, fn);
+    if (lost != ACG_OK) {
+        return lost;
+    }
     acg__capture *cur = acg__stream_enter(s);
     if (cur != NULL) {
         acg_status st = acg__capture_invalidate(
@@ -345,7 +353,7 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
         goto out_free_pool;
     }
     if (dev->cap.native_capture) {
-        st = dev->vt->capture_begin(s->impl, &c->rec);
+        st = acg__device_fault(dev, dev->vt->capture_begin(s->impl, &c->rec));
         if (st != ACG_OK) {
             goto out_free_streams;
         }
@@ -456,6 +464,8 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
     acg_status st;
     if (c->state != ACG_CAPTURE_ACTIVE) {
         st = acg__error(c->why_status, "%s: the capture was invalidated: %s", fn, c->why);
+    } else if ((st = acg__device_check_lost(dev, fn)) != ACG_OK) {
+        /* Ended all the same (the streams leave capture mode), with no graph. */
     } else if ((st = check_joined(c)) == ACG_OK) {
         /* Instantiating can take long: do it under the origin stream's lock alone. Whoever
          * meets the capture meanwhile waits for its end (acg__device_await_endings), so its
@@ -468,6 +478,7 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
         pthread_mutex_unlock(&dev->lock);
         st = rec != NULL ? dev->vt->capture_end(rec, &exec)
                          : dev->vt->graph_instantiate(dev->impl, &c->desc, &exec);
+        acg__device_fault(dev, st);
         pthread_mutex_lock(&dev->lock);
         c->ending = false;
         dev->n_ending--;

@@ -6,6 +6,9 @@
 
 #include "core/acg-impl.h"
 
+/* acg_device.fault */
+enum { FAULT_NONE, FAULT_LATCHING, FAULT_LOST };
+
 acg_status acg__check_device(const acg_device *dev, const char *fn) {
     if (!acg__handle_use(dev, ACG__HANDLE_DEVICE)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: device %p is not an open device", fn,
@@ -229,6 +232,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_device_open: out of memory");
     }
     dev->vt = vt;
+    atomic_init(&dev->fault, FAULT_NONE);
     dev->index = index;
     snprintf(dev->spec, sizeof dev->spec, "%s:%d%s%s", name, index, *options ? "?" : "", options);
     static _Atomic unsigned long long opens;
@@ -413,7 +417,7 @@ acg_status acg__device_wait_streams(acg_device *dev, uint64_t mask, const char *
     while (more) {
         keep_first(&result, wait_batch(dev, mask, &cursor, op, &more));
     }
-    return result;
+    return acg__device_fault(dev, result);
 }
 
 void acg__device_await_endings(acg_device *dev) {
@@ -427,6 +431,9 @@ acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_get_memory_info";
     acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -439,7 +446,7 @@ acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot tell its free memory", fn, dev->spec);
     }
     uint64_t f = 0, t = 0;
-    if ((st = query(dev->impl, &f, &t)) != ACG_OK) {
+    if ((st = acg__device_fault(dev, query(dev->impl, &f, &t))) != ACG_OK) {
         return st;
     }
     uint64_t override = atomic_load(&dev->free_override);
@@ -452,14 +459,47 @@ void acg__device_set_free_memory(acg_device *dev, uint64_t bytes) {
     atomic_store(&dev->free_override, bytes);
 }
 
+/* ---- device faults ----------------------------------------------------------------------- */
+
+acg_status acg__device_fault(acg_device *dev, acg_status st) {
+    int none = FAULT_NONE;
+    if (st == ACG_ERR_DEVICE_LOST && atomic_load_explicit(&dev->fault, memory_order_relaxed) ==
+                                         FAULT_NONE &&
+        atomic_compare_exchange_strong(&dev->fault, &none, FAULT_LATCHING)) {
+        snprintf(dev->lost_why, sizeof dev->lost_why, "%s",
+                 *acg_last_error() ? acg_last_error() : acg_status_string(st));
+        atomic_store_explicit(&dev->fault, FAULT_LOST, memory_order_release);
+        acg__log(ACG_LOG_ERROR, "%s is lost: %s", dev->name, dev->lost_why);
+    }
+    return st;
+}
+
+bool acg__device_is_lost(const acg_device *dev) {
+    return atomic_load_explicit(&((acg_device *)dev)->fault, memory_order_acquire) == FAULT_LOST;
+}
+
+acg_status acg__device_check_lost(const acg_device *dev, const char *fn) {
+    if (!acg__device_is_lost(dev)) {
+        return ACG_OK;
+    }
+    return acg__error(ACG_ERR_DEVICE_LOST,
+                      "%s: %s was lost to an earlier fault (%s); destroy its objects, close it "
+                      "and open the device again",
+                      fn, dev->name, dev->lost_why);
+}
+
 acg_status acg_device_get_async_error(acg_device *dev) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__check_device(dev, "acg_device_get_async_error");
+    static const char fn[] = "acg_device_get_async_error";
+    acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
     acg_status (*get)(acg__bk_device *) = ACG__SLOT(dev->vt, device_get_async_error, 2);
-    return get != NULL ? get(dev->impl) : ACG_OK;
+    return get != NULL ? acg__device_fault(dev, get(dev->impl)) : ACG_OK;
 }
 
 acg_status acg__device_inject_fault(acg_device *dev) {
@@ -479,6 +519,9 @@ acg_status acg__device_inject_fault(acg_device *dev) {
 acg_status acg_device_synchronize(acg_device *dev) {
     ACG__CALL_SCOPE;
     acg_status st = acg__check_device(dev, "acg_device_synchronize");
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, "acg_device_synchronize");
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -490,7 +533,7 @@ acg_status acg_device_synchronize(acg_device *dev) {
 }
 
 acg_status acg__device_mem_alloc(acg_device *dev, size_t size, acg__bk_mem **mem) {
-    acg_status st = dev->vt->buffer_alloc(dev->impl, size, mem);
+    acg_status st = acg__device_fault(dev, dev->vt->buffer_alloc(dev->impl, size, mem));
     if (st == ACG_OK) {
         acg_memory_stats *m = &dev->memory;
         m->allocations++;

@@ -123,6 +123,9 @@ static acg_status check_pool(const acg_graph_pool *pool, const char *fn) {
 acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
     ACG__CALL_SCOPE;
     acg_status st = acg__check_device(dev, "acg_graph_pool_create");
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, "acg_graph_pool_create");
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -352,11 +355,14 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
                         : acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream",
                                      fn, (const void *)s);
     }
-    acg_status st = ACG_OK;
     acg_device *dev = g->dev;
     if (s->dev != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: graph %llu belongs to %s, the stream to %s",
                           fn, (unsigned long long)g->id, dev->name, s->dev->name);
+    }
+    acg_status st = acg__device_check_lost(dev, fn);
+    if (st != ACG_OK) {
+        return st;
     }
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
@@ -384,7 +390,7 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
     }
     pthread_mutex_unlock(&pool->replay_lock);
     acg__stream_leave(s, NULL);
-    return st;
+    return acg__device_fault(dev, st);
 }
 
 acg_status acg_graph_upload(acg_graph *g, acg_stream *s) {
@@ -401,6 +407,9 @@ acg_status acg_graph_upload(acg_graph *g, acg_stream *s) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: graph %llu belongs to %s, the stream to %s",
                           fn, (unsigned long long)g->id, g->dev->name, s->dev->name);
     }
+    if ((st = acg__device_check_lost(g->dev, fn)) != ACG_OK) {
+        return st;
+    }
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
         st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
@@ -408,7 +417,7 @@ acg_status acg_graph_upload(acg_graph *g, acg_stream *s) {
     } else {
         acg_status (*upload)(acg__bk_exec *, acg__bk_stream *) =
             ACG__SLOT(g->dev->vt, graph_upload, 2);
-        st = upload != NULL ? upload(g->exec, s->impl) : ACG_OK;
+        st = upload != NULL ? acg__device_fault(g->dev, upload(g->exec, s->impl)) : ACG_OK;
     }
     acg__stream_leave(s, c);
     return st;
@@ -486,6 +495,9 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot update graphs; capture again", fn,
                           dev->spec);
     }
+    if ((st = acg__device_check_lost(dev, fn)) != ACG_OK) {
+        return st;
+    }
     /* A host function's pointers cannot be re-pointed at g's scratch: refuse graphs whose
      * host functions declare scratch, rather than let them touch `from`'s memory. */
     for (uint32_t i = 0; i < from->desc.n_nodes; i++) {
@@ -503,7 +515,7 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
         return ACG_OK;
     }
     /* The backend rewrites exec while no replay of the pool runs or starts. */
-    if ((st = lock_pool_idle(g->pool)) != ACG_OK) {
+    if ((st = acg__device_fault(dev, lock_pool_idle(g->pool))) != ACG_OK) {
         return st;
     }
     st = same_topology(g, from);
@@ -641,11 +653,12 @@ acg_status acg_graph_destroy(acg_graph *g) {
     }
     acg_device *dev = g->dev;
     /* Retired, the graph starts no more replays: wait for those in flight, holding no lock. */
-    st = wait_pool(g->pool);
+    st = acg__device_fault(dev, wait_pool(g->pool));
     pthread_mutex_lock(&dev->lock);
     destroy_locked(g);
     pthread_mutex_unlock(&dev->lock);
-    return st;
+    /* A lost device's graph is destroyed all the same: its fault is the device's to report. */
+    return acg__device_is_lost(dev) ? ACG_OK : st;
 }
 
 acg_status acg_graph_discard(acg_graph *g) {
@@ -746,6 +759,9 @@ acg_status acg_graph_get_native(acg_graph *g, acg_native_handle *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_get_native";
     acg_status st = check_graph(g, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(g->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }

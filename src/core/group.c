@@ -44,6 +44,9 @@ acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_de
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_create";
     acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }

@@ -9,6 +9,9 @@ acg_status acg_stream_get_native(acg_stream *s, acg_native_handle *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_get_native";
     acg_status st = acg__check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(s->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -76,7 +79,7 @@ static acg_status host_eager(acg_stream *s, const acg__node *n) {
         return launch(s->impl, n->host_fn, n->host_user);
     }
     /* No way to queue host work: drain the stream, then call it here, which keeps the order. */
-    acg_status st = s->dev->vt->stream_synchronize(s->impl);
+    acg_status st = acg__device_fault(s->dev, s->dev->vt->stream_synchronize(s->impl));
     if (st == ACG_OK) {
         n->host_fn(n->host_user);
     }
@@ -106,6 +109,9 @@ acg_status acg_stream_declare_foreign(acg_stream *s, const char *name, const acg
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_declare_foreign";
     acg_status st = acg__check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(s->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }

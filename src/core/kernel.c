@@ -347,6 +347,9 @@ acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kernel_get";
     acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -382,7 +385,7 @@ acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out) {
     }
     k->dev = dev;
     k->def = def;
-    st = dev->vt->kernel_load(dev->impl, k->def, &k->impl);
+    st = acg__device_fault(dev, dev->vt->kernel_load(dev->impl, k->def, &k->impl));
     if (st != ACG_OK) {
         goto out_free;
     }

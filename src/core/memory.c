@@ -72,6 +72,9 @@ static acg_status buffer_alloc(acg_device *dev, size_t size, const void *owner, 
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_alloc";
     acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -102,6 +105,9 @@ static acg_status create_view(acg_buffer *buf, size_t offset, size_t size, const
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_create_view";
     acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(buf->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -328,6 +334,9 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_alloc";
     acg_status st = acg__check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(s->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -437,6 +446,9 @@ acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_alloc";
     acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -547,6 +559,9 @@ acg_status acg_pinned_register(acg_device *dev, void *ptr, size_t size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_register";
     acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }

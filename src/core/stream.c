@@ -17,6 +17,9 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_create";
     acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -28,12 +31,12 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     s->dev = dev;
-    st = dev->vt->stream_create(dev->impl, &s->impl);
+    st = acg__device_fault(dev, dev->vt->stream_create(dev->impl, &s->impl));
     if (st != ACG_OK) {
         acg__free(s);
         return st;
     }
-    if ((st = dev->vt->event_create(dev->impl, &s->mark)) != ACG_OK) {
+    if ((st = acg__device_fault(dev, dev->vt->event_create(dev->impl, &s->mark))) != ACG_OK) {
         char why[256];
         acg__error_copy(why, sizeof why);
         dev->vt->stream_destroy(s->impl);
@@ -101,7 +104,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
     }
     dev->n_streams--;
     pthread_mutex_unlock(&dev->lock);
-    st = dev->vt->stream_synchronize(s->impl);
+    st = acg__device_fault(dev, dev->vt->stream_synchronize(s->impl));
     pthread_mutex_lock(&dev->lock);
     acg__stream_reclaim(s, true);
     pthread_mutex_unlock(&dev->lock);
@@ -111,7 +114,8 @@ acg_status acg_stream_destroy(acg_stream *s) {
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_destroy(&s->lock);
     acg__free(s);
-    return st;
+    /* A lost device's stream is destroyed all the same: its fault is the device's to report. */
+    return acg__device_is_lost(dev) ? ACG_OK : st;
 }
 
 acg_device *acg_stream_get_device(const acg_stream *s) {
@@ -123,6 +127,9 @@ acg_status acg_stream_synchronize(acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_synchronize";
     acg_status st = acg__check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(s->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -135,7 +142,7 @@ acg_status acg_stream_synchronize(acg_stream *s) {
     }
     /* Waiting needs no stream lock; other threads keep submitting meanwhile. */
     acg__stream_leave(s, NULL);
-    st = s->dev->vt->stream_synchronize(s->impl);
+    st = acg__device_fault(s->dev, s->dev->vt->stream_synchronize(s->impl));
     pthread_mutex_lock(&s->lock);
     pthread_mutex_lock(&s->dev->lock);
     acg__stream_reclaim(s, false);
@@ -148,6 +155,9 @@ acg_status acg_stream_query(acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_query";
     acg_status st = acg__check_stream(s, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(s->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -156,7 +166,7 @@ acg_status acg_stream_query(acg_stream *s) {
         st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
                                      "%s on a capturing stream invalidated the capture", fn);
     } else {
-        st = s->dev->vt->stream_query(s->impl);
+        st = acg__device_fault(s->dev, s->dev->vt->stream_query(s->impl));
     }
     acg__stream_leave(s, c);
     return st;
@@ -168,6 +178,9 @@ acg_status acg_event_create(acg_device *dev, acg_event **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_event_create";
     acg_status st = acg__check_device(dev, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -179,7 +192,7 @@ acg_status acg_event_create(acg_device *dev, acg_event **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     e->dev = dev;
-    st = dev->vt->event_create(dev->impl, &e->impl);
+    st = acg__device_fault(dev, dev->vt->event_create(dev->impl, &e->impl));
     if (st != ACG_OK) {
         acg__free(e);
         return st;
@@ -240,6 +253,9 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
     if (st == ACG_OK) {
         st = acg__check_stream(s, fn);
     }
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(s->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -266,7 +282,7 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
         pthread_mutex_lock(&s->dev->lock);
         e->capture = NULL;
         pthread_mutex_unlock(&s->dev->lock);
-        st = s->dev->vt->event_record(e->impl, s->impl);
+        st = acg__device_fault(s->dev, s->dev->vt->event_record(e->impl, s->impl));
     }
     acg__stream_leave(s, c);
     return st;
@@ -278,6 +294,9 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
     acg_status st = acg__check_stream(s, fn);
     if (st == ACG_OK) {
         st = check_event(e, fn);
+    }
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(s->dev, fn);
     }
     if (st != ACG_OK) {
         return st;
@@ -298,7 +317,9 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
         if (c == NULL) {
             pthread_mutex_unlock(&dev->lock);
         }
-        st = c == NULL && !ended ? dev->vt->stream_wait_event(s->impl, e->impl) : ACG_OK;
+        st = c == NULL && !ended
+                 ? acg__device_fault(dev, dev->vt->stream_wait_event(s->impl, e->impl))
+                 : ACG_OK;
         acg__stream_leave(s, c);
         return st;
     }
@@ -350,6 +371,9 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
 /* Querying or waiting for an event of a live capture would wait for work that never runs. */
 static acg_status event_host_wait(acg_event *e, const char *fn, bool block) {
     acg_status st = check_event(e, fn);
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(e->dev, fn);
+    }
     if (st != ACG_OK) {
         return st;
     }
@@ -369,7 +393,8 @@ static acg_status event_host_wait(acg_event *e, const char *fn, bool block) {
     if (in_ended_capture) {
         return ACG_OK; /* the capture is over; its point never ran and never will */
     }
-    return block ? dev->vt->event_synchronize(e->impl) : dev->vt->event_query(e->impl);
+    return acg__device_fault(dev, block ? dev->vt->event_synchronize(e->impl)
+                                        : dev->vt->event_query(e->impl));
 }
 
 acg_status acg_event_query(acg_event *e) {

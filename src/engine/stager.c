@@ -71,8 +71,10 @@ static acg_status ring_release(acg_stager *sg) {
     for (uint32_t i = 0; i < sg->depth; i++) {
         ring_buffer *rb = &sg->ring[i];
         if (rb->event != NULL) {
-            /* A device fault belongs to the stream that ran the copy; the ring just goes. */
-            if (acg_event_synchronize(rb->event) != ACG_OK) {
+            /* A device fault belongs to the stream that ran the copy (and a lost device was
+             * logged when it was lost); the ring just goes. */
+            acg_status wait = acg_event_synchronize(rb->event);
+            if (wait != ACG_OK && wait != ACG_ERR_DEVICE_LOST) {
                 acg__log(ACG_LOG_WARN, "acg_stager_destroy: %s", acg_last_error());
             }
             acg_event_destroy(rb->event);

@@ -740,14 +740,19 @@ static void test_memory_info(void **state) {
     OK(acg_buffer_free(b));
     OK(acg_device_get_memory_info(dev, &free1, &total));
     assert_true(free1 == free0);
-    drv.inject("zeDeviceGetProperties", 1, ZE_RESULT_ERROR_DEVICE_LOST);
-    assert_int_equal(acg_device_get_memory_info(dev, &free1, &total), ACG_ERR_DEVICE_LOST);
-    assert_non_null(strstr(acg_last_error(), "zeDeviceGetProperties"));
     drv.inject("zeDeviceGetMemoryProperties", 1, ZE_RESULT_ERROR_UNKNOWN);
     assert_int_equal(acg_device_get_memory_info(dev, &free1, &total), ACG_ERR_DEVICE);
     assert_non_null(strstr(acg_last_error(), "zeDeviceGetMemoryProperties"));
     OK(acg_device_get_memory_info(dev, &free1, &total));
     assert_true(free1 == free0);
+    /* A lost device is latched: the query fails now and from then on, naming the first fault. */
+    drv.inject("zeDeviceGetProperties", 1, ZE_RESULT_ERROR_DEVICE_LOST);
+    assert_int_equal(acg_device_get_memory_info(dev, &free1, &total), ACG_ERR_DEVICE_LOST);
+    assert_non_null(strstr(acg_last_error(), "zeDeviceGetProperties"));
+    drv.inject(NULL, 0, 0);
+    assert_int_equal(acg_device_get_memory_info(dev, &free1, &total), ACG_ERR_DEVICE_LOST);
+    assert_non_null(strstr(acg_last_error(), "zeDeviceGetProperties"));
+    assert_non_null(strstr(acg_last_error(), "was lost to an earlier fault"));
     OK(acg_device_close(dev));
 }
 
