@@ -6,6 +6,8 @@
  *     block; captured, every replay equals the eager result bit for bit;
  *   - a rank that exits makes the others' allreduce fail with ACG_ERR_COMM at once, and a rank
  *     that never comes makes it fail after ACG_COMM_TIMEOUT_MS; the group then refuses more;
+ *   - ranks that allreduce different counts all fail with ACG_ERR_COMM naming two counts, with
+ *     their buffers unchanged, eager and in a graph, in shared memory and through the comm;
  *   - the shared segment's name is gone once the group exists;
  *   - bad input, and a device without collectives (ACG_ERR_UNSUPPORTED).
  * Ranks other than 0 are child processes: they check with CHECK (no cmocka) and report through
@@ -277,6 +279,110 @@ static void test_timeout(void **state) {
     run_ranks(2, rank_stalls, "ACG_COMM_TIMEOUT_MS", "300");
 }
 
+/* The mismatch's count on this rank: rank 1 reduces `other` floats, every other rank 16. */
+static size_t mismatch_count(int rank, size_t other) { return rank == 1 ? other : 16; }
+
+/* Whether got (buf downloaded) is this rank's input, every float of it: a failed allreduce
+ * changes nothing. */
+static int input_untouched(int rank, const float *got) {
+    for (size_t i = 0; i < N; i++) {
+        float want = input(rank, i);
+        CHECK(memcmp(&got[i], &want, sizeof want) == 0);
+    }
+    return 0;
+}
+
+/* Whether st is ACG_ERR_COMM with needle in acg_last_error(); else says what came instead. */
+static int comm_failed(int rank, acg_status st, const char *needle) {
+    if (st != ACG_ERR_COMM || strstr(acg_last_error(), needle) == NULL) {
+        fprintf(stderr, "rank %d: %s (\"%s\"), not ACG_ERR_COMM naming \"%s\"\n", rank,
+                acg_status_name(st), st != ACG_OK ? acg_last_error() : "", needle);
+        return 1;
+    }
+    return 0;
+}
+
+/* Rank 1 reduces more floats than the others: every rank's allreduce fails with ACG_ERR_COMM
+ * naming both counts, no rank's buffer changes, and the group refuses more. Captured, the same
+ * (there rank 1's count also takes more rounds of the shared block than the others'). */
+static int rank_mismatch(fc_group *fc, int rank, int n_ranks) {
+    (void)n_ranks;
+    rank_env e;
+    int bad = rank_open(&e, fc);
+    if (bad != 0) {
+        return bad;
+    }
+    if ((bad = put_input(&e, rank)) != 0) {
+        return bad;
+    }
+    static const char named[] = "allreduce: rank 0 reduces 16 floats, rank 1 32";
+    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, mismatch_count(rank, 32)) == ACG_OK);
+    CHECK(comm_failed(rank, acg_stream_synchronize(e.s), named) == 0);
+    CHECK(acg_copy_d2h(e.s, e.out, e.buf, 0, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_stream_synchronize(e.s) == ACG_OK);
+    if ((bad = input_untouched(rank, e.out)) != 0) {
+        return bad;
+    }
+    /* Broken: refused at once. */
+    CHECK(comm_failed(rank, acg_allreduce(e.s, e.group, e.buf, 0, 16), named) == 0);
+
+    /* A second group, in a graph: upload, allreduce, download. */
+    acg_device_group *group = NULL;
+    CHECK(acg_device_group_create(e.dev, fc_comm(fc), &group) == ACG_OK);
+    acg_graph *g = NULL;
+    CHECK(acg_stream_begin_capture(e.s, NULL) == ACG_OK);
+    CHECK(acg_copy_h2d(e.s, e.buf, 0, e.host, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_allreduce(e.s, group, e.buf, 0, mismatch_count(rank, N)) == ACG_OK);
+    CHECK(acg_copy_d2h(e.s, e.out, e.buf, 0, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_stream_end_capture(e.s, &g) == ACG_OK);
+    for (int k = 0; k < 2; k++) { /* the second replay finds the group broken */
+        memset(e.out, 0, N * sizeof(float));
+        CHECK(acg_graph_launch(g, e.s) == ACG_OK);
+        CHECK(comm_failed(rank, acg_stream_synchronize(e.s),
+                          "allreduce: rank 0 reduces 16 floats, rank 1 100000") == 0);
+        if ((bad = input_untouched(rank, e.out)) != 0) {
+            return bad;
+        }
+    }
+    CHECK(acg_graph_destroy(g) == ACG_OK);
+    CHECK(acg_device_group_destroy(group) == ACG_OK);
+    rank_close(&e);
+    return 0;
+}
+
+/* Whether the backend under test checks the ranks' counts: the cpu backend does; NCCL does not
+ * (acg.h, acg_allreduce), so on cuda such ranks may hang or get wrong sums. */
+static bool checks_counts(void) {
+    if (tc_backend_is("cpu")) {
+        return true;
+    }
+    print_message("%s: allreduces of different counts skipped: only the cpu backend finds them "
+                  "(NCCL checks no counts)\n",
+                  tc_spec());
+    return false;
+}
+
+static void test_mismatch(void **state) {
+    (void)state;
+    if (!collectives() || !checks_counts() ||
+        !fc_ranks_can_fork("allreduces of different counts")) {
+        return;
+    }
+    run_ranks(2, rank_mismatch, NULL, NULL);
+    run_ranks(3, rank_mismatch, NULL, NULL);
+}
+
+/* The same through the comm: the ranks agree on the count before the data. */
+static void test_mismatch_host(void **state) {
+    (void)state;
+    if (!collectives() || !checks_counts() ||
+        !fc_ranks_can_fork("allreduces of different counts through the comm")) {
+        return;
+    }
+    run_ranks(2, rank_mismatch, "ACG_CPU_ALLREDUCE", "host");
+    run_ranks(3, rank_mismatch, "ACG_CPU_ALLREDUCE", "host");
+}
+
 /* Refused arguments, one rank. */
 static void test_bad_input(void **state) {
     (void)state;
@@ -357,6 +463,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sums),       cmocka_unit_test(test_sums_host),
         cmocka_unit_test(test_rank_exits), cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_mismatch),   cmocka_unit_test(test_mismatch_host),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests_name(tc_group("test_collective"), tests, NULL, NULL);

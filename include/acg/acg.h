@@ -958,7 +958,10 @@ typedef struct acg_comm {
     /* (optional) Replaces values[i] by the sum over all ranks, added in rank order. Used by
      * device groups whose ranks do not share a host; NULL: such a group is unsupported. Called
      * from a thread of acg's (a stream's worker) while other callbacks may run on the thread
-     * that made the group: an MPI transport gives it a communicator of its own. */
+     * that made the group: an MPI transport gives it a communicator of its own. acg passes the
+     * same n on every rank: before each allreduce's data it makes a call of n_ranks * 4 values
+     * through which the ranks agree on the count (acg_allreduce), so the transport need not
+     * check n (acg_mpi.h's does anyway). */
     acg_status (*allreduce_sum_f32)(void *user, float *values, size_t n);
 } acg_comm;
 
@@ -990,15 +993,25 @@ ACG_API acg_status acg_device_group_get_rank(const acg_device_group *group, int3
 /* Queues, in stream order, the sum over every rank of `count` floats at `offset` bytes into
  * buf, written back in place on every rank. Every rank's result has the same bits, whatever
  * the timing: the cpu backend adds in rank order; cuda leaves the order to the algorithm NCCL
- * picks (the same on every rank, not rank order, so its bits may differ from the cpu's). A collective: every rank queues the same
- * allreduces in the same order (and, captured, replays the same graphs); a rank that does not
- * makes the others wait until they detect it (a peer that exited, or ACG_COMM_TIMEOUT_MS,
- * default 60000) and fail with ACG_ERR_COMM, reported by the stream's next synchronization;
- * the group then fails every later allreduce at once. During a capture the call is recorded
- * like a kernel (captured natively where the backend captures natively). ACG_ERR_INVALID_HANDLE,
- * ACG_ERR_WRONG_DEVICE for a buffer or group of another device, ACG_ERR_INVALID_ARGUMENT for
- * count 0 or an offset not a multiple of 4, ACG_ERR_OUT_OF_RANGE for a range that leaves buf,
- * ACG_ERR_COMM once the group failed. */
+ * picks (the same on every rank, not rank order, so its bits may differ from the cpu's).
+ * A collective: every rank queues the same allreduces, of the same count, in the same order
+ * (and, captured, replays the same graphs). A rank that does not makes the others wait until
+ * they detect it (a peer that exited, or ACG_COMM_TIMEOUT_MS, default 60000) and fail with
+ * ACG_ERR_COMM, reported by the stream's next synchronization. There is one operation on one
+ * type, a float sum, so the count is all the ranks must agree on: on the cpu backend each rank
+ * publishes its count with the allreduce (in shared memory, or through the comm before the
+ * data), and when they differ every rank fails with ACG_ERR_COMM, reported the same way and
+ * naming two ranks' counts ("allreduce: rank 0 reduces 16 floats, rank 1 32: ..."), before
+ * any rank wrote its buffer: every buffer keeps its values. Either way the group is then
+ * broken: every later allreduce of it fails at once, the call itself with ACG_ERR_COMM naming
+ * the first failure, an allreduce already queued or in a graph through the stream's next
+ * synchronization (a replay's other work still runs); destroy it and make a new one. NCCL
+ * (cuda) compares no counts, and acg does not either there: ranks whose counts differ may hang
+ * in the allreduce, and the stream's synchronization with it, or get wrong sums with no error.
+ * During a capture the call is recorded like a kernel (captured natively where the backend
+ * captures natively). ACG_ERR_INVALID_HANDLE, ACG_ERR_WRONG_DEVICE for a buffer or group of
+ * another device, ACG_ERR_INVALID_ARGUMENT for count 0 or an offset not a multiple of 4,
+ * ACG_ERR_OUT_OF_RANGE for a range that leaves buf, ACG_ERR_COMM once the group failed. */
 ACG_API acg_status acg_allreduce(acg_stream *stream, acg_device_group *group, acg_buffer *buf,
                                  size_t offset, size_t count);
 

@@ -43,10 +43,12 @@
  * collective the others are in, so none of its later calls could be matched with theirs.
  *
  * Ordering. The callbacks are collectives: every rank makes the same calls, with the same sizes
- * and the same root, in the same order. The agreement callbacks must not be called from two
- * threads at once, nor allreduce_sum_f32 from two threads at once (acg does neither); one
- * agreement and one allreduce_sum_f32 may run at the same time. A call refused for bad input
- * communicates nothing, so the other ranks' matching call times out.
+ * and the same root, in the same order. allreduce_sum_f32 checks that the ranks' n agree
+ * (below); the agreement callbacks check no sizes, and a mismatch there is MPI's undefined
+ * behaviour. The agreement callbacks must not be called from two threads at once, nor
+ * allreduce_sum_f32 from two threads at once (acg does neither); one agreement and one
+ * allreduce_sum_f32 may run at the same time. A call refused for bad input communicates
+ * nothing, so the other ranks' matching call times out.
  */
 #ifndef ACG_ACG_MPI_H
 #define ACG_ACG_MPI_H
@@ -85,7 +87,12 @@ ACG_API acg_status acg_mpi_comm_create(MPI_Comm comm, acg_mpi_comm **out);
  * - allreduce_sum_f32: every rank gets the same bits, added in rank order
  *   (v = x[0]; v += x[1]; ... v += x[n_ranks-1], in float), whatever MPI's reduction algorithm
  *   would do: each piece of at most 65536 floats is gathered from every rank (MPI_Iallgather)
- *   and summed locally. n 0 communicates nothing. */
+ *   and summed locally. First every rank's n is gathered (one MPI_Iallgather of a uint64_t,
+ *   n 0 included): when they differ, every rank fails with ACG_ERR_COMM before any data moved
+ *   (values unchanged), naming rank 0's n and the first that differs ("allreduce_sum_f32: rank
+ *   1 of 2: rank 0 reduces 16 floats, rank 1 32 ..."), and the group is broken. A rank that
+ *   comes after the others timed out completes their gather of n, then fails after its own
+ *   timeout waiting for their data: it never gets a sum the others gave up on. */
 ACG_API const acg_comm *acg_mpi_comm_get(const acg_mpi_comm *c);
 
 /* Frees the group's duplicates (MPI_Comm_free) and its memory. Call it on every rank, once no

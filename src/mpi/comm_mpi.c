@@ -5,7 +5,11 @@
  * A collective that timed out cannot be cancelled (MPI forbids cancelling or freeing the request
  * of a non-blocking collective), and its ranks no longer make the same calls: the group is then
  * broken for good. So that a late rank can never make MPI write into memory its caller freed,
- * collectives work on this library's staging buffers, which a pending collective keeps. */
+ * collectives work on this library's staging buffers, which a pending collective keeps.
+ *
+ * MPI's collectives with counts that differ between ranks are erroneous (Open MPI truncates,
+ * fails, or ends the job), so allreduce_sum_f32 first gathers every rank's count: a mismatch is
+ * found by every rank alike, before any data moved. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -284,6 +288,32 @@ static acg_status mpi_broadcast(void *user, void *data, size_t bytes, int32_t ro
     return st;
 }
 
+/* Gathers every rank's n into the reduce channel's staging: ACG_ERR_COMM (the group broken)
+ * when a rank's differs, naming rank 0's and the first that differs, alike on every rank. */
+static acg_status agree_count(acg_mpi_comm *c, size_t n, const char *call) {
+    acg_status st = reserve(c, &c->reduce, (size_t)c->n_ranks * sizeof(uint64_t), call);
+    if (st != ACG_OK) {
+        return st;
+    }
+    uint64_t *counts = c->reduce.staging; /* (n_ranks) */
+    counts[c->rank] = (uint64_t)n;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, counts, 1, MPI_UINT64_T,
+                            c->reduce.comm, &req);
+    if ((st = finish(c, &c->reduce, rc, &req, call, "MPI_Iallgather")) != ACG_OK) {
+        return st;
+    }
+    for (int r = 1; r < c->n_ranks; r++) {
+        if (counts[r] != counts[0]) {
+            return break_group(c, ACG_ERR_COMM, call,
+                               "rank 0 reduces %llu floats, rank %d %llu (every rank must pass "
+                               "the same count; the values are unchanged)",
+                               (unsigned long long)counts[0], r, (unsigned long long)counts[r]);
+        }
+    }
+    return ACG_OK;
+}
+
 /* Gathers every rank's piece and adds the rows in rank order, rather than MPI_Allreduce with
  * MPI_SUM: MPI's reduction order depends on its algorithm (ranks, sizes, tuning), and float
  * addition is not associative, so ranks or runs could get different bits. */
@@ -293,6 +323,9 @@ static acg_status mpi_allreduce_sum_f32(void *user, float *values, size_t n) {
     acg_status st = check_group(c, call);
     if (st == ACG_OK && values == NULL && n > 0) {
         st = break_group(c, ACG_ERR_INVALID_ARGUMENT, call, "values is NULL for %zu values", n);
+    }
+    if (st == ACG_OK) {
+        st = agree_count(c, n, call);
     }
     size_t rows = (size_t)c->n_ranks;
     if (st == ACG_OK && n > 0) {

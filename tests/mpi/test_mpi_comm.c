@@ -289,6 +289,71 @@ static void test_allreduce_sum(void **state) {
     finished();
 }
 
+/* ---- counts that differ between ranks -------------------------------------------------------- */
+
+/* Rank 1 passes 32 floats, every other rank 16: every rank fails with ACG_ERR_COMM naming both
+ * counts, before any data moved (the values are unchanged), and the group is broken. */
+static void test_sum_mismatch(void **state) {
+    (void)state;
+    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
+    const acg_comm *t = acg_mpi_comm_get(c);
+    float v[32], before[32];
+    for (size_t i = 0; i < 32; i++) {
+        v[i] = before[i] = sum_contribution(rank, i);
+    }
+    TC_EXPECT(ERR_COMM, t->allreduce_sum_f32(t->user, v, rank == 1 ? 32 : 16));
+    char text[160];
+    snprintf(text, sizeof text,
+             "acg_mpi: allreduce_sum_f32: rank %d of %d: rank 0 reduces 16 floats, rank 1 32", rank,
+             n_ranks);
+    expect_detail(text);
+    TC_BYTES_EQUAL(v, before, sizeof v);
+    TC_EXPECT(ERR_COMM, t->barrier(t->user));
+    expect_detail(
+        "the group broke earlier (allreduce_sum_f32: rank 0 reduces 16 floats, rank 1 32");
+    TC_OK(acg_mpi_comm_destroy(c));
+    finished();
+}
+
+/* A cpu device group over this comm, reducing through it (ACG_CPU_ALLREDUCE=host, as ranks on
+ * several hosts do): rank 1 allreduces 32 floats, the others 16. Every rank's stream reports
+ * ACG_ERR_COMM naming both counts, the buffers are unchanged, the device group refuses more, and
+ * the comm itself stays usable (the ranks agreed on the counts through it before any data). */
+static void test_group_mismatch(void **state) {
+    (void)state;
+    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
+    const acg_comm *t = acg_mpi_comm_get(c);
+    setenv("ACG_CPU_ALLREDUCE", "host", 1);
+    acg_device *dev = NULL;
+    TC_OK(acg_device_open("cpu:0?threads=1", &dev));
+    acg_stream *s = NULL;
+    TC_OK(acg_stream_create(dev, &s));
+    acg_buffer *buf = NULL;
+    TC_OK(acg_buffer_alloc(dev, 32 * sizeof(float), &buf));
+    acg_device_group *group = NULL;
+    TC_OK(acg_device_group_create(dev, t, &group));
+    unsetenv("ACG_CPU_ALLREDUCE");
+    float v[32], got[32];
+    for (size_t i = 0; i < 32; i++) {
+        v[i] = sum_contribution(rank, i);
+    }
+    TC_OK(acg_copy_h2d(s, buf, 0, v, sizeof v));
+    TC_OK(acg_allreduce(s, group, buf, 0, rank == 1 ? 32 : 16));
+    TC_EXPECT(ERR_COMM, acg_stream_synchronize(s));
+    TC_LAST_ERROR_HAS("allreduce: rank 0 reduces 16 floats, rank 1 32");
+    TC_OK(acg_copy_d2h(s, got, buf, 0, sizeof got));
+    TC_BYTES_EQUAL(got, v, sizeof v);
+    TC_EXPECT(ERR_COMM, acg_allreduce(s, group, buf, 0, 16));
+    TC_LAST_ERROR_HAS("rank 0 reduces 16 floats, rank 1 32");
+    TC_OK(t->barrier(t->user));
+    TC_OK(acg_device_group_destroy(group));
+    TC_OK(acg_buffer_free(buf));
+    TC_OK(acg_stream_destroy(s));
+    TC_OK(acg_device_close(dev));
+    TC_OK(acg_mpi_comm_destroy(c));
+    finished();
+}
+
 /* ---- the two communicators at once ----------------------------------------------------------- */
 
 typedef struct sum_loop {
@@ -416,7 +481,10 @@ static void test_bad_input(void **state) {
 /* Run with two ranks and ACG_COMM_TIMEOUT_MS=500. Rank 1 skips a barrier of group a and an
  * allreduce_sum_f32 of group b; rank 0 gets ACG_ERR_COMM from each after the timeout, and then
  * at once from every call. Rank 1 makes the skipped calls afterwards, which lets the
- * collectives rank 0 left pending complete, so both ranks finish cleanly. */
+ * collectives rank 0 left pending complete: the barrier, and the gather of the counts that
+ * allreduce_sum_f32 starts with. Rank 1's allreduce_sum_f32 then waits alone for the data and
+ * fails after its own timeout, with its values unchanged: a late rank never gets a sum that the
+ * others gave up on. */
 static void test_timeout(void **state) {
     (void)state;
     assert_int_equal(n_ranks, 2);
@@ -470,9 +538,11 @@ static void test_timeout(void **state) {
         for (size_t i = 0; i < n; i++) {
             v[i] = 2.0f;
         }
-        TC_OK(tb->allreduce_sum_f32(tb->user, v, n));
+        TC_EXPECT(ERR_COMM, tb->allreduce_sum_f32(tb->user, v, n));
+        expect_detail("acg_mpi: allreduce_sum_f32: rank 1 of 2: no answer from every rank "
+                      "within 500 ms (a rank failed or left)");
         for (size_t i = 0; i < n; i++) {
-            assert_true(v[i] == 3.0f); /* rank 0's 1 and this rank's 2 */
+            assert_true(v[i] == 2.0f);
         }
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -664,9 +734,9 @@ int main(int argc, char **argv) {
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         const struct CMUnitTest tests[] = {
-            CASE(test_table),     CASE(test_barrier),       CASE(test_allreduce_min),
-            CASE(test_broadcast), CASE(test_allreduce_sum), CASE(test_concurrent),
-            CASE(test_bad_input),
+            CASE(test_table),          CASE(test_barrier),       CASE(test_allreduce_min),
+            CASE(test_broadcast),      CASE(test_allreduce_sum), CASE(test_sum_mismatch),
+            CASE(test_group_mismatch), CASE(test_concurrent),    CASE(test_bad_input),
         };
         failed = cmocka_run_group_tests_name(group_name(""), tests, NULL, NULL);
     } else {

@@ -5,10 +5,20 @@
  * left in /dev/shm whatever happens to a rank afterwards. The segment holds each rank's progress
  * counters and one data block per rank. An allreduce goes in rounds of up to CHUNK floats: each
  * rank waits until every rank finished reading the previous round (its block is then free),
- * copies its floats into its block, publishes the round, waits until every rank published it,
- * and adds the blocks in rank order into its own buffer, then says it finished reading. Every
- * rank adds the same values in the same order, so every rank gets the same bits, whatever the
- * timing. It runs on the stream's worker as an op, so graphs hold it like a kernel.
+ * copies its floats into its block, publishes the round with the allreduce's count, waits until
+ * every rank published it, checks that every rank's count is its own, and adds the blocks in
+ * rank order into its own buffer, then says it finished reading. Every rank adds the same values
+ * in the same order, so every rank gets the same bits, whatever the timing. It runs on the
+ * stream's worker as an op, so graphs hold it like a kernel.
+ *
+ * Counts. The ranks agree on the round by construction, not on what it holds: a rank that
+ * queued an allreduce of another count than the others (a bug of the caller's, as a missing
+ * allreduce is) would otherwise add the others' stale blocks, or fall out of step with them.
+ * Every rank reads every rank's count in the same round, before touching its buffer, so every
+ * rank finds a mismatch, names the same two ranks, and breaks the group with its buffer as it
+ * was. The first round of an allreduce is where a mismatch shows (earlier ones agreed, or the
+ * group is broken), so no round of it wrote the buffer yet. acg's allreduce is one operation on
+ * one type, a float sum, so the count is all there is to agree on.
  *
  * A rank waits by polling (pause, then yielding the core); now and then it checks that the
  * ranks it waits for are alive (their process ids, every 10 ms) and that ACG_COMM_TIMEOUT_MS did
@@ -16,7 +26,12 @@
  * the stream's next synchronization reports ACG_ERR_COMM with the reason.
  *
  * Ranks on several hosts (or ACG_CPU_ALLREDUCE=host) add through the comm's allreduce_sum_f32
- * instead, called by the worker.
+ * instead, called by the worker. The comm's callback says nothing of counts (and MPI's collectives
+ * with mismatched counts are erroneous), so the ranks first agree on the count through the comm
+ * itself: an allreduce_sum_f32 of a fixed size, n_ranks rows of COUNT_DIGITS floats, each rank
+ * writing its count in its own row as 16-bit digits and zeros elsewhere. Adding zeros is exact
+ * in any order, so every rank reads every rank's count; a mismatch breaks the group as above,
+ * before the data's allreduce_sum_f32, which is then never called.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,13 +49,15 @@
 
 #define MAX_RANKS 64
 #define CHUNK (64u * 1024u) /* floats per rank and round: 256 KiB */
-#define MAGIC 0x61636773u   /* "acgs" */
+#define MAGIC 0x61636774u   /* "acgt", the segment's layout: changed with it (was "acgs") */
 #define NAME_BYTES 64
+#define COUNT_DIGITS 4 /* 16-bit digits of a count (64 bits) exchanged through the comm */
 
 /* One rank's place in the segment, on cache lines of its own. */
 struct shm_rank {
     _Alignas(64) _Atomic uint64_t arrived; /* the last round whose block it filled */
-    _Alignas(64) _Atomic uint64_t left;    /* the last round it finished reading */
+    _Atomic uint64_t count; /* the floats of the allreduce that round is of: published with it */
+    _Alignas(64) _Atomic uint64_t left; /* the last round it finished reading */
     int32_t pid;
 };
 
@@ -329,6 +346,23 @@ static bool wait_all(cpu_group *g, bool arrived, uint64_t round) {
     return true;
 }
 
+/* Whether every rank's count (counts[r]) is rank 0's; else breaks the group naming rank 0's and
+ * the first that differs, which every rank, reading the same counts, names alike. */
+static bool same_counts(cpu_group *g, const uint64_t *counts) {
+    for (int32_t r = 1; r < g->n_ranks; r++) {
+        if (counts[r] != counts[0]) {
+            breaks(g,
+                   "allreduce: rank 0 reduces %llu floats, rank %ld %llu: every rank must queue "
+                   "the same allreduces, of the same counts, in the same order (found by rank "
+                   "%ld; its buffer is unchanged)",
+                   (unsigned long long)counts[0], (long)r, (unsigned long long)counts[r],
+                   (long)g->rank);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The sum of every rank's `n` floats at data, in place (through the segment). */
 static bool reduce_shm(cpu_group *g, float *data, size_t count) {
     const int32_t me = g->rank, n_ranks = g->n_ranks;
@@ -340,8 +374,18 @@ static bool reduce_shm(cpu_group *g, float *data, size_t count) {
             return false;
         }
         memcpy(g->blocks + (size_t)me * CHUNK, data + at, n * sizeof(float));
+        atomic_store_explicit(&g->h->ranks[me].count, count, memory_order_relaxed);
         atomic_store_explicit(&g->h->ranks[me].arrived, round, memory_order_release);
         if (!wait_all(g, true, round)) {
+            return false;
+        }
+        /* Every rank's count of this round stays until every rank left it, so all read the
+         * same ones. */
+        uint64_t counts[MAX_RANKS];
+        for (int32_t r = 0; r < n_ranks; r++) {
+            counts[r] = atomic_load_explicit(&g->h->ranks[r].count, memory_order_relaxed);
+        }
+        if (!same_counts(g, counts)) {
             return false;
         }
         for (size_t i = 0; i < n; i++) {
@@ -356,6 +400,32 @@ static bool reduce_shm(cpu_group *g, float *data, size_t count) {
     return true;
 }
 
+/* Every rank's count, through the comm (the file's comment says how); false: the group broke. */
+static bool agree_count_host(cpu_group *g, size_t count) {
+    float digits[MAX_RANKS * COUNT_DIGITS] = {0}; /* (n_ranks, COUNT_DIGITS), low digit first */
+    for (uint32_t d = 0; d < COUNT_DIGITS; d++) {
+        digits[(size_t)g->rank * COUNT_DIGITS + d] =
+            (float)(((uint64_t)count >> (16u * d)) & 0xffffu);
+    }
+    acg_status st =
+        g->comm->allreduce_sum_f32(g->comm->user, digits, (size_t)g->n_ranks * COUNT_DIGITS);
+    if (st != ACG_OK) {
+        breaks(g,
+               "allreduce: the comm's allreduce_sum_f32 failed on rank %ld (%s) while the ranks "
+               "agreed on the count",
+               (long)g->rank, acg_status_name(st));
+        return false;
+    }
+    uint64_t counts[MAX_RANKS];
+    for (int32_t r = 0; r < g->n_ranks; r++) {
+        counts[r] = 0;
+        for (uint32_t d = 0; d < COUNT_DIGITS; d++) {
+            counts[r] |= (uint64_t)digits[(size_t)r * COUNT_DIGITS + d] << (16u * d);
+        }
+    }
+    return same_counts(g, counts);
+}
+
 bool acg__cpu_allreduce_run(cpu_group *g, float *data, size_t count) {
     if (atomic_load(&g->broken)) {
         return false;
@@ -366,7 +436,8 @@ bool acg__cpu_allreduce_run(cpu_group *g, float *data, size_t count) {
     pthread_mutex_lock(&g->mu);
     bool ok = true;
     if (g->host) {
-        acg_status st = g->comm->allreduce_sum_f32(g->comm->user, data, count);
+        ok = agree_count_host(g, count);
+        acg_status st = ok ? g->comm->allreduce_sum_f32(g->comm->user, data, count) : ACG_OK;
         if (st != ACG_OK) {
             breaks(g, "allreduce: the comm's allreduce_sum_f32 failed on rank %ld (%s)",
                    (long)g->rank, acg_status_name(st));
