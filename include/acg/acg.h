@@ -906,9 +906,13 @@ ACG_API acg_status acg_graph_launch(acg_graph *graph, acg_stream *stream);
 
 /* Makes graph replay what `from` replays: same topology (node kinds, kernels, dependencies),
  * new arguments (buffers, offsets, scalars, sizes). Waits for pending replays of graph first.
- * `from` is unchanged and stays valid. ACG_ERR_UNSUPPORTED when the capability lacks
- * graph_update (recapture instead); ACG_ERR_TOPOLOGY_MISMATCH naming the first differing
- * node. */
+ * `from` is unchanged and stays valid. Foreign work and collectives are taken from what the
+ * driver recorded for `from` where the backend can (cuda), which needs the two graphs' scratch
+ * to coincide: capture both into one pool. ACG_ERR_UNSUPPORTED when the capability lacks
+ * graph_update (recapture instead), or, naming the node, for foreign work or a collective the
+ * backend cannot take so (on cuda, graphs whose scratch lies in two pools; docs/backends.md
+ * says which backends) and for a host function of `from` that uses its scratch;
+ * ACG_ERR_TOPOLOGY_MISMATCH naming the first differing node. */
 ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
 
 /* Prepares the graph for replays on stream ahead of the first one (on drivers where the first

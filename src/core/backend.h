@@ -12,8 +12,9 @@
  * fills, launches, host functions, event records and waits, graph launches, stream_get_native)
  * run under the stream's lock, and while the stream captures natively, under the device's lock
  * too. Memory, kernel loading, graph destruction and capture_begin/join/abort run under the
- * device's lock; graph_update under the device's lock and the graph pool's replay lock, with
- * no replay of that pool in flight. graph_instantiate and capture_end run under the origin
+ * device's lock; graph_update and graph_update_from under the device's lock and the graph
+ * pool's replay lock, with no replay of that pool in flight (the source graph's exec may be
+ * replaying: it is only read). graph_instantiate and capture_end run under the origin
  * stream's lock only, so they may overlap memory slots, kernel loading, other streams' work,
  * replays and other instantiations. Host waits (stream_synchronize, event_query,
  * event_synchronize), stream and event creation and destruction, device_open/close,
@@ -41,7 +42,7 @@
 
 #include <acg/acg.h>
 
-#define ACG_BACKEND_VERSION 4
+#define ACG_BACKEND_VERSION 5
 
 /* A slot that version `ver` of the table added, or NULL in a table written against an older
  * version: the version field is what tells the core which slots a table has. */
@@ -242,8 +243,9 @@ struct acg_backend_i {
      * *rec; capture_join adds another stream of the device to it (a fork, before that stream's
      * first captured work); capture_end leaves recording mode on every stream of the
      * recording and instantiates what it recorded into an exec for graph_launch, graph_update
-     * (from the ledger's description) and graph_destroy; capture_abort leaves recording mode
-     * and drops what was recorded (an invalidated or abandoned capture). */
+     * (from the ledger's description) or graph_update_from, and graph_destroy; capture_abort
+     * leaves recording mode and drops what was recorded (an invalidated or abandoned
+     * capture). */
     acg_status (*capture_begin)(acg__bk_stream *stream, acg__bk_recording **rec);
     acg_status (*capture_join)(acg__bk_recording *rec, acg__bk_stream *stream);
     acg_status (*capture_end)(acg__bk_recording *rec, acg__bk_exec **exec);
@@ -259,9 +261,14 @@ struct acg_backend_i {
      * the engine issues itself. NULL: the backend has none (kind ACG_NATIVE_NONE). */
     acg_status (*stream_get_native)(acg__bk_stream *stream, acg_native_handle *out);
 
-    /* (optional) The first fault reported since the last call, cleared: ACG_OK when none, else
-     * ACG_ERR_DEVICE_LOST with the error set. stream_synchronize reports a fault of its
-     * stream's work the same way, once. NULL: the backend learns of no faults after launch. */
+    /* (optional) Polls, without waiting for any work, for a fault the driver has reported on the
+     * device (work that faulted after its launch returned): ACG_OK when there is none, else
+     * ACG_ERR_DEVICE_LOST with the error set, naming the driver's call and code (a backend may
+     * keep answering so, as CUDA's sticky errors do, or answer once); another status when the
+     * poll itself fails. The core latches the first fault it learns of, from this slot or from
+     * any slot that returns ACG_ERR_DEVICE_LOST (stream_synchronize reports a fault of its
+     * stream's work so), and fails the device's later calls with it. NULL: the backend learns
+     * of no faults after launch. */
     acg_status (*device_get_async_error)(acg__bk_device *dev);
     /* (optional) Test hook: the device's next graph replay faults instead of running. */
     void (*inject_fault)(acg__bk_device *dev);
@@ -299,6 +306,18 @@ struct acg_backend_i {
      * node (ACG_NODE_COLLECTIVE) too. */
     acg_status (*allreduce)(acg__bk_stream *stream, acg__bk_group *group, acg__bk_mem *mem,
                             size_t off, size_t count);
+
+    /* Version 5: update from the source graph's own recording. */
+
+    /* (optional, with graph_update) As graph_update, with the source graph's exec `from` at
+     * hand (this backend's, of the same device), so that a backend whose driver recorded the
+     * capture (capture_begin) can update exec from what it recorded for `from`, foreign work
+     * and collectives included, where desc cannot be rebuilt. same_memory: desc is from's
+     * description as captured (from's graph scratch lies where exec's does), so every address
+     * the driver recorded for `from` is right for exec; false: only desc has exec's scratch.
+     * NULL: graph_update. */
+    acg_status (*graph_update_from)(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                    acg__bk_exec *from, bool same_memory);
 };
 
 typedef struct acg_backend_i acg_backend_i;

@@ -561,7 +561,20 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
             }
         }
     }
-    if ((st = dev->vt->graph_update(g->exec, &nd)) != ACG_OK) {
+    /* A backend that recorded `from` natively may update from that recording, which holds what
+     * the description cannot rebuild (foreign work, collectives), when its addresses are g's:
+     * the two graphs' scratch coincides (as it does for captures of one pool). */
+    bool same_memory = true;
+    for (uint32_t i = 0; i < g->n_scratch; i++) {
+        same_memory = same_memory && g->scratch[i]->mem == from->scratch[i]->mem &&
+                      g->scratch[i]->offset == from->scratch[i]->offset;
+    }
+    acg_status (*update_from)(acg__bk_exec *, const acg__graph_desc *, acg__bk_exec *, bool) =
+        ACG__SLOT(dev->vt, graph_update_from, 5);
+    st = acg__device_fault(dev, update_from != NULL
+                                    ? update_from(g->exec, &nd, from->exec, same_memory)
+                                    : dev->vt->graph_update(g->exec, &nd));
+    if (st != ACG_OK) {
         goto out_free;
     }
     acg__desc_refs(dev, &g->desc, -1);

@@ -6,6 +6,12 @@
  *   - every driver call of a capture + replay + update + teardown scenario failing in turn: a
  *     clean status each time, no driver object left behind, the device usable afterwards;
  *   - cuGraphExecUpdate refused: the graph is instantiated again and replays the update;
+ *   - an update of a graph holding foreign work, taken from the new capture's own CUDA graph:
+ *     the replay matches the same work done eagerly, bit for bit; refusals instantiate again,
+ *     and a source whose scratch lies in another pool is refused with ACG_ERR_UNSUPPORTED;
+ *   - a device fault (CUDA's sticky errors): synchronize and acg_device_get_async_error say
+ *     ACG_ERR_DEVICE_LOST naming CUDA's error, destroys and the close still work and leave no
+ *     driver object, and the device opened again runs a kernel;
  *   - CUDA's own capture errors: the capture ends invalidated and the stream works on;
  *   - work the engine issues on the native CUstream inside a capture is in the graph;
  *   - the CUgraphExec behind a graph, launched by the driver's own cuGraphLaunch, replays it;
@@ -38,6 +44,7 @@ static struct {
     void (*inject)(const char *name, unsigned nth, int code);
     unsigned long (*calls)(const char *name);
     long (*live)(void);
+    void (*set_sticky)(int device, int code);
     PFN_cuGetProcAddress_v12000 get_proc;
 } drv;
 
@@ -50,15 +57,27 @@ static void bind_driver(void) {
     *(void **)&drv.inject = dlsym(h, "acgtest_cuda_fail");
     *(void **)&drv.calls = dlsym(h, "acgtest_cuda_calls");
     *(void **)&drv.live = dlsym(h, "acgtest_cuda_live");
+    *(void **)&drv.set_sticky = dlsym(h, "acgtest_cuda_set_sticky");
     *(void **)&drv.get_proc = dlsym(h, "cuGetProcAddress_v2");
     assert_non_null(drv.inject);
     assert_non_null(drv.calls);
     assert_non_null(drv.live);
+    assert_non_null(drv.set_sticky);
     assert_non_null(drv.get_proc);
     dlclose(h); /* RTLD_NOLOAD took a reference */
 }
 
 #define OK(call) assert_int_equal((call), ACG_OK)
+
+/* Asserts that call returns want and that acg_last_error() holds text. */
+#define EXPECT(want, call, text)                                                                   \
+    do {                                                                                           \
+        acg_status st_ = (call);                                                                   \
+        if (st_ != (want) || strstr(acg_last_error(), (text)) == NULL) {                           \
+            fail_msg("%s: %s (want %s with \"%s\"): %s", #call, acg_status_name(st_),              \
+                     acg_status_name(want), (text), acg_last_error());                             \
+        }                                                                                          \
+    } while (0)
 
 /* ---- the scenario -------------------------------------------------------------------------- */
 
@@ -458,6 +477,377 @@ static void test_foreign_work(void **state) {
     scene_close(&c);
 }
 
+/* ---- updates of foreign work ---------------------------------------------------------------- */
+
+/* The driver calls an engine makes itself on the native CUstream. */
+static struct {
+    PFN_cuMemAlloc_v3020 alloc;
+    PFN_cuMemFree_v3020 release;
+    PFN_cuMemsetD32Async_v3020 memset32;
+    PFN_cuMemcpyDtoDAsync_v3020 d2d;
+    PFN_cuMemcpyDtoHAsync_v3020 d2h;
+} eng;
+
+static CUstream native_stream(acg_stream *s) {
+    *(void **)&eng.alloc = entry("cuMemAlloc", 3020);
+    *(void **)&eng.release = entry("cuMemFree", 3020);
+    *(void **)&eng.memset32 = entry("cuMemsetD32Async", 3020);
+    *(void **)&eng.d2d = entry("cuMemcpyDtoDAsync", 3020);
+    *(void **)&eng.d2h = entry("cuMemcpyDtoHAsync", 3020);
+    acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
+    OK(acg_stream_get_native(s, &h));
+    assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);
+    return (CUstream)h.handle;
+}
+
+static unsigned bits_of(float v) {
+    unsigned b;
+    memcpy(&b, &v, sizeof b);
+    return b;
+}
+
+/* One step's work on the scene's stream: y (or `scratch`, when not NULL, then copied to y) = k
+ * by acg's kernel; unless own is 0, the engine's own work on `own`, declared as foreign work
+ * "engine work": a memset to m, or with src a copy of src; y downloaded to the scene's pinned
+ * host memory. The same calls eagerly or in a capture. */
+static acg_status step(scene *c, acg_buffer *scratch, float k, CUdeviceptr own, float m,
+                       CUdeviceptr src) {
+    CUstream native = native_stream(c->s);
+    acg_buffer *dst = scratch != NULL ? scratch : c->y;
+    acg_arg args[] = {acg_arg_buffer(dst, 0), acg_arg_f32(k)};
+    acg_dims dims = acg_dims_1d(N);
+    acg_status st = acg_kernel_launch(c->s, c->fill, &dims, args, 2);
+    if (st == ACG_OK && scratch != NULL) {
+        st = acg_copy_d2d(c->s, c->y, 0, scratch, 0, N * sizeof(float));
+    }
+    if (own != 0) {
+        CUresult r = src != 0 ? eng.d2d(own, src, N * sizeof(float), native)
+                              : eng.memset32(own, bits_of(m), N, native);
+        assert_int_equal(r, CUDA_SUCCESS);
+        if (st == ACG_OK) {
+            st = acg_stream_declare_foreign(c->s, "engine work", NULL, 0);
+        }
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(c->s, c->host, c->y, 0, N * sizeof(float));
+    }
+    return st;
+}
+
+/* step, captured into pool (with a scratch buffer of it when `with_scratch`). */
+static acg_graph *capture_step(scene *c, acg_graph_pool *pool, bool with_scratch, float k,
+                               CUdeviceptr own, float m, CUdeviceptr src) {
+    OK(acg_stream_begin_capture(c->s, pool));
+    acg_buffer *scratch = NULL;
+    if (with_scratch) {
+        OK(acg_stream_alloc(c->s, N * sizeof(float), &scratch));
+    }
+    OK(step(c, scratch, k, own, m, src));
+    acg_graph *g = NULL;
+    OK(acg_stream_end_capture(c->s, &g));
+    return g;
+}
+
+/* What a replay left: y (through the scene's pinned memory) and the engine's memory `own`. */
+typedef struct result {
+    float y[N];
+    float own[N];
+} result;
+
+/* Zeroes y, the host copy and every piece of the engine's memory, runs `g` (or, with g NULL,
+ * the step eagerly), and reads the result back. */
+static void run(scene *c, acg_graph *g, CUdeviceptr *own, int n_own, float k, int at, float m,
+                CUdeviceptr src, result *out) {
+    CUstream native = native_stream(c->s);
+    for (int i = 0; i < n_own; i++) {
+        assert_int_equal(eng.memset32(own[i], 0, N, native), CUDA_SUCCESS);
+    }
+    OK(acg_fill(c->s, c->y, 0, N * sizeof(float), 0, 4));
+    OK(acg_stream_synchronize(c->s));
+    memset(c->host, 0, N * sizeof(float));
+    if (g != NULL) {
+        OK(acg_graph_launch(g, c->s));
+    } else {
+        OK(step(c, NULL, k, own[at], m, src));
+    }
+    OK(acg_stream_synchronize(c->s));
+    memcpy(out->y, c->host, sizeof out->y);
+    assert_int_equal(eng.d2h(out->own, own[at], sizeof out->own, native), CUDA_SUCCESS);
+    OK(acg_stream_synchronize(c->s));
+}
+
+/* The engine's memory other than own[at] is still zero. */
+static void expect_others_zero(scene *c, CUdeviceptr *own, int n_own, int at) {
+    CUstream native = native_stream(c->s);
+    float back[N], zero[N];
+    memset(zero, 0, sizeof zero);
+    for (int i = 0; i < n_own; i++) {
+        if (i != at) {
+            assert_int_equal(eng.d2h(back, own[i], sizeof back, native), CUDA_SUCCESS);
+            OK(acg_stream_synchronize(c->s));
+            assert_int_equal(memcmp(back, zero, sizeof back), 0);
+        }
+    }
+}
+
+/* A graph holding foreign work, updated from a new capture of the same step with other
+ * arguments (another value for acg's kernel, another piece of the engine's memory and value):
+ * the update takes the new capture's own CUDA graph, which holds the engine's work the ledger
+ * cannot rebuild, and the replay then leaves what the step does eagerly, bit for bit; the
+ * source graph still replays its own. CUDA refusing (injected, or the engine's work now a copy,
+ * another kind of node) instantiates the graph again from the new capture, and the replay is
+ * right again. */
+static void test_update_foreign(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    bind_driver();
+    native_stream(c.s);
+    CUdeviceptr own[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(eng.alloc(&own[i], N * sizeof(float)), CUDA_SUCCESS);
+    }
+    result got, want;
+    acg_graph *g = capture_step(&c, c.pool, false, 1.5f, own[0], 9.0f, 0);
+    acg_graph *from = capture_step(&c, c.pool, false, 2.5f, own[1], 7.0f, 0);
+    run(&c, g, own, 3, 0, 0, 0, 0, &got);
+    run(&c, NULL, own, 3, 1.5f, 0, 9.0f, 0, &want);
+    assert_int_equal(memcmp(&got, &want, sizeof got), 0);
+
+    unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
+    unsigned long clones = drv.calls("cuGraphClone");
+    OK(acg_graph_update(g, from));
+    assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst); /* in place */
+    assert_int_equal(drv.calls("cuGraphClone"), clones + 1);
+    run(&c, g, own, 3, 0, 1, 0, 0, &got);
+    expect_others_zero(&c, own, 3, 1);
+    run(&c, NULL, own, 3, 2.5f, 1, 7.0f, 0, &want);
+    assert_int_equal(memcmp(&got, &want, sizeof got), 0);
+    run(&c, from, own, 3, 0, 1, 0, 0, &got); /* from is unchanged */
+    assert_int_equal(memcmp(&got, &want, sizeof got), 0);
+
+    /* Refused by CUDA (injected): instantiated again from the new capture. */
+    acg_graph *again = capture_step(&c, c.pool, false, -4.25f, own[2], 0.5f, 0);
+    inst = drv.calls("cuGraphInstantiateWithFlags");
+    drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    OK(acg_graph_update(g, again));
+    drv.inject(NULL, 0, 0);
+    assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
+    run(&c, g, own, 3, 0, 2, 0, 0, &got);
+    expect_others_zero(&c, own, 3, 2);
+    run(&c, NULL, own, 3, -4.25f, 2, 0.5f, 0, &want);
+    assert_int_equal(memcmp(&got, &want, sizeof got), 0);
+
+    /* Refused by CUDA's own rules: the engine's work is now a copy (of own[1], set to 3) where
+     * the memset was. acg sees the same topology (foreign work of the same name). */
+    acg_graph *copying = capture_step(&c, c.pool, false, 6.0f, own[0], 0, own[1]);
+    inst = drv.calls("cuGraphInstantiateWithFlags");
+    OK(acg_graph_update(g, copying));
+    assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
+    CUstream native = native_stream(c.s);
+    float three[N];
+    for (int i = 0; i < N; i++) {
+        three[i] = 3.0f;
+    }
+    assert_int_equal(eng.memset32(own[1], bits_of(3.0f), N, native), CUDA_SUCCESS);
+    OK(acg_graph_launch(g, c.s));
+    OK(acg_stream_synchronize(c.s));
+    assert_int_equal(eng.d2h(got.own, own[0], sizeof got.own, native), CUDA_SUCCESS);
+    OK(acg_stream_synchronize(c.s));
+    assert_int_equal(memcmp(got.own, three, sizeof three), 0);
+    for (int i = 0; i < N; i++) {
+        assert_true(c.host[i] == 6.0f);
+    }
+
+    OK(acg_graph_destroy(copying));
+    OK(acg_graph_destroy(again));
+    OK(acg_graph_destroy(from));
+    OK(acg_graph_destroy(g));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(eng.release(own[i]), CUDA_SUCCESS);
+    }
+    scene_close(&c);
+}
+
+/* Graphs with scratch and foreign work: from one pool their scratch coincides, and the update
+ * takes the new capture's own graph; from another pool the capture's addresses are that pool's
+ * scratch, the ledger cannot rebuild the foreign work, and the update is refused with
+ * ACG_ERR_UNSUPPORTED saying so, the graph replaying what it did. Without foreign work the
+ * ledger serves across pools: the update is built from it, with the graph's own scratch. */
+static void test_update_foreign_pools(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    bind_driver();
+    native_stream(c.s);
+    CUdeviceptr own[1];
+    assert_int_equal(eng.alloc(&own[0], N * sizeof(float)), CUDA_SUCCESS);
+    acg_graph_pool *other = NULL;
+    OK(acg_graph_pool_create(c.dev, &other));
+    acg_graph *g = capture_step(&c, c.pool, true, 1.0f, own[0], 9.0f, 0);
+    acg_graph *same = capture_step(&c, c.pool, true, 2.0f, own[0], 8.0f, 0);
+    acg_graph *elsewhere = capture_step(&c, other, true, 3.0f, own[0], 6.0f, 0);
+    result got, want;
+
+    EXPECT(ACG_ERR_UNSUPPORTED, acg_graph_update(g, elsewhere), "one pool");
+    assert_non_null(strstr(acg_last_error(), "engine work"));
+    run(&c, g, own, 1, 0, 0, 0, 0, &got);
+    run(&c, NULL, own, 1, 1.0f, 0, 9.0f, 0, &want);
+    assert_int_equal(memcmp(&got, &want, sizeof got), 0);
+
+    OK(acg_graph_update(g, same));
+    run(&c, g, own, 1, 0, 0, 0, 0, &got);
+    run(&c, NULL, own, 1, 2.0f, 0, 8.0f, 0, &want);
+    assert_int_equal(memcmp(&got, &want, sizeof got), 0);
+
+    acg_graph *h = capture_step(&c, c.pool, true, 5.0f, 0, 0, 0);
+    acg_graph *h2 = capture_step(&c, other, true, -1.0f, 0, 0, 0);
+    unsigned long clones = drv.calls("cuGraphClone"), built = drv.calls("cuGraphCreate");
+    OK(acg_graph_update(h, h2));
+    assert_int_equal(drv.calls("cuGraphClone"), clones);
+    assert_int_equal(drv.calls("cuGraphCreate"), built + 1);
+    run(&c, h, own, 1, 0, 0, 0, 0, &got);
+    run(&c, NULL, own, 1, -1.0f, 0, 0, 0, &want);
+    assert_int_equal(memcmp(got.y, want.y, sizeof got.y), 0);
+    OK(acg_graph_destroy(h2));
+    OK(acg_graph_destroy(h));
+
+    /* The capability's detail says where foreign work updates. */
+    const acg_capability *cap = acg_device_get_capability(c.dev);
+    assert_true(cap->graph_update);
+    assert_non_null(strstr(cap->detail, "foreign work, collectives: one pool"));
+
+    OK(acg_graph_destroy(elsewhere));
+    OK(acg_graph_destroy(same));
+    OK(acg_graph_destroy(g));
+    OK(acg_graph_pool_destroy(other));
+    assert_int_equal(eng.release(own[0]), CUDA_SUCCESS);
+    scene_close(&c);
+}
+
+/* ---- device faults ------------------------------------------------------------------------ */
+
+/* A destroy after a fault: it may report the fault (the core's choice), and it must work. */
+#define DESTROYED(call)                                                                            \
+    do {                                                                                           \
+        acg_status st_ = (call);                                                                   \
+        if (st_ != ACG_OK && st_ != ACG_ERR_DEVICE_LOST) {                                         \
+            fail_msg("%s: %s: %s", #call, acg_status_name(st_), acg_last_error());                 \
+        }                                                                                          \
+    } while (0)
+
+/* A device fault, as CUDA reports one: the context holds CUDA_ERROR_LAUNCH_FAILED (set in the
+ * test driver as a faulting kernel would), and every call on it fails with it. The device's
+ * poll (the first call after the fault, so the backend's own answer) says ACG_ERR_DEVICE_LOST
+ * naming CUDA's error, and so do the stream's synchronize, a launch and an allocation after it;
+ * every destroy and the device's close still work and leave no driver object behind, and the
+ * device opened again (a new primary context) runs a kernel. Each error cuda.h says leaves the
+ * context unusable is then the first fault of a device of its own, and maps the same way. */
+static void test_device_fault(void **state) {
+    (void)state;
+    bind_driver();
+    long live = drv.live();
+    acg_device *dev = NULL;
+    OK(acg_device_open("cuda", &dev));
+    acg_kernel *fill = NULL;
+    OK(acg_kernel_get(dev, "fill_f32", &fill));
+    acg_buffer *x = NULL;
+    acg_stream *s = NULL;
+    acg_event *ev = NULL;
+    acg_graph_pool *pool = NULL;
+    acg_graph *g = NULL;
+    float *host = NULL;
+    OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
+    OK(acg_pinned_alloc(dev, N * sizeof(float), (void **)&host));
+    OK(acg_stream_create(dev, &s));
+    OK(acg_event_create(dev, &ev));
+    OK(acg_graph_pool_create(dev, &pool));
+    acg_arg args[] = {acg_arg_buffer(x, 0), acg_arg_f32(2.0f)};
+    acg_dims dims = acg_dims_1d(N);
+    OK(acg_stream_begin_capture(s, pool));
+    OK(acg_kernel_launch(s, fill, &dims, args, 2));
+    OK(acg_copy_d2h(s, host, x, 0, N * sizeof(float)));
+    OK(acg_stream_end_capture(s, &g));
+    OK(acg_graph_launch(g, s));
+    OK(acg_event_record(ev, s));
+    OK(acg_stream_synchronize(s));
+    OK(acg_device_get_async_error(dev)); /* no fault yet */
+
+    drv.set_sticky(0, CUDA_ERROR_LAUNCH_FAILED);
+    EXPECT(ACG_ERR_DEVICE_LOST, acg_device_get_async_error(dev),
+           "acg_device_get_async_error: cuEventQuery failed with CUDA_ERROR_LAUNCH_FAILED");
+    EXPECT(ACG_ERR_DEVICE_LOST, acg_device_get_async_error(dev), "CUDA_ERROR_LAUNCH_FAILED");
+    EXPECT(ACG_ERR_DEVICE_LOST, acg_stream_synchronize(s), "CUDA_ERROR_LAUNCH_FAILED");
+    EXPECT(ACG_ERR_DEVICE_LOST, acg_kernel_launch(s, fill, &dims, args, 2),
+           "CUDA_ERROR_LAUNCH_FAILED");
+    EXPECT(ACG_ERR_DEVICE_LOST, acg_event_query(ev), "CUDA_ERROR_LAUNCH_FAILED");
+    acg_buffer *more = NULL;
+    EXPECT(ACG_ERR_DEVICE_LOST, acg_buffer_alloc(dev, 64, &more), "CUDA_ERROR_LAUNCH_FAILED");
+    assert_null(more);
+
+    /* Destroys work, and the close frees the rest with the context. */
+    DESTROYED(acg_graph_destroy(g));
+    DESTROYED(acg_graph_pool_destroy(pool));
+    DESTROYED(acg_event_destroy(ev));
+    DESTROYED(acg_stream_destroy(s));
+    DESTROYED(acg_pinned_free(host));
+    DESTROYED(acg_buffer_free(x));
+    OK(acg_device_close(dev));
+    assert_int_equal(drv.live(), live);
+
+    /* Opened again: a new context, no fault, and a kernel runs. */
+    OK(acg_device_open("cuda", &dev));
+    OK(acg_device_get_async_error(dev));
+    OK(acg_kernel_get(dev, "fill_f32", &fill));
+    OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
+    OK(acg_stream_create(dev, &s));
+    acg_arg args2[] = {acg_arg_buffer(x, 0), acg_arg_f32(4.0f)};
+    OK(acg_kernel_launch(s, fill, &dims, args2, 2));
+    float back[N];
+    OK(acg_copy_d2h(s, back, x, 0, sizeof back));
+    OK(acg_stream_synchronize(s));
+    for (int i = 0; i < N; i++) {
+        assert_true(back[i] == 4.0f);
+    }
+    OK(acg_device_get_async_error(dev));
+    OK(acg_stream_destroy(s));
+    OK(acg_buffer_free(x));
+    OK(acg_device_close(dev));
+    assert_int_equal(drv.live(), live);
+
+    /* Every error cuda.h says leaves the context unusable is a lost device. */
+    static const struct {
+        int code;
+        const char *name;
+    } faults[] = {
+        {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+        {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT"},
+        {CUDA_ERROR_HARDWARE_STACK_ERROR, "CUDA_ERROR_HARDWARE_STACK_ERROR"},
+        {CUDA_ERROR_ILLEGAL_INSTRUCTION, "CUDA_ERROR_ILLEGAL_INSTRUCTION"},
+        {CUDA_ERROR_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS"},
+        {CUDA_ERROR_INVALID_ADDRESS_SPACE, "CUDA_ERROR_INVALID_ADDRESS_SPACE"},
+        {CUDA_ERROR_INVALID_PC, "CUDA_ERROR_INVALID_PC"},
+        {CUDA_ERROR_ASSERT, "CUDA_ERROR_ASSERT"},
+        {CUDA_ERROR_TENSOR_MEMORY_LEAK, "CUDA_ERROR_TENSOR_MEMORY_LEAK"},
+        {CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE"},
+        {CUDA_ERROR_NVLINK_UNCORRECTABLE, "CUDA_ERROR_NVLINK_UNCORRECTABLE"},
+        {CUDA_ERROR_CONTAINED, "CUDA_ERROR_CONTAINED"},
+        {CUDA_ERROR_EXTERNAL_DEVICE, "CUDA_ERROR_EXTERNAL_DEVICE"},
+        {CUDA_ERROR_MPS_CLIENT_TERMINATED, "CUDA_ERROR_MPS_CLIENT_TERMINATED"},
+    };
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+        OK(acg_device_open("cuda", &dev));
+        OK(acg_stream_create(dev, &s));
+        drv.set_sticky(0, faults[i].code);
+        EXPECT(ACG_ERR_DEVICE_LOST, acg_device_get_async_error(dev), faults[i].name);
+        assert_non_null(strstr(acg_last_error(), "cuEventQuery"));
+        EXPECT(ACG_ERR_DEVICE_LOST, acg_stream_query(s), faults[i].name);
+        DESTROYED(acg_stream_destroy(s));
+        OK(acg_device_close(dev));
+        assert_int_equal(drv.live(), live);
+    }
+}
+
 /* A grid CUDA cannot launch (65,536 blocks in y, one more than the limit) is refused with
  * ACG_ERR_UNSUPPORTED before the driver sees it; a grid one row smaller runs. The model's
  * matmul (grid (n_out, n)) with one column and one input gives a tall grid on small buffers. */
@@ -639,7 +1029,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_scenario),       cmocka_unit_test(test_update_refused),
         cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_foreign_work),
         cmocka_unit_test(test_grid_limit),     cmocka_unit_test(test_native_graph),
-        cmocka_unit_test(test_fault_sweep),
+        cmocka_unit_test(test_update_foreign), cmocka_unit_test(test_update_foreign_pools),
+        cmocka_unit_test(test_device_fault),   cmocka_unit_test(test_fault_sweep),
     };
     return cmocka_run_group_tests_name("test_cuda_backend", tests, NULL, NULL);
 }

@@ -3,10 +3,13 @@
  * ACG_CUDA_DRIVER and ACG_NCCL_LIBRARY):
  *   - a group of one rank: an eager allreduce leaves the floats as they were and calls
  *     ncclAllReduce once; a captured one is a node of the graph (ACG_NODE_COLLECTIVE) that each
- *     replay runs without calling NCCL again, which holds the group, and that an update cannot
- *     rebuild;
+ *     replay runs without calling NCCL again, which holds the group, and that an update takes
+ *     from the new capture's own CUDA graph (another buffer, other pinned memory: the replay
+ *     matches the same work done eagerly, bit for bit), instantiating again when CUDA refuses;
  *   - two ranks: the test NCCL refuses them at initialization; acg says so with NCCL's words,
  *     makes no group and leaves nothing behind;
+ *   - a device fault (CUDA's sticky error): an allreduce and a group's making say
+ *     ACG_ERR_DEVICE_LOST naming it, a group's destroy aborts the communicator;
  *   - each NCCL call failing (injected), a CUDA call inside NCCL failing, an asynchronous error,
  *     the comm's callbacks failing or another rank failing before or during the
  *     initialization, every allocation of a group failing: a clean status naming what failed,
@@ -54,7 +57,9 @@
 
 static struct {
     void (*inject)(const char *name, unsigned nth, int code);
+    unsigned long (*calls)(const char *name);
     long (*live)(void);
+    void (*set_sticky)(int device, int code);
     PFN_cuGetProcAddress_v12000 get_proc;
 } drv;
 
@@ -81,7 +86,9 @@ static void bind_libraries(void) {
     void *h = dlopen(getenv("ACG_CUDA_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
     assert_non_null(h);
     *(void **)&drv.inject = sym(h, "acgtest_cuda_fail");
+    *(void **)&drv.calls = sym(h, "acgtest_cuda_calls");
     *(void **)&drv.live = sym(h, "acgtest_cuda_live");
+    *(void **)&drv.set_sticky = sym(h, "acgtest_cuda_set_sticky");
     *(void **)&drv.get_proc = sym(h, "cuGetProcAddress_v2");
     dlclose(h); /* RTLD_NOLOAD took a reference */
     nc.h = dlopen(getenv("ACG_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
@@ -212,15 +219,28 @@ static void env_close(env *e) {
 /* ---- one rank ---------------------------------------------------------------------------------
  */
 
-/* upload (pinned), allreduce, download (pinned), captured. */
-static acg_graph *capture(env *e, acg_device_group *g, acg_graph_pool *pool) {
+/* host (pinned) uploaded to buf, allreduce of buf, buf downloaded to out (pinned), captured. */
+static acg_graph *capture_on(env *e, acg_device_group *g, acg_graph_pool *pool, acg_buffer *buf,
+                             const float *host, float *out) {
     OK(acg_stream_begin_capture(e->s, pool));
-    OK(acg_copy_h2d(e->s, e->buf, 0, e->host, N * sizeof(float)));
-    OK(acg_allreduce(e->s, g, e->buf, 0, N));
-    OK(acg_copy_d2h(e->s, e->out, e->buf, 0, N * sizeof(float)));
+    OK(acg_copy_h2d(e->s, buf, 0, host, N * sizeof(float)));
+    OK(acg_allreduce(e->s, g, buf, 0, N));
+    OK(acg_copy_d2h(e->s, out, buf, 0, N * sizeof(float)));
     acg_graph *graph = NULL;
     OK(acg_stream_end_capture(e->s, &graph));
     return graph;
+}
+
+/* The same on the env's own buffer and pinned memory. */
+static acg_graph *capture(env *e, acg_device_group *g, acg_graph_pool *pool) {
+    return capture_on(e, g, pool, e->buf, e->host, e->out);
+}
+
+/* What capture_on's work leaves in buf, done eagerly (the download to pageable memory). */
+static void eager_on(env *e, acg_device_group *g, acg_buffer *buf, const float *host, float *want) {
+    OK(acg_copy_h2d(e->s, buf, 0, host, N * sizeof(float)));
+    OK(acg_allreduce(e->s, g, buf, 0, N));
+    OK(acg_copy_d2h(e->s, want, buf, 0, N * sizeof(float)));
 }
 
 static void test_one_rank(void **state) {
@@ -275,15 +295,55 @@ static void test_one_rank(void **state) {
     assert_int_equal(nc.calls("ncclAllReduce"), 3);
     assert_int_equal(nc.runs(), 4);
 
-    /* An update cannot rebuild NCCL's work from the ledger; the graph still replays. */
-    acg_graph *again = capture(&e, g, pool);
-    EXPECT(ACG_ERR_UNSUPPORTED, acg_graph_update(graph, again), "allreduce");
+    /* An update takes NCCL's work from the new capture's own graph (the ledger cannot rebuild
+     * it): the replay reads other pinned memory into another buffer and reduces that, exactly
+     * what the same work does eagerly. */
+    acg_buffer *buf2 = NULL;
+    float *host2 = NULL, *out2 = NULL;
+    OK(acg_buffer_alloc(e.dev, N * sizeof(float), &buf2));
+    OK(acg_pinned_alloc(e.dev, N * sizeof(float), (void **)&host2));
+    OK(acg_pinned_alloc(e.dev, N * sizeof(float), (void **)&out2));
+    for (int i = 0; i < N; i++) {
+        host2[i] = e.in[(i * 7) % N] * -2.5f + 0.125f;
+    }
+    acg_graph *again = capture_on(&e, g, pool, buf2, host2, out2);
+    OK(acg_graph_update(graph, again));
+    memset(e.out, 0, N * sizeof(float));
+    memset(out2, 0, N * sizeof(float));
     OK(acg_graph_launch(graph, e.s));
     OK(acg_stream_synchronize(e.s));
     assert_int_equal(nc.runs(), 5);
+    float want[N], zero[N];
+    memset(zero, 0, sizeof zero);
+    eager_on(&e, g, buf2, host2, want);
+    assert_int_equal(nc.runs(), 6);
+    assert_int_equal(memcmp(out2, want, sizeof want), 0);
+    assert_int_equal(memcmp(e.out, zero, sizeof zero), 0); /* the old arguments are gone */
+    assert_int_equal(nc.calls("ncclAllReduce"), 5);        /* a replay calls no NCCL */
+
+    /* CUDA refusing the update: the graph is instantiated again from the capture, and replays
+     * the first arguments again. */
+    acg_graph *third = capture(&e, g, pool);
+    unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
+    drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    OK(acg_graph_update(graph, third));
+    drv.inject(NULL, 0, 0);
+    assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
+    memset(e.out, 0, N * sizeof(float));
+    memset(out2, 0, N * sizeof(float));
+    OK(acg_graph_launch(graph, e.s));
+    OK(acg_stream_synchronize(e.s));
+    eager_on(&e, g, e.buf, e.host, want);
+    assert_int_equal(memcmp(e.out, want, sizeof want), 0);
+    assert_int_equal(memcmp(out2, zero, sizeof zero), 0);
+    assert_int_equal(nc.runs(), 8);
+    OK(acg_graph_destroy(third));
     OK(acg_graph_destroy(again));
     OK(acg_graph_destroy(graph));
     OK(acg_graph_pool_destroy(pool));
+    OK(acg_pinned_free(out2));
+    OK(acg_pinned_free(host2));
+    OK(acg_buffer_free(buf2));
 
     OK(acg_device_group_destroy(g));
     assert_int_equal(nc.calls("ncclCommDestroy"), 1);
@@ -456,6 +516,77 @@ static void test_allreduce_failures(void **state) {
     env_close(&e);
 }
 
+/* A destroy after a fault: it may report the fault (the core's choice), and it must work. */
+#define DESTROYED(call)                                                                            \
+    do {                                                                                           \
+        acg_status st_ = (call);                                                                   \
+        if (st_ != ACG_OK && st_ != ACG_ERR_DEVICE_LOST) {                                         \
+            fail_msg("%s: %s: %s", #call, acg_status_name(st_), acg_last_error());                 \
+        }                                                                                          \
+    } while (0)
+
+/* The device faults (its context holds CUDA_ERROR_ILLEGAL_ADDRESS, set in the test driver as a
+ * faulting kernel would): NCCL's CUDA calls fail with it, and an allreduce or a group's making
+ * says ACG_ERR_DEVICE_LOST naming it rather than NCCL's ncclUnhandledCudaError alone. The
+ * group's destroy aborts the communicator (a destroy would wait for work the fault stopped),
+ * and nothing of NCCL's or the driver's is left once the device closes. Each case is the first
+ * call after the fault, on a device of its own: the backend's answer, not the core's latch. */
+static void test_device_fault(void **state) {
+    (void)state;
+    acg_device *probe = NULL;
+    OK(acg_device_open("cuda", &probe));
+    bind_libraries();
+    OK(acg_device_close(probe));
+    long drv_live = drv.live(), nc_live = nc.live();
+    env e;
+    test_comm t;
+    acg_comm c;
+    acg_device_group *g = NULL;
+    for (int round = 0; round < 3; round++) {
+        env_open(&e);
+        nc.reset();
+        c = make_comm(&t, 0, 1);
+        if (round != 1) {
+            OK(acg_device_group_create(e.dev, &c, &g));
+        }
+        if (round == 2) { /* the device opened again makes a group and reduces */
+            OK(acg_allreduce(e.s, g, e.buf, 0, N));
+            OK(acg_stream_synchronize(e.s));
+            expect_unchanged(&e);
+            OK(acg_device_group_destroy(g));
+            assert_int_equal(nc.calls("ncclCommDestroy"), 1);
+            env_close(&e);
+            break;
+        }
+        drv.set_sticky(0, CUDA_ERROR_ILLEGAL_ADDRESS);
+        if (round == 0) {
+            EXPECT(ACG_ERR_DEVICE_LOST, acg_allreduce(e.s, g, e.buf, 0, N),
+                   "CUDA_ERROR_ILLEGAL_ADDRESS");
+            assert_non_null(strstr(acg_last_error(), "ncclAllReduce failed with "
+                                                     "ncclUnhandledCudaError"));
+            DESTROYED(acg_device_group_destroy(g));
+            assert_int_equal(nc.calls("ncclCommAbort"), 1);
+            assert_int_equal(nc.calls("ncclCommDestroy"), 0);
+        } else {
+            acg_device_group *g2 = NULL;
+            EXPECT(ACG_ERR_DEVICE_LOST, acg_device_group_create(e.dev, &c, &g2),
+                   "CUDA_ERROR_ILLEGAL_ADDRESS");
+            assert_non_null(strstr(acg_last_error(), "ncclCommInitRank failed with "
+                                                     "ncclUnhandledCudaError"));
+            assert_null(g2);
+        }
+        assert_int_equal(nc.live(), nc_live);
+        DESTROYED(acg_pinned_free(e.out));
+        DESTROYED(acg_pinned_free(e.host));
+        DESTROYED(acg_buffer_free(e.buf));
+        DESTROYED(acg_stream_destroy(e.s));
+        OK(acg_device_close(e.dev)); /* the context goes, and its fault with it */
+        assert_int_equal(drv.live(), drv_live);
+    }
+    assert_int_equal(drv.live(), drv_live);
+    assert_int_equal(nc.live(), nc_live);
+}
+
 /* ---- every allocation of a group failing ------------------------------------------------------
  */
 
@@ -621,8 +752,8 @@ static int expect_no_collectives(const char *text) {
 
 /* A group of one rank on cuda:0, through the public API alone: the eager allreduce and the
  * replays of its capture leave the floats as they were (one rank's sum), the graph holds the
- * allreduce as a collective node, and an update of it is refused, leaving it as it was. Exits
- * 77 without NCCL. */
+ * allreduce as a collective node, and an update from a capture on other memory replays that
+ * capture's work, bit for bit what it does eagerly. Exits 77 without NCCL. */
 static int device_check(void) {
     acg_device *dev = NULL;
     if (acg_device_open("cuda", &dev) != ACG_OK) {
@@ -636,22 +767,27 @@ static int device_check(void) {
         acg_device_close(dev);
         return 77;
     }
-    static float in[N], got[N];
+    static float in[N], got[N], in2[N];
     for (int i = 0; i < N; i++) {
         in[i] = (float)(i % 17) * 0.37f - 3.0f + (float)i * 1e-3f;
+        in2[i] = in[(i * 7) % N] * -2.5f + 0.125f;
     }
     test_comm t;
     acg_comm c = make_comm(&t, 0, 1);
     acg_device_group *g = NULL;
     acg_stream *s = NULL;
-    acg_buffer *buf = NULL;
-    float *host = NULL, *out = NULL;
+    acg_buffer *buf = NULL, *buf2 = NULL;
+    float *host = NULL, *out = NULL, *host2 = NULL, *out2 = NULL;
     CHECK(acg_device_group_create(dev, &c, &g) == ACG_OK);
     CHECK(acg_stream_create(dev, &s) == ACG_OK);
     CHECK(acg_buffer_alloc(dev, sizeof in, &buf) == ACG_OK);
+    CHECK(acg_buffer_alloc(dev, sizeof in, &buf2) == ACG_OK);
     CHECK(acg_pinned_alloc(dev, sizeof in, (void **)&host) == ACG_OK);
     CHECK(acg_pinned_alloc(dev, sizeof in, (void **)&out) == ACG_OK);
+    CHECK(acg_pinned_alloc(dev, sizeof in, (void **)&host2) == ACG_OK);
+    CHECK(acg_pinned_alloc(dev, sizeof in, (void **)&out2) == ACG_OK);
     memcpy(host, in, sizeof in);
+    memcpy(host2, in2, sizeof in);
     CHECK(acg_copy_h2d(s, buf, 0, in, sizeof in) == ACG_OK);
     CHECK(acg_allreduce(s, g, buf, 0, N) == ACG_OK);
     CHECK(acg_copy_d2h(s, got, buf, 0, sizeof got) == ACG_OK);
@@ -659,9 +795,9 @@ static int device_check(void) {
     acg_graph *graphs[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
         CHECK(acg_stream_begin_capture(s, NULL) == ACG_OK);
-        CHECK(acg_copy_h2d(s, buf, 0, host, sizeof in) == ACG_OK);
-        CHECK(acg_allreduce(s, g, buf, 0, N) == ACG_OK);
-        CHECK(acg_copy_d2h(s, out, buf, 0, sizeof in) == ACG_OK);
+        CHECK(acg_copy_h2d(s, k ? buf2 : buf, 0, k ? host2 : host, sizeof in) == ACG_OK);
+        CHECK(acg_allreduce(s, g, k ? buf2 : buf, 0, N) == ACG_OK);
+        CHECK(acg_copy_d2h(s, k ? out2 : out, k ? buf2 : buf, 0, sizeof in) == ACG_OK);
         CHECK(acg_stream_end_capture(s, &graphs[k]) == ACG_OK);
     }
     acg_graph *graph = graphs[0];
@@ -673,20 +809,31 @@ static int device_check(void) {
         CHECK(acg_stream_synchronize(s) == ACG_OK);
         CHECK(memcmp(out, in, sizeof in) == 0);
     }
-    CHECK(acg_graph_update(graph, graphs[1]) == ACG_ERR_UNSUPPORTED);
+    /* The update: the replay reads host2 into buf2 and leaves out alone. */
+    CHECK(acg_graph_update(graph, graphs[1]) == ACG_OK);
     memset(out, 0, sizeof in);
+    memset(out2, 0, sizeof in);
     CHECK(acg_graph_launch(graph, s) == ACG_OK);
     CHECK(acg_stream_synchronize(s) == ACG_OK);
-    CHECK(memcmp(out, in, sizeof in) == 0);
+    static float zero[N];
+    CHECK(memcmp(out, zero, sizeof in) == 0);
+    CHECK(acg_copy_h2d(s, buf, 0, in2, sizeof in) == ACG_OK);
+    CHECK(acg_allreduce(s, g, buf, 0, N) == ACG_OK);
+    CHECK(acg_copy_d2h(s, got, buf, 0, sizeof got) == ACG_OK);
+    CHECK(memcmp(out2, got, sizeof in) == 0);
     CHECK(acg_graph_destroy(graphs[1]) == ACG_OK);
     CHECK(acg_graph_destroy(graph) == ACG_OK);
     CHECK(acg_device_group_destroy(g) == ACG_OK);
+    CHECK(acg_pinned_free(out2) == ACG_OK);
+    CHECK(acg_pinned_free(host2) == ACG_OK);
     CHECK(acg_pinned_free(out) == ACG_OK);
     CHECK(acg_pinned_free(host) == ACG_OK);
+    CHECK(acg_buffer_free(buf2) == ACG_OK);
     CHECK(acg_buffer_free(buf) == ACG_OK);
     CHECK(acg_stream_destroy(s) == ACG_OK);
     CHECK(acg_device_close(dev) == ACG_OK);
-    printf("ok: one rank's allreduce, eager and captured (2 replays), bit for bit\n");
+    printf("ok: one rank's allreduce, eager and captured (2 replays, then an update's), bit for "
+           "bit\n");
     return 0;
 }
 
@@ -707,7 +854,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_one_rank),           cmocka_unit_test(test_two_ranks),
         cmocka_unit_test(test_create_failures),    cmocka_unit_test(test_comm_failures),
         cmocka_unit_test(test_allreduce_failures), cmocka_unit_test(test_out_of_place),
-        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_device_fault),       cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests_name("test_cuda_nccl", tests, NULL, NULL);
 }

@@ -57,6 +57,16 @@ typedef void (*acgtest_cuda_bind_kernels_fn)(const acg_kernel_desc *(*lookup)(co
 ACGTEST_CUDA_API void acgtest_cuda_fail(const char *name, unsigned nth, int code);
 typedef void (*acgtest_cuda_fail_fn)(const char *name, unsigned nth, int code);
 
+/* Gives device `device`'s primary context the fault `code` (a CUresult; 0 clears it), as work
+ * that faulted on a GPU would (CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_ILLEGAL_ADDRESS, ...): from
+ * then on every call that uses the context returns it (cuCtxSetCurrent, the primary context's
+ * retain and release, device queries and library unloads do not), including releases, which
+ * still release, and queued work no longer runs. The context's teardown (its last
+ * cuDevicePrimaryCtxRelease) clears it, as a new context would start clean. An unknown device
+ * is reported on stderr. */
+ACGTEST_CUDA_API void acgtest_cuda_set_sticky(int device, int code);
+typedef void (*acgtest_cuda_set_sticky_fn)(int device, int code);
+
 /* How many times entry point `name` was called since the start or the last
  * acgtest_cuda_reset_counts, failed and injected calls included. NULL: the sum over every
  * entry point except cuGetErrorName and cuGetErrorString. 0 for an unknown name. */

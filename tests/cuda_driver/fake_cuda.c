@@ -47,6 +47,10 @@
  *   not its origin), the source says so.
  * - A host function or kernel calling the driver finds no current context (as CUDA forbids
  *   those calls).
+ * - After a fault (acgtest_cuda_set_sticky, or work reaching freed memory) a release (a free,
+ *   a destroy, an unregister) reports the fault as every call does, and releases all the same,
+ *   where CUDA keeps the object until the context goes: acgtest_cuda_live still counts what
+ *   the owner never released.
  */
 #include "fake_cuda_impl.h"
 
@@ -311,6 +315,18 @@ ACGTEST_CUDA_API void acgtest_cuda_reset_counts(void) {
     pthread_mutex_lock(&ctl_lock);
     memset(call_counts, 0, sizeof call_counts);
     pthread_mutex_unlock(&ctl_lock);
+}
+
+ACGTEST_CUDA_API void acgtest_cuda_set_sticky(int device, int code) {
+    ensure_config();
+    if (device < 0 || device >= fake__cfg.devices) {
+        fprintf(stderr, "acg CUDA test driver: no device %d to fault\n", device);
+        return;
+    }
+    pthread_mutex_lock(&fake__g.lock);
+    fake__g.ctx[device].sticky = (CUresult)code;
+    pthread_cond_broadcast(&fake__g.progress);
+    pthread_mutex_unlock(&fake__g.lock);
 }
 
 ACGTEST_CUDA_API long acgtest_cuda_live(void) {
@@ -596,6 +612,20 @@ CUresult fake__current(struct CUctx_st **out) {
     if (ctx->sticky != CUDA_SUCCESS) {
         return ctx->sticky;
     }
+    *out = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake__current_release(struct CUctx_st **out, CUresult *fault) {
+    *fault = CUDA_SUCCESS;
+    if (!fake__g.initialized) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    struct CUctx_st *ctx = tls_ctx;
+    if (ctx == NULL || ctx->retains == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *fault = ctx->sticky;
     *out = ctx;
     return CUDA_SUCCESS;
 }

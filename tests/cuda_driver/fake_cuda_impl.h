@@ -80,6 +80,7 @@
     X(cuGraphLaunch, 10000)                                                                        \
     X(cuGraphExecDestroy, 10000)                                                                   \
     X(cuGraphDestroy, 10000)                                                                       \
+    X(cuGraphClone, 10000)                                                                         \
     X(cuGraphCreate, 10000)                                                                        \
     X(cuGraphAddKernelNode, 12000)                                                                 \
     X(cuGraphAddMemcpyNode, 10000)                                                                 \
@@ -145,7 +146,8 @@ struct CUctx_st {
     int device;
     long retains;     /* cuDevicePrimaryCtxRetain minus Release; 0: inactive */
     int tearing_down; /* the last release is freeing what the context held */
-    CUresult sticky;  /* an asynchronous fault (CUDA_ERROR_ILLEGAL_ADDRESS); 0: none */
+    CUresult sticky;  /* an asynchronous fault (CUDA_ERROR_ILLEGAL_ADDRESS, or what
+                         acgtest_cuda_set_sticky set); 0: none. Cleared by the teardown */
     size_t allocated; /* bytes of live cuMemAlloc allocations */
 };
 
@@ -303,6 +305,10 @@ extern struct fake_state fake__g;
 /* (lock held) The calling thread's current context: NOT_INITIALIZED before cuInit,
  * INVALID_CONTEXT when the thread has none (or it was released), or its sticky fault. */
 CUresult fake__current(struct CUctx_st **out);
+/* (lock held) The same for a release (a free, a destroy, an unregister): a context holding a
+ * fault is given too, with *fault set to the fault (else CUDA_SUCCESS), which the release
+ * returns once it released (see fake_cuda.c). */
+CUresult fake__current_release(struct CUctx_st **out, CUresult *fault);
 /* (lock held) A stream handle of `ctx` usable for work. */
 CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out);
 /* The preamble of a stream call: takes fake__g.lock (held on return, whatever the result), then
@@ -408,6 +414,7 @@ CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream h);
 CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream h);
 CUresult fake_cuGraphExecDestroy(CUgraphExec exec);
 CUresult fake_cuGraphDestroy(CUgraph graph);
+CUresult fake_cuGraphClone(CUgraph *clone, CUgraph original);
 CUresult fake_cuGraphCreate(CUgraph *graph, unsigned int flags);
 CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
                                    size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params);

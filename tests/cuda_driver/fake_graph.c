@@ -281,8 +281,9 @@ CUresult fake_cuGraphDestroy(CUgraph h) {
     FAKE_ENTER(cuGraphDestroy);
     struct CUctx_st *ctx;
     struct CUgraph_st *g;
+    CUresult fault;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
+    CUresult r = fake__current_release(&ctx, &fault);
     if (r == CUDA_SUCCESS) {
         r = graph_get(h, &g);
     }
@@ -291,7 +292,52 @@ CUresult fake_cuGraphDestroy(CUgraph h) {
         fake__vec_remove(&fake__g.graphs, g);
         graph_free(g);
         fake__g.live--;
+        r = fault;
     }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* A copy of every node, with its dependencies: a captured graph's too (foreign work, a
+ * collective's nodes), as CUDA copies every parameter. */
+CUresult fake_cuGraphClone(CUgraph *clone, CUgraph h) {
+    FAKE_ENTER(cuGraphClone);
+    struct CUctx_st *ctx;
+    struct CUgraph_st *g, *copy = NULL;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = graph_get(h, &g);
+    }
+    if (r == CUDA_SUCCESS && clone == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+    copy = calloc(1, sizeof *copy);
+    if (copy == NULL) {
+        goto out;
+    }
+    copy->ctx = g->ctx;
+    for (size_t i = 0; i < g->nodes.n; i++) {
+        const struct CUgraphNode_st *node = g->nodes.v[i];
+        struct CUgraphNode_st *added;
+        if (graph_add(copy, &node->deps, &node->work, &added) != CUDA_SUCCESS) {
+            goto out_free;
+        }
+    }
+    if (fake__vec_push(&fake__g.graphs, copy) != 0) {
+        goto out_free;
+    }
+    fake__g.live++;
+    *clone = copy;
+    r = CUDA_SUCCESS;
+    goto out;
+out_free:
+    graph_free(copy);
+out:
     pthread_mutex_unlock(&fake__g.lock);
     return r;
 }
@@ -658,8 +704,9 @@ CUresult fake_cuGraphExecDestroy(CUgraphExec hx) {
     FAKE_ENTER(cuGraphExecDestroy);
     struct CUctx_st *ctx;
     struct CUgraphExec_st *x;
+    CUresult fault;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
+    CUresult r = fake__current_release(&ctx, &fault);
     if (r == CUDA_SUCCESS) {
         r = exec_get(hx, &x);
     }
@@ -667,6 +714,7 @@ CUresult fake_cuGraphExecDestroy(CUgraphExec hx) {
         fake__vec_remove(&fake__g.execs, x);
         fake__g.live--;
         fake__exec_release(x);
+        r = fault;
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;

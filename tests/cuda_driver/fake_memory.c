@@ -154,8 +154,9 @@ out:
  * that is not such a range. */
 static CUresult range_release(uintptr_t base, enum fake_range_kind kind, CUresult missing) {
     struct CUctx_st *ctx;
+    CUresult fault;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
+    CUresult r = fake__current_release(&ctx, &fault);
     if (r == CUDA_SUCCESS) {
         struct fake_range *range = range_at(base, kind);
         if (range == NULL) {
@@ -169,6 +170,7 @@ static CUresult range_release(uintptr_t base, enum fake_range_kind kind, CUresul
             } else {
                 range_free(range);
                 fake__g.live--;
+                r = fault;
             }
         }
     }

@@ -388,7 +388,12 @@ CUresult fake_cuStreamDestroy(CUstream h) {
     FAKE_ENTER(cuStreamDestroy);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
+    CUresult fault;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current_release(&ctx, &fault);
+    if (r == CUDA_SUCCESS) {
+        r = fake__stream_get(h, ctx, &s);
+    }
     if (r != CUDA_SUCCESS) {
         goto out;
     }
@@ -406,6 +411,7 @@ CUresult fake_cuStreamDestroy(CUstream h) {
     pthread_cond_signal(&s->work);
     fake__stream_release(s);
     fake__reap_workers();
+    r = fault;
 out:
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -566,8 +572,9 @@ CUresult fake_cuEventDestroy(CUevent h) {
     FAKE_ENTER(cuEventDestroy);
     struct CUctx_st *ctx;
     struct CUevent_st *e;
+    CUresult fault;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
+    CUresult r = fake__current_release(&ctx, &fault);
     if (r == CUDA_SUCCESS) {
         r = event_get(h, &e);
     }
@@ -579,6 +586,7 @@ CUresult fake_cuEventDestroy(CUevent h) {
         fake__ids_free(&e->frontier);
         free(e);
         fake__g.live--;
+        r = fault;
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;

@@ -10,9 +10,9 @@ cu_driver acg__cu;
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
-/* Errors after which the context cannot be used again (CUDA calls them sticky): every later
- * call of the process on that context fails the same way. */
-static bool sticky(CUresult r) {
+/* The faults cuda.h says leave the context (or the process) unusable, "any further CUDA work
+ * will return the same error", and the two that say the context itself is gone. */
+bool acg__cu_sticky(CUresult r) {
     switch (r) {
     case CUDA_ERROR_ILLEGAL_ADDRESS:
     case CUDA_ERROR_LAUNCH_TIMEOUT:
@@ -22,7 +22,13 @@ static bool sticky(CUresult r) {
     case CUDA_ERROR_INVALID_ADDRESS_SPACE:
     case CUDA_ERROR_INVALID_PC:
     case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
     case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_NVLINK_UNCORRECTABLE:
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
     case CUDA_ERROR_DEVICE_UNAVAILABLE:
         return true;
@@ -35,7 +41,7 @@ static acg_status status_of(CUresult r) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         return ACG_ERR_OUT_OF_MEMORY;
     }
-    if (sticky(r)) {
+    if (acg__cu_sticky(r)) {
         return ACG_ERR_DEVICE_LOST;
     }
     if (r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
@@ -59,6 +65,20 @@ acg_status acg__cu_check(CUresult r, const char *fn, const char *call) {
         text = "no description";
     }
     return acg__error(status_of(r), "%s: %s failed with %s (%d): %s", fn, call, name, (int)r, text);
+}
+
+void acg__cu_release_check(CUresult r, const char *fn, const char *call) {
+    if (r == CUDA_SUCCESS) {
+        return;
+    }
+    const char *name = NULL;
+    if (acg__cu.cuGetErrorName == NULL || acg__cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) {
+        name = "CUDA error";
+    }
+    /* After a fault the context frees what it held when the device closes: nothing is lost. */
+    acg__log(acg__cu_sticky(r) ? ACG_LOG_DEBUG : ACG_LOG_WARN, "%s: %s failed with %s (%d)%s", fn,
+             call, name, (int)r,
+             acg__cu_sticky(r) ? " after a device fault; the context frees it at close" : "");
 }
 
 /* ---- the driver, loaded once --------------------------------------------------------------- */
@@ -159,9 +179,10 @@ static bool load_driver(void) {
     acg__cu.capture = acg__cu.cuStreamBeginCapture && acg__cu.cuStreamEndCapture &&
                       acg__cu.cuStreamIsCapturing && acg__cu.cuGraphInstantiateWithFlags &&
                       acg__cu.cuGraphLaunch && acg__cu.cuGraphExecDestroy && acg__cu.cuGraphDestroy;
-    acg__cu.update = acg__cu.capture && acg__cu.cuGraphCreate && acg__cu.cuGraphAddKernelNode &&
-                     acg__cu.cuGraphAddMemcpyNode && acg__cu.cuGraphAddMemsetNode &&
-                     acg__cu.cuGraphAddHostNode && acg__cu.cuGraphExecUpdate;
+    acg__cu.update = acg__cu.capture && acg__cu.cuGraphClone && acg__cu.cuGraphCreate &&
+                     acg__cu.cuGraphAddKernelNode && acg__cu.cuGraphAddMemcpyNode &&
+                     acg__cu.cuGraphAddMemsetNode && acg__cu.cuGraphAddHostNode &&
+                     acg__cu.cuGraphExecUpdate;
     /* acg's test driver runs kernels with their cpu code: it looks definitions up by the CUDA
      * function they name. A real driver exports no such function, and nothing changes there. */
     void (*bind)(const acg_kernel_desc *(*)(const char *)) = NULL;
@@ -206,6 +227,39 @@ static acg_status cu_probe(int *n, const char **reason) {
  * refuse (a skipped one would leak for certain). */
 acg_status acg__cu_enter(cu_device *d, const char *fn) { return CU(fn, cuCtxSetCurrent, d->ctx); }
 
+void acg__cu_enter_release(cu_device *d, const char *fn) {
+    CU_RELEASE(fn, cuCtxSetCurrent, d->ctx);
+}
+
+/* The context's fault, if it holds one: the probe event was never recorded, so its query
+ * answers at once, CUDA_SUCCESS unless the context faulted ("this function may also return
+ * error codes from previous, asynchronous launches"). No work is waited for. */
+static CUresult context_fault(cu_device *d) {
+    CUresult r = acg__cu.cuCtxSetCurrent(d->ctx);
+    if (r == CUDA_SUCCESS) {
+        r = acg__cu.cuEventQuery(d->probe);
+    }
+    return r == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : r;
+}
+
+bool acg__cu_faulted(cu_device *d) { return acg__cu_sticky(context_fault(d)); }
+
+acg_status acg__cu_fault_or(cu_device *d, acg_status st, const char *fn) {
+    if (st != ACG_ERR_DEVICE) {
+        return st;
+    }
+    CUresult r = context_fault(d);
+    if (!acg__cu_sticky(r)) {
+        return st;
+    }
+    char why[512];
+    acg__error_copy(why, sizeof why);
+    acg__cu_check(r, fn, "cuEventQuery");
+    char fault[256];
+    acg__error_copy(fault, sizeof fault);
+    return acg__error(ACG_ERR_DEVICE_LOST, "%s (the device faulted: %s)", why, fault);
+}
+
 static acg_status describe_device(CUdevice dev, acg_capability *out) {
     static const char fn[] = "acg_device_describe";
     int major = 0, minor = 0, sms = 0;
@@ -247,7 +301,7 @@ static acg_status describe_device(CUdevice dev, acg_capability *out) {
                  "%s%s%.80s",
                  acg__cu.version / 1000, acg__cu.version % 1000 / 10, major, minor, sms,
                  acg__cu.capture ? "native stream capture" : "unavailable (driver lacks capture)",
-                 acg__cu.update ? "cuGraphExecUpdate, re-instantiation when refused"
+                 acg__cu.update ? "cuGraphExecUpdate (foreign work, collectives: one pool)"
                                 : "unavailable (capture again)",
                  acg__cu.missing[0] ? "; driver lacks " : "", acg__cu.missing);
     /* The collectives come last: a reason can be long, and what does not fit is cut. */
@@ -279,25 +333,54 @@ static acg_status cu_device_open(int index, const char *options, acg__bk_device 
         st = CU(fn, cuDevicePrimaryCtxRetain, &d->ctx, d->dev);
     }
     if (st != ACG_OK) {
-        acg__free(d);
-        return st;
+        goto out_free;
+    }
+    st = acg__cu_enter(d, fn);
+    if (st == ACG_OK) {
+        st = CU(fn, cuEventCreate, &d->probe, CU_EVENT_DISABLE_TIMING);
+    }
+    if (st != ACG_OK) {
+        goto out_release;
     }
     pthread_mutex_init(&d->lock, NULL);
     *out = acg__cu_bk_dev(d);
     return ACG_OK;
+out_release:
+    CU_RELEASE(fn, cuDevicePrimaryCtxRelease, d->dev);
+out_free:
+    acg__free(d);
+    return st;
 }
 
+/* Also after a fault: the last release of the primary context destroys it with everything it
+ * held, and the next open of the device retains a new one. */
 static void cu_device_close(acg__bk_device *dev) {
+    static const char fn[] = "acg_device_close";
     cu_device *d = acg__cu_dev(dev);
-    acg__cu_enter(d, "acg_device_close");
+    acg__cu_enter_release(d, fn);
     for (uint32_t i = 0; i < d->n_libs; i++) {
-        CU("acg_device_close", cuLibraryUnload, d->libs[i].lib);
+        CU_RELEASE(fn, cuLibraryUnload, d->libs[i].lib);
         acg__free((void *)d->libs[i].image);
     }
     acg__free(d->libs);
-    CU("acg_device_close", cuDevicePrimaryCtxRelease, d->dev);
+    CU_RELEASE(fn, cuEventDestroy, d->probe);
+    CU_RELEASE(fn, cuDevicePrimaryCtxRelease, d->dev);
     pthread_mutex_destroy(&d->lock);
     acg__free(d);
+}
+
+/* A poll, safe on any thread at any time: the probe event is the device's own and only read.
+ * CUDA keeps the context's first fault and reports it from every call until the context is
+ * destroyed, so this answers the same until the device closes; the core latches it. */
+static acg_status cu_device_get_async_error(acg__bk_device *dev) {
+    static const char fn[] = "acg_device_get_async_error";
+    cu_device *d = acg__cu_dev(dev);
+    acg_status st = acg__cu_enter(d, fn);
+    if (st == ACG_OK) {
+        CUresult r = acg__cu.cuEventQuery(d->probe);
+        st = acg__cu_check(r == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : r, fn, "cuEventQuery");
+    }
+    return st;
 }
 
 static acg_status cu_query_capability(acg__bk_device *dev, acg_capability *out) {
@@ -335,8 +418,8 @@ static acg_status cu_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem 
 }
 
 static void cu_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
-    acg__cu_enter(acg__cu_dev(dev), "acg_buffer_free"); /* releases try even so */
-    CU("acg_buffer_free", cuMemFree, acg__cu_mem(mem));
+    acg__cu_enter_release(acg__cu_dev(dev), "acg_buffer_free");
+    CU_RELEASE("acg_buffer_free", cuMemFree, acg__cu_mem(mem));
 }
 
 static acg_status cu_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) {
@@ -352,8 +435,8 @@ static acg_status cu_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) 
 }
 
 static void cu_pinned_free(acg__bk_device *dev, void *ptr) {
-    acg__cu_enter(acg__cu_dev(dev), "acg_pinned_free");
-    CU("acg_pinned_free", cuMemFreeHost, ptr);
+    acg__cu_enter_release(acg__cu_dev(dev), "acg_pinned_free");
+    CU_RELEASE("acg_pinned_free", cuMemFreeHost, ptr);
 }
 
 static acg_status cu_pinned_register(acg__bk_device *dev, void *ptr, size_t size) {
@@ -376,8 +459,8 @@ static acg_status cu_pinned_register(acg__bk_device *dev, void *ptr, size_t size
 }
 
 static void cu_pinned_unregister(acg__bk_device *dev, void *ptr) {
-    acg__cu_enter(acg__cu_dev(dev), "acg_pinned_unregister");
-    CU("acg_pinned_unregister", cuMemHostUnregister, ptr);
+    acg__cu_enter_release(acg__cu_dev(dev), "acg_pinned_unregister");
+    CU_RELEASE("acg_pinned_unregister", cuMemHostUnregister, ptr);
 }
 
 /* ---- streams and events ------------------------------------------------------------------ */
@@ -404,8 +487,8 @@ static acg_status cu_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
 
 static void cu_stream_destroy(acg__bk_stream *stream) {
     cu_stream *s = acg__cu_stream(stream);
-    acg__cu_enter(s->dev, "acg_stream_destroy");
-    CU("acg_stream_destroy", cuStreamDestroy, s->stream);
+    acg__cu_enter_release(s->dev, "acg_stream_destroy");
+    CU_RELEASE("acg_stream_destroy", cuStreamDestroy, s->stream);
     acg__free(s);
 }
 
@@ -469,8 +552,8 @@ static acg_status cu_event_create(acg__bk_device *dev, acg__bk_event **out) {
 
 static void cu_event_destroy(acg__bk_event *event) {
     cu_event *e = cevent(event);
-    acg__cu_enter(e->dev, "acg_event_destroy");
-    CU("acg_event_destroy", cuEventDestroy, e->ev);
+    acg__cu_enter_release(e->dev, "acg_event_destroy");
+    CU_RELEASE("acg_event_destroy", cuEventDestroy, e->ev);
     acg__free(e);
 }
 
@@ -746,7 +829,7 @@ const acg_backend_i acg__backend_cuda = {
     .kernel_unload = cu_kernel_unload,
     .kernel_launch = cu_kernel_launch,
     /* Graphs are CUDA's own stream capture: no instantiation from the ledger, which serves only
-     * update (graph.c). */
+     * an update that cannot start from the source's capture (graph.c). */
     .graph_launch = acg__cu_graph_launch,
     .graph_update = acg__cu_graph_update,
     .graph_destroy = acg__cu_graph_destroy,
@@ -758,6 +841,7 @@ const acg_backend_i acg__backend_cuda = {
     .capture_abort = acg__cu_capture_abort,
     .host_launch = cu_host_launch,
     .stream_get_native = cu_stream_get_native,
+    .device_get_async_error = cu_device_get_async_error,
     .memory_query = cu_memory_query,
     .graph_upload = acg__cu_graph_upload,
     .graph_get_native = cu_graph_get_native,
@@ -767,4 +851,6 @@ const acg_backend_i acg__backend_cuda = {
     .group_create = acg__cu_group_create,
     .group_destroy = acg__cu_group_destroy,
     .allreduce = acg__cu_allreduce,
+    /* An update takes the source graph's own capture where it can (graph.c). */
+    .graph_update_from = acg__cu_graph_update_from,
 };

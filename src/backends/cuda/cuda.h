@@ -7,8 +7,11 @@
  * streams are non-blocking CUstreams, events CUevents without timing, buffers cuMemAlloc'd,
  * pinned memory cuMemHostAlloc'd. Kernels come from the fatbin of their definition, loaded once
  * per device and image with cuLibraryLoadData. Capture is CUDA's own stream capture (graph.c):
- * the core hands every captured piece of work to the normal slots and the driver records it.
- * Collectives are NCCL's, loaded at run time too (nccl.c). */
+ * the core hands every captured piece of work to the normal slots and the driver records it;
+ * each graph keeps the CUDA graph it replays, which an update from it starts from. A device
+ * fault is CUDA's sticky error, which every later call on the context returns until the
+ * context goes with the device's close. Collectives are NCCL's, loaded at run time too
+ * (nccl.c). */
 #ifndef ACG_BACKENDS_CUDA_H
 #define ACG_BACKENDS_CUDA_H
 
@@ -27,7 +30,8 @@ typedef struct cu_driver {
     ACG_CUDA_ENTRY_POINTS(ACG_CU_FIELD_)
 #undef ACG_CU_FIELD_
     bool capture;      /* stream capture, instantiation and launch */
-    bool update;       /* graphs built from the ledger and cuGraphExecUpdate */
+    bool update;       /* cuGraphExecUpdate from a capture's own graph (a clone of it) or from
+                          a graph built from the ledger */
     bool test_driver;  /* acg's test driver (tests/cuda_driver): it pairs with acg's test NCCL */
     char missing[256]; /* the optional entry points this driver lacks */
     char reason[256];  /* why the backend cannot run, when it cannot */
@@ -47,6 +51,16 @@ extern cu_driver acg__cu;
  * entry point the driver lacks → ACG_ERR_UNSUPPORTED; anything else → ACG_ERR_DEVICE. */
 acg_status acg__cu_check(CUresult r, const char *fn, const char *call);
 
+/* Whether r is one of the errors after which the context cannot be used again (CUDA calls them
+ * sticky): every later call of the process on that context fails the same way. */
+bool acg__cu_sticky(CUresult r);
+
+/* Checks what a release returned (a free, a destroy, an unload), which has no caller to tell:
+ * a failure is logged, never set as the thread's error, which still says why the caller's own
+ * call failed. After a device fault every release reports the fault (CU_RELEASE). */
+void acg__cu_release_check(CUresult r, const char *fn, const char *call);
+#define CU_RELEASE(fn_, name_, ...) acg__cu_release_check(acg__cu.name_(__VA_ARGS__), fn_, #name_)
+
 typedef struct cu_library {
     const void *image; /* a copy of the fatbin it was loaded from */
     size_t size;
@@ -57,6 +71,7 @@ typedef struct cu_device {
     int ordinal;
     CUdevice dev;
     CUcontext ctx;        /* the primary context, retained while open */
+    CUevent probe;        /* never recorded: its query reports only the context's fault */
     pthread_mutex_t lock; /* the libraries */
     cu_library *libs;     /* (n_libs) one per distinct fatbin of the kernels loaded */
     uint32_t n_libs, cap_libs;
@@ -75,6 +90,10 @@ typedef struct cu_kernel {
 typedef struct cu_exec {
     cu_device *dev;
     CUgraphExec exec;
+    /* What exec replays, as a CUDA graph: the capture's own (foreign work and NCCL's nodes
+     * included), or the graph its last update gave it. An update from this exec starts from a
+     * clone of it. */
+    CUgraph graph;
 } cu_exec;
 
 /* The core's backend types are these structs (device memory is the CUdeviceptr itself); these
@@ -92,6 +111,15 @@ static inline acg__bk_mem *acg__cu_bk_mem(CUdeviceptr p) { return (acg__bk_mem *
 
 /* Makes the device's primary context current on this thread (every slot does, first). */
 acg_status acg__cu_enter(cu_device *d, const char *fn);
+/* The same for a release, which tries its call even when this fails (CU_RELEASE). */
+void acg__cu_enter_release(cu_device *d, const char *fn);
+
+/* Whether the device's context holds a fault (a sticky error), asked without waiting for any
+ * work and without setting the thread's error. */
+bool acg__cu_faulted(cu_device *d);
+/* st, or ACG_ERR_DEVICE_LOST naming the context's fault when st is ACG_ERR_DEVICE and the
+ * device holds one: for failures another library (NCCL) reports in its own terms. */
+acg_status acg__cu_fault_or(cu_device *d, acg_status st, const char *fn);
 
 /* A launch's CUDA shape and parameters: the acg arguments (a buffer as one CUdeviceptr with its
  * offset added), then the global sizes x, y, z as three unsigned ints, the convention of every
@@ -126,6 +154,8 @@ void acg__cu_capture_abort(acg__bk_recording *rec);
 acg_status acg__cu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
 acg_status acg__cu_graph_upload(acg__bk_exec *exec, acg__bk_stream *stream);
 acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
+acg_status acg__cu_graph_update_from(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                     acg__bk_exec *from, bool same_memory);
 void acg__cu_graph_destroy(acg__bk_exec *exec);
 
 #endif /* ACG_BACKENDS_CUDA_H */

@@ -58,6 +58,7 @@
     X(cuGraphLaunch, 10000, 0)                                                                     \
     X(cuGraphExecDestroy, 10000, 0)                                                                \
     X(cuGraphDestroy, 10000, 0)                                                                    \
+    X(cuGraphClone, 10000, 0)                                                                      \
     X(cuGraphCreate, 10000, 0)                                                                     \
     X(cuGraphAddKernelNode, 12000, 0)                                                              \
     X(cuGraphAddMemcpyNode, 10000, 0)                                                              \

@@ -1,6 +1,7 @@
 /* graph.c — the cuda backend's graphs: CUDA stream capture in relaxed mode (acg's ledger
  * enforces acg's rules, so CUDA's own restrictions on other threads' calls are not wanted),
- * instantiation with an upload, replay, and update through a graph built from the ledger.
+ * instantiation with an upload, replay, and update from the source graph's own capture (or,
+ * where its memory differs, from a graph built from the ledger).
  *
  * While a capture runs, the core hands every piece of captured work to the normal slots and
  * CUDA records it; a fork is the core's event record plus a wait on it, which is how CUDA joins
@@ -58,8 +59,8 @@ static void free_recording(cu_recording *r) {
     acg__free(r);
 }
 
-/* Instantiates what was captured and uploads it on the origin stream, so the first replay
- * costs what the others do. */
+/* Instantiates graph, which the exec keeps, and uploads it on `upload` (when not NULL), so the
+ * first replay costs what the others do. */
 static acg_status instantiate(cu_device *d, CUgraph graph, CUstream upload, cu_exec **out,
                               const char *fn) {
     cu_exec *e = acg__calloc(1, sizeof *e);
@@ -71,13 +72,14 @@ static acg_status instantiate(cu_device *d, CUgraph graph, CUstream upload, cu_e
     if (st == ACG_OK && upload != NULL && acg__cu.cuGraphUpload != NULL) {
         st = CU(fn, cuGraphUpload, e->exec, upload);
         if (st != ACG_OK) {
-            CU(fn, cuGraphExecDestroy, e->exec);
+            CU_RELEASE(fn, cuGraphExecDestroy, e->exec);
         }
     }
     if (st != ACG_OK) {
         acg__free(e);
         return st;
     }
+    e->graph = graph;
     *out = e;
     return ACG_OK;
 }
@@ -103,11 +105,11 @@ static void end_everywhere(cu_recording *r, const char *fn) {
         CUgraph graph = NULL;
         CU(fn, cuStreamEndCapture, s->stream, &graph);
         if (graph != NULL) {
-            CU(fn, cuGraphDestroy, graph);
+            CU_RELEASE(fn, cuGraphDestroy, graph);
         }
     }
     if (ev != NULL) {
-        CU(fn, cuEventDestroy, ev);
+        CU_RELEASE(fn, cuEventDestroy, ev);
     }
     for (uint32_t i = 0; i <= r->n_joined; i++) {
         CUstream x = i < r->n_joined ? r->joined[i]->stream : s->stream;
@@ -139,10 +141,11 @@ acg_status acg__cu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec) {
     }
     free_recording(r);
     if (st == ACG_OK) {
+        /* The exec keeps the graph: an update from this one starts there. */
         st = instantiate(s->dev, graph, s->stream, &e, fn);
     }
-    if (graph != NULL) {
-        CU(fn, cuGraphDestroy, graph); /* the exec holds what it needs */
+    if (st != ACG_OK && graph != NULL) {
+        CU_RELEASE(fn, cuGraphDestroy, graph);
     }
     if (st == ACG_OK) {
         *exec = acg__cu_bk_exec(e);
@@ -174,13 +177,21 @@ acg_status acg__cu_graph_upload(acg__bk_exec *exec, acg__bk_stream *stream) {
 }
 
 void acg__cu_graph_destroy(acg__bk_exec *exec) {
+    static const char fn[] = "acg_graph_destroy";
     cu_exec *e = acg__cu_exec(exec);
-    acg__cu_enter(e->dev, "acg_graph_destroy");
-    CU("acg_graph_destroy", cuGraphExecDestroy, e->exec);
+    acg__cu_enter_release(e->dev, fn);
+    CU_RELEASE(fn, cuGraphExecDestroy, e->exec);
+    CU_RELEASE(fn, cuGraphDestroy, e->graph);
     acg__free(e);
 }
 
-/* ---- update: a graph built from the ledger ----------------------------------------------- */
+/* ---- update ------------------------------------------------------------------------------ *
+ * The source graph's own capture is what CUDA's pattern updates from (capture again, then
+ * cuGraphExecUpdate): it has every node the driver recorded, the engine's foreign work and
+ * NCCL's kernels included, in the shape the target's capture had. It serves whenever the
+ * source's memory is the target's (the core says so: both graphs' scratch lies in one place,
+ * as in one pool). Otherwise the graph is built node by node from the ledger, which holds the
+ * target's scratch; only acg's own work can be built so. */
 
 /* Adds node i of desc to graph, after its dependencies. */
 static acg_status add_node(cu_device *d, CUgraph graph, const acg__graph_desc *desc, uint32_t i,
@@ -253,12 +264,14 @@ static acg_status add_node(cu_device *d, CUgraph graph, const acg__graph_desc *d
         /* NCCL's kernels and their arguments are NCCL's own, recorded only by capture. */
         return acg__error(ACG_ERR_UNSUPPORTED,
                           "%s: node %u is an allreduce, which NCCL puts in a graph only by "
-                          "capture; capture again",
+                          "capture, and the source graph's capture cannot serve: its scratch "
+                          "lies elsewhere (capture both graphs into one pool, or capture again)",
                           fn, i);
     default:
         return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: node %u is work acg did not launch (%s), which the cuda backend "
-                          "cannot rebuild; capture again",
+                          "%s: node %u is work acg did not launch (%s), which only the source "
+                          "graph's capture holds, and that cannot serve: its scratch lies "
+                          "elsewhere (capture both graphs into one pool, or capture again)",
                           fn, i, n->label);
     }
 }
@@ -281,7 +294,7 @@ static acg_status build_graph(cu_device *d, const acg__graph_desc *desc, CUgraph
     acg__free(nodes);
     acg__free(deps);
     if (st != ACG_OK && graph != NULL) {
-        CU(fn, cuGraphDestroy, graph);
+        CU_RELEASE(fn, cuGraphDestroy, graph);
     }
     if (st == ACG_OK) {
         *out = graph;
@@ -310,40 +323,66 @@ static const char *update_result(CUgraphExecUpdateResult r) {
     }
 }
 
-/* cuGraphExecUpdate with the graph the ledger describes; when CUDA refuses it (a captured
- * graph's shape can differ from one built node by node), the exec is instantiated again from
- * that graph instead. The log says which. No replay of exec is pending (backend.h). */
-acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
-    static const char fn[] = "acg_graph_update";
-    cu_exec *e = acg__cu_exec(exec);
-    CUgraph graph = NULL;
-    acg_status st = acg__cu_enter(e->dev, fn);
-    if (st == ACG_OK) {
-        st = build_graph(e->dev, desc, &graph, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+/* cuGraphExecUpdate of e from graph, which e keeps from then on; when CUDA refuses it (the
+ * target was itself built from the ledger, say, or foreign work changed its kind of node), e
+ * is instantiated again from graph instead. The log says which. On failure e is unchanged and
+ * graph destroyed. */
+static acg_status update_exec(cu_exec *e, CUgraph graph, const char *source, const char *fn) {
     CUgraphExecUpdateResultInfo info;
     memset(&info, 0, sizeof info);
+    acg_status st = ACG_OK;
     CUresult r = acg__cu.cuGraphExecUpdate(e->exec, graph, &info);
     if (r == CUDA_SUCCESS) {
-        acg__log(ACG_LOG_DEBUG, "cuda: graph updated in place (cuGraphExecUpdate)");
+        acg__log(ACG_LOG_DEBUG, "cuda: graph updated in place from %s (cuGraphExecUpdate)", source);
     } else if (r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
         cu_exec *fresh = NULL;
         st = instantiate(e->dev, graph, NULL, &fresh, fn);
         if (st == ACG_OK) {
-            CU(fn, cuGraphExecDestroy, e->exec);
+            CU_RELEASE(fn, cuGraphExecDestroy, e->exec);
             e->exec = fresh->exec;
             acg__free(fresh);
             acg__log(ACG_LOG_INFO,
-                     "cuda: cuGraphExecUpdate refused the update (%s); the graph was "
+                     "cuda: cuGraphExecUpdate refused the update from %s (%s); the graph was "
                      "instantiated again",
-                     update_result(info.result));
+                     source, update_result(info.result));
         }
     } else {
         st = acg__cu_check(r, fn, "cuGraphExecUpdate");
     }
-    CU(fn, cuGraphDestroy, graph);
-    return st;
+    if (st != ACG_OK) {
+        CU_RELEASE(fn, cuGraphDestroy, graph);
+        return st;
+    }
+    CU_RELEASE(fn, cuGraphDestroy, e->graph);
+    e->graph = graph;
+    return ACG_OK;
+}
+
+/* No replay of exec is pending; from (when not NULL) may be replaying, and only its graph is
+ * read: nothing changes that graph while the device's lock is held (backend.h). */
+acg_status acg__cu_graph_update_from(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                     acg__bk_exec *from, bool same_memory) {
+    static const char fn[] = "acg_graph_update";
+    cu_exec *e = acg__cu_exec(exec);
+    cu_exec *src = from != NULL ? acg__cu_exec(from) : NULL;
+    CUgraph graph = NULL;
+    acg_status st = acg__cu_enter(e->dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (src != NULL && same_memory && src->graph != NULL) {
+        /* A clone: the source keeps its own graph, for its replays' sake and later updates. */
+        if ((st = CU(fn, cuGraphClone, &graph, src->graph)) != ACG_OK) {
+            return st;
+        }
+        return update_exec(e, graph, "the source's capture", fn);
+    }
+    if ((st = build_graph(e->dev, desc, &graph, fn)) != ACG_OK) {
+        return st;
+    }
+    return update_exec(e, graph, "the ledger", fn);
+}
+
+acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
+    return acg__cu_graph_update_from(exec, desc, NULL, false);
 }

@@ -37,12 +37,14 @@
  * may differ from an eager allreduce of the same data when NCCL chose another algorithm for
  * the graph (it may, e.g. with buffers registered for graphs).
  *
- * Errors. A failing NCCL call returns ACG_ERR_COMM, ACG_ERR_DEVICE for ncclUnhandledCudaError,
+ * Errors. A failing NCCL call returns ACG_ERR_COMM, ACG_ERR_DEVICE for ncclUnhandledCudaError
+ * (ACG_ERR_DEVICE_LOST when the device holds a fault: the CUDA call NCCL made failed for it),
  * with "<fn>: <call> failed with <result> (<code>): <ncclGetErrorString>" and NCCL's last error
  * where it has one. An allreduce first asks ncclCommGetAsyncError: a communicator that failed
  * asynchronously fails every later allreduce with ACG_ERR_COMM. A group's destroy is
  * ncclCommDestroy, which NCCL documents as a collective call among the ranks of a node: every
- * rank should destroy its group (unlike the cpu backend's, where a destroy is not collective). */
+ * rank should destroy its group (unlike the cpu backend's, where a destroy is not collective);
+ * after a device fault it is ncclCommAbort, which waits for no work the fault stopped. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -234,6 +236,7 @@ acg_status acg__cu_group_create(acg__bk_device *dev, const acg_comm *comm, acg__
     if (st != ACG_OK) {
         memset(&id, 0, sizeof id);
     }
+    st = acg__cu_fault_or(d, st, fn);
     acg_status cs = comm->broadcast(comm->user, &id, sizeof id, 0);
     if (cs != ACG_OK) {
         st = comm_failure(st, cs, "broadcast", fn);
@@ -258,6 +261,7 @@ acg_status acg__cu_group_create(acg__bk_device *dev, const acg_comm *comm, acg__
     st = NC(fn, NULL, ncclCommInitRank, &g->nc, comm->n_ranks, id, comm->rank);
     if (st != ACG_OK) {
         g->nc = NULL;
+        st = acg__cu_fault_or(d, st, fn);
     }
     cs = agree(comm, st == ACG_OK, &all);
     if (st == ACG_OK && (cs != ACG_OK || !all)) {
@@ -288,8 +292,15 @@ out_free:
 void acg__cu_group_destroy(acg__bk_group *group) {
     static const char fn[] = "acg_device_group_destroy";
     cu_group *g = cgroup(group);
-    acg__cu_enter(g->dev, fn); /* the destroy tries even so */
-    NC(fn, g->nc, ncclCommDestroy, g->nc);
+    acg__cu_enter_release(g->dev, fn); /* the destroy tries even so */
+    /* A destroy waits for the communicator's work, which a device fault stopped for good. A
+     * failure is logged: the thread's error keeps what the caller's own last call said. */
+    bool faulted = acg__cu_faulted(g->dev);
+    int r = faulted ? nccl.ncclCommAbort(g->nc) : nccl.ncclCommDestroy(g->nc);
+    if (r != ACG_NCCL_SUCCESS) {
+        acg__log(faulted ? ACG_LOG_DEBUG : ACG_LOG_WARN, "%s: %s failed with %s (%d)", fn,
+                 faulted ? "ncclCommAbort" : "ncclCommDestroy", result_name(r), r);
+    }
     pthread_mutex_destroy(&g->lock);
     acg__free(g);
 }
@@ -317,5 +328,5 @@ acg_status acg__cu_allreduce(acg__bk_stream *stream, acg__bk_group *group, acg__
                 s->stream);
     }
     pthread_mutex_unlock(&g->lock);
-    return st;
+    return acg__cu_fault_or(s->dev, st, fn);
 }
