@@ -4,7 +4,11 @@
 # files it left. DOT must name the model's kernels; SVG must be well-formed XML (python3's
 # xml.etree) naming the same nodes. A bad command line exits 2, a failure while working exits 1
 # with one line on stderr, and neither leaves a file (nor a temporary one) behind. Any sanitizer
-# report on stderr fails the case.
+# report on stderr fails the case. What is at an output's path decides how it is written
+# (tools/support/tool_cli.h): a FIFO or a device in place and left as it is, a full device's
+# ENOSPC reported with its path, a symbolic link left a link with the file it names replaced,
+# an empty name or a directory refused; the FIFOs and device nodes are the script's own, made in
+# its scratch folder (a device node needs root: without, those cases are skipped, saying so).
 #
 # SVG needs Graphviz's dot (scripts/install-deps.sh installs the Debian package graphviz); without
 # it the rendering cases check the message saying what to install instead. Without python3 the
@@ -20,12 +24,18 @@ if [ $# -ne 2 ]; then
 fi
 ACG=$1
 DIR=$2
+# Absolute, since the tool runs in $W.
+case $ACG in /*) ;; *) ACG=$(pwd)/$ACG ;; esac
+case $DIR in /*) ;; *) DIR=$(pwd)/$DIR ;; esac
 rm -rf "$DIR"
 mkdir -p "$DIR" || exit 1
 OUT=$DIR/stdout
 ERR=$DIR/stderr
-# Every case writes under $W, emptied before each case, so what a case leaves is all there is.
+# Every case writes under $W, emptied before each case and the tool's working directory, so what
+# a case leaves is all there is.
 W=$DIR/w
+# The FIFOs, device nodes and links a case writes to, in a folder of their own (fresh_special).
+S=$DIR/special
 umask 022
 
 failures=0
@@ -46,22 +56,40 @@ fi
 
 . "$(dirname "$0")/lib.sh"
 
-# run NAME ARGS...: runs `acg graph ARGS...` in a fresh $W, stdout to $OUT, stderr to $ERR,
-# status to $rc. $RUN_PATH, when set, is the PATH the tool sees.
+# run NAME ARGS...: runs `acg graph ARGS...` in a fresh $W (its working directory), stdout to
+# $OUT (or to $RUN_STDOUT, when set), stderr to $ERR, status to $rc. $RUN_PATH, when set, is the
+# PATH the tool sees.
 RUN_PATH=
+RUN_STDOUT=
 run() {
     case_name=$1
     shift
-    case_begin "$case_name" "acg graph $*"
+    case_begin "$case_name" "acg graph $*${RUN_STDOUT:+ >$RUN_STDOUT}"
     rm -rf "$W"
     mkdir -p "$W"
+    : >"$OUT"
     if [ -n "$RUN_PATH" ]; then
-        PATH=$RUN_PATH "$ACG" graph "$@" >"$OUT" 2>"$ERR"
+        (cd "$W" && PATH=$RUN_PATH exec "$ACG" graph "$@") >"${RUN_STDOUT:-$OUT}" 2>"$ERR" 3>&-
     else
-        "$ACG" graph "$@" >"$OUT" 2>"$ERR"
+        (cd "$W" && exec "$ACG" graph "$@") >"${RUN_STDOUT:-$OUT}" 2>"$ERR" 3>&-
     fi
     rc=$?
     case_ran
+}
+
+# fresh_special: an empty $S.
+fresh_special() {
+    rm -rf "$S"
+    mkdir -p "$S"
+}
+
+# expect_special NAMES...: $S holds exactly these names (no temporary file).
+expect_special() {
+    want=$(printf '%s\n' "$@" | LC_ALL=C sort | tr '\n' ' ')
+    got=$(ls -A "$S" | LC_ALL=C sort | tr '\n' ' ')
+    if [ "$got" != "$want" ]; then
+        fail "expected $S to hold '$want' and found '$got'"
+    fi
 }
 
 # A failed case also lists the files it left.
@@ -233,19 +261,16 @@ expect_files
 pass
 
 # A write that fails is a failure, not a truncated graph passed off as whole.
-if [ -w /dev/full ]; then
-    cases=$((cases + 1))
-    name="--dot - to a full device"
-    case_failed=no
-    cmdline="acg graph $TINY --bucket 0 --dot - >/dev/full"
-    "$ACG" graph $TINY --bucket 0 --dot - >/dev/full 2>"$ERR"
-    rc=$?
-    : >"$OUT"
-    one_line_error 1 "writing a graph"
+fresh_special
+if full_device "$S"; then
+    RUN_STDOUT=$S/full
+    run "--dot - to a full device" $TINY --bucket 0 --dot -
+    RUN_STDOUT=
+    one_line_error 1 "writing a graph: standard output: "
     expect_err "No space left on device"
     pass
 else
-    echo "note: /dev/full is missing: the full-device case is left out"
+    skipped "--dot - to a full device: mknod is not permitted here (not root)"
 fi
 
 run "--buffers" $TINY --bucket 0 --buffers --dot "$W/g.dot"
@@ -394,6 +419,171 @@ if [ "$(id -u)" -ne 0 ]; then
 else
     echo "note: running as root, who may write anywhere: the unwritable-directory case is left out"
 fi
+
+# ---- what is at the path: FIFOs, devices, links, empty names ----------------------------------
+
+# A FIFO is written in place and stays a FIFO; its reader gets the graph.
+fresh_special
+fifo_begin "$S/g.fifo"
+run "--dot to a FIFO" $TINY --bucket 0 --dot "$S/g.fifo"
+fifo_end
+expect_rc 0
+expect_files
+if [ ! -p "$S/g.fifo" ]; then
+    fail "$S/g.fifo is no longer a FIFO"
+fi
+if ! cmp -s "$S/g.fifo.got" "$DIR/bucket0.dot"; then
+    fail "the FIFO's reader did not get the DOT that --dot writes"
+fi
+expect_special g.fifo g.fifo.got
+pass
+
+if [ "$have_dot" = yes ]; then
+    fresh_special
+    fifo_begin "$S/g.svg"
+    run "--svg to a FIFO" $TINY --bucket 0 --svg "$S/g.svg"
+    fifo_end
+    expect_rc 0
+    if [ ! -p "$S/g.svg" ]; then
+        fail "$S/g.svg is no longer a FIFO"
+    fi
+    expect_svg "$S/g.svg.got" "$nodes"
+    expect_special g.svg g.svg.got
+    pass
+fi
+
+# Without dot, the DOT is kept beside the FIFO's name, made only then; the FIFO stays one.
+fresh_special
+mkdir -p "$DIR/no-dot-bin"
+fifo_begin "$S/g.svg"
+RUN_PATH=$DIR/no-dot-bin
+run "--svg to a FIFO, dot missing" $TINY --bucket 0 --svg "$S/g.svg"
+RUN_PATH=
+fifo_end
+one_line_error 1 "the DOT text was written to '$S/g.dot'"
+if [ ! -p "$S/g.svg" ]; then
+    fail "$S/g.svg is no longer a FIFO"
+fi
+if ! cmp -s "$S/g.dot" "$DIR/bucket0.dot"; then
+    fail "expected the DOT that --dot writes in $S/g.dot"
+fi
+expect_special g.dot g.svg g.svg.got
+pass
+
+# A full device stays a device, and its ENOSPC is reported with its path: exit 1.
+fresh_special
+if full_device "$S"; then
+    run "--dot to a full device" $TINY --bucket 0 --dot "$S/full"
+    one_line_error 1 "writing a graph: '$S/full': "
+    expect_err "No space left on device"
+    if [ ! -c "$S/full" ]; then
+        fail "$S/full is no longer a character device"
+    fi
+    expect_special full
+    expect_files
+    pass
+
+    if [ "$have_dot" = yes ]; then
+        run "--svg to a full device" $TINY --bucket 0 --svg "$S/full"
+        one_line_error 1 "writing a graph: '$S/full': No space left on device"
+        if [ ! -c "$S/full" ]; then
+            fail "$S/full is no longer a character device"
+        fi
+        expect_special full
+        pass
+    fi
+
+    RUN_STDOUT=$S/full
+    run "--list to a full stdout" $TINY --list
+    RUN_STDOUT=
+    one_line_error 1 "acg: writing standard output: No space left on device"
+    pass
+else
+    skipped "--dot, --svg and --list to a full device: mknod is not permitted here (not root)"
+fi
+
+# A symbolic link stays one; the file it names is replaced whole.
+fresh_special
+echo "old text" >"$S/real.dot"
+ln -s real.dot "$S/link.dot"
+run "--dot through a symbolic link" $TINY --bucket 0 --dot "$S/link.dot"
+expect_rc 0
+if [ ! -L "$S/link.dot" ] || [ "$(readlink "$S/link.dot")" != real.dot ]; then
+    fail "$S/link.dot is no longer the link to real.dot"
+fi
+if ! cmp -s "$S/real.dot" "$DIR/bucket0.dot"; then
+    fail "the file the link names does not hold the DOT"
+fi
+expect_special link.dot real.dot
+pass
+
+# Through a chain of relative links into another folder: the file at the end is replaced, its
+# temporary file made (and gone) beside it.
+fresh_special
+mkdir -p "$S/sub"
+echo "old text" >"$S/sub/real.dot"
+ln -s sub/step.dot "$S/first.dot"
+ln -s real.dot "$S/sub/step.dot"
+run "--dot through a chain of links" $TINY --bucket 0 --dot "$S/first.dot"
+expect_rc 0
+if [ ! -L "$S/first.dot" ] || [ ! -L "$S/sub/step.dot" ]; then
+    fail "a link of the chain is no longer a link"
+fi
+if ! cmp -s "$S/sub/real.dot" "$DIR/bucket0.dot"; then
+    fail "the file at the chain's end does not hold the DOT"
+fi
+expect_special first.dot sub
+if [ "$(ls -A "$S/sub" | LC_ALL=C sort | tr '\n' ' ')" != "real.dot step.dot " ]; then
+    fail "expected $S/sub to hold real.dot and step.dot alone: $(ls -A "$S/sub" | tr '\n' ' ')"
+fi
+pass
+
+# A link to nothing yet: the file it names is created, as a shell's > would.
+fresh_special
+ln -s new.dot "$S/link.dot"
+run "--dot through a dangling link" $TINY --bucket 0 --dot "$S/link.dot"
+expect_rc 0
+if [ ! -L "$S/link.dot" ]; then
+    fail "$S/link.dot is no longer a link"
+fi
+if ! cmp -s "$S/new.dot" "$DIR/bucket0.dot"; then
+    fail "the file the link names was not created with the DOT"
+fi
+expect_special link.dot new.dot
+pass
+
+if [ "$have_dot" = yes ]; then
+    fresh_special
+    echo "old text" >"$S/real.svg"
+    ln -s real.svg "$S/link.svg"
+    run "--svg through a symbolic link" $TINY --bucket 0 --svg "$S/link.svg"
+    expect_rc 0
+    if [ ! -L "$S/link.svg" ]; then
+        fail "$S/link.svg is no longer a link"
+    fi
+    expect_svg "$S/real.svg" "$nodes"
+    expect_special link.svg real.svg
+    pass
+fi
+
+fresh_special
+mkdir -p "$S/dir"
+ln -s dir "$S/link"
+run "--dot to a link to a directory" $TINY --bucket 0 --dot "$S/link"
+one_line_error 1 "'$S/link': Is a directory"
+expect_special dir link
+if [ -n "$(ls -A "$S/dir")" ]; then
+    fail "something was written into $S/dir"
+fi
+pass
+
+# An empty name is a bad command line: nothing is written, in the working directory either.
+usage_error "--dot ''" $TINY --bucket 0 --dot ""
+expect_err "--dot needs a file name"
+pass
+usage_error "--svg ''" $TINY --svg ""
+expect_err "--svg needs a file name"
+pass
 
 # ---- failures while working: exit 1, nothing left behind -------------------------------------
 

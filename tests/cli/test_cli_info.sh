@@ -4,7 +4,9 @@
 # (default_device, and "default" on that device alone), and the choice follows acg.h's rule:
 # without an accelerator the cpu backend, never a driver's CPU device such as PoCL's; with one
 # (acg's CUDA test driver, when given) the accelerator; ACG_DEVICE overrides both. Bad input:
-# an unknown option exits 2, a report that cannot be written exits 1.
+# an unknown option exits 2; a report that cannot be written (stdout a full device: the
+# script's own node with /dev/full's numbers, which needs root, else those cases are skipped,
+# saying so) exits 1 saying why, the table and `acg --version` as the JSON.
 set -u
 LC_ALL=C
 export LC_ALL
@@ -127,14 +129,30 @@ grep -q "^usage: acg info" "$ERR" || fail "expected the usage line"
 [ -s "$OUT" ] && fail "expected nothing on stdout"
 pass
 
-if [ -w /dev/full ]; then
-    begin "a report that cannot be written"
-    "$ACG" info --json >/dev/full 2>"$ERR"
+# unwritable WHAT ARGS...: `acg ARGS...` with stdout a full device exits 1, one line on stderr
+# that says WHAT ("acg: WHAT...").
+unwritable() {
+    uw_what=$1
+    shift
+    begin "stdout full: acg $*"
+    "$ACG" "$@" >"$DIR/full" 2>"$ERR"
     rc=$?
     : >"$OUT"
     [ "$rc" -eq 1 ] || fail "expected exit status 1"
-    grep -q "^acg: " "$ERR" || fail "expected one line 'acg: ...' on stderr"
+    [ "$(wc -l <"$ERR")" -eq 1 ] || fail "expected exactly one line on stderr"
+    grep -q "^acg: $uw_what" "$ERR" || fail "expected 'acg: $uw_what' on stderr"
+    [ -c "$DIR/full" ] || fail "$DIR/full is no longer a character device"
     pass
+}
+
+rm -f "$DIR/full"
+if mknod "$DIR/full" c 1 7 2>/dev/null; then
+    unwritable "writing the JSON report: " info --json
+    unwritable "writing standard output: No space left on device" info
+    unwritable "writing standard output: No space left on device" --version
+    unwritable "writing standard output: No space left on device" help
+else
+    echo "skipped: stdout full: mknod is not permitted here (not root)"
 fi
 
 echo "$((cases - failures)) of $cases cases passed"

@@ -2,7 +2,9 @@
 # test_cli_run.sh ACG SCRATCH — tests of the `acg run` command line: each case runs the built
 # tool and checks its exit status and what it said. Successes use the tiny preset on the cpu
 # backend; usage errors must exit 2 with the usage line; a bad file must exit 1 with exactly one
-# line on stderr, "acg: ...", that names the file. Any sanitizer report on stderr fails the case.
+# line on stderr, "acg: ...", that names the file; text that cannot be written (stdout a full
+# device: the script's own node with /dev/full's numbers, which needs root, else the case is
+# skipped, saying so) must exit 1 saying why. Any sanitizer report on stderr fails the case.
 #
 # The checkpoint and tokenizer files are written by python3; without it those cases are left
 # out and, once every other case has passed, the script exits 77 (CTest's skip) saying so.
@@ -309,6 +311,26 @@ run "more steps than seq_len" --backend cpu --preset tiny --steps 1000 --prompt 
 expect_rc 1
 expect_err "seq_len"
 pass
+
+# The text and the summary lost to a full stdout: exit 1 saying so, not 0.
+if full_device "$DIR"; then
+    case_begin "stdout full" "acg run $TINY --prompt Once >$DIR/full"
+    "$ACG" run $TINY --prompt "Once" >"$DIR/full" 2>"$ERR"
+    rc=$?
+    : >"$OUT"
+    case_ran
+    expect_rc 1
+    expect_err "acg: writing standard output: No space left on device"
+    if [ "$(grep -a -c '^acg: writing' "$ERR")" -ne 1 ]; then
+        fail "expected the failed write said once"
+    fi
+    if [ ! -c "$DIR/full" ]; then
+        fail "$DIR/full is no longer a character device"
+    fi
+    pass
+else
+    skipped "acg run with stdout full: mknod is not permitted here (not root)"
+fi
 }
 
 # ---- model and tokenizer files ----------------------------------------------------------------

@@ -5,7 +5,11 @@
 # categories and arguments, B/E pairs, nesting, timestamps per track); `acg run` reports every
 # bucket's capture (on a terminal as it happens, then a table; --json carries the same). Bad
 # --trace paths: one line on stderr, exit 1 (2 for a missing value, with the usage), nothing left
-# behind. Successes use the tiny preset on the cpu backend. Any sanitizer report fails a case.
+# behind. What is at the path decides how the trace is written (tools/support/tool_cli.h): a FIFO
+# in place and left a FIFO, a full device's ENOSPC reported with its path and the device left,
+# a symbolic link left a link with the file it names replaced (the FIFOs and device nodes are the
+# script's own; a device node needs root, else that case is skipped, saying so). Successes use
+# the tiny preset on the cpu backend. Any sanitizer report fails a case.
 #
 # The checks need python3; without it the script exits 77 (CTest's skip) saying so.
 set -u
@@ -18,6 +22,7 @@ if [ $# -ne 2 ]; then
 fi
 ACG=$1
 DIR=$2
+case $ACG in /*) ;; *) ACG=$(pwd)/$ACG ;; esac
 CHECK="$(dirname "$0")/check_trace.py"
 rm -rf "$DIR"
 mkdir -p "$DIR" || exit 1
@@ -41,7 +46,7 @@ acg() {
     case_name=$1
     shift
     case_begin "$case_name" "acg $*"
-    "$ACG" "$@" >"$OUT" 2>"$ERR"
+    "$ACG" "$@" >"$OUT" 2>"$ERR" 3>&-
     rc=$?
     case_ran
 }
@@ -57,10 +62,10 @@ check_trace() {
     fi
 }
 
-# no_leftovers DIR: no temporary trace file was left in DIR.
+# no_leftovers DIR: no temporary trace file (".NAME.XXXXXX") was left in DIR.
 no_leftovers() {
-    if ls "$1" | grep -q '\.tmp-'; then
-        fail "a temporary file was left behind: $(ls "$1" | grep '\.tmp-')"
+    if ls -A "$1" | grep -q '^\.'; then
+        fail "a temporary file was left behind: $(ls -A "$1" | grep '^\.')"
     fi
 }
 
@@ -108,6 +113,49 @@ acg "bench decode --trace" bench decode --backend cpu --preset tiny --batch 1,2 
 expect_rc 0
 check_trace "$DIR/out/bench.json" bench
 no_leftovers "$DIR/out"
+pass
+
+# ---- what is at the path: a FIFO, a device, a link ---------------------------------------------
+
+# A FIFO is written in place and stays a FIFO; its reader gets the whole trace.
+rm -rf "$DIR/special"
+mkdir -p "$DIR/special"
+fifo_begin "$DIR/special/t.fifo"
+acg "run --trace to a FIFO" run $TINY --prompt "Once upon a time" --trace "$DIR/special/t.fifo"
+fifo_end
+expect_rc 0
+if [ ! -p "$DIR/special/t.fifo" ]; then
+    fail "$DIR/special/t.fifo is no longer a FIFO"
+fi
+check_trace "$DIR/special/t.fifo.got" graphs
+no_leftovers "$DIR/special"
+pass
+
+# A full device stays one, and the trace that cannot be written says which file and why.
+if full_device "$DIR/special"; then
+    acg "run --trace to a full device" run $TINY --prompt "Once" --json \
+        --trace "$DIR/special/full"
+    one_line_error "acg: writing the trace: '$DIR/special/full': No space left on device"
+    if [ ! -c "$DIR/special/full" ]; then
+        fail "$DIR/special/full is no longer a character device"
+    fi
+    no_leftovers "$DIR/special"
+    pass
+else
+    skipped "run --trace to a full device: mknod is not permitted here (not root)"
+fi
+
+# A symbolic link stays one; the file it names gets the trace.
+echo "not a trace" >"$DIR/special/real.json"
+ln -s real.json "$DIR/special/link.json"
+acg "run --trace through a symbolic link" run $TINY --prompt "Once" \
+    --trace "$DIR/special/link.json"
+expect_rc 0
+if [ ! -L "$DIR/special/link.json" ]; then
+    fail "$DIR/special/link.json is no longer a link"
+fi
+check_trace "$DIR/special/real.json" graphs
+no_leftovers "$DIR/special"
 pass
 
 # ---- the start-up report ----------------------------------------------------------------------
@@ -173,10 +221,11 @@ fi
 
 mkdir -p "$DIR/empty"
 acg "run --trace to a directory" run $TINY --prompt "Once" --trace "$DIR/empty"
-one_line_error "'$DIR/empty' is a directory"
-if [ -n "$(ls "$DIR/empty")" ] || [ -n "$(ls "$DIR" | grep '\.tmp-')" ]; then
+one_line_error "'$DIR/empty': Is a directory"
+if [ -n "$(ls -A "$DIR/empty")" ]; then
     fail "something was left behind"
 fi
+no_leftovers "$DIR"
 if [ -s "$OUT" ]; then
     fail "expected nothing on stdout"
 fi
@@ -219,8 +268,8 @@ pass
 
 acg "bench decode --trace to a directory" bench decode --backend cpu --preset tiny --steps 2 \
     --batch 1 --trace "$DIR/empty"
-one_line_error "'$DIR/empty' is a directory"
-if [ -n "$(ls "$DIR/empty")" ]; then
+one_line_error "'$DIR/empty': Is a directory"
+if [ -n "$(ls -A "$DIR/empty")" ]; then
     fail "something was left behind"
 fi
 pass

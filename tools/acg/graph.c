@@ -9,17 +9,21 @@
  * --svg writes one SVG per bucket, FILE's name with "-<index>-<label>-<batch>x<tokens>" put
  * before its ".svg", since one SVG holds one graph.
  *
- * Every file is written under a temporary name in its own directory and renamed into place
- * once whole, so a failure leaves nothing half-written. The output paths are checked (by
- * creating those temporaries) before the model is built, which takes the longest. When `dot`
- * is missing, the DOT text is written next to the requested SVG (its name ending in ".dot"
- * instead) and the command fails, saying which package to install.
+ * Every file goes through a tool_output (tool_cli.h): a regular file is written under a
+ * temporary name in its own directory and renamed into place once whole, so a failure leaves
+ * nothing half-written; a symbolic link stays one, the file it names replaced; a FIFO or a
+ * device is written in place. The output paths are checked (by opening them) before the model
+ * is built, which takes the longest. dot's SVG comes back through a pipe and is written by this
+ * process, so a failed write is seen even though dot ignores its own. When `dot` is missing, the
+ * DOT text is written next to the requested SVG (its name ending in ".dot" instead) and the
+ * command fails, saying which package to install.
  */
 #include "commands.h"
 #include "tool_cli.h"
 #include "tool_report.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +127,10 @@ static int parse_options(int argc, char **argv, graph_options *o) {
                                 "where should the graphs go? --dot FILE or --svg FILE (--list "
                                 "lists the buckets)");
     }
+    if ((o->dot != NULL && o->dot[0] == '\0') || (o->svg != NULL && o->svg[0] == '\0')) {
+        return tool_usage_error(cmd_graph_usage, "--%s needs a file name",
+                                o->dot != NULL ? "dot" : "svg");
+    }
     if (o->svg != NULL && strcmp(o->svg, "-") == 0) {
         return tool_usage_error(cmd_graph_usage, "--svg needs a file (--dot - writes to stdout)");
     }
@@ -142,168 +150,116 @@ static int parse_options(int argc, char **argv, graph_options *o) {
     return 0;
 }
 
-/* ---- files written whole --------------------------------------------------------------------- */
+/* ---- files ----------------------------------------------------------------------------------- */
 
-/* A file written under a temporary name in the final file's directory, then renamed. */
-typedef struct out_file {
-    char *path; /* the final name */
-    char *tmp;  /* the temporary name while it exists */
-    FILE *f;
-} out_file;
+#define WRITING "writing a graph" /* what a failed output file's report says */
 
-static int write_failed(const char *path, int e) {
-    return tool_failf("writing a graph", "'%s': %s", path, strerror(e));
+/* Reports a failed write of errno e into o. Returns TOOL_EXIT_FAILURE. */
+static int write_failed(const tool_output *o, int e) {
+    return tool_failf(WRITING, "'%s': %s", o->path, strerror(e));
 }
 
-/* Creates the temporary file of path (".<name>.XXXXXX" beside it). A path that names a
- * directory, or whose directory is missing or not writable, fails here, before anything is
- * written. */
-static int out_open(out_file *o, const char *path) {
-    *o = (out_file){0};
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        return write_failed(path, EISDIR);
-    }
-    const char *slash = strrchr(path, '/');
-    size_t dir_len = slash != NULL ? (size_t)(slash - path) + 1 : 0;
-    const char *name = path + dir_len;
-    if (name[0] == '\0') {
-        return write_failed(path, EISDIR); /* "dir/" */
-    }
-    size_t size = strlen(path) + sizeof "/..XXXXXX";
-    o->path = strdup(path);
-    o->tmp = malloc(size);
-    if (o->path == NULL || o->tmp == NULL) {
-        free(o->path);
-        free(o->tmp);
-        *o = (out_file){0};
-        return tool_failf("writing a graph", "out of memory");
-    }
-    snprintf(o->tmp, size, "%.*s.%s.XXXXXX", (int)dir_len, path, name);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(o->path);
-        free(o->tmp);
-        *o = (out_file){0};
-        return write_failed(path, e);
-    }
-    o->f = fdopen(fd, "w");
-    if (o->f == NULL) {
-        int e = errno;
-        close(fd);
-        unlink(o->tmp);
-        free(o->path);
-        free(o->tmp);
-        *o = (out_file){0};
-        return write_failed(path, e);
-    }
-    return TOOL_EXIT_OK;
-}
-
-/* Removes the temporary file, if there is one, and forgets o. */
-static void out_abandon(out_file *o) {
-    if (o->f != NULL) {
-        fclose(o->f);
-    }
-    if (o->tmp != NULL) {
-        unlink(o->tmp);
-    }
-    free(o->tmp);
-    free(o->path);
-    *o = (out_file){0};
-}
-
-/* Closes the temporary file and renames it into place, with the permissions a new file gets
- * (mkstemp made it private), its bytes on the disk first so that a crash cannot leave the new
- * name with less than the whole text. On a failure the temporary file is removed. */
-static int out_commit(out_file *o, mode_t umask_bits) {
-    int e = 0;
-    errno = 0;
-    if (fflush(o->f) != 0 || ferror(o->f)) {
-        e = errno != 0 ? errno : EIO;
-    } else if (fchmod(fileno(o->f), 0666 & ~umask_bits) != 0 || fsync(fileno(o->f)) != 0) {
-        e = errno;
-    }
-    int closed = fclose(o->f);
-    o->f = NULL;
-    if (e == 0 && closed != 0) {
-        e = errno;
-    }
-    if (e == 0 && rename(o->tmp, o->path) != 0) {
-        e = errno;
-    }
-    if (e != 0) {
-        int rc = write_failed(o->path, e);
-        out_abandon(o);
-        return rc;
-    }
-    free(o->tmp);
-    o->tmp = NULL; /* renamed: nothing left to remove */
-    out_abandon(o);
-    return TOOL_EXIT_OK;
-}
-
-/* Copies the whole of in (rewound) to out. */
+/* Copies the whole of in (rewound) to out. False with errno set when a write fails. */
 static bool copy_file(FILE *in, FILE *out) {
     char buf[16384];
     size_t n;
     rewind(in);
+    errno = 0;
     while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
         if (fwrite(buf, 1, n, out) != n) {
+            if (errno == 0) {
+                errno = EIO;
+            }
             return false;
         }
     }
-    return !ferror(in);
+    if (ferror(in)) {
+        errno = errno != 0 ? errno : EIO;
+        return false;
+    }
+    return true;
 }
 
 /* ---- rendering ------------------------------------------------------------------------------- */
 
 typedef enum render_result { RENDER_OK, RENDER_NO_DOT, RENDER_FAILED } render_result;
 
-/* Runs Graphviz's `dot -Tsvg` (found on PATH) with dot_text as its standard input and svg as
- * its standard output; its messages go to a temporary file, the first of them into why. */
-static render_result render_svg(FILE *dot_text, FILE *svg, char *why, size_t why_size) {
+/* Reads dot's standard output from fd to its end, into svg. A write that fails stops the
+ * writing, not the reading, so dot is never left blocked; *write_error is its errno (0: none). */
+static void pump_svg(int fd, FILE *svg, int *write_error) {
+    char buf[16384];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return;
+        }
+        errno = 0;
+        if (*write_error == 0 && fwrite(buf, 1, (size_t)n, svg) != (size_t)n) {
+            *write_error = errno != 0 ? errno : EIO;
+        }
+    }
+}
+
+/* Runs Graphviz's `dot -Tsvg` (found on PATH) with dot_text as its standard input and a pipe
+ * as its standard output, whose bytes this process writes into svg: dot exits 0 when its own
+ * writes fail, so they are not left to it. Its messages go to a temporary file, the first of
+ * them into why. *write_error: as pump_svg's. */
+static render_result render_svg(FILE *dot_text, FILE *svg, int *write_error, char *why,
+                                size_t why_size) {
     static char arg0[] = "dot", arg1[] = "-Tsvg";
     char *args[] = {arg0, arg1, NULL};
+    *write_error = 0;
     FILE *err = tmpfile();
     if (err == NULL) {
         snprintf(why, why_size, "a temporary file for dot's messages: %s", strerror(errno));
         return RENDER_FAILED;
     }
     render_result result = RENDER_FAILED;
+    int out[2];
+    if (pipe(out) != 0) {
+        snprintf(why, why_size, "a pipe for dot's output: %s", strerror(errno));
+        goto out_close_err;
+    }
+    /* Only the child's dup2 copy of the write end may stay open in it, or the reading here
+     * would never see the end. */
+    fcntl(out[0], F_SETFD, FD_CLOEXEC);
+    fcntl(out[1], F_SETFD, FD_CLOEXEC);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fileno(dot_text), STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, fileno(svg), STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&fa, fileno(err), STDERR_FILENO);
     pid_t pid;
-    fflush(svg);
     rewind(dot_text); /* the child reads from the shared file offset */
     int e = posix_spawnp(&pid, "dot", &fa, NULL, args, environ);
     posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
     int status = 0;
     if (e == ENOENT) {
         result = RENDER_NO_DOT;
-        goto out_close_err;
+        goto out_close_pipe;
     }
     if (e != 0) {
         snprintf(why, why_size, "cannot start dot: %s", strerror(e));
-        goto out_close_err;
+        goto out_close_pipe;
     }
+    pump_svg(out[0], svg, write_error);
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
             snprintf(why, why_size, "waiting for dot: %s", strerror(errno));
-            goto out_close_err;
+            goto out_close_pipe;
         }
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         result = RENDER_OK;
-        goto out_close_err;
+        goto out_close_pipe;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
         result = RENDER_NO_DOT; /* a C library that reports a failed exec this way */
-        goto out_close_err;
+        goto out_close_pipe;
     }
     char line[256] = "";
     rewind(err);
@@ -317,6 +273,8 @@ static render_result render_svg(FILE *dot_text, FILE *svg, char *why, size_t why
         snprintf(why, why_size, "dot -Tsvg was killed by signal %d",
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     }
+out_close_pipe:
+    close(out[0]);
 out_close_err:
     fclose(err);
     return result;
@@ -326,11 +284,10 @@ out_close_err:
 
 typedef struct graph_state {
     graph_options o;
-    mode_t umask_bits;
-    out_file dot;  /* --dot FILE; with --svg, the DOT kept when dot is missing */
-    out_file *svg; /* (n_selected) with --svg */
-    FILE **texts;  /* (n_selected) with --svg: each bucket's DOT, rendered one by one */
-    uint32_t first, n_selected;
+    tool_output dot;  /* --dot FILE; with --svg, the DOT kept when dot is missing */
+    tool_output *svg; /* (n_svg) with --svg: n_selected, or the one of --bucket opened early */
+    FILE **texts;     /* (n_selected) with --svg: each bucket's DOT, rendered one by one */
+    uint32_t first, n_selected, n_svg;
     acg_model_weights *weights;
     acg_tokenizer *tok;
     acg_device *dev;
@@ -469,8 +426,10 @@ static void plain_label(const char *label, char *out, size_t size) {
     out[n] = '\0';
 }
 
-/* Writes bucket b's graph, after a comment naming the bucket, to out. */
-static int write_bucket(graph_state *st, uint32_t b, FILE *out) {
+/* Writes bucket b's graph, after a comment naming the bucket, to out: file's stream, or (file
+ * NULL) stdout or a temporary file, which name names when a write fails. */
+static int write_bucket(graph_state *st, uint32_t b, FILE *out, const tool_output *file,
+                        const char *name) {
     acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
     const acg_graph *g = NULL;
     acg_status s = acg_runner_get_report(st->runner, b, &rep);
@@ -485,10 +444,24 @@ static int write_bucket(graph_state *st, uint32_t b, FILE *out) {
     fprintf(out, "/* acg graph: bucket %u (%s, batch %u, tokens %u), slot %llu */\n", b, label,
             rep.key.batch, rep.key.tokens, (unsigned long long)st->o.slot);
     s = acg_graph_write_dot(g, out, st->o.buffers ? ACG_DOT_BUFFERS : 0);
+    if (s == ACG_ERR_IO && file != NULL) {
+        return tool_failf(WRITING, "'%s': %s", file->path, acg_last_error()); /* which says why */
+    }
+    if (s == ACG_ERR_IO) {
+        return tool_failf(WRITING, "%s: %s", name, acg_last_error());
+    }
     if (s != ACG_OK) {
-        return tool_fail(s, "writing a graph");
+        return tool_fail(s, WRITING);
     }
     return TOOL_EXIT_OK;
+}
+
+/* Whether o writes into what stdout is (--dot /dev/stdout), where a "wrote" line would land in
+ * the graph. */
+static bool is_stdout(const tool_output *o) {
+    struct stat a, b;
+    return o->f != NULL && fstat(fileno(o->f), &a) == 0 && fstat(STDOUT_FILENO, &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 /* Says what a written file holds. */
@@ -517,21 +490,24 @@ static int write_dot(graph_state *st) {
     bool to_stdout = strcmp(st->o.dot, "-") == 0;
     FILE *out = to_stdout ? stdout : st->dot.f;
     for (uint32_t i = 0; i < st->n_selected; i++) {
-        int rc = write_bucket(st, st->first + i, out);
+        int rc =
+            write_bucket(st, st->first + i, out, to_stdout ? NULL : &st->dot, "standard output");
         if (rc != TOOL_EXIT_OK) {
             return rc;
         }
     }
     if (to_stdout) {
-        return fflush(stdout) == 0 ? TOOL_EXIT_OK : write_failed("-", errno);
+        errno = 0;
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            return tool_failf(WRITING, "standard output: %s", strerror(errno != 0 ? errno : EIO));
+        }
+        return TOOL_EXIT_OK;
     }
-    char *path = strdup(st->dot.path);
-    int rc = path != NULL ? out_commit(&st->dot, st->umask_bits)
-                          : tool_failf("writing a graph", "out of memory");
-    if (rc == TOOL_EXIT_OK) {
-        report_file(st, path, st->first);
+    bool quiet = is_stdout(&st->dot);
+    int rc = tool_output_commit(&st->dot);
+    if (rc == TOOL_EXIT_OK && !quiet) {
+        report_file(st, st->dot.path, st->first);
     }
-    free(path);
     return rc;
 }
 
@@ -545,92 +521,126 @@ static char *bucket_svg_path(const graph_state *st, uint32_t b) {
     return sibling_path(st->o.svg, suffix);
 }
 
-/* --svg: every selected bucket's DOT into the .dot kept for when dot is missing and into a
- * temporary file of its own, then each rendered, then every SVG renamed into place. */
+/* Opens the DOT file kept beside the SVG's name for when dot is missing: FILE.dot. */
+static int open_kept_dot(graph_state *st) {
+    char *dot_path = sibling_path(st->o.svg, ".dot");
+    if (dot_path == NULL) {
+        return tool_failf(WRITING, "out of memory");
+    }
+    int rc = tool_output_open(&st->dot, WRITING, dot_path);
+    free(dot_path);
+    return rc;
+}
+
+/* dot is missing: every selected bucket's DOT into the kept file (opened now if it was not
+ * before), committed. */
+static int keep_dot(graph_state *st) {
+    int rc = st->dot.f != NULL ? TOOL_EXIT_OK : open_kept_dot(st);
+    for (uint32_t i = 0; rc == TOOL_EXIT_OK && i < st->n_selected; i++) {
+        if (!copy_file(st->texts[i], st->dot.f)) {
+            rc = write_failed(&st->dot, errno);
+        }
+    }
+    return rc == TOOL_EXIT_OK ? tool_output_commit(&st->dot) : rc;
+}
+
+/* --svg: every selected bucket's DOT into a temporary file of its own, then each rendered
+ * (when dot is missing, the DOT kept instead), then every SVG committed. */
 static int write_svg(graph_state *st) {
-    st->svg = calloc(st->n_selected, sizeof *st->svg);
+    if (st->svg == NULL) {
+        st->svg = calloc(st->n_selected, sizeof *st->svg);
+        st->n_svg = st->svg != NULL ? st->n_selected : 0;
+    }
     st->texts = calloc(st->n_selected, sizeof *st->texts);
     if (st->svg == NULL || st->texts == NULL) {
-        return tool_failf("writing a graph", "out of memory");
+        return tool_failf(WRITING, "out of memory");
     }
     for (uint32_t i = 0; i < st->n_selected; i++) {
         if ((st->texts[i] = tmpfile()) == NULL) {
-            return tool_failf("writing a graph", "a temporary file for the DOT text: %s",
-                              strerror(errno));
+            return tool_failf(WRITING, "a temporary file for the DOT text: %s", strerror(errno));
         }
-        int rc = write_bucket(st, st->first + i, st->texts[i]);
+        int rc = write_bucket(st, st->first + i, st->texts[i], NULL,
+                              "a temporary file for the DOT text");
         if (rc != TOOL_EXIT_OK) {
             return rc;
-        }
-        errno = 0;
-        if (!copy_file(st->texts[i], st->dot.f)) {
-            return write_failed(st->dot.path, errno != 0 ? errno : EIO);
         }
     }
     for (uint32_t i = 0; i < st->n_selected; i++) {
-        char *path = st->n_selected == 1 ? strdup(st->o.svg) : bucket_svg_path(st, st->first + i);
-        if (path == NULL) {
-            return tool_failf("writing a graph", "out of memory");
-        }
-        int rc = out_open(&st->svg[i], path);
-        free(path);
-        if (rc != TOOL_EXIT_OK) {
-            return rc;
+        if (st->svg[i].f == NULL) {
+            char *path =
+                st->n_selected == 1 ? strdup(st->o.svg) : bucket_svg_path(st, st->first + i);
+            if (path == NULL) {
+                return tool_failf(WRITING, "out of memory");
+            }
+            int rc = tool_output_open(&st->svg[i], WRITING, path);
+            free(path);
+            if (rc != TOOL_EXIT_OK) {
+                return rc;
+            }
         }
         char why[512] = "";
-        render_result r = render_svg(st->texts[i], st->svg[i].f, why, sizeof why);
+        int write_error = 0;
+        render_result r = render_svg(st->texts[i], st->svg[i].f, &write_error, why, sizeof why);
         if (r == RENDER_NO_DOT) {
-            char *dot_path = strdup(st->dot.path);
-            rc = dot_path != NULL ? out_commit(&st->dot, st->umask_bits)
-                                  : tool_failf("writing a graph", "out of memory");
-            if (rc == TOOL_EXIT_OK) {
+            if (keep_dot(st) == TOOL_EXIT_OK) {
                 tool_failf("rendering SVG",
                            "Graphviz's dot is not installed (not found on PATH): install the "
                            "Debian package graphviz (apt-get install graphviz); the DOT text "
                            "was written to '%s'",
-                           dot_path);
+                           st->dot.path);
             }
-            free(dot_path);
             return TOOL_EXIT_FAILURE;
         }
         if (r != RENDER_OK) {
             return tool_failf("rendering SVG", "%s", why);
         }
+        if (write_error != 0) {
+            return write_failed(&st->svg[i], write_error);
+        }
     }
     for (uint32_t i = 0; i < st->n_selected; i++) {
-        char *path = strdup(st->svg[i].path);
-        int rc = path != NULL ? out_commit(&st->svg[i], st->umask_bits)
-                              : tool_failf("writing a graph", "out of memory");
-        if (rc == TOOL_EXIT_OK) {
-            report_file(st, path, st->first + i);
-        }
-        free(path);
+        bool quiet = is_stdout(&st->svg[i]);
+        int rc = tool_output_commit(&st->svg[i]);
         if (rc != TOOL_EXIT_OK) {
             return rc;
+        }
+        if (!quiet) {
+            report_file(st, st->svg[i].path, st->first + i);
         }
     }
     return TOOL_EXIT_OK;
 }
 
-/* Opens the files the command will write, before the model is built: a bad path fails fast. */
+/* Opens the files the command will write, before the model is built: a bad path fails fast.
+ * With --svg and every bucket, FILE names the SVGs (bucket_svg_path) but is not written: a
+ * directory there is refused all the same. The DOT kept when dot is missing is opened here too,
+ * checking FILE's folder, unless the one SVG is written in place (a FIFO, a device: beside
+ * /dev/stdout is no place for a file), when it is opened only if dot is missing. */
 static int open_outputs(graph_state *st) {
     if (st->o.dot != NULL) {
-        return strcmp(st->o.dot, "-") == 0 ? TOOL_EXIT_OK : out_open(&st->dot, st->o.dot);
+        return strcmp(st->o.dot, "-") == 0 ? TOOL_EXIT_OK
+                                           : tool_output_open(&st->dot, WRITING, st->o.dot);
     }
     if (st->o.svg == NULL) {
         return TOOL_EXIT_OK;
     }
-    struct stat sb;
-    if (stat(st->o.svg, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        return write_failed(st->o.svg, EISDIR);
+    if (st->o.all) {
+        struct stat sb;
+        if (stat(st->o.svg, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            return tool_failf(WRITING, "'%s': %s", st->o.svg, strerror(EISDIR));
+        }
+    } else {
+        st->svg = calloc(1, sizeof *st->svg);
+        if (st->svg == NULL) {
+            return tool_failf(WRITING, "out of memory");
+        }
+        st->n_svg = 1;
+        int rc = tool_output_open(&st->svg[0], WRITING, st->o.svg);
+        if (rc != TOOL_EXIT_OK || st->svg[0].tmp[0] == '\0') {
+            return rc; /* written in place */
+        }
     }
-    char *dot_path = sibling_path(st->o.svg, ".dot");
-    if (dot_path == NULL) {
-        return tool_failf("writing a graph", "out of memory");
-    }
-    int rc = out_open(&st->dot, dot_path);
-    free(dot_path);
-    return rc;
+    return open_kept_dot(st);
 }
 
 int cmd_graph(int argc, char **argv) {
@@ -643,8 +653,6 @@ int cmd_graph(int argc, char **argv) {
         free(st);
         return rc < 0 ? TOOL_EXIT_OK : rc;
     }
-    st->umask_bits = umask(0);
-    umask(st->umask_bits);
     rc = open_outputs(st);
     if (rc == TOOL_EXIT_OK) {
         rc = build_model(st);
@@ -655,10 +663,10 @@ int cmd_graph(int argc, char **argv) {
     if (rc == TOOL_EXIT_OK) {
         rc = st->o.list ? list_buckets(st) : st->o.dot != NULL ? write_dot(st) : write_svg(st);
     }
-    /* Whatever was not renamed into place is removed. */
-    out_abandon(&st->dot);
-    for (uint32_t i = 0; st->svg != NULL && i < st->n_selected; i++) {
-        out_abandon(&st->svg[i]);
+    /* Whatever was not committed is removed. */
+    tool_output_abandon(&st->dot);
+    for (uint32_t i = 0; i < st->n_svg; i++) {
+        tool_output_abandon(&st->svg[i]);
     }
     for (uint32_t i = 0; st->texts != NULL && i < st->n_selected; i++) {
         if (st->texts[i] != NULL) {

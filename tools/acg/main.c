@@ -3,8 +3,10 @@
  * through the bench library's registry.
  *
  * Exit status: 0 on success, 1 when something failed (one line "acg: <what failed>: <detail>"
- * on stderr), 2 for a bad command line (the problem and the usage lines on stderr).
+ * on stderr) — standard output that could not be written included, which main checks once for
+ * every command — 2 for a bad command line (the problem and the usage lines on stderr).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -90,7 +92,7 @@ static int cmd_help(int argc, char **argv) {
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         return tool_command_usage_error(commands, "which command?");
     }
@@ -110,4 +112,20 @@ int main(int argc, char **argv) {
         return tool_command_usage_error(commands, "unknown option '%s'", name);
     }
     return tool_command_usage_error(commands, "unknown command '%s'", name);
+}
+
+/* Every command's text goes to stdout through the C library's buffer, so a failed write (a full
+ * disk, a closed pipe's EPIPE) may surface only at the flush: checked here, once, for all of
+ * them. A command that failed already reported its failure (a JSON report's failed write among
+ * them), which is the one line said. */
+int main(int argc, char **argv) {
+    int rc = dispatch(argc, argv);
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) {
+        return rc;
+    }
+    if (rc == TOOL_EXIT_OK) {
+        rc = tool_failf("writing standard output", "%s", strerror(errno != 0 ? errno : EIO));
+    }
+    return rc;
 }

@@ -1,12 +1,13 @@
 /*
  * tool_cli.h — the command line of acg's tools: exit codes, how a failure or a usage error is
- * reported, option and number parsing, and tables of commands.
+ * reported, option and number parsing, tables of commands, and the files a command writes.
  *
  * Part of the tools' support library (tools/support, the acg_tool_support target), which the
  * tool (tools/acg) and the benchmarks (bench/) both use; it includes neither of them.
  *
  * Every command is `int run(int argc, char **argv)` with argv[0] its own name, and returns the
- * process's exit status. Reports go to stderr and begin "acg: ". Nothing here allocates.
+ * process's exit status. Reports go to stderr and begin "acg: ". Nothing here allocates (but
+ * the C library's stream of an open output file).
  */
 #ifndef ACG_TOOL_CLI_H
 #define ACG_TOOL_CLI_H
@@ -99,5 +100,47 @@ const tool_command *tool_command_find(const tool_command *table, const char *nam
  * "usage: " as blanks of its width, so the blocks line up. *first says whether nothing was
  * written yet, and becomes false once something is. */
 void tool_command_usage(FILE *out, const tool_command *table, bool *first);
+
+/* ---- output files -----------------------------------------------------------------------------
+ * Every file a command writes (a graph's DOT or SVG, a trace) goes through tool_output, so the
+ * same rules hold for all of them. What is at the path decides how it is written:
+ *   - nothing, or a regular file: the bytes go to a temporary file in the same directory
+ *     (".<name>.XXXXXX", created with the permissions a new file gets under the umask), which
+ *     is synced to the disk and renamed over the name once whole: the file is written whole or
+ *     not at all, and a failure removes the temporary file;
+ *   - a symbolic link: the link stays; the file it names (through every link of a chain, as
+ *     opening it would) is the one written by the rule above, so a link whose file does not
+ *     exist yet gets that file created, as a shell's `>` would;
+ *   - any other existing file (a FIFO, a character device, /dev/stdout): opened and written in
+ *     place, with no temporary file and no rename; a write that fails there (ENOSPC on a full
+ *     device, EPIPE) is reported like any other.
+ * An empty name, a directory, and a name ending in '/' are refused. Every failure is one line on
+ * stderr, "acg: <what>: '<path>': <reason>" (the path as given, the reason strerror's), and
+ * TOOL_EXIT_FAILURE. */
+
+#define TOOL_OUTPUT_PATH_MAX 4096 /* the longest name handled, its terminating NUL included */
+
+typedef struct tool_output {
+    FILE *f;          /* written to between open and commit; NULL when nothing is open */
+    const char *what; /* the reports' "<what>" ("writing a graph"); a string that outlives o */
+    char path[TOOL_OUTPUT_PATH_MAX];   /* the name given: what reports name */
+    char target[TOOL_OUTPUT_PATH_MAX]; /* the name written: path, or where its links lead */
+    char tmp[TOOL_OUTPUT_PATH_MAX];    /* the temporary file while it exists, else "" */
+} tool_output;
+
+/* Opens path for writing under the rules above: the temporary file is created now (or the FIFO
+ * or device opened, which for a FIFO waits for its reader), so a bad place fails before any
+ * work. Returns TOOL_EXIT_OK with o->f set, or TOOL_EXIT_FAILURE after the report, with nothing
+ * open and nothing created. */
+int tool_output_open(tool_output *o, const char *what, const char *path);
+
+/* Finishes o: flushes and checks every write, then closes, and for a temporary file syncs it
+ * and renames it over o->target. Returns TOOL_EXIT_OK; or TOOL_EXIT_FAILURE after the report,
+ * the temporary file removed. Either way nothing is left open; o->path stays readable. */
+int tool_output_commit(tool_output *o);
+
+/* Closes o and removes its temporary file, if any, writing nothing into place: what a failed
+ * command does with its outputs. A zeroed, committed or abandoned o: nothing to do. */
+void tool_output_abandon(tool_output *o);
 
 #endif /* ACG_TOOL_CLI_H */

@@ -355,7 +355,8 @@ void tool_json_fixed(tool_json *j, const char *key, int64_t value, unsigned deci
     }
 }
 
-int tool_json_end(tool_json *j) {
+/* The end calls' checks, and the line's end when they pass. */
+static void json_finish(tool_json *j) {
     if (j->error == NULL && !j->wrote) {
         json_fail(j, "no value was written");
     }
@@ -365,6 +366,18 @@ int tool_json_end(tool_json *j) {
     if (j->error == NULL) {
         fputc('\n', j->out);
     }
+}
+
+int tool_json_end_unflushed(tool_json *j) {
+    json_finish(j);
+    if (j->error != NULL) {
+        return tool_failf("writing the JSON report", "%s", j->error);
+    }
+    return TOOL_EXIT_OK;
+}
+
+int tool_json_end(tool_json *j) {
+    json_finish(j);
     if (fflush(j->out) != 0 || ferror(j->out)) {
         json_fail(j, "the output could not be written");
     }

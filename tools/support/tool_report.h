@@ -106,4 +106,9 @@ void tool_json_fixed(tool_json *j, const char *key, int64_t value, unsigned deci
  * line left unended. */
 int tool_json_end(tool_json *j);
 
+/* tool_json_end without the flush, for a writer into an output file (tool_output), whose commit
+ * checks the writes and reports a failed one naming the file and why. Returns TOOL_EXIT_OK, or
+ * TOOL_EXIT_FAILURE after the report of a misuse, as tool_json_end does. */
+int tool_json_end_unflushed(tool_json *j);
+
 #endif /* ACG_TOOL_REPORT_H */

@@ -1,16 +1,13 @@
 /*
  * tool_trace.c — the trace recorder behind `--trace FILE`: the hook copies each event into an
  * arena under one mutex (the library calls it from several threads), and the file is written
- * once, at the end, through the JSON writer, under a temporary name renamed into place.
+ * once, at the end, through the JSON writer into a tool_output (tool_cli.h), opened at the start.
  */
 #include "tool_trace.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "tool_cli.h"
 #include "tool_report.h"
@@ -47,9 +44,9 @@ typedef struct chunk {
 
 struct tool_trace {
     tool_trace_options o;
-    char *path, *tmp; /* the file, and the temporary one beside it (NULL without a path) */
-    char *process;    /* the process's name, copied */
-    FILE *file;       /* the temporary file, open for writing */
+    bool recording;  /* a file was asked for: every event is kept */
+    tool_output out; /* the file, open from tool_trace_open to the end */
+    char *process;   /* the process's name, copied */
     pthread_mutex_t lock;
     chunk *chunks;      /* the arena, newest first */
     rec_event **events; /* (n_events) in arrival order */
@@ -163,7 +160,7 @@ static void on_event(const acg_trace_event *ev, void *user) {
     if (t->o.observe != NULL && (ev->category & t->o.observe_categories) != 0) {
         t->o.observe(ev, t->o.user);
     }
-    if (t->path != NULL) {
+    if (t->recording) {
         pthread_mutex_lock(&t->lock);
         if (!record(t, ev)) {
             t->lost++;
@@ -180,54 +177,11 @@ static void free_trace(tool_trace *t) {
         t->chunks = c->next;
         free(c);
     }
-    if (t->file != NULL) {
-        fclose(t->file);
-    }
-    if (t->tmp != NULL) {
-        unlink(t->tmp);
-    }
+    tool_output_abandon(&t->out);
     pthread_mutex_destroy(&t->lock);
     free(t->events);
-    free(t->path);
-    free(t->tmp);
     free(t->process);
     free(t);
-}
-
-/* Checks the place and creates the temporary file beside path, readable as an ordinary new
- * file would be (mkstemp makes it 0600). */
-static int open_file(tool_trace *t) {
-    struct stat sb;
-    if (stat(t->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        return tool_failf("writing the trace", "'%s' is a directory", t->path);
-    }
-    if (stat(t->path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        return tool_failf("writing the trace", "'%s' is not a regular file", t->path);
-    }
-    size_t n = strlen(t->path) + sizeof ".tmp-XXXXXX";
-    t->tmp = malloc(n);
-    if (t->tmp == NULL) {
-        return tool_failf("writing the trace", "out of memory");
-    }
-    snprintf(t->tmp, n, "%s.tmp-XXXXXX", t->path);
-    int fd = mkstemp(t->tmp);
-    if (fd < 0) {
-        int err = errno;
-        free(t->tmp);
-        t->tmp = NULL;
-        return tool_failf("writing the trace", "cannot create a file beside '%s': %s", t->path,
-                          strerror(err));
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    t->file = fdopen(fd, "w");
-    if (t->file == NULL) {
-        int err = errno;
-        close(fd);
-        return tool_failf("writing the trace", "'%s': %s", t->tmp, strerror(err));
-    }
-    return TOOL_EXIT_OK;
 }
 
 int tool_trace_open(const tool_trace_options *options, tool_trace **out) {
@@ -237,11 +191,12 @@ int tool_trace_open(const tool_trace_options *options, tool_trace **out) {
     }
     pthread_mutex_init(&t->lock, NULL);
     t->o = *options;
+    t->o.path = NULL; /* not kept: out holds the name */
+    t->recording = options->path != NULL;
     t->process = strdup(options->process != NULL ? options->process : "acg");
     int rc = t->process != NULL ? TOOL_EXIT_OK : tool_failf("writing the trace", "out of memory");
-    if (rc == TOOL_EXIT_OK && options->path != NULL) {
-        t->path = strdup(options->path);
-        rc = t->path != NULL ? open_file(t) : tool_failf("writing the trace", "out of memory");
+    if (rc == TOOL_EXIT_OK && t->recording) {
+        rc = tool_output_open(&t->out, "writing the trace", options->path);
     }
     if (rc != TOOL_EXIT_OK) {
         free_trace(t);
@@ -255,7 +210,7 @@ int tool_trace_start(tool_trace *t) {
     acg_trace_config c = ACG_TRACE_CONFIG_INIT;
     c.fn = on_event;
     c.user = t;
-    c.categories = t->path != NULL ? ACG_TRACE_ALL : t->o.observe_categories;
+    c.categories = t->recording ? ACG_TRACE_ALL : t->o.observe_categories;
     t->main_thread = acg_trace_get_thread_id();
     acg_status st = acg_trace_set_hook(&c);
     if (st != ACG_OK) {
@@ -340,7 +295,7 @@ static int write_trace(tool_trace *t) {
     qsort(tids, t->n_events, sizeof *tids, compare_u32);
     int64_t pid = t->o.pid;
     tool_json j;
-    tool_json_begin(&j, t->file);
+    tool_json_begin(&j, t->out.f);
     tool_json_object_begin(&j, NULL);
     tool_json_array_begin(&j, "traceEvents");
     for (size_t i = 0; i < t->n_events; i++) {
@@ -369,21 +324,8 @@ static int write_trace(tool_trace *t) {
     tool_json_object_end(&j);
     tool_json_object_end(&j);
     free(tids);
-    int rc = tool_json_end(&j);
-    FILE *f = t->file;
-    t->file = NULL;
-    if (fclose(f) != 0 && rc == TOOL_EXIT_OK) {
-        rc = tool_failf("writing the trace", "'%s': %s", t->tmp, strerror(errno));
-    }
-    if (rc == TOOL_EXIT_OK && rename(t->tmp, t->path) != 0) {
-        rc = tool_failf("writing the trace", "renaming '%s' to '%s': %s", t->tmp, t->path,
-                        strerror(errno));
-    }
-    if (rc == TOOL_EXIT_OK) {
-        free(t->tmp); /* renamed: nothing to remove */
-        t->tmp = NULL;
-    }
-    return rc;
+    int rc = tool_json_end_unflushed(&j);
+    return rc == TOOL_EXIT_OK ? tool_output_commit(&t->out) : rc;
 }
 
 int tool_trace_finish(tool_trace *t, int rc) {
@@ -396,11 +338,11 @@ int tool_trace_finish(tool_trace *t, int rc) {
             rc = tool_fail(st, "removing the trace hook");
         }
     }
-    if (rc == TOOL_EXIT_OK && t->path != NULL && t->lost > 0) {
+    if (rc == TOOL_EXIT_OK && t->recording && t->lost > 0) {
         rc = tool_failf("writing the trace", "out of memory: %llu events were not kept",
                         (unsigned long long)t->lost);
     }
-    if (rc == TOOL_EXIT_OK && t->path != NULL) {
+    if (rc == TOOL_EXIT_OK && t->recording) {
         rc = write_trace(t);
     }
     free_trace(t);

@@ -15,9 +15,10 @@
  * track ("stream N"). Events are written in the order they arrived, which on every track is
  * the order of their timestamps.
  *
- * Nothing half-written is left behind: the file is written under a temporary name beside FILE
- * (created at once, so an unwritable place fails before any work) and renamed over FILE only
- * once whole; on any failure the temporary file is removed.
+ * FILE is written through a tool_output (tool_cli.h), under its rules: opened at once, so a bad
+ * place fails before any work; a regular file (or a new one, or the file a symbolic link names)
+ * written under a temporary name and renamed into place only once whole, nothing half-written
+ * left behind on any failure; a FIFO or a device written in place.
  */
 #ifndef ACG_TOOL_TRACE_H
 #define ACG_TOOL_TRACE_H
@@ -45,10 +46,10 @@ typedef struct tool_trace_options {
     uint32_t observe_categories; /* the ACG_TRACE_* bits observe is told */
 } tool_trace_options;
 
-/* Prepares a trace, checking the place at once: the path must not be a directory or another
- * file that is not a regular file, and a temporary file must be creatable beside it. Returns
- * TOOL_EXIT_OK with *out set, or TOOL_EXIT_FAILURE after one line on stderr, "acg: writing the
- * trace: <why, naming the path>". Nothing is installed yet. */
+/* Prepares a trace, opening its file at once (tool_output_open): an empty name, a directory or
+ * a place where no file can be created fails here. Returns TOOL_EXIT_OK with *out set, or
+ * TOOL_EXIT_FAILURE after one line on stderr, "acg: writing the trace: <why, naming the path>".
+ * Nothing is installed yet. */
 int tool_trace_open(const tool_trace_options *options, tool_trace **out);
 
 /* Installs the hook, taking every category with a path, else observe_categories. Returns
@@ -56,10 +57,10 @@ int tool_trace_open(const tool_trace_options *options, tool_trace **out);
 int tool_trace_start(tool_trace *t);
 
 /* Removes the hook (returning once no call of it runs), then, when rc is TOOL_EXIT_OK and there
- * is a path, writes the file and renames it into place; otherwise, or when that fails, removes
- * the temporary file. Frees t (NULL: nothing to do). Returns rc, or TOOL_EXIT_FAILURE after one
- * line on stderr when the trace could not be written (events lost for want of memory
- * included). */
+ * is a path, writes the file and commits it (tool_output_commit); otherwise, or when that fails,
+ * abandons it (the temporary file removed). Frees t (NULL: nothing to do). Returns rc, or
+ * TOOL_EXIT_FAILURE after one line on stderr when the trace could not be written, naming the
+ * file and why (events lost for want of memory included). */
 int tool_trace_finish(tool_trace *t, int rc);
 
 #endif /* ACG_TOOL_TRACE_H */
