@@ -7,10 +7,14 @@
 #               object whose results each hold a step's allreduce cost (allreduce_step_us), and
 #               the other ranks print nothing.
 #   kill        `acg run --tp 2` on many prompts, one at a time; rank 1's tool is killed
-#               (SIGKILL) a second in, mid-run, while its rank lives on, so that mpiexec does not
-#               end the job for it: rank 0 must fail by itself, with one line naming its rank and
-#               the dead peer, or a collective that got no answer within ACG_COMM_TIMEOUT_MS, and
-#               leave no shared-memory segment behind (/dev/shm/acg-<its pid>-*).
+#               (SIGKILL) mid-run, once rank 0's tool says the buckets are captured (the steps
+#               follow; rank 0 alone prints, and its script tells rank 1 through a file of this
+#               job's in SCRATCH), while its rank lives on, so that mpiexec does not end the job
+#               for it: rank 0 must fail
+#               by itself, with one line naming its rank and the dead peer, or a collective that
+#               got no answer within ACG_COMM_TIMEOUT_MS, and leave no shared-memory segment
+#               behind (/dev/shm/acg-<its pid>-*). Nothing here is timed: rank 1 waits for what
+#               rank 0's tool wrote, however slow the machine.
 #
 # A rank that passes prints "<case>: rank R: ok". Exit status 77 (CTest's skip) when this rank
 # cannot tell its rank, or without python3 for bench-json.
@@ -83,27 +87,47 @@ kill)
         echo "Once upon a time $i" >>"$PROMPTS"
         i=$((i + 1))
     done
+    # Rank 0 says through this file that the steps begin: named for this job (the launcher's
+    # job id), so no earlier run's can be taken for it.
+    JOB=${PMIX_NAMESPACE:-${OMPI_MCA_ess_base_jobid:-$PPID}}
+    CAPTURED=$DIR/kill.$JOB.captured
     "$ACG" run --backend cpu --tp 2 --preset tiny --batch 1 --steps 200 --prompts "$PROMPTS" \
         >"$OUT" 2>"$ERR" &
     pid=$!
     if [ "$RANK" -ne 0 ]; then
-        sleep 1
+        while [ ! -e "$CAPTURED" ]; do
+            if ! kill -0 $pid 2>/dev/null; then
+                fail "the run ended before rank 0 said its buckets were captured"
+            fi
+            sleep 0.2
+        done
         if ! kill -KILL $pid 2>/dev/null; then
             fail "the run ended before it could be killed"
         fi
         wait $pid
         echo "kill: rank $RANK: ok (the tool killed mid-run)"
-        # Stays alive until mpiexec ends the job, which rank 0's failure does; the sleeps' output
-        # goes nowhere, so that one left behind keeps no pipe of CTest's open.
+        # Stays alive until mpiexec ends the job, which rank 0's failure does (well inside the
+        # test's timeout); the sleeps' output goes nowhere, so that one left behind keeps no pipe
+        # of CTest's open.
         i=0
-        while [ $i -lt 60 ]; do
+        while [ $i -lt 240 ]; do
             sleep 1 </dev/null >/dev/null 2>&1
             i=$((i + 1))
         done
         exit 0
     fi
+    # The tool prints the graph pool's size once the buckets are captured, right before its
+    # first step.
+    while kill -0 $pid 2>/dev/null; do
+        if grep -a -q 'acg: graph pool' "$ERR"; then
+            : >"$CAPTURED"
+            break
+        fi
+        sleep 0.2
+    done
     wait $pid
     rc=$?
+    rm -f "$CAPTURED"
     if [ "$rc" -ne 1 ]; then
         fail "expected exit status 1, got $rc"
     fi
