@@ -11,7 +11,12 @@
  *   - where the driver offers the record/replay graph extension, captures are recorded by the
  *     driver (work issued on the stream's own list too) and replayed many times in a row, and
  *     a capture invalidated while forked leaves both streams usable;
- *   - free memory comes from the usable memory extension, or cannot be told without it. */
+ *   - free memory comes from the usable memory extension, or cannot be told without it;
+ *   - a lost device (an injected ZE_RESULT_ERROR_DEVICE_LOST, or the driver's device lost for
+ *     good) is reported by the wait that meets it or by acg_device_get_async_error's poll,
+ *     which waits for nothing; every later call fails fast naming the first fault, destroys
+ *     and the close succeed and leave nothing of the driver's behind, and the device opened
+ *     again works. */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +32,7 @@
 
 #include <acg/acg.h>
 
+#include "../ze_driver/acgtest_ze.h" /* ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES */
 #include "backends/level_zero/entry_points.h"
 #include "backends/level_zero/ze_ext.h"
 
@@ -40,6 +46,7 @@ static struct {
     unsigned long (*calls)(const char *name);
     long (*live)(void);
     unsigned long (*violations)(void);
+    void (*set_lost)(int device, int mode);
 } drv;
 
 /* Binds the driver the loader loaded (a device must have been opened once). */
@@ -52,10 +59,12 @@ static void bind_driver(void) {
     *(void **)&drv.calls = dlsym(h, "acgtest_ze_calls");
     *(void **)&drv.live = dlsym(h, "acgtest_ze_live");
     *(void **)&drv.violations = dlsym(h, "acgtest_ze_violations");
+    *(void **)&drv.set_lost = dlsym(h, "acgtest_ze_set_lost");
     assert_non_null(drv.inject);
     assert_non_null(drv.calls);
     assert_non_null(drv.live);
     assert_non_null(drv.violations);
+    assert_non_null(drv.set_lost);
     dlclose(h); /* RTLD_NOLOAD took a reference */
 }
 
@@ -285,6 +294,9 @@ static acg_status scene_run(scene *c, bool check) {
     if (st == ACG_OK) {
         st = acg_device_get_memory_info(c->dev, &free_bytes, &total_bytes);
         st = st == ACG_ERR_UNSUPPORTED ? ACG_OK : st; /* a driver without the extension */
+    }
+    if (st == ACG_OK) {
+        st = acg_device_get_async_error(c->dev); /* a healthy device's poll: no fault */
     }
     return st;
 }
@@ -673,6 +685,190 @@ static void test_fault_sweep(void **state) {
     assert_true(points > 50 && failed_runs > points / 2);
 }
 
+/* ---- device faults ------------------------------------------------------------------------ */
+
+/* A device with work queued on it: a graph (a fill of x, then x copied to pinned host memory)
+ * and what it is made of. */
+typedef struct rig {
+    acg_device *dev;
+    acg_kernel *fill;
+    acg_buffer *x;
+    float *host;
+    acg_stream *s;
+    acg_event *ev;
+    acg_graph_pool *pool;
+    acg_graph *g;
+} rig;
+
+static acg_status launch_fill(acg_stream *s, acg_kernel *fill, acg_buffer *x, float v) {
+    acg_arg args[] = {acg_arg_buffer(x, 0), acg_arg_f32(v)};
+    acg_dims dims = acg_dims_1d(N);
+    return acg_kernel_launch(s, fill, &dims, args, 2);
+}
+
+static void rig_open(rig *r) {
+    memset(r, 0, sizeof *r);
+    OK(acg_device_open("level_zero", &r->dev));
+    OK(acg_kernel_get(r->dev, "fill_f32", &r->fill));
+    OK(acg_buffer_alloc(r->dev, N * sizeof(float), &r->x));
+    OK(acg_pinned_alloc(r->dev, N * sizeof(float), (void **)&r->host));
+    OK(acg_stream_create(r->dev, &r->s));
+    OK(acg_event_create(r->dev, &r->ev));
+    OK(acg_graph_pool_create(r->dev, &r->pool));
+    OK(acg_stream_begin_capture(r->s, r->pool));
+    OK(launch_fill(r->s, r->fill, r->x, 4.0f));
+    OK(acg_copy_d2h(r->s, r->host, r->x, 0, N * sizeof(float)));
+    OK(acg_stream_end_capture(r->s, &r->g));
+    /* Queued, never waited for: a kernel, two replays, an event's record. */
+    OK(launch_fill(r->s, r->fill, r->x, 1.0f));
+    OK(acg_graph_launch(r->g, r->s));
+    OK(acg_graph_launch(r->g, r->s));
+    OK(acg_event_record(r->ev, r->s));
+    OK(acg_device_get_async_error(r->dev)); /* healthy, with work queued */
+}
+
+/* A call on a device lost before it: ACG_ERR_DEVICE_LOST at once, naming the first fault. */
+static void expect_lost(acg_status st, const char *call, const char *first) {
+    const char *why = acg_last_error();
+    if (st != ACG_ERR_DEVICE_LOST || strstr(why, "was lost to an earlier fault") == NULL ||
+        strstr(why, first) == NULL) {
+        print_error("%s: %s (%s), not ACG_ERR_DEVICE_LOST naming an earlier fault in %s\n", call,
+                    acg_status_name(st), why, first);
+        fail();
+    }
+}
+#define EXPECT_LOST(call, first) expect_lost((call), #call, (first))
+
+/* The rig's device was lost to a fault whose detail names `first`: every call that would queue
+ * work, wait, allocate or create fails fast naming it (the poll too, every time); every destroy
+ * succeeds, and so does the close, which leaves the driver with the `live` objects it had
+ * before the rig, and no misuse. */
+static void rig_lost(rig *r, const char *first, long live) {
+    acg_buffer *b = NULL;
+    acg_stream *s2 = NULL;
+    EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
+    EXPECT_LOST(acg_buffer_alloc(r->dev, 64, &b), first);
+    assert_null(b);
+    EXPECT_LOST(acg_stream_create(r->dev, &s2), first);
+    assert_null(s2);
+    EXPECT_LOST(acg_graph_launch(r->g, r->s), first);
+    EXPECT_LOST(acg_copy_d2h(r->s, r->host, r->x, 0, N * sizeof(float)), first);
+    EXPECT_LOST(acg_stream_synchronize(r->s), first);
+    EXPECT_LOST(acg_event_synchronize(r->ev), first);
+    EXPECT_LOST(acg_device_synchronize(r->dev), first);
+    EXPECT_LOST(acg_device_get_async_error(r->dev), first);
+    EXPECT_LOST(acg_device_get_async_error(r->dev), first);
+    OK(acg_graph_destroy(r->g));
+    OK(acg_graph_pool_destroy(r->pool));
+    OK(acg_event_destroy(r->ev));
+    OK(acg_stream_destroy(r->s));
+    OK(acg_pinned_free(r->host));
+    OK(acg_buffer_free(r->x));
+    OK(acg_device_close(r->dev));
+    assert_int_equal(drv.live(), live);
+    assert_int_equal(drv.violations(), 0);
+}
+
+/* The device opened again starts without the fault: a kernel runs and its result is right. */
+static void reopened_works(void) {
+    acg_device *dev = NULL;
+    acg_kernel *fill = NULL;
+    acg_buffer *x = NULL;
+    acg_stream *s = NULL;
+    float got[N], want[N];
+    for (int i = 0; i < N; i++) {
+        want[i] = 6.0f;
+        got[i] = 0.0f;
+    }
+    OK(acg_device_open("level_zero", &dev));
+    OK(acg_device_get_async_error(dev));
+    OK(acg_kernel_get(dev, "fill_f32", &fill));
+    OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
+    OK(acg_stream_create(dev, &s));
+    OK(launch_fill(s, fill, x, 6.0f));
+    OK(acg_copy_d2h(s, got, x, 0, sizeof got));
+    OK(acg_stream_synchronize(s));
+    assert_memory_equal(got, want, sizeof got);
+    OK(acg_device_get_async_error(dev));
+    OK(acg_stream_destroy(s));
+    OK(acg_buffer_free(x));
+    OK(acg_device_close(dev));
+}
+
+/* The host waits the driver may block in; a poll calls none. */
+static unsigned long host_waits(void) {
+    return drv.calls("zeEventHostSynchronize") + drv.calls("zeFenceHostSynchronize") +
+           drv.calls("zeCommandListHostSynchronize") + drv.calls("zeCommandQueueSynchronize");
+}
+
+/* A wait that meets the fault reports it: the stream's synchronize returns ACG_ERR_DEVICE_LOST
+ * naming the Level Zero call and its code. First an injected ZE_RESULT_ERROR_DEVICE_LOST from
+ * the host synchronization (the driver itself goes on), then a device the driver lost for good,
+ * whose waits, submissions and (in the second mode) releases all say so: either way the device
+ * is latched, its objects go without leaving the driver anything, and it opens again. */
+static void test_device_lost_synchronize(void **state) {
+    (void)state;
+    bind_driver();
+    drv.set_lost(0, 0); /* whatever a failed test before left */
+    long live = drv.live();
+    rig r;
+    rig_open(&r);
+    drv.inject("zeEventHostSynchronize", 1, ZE_RESULT_ERROR_DEVICE_LOST);
+    assert_int_equal(acg_stream_synchronize(r.s), ACG_ERR_DEVICE_LOST);
+    assert_non_null(strstr(acg_last_error(), "acg_stream_synchronize"));
+    assert_non_null(strstr(acg_last_error(), "zeEventHostSynchronize"));
+    assert_non_null(strstr(acg_last_error(), "ZE_RESULT_ERROR_DEVICE_LOST"));
+    rig_lost(&r, "zeEventHostSynchronize failed with ZE_RESULT_ERROR_DEVICE_LOST", live);
+    reopened_works();
+    const int modes[] = {ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        rig_open(&r);
+        drv.set_lost(0, modes[m]);
+        assert_int_equal(acg_stream_synchronize(r.s), ACG_ERR_DEVICE_LOST);
+        assert_non_null(strstr(acg_last_error(), "acg_stream_synchronize"));
+        assert_non_null(strstr(acg_last_error(), "failed with ZE_RESULT_ERROR_DEVICE_LOST"));
+        rig_lost(&r, "failed with ZE_RESULT_ERROR_DEVICE_LOST", live);
+        drv.set_lost(0, 0);
+        reopened_works();
+        assert_int_equal(drv.live(), live);
+    }
+}
+
+/* A fault only the poll sees: work queued, the driver's device lost, nothing waited for yet.
+ * acg_device_get_async_error finds it (zeDeviceGetStatus) without waiting for any work, and
+ * the device is latched from then on, in both modes of the driver's loss. */
+static void test_device_lost_poll(void **state) {
+    (void)state;
+    bind_driver();
+    drv.set_lost(0, 0); /* whatever a failed test before left */
+    long live = drv.live();
+    const int modes[] = {ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        rig r;
+        rig_open(&r);
+        drv.set_lost(0, modes[m]);
+        unsigned long waits = host_waits(), polls = drv.calls("zeDeviceGetStatus");
+        assert_int_equal(acg_device_get_async_error(r.dev), ACG_ERR_DEVICE_LOST);
+        assert_non_null(strstr(acg_last_error(), "acg_device_get_async_error"));
+        assert_non_null(strstr(acg_last_error(), "zeDeviceGetStatus"));
+        assert_non_null(strstr(acg_last_error(), "ZE_RESULT_ERROR_DEVICE_LOST"));
+        assert_int_equal(host_waits(), waits);
+        assert_int_equal(drv.calls("zeDeviceGetStatus") - polls, 1);
+        rig_lost(&r, "zeDeviceGetStatus failed with ZE_RESULT_ERROR_DEVICE_LOST", live);
+        drv.set_lost(0, 0);
+        reopened_works();
+        assert_int_equal(drv.live(), live);
+    }
+    /* The poll failing for another reason is the driver's error, and latches nothing. */
+    acg_device *dev = NULL;
+    OK(acg_device_open("level_zero", &dev));
+    drv.inject("zeDeviceGetStatus", 1, ZE_RESULT_ERROR_UNKNOWN);
+    assert_int_equal(acg_device_get_async_error(dev), ACG_ERR_DEVICE);
+    assert_non_null(strstr(acg_last_error(), "zeDeviceGetStatus"));
+    OK(acg_device_get_async_error(dev));
+    OK(acg_device_close(dev));
+}
+
 /* ---- conditions that make the backend unavailable ---------------------------------------- */
 
 static int expect_unavailable(const char *text) {
@@ -816,9 +1012,14 @@ int main(int argc, char **argv) {
     }
     acg_device_close(probe);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scenario),     cmocka_unit_test(test_discard_retained),
-        cmocka_unit_test(test_update_paths), cmocka_unit_test(test_native_capture),
-        cmocka_unit_test(test_fault_sweep),  cmocka_unit_test(test_memory_info),
+        cmocka_unit_test(test_scenario),
+        cmocka_unit_test(test_discard_retained),
+        cmocka_unit_test(test_update_paths),
+        cmocka_unit_test(test_native_capture),
+        cmocka_unit_test(test_fault_sweep),
+        cmocka_unit_test(test_memory_info),
+        cmocka_unit_test(test_device_lost_synchronize),
+        cmocka_unit_test(test_device_lost_poll),
     };
     return cmocka_run_group_tests_name("test_ze_backend", tests, NULL, NULL);
 }

@@ -92,6 +92,22 @@ typedef void (*acgtest_ze_bind_kernels_fn)(const acg_kernel_desc *(*lookup)(cons
 ACGTEST_ZE_API void acgtest_ze_fail(const char *name, unsigned nth, int code);
 typedef void (*acgtest_ze_fail_fn)(const char *name, unsigned nth, int code);
 
+/* Makes device `device` (0-based) lost, as a GPU hang or reset would, or healthy again (mode
+ * 0). While it is lost, zeDeviceGetStatus returns ZE_RESULT_ERROR_DEVICE_LOST, and so does every
+ * call that would submit work to it or wait for work of it: appends to its immediate lists
+ * (a capturing list still records), executions on its queues, host synchronizations of its
+ * lists and queues, and host synchronizations and queries of its events (those of pools made
+ * for it) and fences that are not signalled; work queued on it is dropped, never run, its
+ * events and fences never signalled, and this call returns once its workers dropped theirs, so
+ * nothing is pending. Releases still release: with ACGTEST_ZE_LOST they succeed, as Intel's
+ * driver's do; with ACGTEST_ZE_LOST_RELEASES they report ZE_RESULT_ERROR_DEVICE_LOST too (a
+ * context's destroy, and a graph's, when any device is). Property queries, allocations and
+ * creations go on as before. Unlike a real device, made healthy again its objects work again.
+ * A device or mode out of range is reported on stderr. */
+enum { ACGTEST_ZE_LOST = 1, ACGTEST_ZE_LOST_RELEASES = 2 };
+ACGTEST_ZE_API void acgtest_ze_set_lost(int device, int mode);
+typedef void (*acgtest_ze_set_lost_fn)(int device, int mode);
+
 /* How many times entry point `name` was called since the start or the last
  * acgtest_ze_reset_counts, failed and injected calls included; the loader's own calls (zeInit
  * while it loads drivers) count too. NULL: the sum over every entry point. 0 for an unknown

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acgtest_ze.h" /* ACGTEST_ZE_LOST_RELEASES */
+
 /* The copy group's fill pattern limit is this driver's choice (Intel's was not verified). */
 const struct fake_group fake__groups[FAKE_GROUP_COUNT] = {
     [FAKE_GROUP_COMPUTE] = {ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE |
@@ -363,6 +365,42 @@ fake_zeDeviceGetCommandQueueGroupProperties(ze_device_handle_t hDevice, uint32_t
     return ZE_RESULT_SUCCESS;
 }
 
+/* ---- lost devices --------------------------------------------------------------------------- */
+
+/* Intel's driver answers from its engines' hang detection, without waiting for any work. */
+ze_result_t fake_zeDeviceGetStatus(ze_device_handle_t hDevice) {
+    FAKE_ENTER(zeDeviceGetStatus);
+    struct fake_device *d;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__device(hDevice, &d);
+    }
+    if (r == ZE_RESULT_SUCCESS && d->lost) {
+        r = ZE_RESULT_ERROR_DEVICE_LOST;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+int fake__lost(uint32_t devices) {
+    for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
+        if ((devices & (1u << i)) && fake__g.devices[i].lost) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+ze_result_t fake__released(uint32_t devices) {
+    for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
+        if ((devices & (1u << i)) && fake__g.devices[i].lost == ACGTEST_ZE_LOST_RELEASES) {
+            return ZE_RESULT_ERROR_DEVICE_LOST;
+        }
+    }
+    return ZE_RESULT_SUCCESS;
+}
+
 /* ---- contexts ------------------------------------------------------------------------------- */
 
 ze_result_t fake_zeContextCreate(ze_driver_handle_t hDriver, const ze_context_desc_t *desc,
@@ -458,6 +496,7 @@ ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext) {
     fake__g.reclaimed += freed;
     fake__obj_remove(&ctx->obj);
     free(ctx);
+    r = fake__released(FAKE_ALL_DEVICES);
 out:
     pthread_mutex_unlock(&fake__g.lock);
     return r;

@@ -44,11 +44,13 @@ ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_
         r = ZE_RESULT_ERROR_INVALID_SIZE;
         goto out;
     }
+    uint32_t devices = numDevices == 0 ? FAKE_ALL_DEVICES : 0;
     for (uint32_t i = 0; i < numDevices; i++) {
         struct fake_device *dev;
         if ((r = fake__device(phDevices[i], &dev)) != ZE_RESULT_SUCCESS) {
             goto out;
         }
+        devices |= fake__bit(dev);
     }
     r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     pool = calloc(1, sizeof *pool);
@@ -56,6 +58,7 @@ ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_
         goto out_free;
     }
     pool->ctx = ctx;
+    pool->devices = devices;
     pool->flags = desc->flags;
     pool->count = desc->count;
     if (fake__obj_add(&pool->obj, FAKE_POOL) != 0) {
@@ -94,7 +97,9 @@ ze_result_t fake_zeEventPoolDestroy(ze_event_pool_handle_t hEventPool) {
         r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     }
     if (r == ZE_RESULT_SUCCESS) {
+        uint32_t devices = pool->devices;
         pool_free(pool);
+        r = fake__released(devices);
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -174,7 +179,9 @@ ze_result_t fake_zeEventDestroy(ze_event_handle_t hEvent) {
         r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     }
     if (r == ZE_RESULT_SUCCESS) {
+        uint32_t devices = e->pool->devices;
         event_free(e);
+        r = fake__released(devices);
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -211,8 +218,11 @@ ze_result_t fake_zeEventHostSynchronize(ze_event_handle_t hEvent, uint64_t timeo
         fake__deadline(timeout, &deadline, &forever);
         e->obj.waiters++;
         while (!e->signalled && r == ZE_RESULT_SUCCESS) {
-            if (timeout == 0 || fake__g.unloading ||
-                (fake__wait(forever ? NULL : &deadline) && !e->signalled)) {
+            if (fake__lost(e->pool->devices)) {
+                r = ZE_RESULT_ERROR_DEVICE_LOST;
+            } else if (timeout == 0 || fake__g.unloading ||
+                       (fake__wait(forever ? NULL : &deadline) && !e->signalled &&
+                        !fake__lost(e->pool->devices))) {
                 r = ZE_RESULT_NOT_READY;
             }
         }
@@ -228,7 +238,7 @@ ze_result_t fake_zeEventQueryStatus(ze_event_handle_t hEvent) {
     pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = host_event(hEvent, "zeEventQueryStatus", &e);
     if (r == ZE_RESULT_SUCCESS && !e->signalled) {
-        r = ZE_RESULT_NOT_READY;
+        r = fake__lost(e->pool->devices) ? ZE_RESULT_ERROR_DEVICE_LOST : ZE_RESULT_NOT_READY;
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -346,7 +356,9 @@ ze_result_t fake_zeFenceDestroy(ze_fence_handle_t hFence) {
         r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     }
     if (r == ZE_RESULT_SUCCESS) {
+        uint32_t devices = fake__bit(f->queue->dev);
         fence_free(f);
+        r = fake__released(devices);
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -366,8 +378,11 @@ ze_result_t fake_zeFenceHostSynchronize(ze_fence_handle_t hFence, uint64_t timeo
         fake__deadline(timeout, &deadline, &forever);
         f->obj.waiters++;
         while (!f->signalled && r == ZE_RESULT_SUCCESS) {
-            if (timeout == 0 || fake__g.unloading ||
-                (fake__wait(forever ? NULL : &deadline) && !f->signalled)) {
+            if (f->queue->dev->lost) {
+                r = ZE_RESULT_ERROR_DEVICE_LOST;
+            } else if (timeout == 0 || fake__g.unloading ||
+                       (fake__wait(forever ? NULL : &deadline) && !f->signalled &&
+                        !f->queue->dev->lost)) {
                 r = ZE_RESULT_NOT_READY;
             }
         }
@@ -377,7 +392,8 @@ ze_result_t fake_zeFenceHostSynchronize(ze_fence_handle_t hFence, uint64_t timeo
     return r;
 }
 
-/* ZE_RESULT_SUCCESS once signalled, ZE_RESULT_NOT_READY before. */
+/* ZE_RESULT_SUCCESS once signalled, ZE_RESULT_NOT_READY before (DEVICE_LOST once the device is
+ * lost). */
 ze_result_t fake_zeFenceQueryStatus(ze_fence_handle_t hFence) {
     FAKE_ENTER(zeFenceQueryStatus);
     struct fake_fence *f;
@@ -387,7 +403,7 @@ ze_result_t fake_zeFenceQueryStatus(ze_fence_handle_t hFence) {
         r = fake__lookup(FAKE_FENCE, hFence, "zeFenceQueryStatus", (void **)&f);
     }
     if (r == ZE_RESULT_SUCCESS && !f->signalled) {
-        r = ZE_RESULT_NOT_READY;
+        r = f->queue->dev->lost ? ZE_RESULT_ERROR_DEVICE_LOST : ZE_RESULT_NOT_READY;
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;

@@ -624,6 +624,7 @@ static ze_result_t exec_destroy(acg_ze_executable_graph_handle_t hGraph, const c
     }
     if (r == ZE_RESULT_SUCCESS) {
         exec_free(x);
+        r = fake__released(FAKE_ALL_DEVICES); /* a context's, which may span devices */
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -654,6 +655,7 @@ static ze_result_t graph_destroy(acg_ze_graph_handle_t hGraph, const char *fn) {
     }
     if (r == ZE_RESULT_SUCCESS) {
         graph_free(g);
+        r = fake__released(FAKE_ALL_DEVICES);
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;

@@ -136,7 +136,7 @@ ze_result_t fake_zeCommandListCreateImmediate(ze_context_handle_t hContext,
     if ((l = calloc(1, sizeof *l)) == NULL) {
         goto out;
     }
-    if ((r = fake__engine_start(&l->engine, "immediate command list")) != ZE_RESULT_SUCCESS) {
+    if ((r = fake__engine_start(&l->engine, "immediate command list", dev)) != ZE_RESULT_SUCCESS) {
         goto out_free;
     }
     if (fake__obj_add(&l->obj, FAKE_LIST) != 0) {
@@ -208,6 +208,7 @@ ze_result_t fake_zeCommandListDestroy(ze_command_list_handle_t hCommandList) {
     if (l->immediate) {
         fake__engine_stop(&l->engine); /* idle: it returns at once */
     }
+    r = fake__released(fake__bit(l->dev));
     clear_cmds(l);
     free(l);
 out:
@@ -286,11 +287,15 @@ ze_result_t fake__append(struct fake_list *l, struct fake_cmd *cmd) {
         if (r != ZE_RESULT_SUCCESS || recorded) {
             return r;
         }
+        if (l->dev->lost) {
+            fake__cmd_free(cmd);
+            return ZE_RESULT_ERROR_DEVICE_LOST;
+        }
         uint64_t seq;
         r = fake__engine_submit(&l->engine, cmd, &seq);
         if (r == ZE_RESULT_SUCCESS && l->mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
             l->obj.waiters++;
-            fake__wait_counter(&l->engine.completed, seq, UINT64_MAX);
+            r = fake__wait_counter(&l->engine.completed, seq, UINT64_MAX, l->dev);
             l->obj.waiters--;
         }
         return r;
@@ -605,7 +610,7 @@ ze_result_t fake_zeCommandQueueCreate(ze_context_handle_t hContext, ze_device_ha
     if ((q = calloc(1, sizeof *q)) == NULL) {
         goto out;
     }
-    if ((r = fake__engine_start(&q->engine, "command queue")) != ZE_RESULT_SUCCESS) {
+    if ((r = fake__engine_start(&q->engine, "command queue", dev)) != ZE_RESULT_SUCCESS) {
         goto out_free;
     }
     if (fake__obj_add(&q->obj, FAKE_QUEUE) != 0) {
@@ -649,6 +654,7 @@ ze_result_t fake_zeCommandQueueDestroy(ze_command_queue_handle_t hCommandQueue) 
     }
     fake__obj_remove(&q->obj);
     fake__engine_stop(&q->engine);
+    r = fake__released(fake__bit(q->dev));
     free(q);
 out:
     pthread_mutex_unlock(&fake__g.lock);
@@ -694,13 +700,18 @@ ze_result_t fake_zeCommandQueueExecuteCommandLists(ze_command_queue_handle_t hCo
         fake__cmd_free(&cmd);
         goto out;
     }
+    if (q->dev->lost) {
+        fake__cmd_free(&cmd);
+        r = ZE_RESULT_ERROR_DEVICE_LOST;
+        goto out;
+    }
     cmd.u.exec.fence = fake__ref(f != NULL ? &f->obj : NULL);
     fake__graph_eager(&cmd);
     uint64_t seq;
     r = fake__engine_submit(&q->engine, &cmd, &seq);
     if (r == ZE_RESULT_SUCCESS && q->mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
         q->obj.waiters++;
-        fake__wait_counter(&q->engine.completed, seq, UINT64_MAX);
+        r = fake__wait_counter(&q->engine.completed, seq, UINT64_MAX, q->dev);
         q->obj.waiters--;
     }
 out:
@@ -719,7 +730,7 @@ ze_result_t fake_zeCommandQueueSynchronize(ze_command_queue_handle_t hCommandQue
     }
     if (r == ZE_RESULT_SUCCESS) {
         q->obj.waiters++;
-        r = fake__wait_counter(&q->engine.completed, q->engine.submitted, timeout);
+        r = fake__wait_counter(&q->engine.completed, q->engine.submitted, timeout, q->dev);
         q->obj.waiters--;
     }
     pthread_mutex_unlock(&fake__g.lock);
@@ -750,7 +761,7 @@ ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandL
     }
     if (r == ZE_RESULT_SUCCESS) {
         l->obj.waiters++;
-        r = fake__wait_counter(&l->engine.completed, l->engine.submitted, timeout);
+        r = fake__wait_counter(&l->engine.completed, l->engine.submitted, timeout, l->dev);
         l->obj.waiters--;
     }
     pthread_mutex_unlock(&fake__g.lock);

@@ -246,8 +246,10 @@ ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr) {
     if (range->busy > 0) {
         fake__fault("zeMemFree(%p) while a command is running on that memory", ptr);
     }
+    uint32_t devices = range->dev != NULL ? fake__bit(range->dev) : FAKE_ALL_DEVICES;
     range_free(range);
     fake__g.live--;
+    r = fake__released(devices);
 out:
     pthread_mutex_unlock(&fake__g.lock);
     return r;

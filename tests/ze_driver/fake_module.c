@@ -286,8 +286,10 @@ ze_result_t fake_zeModuleDestroy(ze_module_handle_t hModule) {
         r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     }
     if (r == ZE_RESULT_SUCCESS) {
+        uint32_t devices = fake__bit(m->dev);
         fake__obj_remove(&m->obj);
         module_free(m);
+        r = fake__released(devices);
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -432,7 +434,9 @@ ze_result_t fake_zeKernelDestroy(ze_kernel_handle_t hKernel) {
         r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     }
     if (r == ZE_RESULT_SUCCESS) {
+        uint32_t devices = fake__bit(k->module->dev);
         kernel_free(k);
+        r = fake__released(devices);
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;

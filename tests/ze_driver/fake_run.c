@@ -12,7 +12,9 @@
  * and the allocations it runs on are marked busy so that freeing one under it aborts too. While
  * a command is queued it holds the objects it uses (fake_obj.pending), so destroying them is
  * refused until it completed. A graph's replay holds its executable graph and everything the
- * recorded commands use, and runs them on the replaying list's worker.
+ * recorded commands use, and runs them on the replaying list's worker. The workers of a lost
+ * device (acgtest_ze_set_lost) drop their jobs: a waiting command stops waiting, nothing more
+ * runs or is signalled, and the jobs complete as far as what they hold goes.
  */
 #include "fake_ze_impl.h"
 
@@ -190,15 +192,20 @@ static void run_work(const struct fake_cmd *c) {
     }
 }
 
-/* (lock held; lets go while it waits or works) Runs one command where it stands in its list. */
-static void run_cmd(const struct fake_cmd *c) {
+/* (lock held) Whether the engine's work is to be dropped: the library is going, or the device
+ * it runs on was lost. */
+static int dropping(const struct fake_engine *e) { return fake__g.unloading || e->dev->lost; }
+
+/* (lock held; lets go while it waits or works) Runs one command of engine `en` where it stands
+ * in its list; the rest of it is dropped once the engine drops its work. */
+static void run_cmd(const struct fake_engine *en, const struct fake_cmd *c) {
     for (uint32_t i = 0; i < c->n_waits; i++) {
         const struct fake_event *e = (const struct fake_event *)c->waits[i].obj;
-        while (!e->signalled && !fake__g.unloading) {
+        while (!e->signalled && !dropping(en)) {
             pthread_cond_wait(&fake__g.progress, &fake__g.lock);
         }
     }
-    if (fake__g.unloading) {
+    if (dropping(en)) {
         return;
     }
     switch (c->kind) {
@@ -209,10 +216,10 @@ static void run_cmd(const struct fake_cmd *c) {
         for (uint32_t i = 0; i < c->u.exec.n_lists; i++) {
             const struct fake_list *l = (const struct fake_list *)c->u.exec.lists[i].obj;
             for (size_t j = 0; j < l->n_cmds; j++) {
-                run_cmd(&l->cmds[j]);
+                run_cmd(en, &l->cmds[j]);
             }
         }
-        if (c->u.exec.fence.obj != NULL) {
+        if (c->u.exec.fence.obj != NULL && !dropping(en)) {
             ((struct fake_fence *)c->u.exec.fence.obj)->signalled = 1;
         }
         break;
@@ -223,13 +230,16 @@ static void run_cmd(const struct fake_cmd *c) {
         const struct fake_exec_graph *x = (const struct fake_exec_graph *)c->u.graph.exec.obj;
         fake__graph_replay_check(c);
         for (size_t j = 0; j < x->n_cmds; j++) {
-            run_cmd(&x->cmds[j]);
+            run_cmd(en, &x->cmds[j]);
         }
         break;
     }
     default:
         run_work(c);
         break;
+    }
+    if (dropping(en)) {
+        return; /* lost while it ran: what it signals is never signalled */
     }
     if (c->signal.obj != NULL) {
         ((struct fake_event *)c->signal.obj)->signalled = 1;
@@ -249,9 +259,10 @@ static void *worker_main(void *arg) {
         if (e->head == NULL) {
             break; /* destroyed, and drained */
         }
-        /* The job stays queued while it runs, so a synchronization sees it pending. */
+        /* The job stays queued while it runs, so a synchronization sees it pending. A lost
+         * device's jobs are dropped (run_cmd returns at once). */
         struct fake_job *job = e->head;
-        run_cmd(&job->cmd);
+        run_cmd(e, &job->cmd);
         e->head = job->next;
         if (e->head == NULL) {
             e->tail = NULL;
@@ -266,9 +277,11 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-ze_result_t fake__engine_start(struct fake_engine *e, const char *what) {
+ze_result_t fake__engine_start(struct fake_engine *e, const char *what,
+                               const struct fake_device *dev) {
     memset(e, 0, sizeof *e);
     e->what = what;
+    e->dev = dev;
     if (pthread_cond_init(&e->work, NULL) != 0) {
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     }

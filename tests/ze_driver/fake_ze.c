@@ -52,6 +52,9 @@
  *   (HANDLE_OBJECT_IN_USE for a destroy, INVALID_ARGUMENT otherwise), said on stderr and counted
  *   in acgtest_ze_violations, where a GPU might corrupt memory or hang.
  * - Where the real driver's choice of error code was not verified, the source says so.
+ * - A lost device (acgtest_ze_set_lost) fails submissions, waits and queries of its work, not
+ *   every call as a real one might, and drops its queued work at once; made healthy again, it
+ *   goes on with the objects it had, which a reset GPU would not.
  */
 #include "fake_ze_impl.h"
 
@@ -511,6 +514,44 @@ ACGTEST_ZE_API void acgtest_ze_fail(const char *name, unsigned nth, int code) {
     set_injection(name, nth, code);
 }
 
+/* (lock held) Whether an engine of dev still has work that was queued. */
+static int engines_busy(const struct fake_device *dev) {
+    const struct fake_vec *lists = &fake__g.objs[FAKE_LIST], *queues = &fake__g.objs[FAKE_QUEUE];
+    for (size_t i = 0; i < lists->n; i++) {
+        const struct fake_list *l = lists->v[i];
+        if (l->immediate && l->dev == dev && l->engine.completed < l->engine.submitted) {
+            return 1;
+        }
+    }
+    for (size_t i = 0; i < queues->n; i++) {
+        const struct fake_queue *q = queues->v[i];
+        if (q->dev == dev && q->engine.completed < q->engine.submitted) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The device's workers drop what is queued (fake_run.c) once they see it lost; waiting here
+ * until they did makes every object free to destroy when this returns, as after a reset. */
+ACGTEST_ZE_API void acgtest_ze_set_lost(int device, int mode) {
+    ensure_config();
+    pthread_mutex_lock(&fake__g.lock);
+    if (device < 0 || device >= FAKE_MAX_DEVICES || mode < 0 || mode > ACGTEST_ZE_LOST_RELEASES) {
+        fprintf(stderr, "acg Level Zero test driver: acgtest_ze_set_lost(%d, %d): no such %s\n",
+                device, mode, mode < 0 || mode > ACGTEST_ZE_LOST_RELEASES ? "mode" : "device");
+        pthread_mutex_unlock(&fake__g.lock);
+        return;
+    }
+    struct fake_device *d = &fake__g.devices[device];
+    d->lost = mode;
+    pthread_cond_broadcast(&fake__g.progress);
+    while (mode != 0 && engines_busy(d)) {
+        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+}
+
 ACGTEST_ZE_API unsigned long acgtest_ze_calls(const char *name) {
     ensure_config();
     unsigned long n = 0;
@@ -718,19 +759,25 @@ int fake__wait(const struct timespec *deadline) {
     return pthread_cond_timedwait(&fake__g.progress, &fake__g.lock, deadline) == ETIMEDOUT;
 }
 
-ze_result_t fake__wait_counter(const uint64_t *counter, uint64_t target, uint64_t timeout_ns) {
+ze_result_t fake__wait_counter(const uint64_t *counter, uint64_t target, uint64_t timeout_ns,
+                               const struct fake_device *dev) {
     struct timespec deadline;
     int forever;
     fake__deadline(timeout_ns, &deadline, &forever);
-    while (*counter < target) {
+    for (;;) {
+        if (dev->lost) {
+            return ZE_RESULT_ERROR_DEVICE_LOST;
+        }
+        if (*counter >= target) {
+            return ZE_RESULT_SUCCESS;
+        }
         if (timeout_ns == 0 || fake__g.unloading) {
             return ZE_RESULT_NOT_READY;
         }
-        if (fake__wait(forever ? NULL : &deadline) && *counter < target) {
+        if (fake__wait(forever ? NULL : &deadline) && *counter < target && !dev->lost) {
             return ZE_RESULT_NOT_READY;
         }
     }
-    return ZE_RESULT_SUCCESS;
 }
 
 /* ---- unload --------------------------------------------------------------------------------- */

@@ -49,6 +49,7 @@
       GetMemoryProperties)                                                                         \
     X(zeDeviceGetCommandQueueGroupProperties, DeviceGetCommandQueueGroupProperties,                \
       ze_device_dditable_t, GetCommandQueueGroupProperties)                                        \
+    X(zeDeviceGetStatus, DeviceGetStatus, ze_device_dditable_t, GetStatus)                         \
     X(zeContextCreate, ContextCreate, ze_context_dditable_t, Create)                               \
     X(zeContextDestroy, ContextDestroy, ze_context_dditable_t, Destroy)                            \
     X(zeCommandQueueCreate, CommandQueueCreate, ze_command_queue_dditable_t, Create)               \
@@ -242,6 +243,7 @@ struct fake_driver {
 struct fake_device {
     int index;
     size_t allocated; /* bytes of live device allocations */
+    int lost;         /* acgtest_ze_set_lost's mode: 0 healthy */
 };
 
 /* The command queue groups of every device, in ordinal order: one that runs everything, one
@@ -260,7 +262,8 @@ struct fake_context {
 
 /* A host thread running commands in order: an immediate list's or a queue's. */
 struct fake_engine {
-    const char *what; /* "immediate command list" or "command queue", for messages */
+    const char *what;              /* "immediate command list" or "command queue", for messages */
+    const struct fake_device *dev; /* whose work it runs: none once the device is lost */
     pthread_t thread;
     pthread_cond_t work;          /* signalled when a job is queued or quit is set */
     struct fake_job *head, *tail; /* queued jobs, head running or next */
@@ -389,6 +392,7 @@ struct fake_pool {
     struct fake_obj obj;
     struct fake_context *ctx;
     ze_event_pool_flags_t flags;
+    uint32_t devices; /* bit i: device i may use its events (every device when none was named) */
     uint32_t count;
     long events;              /* live events created from it */
     struct fake_event **slot; /* (count) the live event at each index, or NULL */
@@ -539,8 +543,20 @@ int fake__wait(const struct timespec *deadline);
  * *forever), 0 is now. */
 void fake__deadline(uint64_t timeout_ns, struct timespec *deadline, int *forever);
 /* (lock held; waits) Waits until *counter reaches target or the timeout passes: SUCCESS or
- * NOT_READY. */
-ze_result_t fake__wait_counter(const uint64_t *counter, uint64_t target, uint64_t timeout_ns);
+ * NOT_READY; DEVICE_LOST once dev (the engine's device) is lost, reached or not. */
+ze_result_t fake__wait_counter(const uint64_t *counter, uint64_t target, uint64_t timeout_ns,
+                               const struct fake_device *dev);
+
+/* Lost devices (acgtest_ze_set_lost). (lock held) Whether a device of the bit mask (bit i:
+ * device i) is lost. */
+int fake__lost(uint32_t devices);
+/* The bit of dev in such a mask. */
+static inline uint32_t fake__bit(const struct fake_device *dev) { return 1u << dev->index; }
+/* (lock held) What a release of an object of the masked devices returns once it released it:
+ * DEVICE_LOST where one of them is lost in the mode whose releases report it, else SUCCESS. */
+ze_result_t fake__released(uint32_t devices);
+/* Every device's bit. */
+#define FAKE_ALL_DEVICES ((1u << FAKE_MAX_DEVICES) - 1)
 
 /* Memory (fake_memory.c). (lock held) The live allocation holding [addr, addr + bytes), or
  * NULL; bytes 0 asks for addr inside or at the end of one. */
@@ -560,9 +576,10 @@ ze_result_t fake__wait_refs(uint32_t n, ze_event_handle_t *events, struct fake_c
 /* (lock held) Frees every pool, event and fence at unload. */
 void fake__events_unload(void);
 
-/* Workers (fake_run.c). (lock held) Starts an engine's worker: OUT_OF_HOST_MEMORY when it
- * cannot. `what` names the engine's owner in messages. */
-ze_result_t fake__engine_start(struct fake_engine *e, const char *what);
+/* Workers (fake_run.c). (lock held) Starts an engine's worker for device dev's work:
+ * OUT_OF_HOST_MEMORY when it cannot. `what` names the engine's owner in messages. */
+ze_result_t fake__engine_start(struct fake_engine *e, const char *what,
+                               const struct fake_device *dev);
 /* (lock held; lets go while it joins) Stops an idle engine's worker and joins it. */
 void fake__engine_stop(struct fake_engine *e);
 /* (lock held) Queues cmd, taking what it owns whatever happens, and holds the objects it uses
@@ -654,6 +671,7 @@ ze_result_t fake_zeDeviceGetMemoryProperties(ze_device_handle_t hDevice, uint32_
 ze_result_t
 fake_zeDeviceGetCommandQueueGroupProperties(ze_device_handle_t hDevice, uint32_t *pCount,
                                             ze_command_queue_group_properties_t *pProps);
+ze_result_t fake_zeDeviceGetStatus(ze_device_handle_t hDevice);
 ze_result_t fake_zeContextCreate(ze_driver_handle_t hDriver, const ze_context_desc_t *desc,
                                  ze_context_handle_t *phContext);
 ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext);

@@ -20,6 +20,7 @@
     X(zeDeviceGetComputeProperties, DeviceGetComputeProperties, 1)                                 \
     X(zeDeviceGetMemoryProperties, DeviceGetMemoryProperties, 1)                                   \
     X(zeDeviceGetCommandQueueGroupProperties, DeviceGetCommandQueueGroupProperties, 1)             \
+    X(zeDeviceGetStatus, DeviceGetStatus, 1)                                                       \
     X(zeContextCreate, ContextCreate, 1)                                                           \
     X(zeContextDestroy, ContextDestroy, 1)                                                         \
     X(zeCommandQueueCreate, CommandQueueCreate, 1)                                                 \

@@ -517,7 +517,17 @@ void acg__ze_graph_destroy(acg__bk_exec *exec) {
     ze_exec *e = acg__ze_exec(exec);
     /* No replay is pending (backend.h), but the device may not have let go of the list: wait
      * for the last one's end before destroying it. */
-    if (wait_done(e, fn) != ACG_OK || acg__ze_exec_wait_fence(e, fn) != ACG_OK) {
+    acg_status st = wait_done(e, fn);
+    if (st == ACG_OK) {
+        st = acg__ze_exec_wait_fence(e, fn);
+    }
+    if (st == ACG_ERR_DEVICE_LOST) {
+        /* A lost device runs nothing more: the last replay never ends, and uses nothing. */
+        pthread_mutex_lock(&e->dev->lock);
+        acg__ze_slot_retire(e->dev, e->done);
+        pthread_mutex_unlock(&e->dev->lock);
+        e->done = NULL;
+    } else if (st != ACG_OK) {
         /* The list or graph may still be in use: it is left to the driver, with its events. */
         atomic_fetch_add(&e->dev->leaked, 1);
         e->list = NULL;

@@ -122,9 +122,14 @@ static acg_status compute_ordinal(ze_device *d, const char *fn) {
     return st;
 }
 
-/* A release the driver refused: the object stays, and so must what it belongs to. */
+/* A release the driver refused: the object stays, and so must what it belongs to. A lost
+ * device's release is no refusal: the device runs nothing more, the driver lets go of what it
+ * can, and keeping the object would keep the context and everything else with it. */
 void acg__ze_release(ze_device *d, ze_result_t r, const char *fn, const char *call) {
-    if (r != ZE_RESULT_SUCCESS) {
+    if (r == ZE_RESULT_ERROR_DEVICE_LOST) {
+        acg__log(ACG_LOG_DEBUG, "level_zero: %s: %s on a lost device: %s", fn, call,
+                 acg__ze_result_name(r));
+    } else if (r != ZE_RESULT_SUCCESS) {
         acg__ze_check(r, fn, call);
         atomic_fetch_add(&d->leaked, 1);
     }
@@ -161,7 +166,7 @@ static void device_free(ze_device *d) {
     }
     keep = keep || atomic_load(&d->leaked) != 0;
     if (d->ctx != NULL && !keep) {
-        ZE(fn, zeContextDestroy, d->ctx);
+        ZE_RELEASE(d, fn, zeContextDestroy, d->ctx);
     } else if (d->ctx != NULL) {
         acg__log(ACG_LOG_WARN,
                  "level_zero: %u object(s) the driver refused to release or the device may still "
@@ -223,6 +228,17 @@ static void ze_device_close(acg__bk_device *dev) { device_free(acg__ze_dev(dev))
 static acg_status ze_query_capability(acg__bk_device *dev, acg_capability *out) {
     ze_device *d = acg__ze_dev(dev);
     return describe_device(d->drv, d->dev, out);
+}
+
+/* zeDeviceGetStatus answers from the driver's own fault detection (Intel's: every engine's hang
+ * check) without waiting for any work, from any thread. A driver that does not serve it (the
+ * loader answers ZE_RESULT_ERROR_UNSUPPORTED_FEATURE) cannot tell: no fault; its waits still
+ * report one. */
+static acg_status ze_device_get_async_error(acg__bk_device *dev) {
+    ze_result_t r = acg__ze.zeDeviceGetStatus(acg__ze_dev(dev)->dev);
+    return r == ZE_RESULT_ERROR_UNSUPPORTED_FEATURE
+               ? ACG_OK
+               : acg__ze_check(r, "acg_device_get_async_error", "zeDeviceGetStatus");
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */
@@ -510,6 +526,8 @@ const acg_backend_i acg__backend_level_zero = {
      * reference it: discarded graphs live until the pool's next successful capture. */
     .retain_discarded_graphs = true,
     .stream_get_native = acg__ze_stream_get_native,
+    /* The driver's own word on the device (zeDeviceGetStatus); waits report a loss too. */
+    .device_get_async_error = ze_device_get_async_error,
     .memory_query = ze_memory_query,
     .graph_get_native = acg__ze_graph_get_native,
 };

@@ -16,12 +16,12 @@
  * signal in order and the oldest is the one to ask. */
 
 /* Releases a list of the stream and its fence; nothing may reference them. A fence the driver
- * keeps keeps the queue too. */
+ * keeps keeps the queue too (not a lost device's: acg__ze_release). */
 static void batch_free(ze_stream *s, const ze_batch *b, const char *fn) {
     ZE_RELEASE(s->dev, fn, zeCommandListDestroy, b->list);
     ze_result_t r = acg__ze.zeFenceDestroy(b->fence);
     acg__ze_release(s->dev, r, fn, "zeFenceDestroy");
-    s->fence_kept = s->fence_kept || r != ZE_RESULT_SUCCESS;
+    s->fence_kept = s->fence_kept || (r != ZE_RESULT_SUCCESS && r != ZE_RESULT_ERROR_DEVICE_LOST);
     s->n_batches--;
 }
 

@@ -146,9 +146,10 @@ acg_status acg__ze_stream_begin(ze_stream *s, const char *fn) {
                           fn, acg__ze_result_name(s->stuck), (unsigned)s->stuck);
     }
     if (s->fence != NULL) {
-        /* A replay on the device's queue: later work on the stream runs after it. */
+        /* A replay on the device's queue: later work on the stream runs after it. On a lost
+         * device it never ends, and nothing is left to wait for (its graph may go next). */
         st = acg__ze_exec_wait_fence(s->fence_exec, fn);
-        if (st == ACG_OK) {
+        if (st == ACG_OK || st == ACG_ERR_DEVICE_LOST) {
             s->fence = NULL;
             s->fence_exec = NULL;
         }
@@ -229,12 +230,15 @@ void acg__ze_stream_destroy(acg__bk_stream *stream) {
     ze_stream *s = acg__ze_stream(stream);
     /* The core synchronized the stream; when that failed the list may still be in use, and
      * is left to the driver rather than destroyed under the device. */
-    bool drained = acg__ze_stream_drain(s, "acg_stream_destroy") == ACG_OK;
-    if (drained && s->queue != NULL) {
+    acg_status st = acg__ze_stream_drain(s, "acg_stream_destroy");
+    if (st == ACG_OK && s->queue != NULL) {
         /* Every list executed ended (the drain saw the last one's commands complete, not yet its
          * fence): none may be destroyed before. */
-        drained = acg__ze_queue_wait_all(s, "acg_stream_destroy") == ACG_OK;
+        st = acg__ze_queue_wait_all(s, "acg_stream_destroy");
     }
+    /* A lost device runs nothing more: what the stream queued will never use its lists, which
+     * go as a drained stream's do. */
+    bool drained = st == ACG_OK || st == ACG_ERR_DEVICE_LOST;
     pthread_mutex_lock(&s->dev->lock);
     forget_stream(s->dev, s, drained);
     if (drained) {

@@ -418,7 +418,10 @@ acg_status acg__ocl_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
     if (r->last != NULL) {
         /* Without simultaneous use a pending command buffer cannot be enqueued again: wait
          * for the previous replay. */
-        OCL_CHECK(clWaitForEvents(1, &r->last), fn, out);
+        cl_int err = clWaitForEvents(1, &r->last);
+        if (err != CL_SUCCESS) {
+            return acg__ocl_wait_error(err, r->last, fn, "clWaitForEvents");
+        }
         clReleaseEvent(r->last);
         r->last = NULL;
     }

@@ -147,32 +147,38 @@ void acg__ocl_pinned_free(acg__bk_device *dev, void *ptr) {
 
 /* ---- copies and fills --------------------------------------------------------------------- */
 
+/* Ends a host copy queued with err and event ev. A blocking one waited for the commands before
+ * it: a fault of theirs shows in its code, or in its own execution status (an implementation
+ * may return CL_SUCCESS from a blocking call whose command terminated abnormally, and the host
+ * memory then holds nothing it should). */
+static acg_status copied(ocl_stream *s, cl_int err, cl_event ev, bool blocking, const char *fn,
+                         const char *call) {
+    if (err != CL_SUCCESS) {
+        return blocking ? acg__ocl_sync_error(err, fn, call) : acg__ocl_error(err, fn, call);
+    }
+    acg__ocl_track(s, ev);
+    acg_status st = blocking ? acg__ocl_event_status(ev, fn, call) : ACG_OK;
+    return st == ACG_NOT_READY ? ACG_OK : st;
+}
+
 acg_status acg__ocl_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
                              const void *src, size_t size, bool src_pinned) {
     ocl_stream *s = acg__ocl_stream(stream);
-    acg_status st = ACG_OK;
     /* Pageable memory must be read before the call returns: a blocking write. */
     cl_event ev = NULL;
-    OCL_CHECK(clEnqueueWriteBuffer(s->queue, acg__ocl_mem(dst), src_pinned ? CL_FALSE : CL_TRUE,
-                                   dst_off, size, src, 0, NULL, &ev),
-              "acg_copy_h2d", out);
-    acg__ocl_track(s, ev);
-out:
-    return st;
+    cl_int err = clEnqueueWriteBuffer(s->queue, acg__ocl_mem(dst), src_pinned ? CL_FALSE : CL_TRUE,
+                                      dst_off, size, src, 0, NULL, &ev);
+    return copied(s, err, ev, !src_pinned, "acg_copy_h2d", "clEnqueueWriteBuffer");
 }
 
 acg_status acg__ocl_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
                              size_t size, bool dst_pinned) {
     ocl_stream *s = acg__ocl_stream(stream);
-    acg_status st = ACG_OK;
     cl_event ev = NULL;
     /* Pageable memory must be written before the call returns: a blocking read. */
-    OCL_CHECK(clEnqueueReadBuffer(s->queue, acg__ocl_mem(src), dst_pinned ? CL_FALSE : CL_TRUE,
-                                  src_off, size, dst, 0, NULL, &ev),
-              "acg_copy_d2h", out);
-    acg__ocl_track(s, ev);
-out:
-    return st;
+    cl_int err = clEnqueueReadBuffer(s->queue, acg__ocl_mem(src), dst_pinned ? CL_FALSE : CL_TRUE,
+                                     src_off, size, dst, 0, NULL, &ev);
+    return copied(s, err, ev, !dst_pinned, "acg_copy_d2h", "clEnqueueReadBuffer");
 }
 
 acg_status acg__ocl_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,

@@ -61,6 +61,46 @@ acg_status acg__ocl_error(cl_int err, const char *fn, const char *call) {
     return acg__error(st, "%s: %s failed with %s (%d)", fn, call, code_name(err), (int)err);
 }
 
+acg_status acg__ocl_sync_error(cl_int err, const char *fn, const char *call) {
+    if (err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST || err == CL_OUT_OF_RESOURCES) {
+        return acg__error(ACG_ERR_DEVICE_LOST, "%s: %s failed with %s (%d): the device faulted", fn,
+                          call, code_name(err), (int)err);
+    }
+    return acg__ocl_error(err, fn, call);
+}
+
+/* A negative execution status is the implementation's own code (PoCL: -1), not always one of
+ * the API's error codes: it is given as a number. */
+acg_status acg__ocl_event_status(cl_event ev, const char *fn, const char *what) {
+    cl_int status = CL_COMPLETE;
+    acg_status st = ACG_OK;
+    OCL_CHECK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL),
+              fn, out);
+    if (status < 0) {
+        return acg__error(ACG_ERR_DEVICE_LOST,
+                          "%s: %s ended with execution status %d (terminated abnormally): the "
+                          "device faulted",
+                          fn, what, (int)status);
+    }
+    st = status == CL_COMPLETE ? ACG_OK : ACG_NOT_READY;
+out:
+    return st;
+}
+
+acg_status acg__ocl_wait_error(cl_int err, cl_event ev, const char *fn, const char *call) {
+    cl_int status = CL_COMPLETE;
+    if (err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST &&
+        clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) ==
+            CL_SUCCESS &&
+        status < 0) {
+        return acg__error(ACG_ERR_DEVICE_LOST,
+                          "%s: %s failed with %s (%d): the command waited for ended with "
+                          "execution status %d (terminated abnormally): the device faulted",
+                          fn, call, code_name(err), (int)err, (int)status);
+    }
+    return acg__ocl_sync_error(err, fn, call);
+}
+
 /* ---- the devices of every platform, found once ------------------------------------------ */
 
 static struct {
@@ -184,6 +224,7 @@ static acg_status ocl_device_open(int index, const char *options, acg__bk_device
         goto out_context;
     }
     pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->streams_lock, NULL);
     *out = acg__ocl_bk_dev(d);
     return ACG_OK;
 
@@ -204,6 +245,7 @@ static void ocl_device_close(acg__bk_device *dev) {
     clReleaseCommandQueue(d->aux);
     clReleaseContext(d->ctx);
     pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->streams_lock);
     acg__free(d->pins);
     acg__free(d);
 }
@@ -221,41 +263,66 @@ static acg_status ocl_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
     if (s == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
     }
-    s->dev = acg__ocl_dev(dev);
-    acg_status st = acg__ocl_queue_create(s->dev, &s->queue, "acg_stream_create");
+    ocl_device *d = acg__ocl_dev(dev);
+    s->dev = d;
+    acg_status st = acg__ocl_queue_create(d, &s->queue, "acg_stream_create");
     if (st != ACG_OK) {
         acg__free(s);
         return st;
     }
+    pthread_mutex_lock(&d->streams_lock);
+    bool room =
+        acg__grow((void **)&d->streams, &d->cap_streams, d->n_streams + 1, sizeof *d->streams);
+    if (room) {
+        d->streams[d->n_streams++] = s;
+    }
+    pthread_mutex_unlock(&d->streams_lock);
+    if (!room) {
+        clReleaseCommandQueue(s->queue);
+        acg__free(s);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
+    }
+    pthread_mutex_init(&s->last_lock, NULL);
     *out = acg__ocl_bk_stream(s);
     return ACG_OK;
 }
 
 static void ocl_stream_destroy(acg__bk_stream *stream) {
     ocl_stream *s = acg__ocl_stream(stream);
+    ocl_device *d = s->dev;
+    pthread_mutex_lock(&d->streams_lock);
+    for (uint32_t i = 0; i < d->n_streams; i++) {
+        if (d->streams[i] == s) {
+            d->streams[i] = d->streams[--d->n_streams];
+            break;
+        }
+    }
+    if (d->n_streams == 0) {
+        /* A device without streams holds no array: a create and destroy leave memory as it was. */
+        acg__free(d->streams);
+        d->streams = NULL;
+        d->cap_streams = 0;
+    }
+    pthread_mutex_unlock(&d->streams_lock);
     acg__ocl_track(s, NULL);
     clReleaseCommandQueue(s->queue);
+    pthread_mutex_destroy(&s->last_lock);
     acg__free(s);
 }
 
+/* clFinish reports no command's failure (PoCL returns CL_SUCCESS behind one): the latest
+ * command's execution status does. A command of an in-order queue that faults fails those
+ * queued behind it, which the latest is. */
 static acg_status ocl_stream_synchronize(acg__bk_stream *stream) {
+    static const char fn[] = "acg_stream_synchronize";
     ocl_stream *s = acg__ocl_stream(stream);
     acg_status st = ACG_OK;
-    OCL_CHECK(clFinish(s->queue), "acg_stream_synchronize", out);
-out:
-    return st;
-}
-
-/* ACG_OK, ACG_NOT_READY, or the device's fault for a finished event. */
-static acg_status event_status(cl_event ev, const char *fn) {
-    cl_int status = CL_COMPLETE;
-    acg_status st = ACG_OK;
-    OCL_CHECK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL),
-              fn, out);
-    if (status < 0) {
-        return acg__ocl_error(status, fn, "the command");
+    OCL_CHECK_SYNC(clFinish(s->queue), fn, out);
+    cl_event last = acg__ocl_last(s);
+    if (last != NULL) {
+        st = acg__ocl_event_status(last, fn, "the stream's latest command");
+        clReleaseEvent(last);
     }
-    st = status == CL_COMPLETE ? ACG_OK : ACG_NOT_READY;
 out:
     return st;
 }
@@ -271,13 +338,36 @@ static acg_status ocl_stream_query(acg__bk_stream *stream) {
         OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &marker), fn, out);
         acg__ocl_track(s, marker);
     }
-    if (s->last == NULL) {
+    cl_event last = acg__ocl_last(s);
+    if (last == NULL) {
         return ACG_OK;
     }
-    OCL_CHECK(clFlush(s->queue), fn, out);
-    st = event_status(s->last, fn);
+    OCL_CHECK_SYNC(clFlush(s->queue), fn, out_release);
+    st = acg__ocl_event_status(last, fn, "the stream's latest command");
+out_release:
+    clReleaseEvent(last);
 out:
     return st;
+}
+
+/* Asks, without waiting, for the execution status of each stream's latest command: one that
+ * terminated abnormally is a device fault (a command faulting fails those queued behind it on
+ * its in-order queue, which the latest is; a fault followed by commands queued after it ended
+ * is reported by the waits that meet it instead). */
+static acg_status ocl_device_get_async_error(acg__bk_device *dev) {
+    static const char fn[] = "acg_device_get_async_error";
+    ocl_device *d = acg__ocl_dev(dev);
+    acg_status st = ACG_OK;
+    pthread_mutex_lock(&d->streams_lock);
+    for (uint32_t i = 0; i < d->n_streams && (st == ACG_OK || st == ACG_NOT_READY); i++) {
+        cl_event last = acg__ocl_last(d->streams[i]);
+        if (last != NULL) {
+            st = acg__ocl_event_status(last, fn, "a stream's latest command");
+            clReleaseEvent(last);
+        }
+    }
+    pthread_mutex_unlock(&d->streams_lock);
+    return st == ACG_NOT_READY ? ACG_OK : st;
 }
 
 typedef struct ocl_event {
@@ -322,11 +412,10 @@ static acg_status ocl_event_record(acg__bk_event *event, acg__bk_stream *stream)
         OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &marker), fn, out_early);
         acg__ocl_track(s, marker);
     }
-    cl_event ev = s->last;
+    cl_event ev = acg__ocl_last(s);
     if (ev != NULL) {
-        clRetainEvent(ev);
         /* Queries and waits from the host must see it progress without a later flush. */
-        OCL_CHECK(clFlush(s->queue), fn, out);
+        OCL_CHECK_SYNC(clFlush(s->queue), fn, out);
     }
     pthread_mutex_lock(&e->lock);
     cl_event old = e->ev;
@@ -384,19 +473,20 @@ static acg_status ocl_event_query(acg__bk_event *event) {
     if (ev == NULL) {
         return ACG_OK;
     }
-    acg_status st = event_status(ev, "acg_event_query");
+    acg_status st = acg__ocl_event_status(ev, "acg_event_query", "the command recorded");
     clReleaseEvent(ev);
     return st;
 }
 
 static acg_status ocl_event_synchronize(acg__bk_event *event) {
-    acg_status st = ACG_OK;
     cl_event ev = event_marker(oevent(event));
     if (ev == NULL) {
         return ACG_OK;
     }
-    OCL_CHECK(clWaitForEvents(1, &ev), "acg_event_synchronize", out);
-out:
+    cl_int err = clWaitForEvents(1, &ev);
+    acg_status st = err == CL_SUCCESS
+                        ? ACG_OK
+                        : acg__ocl_wait_error(err, ev, "acg_event_synchronize", "clWaitForEvents");
     clReleaseEvent(ev);
     return st;
 }
@@ -589,4 +679,6 @@ const acg_backend_i acg__backend_opencl = {
     /* Command buffers are built from acg's description: no native capture, and no host node
      * (cl_khr_command_buffer has none), so host functions run eagerly only. */
     .stream_get_native = ocl_stream_get_native,
+    /* The execution status of each stream's latest command, asked without waiting. */
+    .device_get_async_error = ocl_device_get_async_error,
 };

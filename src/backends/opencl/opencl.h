@@ -27,10 +27,35 @@
         }                                                                                          \
     } while (0)
 
+/* As OCL_CHECK, for a call that waits for or flushes commands queued before it (clFinish,
+ * clFlush, clWaitForEvents, a blocking read or write): acg__ocl_sync_error maps its code. */
+#define OCL_CHECK_SYNC(call, fn, label)                                                            \
+    do {                                                                                           \
+        cl_int err_ = (call);                                                                      \
+        if (err_ != CL_SUCCESS) {                                                                  \
+            st = acg__ocl_sync_error(err_, fn, #call);                                             \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
 /* Sets "<fn>: <call> failed with <code's name> (<code>)" and returns the status the code maps
  * to: ACG_ERR_OUT_OF_MEMORY for the out-of-memory codes and CL_INVALID_BUFFER_SIZE (a buffer
  * larger than the device allocates), else ACG_ERR_DEVICE. */
 acg_status acg__ocl_error(cl_int err, const char *fn, const char *call);
+/* The same for a call that waits for or flushes earlier commands, where a device fault shows:
+ * CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (a command waited for ended with a negative
+ * execution status) and CL_OUT_OF_RESOURCES (how drivers report a command that faulted, to
+ * every later wait of the context) are ACG_ERR_DEVICE_LOST; other codes as acg__ocl_error. An
+ * enqueue that does not wait keeps CL_OUT_OF_RESOURCES out of memory: there it says the command
+ * needs more than the device has (registers, local memory). */
+acg_status acg__ocl_sync_error(cl_int err, const char *fn, const char *call);
+/* acg__ocl_sync_error for clWaitForEvents on ev (err not CL_SUCCESS): where a command it waited
+ * for terminated abnormally, the detail also gives ev's execution status. */
+acg_status acg__ocl_wait_error(cl_int err, cl_event ev, const char *fn, const char *call);
+/* ACG_OK, ACG_NOT_READY while ev's command has not completed, or ACG_ERR_DEVICE_LOST with
+ * "<fn>: <what> ended with execution status <status> (terminated abnormally): the device
+ * faulted" where its execution status is negative; asks without waiting. */
+acg_status acg__ocl_event_status(cl_event ev, const char *fn, const char *what);
 
 /* ---- cl_khr_command_buffer ---------------------------------------------------------------- */
 
@@ -110,6 +135,8 @@ typedef struct ocl_pinned {
     void *map;  /* the mapped pointer (ptr - map = offset of ptr in mem) */
 } ocl_pinned;
 
+typedef struct ocl_stream ocl_stream;
+
 typedef struct ocl_device {
     cl_platform_id platform;
     cl_device_id id;
@@ -125,6 +152,11 @@ typedef struct ocl_device {
     uint32_t n_programs, cap_programs;
     ocl_pinned *pins; /* sorted by ptr */
     uint32_t n_pins, cap_pins;
+    /* The device's streams, whose latest commands acg_device_get_async_error asks about: a
+     * lock of their own, so that a poll never waits behind a program's build. */
+    pthread_mutex_t streams_lock;
+    ocl_stream **streams; /* (n_streams) */
+    uint32_t n_streams, cap_streams;
 } ocl_device;
 
 typedef struct ocl_kernel {
@@ -134,12 +166,15 @@ typedef struct ocl_kernel {
     pthread_mutex_t lock; /* clSetKernelArg and the launch that reads the arguments */
 } ocl_kernel;
 
-typedef struct ocl_stream {
+struct ocl_stream {
     ocl_device *dev;
     cl_command_queue queue;
-    cl_event last; /* the latest command queued (NULL: none yet); the core serializes calls */
+    /* The latest command queued (NULL: none yet). The core serializes the slots that queue
+     * work, but a synchronize or the device's poll may read it meanwhile: under last_lock. */
+    cl_event last;
+    pthread_mutex_t last_lock;
     bool native_used; /* the queue was handed out: commands acg did not queue may follow last */
-} ocl_stream;
+};
 
 /* The core's backend types are these structs (events and graphs: opencl.c, cmdbuf.c); these
  * helpers are the only casts between them. */
@@ -154,10 +189,24 @@ static inline acg__bk_mem *acg__ocl_bk_mem(cl_mem m) { return (acg__bk_mem *)m; 
 
 /* Makes ev the stream's latest command (taking the reference). */
 static inline void acg__ocl_track(ocl_stream *s, cl_event ev) {
-    if (s->last != NULL) {
-        clReleaseEvent(s->last);
-    }
+    pthread_mutex_lock(&s->last_lock);
+    cl_event old = s->last;
     s->last = ev;
+    pthread_mutex_unlock(&s->last_lock);
+    if (old != NULL) {
+        clReleaseEvent(old);
+    }
+}
+
+/* The stream's latest command, retained (NULL: none yet). */
+static inline cl_event acg__ocl_last(ocl_stream *s) {
+    pthread_mutex_lock(&s->last_lock);
+    cl_event ev = s->last;
+    if (ev != NULL) {
+        clRetainEvent(ev);
+    }
+    pthread_mutex_unlock(&s->last_lock);
+    return ev;
 }
 
 /* The bytes of a 1-, 2- or 4-byte fill pattern in host order, as the cpu backend writes them. */
