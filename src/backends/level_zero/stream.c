@@ -146,13 +146,13 @@ acg_status acg__ze_stream_begin(ze_stream *s, const char *fn) {
                           fn, acg__ze_result_name(s->stuck), (unsigned)s->stuck);
     }
     if (s->fence != NULL) {
-        /* A replay on the device's queue: later work on the stream runs after it. On a lost
-         * device it never ends, and nothing is left to wait for (its graph may go next). */
+        /* A replay on the device's queue: later work on the stream runs after it. The stream
+         * forgets the fence whatever the wait says: on a lost device the replay never ends,
+         * and a wait that failed otherwise is reported now, once; either way the graph may be
+         * destroyed next, and the stream must not point at it then. */
         st = acg__ze_exec_wait_fence(s->fence_exec, fn);
-        if (st == ACG_OK || st == ACG_ERR_DEVICE_LOST) {
-            s->fence = NULL;
-            s->fence_exec = NULL;
-        }
+        s->fence = NULL;
+        s->fence_exec = NULL;
     }
     if (st == ACG_OK && s->queue != NULL) {
         st = acg__ze_queue_open(s, fn);
