@@ -138,6 +138,17 @@ const char *tc_group(const char *test) {
     return dut_group;
 }
 
+void tc_skip(const char *why_fmt, ...) {
+    char why[512];
+    va_list ap;
+    va_start(ap, why_fmt);
+    vsnprintf(why, sizeof why, why_fmt, ap);
+    va_end(ap);
+    print_message("skipped: %s: %s\n", dut_spec, why);
+    skip();
+    abort(); /* skip() leaves the case; it does not return */
+}
+
 static void note_missing(const char *what) {
     print_message("note: %s (%s) has no %s: checked that it says so and refuses it with "
                   "ACG_ERR_UNSUPPORTED\n",

@@ -52,9 +52,20 @@ const acg_capability *tc_cap(void);
 /* A cmocka group name naming the executable's device: "test_graph --device opencl". */
 const char *tc_group(const char *test);
 
+/* Ends the case as skipped: prints "skipped: <spec>: <why>" and calls cmocka's skip(), so the
+ * count of what ran on each device shows in the CTest output. skip() leaves the case at once
+ * (its fixture's teardown still runs): release what the case created first, else the device's
+ * close fails. */
+_Noreturn void tc_skip(const char *why_fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
 /* Capability branches. A case that needs a capability the device lacks checks that the
  * capability says so and that the call which needs it returns ACG_ERR_UNSUPPORTED, notes it,
- * and returns false; the case then checks what still applies and returns. */
+ * and returns false; the case then checks what still applies, releases what it created, and
+ * ends with tc_skip naming what it could not check. */
 /* Graphs: acg_stream_begin_capture(s) (s a stream of dev) is refused and s stays out of capture
  * mode. */
 bool tc_has_graphs(acg_device *dev, acg_stream *s);

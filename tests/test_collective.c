@@ -167,11 +167,11 @@ static void run_ranks(int n_ranks, int (*fn)(fc_group *, int, int), const char *
     assert_int_equal(children, 0);
 }
 
-static bool collectives(void) {
+/* A case needs collectives: a device without them refuses a group, and the case is skipped. */
+static void need_collectives(void) {
     if (tc_cap()->collectives) {
-        return true;
+        return;
     }
-    /* A device without them refuses a group. */
     fc_group *fc = fc_create(1, 1000);
     assert_non_null(fc);
     acg_device *dev = tc_open();
@@ -179,28 +179,30 @@ static bool collectives(void) {
     TC_EXPECT(ERR_UNSUPPORTED, acg_device_group_create(dev, fc_comm(fc), &g));
     tc_close(dev);
     fc_destroy(fc);
-    print_message("%s has no collectives: refused, as its capability says\n", tc_spec());
-    return false;
+    tc_skip("no collectives: a group is refused, as the capability says");
+}
+
+/* A case needs more ranks than this process (fc_ranks_can_fork says why not): else skipped. */
+static void need_forked_ranks(const char *what) {
+    if (!fc_ranks_can_fork(what)) {
+        tc_skip("%s: ranks cannot be forked here", what);
+    }
 }
 
 static void test_sums(void **state) {
     (void)state;
-    if (!collectives()) {
-        return;
-    }
+    need_collectives();
     run_ranks(1, rank_sums, NULL, NULL);
-    if (fc_ranks_can_fork("sums over 2 and 3 ranks")) {
-        run_ranks(2, rank_sums, NULL, NULL);
-        run_ranks(3, rank_sums, NULL, NULL);
-    }
+    need_forked_ranks("sums over 2 and 3 ranks");
+    run_ranks(2, rank_sums, NULL, NULL);
+    run_ranks(3, rank_sums, NULL, NULL);
 }
 
 /* The same through the comm (what ranks on several hosts use): the same bits. */
 static void test_sums_host(void **state) {
     (void)state;
-    if (!collectives() || !fc_ranks_can_fork("sums through the comm over 3 ranks")) {
-        return;
-    }
+    need_collectives();
+    need_forked_ranks("sums through the comm over 3 ranks");
     run_ranks(3, rank_sums, "ACG_CPU_ALLREDUCE", "host");
 }
 
@@ -231,9 +233,8 @@ static int rank_exits(fc_group *fc, int rank, int n_ranks) {
 
 static void test_rank_exits(void **state) {
     (void)state;
-    if (!collectives() || !fc_ranks_can_fork("a rank that exits")) {
-        return;
-    }
+    need_collectives();
+    need_forked_ranks("a rank that exits");
     fc_group *fc = fc_create(3, 20000);
     assert_non_null(fc);
     int rank = fc_fork(fc);
@@ -273,9 +274,8 @@ static int rank_stalls(fc_group *fc, int rank, int n_ranks) {
 
 static void test_timeout(void **state) {
     (void)state;
-    if (!collectives() || !fc_ranks_can_fork("a rank that stalls")) {
-        return;
-    }
+    need_collectives();
+    need_forked_ranks("a rank that stalls");
     run_ranks(2, rank_stalls, "ACG_COMM_TIMEOUT_MS", "300");
 }
 
@@ -350,24 +350,20 @@ static int rank_mismatch(fc_group *fc, int rank, int n_ranks) {
     return 0;
 }
 
-/* Whether the backend under test checks the ranks' counts: the cpu backend does; NCCL does not
- * (acg.h, acg_allreduce), so on cuda such ranks may hang or get wrong sums. */
-static bool checks_counts(void) {
-    if (tc_backend_is("cpu")) {
-        return true;
+/* A case needs the backend under test to check the ranks' counts: the cpu backend does; NCCL
+ * does not (acg.h, acg_allreduce), so on cuda such ranks may hang or get wrong sums. */
+static void need_count_checks(void) {
+    if (!tc_backend_is("cpu")) {
+        tc_skip("allreduces of different counts: only the cpu backend finds them (NCCL checks "
+                "no counts)");
     }
-    print_message("%s: allreduces of different counts skipped: only the cpu backend finds them "
-                  "(NCCL checks no counts)\n",
-                  tc_spec());
-    return false;
 }
 
 static void test_mismatch(void **state) {
     (void)state;
-    if (!collectives() || !checks_counts() ||
-        !fc_ranks_can_fork("allreduces of different counts")) {
-        return;
-    }
+    need_collectives();
+    need_count_checks();
+    need_forked_ranks("allreduces of different counts");
     run_ranks(2, rank_mismatch, NULL, NULL);
     run_ranks(3, rank_mismatch, NULL, NULL);
 }
@@ -375,10 +371,9 @@ static void test_mismatch(void **state) {
 /* The same through the comm: the ranks agree on the count before the data. */
 static void test_mismatch_host(void **state) {
     (void)state;
-    if (!collectives() || !checks_counts() ||
-        !fc_ranks_can_fork("allreduces of different counts through the comm")) {
-        return;
-    }
+    need_collectives();
+    need_count_checks();
+    need_forked_ranks("allreduces of different counts through the comm");
     run_ranks(2, rank_mismatch, "ACG_CPU_ALLREDUCE", "host");
     run_ranks(3, rank_mismatch, "ACG_CPU_ALLREDUCE", "host");
 }
@@ -386,9 +381,7 @@ static void test_mismatch_host(void **state) {
 /* Refused arguments, one rank. */
 static void test_bad_input(void **state) {
     (void)state;
-    if (!collectives()) {
-        return;
-    }
+    need_collectives();
     fc_group *fc = fc_create(1, 1000);
     assert_non_null(fc);
     acg_device *dev = tc_open();

@@ -100,7 +100,7 @@ static void test_parallel_captures(void **state) {
     TC_OK(acg_stream_destroy(probe));
     if (!graphs) {
         tc_close(dev);
-        return;
+        tc_skip("no graphs");
     }
     tc_kernels k;
     tc_kernels_get(dev, &k);
@@ -193,7 +193,7 @@ static void test_pool_orders_replays_across_streams(void **state) {
         TC_OK(acg_stream_destroy(s1));
         TC_OK(acg_stream_destroy(s2));
         tc_close(dev);
-        return;
+        tc_skip("no graphs");
     }
     acg_graph_pool *pool = tc_pool(dev);
     acg_buffer *out1 = tc_buffer(dev, N * sizeof(float));

@@ -396,7 +396,7 @@ static void test_close_with_graph(void **state) {
         TC_OK(acg_stream_destroy(s));
         TC_OK(acg_buffer_free(b));
         tc_close(dev);
-        return;
+        tc_skip("no graphs");
     }
     TC_OK(acg_stream_begin_capture(s, NULL));
     TC_OK(tc_fill(s, &k, b, 0, 64, 1.0f));

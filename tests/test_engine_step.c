@@ -98,7 +98,7 @@ static void test_twenty_steps(void **state) {
         TC_OK(acg_stream_destroy(step));
         TC_OK(acg_stream_destroy(planning));
         tc_close(dev);
-        return;
+        tc_skip("no graphs");
     }
     world w;
     memset(&w, 0, sizeof w);

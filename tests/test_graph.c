@@ -134,18 +134,19 @@ static void poison_all(fx *f) {
 }
 
 /* A case that needs graphs, or captures over two streams, checks on a device without them that
- * it says so and refuses them, and ends there. */
+ * it says so and refuses them, and ends there, skipped. Past this point the case holds nothing
+ * but the fixture's objects. */
 #define NEED_GRAPHS(f)                                                                             \
     do {                                                                                           \
         if (!tc_has_graphs((f)->dev, (f)->a)) {                                                    \
-            return;                                                                                \
+            tc_skip("no graphs");                                                                  \
         }                                                                                          \
     } while (0)
 #define NEED_MULTI_STREAM_CAPTURE(f)                                                               \
     do {                                                                                           \
         NEED_GRAPHS(f);                                                                            \
         if (!tc_has_multi_stream_capture((f)->dev, (f)->a, (f)->b, (f)->e1)) {                     \
-            return;                                                                                \
+            tc_skip("no multi-stream capture");                                                    \
         }                                                                                          \
     } while (0)
 
@@ -153,7 +154,7 @@ static void poison_all(fx *f) {
 #define NEED_PINNED(f)                                                                             \
     do {                                                                                           \
         if (!tc_has_pinned_memory((f)->dev)) {                                                     \
-            return;                                                                                \
+            tc_skip("no pinned memory");                                                           \
         }                                                                                          \
     } while (0)
 
@@ -283,7 +284,8 @@ static void test_graph_update(void **state) {
     chain_reference(want, 1.0f);
     TC_BYTES_EQUAL(replay, want, NB);
 
-    if (tc_has_graph_update(g1, g2)) {
+    const bool upd = tc_has_graph_update(g1, g2);
+    if (upd) {
         TC_OK(acg_graph_update(g1, g2));
         poison_all(f);
         TC_OK(tc_replay(g1, f->a, f->z, NB, replay));
@@ -326,6 +328,9 @@ static void test_graph_update(void **state) {
     TC_OK(acg_graph_destroy(g1));
     TC_OK(acg_graph_destroy(g2));
     TC_OK(acg_graph_destroy(g3));
+    if (!upd) {
+        tc_skip("no graph update: checked only that refused updates change nothing");
+    }
 }
 
 /* Graphs of different topology refuse to update each other, and the target keeps working. */
@@ -373,6 +378,9 @@ static void test_graph_update_topology_mismatch(void **state) {
     TC_OK(acg_graph_destroy(longer));
     TC_OK(acg_graph_destroy(fj));
     TC_OK(acg_graph_destroy(copies));
+    if (!upd) {
+        tc_skip("no graph update: every update refused as unsupported, no topology compared");
+    }
 }
 
 /* ---- pools and scratch -------------------------------------------------------------------- */
@@ -414,7 +422,7 @@ static void test_graph_update_with_scratch(void **state) {
         TC_OK(acg_graph_destroy(g1));
         TC_OK(acg_graph_destroy(g2));
         TC_OK(acg_graph_destroy(g3));
-        return;
+        tc_skip("no graph update");
     }
     TC_EXPECT(ERR_TOPOLOGY_MISMATCH, acg_graph_update(g1, g3));
     TC_LAST_ERROR_HAS("scratch");
@@ -697,7 +705,7 @@ static void test_many_replays_stable(void **state) {
         tc_close(dev);
         assert_int_equal(tc_alloc_live(), 0);
         tc_alloc_uninstall();
-        return;
+        tc_skip("no graphs");
     }
     acg_graph_pool *pool = tc_pool(dev);
     fx f;
@@ -1071,6 +1079,9 @@ static void test_graph_update_waits_for_pending(void **state) {
     TC_OK(acg_graph_destroy(g[0]));
     TC_OK(acg_graph_destroy(g[1]));
     TC_OK(acg_buffer_free(big));
+    if (!upd) {
+        tc_skip("no graph update: checked only that a refused update changes nothing");
+    }
 }
 
 /* After an update the graph references the new buffers: they cannot be freed while it lives,
@@ -1093,7 +1104,7 @@ static void test_graph_update_moves_refs(void **state) {
         TC_OK(tc_replay(g1, f->a, f->z, NB, back));
         TC_BYTES_EQUAL(back, want, NB);
         TC_OK(acg_graph_destroy(g1));
-        return;
+        tc_skip("no graph update: checked only that a refused update moves nothing");
     }
     TC_OK(acg_graph_update(g1, g2));
     TC_OK(acg_graph_destroy(g2));

@@ -199,9 +199,8 @@ static void test_pinned_register(void **state) {
         TC_EXPECT(ERR_UNSUPPORTED, acg_pinned_register(f->dev, mem, 2 * bytes));
         TC_LAST_ERROR_HAS("pinned_register");
         assert_false(acg_pinned_contains(f->dev, mem, 16));
-        print_message("note: %s cannot register host memory\n", tc_spec());
         free(mem);
-        return;
+        tc_skip("cannot register host memory: checked that it refuses");
     }
     assert_int_equal(setenv("ACG_NO_PINNED", "1", 1), 0);
     TC_EXPECT(ERR_UNSUPPORTED, acg_pinned_register(f->dev, mem, 2 * bytes));
@@ -271,6 +270,9 @@ static void test_pinned_register(void **state) {
     /* The memory stays the caller's, with what the copies wrote. */
     assert_true(out[0] == in[0] + 1.0f || !tc_cap()->graphs);
     free(mem);
+    if (!tc_cap()->graphs) {
+        tc_skip("no graphs: no graph copied through the registered memory");
+    }
 }
 
 /* h2d, d2d and d2h (pageable and pinned) move exactly the bytes asked for, at the offsets

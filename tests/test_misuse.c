@@ -356,7 +356,7 @@ static void test_update_one_node_graphs(void **state) {
     if (!tc_has_graphs(dev, s) || !tc_cap()->graph_update) {
         TC_OK(acg_stream_destroy(s));
         tc_close(dev);
-        return;
+        tc_skip(tc_cap()->graphs ? "no graph update" : "no graphs");
     }
     acg_buffer *y = tc_buffer(dev, N * sizeof(float));
     acg_graph *g[2] = {NULL, NULL};

@@ -308,15 +308,15 @@ static float expect_same_tokens(const char *preset, int n_ranks, const run_out *
     return widest;
 }
 
-/* Whether split models run here: a device with collectives, whose ranks can be forked. */
-static bool collectives(void) {
+/* A case needs split models to run here: a device with collectives, whose ranks can be forked;
+ * else it is skipped. */
+static void need_split_models(void) {
     if (!tc_cap()->collectives) {
-        print_message("%s has no collectives: a split model is refused (test_bad_input checks "
-                      "it); the rest is skipped\n",
-                      tc_spec());
-        return false;
+        tc_skip("no collectives: a split model is refused (test_bad_input checks it)");
     }
-    return fc_ranks_can_fork("split models");
+    if (!fc_ranks_can_fork("split models")) {
+        tc_skip("split models: ranks cannot be forked here");
+    }
 }
 
 static acg_model_weights *preset(const char *name) {
@@ -386,16 +386,14 @@ static const int two_and_three[] = {2, 3, 0};
 
 static void test_tiny(void **state) {
     (void)state;
-    if (collectives()) {
-        split_against_one("tiny", preset("tiny"), two_and_three);
-    }
+    need_split_models();
+    split_against_one("tiny", preset("tiny"), two_and_three);
 }
 
 static void test_small(void **state) {
     (void)state;
-    if (collectives()) {
-        split_against_one("small", preset("small"), two_and_three);
-    }
+    need_split_models();
+    split_against_one("small", preset("small"), two_and_three);
 }
 
 /* Random weights of config c (the presets' classifiers are separate). */
@@ -409,36 +407,34 @@ static acg_model_weights *random_weights(const acg_model_config *c) {
  * a vocabulary of 67 splits unevenly over 2 and 3 ranks. */
 static void test_shared_classifier(void **state) {
     (void)state;
-    if (collectives()) {
-        acg_model_config c = ACG_MODEL_CONFIG_INIT;
-        c.dim = 32;
-        c.hidden_dim = 48;
-        c.n_layers = 2;
-        c.n_heads = 4;
-        c.n_kv_heads = 2;
-        c.vocab_size = 67;
-        c.seq_len = 64;
-        c.shared_classifier = true;
-        split_against_one("shared classifier", random_weights(&c), two_and_three);
-    }
+    need_split_models();
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
+    c.dim = 32;
+    c.hidden_dim = 48;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.vocab_size = 67;
+    c.seq_len = 64;
+    c.shared_classifier = true;
+    split_against_one("shared classifier", random_weights(&c), two_and_three);
 }
 
 /* More ranks than tokens to score (a vocabulary of 4 over 5 ranks): rank 0 scores none and adds
  * zeros to every logit, as ranks 1 .. 4 hold no KV head and add zeros to the attention sum. */
 static void test_rank_without_tokens(void **state) {
     (void)state;
-    if (collectives()) {
-        acg_model_config c = ACG_MODEL_CONFIG_INIT;
-        c.dim = 8;
-        c.hidden_dim = 8;
-        c.n_layers = 1;
-        c.n_heads = 2;
-        c.n_kv_heads = 1;
-        c.vocab_size = 4;
-        c.seq_len = 32;
-        static const int five[] = {5, 0};
-        split_against_one("4 tokens", random_weights(&c), five);
-    }
+    need_split_models();
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
+    c.dim = 8;
+    c.hidden_dim = 8;
+    c.n_layers = 1;
+    c.n_heads = 2;
+    c.n_kv_heads = 1;
+    c.vocab_size = 4;
+    c.seq_len = 32;
+    static const int five[] = {5, 0};
+    split_against_one("4 tokens", random_weights(&c), five);
 }
 
 /* ==== 2. a capture that fails on one rank ==================================================== */
@@ -448,12 +444,9 @@ static void test_rank_without_tokens(void **state) {
  * and serves it eagerly; every other bucket is replayed, and no bit of the output changes. */
 static void test_capture_fails_on_one_rank(void **state) {
     (void)state;
-    if (!collectives()) {
-        return;
-    }
+    need_split_models();
     if (!tc_cap()->graphs) {
-        print_message("%s has no graphs: nothing to capture\n", tc_spec());
-        return;
+        tc_skip("no graphs: nothing to capture");
     }
     acg_model_weights *w = preset("tiny");
     const int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
@@ -531,9 +524,7 @@ static int rank_disagrees(fc_group *fc, int rank, const acg_model_weights *w) {
 
 static void test_disagreement(void **state) {
     (void)state;
-    if (!collectives()) {
-        return;
-    }
+    need_split_models();
     acg_model_weights *w = preset("tiny");
     fc_group *fc = fc_create(2, TIMEOUT_MS);
     assert_non_null(fc);
@@ -606,9 +597,7 @@ static int rank_dies(fc_group *fc, int rank, const acg_model_weights *w) {
 
 static void test_rank_dies(void **state) {
     (void)state;
-    if (!collectives()) {
-        return;
-    }
+    need_split_models();
     acg_model_weights *w = preset("tiny");
     fc_group *fc = fc_create(3, 2000); /* the step's agreement gives up after 2 s */
     assert_non_null(fc);

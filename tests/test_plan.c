@@ -452,7 +452,7 @@ static void test_destroy_refused_keeps_plan(void **state) {
     TC_OK(acg_attn_plan_create(f->dev, &pc, &p));
     if (!tc_has_graphs(f->dev, f->s)) {
         TC_OK(acg_attn_plan_destroy(p));
-        return;
+        tc_skip("no graphs");
     }
     acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &v));

@@ -111,11 +111,12 @@ static acg_recipe make_recipe(model *m) {
 static const acg_bucket_key three[] = {
     {"decode", 0, 1, 1}, {"decode", 0, 8, 8}, {"decode", 0, 4, 4}};
 
-/* Cases that need graphs check that a device without them says so, then stop. */
+/* Cases that need graphs check that a device without them says so, then stop, skipped. Past
+ * this point the case holds nothing but the fixture's objects. */
 #define NEED_GRAPHS_DEV(dev, s)                                                                    \
     do {                                                                                           \
         if (!tc_has_graphs((dev), (s))) {                                                          \
-            return;                                                                                \
+            tc_skip("no graphs");                                                                  \
         }                                                                                          \
     } while (0)
 
@@ -908,7 +909,8 @@ static void test_budget_driver_free(void **state) {
     fx *f = *state;
     uint64_t free_bytes = 0, total = 0;
     if (acg_device_get_memory_info(f->dev, &free_bytes, &total) != ACG_OK) {
-        return; /* the backend cannot tell: only the limit applies (test_budget) */
+        /* only the limit applies (test_budget) */
+        tc_skip("the driver does not tell its free memory");
     }
     NEED_GRAPHS_DEV(f->dev, f->s);
     acg__device_set_free_memory(f->dev, 1024); /* far less than any bucket needs */

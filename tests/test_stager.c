@@ -383,7 +383,8 @@ static void test_capture_refused(void **state) {
     acg_buffer *b = tc_buffer(f->dev, 256);
     acg_stager *sg = make_stager(f->dev, 2, 256, false);
     uint32_t v[4] = {1, 2, 3, 4};
-    if (tc_has_graphs(f->dev, f->s)) {
+    const bool graphs = tc_has_graphs(f->dev, f->s);
+    if (graphs) {
         TC_OK(acg_stream_begin_capture(f->s, NULL));
         TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stager_upload(sg, f->s, b, 0, v, 4, 4, NULL, 4));
         TC_LAST_ERROR_HAS("capturing");
@@ -412,6 +413,9 @@ static void test_capture_refused(void **state) {
     TC_BYTES_EQUAL(got, v, sizeof v);
     TC_OK(acg_stager_destroy(sg));
     TC_OK(acg_buffer_free(b));
+    if (!graphs) {
+        tc_skip("no graphs: no capture to refuse the upload in");
+    }
 }
 
 /* ---- two threads share one stager ---------------------------------------------------------- */

@@ -66,8 +66,7 @@ static void gate_close(gate *g, acg_stream *s, const acg_access *acc, size_t n) 
         return;
     }
 #endif
-    print_message("no gate for backend %s\n", tc_backend());
-    skip();
+    tc_skip("no gate for the %s backend to hold a stream with", tc_backend());
 }
 
 static void gate_open(gate *g) {
@@ -202,7 +201,7 @@ static void test_pinned_free_waits_for_its_streams(void **state) {
     acg_device *dev = tc_open();
     if (!tc_has_pinned_memory(dev)) {
         tc_close(dev);
-        skip();
+        tc_skip("no pinned memory");
     }
     tc_kernels k;
     tc_kernels_get(dev, &k);
@@ -260,7 +259,7 @@ static void test_graph_destroy_leaves_device_usable(void **state) {
     if (!tc_has_graphs(dev, a)) {
         TC_OK(acg_stream_destroy(a));
         tc_close(dev);
-        skip();
+        tc_skip("no graphs");
     }
     acg_buffer *y = tc_buffer(dev, N * sizeof(float));
     acg_graph *graph = NULL;
@@ -368,7 +367,7 @@ static void test_end_capture_races(void **state) {
     TC_OK(acg_stream_destroy(pa));
     if (!ok) {
         tc_close(r.dev);
-        skip();
+        tc_skip(tc_cap()->graphs ? "no multi-stream capture" : "no graphs");
     }
     tc_kernels_get(r.dev, &r.k);
     r.pool = tc_pool(r.dev);
