@@ -309,6 +309,65 @@ static void test_foreign_work(void **state) {
     tc_close(dev);
 }
 
+/* A foreign-work name of any length is kept whole, in the ledger (acg_graph_get_node, the
+ * topology an update compares) and in the message of a capture it invalidates; two names that
+ * differ only past their 31st byte are two names. */
+static void test_foreign_long_name(void **state) {
+    (void)state;
+    char name[2][301];
+    for (int i = 0; i < 2; i++) {
+        for (int c = 0; c < 300; c++) {
+            name[i][c] = (char)('a' + c % 26);
+        }
+        name[i][299] = i == 0 ? 'X' : 'Y';
+        name[i][300] = '\0';
+    }
+    acg_device *dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    tc_kernels k;
+    tc_kernels_get(dev, &k);
+    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    acg_access acc[] = {{y, 0, 64, ACG_ACCESS_WRITE}};
+    if (!tc_has_graphs(dev, s)) {
+        TC_OK(acg_buffer_free(y));
+        TC_OK(acg_stream_destroy(s));
+        tc_close(dev);
+        tc_skip("no graphs: no ledger to keep a name in");
+    }
+    acg_graph *g[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        TC_OK(acg_stream_begin_capture(s, NULL));
+        TC_OK(tc_fill(s, &k, y, 0, N, 1.0f));
+        acg_status st = acg_stream_declare_foreign(s, name[i], acc, 1);
+        if (!tc_cap()->native_capture) {
+            assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
+            TC_LAST_ERROR_HAS(name[i]);
+            TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(s, &g[i]));
+            TC_OK(acg_buffer_free(y));
+            TC_OK(acg_stream_destroy(s));
+            tc_close(dev);
+            tc_skip("no native capture: checked the whole name in the invalidation's message");
+        }
+        TC_OK(st);
+        TC_OK(acg_stream_end_capture(s, &g[i]));
+    }
+    for (int i = 0; i < 2; i++) {
+        acg_node_info info = {0};
+        TC_OK(acg_graph_get_node(g[i], 1, &info));
+        assert_int_equal(info.kind, ACG_NODE_FOREIGN);
+        assert_string_equal(info.kernel, name[i]);
+    }
+    if (tc_cap()->graph_update) {
+        TC_EXPECT(ERR_TOPOLOGY_MISMATCH, acg_graph_update(g[0], g[1]));
+        TC_LAST_ERROR_HAS("node 1");
+    }
+    TC_OK(acg_graph_destroy(g[1]));
+    TC_OK(acg_graph_destroy(g[0]));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+}
+
 static void nothing(void *user) { (void)user; }
 
 /* Bad input is refused before anything is queued. */
@@ -568,6 +627,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_function_order), cmocka_unit_test(test_native_object),
         cmocka_unit_test(test_graph_native_object), cmocka_unit_test(test_foreign_work),
+        cmocka_unit_test(test_foreign_long_name),
         cmocka_unit_test(test_bad_input),           cmocka_unit_test(test_device_options),
         cmocka_unit_test(test_alloc_fail),          cmocka_unit_test(test_device_lost),
     };

@@ -483,7 +483,9 @@ ACG_API acg_status acg_stream_launch_host(acg_stream *stream, acg_host_fn fn, vo
  * checks the accesses and notes that the stream's queued work uses those buffers, so freeing
  * one waits for the stream (acg_buffer_free). During a capture on a device with native capture, the
  * driver recorded the work itself and acg adds a node `name` to the graph's ledger with these
- * accesses, so lifetimes and ACG_ERR_IN_USE cover the buffers it touches. On a device whose graphs
+ * accesses, so lifetimes and ACG_ERR_IN_USE cover the buffers it touches. The ledger keeps its
+ * own copy of the whole name (acg_graph_get_node, acg_graph_write_dot, and the topology that
+ * acg_graph_update compares), so the caller's string may go once the call returns. On a device whose graphs
  * are built from acg's description (native_capture false), work issued on the native object would
  * run once at capture time and never at replay: the capture is invalidated
  * (ACG_ERR_CAPTURE_INVALIDATED, naming the reason). Errors as acg_stream_launch_host, and

@@ -61,6 +61,15 @@ void acg__free(void *p) {
     }
 }
 
+char *acg__strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = acg__alloc(n);
+    if (p != NULL) {
+        memcpy(p, s, n);
+    }
+    return p;
+}
+
 bool acg__grow(void **array, uint32_t *cap, uint32_t need, size_t elem) {
     if (need <= *cap) {
         return true;

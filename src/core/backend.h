@@ -111,10 +111,11 @@ typedef struct acg__node {
     /* collectives: an allreduce of size / 4 floats of dst_mem at dst_off, over this group */
     acg__bk_group *group;
     struct acg_device_group *group_handle; /* the core's, for the graph's reference */
-    /* host functions; foreign work's declared name */
+    /* host functions; foreign work's declared name, whole (NULL for other nodes): in a
+     * description its own copy, freed with it (acg__desc_free) */
     acg_host_fn host_fn;
     void *host_user;
-    char label[32];
+    char *label;
     /* description: the handles behind the resolved memory (kernel buffers, or the accesses a
      * host function or foreign work declared) */
     uint32_t n_buffers;

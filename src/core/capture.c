@@ -200,9 +200,17 @@ acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *nod
                                        "out of memory while recording node %u of the capture",
                                        d->n_nodes);
     }
+    /* The description keeps its own copy of a declared name, whole. */
+    char *label = node->label != NULL ? acg__strdup(node->label) : NULL;
+    if (node->label != NULL && label == NULL) {
+        return acg__capture_invalidate(c, ACG_ERR_OUT_OF_MEMORY,
+                                       "out of memory while recording node %u of the capture",
+                                       d->n_nodes);
+    }
     uint32_t id = d->n_nodes++;
     acg__node *n = &d->nodes[id];
     *n = *node;
+    n->label = label;
     n->deps_begin = d->n_deps;
     n->n_deps = s->frontier.n;
     if (s->frontier.n != 0) {

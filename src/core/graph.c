@@ -230,6 +230,9 @@ void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta) {
 }
 
 void acg__desc_free(acg__graph_desc *desc) {
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        acg__free(desc->nodes[i].label);
+    }
     acg__free(desc->nodes);
     acg__free(desc->deps);
     memset(desc, 0, sizeof *desc);
@@ -537,6 +540,17 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
     }
     if (nd.n_deps != 0) {
         memcpy(nd.deps, from->desc.deps, nd.n_deps * sizeof *nd.deps);
+    }
+    /* The copy's declared names are its own; until each is copied it names none. */
+    for (uint32_t i = 0; i < nd.n_nodes; i++) {
+        nd.nodes[i].label = NULL;
+    }
+    for (uint32_t i = 0; i < nd.n_nodes; i++) {
+        const char *label = from->desc.nodes[i].label;
+        if (label != NULL && (nd.nodes[i].label = acg__strdup(label)) == NULL) {
+            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+            goto out_free;
+        }
     }
     /* `from`'s scratch dies with `from`: point the copied nodes at g's own scratch. */
     for (uint32_t i = 0; i < nd.n_nodes; i++) {

@@ -192,6 +192,5 @@ acg_status acg_allreduce(acg_stream *s, acg_device_group *g, acg_buffer *buf, si
                    .group_handle = g,
                    .n_buffers = 1,
                    .buffers = {buf}};
-    snprintf(n.label, sizeof n.label, "allreduce");
     return acg__submit(s, fn, &n, allreduce_eager);
 }

@@ -118,8 +118,8 @@ acg_status acg_stream_declare_foreign(acg_stream *s, const char *name, const acg
     if (name == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
     }
-    acg__node node = {.kind = ACG_NODE_FOREIGN};
-    snprintf(node.label, sizeof node.label, "%s", name);
+    /* The caller's name, whole: a capture's description copies it. */
+    acg__node node = {.kind = ACG_NODE_FOREIGN, .label = (char *)name};
     if ((st = check_accesses(s, accesses, n_accesses, &node, fn)) != ACG_OK) {
         return st;
     }

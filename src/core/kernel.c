@@ -489,6 +489,7 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
     node->host = NULL;
     node->size = 0;
     node->group_handle = NULL; /* the fields a description's reader looks at, set one by one */
+    node->label = NULL;        /* and the one it frees */
     node->def = k->def;
     node->kernel = k->impl;
     node->dims = *dims;

@@ -43,6 +43,8 @@ void *acg__alloc(size_t size);
 void *acg__alloc_aligned(size_t size, size_t align);
 void *acg__calloc(size_t n, size_t size);
 void acg__free(void *p);
+/* A copy of the string s, or NULL when out of memory. */
+char *acg__strdup(const char *s);
 /* Grows *array (of elem-byte items) to hold at least `need`; false on failure (unchanged). */
 bool acg__grow(void **array, uint32_t *cap, uint32_t need, size_t elem);
 
