@@ -286,7 +286,8 @@ static void test_json_write_failure(void **state) {
     capture_end(&c, err, sizeof err);
     fclose(f);
     assert_int_equal(rc, TOOL_EXIT_FAILURE);
-    assert_string_equal(err, "acg: writing the JSON report: the output could not be written\n");
+    assert_string_equal(err, "acg: writing the JSON report: the output could not be written: No "
+                             "space left on device\n");
 }
 
 /* ---- table printer --------------------------------------------------------------------------- */

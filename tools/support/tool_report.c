@@ -4,6 +4,7 @@
  */
 #include "tool_report.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -378,7 +379,15 @@ int tool_json_end_unflushed(tool_json *j) {
 
 int tool_json_end(tool_json *j) {
     json_finish(j);
-    if (fflush(j->out) != 0 || ferror(j->out)) {
+    errno = 0;
+    if (j->error == NULL && fflush(j->out) != 0) {
+        /* The flush's own reason (ENOSPC); a write that failed before it left only ferror. */
+        int e = errno;
+        return e != 0 ? tool_failf("writing the JSON report",
+                                   "the output could not be written: %s", strerror(e))
+                      : tool_failf("writing the JSON report", "the output could not be written");
+    }
+    if (ferror(j->out)) {
         json_fail(j, "the output could not be written");
     }
     if (j->error != NULL) {
