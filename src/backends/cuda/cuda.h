@@ -39,6 +39,11 @@ typedef struct cu_driver {
 
 extern cu_driver acg__cu;
 
+/* Loads the driver (loader.c), resolves its entry points and initializes it, once per process
+ * (cu_probe calls it once); false with acg__cu.reason set when the backend cannot run: no
+ * driver, an old one, the toolkit's stub, cuInit failing. */
+bool acg__cu_load_driver(void);
+
 /* Calls entry point `name_` of the loaded driver and checks its result: ACG_OK on success,
  * else the status it maps to, with "<fn>: <name_> failed with <CUDA name> (<code>): <text>"
  * as this thread's error. */
