@@ -270,6 +270,11 @@ void acg__capture_leave(acg__capture *c, acg_stream *s);
 acg_status acg__pool_new(acg_device *dev, bool is_private, acg_graph_pool **out, const char *fn);
 void acg__pool_free(acg_graph_pool *pool);
 acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out);
+/* The pool's replays (pool.c): acg__pool_wait waits for the latest replay of any graph of the
+ * pool under its replay lock alone; acg__pool_lock_idle returns with dev->lock and the replay
+ * lock held and no replay of the pool in flight (on failure with neither held). */
+acg_status acg__pool_wait(acg_graph_pool *pool);
+acg_status acg__pool_lock_idle(acg_graph_pool *pool);
 
 /* Makes the graph of a capture whose backend executable is exec, taking the capture's
  * description and scratch (dev->lock held). On failure exec is destroyed. */
