@@ -1,6 +1,6 @@
 /* cpu.c — the cpu backend: device memory is host memory, each stream is a worker thread, and a
- * graph is the captured node list that the worker replays as one queue entry. It runs
- * everywhere, and it is the oracle the other backends are compared with. */
+ * graph is the captured node list that the worker replays as one queue entry (graph.c). It
+ * runs everywhere, and it is the oracle the other backends are compared with. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,27 +13,9 @@ typedef struct cpu_event {
     uint64_t seq;
 } cpu_event;
 
-/* The core's backend types are this backend's structs; these are the only casts between them. */
-static inline cpu_device *cdev(acg__bk_device *d) { return (cpu_device *)d; }
-static inline acg__bk_device *bk_dev(cpu_device *d) { return (acg__bk_device *)d; }
-static inline cpu_stream *cs(acg__bk_stream *s) { return (cpu_stream *)s; }
-static inline acg__bk_stream *bk_stream(cpu_stream *s) { return (acg__bk_stream *)s; }
+/* The core's event type is this file's struct; cpu.h has the other casts. */
 static inline cpu_event *cev(acg__bk_event *e) { return (cpu_event *)e; }
 static inline acg__bk_event *bk_event(cpu_event *e) { return (acg__bk_event *)e; }
-static inline acg__bk_mem *bk_mem(void *p) { return (acg__bk_mem *)p; }
-static inline const acg__kernel_def *ckernel(acg__bk_kernel *k) {
-    return (const acg__kernel_def *)k;
-}
-static inline acg__bk_kernel *bk_kernel(const acg__kernel_def *def) {
-    return (acg__bk_kernel *)(void *)def;
-}
-static inline cpu_graph *cgraph(acg__bk_exec *x) { return (cpu_graph *)x; }
-static inline acg__bk_exec *bk_exec(cpu_graph *g) { return (acg__bk_exec *)g; }
-static inline cpu_recording *crec(acg__bk_recording *r) { return (cpu_recording *)r; }
-static inline acg__bk_recording *bk_rec(cpu_recording *r) { return (acg__bk_recording *)r; }
-
-/* Device memory is host memory: the byte `off` into an allocation from buffer_alloc. */
-static char *ptr(acg__bk_mem *mem, size_t off) { return (char *)mem + off; }
 
 /* ---- device ------------------------------------------------------------------------------ */
 
@@ -408,8 +390,7 @@ static acg_status cpu_event_synchronize(acg__bk_event *event) {
 
 /* ---- copies, fills, kernels -------------------------------------------------------------- */
 
-/* The failure of a recording that cannot grow (the ring itself never fails). */
-static acg_status recording_full(void) {
+acg_status acg__cpu_recording_full(void) {
     return acg__error(ACG_ERR_OUT_OF_MEMORY, "cpu: out of memory recording the capture");
 }
 
@@ -417,7 +398,7 @@ static acg_status push_copy(cpu_stream *s, void *dst, const void *src, size_t si
     cpu_op *op = acg__cpu_stream_reserve(s);
     if (op == NULL) {
         acg__free(owned);
-        return recording_full();
+        return acg__cpu_recording_full();
     }
     op->kind = CPU_OP_COPY;
     op->u.copy.dst = dst;
@@ -461,7 +442,7 @@ static acg_status cpu_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t 
     return push_copy(cs(stream), ptr(dst, dst_off), ptr(src, src_off), size, NULL);
 }
 
-static void set_fill(cpu_op *op, void *dst, size_t size, uint32_t pattern, uint32_t psize) {
+void acg__cpu_op_fill(cpu_op *op, void *dst, size_t size, uint32_t pattern, uint32_t psize) {
     op->kind = CPU_OP_FILL;
     op->u.fill.dst = dst;
     op->u.fill.size = size;
@@ -473,9 +454,9 @@ static acg_status cpu_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off,
                            uint32_t pattern, uint32_t pattern_size) {
     cpu_op *op = acg__cpu_stream_reserve(cs(stream));
     if (op == NULL) {
-        return recording_full();
+        return acg__cpu_recording_full();
     }
-    set_fill(op, ptr(dst, off), size, pattern, pattern_size);
+    acg__cpu_op_fill(op, ptr(dst, off), size, pattern, pattern_size);
     acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
 }
@@ -494,8 +475,8 @@ static acg_status cpu_kernel_load(acg__bk_device *dev, const acg__kernel_def *de
     return ACG_OK;
 }
 
-static void set_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *dims,
-                       const acg__karg *args, uint32_t n_args) {
+void acg__cpu_op_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *dims,
+                        const acg__karg *args, uint32_t n_args) {
     op->kind = CPU_OP_KERNEL;
     op->u.kernel.fn = def->d.cpu.fn;
     op->u.kernel.name = def->name;
@@ -511,8 +492,8 @@ static void set_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *d
     }
 }
 
-static void set_allreduce(cpu_op *op, acg__bk_group *group, acg__bk_mem *mem, size_t off,
-                          size_t count) {
+void acg__cpu_op_allreduce(cpu_op *op, acg__bk_group *group, acg__bk_mem *mem, size_t off,
+                           size_t count) {
     op->kind = CPU_OP_ALLREDUCE;
     op->u.allreduce.group = (cpu_group *)group;
     op->u.allreduce.data = (float *)ptr(mem, off);
@@ -539,9 +520,9 @@ static acg_status cpu_allreduce(acg__bk_stream *stream, acg__bk_group *group, ac
     }
     cpu_op *op = acg__cpu_stream_reserve(cs(stream));
     if (op == NULL) {
-        return recording_full();
+        return acg__cpu_recording_full();
     }
-    set_allreduce(op, group, mem, off, count);
+    acg__cpu_op_allreduce(op, group, mem, off, count);
     acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
 }
@@ -550,212 +531,11 @@ static acg_status cpu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kern
                                     const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
     cpu_op *op = acg__cpu_stream_reserve(cs(stream));
     if (op == NULL) {
-        return recording_full();
+        return acg__cpu_recording_full();
     }
-    set_kernel(op, ckernel(kernel), dims, args, n_args);
+    acg__cpu_op_kernel(op, ckernel(kernel), dims, args, n_args);
     acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
-}
-
-/* ---- graphs ------------------------------------------------------------------------------ */
-
-/* Ops of a graph: one per node but foreign work, which a cpu stream never runs (it has no
- * native object to issue it on), so a native recording has exactly these ops too. */
-static uint32_t count_ops(const acg__graph_desc *desc) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < desc->n_nodes; i++) {
-        n += desc->nodes[i].kind != ACG_NODE_FOREIGN;
-    }
-    return n;
-}
-
-/* Whether a graph's ops may block its worker on something else than its own queue: a host
- * function (which may wait for another stream), an allreduce (which waits for other ranks). */
-static bool calls_host(const cpu_op *ops, uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) {
-        if (ops[i].kind == CPU_OP_HOST || ops[i].kind == CPU_OP_ALLREDUCE) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Writes the ops of a graph from its description; nodes are already in a valid serial order,
- * and one worker runs them one after another, which honours every dependency. */
-static void build_ops(cpu_op *ops, const acg__graph_desc *desc) {
-    cpu_op *op = ops;
-    for (uint32_t i = 0; i < desc->n_nodes; i++) {
-        const acg__node *n = &desc->nodes[i];
-        if (n->kind == ACG_NODE_FOREIGN) {
-            continue;
-        }
-        memset(op, 0, sizeof *op);
-        switch (n->kind) {
-        case ACG_NODE_KERNEL:
-            set_kernel(op, ckernel(n->kernel), &n->dims, n->args, n->n_args);
-            break;
-        case ACG_NODE_COPY_H2D:
-            op->kind = CPU_OP_COPY;
-            op->u.copy.dst = ptr(n->dst_mem, n->dst_off);
-            op->u.copy.src = n->host;
-            op->u.copy.size = n->size;
-            break;
-        case ACG_NODE_COPY_D2H:
-            op->kind = CPU_OP_COPY;
-            op->u.copy.dst = n->host;
-            op->u.copy.src = ptr(n->src_mem, n->src_off);
-            op->u.copy.size = n->size;
-            break;
-        case ACG_NODE_COPY_D2D:
-            op->kind = CPU_OP_COPY;
-            op->u.copy.dst = ptr(n->dst_mem, n->dst_off);
-            op->u.copy.src = ptr(n->src_mem, n->src_off);
-            op->u.copy.size = n->size;
-            break;
-        case ACG_NODE_FILL:
-            set_fill(op, ptr(n->dst_mem, n->dst_off), n->size, n->pattern, n->pattern_size);
-            break;
-        case ACG_NODE_HOST:
-            op->kind = CPU_OP_HOST;
-            op->u.host.fn = n->host_fn;
-            op->u.host.user = n->host_user;
-            break;
-        case ACG_NODE_COLLECTIVE:
-            set_allreduce(op, n->group, n->dst_mem, n->dst_off, n->size / sizeof(float));
-            break;
-        case ACG_NODE_FOREIGN:
-            break;
-        }
-        op++;
-    }
-}
-
-static acg_status cpu_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
-                                        acg__bk_exec **exec) {
-    ACG__UNUSED(dev);
-    cpu_graph *g = acg__calloc(1, sizeof *g);
-    if (g == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
-    }
-    g->n_ops = count_ops(desc);
-    if (g->n_ops != 0) {
-        g->ops = acg__alloc_aligned((size_t)g->n_ops * sizeof *g->ops, 64);
-        if (g->ops == NULL) {
-            acg__free(g);
-            return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
-        }
-        build_ops(g->ops, desc);
-    }
-    g->has_host = calls_host(g->ops, g->n_ops);
-    *exec = bk_exec(g);
-    return ACG_OK;
-}
-
-static acg_status cpu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
-    cpu_device *d = acg__cpu_stream_device(cs(stream));
-    cpu_op *op = acg__cpu_stream_reserve(cs(stream));
-    /* The fault hook is decided here, on the submitting side, so the replay loop pays nothing
-     * for it. */
-    bool fault = atomic_load_explicit(&d->inject, memory_order_relaxed) &&
-                 atomic_exchange(&d->inject, 0);
-    op->kind = fault ? CPU_OP_FAULT : CPU_OP_GRAPH;
-    op->u.graph.graph = cgraph(exec);
-    acg__cpu_stream_submit(cs(stream));
-    return ACG_OK;
-}
-
-/* The same for graphs instantiated from the description and natively recorded ones: both
- * have one op per node but foreign work, in the ledger's order. */
-static acg_status cpu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
-    cpu_graph *g = cgraph(exec);
-    if (count_ops(desc) != g->n_ops) {
-        return acg__error(ACG_ERR_INTERNAL,
-                          "acg_graph_update: the cpu graph has %u ops, the "
-                          "description %u",
-                          g->n_ops, count_ops(desc));
-    }
-    build_ops(g->ops, desc);
-    return ACG_OK;
-}
-
-/* ---- native capture and host functions --------------------------------------------------- */
-
-static acg_status cpu_capture_join_impl(cpu_recording *r, cpu_stream *s) {
-    if (!acg__grow((void **)&r->streams, &r->cap_streams, r->n_streams + 1, sizeof *r->streams)) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "cpu: out of memory recording the capture");
-    }
-    r->streams[r->n_streams++] = s;
-    acg__cpu_stream_record(s, r);
-    return ACG_OK;
-}
-
-static acg_status cpu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream) {
-    return cpu_capture_join_impl(crec(rec), cs(stream));
-}
-
-/* Takes every stream of the recording out of recording mode and frees the recording, leaving
- * its ops to the caller. */
-static cpu_op *recording_close(cpu_recording *r, uint32_t *n_ops) {
-    for (uint32_t i = 0; i < r->n_streams; i++) {
-        acg__cpu_stream_record(r->streams[i], NULL);
-    }
-    cpu_op *ops = r->ops;
-    *n_ops = r->n;
-    acg__free(r->streams);
-    acg__free(r);
-    return ops;
-}
-
-static void cpu_capture_abort(acg__bk_recording *rec) {
-    uint32_t n = 0;
-    acg__free(recording_close(crec(rec), &n));
-}
-
-static acg_status cpu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec) {
-    cpu_graph *g = acg__calloc(1, sizeof *g);
-    uint32_t n = 0;
-    cpu_op *ops = recording_close(crec(rec), &n);
-    if (g == NULL) {
-        acg__free(ops);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_end_capture: out of memory");
-    }
-    g->ops = ops;
-    g->n_ops = n;
-    g->has_host = calls_host(ops, n);
-    *exec = bk_exec(g);
-    return ACG_OK;
-}
-
-static acg_status cpu_host_launch(acg__bk_stream *stream, acg_host_fn fn, void *user) {
-    cpu_op *op = acg__cpu_stream_reserve(cs(stream));
-    if (op == NULL) {
-        return recording_full();
-    }
-    op->kind = CPU_OP_HOST;
-    op->u.host.fn = fn;
-    op->u.host.user = user;
-    acg__cpu_stream_submit(cs(stream));
-    return ACG_OK;
-}
-
-static acg_status cpu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec) {
-    cpu_recording *r = acg__calloc(1, sizeof *r);
-    if (r == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_begin_capture: out of memory");
-    }
-    acg_status st = ACG_OK;
-    if ((st = cpu_capture_join_impl(r, cs(stream))) != ACG_OK) {
-        acg__free(r);
-        return st;
-    }
-    *rec = bk_rec(r);
-    return ACG_OK;
-}
-
-static void cpu_graph_destroy(acg__bk_exec *exec) {
-    cpu_graph *g = cgraph(exec);
-    acg__free(g->ops);
-    acg__free(g);
 }
 
 const acg_backend_i acg__backend_cpu = {
@@ -787,16 +567,16 @@ const acg_backend_i acg__backend_cpu = {
     .kernel_load = cpu_kernel_load,
     .kernel_unload = NULL,
     .kernel_launch = cpu_kernel_launch,
-    .graph_instantiate = cpu_graph_instantiate,
-    .graph_launch = cpu_graph_launch,
-    .graph_update = cpu_graph_update,
-    .graph_destroy = cpu_graph_destroy,
+    .graph_instantiate = acg__cpu_graph_instantiate,
+    .graph_launch = acg__cpu_graph_launch,
+    .graph_update = acg__cpu_graph_update,
+    .graph_destroy = acg__cpu_graph_destroy,
     .retain_discarded_graphs = false,
-    .capture_begin = cpu_capture_begin,
-    .capture_join = cpu_capture_join,
-    .capture_end = cpu_capture_end,
-    .capture_abort = cpu_capture_abort,
-    .host_launch = cpu_host_launch,
+    .capture_begin = acg__cpu_capture_begin,
+    .capture_join = acg__cpu_capture_join,
+    .capture_end = acg__cpu_capture_end,
+    .capture_abort = acg__cpu_capture_abort,
+    .host_launch = acg__cpu_host_launch,
     .stream_get_native = NULL, /* a worker thread has no driver object */
     .device_get_async_error = cpu_device_get_async_error,
     .inject_fault = cpu_inject_fault,

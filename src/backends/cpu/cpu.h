@@ -154,4 +154,48 @@ uint64_t acg__cpu_stream_head(const cpu_stream *s);
 bool acg__cpu_stream_reached(const cpu_stream *s, uint64_t seq);
 void acg__cpu_stream_wait(cpu_stream *s, uint64_t seq);
 
+/* ---- the backend's slots across its files --------------------------------------------------- */
+
+/* The core's backend types are this backend's structs; these are the only casts between them. */
+static inline cpu_device *cdev(acg__bk_device *d) { return (cpu_device *)d; }
+static inline acg__bk_device *bk_dev(cpu_device *d) { return (acg__bk_device *)d; }
+static inline cpu_stream *cs(acg__bk_stream *s) { return (cpu_stream *)s; }
+static inline acg__bk_stream *bk_stream(cpu_stream *s) { return (acg__bk_stream *)s; }
+static inline acg__bk_mem *bk_mem(void *p) { return (acg__bk_mem *)p; }
+static inline const acg__kernel_def *ckernel(acg__bk_kernel *k) {
+    return (const acg__kernel_def *)k;
+}
+static inline acg__bk_kernel *bk_kernel(const acg__kernel_def *def) {
+    return (acg__bk_kernel *)(void *)def;
+}
+static inline cpu_graph *cgraph(acg__bk_exec *x) { return (cpu_graph *)x; }
+static inline acg__bk_exec *bk_exec(cpu_graph *g) { return (acg__bk_exec *)g; }
+static inline cpu_recording *crec(acg__bk_recording *r) { return (cpu_recording *)r; }
+static inline acg__bk_recording *bk_rec(cpu_recording *r) { return (acg__bk_recording *)r; }
+
+/* Device memory is host memory: the byte `off` into an allocation from buffer_alloc. */
+static inline char *ptr(acg__bk_mem *mem, size_t off) { return (char *)mem + off; }
+
+/* Ops as the slots queue or record them (cpu.c): a fill, a kernel launch (its buffers
+ * resolved to pointers), an allreduce; and the failure of a recording that cannot grow (the
+ * ring itself never fails). */
+void acg__cpu_op_fill(cpu_op *op, void *dst, size_t size, uint32_t pattern, uint32_t psize);
+void acg__cpu_op_kernel(cpu_op *op, const acg__kernel_def *def, const acg_dims *dims,
+                        const acg__karg *args, uint32_t n_args);
+void acg__cpu_op_allreduce(cpu_op *op, acg__bk_group *group, acg__bk_mem *mem, size_t off,
+                           size_t count);
+acg_status acg__cpu_recording_full(void);
+
+/* Graphs, native capture and host functions (graph.c): the slots of backend.h's names. */
+acg_status acg__cpu_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
+                                      acg__bk_exec **exec);
+acg_status acg__cpu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
+acg_status acg__cpu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
+void acg__cpu_graph_destroy(acg__bk_exec *exec);
+acg_status acg__cpu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec);
+acg_status acg__cpu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream);
+acg_status acg__cpu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec);
+void acg__cpu_capture_abort(acg__bk_recording *rec);
+acg_status acg__cpu_host_launch(acg__bk_stream *stream, acg_host_fn fn, void *user);
+
 #endif /* ACG_BACKENDS_CPU_H */
