@@ -87,8 +87,8 @@ struct acg_device {
     acg_memory_stats memory; /* under lock */
     bool retain_discarded;   /* from the backend; a test hook may set it */
     _Atomic uint64_t free_override; /* test hook: free memory to report (0: ask the driver) */
-    /* The first device fault, latched (acg__device_fault): FAULT_NONE, FAULT_LATCHING while
-     * lost_why is written, then FAULT_LOST, after which lost_why never changes. */
+    /* The first device fault, latched (acg__device_fault): ACG__FAULT_NONE, ACG__FAULT_LATCHING
+     * while lost_why is written, then ACG__FAULT_LOST, after which lost_why never changes. */
     _Atomic int fault;
     char lost_why[400];
 };
@@ -315,10 +315,28 @@ void acg__device_set_free_memory(acg_device *dev, uint64_t bytes);
  * ACG_ERR_DEVICE_LOST, "<fn>: <device> was lost to an earlier fault (<detail>); ...": the first
  * check of every call that would queue work, wait, allocate, create or capture on dev.
  * acg__device_is_lost is that test alone (a destroy that finds its waits failing because the
- * device is lost still releases everything and succeeds). */
-acg_status acg__device_fault(acg_device *dev, acg_status st);
-acg_status acg__device_check_lost(const acg_device *dev, const char *fn);
-bool acg__device_is_lost(const acg_device *dev);
+ * device is lost still releases everything and succeeds). Each is a compare or one load on
+ * the launch path, inline; device.c has the slow paths (acg__device_latch writes the detail,
+ * acg__device_lost_error sets the error). */
+enum { ACG__FAULT_NONE, ACG__FAULT_LATCHING, ACG__FAULT_LOST }; /* acg_device.fault */
+void acg__device_latch(acg_device *dev);
+acg_status acg__device_lost_error(const acg_device *dev, const char *fn);
+
+static inline acg_status acg__device_fault(acg_device *dev, acg_status st) {
+    if (st == ACG_ERR_DEVICE_LOST) {
+        acg__device_latch(dev);
+    }
+    return st;
+}
+
+static inline bool acg__device_is_lost(const acg_device *dev) {
+    return atomic_load_explicit(&((acg_device *)dev)->fault, memory_order_acquire) ==
+           ACG__FAULT_LOST;
+}
+
+static inline acg_status acg__device_check_lost(const acg_device *dev, const char *fn) {
+    return acg__device_is_lost(dev) ? acg__device_lost_error(dev, fn) : ACG_OK;
+}
 
 /* Test hook: the device's next graph replay faults (ACG_ERR_UNSUPPORTED where the backend has
  * no such hook). */

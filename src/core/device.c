@@ -6,9 +6,6 @@
 
 #include "core/acg-impl.h"
 
-/* acg_device.fault */
-enum { FAULT_NONE, FAULT_LATCHING, FAULT_LOST };
-
 acg_status acg__check_device(const acg_device *dev, const char *fn) {
     if (!acg__handle_use(dev, ACG__HANDLE_DEVICE)) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: device %p is not an open device", fn,
@@ -232,7 +229,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_device_open: out of memory");
     }
     dev->vt = vt;
-    atomic_init(&dev->fault, FAULT_NONE);
+    atomic_init(&dev->fault, ACG__FAULT_NONE);
     dev->index = index;
     snprintf(dev->spec, sizeof dev->spec, "%s:%d%s%s", name, index, *options ? "?" : "", options);
     static _Atomic unsigned long long opens;
@@ -461,27 +458,18 @@ void acg__device_set_free_memory(acg_device *dev, uint64_t bytes) {
 
 /* ---- device faults ----------------------------------------------------------------------- */
 
-acg_status acg__device_fault(acg_device *dev, acg_status st) {
-    int none = FAULT_NONE;
-    if (st == ACG_ERR_DEVICE_LOST && atomic_load_explicit(&dev->fault, memory_order_relaxed) ==
-                                         FAULT_NONE &&
-        atomic_compare_exchange_strong(&dev->fault, &none, FAULT_LATCHING)) {
+void acg__device_latch(acg_device *dev) {
+    int none = ACG__FAULT_NONE;
+    if (atomic_load_explicit(&dev->fault, memory_order_relaxed) == ACG__FAULT_NONE &&
+        atomic_compare_exchange_strong(&dev->fault, &none, ACG__FAULT_LATCHING)) {
         snprintf(dev->lost_why, sizeof dev->lost_why, "%s",
-                 *acg_last_error() ? acg_last_error() : acg_status_string(st));
-        atomic_store_explicit(&dev->fault, FAULT_LOST, memory_order_release);
+                 *acg_last_error() ? acg_last_error() : acg_status_string(ACG_ERR_DEVICE_LOST));
+        atomic_store_explicit(&dev->fault, ACG__FAULT_LOST, memory_order_release);
         acg__log(ACG_LOG_ERROR, "%s is lost: %s", dev->name, dev->lost_why);
     }
-    return st;
 }
 
-bool acg__device_is_lost(const acg_device *dev) {
-    return atomic_load_explicit(&((acg_device *)dev)->fault, memory_order_acquire) == FAULT_LOST;
-}
-
-acg_status acg__device_check_lost(const acg_device *dev, const char *fn) {
-    if (!acg__device_is_lost(dev)) {
-        return ACG_OK;
-    }
+acg_status acg__device_lost_error(const acg_device *dev, const char *fn) {
     return acg__error(ACG_ERR_DEVICE_LOST,
                       "%s: %s was lost to an earlier fault (%s); destroy its objects, close it "
                       "and open the device again",
