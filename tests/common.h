@@ -83,6 +83,10 @@ bool tc_has_pinned_memory(acg_device *dev);
 
 /* Opens the device under test; each call opens a new device (two calls, two devices). */
 acg_device *tc_open(void);
+/* A process group of this process alone (rank 0 of 1), whose callbacks do nothing: what a
+ * device group of one rank needs (acg_device_group_create). It has static storage. */
+const acg_comm *tc_one_rank_comm(void);
+
 /* Opens the cpu backend's device: the oracle other backends are compared with. */
 acg_device *tc_open_cpu(void);
 void tc_close(acg_device *dev);

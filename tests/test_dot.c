@@ -506,24 +506,6 @@ static void test_foreign_names(void **state) {
 /* ---- collectives ------------------------------------------------------------------------------
  */
 
-static acg_status comm_ok(void *user) {
-    (void)user;
-    return ACG_OK;
-}
-static acg_status comm_min(void *user, int32_t *values, size_t n) {
-    (void)user;
-    (void)values;
-    (void)n;
-    return ACG_OK;
-}
-static acg_status comm_bcast(void *user, void *data, size_t bytes, int32_t root) {
-    (void)user;
-    (void)data;
-    (void)bytes;
-    (void)root;
-    return ACG_OK;
-}
-
 /* An allreduce (a group of one rank) shows its float count and bytes. */
 static void test_allreduce(void **state) {
     fx *f = *state;
@@ -531,14 +513,8 @@ static void test_allreduce(void **state) {
     if (!tc_cap()->collectives) {
         tc_skip("no collectives: no allreduce node");
     }
-    acg_comm comm = ACG_COMM_INIT;
-    comm.barrier = comm_ok;
-    comm.allreduce_min_i32 = comm_min;
-    comm.broadcast = comm_bcast;
-    comm.rank = 0;
-    comm.n_ranks = 1;
     acg_device_group *group = NULL;
-    TC_OK(acg_device_group_create(f->dev, &comm, &group));
+    TC_OK(acg_device_group_create(f->dev, tc_one_rank_comm(), &group));
     acg_graph *g = NULL;
     TC_OK(acg_stream_begin_capture(f->a, NULL));
     TC_OK(acg_allreduce(f->a, group, f->x, 0, 256));

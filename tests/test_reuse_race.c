@@ -107,7 +107,6 @@ typedef struct env {
     acg_stream *make_stream; /* the creating thread's */
     acg_buffer *buf;         /* 1 KiB */
     tc_kernels k;
-    acg_comm comm; /* one rank */
     acg_model_weights *weights;
     acg_tokenizer *tokenizer;
 } env;
@@ -206,26 +205,6 @@ static void run_race(env *e, const kind *k) {
 }
 
 /* ---- the kinds ----------------------------------------------------------------------------- */
-
-static acg_status one_rank_barrier(void *user) {
-    (void)user;
-    return ACG_OK;
-}
-
-static acg_status one_rank_min(void *user, int32_t *values, size_t n) {
-    (void)user;
-    (void)values;
-    (void)n;
-    return ACG_OK;
-}
-
-static acg_status one_rank_broadcast(void *user, void *data, size_t bytes, int32_t root) {
-    (void)user;
-    (void)data;
-    (void)bytes;
-    (void)root;
-    return ACG_OK;
-}
 
 /* Buffers: the probe's case, a launch on the stale buffer. */
 static void *buffer_create(env *e) {
@@ -345,7 +324,7 @@ static acg_status kernel_use(env *e, void *stale) {
 
 static void *group_create(env *e) {
     acg_device_group *g = NULL;
-    TC_OK(acg_device_group_create(e->dev, &e->comm, &g));
+    TC_OK(acg_device_group_create(e->dev, tc_one_rank_comm(), &g));
     return g;
 }
 static void group_destroy(env *e, void *obj) {
@@ -550,12 +529,6 @@ static int setup(void **state) {
     e.make_stream = tc_stream(e.dev);
     e.buf = tc_buffer(e.dev, 1024);
     tc_kernels_get(e.dev, &e.k);
-    e.comm = (acg_comm)ACG_COMM_INIT;
-    e.comm.barrier = one_rank_barrier;
-    e.comm.allreduce_min_i32 = one_rank_min;
-    e.comm.broadcast = one_rank_broadcast;
-    e.comm.rank = 0;
-    e.comm.n_ranks = 1;
     TC_OK(acg_model_preset_load("tiny", 7, &e.weights));
     runner_recipe = (acg_recipe)ACG_RECIPE_INIT;
     runner_recipe.name = "reuse";
