@@ -1,6 +1,7 @@
 /* test_alloc_fail.c — every allocation of the library can fail: the failing call returns
  * ACG_ERR_OUT_OF_MEMORY, cleanup releases everything, and nothing crashes or leaks. */
 #include "common.h"
+#include "core/acg-impl.h" /* acg__handle_room */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,6 +322,150 @@ static void test_alloc_fail_each_create(void **state) {
     tc_alloc_uninstall();
 }
 
+/* ---- the registry's growth ------------------------------------------------------------------
+ * A create enters its handle last; when that entry must grow the registry's table and the
+ * allocation fails, the create undoes everything it did before (the object's place in its
+ * device's lists and counts included). Each kind is swept from a registry just full enough
+ * that its own entry grows the table, on a device opened for each run, so every run starts from
+ * the same registry. */
+
+typedef struct growth {
+    acg_device *dev;
+    acg_stream *s;    /* for stream-ordered memory and captures */
+    acg_buffer *base; /* a view's parent */
+    tc_kernels k;
+    acg_event *fill[256]; /* fillers */
+    uint32_t n_fill;
+} growth;
+
+typedef acg_status (*grow_fn)(growth *g, void **out);
+static acg_status grow_buffer(growth *g, void **o) {
+    return acg_buffer_alloc(g->dev, 256, (acg_buffer **)o);
+}
+static acg_status grow_view(growth *g, void **o) {
+    return acg_buffer_create_view(g->base, 0, 64, (acg_buffer **)o);
+}
+static acg_status grow_stream_buffer(growth *g, void **o) {
+    return acg_stream_alloc(g->s, 256, (acg_buffer **)o);
+}
+static acg_status grow_stream(growth *g, void **o) {
+    return acg_stream_create(g->dev, (acg_stream **)o);
+}
+static acg_status grow_event(growth *g, void **o) {
+    return acg_event_create(g->dev, (acg_event **)o);
+}
+static acg_status grow_pool(growth *g, void **o) {
+    return acg_graph_pool_create(g->dev, (acg_graph_pool **)o);
+}
+static acg_status grow_group(growth *g, void **o) {
+    return acg_device_group_create(g->dev, tc_one_rank_comm(), (acg_device_group **)o);
+}
+static acg_status grow_graph(growth *g, void **o) {
+    acg_status st = acg_stream_begin_capture(g->s, NULL);
+    if (st == ACG_OK) {
+        st = tc_fill(g->s, &g->k, g->base, 0, 64, 1.0f);
+        acg_graph *graph = NULL;
+        acg_status end = acg_stream_end_capture(g->s, &graph); /* ends it either way */
+        if (st == ACG_OK && end == ACG_OK) {
+            *o = graph;
+        }
+        st = st != ACG_OK ? st : end;
+    }
+    return st;
+}
+
+static void growth_open(growth *g) {
+    memset(g, 0, sizeof *g);
+    g->dev = tc_open();
+    g->s = tc_stream(g->dev);
+    g->base = tc_buffer(g->dev, 256);
+    tc_kernels_get(g->dev, &g->k);
+    while (acg__handle_room() != 0) {
+        assert_true(g->n_fill < 256);
+        g->fill[g->n_fill++] = tc_event(g->dev);
+    }
+}
+
+static void growth_close(growth *g) {
+    for (uint32_t i = 0; i < g->n_fill; i++) {
+        TC_OK(acg_event_destroy(g->fill[i]));
+    }
+    TC_OK(acg_buffer_free(g->base));
+    TC_OK(acg_stream_destroy(g->s));
+    tc_close(g->dev);
+}
+
+static void test_alloc_fail_at_registry_growth(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        grow_fn fn;
+    } ops[] = {
+        {"acg_buffer_alloc", grow_buffer},        {"acg_buffer_create_view", grow_view},
+        {"acg_stream_alloc", grow_stream_buffer}, {"acg_stream_create", grow_stream},
+        {"acg_event_create", grow_event},         {"acg_graph_pool_create", grow_pool},
+        {"acg_device_group_create", grow_group},  {"acg_stream_end_capture", grow_graph},
+    };
+    tc_alloc_install();
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (ops[i].fn == grow_group && !tc_cap()->collectives) {
+            continue; /* refused before it allocates: nothing to sweep */
+        }
+        if (ops[i].fn == grow_graph && !tc_cap()->graphs) {
+            continue;
+        }
+        for (uint64_t n = 1;; n++) {
+            assert_true(n < 1000);
+            growth g;
+            growth_open(&g);
+            int64_t base = tc_alloc_live();
+            void *const sentinel = (void *)(uintptr_t)0x70;
+            void *obj = sentinel;
+            tc_alloc_fail_at(n);
+            acg_status st = ops[i].fn(&g, &obj);
+            bool hit = tc_alloc_fail_hit();
+            tc_alloc_fail_at(0);
+            if (hit) {
+                if (st != ACG_ERR_OUT_OF_MEMORY) {
+                    print_error("%s with allocation %llu failing: ", ops[i].name,
+                                (unsigned long long)n);
+                }
+                tc_expect_(ACG_ERR_OUT_OF_MEMORY, st, ops[i].name, __FILE__, __LINE__);
+                assert_ptr_equal(obj, sentinel);
+                assert_int_equal(tc_alloc_live(), base);
+                assert_int_equal(acg__handle_room(), 0); /* the failed entry left no trace */
+            } else {
+                TC_OK(st);
+                /* The create's own entry grew the table: the sweep met that allocation. */
+                assert_true(acg__handle_room() > 0);
+                if (ops[i].fn == grow_buffer || ops[i].fn == grow_view) {
+                    TC_OK(acg_buffer_free(obj));
+                } else if (ops[i].fn == grow_stream_buffer) {
+                    TC_OK(acg_stream_free(g.s, obj));
+                } else if (ops[i].fn == grow_stream) {
+                    TC_OK(acg_stream_destroy(obj));
+                } else if (ops[i].fn == grow_event) {
+                    TC_OK(acg_event_destroy(obj));
+                } else if (ops[i].fn == grow_pool) {
+                    TC_OK(acg_graph_pool_destroy(obj));
+                } else if (ops[i].fn == grow_group) {
+                    TC_OK(acg_device_group_destroy(obj));
+                } else {
+                    TC_OK(acg_graph_destroy(obj));
+                }
+            }
+            growth_close(&g); /* the device's close counts what is left on it */
+            assert_int_equal(tc_alloc_live(), 0);
+            if (!hit) {
+                print_message("%s: %llu allocation points, the registry's growth among them\n",
+                              ops[i].name, (unsigned long long)(n - 1));
+                break;
+            }
+        }
+    }
+    tc_alloc_uninstall();
+}
+
 /* The allocator can only be swapped while no acg object lives; a refused swap keeps the
  * installed allocator in use. */
 static void test_set_allocator_in_use(void **state) {
@@ -352,6 +497,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_allocator_in_use),
         cmocka_unit_test(test_alloc_fail_each_create),
+        cmocka_unit_test(test_alloc_fail_at_registry_growth),
         cmocka_unit_test(test_alloc_fail_sweep),
     };
     return cmocka_run_group_tests_name(tc_group("test_alloc_fail"), tests, NULL, NULL);

@@ -402,6 +402,14 @@ void acg__pinned_ref(void *base, int delta) {
     pthread_mutex_unlock(&pin_lock);
 }
 
+size_t acg__handle_room(void) {
+    pthread_rwlock_rdlock(&reg_lock);
+    /* acg__handle_add grows the table when one more entry would fill more than half of it. */
+    size_t room = table_cap / 2 > table_n ? table_cap / 2 - table_n : 0;
+    pthread_rwlock_unlock(&reg_lock);
+    return room;
+}
+
 size_t acg__live_objects(void) {
     pthread_rwlock_rdlock(&reg_lock);
     size_t n = table_n;

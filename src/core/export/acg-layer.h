@@ -166,6 +166,9 @@ acg_status acg__retire(const void *p, acg__handle_type type, const char *fn, con
 /* Live handles, pinned allocations of all devices and registered kernels: what holds memory
  * from the allocator hook (for acg_set_allocator). */
 size_t acg__live_objects(void);
+/* Test hook: handles that can be entered before the registry's table must grow (an entry then
+ * allocates a larger table, which may fail); 0 with no table yet. */
+size_t acg__handle_room(void);
 
 /* Handle checks: ACG_ERR_INVALID_HANDLE (with the error set) unless p is live. */
 acg_status acg__check_device(const acg_device *dev, const char *fn);
