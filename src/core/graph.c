@@ -32,7 +32,8 @@ void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta) {
 }
 
 void acg__desc_free(acg__graph_desc *desc) {
-    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+    /* An update's copy whose node array could not be allocated has a count and no nodes. */
+    for (uint32_t i = 0; desc->nodes != NULL && i < desc->n_nodes; i++) {
         acg__free(desc->nodes[i].label);
     }
     acg__free(desc->nodes);
