@@ -338,6 +338,18 @@ static inline acg_status acg__device_check_lost(const acg_device *dev, const cha
     return acg__device_is_lost(dev) ? acg__device_lost_error(dev, fn) : ACG_OK;
 }
 
+/* The checks of a call that would reach the driver: a live handle (acg__check_device,
+ * acg__check_stream) on a device without a latched fault. */
+static inline acg_status acg__check_device_usable(const acg_device *dev, const char *fn) {
+    acg_status st = acg__check_device(dev, fn);
+    return st != ACG_OK ? st : acg__device_check_lost(dev, fn);
+}
+
+static inline acg_status acg__check_stream_usable(const acg_stream *s, const char *fn) {
+    acg_status st = acg__check_stream(s, fn);
+    return st != ACG_OK ? st : acg__device_check_lost(s->dev, fn);
+}
+
 /* Test hook: the device's next graph replay faults (ACG_ERR_UNSUPPORTED where the backend has
  * no such hook). */
 acg_status acg__device_inject_fault(acg_device *dev);

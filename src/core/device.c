@@ -427,10 +427,7 @@ acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
                                       uint64_t *total_bytes) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_get_memory_info";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -479,10 +476,7 @@ acg_status acg__device_lost_error(const acg_device *dev, const char *fn) {
 acg_status acg_device_get_async_error(acg_device *dev) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_get_async_error";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -506,10 +500,7 @@ acg_status acg__device_inject_fault(acg_device *dev) {
 
 acg_status acg_device_synchronize(acg_device *dev) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__check_device(dev, "acg_device_synchronize");
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, "acg_device_synchronize");
-    }
+    acg_status st = acg__check_device_usable(dev, "acg_device_synchronize");
     if (st != ACG_OK) {
         return st;
     }

@@ -43,10 +43,7 @@ static acg_status read_comm(const acg_comm *comm, acg_comm *out, const char *fn)
 acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_device_group **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_create";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }

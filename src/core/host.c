@@ -8,10 +8,7 @@
 acg_status acg_stream_get_native(acg_stream *s, acg_native_handle *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_get_native";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(s->dev, fn);
-    }
+    acg_status st = acg__check_stream_usable(s, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -108,10 +105,7 @@ acg_status acg_stream_declare_foreign(acg_stream *s, const char *name, const acg
                                       size_t n_accesses) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_declare_foreign";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(s->dev, fn);
-    }
+    acg_status st = acg__check_stream_usable(s, fn);
     if (st != ACG_OK) {
         return st;
     }

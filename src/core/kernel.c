@@ -346,10 +346,7 @@ static const char *const type_names[] = {"?", "buffer", "i32", "u32", "i64", "u6
 acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kernel_get";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }

@@ -71,10 +71,7 @@ static acg_status buffer_alloc(acg_device *dev, size_t size, const void *owner, 
                                acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_alloc";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -333,10 +330,7 @@ void acg__stream_reclaim(acg_stream *s, bool all) {
 acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_alloc";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(s->dev, fn);
-    }
+    acg_status st = acg__check_stream_usable(s, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -445,10 +439,7 @@ acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
 acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_alloc";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -558,10 +549,7 @@ acg_status acg_pinned_free(void *ptr) {
 acg_status acg_pinned_register(acg_device *dev, void *ptr, size_t size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_register";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }

@@ -115,10 +115,7 @@ static acg_status check_pool(const acg_graph_pool *pool, const char *fn) {
 
 acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__check_device(dev, "acg_graph_pool_create");
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, "acg_graph_pool_create");
-    }
+    acg_status st = acg__check_device_usable(dev, "acg_graph_pool_create");
     if (st != ACG_OK) {
         return st;
     }

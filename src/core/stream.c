@@ -16,10 +16,7 @@ static acg_status check_event(const acg_event *e, const char *fn) {
 acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_create";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -126,10 +123,7 @@ acg_device *acg_stream_get_device(const acg_stream *s) {
 acg_status acg_stream_synchronize(acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_synchronize";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(s->dev, fn);
-    }
+    acg_status st = acg__check_stream_usable(s, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -154,10 +148,7 @@ acg_status acg_stream_synchronize(acg_stream *s) {
 acg_status acg_stream_query(acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_query";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(s->dev, fn);
-    }
+    acg_status st = acg__check_stream_usable(s, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -177,10 +168,7 @@ acg_status acg_stream_query(acg_stream *s) {
 acg_status acg_event_create(acg_device *dev, acg_event **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_event_create";
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(dev, fn);
-    }
+    acg_status st = acg__check_device_usable(dev, fn);
     if (st != ACG_OK) {
         return st;
     }
