@@ -577,6 +577,17 @@ if [ -n "$(ls -A "$S/dir")" ]; then
 fi
 pass
 
+# A link that leads back to itself is refused, as opening it would be, and stays as it was.
+fresh_special
+ln -s loop.dot "$S/loop.dot"
+run "--dot to a link loop" $TINY --bucket 0 --dot "$S/loop.dot"
+one_line_error 1 "'$S/loop.dot': Too many levels of symbolic links"
+expect_special loop.dot
+if [ ! -L "$S/loop.dot" ]; then
+    fail "$S/loop.dot is no longer a link"
+fi
+pass
+
 # An empty name is a bad command line: nothing is written, in the working directory either.
 usage_error "--dot ''" $TINY --bucket 0 --dot ""
 expect_err "--dot needs a file name"
