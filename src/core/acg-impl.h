@@ -338,6 +338,14 @@ static inline acg_status acg__device_check_lost(const acg_device *dev, const cha
     return acg__device_is_lost(dev) ? acg__device_lost_error(dev, fn) : ACG_OK;
 }
 
+/* What a destroy that released its object returns for the status of its waits: ACG_OK on a
+ * lost device (a fault the waits met is latched here; it is the device's to report), else that
+ * status. */
+static inline acg_status acg__device_released(acg_device *dev, acg_status waited) {
+    acg__device_fault(dev, waited);
+    return acg__device_is_lost(dev) ? ACG_OK : waited;
+}
+
 /* The checks of a call that would reach the driver: a live handle (acg__check_device,
  * acg__check_stream) on a device without a latched fault. */
 static inline acg_status acg__check_device_usable(const acg_device *dev, const char *fn) {

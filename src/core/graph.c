@@ -444,12 +444,11 @@ acg_status acg_graph_destroy(acg_graph *g) {
     }
     acg_device *dev = g->dev;
     /* Retired, the graph starts no more replays: wait for those in flight, holding no lock. */
-    st = acg__device_fault(dev, acg__pool_wait(g->pool));
+    st = acg__pool_wait(g->pool);
     pthread_mutex_lock(&dev->lock);
     destroy_locked(g);
     pthread_mutex_unlock(&dev->lock);
-    /* A lost device's graph is destroyed all the same: its fault is the device's to report. */
-    return acg__device_is_lost(dev) ? ACG_OK : st;
+    return acg__device_released(dev, st);
 }
 
 acg_status acg_graph_discard(acg_graph *g) {

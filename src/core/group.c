@@ -129,7 +129,7 @@ acg_status acg_device_group_destroy(acg_device_group *g) {
     pthread_mutex_unlock(&dev->lock);
     dev->vt->group_destroy(g->impl);
     acg__free(g);
-    return st;
+    return acg__device_released(dev, st);
 }
 
 acg_status acg_device_group_get_rank(const acg_device_group *g, int32_t *rank, int32_t *n_ranks) {

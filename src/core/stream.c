@@ -101,7 +101,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
     }
     dev->n_streams--;
     pthread_mutex_unlock(&dev->lock);
-    st = acg__device_fault(dev, dev->vt->stream_synchronize(s->impl));
+    st = dev->vt->stream_synchronize(s->impl);
     pthread_mutex_lock(&dev->lock);
     acg__stream_reclaim(s, true);
     pthread_mutex_unlock(&dev->lock);
@@ -111,8 +111,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_destroy(&s->lock);
     acg__free(s);
-    /* A lost device's stream is destroyed all the same: its fault is the device's to report. */
-    return acg__device_is_lost(dev) ? ACG_OK : st;
+    return acg__device_released(dev, st);
 }
 
 acg_device *acg_stream_get_device(const acg_stream *s) {
