@@ -350,6 +350,26 @@ void tc_download(acg_stream *s, void *dst, const acg_buffer *src, size_t size) {
     TC_OK(acg_stream_synchronize(s));
 }
 
+void tc_expect_device_works(const char *spec) {
+    enum { FLOATS = 1024 };
+    acg_device *dev = NULL;
+    TC_OK(acg_device_open(spec, &dev));
+    TC_OK(acg_device_get_async_error(dev));
+    tc_kernels k;
+    tc_kernels_get(dev, &k);
+    acg_stream *s = tc_stream(dev);
+    acg_buffer *y = tc_buffer(dev, FLOATS * sizeof(float));
+    TC_OK(tc_fill(s, &k, y, 0, FLOATS, 6.0f));
+    float got[FLOATS], want[FLOATS];
+    tc_download(s, got, y, sizeof got);
+    tc_splat(want, FLOATS, 6.0f);
+    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_OK(acg_device_get_async_error(dev));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_stream_destroy(s));
+    TC_OK(acg_device_close(dev));
+}
+
 void tc_poison(acg_stream *s, acg_buffer *buf) {
     size_t size = acg_buffer_get_size(buf) / 4 * 4;
     assert_true(size > 0);

@@ -116,6 +116,11 @@ acg_status tc_axpy(acg_stream *s, const tc_kernels *k, acg_buffer *y, size_t yof
 acg_status tc_copy(acg_stream *s, const tc_kernels *k, acg_buffer *dst, size_t doff,
                    const acg_buffer *src, size_t soff, uint32_t n);
 
+/* The recovery from a lost device (acg.h, "Device faults"): the device `spec` opened again has
+ * no fault, before and after a kernel whose result (every float filled) is checked bit for
+ * bit; everything it made is gone again when it returns. */
+void tc_expect_device_works(const char *spec);
+
 /* Pageable host transfers that wait for the stream: tc_upload synchronizes after the copy. */
 void tc_upload(acg_stream *s, acg_buffer *dst, const void *src, size_t size);
 void tc_download(acg_stream *s, void *dst, const acg_buffer *src, size_t size);

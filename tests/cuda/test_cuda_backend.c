@@ -33,6 +33,7 @@
 #include <acg/model.h>
 
 #include "backends/cuda/entry_points.h"
+#include "common.h" /* tc_expect_device_works */
 
 #define N 256
 #define ALPHA 3.0f
@@ -787,23 +788,7 @@ static void test_device_fault(void **state) {
     assert_int_equal(drv.live(), live);
 
     /* Opened again: a new context, no fault, and a kernel runs. */
-    OK(acg_device_open("cuda", &dev));
-    OK(acg_device_get_async_error(dev));
-    OK(acg_kernel_get(dev, "fill_f32", &fill));
-    OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
-    OK(acg_stream_create(dev, &s));
-    acg_arg args2[] = {acg_arg_buffer(x, 0), acg_arg_f32(4.0f)};
-    OK(acg_kernel_launch(s, fill, &dims, args2, 2));
-    float back[N];
-    OK(acg_copy_d2h(s, back, x, 0, sizeof back));
-    OK(acg_stream_synchronize(s));
-    for (int i = 0; i < N; i++) {
-        assert_true(back[i] == 4.0f);
-    }
-    OK(acg_device_get_async_error(dev));
-    OK(acg_stream_destroy(s));
-    OK(acg_buffer_free(x));
-    OK(acg_device_close(dev));
+    tc_expect_device_works("cuda");
     assert_int_equal(drv.live(), live);
 
     /* Every error cuda.h says leaves the context unusable is a lost device. */

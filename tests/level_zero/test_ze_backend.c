@@ -32,6 +32,8 @@
 
 #include <acg/acg.h>
 
+#include "common.h" /* tc_expect_device_works */
+
 #include "../ze_driver/acgtest_ze.h" /* ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES */
 #include "backends/level_zero/entry_points.h"
 #include "backends/level_zero/ze_ext.h"
@@ -813,32 +815,6 @@ static void test_replay_fence_failure(void **state) {
     OK(acg_device_close(dev));
 }
 
-/* The device opened again starts without the fault: a kernel runs and its result is right. */
-static void reopened_works(void) {
-    acg_device *dev = NULL;
-    acg_kernel *fill = NULL;
-    acg_buffer *x = NULL;
-    acg_stream *s = NULL;
-    float got[N], want[N];
-    for (int i = 0; i < N; i++) {
-        want[i] = 6.0f;
-        got[i] = 0.0f;
-    }
-    OK(acg_device_open("level_zero", &dev));
-    OK(acg_device_get_async_error(dev));
-    OK(acg_kernel_get(dev, "fill_f32", &fill));
-    OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
-    OK(acg_stream_create(dev, &s));
-    OK(launch_fill(s, fill, x, 6.0f));
-    OK(acg_copy_d2h(s, got, x, 0, sizeof got));
-    OK(acg_stream_synchronize(s));
-    assert_memory_equal(got, want, sizeof got);
-    OK(acg_device_get_async_error(dev));
-    OK(acg_stream_destroy(s));
-    OK(acg_buffer_free(x));
-    OK(acg_device_close(dev));
-}
-
 /* The host waits the driver may block in; a poll calls none. */
 static unsigned long host_waits(void) {
     return drv.calls("zeEventHostSynchronize") + drv.calls("zeFenceHostSynchronize") +
@@ -863,7 +839,7 @@ static void test_device_lost_synchronize(void **state) {
     assert_non_null(strstr(acg_last_error(), "zeEventHostSynchronize"));
     assert_non_null(strstr(acg_last_error(), "ZE_RESULT_ERROR_DEVICE_LOST"));
     rig_lost(&r, "zeEventHostSynchronize failed with ZE_RESULT_ERROR_DEVICE_LOST", live);
-    reopened_works();
+    tc_expect_device_works("level_zero");
     const int modes[] = {ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         rig_open(&r);
@@ -873,7 +849,7 @@ static void test_device_lost_synchronize(void **state) {
         assert_non_null(strstr(acg_last_error(), "failed with ZE_RESULT_ERROR_DEVICE_LOST"));
         rig_lost(&r, "failed with ZE_RESULT_ERROR_DEVICE_LOST", live);
         drv.set_lost(0, 0);
-        reopened_works();
+        tc_expect_device_works("level_zero");
         assert_int_equal(drv.live(), live);
     }
 }
@@ -900,7 +876,7 @@ static void test_device_lost_poll(void **state) {
         assert_int_equal(drv.calls("zeDeviceGetStatus") - polls, 1);
         rig_lost(&r, "zeDeviceGetStatus failed with ZE_RESULT_ERROR_DEVICE_LOST", live);
         drv.set_lost(0, 0);
-        reopened_works();
+        tc_expect_device_works("level_zero");
         assert_int_equal(drv.live(), live);
     }
     /* The poll failing for another reason is the driver's error, and latches nothing. */

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "backends/opencl/opencl.h"
+#include "common.h" /* tc_expect_device_works */
 
 static ocl_cb_abi abi_of(const char *version) {
     unsigned major, minor, patch;
@@ -253,32 +254,6 @@ static void rig_skip(rig *r) {
     skip();
 }
 
-/* The device opened again starts without the fault: a kernel runs and its result is right. */
-static void reopened_works(void) {
-    acg_device *dev = NULL;
-    acg_kernel *fill = NULL;
-    acg_buffer *x = NULL;
-    acg_stream *s = NULL;
-    float got[N], want[N];
-    for (int i = 0; i < N; i++) {
-        want[i] = 6.0f;
-        got[i] = 0.0f;
-    }
-    OK(acg_device_open("opencl", &dev));
-    OK(acg_device_get_async_error(dev));
-    OK(acg_kernel_get(dev, "fill_f32", &fill));
-    OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
-    OK(acg_stream_create(dev, &s));
-    OK(launch_fill(s, fill, x, 6.0f));
-    OK(acg_copy_d2h(s, got, x, 0, sizeof got));
-    OK(acg_stream_synchronize(s));
-    assert_memory_equal(got, want, sizeof got);
-    OK(acg_device_get_async_error(dev));
-    OK(acg_stream_destroy(s));
-    OK(acg_buffer_free(x));
-    OK(acg_device_close(dev));
-}
-
 /* The stream's synchronize meets the fault (clFinish itself says nothing: its latest command's
  * execution status does) and reports it; the device is latched from then on. */
 static void test_device_lost_synchronize(void **state) {
@@ -297,7 +272,7 @@ static void test_device_lost_synchronize(void **state) {
     assert_non_null(strstr(acg_last_error(), "ended with execution status"));
     rig_lost(&r, "acg_stream_synchronize: the stream's latest command ended with execution "
                  "status");
-    reopened_works();
+    tc_expect_device_works("opencl");
 }
 
 /* A fault only the poll sees: nothing waited for it yet; acg_device_get_async_error reads the
@@ -318,7 +293,7 @@ static void test_device_lost_poll(void **state) {
     assert_non_null(strstr(acg_last_error(), "ended with execution status"));
     rig_lost(&r, "acg_device_get_async_error: a stream's latest command ended with execution "
                  "status");
-    reopened_works();
+    tc_expect_device_works("opencl");
 }
 
 int main(void) {
