@@ -485,11 +485,60 @@ static void type_unknown(acg_kernel_desc *d) { d->types[3] = (acg_arg_type)7; }
 static void scalar_bytes(acg_kernel_desc *d) { d->bytes_per_item[3] = 4; }
 static void unshaped_buffer(acg_kernel_desc *d) {
     d->shape = NULL;
+    d->flags = ACG_KERNEL_ELEMENTWISE;
+    d->dims = 1;
     d->bytes_per_item[2] = 0;
 }
 static void dims_zero(acg_kernel_desc *d) { d->dims = 0; }
 static void dims_four(acg_kernel_desc *d) { d->dims = 4; }
-static void unshaped_2d(acg_kernel_desc *d) { d->shape = NULL; }
+static void unshaped_2d(acg_kernel_desc *d) {
+    d->shape = NULL;
+    d->flags = ACG_KERNEL_ELEMENTWISE;
+}
+/* How far buffers reach: said in no way, in two, or by data rules that are malformed. */
+static void no_reach(acg_kernel_desc *d) { d->shape = NULL; }
+static void two_ways(acg_kernel_desc *d) { d->flags = ACG_KERNEL_ELEMENTWISE; }
+static void flags_unknown(acg_kernel_desc *d) { d->flags = 1u << 7; }
+static void reach_and_shape(acg_kernel_desc *d) { d->reach[0].bytes = 4; }
+static void reach_rules(acg_kernel_desc *d) {
+    d->shape = NULL;
+    d->reach[0] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ARG(4)}};
+    d->reach[1] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ARG(4)}};
+    d->reach[2] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ONE}};
+}
+static void reach_missing(acg_kernel_desc *d) {
+    reach_rules(d);
+    d->reach[1] = (acg_kernel_reach){0, {0, 0}};
+}
+static void reach_of_scalar(acg_kernel_desc *d) {
+    reach_rules(d);
+    d->reach[3].bytes = 4;
+}
+static void reach_past_args(acg_kernel_desc *d) {
+    reach_rules(d);
+    d->reach[7].bytes = 4;
+}
+static void reach_by_buffer(acg_kernel_desc *d) {
+    reach_rules(d);
+    d->reach[2].by[1] = ACG_BY_ARG(0);
+}
+static void reach_by_past_args(acg_kernel_desc *d) {
+    reach_rules(d);
+    d->reach[2].by[0] = ACG_BY_ARG(9);
+}
+static void reach_by_dim_past(acg_kernel_desc *d) {
+    reach_rules(d);
+    d->reach[2].by[0] = ACG_BY_GLOBAL(2);
+}
+static void covers_past_dims(acg_kernel_desc *d) {
+    reach_rules(d);
+    d->grid_covers[2] = ACG_BY_ARG(3);
+}
+static void covers_by_grid(acg_kernel_desc *d) {
+    reach_rules(d);
+    d->grid_covers[0] = ACG_BY_GLOBAL(1);
+}
+static void name_with_slash(acg_kernel_desc *d) { d->name = "engine/rowscale"; }
 static void pair_same(acg_kernel_desc *d) {
     d->in_place[0] = 1;
     d->in_place[1] = 1;
@@ -585,10 +634,27 @@ static void test_malformed_refused(void **state) {
         {"types[2]", type_zero},
         {"types[3]", type_unknown},
         {"argument 3 is a scalar", scalar_bytes},
-        {"no bytes_per_item", unshaped_buffer},
+        {"no bytes_per_item and the kernel is elementwise", unshaped_buffer},
         {"dims is 0", dims_zero},
         {"dims is 4", dims_four},
-        {"without a shape rule", unshaped_2d},
+        {"an elementwise kernel is 1-D, but dims is 2", unshaped_2d},
+        {"buffer argument 0: nothing says how far it reaches; set reach[0], a shape rule, or "
+         "ACG_KERNEL_ELEMENTWISE",
+         no_reach},
+        {"in one way: ACG_KERNEL_ELEMENTWISE, a shape rule or reach[], not ACG_KERNEL_ELEMENTWISE "
+         "shape",
+         two_ways},
+        {"flags 0x80 has unknown bits", flags_unknown},
+        {"not shape reach[]", reach_and_shape},
+        {"buffer argument 1 has no reach[1].bytes", reach_missing},
+        {"argument 3 is a scalar, its reach must be {0}", reach_of_scalar},
+        {"reach[7] is set past the 5 arguments", reach_past_args},
+        {"reach[2].by[1] = 1 names no integer scalar argument", reach_by_buffer},
+        {"reach[2].by[0] = 10 names no integer scalar argument", reach_by_past_args},
+        {"reach[2].by[0] = 66 names a dimension past dims", reach_by_dim_past},
+        {"grid_covers[2] = 4 is a dimension past dims", covers_past_dims},
+        {"grid_covers[0] = 65 names the grid", covers_by_grid},
+        {"a name with '/' belongs to a kernel set", name_with_slash},
         {"in_place {1, 1}", pair_same},
         {"in_place {0, 5}", pair_out_of_range},
         {"in_place {0, 3}", pair_scalar},
@@ -624,6 +690,148 @@ static void test_malformed_refused(void **state) {
     TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered, nothing held */
 }
 
+/* The same kernel with its shape said as data (reach, grid_covers) instead of a callback: the
+ * same bytes eagerly, and the same windows checked, so the same launches refused. */
+static void test_data_rules(void **state) {
+    assert_int_equal(setup(state), 0);
+    fx *f = *state;
+    acg_kernel_desc d = rowscale_desc("tk_rowscale_data");
+    d.shape = NULL;
+    d.reach[0] = d.reach[1] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ARG(4)}};
+    d.reach[2] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ONE}};
+    d.grid_covers[0] = ACG_BY_ARG(3);
+    d.grid_covers[1] = ACG_BY_ARG(4);
+    TC_OK(acg_kernel_register(&d));
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(f->dev, "tk_rowscale_data", &k));
+    float by_rule[CAP], by_data[CAP];
+    TC_OK(rowscale(f->s, f->k, f->out, 0, f->x, 0, f->w, WIDTH, ROWS));
+    download(f, by_rule);
+    tc_poison(f->s, f->out);
+    TC_OK(rowscale(f->s, k, f->out, 0, f->x, 0, f->w, WIDTH, ROWS));
+    download(f, by_data);
+    TC_BYTES_EQUAL(by_data, by_rule, sizeof by_data);
+    /* One row too many reaches past x and out; w is read once per column. */
+    TC_EXPECT(ERR_OUT_OF_RANGE, rowscale(f->s, k, f->out, 0, f->x, 0, f->w, WIDTH, ROWS + 1));
+    TC_LAST_ERROR_HAS("argument 0 reaches [0, +1056), past its 960-byte buffer");
+    TC_EXPECT(ERR_OUT_OF_RANGE, rowscale(f->s, k, f->out, 0, f->x, 0, f->w, WIDTH + 1, 2));
+    TC_LAST_ERROR_HAS("argument 2 reaches [0, +100), past its 96-byte buffer");
+    /* A grid below the rows it must cover. */
+    const acg_arg args[] = {acg_arg_buffer(f->out, 0), acg_arg_buffer(f->x, 0),
+                            acg_arg_buffer(f->w, 0), acg_arg_u32(WIDTH), acg_arg_u32(ROWS)};
+    const acg_dims short_grid = grid2(WIDTH, ROWS - 1);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, k, &short_grid, args, 5));
+    TC_LAST_ERROR_HAS("the grid must cover argument 4: global[1] is 9, below 10");
+    TC_OK(acg_stream_synchronize(f->s));
+
+    /* A signed factor below zero is refused by name (never run: the window would be
+     * negative). */
+    acg_kernel_desc s32 = rowscale_desc("tk_rowscale_i32");
+    s32.shape = NULL;
+    s32.types[3] = ACG_ARG_I32;
+    s32.reach[0] = s32.reach[1] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ARG(4)}};
+    s32.reach[2] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ONE}};
+    s32.cpu.fn = never_called;
+    TC_OK(acg_kernel_register(&s32));
+    acg_kernel *k32 = NULL;
+    TC_OK(acg_kernel_get(f->dev, "tk_rowscale_i32", &k32));
+    const acg_arg neg[] = {acg_arg_buffer(f->out, 0), acg_arg_buffer(f->x, 0),
+                           acg_arg_buffer(f->w, 0), acg_arg_i32(-2), acg_arg_u32(ROWS)};
+    const acg_dims grid = grid2(WIDTH, ROWS);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, k32, &grid, neg, 5));
+    TC_LAST_ERROR_HAS("argument 3 is negative (-2) and sizes a buffer's window");
+    /* The product saturates (4 * 2^31 * 2^32 is past 64 bits): refused, not wrapped. */
+    const acg_arg huge[] = {acg_arg_buffer(f->out, 0), acg_arg_buffer(f->x, 0),
+                            acg_arg_buffer(f->w, 0), acg_arg_i32(INT32_MAX),
+                            acg_arg_u32(UINT32_MAX)};
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(f->s, k32, &grid, huge, 5));
+    TC_LAST_ERROR_HAS("reaches [0, +18446744073709551615)");
+    teardown(state);
+    TC_OK(acg_kernel_unregister("tk_rowscale_data"));
+    TC_OK(acg_kernel_unregister("tk_rowscale_i32"));
+}
+
+/* Kernels registered as a set: under "<set>/<name>", apart from another library's kernel of the
+ * same name; all or nothing both ways. */
+static void test_kernel_sets(void **state) {
+    (void)state;
+    acg_kernel_desc two[2] = {rowscale_desc("rowscale"), rowscale_desc("scale_rows")};
+    TC_OK(acg_kernel_register_set("engine_a", two, 2));
+    TC_OK(acg_kernel_register_set("engine_b", two, 1)); /* a "rowscale" of its own */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_a", two + 1, 1));
+    TC_LAST_ERROR_HAS("the set \"engine_a\" is already registered");
+    acg_device *dev = tc_open();
+    acg_kernel *a = NULL, *b = NULL, *k = NULL;
+    TC_OK(acg_kernel_get(dev, "engine_a/rowscale", &a));
+    TC_OK(acg_kernel_get(dev, "engine_b/rowscale", &b));
+    assert_ptr_not_equal(a, b);
+    assert_string_equal(acg_kernel_get_name(a), "engine_a/rowscale");
+    TC_OK(acg_kernel_get(dev, "engine_a/scale_rows", &k));
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(dev, "rowscale", &k));
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_get(dev, "engine_b/scale_rows", &k));
+    /* Loaded on an open device: none of the set goes. */
+    TC_EXPECT(ERR_IN_USE, acg_kernel_unregister_set("engine_a"));
+    TC_LAST_ERROR_HAS("engine_a/rowscale is loaded on 1 open device(s)");
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister_set("engine_a"));
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_unregister_set("engine_a"));
+    TC_LAST_ERROR_HAS("no kernel of the set \"engine_a\"");
+    TC_OK(acg_kernel_unregister("engine_b/rowscale")); /* one kernel of a set, by its name */
+
+    /* A refused definition keeps the whole set out, naming its index and field. */
+    acg_kernel_desc bad[3] = {rowscale_desc("first"), rowscale_desc("second"),
+                              rowscale_desc("third")};
+    bad[1].dims = 4;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_c", bad, 3));
+    TC_LAST_ERROR_HAS("acg_kernel_register_set(engine_c): desc[1](second): dims is 4");
+    bad[1] = rowscale_desc("first");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_c", bad, 3));
+    TC_LAST_ERROR_HAS("\"engine_c/first\" is already registered");
+    bad[1] = rowscale_desc("sub/name");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_c", bad, 3));
+    TC_LAST_ERROR_HAS("desc[1]: the name \"sub/name\" has a '/'");
+    TC_EXPECT(ERR_NOT_FOUND, acg_kernel_unregister_set("engine_c"));
+
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set(NULL, two, 2));
+    TC_LAST_ERROR_HAS("the set's name NULL must be 1 to 64 characters without '/'");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("", two, 2));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("a/b", two, 2));
+    TC_LAST_ERROR_HAS("\"a/b\" must be");
+    char long_name[80];
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set(long_name, two, 2));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_d", two, 0));
+    TC_LAST_ERROR_HAS("n is 0");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_d", NULL, 2));
+    TC_LAST_ERROR_HAS("desc is NULL");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_unregister_set(NULL));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_unregister_set("a/b"));
+    TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered, nothing held */
+}
+
+/* A set's copies under failing allocations: each failure registers nothing. */
+static acg_status register_set_once(void *ctx) {
+    const acg_kernel_desc *two = ctx;
+    acg_status st = acg_kernel_register_set("engine_oom", two, 2);
+    if (st == ACG_OK) {
+        TC_OK(acg_kernel_unregister_set("engine_oom"));
+    } else {
+        TC_EXPECT(ERR_NOT_FOUND, acg_kernel_unregister_set("engine_oom"));
+    }
+    return st;
+}
+
+static void test_kernel_set_out_of_memory(void **state) {
+    (void)state;
+    acg_kernel_desc two[2] = {rowscale_desc("rowscale"), rowscale_desc("scale_rows")};
+    tc_alloc_install();
+    /* The array of copies, each copy and each full name, and the registry's growth. */
+    assert_true(tc_alloc_sweep(register_set_once, two, false) >= 5);
+    assert_int_equal(tc_alloc_live(), 0);
+    tc_alloc_uninstall();
+}
+
 /* The size rule of every acg config struct: a size from older headers takes the defaults of
  * the fields it lacks (here: no opencl or cuda code, so every backend but the cpu refuses the
  * kernel, and at the least size no code at all); a size below the required fields, or a larger
@@ -649,6 +857,30 @@ static void test_desc_size(void **state) {
     d.size = offsetof(acg_kernel_desc, cpu_parts);
     d.cpu_parts.parts = never_parts;
     TC_OK(acg_kernel_register(&d));
+    TC_OK(acg_kernel_unregister("tk_old_caller"));
+
+    /* Headers from before flags: a NULL shape meant elementwise, and is read so. */
+    d = rowscale_desc("tk_old_caller");
+    d.size = offsetof(acg_kernel_desc, flags);
+    d.shape = NULL;
+    d.dims = 1;
+    d.in_place[0] = d.in_place[1] = 0;
+    d.flags = 0x55; /* past the size: never read */
+    TC_OK(acg_kernel_register(&d));
+    dev = tc_open();
+    if (tc_backend_is("cpu")) {
+        TC_OK(acg_kernel_get(dev, "tk_old_caller", &k));
+        acg_stream *s = tc_stream(dev);
+        acg_buffer *b = tc_buffer(dev, 16);
+        const acg_arg args[] = {acg_arg_buffer(b, 0), acg_arg_buffer(b, 0), acg_arg_buffer(b, 0),
+                                acg_arg_u32(0), acg_arg_u32(0)};
+        const acg_dims five = acg_dims_1d(5); /* 5 items of 4 bytes: past the 16 */
+        TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(s, k, &five, args, 5));
+        TC_LAST_ERROR_HAS("argument 0 reaches [0, +20)");
+        TC_OK(acg_buffer_free(b));
+        TC_OK(acg_stream_destroy(s));
+    }
+    tc_close(dev);
     TC_OK(acg_kernel_unregister("tk_old_caller"));
 
     d = rowscale_desc("tk_old_caller");
@@ -941,6 +1173,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_spirv_module_copied),
         cmocka_unit_test(test_malformed_refused),
         cmocka_unit_test(test_desc_size),
+        cmocka_unit_test(test_data_rules),
+        cmocka_unit_test(test_kernel_sets),
+        cmocka_unit_test(test_kernel_set_out_of_memory),
         cmocka_unit_test_setup_teardown(test_bad_launch_submits_nothing, setup, teardown),
         cmocka_unit_test(test_grid_overflow),
         cmocka_unit_test(test_concurrent_registration),

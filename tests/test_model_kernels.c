@@ -610,6 +610,7 @@ static void test_registration(void **state) {
     mine.n_args = 1;
     mine.types[0] = ACG_ARG_BUFFER;
     mine.bytes_per_item[0] = 4;
+    mine.flags = ACG_KERNEL_ELEMENTWISE;
     mine.cpu.fn = never_called;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&mine));
     TC_LAST_ERROR_HAS("already registered");

@@ -213,6 +213,14 @@ typedef struct acg_capability {
     bool host_cpu; /* the device is the host's own CPU: the cpu backend, or an OpenCL or Level
                       Zero driver's CPU device (PoCL); acg_device_open(NULL) passes over it for
                       an accelerator */
+    /* Added with per-node updates and native memory. */
+    bool graph_node_update; /* acg_graph_update_kernel_node changes a kernel node's arguments
+                               in an instantiated graph (see it for what each backend uses) */
+    bool graph_node_update_grid; /* ... and its grid too */
+    bool graph_pinned_replay;    /* a captured copy from (to) pinned memory reads (writes) that
+                                    memory at every replay, so a graph's input may be rewritten
+                                    in pinned memory between replays (acg_copy_h2d); false: the
+                                    graph copies what the memory held at capture */
 } acg_capability;
 
 /* Describes device `index` of backend `backend` without opening it (name and capability as the
@@ -423,6 +431,14 @@ typedef enum acg_native_kind {
     /* the executable graph of Level Zero's record/replay graph extension (a
      * ze_executable_graph_handle_t, appended with zeCommandListAppendGraphExt) */
     ACG_NATIVE_ZE_EXECUTABLE_GRAPH = 5,
+    /* Memory and devices (acg_buffer_get_native, acg_device_get_native). */
+    ACG_NATIVE_CUDA_DEVICEPTR = 6,  /* a CUdeviceptr, in acg_native_buffer.address */
+    ACG_NATIVE_ZE_DEVICE_MEMORY = 7, /* a Level Zero USM device pointer, in .address */
+    ACG_NATIVE_OPENCL_MEM = 8,      /* a cl_mem in .handle, the buffer at .offset bytes in it */
+    ACG_NATIVE_HOST_MEMORY = 9,     /* host memory (the cpu backend), in .address */
+    ACG_NATIVE_CUDA_CONTEXT = 10,   /* a CUcontext, with the CUdevice in .ordinal */
+    ACG_NATIVE_ZE_CONTEXT = 11,     /* a ze_context_handle_t, ze_device_handle_t and driver */
+    ACG_NATIVE_OPENCL_CONTEXT = 12, /* a cl_context, cl_device_id and cl_platform_id */
 } acg_native_kind;
 
 typedef struct acg_native_handle {
@@ -443,6 +459,59 @@ typedef struct acg_native_handle {
  * out is an output struct as the conventions above describe (its size set by the caller).
  * ACG_ERR_INVALID_ARGUMENT for a NULL out or an unset out->size. */
 ACG_API acg_status acg_stream_get_native(acg_stream *stream, acg_native_handle *out);
+
+/* A device buffer as its driver knows it, for work an engine issues itself on the stream's
+ * native object (a vendor library such as cuBLAS, the engine's own kernels, NCCL). */
+typedef struct acg_native_buffer {
+    size_t size; /* sizeof(acg_native_buffer), set by the caller */
+    acg_native_kind kind;
+    void *handle;     /* ACG_NATIVE_OPENCL_MEM: the cl_mem of the buffer's allocation; else NULL */
+    uint64_t address; /* the buffer's first byte (a view's offset applied): a CUdeviceptr, a
+                         USM pointer or a host pointer; 0 with ACG_NATIVE_OPENCL_MEM */
+    uint64_t offset;  /* ACG_NATIVE_OPENCL_MEM: the buffer's first byte in handle (a view's
+                         offset); else 0 (address has it applied) */
+    uint64_t bytes;   /* the buffer's size (acg_buffer_get_size) */
+} acg_native_buffer;
+
+#define ACG_NATIVE_BUFFER_INIT                                                                     \
+    { sizeof(acg_native_buffer), ACG_NATIVE_NONE, NULL, 0, 0, 0 }
+
+/* The driver's memory behind a buffer or view: cuda a CUdeviceptr, level_zero a USM device
+ * pointer, opencl the allocation's cl_mem and the view's byte offset in it, cpu the host pointer
+ * (device memory is host memory there). What the engine may do with it: read and write the
+ * buffer's bytes [0, bytes) from work it issues on a stream of the same device through that
+ * stream's native object (acg_stream_get_native), eagerly or inside a native capture; never
+ * free, resize, retain or release it. It stays valid while the buffer lives (until
+ * acg_buffer_free; graph scratch until its graph is destroyed) and names the same memory for all
+ * that time. acg knows of such work only through acg_stream_declare_foreign: declare each one's
+ * accesses, and the buffer's free then waits for that stream's work, and a graph that holds the
+ * work keeps the buffer alive (ACG_ERR_IN_USE) as it does for its own nodes; undeclared work is
+ * the engine's to order and keep alive. out is an output struct (its size set by the caller).
+ * ACG_ERR_INVALID_HANDLE; ACG_ERR_INVALID_ARGUMENT for a NULL out or an unset out->size;
+ * ACG_ERR_DEVICE_LOST on a lost device. */
+ACG_API acg_status acg_buffer_get_native(acg_buffer *buf, acg_native_buffer *out);
+
+/* A device as its driver knows it: the context acg created or retained for it, and the device
+ * and driver handles, so an engine's vendor library can be created on the same context. */
+typedef struct acg_native_device {
+    size_t size; /* sizeof(acg_native_device), set by the caller */
+    acg_native_kind kind; /* ACG_NATIVE_CUDA_CONTEXT, _ZE_CONTEXT, _OPENCL_CONTEXT; NONE (cpu) */
+    void *context;        /* CUcontext, ze_context_handle_t, cl_context; NULL on cpu */
+    void *device;         /* ze_device_handle_t, cl_device_id; NULL on cuda (see ordinal) and cpu */
+    void *platform;       /* ze_driver_handle_t, cl_platform_id; NULL on cuda and cpu */
+    int32_t ordinal;      /* cuda: the CUdevice; elsewhere the device's index in its backend */
+} acg_native_device;
+
+#define ACG_NATIVE_DEVICE_INIT                                                                     \
+    { sizeof(acg_native_device), ACG_NATIVE_NONE, NULL, NULL, NULL, 0 }
+
+/* The driver's objects behind a device. They belong to acg and live until acg_device_close: do
+ * not destroy or release them (retaining one the API lets you retain, a cl_context, is yours to
+ * release). The cuda context is the device's primary context, current on every thread acg
+ * calls the driver from; make it current (cuCtxSetCurrent) before calling the driver yourself.
+ * out is an output struct. ACG_ERR_INVALID_HANDLE; ACG_ERR_INVALID_ARGUMENT for a NULL out or
+ * an unset out->size; ACG_ERR_DEVICE_LOST on a lost device. */
+ACG_API acg_status acg_device_get_native(acg_device *dev, acg_native_device *out);
 
 /* How a host function or foreign work touches a buffer. */
 typedef enum acg_access_mode {
@@ -693,6 +762,22 @@ typedef uint32_t (*acg_kernel_cpu_parts_fn)(const acg_cpu_arg *args, const uint3
 typedef void (*acg_kernel_cpu_part_fn)(const acg_cpu_arg *args, const uint32_t global[3],
                                        uint32_t part, uint32_t n_parts);
 
+/* A factor of a data shape rule (acg_kernel_desc.reach, grid_covers): 1, the value of integer
+ * scalar argument j (i32, u32, i64 or u64), or the launch's global[d]. */
+#define ACG_BY_ONE 0u
+#define ACG_BY_ARG(j) ((uint8_t)(1u + (j)))
+#define ACG_BY_GLOBAL(d) ((uint8_t)(0x40u + (d)))
+
+/* How far a buffer argument reaches: bytes * f(by[0]) * f(by[1]) (acg_kernel_desc.reach). */
+typedef struct acg_kernel_reach {
+    uint64_t bytes;
+    uint8_t by[2];
+} acg_kernel_reach;
+
+/* acg_kernel_desc.flags: every buffer argument reaches global[0] * bytes_per_item bytes (the
+ * kernel is 1-D, work item i touching item i of each buffer). */
+#define ACG_KERNEL_ELEMENTWISE (1u << 0)
+
 /* A kernel definition for acg_kernel_register. Only size, name, n_args, types, bytes_per_item
  * and dims are required (an older caller's struct must reach past dims); every later field
  * defaults as ACG_KERNEL_DESC_INIT sets it. */
@@ -702,20 +787,20 @@ typedef struct acg_kernel_desc {
     uint32_t n_args;  /* 0 .. ACG_MAX_KERNEL_ARGS */
     acg_arg_type types[ACG_MAX_KERNEL_ARGS]; /* of each argument; a launch must match them */
     /* For a buffer argument: the bytes of one item, which its offset (a view's own offset
-     * included) must be a multiple of, and which each work item reaches when there is no shape
-     * rule (the window is then global[0] * bytes_per_item). 0 for scalars; 0 for a buffer of a
-     * shaped kernel means no alignment. */
+     * included) must be a multiple of, and which each work item reaches in an elementwise
+     * kernel (the window is then global[0] * bytes_per_item). 0 for scalars; 0 for a buffer of
+     * a shaped kernel (shape or reach) means no alignment. */
     uint32_t bytes_per_item[ACG_MAX_KERNEL_ARGS];
     /* Grid dimensions the kernel indexes, 1..3; a launch must leave global and local of the
      * others at 1 (local may be 0), or backends would run different amounts of work. */
     uint32_t dims;
-    /* (optional) The shape rule of a kernel whose windows follow from its scalar arguments.
-     * NULL: an elementwise kernel, 1-D, and every buffer argument needs bytes_per_item. */
+    /* (optional) The shape rule of a kernel whose windows follow from its scalar arguments, as
+     * a callback; reach and grid_covers below say the common cases as data. NULL: none. */
     acg_kernel_shape_fn shape;
     /* Overlap: work items run in any order, so the windows of two buffer arguments on one
-     * allocation must be disjoint, or the launch is refused. An elementwise kernel (no shape
-     * rule) may also be given the same window twice (work in place); a shaped kernel only for
-     * this pair of buffer arguments {i, j}. {0, 0}: no pair. */
+     * allocation must be disjoint, or the launch is refused. An elementwise kernel
+     * (ACG_KERNEL_ELEMENTWISE) may also be given the same window twice (work in place); a
+     * shaped kernel only for this pair of buffer arguments {i, j}. {0, 0}: no pair. */
     uint32_t in_place[2];
     acg_kernel_exactness exactness; /* default ACG_KERNEL_EXACT_SAME_BACKEND */
     /* Implementations, one per backend; at least one must be given. The registry copies each
@@ -729,19 +814,33 @@ typedef struct acg_kernel_desc {
          * kernel registered with the same text), with FP_CONTRACT off and division and sqrt
          * correctly rounded where the device offers it. Each buffer argument is two parameters,
          * a global pointer and a ulong byte offset to add to it; each scalar is one parameter
-         * of the matching type (int, uint, long, ulong, float). NULL: none. */
+         * of the matching type (int, uint, long, ulong, float). acg_kernel_get compares the
+         * compiled kernel's parameters with this (their number, and their types where the
+         * driver reports them) and refuses a mismatch naming the parameter. NULL: none. */
         const char *source;
         const char *name; /* the kernel function in source; NULL: the kernel's name */
     } opencl;
-    struct { /* reserved for the cuda backend: a fatbin holding the kernel */
+    struct {
+        /* For the cuda backend: an image cuModuleLoadData takes (a fatbin, a cubin or PTX text
+         * ending in NUL) holding the extern "C" __global__ function `name`. Its parameters: each
+         * buffer argument one pointer to its window (the offset applied, `float *` say), each
+         * scalar one parameter of the matching type (int32_t, uint32_t, int64_t, uint64_t,
+         * float), then three `unsigned int`: global[0], global[1], global[2]. The grid is run
+         * in whole blocks, so a work item checks itself against them and returns past them.
+         * Where the driver tells parameter sizes (cuFuncGetParamInfo), acg_kernel_get compares
+         * them. NULL: none. */
         const void *fatbin;
         size_t size;
-        const char *name;
+        const char *name; /* the function; NULL: the kernel's name */
     } cuda;
-    struct { /* reserved for the level_zero backend: a SPIR-V module holding the kernel */
+    struct {
+        /* For the level_zero backend: a SPIR-V module (OpenCL C compiled to SPIR-V, say) holding
+         * the kernel `name`, with the parameters of opencl.source: each buffer argument a global
+         * pointer to its allocation and a ulong byte offset to add, each scalar one parameter.
+         * acg_kernel_get compares the parameter count (zeKernelGetProperties). NULL: none. */
         const void *module;
         size_t size;
-        const char *name;
+        const char *name; /* the entry point; NULL: the kernel's name */
     } spirv;
     /* (optional) The cpu code split into parts, for the cpu backend's thread pool: both
      * functions or neither, and only with cpu.fn, which still runs launches not worth
@@ -761,13 +860,29 @@ typedef struct acg_kernel_desc {
      * cuda.fatbin. Other backends ignore it: a work item is still one call of the same code,
      * and the results must not depend on the lanes (ACG_KERNEL_EXACT_EVERY_BACKEND). */
     uint32_t cuda_lanes;
+    /* Added with shape rules as data. How far each buffer argument reaches is said in exactly
+     * one way: ACG_KERNEL_ELEMENTWISE in flags (global[0] * bytes_per_item), a shape callback
+     * (shape), or reach[] for every buffer argument. A definition with a buffer argument that
+     * says none of them is refused. (A caller whose struct ends before flags, from headers
+     * older than this rule, meant elementwise by leaving shape NULL, and is read so.) */
+    uint32_t flags; /* ACG_KERNEL_* below, or'ed */
+    /* (optional) Buffer argument i reaches reach[i].bytes * f(by[0]) * f(by[1]) bytes from its
+     * offset, where f(ACG_BY_ONE) is 1, f(ACG_BY_ARG(j)) the value of integer scalar argument j
+     * (a negative value refuses the launch) and f(ACG_BY_GLOBAL(d)) the grid's global[d]; the
+     * product saturates. {0}: not given. Entries of scalars must stay {0}. */
+    acg_kernel_reach reach[ACG_MAX_KERNEL_ARGS];
+    /* (optional) grid_covers[d] = ACG_BY_ARG(j): a launch's global[d] must be at least the
+     * value of integer scalar argument j (the kernel skips the work items past it), else the
+     * launch is refused naming both. ACG_BY_ONE (0): no rule. With reach, a kernel such as a
+     * row-wise matmul is checked without a callback. */
+    uint8_t grid_covers[3];
 } acg_kernel_desc;
 
 #define ACG_KERNEL_DESC_INIT                                                                       \
     {                                                                                              \
         sizeof(acg_kernel_desc), NULL, 0, {(acg_arg_type)0}, {0}, 1, NULL, {0, 0},                 \
             ACG_KERNEL_EXACT_SAME_BACKEND, {NULL}, {NULL, NULL}, {NULL, 0, NULL}, {NULL, 0, NULL}, \
-            {NULL, NULL}, 0,                                                                       \
+            {NULL, NULL}, 0, 0, {{0, {0, 0}}}, {0, 0, 0},                                         \
     }
 
 /* Registers a kernel for every device of the process, open or opened later. Synchronous. The
@@ -792,6 +907,22 @@ ACG_API acg_status acg_kernel_register(const acg_kernel_desc *desc);
  * that loaded it (acg_kernel_get) is open: a loaded kernel belongs to its device until
  * acg_device_close (the message counts the devices). */
 ACG_API acg_status acg_kernel_unregister(const char *name);
+
+/* Registers an engine's kernels as one set: each desc[i] under the name "<set>/<desc[i].name>",
+ * so that two libraries in one process may both have a "matmul" (acg_kernel_get takes the whole
+ * name). All or nothing: when one definition is refused (the message names its index and the
+ * field, as acg_kernel_register would), none stays registered. set is a non-empty name without
+ * '/'; a name with '/' belongs to a set and acg_kernel_register refuses it. Thread-safe.
+ * ACG_ERR_INVALID_ARGUMENT for a NULL or malformed set, NULL desc with n > 0, n 0, a set
+ * already registered, and what acg_kernel_register refuses; ACG_ERR_OUT_OF_MEMORY. */
+ACG_API acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc,
+                                           size_t n);
+
+/* Unregisters every kernel of the set, all or nothing: ACG_ERR_IN_USE while a device that loaded
+ * one of them is open (the message names the kernel), and then none is unregistered;
+ * ACG_ERR_NOT_FOUND when no kernel of the set is registered; ACG_ERR_INVALID_ARGUMENT for a NULL
+ * or malformed set. */
+ACG_API acg_status acg_kernel_unregister_set(const char *set);
 
 /* ---- using kernels ------------------------------------------------------------------------ */
 
@@ -916,6 +1047,32 @@ ACG_API acg_status acg_graph_launch(acg_graph *graph, acg_stream *stream);
  * says which backends) and for a host function of `from` that uses its scratch;
  * ACG_ERR_TOPOLOGY_MISMATCH naming the first differing node. */
 ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
+
+/* Changes kernel node `node` (acg_graph_get_node's numbering) of an instantiated graph in place,
+ * without a capture: its arguments become args (n_args of them, all of the kernel's, scalars and
+ * buffers alike) and, when dims is not NULL, its grid becomes *dims. The next replay runs the
+ * new launch; nothing else of the graph changes. Every rule of acg_kernel_launch holds as at
+ * launch, checked before anything changes (a refused update leaves the graph as it was): the
+ * types, the grid, the shape rule, alignment, windows and overlaps, the device of each buffer;
+ * a buffer that is graph scratch must be this graph's own. The graph then references the new
+ * buffers (they cannot be freed while it lives, ACG_ERR_IN_USE) and no longer the old ones it
+ * stopped using. Waits for pending replays of the graph's pool first, as acg_graph_update does
+ * (the driver's executable is rewritten while nothing runs it); a concurrent acg_graph_launch
+ * of the graph is ordered before or after it, whole. How each backend does it: cpu rewrites
+ * the node's arguments in place; cuda sets the kernel node's parameters in the executable
+ * (cuGraphExecKernelNodeSetParams, the node found during capture), so graphs holding foreign
+ * work and collectives can be updated so; level_zero mutates the command of a mutable command
+ * list, or records its list again from the description where the driver has none; opencl
+ * needs mutable dispatch (cl_khr_command_buffer_mutable_dispatch). The capability says
+ * graph_node_update, and graph_node_update_grid when the grid may change.
+ * ACG_ERR_UNSUPPORTED when it is false (capture again), or for a grid change without
+ * graph_node_update_grid; ACG_ERR_OUT_OF_RANGE for a node past the graph;
+ * ACG_ERR_INVALID_ARGUMENT for a node that is not a kernel (naming its kind), NULL args with
+ * n_args > 0, and every launch error above; ACG_ERR_INVALID_HANDLE, ACG_ERR_WRONG_DEVICE,
+ * ACG_ERR_DEVICE_LOST. */
+ACG_API acg_status acg_graph_update_kernel_node(acg_graph *graph, size_t node,
+                                                const acg_dims *dims, const acg_arg *args,
+                                                size_t n_args);
 
 /* Prepares the graph for replays on stream ahead of the first one (on drivers where the first
  * replay uploads the graph, CUDA's cuGraphUpload), so that cost falls at start-up, not while

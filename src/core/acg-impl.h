@@ -377,6 +377,12 @@ const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function);
 /* The same for the SPIR-V entry point `function` (acg's Level Zero test driver). */
 const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function);
 void acg__device_kernels_free(acg_device *dev);
+/* Checks a launch of kernel kdef (impl: its backend kernel on dev) against the definition, as
+ * acg_kernel_launch documents, and resolves its buffers into node (a kernel node, its buffer
+ * list held until the caller returns); fn names the call in messages. */
+acg_status acg__kernel_prepare(const acg_device *dev, const acg__kernel_def *kdef,
+                               acg__bk_kernel *impl, const acg_dims *dims, const acg_arg *args,
+                               size_t n_args, acg__node *node, const char *fn);
 
 /* The backends compiled in (registry.c). */
 size_t acg__backend_count(void);

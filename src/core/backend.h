@@ -42,7 +42,7 @@
 
 #include <acg/acg.h>
 
-#define ACG_BACKEND_VERSION 5
+#define ACG_BACKEND_VERSION 6
 
 /* A slot that version `ver` of the table added, or NULL in a table written against an older
  * version: the version field is what tells the core which slots a table has. */
@@ -319,6 +319,26 @@ struct acg_backend_i {
      * NULL: graph_update. */
     acg_status (*graph_update_from)(acg__bk_exec *exec, const acg__graph_desc *desc,
                                     acg__bk_exec *from, bool same_memory);
+
+    /* Version 6: native memory and devices, per-node updates. */
+
+    /* (optional) The driver's memory behind bytes [offset, offset + size) of mem: kind,
+     * handle, address and offset of out as acg_buffer_get_native says (the core sets size and
+     * bytes). NULL: the backend has none to give (ACG_NATIVE_NONE). */
+    acg_status (*buffer_get_native)(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
+                                    size_t size, acg_native_buffer *out);
+    /* (optional) The driver's context, device and driver or platform (acg_device_get_native;
+     * the core sets size). NULL: none (ACG_NATIVE_NONE). */
+    acg_status (*device_get_native)(acg__bk_device *dev, acg_native_device *out);
+    /* (optional) Rewrites kernel node `index` of exec to desc->nodes[index] (same kernel; its
+     * arguments and grid checked by the core; desc is exec's whole description with that node
+     * already rewritten; no replay of exec's pool in flight; under the device's lock and the
+     * pool's replay lock). `old` is the node as it was. ACG_ERR_UNSUPPORTED, naming what, when
+     * the backend cannot change what differs (the grid, say); on any failure exec is as it was.
+     * The capability says graph_node_update (and graph_node_update_grid). NULL: the core calls
+     * graph_update with desc, which rebuilds the whole graph. */
+    acg_status (*graph_update_node)(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                    uint32_t index, const acg__node *old);
 };
 
 typedef struct acg_backend_i acg_backend_i;

@@ -73,6 +73,11 @@ static void mask_capability(const acg_backend_i *vt, acg_capability *cap) {
     cap->native_capture = cap->native_capture && native;
     cap->graphs = cap->graphs && (vt->graph_instantiate != NULL || cap->native_capture);
     cap->graph_update = cap->graphs && cap->graph_update && vt->graph_update != NULL;
+    /* A node update without its own slot rebuilds the graph through graph_update. */
+    cap->graph_node_update = cap->graphs && cap->graph_node_update &&
+                             (ACG__SLOT(vt, graph_update_node, 6) != NULL || cap->graph_update);
+    cap->graph_node_update_grid = cap->graph_node_update && cap->graph_node_update_grid;
+    cap->graph_pinned_replay = cap->graphs && cap->graph_pinned_replay;
     cap->graph_host_functions =
         cap->graphs && cap->graph_host_functions && ACG__SLOT(vt, host_launch, 2) != NULL;
     if (vt->pinned_alloc == NULL) {
@@ -320,6 +325,30 @@ acg_status acg_device_close(acg_device *dev) {
     pthread_mutex_destroy(&dev->lock);
     acg__free(dev);
     return ACG_OK;
+}
+
+acg_status acg_device_get_native(acg_device *dev, acg_native_device *out) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_device_get_native";
+    acg_status st = acg__check_device_usable(dev, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    if ((st = acg__output_check(out, sizeof *out, "acg_native_device", fn)) != ACG_OK) {
+        return st;
+    }
+    acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
+    nd.ordinal = dev->index;
+    acg_status (*get)(acg__bk_device *, acg_native_device *) =
+        ACG__SLOT(dev->vt, device_get_native, 6);
+    if (get != NULL && (st = acg__device_fault(dev, get(dev->impl, &nd))) != ACG_OK) {
+        return st;
+    }
+    nd.size = sizeof nd;
+    return acg__output_write(out, &nd, sizeof nd, "acg_native_device", fn);
 }
 
 const acg_capability *acg_device_get_capability(const acg_device *dev) {

@@ -66,7 +66,7 @@ static void copy_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
 
 #define LIST(...) __VA_ARGS__
 
-/* An elementwise f32 kernel: 1-D, 4 bytes per item of each buffer, no shape rule. */
+/* An elementwise f32 kernel: 1-D, 4 bytes per item of each buffer. */
 #define ELEMENTWISE(fn_, n_args_, types_, bytes_)                                                  \
     {                                                                                              \
         .name = #fn_, .core = true,                                                                \
@@ -77,6 +77,7 @@ static void copy_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
             .types = {types_},                                                                     \
             .bytes_per_item = {bytes_},                                                            \
             .dims = 1,                                                                             \
+            .flags = ACG_KERNEL_ELEMENTWISE,                                                       \
             .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND,                                           \
             .cpu = {fn_},                                                                          \
             .opencl = {acg__core_kernels_cl, #fn_},                                                \

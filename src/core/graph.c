@@ -10,24 +10,28 @@
 
 /* ---- descriptions ------------------------------------------------------------------------ */
 
+/* What one node references (dev->lock held). */
+static void node_refs(const acg__node *n, int delta) {
+    for (uint32_t j = 0; j < n->n_buffers; j++) {
+        acg_buffer *b = (acg_buffer *)n->buffers[j];
+        b->graph_refs = (uint32_t)((int64_t)b->graph_refs + delta);
+    }
+    if (n->host != NULL) {
+        acg__pinned p;
+        if (acg__pinned_lookup(n->host, n->size, &p)) {
+            acg__pinned_ref(p.base, delta);
+        }
+    }
+    if (n->group_handle != NULL) {
+        acg_device_group *g = n->group_handle;
+        g->graph_refs = (uint32_t)((int64_t)g->graph_refs + delta);
+    }
+}
+
 void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta) {
     ACG__UNUSED(dev);
     for (uint32_t i = 0; i < desc->n_nodes; i++) {
-        const acg__node *n = &desc->nodes[i];
-        for (uint32_t j = 0; j < n->n_buffers; j++) {
-            acg_buffer *b = (acg_buffer *)n->buffers[j];
-            b->graph_refs = (uint32_t)((int64_t)b->graph_refs + delta);
-        }
-        if (n->host != NULL) {
-            acg__pinned p;
-            if (acg__pinned_lookup(n->host, n->size, &p)) {
-                acg__pinned_ref(p.base, delta);
-            }
-        }
-        if (n->group_handle != NULL) {
-            acg_device_group *g = n->group_handle;
-            g->graph_refs = (uint32_t)((int64_t)g->graph_refs + delta);
-        }
+        node_refs(&desc->nodes[i], delta);
     }
 }
 
@@ -366,6 +370,100 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
 out_free:
     acg__desc_free(&nd);
 out_unlock:
+    pthread_mutex_unlock(&g->pool->replay_lock);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+static const char *const node_kind_names[] = {
+    "?", "kernel", "copy_h2d", "copy_d2h", "copy_d2d", "fill", "host function", "foreign work",
+    "collective",
+};
+
+/* Checks the new launch of kernel node `index` of g into *nn (dev->lock held, no replay of the
+ * pool in flight). */
+static acg_status prepare_node(const acg_graph *g, size_t index, const acg_dims *dims,
+                               const acg_arg *args, size_t n_args, acg__node *nn,
+                               const char *fn) {
+    acg_device *dev = g->dev;
+    if (index >= g->desc.n_nodes) {
+        return acg__error(ACG_ERR_OUT_OF_RANGE, "%s: graph %llu has %u nodes, there is no node %zu",
+                          fn, (unsigned long long)g->id, g->desc.n_nodes, index);
+    }
+    const acg__node *old = &g->desc.nodes[index];
+    if (old->kind != ACG_NODE_KERNEL) {
+        unsigned k = (unsigned)old->kind <= ACG_NODE_COLLECTIVE ? (unsigned)old->kind : 0;
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: node %zu of graph %llu is %s, not a kernel", fn, index,
+                          (unsigned long long)g->id, node_kind_names[k]);
+    }
+    const acg_dims *grid = dims != NULL ? dims : &old->dims;
+    if (dims != NULL && memcmp(dims, &old->dims, sizeof *dims) != 0 &&
+        !dev->cap.graph_node_update_grid) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: %s cannot change a kernel node's grid in a graph (node %zu, %s); "
+                          "capture again",
+                          fn, dev->spec, index, old->def->name);
+    }
+    /* The node keeps its place: dependencies and stream; the launch's fields are rewritten. */
+    *nn = *old;
+    nn->label = NULL;
+    acg_status st = acg__kernel_prepare(dev, old->def, old->kernel, grid, args, n_args, nn, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    for (uint32_t b = 0; b < nn->n_buffers; b++) {
+        const acg_buffer *buf = nn->buffers[b];
+        if (buf->scratch && buf->owner_id != g->id) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): buffer %u is graph scratch of another graph; a node may "
+                              "use only its own graph's scratch",
+                              fn, old->def->name, b);
+        }
+    }
+    return ACG_OK;
+}
+
+acg_status acg_graph_update_kernel_node(acg_graph *g, size_t index, const acg_dims *dims,
+                                        const acg_arg *args, size_t n_args) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_graph_update_kernel_node";
+    acg_status st = check_graph(g, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    acg_device *dev = g->dev;
+    if (!dev->cap.graph_node_update) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: %s cannot update a graph's nodes (capability graph_node_update); "
+                          "capture again",
+                          fn, dev->spec);
+    }
+    if ((st = acg__device_check_lost(dev, fn)) != ACG_OK) {
+        return st;
+    }
+    /* The executable is rewritten while no replay of the pool runs or starts. */
+    if ((st = acg__device_fault(dev, acg__pool_lock_idle(g->pool))) != ACG_OK) {
+        return st;
+    }
+    acg__node nn;
+    st = prepare_node(g, index, dims, args, n_args, &nn, fn);
+    if (st == ACG_OK) {
+        acg__node *slot = &g->desc.nodes[index];
+        acg__node old = *slot;
+        *slot = nn;
+        acg_status (*update_node)(acg__bk_exec *, const acg__graph_desc *, uint32_t,
+                                  const acg__node *) = ACG__SLOT(dev->vt, graph_update_node, 6);
+        st = acg__device_fault(dev, update_node != NULL
+                                        ? update_node(g->exec, &g->desc, (uint32_t)index, &old)
+                                        : dev->vt->graph_update(g->exec, &g->desc));
+        if (st == ACG_OK) {
+            node_refs(&old, -1);
+            node_refs(slot, +1);
+        } else {
+            *slot = old;
+        }
+    }
     pthread_mutex_unlock(&g->pool->replay_lock);
     pthread_mutex_unlock(&dev->lock);
     return st;

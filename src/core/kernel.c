@@ -97,6 +97,107 @@ static void def_release(const acg__kernel_def *def) {
 
 static bool valid_type(acg_arg_type t) { return t >= ACG_ARG_BUFFER && t <= ACG_ARG_F32; }
 
+static bool integer_type(acg_arg_type t) {
+    return t == ACG_ARG_I32 || t == ACG_ARG_U32 || t == ACG_ARG_I64 || t == ACG_ARG_U64;
+}
+
+static bool elementwise(const acg_kernel_desc *d) {
+    return (d->flags & ACG_KERNEL_ELEMENTWISE) != 0;
+}
+
+static bool reach_given(const acg_kernel_reach *r) {
+    return r->bytes != 0 || r->by[0] != 0 || r->by[1] != 0;
+}
+
+/* Whether a data rule's factor `by` names 1, an integer scalar argument or a grid dimension the
+ * kernel indexes; *why gets what is wrong. */
+static bool factor_ok(const acg_kernel_desc *d, uint8_t by, bool grid, const char **why) {
+    if (by == ACG_BY_ONE) {
+        return true;
+    }
+    if (by >= ACG_BY_GLOBAL(0) && by <= ACG_BY_GLOBAL(2)) {
+        *why = grid ? "names the grid (only ACG_BY_ARG may)" : "names a dimension past dims";
+        return !grid && (uint32_t)(by - ACG_BY_GLOBAL(0)) < d->dims;
+    }
+    uint32_t j = (uint32_t)by - 1;
+    *why = "names no integer scalar argument (ACG_BY_ARG(j): j an i32, u32, i64 or u64)";
+    return by < ACG_BY_GLOBAL(0) && j < d->n_args && integer_type(d->types[j]);
+}
+
+/* Checks how far the buffers reach: one of elementwise, a callback, data rules. */
+static acg_status check_shape(const acg_kernel_desc *d, const char *fn) {
+    const char *name = d->name, *why = "";
+    if ((d->flags & ~(uint32_t)ACG_KERNEL_ELEMENTWISE) != 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): flags 0x%x has unknown bits", fn,
+                          name, d->flags);
+    }
+    bool reach = false;
+    for (uint32_t i = 0; i < ACG_MAX_KERNEL_ARGS; i++) {
+        reach = reach || reach_given(&d->reach[i]);
+    }
+    int ways = (int)elementwise(d) + (d->shape != NULL) + (int)reach;
+    if (ways > 1) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): say how far buffers reach in one way: ACG_KERNEL_ELEMENTWISE, "
+                          "a shape rule or reach[], not %s%s%s",
+                          fn, name, elementwise(d) ? "ACG_KERNEL_ELEMENTWISE " : "",
+                          d->shape != NULL ? "shape " : "", reach ? "reach[]" : "");
+    }
+    for (uint32_t i = 0; i < d->n_args; i++) {
+        const acg_kernel_reach *r = &d->reach[i];
+        if (d->types[i] != ACG_ARG_BUFFER) {
+            if (reach_given(r)) {
+                return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                                  "%s(%s): argument %u is a scalar, its reach must be {0}", fn,
+                                  name, i);
+            }
+            continue;
+        }
+        if (ways == 0) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): buffer argument %u: nothing says how far it reaches; set "
+                              "reach[%u], a shape rule, or ACG_KERNEL_ELEMENTWISE in flags",
+                              fn, name, i, i);
+        }
+        if (elementwise(d) && d->bytes_per_item[i] == 0) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): buffer argument %u has no bytes_per_item and the kernel "
+                              "is elementwise: nothing says how far it reaches",
+                              fn, name, i);
+        }
+        if (reach && r->bytes == 0) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): buffer argument %u has no reach[%u].bytes; a kernel with "
+                              "data rules gives one for every buffer argument",
+                              fn, name, i, i);
+        }
+        for (int f = 0; reach && f < 2; f++) {
+            if (!factor_ok(d, r->by[f], false, &why)) {
+                return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): reach[%u].by[%d] = %u %s",
+                                  fn, name, i, f, r->by[f], why);
+            }
+        }
+    }
+    for (uint32_t i = d->n_args; i < ACG_MAX_KERNEL_ARGS; i++) {
+        if (reach_given(&d->reach[i])) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): reach[%u] is set past the %u arguments", fn, name, i,
+                              d->n_args);
+        }
+    }
+    for (uint32_t g = 0; g < 3; g++) {
+        if (d->grid_covers[g] == ACG_BY_ONE) {
+            continue;
+        }
+        if (g >= d->dims || !factor_ok(d, d->grid_covers[g], true, &why)) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): grid_covers[%u] = %u %s", fn,
+                              name, g, d->grid_covers[g],
+                              g >= d->dims ? "is a dimension past dims" : why);
+        }
+    }
+    return ACG_OK;
+}
+
 /* A binary: a pointer and a size, both or neither. */
 static bool binary_ok(const void *p, size_t size, const char *name) {
     return (p == NULL) == (size == 0) && (p != NULL || name == NULL);
@@ -119,30 +220,26 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
                               "%s(%s): types[%u] is %d, not an acg_arg_type", fn, name, i,
                               (int)d->types[i]);
         }
-        bool buffer = d->types[i] == ACG_ARG_BUFFER;
-        if (!buffer && d->bytes_per_item[i] != 0) {
+        if (d->types[i] != ACG_ARG_BUFFER && d->bytes_per_item[i] != 0) {
             return acg__error(ACG_ERR_INVALID_ARGUMENT,
                               "%s(%s): argument %u is a scalar, its bytes_per_item must be 0", fn,
                               name, i);
-        }
-        if (buffer && d->bytes_per_item[i] == 0 && d->shape == NULL) {
-            return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                              "%s(%s): buffer argument %u has no bytes_per_item and the kernel "
-                              "no shape rule: nothing says how far it reaches",
-                              fn, name, i);
         }
     }
     if (d->dims < 1 || d->dims > 3) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): dims is %u, not 1, 2 or 3", fn, name,
                           d->dims);
     }
-    /* Without a rule a window is global[0] items: work items in other dimensions would reach
-     * past what the launch checks. */
-    if (d->shape == NULL && d->dims != 1) {
+    acg_status st = check_shape(d, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    /* An elementwise window is global[0] items: work items in other dimensions would reach past
+     * what the launch checks. */
+    if (elementwise(d) && d->dims != 1) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s(%s): a kernel without a shape rule is elementwise and 1-D, but dims "
-                          "is %u",
-                          fn, name, d->dims);
+                          "%s(%s): an elementwise kernel is 1-D, but dims is %u", fn, name,
+                          d->dims);
     }
     uint32_t a = d->in_place[0], b = d->in_place[1];
     if ((a != 0 || b != 0) && (a == b || a >= d->n_args || b >= d->n_args ||
@@ -271,40 +368,158 @@ static acg__kernel_def *copy_desc(const acg_kernel_desc *d) {
     return def;
 }
 
+/* Reads a caller's definition at its size and checks it. A struct that ends before flags comes
+ * from headers that took a NULL shape for elementwise, and is read so. */
+static acg_status read_desc(const acg_kernel_desc *desc, acg_kernel_desc *d, const char *fn) {
+    static const acg_kernel_desc defaults = ACG_KERNEL_DESC_INIT;
+    acg_status st = acg__config_read(d, sizeof *d, &defaults, desc,
+                                     offsetof(acg_kernel_desc, shape), "acg_kernel_desc", fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (desc->size <= offsetof(acg_kernel_desc, flags) && d->shape == NULL) {
+        d->flags = ACG_KERNEL_ELEMENTWISE;
+    }
+    return check_desc(d, fn);
+}
+
+static bool in_set(const acg__kernel_def *def, const char *set, size_t len);
+
+/* Enters n checked copies into the registry, all or none (reg_lock taken here): a name already
+ * registered, or twice among them, refuses them all, and so does a set (not NULL) that has
+ * kernels registered already. */
+static acg_status enter_defs(acg__kernel_def **defs, uint32_t n, const char *set, const char *fn) {
+    acg_status st = ACG_OK;
+    uint32_t at = 0;
+    pthread_mutex_lock(&reg_lock);
+    for (uint32_t i = 0; set != NULL && i < reg_n && st == ACG_OK; i++) {
+        if (in_set(reg[i], set, strlen(set))) {
+            st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the set \"%s\" is already registered",
+                            fn, set);
+        }
+    }
+    for (uint32_t i = 0; i < n && st == ACG_OK; i++) {
+        bool twice = false;
+        for (uint32_t j = 0; j < i && !twice; j++) {
+            twice = strcmp(defs[j]->name, defs[i]->name) == 0;
+        }
+        if (twice || find_locked(defs[i]->name, &at) != NULL) {
+            st = acg__error(ACG_ERR_INVALID_ARGUMENT,
+                            "%s: a kernel named \"%s\" is already registered", fn,
+                            defs[i]->name);
+        }
+    }
+    if (st == ACG_OK && !acg__grow((void **)&reg, &reg_cap, reg_n + n, sizeof *reg)) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s(%s): out of memory", fn, defs[0]->name);
+    }
+    for (uint32_t i = 0; i < n && st == ACG_OK; i++) {
+        reg[reg_n++] = defs[i];
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return st;
+}
+
 acg_status acg_kernel_register(const acg_kernel_desc *desc) {
     static const char fn[] = "acg_kernel_register";
-    static const acg_kernel_desc defaults = ACG_KERNEL_DESC_INIT;
     if (desc == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
     }
     acg_kernel_desc d;
-    acg_status st = acg__config_read(&d, sizeof d, &defaults, desc,
-                                     offsetof(acg_kernel_desc, shape), "acg_kernel_desc", fn);
-    if (st == ACG_OK) {
-        st = check_desc(&d, fn);
-    }
+    acg_status st = read_desc(desc, &d, fn);
     if (st != ACG_OK) {
         return st;
+    }
+    if (strchr(d.name, '/') != NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: \"%s\": a name with '/' belongs to a kernel set "
+                          "(acg_kernel_register_set)",
+                          fn, d.name);
     }
     acg__kernel_def *def = copy_desc(&d);
     if (def == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s(%s): out of memory", fn, d.name);
     }
-    uint32_t at = 0;
-    pthread_mutex_lock(&reg_lock);
-    if (find_locked(def->name, &at) != NULL) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: a kernel named \"%s\" is already registered",
-                        fn, def->name);
-    } else if (!acg__grow((void **)&reg, &reg_cap, reg_n + 1, sizeof *reg)) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s(%s): out of memory", fn, def->name);
-    } else {
-        reg[reg_n++] = def;
-    }
-    pthread_mutex_unlock(&reg_lock);
-    if (st != ACG_OK) {
+    if ((st = enter_defs(&def, 1, NULL, fn)) != ACG_OK) {
         acg__free(def);
     }
     return st;
+}
+
+/* A set's name: non-empty, without '/', short enough for messages and kernel names. */
+static acg_status check_set(const char *set, const char *fn) {
+    if (set == NULL || set[0] == '\0' || strchr(set, '/') != NULL || strlen(set) > 64) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the set's name %s%s%s must be 1 to 64 characters without '/'", fn,
+                          set != NULL ? "\"" : "", set != NULL ? set : "NULL",
+                          set != NULL ? "\"" : "");
+    }
+    return ACG_OK;
+}
+
+/* Whether a registered kernel belongs to the set (its name is "<set>/..."). */
+static bool in_set(const acg__kernel_def *def, const char *set, size_t len) {
+    return strncmp(def->name, set, len) == 0 && def->name[len] == '/';
+}
+
+acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc, size_t n) {
+    static const char fn[] = "acg_kernel_register_set";
+    acg_status st = check_set(set, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (n == 0 || desc == NULL || n > UINT32_MAX / 2) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %s", fn, set,
+                          n == 0 ? "n is 0" : desc == NULL ? "desc is NULL" : "n is too large");
+    }
+    size_t len = strlen(set);
+    acg__kernel_def **defs = acg__calloc(n, sizeof *defs);
+    if (defs == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s(%s): out of memory", fn, set);
+    }
+    char where[96];
+    uint32_t made = 0;
+    for (size_t i = 0; i < n && st == ACG_OK; i++) {
+        snprintf(where, sizeof where, "%s(%s): desc[%zu]", fn, set, i);
+        acg_kernel_desc d;
+        st = read_desc(&desc[i], &d, where);
+        char *full = NULL;
+        if (st == ACG_OK && strchr(d.name, '/') != NULL) {
+            st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the name \"%s\" has a '/'", where,
+                            d.name);
+        } else if (st == ACG_OK && (full = acg__alloc(len + strlen(d.name) + 2)) == NULL) {
+            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", where);
+        }
+        if (st == ACG_OK) {
+            sprintf(full, "%s/%s", set, d.name);
+            d.name = full;
+            if ((defs[made] = copy_desc(&d)) == NULL) {
+                st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", where);
+            } else {
+                made++;
+            }
+        }
+        acg__free(full);
+    }
+    if (st == ACG_OK) {
+        st = enter_defs(defs, made, set, fn);
+    }
+    for (uint32_t i = 0; st != ACG_OK && i < made; i++) {
+        acg__free(defs[i]);
+    }
+    acg__free(defs);
+    return st;
+}
+
+/* Removes the registered definition at `at` (reg_lock held); the caller frees it. */
+static acg__kernel_def *take_locked(uint32_t at) {
+    acg__kernel_def *def = reg[at];
+    memmove(&reg[at], &reg[at + 1], (size_t)(reg_n - at - 1) * sizeof *reg);
+    if (--reg_n == 0) { /* an empty registry holds no memory: the allocator may change */
+        acg__free(reg);
+        reg = NULL;
+        reg_cap = 0;
+    }
+    return def;
 }
 
 acg_status acg_kernel_unregister(const char *name) {
@@ -326,16 +541,44 @@ acg_status acg_kernel_unregister(const char *name) {
                         "%s: %s is loaded on %u open device(s); it is released when they close", fn,
                         name, found->refs);
     } else {
-        def = found;
-        memmove(&reg[at], &reg[at + 1], (size_t)(reg_n - at - 1) * sizeof *reg);
-        if (--reg_n == 0) { /* an empty registry holds no memory: the allocator may change */
-            acg__free(reg);
-            reg = NULL;
-            reg_cap = 0;
-        }
+        def = take_locked(at);
     }
     pthread_mutex_unlock(&reg_lock);
     acg__free(def);
+    return st;
+}
+
+acg_status acg_kernel_unregister_set(const char *set) {
+    static const char fn[] = "acg_kernel_unregister_set";
+    acg_status st = check_set(set, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    size_t len = strlen(set);
+    uint32_t found = 0;
+    pthread_mutex_lock(&reg_lock);
+    for (uint32_t i = 0; i < reg_n && st == ACG_OK; i++) {
+        if (!in_set(reg[i], set, len)) {
+            continue;
+        }
+        found++;
+        if (reg[i]->refs != 0) {
+            st = acg__error(ACG_ERR_IN_USE,
+                            "%s: %s is loaded on %u open device(s); it is released when they "
+                            "close, and until then no kernel of the set is unregistered",
+                            fn, reg[i]->name, reg[i]->refs);
+        }
+    }
+    if (st == ACG_OK && found == 0) {
+        st = acg__error(ACG_ERR_NOT_FOUND, "%s: no kernel of the set \"%s\" is registered", fn,
+                        set);
+    }
+    for (uint32_t i = reg_n; st == ACG_OK && i-- > 0;) {
+        if (in_set(reg[i], set, len)) {
+            acg__free(take_locked(i));
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
     return st;
 }
 
@@ -433,11 +676,85 @@ const char *acg_kernel_get_name(const acg_kernel *k) {
     return k->def->name;
 }
 
-/* Checks the launch against the kernel's definition and resolves buffers into node. */
-static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_dims *dims,
-                          const acg_arg *args, size_t n_args, acg__node *node) {
-    static const char fn[] = "acg_kernel_launch";
-    const acg_kernel_desc *def = &k->def->d;
+/* The value of integer scalar argument j (types checked), into *v; false when negative. */
+static bool scalar_value(const acg_arg *a, uint64_t *v) {
+    switch (a->type) {
+    case ACG_ARG_I32:
+        *v = (uint64_t)(int64_t)a->value.i32;
+        return a->value.i32 >= 0;
+    case ACG_ARG_U32:
+        *v = a->value.u32;
+        return true;
+    case ACG_ARG_I64:
+        *v = (uint64_t)a->value.i64;
+        return a->value.i64 >= 0;
+    default:
+        *v = a->value.u64;
+        return true;
+    }
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* A data rule's factor for this launch; NULL, or why the launch is refused. */
+static const char *factor_value(const acg_kernel_desc *def, uint8_t by, const acg_arg *args,
+                                const acg_dims *dims, uint64_t *v, char *why, size_t why_size) {
+    if (by == ACG_BY_ONE) {
+        *v = 1;
+    } else if (by >= ACG_BY_GLOBAL(0)) {
+        *v = dims->global[by - ACG_BY_GLOBAL(0)];
+    } else if (!scalar_value(&args[by - 1], v)) {
+        snprintf(why, why_size, "argument %u is negative (%lld) and sizes a buffer's window",
+                 (unsigned)by - 1,
+                 (long long)(args[by - 1].type == ACG_ARG_I32 ? args[by - 1].value.i32
+                                                               : args[by - 1].value.i64));
+        return why;
+    }
+    ACG__UNUSED(def);
+    return NULL;
+}
+
+/* The windows of a kernel with data rules (reach, grid_covers), into extent; NULL, or why the
+ * launch is refused (written into why). */
+static const char *data_shape(const acg_kernel_desc *def, const acg_arg *args,
+                              const acg_dims *dims, uint64_t extent[ACG_MAX_KERNEL_ARGS],
+                              char *why, size_t why_size) {
+    for (uint32_t g = 0; g < 3; g++) {
+        uint8_t by = def->grid_covers[g];
+        uint64_t need = 0;
+        if (by == ACG_BY_ONE) {
+            continue;
+        }
+        if (factor_value(def, by, args, dims, &need, why, why_size) != NULL) {
+            return why;
+        }
+        if (dims->global[g] < need) {
+            snprintf(why, why_size, "the grid must cover argument %u: global[%u] is %u, below %llu",
+                     (unsigned)by - 1, g, dims->global[g], (unsigned long long)need);
+            return why;
+        }
+    }
+    for (uint32_t i = 0; i < def->n_args; i++) {
+        const acg_kernel_reach *r = &def->reach[i];
+        if (def->types[i] != ACG_ARG_BUFFER || r->bytes == 0) {
+            continue;
+        }
+        uint64_t x = 0, y = 0;
+        if (factor_value(def, r->by[0], args, dims, &x, why, why_size) != NULL ||
+            factor_value(def, r->by[1], args, dims, &y, why, why_size) != NULL) {
+            return why;
+        }
+        extent[i] = mul_sat(mul_sat(r->bytes, x), y);
+    }
+    return NULL;
+}
+
+acg_status acg__kernel_prepare(const acg_device *dev, const acg__kernel_def *kdef,
+                               acg__bk_kernel *impl, const acg_dims *dims, const acg_arg *args,
+                               size_t n_args, acg__node *node, const char *fn) {
+    const acg_kernel_desc *def = &kdef->d;
     if (dims == NULL || (n_args != 0 && args == NULL)) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): NULL dims or args", fn, def->name);
     }
@@ -487,8 +804,8 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
     node->size = 0;
     node->group_handle = NULL; /* the fields a description's reader looks at, set one by one */
     node->label = NULL;        /* and the one it frees */
-    node->def = k->def;
-    node->kernel = k->impl;
+    node->def = kdef;
+    node->kernel = impl;
     node->dims = *dims;
     node->n_args = def->n_args;
     /* Types first, so the shape rule reads well-typed scalars; scalars go into the node. */
@@ -508,15 +825,19 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
         }
     }
     uint64_t extent[ACG_MAX_KERNEL_ARGS] = {0};
+    char why_buf[160];
+    const char *why = NULL;
     if (def->shape != NULL) {
-        const char *why = def->shape(args, dims, extent); /* types checked above */
-        if (why != NULL) {
-            return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %s", fn, def->name, why);
-        }
-    } else {
+        why = def->shape(args, dims, extent); /* types checked above */
+    } else if (def->flags & ACG_KERNEL_ELEMENTWISE) {
         for (uint32_t i = 0; i < def->n_args; i++) {
             extent[i] = (uint64_t)def->bytes_per_item[i] * dims->global[0];
         }
+    } else {
+        why = data_shape(def, args, dims, extent, why_buf, sizeof why_buf);
+    }
+    if (why != NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %s", fn, def->name, why);
     }
     /* Every buffer argument held under one registry lock. */
     const void *bufs[ACG_MAX_KERNEL_ARGS];
@@ -540,10 +861,9 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
             continue;
         }
         const acg_buffer *b = a->value.buf.buffer;
-        if (b->dev != s->dev) {
-            return acg__error(ACG_ERR_WRONG_DEVICE,
-                              "%s(%s): argument %u belongs to %s, the stream to %s", fn, def->name,
-                              i, b->dev->name, s->dev->name);
+        if (b->dev != dev) {
+            return acg__error(ACG_ERR_WRONG_DEVICE, "%s(%s): argument %u belongs to %s, not %s",
+                              fn, def->name, i, b->dev->name, dev->name);
         }
         size_t off = a->value.buf.offset, per = def->bytes_per_item[i];
         /* The device sees the view's offset plus the argument's: align the sum. */
@@ -576,7 +896,7 @@ static acg_status prepare(const acg_stream *s, const acg_kernel *k, const acg_di
             uint64_t xs = x->value.buf.offset, ys = y->value.buf.offset;
             uint64_t xe = xs + extent[i], ye = ys + extent[j];
             bool same = xs == ys && xe == ye;
-            bool may_share = def->shape == NULL ||
+            bool may_share = (def->flags & ACG_KERNEL_ELEMENTWISE) ||
                              (def->in_place[0] == i && def->in_place[1] == j && i != j);
             if (same && may_share) {
                 continue;
@@ -614,7 +934,7 @@ acg_status acg_kernel_launch(acg_stream *s, const acg_kernel *k, const acg_dims 
                           k->def->name, k->dev->name, s->dev->name);
     }
     acg__node node;
-    st = prepare(s, k, dims, args, n_args, &node);
+    st = acg__kernel_prepare(s->dev, k->def, k->impl, dims, args, n_args, &node, fn);
     if (st != ACG_OK) {
         return st;
     }

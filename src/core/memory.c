@@ -300,6 +300,37 @@ acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const v
     return st;
 }
 
+acg_status acg_buffer_get_native(acg_buffer *buf, acg_native_buffer *out) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_buffer_get_native";
+    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
+    if (st == ACG_OK) {
+        st = acg__device_check_lost(buf->dev, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
+    if ((st = acg__output_check(out, sizeof *out, "acg_native_buffer", fn)) != ACG_OK) {
+        return st;
+    }
+    acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
+    acg_status (*get)(acg__bk_device *, acg__bk_mem *, size_t, size_t, acg_native_buffer *) =
+        ACG__SLOT(buf->dev->vt, buffer_get_native, 6);
+    if (get != NULL) {
+        st = get(buf->dev->impl, buf->mem, buf->offset, buf->size, &nb);
+        st = acg__device_fault(buf->dev, st);
+        if (st != ACG_OK) {
+            return st;
+        }
+    }
+    nb.size = sizeof nb;
+    nb.bytes = buf->size;
+    return acg__output_write(out, &nb, sizeof nb, "acg_native_buffer", fn);
+}
+
 size_t acg_buffer_get_size(const acg_buffer *buf) {
     ACG__CALL_SCOPE;
     return acg__check_buffer(buf, NULL, "acg_buffer_get_size", "buffer") == ACG_OK ? buf->size : 0;

@@ -152,7 +152,7 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 #define MODEL_KERNEL(name_, n_args_, types_, bytes_, dims_, shape_, in_place_, split_, lanes_)     \
     {                                                                                              \
         .size = sizeof(acg_kernel_desc), .name = #name_, .n_args = n_args_, .types = {types_},     \
-        .bytes_per_item = {bytes_}, .dims = dims_, .shape = shape_, .in_place = {in_place_},       \
+        .bytes_per_item = {bytes_}, .dims = dims_, shape_, .in_place = {in_place_},                \
         .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND, .cpu = {acg__model_cpu_##name_},              \
         .opencl = {acg__model_kernels_cl, NULL}, .cuda = CUDA_CODE(name_),                         \
         .spirv = SPIRV_CODE(name_), .cpu_parts = split_, .cuda_lanes = CUDA_LANES(lanes_),         \
@@ -162,6 +162,10 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 #define WHOLE                                                                                      \
     { NULL, NULL }
 
+/* How far the buffers reach: a shape rule, or elementwise (each buffer global[0] items). */
+#define RULE(fn_) .shape = fn_
+#define ELEMENTWISE .flags = ACG_KERNEL_ELEMENTWISE
+
 #define BYTES3 LIST(4, 4, 4)
 #define BYTES5 LIST(4, 4, 4, 4, 4)
 #define BYTES7 LIST(4, 4, 4, 4, 4, 4, 4)
@@ -169,25 +173,28 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 
 static const acg_kernel_desc kernels[] = {
     /* elementwise: two of its buffers may be one window (the forward runs it in place) */
-    MODEL_KERNEL(swiglu_f32, 3, LIST(B, B, B), BYTES3, 1, NULL, LIST(0, 0), SPLIT(swiglu_f32), 1),
-    MODEL_KERNEL(embed_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, embed_shape, LIST(0, 0), WHOLE,
-                 1),
-    MODEL_KERNEL(rmsnorm_f32, 6, LIST(B, B, B, N, N, F), BYTES3, 1, rmsnorm_shape, LIST(0, 1),
-                 WHOLE, 32),
-    MODEL_KERNEL(matmul_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, matmul_shape, LIST(0, 0),
+    MODEL_KERNEL(swiglu_f32, 3, LIST(B, B, B), BYTES3, 1, ELEMENTWISE, LIST(0, 0),
+                 SPLIT(swiglu_f32), 1),
+    MODEL_KERNEL(embed_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, RULE(embed_shape), LIST(0, 0),
+                 WHOLE, 1),
+    MODEL_KERNEL(rmsnorm_f32, 6, LIST(B, B, B, N, N, F), BYTES3, 1, RULE(rmsnorm_shape),
+                 LIST(0, 1), WHOLE, 32),
+    MODEL_KERNEL(matmul_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, RULE(matmul_shape), LIST(0, 0),
                  SPLIT(matmul_f32), 32),
-    MODEL_KERNEL(rope_f32, 10, LIST(B, B, B, B, B, N, N, N, N, N), BYTES5, 2, rope_shape,
+    MODEL_KERNEL(rope_f32, 10, LIST(B, B, B, B, B, N, N, N, N, N), BYTES5, 2, RULE(rope_shape),
                  LIST(0, 0), WHOLE, 1),
     MODEL_KERNEL(kv_store_f32, 13, LIST(B, B, B, B, B, B, B, N, N, N, N, N, N), BYTES7, 2,
-                 kv_store_shape, LIST(0, 0), WHOLE, 1),
+                 RULE(kv_store_shape), LIST(0, 0), WHOLE, 1),
     MODEL_KERNEL(attention_f32, 16, LIST(B, B, B, B, B, B, B, B, N, N, N, N, N, N, N, N), BYTES8, 2,
-                 attention_shape, LIST(0, 0), SPLIT(attention_f32), 32),
-    MODEL_KERNEL(gather_last_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, gather_last_shape,
+                 RULE(attention_shape), LIST(0, 0), SPLIT(attention_f32), 32),
+    MODEL_KERNEL(gather_last_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, RULE(gather_last_shape),
                  LIST(0, 0), WHOLE, 1),
-    MODEL_KERNEL(sample_f32, 8, LIST(B, B, B, B, B, N, N, N), BYTES5, 1, sample_shape, LIST(0, 0),
-                 SPLIT(sample_f32), 1024),
+    MODEL_KERNEL(sample_f32, 8, LIST(B, B, B, B, B, N, N, N), BYTES5, 1, RULE(sample_shape),
+                 LIST(0, 0), SPLIT(sample_f32), 1024),
 };
 
+#undef RULE
+#undef ELEMENTWISE
 #undef BYTES3
 #undef BYTES5
 #undef BYTES7

@@ -61,6 +61,9 @@ static void describe(uint32_t threads, const char *bad_env, acg_capability *out)
     out->pinned_register = true;
     out->graphs = true;
     out->graph_update = true;
+    out->graph_node_update = true;
+    out->graph_node_update_grid = true;
+    out->graph_pinned_replay = true; /* a copy node reads its host pointer when it runs */
     out->multi_stream_capture = true;
     out->graph_host_functions = true;
     out->collectives = true; /* shared memory among the ranks of one host (collective.c) */
@@ -68,7 +71,17 @@ static void describe(uint32_t threads, const char *bad_env, acg_capability *out)
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     snprintf(out->detail, sizeof out->detail,
              "device memory is host memory; a graph replays as one queue entry of the stream's "
-             "worker; update rewrites node arguments in place");
+             "worker; update, of a graph or a node, rewrites node arguments in place");
+}
+
+/* Device memory is host memory: a buffer's native address is its first byte. */
+static acg_status cpu_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
+                                        size_t size, acg_native_buffer *out) {
+    ACG__UNUSED(dev);
+    ACG__UNUSED(size);
+    out->kind = ACG_NATIVE_HOST_MEMORY;
+    out->address = (uint64_t)(uintptr_t)ptr(mem, offset);
+    return ACG_OK;
 }
 
 static acg_status cpu_describe(int index, acg_capability *out) {
@@ -588,4 +601,8 @@ const acg_backend_i acg__backend_cpu = {
     .group_create = cpu_group_create,
     .group_destroy = cpu_group_destroy,
     .allreduce = cpu_allreduce,
+    .graph_update_from = NULL, /* the description rebuilds every op */
+    .buffer_get_native = cpu_buffer_get_native,
+    .device_get_native = NULL, /* no driver: ACG_NATIVE_NONE */
+    .graph_update_node = acg__cpu_graph_update_node,
 };

@@ -191,6 +191,8 @@ acg_status acg__cpu_graph_instantiate(acg__bk_device *dev, const acg__graph_desc
                                       acg__bk_exec **exec);
 acg_status acg__cpu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
 acg_status acg__cpu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
+acg_status acg__cpu_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                      uint32_t index, const acg__node *old);
 void acg__cpu_graph_destroy(acg__bk_exec *exec);
 acg_status acg__cpu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec);
 acg_status acg__cpu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream);

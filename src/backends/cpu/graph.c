@@ -124,6 +124,28 @@ acg_status acg__cpu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc
     return ACG_OK;
 }
 
+/* One kernel node rewritten in place: its op is the node's place among the ops, which skip
+ * foreign work. */
+acg_status acg__cpu_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                      uint32_t index, const acg__node *old) {
+    ACG__UNUSED(old);
+    cpu_graph *g = cgraph(exec);
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < index; i++) {
+        at += desc->nodes[i].kind != ACG_NODE_FOREIGN;
+    }
+    if (at >= g->n_ops || g->ops[at].kind != CPU_OP_KERNEL) {
+        return acg__error(ACG_ERR_INTERNAL,
+                          "acg_graph_update_kernel_node: node %u is no kernel op of the cpu graph",
+                          index);
+    }
+    const acg__node *n = &desc->nodes[index];
+    cpu_op *op = &g->ops[at];
+    memset(op, 0, sizeof *op);
+    acg__cpu_op_kernel(op, ckernel(n->kernel), &n->dims, n->args, n->n_args);
+    return ACG_OK;
+}
+
 /* ---- native capture and host functions --------------------------------------------------- */
 
 static acg_status cpu_capture_join_impl(cpu_recording *r, cpu_stream *s) {
