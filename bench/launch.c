@@ -1,6 +1,8 @@
 /*
  * launch.c — `acg bench launch`: what it costs the host to launch N small dependent kernels one
- * by one (eager) against replaying the same N launches captured as one graph.
+ * by one (eager) against replaying the same N launches captured as one graph; and, for a graph
+ * whose input changes every step (one scalar of its first node), what that change costs: a
+ * per-node update (acg_graph_update_kernel_node) against a recapture and acg_graph_update.
  *
  * Every launch is add_scalar_f32 with (y, y, 1.0f), that is y = y + 1 over E elements, so
  * each launch depends on the one before. Per step the bench times the host submit (N launches,
@@ -42,17 +44,21 @@ const char bench_launch_usage[] = "usage: acg bench launch [--backend B] [--kern
 
 #define MAX_COUNTS 5 /* node counts the per-node cost is fitted over */
 
-typedef enum launch_mode { EAGER, GRAPH, RAW, N_MODES } launch_mode;
+/* UPDATE and RECAPTURE change one scalar of the N-node graph's first node before its replay:
+ * by acg_graph_update_kernel_node, or by capturing the N launches again and acg_graph_update. */
+typedef enum launch_mode { EAGER, GRAPH, RAW, UPDATE, RECAPTURE, N_MODES } launch_mode;
 
-static const char *const mode_names[N_MODES] = {"eager", "graph", "graph raw"};
+static const char *const mode_names[N_MODES] = {"eager", "graph", "graph raw", "node update",
+                                                "recapture"};
 
-/* What one step runs: a mode at one of the node counts. RAW runs only at the last, N. */
+/* What one step runs: a mode at one of the node counts. RAW, UPDATE and RECAPTURE run only at
+ * the last, N. */
 typedef struct step_kind {
     launch_mode mode;
     size_t at; /* index in launch_bench.counts */
 } step_kind;
 
-#define MAX_KINDS (2 * MAX_COUNTS + 1)
+#define MAX_KINDS (2 * MAX_COUNTS + 3)
 
 /* The CUDA driver's own calls for the raw row, declared here (the tool is built without the
  * CUDA headers): CUresult is an enum, CUgraphExec and CUstream are pointers. */
@@ -94,6 +100,8 @@ typedef struct launch_bench {
     const char *no_raw; /* why there is no raw row */
     acg_arg args[3];
     acg_dims dims;
+    float node_a;     /* the scalar of the N-node graph's first node: 1 or 2, as last updated */
+    const char *no_update, *no_recapture; /* why those rows are not measured */
     uint64_t applied;                      /* launches run on y since it was last zeroed */
     float *host;                           /* (elements) y copied back */
     double *submit_ns[MAX_KINDS];          /* (steps) per kind */
@@ -139,10 +147,65 @@ static acg_status raw_step(launch_bench *b, uint64_t *t1) {
     return r == 0 ? ACG_OK : ACG_ERR_DEVICE;
 }
 
+/* What a replay of graph `at` adds to y: one per node, but the N-node graph's first node adds
+ * its scalar. */
+static uint64_t graph_applies(const launch_bench *b, size_t at) {
+    return at == last(b) ? b->counts[at] - 1 + (uint64_t)b->node_a : b->counts[at];
+}
+
+/* Captures `count` launches of y = y + 1 into a graph, the first adding `first` instead.
+ * Returns a status; b->what says what failed. */
+static acg_status capture_graph(launch_bench *b, uint32_t count, float first, acg_graph **out) {
+    acg_status st = acg_stream_begin_capture(b->stream, b->pool);
+    b->what = "beginning the capture";
+    const acg_arg first_args[3] = {b->args[0], b->args[1], acg_arg_f32(first)};
+    for (uint32_t i = 0; i < count && st == ACG_OK; i++) {
+        st = acg_kernel_launch(b->stream, b->kernel, &b->dims, i == 0 ? first_args : b->args, 3);
+        b->what = "recording add_scalar_f32 in the capture";
+        if (st != ACG_OK) {
+            acg_graph *g = NULL;
+            if (acg_stream_end_capture(b->stream, &g) == ACG_OK) {
+                acg_graph_destroy(g);
+            }
+            return st;
+        }
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_end_capture(b->stream, out);
+        b->what = "ending the capture";
+    }
+    return st;
+}
+
+/* Changes the N-node graph's first scalar to the other of 1 and 2, as `mode` does it. */
+static acg_status change_input(launch_bench *b, launch_mode mode) {
+    float a = b->node_a == 1.0f ? 2.0f : 1.0f;
+    acg_graph *g = b->graph[last(b)];
+    acg_status st;
+    if (mode == UPDATE) {
+        const acg_arg args[3] = {b->args[0], b->args[1], acg_arg_f32(a)};
+        st = acg_graph_update_kernel_node(g, 0, NULL, args, 3);
+        b->what = "updating the first node's scalar";
+    } else {
+        acg_graph *from = NULL;
+        st = capture_graph(b, b->counts[last(b)], a, &from);
+        if (st == ACG_OK) {
+            st = acg_graph_update(g, from);
+            b->what = "updating the graph from the new capture";
+            acg_status d = acg_graph_destroy(from);
+            st = st != ACG_OK ? st : d;
+        }
+    }
+    if (st == ACG_OK) {
+        b->node_a = a;
+    }
+    return st;
+}
+
 /* Runs one step of kind k; with submit/step non-NULL stores its times in ns. */
 static acg_status run_step(launch_bench *b, step_kind k, double *submit, double *step) {
     acg_status st = ACG_OK;
-    uint32_t launches = b->counts[k.at];
+    uint64_t launches = k.mode == EAGER ? b->counts[k.at] : graph_applies(b, k.at);
     uint64_t t0 = tool_now_ns();
     if (k.mode == RAW) {
         uint64_t t1 = 0;
@@ -159,7 +222,14 @@ static acg_status run_step(launch_bench *b, step_kind k, double *submit, double 
         }
         return ACG_OK;
     }
-    if (k.mode == EAGER) {
+    if (k.mode == UPDATE || k.mode == RECAPTURE) {
+        if ((st = change_input(b, k.mode)) != ACG_OK) {
+            return st;
+        }
+        launches = graph_applies(b, k.at);
+        st = acg_graph_launch(b->graph[k.at], b->stream);
+        b->what = "launching the graph";
+    } else if (k.mode == EAGER) {
         for (uint32_t i = 0; i < launches && st == ACG_OK; i++) {
             st = acg_kernel_launch(b->stream, b->kernel, &b->dims, b->args, 3);
         }
@@ -252,26 +322,8 @@ static int run_round(launch_bench *b, uint64_t round, int64_t sample) {
 
 /* Captures `count` launches into a graph. Returns an exit status. */
 static int capture(launch_bench *b, uint32_t count, acg_graph **out) {
-    acg_status st = acg_stream_begin_capture(b->stream, b->pool);
-    if (st != ACG_OK) {
-        return tool_fail(st, "beginning the capture");
-    }
-    for (uint32_t i = 0; i < count; i++) {
-        st = acg_kernel_launch(b->stream, b->kernel, &b->dims, b->args, 3);
-        if (st != ACG_OK) {
-            int rc = tool_fail(st, "recording add_scalar_f32 in the capture");
-            acg_graph *g = NULL;
-            if (acg_stream_end_capture(b->stream, &g) == ACG_OK) {
-                acg_graph_destroy(g);
-            }
-            return rc;
-        }
-    }
-    st = acg_stream_end_capture(b->stream, out);
-    if (st != ACG_OK) {
-        return tool_fail(st, "ending the capture");
-    }
-    return TOOL_EXIT_OK;
+    acg_status st = capture_graph(b, count, 1.0f, out);
+    return st == ACG_OK ? TOOL_EXIT_OK : tool_fail(st, b->what);
 }
 
 /* Binds the raw row: the graph's CUgraphExec, the stream's CUstream, and cuGraphLaunch and
@@ -431,6 +483,11 @@ static int report_json(const launch_bench *b, uint64_t steps, double seconds) {
     tool_json_number(&j, "raw_submit_us", submit_us(b, RAW));
     tool_json_number(&j, "raw_step_us", step_us(b, RAW));
     tool_json_number(&j, "acg_over_raw_step", step_us(b, GRAPH) / step_us(b, RAW));
+    tool_json_number(&j, "node_update_step_us", step_us(b, UPDATE));
+    tool_json_number(&j, "recapture_step_us", step_us(b, RECAPTURE));
+    tool_json_number(&j, "node_update_over_replay", step_us(b, UPDATE) / step_us(b, GRAPH));
+    tool_json_number(&j, "recapture_over_node_update",
+                     step_us(b, RECAPTURE) / step_us(b, UPDATE));
     tool_json_bool(&j, "verified", true);
     tool_json_number(&j, "seconds", seconds);
     tool_json_object_end(&j);
@@ -472,6 +529,37 @@ static void report_fits(const launch_bench *b) {
             printf("a fit needs three node counts or more\n");
         } else {
             printf("the fit's slope is not above its uncertainty (more --kernels narrow it)\n");
+        }
+    }
+}
+
+/* The steps whose input changes: the replay with the graph as it is, against the same replay
+ * after a node update, and after a recapture and acg_graph_update. */
+static void report_inputs(const launch_bench *b) {
+    if (!b->graphs) {
+        return;
+    }
+    printf("\nan input that changes every step (the first node's scalar), %u nodes:\n",
+           b->cfg->kernels);
+    static const char *const headers[] = {"step", "step us", "x replay"};
+    static const int widths[] = {-28, 10, 9};
+    static const char *const labels[] = {"replay, unchanged", "node update + replay",
+                                         "recapture + update + replay"};
+    const launch_mode modes[] = {GRAPH, UPDATE, RECAPTURE};
+    const char *why[] = {NULL, b->no_update, b->no_recapture};
+    tool_table t;
+    tool_table_begin(&t, stdout, 3, widths, headers);
+    for (int i = 0; i < 3; i++) {
+        if (measured(b, modes[i])) {
+            tool_table_cell(&t, "%s", labels[i]);
+            tool_table_cell(&t, "%.2f", step_us(b, modes[i]));
+            tool_table_cell(&t, "%.2f", step_us(b, modes[i]) / step_us(b, GRAPH));
+        }
+    }
+    for (int i = 1; i < 3; i++) {
+        if (!measured(b, modes[i])) {
+            printf("%s: not measured on %s: %s\n", labels[i], acg_device_get_spec(b->dev),
+                   why[i]);
         }
     }
 }
@@ -520,6 +608,7 @@ static void report_table(const launch_bench *b, uint64_t steps, double seconds) 
     } else if (b->graphs) {
         printf("graph raw: not measured on %s: %s\n", acg_device_get_spec(b->dev), b->no_raw);
     }
+    report_inputs(b);
     printf("checked: y = y + 1 applied as often as launched, all %u elements exact\n",
            b->cfg->elements);
 }
@@ -567,6 +656,7 @@ static int run(const launch_config *cfg) {
     b.args[1] = acg_arg_buffer(b.y, 0);
     b.args[2] = acg_arg_f32(1.0f);
     b.dims = acg_dims_1d(cfg->elements);
+    b.node_a = 1.0f;
     if ((st = zero_y(&b)) != ACG_OK) {
         rc = tool_fail(st, "zeroing y");
         goto out_free_host;
@@ -594,8 +684,16 @@ static int run(const launch_config *cfg) {
     if (b.raw.launch != NULL) {
         b.kinds[b.n_kinds++] = (step_kind){RAW, last(&b)};
     }
+    b.no_update = "no per-node update (capability.graph_node_update is false)";
+    b.no_recapture = "no graph update (capability.graph_update is false)";
+    if (b.graphs && b.cap->graph_node_update) {
+        b.kinds[b.n_kinds++] = (step_kind){UPDATE, last(&b)};
+    }
+    if (b.graphs && b.cap->graph_update) {
+        b.kinds[b.n_kinds++] = (step_kind){RECAPTURE, last(&b)};
+    }
     for (size_t k = 0; k < b.n_kinds; k++) {
-        b.per_round += b.counts[b.kinds[k].at];
+        b.per_round += 2 * (uint64_t)b.counts[b.kinds[k].at]; /* a scalar adds 2 at most */
     }
 
     uint64_t steps = 0;
