@@ -3,8 +3,11 @@
  *
  * Devices, their cached capability, device buffers, pinned host memory, streams, events,
  * asynchronous copies, registered kernels, and graphs captured from streams and replayed with
- * one call. The same API serves every backend: this tree has cpu and opencl; the API is shaped
- * so that cuda and level_zero backends fit behind it unchanged.
+ * one call. The same API serves every backend this tree has: cpu (records and replays on the
+ * host), opencl (command buffers), cuda (stream capture) and level_zero (command lists and the
+ * driver's graph capture); which a build holds, and which can run here, acg_backend_get_info
+ * says. The driver objects behind acg's (acg_stream_get_native, acg_buffer_get_native,
+ * acg_device_get_native, acg_graph_get_native) let an engine's own work join acg's.
  *
  * Conventions for every function below:
  * - Functions return an acg_status. ACG_OK is zero; every error is negative. On an error the
@@ -169,7 +172,7 @@ typedef struct acg_graph_pool acg_graph_pool;
 /* What this build contains, and whether it can run here. */
 typedef struct acg_backend_info {
     size_t size;        /* sizeof(acg_backend_info) (the caller sets it) */
-    const char *name;   /* "cpu", "opencl" */
+    const char *name;   /* "cpu", "opencl", "cuda", "level_zero" */
     bool available;     /* its driver loaded and it has at least one device */
     int device_count;   /* 0 when unavailable */
     const char *reason; /* why unavailable ("" when available); owned by the library */
