@@ -104,6 +104,21 @@ assert cpu and all(cpu), cpu" || fail "expected opencl's devices here to be the 
 esac
 pass
 
+begin "the capability's per-node update and pinned-replay bits"
+# The cpu backend updates a node's arguments and grid in place, and its copy nodes read their
+# host memory when they run; PoCL (opencl) has no mutable dispatch, so no node updates there.
+"$ACG" info --json | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+for b in d['backends']:
+    for x in b['devices']:
+        if b['name'] == 'cpu':
+            assert x['graph_node_update'] and x['graph_node_update_grid'], x
+            assert x['graph_pinned_replay'], x
+        if not x['graph_node_update']:
+            assert not x['graph_node_update_grid'], x" || fail "unexpected node-update bits"
+pass
+
 begin "ACG_DEVICE names the default"
 default_is cpu cpu:0 ACG_DEVICE=cpu
 default_is "cpu:0?threads=1" cpu:0 ACG_DEVICE="cpu:0?threads=1"

@@ -192,6 +192,9 @@ static int print_json(const backend_row *rows, size_t n, const char *def) {
             tool_json_bool(&j, "pinned_memory", cap->pinned_memory);
             tool_json_bool(&j, "graphs", cap->graphs);
             tool_json_bool(&j, "graph_update", cap->graph_update);
+            tool_json_bool(&j, "graph_node_update", cap->graph_node_update);
+            tool_json_bool(&j, "graph_node_update_grid", cap->graph_node_update_grid);
+            tool_json_bool(&j, "graph_pinned_replay", cap->graph_pinned_replay);
             tool_json_bool(&j, "multi_stream_capture", cap->multi_stream_capture);
             tool_json_bool(&j, "native_capture", cap->native_capture);
             tool_json_bool(&j, "collectives", cap->collectives);
