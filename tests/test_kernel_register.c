@@ -724,29 +724,42 @@ static void test_data_rules(void **state) {
     TC_LAST_ERROR_HAS("the grid must cover argument 4: global[1] is 9, below 10");
     TC_OK(acg_stream_synchronize(f->s));
 
-    /* A signed factor below zero is refused by name (never run: the window would be
-     * negative). */
+    teardown(state);
+
+    /* A signed factor below zero is refused by name (never run: the window would be negative).
+     * The definition's i32 matches no compiled code (the OpenCL C takes a uint, which
+     * acg_kernel_get refuses), so it is the C code's alone, on the cpu backend. */
     acg_kernel_desc s32 = rowscale_desc("tk_rowscale_i32");
     s32.shape = NULL;
     s32.types[3] = ACG_ARG_I32;
     s32.reach[0] = s32.reach[1] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ARG(4)}};
     s32.reach[2] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ONE}};
     s32.cpu.fn = never_called;
+    s32.opencl.source = s32.opencl.name = NULL;
+    memset(&s32.cuda, 0, sizeof s32.cuda);
+    memset(&s32.spirv, 0, sizeof s32.spirv);
     TC_OK(acg_kernel_register(&s32));
+    acg_device *cpu = tc_open_cpu();
+    acg_stream *s = tc_stream(cpu);
+    acg_buffer *out = tc_buffer(cpu, CAP * 4), *x = tc_buffer(cpu, CAP * 4),
+               *w = tc_buffer(cpu, WIDTH * 4);
     acg_kernel *k32 = NULL;
-    TC_OK(acg_kernel_get(f->dev, "tk_rowscale_i32", &k32));
-    const acg_arg neg[] = {acg_arg_buffer(f->out, 0), acg_arg_buffer(f->x, 0),
-                           acg_arg_buffer(f->w, 0), acg_arg_i32(-2), acg_arg_u32(ROWS)};
+    TC_OK(acg_kernel_get(cpu, "tk_rowscale_i32", &k32));
+    const acg_arg neg[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(w, 0),
+                           acg_arg_i32(-2), acg_arg_u32(ROWS)};
     const acg_dims grid = grid2(WIDTH, ROWS);
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, k32, &grid, neg, 5));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(s, k32, &grid, neg, 5));
     TC_LAST_ERROR_HAS("argument 3 is negative (-2) and sizes a buffer's window");
     /* The product saturates (4 * 2^31 * 2^32 is past 64 bits): refused, not wrapped. */
-    const acg_arg huge[] = {acg_arg_buffer(f->out, 0), acg_arg_buffer(f->x, 0),
-                            acg_arg_buffer(f->w, 0), acg_arg_i32(INT32_MAX),
-                            acg_arg_u32(UINT32_MAX)};
-    TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(f->s, k32, &grid, huge, 5));
+    const acg_arg huge[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(w, 0),
+                            acg_arg_i32(INT32_MAX), acg_arg_u32(UINT32_MAX)};
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(s, k32, &grid, huge, 5));
     TC_LAST_ERROR_HAS("reaches [0, +18446744073709551615)");
-    teardown(state);
+    TC_OK(acg_buffer_free(out));
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_buffer_free(w));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(cpu);
     TC_OK(acg_kernel_unregister("tk_rowscale_data"));
     TC_OK(acg_kernel_unregister("tk_rowscale_i32"));
 }

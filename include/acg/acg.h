@@ -840,7 +840,8 @@ typedef struct acg_kernel_desc {
         /* For the level_zero backend: a SPIR-V module (OpenCL C compiled to SPIR-V, say) holding
          * the kernel `name`, with the parameters of opencl.source: each buffer argument a global
          * pointer to its allocation and a ulong byte offset to add, each scalar one parameter.
-         * acg_kernel_get compares the parameter count (zeKernelGetProperties). NULL: none. */
+         * acg_kernel_get compares the parameter count (zeKernelGetProperties) and, where the
+         * driver tells them (zexKernelGetArgumentSize), the sizes. NULL: none. */
         const void *module;
         size_t size;
         const char *name; /* the entry point; NULL: the kernel's name */

@@ -12,6 +12,12 @@
  *     driver (work issued on the stream's own list too) and replayed many times in a row, and
  *     a capture invalidated while forked leaves both streams usable;
  *   - free memory comes from the usable memory extension, or cannot be told without it;
+ *   - a buffer's native memory is its USM pointer and the device's native handles are the
+ *     driver's: an engine's own fill and copy on the stream's list, eager and natively
+ *     captured, make what acg's make; a graph's copies read pinned memory at each replay;
+ *   - acg_graph_update_kernel_node patches a node's command in a mutable list, or records the
+ *     list again, and its refusals and failures leave the graph replaying as before;
+ *   - a kernel whose definition disagrees with its SPIR-V's parameters is refused when loaded;
  *   - a lost device (an injected ZE_RESULT_ERROR_DEVICE_LOST, or the driver's device lost for
  *     good) is reported by the wait that meets it or by acg_device_get_async_error's poll,
  *     which waits for nothing; every later call fails fast naming the first fault, destroys
@@ -37,6 +43,7 @@
 #include "../ze_driver/acgtest_ze.h" /* ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES */
 #include "backends/level_zero/entry_points.h"
 #include "backends/level_zero/ze_ext.h"
+#include "core/acg-impl.h" /* acg__kernel_desc_find_spirv: the core's fill_f32 */
 
 #define N 256
 #define ALPHA 3.0f
@@ -411,36 +418,47 @@ static void test_update_paths(void **state) {
     assert_int_equal(drv.violations(), 0);
 }
 
-/* zeCommandListAppendMemoryCopy of the loader the backend loaded, for work an engine issues on
- * a stream's own list. */
-static ze_pfnCommandListAppendMemoryCopy_t loader_copy(void) {
+/* An entry point of the loader the backend loaded, for work an engine issues itself. */
+static void *loader_function(const char *name) {
     const char *path = getenv("ACG_LEVEL_ZERO_LOADER");
     void *h = dlopen(path != NULL ? path : "libze_loader.so.1", RTLD_NOW | RTLD_NOLOAD);
     assert_non_null(h);
-    ze_pfnCommandListAppendMemoryCopy_t f;
-    *(void **)&f = dlsym(h, "zeCommandListAppendMemoryCopy");
+    void *f = dlsym(h, name);
     assert_non_null(f);
     dlclose(h); /* RTLD_NOLOAD took a reference */
     return f;
 }
 
-/* An extension function of the (first) driver, through the loader the backend loaded. */
-static void *driver_function(const char *name) {
-    const char *path = getenv("ACG_LEVEL_ZERO_LOADER");
-    void *h = dlopen(path != NULL ? path : "libze_loader.so.1", RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(h);
+/* zeCommandListAppendMemoryCopy of the loader, for work an engine issues on a stream's own
+ * list. */
+static ze_pfnCommandListAppendMemoryCopy_t loader_copy(void) {
+    ze_pfnCommandListAppendMemoryCopy_t f;
+    *(void **)&f = loader_function("zeCommandListAppendMemoryCopy");
+    return f;
+}
+
+/* The (first) driver, as the loader gives it. */
+static ze_driver_handle_t first_driver(void) {
     ze_pfnDriverGet_t get;
-    ze_pfnDriverGetExtensionFunctionAddress_t lookup;
-    *(void **)&get = dlsym(h, "zeDriverGet");
-    *(void **)&lookup = dlsym(h, "zeDriverGetExtensionFunctionAddress");
-    assert_non_null(get);
-    assert_non_null(lookup);
-    dlclose(h); /* RTLD_NOLOAD took a reference */
+    *(void **)&get = loader_function("zeDriverGet");
     uint32_t n = 1;
     ze_driver_handle_t driver = NULL;
     assert_int_equal(get(&n, &driver), ZE_RESULT_SUCCESS);
+    return driver;
+}
+
+/* An extension function of the (first) driver through the loader, or NULL where the driver
+ * does not serve it. */
+static void *driver_function_or_null(const char *name) {
+    ze_pfnDriverGetExtensionFunctionAddress_t lookup;
+    *(void **)&lookup = loader_function("zeDriverGetExtensionFunctionAddress");
     void *f = NULL;
-    assert_int_equal(lookup(driver, name, &f), ZE_RESULT_SUCCESS);
+    return lookup(first_driver(), name, &f) == ZE_RESULT_SUCCESS ? f : NULL;
+}
+
+/* An extension function the driver serves. */
+static void *driver_function(const char *name) {
+    void *f = driver_function_or_null(name);
     assert_non_null(f);
     return f;
 }
@@ -607,6 +625,7 @@ static const char *const entry_names[] = {
     "zeCommandListAppendGraphExp",
     "zeExecutableGraphDestroyExp",
     "zeGraphDestroyExp",
+    "zexKernelGetArgumentSize",
 };
 #define N_ENTRIES (sizeof entry_names / sizeof entry_names[0])
 
@@ -889,6 +908,535 @@ static void test_device_lost_poll(void **state) {
     OK(acg_device_close(dev));
 }
 
+/* ---- native memory and devices -------------------------------------------------------------- */
+
+/* The device's handles are the driver's: the driver and device zeDriverGet and zeDeviceGet give,
+ * and a context they allocate device memory in. */
+static void expect_native_device(acg_device *dev) {
+    acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
+    OK(acg_device_get_native(dev, &nd));
+    assert_int_equal(nd.kind, ACG_NATIVE_ZE_CONTEXT);
+    assert_int_equal(nd.ordinal, 0);
+    ze_driver_handle_t driver = first_driver();
+    assert_ptr_equal(nd.platform, driver);
+    ze_pfnDeviceGet_t device_get;
+    *(void **)&device_get = loader_function("zeDeviceGet");
+    uint32_t n = 1;
+    ze_device_handle_t device = NULL;
+    assert_int_equal(device_get(driver, &n, &device), ZE_RESULT_SUCCESS);
+    assert_ptr_equal(nd.device, device);
+    ze_pfnMemAllocDevice_t alloc;
+    ze_pfnMemFree_t release;
+    *(void **)&alloc = loader_function("zeMemAllocDevice");
+    *(void **)&release = loader_function("zeMemFree");
+    ze_device_mem_alloc_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC};
+    void *p = NULL;
+    assert_int_equal(
+        alloc((ze_context_handle_t)nd.context, &desc, 64, 64, (ze_device_handle_t)nd.device, &p),
+        ZE_RESULT_SUCCESS);
+    assert_int_equal(release((ze_context_handle_t)nd.context, p), ZE_RESULT_SUCCESS);
+}
+
+/* What the foreign work below and its reference touch: x, its view xv of bytes [OFF, OFF +
+ * PART), and y; pinned copies of x and y. */
+#define OFF (16 * sizeof(float))
+#define PART (N * sizeof(float) - 2 * OFF)
+
+typedef struct engine {
+    acg_device *dev;
+    acg_stream *s;
+    acg_kernel *fill;
+    acg_buffer *x, *xv, *y;
+    acg_native_buffer nx, nv, ny;
+    float *hx, *hy;
+} engine;
+
+static acg_status launch_fill_n(acg_stream *s, acg_kernel *fill, acg_buffer *b, uint32_t n,
+                                float v) {
+    acg_arg args[] = {acg_arg_buffer(b, 0), acg_arg_f32(v)};
+    acg_dims dims = acg_dims_1d(n);
+    return acg_kernel_launch(s, fill, &dims, args, 2);
+}
+
+/* x and y zero, then by acg: 5.0 into xv (the fill kernel), xv copied to the start of y. */
+static void engine_reference(engine *e, float *want_x, float *want_y) {
+    OK(acg_fill(e->s, e->x, 0, N * sizeof(float), 0, 4));
+    OK(acg_fill(e->s, e->y, 0, N * sizeof(float), 0, 4));
+    OK(launch_fill_n(e->s, e->fill, e->xv, (uint32_t)(PART / sizeof(float)), 5.0f));
+    OK(acg_copy_d2d(e->s, e->y, 0, e->xv, 0, PART));
+    OK(acg_copy_d2h(e->s, want_x, e->x, 0, N * sizeof(float)));
+    OK(acg_copy_d2h(e->s, want_y, e->y, 0, N * sizeof(float)));
+    OK(acg_stream_synchronize(e->s));
+}
+
+/* The same fill and copy as the engine's own work on the stream's list, at the buffers' native
+ * addresses, each after a barrier (the list may not run in order), declared. */
+static void engine_work(engine *e) {
+    acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
+    OK(acg_stream_get_native(e->s, &h));
+    assert_int_equal(h.kind, ACG_NATIVE_ZE_COMMAND_LIST);
+    ze_command_list_handle_t list = (ze_command_list_handle_t)h.handle;
+    ze_pfnCommandListAppendBarrier_t barrier;
+    ze_pfnCommandListAppendMemoryFill_t fill;
+    *(void **)&barrier = loader_function("zeCommandListAppendBarrier");
+    *(void **)&fill = loader_function("zeCommandListAppendMemoryFill");
+    const float five = 5.0f;
+    void *xv = (void *)(uintptr_t)e->nv.address, *y = (void *)(uintptr_t)e->ny.address;
+    assert_int_equal(barrier(list, NULL, 0, NULL), ZE_RESULT_SUCCESS);
+    assert_int_equal(fill(list, xv, &five, sizeof five, PART, NULL, 0, NULL), ZE_RESULT_SUCCESS);
+    assert_int_equal(barrier(list, NULL, 0, NULL), ZE_RESULT_SUCCESS);
+    assert_int_equal(loader_copy()(list, y, xv, PART, NULL, 0, NULL), ZE_RESULT_SUCCESS);
+    const acg_access accesses[] = {{e->xv, 0, 0, ACG_ACCESS_READ_WRITE},
+                                   {e->y, 0, PART, ACG_ACCESS_WRITE}};
+    OK(acg_stream_declare_foreign(e->s, "engine fill and copy", accesses, 2));
+}
+
+/* A buffer's native memory is its USM pointer, a view's offset applied, and the device's
+ * handles are the driver's. Work issued through the loader on the stream's own list at those
+ * addresses (a fill, then a copy) makes what acg's fill kernel and copy make, byte for byte:
+ * eagerly, and where the driver captures, inside a native capture, replayed twice. A node update
+ * of that graph is refused (the driver's graph cannot be recorded again from the description,
+ * which lacks the engine's work), and the graph replays as before. In queue mode the stream has
+ * no list to give, and only the addresses are checked. */
+static void test_native_memory(void **state) {
+    (void)state;
+    engine e;
+    memset(&e, 0, sizeof e);
+    OK(acg_device_open("level_zero", &e.dev));
+    bind_driver();
+    const acg_capability *cap = acg_device_get_capability(e.dev);
+    expect_native_device(e.dev);
+    OK(acg_kernel_get(e.dev, "fill_f32", &e.fill));
+    OK(acg_stream_create(e.dev, &e.s));
+    OK(acg_buffer_alloc(e.dev, N * sizeof(float), &e.x));
+    OK(acg_buffer_alloc(e.dev, N * sizeof(float), &e.y));
+    OK(acg_buffer_create_view(e.x, OFF, PART, &e.xv));
+    OK(acg_pinned_alloc(e.dev, N * sizeof(float), (void **)&e.hx));
+    OK(acg_pinned_alloc(e.dev, N * sizeof(float), (void **)&e.hy));
+    acg_native_buffer *nb[] = {&e.nx, &e.nv, &e.ny};
+    acg_buffer *bufs[] = {e.x, e.xv, e.y};
+    for (int i = 0; i < 3; i++) {
+        *nb[i] = (acg_native_buffer)ACG_NATIVE_BUFFER_INIT;
+        OK(acg_buffer_get_native(bufs[i], nb[i]));
+        assert_int_equal(nb[i]->kind, ACG_NATIVE_ZE_DEVICE_MEMORY);
+        assert_null(nb[i]->handle);
+        assert_int_equal(nb[i]->offset, 0);
+        assert_int_equal(nb[i]->bytes, acg_buffer_get_size(bufs[i]));
+    }
+    assert_true(e.nx.address != 0 && e.nv.address == e.nx.address + OFF);
+    float want_x[N], want_y[N], got_x[N], got_y[N];
+    engine_reference(&e, want_x, want_y);
+    acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
+    OK(acg_stream_get_native(e.s, &h));
+    if (h.kind == ACG_NATIVE_NONE) {
+        assert_non_null(strstr(cap->detail, "immediate lists no")); /* queue mode */
+    } else {
+        OK(acg_fill(e.s, e.x, 0, N * sizeof(float), 0, 4));
+        OK(acg_fill(e.s, e.y, 0, N * sizeof(float), 0, 4));
+        engine_work(&e);
+        OK(acg_copy_d2h(e.s, got_x, e.x, 0, sizeof got_x));
+        OK(acg_copy_d2h(e.s, got_y, e.y, 0, sizeof got_y));
+        OK(acg_stream_synchronize(e.s));
+        assert_memory_equal(got_x, want_x, sizeof got_x);
+        assert_memory_equal(got_y, want_y, sizeof got_y);
+    }
+    if (cap->native_capture) {
+        acg_graph *g = NULL;
+        OK(acg_stream_begin_capture(e.s, NULL));
+        OK(launch_fill_n(e.s, e.fill, e.x, N, 0.0f));
+        OK(acg_fill(e.s, e.y, 0, N * sizeof(float), 0, 4));
+        engine_work(&e);
+        OK(acg_copy_d2h(e.s, e.hx, e.x, 0, N * sizeof(float)));
+        OK(acg_copy_d2h(e.s, e.hy, e.y, 0, N * sizeof(float)));
+        OK(acg_stream_end_capture(e.s, &g));
+        acg_node_info info;
+        OK(acg_graph_get_node(g, 2, &info));
+        assert_int_equal(info.kind, ACG_NODE_FOREIGN);
+        assert_string_equal(info.kernel, "engine fill and copy");
+        for (int r = 0; r < 3; r++) {
+            memset(e.hx, 0xff, N * sizeof(float));
+            memset(e.hy, 0xff, N * sizeof(float));
+            OK(acg_fill(e.s, e.x, 0, N * sizeof(float), 0xffffffffu, 4));
+            OK(acg_fill(e.s, e.y, 0, N * sizeof(float), 0xffffffffu, 4));
+            OK(acg_graph_launch(g, e.s));
+            if (r < 2) {
+                OK(acg_graph_launch(g, e.s));
+            }
+            OK(acg_stream_synchronize(e.s));
+            assert_memory_equal(e.hx, want_x, N * sizeof(float));
+            assert_memory_equal(e.hy, want_y, N * sizeof(float));
+            if (r == 1) {
+                /* Node 0 fills x with 1.0 instead: refused, nothing changes. */
+                acg_arg args[] = {acg_arg_buffer(e.x, 0), acg_arg_f32(1.0f)};
+                assert_int_equal(acg_graph_update_kernel_node(g, 0, NULL, args, 2),
+                                 ACG_ERR_UNSUPPORTED);
+                assert_non_null(strstr(acg_last_error(), "acg_graph_update_kernel_node: node 2 "
+                                                         "(engine fill and copy) is work acg did "
+                                                         "not launch"));
+            }
+        }
+        OK(acg_graph_destroy(g));
+    }
+    OK(acg_pinned_free(e.hx));
+    OK(acg_pinned_free(e.hy));
+    OK(acg_buffer_free(e.xv));
+    OK(acg_buffer_free(e.x));
+    OK(acg_buffer_free(e.y));
+    OK(acg_stream_destroy(e.s));
+    OK(acg_device_close(e.dev));
+    assert_int_equal(drv.violations(), 0);
+}
+
+/* A graph's copy from pinned memory reads it at every replay (graph_pinned_replay): what is
+ * written there between replays is what the next replay copies. */
+static void test_pinned_replay(void **state) {
+    (void)state;
+    acg_device *dev = NULL;
+    acg_stream *s = NULL;
+    acg_buffer *x = NULL;
+    float *in = NULL, *out = NULL;
+    OK(acg_device_open("level_zero", &dev));
+    assert_true(acg_device_get_capability(dev)->graph_pinned_replay);
+    OK(acg_stream_create(dev, &s));
+    OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
+    OK(acg_pinned_alloc(dev, N * sizeof(float), (void **)&in));
+    OK(acg_pinned_alloc(dev, N * sizeof(float), (void **)&out));
+    acg_graph *g = NULL;
+    OK(acg_stream_begin_capture(s, NULL));
+    OK(acg_copy_h2d(s, x, 0, in, N * sizeof(float)));
+    OK(acg_copy_d2h(s, out, x, 0, N * sizeof(float)));
+    OK(acg_stream_end_capture(s, &g));
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < N; i++) {
+            in[i] = (float)(r * N + i);
+        }
+        OK(acg_graph_launch(g, s));
+        OK(acg_stream_synchronize(s));
+        assert_memory_equal(out, in, N * sizeof(float));
+    }
+    OK(acg_graph_destroy(g));
+    OK(acg_pinned_free(in));
+    OK(acg_pinned_free(out));
+    OK(acg_buffer_free(x));
+    OK(acg_stream_destroy(s));
+    OK(acg_device_close(dev));
+}
+
+/* ---- per-node updates ----------------------------------------------------------------------- */
+
+/* A graph of four nodes: y = fill(v) (node 0, a kernel over fill_n items), z = y (node 1, a
+ * copy), z += a * x (node 2, a kernel over axpy_n items), z copied to pinned host (node 3); and
+ * what its nodes are now, for the eager reference. */
+typedef struct chain {
+    acg_device *dev;
+    acg_stream *s;
+    acg_kernel *fill, *axpy;
+    acg_buffer *x, *x2, *y, *z, *small;
+    float *host;
+    acg_graph *g;
+    float v, a;
+    uint32_t fill_n, axpy_n;
+    acg_buffer *xb; /* node 2's x */
+} chain;
+
+static void chain_run(chain *c, acg_stream *s) {
+    acg_arg fill_args[] = {acg_arg_buffer(c->y, 0), acg_arg_f32(c->v)};
+    acg_arg axpy_args[] = {acg_arg_buffer(c->z, 0), acg_arg_buffer(c->xb, 0), acg_arg_f32(c->a)};
+    acg_dims fill_dims = acg_dims_1d(c->fill_n), axpy_dims = acg_dims_1d(c->axpy_n);
+    OK(acg_kernel_launch(s, c->fill, &fill_dims, fill_args, 2));
+    OK(acg_copy_d2d(s, c->z, 0, c->y, 0, N * sizeof(float)));
+    OK(acg_kernel_launch(s, c->axpy, &axpy_dims, axpy_args, 3));
+    OK(acg_copy_d2h(s, c->host, c->z, 0, N * sizeof(float)));
+}
+
+static void chain_open(chain *c) {
+    memset(c, 0, sizeof *c);
+    OK(acg_device_open("level_zero", &c->dev));
+    OK(acg_stream_create(c->dev, &c->s));
+    OK(acg_kernel_get(c->dev, "fill_f32", &c->fill));
+    OK(acg_kernel_get(c->dev, "axpy_f32", &c->axpy));
+    acg_buffer **bufs[] = {&c->x, &c->x2, &c->y, &c->z};
+    for (int i = 0; i < 4; i++) {
+        OK(acg_buffer_alloc(c->dev, N * sizeof(float), bufs[i]));
+    }
+    OK(acg_buffer_alloc(c->dev, 16, &c->small));
+    OK(acg_pinned_alloc(c->dev, N * sizeof(float), (void **)&c->host));
+    OK(launch_fill_n(c->s, c->fill, c->x, N, 1.0f));
+    OK(launch_fill_n(c->s, c->fill, c->x2, N, 0.25f));
+    c->v = 2.0f;
+    c->a = 3.0f;
+    c->fill_n = c->axpy_n = N;
+    c->xb = c->x;
+    OK(acg_stream_begin_capture(c->s, NULL));
+    chain_run(c, c->s);
+    OK(acg_stream_end_capture(c->s, &c->g));
+}
+
+static void chain_close(chain *c) {
+    OK(acg_graph_destroy(c->g));
+    OK(acg_pinned_free(c->host));
+    acg_buffer *bufs[] = {c->x, c->x2, c->y, c->z, c->small};
+    for (int i = 0; i < 5; i++) {
+        OK(acg_buffer_free(bufs[i]));
+    }
+    OK(acg_stream_destroy(c->s));
+    OK(acg_device_close(c->dev));
+}
+
+/* y and z set to -1.0 everywhere, so that what a narrower grid leaves shows. */
+static void chain_reset(chain *c) {
+    const float minus_one = -1.0f;
+    uint32_t bits;
+    memcpy(&bits, &minus_one, sizeof bits);
+    OK(acg_fill(c->s, c->y, 0, N * sizeof(float), bits, 4));
+    OK(acg_fill(c->s, c->z, 0, N * sizeof(float), bits, 4));
+}
+
+/* A replay equals, byte for byte, the same launches made eagerly with the nodes' arguments. */
+static void expect_chain(chain *c) {
+    float got[N], want[N];
+    chain_reset(c);
+    OK(acg_graph_launch(c->g, c->s));
+    OK(acg_stream_synchronize(c->s));
+    memcpy(got, c->host, sizeof got);
+    chain_reset(c);
+    chain_run(c, c->s);
+    OK(acg_stream_synchronize(c->s));
+    memcpy(want, c->host, sizeof want);
+    assert_memory_equal(got, want, sizeof got);
+}
+
+/* The backend's word that it patched one node's command (graph.c), logged at debug level. */
+static unsigned long node_patches;
+
+static void count_node_patches(acg_log_level level, const char *message, void *user) {
+    (void)user;
+    if (level == ACG_LOG_DEBUG && strstr(message, "level_zero: node ") != NULL &&
+        strstr(message, "updated in place") != NULL) {
+        node_patches++;
+    }
+}
+
+/* How many lists the graph's updates recorded and patches they made, and of those, how many
+ * patched a single node. */
+typedef struct path_counts {
+    unsigned long created, patched, node_patched;
+} path_counts;
+
+static path_counts path_now(void) {
+    path_counts p = {drv.calls("zeCommandListCreate"),
+                     drv.calls("zeCommandListUpdateMutableCommandsExp"), node_patches};
+    return p;
+}
+
+/* Since `was`: one patch of the node alone and no list (patched), or one list and no patch
+ * (recorded again). */
+static void expect_path(path_counts was, bool patched) {
+    path_counts now = path_now();
+    assert_int_equal(now.patched - was.patched, patched ? 1 : 0);
+    assert_int_equal(now.node_patched - was.node_patched, patched ? 1 : 0);
+    assert_int_equal(now.created - was.created, patched ? 0 : 1);
+}
+
+/* acg_graph_update_kernel_node changes a scalar, a buffer and grids of a graph's kernel nodes,
+ * each replay then equal to eager launches with the new arguments. Where the device has
+ * mutable lists the node's command alone is patched; otherwise (the no-mutable-extension and
+ * spec1.4 runs), and at the first update of a graph the driver captured, the graph's list is
+ * recorded again. A patch the driver refuses is followed by a recording; a recording that fails
+ * leaves the graph replaying as before, and so do the refusals of a wrong argument type, a window
+ * past its buffer, a node that is no kernel and a node past the graph, which record and patch
+ * nothing. */
+static void test_node_update(void **state) {
+    (void)state;
+    chain c;
+    chain_open(&c);
+    bind_driver();
+    acg_set_log_callback(count_node_patches, NULL);
+    acg_set_log_level(ACG_LOG_DEBUG);
+    const acg_capability *cap = acg_device_get_capability(c.dev);
+    assert_true(cap->graph_node_update && cap->graph_node_update_grid);
+    const bool mutable_lists = strstr(cap->detail, "mutable lists yes") != NULL;
+    bool recorded = !cap->native_capture; /* a list of the description is the graph's */
+    expect_chain(&c);
+
+    /* Where the update records a list, a recording that fails changes nothing. */
+    if (!mutable_lists || !recorded) {
+        acg_arg args[] = {acg_arg_buffer(c.y, 0), acg_arg_f32(9.0f)};
+        drv.inject("zeCommandListCreate", 1, ZE_RESULT_ERROR_UNKNOWN);
+        assert_int_equal(acg_graph_update_kernel_node(c.g, 0, NULL, args, 2), ACG_ERR_DEVICE);
+        assert_non_null(strstr(acg_last_error(), "acg_graph_update_kernel_node: "
+                                                 "zeCommandListCreate failed"));
+        drv.inject(NULL, 0, 0);
+        expect_chain(&c);
+    }
+
+    /* A scalar. */
+    path_counts was = path_now();
+    c.v = 4.0f;
+    acg_arg fill_args[] = {acg_arg_buffer(c.y, 0), acg_arg_f32(c.v)};
+    OK(acg_graph_update_kernel_node(c.g, 0, NULL, fill_args, 2));
+    expect_path(was, mutable_lists && recorded);
+    recorded = true;
+    expect_chain(&c);
+
+    /* A buffer. */
+    was = path_now();
+    c.xb = c.x2;
+    acg_arg axpy_args[] = {acg_arg_buffer(c.z, 0), acg_arg_buffer(c.xb, 0), acg_arg_f32(c.a)};
+    OK(acg_graph_update_kernel_node(c.g, 2, NULL, axpy_args, 3));
+    expect_path(was, mutable_lists);
+    expect_chain(&c);
+
+    /* Grids: node 0 over half of y (the rest keeps what was there), node 2 over a quarter. */
+    was = path_now();
+    c.fill_n = N / 2;
+    c.v = 6.0f;
+    acg_dims half = acg_dims_1d(N / 2), quarter = acg_dims_1d(N / 4);
+    fill_args[1] = acg_arg_f32(c.v);
+    OK(acg_graph_update_kernel_node(c.g, 0, &half, fill_args, 2));
+    expect_path(was, mutable_lists);
+    was = path_now();
+    c.axpy_n = N / 4;
+    c.a = 0.5f;
+    axpy_args[2] = acg_arg_f32(c.a);
+    OK(acg_graph_update_kernel_node(c.g, 2, &quarter, axpy_args, 3));
+    expect_path(was, mutable_lists);
+    expect_chain(&c);
+
+    /* Refusals: the core's checks, before the backend records or patches anything. */
+    was = path_now();
+    acg_arg wrong_type[] = {acg_arg_buffer(c.y, 0), acg_arg_i32(1)};
+    assert_int_equal(acg_graph_update_kernel_node(c.g, 0, NULL, wrong_type, 2),
+                     ACG_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(acg_last_error(), "argument 1 is a i32, the kernel takes a f32"));
+    acg_arg too_far[] = {acg_arg_buffer(c.small, 0), acg_arg_f32(1.0f)};
+    assert_int_equal(acg_graph_update_kernel_node(c.g, 0, NULL, too_far, 2), ACG_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(acg_last_error(), "past its 16-byte buffer"));
+    assert_int_equal(acg_graph_update_kernel_node(c.g, 1, NULL, fill_args, 2),
+                     ACG_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(acg_last_error(), "is copy_d2d, not a kernel"));
+    assert_int_equal(acg_graph_update_kernel_node(c.g, 4, NULL, fill_args, 2),
+                     ACG_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(acg_last_error(), "has 4 nodes, there is no node 4"));
+    path_counts now = path_now();
+    assert_true(now.created == was.created && now.patched == was.patched);
+    expect_chain(&c);
+
+    /* A patch the driver refuses: the list is recorded again, with the update. */
+    if (mutable_lists) {
+        was = path_now();
+        c.v = 7.0f;
+        fill_args[1] = acg_arg_f32(c.v);
+        drv.inject("zeCommandListUpdateMutableCommandsExp", 1, ZE_RESULT_ERROR_UNKNOWN);
+        OK(acg_graph_update_kernel_node(c.g, 0, &half, fill_args, 2));
+        drv.inject(NULL, 0, 0);
+        now = path_now();
+        assert_int_equal(now.patched - was.patched, 1); /* refused */
+        assert_int_equal(now.node_patched - was.node_patched, 0);
+        assert_int_equal(now.created - was.created, 1);
+        expect_chain(&c);
+        was = path_now();
+        c.a = 2.0f;
+        axpy_args[2] = acg_arg_f32(c.a);
+        OK(acg_graph_update_kernel_node(c.g, 2, &quarter, axpy_args, 3));
+        expect_path(was, true); /* the new list is mutable too */
+        expect_chain(&c);
+    }
+    acg_set_log_callback(NULL, NULL);
+    acg_set_log_level(ACG_LOG_ERROR);
+    chain_close(&c);
+    assert_int_equal(drv.violations(), 0);
+}
+
+/* ---- kernels checked when loaded ------------------------------------------------------------ */
+
+static void cpu_nothing(const acg_cpu_arg *args, const uint32_t global[3]) {
+    (void)args;
+    (void)global;
+}
+
+/* A definition whose parameters are not those of its SPIR-V function (here the core's fill_f32:
+ * a pointer, a ulong byte offset, a float) is refused by acg_kernel_get, naming the kernel, its
+ * entry point and what acg passes: another count (zeKernelGetProperties), or, where the driver
+ * tells sizes (zexKernelGetArgumentSize), a parameter of another size; the driver is left with
+ * no kernel of it. Without the sizes only the count is checked. */
+static void test_kernel_params_checked(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        uint32_t n_args;
+        acg_arg_type types[3];
+        bool size_only; /* the count agrees: only the sizes tell */
+        const char *message;
+    } cases[] = {
+        {"ze_params_count",
+         3,
+         {ACG_ARG_BUFFER, ACG_ARG_F32, ACG_ARG_F32},
+         false,
+         "acg_kernel_get(ze_params_count): the SPIR-V kernel fill_f32 takes 3 parameters; acg "
+         "passes 4: buffer argument 0 (a pointer and its ulong byte offset), f32 argument 1 "
+         "(float), f32 argument 2 (float)"},
+        {"ze_params_none",
+         0,
+         {ACG_ARG_F32},
+         false,
+         "acg_kernel_get(ze_params_none): the SPIR-V kernel fill_f32 takes 3 parameters; acg "
+         "passes 0: nothing"},
+        {"ze_params_size",
+         2,
+         {ACG_ARG_BUFFER, ACG_ARG_U64},
+         true,
+         "acg_kernel_get(ze_params_size): parameter 2 of the SPIR-V kernel fill_f32 is 4 bytes; "
+         "acg passes 8 there: u64 argument 1 (ulong)"},
+        {"ze_params_offset",
+         2,
+         {ACG_ARG_I64, ACG_ARG_BUFFER},
+         true,
+         "acg_kernel_get(ze_params_offset): parameter 2 of the SPIR-V kernel fill_f32 is 4 "
+         "bytes; acg passes 8 there: the ulong byte offset of buffer argument 1"},
+    };
+    const size_t n_cases = sizeof cases / sizeof cases[0];
+    acg_device *dev = NULL;
+    OK(acg_device_open("level_zero", &dev));
+    bind_driver();
+    const bool sizes = driver_function_or_null("zexKernelGetArgumentSize") != NULL;
+    const acg_kernel_desc *fill = acg__kernel_desc_find_spirv("fill_f32");
+    assert_non_null(fill);
+    for (size_t i = 0; i < n_cases; i++) {
+        acg_kernel_desc d = ACG_KERNEL_DESC_INIT;
+        d.name = cases[i].name;
+        d.n_args = cases[i].n_args;
+        for (uint32_t a = 0; a < d.n_args; a++) {
+            d.types[a] = cases[i].types[a];
+            d.bytes_per_item[a] = d.types[a] == ACG_ARG_BUFFER ? 4 : 0;
+        }
+        d.flags = ACG_KERNEL_ELEMENTWISE;
+        d.cpu.fn = cpu_nothing;
+        d.spirv.module = fill->spirv.module;
+        d.spirv.size = fill->spirv.size;
+        d.spirv.name = "fill_f32";
+        OK(acg_kernel_register(&d));
+        long live = drv.live();
+        acg_kernel *k = NULL;
+        acg_status st = acg_kernel_get(dev, cases[i].name, &k);
+        if (cases[i].size_only && !sizes) {
+            OK(st);
+            continue;
+        }
+        assert_int_equal(st, ACG_ERR_INVALID_ARGUMENT);
+        assert_string_equal(acg_last_error(), cases[i].message);
+        assert_null(k);
+        assert_int_equal(drv.live(), live + 1); /* the module stays, as the device's; no kernel */
+    }
+    acg_kernel *k = NULL;
+    OK(acg_kernel_get(dev, "fill_f32", &k)); /* the definition that matches its module */
+    OK(acg_device_close(dev));
+    for (size_t i = 0; i < n_cases; i++) {
+        OK(acg_kernel_unregister(cases[i].name));
+    }
+    assert_int_equal(drv.violations(), 0);
+}
+
 /* ---- conditions that make the backend unavailable ---------------------------------------- */
 
 static int expect_unavailable(const char *text) {
@@ -1041,6 +1589,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_replay_fence_failure),
         cmocka_unit_test(test_device_lost_synchronize),
         cmocka_unit_test(test_device_lost_poll),
+        cmocka_unit_test(test_native_memory),
+        cmocka_unit_test(test_pinned_replay),
+        cmocka_unit_test(test_node_update),
+        cmocka_unit_test(test_kernel_params_checked),
     };
     return cmocka_run_group_tests_name("test_ze_backend", tests, NULL, NULL);
 }

@@ -5,8 +5,11 @@
  * of src/backends/level_zero/entry_points.h to it through the DDI tables it exports. Device
  * memory is host memory, each immediate command list and each command queue is a host thread,
  * and a kernel runs acg's own cpu implementation of the kernel of the same name
- * (acgtest_ze_bind_kernels). fake_ze.c lists what it simplifies. It is built for the tests only
- * and never installed.
+ * (acgtest_ze_bind_kernels); its parameters are those of the function its module's SPIR-V
+ * names (zeKernelGetProperties counts them; Intel's driver-experimental
+ * zexKernelGetArgumentSize, which zeDriverGetExtensionFunctionAddress serves whatever
+ * ACGTEST_ZE_EXTENSIONS offers, gives their sizes). fake_ze.c lists what it simplifies. It is
+ * built for the tests only and never installed.
  *
  * Tests reach these functions with dlsym on the driver the loader already loaded, e.g.
  *     void *drv = dlopen(getenv("ZE_ENABLE_ALT_DRIVERS"), RTLD_NOW | RTLD_NOLOAD);

@@ -2,12 +2,16 @@
  *
  * The driver cannot run GPU code, so a kernel runs acg's own cpu implementation of the kernel
  * of the same name, which the backend hands over with acgtest_ze_bind_kernels. A module must be
- * well-formed SPIR-V: the magic and the instruction stream are checked and the OpEntryPoint
- * names kept, and a kernel can only be created under one of those names; nothing is compiled
- * (simplified: specialization constants and build flags are ignored). A kernel's parameters
- * follow acg's OpenCL C convention (acg_kernel_desc.opencl): a buffer argument is a global
- * pointer and a ulong byte offset, a scalar one parameter of its type. Their values are copied
- * into a launch when it is appended, as the specification says.
+ * well-formed SPIR-V: the magic and the instruction stream are checked, the OpEntryPoint names
+ * kept with the parameters of the OpFunction each names (every entry point must name one), and
+ * a kernel can only be created under one of those names; nothing is compiled (simplified:
+ * specialization constants and build flags are ignored). A kernel's parameters are its SPIR-V
+ * function's, whatever acg's definition says: zeKernelGetProperties counts them and
+ * zexKernelGetArgumentSize gives their sizes, so a definition that disagrees with its module
+ * shows. The cpu code run in the kernel's place takes them in acg's OpenCL C convention
+ * (acg_kernel_desc.opencl): a buffer argument is a global pointer and a ulong byte offset, a
+ * scalar one parameter of its type. Their values are copied into a launch when it is appended,
+ * as the specification says.
  */
 #include "fake_ze_impl.h"
 
@@ -16,9 +20,20 @@
 #include <string.h>
 
 #define SPIRV_MAGIC 0x07230203u
-#define SPIRV_OP_ENTRY_POINT 15u
-#define SPIRV_EXECUTION_MODEL_KERNEL 6u
 #define SPIRV_HEADER_WORDS 5u
+#define SPIRV_OP_MEMORY_MODEL 14u
+#define SPIRV_OP_ENTRY_POINT 15u
+#define SPIRV_OP_TYPE_INT 21u
+#define SPIRV_OP_TYPE_FLOAT 22u
+#define SPIRV_OP_TYPE_POINTER 32u
+#define SPIRV_OP_FUNCTION 54u
+#define SPIRV_OP_FUNCTION_PARAMETER 55u
+#define SPIRV_OP_FUNCTION_END 56u
+#define SPIRV_EXECUTION_MODEL_KERNEL 6u
+#define SPIRV_ADDRESSING_PHYSICAL32 1u
+#define SPIRV_ADDRESSING_PHYSICAL64 2u
+/* The largest id bound (header word 3) taken: the parser keeps a byte per id. */
+#define SPIRV_MAX_BOUND (1u << 22)
 
 /* ---- SPIR-V --------------------------------------------------------------------------------- */
 
@@ -31,23 +46,106 @@ static uint32_t word_at(const uint8_t *bytes, size_t i, int swapped) {
     return w;
 }
 
-static int add_entry(struct fake_module *m, const char *name, size_t len) {
-    char **v = realloc(m->entries, (m->n_entries + 1) * sizeof *v);
+static int add_entry(struct fake_module *m, const char *name, size_t len, uint32_t function) {
+    struct fake_entry *v = realloc(m->entries, (m->n_entries + 1) * sizeof *v);
     if (v == NULL) {
         return -1;
     }
     m->entries = v;
-    if ((v[m->n_entries] = malloc(len + 1)) == NULL) {
+    struct fake_entry *e = &v[m->n_entries];
+    memset(e, 0, sizeof *e);
+    if ((e->name = malloc(len + 1)) == NULL) {
         return -1;
     }
-    memcpy(v[m->n_entries], name, len);
-    v[m->n_entries][len] = '\0';
+    memcpy(e->name, name, len);
+    e->name[len] = '\0';
+    e->function = function;
     m->n_entries++;
     return 0;
 }
 
-/* Walks the module's instructions and keeps its kernels' names. Returns 0, -1 when out of
- * memory, or 1 with the reason it is no SPIR-V this driver takes written to why. */
+/* What the walk over a module's instructions keeps: the size of each type id a parameter may
+ * have, the pointer size, and the function whose parameters come next (0: none). */
+struct spirv_walk {
+    unsigned char *size_of; /* (bound) */
+    uint32_t bound;
+    uint32_t pointer;
+    uint32_t function;
+};
+
+/* An id operand: 1 with the reason written to why when it is not below the module's bound. */
+static int id_ok(const struct spirv_walk *w, uint32_t id, size_t at, char *why, size_t why_size) {
+    if (id != 0 && id < w->bound) {
+        return 0;
+    }
+    snprintf(why, why_size, "the instruction at word %zu names id %u, outside the bound %u", at, id,
+             w->bound);
+    return 1;
+}
+
+/* One instruction of a type or a function: the sizes of the types a parameter may have, and
+ * the parameters of the functions the entry points name. 0, or 1 with the reason. */
+static int walk_one(struct fake_module *m, struct spirv_walk *w, const uint8_t *bytes, size_t i,
+                    uint32_t op, uint32_t count, char *why, size_t why_size) {
+    uint32_t a = count > 1 ? word_at(bytes, i + 1, 0) : 0;
+    uint32_t b = count > 2 ? word_at(bytes, i + 2, 0) : 0;
+    switch (op) {
+    case SPIRV_OP_MEMORY_MODEL:
+        w->pointer = a == SPIRV_ADDRESSING_PHYSICAL64   ? 8
+                     : a == SPIRV_ADDRESSING_PHYSICAL32 ? 4
+                                                        : 0; /* Logical: no pointers */
+        return 0;
+    case SPIRV_OP_TYPE_INT:
+    case SPIRV_OP_TYPE_FLOAT:
+        if (id_ok(w, a, i, why, why_size)) {
+            return 1;
+        }
+        w->size_of[a] = (unsigned char)(b / 8 <= 8 ? b / 8 : 0);
+        return 0;
+    case SPIRV_OP_TYPE_POINTER:
+        if (id_ok(w, a, i, why, why_size)) {
+            return 1;
+        }
+        w->size_of[a] = (unsigned char)w->pointer;
+        return 0;
+    case SPIRV_OP_FUNCTION: /* result type, result id */
+        if (id_ok(w, b, i, why, why_size)) {
+            return 1;
+        }
+        w->function = b;
+        for (size_t e = 0; e < m->n_entries; e++) {
+            m->entries[e].defined |= m->entries[e].function == b;
+        }
+        return 0;
+    case SPIRV_OP_FUNCTION_PARAMETER: /* result type, result id */
+        if (id_ok(w, a, i, why, why_size)) {
+            return 1;
+        }
+        for (size_t e = 0; e < m->n_entries; e++) {
+            struct fake_entry *k = &m->entries[e];
+            if (k->function != w->function || w->function == 0) {
+                continue;
+            }
+            if (k->n_params == FAKE_MAX_PARAMS) {
+                snprintf(why, why_size,
+                         "kernel %s has more than %d parameters, which this driver does not take",
+                         k->name, FAKE_MAX_PARAMS);
+                return 1;
+            }
+            k->param_size[k->n_params++] = w->size_of[a];
+        }
+        return 0;
+    case SPIRV_OP_FUNCTION_END:
+        w->function = 0;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* Walks the module's instructions and keeps its kernels: their names, and the parameters of
+ * the functions they name. Returns 0, -1 when out of memory, or 1 with the reason it is no
+ * SPIR-V this driver takes written to why. */
 static int parse_spirv(const uint8_t *bytes, size_t size, struct fake_module *m, char *why,
                        size_t why_size) {
     size_t n = size / 4;
@@ -69,44 +167,62 @@ static int parse_spirv(const uint8_t *bytes, size_t size, struct fake_module *m,
         snprintf(why, why_size, "SPIR-V version 0x%08x is not 1.x", version);
         return 1;
     }
-    for (size_t i = SPIRV_HEADER_WORDS; i < n;) {
+    struct spirv_walk w = {.bound = word_at(bytes, 3, swapped), .pointer = 8};
+    if (w.bound > SPIRV_MAX_BOUND) {
+        snprintf(why, why_size, "the id bound %u is more than this driver takes (%u)", w.bound,
+                 SPIRV_MAX_BOUND);
+        return 1;
+    }
+    if (w.bound > 0 && (w.size_of = calloc(w.bound, 1)) == NULL) {
+        return -1;
+    }
+    int r = 0;
+    for (size_t i = SPIRV_HEADER_WORDS; i < n && r == 0;) {
         uint32_t first = word_at(bytes, i, swapped);
         uint32_t count = first >> 16, op = first & 0xffffu;
         if (count == 0 || count > n - i) {
             snprintf(why, why_size, "the instruction at word %zu (opcode %u) has %u words, %s", i,
                      op, count, count == 0 ? "none" : "past the end of the module");
-            return 1;
+            r = 1;
+            break;
         }
-        if (op == SPIRV_OP_ENTRY_POINT) {
+        if (swapped && op == SPIRV_OP_ENTRY_POINT) {
+            snprintf(why, why_size,
+                     "a byte-swapped module's entry point names are not read "
+                     "by this driver");
+            r = 1;
+        } else if (op == SPIRV_OP_ENTRY_POINT) {
             /* OpEntryPoint: execution model, function id, then the name, a nul-terminated
              * string packed into words, then the interface ids. */
             const char *name = (const char *)(bytes + 4 * (i + 3));
             size_t room = count > 3 ? 4 * (size_t)(count - 3) : 0;
-            if (swapped) {
-                snprintf(why, why_size,
-                         "a byte-swapped module's entry point names are not read "
-                         "by this driver");
-                return 1;
-            }
             const char *nul = room > 0 ? memchr(name, '\0', room) : NULL;
+            uint32_t model = word_at(bytes, i + 1, swapped);
             if (nul == NULL) {
                 snprintf(why, why_size, "the OpEntryPoint at word %zu has no nul-terminated name",
                          i);
-                return 1;
-            }
-            uint32_t model = word_at(bytes, i + 1, swapped);
-            if (model != SPIRV_EXECUTION_MODEL_KERNEL) {
+                r = 1;
+            } else if (model != SPIRV_EXECUTION_MODEL_KERNEL) {
                 snprintf(why, why_size, "entry point %s has execution model %u, not Kernel (6)",
                          name, model);
-                return 1;
+                r = 1;
+            } else if ((r = id_ok(&w, word_at(bytes, i + 2, 0), i, why, why_size)) == 0) {
+                r = add_entry(m, name, (size_t)(nul - name), word_at(bytes, i + 2, 0));
             }
-            if (add_entry(m, name, (size_t)(nul - name)) != 0) {
-                return -1;
-            }
+        } else if (!swapped) {
+            r = walk_one(m, &w, bytes, i, op, count, why, why_size);
         }
         i += count;
     }
-    return 0;
+    for (size_t e = 0; e < m->n_entries && r == 0; e++) {
+        if (!m->entries[e].defined) {
+            snprintf(why, why_size, "entry point %s names %%%u, which is no function of the module",
+                     m->entries[e].name, m->entries[e].function);
+            r = 1;
+        }
+    }
+    free(w.size_of);
+    return r;
 }
 
 /* ---- build logs ----------------------------------------------------------------------------- */
@@ -179,7 +295,7 @@ ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleB
 
 static void module_free(struct fake_module *m) {
     for (size_t i = 0; i < m->n_entries; i++) {
-        free(m->entries[i]);
+        free(m->entries[i].name);
     }
     free(m->entries);
     free(m);
@@ -297,39 +413,39 @@ ze_result_t fake_zeModuleDestroy(ze_module_handle_t hModule) {
 
 /* ---- kernels -------------------------------------------------------------------------------- */
 
-static int module_has(const struct fake_module *m, const char *name) {
+static const struct fake_entry *module_entry(const struct fake_module *m, const char *name) {
     for (size_t i = 0; i < m->n_entries; i++) {
-        if (strcmp(m->entries[i], name) == 0) {
-            return 1;
+        if (strcmp(m->entries[i].name, name) == 0) {
+            return &m->entries[i];
         }
     }
-    return 0;
+    return NULL;
 }
 
-/* Lays the kernel's parameters out from its acg argument types; 0, or -1 for an unknown type. */
-static int lay_out_params(struct fake_kernel *k) {
-    uint32_t p = 0;
-    for (uint32_t i = 0; i < k->n_args; i++) {
-        switch (k->types[i]) {
+/* The parameters acg's OpenCL C convention gives cpu code of these argument types, into size
+ * (FAKE_MAX_PARAMS room): their count, or -1 for an unknown type. */
+static int cpu_params(const acg_arg_type *types, uint32_t n_args, unsigned char *size) {
+    int p = 0;
+    for (uint32_t i = 0; i < n_args; i++) {
+        switch (types[i]) {
         case ACG_ARG_BUFFER:
-            k->param_size[p++] = 8; /* global pointer */
-            k->param_size[p++] = 8; /* ulong byte offset */
+            size[p++] = 8; /* global pointer */
+            size[p++] = 8; /* ulong byte offset */
             break;
         case ACG_ARG_I32:
         case ACG_ARG_U32:
         case ACG_ARG_F32:
-            k->param_size[p++] = 4;
+            size[p++] = 4;
             break;
         case ACG_ARG_I64:
         case ACG_ARG_U64:
-            k->param_size[p++] = 8;
+            size[p++] = 8;
             break;
         default:
             return -1;
         }
     }
-    k->n_params = p;
-    return 0;
+    return p;
 }
 
 ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc_t *desc,
@@ -361,7 +477,7 @@ ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc
         r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
         goto out;
     }
-    if (!module_has(m, desc->pKernelName)) {
+    if (module_entry(m, desc->pKernelName) == NULL) {
         r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
         goto out;
     }
@@ -391,9 +507,24 @@ ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc
     k->n_args = kd->n_args;
     memcpy(k->types, kd->types, sizeof k->types);
     k->group[0] = k->group[1] = k->group[2] = 1;
-    if (lay_out_params(k) != 0) {
-        r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME; /* a desc acg's registry would have refused */
+    /* The kernel's parameters are its SPIR-V's (looked up again: the module may have been
+     * destroyed and another made at its address meanwhile, as the lookup above checked). */
+    const struct fake_entry *entry = module_entry(m, desc->pKernelName);
+    unsigned char cpu_size[FAKE_MAX_PARAMS];
+    int n_cpu = cpu_params(k->types, k->n_args, cpu_size);
+    if (entry == NULL || n_cpu < 0) {
+        r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME; /* gone meanwhile, or a desc acg refuses */
         goto out_free;
+    }
+    k->n_params = entry->n_params;
+    memcpy(k->param_size, entry->param_size, sizeof k->param_size);
+    if ((uint32_t)n_cpu != k->n_params || memcmp(cpu_size, k->param_size, k->n_params) != 0) {
+        /* Not a failure: a driver knows nothing of acg's definitions. */
+        fprintf(stderr,
+                "acg Level Zero test driver: %s: the SPIR-V of kernel %s takes %u parameters and "
+                "the cpu code run in its place %d (or of other sizes): a launch would pass that "
+                "code the wrong arguments\n",
+                fn, desc->pKernelName, k->n_params, n_cpu);
     }
     if (fake__obj_add(&k->obj, FAKE_KERNEL) != 0) {
         goto out_free;
@@ -507,6 +638,62 @@ ze_result_t fake_zeKernelSetGroupSize(ze_kernel_handle_t hKernel, uint32_t group
         k->group[0] = groupSizeX;
         k->group[1] = groupSizeY;
         k->group[2] = groupSizeZ;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* What the module says of the kernel: its parameter count, from its SPIR-V function. The
+ * rest is a host's: no required group size or subgroups, no local, private or spill memory;
+ * the pNext chain is ignored. */
+ze_result_t fake_zeKernelGetProperties(ze_kernel_handle_t hKernel,
+                                       ze_kernel_properties_t *pKernelProperties) {
+    static const char fn[] = "zeKernelGetProperties";
+    FAKE_ENTER(zeKernelGetProperties);
+    struct fake_kernel *k;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
+    }
+    if (r == ZE_RESULT_SUCCESS && pKernelProperties == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__stype(pKernelProperties, ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES, fn,
+                        "pKernelProperties");
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        ze_kernel_properties_t props = {.stype = ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES,
+                                        .pNext = pKernelProperties->pNext,
+                                        .numKernelArgs = k->n_params,
+                                        .maxSubgroupSize = 1,
+                                        .maxNumSubgroups = 1024};
+        memcpy(props.uuid.kid, &k->obj.serial, sizeof k->obj.serial);
+        *pKernelProperties = props;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* The size of parameter argIndex as its SPIR-V type gives it (struct fake_entry). */
+ze_result_t fake_zexKernelGetArgumentSize(ze_kernel_handle_t hKernel, uint32_t argIndex,
+                                          uint32_t *pArgSize) {
+    FAKE_ENTER(zexKernelGetArgumentSize);
+    struct fake_kernel *k;
+    pthread_mutex_lock(&fake__g.lock);
+    ze_result_t r = fake__ready();
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__lookup(FAKE_KERNEL, hKernel, "zexKernelGetArgumentSize", (void **)&k);
+    }
+    if (r == ZE_RESULT_SUCCESS && pArgSize == NULL) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    if (r == ZE_RESULT_SUCCESS && argIndex >= k->n_params) {
+        r = ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        *pArgSize = k->param_size[argIndex];
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;

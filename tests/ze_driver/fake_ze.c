@@ -25,7 +25,8 @@
  * joins through events, instantiation, append of an executable graph), the same graphs as
  * ZE_experimental_record_replay_graph 1.0 (the form Intel's driver offered before spec 1.17;
  * not offered by default) and
- * ZE_extension_device_usablemem_size_properties 1.0 (spec 1.15), with the declarations of
+ * ZE_extension_device_usablemem_size_properties 1.0 (spec 1.15), and Intel's driver-experimental
+ * zexKernelGetArgumentSize (listed under no extension), with the declarations of
  * src/backends/level_zero/ze_ext.h.
  *
  * What it simplifies, each also said where it is done:
@@ -35,10 +36,11 @@
  *   zeMemAllocHost) on both sides, which is stricter than Intel's driver (it also copies from
  *   pageable host memory); a kernel's buffer argument must start inside one. Anything else
  *   aborts when the command runs, as a GPU would fault there.
- * - Modules are SPIR-V only: the magic and the instruction stream are checked and the
- *   OpEntryPoint names kept; nothing is compiled. Specialization constants and build flags are
- *   ignored. A kernel runs as one call of its cpu.fn over the whole grid (group count times group
- *   size), never in groups.
+ * - Modules are SPIR-V only: the magic and the instruction stream are checked, and the
+ *   OpEntryPoint names kept with the parameters of the functions they name; nothing is compiled.
+ *   Specialization constants and build flags are ignored. A kernel runs as one call of its
+ *   cpu.fn over the whole grid (group count times group size), never in groups, and only where
+ *   that code's arguments lay out as the SPIR-V function's parameters.
  * - A graph's replay runs the recorded commands of every list of its capture one after another,
  *   in the order they were recorded, on the replaying list's worker. Graphs are immutable:
  *   mutable graphs, subgraphs (a graph appended while capturing), regular lists appended while
@@ -98,7 +100,8 @@ typedef void (*fake_fn)(void);
 static const struct {
     const char *name;
     fake_fn fn;
-    int ext; /* a fake_ext, FAKE_EXT_CORE_1_6, or -2 for a core entry point of the DDI tables */
+    int ext; /* a fake_ext, FAKE_EXT_CORE_1_6, FAKE_EXT_DRIVER_EXPERIMENTAL, or -2 for a core
+                entry point of the DDI tables */
     uint32_t version; /* of the extension that brought it */
 } entry_points[FAKE_EP_COUNT] = {
 #define FAKE_EP_ROW(name, ty, table, slot) {#name, (fake_fn)fake_##name, -2, 0},
@@ -161,9 +164,13 @@ ze_result_t fake__ext_function(const char *name, void **out) {
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     }
     int ext = entry_points[ep].ext;
-    int ok = ext == FAKE_EXT_CORE_1_6 ? fake__cfg.api_version >= ZE_MAKE_VERSION(1, 6)
-                                      : fake__cfg.extensions[ext] != 0 &&
-                                            fake__cfg.extensions[ext] >= entry_points[ep].version;
+    int ok = 1; /* FAKE_EXT_DRIVER_EXPERIMENTAL */
+    if (ext == FAKE_EXT_CORE_1_6) {
+        ok = fake__cfg.api_version >= ZE_MAKE_VERSION(1, 6);
+    } else if (ext >= 0) {
+        uint32_t offered = fake__cfg.extensions[ext];
+        ok = offered != 0 && offered >= entry_points[ep].version;
+    }
     if (!ok) {
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     }

@@ -101,12 +101,15 @@
     X(zeKernelCreate, KernelCreate, ze_kernel_dditable_t, Create)                                  \
     X(zeKernelDestroy, KernelDestroy, ze_kernel_dditable_t, Destroy)                               \
     X(zeKernelSetArgumentValue, KernelSetArgumentValue, ze_kernel_dditable_t, SetArgumentValue)    \
-    X(zeKernelSetGroupSize, KernelSetGroupSize, ze_kernel_dditable_t, SetGroupSize)
+    X(zeKernelSetGroupSize, KernelSetGroupSize, ze_kernel_dditable_t, SetGroupSize)                \
+    X(zeKernelGetProperties, KernelGetProperties, ze_kernel_dditable_t, GetProperties)
 
 /* X(name, extension, minor): the functions zeDriverGetExtensionFunctionAddress serves, of the
  * type acg_ze_pfn_<name> the backend declares (ze_ext.h); `extension` is the fake_ext that must
- * be offered at version 1.<minor> or later, or FAKE_EXT_CORE_1_6 for a core function of spec
- * 1.6 (served when the API version is at least 1.6). */
+ * be offered at version 1.<minor> or later, FAKE_EXT_CORE_1_6 for a core function of spec 1.6
+ * (served when the API version is at least 1.6), or FAKE_EXT_DRIVER_EXPERIMENTAL for one of
+ * Intel's driver-experimental functions (zex*, served always, as Intel's driver serves them
+ * without listing an extension). */
 #define FAKE_EXT_FUNCTIONS(X)                                                                      \
     X(zeCommandListHostSynchronize, FAKE_EXT_CORE_1_6, 0)                                          \
     X(zeCommandListImmediateAppendCommandListsExp, FAKE_EXT_IMMEDIATE_APPEND, 0)                   \
@@ -129,7 +132,8 @@
     X(zeCommandListInstantiateGraphExp, FAKE_EXT_GRAPH_EXP, 0)                                     \
     X(zeCommandListAppendGraphExp, FAKE_EXT_GRAPH_EXP, 0)                                          \
     X(zeExecutableGraphDestroyExp, FAKE_EXT_GRAPH_EXP, 0)                                          \
-    X(zeGraphDestroyExp, FAKE_EXT_GRAPH_EXP, 0)
+    X(zeGraphDestroyExp, FAKE_EXT_GRAPH_EXP, 0)                                                    \
+    X(zexKernelGetArgumentSize, FAKE_EXT_DRIVER_EXPERIMENTAL, 0)
 
 /* One index per implemented entry point, core then extension, for call counts, injection and
  * hiding. */
@@ -151,7 +155,8 @@ enum fake_ext {
     FAKE_EXT_GRAPH_EXP,        /* ZE_experimental_record_replay_graph 1.0 (not by default) */
     FAKE_EXT_USABLE_MEM,       /* ZE_extension_device_usablemem_size_properties 1.0 */
     FAKE_EXT_COUNT,
-    FAKE_EXT_CORE_1_6 = -1, /* not an extension: core since spec 1.6 */
+    FAKE_EXT_CORE_1_6 = -1,            /* not an extension: core since spec 1.6 */
+    FAKE_EXT_DRIVER_EXPERIMENTAL = -3, /* not an extension: Intel's zex* functions */
 };
 
 /* The extensions' names and the versions implemented (ACGTEST_ZE_EXTENSIONS may offer less),
@@ -415,12 +420,23 @@ struct fake_fence {
     int signalled;
 };
 
+/* A kernel of a module: an OpEntryPoint of its SPIR-V, with the parameters of the OpFunction it
+ * names (OpFunctionParameter), each one's size from its type: a pointer 8 bytes in a Physical64
+ * module (4 in Physical32), an OpTypeInt or OpTypeFloat its width, anything else 0. */
+struct fake_entry {
+    char *name;
+    uint32_t function; /* the OpFunction's id */
+    int defined;       /* that OpFunction was found */
+    uint32_t n_params;
+    unsigned char param_size[FAKE_MAX_PARAMS];
+};
+
 struct fake_module {
     struct fake_obj obj;
     struct fake_context *ctx;
     struct fake_device *dev;
-    long kernels;   /* live kernels created from it */
-    char **entries; /* (n_entries) the OpEntryPoint names of its SPIR-V */
+    long kernels;               /* live kernels created from it */
+    struct fake_entry *entries; /* (n_entries) its SPIR-V's kernels */
     size_t n_entries;
 };
 
@@ -434,10 +450,10 @@ struct fake_kernel {
     struct fake_module *module;
     char *name;
     acg_kernel_cpu_fn fn;
-    uint32_t n_args;
+    uint32_t n_args; /* of the cpu code run in its place, and their types */
     acg_arg_type types[ACG_MAX_KERNEL_ARGS];
-    uint32_t n_params;
-    unsigned char param_size[FAKE_MAX_PARAMS]; /* 8 for pointers and 64-bit scalars, else 4 */
+    uint32_t n_params;                         /* the SPIR-V function's parameters */
+    unsigned char param_size[FAKE_MAX_PARAMS]; /* and their sizes (struct fake_entry) */
     unsigned char params[FAKE_MAX_PARAMS][8];  /* values set, little end first */
     uint32_t set;                              /* bit p: parameter p was set */
     uint32_t group[3];                         /* zeKernelSetGroupSize; 1, 1, 1 at first */
@@ -757,6 +773,8 @@ ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t a
                                           size_t argSize, const void *pArgValue);
 ze_result_t fake_zeKernelSetGroupSize(ze_kernel_handle_t hKernel, uint32_t groupSizeX,
                                       uint32_t groupSizeY, uint32_t groupSizeZ);
+ze_result_t fake_zeKernelGetProperties(ze_kernel_handle_t hKernel,
+                                       ze_kernel_properties_t *pKernelProperties);
 ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandList,
                                               uint64_t timeout);
 ze_result_t fake_zeCommandListImmediateAppendCommandListsExp(
@@ -809,5 +827,7 @@ ze_result_t fake_zeCommandListAppendGraphExp(ze_command_list_handle_t hCommandLi
                                              ze_event_handle_t *phWaitEvents);
 ze_result_t fake_zeExecutableGraphDestroyExp(acg_ze_executable_graph_handle_t hGraph);
 ze_result_t fake_zeGraphDestroyExp(acg_ze_graph_handle_t hGraph);
+ze_result_t fake_zexKernelGetArgumentSize(ze_kernel_handle_t hKernel, uint32_t argIndex,
+                                          uint32_t *pArgSize);
 
 #endif /* ACG_TESTS_ZE_DRIVER_FAKE_ZE_IMPL_H */

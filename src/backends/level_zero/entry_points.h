@@ -61,6 +61,7 @@
     X(zeKernelCreate, KernelCreate, 1)                                                             \
     X(zeKernelDestroy, KernelDestroy, 1)                                                           \
     X(zeKernelSetArgumentValue, KernelSetArgumentValue, 1)                                         \
-    X(zeKernelSetGroupSize, KernelSetGroupSize, 1)
+    X(zeKernelSetGroupSize, KernelSetGroupSize, 1)                                                 \
+    X(zeKernelGetProperties, KernelGetProperties, 1)
 
 #endif /* ACG_BACKENDS_LEVEL_ZERO_ENTRY_POINTS_H */

@@ -98,7 +98,7 @@ static ze_recorded recorded_of(const acg__node *n) {
  * with each kernel's command id; else *recorded is NULL. */
 static acg_status record(ze_device *d, const acg__graph_desc *desc, ze_command_list_handle_t *out,
                          ze_recorded **recorded, const char *fn) {
-    const bool mutable_list = d->drv->update_commands != NULL;
+    const bool mutable_list = d->mutable_lists;
     acg_ze_mutable_command_list_exp_desc_t mdesc = {
         .stype = ACG_ZE_STRUCTURE_TYPE_MUTABLE_COMMAND_LIST_EXP_DESC};
     ze_command_list_desc_t ldesc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC,
@@ -171,11 +171,12 @@ static bool patchable(const ze_exec *e, const acg__graph_desc *desc) {
     return true;
 }
 
-/* Patches every kernel command of e's list with desc's arguments, group sizes and counts in one
- * zeCommandListUpdateMutableCommandsExp, and closes the list again. */
-static acg_status patch(ze_exec *e, const acg__graph_desc *desc, const char *fn) {
+/* Patches the kernel commands of nodes [first, end) of e's list with desc's arguments, group
+ * sizes and counts in one zeCommandListUpdateMutableCommandsExp, and closes the list again. */
+static acg_status patch(ze_exec *e, const acg__graph_desc *desc, uint32_t first, uint32_t end,
+                        const char *fn) {
     uint32_t n_kernels = 0;
-    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+    for (uint32_t i = first; i < end; i++) {
         n_kernels += desc->nodes[i].kind == ACG_NODE_KERNEL;
     }
     struct change {
@@ -192,7 +193,7 @@ static acg_status patch(ze_exec *e, const acg__graph_desc *desc, const char *fn)
                                                    ACG_ZE_STRUCTURE_TYPE_MUTABLE_COMMANDS_EXP_DESC};
     const void **link = &head.pNext; /* where the next descriptor hangs */
     struct change *c = changes;
-    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+    for (uint32_t i = first; i < end; i++) {
         const acg__node *n = &desc->nodes[i];
         if (n->kind != ACG_NODE_KERNEL) {
             continue;
@@ -437,39 +438,14 @@ acg_status acg__ze_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
                                                                       : launch_queued(e, s, fn);
 }
 
-/* Where the list is mutable and only kernel arguments and grids change, the kernel commands are
- * patched in place (the mutable command list extension). Otherwise, or when the driver refuses
- * the patch, the description is recorded again into a new list, which replaces the old one once
- * complete: that works with every driver, and copies and fills change too. A graph from a
- * native capture is replaced so too (the driver's graphs are immutable); its description holds
- * work the driver recorded without acg (acg_stream_declare_foreign) only where the capture did,
- * and then the update is refused: capture again. A failure leaves the graph as it was, or (a
- * patch half applied) recorded again. */
-acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
-    static const char fn[] = "acg_graph_update";
-    ze_exec *e = acg__ze_exec(exec);
-    /* No replay is pending (backend.h); the device may hold the list until the last replay's
-     * end was seen. */
-    acg_status st = wait_done(e, fn);
-    if (st == ACG_OK) {
-        st = acg__ze_exec_wait_fence(e, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (e->xgraph == NULL && patchable(e, desc)) {
-        if ((st = patch(e, desc, fn)) == ACG_OK) {
-            acg__log(ACG_LOG_DEBUG, "level_zero: graph updated in place (mutable command list)");
-            return ACG_OK;
-        }
-        acg__log(ACG_LOG_INFO,
-                 "level_zero: the driver refused to patch the list (%s); it is "
-                 "recorded again",
-                 acg_last_error());
-    }
+/* Records desc again into a new list, which replaces e's list (or its native graph) once
+ * complete; a failure leaves e as it was. Called once the device no longer holds e's list
+ * (wait_idle). */
+static acg_status rerecord(ze_exec *e, const acg__graph_desc *desc, const char *fn) {
     ze_command_list_handle_t list = NULL;
     ze_recorded *recorded = NULL;
-    if ((st = record(e->dev, desc, &list, &recorded, fn)) != ACG_OK) {
+    acg_status st = record(e->dev, desc, &list, &recorded, fn);
+    if (st != ACG_OK) {
         return st;
     }
     if ((st = make_fence(e, fn)) != ACG_OK) {
@@ -496,6 +472,72 @@ acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc)
     e->recorded = recorded;
     e->n_recorded = desc->n_nodes;
     return ACG_OK;
+}
+
+/* Waits until the device no longer holds e's list or graph: no replay is pending (backend.h),
+ * but the last one's end may not have been seen yet. */
+static acg_status wait_idle(ze_exec *e, const char *fn) {
+    acg_status st = wait_done(e, fn);
+    return st == ACG_OK ? acg__ze_exec_wait_fence(e, fn) : st;
+}
+
+/* Where the list is mutable and only kernel arguments and grids change, the kernel commands are
+ * patched in place (the mutable command list extension). Otherwise, or when the driver refuses
+ * the patch, the description is recorded again into a new list, which replaces the old one once
+ * complete: that works with every driver, and copies and fills change too. A graph from a
+ * native capture is replaced so too (the driver's graphs are immutable); its description holds
+ * work the driver recorded without acg (acg_stream_declare_foreign) only where the capture did,
+ * and then the update is refused: capture again. A failure leaves the graph as it was, or (a
+ * patch half applied) recorded again. */
+acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
+    static const char fn[] = "acg_graph_update";
+    ze_exec *e = acg__ze_exec(exec);
+    acg_status st = wait_idle(e, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (e->xgraph == NULL && patchable(e, desc)) {
+        if ((st = patch(e, desc, 0, desc->n_nodes, fn)) == ACG_OK) {
+            acg__log(ACG_LOG_DEBUG, "level_zero: graph updated in place (mutable command list)");
+            return ACG_OK;
+        }
+        acg__log(ACG_LOG_INFO,
+                 "level_zero: the driver refused to patch the list (%s); it is "
+                 "recorded again",
+                 acg_last_error());
+    }
+    return rerecord(e, desc, fn);
+}
+
+/* One kernel node: its command alone is patched where the list is mutable (the core checked
+ * that the kernel is the same, so only arguments and the grid differ); otherwise, for a graph
+ * the driver captured, or when the driver refuses the patch, the whole description is recorded
+ * again, as acg_graph_update does (and refused so where the driver captured foreign work). A
+ * failure leaves the graph as it was, but where a driver half applied the patch it refused and
+ * the recording then failed too. */
+acg_status acg__ze_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                     uint32_t index, const acg__node *old) {
+    static const char fn[] = "acg_graph_update_kernel_node";
+    ACG__UNUSED(old);
+    ze_exec *e = acg__ze_exec(exec);
+    acg_status st = wait_idle(e, fn);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (e->xgraph == NULL && e->recorded != NULL && index < e->n_recorded &&
+        e->recorded[index].kind == ACG_NODE_KERNEL &&
+        e->recorded[index].def == desc->nodes[index].def) {
+        if ((st = patch(e, desc, index, index + 1, fn)) == ACG_OK) {
+            acg__log(ACG_LOG_DEBUG, "level_zero: node %u updated in place (mutable command list)",
+                     index);
+            return ACG_OK;
+        }
+        acg__log(ACG_LOG_INFO,
+                 "level_zero: the driver refused to patch node %u (%s); the list is recorded "
+                 "again",
+                 index, acg_last_error());
+    }
+    return rerecord(e, desc, fn);
 }
 
 /* The driver's executable graph of a native capture, else the regular list recorded from the

@@ -1,6 +1,7 @@
 /* level_zero.c — the level_zero backend: devices with a context each, USM memory, SPIR-V
- * kernels, and the backend's table. The loader and what each driver offers are loader.c's;
- * streams, events and copies are stream.c's; graphs are graph.c's. */
+ * kernels (their parameters checked against the definition's when loaded), the native objects
+ * behind devices and buffers, and the backend's table. The loader and what each driver offers
+ * are loader.c's; streams, events and copies are stream.c's; graphs are graph.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,13 @@ static acg_status describe_device(ze_drv *drv, ze_device_handle_t dev, acg_capab
     out->graphs = true;
     out->multi_stream_capture = true; /* forks as the driver's, or ordered by the ledger */
     out->graph_update = true;         /* by recording the description again */
+    /* A kernel's command patched in a mutable list, arguments and grid alike (the device's
+     * mutable lists change both, or none are used), else the list recorded again. */
+    out->graph_node_update = true;
+    out->graph_node_update_grid = true;
+    /* A copy from (to) host memory in a regular list or a driver's graph reads (writes) that
+     * memory when it runs, at every replay. */
+    out->graph_pinned_replay = true;
     out->native_capture = native;
     out->graph_host_functions = false; /* a command list has no host node */
     out->pinned_register = false;
@@ -88,6 +96,25 @@ static acg_status ze_describe(int index, acg_capability *out) {
         return acg__error(ACG_ERR_NOT_FOUND, "acg_device_describe: no level_zero device %d", index);
     }
     return describe_device(acg__ze.devices[index].drv, acg__ze.devices[index].dev, out);
+}
+
+/* Whether the device's mutable commands change what a graph update changes: kernel arguments,
+ * group counts and group sizes (the mutable command list extension's properties). A device
+ * that changes less gets lists recorded again instead. */
+static acg_status mutable_lists(ze_device *d, const char *fn) {
+    const uint32_t need = ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_ARGUMENTS |
+                          ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_COUNT |
+                          ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_SIZE;
+    d->mutable_lists = false;
+    if (d->drv->update_commands == NULL) {
+        return ACG_OK;
+    }
+    acg_ze_mutable_command_list_exp_properties_t m = {
+        .stype = ACG_ZE_STRUCTURE_TYPE_MUTABLE_COMMAND_LIST_EXP_PROPERTIES};
+    ze_device_properties_t props = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES, .pNext = &m};
+    acg_status st = ZE(fn, zeDeviceGetProperties, d->dev, &props);
+    d->mutable_lists = st == ACG_OK && (m.mutableCommandFlags & need) == need;
+    return st;
 }
 
 /* The first command queue group that runs kernels. */
@@ -191,6 +218,7 @@ static acg_status ze_device_open(int index, const char *options, acg__bk_device 
     pthread_mutex_init(&d->lock, NULL);
     d->drv = acg__ze.devices[index].drv;
     d->dev = acg__ze.devices[index].dev;
+    d->index = index;
     ze_device_compute_properties_t compute = {.stype = ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES};
     ze_context_desc_t cdesc = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
     acg_status st = ZE(fn, zeDeviceGetComputeProperties, d->dev, &compute);
@@ -200,6 +228,9 @@ static acg_status ze_device_open(int index, const char *options, acg__bk_device 
     }
     if (st == ACG_OK) {
         st = native_graphs(d->drv, d->dev, &d->native, fn);
+    }
+    if (st == ACG_OK) {
+        st = mutable_lists(d, fn);
     }
     if (st == ACG_OK) {
         st = ZE(fn, zeContextCreate, d->drv->handle, &cdesc, &d->ctx);
@@ -228,6 +259,17 @@ static void ze_device_close(acg__bk_device *dev) { device_free(acg__ze_dev(dev))
 static acg_status ze_query_capability(acg__bk_device *dev, acg_capability *out) {
     ze_device *d = acg__ze_dev(dev);
     return describe_device(d->drv, d->dev, out);
+}
+
+/* The context acg created for the device, the device and its driver. */
+static acg_status ze_device_get_native(acg__bk_device *dev, acg_native_device *out) {
+    ze_device *d = acg__ze_dev(dev);
+    out->kind = ACG_NATIVE_ZE_CONTEXT;
+    out->context = d->ctx;
+    out->device = d->dev;
+    out->platform = d->drv->handle;
+    out->ordinal = d->index;
+    return ACG_OK;
 }
 
 /* zeDeviceGetStatus answers from the driver's own fault detection (Intel's: every engine's hang
@@ -284,6 +326,18 @@ static acg_status ze_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem 
         *mem = (acg__bk_mem *)p;
     }
     return st;
+}
+
+/* Device memory is the USM pointer itself: the bytes at offset are that pointer plus it. */
+static acg_status ze_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
+                                       size_t size, acg_native_buffer *out) {
+    ACG__UNUSED(dev);
+    ACG__UNUSED(size);
+    out->kind = ACG_NATIVE_ZE_DEVICE_MEMORY;
+    out->handle = NULL;
+    out->address = (uint64_t)(uintptr_t)((char *)acg__ze_mem(mem) + offset);
+    out->offset = 0;
+    return ACG_OK;
 }
 
 static void ze_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
@@ -355,6 +409,103 @@ static acg_status module_for(ze_device *d, const acg__kernel_def *def, ze_module
     return ACG_OK;
 }
 
+/* An argument type as acg names it, and the OpenCL C parameter acg passes for it. */
+static const char *type_name(acg_arg_type t) {
+    switch (t) {
+    case ACG_ARG_BUFFER:
+        return "buffer";
+    case ACG_ARG_I32:
+        return "i32";
+    case ACG_ARG_U32:
+        return "u32";
+    case ACG_ARG_I64:
+        return "i64";
+    case ACG_ARG_U64:
+        return "u64";
+    default:
+        return "f32";
+    }
+}
+
+static const char *param_of(acg_arg_type t) {
+    switch (t) {
+    case ACG_ARG_BUFFER:
+        return "a pointer and its ulong byte offset";
+    case ACG_ARG_I32:
+        return "int";
+    case ACG_ARG_U32:
+        return "uint";
+    case ACG_ARG_I64:
+        return "long";
+    case ACG_ARG_U64:
+        return "ulong";
+    default:
+        return "float";
+    }
+}
+
+/* Refuses a kernel whose parameters are not those acg passes (acg_kernel_desc.spirv): their
+ * number (zeKernelGetProperties), and each one's size where the driver tells it
+ * (zexKernelGetArgumentSize). A launch of such a kernel would set the wrong parameters, or be
+ * refused by the driver only when it is appended. */
+static acg_status check_params(const ze_kernel *k, const char *entry, const char *fn) {
+    const acg_kernel_desc *d = &k->def->d;
+    uint32_t n = 0, size[ACG_ZE_MAX_PARAMS], arg[ACG_ZE_MAX_PARAMS];
+    for (uint32_t i = 0; i < d->n_args; i++) {
+        bool buffer = d->types[i] == ACG_ARG_BUFFER;
+        bool wide = d->types[i] == ACG_ARG_I64 || d->types[i] == ACG_ARG_U64;
+        size[n] = buffer ? (uint32_t)sizeof(void *) : wide ? 8 : 4;
+        arg[n++] = i;
+        if (buffer) {
+            size[n] = (uint32_t)sizeof(uint64_t);
+            arg[n++] = i;
+        }
+    }
+    ze_kernel_properties_t props = {.stype = ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES};
+    acg_status st = ZE(fn, zeKernelGetProperties, k->kernel, &props);
+    if (st != ACG_OK) {
+        return st;
+    }
+    if (props.numKernelArgs != n) {
+        char passes[1024] = "nothing";
+        size_t used = 0;
+        for (uint32_t i = 0; i < d->n_args && used < sizeof passes; i++) {
+            used += (size_t)snprintf(passes + used, sizeof passes - used, "%s%s argument %u (%s)",
+                                     i > 0 ? ", " : "", type_name(d->types[i]), i,
+                                     param_of(d->types[i]));
+        }
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): the SPIR-V kernel %s takes %u parameter%s; acg passes %u: %s",
+                          fn, k->def->name, entry, props.numKernelArgs,
+                          props.numKernelArgs == 1 ? "" : "s", n, passes);
+    }
+    for (uint32_t p = 0; p < n && k->dev->drv->arg_size != NULL; p++) {
+        uint32_t have = 0;
+        st = acg__ze_check(k->dev->drv->arg_size(k->kernel, p, &have), fn,
+                           "zexKernelGetArgumentSize");
+        if (st != ACG_OK) {
+            return st;
+        }
+        if (have == size[p]) {
+            continue;
+        }
+        acg_arg_type t = d->types[arg[p]];
+        char what[96];
+        if (t == ACG_ARG_BUFFER) {
+            bool pointer = p == 0 || arg[p - 1] != arg[p];
+            snprintf(what, sizeof what, "the %s of buffer argument %u",
+                     pointer ? "pointer" : "ulong byte offset", arg[p]);
+        } else {
+            snprintf(what, sizeof what, "%s argument %u (%s)", type_name(t), arg[p], param_of(t));
+        }
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): parameter %u of the SPIR-V kernel %s is %u bytes; acg passes %u "
+                          "there: %s",
+                          fn, k->def->name, p, entry, have, size[p], what);
+    }
+    return ACG_OK;
+}
+
 static acg_status ze_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
                                  acg__bk_kernel **out) {
     static const char fn[] = "acg_kernel_get";
@@ -368,19 +519,22 @@ static acg_status ze_kernel_load(acg__bk_device *dev, const acg__kernel_def *def
     if (k == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
+    k->dev = d;
+    k->def = def;
+    const char *entry = def->d.spirv.name != NULL ? def->d.spirv.name : def->name;
     ze_module_handle_t module = NULL;
     acg_status st = module_for(d, def, &module, fn);
     if (st == ACG_OK) {
-        const char *name = def->d.spirv.name != NULL ? def->d.spirv.name : def->name;
-        ze_kernel_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC, .pKernelName = name};
+        ze_kernel_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC, .pKernelName = entry};
         st = ZE(fn, zeKernelCreate, module, &desc, &k->kernel);
+    }
+    if (st == ACG_OK && (st = check_params(k, entry, fn)) != ACG_OK) {
+        ZE_RELEASE(d, fn, zeKernelDestroy, k->kernel);
     }
     if (st != ACG_OK) {
         acg__free(k);
         return st;
     }
-    k->dev = d;
-    k->def = def;
     pthread_mutex_init(&k->lock, NULL);
     *out = (acg__bk_kernel *)k;
     return ACG_OK;
@@ -530,4 +684,8 @@ const acg_backend_i acg__backend_level_zero = {
     .device_get_async_error = ze_device_get_async_error,
     .memory_query = ze_memory_query,
     .graph_get_native = acg__ze_graph_get_native,
+    .buffer_get_native = ze_buffer_get_native,
+    .device_get_native = ze_device_get_native,
+    /* A mutable list's command patched alone, else the graph's list recorded again (graph.c). */
+    .graph_update_node = acg__ze_graph_update_node,
 };

@@ -51,6 +51,9 @@ typedef struct ze_drv {
         acg_ze_pfn_zeExecutableGraphDestroyExt destroy_exec;
         acg_ze_pfn_zeGraphDestroyExt destroy;
     } graph;
+    /* Intel's driver-experimental query of a kernel parameter's size; NULL: only the count of
+     * a kernel's parameters is checked when it is loaded */
+    acg_ze_pfn_zexKernelGetArgumentSize arg_size;
     bool usable_mem;      /* ZE_extension_device_usablemem_size_properties: free memory is known */
     char extensions[200]; /* what acg uses that the driver offers, for the capability */
 } ze_drv;
@@ -113,9 +116,13 @@ typedef struct ze_slot {
 typedef struct ze_device {
     ze_drv *drv;
     ze_device_handle_t dev;
+    int index; /* in acg__ze.devices: the backend's device index */
     ze_context_handle_t ctx;
     uint32_t compute_ordinal; /* the command queue group that runs kernels */
     uint32_t max_group_size;
+    /* graphs from the description are mutable lists: the driver has the extension, and the
+     * device's mutable commands change kernel arguments, group counts and group sizes */
+    bool mutable_lists;
     bool native;                     /* captures are recorded by the driver (the graph extension) */
     ze_command_queue_handle_t queue; /* replays where the driver cannot append lists */
     pthread_mutex_t lock;            /* modules, event pools, slots, queue */
@@ -335,6 +342,8 @@ acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc 
                                      acg__bk_exec **exec);
 acg_status acg__ze_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
 acg_status acg__ze_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
+acg_status acg__ze_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                     uint32_t index, const acg__node *old);
 void acg__ze_graph_destroy(acg__bk_exec *exec);
 acg_status acg__ze_graph_get_native(acg__bk_exec *exec, acg_native_handle *out);
 /* Waits for the exec's latest replay on the device's queue (fence path), if one is pending. */

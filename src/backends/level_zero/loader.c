@@ -242,6 +242,8 @@ static acg_status query_driver(ze_drv *drv) {
         resolve_graphs(drv, true);
     }
     drv->usable_mem = offered(ext, n, ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_NAME);
+    /* Listed under no extension: Intel's driver serves it to whoever asks. */
+    *(void **)&drv->arg_size = extension_function(drv, "zexKernelGetArgumentSize");
     if (drv->api >= ACG_ZE_API_VERSION_1_6) {
         *(void **)&drv->host_sync = extension_function(drv, "zeCommandListHostSynchronize");
     }

@@ -417,6 +417,19 @@ typedef struct acg_ze_device_usablemem_size_ext_properties {
 } acg_ze_device_usablemem_size_ext_properties_t;
 
 /* ===================================================================================== */
+/* 7. zexKernelGetArgumentSize, a driver-experimental function of Intel's driver [cr]    */
+/* ===================================================================================== */
+
+/* The size in bytes of parameter argIndex of a kernel, as its module declares it (8 for a
+ * pointer of a 64-bit module). Intel's driver hands it out through
+ * zeDriverGetExtensionFunctionAddress without listing an extension for it
+ * (compute-runtime level_zero/driver_experimental/zex_module.h); another driver may not.
+ * ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX past the kernel's parameters. */
+typedef ze_result_t(ZE_APICALL *acg_ze_pfn_zexKernelGetArgumentSize)(ze_kernel_handle_t hKernel,
+                                                                     uint32_t argIndex,
+                                                                     uint32_t *pArgSize);
+
+/* ===================================================================================== */
 /* Layout checks                                                                         */
 /* ===================================================================================== */
 
