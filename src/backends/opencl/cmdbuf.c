@@ -222,7 +222,7 @@ static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg
             *kernel = NULL;
             return acg__ocl_error(err, fn, "clCreateKernel");
         }
-        st = acg__ocl_set_args(*kernel, n->args, n->n_args, fn);
+        st = acg__ocl_set_args(*kernel, k->name, n->args, n->n_args, fn);
         if (st == ACG_OK) {
             OCL_CHECK(a->ndrange(cb, NULL, NULL, *kernel, work_dim, NULL, global,
                                  has_local ? local : NULL, n_wait, wait, sp, NULL),

@@ -4,7 +4,9 @@
  * read or write its mapped pointer with non-blocking transfers; a captured copy, which a command
  * buffer can only express as a buffer-to-buffer copy, uses the buffer behind it. Implementations
  * whose mapped memory is the buffer's storage (PoCL, integrated GPUs, host-visible device memory)
- * see one coherent copy; that is what acg's pinned memory promises. */
+ * see one coherent copy; that is what acg's pinned memory promises. A replay of a captured copy
+ * reads or writes the buffer as it is then, so there the host's bytes of the moment arrive
+ * (the capability's graph_pinned_replay). */
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +46,19 @@ acg_status acg__ocl_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem *
 void acg__ocl_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
     ACG__UNUSED(dev);
     clReleaseMemObject(acg__ocl_mem(mem));
+}
+
+/* The allocation's own buffer: OpenCL has no pointer to a byte of a buffer, so the engine adds
+ * the offset itself, as acg's kernels do. */
+acg_status acg__ocl_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
+                                      size_t size, acg_native_buffer *out) {
+    ACG__UNUSED(dev);
+    ACG__UNUSED(size);
+    out->kind = ACG_NATIVE_OPENCL_MEM;
+    out->handle = acg__ocl_mem(mem);
+    out->address = 0;
+    out->offset = offset;
+    return ACG_OK;
 }
 
 /* ---- pinned memory: a table sorted by pointer, under the device lock ------------------- */

@@ -1,5 +1,6 @@
 /* opencl.c — the opencl backend: devices of every platform, queues as streams, markers as
- * events, and kernels built per device from the OpenCL C of their definitions. */
+ * events, the native objects behind devices, and the backend's table. Kernels are kernel.c's,
+ * memory memory.c's, command buffers cmdbuf.c's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -143,7 +144,7 @@ static acg_status ocl_probe(int *n, const char **reason) {
 
 static void describe_device(cl_platform_id platform, cl_device_id id, const ocl_cmdbuf_api *cb,
                             acg_capability *out) {
-    cl_bool available = CL_FALSE;
+    cl_bool available = CL_FALSE, unified = CL_FALSE;
     cl_ulong mem = 0;
     cl_device_type type = 0;
     char pname[96] = "", pversion[256] = "";
@@ -151,6 +152,7 @@ static void describe_device(cl_platform_id platform, cl_device_id id, const ocl_
     clGetDeviceInfo(id, CL_DEVICE_AVAILABLE, sizeof available, &available, NULL);
     clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
     clGetDeviceInfo(id, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    clGetDeviceInfo(id, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
     clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
     clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof pversion, pversion, NULL);
     /* "OpenCL 3.0 PoCL 3.1+debian  Linux, ...": what follows a double space is build detail. */
@@ -163,6 +165,15 @@ static void describe_device(cl_platform_id platform, cl_device_id id, const ocl_
     out->graphs = cb->abi != OCL_CB_NONE;
     /* Update needs mutable dispatch; without it the caller captures again. */
     out->graph_update = out->graphs && cb->mutable_dispatch;
+    /* A node's update is graph_update's (the core's fallback re-records the whole command
+     * buffer from the rewritten description), so it comes and goes with it, grid included. */
+    out->graph_node_update = out->graph_update;
+    out->graph_node_update_grid = out->graph_update;
+    /* A captured copy from or to pinned memory is a copy from or to the CL_MEM_ALLOC_HOST_PTR
+     * buffer behind it (memory.c): a replay reads or writes that buffer as it is then, and the
+     * host's pointer into it is the same storage where the device shares the host's memory
+     * (PoCL; integrated GPUs). */
+    out->graph_pinned_replay = out->graphs && unified == CL_TRUE;
     /* Forks and joins become sync points inside one command buffer. */
     out->multi_stream_capture = out->graphs;
     out->memory_bytes = mem;
@@ -204,6 +215,7 @@ static acg_status ocl_device_open(int index, const char *options, acg__bk_device
     if (d == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
+    d->index = index;
     d->platform = devices[index].platform;
     d->id = devices[index].device;
     st = acg__ocl_cmdbuf_probe(d->platform, d->id, &d->cb);
@@ -431,6 +443,17 @@ out_early:
     return st;
 }
 
+/* The context acg created for the device, with its device and platform. */
+static acg_status ocl_device_get_native(acg__bk_device *dev, acg_native_device *out) {
+    ocl_device *d = acg__ocl_dev(dev);
+    out->kind = ACG_NATIVE_OPENCL_CONTEXT;
+    out->context = d->ctx;
+    out->device = d->id;
+    out->platform = d->platform;
+    out->ordinal = d->index;
+    return ACG_OK;
+}
+
 /* The driver's in-order queue. From now on an event record marks the queue's end rather than
  * acg's latest command, so work the engine queues itself is ordered too. */
 static acg_status ocl_stream_get_native(acg__bk_stream *stream, acg_native_handle *out) {
@@ -491,158 +514,6 @@ static acg_status ocl_event_synchronize(acg__bk_event *event) {
     return st;
 }
 
-/* ---- kernels ----------------------------------------------------------------------------- */
-
-/* The program built from src (d->lock held): one per device for each distinct source, so the
- * kernels of one file (the model's, say) share a build. A failure carries the build log and is
- * not kept, so a later lookup reports it again. */
-static acg_status find_program(ocl_device *d, const char *kernel, const char *src,
-                               cl_program *out) {
-    static const char fn[] = "acg_kernel_get";
-    for (uint32_t i = 0; i < d->n_programs; i++) {
-        if (strcmp(d->programs[i].source, src) == 0) {
-            *out = d->programs[i].program;
-            return ACG_OK;
-        }
-    }
-    /* The cache keeps its own copy: a definition may be unregistered when no kernel of this
-     * device was loaded from it, while its program stays here until the device closes. */
-    size_t len = strlen(src) + 1;
-    char *copy = acg__alloc(len);
-    if (copy == NULL || !acg__grow((void **)&d->programs, &d->cap_programs, d->n_programs + 1,
-                                   sizeof *d->programs)) {
-        acg__free(copy);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
-    memcpy(copy, src, len);
-    cl_int err = CL_SUCCESS;
-    cl_program p = clCreateProgramWithSource(d->ctx, 1, &src, NULL, &err);
-    if (err != CL_SUCCESS) {
-        acg__free(copy);
-        return acg__ocl_error(err, fn, "clCreateProgramWithSource");
-    }
-    /* Division and sqrt may otherwise be off by ulps, and results must match the cpu's bit for
-     * bit; the option is only valid where the device offers it. */
-    cl_device_fp_config fp = 0;
-    clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-    const char *options = fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
-                              ? "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt"
-                              : "-cl-std=CL1.2";
-    if (!(fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)) {
-        acg__log(ACG_LOG_INFO, "opencl: the device rounds float division and sqrt its own way: "
-                               "results may differ from the cpu backend's in the last bits");
-    }
-    err = clBuildProgram(p, 1, &d->id, options, NULL, NULL);
-    if (err != CL_SUCCESS) {
-        char log[1536] = "";
-        clGetProgramBuildInfo(p, d->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        log[sizeof log - 1] = '\0';
-        clReleaseProgram(p);
-        acg__free(copy);
-        return acg__error(ACG_ERR_DEVICE,
-                          "%s: building the OpenCL C of kernel %s failed (clBuildProgram: %d); "
-                          "build log:\n%s",
-                          fn, kernel, (int)err, log);
-    }
-    d->programs[d->n_programs++] = (struct ocl_program){copy, p};
-    *out = p;
-    return ACG_OK;
-}
-
-static acg_status ocl_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
-                                  acg__bk_kernel **out) {
-    static const char fn[] = "acg_kernel_get";
-    ocl_device *d = acg__ocl_dev(dev);
-    if (def->d.opencl.source == NULL) {
-        return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: kernel %s has no code for the opencl backend (its definition "
-                          "sets no opencl.source)",
-                          fn, def->name);
-    }
-    cl_program program = NULL;
-    pthread_mutex_lock(&d->lock);
-    acg_status st = find_program(d, def->name, def->d.opencl.source, &program);
-    pthread_mutex_unlock(&d->lock);
-    if (st != ACG_OK) {
-        return st;
-    }
-    ocl_kernel *k = acg__calloc(1, sizeof *k);
-    if (k == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
-    cl_int err = CL_SUCCESS;
-    k->kernel = clCreateKernel(program, def->d.opencl.name, &err);
-    if (err != CL_SUCCESS) {
-        acg__free(k);
-        return acg__ocl_error(err, fn, def->d.opencl.name);
-    }
-    k->program = program;
-    k->name = def->d.opencl.name; /* the definition outlives the kernel */
-    pthread_mutex_init(&k->lock, NULL);
-    *out = acg__ocl_bk_kernel(k);
-    return ACG_OK;
-}
-
-static void ocl_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel) {
-    ACG__UNUSED(dev);
-    ocl_kernel *k = acg__ocl_kernel(kernel);
-    clReleaseKernel(k->kernel);
-    pthread_mutex_destroy(&k->lock);
-    acg__free(k);
-}
-
-acg_status acg__ocl_set_args(cl_kernel k, const acg__karg *args, uint32_t n, const char *fn) {
-    acg_status st = ACG_OK;
-    cl_uint idx = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const acg__karg *a = &args[i];
-        if (a->type == ACG_ARG_BUFFER) {
-            cl_mem mem = acg__ocl_mem(a->value.buf.mem);
-            cl_ulong off = a->value.buf.offset;
-            OCL_CHECK(clSetKernelArg(k, idx++, sizeof mem, &mem), fn, out);
-            OCL_CHECK(clSetKernelArg(k, idx++, sizeof off, &off), fn, out);
-        } else {
-            size_t size = a->type == ACG_ARG_I64 || a->type == ACG_ARG_U64 ? 8 : 4;
-            OCL_CHECK(clSetKernelArg(k, idx++, size, &a->value), fn, out);
-        }
-    }
-out:
-    return st;
-}
-
-cl_uint acg__ocl_dims(const acg_dims *dims, size_t global[3], size_t local[3], bool *has_local) {
-    *has_local = dims->local[0] != 0;
-    for (int d = 0; d < 3; d++) {
-        global[d] = dims->global[d];
-        local[d] = dims->local[d] ? dims->local[d] : 1; /* the core allows 0 where global is 1 */
-    }
-    return dims->global[2] > 1 || dims->local[2] > 1   ? 3
-           : dims->global[1] > 1 || dims->local[1] > 1 ? 2
-                                                       : 1;
-}
-
-static acg_status ocl_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
-                                    const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
-    static const char fn[] = "acg_kernel_launch";
-    ocl_stream *s = acg__ocl_stream(stream);
-    ocl_kernel *k = acg__ocl_kernel(kernel);
-    size_t global[3], local[3];
-    bool has_local;
-    cl_uint work_dim = acg__ocl_dims(dims, global, local, &has_local);
-    pthread_mutex_lock(&k->lock);
-    acg_status st = acg__ocl_set_args(k->kernel, args, n_args, fn);
-    if (st == ACG_OK) {
-        cl_event ev = NULL;
-        OCL_CHECK(clEnqueueNDRangeKernel(s->queue, k->kernel, work_dim, NULL, global,
-                                         has_local ? local : NULL, 0, NULL, &ev),
-                  fn, out);
-        acg__ocl_track(s, ev);
-    }
-out:
-    pthread_mutex_unlock(&k->lock);
-    return st;
-}
-
 const acg_backend_i acg__backend_opencl = {
     .version = ACG_BACKEND_VERSION,
     .name = "opencl",
@@ -669,9 +540,9 @@ const acg_backend_i acg__backend_opencl = {
     .copy_d2h = acg__ocl_copy_d2h,
     .copy_d2d = acg__ocl_copy_d2d,
     .fill = acg__ocl_fill,
-    .kernel_load = ocl_kernel_load,
-    .kernel_unload = ocl_kernel_unload,
-    .kernel_launch = ocl_kernel_launch,
+    .kernel_load = acg__ocl_kernel_load,
+    .kernel_unload = acg__ocl_kernel_unload,
+    .kernel_launch = acg__ocl_kernel_launch,
     .graph_instantiate = acg__ocl_graph_instantiate,
     .graph_launch = acg__ocl_graph_launch,
     .graph_update = acg__ocl_graph_update,
@@ -681,4 +552,9 @@ const acg_backend_i acg__backend_opencl = {
     .stream_get_native = ocl_stream_get_native,
     /* The execution status of each stream's latest command, asked without waiting. */
     .device_get_async_error = ocl_device_get_async_error,
+    /* A buffer is its allocation's cl_mem and a byte offset; the device its context. */
+    .buffer_get_native = acg__ocl_buffer_get_native,
+    .device_get_native = ocl_device_get_native,
+    /* No graph_update_node: without mutable dispatch a recorded command cannot change, and
+     * re-recording the whole command buffer is the core's fallback through graph_update. */
 };

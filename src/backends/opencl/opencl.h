@@ -138,6 +138,7 @@ typedef struct ocl_pinned {
 typedef struct ocl_stream ocl_stream;
 
 typedef struct ocl_device {
+    int index; /* the device's index in the backend */
     cl_platform_id platform;
     cl_device_id id;
     cl_context ctx;
@@ -218,9 +219,17 @@ static inline void acg__ocl_pattern_bytes(uint32_t pattern, uint32_t size, uint8
 
 /* Creates an in-order queue on the device with the properties command buffers need. */
 acg_status acg__ocl_queue_create(ocl_device *dev, cl_command_queue *out, const char *fn);
-/* Sets a kernel's arguments: each buffer becomes (cl_mem, ulong byte offset). The caller makes
- * sure no other thread sets or launches the same kernel object meanwhile. */
-acg_status acg__ocl_set_args(cl_kernel k, const acg__karg *args, uint32_t n, const char *fn);
+/* Kernels (kernel.c): the table's slots. */
+acg_status acg__ocl_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
+                                acg__bk_kernel **out);
+void acg__ocl_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel);
+acg_status acg__ocl_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
+                                  const acg_dims *dims, const acg__karg *args, uint32_t n_args);
+/* Sets the arguments of k, OpenCL kernel `name`: each buffer becomes (cl_mem, ulong byte
+ * offset). A failure names the kernel and the parameter. The caller makes sure no other thread
+ * sets or launches the same kernel object meanwhile. */
+acg_status acg__ocl_set_args(cl_kernel k, const char *name, const acg__karg *args, uint32_t n,
+                             const char *fn);
 /* The work dimension of a launch and its sizes as size_t. */
 cl_uint acg__ocl_dims(const acg_dims *dims, size_t global[3], size_t local[3], bool *has_local);
 /* The buffer and offset behind pinned host memory of the device. */
@@ -238,6 +247,8 @@ acg_status acg__ocl_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem *
 void acg__ocl_buffer_free(acg__bk_device *dev, acg__bk_mem *mem);
 acg_status acg__ocl_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr);
 void acg__ocl_pinned_free(acg__bk_device *dev, void *ptr);
+acg_status acg__ocl_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
+                                      size_t size, acg_native_buffer *out);
 acg_status acg__ocl_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
                              const void *src, size_t size, bool src_pinned);
 acg_status acg__ocl_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
