@@ -43,9 +43,20 @@ void check_init_macros() {
     acg_step_report step_report = ACG_STEP_REPORT_INIT;
     acg_model_stats model_stats = ACG_MODEL_STATS_INIT;
     acg_trace_config trace_config = ACG_TRACE_CONFIG_INIT;
+    acg_native_handle native_handle = ACG_NATIVE_HANDLE_INIT;
+    acg_native_buffer native_buffer = ACG_NATIVE_BUFFER_INIT;
+    acg_native_device native_device = ACG_NATIVE_DEVICE_INIT;
+    expect(native_handle.size == sizeof native_handle && native_handle.handle == NULL,
+           "ACG_NATIVE_HANDLE_INIT");
+    expect(native_buffer.size == sizeof native_buffer && native_buffer.address == 0,
+           "ACG_NATIVE_BUFFER_INIT");
+    expect(native_device.size == sizeof native_device && native_device.context == NULL,
+           "ACG_NATIVE_DEVICE_INIT");
     expect(backend_info.size == sizeof backend_info, "ACG_BACKEND_INFO_INIT");
     expect(kernel_desc.size == sizeof kernel_desc && kernel_desc.dims == 1 &&
-               kernel_desc.cpu_parts.parts == NULL && kernel_desc.cpu_parts.fn == NULL,
+               kernel_desc.cpu_parts.parts == NULL && kernel_desc.cpu_parts.fn == NULL &&
+               kernel_desc.flags == 0 && kernel_desc.reach[ACG_MAX_KERNEL_ARGS - 1].bytes == 0 &&
+               kernel_desc.grid_covers[2] == ACG_BY_ONE,
            "ACG_KERNEL_DESC_INIT");
     expect(memory_stats.size == sizeof memory_stats, "ACG_MEMORY_STATS_INIT");
     expect(stager_config.size == sizeof stager_config && stager_config.depth == 8,
