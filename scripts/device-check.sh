@@ -9,11 +9,12 @@
 # the library, the acg tool and, with cmocka, the tests in Release with CUDA on (CMake when
 # present, else scripts/device-build.sh with the plain compiler), then runs, each under its own
 # timeout and all within the budget: the device tests on the real driver (ctest -L cuda), acg
-# info, the allreduce through the real NCCL (one rank), acg bench launch and decode, acg run
-# --verify, the tokens and the logits against the cpu backend, and the PyTorch peer
-# (bench/peer/torch_peer.py). Each step writes OUTDIR/<step>.json
-# (status pass, fail or skip, its key figure, seconds, and the tool's own JSON), its log
-# OUTDIR/<step>.log, and OUTDIR/summary.json gathers them; one table on stdout ends it.
+# info, the allreduce through the real NCCL (one rank), cuBLAS writing acg's buffers inside an
+# acg graph, acg bench launch and decode, acg run --verify, the tokens and the logits against
+# the cpu backend, and the PyTorch peer (bench/peer/torch_peer.py). Each step writes
+# OUTDIR/<step>.json (status pass, fail or skip, its key figure, seconds, and the tool's own
+# JSON), its log OUTDIR/<step>.log, and OUTDIR/summary.json gathers them; one table on stdout
+# ends it.
 #
 #   --dry-run  on a machine without a GPU: every CPU-side step for real (the inventory, the
 #              CMake build and the plain build into build-device-plain, the acg steps and the
@@ -672,17 +673,18 @@ step_conformance() {
     return 0
 }
 
-# test_model's cross-backend logits test: every token's logits equal the cpu oracle's bytes.
+# test_model's cross-backend logits test (test_logits_across_backends_small): every token's
+# logits equal the cpu oracle's bytes.
 step_logits() {
     local spec=$backend
     ((dry)) && spec=$reference
-    local cmd="test_model --device $spec --filter test_logits_across_backends"
+    local cmd="test_model --device $spec --filter 'test_logits_across_backends*'"
     if [[ -z $tests_dir ]]; then
         skip_step logits "skipped (tests not built: no cmocka)" "$cmd"
         return 0
     fi
     run logits 120 "" env ACG_LOG=error "$tests_dir/test_model" --device "$spec" \
-        --filter test_logits_across_backends
+        --filter 'test_logits_across_backends*'
     case $rc in
     125) skip_step logits "no time left in the budget" "$cmd" ;;
     77)
@@ -760,6 +762,37 @@ step_nccl() {
         ;;
     *) record nccl fail "$(why_failed nccl)" "$secs" "$(why_failed nccl)" "$cmd" ;;
     esac
+}
+
+# cuBLAS writing acg's buffers inside a captured acg graph (tests/cuda/test_cuda_cublas.c):
+# cublasSgemm on the stream's native CUstream and the buffers' native addresses, declared as
+# foreign work; the replay equal to the eager step bit for bit. Built where the toolkit has
+# cuBLAS; without a GPU it skips (and on the GPU machine a skip is a failure).
+step_cublas() {
+    local bin= cmd="test_cuda_cublas --device cuda" why
+    for bin in "$tests_dir/cuda/test_cuda_cublas" "$tests_dir/test_cuda_cublas" ""; do
+        [[ -z $bin || -x $bin ]] && break
+    done
+    if [[ -z $tests_dir || -z $bin ]]; then
+        skip_step cublas "skipped (test_cuda_cublas not built: no cuBLAS in the toolkit)" "$cmd"
+        return 0
+    fi
+    run cublas 90 "" env ACG_LOG=error "$bin" --device cuda
+    why=$(grep -m1 'skipped: ' "$out/cublas.log" | sed 's/.*skipped: //' | cut -c1-150 || true)
+    if ((rc == 125)); then
+        skip_step cublas "no time left in the budget" "$cmd"
+    elif ((rc == 0 || rc == 77)) && [[ -n $why ]]; then
+        if ((dry)); then
+            record cublas skip "skipped ($why)" "$secs" "$why" "$cmd"
+        else
+            record cublas fail "skipped: $why" "$secs" "$why" "$cmd"
+        fi
+    elif ((rc == 0)) && grep -q 'PASSED.*1 test' "$out/cublas.log"; then
+        record cublas pass "$(grep -m1 '^cublas: ' "$out/cublas.log" | cut -c9-160)" "$secs" "" \
+            "$cmd"
+    else
+        record cublas fail "$(why_failed cublas)" "$secs" "$(why_failed cublas)" "$cmd"
+    fi
 }
 
 step_launch() {
@@ -887,7 +920,7 @@ else
 fi
 
 if [[ -z $acg || ! -x $acg ]]; then
-    for s in info conformance logits nccl launch decode run tokens; do
+    for s in info conformance logits nccl cublas launch decode run tokens; do
         skip_step "$s" "skipped (nothing was built)"
     done
 else
@@ -896,6 +929,7 @@ else
     step_conformance
     step_logits
     step_nccl
+    step_cublas
     step_launch
     step_decode
     step_run

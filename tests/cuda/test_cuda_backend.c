@@ -13,7 +13,9 @@
  *     ACG_ERR_DEVICE_LOST naming CUDA's error, destroys and the close still work and leave no
  *     driver object, and the device opened again runs a kernel;
  *   - CUDA's own capture errors: the capture ends invalidated and the stream works on;
- *   - work the engine issues on the native CUstream inside a capture is in the graph;
+ *   - work the engine issues itself on the native CUstream reaches acg's buffers through
+ *     their native addresses, in the device's own context, eagerly and inside a capture (as
+ *     declared foreign work, in the graph), the same bits as acg's own copy and fill;
  *   - the CUgraphExec behind a graph, launched by the driver's own cuGraphLaunch, replays it;
  *     host memory the driver refuses to register is left unregistered. */
 #include <dlfcn.h>
@@ -432,52 +434,6 @@ static void *entry(const char *name, int version) {
     return fn;
 }
 
-/* A memset the engine issues itself on the native CUstream inside a capture, declared as
- * foreign work, is a node of the graph and runs at every replay. acg hands out no device
- * addresses, so the engine's memset targets memory it allocated from the driver itself. */
-static void test_foreign_work(void **state) {
-    (void)state;
-    scene c;
-    OK(scene_run(&c, true));
-    bind_driver();
-    PFN_cuMemAlloc_v3020 alloc;
-    PFN_cuMemFree_v3020 release;
-    PFN_cuMemsetD32Async_v3020 memset32;
-    PFN_cuMemcpyDtoHAsync_v3020 d2h;
-    *(void **)&alloc = entry("cuMemAlloc", 3020);
-    *(void **)&release = entry("cuMemFree", 3020);
-    *(void **)&memset32 = entry("cuMemsetD32Async", 3020);
-    *(void **)&d2h = entry("cuMemcpyDtoHAsync", 3020);
-    acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
-    OK(acg_stream_get_native(c.s, &h));
-    assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);
-    CUstream native = (CUstream)h.handle;
-    CUdeviceptr own = 0;
-    assert_int_equal(alloc(&own, N * sizeof(float)), CUDA_SUCCESS);
-    const float nine = 9.0f;
-    unsigned bits;
-    memcpy(&bits, &nine, sizeof bits);
-
-    OK(acg_stream_begin_capture(c.s, c.pool));
-    assert_int_equal(memset32(own, bits, N, native), CUDA_SUCCESS);
-    OK(acg_stream_declare_foreign(c.s, "engine memset", NULL, 0));
-    acg_graph *g = NULL;
-    OK(acg_stream_end_capture(c.s, &g));
-    size_t nodes = 0;
-    OK(acg_graph_get_node_count(g, &nodes));
-    assert_int_equal(nodes, 1);
-
-    /* Nothing ran at capture: zero the memory, replay, and read it back on the stream. */
-    assert_int_equal(memset32(own, 0, N, native), CUDA_SUCCESS);
-    OK(acg_graph_launch(g, c.s));
-    assert_int_equal(d2h(c.host, own, N * sizeof(float), native), CUDA_SUCCESS);
-    OK(acg_stream_synchronize(c.s));
-    assert_true(host_is(&c, 9.0f));
-    OK(acg_graph_destroy(g));
-    assert_int_equal(release(own), CUDA_SUCCESS);
-    scene_close(&c);
-}
-
 /* ---- updates of foreign work ---------------------------------------------------------------- */
 
 /* The driver calls an engine makes itself on the native CUstream. */
@@ -505,6 +461,140 @@ static unsigned bits_of(float v) {
     unsigned b;
     memcpy(&b, &v, sizeof b);
     return b;
+}
+
+static CUdeviceptr address_of(acg_buffer *b, size_t bytes) {
+    acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
+    OK(acg_buffer_get_native(b, &nb));
+    assert_int_equal(nb.kind, ACG_NATIVE_CUDA_DEVICEPTR);
+    assert_null(nb.handle);
+    assert_int_equal(nb.offset, 0);
+    assert_int_equal(nb.bytes, bytes);
+    return (CUdeviceptr)nb.address;
+}
+
+/* x = 9 (the engine's cuMemsetD32Async on x's native address, or acg's fill), z[64..192) =
+ * x[0..128) (the engine's cuMemcpyDtoDAsync into a view of z, or acg's copy), then acg's
+ * kernels: y = 1, y += 3 x. The engine's work is declared foreign work with its accesses. */
+static acg_status foreign_step(scene *c, acg_buffer *view, bool engine) {
+    CUstream native = native_stream(c->s);
+    acg_arg fill_args[] = {acg_arg_buffer(c->y, 0), acg_arg_f32(1.0f)};
+    acg_arg axpy_args[] = {acg_arg_buffer(c->y, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(3.0f)};
+    acg_dims dims = acg_dims_1d(N);
+    acg_access wx = {c->x, 0, 0, ACG_ACCESS_WRITE};
+    acg_access xv[] = {{c->x, 0, 128 * sizeof(float), ACG_ACCESS_READ},
+                       {view, 0, 0, ACG_ACCESS_WRITE}};
+    acg_status st;
+    if (engine) {
+        assert_int_equal(
+            eng.memset32(address_of(c->x, N * sizeof(float)), bits_of(9.0f), N, native),
+            CUDA_SUCCESS);
+        st = acg_stream_declare_foreign(c->s, "engine memset", &wx, 1);
+    } else {
+        st = acg_fill(c->s, c->x, 0, N * sizeof(float), bits_of(9.0f), 4);
+    }
+    if (st == ACG_OK && engine) {
+        assert_int_equal(eng.d2d(address_of(view, 128 * sizeof(float)),
+                                 address_of(c->x, N * sizeof(float)), 128 * sizeof(float), native),
+                         CUDA_SUCCESS);
+        st = acg_stream_declare_foreign(c->s, "engine copy", xv, 2);
+    } else if (st == ACG_OK) {
+        st = acg_copy_d2d(c->s, view, 0, c->x, 0, 128 * sizeof(float));
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_launch(c->s, c->fill, &dims, fill_args, 2);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_launch(c->s, c->axpy, &dims, axpy_args, 3);
+    }
+    return st;
+}
+
+typedef struct foreign_result {
+    float x[N], y[N], z[N];
+} foreign_result;
+
+/* Zeroes x, y and z, replays g (or, with g NULL, runs the step eagerly), and reads them back. */
+static void foreign_run(scene *c, acg_graph *g, acg_buffer *view, bool engine,
+                        foreign_result *out) {
+    acg_buffer *bufs[] = {c->x, c->y, c->z};
+    float *outs[] = {out->x, out->y, out->z};
+    for (int i = 0; i < 3; i++) {
+        OK(acg_fill(c->s, bufs[i], 0, N * sizeof(float), 0, 4));
+    }
+    OK(acg_stream_synchronize(c->s));
+    OK(g != NULL ? acg_graph_launch(g, c->s) : foreign_step(c, view, engine));
+    for (int i = 0; i < 3; i++) {
+        OK(acg_copy_d2h(c->s, outs[i], bufs[i], 0, N * sizeof(float)));
+    }
+}
+
+/* The engine's own work reaches acg's buffers through their native addresses
+ * (acg_buffer_get_native; a view's is its parent's plus its offset) on the stream's native
+ * CUstream, in the device's own context (acg_device_get_native: the primary context and the
+ * CUdevice the driver has). Eagerly, and captured as declared foreign work (nodes of the graph
+ * that run at every replay), it leaves what acg's own fill and copy leave, bit for bit; the
+ * buffer it writes stays alive while the graph does. */
+static void test_foreign_work(void **state) {
+    (void)state;
+    scene c;
+    OK(scene_run(&c, true));
+    bind_driver();
+    native_stream(c.s);
+    acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
+    OK(acg_device_get_native(c.dev, &nd));
+    assert_int_equal(nd.kind, ACG_NATIVE_CUDA_CONTEXT);
+    assert_null(nd.device);
+    assert_null(nd.platform);
+    PFN_cuDeviceGet_v2000 get_device;
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain;
+    PFN_cuDevicePrimaryCtxRelease_v11000 release;
+    *(void **)&get_device = entry("cuDeviceGet", 2000);
+    *(void **)&retain = entry("cuDevicePrimaryCtxRetain", 7000);
+    *(void **)&release = entry("cuDevicePrimaryCtxRelease", 11000);
+    CUdevice cu_dev = -1;
+    CUcontext primary = NULL;
+    assert_int_equal(get_device(&cu_dev, 0), CUDA_SUCCESS);
+    assert_int_equal(nd.ordinal, cu_dev);
+    assert_int_equal(retain(&primary, cu_dev), CUDA_SUCCESS);
+    assert_ptr_equal(nd.context, primary);
+    assert_int_equal(release(cu_dev), CUDA_SUCCESS);
+
+    acg_buffer *view = NULL;
+    OK(acg_buffer_create_view(c.z, 64 * sizeof(float), 128 * sizeof(float), &view));
+    assert_int_equal(address_of(view, 128 * sizeof(float)),
+                     address_of(c.z, N * sizeof(float)) + 64 * sizeof(float));
+
+    foreign_result want, got;
+    foreign_run(&c, NULL, view, false, &want);
+    assert_true(want.y[0] == 28.0f && want.z[64] == 9.0f && want.z[63] == 0.0f);
+    foreign_run(&c, NULL, view, true, &got);
+    assert_int_equal(memcmp(&got, &want, sizeof got), 0);
+
+    OK(acg_stream_begin_capture(c.s, c.pool));
+    OK(foreign_step(&c, view, true));
+    acg_graph *g = NULL;
+    OK(acg_stream_end_capture(c.s, &g));
+    static const acg_node_kind kinds[] = {ACG_NODE_FOREIGN, ACG_NODE_FOREIGN, ACG_NODE_KERNEL,
+                                          ACG_NODE_KERNEL};
+    size_t nodes = 0;
+    OK(acg_graph_get_node_count(g, &nodes));
+    assert_int_equal(nodes, 4);
+    for (size_t i = 0; i < nodes; i++) {
+        acg_node_info info;
+        OK(acg_graph_get_node(g, i, &info));
+        assert_int_equal(info.kind, kinds[i]);
+    }
+    /* Nothing ran at capture, and each replay does it all again. */
+    for (int r = 0; r < 2; r++) {
+        memset(&got, 0, sizeof got);
+        foreign_run(&c, g, view, true, &got);
+        assert_int_equal(memcmp(&got, &want, sizeof got), 0);
+    }
+    EXPECT(ACG_ERR_IN_USE, acg_buffer_free(view), "");
+    OK(acg_graph_destroy(g));
+    OK(acg_buffer_free(view));
+    scene_close(&c);
 }
 
 /* One step's work on the scene's stream: y (or `scratch`, when not NULL, then copied to y) = k

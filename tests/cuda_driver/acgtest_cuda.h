@@ -40,12 +40,17 @@ extern "C" {
 #define ACGTEST_CUDA_API
 #endif
 
-/* Gives the driver the kernels it runs: cuLibraryGetKernel(&k, lib, name) looks the CUDA function `name` up with
- * `lookup` and launches of k call the desc's cpu.fn (the cpu backend's implementation) on the
- * stream's worker thread. The cuda backend calls it right after loading a driver that exports
- * it; the real driver does not. The desc must stay valid until cuLibraryGetKernel returns;
- * what launches need is copied. NULL unbinds. Without a lookup, cuLibraryGetKernel gives
- * CUDA_ERROR_NOT_FOUND. lookup is called without the driver's lock held. */
+/* Gives the driver the kernels it runs: cuLibraryGetKernel(&k, lib, name) looks the CUDA
+ * function `name` up with `lookup` and launches of k call the desc's cpu.fn (the cpu backend's
+ * implementation) on the stream's worker thread. The cuda backend calls it right after loading
+ * a driver that exports it; the real driver does not. The desc must stay valid until
+ * cuLibraryGetKernel returns; what launches need is copied. NULL unbinds. Without a lookup, or
+ * for a function the library's image does not hold, cuLibraryGetKernel gives
+ * CUDA_ERROR_NOT_FOUND. What an image holds, and each function's parameters (which
+ * cuFuncGetParamInfo reports), the driver reads from the image itself, never from the desc: a
+ * fatbin nvcc made, or a test's own image (the fatbin magic, then "acgtest-cuda-image\n" and
+ * one line per function, its name and its parameters' sizes: "my_k 8 4 4 4 4\n"; NUL ends it;
+ * see fake_kernel.c). lookup is called without the driver's lock held. */
 ACGTEST_CUDA_API void acgtest_cuda_bind_kernels(const acg_kernel_desc *(*lookup)(const char *name));
 typedef void (*acgtest_cuda_bind_kernels_fn)(const acg_kernel_desc *(*lookup)(const char *name));
 

@@ -21,9 +21,10 @@
  * - No NULL, legacy or per-thread default stream: those handles give CUDA_ERROR_INVALID_HANDLE
  *   (the backend never uses them). So CU_STREAM_NON_BLOCKING changes nothing, and
  *   cuGetProcAddress's flags choose nothing (there are no _ptsz variants).
- * - Kernels: only fatbin images are accepted (the magic is checked, the code ignored);
- *   cuLaunchKernel's `extra` is refused (CUDA_ERROR_INVALID_VALUE); a kernel runs as one call
- *   of its cpu.fn, never split into its cpu_parts.
+ * - Kernels: only fatbin images are accepted (the magic is checked, and only which functions
+ *   the image holds and their parameters are read: fake_kernel.c); cuLaunchKernel's `extra` is
+ *   refused (CUDA_ERROR_INVALID_VALUE); a kernel runs as one call of its cpu.fn, never split
+ *   into its cpu_parts.
  * - Graphs replay their nodes one after another in insertion order (a valid serial order),
  *   never two branches at once. Memcpy nodes are 1-D only (height and depth 1; no arrays);
  *   memset nodes have height 1; anything else is CUDA_ERROR_NOT_SUPPORTED. A graph launch or
@@ -31,7 +32,10 @@
  *   UNSUPPORTED and invalidates the capture.
  * - Capture modes are accepted and ignored: GLOBAL and THREAD_LOCAL restrict nothing (acg
  *   captures RELAXED). Argument errors during a capture do not invalidate it, and neither does
- *   CUDA_ERROR_CAPTURED_EVENT.
+ *   CUDA_ERROR_CAPTURED_EVENT. Edges carry no data (cuStreamGetCaptureInfo's edge data is the
+ *   default's).
+ * - An exec's node is named by the node of the graph it was instantiated from, which must still
+ *   live: cuGraphExecKernelNodeSetParams refuses any other (CUDA leaves it undefined).
  * - Zero-byte copies and fills succeed without queueing or recording anything.
  * - Host pointers are not checked, except that a capture takes only pinned ones; explicit
  *   memcpy nodes take any.

@@ -23,6 +23,9 @@
 /* Devices the driver can pretend to have (ACGTEST_CUDA_DEVICES is clamped to it). */
 #define FAKE_MAX_DEVICES 8
 
+/* Parameters a function of a loaded image may have (an image with more is refused). */
+#define FAKE_MAX_PARAMS 64
+
 /* ---- entry points ------------------------------------------------------------------------- */
 
 /* X(name, version): every entry point this driver implements, at the ABI version of the PFN
@@ -86,7 +89,13 @@
     X(cuGraphAddMemcpyNode, 10000)                                                                 \
     X(cuGraphAddMemsetNode, 10000)                                                                 \
     X(cuGraphAddHostNode, 10000)                                                                   \
-    X(cuGraphExecUpdate, 12000)
+    X(cuGraphExecUpdate, 12000)                                                                    \
+    X(cuKernelGetFunction, 12000)                                                                  \
+    X(cuFuncGetParamInfo, 12040)                                                                   \
+    X(cuStreamGetCaptureInfo, 12030)                                                               \
+    X(cuGraphExecKernelNodeSetParams, 12000)                                                       \
+    X(cuGraphKernelNodeSetParams, 12000)                                                           \
+    X(cuGraphNodeFindInClone, 10000)
 
 /* One index per implemented entry point, for call counts, injection and hiding. */
 enum fake_ep {
@@ -210,6 +219,11 @@ struct CUstream_st {
     uint64_t completed;           /* ops finished, in order; completed <= submitted */
     struct fake_capture *capture; /* the capture this stream records into; NULL: none */
     struct fake_ids frontier;     /* while capturing: the nodes its next node depends on */
+    /* cuStreamGetCaptureInfo's answer: the frontier's nodes and their (default) edge data,
+     * valid until the next call on the stream, as CUDA's */
+    CUgraphNode *info_deps; /* (info_cap) */
+    CUgraphEdgeData *info_edges;
+    size_t info_cap;
 };
 
 struct CUevent_st {
@@ -235,6 +249,8 @@ struct CUgraphNode_st {
 struct CUgraph_st {
     struct CUctx_st *ctx;
     struct fake_vec nodes; /* struct CUgraphNode_st *, in insertion order */
+    uint64_t id;           /* unique in the process (fake__g.next_id), never reused */
+    uint64_t cloned_from;  /* the id of the graph cuGraphClone copied; 0: none */
 };
 
 /* A stream capture in progress. */
@@ -242,6 +258,7 @@ struct fake_capture {
     struct CUctx_st *ctx;
     struct CUgraph_st *graph; /* what the capture built so far; the user's at the end */
     struct CUstream_st *origin;
+    uint64_t id; /* unique in the process, as cuStreamGetCaptureInfo's id_out */
     int invalidated;
     struct fake_vec members; /* streams capturing into it, the origin included */
 };
@@ -260,9 +277,28 @@ struct CUgraphExec_st {
     size_t n;                   /* nodes */
     struct fake_ids *deps;      /* (n) each node's dependencies, fixed at instantiation */
     struct fake_snapshot *snap; /* the parameters future launches use */
+    /* The graph it was instantiated from, whose nodes name its nodes (cuGraphExec*SetParams,
+     * in insertion order, as the snapshot's): the pointer is only compared while a graph of
+     * that id lives (it may have been destroyed since). */
+    const struct CUgraph_st *origin;
+    uint64_t origin_id;
     /* Launches and uploads run one at a time in the order they were queued, from any stream:
      * each takes a ticket and runs when `running` reaches it. */
     uint64_t next_ticket, running;
+};
+
+/* A function's parameters as its image describes them (fake_kernel.c reads them from the
+ * image itself, never from acg's definition): what cuFuncGetParamInfo answers. */
+struct fake_params {
+    uint32_t n;
+    uint32_t size[FAKE_MAX_PARAMS];   /* bytes */
+    uint32_t offset[FAKE_MAX_PARAMS]; /* bytes into the parameter buffer */
+};
+
+/* A function an image holds. */
+struct fake_function {
+    char *name;
+    struct fake_params params;
 };
 
 struct CUkern_st {
@@ -272,10 +308,12 @@ struct CUkern_st {
     uint32_t n_args;
     acg_arg_type types[ACG_MAX_KERNEL_ARGS];
     uint32_t lanes; /* threads per work item along x (acg_kernel_desc.cuda_lanes), at least 1 */
+    struct fake_params params; /* the compiled function's, from the image */
 };
 
 struct CUlib_st {
-    struct fake_vec kernels; /* struct CUkern_st * */
+    struct fake_vec kernels;   /* struct CUkern_st * */
+    struct fake_vec functions; /* struct fake_function *: what the image holds */
 };
 
 /* ---- shared state -------------------------------------------------------------------------- */
@@ -295,8 +333,9 @@ struct fake_state {
     struct fake_vec kernels;   /* kernels of loaded libraries */
     struct fake_vec captures;  /* captures in progress */
     const acg_kernel_desc *(*lookup)(const char *name); /* acgtest_cuda_bind_kernels */
-    long live;      /* user-visible objects alive (acgtest_cuda_live) */
-    long reclaimed; /* objects a context teardown or unload freed for their leaking owner */
+    uint64_t next_id; /* the last id given to a graph or a capture */
+    long live;        /* user-visible objects alive (acgtest_cuda_live) */
+    long reclaimed;   /* objects a context teardown or unload freed for their leaking owner */
 };
 extern struct fake_state fake__g;
 
@@ -426,5 +465,15 @@ CUresult fake_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph, const CUgra
 CUresult fake_cuGraphAddHostNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
                                  size_t n_deps, const CUDA_HOST_NODE_PARAMS *params);
 CUresult fake_cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
+CUresult fake_cuKernelGetFunction(CUfunction *func, CUkernel kernel);
+CUresult fake_cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, size_t *size);
+CUresult fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                     CUgraph *graph, const CUgraphNode **deps,
+                                     const CUgraphEdgeData **edges, size_t *n_deps);
+CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_KERNEL_NODE_PARAMS_v2 *params);
+CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode node,
+                                         const CUDA_KERNEL_NODE_PARAMS_v2 *params);
+CUresult fake_cuGraphNodeFindInClone(CUgraphNode *clone_node, CUgraphNode node, CUgraph clone);
 
 #endif /* ACG_TESTS_CUDA_DRIVER_FAKE_CUDA_IMPL_H */

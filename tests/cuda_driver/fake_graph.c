@@ -11,7 +11,9 @@
  * joined stream's frontier must be reached from the origin's, or the fork was never joined.
  *
  * An exec copies its graph's nodes. Its parameters are a snapshot that each launch holds, so an
- * update (which makes a new snapshot) changes only launches queued after it, as in CUDA.
+ * update (which makes a new snapshot) changes only launches queued after it, as in CUDA. Its
+ * nodes are named by the nodes of the graph it was instantiated from (cuGraphExec*SetParams),
+ * which must still live, and after a cuGraphExecUpdate too.
  */
 #include "fake_cuda_impl.h"
 
@@ -174,6 +176,7 @@ CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
     }
     c->ctx = ctx;
     c->origin = s;
+    c->id = ++fake__g.next_id;
     c->graph = calloc(1, sizeof *c->graph);
     if (c->graph == NULL || fake__vec_push(&c->members, s) != 0 ||
         fake__vec_push(&fake__g.captures, c) != 0) {
@@ -183,6 +186,7 @@ CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
         goto out;
     }
     c->graph->ctx = ctx;
+    c->graph->id = ++fake__g.next_id;
     s->capture = c;
     fake__ids_free(&s->frontier);
     r = CUDA_SUCCESS;
@@ -269,6 +273,7 @@ CUresult fake_cuGraphCreate(CUgraph *graph, unsigned int flags) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             g->ctx = ctx;
+            g->id = ++fake__g.next_id;
             fake__g.live++;
             *graph = g;
         }
@@ -321,6 +326,8 @@ CUresult fake_cuGraphClone(CUgraph *clone, CUgraph h) {
         goto out;
     }
     copy->ctx = g->ctx;
+    copy->id = ++fake__g.next_id;
+    copy->cloned_from = g->id;
     for (size_t i = 0; i < g->nodes.n; i++) {
         const struct CUgraphNode_st *node = g->nodes.v[i];
         struct CUgraphNode_st *added;
@@ -393,6 +400,24 @@ static CUresult ctx_argument(CUcontext hctx) {
     return CUDA_ERROR_INVALID_CONTEXT;
 }
 
+/* (lock held) A kernel node's work from its parameters, checked as a launch is. */
+static CUresult kernel_node_work(const CUDA_KERNEL_NODE_PARAMS_v2 *params, struct fake_work *out) {
+    if (params == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (params->func == NULL) {
+        CUresult r = ctx_argument(params->ctx); /* the context the kernel runs in */
+        if (r != CUDA_SUCCESS) {
+            return r;
+        }
+    }
+    /* `kern` is used when `func` is NULL; a func is a kernel cast, as the backend does. */
+    CUkernel k = params->func != NULL ? (CUkernel)(void *)params->func : params->kern;
+    return fake__kernel_work(k, params->gridDimX, params->gridDimY, params->gridDimZ,
+                             params->blockDimX, params->blockDimY, params->blockDimZ,
+                             params->sharedMemBytes, params->kernelParams, params->extra, out);
+}
+
 CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
                                    size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
     FAKE_ENTER(cuGraphAddKernelNode);
@@ -400,18 +425,8 @@ CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph h, const CUgraphNo
     struct fake_work work;
     pthread_mutex_lock(&fake__g.lock);
     CUresult r = add_begin(h, &g);
-    if (r == CUDA_SUCCESS && params == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (r == CUDA_SUCCESS && params->func == NULL) {
-        r = ctx_argument(params->ctx); /* the context the kernel runs in; ignored with func */
-    }
     if (r == CUDA_SUCCESS) {
-        /* `kern` is used when `func` is NULL; a func is a kernel cast, as the backend does. */
-        CUkernel k = params->func != NULL ? (CUkernel)(void *)params->func : params->kern;
-        r = fake__kernel_work(k, params->gridDimX, params->gridDimY, params->gridDimZ,
-                              params->blockDimX, params->blockDimY, params->blockDimZ,
-                              params->sharedMemBytes, params->kernelParams, params->extra, &work);
+        r = kernel_node_work(params, &work);
     }
     if (r == CUDA_SUCCESS) {
         r = add_node(node, g, deps, n_deps, &work);
@@ -639,6 +654,8 @@ CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph h, unsigned
     x->n = g->nodes.n;
     x->deps = calloc(x->n > 0 ? x->n : 1, sizeof *x->deps);
     x->snap = snapshot_of(g);
+    x->origin = g;
+    x->origin_id = g->id;
     if (x->deps == NULL || x->snap == NULL) {
         goto out_free;
     }
@@ -776,6 +793,178 @@ CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResu
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
+    fake__snapshot_release(x->snap); /* queued launches keep the version they hold */
+    x->snap = snap;
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* ---- capture info and per-node updates ------------------------------------------------------ */
+
+/* What a capturing stream's next node will depend on: the frontier's nodes, with default edge
+ * data (the driver has no other kind). The arrays are the stream's, valid until its next call
+ * of this, as CUDA's are until the next call on the stream. Outside an active capture only the
+ * status is written. */
+CUresult fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                     CUgraph *graph, const CUgraphNode **deps,
+                                     const CUgraphEdgeData **edges, size_t *n_deps) {
+    FAKE_ENTER(cuStreamGetCaptureInfo);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    CUresult r = fake__lock_stream(h, &ctx, &s);
+    if (r == CUDA_SUCCESS && (status == NULL || (edges != NULL && deps == NULL))) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    struct fake_capture *c = s->capture;
+    *status = c == NULL        ? CU_STREAM_CAPTURE_STATUS_NONE
+              : c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                               : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (*status != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        goto out;
+    }
+    size_t n = s->frontier.n;
+    if (deps != NULL && n > s->info_cap) {
+        CUgraphNode *d = realloc(s->info_deps, n * sizeof *d);
+        if (d != NULL) {
+            s->info_deps = d;
+        }
+        CUgraphEdgeData *e = realloc(s->info_edges, n * sizeof *e);
+        if (e != NULL) {
+            s->info_edges = e;
+        }
+        if (d == NULL || e == NULL) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        s->info_cap = n;
+    }
+    if (id != NULL) {
+        *id = c->id;
+    }
+    if (graph != NULL) {
+        *graph = c->graph;
+    }
+    if (deps != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            s->info_deps[i] = c->graph->nodes.v[s->frontier.v[i]];
+            memset(&s->info_edges[i], 0, sizeof s->info_edges[i]);
+        }
+        *deps = s->info_deps;
+        if (edges != NULL) {
+            *edges = s->info_edges;
+        }
+    }
+    if (n_deps != NULL) {
+        *n_deps = n;
+    }
+out:
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* (lock held) The node h of a live graph (a capture's too) and its index there, or NULL. */
+static struct CUgraph_st *graph_of_node(CUgraphNode h, size_t *index) {
+    for (size_t i = 0; i < fake__g.graphs.n + fake__g.captures.n; i++) {
+        struct CUgraph_st *g =
+            i < fake__g.graphs.n
+                ? fake__g.graphs.v[i]
+                : ((struct fake_capture *)fake__g.captures.v[i - fake__g.graphs.n])->graph;
+        for (size_t j = 0; g != NULL && j < g->nodes.n; j++) {
+            if (g->nodes.v[j] == h) {
+                *index = j;
+                return g;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* A kernel node of a graph (not an exec) takes new parameters, checked as a launch is. */
+CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+    FAKE_ENTER(cuGraphKernelNodeSetParams);
+    struct CUctx_st *ctx;
+    struct fake_work work;
+    size_t at = 0;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    struct CUgraph_st *g = r == CUDA_SUCCESS ? graph_of_node(h, &at) : NULL;
+    if (r == CUDA_SUCCESS && (g == NULL || h->work.type != CU_GRAPH_NODE_TYPE_KERNEL)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) {
+        r = kernel_node_work(params, &work);
+    }
+    if (r == CUDA_SUCCESS) {
+        h->work = work;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* The node of a clone that copies `node`: the clone's node at the same place, the clone being
+ * one of the node's graph (clones keep their original's order). */
+CUresult fake_cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode node, CUgraph clone) {
+    FAKE_ENTER(cuGraphNodeFindInClone);
+    struct CUctx_st *ctx;
+    struct CUgraph_st *copy;
+    size_t at = 0;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = graph_get(clone, &copy);
+    }
+    struct CUgraph_st *g = r == CUDA_SUCCESS ? graph_of_node(node, &at) : NULL;
+    if (r == CUDA_SUCCESS &&
+        (out == NULL || g == NULL || copy->cloned_from != g->id || at >= copy->nodes.n)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) {
+        *out = copy->nodes.v[at];
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* A kernel node of an exec, named by its node in the graph the exec was instantiated from,
+ * takes new parameters (another grid, other arguments, even another kernel) for the launches
+ * queued after this; those queued before keep the snapshot they hold. The graph must still
+ * live (CUDA leaves the call undefined otherwise; refused here). */
+CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec hx, CUgraphNode h,
+                                             const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+    FAKE_ENTER(cuGraphExecKernelNodeSetParams);
+    struct CUctx_st *ctx;
+    struct CUgraphExec_st *x;
+    struct fake_work work;
+    size_t at = 0;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = exec_get(hx, &x);
+    }
+    struct CUgraph_st *g = r == CUDA_SUCCESS ? graph_of_node(h, &at) : NULL;
+    if (r == CUDA_SUCCESS && (g == NULL || g != x->origin || g->id != x->origin_id || at >= x->n ||
+                              x->snap->nodes[at].type != CU_GRAPH_NODE_TYPE_KERNEL)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) {
+        r = kernel_node_work(params, &work);
+    }
+    if (r != CUDA_SUCCESS) {
+        goto out;
+    }
+    struct fake_snapshot *snap = malloc(sizeof *snap + x->n * sizeof(struct fake_work));
+    if (snap == NULL) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    snap->refs = 1;
+    snap->n = x->n;
+    memcpy(snap->nodes, x->snap->nodes, x->n * sizeof(struct fake_work));
+    snap->nodes[at] = work;
     fake__snapshot_release(x->snap); /* queued launches keep the version they hold */
     x->snap = snap;
 out:

@@ -6,6 +6,19 @@
  * order (a buffer is one CUdeviceptr, its offset already added; I32/U32/F32 4 bytes; I64/U64 8
  * bytes), then three unsigned ints, the global sizes x, y, z. They are unpacked into
  * acg_cpu_arg when the launch is queued or recorded (CUDA copies parameters then too).
+ *
+ * What an image holds is read from the image, never from acg's definitions: which functions
+ * there are (cuLibraryGetKernel refuses a name the image lacks, as CUDA does) and each one's
+ * parameters (cuFuncGetParamInfo), so a definition that disagrees with its compiled function
+ * is caught here as on a GPU. Two kinds of image are taken:
+ * - a fatbin nvcc made: the parameters are those of the function's EIATTR_KPARAM_INFO
+ *   attributes in the .nv.info.<function> section of the fatbin's first uncompressed ELF
+ *   (cubin) entry that has functions, as `cuobjdump -elf` shows them;
+ * - a test's own image: the fatbin magic, then the text "acgtest-cuda-image\n" and one line
+ *   per function, its name and its parameters' sizes in bytes ("my_k 8 4 4 4 4\n"), ending
+ *   in NUL; each parameter lies at the next offset aligned to its size (up to 8).
+ * Simplified: PTX is never read (nvcc compresses it in a fatbin), so an image whose every ELF
+ * entry is compressed, or that has none, holds no function here.
  */
 #include "fake_cuda_impl.h"
 
@@ -15,11 +28,218 @@
 
 #include "acgtest_cuda.h"
 
-/* A fatbin starts with 0xBA55ED50, little endian. */
+/* A fatbin starts with 0xBA55ED50, little endian; an ELF with 0x7f "ELF". */
 static const unsigned char fatbin_magic[4] = {0x50, 0xed, 0x55, 0xba};
+static const unsigned char elf_magic[4] = {0x7f, 'E', 'L', 'F'};
 
 /* Dynamic shared memory a launch may ask for without cuFuncSetAttribute (48 KiB). */
 #define MAX_DEFAULT_SHARED 49152u
+
+/* ---- what an image holds -------------------------------------------------------------------- */
+
+static const char test_image_tag[] = "acgtest-cuda-image\n";
+
+/* The fatbin's entry kind of an ELF (cubin); EIATTR_KPARAM_INFO and its value format. */
+#define FATBIN_KIND_ELF 2u
+#define EIFMT_SVAL 4u
+#define EIATTR_KPARAM_INFO 0x17u
+/* A fatbin larger than this is taken for a corrupt header. */
+#define MAX_IMAGE_BYTES (1ull << 32)
+
+static void functions_free(struct fake_vec *functions) {
+    for (size_t i = 0; i < functions->n; i++) {
+        struct fake_function *f = functions->v[i];
+        free(f->name);
+        free(f);
+    }
+    fake__vec_free(functions);
+}
+
+static struct fake_function *function_in(const struct fake_vec *functions, const char *name,
+                                         size_t len) {
+    for (size_t i = 0; i < functions->n; i++) {
+        struct fake_function *f = functions->v[i];
+        if (strlen(f->name) == len && memcmp(f->name, name, len) == 0) {
+            return f;
+        }
+    }
+    return NULL;
+}
+
+/* The function `name` (len bytes, not terminated) of the list, added with no parameters when
+ * it is not there yet; NULL when out of memory. */
+static struct fake_function *function_add(struct fake_vec *functions, const char *name,
+                                          size_t len) {
+    struct fake_function *f = function_in(functions, name, len);
+    if (f != NULL) {
+        return f;
+    }
+    f = calloc(1, sizeof *f);
+    if (f == NULL || (f->name = malloc(len + 1)) == NULL || fake__vec_push(functions, f) != 0) {
+        if (f != NULL) {
+            free(f->name);
+        }
+        free(f);
+        return NULL;
+    }
+    memcpy(f->name, name, len);
+    f->name[len] = '\0';
+    return f;
+}
+
+static uint64_t read_u(const unsigned char *p, size_t bytes) {
+    uint64_t v = 0;
+    for (size_t i = bytes; i-- > 0;) { /* little endian, as fatbins and cubins are */
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+/* A test's image: "name size size ...\n" lines after the tag, up to the NUL. */
+static CUresult read_test_image(const char *text, struct fake_vec *functions) {
+    while (*text != '\0') {
+        const char *end = strchr(text, '\n');
+        if (end == NULL) {
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        size_t len = strcspn(text, " \n");
+        if (len == 0 || function_in(functions, text, len) != NULL) {
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        struct fake_function *f = function_add(functions, text, len);
+        if (f == NULL) {
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        uint32_t at = 0;
+        for (const char *p = text + len + strspn(text + len, " "); p < end; p += strspn(p, " ")) {
+            char *next = NULL;
+            unsigned long size = *p >= '0' && *p <= '9' ? strtoul(p, &next, 10) : 0;
+            if (size == 0 || size > 256 || f->params.n == FAKE_MAX_PARAMS) {
+                return CUDA_ERROR_INVALID_IMAGE;
+            }
+            uint32_t align = size >= 8 ? 8 : size >= 4 ? 4 : size >= 2 ? 2 : 1;
+            at = (at + align - 1) / align * align;
+            f->params.size[f->params.n] = (uint32_t)size;
+            f->params.offset[f->params.n] = at;
+            f->params.n++;
+            at += (uint32_t)size;
+            p = next;
+        }
+        text = end + 1;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The functions of one cubin: each .nv.info.<function> section's parameter attributes. An ELF
+ * that is malformed gives CUDA_ERROR_INVALID_IMAGE. */
+static CUresult read_cubin(const unsigned char *elf, uint64_t size, struct fake_vec *functions) {
+    static const char prefix[] = ".nv.info.";
+    if (size < 64 || elf[4] != 2 /* ELFCLASS64 */) {
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    uint64_t shoff = read_u(elf + 0x28, 8);
+    uint64_t shentsize = read_u(elf + 0x3a, 2), shnum = read_u(elf + 0x3c, 2);
+    uint64_t shstrndx = read_u(elf + 0x3e, 2);
+    if (shentsize < 64 || shstrndx >= shnum || shoff > size || shnum * shentsize > size - shoff) {
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    const unsigned char *strtab_sh = elf + shoff + shstrndx * shentsize;
+    uint64_t strtab = read_u(strtab_sh + 24, 8), strtab_size = read_u(strtab_sh + 32, 8);
+    if (strtab > size || strtab_size > size - strtab) {
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    for (uint64_t i = 0; i < shnum; i++) {
+        const unsigned char *sh = elf + shoff + i * shentsize;
+        uint64_t name = read_u(sh, 4), off = read_u(sh + 24, 8), bytes = read_u(sh + 32, 8);
+        if (name >= strtab_size || off > size || bytes > size - off) {
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        const char *sname = (const char *)elf + strtab + name;
+        size_t room = (size_t)(strtab_size - name);
+        size_t len = strnlen(sname, room);
+        if (len == room) {
+            return CUDA_ERROR_INVALID_IMAGE; /* not terminated */
+        }
+        if (len <= sizeof prefix - 1 || memcmp(sname, prefix, sizeof prefix - 1) != 0) {
+            continue;
+        }
+        struct fake_function *f =
+            function_add(functions, sname + sizeof prefix - 1, len - (sizeof prefix - 1));
+        if (f == NULL) {
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        uint32_t seen = 0;
+        /* Attributes: a format byte, an attribute byte, a 16-bit value, which for EIFMT_SVAL is
+         * the size of the payload that follows. */
+        for (uint64_t at = 0; at + 4 <= bytes;) {
+            const unsigned char *a = elf + off + at;
+            uint64_t fmt = a[0], attr = a[1], value = read_u(a + 2, 2);
+            at += 4;
+            if (fmt != EIFMT_SVAL) {
+                continue;
+            }
+            if (value > bytes - at) {
+                return CUDA_ERROR_INVALID_IMAGE;
+            }
+            if (attr == EIATTR_KPARAM_INFO) {
+                /* index (4 bytes), ordinal (2), offset (2), then the size in the top 14 bits */
+                if (value < 12) {
+                    return CUDA_ERROR_INVALID_IMAGE;
+                }
+                uint64_t ordinal = read_u(a + 8, 2), poff = read_u(a + 10, 2);
+                uint64_t psize = read_u(a + 12, 4) >> 18;
+                if (ordinal >= FAKE_MAX_PARAMS) {
+                    return CUDA_ERROR_INVALID_IMAGE;
+                }
+                f->params.size[ordinal] = (uint32_t)psize;
+                f->params.offset[ordinal] = (uint32_t)poff;
+                f->params.n = f->params.n > ordinal ? f->params.n : (uint32_t)ordinal + 1;
+                seen++;
+            }
+            at += value;
+        }
+        if (seen != f->params.n) { /* an ordinal given twice, or one missing */
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* A fatbin: its entries after the header; the first ELF entry with functions is read. */
+static CUresult read_fatbin(const unsigned char *image, struct fake_vec *functions) {
+    uint64_t header = read_u(image + 6, 2), fat = read_u(image + 8, 8);
+    if (header < 16 || fat > MAX_IMAGE_BYTES) {
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    for (uint64_t at = header; at < header + fat;) {
+        const unsigned char *e = image + at;
+        uint64_t kind = read_u(e, 2), ehead = read_u(e + 4, 4), payload = read_u(e + 8, 8);
+        if (ehead < 16 || ehead + payload > header + fat - at) {
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        const unsigned char *p = e + ehead;
+        if (kind == FATBIN_KIND_ELF && payload >= 4 && memcmp(p, elf_magic, 4) == 0) {
+            CUresult r = read_cubin(p, payload, functions);
+            if (r != CUDA_SUCCESS || functions->n > 0) {
+                return r;
+            }
+        }
+        at += ehead + payload;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult read_image(const void *code, struct fake_vec *functions) {
+    const unsigned char *image = code;
+    const char *text = (const char *)image + sizeof fatbin_magic;
+    CUresult r = strncmp(text, test_image_tag, sizeof test_image_tag - 1) == 0
+                     ? read_test_image(text + sizeof test_image_tag - 1, functions)
+                     : read_fatbin(image, functions);
+    if (r != CUDA_SUCCESS) {
+        functions_free(functions);
+    }
+    return r;
+}
 
 CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit_options,
                                 void **jit_values, unsigned int n_jit, CUlibraryOption *options,
@@ -37,14 +257,23 @@ CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_opti
         r = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    /* Simplified: only fatbins (the real driver also takes cubins and PTX); the code itself is
-     * never read past its magic. */
+    /* Simplified: only fatbins (the real driver also takes cubins and PTX); what the code
+     * does is never read, only which functions it holds and their parameters. */
     if (memcmp(code, fatbin_magic, sizeof fatbin_magic) != 0) {
         r = CUDA_ERROR_INVALID_IMAGE;
         goto out;
     }
     struct CUlib_st *lib = calloc(1, sizeof *lib);
-    if (lib == NULL || fake__vec_push(&fake__g.libraries, lib) != 0) {
+    if (lib == NULL) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if ((r = read_image(code, &lib->functions)) != CUDA_SUCCESS) {
+        free(lib);
+        goto out;
+    }
+    if (fake__vec_push(&fake__g.libraries, lib) != 0) {
+        functions_free(&lib->functions);
         free(lib);
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
@@ -64,6 +293,7 @@ static void library_free(struct CUlib_st *lib) {
         free(k);
     }
     fake__vec_free(&lib->kernels);
+    functions_free(&lib->functions);
     fake__vec_remove(&fake__g.libraries, lib);
     free(lib);
 }
@@ -125,6 +355,10 @@ CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char
         *kernel = k;
         goto out;
     }
+    if (function_in(&library->functions, name, strlen(name)) == NULL) {
+        r = CUDA_ERROR_NOT_FOUND; /* the image has no such function */
+        goto out;
+    }
     /* The lookup enters acg's registry, which may hold its own lock: call it without ours. */
     const acg_kernel_desc *(*lookup)(const char *) = fake__g.lookup;
     pthread_mutex_unlock(&fake__g.lock);
@@ -152,6 +386,7 @@ CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char
     k->n_args = desc->n_args;
     memcpy(k->types, desc->types, sizeof k->types);
     k->lanes = desc->cuda_lanes > 1 ? desc->cuda_lanes : 1;
+    k->params = function_in(&library->functions, name, strlen(name))->params;
     if (fake__vec_push(&library->kernels, k) != 0) {
         goto out_free;
     }
@@ -265,6 +500,50 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, uns
     }
     if (r == CUDA_SUCCESS) {
         r = fake__submit(s, &work);
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* A function handle for the current context: here the kernel itself (the backend also casts
+ * one to launch it, which CUDA allows for library kernels). */
+CUresult fake_cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
+    FAKE_ENTER(cuKernelGetFunction);
+    struct CUctx_st *ctx;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    if (r == CUDA_SUCCESS && func == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS && (kernel == NULL || !fake__vec_has(&fake__g.kernels, kernel))) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (r == CUDA_SUCCESS) {
+        *func = (CUfunction)(void *)kernel;
+    }
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* The parameter's place as the image describes the compiled function; an index past its last
+ * parameter is CUDA_ERROR_INVALID_VALUE, as in CUDA. size may be NULL. */
+CUresult fake_cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, size_t *size) {
+    FAKE_ENTER(cuFuncGetParamInfo);
+    struct CUctx_st *ctx;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current(&ctx);
+    const struct CUkern_st *k = (const struct CUkern_st *)(const void *)func;
+    if (r == CUDA_SUCCESS && (func == NULL || !fake__vec_has(&fake__g.kernels, k))) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (r == CUDA_SUCCESS && (offset == NULL || index >= k->params.n)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) {
+        *offset = k->params.offset[index];
+        if (size != NULL) {
+            *size = k->params.size[index];
+        }
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;

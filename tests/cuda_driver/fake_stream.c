@@ -244,6 +244,8 @@ void fake__stream_release(struct CUstream_st *s) {
     if (--s->refs == 0) {
         pthread_cond_destroy(&s->work);
         fake__ids_free(&s->frontier);
+        free(s->info_deps);
+        free(s->info_edges);
         free(s);
     }
 }

@@ -99,6 +99,11 @@ static acg_status describe_device(CUdevice dev, acg_capability *out) {
     out->multi_stream_capture = acg__cu.capture;
     out->graph_host_functions = acg__cu.capture;
     out->graph_update = acg__cu.update;
+    /* Any grid the launch itself could have: the blocks are worked out as a launch's are. */
+    out->graph_node_update = acg__cu.node_update;
+    out->graph_node_update_grid = acg__cu.node_update;
+    /* A captured cuMemcpyHtoDAsync is a memcpy node that reads the host memory at replay. */
+    out->graph_pinned_replay = acg__cu.capture;
     /* NCCL is loaded here, at the first describe or open, so that the capability tells the
      * truth before any group is attempted (nccl.c). */
     const char *nccl_detail = NULL;
@@ -192,6 +197,17 @@ static acg_status cu_device_get_async_error(acg__bk_device *dev) {
     return st;
 }
 
+/* The primary context, which cuBLAS and the runtime use for the device too. */
+static acg_status cu_device_get_native(acg__bk_device *dev, acg_native_device *out) {
+    cu_device *d = acg__cu_dev(dev);
+    out->kind = ACG_NATIVE_CUDA_CONTEXT;
+    out->context = d->ctx;
+    out->device = NULL;
+    out->platform = NULL;
+    out->ordinal = (int32_t)d->dev;
+    return ACG_OK;
+}
+
 static acg_status cu_query_capability(acg__bk_device *dev, acg_capability *out) {
     return describe_device(acg__cu_dev(dev)->dev, out);
 }
@@ -229,6 +245,18 @@ static acg_status cu_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem 
 static void cu_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
     acg__cu_enter_release(acg__cu_dev(dev), "acg_buffer_free");
     CU_RELEASE("acg_buffer_free", cuMemFree, acg__cu_mem(mem));
+}
+
+/* The allocation is the CUdeviceptr itself: the buffer's bytes start offset bytes in. */
+static acg_status cu_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
+                                       size_t size, acg_native_buffer *out) {
+    ACG__UNUSED(dev);
+    ACG__UNUSED(size);
+    out->kind = ACG_NATIVE_CUDA_DEVICEPTR;
+    out->handle = NULL;
+    out->address = (uint64_t)(acg__cu_mem(mem) + offset);
+    out->offset = 0;
+    return ACG_OK;
 }
 
 static acg_status cu_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) {
@@ -493,6 +521,100 @@ static acg_status find_library(cu_device *d, const void *image, size_t size, CUl
     return ACG_OK;
 }
 
+/* The bytes acg passes for an argument of type t (acg_kernel_desc.cuda), and what it is. */
+static uint32_t param_bytes(acg_arg_type t) {
+    return t == ACG_ARG_BUFFER                    ? (uint32_t)sizeof(CUdeviceptr)
+           : t == ACG_ARG_I64 || t == ACG_ARG_U64 ? 8u
+                                                  : 4u;
+}
+
+static const char *param_what(acg_arg_type t) {
+    switch (t) {
+    case ACG_ARG_BUFFER:
+        return "a pointer";
+    case ACG_ARG_I32:
+        return "an i32";
+    case ACG_ARG_U32:
+        return "a u32";
+    case ACG_ARG_I64:
+        return "an i64";
+    case ACG_ARG_U64:
+        return "a u64";
+    default:
+        return "an f32";
+    }
+}
+
+/* "buffer argument 0 (a pointer), argument 1 (an f32), then global[0..2] (3 unsigned int)" */
+static void describe_params(const acg_kernel_desc *d, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < d->n_args && len < size; i++) {
+        const char *kind = d->types[i] == ACG_ARG_BUFFER ? "buffer " : "";
+        int n = snprintf(buf + len, size - len, "%sargument %u (%s), ", kind, i,
+                         param_what(d->types[i]));
+        len += n > 0 ? (size_t)n : 0;
+    }
+    if (len < size) {
+        snprintf(buf + len, size - len, "then global[0..2] (3 unsigned int)");
+    }
+}
+
+/* Compares the compiled function's parameters, as the driver reports them, with what a launch
+ * passes under acg's convention (each argument as param_bytes says, then three unsigned ints);
+ * ACG_ERR_INVALID_ARGUMENT naming the first difference. Without cuFuncGetParamInfo (CUDA 12.4)
+ * nothing is checked. */
+static acg_status check_params(CUkernel kern, const acg__kernel_def *def, const char *name,
+                               const char *fn) {
+    if (!acg__cu.param_check) {
+        acg__log(ACG_LOG_DEBUG,
+                 "cuda: %s(%s): the driver lacks cuFuncGetParamInfo (CUDA 12.4): the parameters "
+                 "of the CUDA function %s are not checked",
+                 fn, def->name, name);
+        return ACG_OK;
+    }
+    CUfunction f = NULL;
+    acg_status st = CU(fn, cuKernelGetFunction, &f, kern);
+    const uint32_t n = def->d.n_args + 3;
+    uint32_t i = 0;
+    CUresult r = CUDA_SUCCESS;
+    /* Past n, only whether the function has more: counted until the driver refuses. */
+    for (; st == ACG_OK; i++) {
+        size_t offset = 0, bytes = 0;
+        r = acg__cu.cuFuncGetParamInfo(f, i, &offset, &bytes);
+        if (r != CUDA_SUCCESS) {
+            break;
+        }
+        uint32_t want = i < def->d.n_args ? param_bytes(def->d.types[i]) : 4u;
+        if (i < n && bytes != want) {
+            char what[64];
+            if (i < def->d.n_args) {
+                snprintf(what, sizeof what, "%sargument %u, %s",
+                         def->d.types[i] == ACG_ARG_BUFFER ? "buffer " : "", i,
+                         param_what(def->d.types[i]));
+            } else {
+                snprintf(what, sizeof what, "global[%u], an unsigned int", i - def->d.n_args);
+            }
+            return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                              "%s(%s): in the CUDA function %s, parameter %u is %zu bytes, acg "
+                              "passes %s (%u bytes)",
+                              fn, def->name, name, i, bytes, what, want);
+        }
+    }
+    if (st == ACG_OK && r != CUDA_ERROR_INVALID_VALUE) {
+        st = acg__cu_check(r, fn, "cuFuncGetParamInfo");
+    }
+    if (st == ACG_OK && i != n) {
+        char passed[768];
+        describe_params(&def->d, passed, sizeof passed);
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT,
+                        "%s(%s): the CUDA function %s has %u parameters; acg passes %u: %s "
+                        "(cuFuncGetParamInfo refuses parameter %u with CUDA_ERROR_INVALID_VALUE)",
+                        fn, def->name, name, i, n, passed, i);
+    }
+    return st;
+}
+
 static acg_status cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
                                  acg__bk_kernel **out) {
     static const char fn[] = "acg_kernel_get";
@@ -520,6 +642,9 @@ static acg_status cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def
     }
     const char *name = def->d.cuda.name != NULL ? def->d.cuda.name : def->name;
     st = CU(fn, cuLibraryGetKernel, &k->kern, lib, name);
+    if (st == ACG_OK) {
+        st = check_params(k->kern, def, name, fn);
+    }
     if (st != ACG_OK) {
         acg__free(k);
         return st;
@@ -605,6 +730,9 @@ static acg_status cu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kerne
         st = CU(fn, cuLaunchKernel, (CUfunction)acg__cu_kernel(kernel)->kern, l.grid[0], l.grid[1],
                 l.grid[2], l.block[0], l.block[1], l.block[2], 0, s->stream, l.params, NULL);
     }
+    if (st == ACG_OK && s->rec != NULL) {
+        st = acg__cu_capture_kernel(s, fn);
+    }
     return st;
 }
 
@@ -662,4 +790,8 @@ const acg_backend_i acg__backend_cuda = {
     .allreduce = acg__cu_allreduce,
     /* An update takes the source graph's own capture where it can (graph.c). */
     .graph_update_from = acg__cu_graph_update_from,
+    .buffer_get_native = cu_buffer_get_native,
+    .device_get_native = cu_device_get_native,
+    /* The kernel node found during capture, set in the exec (graph.c). */
+    .graph_update_node = acg__cu_graph_update_node,
 };

@@ -6,9 +6,11 @@
  * context (the one cuBLAS and NCCL use), made current on the calling thread by every slot;
  * streams are non-blocking CUstreams, events CUevents without timing, buffers cuMemAlloc'd,
  * pinned memory cuMemHostAlloc'd. Kernels come from the fatbin of their definition, loaded once
- * per device and image with cuLibraryLoadData. Capture is CUDA's own stream capture (graph.c):
- * the core hands every captured piece of work to the normal slots and the driver records it;
- * each graph keeps the CUDA graph it replays, which an update from it starts from. A device
+ * per device and image with cuLibraryLoadData, their parameters checked against the definition
+ * where the driver reports them (cuFuncGetParamInfo). Capture is CUDA's own stream capture
+ * (graph.c): the core hands every captured piece of work to the normal slots and the driver
+ * records it; each graph keeps the CUDA graph it replays, which an update from it starts from,
+ * and the CUDA node of each of acg's kernel launches, which a per-node update rewrites. A device
  * fault is CUDA's sticky error, which every later call on the context returns until the
  * context goes with the device's close. Collectives are NCCL's, loaded at run time too
  * (nccl.c). */
@@ -32,6 +34,9 @@ typedef struct cu_driver {
     bool capture;      /* stream capture, instantiation and launch */
     bool update;       /* cuGraphExecUpdate from a capture's own graph (a clone of it) or from
                           a graph built from the ledger */
+    bool param_check;  /* a kernel's parameters are compared with its definition at load */
+    bool node_update;  /* captured kernel nodes are found (cuStreamGetCaptureInfo) and set in
+                          place (cuGraphExecKernelNodeSetParams), clones' too */
     bool test_driver;  /* acg's test driver (tests/cuda_driver): it pairs with acg's test NCCL */
     char missing[256]; /* the optional entry points this driver lacks */
     char reason[256];  /* why the backend cannot run, when it cannot */
@@ -82,9 +87,14 @@ typedef struct cu_device {
     uint32_t n_libs, cap_libs;
 } cu_device;
 
+struct cu_recording;
+
 typedef struct cu_stream {
     cu_device *dev;
     CUstream stream;
+    /* The capture the stream records into, from capture_begin or capture_join to its end or
+     * abort; NULL: none. Read by its launches (the device's lock held while it captures). */
+    struct cu_recording *rec;
 } cu_stream;
 
 typedef struct cu_kernel {
@@ -96,9 +106,19 @@ typedef struct cu_exec {
     cu_device *dev;
     CUgraphExec exec;
     /* What exec replays, as a CUDA graph: the capture's own (foreign work and NCCL's nodes
-     * included), or the graph its last update gave it. An update from this exec starts from a
-     * clone of it. */
+     * included), or the graph its last update gave it, with every per-node update applied. An
+     * update from this exec starts from a clone of it. */
     CUgraph graph;
+    /* (n_nodes) graph's node of each of acg's kernel launches, in the order of the
+     * description's kernel nodes (NCCL's and foreign kernels are not among them); none without
+     * acg__cu.node_update. */
+    CUgraphNode *nodes;
+    uint32_t n_nodes;
+    /* The graph exec was instantiated from, once an update in place gave it another: CUDA
+     * names exec's nodes by that graph's nodes (inst_nodes, as `nodes`), so it is kept. NULL:
+     * graph is that graph. */
+    CUgraph inst;
+    CUgraphNode *inst_nodes;
 } cu_exec;
 
 /* The core's backend types are these structs (device memory is the CUdeviceptr itself); these
@@ -151,6 +171,10 @@ void acg__cu_group_destroy(acg__bk_group *group);
 acg_status acg__cu_allreduce(acg__bk_stream *stream, acg__bk_group *group, acg__bk_mem *mem,
                              size_t off, size_t count);
 
+/* Records the CUDA node that the launch just queued on s (capturing into s->rec) added, for
+ * per-node updates (graph.c); a failure fails the launch, which invalidates the capture. */
+acg_status acg__cu_capture_kernel(cu_stream *s, const char *fn);
+
 /* Graph slots (graph.c). */
 acg_status acg__cu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec);
 acg_status acg__cu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream);
@@ -161,6 +185,8 @@ acg_status acg__cu_graph_upload(acg__bk_exec *exec, acg__bk_stream *stream);
 acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
 acg_status acg__cu_graph_update_from(acg__bk_exec *exec, const acg__graph_desc *desc,
                                      acg__bk_exec *from, bool same_memory);
+acg_status acg__cu_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                     uint32_t index, const acg__node *old);
 void acg__cu_graph_destroy(acg__bk_exec *exec);
 
 #endif /* ACG_BACKENDS_CUDA_H */

@@ -3,7 +3,8 @@
  * CUDA_VERSION: an entry point asked for at a newer version than the driver's is refused, and
  * some changed their arguments between versions). Needed entry points are required to open any
  * device; an optional one missing disables only what needs it (capture, update, upload,
- * registration), and `acg info` says which.
+ * registration, the check of a kernel's parameters, per-node updates), and `acg info` says
+ * which.
  *
  * X(name, version, required). The test driver (tests/cuda_driver) serves this same list. */
 #ifndef ACG_BACKENDS_CUDA_ENTRY_POINTS_H
@@ -64,6 +65,12 @@
     X(cuGraphAddMemcpyNode, 10000, 0)                                                              \
     X(cuGraphAddMemsetNode, 10000, 0)                                                              \
     X(cuGraphAddHostNode, 10000, 0)                                                                \
-    X(cuGraphExecUpdate, 12000, 0)
+    X(cuGraphExecUpdate, 12000, 0)                                                                 \
+    X(cuKernelGetFunction, 12000, 0)                                                               \
+    X(cuFuncGetParamInfo, 12040, 0)                                                                \
+    X(cuStreamGetCaptureInfo, 12030, 0)                                                            \
+    X(cuGraphExecKernelNodeSetParams, 12000, 0)                                                    \
+    X(cuGraphKernelNodeSetParams, 12000, 0)                                                        \
+    X(cuGraphNodeFindInClone, 10000, 0)
 
 #endif /* ACG_BACKENDS_CUDA_ENTRY_POINTS_H */

@@ -7,7 +7,13 @@
  * CUDA records it; a fork is the core's event record plus a wait on it, which is how CUDA joins
  * another stream to a capture. An abandoned or invalidated capture must still be ended on its
  * origin stream before the streams can be used again, and CUDA ends one only when every forked
- * stream was joined back: abort joins them, ends it, and drops what was recorded. */
+ * stream was joined back: abort joins them, ends it, and drops what was recorded.
+ *
+ * Per-node updates need the CUDA node of each of acg's kernel launches: right after a captured
+ * launch, the stream's capture dependencies are exactly the node it added
+ * (cuStreamGetCaptureInfo), and the core hands launches over in its ledger's order, so the k-th
+ * node recorded is the description's k-th kernel node. A graph built from the ledger knows its
+ * nodes; a clone finds them with cuGraphNodeFindInClone. */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +23,8 @@ typedef struct cu_recording {
     cu_stream *origin;
     cu_stream **joined; /* (n_joined) the streams forked into the capture */
     uint32_t n_joined, cap_joined;
+    CUgraphNode *nodes; /* (n_nodes) the node of each of acg's launches, in order */
+    uint32_t n_nodes, cap_nodes;
 } cu_recording;
 
 /* The core's recording is a cu_recording; these are the only casts between them. */
@@ -39,6 +47,7 @@ acg_status acg__cu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec
         return st;
     }
     r->origin = s;
+    s->rec = r;
     *rec = bk_rec(r);
     return ACG_OK;
 }
@@ -51,10 +60,38 @@ acg_status acg__cu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream) 
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "cuda: out of memory recording the capture");
     }
     r->joined[r->n_joined++] = acg__cu_stream(stream);
+    acg__cu_stream(stream)->rec = r;
     return ACG_OK;
 }
 
+acg_status acg__cu_capture_kernel(cu_stream *s, const char *fn) {
+    cu_recording *r = s->rec;
+    if (!acg__cu.node_update) {
+        return ACG_OK; /* no per-node updates: nothing to learn */
+    }
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    acg_status st = CU(fn, cuStreamGetCaptureInfo, s->stream, &status, NULL, NULL, &deps, NULL, &n);
+    if (st == ACG_OK &&
+        !acg__grow((void **)&r->nodes, &r->cap_nodes, r->n_nodes + 1, sizeof *r->nodes)) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory recording the capture", fn);
+    }
+    if (st == ACG_OK) {
+        /* A node CUDA did not name stays NULL, which the driver refuses should an update of it
+         * come (an active capture always names it). */
+        r->nodes[r->n_nodes++] = n == 1 ? deps[0] : NULL;
+    }
+    return st;
+}
+
+/* Every stream of the recording leaves it. */
 static void free_recording(cu_recording *r) {
+    r->origin->rec = NULL;
+    for (uint32_t i = 0; i < r->n_joined; i++) {
+        r->joined[i]->rec = NULL;
+    }
+    acg__free(r->nodes);
     acg__free(r->joined);
     acg__free(r);
 }
@@ -139,11 +176,17 @@ acg_status acg__cu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec) {
         end_everywhere(r, fn);
         acg__error(st, "%s", why);
     }
-    free_recording(r);
     if (st == ACG_OK) {
-        /* The exec keeps the graph: an update from this one starts there. */
+        /* The exec keeps the graph (an update from this one starts there) and the nodes of
+         * acg's launches in it. */
         st = instantiate(s->dev, graph, s->stream, &e, fn);
     }
+    if (st == ACG_OK) {
+        e->nodes = r->nodes;
+        e->n_nodes = r->n_nodes;
+        r->nodes = NULL;
+    }
+    free_recording(r);
     if (st != ACG_OK && graph != NULL) {
         CU_RELEASE(fn, cuGraphDestroy, graph);
     }
@@ -182,6 +225,11 @@ void acg__cu_graph_destroy(acg__bk_exec *exec) {
     acg__cu_enter_release(e->dev, fn);
     CU_RELEASE(fn, cuGraphExecDestroy, e->exec);
     CU_RELEASE(fn, cuGraphDestroy, e->graph);
+    if (e->inst != NULL) {
+        CU_RELEASE(fn, cuGraphDestroy, e->inst);
+    }
+    acg__free(e->inst_nodes);
+    acg__free(e->nodes);
     acg__free(e);
 }
 
@@ -192,6 +240,21 @@ void acg__cu_graph_destroy(acg__bk_exec *exec) {
  * source's memory is the target's (the core says so: both graphs' scratch lies in one place,
  * as in one pool). Otherwise the graph is built node by node from the ledger, which holds the
  * target's scratch; only acg's own work can be built so. */
+
+/* A kernel node's parameters for launch l of kernel k on device d; they point into l. */
+static void kernel_params(cu_device *d, const cu_kernel *k, cu_launch *l,
+                          CUDA_KERNEL_NODE_PARAMS_v2 *p) {
+    memset(p, 0, sizeof *p);
+    p->kern = k->kern; /* func NULL: the CUkernel, in ctx */
+    p->ctx = d->ctx;
+    p->gridDimX = l->grid[0];
+    p->gridDimY = l->grid[1];
+    p->gridDimZ = l->grid[2];
+    p->blockDimX = l->block[0];
+    p->blockDimY = l->block[1];
+    p->blockDimZ = l->block[2];
+    p->kernelParams = l->params; /* copied by the driver */
+}
 
 /* Adds node i of desc to graph, after its dependencies. */
 static acg_status add_node(cu_device *d, CUgraph graph, const acg__graph_desc *desc, uint32_t i,
@@ -210,16 +273,7 @@ static acg_status add_node(cu_device *d, CUgraph graph, const acg__graph_desc *d
             return st;
         }
         CUDA_KERNEL_NODE_PARAMS_v2 p;
-        memset(&p, 0, sizeof p);
-        p.kern = acg__cu_kernel(n->kernel)->kern; /* func NULL: the CUkernel, in ctx */
-        p.ctx = d->ctx;
-        p.gridDimX = l.grid[0];
-        p.gridDimY = l.grid[1];
-        p.gridDimZ = l.grid[2];
-        p.blockDimX = l.block[0];
-        p.blockDimY = l.block[1];
-        p.blockDimZ = l.block[2];
-        p.kernelParams = l.params; /* copied by the driver */
+        kernel_params(d, acg__cu_kernel(n->kernel), &l, &p);
         return CU(fn, cuGraphAddKernelNode, out, graph, deps, n->n_deps, &p);
     }
     case ACG_NODE_COPY_H2D:
@@ -276,9 +330,10 @@ static acg_status add_node(cu_device *d, CUgraph graph, const acg__graph_desc *d
     }
 }
 
-/* The description as a CUDA graph, node for node. */
+/* The description as a CUDA graph, node for node; *kernels (*n_kernels) its kernel nodes in
+ * order. */
 static acg_status build_graph(cu_device *d, const acg__graph_desc *desc, CUgraph *out,
-                              const char *fn) {
+                              CUgraphNode **kernels, uint32_t *n_kernels, const char *fn) {
     CUgraphNode *nodes = acg__calloc(desc->n_nodes ? desc->n_nodes : 1, sizeof *nodes);
     CUgraphNode *deps = acg__calloc(desc->n_nodes ? desc->n_nodes : 1, sizeof *deps);
     CUgraph graph = NULL;
@@ -291,15 +346,25 @@ static acg_status build_graph(cu_device *d, const acg__graph_desc *desc, CUgraph
     for (uint32_t i = 0; st == ACG_OK && i < desc->n_nodes; i++) {
         st = add_node(d, graph, desc, i, nodes, deps, fn);
     }
-    acg__free(nodes);
+    /* The kernel nodes moved to the front of nodes, in order. */
+    uint32_t k = 0;
+    for (uint32_t i = 0; st == ACG_OK && i < desc->n_nodes; i++) {
+        if (desc->nodes[i].kind == ACG_NODE_KERNEL) {
+            nodes[k++] = nodes[i];
+        }
+    }
     acg__free(deps);
-    if (st != ACG_OK && graph != NULL) {
-        CU_RELEASE(fn, cuGraphDestroy, graph);
+    if (st != ACG_OK) {
+        acg__free(nodes);
+        if (graph != NULL) {
+            CU_RELEASE(fn, cuGraphDestroy, graph);
+        }
+        return st;
     }
-    if (st == ACG_OK) {
-        *out = graph;
-    }
-    return st;
+    *out = graph;
+    *kernels = nodes;
+    *n_kernels = k;
+    return ACG_OK;
 }
 
 static const char *update_result(CUgraphExecUpdateResult r) {
@@ -323,16 +388,19 @@ static const char *update_result(CUgraphExecUpdateResult r) {
     }
 }
 
-/* cuGraphExecUpdate of e from graph, which e keeps from then on; when CUDA refuses it (the
- * target was itself built from the ledger, say, or foreign work changed its kind of node), e
- * is instantiated again from graph instead. The log says which. On failure e is unchanged and
- * graph destroyed. */
-static acg_status update_exec(cu_exec *e, CUgraph graph, const char *source, const char *fn) {
+/* cuGraphExecUpdate of e from graph, which e keeps from then on with its kernel nodes `nodes`
+ * (n_nodes); when CUDA refuses it (the target was itself built from the ledger, say, or
+ * foreign work changed its kind of node), e is instantiated again from graph instead. The log
+ * says which. On failure e is unchanged, graph destroyed and nodes freed. */
+static acg_status update_exec(cu_exec *e, CUgraph graph, CUgraphNode *nodes, uint32_t n_nodes,
+                              const char *source, const char *fn) {
+    bool in_place = false;
     CUgraphExecUpdateResultInfo info;
     memset(&info, 0, sizeof info);
     acg_status st = ACG_OK;
     CUresult r = acg__cu.cuGraphExecUpdate(e->exec, graph, &info);
     if (r == CUDA_SUCCESS) {
+        in_place = true;
         acg__log(ACG_LOG_DEBUG, "cuda: graph updated in place from %s (cuGraphExecUpdate)", source);
     } else if (r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
         cu_exec *fresh = NULL;
@@ -351,10 +419,26 @@ static acg_status update_exec(cu_exec *e, CUgraph graph, const char *source, con
     }
     if (st != ACG_OK) {
         CU_RELEASE(fn, cuGraphDestroy, graph);
+        acg__free(nodes);
         return st;
     }
-    CU_RELEASE(fn, cuGraphDestroy, e->graph);
+    if (in_place && e->inst == NULL) {
+        /* exec's nodes are still named by the graph it was instantiated from. */
+        e->inst = e->graph;
+        e->inst_nodes = e->nodes;
+    } else {
+        CU_RELEASE(fn, cuGraphDestroy, e->graph);
+        acg__free(e->nodes);
+    }
+    if (!in_place && e->inst != NULL) {
+        CU_RELEASE(fn, cuGraphDestroy, e->inst);
+        acg__free(e->inst_nodes);
+        e->inst = NULL;
+        e->inst_nodes = NULL;
+    }
     e->graph = graph;
+    e->nodes = nodes;
+    e->n_nodes = n_nodes;
     return ACG_OK;
 }
 
@@ -370,19 +454,81 @@ acg_status acg__cu_graph_update_from(acg__bk_exec *exec, const acg__graph_desc *
     if (st != ACG_OK) {
         return st;
     }
+    CUgraphNode *nodes = NULL;
+    uint32_t n_nodes = 0;
     if (src != NULL && same_memory && src->graph != NULL) {
         /* A clone: the source keeps its own graph, for its replays' sake and later updates. */
         if ((st = CU(fn, cuGraphClone, &graph, src->graph)) != ACG_OK) {
             return st;
         }
-        return update_exec(e, graph, "the source's capture", fn);
+        if (acg__cu.node_update) {
+            n_nodes = src->n_nodes;
+            nodes = acg__calloc(n_nodes ? n_nodes : 1, sizeof *nodes);
+            st =
+                nodes != NULL ? ACG_OK : acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        }
+        for (uint32_t k = 0; nodes != NULL && st == ACG_OK && k < n_nodes; k++) {
+            st = CU(fn, cuGraphNodeFindInClone, &nodes[k], src->nodes[k], graph);
+        }
+        if (st != ACG_OK) {
+            acg__free(nodes);
+            CU_RELEASE(fn, cuGraphDestroy, graph);
+            return st;
+        }
+        return update_exec(e, graph, nodes, n_nodes, "the source's capture", fn);
     }
-    if ((st = build_graph(e->dev, desc, &graph, fn)) != ACG_OK) {
+    if ((st = build_graph(e->dev, desc, &graph, &nodes, &n_nodes, fn)) != ACG_OK) {
         return st;
     }
-    return update_exec(e, graph, "the ledger", fn);
+    return update_exec(e, graph, nodes, n_nodes, "the ledger", fn);
 }
 
 acg_status acg__cu_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
     return acg__cu_graph_update_from(exec, desc, NULL, false);
+}
+
+/* ---- per-node update ---------------------------------------------------------------------- *
+ * The exec's node is set in place (cuGraphExecKernelNodeSetParams, by the node of the graph it
+ * was instantiated from), and so is the graph it replays, which an update from this graph
+ * clones: both hold the new launch, or, on failure, both the old one. */
+
+acg_status acg__cu_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                     uint32_t index, const acg__node *old) {
+    static const char fn[] = "acg_graph_update_kernel_node";
+    cu_exec *e = acg__cu_exec(exec);
+    const acg__node *n = &desc->nodes[index];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < index; i++) {
+        k += desc->nodes[i].kind == ACG_NODE_KERNEL;
+    }
+    cu_launch l, lo;
+    acg_status st =
+        acg__cu_launch_shape(acg__cu_kernel(n->kernel), &n->dims, n->args, n->n_args, &l, fn);
+    if (st == ACG_OK) { /* the launch as it was, to set back */
+        st = acg__cu_launch_shape(acg__cu_kernel(old->kernel), &old->dims, old->args, old->n_args,
+                                  &lo, fn);
+    }
+    if (st == ACG_OK) {
+        st = acg__cu_enter(e->dev, fn);
+    }
+    if (st != ACG_OK) {
+        return st;
+    }
+    CUDA_KERNEL_NODE_PARAMS_v2 p, po;
+    kernel_params(e->dev, acg__cu_kernel(n->kernel), &l, &p);
+    kernel_params(e->dev, acg__cu_kernel(old->kernel), &lo, &po);
+    /* Every launch of the capture was recorded, so k < n_nodes; were it not, the driver would
+     * refuse the NULL node. */
+    CUgraphNode mine = k < e->n_nodes ? e->nodes[k] : NULL;
+    CUgraphNode named = e->inst == NULL ? mine : k < e->n_nodes ? e->inst_nodes[k] : NULL;
+    st = CU(fn, cuGraphExecKernelNodeSetParams, e->exec, named, &p);
+    if (st == ACG_OK) {
+        st = CU(fn, cuGraphKernelNodeSetParams, mine, &p);
+        if (st != ACG_OK) {
+            /* Logged, never set: the caller learns why the update failed. */
+            acg__cu_release_check(acg__cu.cuGraphExecKernelNodeSetParams(e->exec, named, &po), fn,
+                                  "cuGraphExecKernelNodeSetParams setting the node back");
+        }
+    }
+    return st;
 }

@@ -183,6 +183,10 @@ bool acg__cu_load_driver(void) {
                      acg__cu.cuGraphAddKernelNode && acg__cu.cuGraphAddMemcpyNode &&
                      acg__cu.cuGraphAddMemsetNode && acg__cu.cuGraphAddHostNode &&
                      acg__cu.cuGraphExecUpdate;
+    acg__cu.param_check = acg__cu.cuKernelGetFunction && acg__cu.cuFuncGetParamInfo;
+    acg__cu.node_update = acg__cu.capture && acg__cu.cuStreamGetCaptureInfo &&
+                          acg__cu.cuGraphExecKernelNodeSetParams &&
+                          acg__cu.cuGraphKernelNodeSetParams && acg__cu.cuGraphNodeFindInClone;
     /* acg's test driver runs kernels with their cpu code: it looks definitions up by the CUDA
      * function they name. A real driver exports no such function, and nothing changes there. */
     void (*bind)(const acg_kernel_desc *(*)(const char *)) = NULL;
