@@ -233,6 +233,35 @@ static void test_refusals(void **state) {
     TC_OK(acg_buffer_free(big));
 }
 
+/* A node update after a whole update (acg_graph_update from another capture of the same step)
+ * changes the graph as updated: on cuda the executable's nodes are then still named by the
+ * graph it was first instantiated from. */
+static void test_after_graph_update(void **state) {
+    fx *f = *state;
+    need_node_update(f);
+    acg_graph *from = NULL;
+    TC_OK(acg_stream_begin_capture(f->s, NULL));
+    TC_OK(acg_fill(f->s, f->y, 0, BYTES, 0, 4));
+    TC_OK(tc_add(f->s, &f->k, f->y, 0, f->x2, 0, N, 3.0f));
+    TC_OK(acg_stream_end_capture(f->s, &from));
+    if (!tc_has_graph_update(f->g, from)) {
+        TC_OK(acg_graph_destroy(from));
+        tc_skip("no graph update");
+    }
+    TC_OK(acg_graph_update(f->g, from));
+    TC_OK(acg_graph_destroy(from));
+    float got[N], want[N];
+    replay(f, got);
+    eager(f, f->x2, 0, N, 3.0f, want);
+    TC_BYTES_EQUAL(got, want, BYTES);
+    for (int i = 0; i < 2; i++) {
+        TC_OK(update_add(f, NULL, i ? f->x2 : f->x1, 0, -2.5f * (float)(i + 1)));
+        replay(f, got);
+        eager(f, i ? f->x2 : f->x1, 0, N, -2.5f * (float)(i + 1), want);
+        TC_BYTES_EQUAL(got, want, BYTES);
+    }
+}
+
 /* A graph's own scratch may be re-pointed within it: the node reads the scratch the graph
  * writes first. */
 static void test_own_scratch(void **state) {
@@ -317,6 +346,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_scalar_and_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_after_graph_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_scratch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_racing_replays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_lost, setup, teardown),
