@@ -791,6 +791,35 @@ static void test_kernel_sets(void **state) {
     TC_LAST_ERROR_HAS("no kernel of the set \"engine_a\"");
     TC_OK(acg_kernel_unregister("engine_b/rowscale")); /* one kernel of a set, by its name */
 
+    /* A set's kernel whose implementations name no function runs the function of its own name
+     * (tk_rowscale), not of the set's name for it: loaded and launched on the device under
+     * test, the result the host's. */
+    acg_kernel_desc plain = rowscale_desc("tk_rowscale");
+    plain.opencl.name = NULL;
+    plain.cuda.name = NULL;
+    plain.spirv.name = NULL;
+    TC_OK(acg_kernel_register_set("engine_e", &plain, 1));
+    dev = tc_open();
+    acg_stream *s = tc_stream(dev);
+    TC_OK(acg_kernel_get(dev, "engine_e/tk_rowscale", &k));
+    float hx[CAP], hw[WIDTH], want[CAP], got[CAP];
+    tc_fill_floats(hx, CAP, 41);
+    tc_fill_floats(hw, WIDTH, 42);
+    rowscale_ref(want, hx, hw, WIDTH, ROWS);
+    acg_buffer *x = tc_buffer(dev, sizeof hx), *w = tc_buffer(dev, sizeof hw),
+               *out = tc_buffer(dev, sizeof hx);
+    tc_upload(s, x, hx, sizeof hx);
+    tc_upload(s, w, hw, sizeof hw);
+    TC_OK(rowscale(s, k, out, 0, x, 0, w, WIDTH, ROWS));
+    tc_download(s, got, out, sizeof got);
+    TC_BYTES_EQUAL(got, want, sizeof got);
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_buffer_free(w));
+    TC_OK(acg_buffer_free(out));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister_set("engine_e"));
+
     /* A refused definition keeps the whole set out, naming its index and field. */
     acg_kernel_desc bad[3] = {rowscale_desc("first"), rowscale_desc("second"),
                               rowscale_desc("third")};

@@ -490,6 +490,12 @@ acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc,
             st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", where);
         }
         if (st == ACG_OK) {
+            /* Each implementation's function keeps the name the definition gave it: the
+             * kernel's own, not the set's. */
+            d.opencl.name = d.opencl.source != NULL && d.opencl.name == NULL ? d.name
+                                                                               : d.opencl.name;
+            d.cuda.name = d.cuda.fatbin != NULL && d.cuda.name == NULL ? d.name : d.cuda.name;
+            d.spirv.name = d.spirv.module != NULL && d.spirv.name == NULL ? d.name : d.spirv.name;
             sprintf(full, "%s/%s", set, d.name);
             d.name = full;
             if ((defs[made] = copy_desc(&d)) == NULL) {
