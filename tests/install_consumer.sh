@@ -17,6 +17,13 @@ cmake --build "$work/cmake" >/dev/null
 "$work/cmake/hello_graph" cpu
 "$work/cmake/custom_kernel" cpu
 "$work/cmake/decode_step" cpu
+# Where OpenCL runs (PoCL here), decode_step there too: its kernels' OpenCL C, through a set.
+if "$work/prefix/bin/acg" info --json | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+sys.exit(0 if any(b['name'] == 'opencl' and b['available'] for b in d['backends']) else 1)"; then
+    "$work/cmake/decode_step" opencl
+fi
 
 export PKG_CONFIG_PATH
 PKG_CONFIG_PATH=$(dirname "$(find "$work/prefix" -name acg.pc | head -n 1)")
