@@ -277,11 +277,15 @@ if kind == "info":
 elif kind == "launch":
     r = load(0)
     raw = r.get("raw_step_us")
+    upd, rec = r.get("node_update_step_us"), r.get("recapture_step_us")
     out(r.get("verified", False),
-        "eager/graph %.1fx: %.2f -> %.2f us a step of %d kernels; %s%s" % (
+        "eager/graph %.1fx: %.2f -> %.2f us a step of %d kernels; %s; %s%s" % (
             r["step_ratio"], r["eager_step_us"], r["graph_step_us"], r["kernels"],
             "raw cuGraphLaunch %.2f us, acg/raw %.3fx" % (raw, r["acg_over_raw_step"])
             if raw is not None else "no raw row",
+            "node update %.2f us, recapture %s" % (
+                upd, "%.2f us" % rec if rec is not None else "-")
+            if upd is not None else "no node update",
             "" if r.get("verified") else ", NOT verified"))
 elif kind == "decode":
     r = load(0)
