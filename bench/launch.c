@@ -199,6 +199,12 @@ static acg_status change_input(launch_bench *b, launch_mode mode) {
     if (st == ACG_OK) {
         b->node_a = a;
     }
+    /* An update may instantiate the graph again: the raw row's CUgraphExec is the graph's
+     * current one, asked for again (acg_graph_get_native: valid until the next update). */
+    acg_native_handle exec = ACG_NATIVE_HANDLE_INIT;
+    if (st == ACG_OK && b->raw.launch != NULL && (st = acg_graph_get_native(g, &exec)) == ACG_OK) {
+        b->raw.exec = exec.handle;
+    }
     return st;
 }
 

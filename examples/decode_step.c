@@ -12,7 +12,8 @@
  *
  * The step: h = table[token] + pos (a kernel of this program, registered as a set with its
  * shape said as data), then state += 0.5 * h (the core's axpy_f32), then state copied to
- * pinned memory for the host. Run it as `decode_step [device]` ("cpu" by default). */
+ * pinned memory for the host. Run it as `decode_step [device]` ("cpu" by default; its kernels
+ * carry C and OpenCL C, so it runs on the cpu and opencl backends). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -201,7 +202,11 @@ int main(int argc, char **argv) {
     CHECK(acg_kernel_register_set("decode_step", defs, 2));
     program p;
     memset(&p, 0, sizeof p);
-    CHECK(acg_device_open(spec, &p.dev));
+    acg_status opened = acg_device_open(spec, &p.dev);
+    if (opened != ACG_OK) {
+        fprintf(stderr, "opening %s: %s (%s)\n", spec, acg_status_name(opened), acg_last_error());
+        return release(&p, 1);
+    }
     const acg_capability *cap = acg_device_get_capability(p.dev);
     printf("device %s (%s)\n", acg_device_get_spec(p.dev), cap->name);
     int rc = 1;

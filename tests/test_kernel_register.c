@@ -690,6 +690,14 @@ static void test_malformed_refused(void **state) {
     TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered, nothing held */
 }
 
+/* A shape rule that accepts nothing: a launch that reaches it passed the grid checks. */
+static const char *reached_shape(const acg_arg *a, const acg_dims *d, uint64_t *extent) {
+    (void)a;
+    (void)d;
+    (void)extent;
+    return "the shape rule was reached";
+}
+
 /* The same kernel with its shape said as data (reach, grid_covers) instead of a callback: the
  * same bytes eagerly, and the same windows checked, so the same launches refused. */
 static void test_data_rules(void **state) {
@@ -716,6 +724,18 @@ static void test_data_rules(void **state) {
     TC_LAST_ERROR_HAS("argument 0 reaches [0, +1056), past its 960-byte buffer");
     TC_EXPECT(ERR_OUT_OF_RANGE, rowscale(f->s, k, f->out, 0, f->x, 0, f->w, WIDTH + 1, 2));
     TC_LAST_ERROR_HAS("argument 2 reaches [0, +100), past its 96-byte buffer");
+    /* A window that follows the grid: w reaching 4 bytes per work item along x. */
+    acg_kernel_desc by_grid = d;
+    by_grid.name = "tk_rowscale_grid";
+    by_grid.reach[2] = (acg_kernel_reach){4, {ACG_BY_GLOBAL(0), ACG_BY_ONE}};
+    TC_OK(acg_kernel_register(&by_grid));
+    acg_kernel *kg = NULL;
+    TC_OK(acg_kernel_get(f->dev, "tk_rowscale_grid", &kg));
+    const acg_arg gargs[] = {acg_arg_buffer(f->out, 0), acg_arg_buffer(f->x, 0),
+                             acg_arg_buffer(f->w, 0), acg_arg_u32(WIDTH - 1), acg_arg_u32(2)};
+    const acg_dims wide = grid2(WIDTH + 1, 2);
+    TC_EXPECT(ERR_OUT_OF_RANGE, acg_kernel_launch(f->s, kg, &wide, gargs, 5));
+    TC_LAST_ERROR_HAS("argument 2 reaches [0, +100), past its 96-byte buffer");
     /* A grid below the rows it must cover. */
     const acg_arg args[] = {acg_arg_buffer(f->out, 0), acg_arg_buffer(f->x, 0),
                             acg_arg_buffer(f->w, 0), acg_arg_u32(WIDTH), acg_arg_u32(ROWS)};
@@ -723,7 +743,18 @@ static void test_data_rules(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, k, &short_grid, args, 5));
     TC_LAST_ERROR_HAS("the grid must cover argument 4: global[1] is 9, below 10");
     TC_OK(acg_stream_synchronize(f->s));
-
+    /* grid_covers holds with a shape callback too, checked before the callback runs. */
+    acg_kernel_desc shaped = rowscale_desc("tk_rowscale_covered");
+    shaped.grid_covers[1] = ACG_BY_ARG(4);
+    shaped.shape = reached_shape;
+    TC_OK(acg_kernel_register(&shaped));
+    acg_kernel *kc = NULL;
+    TC_OK(acg_kernel_get(f->dev, "tk_rowscale_covered", &kc));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, kc, &short_grid, args, 5));
+    TC_LAST_ERROR_HAS("the grid must cover argument 4: global[1] is 9, below 10");
+    const acg_dims full = grid2(WIDTH, ROWS);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(f->s, kc, &full, args, 5));
+    TC_LAST_ERROR_HAS("the shape rule was reached");
     teardown(state);
 
     /* A signed factor below zero is refused by name (never run: the window would be negative).
@@ -762,6 +793,8 @@ static void test_data_rules(void **state) {
     tc_close(cpu);
     TC_OK(acg_kernel_unregister("tk_rowscale_data"));
     TC_OK(acg_kernel_unregister("tk_rowscale_i32"));
+    TC_OK(acg_kernel_unregister("tk_rowscale_grid"));
+    TC_OK(acg_kernel_unregister("tk_rowscale_covered"));
 }
 
 /* Kernels registered as a set: under "<set>/<name>", apart from another library's kernel of the
@@ -828,7 +861,7 @@ static void test_kernel_sets(void **state) {
     TC_LAST_ERROR_HAS("acg_kernel_register_set(engine_c): desc[1](second): dims is 4");
     bad[1] = rowscale_desc("first");
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_c", bad, 3));
-    TC_LAST_ERROR_HAS("\"engine_c/first\" is already registered");
+    TC_LAST_ERROR_HAS("the name \"engine_c/first\" is in desc twice");
     bad[1] = rowscale_desc("sub/name");
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_c", bad, 3));
     TC_LAST_ERROR_HAS("desc[1]: the name \"sub/name\" has a '/'");
@@ -847,6 +880,27 @@ static void test_kernel_sets(void **state) {
     TC_LAST_ERROR_HAS("n is 0");
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_d", NULL, 2));
     TC_LAST_ERROR_HAS("desc is NULL");
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_d", two, UINT32_MAX));
+    TC_LAST_ERROR_HAS("n is too large");
+
+    /* The array's stride is its structs' size: structs from newer headers (longer, their new
+     * fields zero) are read one after another, and a size that differs is refused. */
+    struct newer {
+        acg_kernel_desc d;
+        uint64_t fields[2];
+    } longer[2];
+    memset(longer, 0, sizeof longer);
+    longer[0].d = rowscale_desc("rowscale");
+    longer[1].d = rowscale_desc("scale_rows");
+    longer[0].d.size = longer[1].d.size = sizeof longer[0];
+    TC_OK(acg_kernel_register_set("engine_f", &longer[0].d, 2));
+    TC_OK(acg_kernel_unregister("engine_f/scale_rows")); /* the second struct, by its name */
+    TC_OK(acg_kernel_unregister_set("engine_f"));
+    two[1].size = offsetof(acg_kernel_desc, cpu_parts);
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register_set("engine_f", two, 2));
+    TC_LAST_ERROR_HAS("desc[1]: size");
+    TC_LAST_ERROR_HAS("the structs of one array share one size");
+    two[1].size = sizeof two[1];
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_unregister_set(NULL));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_unregister_set("a/b"));
     TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered, nothing held */
@@ -901,13 +955,17 @@ static void test_desc_size(void **state) {
     TC_OK(acg_kernel_register(&d));
     TC_OK(acg_kernel_unregister("tk_old_caller"));
 
-    /* Headers from before flags: a NULL shape meant elementwise, and is read so. */
+    /* Headers from before flags: a NULL shape meant elementwise, and is read so. Their
+     * sizeof ended with cuda_lanes and the struct's tail padding, up to where reach lies now,
+     * so the bytes where flags lies are padding, whatever they hold. */
     d = rowscale_desc("tk_old_caller");
-    d.size = offsetof(acg_kernel_desc, flags);
+    d.size = offsetof(acg_kernel_desc, reach);
+    d.flags = 0x55; /* the old struct's padding */
+    TC_OK(acg_kernel_register(&d)); /* shaped: the padding does not make it elementwise */
+    TC_OK(acg_kernel_unregister("tk_old_caller"));
     d.shape = NULL;
     d.dims = 1;
     d.in_place[0] = d.in_place[1] = 0;
-    d.flags = 0x55; /* past the size: never read */
     TC_OK(acg_kernel_register(&d));
     dev = tc_open();
     if (tc_backend_is("cpu")) {
@@ -952,13 +1010,6 @@ static void test_desc_size(void **state) {
     TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered */
 }
 
-/* A shape rule that accepts nothing: a launch that reaches it passed the grid checks. */
-static const char *reached_shape(const acg_arg *a, const acg_dims *d, uint64_t *extent) {
-    (void)a;
-    (void)d;
-    (void)extent;
-    return "the shape rule was reached";
-}
 
 /* A grid of more than UINT32_MAX work items is refused, also one whose product of three 32-bit
  * sizes wraps 64 bits to 0 ({2^31, 2^31, 4}), which a check of the whole product misses. */

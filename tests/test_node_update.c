@@ -8,7 +8,7 @@
  */
 #include "common.h"
 
-#include "core/acg-impl.h" /* acg__device_inject_fault */
+#include "core/acg-impl.h" /* acg__device_inject_fault, the node-update test hooks */
 
 #include <pthread.h>
 #include <stddef.h>
@@ -160,6 +160,41 @@ static void test_grid(void **state) {
     replay(f, got);
     eager(f, f->x1, 0, N, 1.0f, want);
     TC_BYTES_EQUAL(got, want, BYTES);
+}
+
+/* A device that cannot change a grid (the capability, as a test hook sets it) refuses a grid
+ * change and still takes the same grid given again. */
+static void test_grid_denied(void **state) {
+    fx *f = *state;
+    need_node_update(f);
+    acg__device_deny_node_update_grid(f->dev);
+    const acg_dims half = acg_dims_1d(N / 2), same = acg_dims_1d(N);
+    TC_EXPECT(ERR_UNSUPPORTED, update_add(f, &half, f->x2, 0, 1.0f));
+    TC_LAST_ERROR_HAS("cannot change a kernel node's grid in a graph (node 1, add_scalar_f32)");
+    TC_OK(update_add(f, &same, f->x2, 0, 1.0f));
+    float got[N], want[N];
+    replay(f, got);
+    eager(f, f->x2, 0, N, 1.0f, want);
+    TC_BYTES_EQUAL(got, want, BYTES);
+}
+
+/* The core's fallback for a backend without its own slot: the whole rewritten description
+ * through graph_update (a test hook makes the core take it here). */
+static void test_fallback_through_graph_update(void **state) {
+    fx *f = *state;
+    need_node_update(f);
+    if (!acg_device_get_capability(f->dev)->graph_update) {
+        tc_skip("no graph update to fall back on");
+    }
+    acg__device_set_node_update_fallback(f->dev, true);
+    float got[N], want[N];
+    for (int i = 0; i < 2; i++) {
+        TC_OK(update_add(f, NULL, i ? f->x1 : f->x2, 0, 6.0f + (float)i));
+        replay(f, got);
+        eager(f, i ? f->x1 : f->x2, 0, N, 6.0f + (float)i, want);
+        TC_BYTES_EQUAL(got, want, BYTES);
+    }
+    acg__device_set_node_update_fallback(f->dev, false);
 }
 
 /* Every refusal: the graph then replays exactly as before. */
@@ -345,6 +380,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_scalar_and_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grid_denied, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fallback_through_graph_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_after_graph_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_scratch, setup, teardown),

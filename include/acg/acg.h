@@ -485,8 +485,9 @@ typedef struct acg_native_buffer {
  * buffer's bytes [0, bytes) from work it issues on a stream of the same device through that
  * stream's native object (acg_stream_get_native), eagerly or inside a native capture; never
  * free, resize, retain or release it. It stays valid while the buffer lives (until
- * acg_buffer_free; graph scratch until its graph is destroyed) and names the same memory for all
- * that time. acg knows of such work only through acg_stream_declare_foreign: declare each one's
+ * acg_buffer_free) and names the same memory for all that time. Graph scratch is shared with
+ * the other graphs of its pool: use its native memory only in work recorded in the capture
+ * that allocated it. acg knows of such work only through acg_stream_declare_foreign: declare each one's
  * accesses, and the buffer's free then waits for that stream's work, and a graph that holds the
  * work keeps the buffer alive (ACG_ERR_IN_USE) as it does for its own nodes; undeclared work is
  * the engine's to order and keep alive. out is an output struct (its size set by the caller).
@@ -867,8 +868,9 @@ typedef struct acg_kernel_desc {
     /* Added with shape rules as data. How far each buffer argument reaches is said in exactly
      * one way: ACG_KERNEL_ELEMENTWISE in flags (global[0] * bytes_per_item), a shape callback
      * (shape), or reach[] for every buffer argument. A definition with a buffer argument that
-     * says none of them is refused. (A caller whose struct ends before flags, from headers
-     * older than this rule, meant elementwise by leaving shape NULL, and is read so.) */
+     * says none of them is refused. (A caller whose struct ends before reach, from headers
+     * older than this rule, meant elementwise by leaving shape NULL, and is read so; what its
+     * struct holds where flags lies now is its tail padding, never read.) */
     uint32_t flags; /* ACG_KERNEL_* below, or'ed */
     /* (optional) Buffer argument i reaches reach[i].bytes * f(by[0]) * f(by[1]) bytes from its
      * offset, where f(ACG_BY_ONE) is 1, f(ACG_BY_ARG(j)) the value of integer scalar argument j
@@ -895,10 +897,15 @@ typedef struct acg_kernel_desc {
  * through the allocator hook, so acg_set_allocator is refused until it is unregistered.
  * ACG_ERR_INVALID_ARGUMENT, the message naming the field, for: a NULL desc; a size as the
  * conventions above refuse it (the least is offsetof(acg_kernel_desc, shape)); a NULL or empty
- * name, or one already registered (the core's kernels included); n_args above
- * ACG_MAX_KERNEL_ARGS; a type that is not an acg_arg_type; bytes_per_item set for a scalar; a
- * buffer without bytes_per_item and no shape rule; dims not 1..3, or not 1 without a shape
- * rule; an in_place pair that is not two different buffer arguments below n_args; an unknown
+ * name, one with '/' (a set's: acg_kernel_register_set), or one already registered (the core's
+ * kernels included); n_args above ACG_MAX_KERNEL_ARGS; a type that is not an acg_arg_type;
+ * bytes_per_item set for a scalar; flags with bits this header does not define; buffers whose
+ * reach is said in no way, or in more than one (ACG_KERNEL_ELEMENTWISE, shape, reach[]); an
+ * elementwise buffer without bytes_per_item, or an elementwise kernel whose dims is not 1;
+ * data rules with a buffer lacking reach[i].bytes, a reach set for a scalar or past n_args, a
+ * factor naming no integer scalar argument or a dimension past dims, or a grid_covers entry
+ * for a dimension past dims or naming the grid; dims not 1..3; an in_place pair that is not
+ * two different buffer arguments below n_args; an unknown
  * exactness; no implementation at all, opencl.name without opencl.source, or a binary whose
  * pointer and size disagree; cpu_parts with one of its functions only, or without cpu.fn;
  * cuda_lanes not a power of two up to 1024, or set without cuda.fatbin.
@@ -916,16 +923,20 @@ ACG_API acg_status acg_kernel_unregister(const char *name);
  * so that two libraries in one process may both have a "matmul" (acg_kernel_get takes the whole
  * name). All or nothing: when one definition is refused (the message names its index and the
  * field, as acg_kernel_register would), none stays registered. set is a non-empty name without
- * '/'; a name with '/' belongs to a set and acg_kernel_register refuses it. Thread-safe.
- * ACG_ERR_INVALID_ARGUMENT for a NULL or malformed set, NULL desc with n > 0, n 0, a set
- * already registered, and what acg_kernel_register refuses; ACG_ERR_OUT_OF_MEMORY. */
+ * '/'; a name with '/' belongs to a set and acg_kernel_register refuses it. An implementation
+ * that names no function (opencl.name, cuda.name, spirv.name) runs the one of desc[i].name, the
+ * name without the set's. desc is an array of n structs of desc[0].size bytes each (the
+ * caller's sizeof), every one with that size. Thread-safe. ACG_ERR_INVALID_ARGUMENT for a
+ * NULL or malformed set, NULL desc, n 0 or above UINT32_MAX / 2, a struct whose size is not
+ * desc[0]'s, a name twice in desc, a set already registered, and what acg_kernel_register
+ * refuses (the message names the index); ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc,
                                            size_t n);
 
-/* Unregisters every kernel of the set, all or nothing: ACG_ERR_IN_USE while a device that loaded
- * one of them is open (the message names the kernel), and then none is unregistered;
- * ACG_ERR_NOT_FOUND when no kernel of the set is registered; ACG_ERR_INVALID_ARGUMENT for a NULL
- * or malformed set. */
+/* Unregisters every kernel of the set, all or nothing. Thread-safe. ACG_ERR_IN_USE while a
+ * device that loaded one of them is open (the message names the kernel), and then none is
+ * unregistered; ACG_ERR_NOT_FOUND when no kernel of the set is registered;
+ * ACG_ERR_INVALID_ARGUMENT for a NULL or malformed set. */
 ACG_API acg_status acg_kernel_unregister_set(const char *set);
 
 /* ---- using kernels ------------------------------------------------------------------------ */
@@ -957,7 +968,8 @@ ACG_API const char *acg_kernel_get_name(const acg_kernel *kernel);
  * recorded: a refused launch leaves the stream, and a capture, as they were.
  * ACG_ERR_INVALID_ARGUMENT for a wrong argument count or type (the message names the
  * argument), a zero or oversized grid, a grid with more dimensions than the kernel, a launch
- * its shape rule refuses (the message quotes the rule's sentence), a misaligned offset (a
+ * its shape rule refuses (the message quotes the rule's sentence), a grid below what
+ * grid_covers requires, a negative scalar that a data rule multiplies, a misaligned offset (a
  * view's own offset included), buffer windows that overlap other than as the kernel allows,
  * or graph scratch used outside the capture that allocated it (copies and fills refuse it too);
  * ACG_ERR_OUT_OF_RANGE when a buffer argument's window leaves the buffer;
@@ -1073,7 +1085,8 @@ ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
  * graph_node_update_grid; ACG_ERR_OUT_OF_RANGE for a node past the graph;
  * ACG_ERR_INVALID_ARGUMENT for a node that is not a kernel (naming its kind), NULL args with
  * n_args > 0, and every launch error above; ACG_ERR_INVALID_HANDLE, ACG_ERR_WRONG_DEVICE,
- * ACG_ERR_DEVICE_LOST. */
+ * ACG_ERR_DEVICE_LOST; ACG_ERR_DEVICE or ACG_ERR_OUT_OF_MEMORY when the driver fails the
+ * change (the graph then replays as before). */
 ACG_API acg_status acg_graph_update_kernel_node(acg_graph *graph, size_t node,
                                                 const acg_dims *dims, const acg_arg *args,
                                                 size_t n_args);

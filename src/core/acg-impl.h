@@ -86,6 +86,7 @@ struct acg_device {
     uint64_t next_graph_id;
     acg_memory_stats memory; /* under lock */
     bool retain_discarded;   /* from the backend; a test hook may set it */
+    bool node_update_fallback; /* test hook: node updates through graph_update, not the slot */
     _Atomic uint64_t free_override; /* test hook: free memory to report (0: ask the driver) */
     /* The first device fault, latched (acg__device_fault): ACG__FAULT_NONE, ACG__FAULT_LATCHING
      * while lost_why is written, then ACG__FAULT_LOST, after which lost_why never changes. */
@@ -304,6 +305,11 @@ void acg__pool_release_parked(acg_graph_pool *pool);
 /* Test hooks: keep discarded graphs as a backend that needs it would; graphs parked in a pool. */
 void acg__device_set_retain_discarded(acg_device *dev, bool retain);
 uint32_t acg__pool_parked_count(const acg_graph_pool *pool);
+
+/* Test hooks of per-node updates: the core's fallback (graph_update of the rewritten
+ * description) instead of the backend's slot; a device that says it cannot change a grid. */
+void acg__device_set_node_update_fallback(acg_device *dev, bool fallback);
+void acg__device_deny_node_update_grid(acg_device *dev);
 
 /* Test hook: acg_device_get_memory_info reports `bytes` free (0: what the driver says). */
 void acg__device_set_free_memory(acg_device *dev, uint64_t bytes);

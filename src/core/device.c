@@ -592,6 +592,18 @@ void acg__device_set_retain_discarded(acg_device *dev, bool retain) {
     pthread_mutex_unlock(&dev->lock);
 }
 
+void acg__device_set_node_update_fallback(acg_device *dev, bool fallback) {
+    pthread_mutex_lock(&dev->lock);
+    dev->node_update_fallback = fallback;
+    pthread_mutex_unlock(&dev->lock);
+}
+
+void acg__device_deny_node_update_grid(acg_device *dev) {
+    pthread_mutex_lock(&dev->lock);
+    dev->cap.graph_node_update_grid = false;
+    pthread_mutex_unlock(&dev->lock);
+}
+
 acg_device *acg__stream_device(const acg_stream *s) { return s->dev; }
 
 acg_device *acg__buffer_device(const acg_buffer *buf) { return buf->dev; }

@@ -412,13 +412,16 @@ static acg_status prepare_node(const acg_graph *g, size_t index, const acg_dims 
     if (st != ACG_OK) {
         return st;
     }
-    for (uint32_t b = 0; b < nn->n_buffers; b++) {
-        const acg_buffer *buf = nn->buffers[b];
+    for (size_t j = 0; j < n_args; j++) {
+        if (args[j].type != ACG_ARG_BUFFER) {
+            continue;
+        }
+        const acg_buffer *buf = args[j].value.buf.buffer; /* live: prepare checked them */
         if (buf->scratch && buf->owner_id != g->id) {
             return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                              "%s(%s): buffer %u is graph scratch of another graph; a node may "
-                              "use only its own graph's scratch",
-                              fn, old->def->name, b);
+                              "%s(%s): argument %zu is graph scratch of another graph; a node "
+                              "may use only its own graph's scratch",
+                              fn, old->def->name, j);
         }
     }
     return ACG_OK;
@@ -453,7 +456,8 @@ acg_status acg_graph_update_kernel_node(acg_graph *g, size_t index, const acg_di
         acg__node old = *slot;
         *slot = nn;
         acg_status (*update_node)(acg__bk_exec *, const acg__graph_desc *, uint32_t,
-                                  const acg__node *) = ACG__SLOT(dev->vt, graph_update_node, 6);
+                                  const acg__node *) =
+            dev->node_update_fallback ? NULL : ACG__SLOT(dev->vt, graph_update_node, 6);
         st = acg__device_fault(dev, update_node != NULL
                                         ? update_node(g->exec, &g->desc, (uint32_t)index, &old)
                                         : dev->vt->graph_update(g->exec, &g->desc));
