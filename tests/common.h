@@ -26,6 +26,12 @@ void tc_expect_(acg_status want, acg_status got, const char *expr, const char *f
 
 /* Asserts that acg_last_error() contains `needle`. */
 #define TC_LAST_ERROR_HAS(needle) tc_last_error_has_((needle), __FILE__, __LINE__)
+/* Both: the call returns ACG_<want> and acg_last_error() then contains needle. */
+#define TC_EXPECT_HAS(want, call, needle)                                                          \
+    do {                                                                                           \
+        TC_EXPECT(want, call);                                                                     \
+        TC_LAST_ERROR_HAS(needle);                                                                 \
+    } while (0)
 void tc_last_error_has_(const char *needle, const char *file, int line);
 
 /* Asserts that two byte ranges are equal with memcmp; on a mismatch reports the first differing

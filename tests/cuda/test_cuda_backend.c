@@ -70,18 +70,6 @@ static void bind_driver(void) {
     dlclose(h); /* RTLD_NOLOAD took a reference */
 }
 
-#define OK(call) assert_int_equal((call), ACG_OK)
-
-/* Asserts that call returns want and that acg_last_error() holds text. */
-#define EXPECT(want, call, text)                                                                   \
-    do {                                                                                           \
-        acg_status st_ = (call);                                                                   \
-        if (st_ != (want) || strstr(acg_last_error(), (text)) == NULL) {                           \
-            fail_msg("%s: %s (want %s with \"%s\"): %s", #call, acg_status_name(st_),              \
-                     acg_status_name(want), (text), acg_last_error());                             \
-        }                                                                                          \
-    } while (0)
-
 /* ---- the scenario -------------------------------------------------------------------------- */
 
 typedef struct scene {
@@ -280,7 +268,7 @@ static void scene_close(scene *c) {
 static void test_scenario(void **state) {
     (void)state;
     scene c;
-    OK(scene_run(&c, true));
+    TC_OK(scene_run(&c, true));
     scene_close(&c);
 }
 
@@ -308,7 +296,7 @@ static bool releases(const char *name) {
 static void test_fault_sweep(void **state) {
     (void)state;
     scene c;
-    OK(scene_run(&c, true)); /* loads the driver and builds what is built once per process */
+    TC_OK(scene_run(&c, true)); /* loads the driver and builds what is built once per process */
     scene_close(&c);
     bind_driver();
     unsigned long counts[N_ENTRIES];
@@ -316,7 +304,7 @@ static void test_fault_sweep(void **state) {
         counts[i] = drv.calls(entry_names[i]);
     }
     long live = drv.live();
-    OK(scene_run(&c, true));
+    TC_OK(scene_run(&c, true));
     scene_close(&c);
     assert_int_equal(drv.live(), live);
     for (size_t i = 0; i < N_ENTRIES; i++) {
@@ -356,7 +344,7 @@ static void test_fault_sweep(void **state) {
                             k, acg_status_name(st), why, drv.live() - live);
                 fail();
             }
-            OK(scene_run(&c, true));
+            TC_OK(scene_run(&c, true));
             scene_close(&c);
             assert_int_equal(drv.live(), live);
         }
@@ -372,19 +360,19 @@ static void test_fault_sweep(void **state) {
 static void test_update_refused(void **state) {
     (void)state;
     scene c;
-    OK(scene_run(&c, true));
+    TC_OK(scene_run(&c, true));
     bind_driver();
     acg_graph *g3 = NULL;
-    OK(capture(&c, ALPHA, &g3));
+    TC_OK(capture(&c, ALPHA, &g3));
     unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
     drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-    OK(acg_graph_update(c.g, g3));
+    TC_OK(acg_graph_update(c.g, g3));
     drv.inject(NULL, 0, 0);
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
-    OK(acg_graph_launch(c.g, c.s));
-    OK(acg_stream_synchronize(c.s));
+    TC_OK(acg_graph_launch(c.g, c.s));
+    TC_OK(acg_stream_synchronize(c.s));
     assert_true(host_is(&c, 2.0f + ALPHA));
-    OK(acg_graph_destroy(g3));
+    TC_OK(acg_graph_destroy(g3));
     scene_close(&c);
 }
 
@@ -392,7 +380,7 @@ static void test_update_refused(void **state) {
 static void test_capture_errors(void **state) {
     (void)state;
     scene c;
-    OK(scene_run(&c, true));
+    TC_OK(scene_run(&c, true));
     bind_driver();
     static const struct {
         const char *call;
@@ -410,15 +398,15 @@ static void test_capture_errors(void **state) {
         assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
         assert_null(g);
         acg_capture_state state2 = ACG_CAPTURE_NONE;
-        OK(acg_stream_get_capture_state(c.s2, &state2));
+        TC_OK(acg_stream_get_capture_state(c.s2, &state2));
         assert_int_equal(state2, ACG_CAPTURE_NONE);
         /* Both streams run eager work again. */
         acg_arg args[] = {acg_arg_buffer(c.y, 0), acg_arg_f32(7.0f)};
         acg_dims dims = acg_dims_1d(N);
-        OK(acg_kernel_launch(c.s2, c.fill, &dims, args, 2));
-        OK(acg_stream_synchronize(c.s2));
-        OK(acg_copy_d2h(c.s, c.host, c.y, 0, N * sizeof(float)));
-        OK(acg_stream_synchronize(c.s));
+        TC_OK(acg_kernel_launch(c.s2, c.fill, &dims, args, 2));
+        TC_OK(acg_stream_synchronize(c.s2));
+        TC_OK(acg_copy_d2h(c.s, c.host, c.y, 0, N * sizeof(float)));
+        TC_OK(acg_stream_synchronize(c.s));
         assert_true(host_is(&c, 7.0f));
     }
     scene_close(&c);
@@ -452,7 +440,7 @@ static CUstream native_stream(acg_stream *s) {
     *(void **)&eng.d2d = entry("cuMemcpyDtoDAsync", 3020);
     *(void **)&eng.d2h = entry("cuMemcpyDtoHAsync", 3020);
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
-    OK(acg_stream_get_native(s, &h));
+    TC_OK(acg_stream_get_native(s, &h));
     assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);
     return (CUstream)h.handle;
 }
@@ -465,7 +453,7 @@ static unsigned bits_of(float v) {
 
 static CUdeviceptr address_of(acg_buffer *b, size_t bytes) {
     acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
-    OK(acg_buffer_get_native(b, &nb));
+    TC_OK(acg_buffer_get_native(b, &nb));
     assert_int_equal(nb.kind, ACG_NATIVE_CUDA_DEVICEPTR);
     assert_null(nb.handle);
     assert_int_equal(nb.offset, 0);
@@ -520,12 +508,12 @@ static void foreign_run(scene *c, acg_graph *g, acg_buffer *view, bool engine,
     acg_buffer *bufs[] = {c->x, c->y, c->z};
     float *outs[] = {out->x, out->y, out->z};
     for (int i = 0; i < 3; i++) {
-        OK(acg_fill(c->s, bufs[i], 0, N * sizeof(float), 0, 4));
+        TC_OK(acg_fill(c->s, bufs[i], 0, N * sizeof(float), 0, 4));
     }
-    OK(acg_stream_synchronize(c->s));
-    OK(g != NULL ? acg_graph_launch(g, c->s) : foreign_step(c, view, engine));
+    TC_OK(acg_stream_synchronize(c->s));
+    TC_OK(g != NULL ? acg_graph_launch(g, c->s) : foreign_step(c, view, engine));
     for (int i = 0; i < 3; i++) {
-        OK(acg_copy_d2h(c->s, outs[i], bufs[i], 0, N * sizeof(float)));
+        TC_OK(acg_copy_d2h(c->s, outs[i], bufs[i], 0, N * sizeof(float)));
     }
 }
 
@@ -538,11 +526,11 @@ static void foreign_run(scene *c, acg_graph *g, acg_buffer *view, bool engine,
 static void test_foreign_work(void **state) {
     (void)state;
     scene c;
-    OK(scene_run(&c, true));
+    TC_OK(scene_run(&c, true));
     bind_driver();
     native_stream(c.s);
     acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
-    OK(acg_device_get_native(c.dev, &nd));
+    TC_OK(acg_device_get_native(c.dev, &nd));
     assert_int_equal(nd.kind, ACG_NATIVE_CUDA_CONTEXT);
     assert_null(nd.device);
     assert_null(nd.platform);
@@ -561,7 +549,7 @@ static void test_foreign_work(void **state) {
     assert_int_equal(release(cu_dev), CUDA_SUCCESS);
 
     acg_buffer *view = NULL;
-    OK(acg_buffer_create_view(c.z, 64 * sizeof(float), 128 * sizeof(float), &view));
+    TC_OK(acg_buffer_create_view(c.z, 64 * sizeof(float), 128 * sizeof(float), &view));
     assert_int_equal(address_of(view, 128 * sizeof(float)),
                      address_of(c.z, N * sizeof(float)) + 64 * sizeof(float));
 
@@ -571,18 +559,18 @@ static void test_foreign_work(void **state) {
     foreign_run(&c, NULL, view, true, &got);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
 
-    OK(acg_stream_begin_capture(c.s, c.pool));
-    OK(foreign_step(&c, view, true));
+    TC_OK(acg_stream_begin_capture(c.s, c.pool));
+    TC_OK(foreign_step(&c, view, true));
     acg_graph *g = NULL;
-    OK(acg_stream_end_capture(c.s, &g));
+    TC_OK(acg_stream_end_capture(c.s, &g));
     static const acg_node_kind kinds[] = {ACG_NODE_FOREIGN, ACG_NODE_FOREIGN, ACG_NODE_KERNEL,
                                           ACG_NODE_KERNEL};
     size_t nodes = 0;
-    OK(acg_graph_get_node_count(g, &nodes));
+    TC_OK(acg_graph_get_node_count(g, &nodes));
     assert_int_equal(nodes, 4);
     for (size_t i = 0; i < nodes; i++) {
         acg_node_info info;
-        OK(acg_graph_get_node(g, i, &info));
+        TC_OK(acg_graph_get_node(g, i, &info));
         assert_int_equal(info.kind, kinds[i]);
     }
     /* Nothing ran at capture, and each replay does it all again. */
@@ -591,9 +579,9 @@ static void test_foreign_work(void **state) {
         foreign_run(&c, g, view, true, &got);
         assert_int_equal(memcmp(&got, &want, sizeof got), 0);
     }
-    EXPECT(ACG_ERR_IN_USE, acg_buffer_free(view), "");
-    OK(acg_graph_destroy(g));
-    OK(acg_buffer_free(view));
+    TC_EXPECT_HAS(ERR_IN_USE, acg_buffer_free(view), "");
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_buffer_free(view));
     scene_close(&c);
 }
 
@@ -628,14 +616,14 @@ static acg_status step(scene *c, acg_buffer *scratch, float k, CUdeviceptr own, 
 /* step, captured into pool (with a scratch buffer of it when `with_scratch`). */
 static acg_graph *capture_step(scene *c, acg_graph_pool *pool, bool with_scratch, float k,
                                CUdeviceptr own, float m, CUdeviceptr src) {
-    OK(acg_stream_begin_capture(c->s, pool));
+    TC_OK(acg_stream_begin_capture(c->s, pool));
     acg_buffer *scratch = NULL;
     if (with_scratch) {
-        OK(acg_stream_alloc(c->s, N * sizeof(float), &scratch));
+        TC_OK(acg_stream_alloc(c->s, N * sizeof(float), &scratch));
     }
-    OK(step(c, scratch, k, own, m, src));
+    TC_OK(step(c, scratch, k, own, m, src));
     acg_graph *g = NULL;
-    OK(acg_stream_end_capture(c->s, &g));
+    TC_OK(acg_stream_end_capture(c->s, &g));
     return g;
 }
 
@@ -653,18 +641,18 @@ static void run(scene *c, acg_graph *g, CUdeviceptr *own, int n_own, float k, in
     for (int i = 0; i < n_own; i++) {
         assert_int_equal(eng.memset32(own[i], 0, N, native), CUDA_SUCCESS);
     }
-    OK(acg_fill(c->s, c->y, 0, N * sizeof(float), 0, 4));
-    OK(acg_stream_synchronize(c->s));
+    TC_OK(acg_fill(c->s, c->y, 0, N * sizeof(float), 0, 4));
+    TC_OK(acg_stream_synchronize(c->s));
     memset(c->host, 0, N * sizeof(float));
     if (g != NULL) {
-        OK(acg_graph_launch(g, c->s));
+        TC_OK(acg_graph_launch(g, c->s));
     } else {
-        OK(step(c, NULL, k, own[at], m, src));
+        TC_OK(step(c, NULL, k, own[at], m, src));
     }
-    OK(acg_stream_synchronize(c->s));
+    TC_OK(acg_stream_synchronize(c->s));
     memcpy(out->y, c->host, sizeof out->y);
     assert_int_equal(eng.d2h(out->own, own[at], sizeof out->own, native), CUDA_SUCCESS);
-    OK(acg_stream_synchronize(c->s));
+    TC_OK(acg_stream_synchronize(c->s));
 }
 
 /* The engine's memory other than own[at] is still zero. */
@@ -675,7 +663,7 @@ static void expect_others_zero(scene *c, CUdeviceptr *own, int n_own, int at) {
     for (int i = 0; i < n_own; i++) {
         if (i != at) {
             assert_int_equal(eng.d2h(back, own[i], sizeof back, native), CUDA_SUCCESS);
-            OK(acg_stream_synchronize(c->s));
+            TC_OK(acg_stream_synchronize(c->s));
             assert_int_equal(memcmp(back, zero, sizeof back), 0);
         }
     }
@@ -691,7 +679,7 @@ static void expect_others_zero(scene *c, CUdeviceptr *own, int n_own, int at) {
 static void test_update_foreign(void **state) {
     (void)state;
     scene c;
-    OK(scene_run(&c, true));
+    TC_OK(scene_run(&c, true));
     bind_driver();
     native_stream(c.s);
     CUdeviceptr own[3];
@@ -707,7 +695,7 @@ static void test_update_foreign(void **state) {
 
     unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
     unsigned long clones = drv.calls("cuGraphClone");
-    OK(acg_graph_update(g, from));
+    TC_OK(acg_graph_update(g, from));
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst); /* in place */
     assert_int_equal(drv.calls("cuGraphClone"), clones + 1);
     run(&c, g, own, 3, 0, 1, 0, 0, &got);
@@ -721,7 +709,7 @@ static void test_update_foreign(void **state) {
     acg_graph *again = capture_step(&c, c.pool, false, -4.25f, own[2], 0.5f, 0);
     inst = drv.calls("cuGraphInstantiateWithFlags");
     drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-    OK(acg_graph_update(g, again));
+    TC_OK(acg_graph_update(g, again));
     drv.inject(NULL, 0, 0);
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
     run(&c, g, own, 3, 0, 2, 0, 0, &got);
@@ -733,7 +721,7 @@ static void test_update_foreign(void **state) {
      * the memset was. acg sees the same topology (foreign work of the same name). */
     acg_graph *copying = capture_step(&c, c.pool, false, 6.0f, own[0], 0, own[1]);
     inst = drv.calls("cuGraphInstantiateWithFlags");
-    OK(acg_graph_update(g, copying));
+    TC_OK(acg_graph_update(g, copying));
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
     CUstream native = native_stream(c.s);
     float three[N];
@@ -741,19 +729,19 @@ static void test_update_foreign(void **state) {
         three[i] = 3.0f;
     }
     assert_int_equal(eng.memset32(own[1], bits_of(3.0f), N, native), CUDA_SUCCESS);
-    OK(acg_graph_launch(g, c.s));
-    OK(acg_stream_synchronize(c.s));
+    TC_OK(acg_graph_launch(g, c.s));
+    TC_OK(acg_stream_synchronize(c.s));
     assert_int_equal(eng.d2h(got.own, own[0], sizeof got.own, native), CUDA_SUCCESS);
-    OK(acg_stream_synchronize(c.s));
+    TC_OK(acg_stream_synchronize(c.s));
     assert_int_equal(memcmp(got.own, three, sizeof three), 0);
     for (int i = 0; i < N; i++) {
         assert_true(c.host[i] == 6.0f);
     }
 
-    OK(acg_graph_destroy(copying));
-    OK(acg_graph_destroy(again));
-    OK(acg_graph_destroy(from));
-    OK(acg_graph_destroy(g));
+    TC_OK(acg_graph_destroy(copying));
+    TC_OK(acg_graph_destroy(again));
+    TC_OK(acg_graph_destroy(from));
+    TC_OK(acg_graph_destroy(g));
     for (int i = 0; i < 3; i++) {
         assert_int_equal(eng.release(own[i]), CUDA_SUCCESS);
     }
@@ -768,25 +756,25 @@ static void test_update_foreign(void **state) {
 static void test_update_foreign_pools(void **state) {
     (void)state;
     scene c;
-    OK(scene_run(&c, true));
+    TC_OK(scene_run(&c, true));
     bind_driver();
     native_stream(c.s);
     CUdeviceptr own[1];
     assert_int_equal(eng.alloc(&own[0], N * sizeof(float)), CUDA_SUCCESS);
     acg_graph_pool *other = NULL;
-    OK(acg_graph_pool_create(c.dev, &other));
+    TC_OK(acg_graph_pool_create(c.dev, &other));
     acg_graph *g = capture_step(&c, c.pool, true, 1.0f, own[0], 9.0f, 0);
     acg_graph *same = capture_step(&c, c.pool, true, 2.0f, own[0], 8.0f, 0);
     acg_graph *elsewhere = capture_step(&c, other, true, 3.0f, own[0], 6.0f, 0);
     result got, want;
 
-    EXPECT(ACG_ERR_UNSUPPORTED, acg_graph_update(g, elsewhere), "one pool");
+    TC_EXPECT_HAS(ERR_UNSUPPORTED, acg_graph_update(g, elsewhere), "one pool");
     assert_non_null(strstr(acg_last_error(), "engine work"));
     run(&c, g, own, 1, 0, 0, 0, 0, &got);
     run(&c, NULL, own, 1, 1.0f, 0, 9.0f, 0, &want);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
 
-    OK(acg_graph_update(g, same));
+    TC_OK(acg_graph_update(g, same));
     run(&c, g, own, 1, 0, 0, 0, 0, &got);
     run(&c, NULL, own, 1, 2.0f, 0, 8.0f, 0, &want);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
@@ -794,24 +782,24 @@ static void test_update_foreign_pools(void **state) {
     acg_graph *h = capture_step(&c, c.pool, true, 5.0f, 0, 0, 0);
     acg_graph *h2 = capture_step(&c, other, true, -1.0f, 0, 0, 0);
     unsigned long clones = drv.calls("cuGraphClone"), built = drv.calls("cuGraphCreate");
-    OK(acg_graph_update(h, h2));
+    TC_OK(acg_graph_update(h, h2));
     assert_int_equal(drv.calls("cuGraphClone"), clones);
     assert_int_equal(drv.calls("cuGraphCreate"), built + 1);
     run(&c, h, own, 1, 0, 0, 0, 0, &got);
     run(&c, NULL, own, 1, -1.0f, 0, 0, 0, &want);
     assert_int_equal(memcmp(got.y, want.y, sizeof got.y), 0);
-    OK(acg_graph_destroy(h2));
-    OK(acg_graph_destroy(h));
+    TC_OK(acg_graph_destroy(h2));
+    TC_OK(acg_graph_destroy(h));
 
     /* The capability's detail says where foreign work updates. */
     const acg_capability *cap = acg_device_get_capability(c.dev);
     assert_true(cap->graph_update);
     assert_non_null(strstr(cap->detail, "foreign work, collectives: one pool"));
 
-    OK(acg_graph_destroy(elsewhere));
-    OK(acg_graph_destroy(same));
-    OK(acg_graph_destroy(g));
-    OK(acg_graph_pool_destroy(other));
+    TC_OK(acg_graph_destroy(elsewhere));
+    TC_OK(acg_graph_destroy(same));
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_graph_pool_destroy(other));
     assert_int_equal(eng.release(own[0]), CUDA_SUCCESS);
     scene_close(&c);
 }
@@ -830,51 +818,51 @@ static void test_device_fault(void **state) {
     bind_driver();
     long live = drv.live();
     acg_device *dev = NULL;
-    OK(acg_device_open("cuda", &dev));
+    TC_OK(acg_device_open("cuda", &dev));
     acg_kernel *fill = NULL;
-    OK(acg_kernel_get(dev, "fill_f32", &fill));
+    TC_OK(acg_kernel_get(dev, "fill_f32", &fill));
     acg_buffer *x = NULL;
     acg_stream *s = NULL;
     acg_event *ev = NULL;
     acg_graph_pool *pool = NULL;
     acg_graph *g = NULL;
     float *host = NULL;
-    OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
-    OK(acg_pinned_alloc(dev, N * sizeof(float), (void **)&host));
-    OK(acg_stream_create(dev, &s));
-    OK(acg_event_create(dev, &ev));
-    OK(acg_graph_pool_create(dev, &pool));
+    TC_OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
+    TC_OK(acg_pinned_alloc(dev, N * sizeof(float), (void **)&host));
+    TC_OK(acg_stream_create(dev, &s));
+    TC_OK(acg_event_create(dev, &ev));
+    TC_OK(acg_graph_pool_create(dev, &pool));
     acg_arg args[] = {acg_arg_buffer(x, 0), acg_arg_f32(2.0f)};
     acg_dims dims = acg_dims_1d(N);
-    OK(acg_stream_begin_capture(s, pool));
-    OK(acg_kernel_launch(s, fill, &dims, args, 2));
-    OK(acg_copy_d2h(s, host, x, 0, N * sizeof(float)));
-    OK(acg_stream_end_capture(s, &g));
-    OK(acg_graph_launch(g, s));
-    OK(acg_event_record(ev, s));
-    OK(acg_stream_synchronize(s));
-    OK(acg_device_get_async_error(dev)); /* no fault yet */
+    TC_OK(acg_stream_begin_capture(s, pool));
+    TC_OK(acg_kernel_launch(s, fill, &dims, args, 2));
+    TC_OK(acg_copy_d2h(s, host, x, 0, N * sizeof(float)));
+    TC_OK(acg_stream_end_capture(s, &g));
+    TC_OK(acg_graph_launch(g, s));
+    TC_OK(acg_event_record(ev, s));
+    TC_OK(acg_stream_synchronize(s));
+    TC_OK(acg_device_get_async_error(dev)); /* no fault yet */
 
     drv.set_sticky(0, CUDA_ERROR_LAUNCH_FAILED);
-    EXPECT(ACG_ERR_DEVICE_LOST, acg_device_get_async_error(dev),
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev),
            "acg_device_get_async_error: cuEventQuery failed with CUDA_ERROR_LAUNCH_FAILED");
-    EXPECT(ACG_ERR_DEVICE_LOST, acg_device_get_async_error(dev), "CUDA_ERROR_LAUNCH_FAILED");
-    EXPECT(ACG_ERR_DEVICE_LOST, acg_stream_synchronize(s), "CUDA_ERROR_LAUNCH_FAILED");
-    EXPECT(ACG_ERR_DEVICE_LOST, acg_kernel_launch(s, fill, &dims, args, 2),
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_stream_synchronize(s), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_kernel_launch(s, fill, &dims, args, 2),
            "CUDA_ERROR_LAUNCH_FAILED");
-    EXPECT(ACG_ERR_DEVICE_LOST, acg_event_query(ev), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_event_query(ev), "CUDA_ERROR_LAUNCH_FAILED");
     acg_buffer *more = NULL;
-    EXPECT(ACG_ERR_DEVICE_LOST, acg_buffer_alloc(dev, 64, &more), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_buffer_alloc(dev, 64, &more), "CUDA_ERROR_LAUNCH_FAILED");
     assert_null(more);
 
     /* Destroys work, and the close frees the rest with the context. */
-    OK(acg_graph_destroy(g));
-    OK(acg_graph_pool_destroy(pool));
-    OK(acg_event_destroy(ev));
-    OK(acg_stream_destroy(s));
-    OK(acg_pinned_free(host));
-    OK(acg_buffer_free(x));
-    OK(acg_device_close(dev));
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_graph_pool_destroy(pool));
+    TC_OK(acg_event_destroy(ev));
+    TC_OK(acg_stream_destroy(s));
+    TC_OK(acg_pinned_free(host));
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_device_close(dev));
     assert_int_equal(drv.live(), live);
 
     /* Opened again: a new context, no fault, and a kernel runs. */
@@ -902,14 +890,14 @@ static void test_device_fault(void **state) {
         {CUDA_ERROR_MPS_CLIENT_TERMINATED, "CUDA_ERROR_MPS_CLIENT_TERMINATED"},
     };
     for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
-        OK(acg_device_open("cuda", &dev));
-        OK(acg_stream_create(dev, &s));
+        TC_OK(acg_device_open("cuda", &dev));
+        TC_OK(acg_stream_create(dev, &s));
         drv.set_sticky(0, faults[i].code);
-        EXPECT(ACG_ERR_DEVICE_LOST, acg_device_get_async_error(dev), faults[i].name);
+        TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev), faults[i].name);
         assert_non_null(strstr(acg_last_error(), "cuEventQuery"));
-        EXPECT(ACG_ERR_DEVICE_LOST, acg_stream_query(s), faults[i].name);
-        OK(acg_stream_destroy(s));
-        OK(acg_device_close(dev));
+        TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_stream_query(s), faults[i].name);
+        TC_OK(acg_stream_destroy(s));
+        TC_OK(acg_device_close(dev));
         assert_int_equal(drv.live(), live);
     }
 }
@@ -919,18 +907,18 @@ static void test_device_fault(void **state) {
  * matmul (grid (n_out, n)) with one column and one input gives a tall grid on small buffers. */
 static void test_grid_limit(void **state) {
     (void)state;
-    OK(acg_model_register_kernels());
+    TC_OK(acg_model_register_kernels());
     acg_device *dev = NULL;
-    OK(acg_device_open("cuda", &dev));
+    TC_OK(acg_device_open("cuda", &dev));
     acg_kernel *matmul = NULL;
-    OK(acg_kernel_get(dev, "matmul_f32", &matmul));
+    TC_OK(acg_kernel_get(dev, "matmul_f32", &matmul));
     const uint32_t rows = 65536;
     acg_buffer *out = NULL, *x = NULL, *w = NULL;
     acg_stream *s = NULL;
-    OK(acg_buffer_alloc(dev, rows * sizeof(float), &out));
-    OK(acg_buffer_alloc(dev, rows * sizeof(float), &x));
-    OK(acg_buffer_alloc(dev, sizeof(float), &w));
-    OK(acg_stream_create(dev, &s));
+    TC_OK(acg_buffer_alloc(dev, rows * sizeof(float), &out));
+    TC_OK(acg_buffer_alloc(dev, rows * sizeof(float), &x));
+    TC_OK(acg_buffer_alloc(dev, sizeof(float), &w));
+    TC_OK(acg_stream_create(dev, &s));
     for (uint32_t n = rows; n >= rows - 1; n--) {
         acg_arg args[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(w, 0),
                           acg_arg_u32(1),         acg_arg_u32(1),       acg_arg_u32(n)};
@@ -940,19 +928,19 @@ static void test_grid_limit(void **state) {
             assert_int_equal(st, ACG_ERR_UNSUPPORTED);
             assert_non_null(strstr(acg_last_error(), "blocks"));
         } else {
-            OK(st);
+            TC_OK(st);
         }
     }
     /* The sampler has a block of 1024 threads per row (cuda_lanes): 2^31 rows would be 2^31
      * blocks, one more than CUDA launches in x, however few rows the buffers hold; one row's
      * grid runs (the test driver refuses a grid that does not give each row its block). */
     acg_kernel *sample = NULL;
-    OK(acg_kernel_get(dev, "sample_f32", &sample));
+    TC_OK(acg_kernel_get(dev, "sample_f32", &sample));
     acg_buffer *seats = NULL, *states = NULL;
-    OK(acg_buffer_alloc(dev, sizeof(int32_t), &seats));
-    OK(acg_buffer_alloc(dev, ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t), &states));
-    OK(acg_fill(s, seats, 0, sizeof(int32_t), 0, 4));
-    OK(acg_fill(s, states, 0, ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t), 0, 4));
+    TC_OK(acg_buffer_alloc(dev, sizeof(int32_t), &seats));
+    TC_OK(acg_buffer_alloc(dev, ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t), &states));
+    TC_OK(acg_fill(s, seats, 0, sizeof(int32_t), 0, 4));
+    TC_OK(acg_fill(s, states, 0, ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t), 0, 4));
     for (int i = 0; i < 2; i++) {
         acg_arg args[] = {acg_arg_buffer(out, 0),
                           acg_arg_buffer(x, 0),
@@ -968,18 +956,18 @@ static void test_grid_limit(void **state) {
             assert_int_equal(st, ACG_ERR_UNSUPPORTED);
             assert_non_null(strstr(acg_last_error(), "blocks of 1024"));
         } else {
-            OK(st);
+            TC_OK(st);
         }
     }
-    OK(acg_stream_synchronize(s));
-    OK(acg_stream_destroy(s));
-    OK(acg_buffer_free(states));
-    OK(acg_buffer_free(seats));
-    OK(acg_buffer_free(w));
-    OK(acg_buffer_free(x));
-    OK(acg_buffer_free(out));
-    OK(acg_device_close(dev));
-    OK(acg_model_unregister_kernels());
+    TC_OK(acg_stream_synchronize(s));
+    TC_OK(acg_stream_destroy(s));
+    TC_OK(acg_buffer_free(states));
+    TC_OK(acg_buffer_free(seats));
+    TC_OK(acg_buffer_free(w));
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_buffer_free(out));
+    TC_OK(acg_device_close(dev));
+    TC_OK(acg_model_unregister_kernels());
 }
 
 /* ---- drivers that cannot serve ----------------------------------------------------------- */
@@ -1014,11 +1002,11 @@ static int expect_unavailable(const char *text) {
 static void test_native_graph(void **state) {
     (void)state;
     scene c;
-    OK(scene_run(&c, true)); /* c.g replays the update: y = 2 + ALPHA2 */
+    TC_OK(scene_run(&c, true)); /* c.g replays the update: y = 2 + ALPHA2 */
     bind_driver();
     acg_native_handle exec = ACG_NATIVE_HANDLE_INIT, stream = ACG_NATIVE_HANDLE_INIT;
-    OK(acg_graph_get_native(c.g, &exec));
-    OK(acg_stream_get_native(c.s, &stream));
+    TC_OK(acg_graph_get_native(c.g, &exec));
+    TC_OK(acg_stream_get_native(c.s, &stream));
     assert_int_equal(exec.kind, ACG_NATIVE_CUDA_GRAPH_EXEC);
     assert_int_equal(stream.kind, ACG_NATIVE_CUDA_STREAM);
     PFN_cuGraphLaunch_v10000 launch = NULL;
@@ -1046,9 +1034,9 @@ static void test_native_graph(void **state) {
     assert_false(acg_pinned_contains(c.dev, mem, 4));
     assert_int_equal(acg_pinned_unregister(mem), ACG_ERR_INVALID_HANDLE);
     unsigned long registered = drv.calls("cuMemHostRegister");
-    OK(acg_pinned_register(c.dev, mem, 4096));
+    TC_OK(acg_pinned_register(c.dev, mem, 4096));
     assert_int_equal(drv.calls("cuMemHostRegister"), registered + 1);
-    OK(acg_pinned_unregister(mem));
+    TC_OK(acg_pinned_unregister(mem));
     free(mem);
     scene_close(&c);
 }

@@ -38,18 +38,6 @@
 #define N 256
 #define BYTES (N * sizeof(float))
 
-#define OK(call) assert_int_equal((call), ACG_OK)
-
-/* Asserts that call returns want and that acg_last_error() holds text. */
-#define EXPECT(want, call, text)                                                                   \
-    do {                                                                                           \
-        acg_status st_ = (call);                                                                   \
-        if (st_ != (want) || strstr(acg_last_error(), (text)) == NULL) {                           \
-            fail_msg("%s: %s (want %s with \"%s\"): %s", #call, acg_status_name(st_),              \
-                     acg_status_name(want), (text), acg_last_error());                             \
-        }                                                                                          \
-    } while (0)
-
 /* ---- the test driver, and the driver calls the engine makes itself ------------------------- */
 
 static struct {
@@ -88,7 +76,7 @@ static void bind_driver(void) {
 
 static CUdeviceptr address_of(acg_buffer *b) {
     acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
-    OK(acg_buffer_get_native(b, &nb));
+    TC_OK(acg_buffer_get_native(b, &nb));
     assert_int_equal(nb.kind, ACG_NATIVE_CUDA_DEVICEPTR);
     return (CUdeviceptr)nb.address;
 }
@@ -150,10 +138,10 @@ static acg_status run_step(fx *f, const step *p) {
 }
 
 static acg_graph *capture_step(fx *f, acg_graph_pool *pool, const step *p) {
-    OK(acg_stream_begin_capture(f->s, pool));
-    OK(run_step(f, p));
+    TC_OK(acg_stream_begin_capture(f->s, pool));
+    TC_OK(run_step(f, p));
     acg_graph *g = NULL;
-    OK(acg_stream_end_capture(f->s, &g));
+    TC_OK(acg_stream_end_capture(f->s, &g));
     return g;
 }
 
@@ -166,19 +154,19 @@ typedef struct result {
 static void run(fx *f, acg_graph *g, const step *p, result *out) {
     acg_buffer *bufs[] = {f->y, f->z, f->w, f->v};
     for (int i = 0; i < 4; i++) {
-        OK(acg_fill(f->s, bufs[i], 0, BYTES, 0, 4));
+        TC_OK(acg_fill(f->s, bufs[i], 0, BYTES, 0, 4));
     }
-    OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_stream_synchronize(f->s));
     memset(f->host, 0, BYTES);
     if (g != NULL) {
-        OK(acg_graph_launch(g, f->s));
+        TC_OK(acg_graph_launch(g, f->s));
     } else {
-        OK(run_step(f, p));
+        TC_OK(run_step(f, p));
     }
-    OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_stream_synchronize(f->s));
     float *outs[] = {out->y, out->z, out->w, out->v};
     for (int i = 0; i < 4; i++) {
-        OK(acg_copy_d2h(f->s, outs[i], bufs[i], 0, BYTES));
+        TC_OK(acg_copy_d2h(f->s, outs[i], bufs[i], 0, BYTES));
     }
     memcpy(out->host, f->host, BYTES);
 }
@@ -194,23 +182,23 @@ static void expect_replay(fx *f, acg_graph *g, const step *p) {
 static int setup(void **state) {
     fx *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    OK(acg_device_open("cuda", &f->dev));
+    TC_OK(acg_device_open("cuda", &f->dev));
     bind_driver();
-    OK(acg_stream_create(f->dev, &f->s));
-    OK(acg_stream_create(f->dev, &f->s2));
-    OK(acg_event_create(f->dev, &f->fork));
-    OK(acg_event_create(f->dev, &f->join));
-    OK(acg_graph_pool_create(f->dev, &f->pool));
-    OK(acg_graph_pool_create(f->dev, &f->other));
-    OK(acg_kernel_get(f->dev, "fill_f32", &f->fill));
-    OK(acg_kernel_get(f->dev, "add_scalar_f32", &f->add));
+    TC_OK(acg_stream_create(f->dev, &f->s));
+    TC_OK(acg_stream_create(f->dev, &f->s2));
+    TC_OK(acg_event_create(f->dev, &f->fork));
+    TC_OK(acg_event_create(f->dev, &f->join));
+    TC_OK(acg_graph_pool_create(f->dev, &f->pool));
+    TC_OK(acg_graph_pool_create(f->dev, &f->other));
+    TC_OK(acg_kernel_get(f->dev, "fill_f32", &f->fill));
+    TC_OK(acg_kernel_get(f->dev, "add_scalar_f32", &f->add));
     acg_buffer **bufs[] = {&f->y, &f->z, &f->w, &f->v};
     for (int i = 0; i < 4; i++) {
-        OK(acg_buffer_alloc(f->dev, BYTES, bufs[i]));
+        TC_OK(acg_buffer_alloc(f->dev, BYTES, bufs[i]));
     }
-    OK(acg_pinned_alloc(f->dev, BYTES, (void **)&f->host));
+    TC_OK(acg_pinned_alloc(f->dev, BYTES, (void **)&f->host));
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
-    OK(acg_stream_get_native(f->s, &h));
+    TC_OK(acg_stream_get_native(f->s, &h));
     assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);
     f->native = (CUstream)h.handle;
     *state = f;
@@ -220,19 +208,19 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fx *f = *state;
     drv.inject(NULL, 0, 0);
-    OK(acg_stream_synchronize(f->s));
-    OK(acg_pinned_free(f->host));
+    TC_OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_pinned_free(f->host));
     acg_buffer *bufs[] = {f->y, f->z, f->w, f->v};
     for (int i = 0; i < 4; i++) {
-        OK(acg_buffer_free(bufs[i]));
+        TC_OK(acg_buffer_free(bufs[i]));
     }
-    OK(acg_graph_pool_destroy(f->other));
-    OK(acg_graph_pool_destroy(f->pool));
-    OK(acg_event_destroy(f->join));
-    OK(acg_event_destroy(f->fork));
-    OK(acg_stream_destroy(f->s2));
-    OK(acg_stream_destroy(f->s));
-    OK(acg_device_close(f->dev));
+    TC_OK(acg_graph_pool_destroy(f->other));
+    TC_OK(acg_graph_pool_destroy(f->pool));
+    TC_OK(acg_event_destroy(f->join));
+    TC_OK(acg_event_destroy(f->fork));
+    TC_OK(acg_stream_destroy(f->s2));
+    TC_OK(acg_stream_destroy(f->s));
+    TC_OK(acg_device_close(f->dev));
     free(f);
     return 0;
 }
@@ -263,11 +251,11 @@ static void test_update_node(void **state) {
     static const acg_node_kind kinds[] = {ACG_NODE_KERNEL, ACG_NODE_FOREIGN, ACG_NODE_KERNEL,
                                           ACG_NODE_FOREIGN, ACG_NODE_COPY_D2H};
     size_t n_nodes = 0;
-    OK(acg_graph_get_node_count(g, &n_nodes));
+    TC_OK(acg_graph_get_node_count(g, &n_nodes));
     assert_int_equal(n_nodes, 5);
     for (size_t i = 0; i < n_nodes; i++) {
         acg_node_info info;
-        OK(acg_graph_get_node(g, i, &info));
+        TC_OK(acg_graph_get_node(g, i, &info));
         assert_int_equal(info.kind, kinds[i]);
     }
     expect_replay(f, g, &p);
@@ -276,7 +264,7 @@ static void test_update_node(void **state) {
     unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
     unsigned long sets = drv.calls("cuGraphExecKernelNodeSetParams");
     p.fill = -3.0f;
-    OK(set_fill(g, f, &p, NULL));
+    TC_OK(set_fill(g, f, &p, NULL));
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst);
     assert_int_equal(drv.calls("cuGraphExecKernelNodeSetParams"), sets + 1);
     expect_replay(f, g, &p);
@@ -284,101 +272,101 @@ static void test_update_node(void **state) {
     /* A buffer: w = z + add reads what the engine's memset wrote. */
     p.in = f->z;
     p.add = 0.5f;
-    OK(set_add(g, f, &p));
+    TC_OK(set_add(g, f, &p));
     expect_replay(f, g, &p);
 
     /* The grid: half of y filled, the rest left zero. */
     p.fill_n = N / 2;
     acg_dims half = acg_dims_1d(N / 2);
-    OK(set_fill(g, f, &p, &half));
+    TC_OK(set_fill(g, f, &p, &half));
     expect_replay(f, g, &p);
 
     /* Refused by acg, before anything changes. */
     acg_arg wrong[] = {acg_arg_buffer(f->y, 0), acg_arg_u32(3)};
-    EXPECT(ACG_ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(g, 0, NULL, wrong, 2), "");
+    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(g, 0, NULL, wrong, 2), "");
     acg_buffer *small = NULL;
-    OK(acg_buffer_create_view(f->z, 0, BYTES / 4, &small));
+    TC_OK(acg_buffer_create_view(f->z, 0, BYTES / 4, &small));
     step beyond = p;
     beyond.in = small; /* a window of N floats in a view of N / 4 */
     acg_status st = set_add(g, f, &beyond);
     assert_true(st == ACG_ERR_INVALID_ARGUMENT || st == ACG_ERR_OUT_OF_RANGE);
     acg_arg none[] = {acg_arg_buffer(f->y, 0), acg_arg_f32(1.0f)};
-    EXPECT(ACG_ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(g, 1, NULL, none, 2),
+    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(g, 1, NULL, none, 2),
            "foreign work, not a kernel");
-    EXPECT(ACG_ERR_OUT_OF_RANGE, acg_graph_update_kernel_node(g, 5, NULL, none, 2), "no node 5");
+    TC_EXPECT_HAS(ERR_OUT_OF_RANGE, acg_graph_update_kernel_node(g, 5, NULL, none, 2), "no node 5");
     expect_replay(f, g, &p);
 
     /* Refused by the driver: the exec's node, then the graph's (the exec is set back). */
     step later = p;
     later.fill = 8.0f;
     drv.inject("cuGraphExecKernelNodeSetParams", 1, CUDA_ERROR_INVALID_VALUE);
-    EXPECT(ACG_ERR_DEVICE, set_fill(g, f, &later, NULL),
+    TC_EXPECT_HAS(ERR_DEVICE, set_fill(g, f, &later, NULL),
            "cuGraphExecKernelNodeSetParams failed with CUDA_ERROR_INVALID_VALUE");
     expect_replay(f, g, &p);
     unsigned long back = drv.calls("cuGraphExecKernelNodeSetParams");
     drv.inject("cuGraphKernelNodeSetParams", 1, CUDA_ERROR_INVALID_VALUE);
-    EXPECT(ACG_ERR_DEVICE, set_fill(g, f, &later, NULL),
+    TC_EXPECT_HAS(ERR_DEVICE, set_fill(g, f, &later, NULL),
            "acg_graph_update_kernel_node: cuGraphKernelNodeSetParams failed with "
            "CUDA_ERROR_INVALID_VALUE");
     assert_int_equal(drv.calls("cuGraphExecKernelNodeSetParams"), back + 2); /* set, set back */
     expect_replay(f, g, &p);
     /* The context made current last, after every check (the update's own call of it). */
     unsigned long entered = drv.calls("cuCtxSetCurrent");
-    OK(set_fill(g, f, &p, NULL));
+    TC_OK(set_fill(g, f, &p, NULL));
     entered = drv.calls("cuCtxSetCurrent") - entered;
     drv.inject("cuCtxSetCurrent", (unsigned)entered, CUDA_ERROR_INVALID_VALUE);
-    EXPECT(ACG_ERR_DEVICE, set_fill(g, f, &later, NULL),
+    TC_EXPECT_HAS(ERR_DEVICE, set_fill(g, f, &later, NULL),
            "acg_graph_update_kernel_node: cuCtxSetCurrent failed with CUDA_ERROR_INVALID_VALUE");
     expect_replay(f, g, &p);
 
     /* The engine's work still writes acg's buffers: they stay alive while the graph does. */
-    EXPECT(ACG_ERR_IN_USE, acg_buffer_free(f->v), "");
-    OK(acg_buffer_free(small));
-    OK(acg_graph_destroy(g));
+    TC_EXPECT_HAS(ERR_IN_USE, acg_buffer_free(f->v), "");
+    TC_OK(acg_buffer_free(small));
+    TC_OK(acg_graph_destroy(g));
 }
 
 /* A grid the launch could not have, 65,536 blocks in y, is refused with ACG_ERR_UNSUPPORTED as a
  * launch is, and the graph replays as before (the model's matmul, grid (n_out, n)). */
 static void test_update_node_grid_limit(void **state) {
     fx *f = *state;
-    OK(acg_model_register_kernels());
+    TC_OK(acg_model_register_kernels());
     acg_kernel *matmul = NULL;
-    OK(acg_kernel_get(f->dev, "matmul_f32", &matmul));
+    TC_OK(acg_kernel_get(f->dev, "matmul_f32", &matmul));
     const uint32_t rows = 65536;
     acg_buffer *out = NULL, *x = NULL, *wt = NULL;
-    OK(acg_buffer_alloc(f->dev, rows * sizeof(float), &out));
-    OK(acg_buffer_alloc(f->dev, rows * sizeof(float), &x));
-    OK(acg_buffer_alloc(f->dev, sizeof(float), &wt));
+    TC_OK(acg_buffer_alloc(f->dev, rows * sizeof(float), &out));
+    TC_OK(acg_buffer_alloc(f->dev, rows * sizeof(float), &x));
+    TC_OK(acg_buffer_alloc(f->dev, sizeof(float), &wt));
     float in[N];
     for (int i = 0; i < N; i++) {
         in[i] = 1.0f + (float)i;
     }
-    OK(acg_copy_h2d(f->s, x, 0, in, sizeof in));
-    OK(acg_fill(f->s, wt, 0, sizeof(float), bits_of(2.0f), 4));
+    TC_OK(acg_copy_h2d(f->s, x, 0, in, sizeof in));
+    TC_OK(acg_fill(f->s, wt, 0, sizeof(float), bits_of(2.0f), 4));
     acg_arg args[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(wt, 0),
                       acg_arg_u32(1),         acg_arg_u32(1),       acg_arg_u32(N)};
     acg_dims dims = {{1, N, 1}, {0, 0, 0}};
-    OK(acg_stream_begin_capture(f->s, f->pool));
-    OK(acg_kernel_launch(f->s, matmul, &dims, args, 6));
+    TC_OK(acg_stream_begin_capture(f->s, f->pool));
+    TC_OK(acg_kernel_launch(f->s, matmul, &dims, args, 6));
     acg_graph *g = NULL;
-    OK(acg_stream_end_capture(f->s, &g));
+    TC_OK(acg_stream_end_capture(f->s, &g));
     args[5] = acg_arg_u32(rows);
     acg_dims tall = {{1, rows, 1}, {0, 0, 0}};
-    EXPECT(ACG_ERR_UNSUPPORTED, acg_graph_update_kernel_node(g, 0, &tall, args, 6), "blocks");
+    TC_EXPECT_HAS(ERR_UNSUPPORTED, acg_graph_update_kernel_node(g, 0, &tall, args, 6), "blocks");
     /* The replay is the launch of N rows, eager. */
     float got[N + 1], want[N + 1];
     for (int r = 0; r < 2; r++) {
-        OK(acg_fill(f->s, out, 0, rows * sizeof(float), 0, 4));
+        TC_OK(acg_fill(f->s, out, 0, rows * sizeof(float), 0, 4));
         args[5] = acg_arg_u32(N);
-        OK(r == 0 ? acg_graph_launch(g, f->s) : acg_kernel_launch(f->s, matmul, &dims, args, 6));
-        OK(acg_copy_d2h(f->s, r == 0 ? got : want, out, 0, sizeof got));
+        TC_OK(r == 0 ? acg_graph_launch(g, f->s) : acg_kernel_launch(f->s, matmul, &dims, args, 6));
+        TC_OK(acg_copy_d2h(f->s, r == 0 ? got : want, out, 0, sizeof got));
     }
     assert_int_equal(memcmp(got, want, sizeof got), 0);
     assert_true(got[N] == 0.0f && got[N - 1] != 0.0f);
-    OK(acg_graph_destroy(g));
-    OK(acg_buffer_free(wt));
-    OK(acg_buffer_free(x));
-    OK(acg_buffer_free(out));
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_buffer_free(wt));
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_buffer_free(out));
 }
 
 /* Per-node updates after whole ones. In place from the new capture's own graph (a clone): the
@@ -393,20 +381,20 @@ static void test_update_node_after_update(void **state) {
     acg_graph *g = capture_step(f, f->pool, &p);
     acg_graph *h = capture_step(f, f->pool, &q);
     unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
-    OK(acg_graph_update(g, h));
+    TC_OK(acg_graph_update(g, h));
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst); /* in place */
     expect_replay(f, g, &q);
     q.fill = 6.5f;
-    OK(set_fill(g, f, &q, NULL));
+    TC_OK(set_fill(g, f, &q, NULL));
     expect_replay(f, g, &q);
     q.in = f->y;
-    OK(set_add(g, f, &q));
+    TC_OK(set_add(g, f, &q));
     expect_replay(f, g, &q);
 
     /* h from g, changed node by node since its own update: h takes g's nodes as they are. */
-    OK(acg_graph_update(h, g));
+    TC_OK(acg_graph_update(h, g));
     expect_replay(f, h, &q);
-    OK(set_fill(h, f, &p, NULL));
+    TC_OK(set_fill(h, f, &p, NULL));
     step hp = q;
     hp.fill = p.fill;
     expect_replay(f, h, &hp);
@@ -416,23 +404,23 @@ static void test_update_node_after_update(void **state) {
     acg_graph *k = capture_step(f, f->pool, &p);
     drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
     inst = drv.calls("cuGraphInstantiateWithFlags");
-    OK(acg_graph_update(g, k));
+    TC_OK(acg_graph_update(g, k));
     drv.inject(NULL, 0, 0);
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
     expect_replay(f, g, &p);
     p.fill = -0.75f;
     p.add = 3.0f;
-    OK(set_fill(g, f, &p, NULL));
-    OK(set_add(g, f, &p));
+    TC_OK(set_fill(g, f, &p, NULL));
+    TC_OK(set_add(g, f, &p));
     expect_replay(f, g, &p);
 
     /* The nodes of a clone not found: the whole update fails, the graph is as it was. */
     drv.inject("cuGraphNodeFindInClone", 2, CUDA_ERROR_INVALID_VALUE);
-    EXPECT(ACG_ERR_DEVICE, acg_graph_update(g, h), "cuGraphNodeFindInClone");
+    TC_EXPECT_HAS(ERR_DEVICE, acg_graph_update(g, h), "cuGraphNodeFindInClone");
     expect_replay(f, g, &p);
-    OK(acg_graph_destroy(k));
-    OK(acg_graph_destroy(h));
-    OK(acg_graph_destroy(g));
+    TC_OK(acg_graph_destroy(k));
+    TC_OK(acg_graph_destroy(h));
+    TC_OK(acg_graph_destroy(g));
 }
 
 /* acg's own work forked over two streams, into graph scratch *t: y = a (fill), then on the
@@ -440,25 +428,25 @@ static void test_update_node_after_update(void **state) {
 static acg_graph *capture_fork(fx *f, acg_graph_pool *pool, float a, float b, acg_buffer **t) {
     acg_arg fill_args[] = {acg_arg_buffer(f->y, 0), acg_arg_f32(a)};
     acg_dims dims = acg_dims_1d(N);
-    OK(acg_stream_begin_capture(f->s, pool));
-    OK(acg_stream_alloc(f->s, BYTES, t));
+    TC_OK(acg_stream_begin_capture(f->s, pool));
+    TC_OK(acg_stream_alloc(f->s, BYTES, t));
     acg_arg add_args[] = {acg_arg_buffer(*t, 0), acg_arg_buffer(f->y, 0), acg_arg_f32(b)};
-    OK(acg_kernel_launch(f->s, f->fill, &dims, fill_args, 2));
-    OK(acg_event_record(f->fork, f->s));
-    OK(acg_stream_wait_event(f->s2, f->fork));
-    OK(acg_kernel_launch(f->s2, f->add, &dims, add_args, 3));
-    OK(acg_event_record(f->join, f->s2));
-    OK(acg_stream_wait_event(f->s, f->join));
-    OK(acg_copy_d2h(f->s, f->host, *t, 0, BYTES));
+    TC_OK(acg_kernel_launch(f->s, f->fill, &dims, fill_args, 2));
+    TC_OK(acg_event_record(f->fork, f->s));
+    TC_OK(acg_stream_wait_event(f->s2, f->fork));
+    TC_OK(acg_kernel_launch(f->s2, f->add, &dims, add_args, 3));
+    TC_OK(acg_event_record(f->join, f->s2));
+    TC_OK(acg_stream_wait_event(f->s, f->join));
+    TC_OK(acg_copy_d2h(f->s, f->host, *t, 0, BYTES));
     acg_graph *g = NULL;
-    OK(acg_stream_end_capture(f->s, &g));
+    TC_OK(acg_stream_end_capture(f->s, &g));
     return g;
 }
 
 static void expect_host(fx *f, acg_graph *g, float want) {
     memset(f->host, 0, BYTES);
-    OK(acg_graph_launch(g, f->s));
-    OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_graph_launch(g, f->s));
+    TC_OK(acg_stream_synchronize(f->s));
     for (int i = 0; i < N; i++) {
         assert_true(f->host[i] == want);
     }
@@ -481,17 +469,17 @@ static void test_update_node_ledger(void **state) {
     }
     assert_true(kernel >= 1);
     acg_arg add_args[] = {acg_arg_buffer(tg, 0), acg_arg_buffer(f->y, 0), acg_arg_f32(2.0f)};
-    OK(acg_graph_update_kernel_node(g, kernel, NULL, add_args, 3));
+    TC_OK(acg_graph_update_kernel_node(g, kernel, NULL, add_args, 3));
     expect_host(f, g, 3.0f);
     unsigned long built = drv.calls("cuGraphCreate");
-    OK(acg_graph_update(g, h));
+    TC_OK(acg_graph_update(g, h));
     assert_int_equal(drv.calls("cuGraphCreate"), built + 1);
     expect_host(f, g, 3.25f);
-    OK(acg_graph_update_kernel_node(g, kernel, NULL, add_args, 3));
+    TC_OK(acg_graph_update_kernel_node(g, kernel, NULL, add_args, 3));
     expect_host(f, g, 5.0f);
     expect_host(f, h, 3.25f);
-    OK(acg_graph_destroy(h));
-    OK(acg_graph_destroy(g));
+    TC_OK(acg_graph_destroy(h));
+    TC_OK(acg_graph_destroy(g));
 }
 
 /* ---- out of memory --------------------------------------------------------------------------- */
@@ -547,16 +535,16 @@ static void test_out_of_memory(void **state) {
     sweep w = {fixture, NULL, NULL, {1.0f, N, 2.0f, NULL, 0.5f}, {-2.0f, N, 3.0f, NULL, 4.0f}};
     w.p.in = w.q.in = w.f->y;
     assert_true(tc_alloc_sweep(sweep_capture, &w, false) > 0);
-    OK(try_capture(w.f, &w.p, &w.g));
-    OK(try_capture(w.f, &w.q, &w.h));
-    OK(acg_graph_update(w.g, w.h)); /* the first keeps the graph g was instantiated from */
+    TC_OK(try_capture(w.f, &w.p, &w.g));
+    TC_OK(try_capture(w.f, &w.q, &w.h));
+    TC_OK(acg_graph_update(w.g, w.h)); /* the first keeps the graph g was instantiated from */
     assert_true(tc_alloc_sweep(sweep_update, &w, false) > 0);
     expect_replay(w.f, w.g, &w.q);
     w.q.fill = 9.5f;
     tc_alloc_sweep(sweep_node, &w, false); /* today it allocates nothing */
     expect_replay(w.f, w.g, &w.q);
-    OK(acg_graph_destroy(w.h));
-    OK(acg_graph_destroy(w.g));
+    TC_OK(acg_graph_destroy(w.h));
+    TC_OK(acg_graph_destroy(w.g));
     teardown(&fixture);
     tc_alloc_uninstall();
 }
@@ -606,12 +594,12 @@ static acg_kernel_desc definition(const char *name, const char *function, uint32
 
 /* Registers the definition, gets it on the device and unregisters it: the status of the get. */
 static acg_status try_kernel(fx *f, const acg_kernel_desc *d, acg_kernel **out) {
-    OK(acg_kernel_register(d));
+    TC_OK(acg_kernel_register(d));
     acg_status st = acg_kernel_get(f->dev, d->name, out);
     if (st != ACG_OK) {
         char why[1024];
         snprintf(why, sizeof why, "%s", acg_last_error());
-        OK(acg_kernel_unregister(d->name));
+        TC_OK(acg_kernel_unregister(d->name));
         acg_set_last_error(st, "%s", why);
     }
     return st;
@@ -626,7 +614,7 @@ static void test_kernel_params(void **state) {
     /* One argument too many. */
     acg_kernel_desc d =
         definition("tc_count", "tk_fill_count", 3, (const acg_arg_type[]){B, F, ACG_ARG_I32});
-    EXPECT(ACG_ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
            "acg_kernel_get(tc_count): the CUDA function tk_fill_count has 5 parameters; acg "
            "passes 6: buffer argument 0 (a pointer), argument 1 (an f32), argument 2 (an i32), "
            "then global[0..2] (3 unsigned int) (cuFuncGetParamInfo refuses parameter 5 with "
@@ -635,54 +623,54 @@ static void test_kernel_params(void **state) {
 
     /* One too few: the function has more than acg passes. */
     d = definition("tc_more", "tk_fill_more", 1, (const acg_arg_type[]){B});
-    EXPECT(ACG_ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
            "acg_kernel_get(tc_more): the CUDA function tk_fill_more has 5 parameters; acg passes "
            "4: buffer argument 0 (a pointer), then global[0..2] (3 unsigned int)");
 
     /* A scalar of another size. */
     d = definition("tc_size", "tk_fill_size", 2, (const acg_arg_type[]){B, ACG_ARG_U64});
-    EXPECT(ACG_ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
            "acg_kernel_get(tc_size): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, "
            "acg passes argument 1, a u64 (8 bytes)");
 
     /* A buffer where the function takes 4 bytes. */
     d = definition("tc_buffer", "tk_fill_size", 2, (const acg_arg_type[]){B, B});
-    EXPECT(ACG_ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
            "acg_kernel_get(tc_buffer): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, "
            "acg passes buffer argument 1, a pointer (8 bytes)");
 
     /* A float where the function takes a pointer. */
     d = definition("tc_pointer", "tk_fill_pointer", 2, (const acg_arg_type[]){F, B});
-    EXPECT(ACG_ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
            "acg_kernel_get(tc_pointer): in the CUDA function tk_fill_pointer, parameter 0 is 8 "
            "bytes, acg passes argument 0, an f32 (4 bytes)");
 
     /* A global size the function takes as 8 bytes. */
     d = definition("tc_global", "tk_fill_global", 2, (const acg_arg_type[]){B, F});
-    EXPECT(ACG_ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
            "acg_kernel_get(tc_global): in the CUDA function tk_fill_global, parameter 3 is 8 "
            "bytes, acg passes global[1], an unsigned int (4 bytes)");
 
     /* A function the image lacks: the driver's own refusal. */
     d = definition("tc_absent", "tk_absent", 2, (const acg_arg_type[]){B, F});
-    EXPECT(ACG_ERR_UNSUPPORTED, try_kernel(f, &d, &k),
+    TC_EXPECT_HAS(ERR_UNSUPPORTED, try_kernel(f, &d, &k),
            "cuLibraryGetKernel failed with CUDA_ERROR_NOT_FOUND");
 
     /* The driver failing a query: its error, not a mismatch. */
     d = definition("tc_fill", "tk_fill", 2, (const acg_arg_type[]){B, F});
     drv.inject("cuFuncGetParamInfo", 2, CUDA_ERROR_OUT_OF_MEMORY);
-    EXPECT(ACG_ERR_OUT_OF_MEMORY, try_kernel(f, &d, &k),
+    TC_EXPECT_HAS(ERR_OUT_OF_MEMORY, try_kernel(f, &d, &k),
            "cuFuncGetParamInfo failed with CUDA_ERROR_OUT_OF_MEMORY");
     drv.inject("cuKernelGetFunction", 1, CUDA_ERROR_INVALID_VALUE);
-    EXPECT(ACG_ERR_DEVICE, try_kernel(f, &d, &k), "cuKernelGetFunction failed");
+    TC_EXPECT_HAS(ERR_DEVICE, try_kernel(f, &d, &k), "cuKernelGetFunction failed");
 
     /* Agreeing: loads and runs. */
-    OK(try_kernel(f, &d, &k));
+    TC_OK(try_kernel(f, &d, &k));
     acg_arg args[] = {acg_arg_buffer(f->y, 0), acg_arg_f32(6.25f)};
     acg_dims dims = acg_dims_1d(N);
-    OK(acg_kernel_launch(f->s, k, &dims, args, 2));
-    OK(acg_copy_d2h(f->s, f->host, f->y, 0, BYTES));
-    OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_kernel_launch(f->s, k, &dims, args, 2));
+    TC_OK(acg_copy_d2h(f->s, f->host, f->y, 0, BYTES));
+    TC_OK(acg_stream_synchronize(f->s));
     for (int i = 0; i < N; i++) {
         assert_true(f->host[i] == 6.25f);
     }
@@ -753,7 +741,7 @@ static void test_driver_refusals(void **state) {
     assert_int_equal(status, CU_STREAM_CAPTURE_STATUS_NONE);
 
     /* The engine's own capture: one memset node. */
-    OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_stream_synchronize(f->s));
     assert_int_equal(begin(f->native, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
     assert_int_equal(drv.memset32(address_of(f->z), 0, N, f->native), CUDA_SUCCESS);
     cuuint64_t id = 0;
@@ -788,7 +776,7 @@ static void test_driver_refusals(void **state) {
     /* Parameters as the image says, and nothing past them. */
     const acg_arg_type types[] = {ACG_ARG_BUFFER, ACG_ARG_F32};
     acg_kernel_desc d = definition("tc_driver", "tk_fill_size", 2, types);
-    OK(acg_kernel_register(&d));
+    TC_OK(acg_kernel_register(&d));
     CUlibrary lib = NULL;
     CUkernel kern = NULL;
     CUfunction fn = NULL;
@@ -807,7 +795,7 @@ static void test_driver_refusals(void **state) {
     assert_int_equal(param_info(fn, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(param_info(NULL, 0, &offset, &size), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(unload(lib), CUDA_SUCCESS);
-    OK(acg_kernel_unregister("tc_driver"));
+    TC_OK(acg_kernel_unregister("tc_driver"));
 
     /* Malformed images. */
     static const char *const texts[] = {
