@@ -845,11 +845,11 @@ static void test_device_fault(void **state) {
 
     drv.set_sticky(0, CUDA_ERROR_LAUNCH_FAILED);
     TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev),
-           "acg_device_get_async_error: cuEventQuery failed with CUDA_ERROR_LAUNCH_FAILED");
+                  "acg_device_get_async_error: cuEventQuery failed with CUDA_ERROR_LAUNCH_FAILED");
     TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev), "CUDA_ERROR_LAUNCH_FAILED");
     TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_stream_synchronize(s), "CUDA_ERROR_LAUNCH_FAILED");
     TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_kernel_launch(s, fill, &dims, args, 2),
-           "CUDA_ERROR_LAUNCH_FAILED");
+                  "CUDA_ERROR_LAUNCH_FAILED");
     TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_event_query(ev), "CUDA_ERROR_LAUNCH_FAILED");
     acg_buffer *more = NULL;
     TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_buffer_alloc(dev, 64, &more), "CUDA_ERROR_LAUNCH_FAILED");

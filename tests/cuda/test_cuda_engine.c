@@ -292,7 +292,7 @@ static void test_update_node(void **state) {
     assert_true(st == ACG_ERR_INVALID_ARGUMENT || st == ACG_ERR_OUT_OF_RANGE);
     acg_arg none[] = {acg_arg_buffer(f->y, 0), acg_arg_f32(1.0f)};
     TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(g, 1, NULL, none, 2),
-           "foreign work, not a kernel");
+                  "foreign work, not a kernel");
     TC_EXPECT_HAS(ERR_OUT_OF_RANGE, acg_graph_update_kernel_node(g, 5, NULL, none, 2), "no node 5");
     expect_replay(f, g, &p);
 
@@ -301,13 +301,13 @@ static void test_update_node(void **state) {
     later.fill = 8.0f;
     drv.inject("cuGraphExecKernelNodeSetParams", 1, CUDA_ERROR_INVALID_VALUE);
     TC_EXPECT_HAS(ERR_DEVICE, set_fill(g, f, &later, NULL),
-           "cuGraphExecKernelNodeSetParams failed with CUDA_ERROR_INVALID_VALUE");
+                  "cuGraphExecKernelNodeSetParams failed with CUDA_ERROR_INVALID_VALUE");
     expect_replay(f, g, &p);
     unsigned long back = drv.calls("cuGraphExecKernelNodeSetParams");
     drv.inject("cuGraphKernelNodeSetParams", 1, CUDA_ERROR_INVALID_VALUE);
     TC_EXPECT_HAS(ERR_DEVICE, set_fill(g, f, &later, NULL),
-           "acg_graph_update_kernel_node: cuGraphKernelNodeSetParams failed with "
-           "CUDA_ERROR_INVALID_VALUE");
+                  "acg_graph_update_kernel_node: cuGraphKernelNodeSetParams failed with "
+                  "CUDA_ERROR_INVALID_VALUE");
     assert_int_equal(drv.calls("cuGraphExecKernelNodeSetParams"), back + 2); /* set, set back */
     expect_replay(f, g, &p);
     /* The context made current last, after every check (the update's own call of it). */
@@ -315,8 +315,9 @@ static void test_update_node(void **state) {
     TC_OK(set_fill(g, f, &p, NULL));
     entered = drv.calls("cuCtxSetCurrent") - entered;
     drv.inject("cuCtxSetCurrent", (unsigned)entered, CUDA_ERROR_INVALID_VALUE);
-    TC_EXPECT_HAS(ERR_DEVICE, set_fill(g, f, &later, NULL),
-           "acg_graph_update_kernel_node: cuCtxSetCurrent failed with CUDA_ERROR_INVALID_VALUE");
+    TC_EXPECT_HAS(
+        ERR_DEVICE, set_fill(g, f, &later, NULL),
+        "acg_graph_update_kernel_node: cuCtxSetCurrent failed with CUDA_ERROR_INVALID_VALUE");
     expect_replay(f, g, &p);
 
     /* The engine's work still writes acg's buffers: they stay alive while the graph does. */
@@ -614,53 +615,59 @@ static void test_kernel_params(void **state) {
     /* One argument too many. */
     acg_kernel_desc d =
         definition("tc_count", "tk_fill_count", 3, (const acg_arg_type[]){B, F, ACG_ARG_I32});
-    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-           "acg_kernel_get(tc_count): the CUDA function tk_fill_count has 5 parameters; acg "
-           "passes 6: buffer argument 0 (a pointer), argument 1 (an f32), argument 2 (an i32), "
-           "then global[0..2] (3 unsigned int) (cuFuncGetParamInfo refuses parameter 5 with "
-           "CUDA_ERROR_INVALID_VALUE)");
+    TC_EXPECT_HAS(
+        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+        "acg_kernel_get(tc_count): the CUDA function tk_fill_count has 5 parameters; acg "
+        "passes 6: buffer argument 0 (a pointer), argument 1 (an f32), argument 2 (an i32), "
+        "then global[0..2] (3 unsigned int) (cuFuncGetParamInfo refuses parameter 5 with "
+        "CUDA_ERROR_INVALID_VALUE)");
     assert_true(drv.calls("cuFuncGetParamInfo") > queried);
 
     /* One too few: the function has more than acg passes. */
     d = definition("tc_more", "tk_fill_more", 1, (const acg_arg_type[]){B});
-    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-           "acg_kernel_get(tc_more): the CUDA function tk_fill_more has 5 parameters; acg passes "
-           "4: buffer argument 0 (a pointer), then global[0..2] (3 unsigned int)");
+    TC_EXPECT_HAS(
+        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+        "acg_kernel_get(tc_more): the CUDA function tk_fill_more has 5 parameters; acg passes "
+        "4: buffer argument 0 (a pointer), then global[0..2] (3 unsigned int)");
 
     /* A scalar of another size. */
     d = definition("tc_size", "tk_fill_size", 2, (const acg_arg_type[]){B, ACG_ARG_U64});
-    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-           "acg_kernel_get(tc_size): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, "
-           "acg passes argument 1, a u64 (8 bytes)");
+    TC_EXPECT_HAS(
+        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+        "acg_kernel_get(tc_size): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, "
+        "acg passes argument 1, a u64 (8 bytes)");
 
     /* A buffer where the function takes 4 bytes. */
     d = definition("tc_buffer", "tk_fill_size", 2, (const acg_arg_type[]){B, B});
-    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-           "acg_kernel_get(tc_buffer): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, "
-           "acg passes buffer argument 1, a pointer (8 bytes)");
+    TC_EXPECT_HAS(
+        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+        "acg_kernel_get(tc_buffer): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, "
+        "acg passes buffer argument 1, a pointer (8 bytes)");
 
     /* A float where the function takes a pointer. */
     d = definition("tc_pointer", "tk_fill_pointer", 2, (const acg_arg_type[]){F, B});
-    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-           "acg_kernel_get(tc_pointer): in the CUDA function tk_fill_pointer, parameter 0 is 8 "
-           "bytes, acg passes argument 0, an f32 (4 bytes)");
+    TC_EXPECT_HAS(
+        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+        "acg_kernel_get(tc_pointer): in the CUDA function tk_fill_pointer, parameter 0 is 8 "
+        "bytes, acg passes argument 0, an f32 (4 bytes)");
 
     /* A global size the function takes as 8 bytes. */
     d = definition("tc_global", "tk_fill_global", 2, (const acg_arg_type[]){B, F});
-    TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-           "acg_kernel_get(tc_global): in the CUDA function tk_fill_global, parameter 3 is 8 "
-           "bytes, acg passes global[1], an unsigned int (4 bytes)");
+    TC_EXPECT_HAS(
+        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
+        "acg_kernel_get(tc_global): in the CUDA function tk_fill_global, parameter 3 is 8 "
+        "bytes, acg passes global[1], an unsigned int (4 bytes)");
 
     /* A function the image lacks: the driver's own refusal. */
     d = definition("tc_absent", "tk_absent", 2, (const acg_arg_type[]){B, F});
     TC_EXPECT_HAS(ERR_UNSUPPORTED, try_kernel(f, &d, &k),
-           "cuLibraryGetKernel failed with CUDA_ERROR_NOT_FOUND");
+                  "cuLibraryGetKernel failed with CUDA_ERROR_NOT_FOUND");
 
     /* The driver failing a query: its error, not a mismatch. */
     d = definition("tc_fill", "tk_fill", 2, (const acg_arg_type[]){B, F});
     drv.inject("cuFuncGetParamInfo", 2, CUDA_ERROR_OUT_OF_MEMORY);
     TC_EXPECT_HAS(ERR_OUT_OF_MEMORY, try_kernel(f, &d, &k),
-           "cuFuncGetParamInfo failed with CUDA_ERROR_OUT_OF_MEMORY");
+                  "cuFuncGetParamInfo failed with CUDA_ERROR_OUT_OF_MEMORY");
     drv.inject("cuKernelGetFunction", 1, CUDA_ERROR_INVALID_VALUE);
     TC_EXPECT_HAS(ERR_DEVICE, try_kernel(f, &d, &k), "cuKernelGetFunction failed");
 
