@@ -487,12 +487,12 @@ typedef struct acg_native_buffer {
  * free, resize, retain or release it. It stays valid while the buffer lives (until
  * acg_buffer_free) and names the same memory for all that time. Graph scratch is shared with
  * the other graphs of its pool: use its native memory only in work recorded in the capture
- * that allocated it. acg knows of such work only through acg_stream_declare_foreign: declare each one's
- * accesses, and the buffer's free then waits for that stream's work, and a graph that holds the
- * work keeps the buffer alive (ACG_ERR_IN_USE) as it does for its own nodes; undeclared work is
- * the engine's to order and keep alive. out is an output struct (its size set by the caller).
- * ACG_ERR_INVALID_HANDLE; ACG_ERR_INVALID_ARGUMENT for a NULL out or an unset out->size;
- * ACG_ERR_DEVICE_LOST on a lost device. */
+ * that allocated it. acg knows of such work only through acg_stream_declare_foreign: declare
+ * each one's accesses, and the buffer's free then waits for that stream's work, and a graph
+ * that holds the work keeps the buffer alive (ACG_ERR_IN_USE) as it does for its own nodes;
+ * undeclared work is the engine's to order and keep alive. out is an output struct (its size
+ * set by the caller). ACG_ERR_INVALID_HANDLE; ACG_ERR_INVALID_ARGUMENT for a NULL out or an
+ * unset out->size; ACG_ERR_DEVICE_LOST on a lost device. */
 ACG_API acg_status acg_buffer_get_native(acg_buffer *buf, acg_native_buffer *out);
 
 /* A device as its driver knows it: the context acg created or retained for it, and the device
@@ -825,7 +825,7 @@ typedef struct acg_kernel_desc {
         const char *name; /* the kernel function in source; NULL: the kernel's name */
     } opencl;
     struct {
-        /* For the cuda backend: an image cuModuleLoadData takes (a fatbin, a cubin or PTX text
+        /* For the cuda backend: an image cuLibraryLoadData takes (a fatbin, a cubin or PTX text
          * ending in NUL) holding the extern "C" __global__ function `name`. Its parameters: each
          * buffer argument one pointer to its window (the offset applied, `float *` say), each
          * scalar one parameter of the matching type (int32_t, uint32_t, int64_t, uint64_t,
@@ -871,7 +871,7 @@ typedef struct acg_kernel_desc {
      * says none of them is refused. (A caller whose struct ends before reach, from headers
      * older than this rule, meant elementwise by leaving shape NULL, and is read so; what its
      * struct holds where flags lies now is its tail padding, never read.) */
-    uint32_t flags; /* ACG_KERNEL_* below, or'ed */
+    uint32_t flags; /* ACG_KERNEL_ELEMENTWISE (above), or 0 */
     /* (optional) Buffer argument i reaches reach[i].bytes * f(by[0]) * f(by[1]) bytes from its
      * offset, where f(ACG_BY_ONE) is 1, f(ACG_BY_ARG(j)) the value of integer scalar argument j
      * (a negative value refuses the launch) and f(ACG_BY_GLOBAL(d)) the grid's global[d]; the
