@@ -383,6 +383,11 @@ const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function);
 /* The same for the SPIR-V entry point `function` (acg's Level Zero test driver). */
 const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function);
 void acg__device_kernels_free(acg_device *dev);
+/* An argument type as acg names it ("buffer", "i32", ... "f32"; "?" for another value), and
+ * the OpenCL C type a scalar of it is (int, uint, long, ulong, float; "?" for a buffer), for
+ * the messages of launches and of the backends' parameter checks. */
+const char *acg__arg_type_name(acg_arg_type t);
+const char *acg__arg_cl_type(acg_arg_type t);
 /* Checks a launch of kernel kdef (impl: its backend kernel on dev) against the definition, as
  * acg_kernel_launch documents, and resolves its buffers into node (a kernel node, its buffer
  * list held until the caller returns); fn names the call in messages. */

@@ -9,6 +9,15 @@
 
 static const char *const type_names[] = {"?", "buffer", "i32", "u32", "i64", "u64", "f32"};
 
+const char *acg__arg_type_name(acg_arg_type t) {
+    return type_names[(unsigned)t < sizeof type_names / sizeof type_names[0] ? (unsigned)t : 0];
+}
+
+const char *acg__arg_cl_type(acg_arg_type t) {
+    static const char *const cl[] = {"?", "?", "int", "uint", "long", "ulong", "float"};
+    return cl[(unsigned)t < sizeof cl / sizeof cl[0] ? (unsigned)t : 0];
+}
+
 /* The value of integer scalar argument j (types checked), into *v; false when negative. */
 static bool scalar_value(const acg_arg *a, uint64_t *v) {
     switch (a->type) {
@@ -150,10 +159,9 @@ acg_status acg__kernel_prepare(const acg_device *dev, const acg__kernel_def *kde
     for (uint32_t i = 0; i < def->n_args; i++) {
         const acg_arg *a = &args[i];
         if (a->type != def->types[i]) {
-            unsigned t = (unsigned)a->type < 7 ? (unsigned)a->type : 0;
             return acg__error(ACG_ERR_INVALID_ARGUMENT,
                               "%s(%s): argument %u is a %s, the kernel takes a %s", fn, def->name,
-                              i, type_names[t], type_names[def->types[i]]);
+                              i, acg__arg_type_name(a->type), acg__arg_type_name(def->types[i]));
         }
         acg__karg *r = &node->args[i];
         r->type = a->type;

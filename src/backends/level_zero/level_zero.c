@@ -409,39 +409,9 @@ static acg_status module_for(ze_device *d, const acg__kernel_def *def, ze_module
     return ACG_OK;
 }
 
-/* An argument type as acg names it, and the OpenCL C parameter acg passes for it. */
-static const char *type_name(acg_arg_type t) {
-    switch (t) {
-    case ACG_ARG_BUFFER:
-        return "buffer";
-    case ACG_ARG_I32:
-        return "i32";
-    case ACG_ARG_U32:
-        return "u32";
-    case ACG_ARG_I64:
-        return "i64";
-    case ACG_ARG_U64:
-        return "u64";
-    default:
-        return "f32";
-    }
-}
-
+/* The OpenCL C parameter acg passes for an argument of type t (acg_kernel_desc.spirv). */
 static const char *param_of(acg_arg_type t) {
-    switch (t) {
-    case ACG_ARG_BUFFER:
-        return "a pointer and its ulong byte offset";
-    case ACG_ARG_I32:
-        return "int";
-    case ACG_ARG_U32:
-        return "uint";
-    case ACG_ARG_I64:
-        return "long";
-    case ACG_ARG_U64:
-        return "ulong";
-    default:
-        return "float";
-    }
+    return t == ACG_ARG_BUFFER ? "a pointer and its ulong byte offset" : acg__arg_cl_type(t);
 }
 
 /* Refuses a kernel whose parameters are not those acg passes (acg_kernel_desc.spirv): their
@@ -471,7 +441,7 @@ static acg_status check_params(const ze_kernel *k, const char *entry, const char
         size_t used = 0;
         for (uint32_t i = 0; i < d->n_args && used < sizeof passes; i++) {
             used += (size_t)snprintf(passes + used, sizeof passes - used, "%s%s argument %u (%s)",
-                                     i > 0 ? ", " : "", type_name(d->types[i]), i,
+                                     i > 0 ? ", " : "", acg__arg_type_name(d->types[i]), i,
                                      param_of(d->types[i]));
         }
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
@@ -496,7 +466,8 @@ static acg_status check_params(const ze_kernel *k, const char *entry, const char
             snprintf(what, sizeof what, "the %s of buffer argument %u",
                      pointer ? "pointer" : "ulong byte offset", arg[p]);
         } else {
-            snprintf(what, sizeof what, "%s argument %u (%s)", type_name(t), arg[p], param_of(t));
+            snprintf(what, sizeof what, "%s argument %u (%s)", acg__arg_type_name(t), arg[p],
+                     param_of(t));
         }
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s(%s): parameter %u of the SPIR-V kernel %s is %u bytes; acg passes %u "

@@ -73,26 +73,11 @@ static const char buffer_rule[] =
 static const char scalar_rule[] =
     "each scalar argument is one parameter of its type (int, uint, long, ulong, float)";
 
-static const char *scalar_name(acg_arg_type type) {
-    switch (type) {
-    case ACG_ARG_I32:
-        return "int";
-    case ACG_ARG_U32:
-        return "uint";
-    case ACG_ARG_I64:
-        return "long";
-    case ACG_ARG_F32:
-        return "float";
-    default:
-        return "ulong";
-    }
-}
-
 /* What acg passes at one parameter of argument `arg`: "buffer argument 0 (a __global pointer)",
  * "buffer argument 0's byte offset (ulong)" (offset) or "scalar argument 1 (float)". */
 static void describe_passed(char *buf, size_t cap, uint32_t arg, acg_arg_type type, bool offset) {
     if (type != ACG_ARG_BUFFER) {
-        snprintf(buf, cap, "scalar argument %u (%s)", (unsigned)arg, scalar_name(type));
+        snprintf(buf, cap, "scalar argument %u (%s)", (unsigned)arg, acg__arg_cl_type(type));
     } else if (offset) {
         snprintf(buf, cap, "buffer argument %u's byte offset (ulong)", (unsigned)arg);
     } else {
@@ -163,7 +148,7 @@ static acg_status check_param(const acg__kernel_def *def, cl_kernel k, cl_uint p
     if (type == ACG_ARG_BUFFER && !offset) {
         fits = space == CL_KERNEL_ARG_ADDRESS_GLOBAL && !image;
     } else {
-        const char *want = offset ? "ulong" : scalar_name(type);
+        const char *want = offset ? "ulong" : acg__arg_cl_type(type);
         fits = space == CL_KERNEL_ARG_ADDRESS_PRIVATE && !aggregate &&
                (!builtin_type(tname) || strcmp(tname, want) == 0);
     }
@@ -205,7 +190,7 @@ static acg_status check_params(const acg__kernel_def *def, cl_kernel k) {
         bool buffer = def->d.types[i] == ACG_ARG_BUFFER;
         want += buffer ? 2 : 1;
         len += (size_t)snprintf(types + len, sizeof types - len, "%s%s", i ? ", " : "",
-                                buffer ? "buffer" : scalar_name(def->d.types[i]));
+                                buffer ? "buffer" : acg__arg_cl_type(def->d.types[i]));
     }
     /* Parameter by parameter first: a kernel missing an offset is named where it goes wrong. */
     bool no_info = false;
