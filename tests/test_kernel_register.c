@@ -600,6 +600,45 @@ static void lanes_without_fatbin(acg_kernel_desc *d) {
     d->cuda.name = NULL;
     d->cuda_lanes = 32;
 }
+/* Lists of implementations whose last entry is malformed, after two good ones (one of a format
+ * no backend here takes, which is kept). */
+static acg_kernel_impl spoiled[3];
+static void impls_ending(acg_kernel_desc *d, acg_kernel_impl last) {
+    spoiled[0] = (acg_kernel_impl){"opencl", ACG_KERNEL_FORMAT_OPENCL_C, rowscale_cl, 0, NULL};
+    spoiled[1] = (acg_kernel_impl){"vulkan", "vulkan-spirv", rowscale_cl, 16, NULL};
+    spoiled[2] = last;
+    d->impls = spoiled;
+    d->n_impls = 3;
+}
+static void impl_format_null(acg_kernel_desc *d) {
+    impls_ending(d, (acg_kernel_impl){"opencl", NULL, rowscale_cl, 0, NULL});
+}
+static void impl_format_empty(acg_kernel_desc *d) {
+    impls_ending(d, (acg_kernel_impl){"opencl", "", rowscale_cl, 0, NULL});
+}
+static void impl_code_null(acg_kernel_desc *d) {
+    impls_ending(d, (acg_kernel_impl){"opencl", ACG_KERNEL_FORMAT_OPENCL_C, NULL, 0, NULL});
+}
+static void impl_backend_empty(acg_kernel_desc *d) {
+    impls_ending(d, (acg_kernel_impl){"", ACG_KERNEL_FORMAT_OPENCL_C, rowscale_cl, 0, NULL});
+}
+static void impls_null(acg_kernel_desc *d) {
+    d->impls = NULL;
+    d->n_impls = 2;
+}
+static void impls_too_many(acg_kernel_desc *d) {
+    static acg_kernel_impl many[ACG_MAX_KERNEL_IMPLS + 1];
+    for (size_t i = 0; i < sizeof many / sizeof many[0]; i++) {
+        many[i] = (acg_kernel_impl){NULL, ACG_KERNEL_FORMAT_OPENCL_C, rowscale_cl, 0, NULL};
+    }
+    d->impls = many;
+    d->n_impls = ACG_MAX_KERNEL_IMPLS + 1;
+}
+/* cuda_lanes with code for cuda nowhere: only OpenCL C, and a cuda image for another backend. */
+static void lanes_without_cuda_image(acg_kernel_desc *d) {
+    lanes_without_fatbin(d);
+    impls_ending(d, (acg_kernel_impl){"hip", ACG_KERNEL_FORMAT_CUDA_IMAGE, rowscale_cl, 16, NULL});
+}
 static uint32_t never_parts(const acg_cpu_arg *a, const uint32_t global[3], uint32_t max_parts) {
     (void)a;
     (void)global;
@@ -671,7 +710,14 @@ static void test_malformed_refused(void **state) {
         {"cpu_parts without cpu.fn", parts_without_cpu_fn},
         {"cuda_lanes 3 is not a power of two", lanes_three},
         {"cuda_lanes 2048 is not a power of two up to 1024", lanes_2048},
-        {"cuda_lanes without cuda.fatbin", lanes_without_fatbin},
+        {"cuda_lanes without a cuda-image implementation", lanes_without_fatbin},
+        {"cuda_lanes without a cuda-image implementation", lanes_without_cuda_image},
+        {"(tk_malformed): impls[2].format is NULL", impl_format_null},
+        {"(tk_malformed): impls[2].format is empty", impl_format_empty},
+        {"(tk_malformed): impls[2].code is NULL", impl_code_null},
+        {"(tk_malformed): impls[2].backend is empty", impl_backend_empty},
+        {"impls is NULL, but n_impls is 2", impls_null},
+        {"n_impls is 65, at most ACG_MAX_KERNEL_IMPLS (64)", impls_too_many},
     };
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(NULL));
     TC_LAST_ERROR_HAS("acg_kernel_register");
@@ -1010,6 +1056,371 @@ static void test_desc_size(void **state) {
     TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered */
 }
 
+/* ---- implementations as a list (acg_kernel_desc.impls) ------------------------------------ */
+
+/* The kernel's definition with no code in the legacy fields (opencl, cuda, spirv): its C
+ * function and the n entries of impls only. */
+static acg_kernel_desc rowscale_desc_impls(const char *name, const acg_kernel_impl *impls,
+                                           uint32_t n) {
+    acg_kernel_desc d = rowscale_desc(name);
+    memset(&d.opencl, 0, sizeof d.opencl);
+    memset(&d.cuda, 0, sizeof d.cuda);
+    memset(&d.spirv, 0, sizeof d.spirv);
+    d.impls = impls;
+    d.n_impls = n;
+    return d;
+}
+
+/* Entries for every backend the build has the test kernels' code for (OpenCL C always, CUDA and
+ * SPIR-V where it compiled them), each naming the function entry (NULL: the kernel's name), and
+ * their count. The OpenCL C's entry names no backend: every backend that takes the format. */
+static uint32_t rowscale_impls(acg_kernel_impl *out, const char *entry) {
+    uint32_t n = 0;
+    out[n++] = (acg_kernel_impl){NULL, ACG_KERNEL_FORMAT_OPENCL_C, rowscale_cl, 0, entry};
+#ifdef ACG_HAVE_CUDA_KERNELS
+    out[n++] = (acg_kernel_impl){"cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, tc_test_kernels_fatbin,
+                                 sizeof tc_test_kernels_fatbin, entry};
+#endif
+#ifdef ACG_HAVE_SPIRV_KERNELS
+    out[n++] = (acg_kernel_impl){"level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, tc_test_kernels_spv,
+                                 tc_test_kernels_spv_size, entry};
+#endif
+    return n;
+}
+
+/* Whether rowscale_impls gives the device under test's backend code. */
+static bool dut_has_rowscale_code(void) {
+    bool has = tc_backend_is("cpu") || tc_backend_is("opencl");
+#ifdef ACG_HAVE_CUDA_KERNELS
+    has = has || tc_backend_is("cuda");
+#endif
+#ifdef ACG_HAVE_SPIRV_KERNELS
+    has = has || tc_backend_is("level_zero");
+#endif
+    return has;
+}
+
+/* Loads kernel `name` on dev, runs it over every row and checks the result is the host's, bit
+ * for bit (the host's loop is the C function's). */
+static void expect_rowscale_runs(acg_device *dev, const char *name) {
+    float hx[CAP], hw[WIDTH], want[CAP], got[CAP];
+    tc_fill_floats(hx, CAP, 51);
+    tc_fill_floats(hw, WIDTH, 52);
+    rowscale_ref(want, hx, hw, WIDTH, ROWS);
+    acg_stream *s = tc_stream(dev);
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(dev, name, &k));
+    acg_buffer *x = tc_buffer(dev, sizeof hx), *w = tc_buffer(dev, sizeof hw),
+               *out = tc_buffer(dev, sizeof hx);
+    tc_upload(s, x, hx, sizeof hx);
+    tc_upload(s, w, hw, sizeof hw);
+    tc_poison(s, out);
+    TC_OK(rowscale(s, k, out, 0, x, 0, w, WIDTH, ROWS));
+    tc_download(s, got, out, sizeof got);
+    TC_BYTES_EQUAL(got, want, sizeof got);
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_buffer_free(w));
+    TC_OK(acg_buffer_free(out));
+    TC_OK(acg_stream_destroy(s));
+}
+
+/* acg_kernel_get on dev is refused for want of code for its backend, naming kernel and backend. */
+static void expect_no_code(acg_device *dev, const char *name) {
+    acg_kernel *k = NULL;
+    TC_EXPECT(ERR_UNSUPPORTED, acg_kernel_get(dev, name, &k));
+    TC_LAST_ERROR_HAS(name);
+    TC_LAST_ERROR_HAS(acg_device_get_capability(dev)->backend);
+    assert_null(k);
+}
+
+/* A kernel whose only code besides its C function is an impls entry of OpenCL C for opencl:
+ * the opencl backend builds and runs it, with the C function's bits; a backend that loads
+ * another format finds nothing for it and refuses the kernel. The text may also be given by
+ * its length, without a NUL (followed here by bytes that would not build). */
+static void test_impls_opencl_entry(void **state) {
+    (void)state;
+    const size_t len = strlen(rowscale_cl);
+    char *unended = malloc(len + 8);
+    memcpy(unended, rowscale_cl, len);
+    memcpy(unended + len, "#error\n", 8); /* 8 bytes, no NUL */
+    const acg_kernel_impl cl[2] = {
+        {"opencl", ACG_KERNEL_FORMAT_OPENCL_C, rowscale_cl, 0, "tk_rowscale"},
+        {"opencl", ACG_KERNEL_FORMAT_OPENCL_C, unended, len, "tk_rowscale"},
+    };
+    const char *const names[2] = {"tk_impl_opencl", "tk_impl_opencl_len"};
+    for (int i = 0; i < 2; i++) {
+        const acg_kernel_desc d = rowscale_desc_impls(names[i], &cl[i], 1);
+        TC_OK(acg_kernel_register(&d));
+    }
+    free(unended);
+    acg_device *cpu = tc_open_cpu(), *dev = tc_open();
+    for (int i = 0; i < 2; i++) {
+        expect_rowscale_runs(cpu, names[i]);
+        if (tc_backend_is("cpu") || tc_backend_is("opencl")) {
+            expect_rowscale_runs(dev, names[i]);
+        } else {
+            expect_no_code(dev, names[i]);
+            TC_LAST_ERROR_HAS("implementation");
+        }
+    }
+    tc_close(cpu);
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_impl_opencl"));
+    TC_OK(acg_kernel_unregister("tk_impl_opencl_len"));
+}
+
+/* A SPIR-V module is binary: an entry of that format given as text (size 0) registers, as the
+ * format is the backend's to read, and the level_zero backend refuses it naming the size. */
+static void test_impls_spirv_as_text(void **state) {
+    (void)state;
+    const acg_kernel_impl text = {NULL, ACG_KERNEL_FORMAT_SPIRV_OPENCL, "no module", 0, NULL};
+    const acg_kernel_desc d = rowscale_desc_impls("tk_impl_spirv_text", &text, 1);
+    TC_OK(acg_kernel_register(&d));
+    acg_device *dev = tc_open();
+    if (tc_backend_is("level_zero")) {
+        acg_kernel *k = NULL;
+        TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, acg_kernel_get(dev, "tk_impl_spirv_text", &k),
+                      "tk_impl_spirv_text: its spirv-opencl implementation has size 0");
+    } else if (tc_backend_is("cpu")) {
+        expect_rowscale_runs(dev, "tk_impl_spirv_text");
+    } else {
+        expect_no_code(dev, "tk_impl_spirv_text");
+    }
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_impl_spirv_text"));
+}
+
+/* One merged list: the caller's entries first, an entry of a format no backend takes passed
+ * over, entries without a backend serving every backend of their format, then one for each
+ * legacy field, which a backend then never reaches (the legacy OpenCL C here would not build).
+ * Every backend the build has code for runs the kernel with the C function's bits. */
+static void test_impls_merged_list(void **state) {
+    (void)state;
+    const uint32_t junk[4] = {1, 2, 3, 4};
+    acg_kernel_impl list[4] = {{"vulkan", "vulkan-spirv", junk, sizeof junk, "tk_rowscale"}};
+    const uint32_t n = 1 + rowscale_impls(list + 1, "tk_rowscale");
+    acg_kernel_desc d = rowscale_desc_impls("tk_impl_merged", list, n);
+    d.opencl.source = "this is not OpenCL C";
+    TC_OK(acg_kernel_register(&d));
+    acg_device *cpu = tc_open_cpu(), *dev = tc_open();
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(cpu, "tk_impl_merged", &k));
+    const acg__kernel_def *def = k->def;
+    assert_int_equal(def->d.n_impls, n + 1);
+    assert_string_equal(def->d.impls[0].format, "vulkan-spirv");
+    const acg_kernel_impl *legacy = &def->d.impls[n];
+    assert_string_equal(legacy->backend, "opencl");
+    assert_string_equal(legacy->format, ACG_KERNEL_FORMAT_OPENCL_C);
+    assert_string_equal(legacy->code, "this is not OpenCL C");
+    assert_int_equal(legacy->size, 0);
+    assert_string_equal(legacy->entry, "tk_impl_merged"); /* the kernel's name: none given */
+    const acg_kernel_impl *cl = acg__kernel_impl_find(def, "opencl", ACG_KERNEL_FORMAT_OPENCL_C);
+    assert_ptr_equal(cl, &def->d.impls[1]); /* backend NULL: every backend's of the format */
+    assert_ptr_equal(acg__kernel_impl_find(def, "cuda", ACG_KERNEL_FORMAT_OPENCL_C), cl);
+    assert_ptr_equal(acg__kernel_impl_find(def, "vulkan", "vulkan-spirv"), &def->d.impls[0]);
+    assert_null(acg__kernel_impl_find(def, "other", "vulkan-spirv"));
+    expect_rowscale_runs(cpu, "tk_impl_merged");
+    if (dut_has_rowscale_code()) {
+        expect_rowscale_runs(dev, "tk_impl_merged");
+    } else {
+        expect_no_code(dev, "tk_impl_merged");
+    }
+    tc_close(cpu);
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_impl_merged"));
+}
+
+/* A definition whose only code is of a format no backend here takes registers (a later version
+ * may take it), and every backend refuses it: the cpu backend too, having no cpu.fn. Nothing
+ * loaded it, so it unregisters with the devices open. */
+static void test_impls_unknown_format(void **state) {
+    (void)state;
+    const uint32_t words[2] = {0x07230203u, 0x00010000u};
+    const acg_kernel_impl vk = {"vulkan", "vulkan-spirv", words, sizeof words, NULL};
+    acg_kernel_desc d = rowscale_desc_impls("tk_impl_vulkan", &vk, 1);
+    d.cpu.fn = NULL;
+    TC_OK(acg_kernel_register(&d));
+    acg_device *cpu = tc_open_cpu(), *dev = tc_open();
+    expect_no_code(cpu, "tk_impl_vulkan");
+    expect_no_code(dev, "tk_impl_vulkan");
+    TC_OK(acg_kernel_unregister("tk_impl_vulkan"));
+    tc_close(cpu);
+    tc_close(dev);
+}
+
+/* cuda_lanes needs a cuda image, which an impls entry may be (for cuda, or for every backend of
+ * the format); a list of ACG_MAX_KERNEL_IMPLS entries registers. Nothing is loaded: the image
+ * is any bytes. */
+static void test_impls_lanes_and_limit(void **state) {
+    (void)state;
+    const char *const backends[2] = {"cuda", NULL};
+    for (int i = 0; i < 2; i++) {
+        const acg_kernel_impl image = {backends[i], ACG_KERNEL_FORMAT_CUDA_IMAGE, rowscale_cl, 16,
+                                       NULL};
+        acg_kernel_desc d = rowscale_desc_impls("tk_impl_lanes", &image, 1);
+        d.cuda_lanes = 32;
+        TC_OK(acg_kernel_register(&d));
+        TC_OK(acg_kernel_unregister("tk_impl_lanes"));
+        d.n_impls = 0;
+        TC_EXPECT_HAS(ERR_INVALID_ARGUMENT, acg_kernel_register(&d),
+                      "cuda_lanes without a cuda-image implementation");
+    }
+    static acg_kernel_impl most[ACG_MAX_KERNEL_IMPLS];
+    for (size_t i = 0; i < ACG_MAX_KERNEL_IMPLS; i++) {
+        most[i] = (acg_kernel_impl){"vulkan", "vulkan-spirv", rowscale_cl, 0, NULL};
+    }
+    const acg_kernel_desc d = rowscale_desc_impls("tk_impl_most", most, ACG_MAX_KERNEL_IMPLS);
+    TC_OK(acg_kernel_register(&d));
+    TC_OK(acg_kernel_unregister("tk_impl_most"));
+    TC_OK(acg_set_allocator(NULL, NULL)); /* nothing registered */
+}
+
+/* A caller from headers before impls: its struct ends where impls begins, and what lies past
+ * it (here garbage where impls would be) is never read; its opencl.source still runs. */
+static void test_impls_legacy_size(void **state) {
+    (void)state;
+    acg_kernel_desc d = rowscale_desc("tk_before_impls");
+    d.size = offsetof(acg_kernel_desc, impls);
+    d.impls = (const acg_kernel_impl *)(uintptr_t)0x10;
+    d.n_impls = 3;
+    TC_OK(acg_kernel_register(&d));
+    acg_device *dev = tc_open();
+    expect_rowscale_runs(dev, "tk_before_impls");
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(dev, "tk_before_impls", &k));
+    /* The legacy fields are the list: each as its entry, in their order. */
+    const acg_kernel_desc *copy = &k->def->d;
+    assert_true(copy->n_impls >= 1 && copy->n_impls <= 3);
+    assert_string_equal(copy->impls[0].format, ACG_KERNEL_FORMAT_OPENCL_C);
+    assert_ptr_equal(copy->impls[0].code, copy->opencl.source);
+    assert_string_equal(copy->impls[0].entry, "tk_rowscale");
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_before_impls"));
+}
+
+/* The list is copied, its strings and code included: the caller may free them at once. Binary
+ * code lands 16-aligned, text keeps its NUL. */
+static void test_impls_copied(void **state) {
+    (void)state;
+    acg_kernel_impl from[3];
+    const uint32_t n = rowscale_impls(from, "tk_rowscale");
+    acg_kernel_impl *heap = malloc(n * sizeof *heap);
+    for (uint32_t i = 0; i < n; i++) {
+        const acg_kernel_impl *e = &from[i];
+        size_t bytes = e->size != 0 ? e->size : strlen(e->code) + 1;
+        void *code = malloc(bytes);
+        memcpy(code, e->code, bytes);
+        heap[i] = (acg_kernel_impl){e->backend != NULL ? strdup(e->backend) : NULL,
+                                    strdup(e->format), code, e->size, strdup(e->entry)};
+    }
+    const acg_kernel_desc d = rowscale_desc_impls("tk_impl_copied", heap, n);
+    TC_OK(acg_kernel_register(&d));
+    for (uint32_t i = 0; i < n; i++) {
+        size_t bytes = heap[i].size != 0 ? heap[i].size : strlen(heap[i].code) + 1;
+        memset((void *)heap[i].code, 0x5a, bytes);
+        free((void *)heap[i].code);
+        free((void *)heap[i].backend);
+        free((void *)heap[i].format);
+        free((void *)heap[i].entry);
+    }
+    memset(heap, 0x5a, n * sizeof *heap);
+    free(heap);
+
+    acg_device *dev = tc_open();
+    if (dut_has_rowscale_code()) {
+        expect_rowscale_runs(dev, "tk_impl_copied");
+    } else {
+        expect_no_code(dev, "tk_impl_copied");
+    }
+    acg_device *cpu = tc_open_cpu();
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(cpu, "tk_impl_copied", &k));
+    const acg_kernel_desc *copy = &k->def->d;
+    assert_int_equal(copy->n_impls, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const acg_kernel_impl *c = &copy->impls[i];
+        assert_string_equal(c->format, from[i].format);
+        assert_string_equal(c->entry, "tk_rowscale");
+        assert_int_equal(c->size, from[i].size);
+        if (from[i].backend == NULL) {
+            assert_null(c->backend);
+        } else {
+            assert_string_equal(c->backend, from[i].backend);
+        }
+        if (c->size != 0) {
+            assert_int_equal((uintptr_t)c->code % 16, 0);
+            assert_memory_equal(c->code, from[i].code, c->size);
+        } else {
+            assert_string_equal(c->code, from[i].code);
+        }
+    }
+    tc_close(cpu);
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister("tk_impl_copied"));
+}
+
+/* In a set, an entry that names no function runs the one of the definition's own name
+ * (tk_rowscale), not of the set's name for it. */
+static void test_impls_in_set(void **state) {
+    (void)state;
+    acg_kernel_impl list[3];
+    const uint32_t n = rowscale_impls(list, NULL);
+    const acg_kernel_desc d = rowscale_desc_impls("tk_rowscale", list, n);
+    TC_OK(acg_kernel_register_set("engine_i", &d, 1));
+    acg_device *dev = tc_open();
+    if (dut_has_rowscale_code()) {
+        expect_rowscale_runs(dev, "engine_i/tk_rowscale");
+    } else {
+        expect_no_code(dev, "engine_i/tk_rowscale");
+    }
+    acg_device *cpu = tc_open_cpu();
+    acg_kernel *k = NULL;
+    TC_OK(acg_kernel_get(cpu, "engine_i/tk_rowscale", &k));
+    for (uint32_t i = 0; i < k->def->d.n_impls; i++) {
+        assert_string_equal(k->def->d.impls[i].entry, "tk_rowscale");
+    }
+    tc_close(cpu);
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister_set("engine_i"));
+}
+
+/* The core's kernels are not copied at registration: their static definitions carry the list
+ * a copy would, the same code as their legacy fields, and the test drivers' lookups find them
+ * by function. */
+static void test_impls_core(void **state) {
+    (void)state;
+    size_t n_core = 0;
+    const acg__kernel_def *core = acg__core_kernels(&n_core);
+    for (size_t i = 0; i < n_core; i++) {
+        const acg__kernel_def *c = &core[i];
+        const acg_kernel_impl *cl = acg__kernel_impl_find(c, "opencl", ACG_KERNEL_FORMAT_OPENCL_C);
+        assert_non_null(cl);
+        assert_ptr_equal(cl->code, c->d.opencl.source);
+        assert_string_equal(cl->entry, c->name);
+        const acg_kernel_impl *cu = acg__kernel_impl_find(c, "cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE);
+        const acg_kernel_impl *spv =
+            acg__kernel_impl_find(c, "level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL);
+#ifdef ACG_HAVE_CUDA_KERNELS
+        assert_non_null(cu);
+        assert_ptr_equal(cu->code, c->d.cuda.fatbin);
+        assert_int_equal(cu->size, c->d.cuda.size);
+        assert_ptr_equal(acg__kernel_desc_find_cuda(c->name), &c->d);
+#else
+        assert_null(cu);
+        assert_null(acg__kernel_desc_find_cuda(c->name));
+#endif
+#ifdef ACG_HAVE_SPIRV_KERNELS
+        assert_non_null(spv);
+        assert_ptr_equal(spv->code, c->d.spirv.module);
+        assert_int_equal(spv->size, c->d.spirv.size);
+        assert_ptr_equal(acg__kernel_desc_find_spirv(c->name), &c->d);
+#else
+        assert_null(spv);
+        assert_null(acg__kernel_desc_find_spirv(c->name));
+#endif
+    }
+    assert_null(acg__kernel_desc_find_cuda("no_such_function"));
+}
 
 /* A grid of more than UINT32_MAX work items is refused, also one whose product of three 32-bit
  * sizes wraps 64 bits to 0 ({2^31, 2^31, 4}), which a check of the whole product misses. */
@@ -1269,6 +1680,15 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_data_rules),
         cmocka_unit_test(test_kernel_sets),
         cmocka_unit_test(test_kernel_set_out_of_memory),
+        cmocka_unit_test(test_impls_opencl_entry),
+        cmocka_unit_test(test_impls_spirv_as_text),
+        cmocka_unit_test(test_impls_merged_list),
+        cmocka_unit_test(test_impls_unknown_format),
+        cmocka_unit_test(test_impls_lanes_and_limit),
+        cmocka_unit_test(test_impls_legacy_size),
+        cmocka_unit_test(test_impls_copied),
+        cmocka_unit_test(test_impls_in_set),
+        cmocka_unit_test(test_impls_core),
         cmocka_unit_test_setup_teardown(test_bad_launch_submits_nothing, setup, teardown),
         cmocka_unit_test(test_grid_overflow),
         cmocka_unit_test(test_concurrent_registration),

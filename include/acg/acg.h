@@ -782,6 +782,51 @@ typedef struct acg_kernel_reach {
  * kernel is 1-D, work item i touching item i of each buffer). */
 #define ACG_KERNEL_ELEMENTWISE (1u << 0)
 
+/* Formats of kernel code (acg_kernel_impl.format) that the backends of this version take, each
+ * with the calling convention acg launches it under; a backend added later names its own.
+ * acg_kernel_get compares the compiled function's parameters with the convention where the
+ * driver tells them, and refuses a mismatch (ACG_ERR_INVALID_ARGUMENT) naming the parameter. */
+
+/* For the opencl backend: OpenCL C 1.2 source text (size 0 when it ends in NUL, else its length
+ * in bytes) holding the kernel function, built for each device at the first acg_kernel_get (one
+ * program per device for each distinct text, shared by every kernel registered with the same
+ * text), with FP_CONTRACT off and division and sqrt correctly rounded where the device offers
+ * it. Each buffer argument is two parameters, a global pointer and a ulong byte offset to add to
+ * it; each scalar is one parameter of the matching type (int, uint, long, ulong, float). The
+ * check compares the parameters' number, and their types where the driver reports them. */
+#define ACG_KERNEL_FORMAT_OPENCL_C "opencl-c"
+/* For the level_zero backend: a SPIR-V module in the OpenCL environment (OpenCL C compiled to
+ * SPIR-V, say), binary: size is its bytes (acg_kernel_get refuses an entry of size 0 with
+ * ACG_ERR_INVALID_ARGUMENT). It holds the kernel, with the parameters of
+ * ACG_KERNEL_FORMAT_OPENCL_C: each buffer argument a global pointer to its allocation and a
+ * ulong byte offset to add, each scalar one parameter. The check compares the parameter count
+ * (zeKernelGetProperties) and, where the driver tells them (zexKernelGetArgumentSize), the
+ * sizes. */
+#define ACG_KERNEL_FORMAT_SPIRV_OPENCL "spirv-opencl"
+/* For the cuda backend: an image cuLibraryLoadData takes (a fatbin or a cubin, size its bytes;
+ * or PTX text, size 0 when it ends in NUL) holding the extern "C" __global__ function. Its
+ * parameters: each buffer argument one pointer to its window (the offset applied, `float *`
+ * say), each scalar one parameter of the matching type (int32_t, uint32_t, int64_t, uint64_t,
+ * float), then three `unsigned int`: global[0], global[1], global[2]. The grid is run in whole
+ * blocks, so a work item checks itself against them and returns past them. Where the driver
+ * tells parameter sizes (cuFuncGetParamInfo), acg_kernel_get compares them. */
+#define ACG_KERNEL_FORMAT_CUDA_IMAGE "cuda-image"
+
+/* The most entries a definition's impls may have. */
+#define ACG_MAX_KERNEL_IMPLS 64
+
+/* One implementation of a kernel for a backend that loads code (acg_kernel_desc.impls). The
+ * cpu backend runs a function of the process instead, which cpu.fn and cpu_parts hold. */
+typedef struct acg_kernel_impl {
+    const char *backend; /* the backend it is for ("opencl", "cuda", "level_zero", ...);
+                            NULL: every backend that takes the format */
+    const char *format;  /* what code holds, as the backends name it (above) */
+    const void *code;    /* the bytes, or the text */
+    size_t size;         /* bytes of code; 0: code is text ending in NUL */
+    const char *entry;   /* the function in code; NULL: the kernel's name (in a set, the name
+                            without the set's) */
+} acg_kernel_impl;
+
 /* A kernel definition for acg_kernel_register. Only size, name, n_args, types, bytes_per_item
  * and dims are required (an older caller's struct must reach past dims); every later field
  * defaults as ACG_KERNEL_DESC_INIT sets it. */
@@ -807,42 +852,27 @@ typedef struct acg_kernel_desc {
      * shaped kernel only for this pair of buffer arguments {i, j}. {0, 0}: no pair. */
     uint32_t in_place[2];
     acg_kernel_exactness exactness; /* default ACG_KERNEL_EXACT_SAME_BACKEND */
-    /* Implementations, one per backend; at least one must be given. The registry copies each
-     * string and binary. */
+    /* Implementations: at least one must be given, here or in impls (last). The registry
+     * copies each string and binary. */
     struct {
         acg_kernel_cpu_fn fn; /* the C function; NULL: none (see also cpu_parts, last) */
     } cpu;
+    /* The same as an impls entry of format ACG_KERNEL_FORMAT_OPENCL_C for backend "opencl" (its
+     * text ending in NUL); kept for definitions written before impls. NULL: none. */
     struct {
-        /* OpenCL C 1.2 source holding the kernel, built for each device at the first
-         * acg_kernel_get (one program per device for each distinct source, shared by every
-         * kernel registered with the same text), with FP_CONTRACT off and division and sqrt
-         * correctly rounded where the device offers it. Each buffer argument is two parameters,
-         * a global pointer and a ulong byte offset to add to it; each scalar is one parameter
-         * of the matching type (int, uint, long, ulong, float). acg_kernel_get compares the
-         * compiled kernel's parameters with this (their number, and their types where the
-         * driver reports them) and refuses a mismatch naming the parameter. NULL: none. */
         const char *source;
         const char *name; /* the kernel function in source; NULL: the kernel's name */
     } opencl;
+    /* The same as an impls entry of format ACG_KERNEL_FORMAT_CUDA_IMAGE for backend "cuda" (a
+     * binary: size its bytes); kept for definitions written before impls. NULL: none. */
     struct {
-        /* For the cuda backend: an image cuLibraryLoadData takes (a fatbin, a cubin or PTX text
-         * ending in NUL) holding the extern "C" __global__ function `name`. Its parameters: each
-         * buffer argument one pointer to its window (the offset applied, `float *` say), each
-         * scalar one parameter of the matching type (int32_t, uint32_t, int64_t, uint64_t,
-         * float), then three `unsigned int`: global[0], global[1], global[2]. The grid is run
-         * in whole blocks, so a work item checks itself against them and returns past them.
-         * Where the driver tells parameter sizes (cuFuncGetParamInfo), acg_kernel_get compares
-         * them. NULL: none. */
         const void *fatbin;
         size_t size;
         const char *name; /* the function; NULL: the kernel's name */
     } cuda;
+    /* The same as an impls entry of format ACG_KERNEL_FORMAT_SPIRV_OPENCL for backend
+     * "level_zero"; kept for definitions written before impls. NULL: none. */
     struct {
-        /* For the level_zero backend: a SPIR-V module (OpenCL C compiled to SPIR-V, say) holding
-         * the kernel `name`, with the parameters of opencl.source: each buffer argument a global
-         * pointer to its allocation and a ulong byte offset to add, each scalar one parameter.
-         * acg_kernel_get compares the parameter count (zeKernelGetProperties) and, where the
-         * driver tells them (zexKernelGetArgumentSize), the sizes. NULL: none. */
         const void *module;
         size_t size;
         const char *name; /* the entry point; NULL: the kernel's name */
@@ -861,9 +891,10 @@ typedef struct acg_kernel_desc {
      * remainder; y and z are as without lanes. Up to 32 lanes are an aligned group of one warp
      * in blocks of 256 threads (the lanes of a work item may exchange values with warp
      * shuffles over their group, and leave together); more lanes are one block per work item
-     * (the block may synchronise). The launch's local size is then not used on cuda. Needs
-     * cuda.fatbin. Other backends ignore it: a work item is still one call of the same code,
-     * and the results must not depend on the lanes (ACG_KERNEL_EXACT_EVERY_BACKEND). */
+     * (the block may synchronise). The launch's local size is then not used on cuda. Needs a
+     * cuda-image implementation (cuda.fatbin, or an impls entry of that format for cuda). Other
+     * backends ignore it: a work item is still one call of the same code, and the results must
+     * not depend on the lanes (ACG_KERNEL_EXACT_EVERY_BACKEND). */
     uint32_t cuda_lanes;
     /* Added with shape rules as data. How far each buffer argument reaches is said in exactly
      * one way: ACG_KERNEL_ELEMENTWISE in flags (global[0] * bytes_per_item), a shape callback
@@ -882,13 +913,23 @@ typedef struct acg_kernel_desc {
      * launch is refused naming both. ACG_BY_ONE (0): no rule. With reach, a kernel such as a
      * row-wise matmul is checked without a callback. */
     uint8_t grid_covers[3];
+    /* Added with implementations as a list. (optional) n_impls implementations for the
+     * backends that load code (acg_kernel_impl), up to ACG_MAX_KERNEL_IMPLS. A backend runs
+     * the first entry whose format it takes and whose backend is NULL or its own, else the
+     * legacy field of its format above (opencl, cuda, spirv), and refuses the kernel
+     * (ACG_ERR_UNSUPPORTED at acg_kernel_get) when there is none. An entry of a format no
+     * backend here takes, or for a backend this build lacks, is accepted and kept (a later
+     * version may take it), and never chosen. The array, every string and the code are copied.
+     * NULL, 0: none. */
+    const acg_kernel_impl *impls;
+    uint32_t n_impls;
 } acg_kernel_desc;
 
 #define ACG_KERNEL_DESC_INIT                                                                       \
     {                                                                                              \
         sizeof(acg_kernel_desc), NULL, 0, {(acg_arg_type)0}, {0}, 1, NULL, {0, 0},                 \
             ACG_KERNEL_EXACT_SAME_BACKEND, {NULL}, {NULL, NULL}, {NULL, 0, NULL}, {NULL, 0, NULL}, \
-            {NULL, NULL}, 0, 0, {{0, {0, 0}}}, {0, 0, 0},                                         \
+            {NULL, NULL}, 0, 0, {{0, {0, 0}}}, {0, 0, 0}, NULL, 0,                                 \
     }
 
 /* Registers a kernel for every device of the process, open or opened later. Synchronous. The
@@ -906,9 +947,12 @@ typedef struct acg_kernel_desc {
  * factor naming no integer scalar argument or a dimension past dims, or a grid_covers entry
  * for a dimension past dims or naming the grid; dims not 1..3; an in_place pair that is not
  * two different buffer arguments below n_args; an unknown
- * exactness; no implementation at all, opencl.name without opencl.source, or a binary whose
- * pointer and size disagree; cpu_parts with one of its functions only, or without cpu.fn;
- * cuda_lanes not a power of two up to 1024, or set without cuda.fatbin.
+ * exactness; no implementation at all (cpu.fn, impls and the legacy fields count), opencl.name
+ * without opencl.source, or a binary whose pointer and size disagree; n_impls above
+ * ACG_MAX_KERNEL_IMPLS, or not 0 with a NULL impls; an impls entry whose format is NULL or
+ * empty, whose code is NULL, or whose backend is empty (the message names its index);
+ * cpu_parts with one of its functions only, or without cpu.fn; cuda_lanes not a power of two
+ * up to 1024, or set without a cuda-image implementation.
  * ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_kernel_register(const acg_kernel_desc *desc);
 
@@ -924,12 +968,12 @@ ACG_API acg_status acg_kernel_unregister(const char *name);
  * name). All or nothing: when one definition is refused (the message names its index and the
  * field, as acg_kernel_register would), none stays registered. set is a non-empty name without
  * '/'; a name with '/' belongs to a set and acg_kernel_register refuses it. An implementation
- * that names no function (opencl.name, cuda.name, spirv.name) runs the one of desc[i].name, the
- * name without the set's. desc is an array of n structs of desc[0].size bytes each (the
- * caller's sizeof), every one with that size. Thread-safe. ACG_ERR_INVALID_ARGUMENT for a
- * NULL or malformed set, NULL desc, n 0 or above UINT32_MAX / 2, a struct whose size is not
- * desc[0]'s, a name twice in desc, a set already registered, and what acg_kernel_register
- * refuses (the message names the index); ACG_ERR_OUT_OF_MEMORY. */
+ * that names no function (an impls entry's entry, opencl.name, cuda.name, spirv.name) runs the
+ * one of desc[i].name, the name without the set's. desc is an array of n structs of
+ * desc[0].size bytes each (the caller's sizeof), every one with that size. Thread-safe.
+ * ACG_ERR_INVALID_ARGUMENT for a NULL or malformed set, NULL desc, n 0 or above UINT32_MAX / 2,
+ * a struct whose size is not desc[0]'s, a name twice in desc, a set already registered, and
+ * what acg_kernel_register refuses (the message names the index); ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc,
                                            size_t n);
 
@@ -946,8 +990,10 @@ ACG_API acg_status acg_kernel_unregister_set(const char *set);
  * same handle. The kernel belongs to the device (no destroy; it is released at
  * acg_device_close). Thread-safe. ACG_ERR_NOT_FOUND for a name that is not registered;
  * ACG_ERR_UNSUPPORTED when the definition holds no code for the device's backend (the message
- * names the kernel and the backend); ACG_ERR_DEVICE when the backend fails to build it (the
- * OpenCL build log is in acg_last_error()); ACG_ERR_OUT_OF_MEMORY.
+ * names the kernel and the backend); ACG_ERR_INVALID_ARGUMENT when the compiled code's
+ * parameters break its format's calling convention (ACG_KERNEL_FORMAT_OPENCL_C, ...: the
+ * message names the parameter); ACG_ERR_DEVICE when the backend fails to build it (the OpenCL
+ * build log is in acg_last_error()); ACG_ERR_OUT_OF_MEMORY.
  *
  * The core's kernels (f32 buffers indexed by the 1-D work item i < global[0]; each buffer
  * argument reaches global[0] elements from its offset, which is checked at launch; two buffer

@@ -77,14 +77,22 @@ typedef struct acg__karg {
 /* A kernel definition (src/core/kernel.c): the registrant's acg_kernel_desc, copied whole with
  * its strings and binaries, in_place ordered (i < j), or one of the core's static definitions.
  * It lives while a device has it loaded, so a backend may keep pointers into it until
- * kernel_unload. A backend builds from its own implementation field (cpu.fn, opencl.source) and
- * refuses a definition without one with ACG_ERR_UNSUPPORTED, naming the kernel and itself. */
+ * kernel_unload. d.impls is one list of every implementation for a backend that loads code:
+ * the registrant's entries, then those its legacy fields (opencl, cuda, spirv) say, each entry
+ * naming its function (the core's definitions carry such a list too). The cpu backend runs
+ * cpu.fn; any other finds its code with acg__kernel_impl_find, never in the legacy fields, and
+ * refuses a definition without any with ACG_ERR_UNSUPPORTED, naming the kernel and itself. */
 typedef struct acg__kernel_def {
     const char *name; /* d.name, at hand for messages and descriptions */
     acg_kernel_desc d;
     uint32_t refs; /* devices that loaded it, and lookups loading it (under the registry lock) */
     bool core;     /* one of the core's kernels: static, never unregistered */
 } acg__kernel_def;
+
+/* The first entry of def's list (d.impls) whose format is `format` and whose backend is NULL or
+ * `backend`; NULL when there is none. */
+const acg_kernel_impl *acg__kernel_impl_find(const acg__kernel_def *def, const char *backend,
+                                             const char *format);
 
 /* One node of a captured graph, as the core records it. Copies: h2d uses dst_* and host,
  * d2h src_* and host, d2d dst_* and src_*, fill dst_*, size and pattern. */

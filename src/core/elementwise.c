@@ -16,9 +16,15 @@
 #include "core_kernels_cuda.h"
 #define CUDA_CODE(fn_)                                                                             \
     { acg__core_kernels_fatbin, sizeof acg__core_kernels_fatbin, #fn_ }
+#define CUDA_IMPL(fn_)                                                                             \
+    {"cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, acg__core_kernels_fatbin,                               \
+     sizeof acg__core_kernels_fatbin, #fn_},
+#define N_CUDA 1u
 #else
 #define CUDA_CODE(fn_)                                                                             \
     { NULL, 0, NULL }
+#define CUDA_IMPL(fn_)
+#define N_CUDA 0u
 #endif
 
 /* The SPIR-V module compiled from elementwise.cl, for the level_zero backend. */
@@ -26,9 +32,15 @@
 #include "core_kernels_spv.h"
 #define SPIRV_CODE(fn_)                                                                            \
     { acg__core_kernels_spv, sizeof acg__core_kernels_spv, #fn_ }
+#define SPIRV_IMPL(fn_)                                                                            \
+    {"level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, acg__core_kernels_spv,                          \
+     sizeof acg__core_kernels_spv, #fn_},
+#define N_SPIRV 1u
 #else
 #define SPIRV_CODE(fn_)                                                                            \
     { NULL, 0, NULL }
+#define SPIRV_IMPL(fn_)
+#define N_SPIRV 0u
 #endif
 
 static void fill_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
@@ -66,7 +78,9 @@ static void copy_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
 
 #define LIST(...) __VA_ARGS__
 
-/* An elementwise f32 kernel: 1-D, 4 bytes per item of each buffer. */
+/* An elementwise f32 kernel: 1-D, 4 bytes per item of each buffer. The core's definitions are
+ * not copied at registration, so each carries the list of implementations (.impls, a static
+ * array per kernel) that a copy would hold: the same code as its opencl, cuda and spirv. */
 #define ELEMENTWISE(fn_, n_args_, types_, bytes_)                                                  \
     {                                                                                              \
         .name = #fn_, .core = true,                                                                \
@@ -83,6 +97,10 @@ static void copy_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
             .opencl = {acg__core_kernels_cl, #fn_},                                                \
             .cuda = CUDA_CODE(fn_),                                                                \
             .spirv = SPIRV_CODE(fn_),                                                              \
+            .impls = (const acg_kernel_impl[]){{"opencl", ACG_KERNEL_FORMAT_OPENCL_C,              \
+                                                acg__core_kernels_cl, 0, #fn_},                    \
+                                               CUDA_IMPL(fn_) SPIRV_IMPL(fn_)},                    \
+            .n_impls = 1u + N_CUDA + N_SPIRV,                                                      \
         },                                                                                         \
     }
 
@@ -95,7 +113,11 @@ static const acg__kernel_def kernels[] = {
 
 #undef ELEMENTWISE
 #undef CUDA_CODE
+#undef CUDA_IMPL
+#undef N_CUDA
 #undef SPIRV_CODE
+#undef SPIRV_IMPL
+#undef N_SPIRV
 #undef LIST
 #undef B
 #undef F

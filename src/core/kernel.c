@@ -38,32 +38,45 @@ static acg__kernel_def *find_locked(const char *name, uint32_t *index) {
     return NULL;
 }
 
-/* The CUDA function a definition names. */
-static bool cuda_function_is(const acg__kernel_def *def, const char *function) {
-    const char *f = def->d.cuda.name != NULL ? def->d.cuda.name : def->name;
-    return def->d.cuda.fatbin != NULL && strcmp(f, function) == 0;
+/* Whether backend would run entry e, code in format. */
+static bool impl_is(const acg_kernel_impl *e, const char *backend, const char *format) {
+    return strcmp(e->format, format) == 0 &&
+           (e->backend == NULL || strcmp(e->backend, backend) == 0);
 }
 
-/* The SPIR-V entry point a definition names. */
-static bool spirv_function_is(const acg__kernel_def *def, const char *function) {
-    const char *f = def->d.spirv.name != NULL ? def->d.spirv.name : def->name;
-    return def->d.spirv.module != NULL && strcmp(f, function) == 0;
+const acg_kernel_impl *acg__kernel_impl_find(const acg__kernel_def *def, const char *backend,
+                                             const char *format) {
+    for (uint32_t i = 0; i < def->d.n_impls; i++) {
+        if (impl_is(&def->d.impls[i], backend, format)) {
+            return &def->d.impls[i];
+        }
+    }
+    return NULL;
 }
 
-/* The first definition, the core's then the registered ones, that `is` says names function. */
-static const acg_kernel_desc *find_function(bool (*is)(const acg__kernel_def *, const char *),
+/* Whether the code a backend would run of def (its first entry of that format) is the function
+ * named function. */
+static bool runs_function(const acg__kernel_def *def, const char *backend, const char *format,
+                          const char *function) {
+    const acg_kernel_impl *e = acg__kernel_impl_find(def, backend, format);
+    return e != NULL && strcmp(e->entry != NULL ? e->entry : def->name, function) == 0;
+}
+
+/* The first definition, the core's then the registered ones, whose code for backend in format
+ * is the function named function. */
+static const acg_kernel_desc *find_function(const char *backend, const char *format,
                                             const char *function) {
     size_t n_core = 0;
     const acg__kernel_def *core = acg__core_kernels(&n_core);
     for (size_t i = 0; i < n_core; i++) {
-        if (is(&core[i], function)) {
+        if (runs_function(&core[i], backend, format, function)) {
             return &core[i].d;
         }
     }
     const acg_kernel_desc *found = NULL;
     pthread_mutex_lock(&reg_lock);
     for (uint32_t i = 0; i < reg_n && found == NULL; i++) {
-        if (is(reg[i], function)) {
+        if (runs_function(reg[i], backend, format, function)) {
             found = &reg[i]->d;
         }
     }
@@ -72,11 +85,11 @@ static const acg_kernel_desc *find_function(bool (*is)(const acg__kernel_def *, 
 }
 
 const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function) {
-    return find_function(cuda_function_is, function);
+    return find_function("cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, function);
 }
 
 const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function) {
-    return find_function(spirv_function_is, function);
+    return find_function("level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, function);
 }
 
 size_t acg__kernel_registered(void) {
@@ -200,6 +213,49 @@ static acg_status check_shape(const acg_kernel_desc *d, const char *fn) {
     return ACG_OK;
 }
 
+/* Checks the list of implementations (d->impls): each entry names a format and holds code. An
+ * entry of a format or for a backend this build does not know is kept, never chosen: a later
+ * version of acg, or a backend added later, may take it. */
+static acg_status check_impls(const acg_kernel_desc *d, const char *fn) {
+    const char *name = d->name;
+    if (d->n_impls > ACG_MAX_KERNEL_IMPLS) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): n_impls is %u, at most ACG_MAX_KERNEL_IMPLS (%d)", fn, name,
+                          d->n_impls, ACG_MAX_KERNEL_IMPLS);
+    }
+    if (d->n_impls > 0 && d->impls == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): impls is NULL, but n_impls is %u", fn,
+                          name, d->n_impls);
+    }
+    for (uint32_t i = 0; i < d->n_impls; i++) {
+        const acg_kernel_impl *e = &d->impls[i];
+        const char *why = NULL;
+        if (e->format == NULL) {
+            why = "format is NULL";
+        } else if (e->format[0] == '\0') {
+            why = "format is empty";
+        } else if (e->code == NULL) {
+            why = "code is NULL";
+        } else if (e->backend != NULL && e->backend[0] == '\0') {
+            why = "backend is empty (NULL: every backend that takes the format)";
+        }
+        if (why != NULL) {
+            return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): impls[%u].%s", fn, name, i, why);
+        }
+    }
+    return ACG_OK;
+}
+
+/* Whether d's list has an implementation for backend in format (its legacy fields aside). */
+static bool has_impl(const acg_kernel_desc *d, const char *backend, const char *format) {
+    for (uint32_t i = 0; i < d->n_impls; i++) {
+        if (impl_is(&d->impls[i], backend, format)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* A binary: a pointer and a size, both or neither. */
 static bool binary_ok(const void *p, size_t size, const char *name) {
     return (p == NULL) == (size == 0) && (p != NULL || name == NULL);
@@ -272,6 +328,9 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
                           "its pointer and its size, and a name only with them",
                           fn, name);
     }
+    if ((st = check_impls(d, fn)) != ACG_OK) {
+        return st;
+    }
     if ((d->cpu_parts.parts == NULL) != (d->cpu_parts.fn == NULL)) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s(%s): cpu_parts needs both parts and fn, or neither", fn, name);
@@ -285,15 +344,18 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
                           "%s(%s): cuda_lanes %u is not a power of two up to 1024 (or 0)", fn, name,
                           d->cuda_lanes);
     }
-    if (d->cuda_lanes > 1 && d->cuda.fatbin == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): cuda_lanes without cuda.fatbin", fn,
-                          name);
-    }
-    if (d->cpu.fn == NULL && d->opencl.source == NULL && d->cuda.fatbin == NULL &&
-        d->spirv.module == NULL) {
+    if (d->cuda_lanes > 1 && d->cuda.fatbin == NULL &&
+        !has_impl(d, "cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE)) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s(%s): no implementation: set cpu.fn, opencl.source, cuda.fatbin or "
-                          "spirv.module",
+                          "%s(%s): cuda_lanes without a cuda-image implementation (cuda.fatbin, "
+                          "or an impls entry of format \"%s\" for cuda)",
+                          fn, name, ACG_KERNEL_FORMAT_CUDA_IMAGE);
+    }
+    if (d->cpu.fn == NULL && d->n_impls == 0 && d->opencl.source == NULL &&
+        d->cuda.fatbin == NULL && d->spirv.module == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): no implementation: set cpu.fn, impls, opencl.source, "
+                          "cuda.fatbin or spirv.module",
                           fn, name);
     }
     return ACG_OK;
@@ -322,17 +384,37 @@ static const void *put(char *base, layout *l, const void *src, size_t bytes, siz
     return dst;
 }
 
+/* The bytes of an entry's code, and their alignment: a binary's size, or a text with its NUL. */
+static size_t code_bytes(const acg_kernel_impl *e) {
+    return e->size != 0 ? e->size : strlen(e->code) + 1;
+}
+
+static size_t code_align(const acg_kernel_impl *e) { return e->size != 0 ? 16 : 1; }
+
 /* A registered copy of d (already checked): the definition and everything it points to in one
- * allocation; an implementation's name defaults to the kernel's. */
-static acg__kernel_def *copy_desc(const acg_kernel_desc *d) {
+ * allocation. Its list (d.impls) holds d's entries, then one for each legacy field with code,
+ * so that backends read the list only; an implementation that names no function runs
+ * `function` (the kernel's name, or in a set the name without the set's). */
+static acg__kernel_def *copy_desc(const acg_kernel_desc *d, const char *function) {
+    const uint32_t n = d->n_impls + (uint32_t)(d->opencl.source != NULL) +
+                       (uint32_t)(d->cuda.fatbin != NULL) + (uint32_t)(d->spirv.module != NULL);
     layout l = {0, sizeof(acg__kernel_def)};
+    place(&l, (size_t)n * sizeof(acg_kernel_impl), _Alignof(acg_kernel_impl));
     place(&l, d->cuda.size, 16);
     place(&l, d->spirv.size, 16);
     place(&l, str_bytes(d->name), 1);
+    place(&l, str_bytes(function), 1);
     place(&l, str_bytes(d->opencl.source), 1);
     place(&l, str_bytes(d->opencl.name), 1);
     place(&l, str_bytes(d->cuda.name), 1);
     place(&l, str_bytes(d->spirv.name), 1);
+    for (uint32_t i = 0; i < d->n_impls; i++) {
+        const acg_kernel_impl *e = &d->impls[i];
+        place(&l, code_bytes(e), code_align(e));
+        place(&l, str_bytes(e->backend), 1);
+        place(&l, str_bytes(e->format), 1);
+        place(&l, str_bytes(e->entry), 1);
+    }
     char *base = acg__alloc_aligned(l.total, 16);
     if (base == NULL) {
         return NULL;
@@ -341,23 +423,52 @@ static acg__kernel_def *copy_desc(const acg_kernel_desc *d) {
     memset(def, 0, sizeof *def);
     def->d = *d;
     l = (layout){0, sizeof(acg__kernel_def)};
+    acg_kernel_impl *list =
+        (acg_kernel_impl *)(base + place(&l, (size_t)n * sizeof *list, _Alignof(acg_kernel_impl)));
     def->d.cuda.fatbin = put(base, &l, d->cuda.fatbin, d->cuda.size, 16);
     def->d.spirv.module = put(base, &l, d->spirv.module, d->spirv.size, 16);
     def->d.name = put(base, &l, d->name, str_bytes(d->name), 1);
+    const char *fn_name = put(base, &l, function, str_bytes(function), 1);
     def->d.opencl.source = put(base, &l, d->opencl.source, str_bytes(d->opencl.source), 1);
     def->d.opencl.name = put(base, &l, d->opencl.name, str_bytes(d->opencl.name), 1);
     def->d.cuda.name = put(base, &l, d->cuda.name, str_bytes(d->cuda.name), 1);
     def->d.spirv.name = put(base, &l, d->spirv.name, str_bytes(d->spirv.name), 1);
+    for (uint32_t i = 0; i < d->n_impls; i++) {
+        const acg_kernel_impl *e = &d->impls[i];
+        acg_kernel_impl *c = &list[i];
+        c->code = put(base, &l, e->code, code_bytes(e), code_align(e));
+        c->size = e->size;
+        c->backend = put(base, &l, e->backend, str_bytes(e->backend), 1);
+        c->format = put(base, &l, e->format, str_bytes(e->format), 1);
+        c->entry = put(base, &l, e->entry, str_bytes(e->entry), 1);
+        c->entry = c->entry != NULL ? c->entry : fn_name;
+    }
     def->name = def->d.name;
     if (def->d.opencl.source != NULL && def->d.opencl.name == NULL) {
-        def->d.opencl.name = def->name;
+        def->d.opencl.name = fn_name;
     }
     if (def->d.cuda.fatbin != NULL && def->d.cuda.name == NULL) {
-        def->d.cuda.name = def->name;
+        def->d.cuda.name = fn_name;
     }
     if (def->d.spirv.module != NULL && def->d.spirv.name == NULL) {
-        def->d.spirv.name = def->name;
+        def->d.spirv.name = fn_name;
     }
+    /* The legacy fields, as the entries they stand for, after the caller's: one list. */
+    uint32_t at = d->n_impls;
+    if (def->d.opencl.source != NULL) {
+        list[at++] = (acg_kernel_impl){"opencl", ACG_KERNEL_FORMAT_OPENCL_C, def->d.opencl.source,
+                                       0, def->d.opencl.name};
+    }
+    if (def->d.cuda.fatbin != NULL) {
+        list[at++] = (acg_kernel_impl){"cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, def->d.cuda.fatbin,
+                                       def->d.cuda.size, def->d.cuda.name};
+    }
+    if (def->d.spirv.module != NULL) {
+        list[at++] = (acg_kernel_impl){"level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL,
+                                       def->d.spirv.module, def->d.spirv.size, def->d.spirv.name};
+    }
+    def->d.impls = n != 0 ? list : NULL;
+    def->d.n_impls = n;
     /* Arguments past n_args are never read; the launch checks rely on in_place's order. */
     for (uint32_t i = d->n_args; i < ACG_MAX_KERNEL_ARGS; i++) {
         def->d.types[i] = (acg_arg_type)0;
@@ -369,6 +480,17 @@ static acg__kernel_def *copy_desc(const acg_kernel_desc *d) {
     }
     return def;
 }
+
+/* A caller's struct from headers before impls ends with grid_covers and the struct's tail
+ * padding, exactly where impls begins: its size covers neither impls nor n_impls, which take
+ * their defaults (NULL, 0), so it registers as it did. */
+enum {
+    DESC_ALIGN = _Alignof(acg_kernel_desc),
+    GRID_COVERS_END = offsetof(acg_kernel_desc, grid_covers) + 3 /* its uint8_t[3] */
+};
+_Static_assert(offsetof(acg_kernel_desc, impls) ==
+                   (GRID_COVERS_END + DESC_ALIGN - 1) / DESC_ALIGN * DESC_ALIGN,
+               "impls begins where the struct before it ended");
 
 /* Reads a caller's definition at its size and checks it. A struct that ends before reach comes
  * from headers without flags, which took a NULL shape for elementwise, and is read so: its
@@ -442,7 +564,7 @@ acg_status acg_kernel_register(const acg_kernel_desc *desc) {
                           "(acg_kernel_register_set)",
                           fn, d.name);
     }
-    acg__kernel_def *def = copy_desc(&d);
+    acg__kernel_def *def = copy_desc(&d, d.name);
     if (def == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s(%s): out of memory", fn, d.name);
     }
@@ -508,15 +630,12 @@ acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc,
             st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", where);
         }
         if (st == ACG_OK) {
-            /* Each implementation's function keeps the name the definition gave it: the
-             * kernel's own, not the set's. */
-            d.opencl.name = d.opencl.source != NULL && d.opencl.name == NULL ? d.name
-                                                                               : d.opencl.name;
-            d.cuda.name = d.cuda.fatbin != NULL && d.cuda.name == NULL ? d.name : d.cuda.name;
-            d.spirv.name = d.spirv.module != NULL && d.spirv.name == NULL ? d.name : d.spirv.name;
+            /* An implementation that names no function runs the one the definition's name
+             * says: the kernel's own, not the set's. */
+            const char *function = d.name;
             sprintf(full, "%s/%s", set, d.name);
             d.name = full;
-            if ((defs[made] = copy_desc(&d)) == NULL) {
+            if ((defs[made] = copy_desc(&d, function)) == NULL) {
                 st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", where);
             } else {
                 made++;

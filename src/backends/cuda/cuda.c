@@ -521,7 +521,8 @@ static acg_status find_library(cu_device *d, const void *image, size_t size, CUl
     return ACG_OK;
 }
 
-/* The bytes acg passes for an argument of type t (acg_kernel_desc.cuda), and what it is. */
+/* The bytes acg passes for an argument of type t (ACG_KERNEL_FORMAT_CUDA_IMAGE), and what it
+ * is. */
 static uint32_t param_bytes(acg_arg_type t) {
     return t == ACG_ARG_BUFFER                    ? (uint32_t)sizeof(CUdeviceptr)
            : t == ACG_ARG_I64 || t == ACG_ARG_U64 ? 8u
@@ -619,19 +620,22 @@ static acg_status cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def
                                  acg__bk_kernel **out) {
     static const char fn[] = "acg_kernel_get";
     cu_device *d = acg__cu_dev(dev);
-    if (def->d.cuda.fatbin == NULL) {
+    const acg_kernel_impl *impl = acg__kernel_impl_find(def, "cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE);
+    if (impl == NULL) {
         return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: kernel %s has no code for the cuda backend (its definition sets no "
-                          "cuda.fatbin)",
-                          fn, def->name);
+                          "%s: kernel %s has no code for the cuda backend (its definition has no "
+                          "%s implementation for cuda: cuda.fatbin or an impls entry)",
+                          fn, def->name, ACG_KERNEL_FORMAT_CUDA_IMAGE);
     }
     acg_status st = acg__cu_enter(d, fn);
     if (st != ACG_OK) {
         return st;
     }
+    /* PTX text given without its size: the image is the text with its NUL. */
+    const size_t size = impl->size != 0 ? impl->size : strlen(impl->code) + 1;
     CUlibrary lib = NULL;
     pthread_mutex_lock(&d->lock);
-    st = find_library(d, def->d.cuda.fatbin, def->d.cuda.size, &lib);
+    st = find_library(d, impl->code, size, &lib);
     pthread_mutex_unlock(&d->lock);
     if (st != ACG_OK) {
         return st;
@@ -640,7 +644,7 @@ static acg_status cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def
     if (k == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    const char *name = def->d.cuda.name != NULL ? def->d.cuda.name : def->name;
+    const char *name = impl->entry != NULL ? impl->entry : def->name;
     st = CU(fn, cuLibraryGetKernel, &k->kern, lib, name);
     if (st == ACG_OK) {
         st = check_params(k->kern, def, name, fn);

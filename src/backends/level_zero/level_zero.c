@@ -361,11 +361,12 @@ static void ze_pinned_free(acg__bk_device *dev, void *ptr) {
 
 /* ---- kernels ----------------------------------------------------------------------------- */
 
-/* The module built from a SPIR-V image, once per device and image. Under the device's lock. */
-static acg_status module_for(ze_device *d, const acg__kernel_def *def, ze_module_handle_t *out,
-                             const char *fn) {
+/* The module built from def's SPIR-V image (impl), once per device and image. Under the
+ * device's lock. */
+static acg_status module_for(ze_device *d, const acg__kernel_def *def, const acg_kernel_impl *impl,
+                             ze_module_handle_t *out, const char *fn) {
     for (uint32_t i = 0; i < d->n_modules; i++) {
-        if (d->modules[i].image == def->d.spirv.module && d->modules[i].size == def->d.spirv.size) {
+        if (d->modules[i].image == impl->code && d->modules[i].size == impl->size) {
             *out = d->modules[i].module;
             return ACG_OK;
         }
@@ -377,8 +378,8 @@ static acg_status module_for(ze_device *d, const acg__kernel_def *def, ze_module
      * the module was built so, and the driver is asked not to change it. */
     ze_module_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_MODULE_DESC,
                              .format = ZE_MODULE_FORMAT_IL_SPIRV,
-                             .inputSize = def->d.spirv.size,
-                             .pInputModule = def->d.spirv.module,
+                             .inputSize = impl->size,
+                             .pInputModule = impl->code,
                              .pBuildFlags = "-cl-fp32-correctly-rounded-divide-sqrt"};
     ze_module_handle_t module = NULL;
     ze_module_build_log_handle_t log = NULL;
@@ -401,21 +402,22 @@ static acg_status module_for(ze_device *d, const acg__kernel_def *def, ze_module
     if (st != ACG_OK) {
         return st;
     }
-    d->modules[d->n_modules].image = def->d.spirv.module;
-    d->modules[d->n_modules].size = def->d.spirv.size;
+    d->modules[d->n_modules].image = impl->code;
+    d->modules[d->n_modules].size = impl->size;
     d->modules[d->n_modules].module = module;
     d->n_modules++;
     *out = module;
     return ACG_OK;
 }
 
-/* The OpenCL C parameter acg passes for an argument of type t (acg_kernel_desc.spirv). */
+/* The OpenCL C parameter acg passes for an argument of type t (ACG_KERNEL_FORMAT_SPIRV_OPENCL's
+ * convention). */
 static const char *param_of(acg_arg_type t) {
     return t == ACG_ARG_BUFFER ? "a pointer and its ulong byte offset" : acg__arg_cl_type(t);
 }
 
-/* Refuses a kernel whose parameters are not those acg passes (acg_kernel_desc.spirv): their
- * number (zeKernelGetProperties), and each one's size where the driver tells it
+/* Refuses a kernel whose parameters are not those acg passes (ACG_KERNEL_FORMAT_SPIRV_OPENCL):
+ * their number (zeKernelGetProperties), and each one's size where the driver tells it
  * (zexKernelGetArgumentSize). A launch of such a kernel would set the wrong parameters, or be
  * refused by the driver only when it is appended. */
 static acg_status check_params(const ze_kernel *k, const char *entry, const char *fn) {
@@ -481,10 +483,21 @@ static acg_status ze_kernel_load(acg__bk_device *dev, const acg__kernel_def *def
                                  acg__bk_kernel **out) {
     static const char fn[] = "acg_kernel_get";
     ze_device *d = acg__ze_dev(dev);
-    if (def->d.spirv.module == NULL) {
+    const acg_kernel_impl *impl =
+        acg__kernel_impl_find(def, "level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL);
+    if (impl == NULL) {
         return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: kernel %s has no SPIR-V, which the level_zero backend needs", fn,
-                          def->name);
+                          "%s: kernel %s has no code for the level_zero backend (its definition "
+                          "has no %s implementation for level_zero: spirv.module or an impls "
+                          "entry)",
+                          fn, def->name, ACG_KERNEL_FORMAT_SPIRV_OPENCL);
+    }
+    /* A module is binary: a size of 0 (text ending in NUL) is no SPIR-V. */
+    if (impl->size == 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: kernel %s: its %s implementation has size 0, but a SPIR-V module "
+                          "is binary: give its size in bytes",
+                          fn, def->name, ACG_KERNEL_FORMAT_SPIRV_OPENCL);
     }
     ze_kernel *k = acg__calloc(1, sizeof *k);
     if (k == NULL) {
@@ -492,9 +505,9 @@ static acg_status ze_kernel_load(acg__bk_device *dev, const acg__kernel_def *def
     }
     k->dev = d;
     k->def = def;
-    const char *entry = def->d.spirv.name != NULL ? def->d.spirv.name : def->name;
+    const char *entry = impl->entry != NULL ? impl->entry : def->name;
     ze_module_handle_t module = NULL;
-    acg_status st = module_for(d, def, &module, fn);
+    acg_status st = module_for(d, def, impl, &module, fn);
     if (st == ACG_OK) {
         ze_kernel_desc_t desc = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC, .pKernelName = entry};
         st = ZE(fn, zeKernelCreate, module, &desc, &k->kernel);

@@ -8,30 +8,32 @@
 
 /* ---- kernels ----------------------------------------------------------------------------- */
 
-/* The program built from src (d->lock held): one per device for each distinct source, so the
- * kernels of one file (the model's, say) share a build. A failure carries the build log and is
- * not kept, so a later lookup reports it again. */
-static acg_status find_program(ocl_device *d, const char *kernel, const char *src,
+/* The program built from the len bytes of OpenCL C at src (d->lock held): one per device for
+ * each distinct text, so the kernels of one file (the model's, say) share a build. A failure
+ * carries the build log and is not kept, so a later lookup reports it again. */
+static acg_status find_program(ocl_device *d, const char *kernel, const char *src, size_t len,
                                cl_program *out) {
     static const char fn[] = "acg_kernel_get";
     for (uint32_t i = 0; i < d->n_programs; i++) {
-        if (strcmp(d->programs[i].source, src) == 0) {
+        const char *text = d->programs[i].source;
+        if (strlen(text) == len && memcmp(text, src, len) == 0) {
             *out = d->programs[i].program;
             return ACG_OK;
         }
     }
-    /* The cache keeps its own copy: a definition may be unregistered when no kernel of this
-     * device was loaded from it, while its program stays here until the device closes. */
-    size_t len = strlen(src) + 1;
-    char *copy = acg__alloc(len);
+    /* The cache keeps its own copy, ending in NUL: a definition may be unregistered when no
+     * kernel of this device was loaded from it, while its program stays here until the device
+     * closes. */
+    char *copy = acg__alloc(len + 1);
     if (copy == NULL || !acg__grow((void **)&d->programs, &d->cap_programs, d->n_programs + 1,
                                    sizeof *d->programs)) {
         acg__free(copy);
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     memcpy(copy, src, len);
+    copy[len] = '\0';
     cl_int err = CL_SUCCESS;
-    cl_program p = clCreateProgramWithSource(d->ctx, 1, &src, NULL, &err);
+    cl_program p = clCreateProgramWithSource(d->ctx, 1, &src, &len, &err);
     if (err != CL_SUCCESS) {
         acg__free(copy);
         return acg__ocl_error(err, fn, "clCreateProgramWithSource");
@@ -117,8 +119,8 @@ static cl_int arg_string(cl_kernel k, cl_uint p, cl_kernel_arg_info what, char *
  * its byte offset when a buffer). Where the driver tells nothing of the parameter
  * (CL_KERNEL_ARG_INFO_NOT_AVAILABLE: it need keep the info only for programs built with
  * -cl-kernel-arg-info, as find_program's are), *no_info is set and nothing is compared. */
-static acg_status check_param(const acg__kernel_def *def, cl_kernel k, cl_uint p, uint32_t arg,
-                              bool offset, bool *no_info) {
+static acg_status check_param(const acg__kernel_def *def, cl_kernel k, const char *entry, cl_uint p,
+                              uint32_t arg, bool offset, bool *no_info) {
     acg_arg_type type = def->d.types[arg];
     cl_kernel_arg_address_qualifier space = 0;
     char tname[128], pname[128];
@@ -168,9 +170,8 @@ static acg_status check_param(const acg__kernel_def *def, cl_kernel k, cl_uint p
     return acg__error(ACG_ERR_INVALID_ARGUMENT,
                       "acg_kernel_get(%s): OpenCL kernel %s parameter %u (%s%s%s%s) is %s, where "
                       "acg passes %s: %s",
-                      def->name, def->d.opencl.name, (unsigned)p, where, tname,
-                      pname[0] != '\0' ? " " : "", pname, is, passed,
-                      type == ACG_ARG_BUFFER ? buffer_rule : scalar_rule);
+                      def->name, entry, (unsigned)p, where, tname, pname[0] != '\0' ? " " : "",
+                      pname, is, passed, type == ACG_ARG_BUFFER ? buffer_rule : scalar_rule);
 }
 
 /* Compares the compiled kernel's parameters with the definition's arguments, each buffer two
@@ -178,7 +179,7 @@ static acg_status check_param(const acg__kernel_def *def, cl_kernel k, cl_uint p
  * number always, and each one's kind and type where the driver tells them. A mismatch would
  * otherwise surface at the first launch, or inside a capture only at its end, as a
  * clSetKernelArg code naming neither the kernel nor the parameter. */
-static acg_status check_params(const acg__kernel_def *def, cl_kernel k) {
+static acg_status check_params(const acg__kernel_def *def, cl_kernel k, const char *entry) {
     cl_uint n_params = 0;
     if (clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof n_params, &n_params, NULL) != CL_SUCCESS) {
         return ACG_OK; /* nothing to compare with: a launch's clSetKernelArg names what fails */
@@ -198,7 +199,7 @@ static acg_status check_params(const acg__kernel_def *def, cl_kernel k) {
     for (uint32_t i = 0; i < def->d.n_args && p < n_params && !no_info; i++) {
         bool buffer = def->d.types[i] == ACG_ARG_BUFFER;
         for (int part = 0; part < (buffer ? 2 : 1) && p < n_params && !no_info; part++, p++) {
-            acg_status st = check_param(def, k, p, i, part == 1, &no_info);
+            acg_status st = check_param(def, k, entry, p, i, part == 1, &no_info);
             if (st != ACG_OK) {
                 return st;
             }
@@ -208,9 +209,8 @@ static acg_status check_params(const acg__kernel_def *def, cl_kernel k) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "acg_kernel_get(%s): OpenCL kernel %s has %u parameter%s, acg passes "
                           "%u for the definition's arguments (%s): %s, %s",
-                          def->name, def->d.opencl.name, (unsigned)n_params,
-                          n_params == 1 ? "" : "s", (unsigned)want, types, buffer_rule,
-                          scalar_rule);
+                          def->name, entry, (unsigned)n_params, n_params == 1 ? "" : "s",
+                          (unsigned)want, types, buffer_rule, scalar_rule);
     }
     return ACG_OK;
 }
@@ -219,15 +219,19 @@ acg_status acg__ocl_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
                                 acg__bk_kernel **out) {
     static const char fn[] = "acg_kernel_get";
     ocl_device *d = acg__ocl_dev(dev);
-    if (def->d.opencl.source == NULL) {
+    const acg_kernel_impl *impl = acg__kernel_impl_find(def, "opencl", ACG_KERNEL_FORMAT_OPENCL_C);
+    if (impl == NULL) {
         return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: kernel %s has no code for the opencl backend (its definition "
-                          "sets no opencl.source)",
-                          fn, def->name);
+                          "%s: kernel %s has no code for the opencl backend (its definition has "
+                          "no %s implementation for opencl: opencl.source or an impls entry)",
+                          fn, def->name, ACG_KERNEL_FORMAT_OPENCL_C);
     }
+    const char *src = impl->code;
+    const size_t len = impl->size != 0 ? impl->size : strlen(src);
+    const char *entry = impl->entry != NULL ? impl->entry : def->name;
     cl_program program = NULL;
     pthread_mutex_lock(&d->lock);
-    acg_status st = find_program(d, def->name, def->d.opencl.source, &program);
+    acg_status st = find_program(d, def->name, src, len, &program);
     pthread_mutex_unlock(&d->lock);
     if (st != ACG_OK) {
         return st;
@@ -237,18 +241,18 @@ acg_status acg__ocl_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     cl_int err = CL_SUCCESS;
-    k->kernel = clCreateKernel(program, def->d.opencl.name, &err);
+    k->kernel = clCreateKernel(program, entry, &err);
     if (err != CL_SUCCESS) {
         acg__free(k);
-        return acg__ocl_error(err, fn, def->d.opencl.name);
+        return acg__ocl_error(err, fn, entry);
     }
-    if ((st = check_params(def, k->kernel)) != ACG_OK) {
+    if ((st = check_params(def, k->kernel, entry)) != ACG_OK) {
         clReleaseKernel(k->kernel);
         acg__free(k);
         return st;
     }
     k->program = program;
-    k->name = def->d.opencl.name; /* the definition outlives the kernel */
+    k->name = entry; /* the definition outlives the kernel */
     pthread_mutex_init(&k->lock, NULL);
     *out = acg__ocl_bk_kernel(k);
     return ACG_OK;
