@@ -442,28 +442,37 @@ static void test_spirv_module_copied(void **state) {
     assert_string_equal(copy->spirv.name, "tk_rowscale");
 
 #ifdef ACG_HAVE_SPIRV_KERNELS
+    /* The core's and the model's kernels carry SPIR-V built from their one source: a module
+     * per layer, aligned, under each kernel's own name. */
     size_t n_core = 0;
     const acg__kernel_def *core = acg__core_kernels(&n_core);
-    const acg_kernel_desc *model[2] = {NULL, NULL};
+    const acg__kernel_def *model[2] = {NULL, NULL};
     TC_OK(acg_model_register_kernels());
     TC_OK(acg_kernel_get(dev, "swiglu_f32", &k));
-    model[0] = &k->def->d;
+    model[0] = k->def;
     TC_OK(acg_kernel_get(dev, "sample_f32", &k));
-    model[1] = &k->def->d;
+    model[1] = k->def;
+    const acg_kernel_impl *spv[16] = {NULL};
+    assert_true(n_core + 2 <= 16);
     for (size_t i = 0; i < n_core + 2; i++) {
-        const acg_kernel_desc *c = i < n_core ? &core[i].d : model[i - n_core];
+        const acg__kernel_def *c = i < n_core ? &core[i] : model[i - n_core];
+        const acg_kernel_impl *m =
+            acg__kernel_impl_find(c, "level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL);
         uint32_t magic = 0;
-        assert_non_null(c->spirv.module);
-        assert_int_equal((uintptr_t)c->spirv.module % 4, 0);
-        assert_true(c->spirv.size > sizeof header && c->spirv.size % 4 == 0);
-        memcpy(&magic, c->spirv.module, sizeof magic);
+        assert_non_null(m);
+        assert_int_equal((uintptr_t)m->code % 4, 0);
+        assert_true(m->size > sizeof header && m->size % 4 == 0);
+        memcpy(&magic, m->code, sizeof magic);
         assert_int_equal(magic, header[0]);
-        assert_string_equal(c->spirv.name, c->name);
+        assert_string_equal(m->entry, c->name);
+        spv[i] = m;
     }
     /* One module per layer: the model's kernels share theirs, and it is not the core's. */
-    assert_memory_equal(model[0]->spirv.module, model[1]->spirv.module, model[0]->spirv.size);
-    assert_ptr_equal(core[0].d.spirv.module, core[n_core - 1].d.spirv.module);
-    assert_true(model[0]->spirv.size != core[0].d.spirv.size);
+    const acg_kernel_impl *m0 = spv[n_core], *m1 = spv[n_core + 1];
+    assert_int_equal(m0->size, m1->size);
+    assert_memory_equal(m0->code, m1->code, m0->size);
+    assert_ptr_equal(spv[0]->code, spv[n_core - 1]->code);
+    assert_true(m0->size != spv[0]->size);
     tc_close(dev);
     TC_OK(acg_model_unregister_kernels());
 #else
@@ -1384,9 +1393,9 @@ static void test_impls_in_set(void **state) {
     TC_OK(acg_kernel_unregister_set("engine_i"));
 }
 
-/* The core's kernels are not copied at registration: their static definitions carry the list
- * a copy would, the same code as their legacy fields, and the test drivers' lookups find them
- * by function. */
+/* The core's kernels are not copied at registration: their definitions carry the list their one
+ * source built (OpenCL C always, a fatbin and SPIR-V where the build has the tools) and no
+ * legacy fields, and the test drivers' lookups find them by function. */
 static void test_impls_core(void **state) {
     (void)state;
     size_t n_core = 0;
@@ -1395,31 +1404,34 @@ static void test_impls_core(void **state) {
         const acg__kernel_def *c = &core[i];
         const acg_kernel_impl *cl = acg__kernel_impl_find(c, "opencl", ACG_KERNEL_FORMAT_OPENCL_C);
         assert_non_null(cl);
-        assert_ptr_equal(cl->code, c->d.opencl.source);
+        assert_int_equal(cl->size, 0); /* text */
+        assert_non_null(strstr(cl->code, c->name));
         assert_string_equal(cl->entry, c->name);
+        assert_null(c->d.opencl.source);
         const acg_kernel_impl *cu = acg__kernel_impl_find(c, "cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE);
         const acg_kernel_impl *spv =
             acg__kernel_impl_find(c, "level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL);
 #ifdef ACG_HAVE_CUDA_KERNELS
         assert_non_null(cu);
-        assert_ptr_equal(cu->code, c->d.cuda.fatbin);
-        assert_int_equal(cu->size, c->d.cuda.size);
-        assert_ptr_equal(acg__kernel_desc_find_cuda(c->name), &c->d);
+        assert_true(cu->size > 0);
+        assert_null(c->d.cuda.fatbin);
+        assert_ptr_equal(acg__kernel_desc_find_cuda(cu->code, cu->size, c->name), &c->d);
+        assert_ptr_equal(acg__kernel_desc_find_cuda(NULL, 0, c->name), &c->d);
 #else
         assert_null(cu);
-        assert_null(acg__kernel_desc_find_cuda(c->name));
+        assert_null(acg__kernel_desc_find_cuda(NULL, 0, c->name));
 #endif
 #ifdef ACG_HAVE_SPIRV_KERNELS
         assert_non_null(spv);
-        assert_ptr_equal(spv->code, c->d.spirv.module);
-        assert_int_equal(spv->size, c->d.spirv.size);
+        assert_true(spv->size > 0 && spv->size % 4 == 0);
+        assert_null(c->d.spirv.module);
         assert_ptr_equal(acg__kernel_desc_find_spirv(c->name), &c->d);
 #else
         assert_null(spv);
         assert_null(acg__kernel_desc_find_spirv(c->name));
 #endif
     }
-    assert_null(acg__kernel_desc_find_cuda("no_such_function"));
+    assert_null(acg__kernel_desc_find_cuda(NULL, 0, "no_such_function"));
 }
 
 /* A grid of more than UINT32_MAX work items is refused, also one whose product of three 32-bit

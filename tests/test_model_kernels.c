@@ -1216,6 +1216,80 @@ static void test_in_place(void **state) {
     TC_OK(acg_buffer_free(w));
 }
 
+/* ---- the one source ------------------------------------------------------------------------
+ * Each kernel's one source (src/model/ops.acg.c) gives every backend its code, but where the
+ * model registers code of its own in its place (the cpu backend's SIMD loops and splits, cuda's
+ * lanes kernels), that code must compute the same bits. The one source's definitions, as
+ * acg_add_kernels generated them, registered as the set "one", run each case beside the
+ * model's on the device under test. */
+
+size_t acg__model_kernel_count(void);
+const acg_kernel_desc *acg__model_kernel_desc(size_t i);
+
+/* Runs L as the model's kernel and as the one source's, and expects every buffer alike. */
+static void expect_one_source(launch *L, launch *one, const char *what) {
+    char name[64];
+    snprintf(name, sizeof name, "one/%s", L->name);
+    one->name = name;
+    TC_OK(L_run(L, NULL));
+    TC_OK(L_run(one, NULL));
+    for (size_t i = 0; i < L->n_args; i++) {
+        if (is_buf(&L->a[i]) && memcmp(L->a[i].host, one->a[i].host, L->a[i].bytes) != 0) {
+            const float *a = (const float *)(void *)L->a[i].host;
+            const float *b = (const float *)(void *)one->a[i].host;
+            size_t at = 0;
+            while (fbits(a[at]) == fbits(b[at])) {
+                at++;
+            }
+            fail_msg("%s: argument %zu element %zu: the model's %08x, the one source's %08x", what,
+                     i, at, fbits(a[at]), fbits(b[at]));
+        }
+    }
+    L_free(L);
+    L_free(one);
+}
+
+static void test_one_source(void **state) {
+    (void)state;
+    const size_t n = acg__model_kernel_count();
+    acg_kernel_desc *descs = calloc(n, sizeof *descs);
+    assert_non_null(descs);
+    for (size_t i = 0; i < n; i++) {
+        descs[i] = *acg__model_kernel_desc(i);
+    }
+    TC_OK(acg_kernel_register_set("one", descs, n));
+    free(descs);
+    launch L, one;
+    enum { N = 1000 };
+    static float a[N], b[N];
+    rng r = {21};
+    rnd_fill(&r, a, N, -10.0f, 10.0f);
+    rnd_fill(&r, b, N, -2.0f, 2.0f);
+    L_make(&L, "swiglu_f32", N, 1, "bbb", NULL, 4 * N, a, 4 * N, b, 4 * N);
+    L_make(&one, "swiglu_f32", N, 1, "bbb", NULL, 4 * N, a, 4 * N, b, 4 * N);
+    expect_one_source(&L, &one, "swiglu_f32");
+    size_t cases = 1;
+    for (uint32_t seed = 30; seed < 33; seed++) {
+        world *w = make_world(seed);
+        for (int k = 0; k < K_N; k++) {
+            mk_case(&L, k, w);
+            mk_case(&one, k, w);
+            expect_one_source(&L, &one, L.name);
+            cases++;
+        }
+        free(w);
+    }
+    assert_int_equal(cases, 1 + 3 * K_N);
+    /* Every kernel of the one source was compared: K_N cases and swiglu. */
+    assert_int_equal(n, (size_t)K_N + 1);
+    /* A loaded kernel belongs to its device until it closes. */
+    TC_OK(acg_stream_destroy(stream));
+    tc_close(dev);
+    TC_OK(acg_kernel_unregister_set("one"));
+    dev = tc_open();
+    stream = tc_stream(dev);
+}
+
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     make_tables();
@@ -1237,6 +1311,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_launch_shapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_source, setup, teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_model_kernels"), tests, NULL, NULL);
 }

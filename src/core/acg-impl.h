@@ -376,11 +376,13 @@ uint64_t acg__device_capability_queries(const acg_device *dev);
  * (dev->lock not needed: nothing else uses the device). */
 const acg__kernel_def *acg__core_kernels(size_t *count);
 size_t acg__kernel_registered(void);
-/* A definition (the core's included) whose CUDA code is the function of that name, or NULL.
- * It stays valid while a device has it loaded; the cuda backend hands this lookup to its test
- * driver, which runs the definition's cpu code in the function's place. */
-const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function);
-/* The same for the SPIR-V entry point `function` (acg's Level Zero test driver). */
+/* A definition (the core's included) whose CUDA code is the function of that name in the image
+ * of size bytes (any image when NULL), or NULL. It stays valid while a device has it loaded; the
+ * cuda backend hands this lookup to its test driver, which runs the definition's cpu code in
+ * the function's place. */
+const acg_kernel_desc *acg__kernel_desc_find_cuda(const void *image, size_t size,
+                                                  const char *function);
+/* The same for the SPIR-V entry point `function`, in any module (acg's Level Zero test driver). */
 const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function);
 void acg__device_kernels_free(acg_device *dev);
 /* An argument type as acg names it ("buffer", "i32", ... "f32"; "?" for another value), and

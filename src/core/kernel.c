@@ -55,28 +55,30 @@ const acg_kernel_impl *acg__kernel_impl_find(const acg__kernel_def *def, const c
 }
 
 /* Whether the code a backend would run of def (its first entry of that format) is the function
- * named function. */
+ * named function, in the image of size bytes when image is not NULL (two images may hold a
+ * function of one name). */
 static bool runs_function(const acg__kernel_def *def, const char *backend, const char *format,
-                          const char *function) {
+                          const void *image, size_t size, const char *function) {
     const acg_kernel_impl *e = acg__kernel_impl_find(def, backend, format);
-    return e != NULL && strcmp(e->entry != NULL ? e->entry : def->name, function) == 0;
+    return e != NULL && strcmp(e->entry != NULL ? e->entry : def->name, function) == 0 &&
+           (image == NULL || (e->size == size && memcmp(e->code, image, size) == 0));
 }
 
 /* The first definition, the core's then the registered ones, whose code for backend in format
  * is the function named function. */
 static const acg_kernel_desc *find_function(const char *backend, const char *format,
-                                            const char *function) {
+                                            const void *image, size_t size, const char *function) {
     size_t n_core = 0;
     const acg__kernel_def *core = acg__core_kernels(&n_core);
     for (size_t i = 0; i < n_core; i++) {
-        if (runs_function(&core[i], backend, format, function)) {
+        if (runs_function(&core[i], backend, format, image, size, function)) {
             return &core[i].d;
         }
     }
     const acg_kernel_desc *found = NULL;
     pthread_mutex_lock(&reg_lock);
     for (uint32_t i = 0; i < reg_n && found == NULL; i++) {
-        if (runs_function(reg[i], backend, format, function)) {
+        if (runs_function(reg[i], backend, format, image, size, function)) {
             found = &reg[i]->d;
         }
     }
@@ -84,12 +86,13 @@ static const acg_kernel_desc *find_function(const char *backend, const char *for
     return found;
 }
 
-const acg_kernel_desc *acg__kernel_desc_find_cuda(const char *function) {
-    return find_function("cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, function);
+const acg_kernel_desc *acg__kernel_desc_find_cuda(const void *image, size_t size,
+                                                  const char *function) {
+    return find_function("cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, image, size, function);
 }
 
 const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function) {
-    return find_function("level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, function);
+    return find_function("level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, NULL, 0, function);
 }
 
 size_t acg__kernel_registered(void) {

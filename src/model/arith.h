@@ -7,8 +7,8 @@
  *   l + 64, ... in ascending k (a dot product with one fused multiply-add per term, a sum with
  *   one addition), then a halving tree: s[l] += s[l + 16] for l < 16, then + 8, + 4, + 2, + 1.
  *   The result is s[0]. Terms that a conditional sum skips leave their partial as it was.
- * - exp is acg__expf below, built from multiplications, additions, fmaf and exact scaling by
- *   powers of two; never the platform's expf.
+ * - exp is acg__expf below (acg/kernel.h's acg_exp), built from multiplications, additions, fmaf
+ * and exact scaling by powers of two; never the platform's expf.
  * - Division and square root are IEEE's (correctly rounded); nothing else is contracted or
  *   reassociated (the build passes -ffp-contract=off; fmaf is always written out).
  */
@@ -18,6 +18,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <acg/kernel.h>
 
 #define ACG_LANES 32u
 
@@ -75,32 +77,9 @@ static inline float acg__bits_float(uint32_t b) {
 #define ACG_EXP_C3 1.66666671633720397949218750000000e-1f /* 1/6 */
 #define ACG_EXP_C2 0.5f
 
-/* e^x: n = round(x log2 e); r = x - n ln 2 in two fused steps; p(r) by Horner with fmaf;
- * then p * 2^n as two exact scalings (2^(n - n/2) * 2^(n/2)), so n = 128 needs no special
- * case. NaN in, NaN out. */
-static inline float acg__expf(float x) {
-    if (!(x <= ACG_EXP_HI)) {
-        return x != x ? x : INFINITY;
-    }
-    if (x < ACG_EXP_LO) {
-        return 0.0f;
-    }
-    float t = x * ACG_LOG2E;
-    float n = (t + ACG_ROUND_MAGIC) - ACG_ROUND_MAGIC;
-    float r = fmaf(n, -ACG_LN2_HI, x);
-    r = fmaf(n, -ACG_LN2_LO, r);
-    float p = ACG_EXP_C7;
-    p = fmaf(p, r, ACG_EXP_C6);
-    p = fmaf(p, r, ACG_EXP_C5);
-    p = fmaf(p, r, ACG_EXP_C4);
-    p = fmaf(p, r, ACG_EXP_C3);
-    p = fmaf(p, r, ACG_EXP_C2);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    int32_t ni = (int32_t)n, half = ni / 2;
-    float s1 = acg__bits_float((uint32_t)(ni - half + 127) << 23);
-    float s2 = acg__bits_float((uint32_t)(half + 127) << 23);
-    return (p * s1) * s2;
-}
+/* e^x: acg's own exp, acg/kernel.h's acg_exp (the one every kernel source uses on every
+ * backend). The SIMD loops (simd_impl.h) compute it with the constants above, and test_simd
+ * compares them with this over every float of the range. */
+static inline float acg__expf(float x) { return acg_exp(x); }
 
 #endif /* ACG_MODEL_ARITH_H */

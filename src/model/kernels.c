@@ -1,37 +1,20 @@
-/* kernels.c — the reference model's kernels: their definitions (argument types, how far each
- * buffer argument reaches, which backends have code for them) and their registration. The code
- * itself is kernels_cpu.c for the cpu backend, kernels.cl for OpenCL (embedded by the build),
- * where the build has nvcc kernels.cu for CUDA (compiled into a fatbin and embedded), and where
- * it has clang and llvm-spirv kernels.cl again as SPIR-V for level_zero (compiled and
- * embedded); model.h documents each kernel. */
+/* kernels.c — the reference model's kernels: their shape rules, what this layer adds to their
+ * one source (ops.acg.c, built for every backend by acg_add_kernels) and their registration.
+ * The one source gives each kernel its OpenCL C, its SPIR-V for level_zero, its cuda code and a
+ * portable C version; where the cpu backend has faster code of its own (kernels_cpu.c), or cuda
+ * a kernel that shares a work item between lanes (kernels.cu, compiled into a fatbin and
+ * embedded where the build has nvcc), that code is registered in its place. model.h documents
+ * each kernel. */
 #include <pthread.h>
 #include <stdbool.h>
+#include <string.h>
 
+#include "acg__model_kernels.h" /* generated: the one source's definitions */
 #include "model-impl.h"
-#include "model_kernels_cl.h"
 
-/* The fatbin holding every kernel of kernels.cu, under the kernel's own name. */
+/* The fatbin holding the kernels of kernels.cu, under the kernel's own name. */
 #ifdef ACG_HAVE_CUDA_KERNELS
 #include "model_kernels_cuda.h"
-#define CUDA_CODE(name_)                                                                           \
-    { acg__model_kernels_fatbin, sizeof acg__model_kernels_fatbin, #name_ }
-/* Threads per work item on cuda (acg_kernel_desc.cuda_lanes): kernels.cu says which kernels
- * share a work item between the lanes of a warp or a block. */
-#define CUDA_LANES(n_) (n_)
-#else
-#define CUDA_CODE(name_)                                                                           \
-    { NULL, 0, NULL }
-#define CUDA_LANES(n_) 0
-#endif
-
-/* The SPIR-V module compiled from kernels.cl, under the kernel's own name. */
-#ifdef ACG_HAVE_SPIRV_KERNELS
-#include "model_kernels_spv.h"
-#define SPIRV_CODE(name_)                                                                          \
-    { acg__model_kernels_spv, sizeof acg__model_kernels_spv, #name_ }
-#else
-#define SPIRV_CODE(name_)                                                                          \
-    { NULL, 0, NULL }
 #endif
 
 /* ---- shape rules ----------------------------------------------------------------------------
@@ -52,7 +35,7 @@ static uint64_t prod(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
 #define U(i) ((uint64_t)a[i].value.u32)
 
 /* (out, table, tokens; dim, vocab, n), grid (dim, n) */
-static const char *embed_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
+const char *acg__model_embed_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
     x[0] = prod(4, U(5), U(3), 1);
     x[1] = prod(4, U(4), U(3), 1);
     x[2] = prod(4, U(5), 1, 1);
@@ -60,14 +43,14 @@ static const char *embed_shape(const acg_arg *a, const acg_dims *d, uint64_t *x)
 }
 
 /* (out, x, w; dim, n, eps), grid (n) */
-static const char *rmsnorm_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
+const char *acg__model_rmsnorm_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
     x[0] = x[1] = prod(4, U(4), U(3), 1);
     x[2] = prod(4, U(3), 1, 1);
     return d->global[0] < U(4) ? "the grid must cover n" : NULL;
 }
 
 /* (out, x, w; n_in, n_out, n), grid (n_out, n) */
-static const char *matmul_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
+const char *acg__model_matmul_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
     x[0] = prod(4, U(5), U(4), 1);
     x[1] = prod(4, U(5), U(3), 1);
     x[2] = prod(4, U(4), U(3), 1);
@@ -76,7 +59,7 @@ static const char *matmul_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 
 /* (x, cos, sin, query_offsets, kv_lens; width, head_size, n, batch, max_pos),
  * grid (width / 2, n) */
-static const char *rope_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
+const char *acg__model_rope_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
     x[0] = prod(4, U(7), U(5), 1);
     x[1] = x[2] = prod(2, U(9), U(6), 1);
     x[3] = prod(4, U(8) + 1, 1, 1);
@@ -90,7 +73,7 @@ static const char *rope_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) 
 
 /* (k_cache, v_cache, k, v, block_table, query_offsets, kv_lens;
  *  kv_dim, n, batch, table_width, page_size, n_pages), grid (kv_dim, n) */
-static const char *kv_store_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
+const char *acg__model_kv_store_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
     x[0] = x[1] = prod(4, U(12), U(11), U(7));
     x[2] = x[3] = prod(4, U(8), U(7), 1);
     x[4] = prod(4, U(9), U(10), 1);
@@ -102,7 +85,7 @@ static const char *kv_store_shape(const acg_arg *a, const acg_dims *d, uint64_t 
 /* (out, att, q, k_cache, v_cache, block_table, query_offsets, kv_lens;
  *  n_heads, n_kv_heads, head_size, n, batch, table_width, page_size, n_pages),
  * grid (n_heads, n) */
-static const char *attention_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
+const char *acg__model_attention_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
     x[0] = x[2] = prod(4, U(11), U(8), U(10));
     x[1] = prod(prod(4, U(11), U(8), 1), U(13), U(14), 1);
     x[3] = x[4] = prod(prod(4, U(15), U(14), 1), U(9), U(10), 1);
@@ -119,7 +102,7 @@ static const char *attention_shape(const acg_arg *a, const acg_dims *d, uint64_t
 }
 
 /* (out, x, query_offsets; dim, batch, n), grid (dim, batch) */
-static const char *gather_last_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
+const char *acg__model_gather_last_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
     x[0] = prod(4, U(4), U(3), 1);
     x[1] = prod(4, U(5), U(3), 1);
     x[2] = prod(4, U(4) + 1, 1, 1);
@@ -127,7 +110,7 @@ static const char *gather_last_shape(const acg_arg *a, const acg_dims *d, uint64
 }
 
 /* (result, logits, probs, seats, states; vocab, batch, n_states), grid (batch) */
-static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
+const char *acg__model_sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x) {
     x[0] = prod(8, U(6), 1, 1);
     x[1] = x[2] = prod(4, U(6), U(5), 1);
     x[3] = prod(4, U(6), 1, 1);
@@ -137,94 +120,95 @@ static const char *sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x
 
 #undef U
 
-/* ---- definitions ------------------------------------------------------------------------- */
+/* ---- what runs in place of the one source --------------------------------------------------
+ * The cpu backend's own function (with its split over the pool's threads where it has one),
+ * and for a kernel with lanes (cuda_lanes) its kernel of kernels.cu, which the cuda backend
+ * takes before the one source's. in_place is the definition's pair (acg_kernel_desc). */
 
-#define B ACG_ARG_BUFFER
-#define F ACG_ARG_F32
-#define N ACG_ARG_U32
-#define LIST(...) __VA_ARGS__
+typedef struct own_code {
+    const char *name;
+    acg_kernel_cpu_fn cpu;
+    acg_kernel_cpu_parts_fn parts;
+    acg_kernel_cpu_part_fn part;
+    uint32_t lanes;
+    uint32_t in_place[2];
+} own_code;
 
-/* A model kernel with its C code (acg__model_cpu_<name>), the OpenCL C of kernels.cl, the CUDA
- * C of kernels.cu and the SPIR-V of kernels.cl where the build has them, and for the kernels
- * worth splitting over the cpu backend's threads, their parts (acg__model_cpu_<name>_parts and
- * _part). Its buffers come first, 4-byte items each. Every model kernel follows the one
- * arithmetic (docs/arithmetic.md), so every backend computes it bit for bit alike. */
-#define MODEL_KERNEL(name_, n_args_, types_, bytes_, dims_, shape_, in_place_, split_, lanes_)     \
-    {                                                                                              \
-        .size = sizeof(acg_kernel_desc), .name = #name_, .n_args = n_args_, .types = {types_},     \
-        .bytes_per_item = {bytes_}, .dims = dims_, shape_, .in_place = {in_place_},                \
-        .exactness = ACG_KERNEL_EXACT_EVERY_BACKEND, .cpu = {acg__model_cpu_##name_},              \
-        .opencl = {acg__model_kernels_cl, NULL}, .cuda = CUDA_CODE(name_),                         \
-        .spirv = SPIRV_CODE(name_), .cpu_parts = split_, .cuda_lanes = CUDA_LANES(lanes_),         \
-    }
-#define SPLIT(name_)                                                                               \
-    { acg__model_cpu_##name_##_parts, acg__model_cpu_##name_##_part }
-#define WHOLE                                                                                      \
-    { NULL, NULL }
+#define SPLIT(name_) acg__model_cpu_##name_##_parts, acg__model_cpu_##name_##_part
+#define WHOLE NULL, NULL
 
-/* How far the buffers reach: a shape rule, or elementwise (each buffer global[0] items). */
-#define RULE(fn_) .shape = fn_
-#define ELEMENTWISE .flags = ACG_KERNEL_ELEMENTWISE
-
-#define BYTES3 LIST(4, 4, 4)
-#define BYTES5 LIST(4, 4, 4, 4, 4)
-#define BYTES7 LIST(4, 4, 4, 4, 4, 4, 4)
-#define BYTES8 LIST(4, 4, 4, 4, 4, 4, 4, 4)
-
-static const acg_kernel_desc kernels[] = {
-    /* elementwise: two of its buffers may be one window (the forward runs it in place) */
-    MODEL_KERNEL(swiglu_f32, 3, LIST(B, B, B), BYTES3, 1, ELEMENTWISE, LIST(0, 0),
-                 SPLIT(swiglu_f32), 1),
-    MODEL_KERNEL(embed_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, RULE(embed_shape), LIST(0, 0),
-                 WHOLE, 1),
-    MODEL_KERNEL(rmsnorm_f32, 6, LIST(B, B, B, N, N, F), BYTES3, 1, RULE(rmsnorm_shape),
-                 LIST(0, 1), WHOLE, 32),
-    MODEL_KERNEL(matmul_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, RULE(matmul_shape), LIST(0, 0),
-                 SPLIT(matmul_f32), 32),
-    MODEL_KERNEL(rope_f32, 10, LIST(B, B, B, B, B, N, N, N, N, N), BYTES5, 2, RULE(rope_shape),
-                 LIST(0, 0), WHOLE, 1),
-    MODEL_KERNEL(kv_store_f32, 13, LIST(B, B, B, B, B, B, B, N, N, N, N, N, N), BYTES7, 2,
-                 RULE(kv_store_shape), LIST(0, 0), WHOLE, 1),
-    MODEL_KERNEL(attention_f32, 16, LIST(B, B, B, B, B, B, B, B, N, N, N, N, N, N, N, N), BYTES8, 2,
-                 RULE(attention_shape), LIST(0, 0), SPLIT(attention_f32), 32),
-    MODEL_KERNEL(gather_last_f32, 6, LIST(B, B, B, N, N, N), BYTES3, 2, RULE(gather_last_shape),
-                 LIST(0, 0), WHOLE, 1),
-    MODEL_KERNEL(sample_f32, 8, LIST(B, B, B, B, B, N, N, N), BYTES5, 1, RULE(sample_shape),
-                 LIST(0, 0), SPLIT(sample_f32), 1024),
+static const own_code own[] = {
+    {"swiglu_f32", acg__model_cpu_swiglu_f32, SPLIT(swiglu_f32), 0, {0, 0}},
+    {"rmsnorm_f32", acg__model_cpu_rmsnorm_f32, WHOLE, 32, {0, 1}},
+    {"matmul_f32", acg__model_cpu_matmul_f32, SPLIT(matmul_f32), 32, {0, 0}},
+    {"rope_f32", acg__model_cpu_rope_f32, WHOLE, 0, {0, 0}},
+    {"kv_store_f32", acg__model_cpu_kv_store_f32, WHOLE, 0, {0, 0}},
+    {"attention_f32", acg__model_cpu_attention_f32, SPLIT(attention_f32), 32, {0, 0}},
+    {"sample_f32", acg__model_cpu_sample_f32, SPLIT(sample_f32), 1024, {0, 0}},
 };
 
-#undef RULE
-#undef ELEMENTWISE
-#undef BYTES3
-#undef BYTES5
-#undef BYTES7
-#undef BYTES8
-#undef MODEL_KERNEL
-#undef CUDA_CODE
-#undef CUDA_LANES
-#undef SPIRV_CODE
 #undef SPLIT
 #undef WHOLE
-#undef LIST
-#undef B
-#undef F
-#undef N
 
-#define N_KERNELS (sizeof kernels / sizeof kernels[0])
+/* At most the one source's implementations and the lanes kernel. */
+#define MAX_IMPLS 8
+
+/* Definition i: the one source's, with this layer's own code in place (impls: room for the
+ * list it points to). */
+static acg_kernel_desc definition(size_t i, acg_kernel_impl impls[MAX_IMPLS]) {
+    acg_kernel_desc d = *acg__model_kernel_desc(i);
+    const own_code *o = NULL;
+    for (size_t j = 0; j < sizeof own / sizeof own[0] && o == NULL; j++) {
+        o = strcmp(own[j].name, d.name) == 0 ? &own[j] : NULL;
+    }
+    if (o == NULL) {
+        return d; /* the one source's C runs on the cpu backend */
+    }
+    d.cpu.fn = o->cpu;
+    d.cpu_parts.parts = o->parts;
+    d.cpu_parts.fn = o->part;
+    d.in_place[0] = o->in_place[0];
+    d.in_place[1] = o->in_place[1];
+    uint32_t n = 0;
+#ifdef ACG_HAVE_CUDA_KERNELS
+    if (o->lanes > 1) {
+        impls[n++] =
+            (acg_kernel_impl){"cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, acg__model_kernels_fatbin,
+                              acg__model_kernels_fatbin_size, d.name};
+        d.cuda_lanes = o->lanes;
+    }
+#endif
+    for (uint32_t k = 0; k < d.n_impls && n < MAX_IMPLS; k++) {
+        impls[n++] = d.impls[k];
+    }
+    d.impls = impls;
+    d.n_impls = n;
+    return d;
+}
+
+/* Room for ops.acg.c's kernels (it has 9; test_model_kernels registers and runs each). */
+#define MAX_KERNELS 16
+
+static size_t n_kernels(void) {
+    const size_t n = acg__model_kernel_count();
+    return n < MAX_KERNELS ? n : MAX_KERNELS;
+}
 
 /* ---- registration -------------------------------------------------------------------------
  * Which of the kernels this layer has registered, so a call after a failure (out of memory
  * half way) registers only what is missing, and unregistering forgets only what it registered. */
 
 static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool registered[N_KERNELS];
+static bool registered[MAX_KERNELS];
 
 acg_status acg_model_register_kernels(void) {
     acg_status st = ACG_OK;
     pthread_mutex_lock(&register_lock);
-    for (size_t i = 0; i < N_KERNELS && st == ACG_OK; i++) {
+    for (size_t i = 0; i < n_kernels() && st == ACG_OK; i++) {
         if (!registered[i]) {
-            st = acg_kernel_register(&kernels[i]);
+            acg_kernel_impl impls[MAX_IMPLS];
+            const acg_kernel_desc d = definition(i, impls);
+            st = acg_kernel_register(&d);
             registered[i] = st == ACG_OK;
         }
     }
@@ -236,11 +220,11 @@ acg_status acg_model_unregister_kernels(void) {
     acg_status first = ACG_OK;
     char why[256] = "";
     pthread_mutex_lock(&register_lock);
-    for (size_t i = 0; i < N_KERNELS; i++) {
+    for (size_t i = 0; i < n_kernels(); i++) {
         if (!registered[i]) {
             continue;
         }
-        acg_status st = acg_kernel_unregister(kernels[i].name);
+        acg_status st = acg_kernel_unregister(acg__model_kernel_desc(i)->name);
         /* NOT_FOUND: someone else unregistered it; either way it is not ours any more. */
         registered[i] = st != ACG_OK && st != ACG_ERR_NOT_FOUND;
         if (registered[i] && first == ACG_OK) {

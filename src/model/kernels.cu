@@ -1,7 +1,11 @@
-/* kernels.cu - the CUDA C of the reference model's kernels (kernels.c registers them; the build
- * compiles this file into one fatbin that kernels.c embeds: cmake/cuda_kernels.cmake).
+/* kernels.cu - the CUDA C of the reference model's kernels that share a work item between the
+ * lanes of a warp or a block (acg_kernel_desc.cuda_lanes): rmsnorm, matmul, attention and the
+ * sampler. Their one source (ops.acg.c) gives every other backend its code, and cuda the other
+ * kernels; kernels.c registers these in its place on cuda, and test_model_kernels compares them
+ * with it bit for bit. The build compiles this file into one fatbin that kernels.c embeds
+ * (cmake/cuda_kernels.cmake).
  *
- * kernels.cl, work item by work item: each output element is computed with the same operations
+ * ops.acg.c, work item by work item: each output element is computed with the same operations
  * in the same order as the cpu code (kernels_cpu.c with simd_scalar.c), following the one
  * arithmetic of arith.h (docs/arithmetic.md), so the bits are the cpu oracle's.
  *
@@ -20,15 +24,14 @@
  *   byte offset already added; a u32 is unsigned int, an f32 float; then the launch's global
  *   sizes acg_gx, acg_gy, acg_gz. The grid is rounded up to whole blocks: a work item past the
  *   global size in any dimension returns at once (all its lanes together), then each kernel
- *   checks its counts as kernels.cl does. */
+ *   checks its counts as ops.acg.c does. */
 
-/* A thread's work item in dimension d (x, y or z): kernels.cl's get_global_id. */
+#include <acg/kernel.h> /* acg_exp */
+
+/* A thread's work item in dimension d (x, y or z): acg/kernel.h's acg_id. */
 #define ACG_ID(d) ((unsigned long long)blockIdx.d * blockDim.d + threadIdx.d)
 
-/* True for the threads the rounding up to whole blocks added. */
-#define ACG_PAST_GRID() (ACG_ID(x) >= acg_gx || ACG_ID(y) >= acg_gy || ACG_ID(z) >= acg_gz)
-
-#define ACG_GRID unsigned int acg_gx, unsigned int acg_gy, unsigned int acg_gz
+#define GRID_ARGS unsigned int acg_gx, unsigned int acg_gy, unsigned int acg_gz
 
 /* For a kernel of `lanes` threads per work item (cuda_lanes): its work item along x, its lane,
  * and true for the work items the rounding up to whole blocks added. */
@@ -138,62 +141,13 @@ __device__ static void warp_first_max(float *bv, long long *bi) {
     }
 }
 
-/* acg__expf of arith.h: the same constants and the same operations in the same order. */
-__device__ static float acg_expf(float x) {
-    if (!(x <= 88.72283935546875f)) {
-        return x != x ? x : __uint_as_float(0x7f800000u); /* NaN stays NaN; else +inf */
-    }
-    if (x < -87.0f) {
-        return 0.0f;
-    }
-    float t = __fmul_rn(x, 1.44269502162933349609375f);
-    float n = __fsub_rn(__fadd_rn(t, 12582912.0f), 12582912.0f);
-    float r = fmaf(n, -0.693145751953125f, x);
-    r = fmaf(n, -1.428606765330187045e-06f, r);
-    float p = 1.98412701138295233249664306640625e-4f;
-    p = fmaf(p, r, 1.38888892251998186111450195312500e-3f);
-    p = fmaf(p, r, 8.33333376795053482055664062500000e-3f);
-    p = fmaf(p, r, 4.16666679084300994873046875000000e-2f);
-    p = fmaf(p, r, 1.66666671633720397949218750000000e-1f);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    int ni = (int)n, hi = ni / 2;
-    float s1 = __uint_as_float((unsigned int)(ni - hi + 127) << 23);
-    float s2 = __uint_as_float((unsigned int)(hi + 127) << 23);
-    return __fmul_rn(__fmul_rn(p, s1), s2);
-}
-
 /* ---- kernels -------------------------------------------------------------------------------- */
-
-extern "C" __global__ void swiglu_f32(float *y, const float *x, const float *g, ACG_GRID) {
-    if (ACG_PAST_GRID()) {
-        return;
-    }
-    size_t i = ACG_ID(x);
-    float v = x[i];
-    y[i] = __fmul_rn(__fmul_rn(v, __fdiv_rn(1.0f, __fadd_rn(1.0f, acg_expf(-v)))), g[i]);
-}
-
-extern "C" __global__ void embed_f32(float *out, const float *table, const int *tokens,
-                                     unsigned int dim, unsigned int vocab, unsigned int n,
-                                     ACG_GRID) {
-    if (ACG_PAST_GRID()) {
-        return;
-    }
-    size_t i = ACG_ID(x), t = ACG_ID(y);
-    if (i >= dim || t >= n) {
-        return;
-    }
-    int id = tokens[t];
-    out[t * dim + i] = id >= 0 && (unsigned int)id < vocab ? table[(size_t)id * dim + i] : 0.0f;
-}
 
 /* A warp per row (cuda_lanes 32). out may be x itself (the in-place pair): lane l reads and
  * writes only the elements j = l, l + 32, ... */
 extern "C" __global__ void __launch_bounds__(256)
     rmsnorm_f32(float *out, const float *x, const float *w, unsigned int dim, unsigned int n,
-                float eps, ACG_GRID) {
+                float eps, GRID_ARGS) {
     if (ACG_PAST_GRID_LANES(LANES)) {
         return;
     }
@@ -217,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(256)
  * read a weight row together. */
 extern "C" __global__ void __launch_bounds__(256)
     matmul_f32(float *out, const float *x, const float *w, unsigned int n_in, unsigned int n_out,
-               unsigned int n, ACG_GRID) {
+               unsigned int n, GRID_ARGS) {
     if (ACG_PAST_GRID_LANES(LANES)) {
         return;
     }
@@ -252,59 +206,12 @@ __device__ static bool token_place(const int *offsets, const int *kv_lens, unsig
     return false;
 }
 
-extern "C" __global__ void rope_f32(float *x, const float *cos_t, const float *sin_t,
-                                    const int *offsets, const int *kv_lens, unsigned int width,
-                                    unsigned int head_size, unsigned int n, unsigned int batch,
-                                    unsigned int max_pos, ACG_GRID) {
-    if (ACG_PAST_GRID()) {
-        return;
-    }
-    size_t pair = ACG_ID(x), t = ACG_ID(y);
-    if (pair >= width / 2 || t >= n) {
-        return;
-    }
-    unsigned int row, pos;
-    if (!token_place(offsets, kv_lens, batch, (unsigned int)t, max_pos, &row, &pos)) {
-        return;
-    }
-    unsigned int i = 2 * (unsigned int)pair, n_freq = head_size / 2, f = (i % head_size) / 2;
-    float c = cos_t[(size_t)pos * n_freq + f];
-    float s = sin_t[(size_t)pos * n_freq + f];
-    float *v = x + t * width;
-    float v0 = v[i], v1 = v[i + 1];
-    v[i] = __fsub_rn(__fmul_rn(v0, c), __fmul_rn(v1, s));
-    v[i + 1] = __fadd_rn(__fmul_rn(v0, s), __fmul_rn(v1, c));
-}
-
 /* The page holding position pos of row r, or -1 when the table names no usable page. */
 __device__ static long long page_of(const int *table, unsigned int table_width,
                                     unsigned int page_size, unsigned int n_pages, unsigned int r,
                                     unsigned int pos) {
     int page = table[(size_t)r * table_width + pos / page_size];
     return page >= 0 && (unsigned int)page < n_pages ? page : -1;
-}
-
-extern "C" __global__ void kv_store_f32(float *kc, float *vc, const float *k, const float *v,
-                                        const int *table, const int *offsets, const int *kv_lens,
-                                        unsigned int kv_dim, unsigned int n, unsigned int batch,
-                                        unsigned int width, unsigned int page_size,
-                                        unsigned int n_pages, ACG_GRID) {
-    if (ACG_PAST_GRID()) {
-        return;
-    }
-    size_t e = ACG_ID(x), t = ACG_ID(y);
-    unsigned int r, pos;
-    if (e >= kv_dim || t >= n || page_size == 0 ||
-        !token_place(offsets, kv_lens, batch, (unsigned int)t, width * page_size, &r, &pos)) {
-        return;
-    }
-    long long page = page_of(table, width, page_size, n_pages, r, pos);
-    if (page <= 0) { /* never write the sink page */
-        return;
-    }
-    size_t at = ((size_t)page * page_size + pos % page_size) * kv_dim + e;
-    kc[at] = k[t * kv_dim + e];
-    vc[at] = v[t * kv_dim + e];
 }
 
 /* Element i of position p's row in a value cache: page 0, the sink page (zeros), stands in for
@@ -328,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(256)
     attention_f32(float *out, float *att, const float *q, const float *kc, const float *vc,
                   const int *table, const int *offsets, const int *kv_lens, unsigned int n_heads,
                   unsigned int n_kv_heads, unsigned int hs, unsigned int n, unsigned int batch,
-                  unsigned int width, unsigned int page_size, unsigned int n_pages, ACG_GRID) {
+                  unsigned int width, unsigned int page_size, unsigned int n_pages, GRID_ARGS) {
     if (ACG_PAST_GRID_LANES(LANES)) {
         return;
     }
@@ -374,7 +281,7 @@ extern "C" __global__ void __launch_bounds__(256)
     const unsigned int n_pos = pos + 1;
     float part = 0.0f;
     for (unsigned int p = lane; p < n_pos; p += LANES) {
-        const float e = acg_expf(__fsub_rn(sc[p], max));
+        const float e = acg_exp(__fsub_rn(sc[p], max));
         sc[p] = e;
         part = __fadd_rn(part, e);
     }
@@ -399,21 +306,6 @@ extern "C" __global__ void __launch_bounds__(256)
         }
         o[i] = tree32(s);
     }
-}
-
-extern "C" __global__ void gather_last_f32(float *out, const float *x, const int *offsets,
-                                           unsigned int dim, unsigned int batch, unsigned int n,
-                                           ACG_GRID) {
-    if (ACG_PAST_GRID()) {
-        return;
-    }
-    size_t i = ACG_ID(x), r = ACG_ID(y);
-    if (i >= dim || r >= batch) {
-        return;
-    }
-    int lo = offsets[r], hi = offsets[r + 1];
-    out[r * dim + i] =
-        lo < hi && hi >= 1 && (unsigned int)hi <= n ? x[(size_t)(hi - 1) * dim + i] : 0.0f;
 }
 
 /* ---- sampling ------------------------------------------------------------------------------- */
@@ -474,7 +366,7 @@ __device__ static float block_from_warp0(float x, sample_shared *sh) {
 }
 
 /* One row of "sample_f32" (see model.h), by the whole block: the same operations as the one
- * thread of kernels.cl does, shared out. The scaled logits' maximum and the greedy argmax are
+ * thread of ops.acg.c does, shared out. The scaled logits' maximum and the greedy argmax are
  * first maxima (keep_first_max); each sum is a warp's, partial l in lane l; the nucleus
  * threshold is searched 31 candidates at a time, one warp each (see below); the draw's running
  * sum is sequential and thread 0's. */
@@ -511,7 +403,7 @@ __device__ static void sample_row(const float *logits, float *p, unsigned int vo
         return;
     }
     for (unsigned int i = tid; i < vocab; i += SAMPLE_THREADS) {
-        p[i] = acg_expf(__fsub_rn(__fdiv_rn(logits[i], temperature), max));
+        p[i] = acg_exp(__fsub_rn(__fdiv_rn(logits[i], temperature), max));
     }
     __syncthreads();
     float sum = 0.0f;
@@ -526,7 +418,7 @@ __device__ static void sample_row(const float *logits, float *p, unsigned int vo
     /* The nucleus is every token at or above the largest threshold tau whose mass reaches
      * top_p (positive floats order as their bit patterns). The mass, a conditional sum, can
      * only fall as tau grows, so "mass(tau) >= top_p" holds up to one bit pattern and not past
-     * it: kernels.cl finds that one by bisection between 0 and just above 1.0f, and so does
+     * it: ops.acg.c finds that one by bisection between 0 and just above 1.0f, and so does
      * this search, which splits the interval (lo, hi) at 31 candidates a round, warp w
      * testing lo + (hi - lo) * w / 32 (warp 0 tests tau = 0 first: without it the nucleus is
      * everything, lo = 0). Six rounds instead of thirty, the same answer. */
@@ -606,7 +498,7 @@ __device__ static void sample_row(const float *logits, float *p, unsigned int vo
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_f32(int *result, const float *logits, float *probs, const int *seats,
                unsigned int *states, unsigned int vocab, unsigned int batch, unsigned int n_states,
-               ACG_GRID) {
+               GRID_ARGS) {
     __shared__ sample_shared sh;
     if (ACG_PAST_GRID_LANES(SAMPLE_THREADS)) {
         return;

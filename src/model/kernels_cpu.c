@@ -1,9 +1,11 @@
-/* kernels_cpu.c — the C code of the reference model's kernels, for the cpu backend.
+/* kernels_cpu.c — the cpu backend's own code for the reference model's kernels where it is
+ * faster than their one source (ops.acg.c): SIMD loops, a split over the pool's threads, a
+ * loop over rows where the one source searches the plan for every element.
  *
  * Every reduction (dot products, sums of squares, softmax sums) and every exp follows the one
  * arithmetic of arith.h, through the vector loops of simd.h, so each output element is computed
  * the same way whatever rows surround it, whichever SIMD level runs, and on every backend:
- * kernels.cl computes the same bits. Ids read from buffers are checked before use. */
+ * ops.acg.c computes the same bits. Ids read from buffers are checked before use. */
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -51,22 +53,6 @@ void acg__model_cpu_swiglu_f32_part(const acg_cpu_arg *a, const uint32_t global[
     float *y = a[0].p;
     const float *x = a[1].p, *g = a[2].p;
     acg__simd()->swiglu(y + lo, x + lo, g + lo, (uint32_t)(hi - lo));
-}
-
-void acg__model_cpu_embed_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
-    (void)global;
-    float *out = a[0].p;
-    const float *table = a[1].p;
-    const int32_t *tokens = a[2].p;
-    const uint32_t dim = a[3].u32, vocab = a[4].u32, n = a[5].u32;
-    for (uint32_t t = 0; t < n; t++) {
-        int32_t id = tokens[t];
-        if (id >= 0 && (uint32_t)id < vocab) {
-            memcpy(out + (size_t)t * dim, table + (size_t)id * dim, (size_t)dim * sizeof(float));
-        } else {
-            memset(out + (size_t)t * dim, 0, (size_t)dim * sizeof(float));
-        }
-    }
 }
 
 void acg__model_cpu_rmsnorm_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
@@ -248,23 +234,6 @@ void acg__model_cpu_attention_f32_part(const acg_cpu_arg *a, const uint32_t glob
     uint64_t lo, hi;
     part_range((uint64_t)a[11].u32 * a[8].u32, part, n_parts, 1, &lo, &hi);
     attention_units(a, lo, hi);
-}
-
-void acg__model_cpu_gather_last_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
-    (void)global;
-    float *out = a[0].p;
-    const float *x = a[1].p;
-    const int32_t *offsets = a[2].p;
-    const uint32_t dim = a[3].u32, batch = a[4].u32, n = a[5].u32;
-    for (uint32_t r = 0; r < batch; r++) {
-        int32_t lo = offsets[r], hi = offsets[r + 1];
-        float *o = out + (size_t)r * dim;
-        if (lo < hi && hi >= 1 && (uint32_t)hi <= n) {
-            memcpy(o, x + (size_t)(hi - 1) * dim, (size_t)dim * sizeof(float));
-        } else {
-            memset(o, 0, (size_t)dim * sizeof(float));
-        }
-    }
 }
 
 /* The sampler's random number for (seed, counter): splitmix64's finalizer over the pair, so

@@ -58,19 +58,17 @@ acg_status acg__file_write(const char *path, const char *fn, const void *const *
 
 /* ---- serving (model.c, forward.c, generate.c) ----------------------------------------------- */
 
-/* The C code of the model's kernels for the cpu backend (kernels_cpu.c); kernels.c registers
- * them with the OpenCL C of kernels.cl. */
+/* The cpu backend's own code for the model's kernels (kernels_cpu.c); kernels.c registers it in
+ * place of the one source's C (ops.acg.c). */
 /* The model layer's ACG_* variables (simd_scalar.c). */
 extern const acg__env_table acg__model_env;
 
 void acg__model_cpu_swiglu_f32(const acg_cpu_arg *a, const uint32_t global[3]);
-void acg__model_cpu_embed_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_rmsnorm_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_matmul_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_rope_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_kv_store_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_attention_f32(const acg_cpu_arg *a, const uint32_t global[3]);
-void acg__model_cpu_gather_last_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 void acg__model_cpu_sample_f32(const acg_cpu_arg *a, const uint32_t global[3]);
 /* The kernels split over the cpu backend's threads: how many parts a launch is worth, and one
  * part (acg_kernel_desc.cpu_parts). */
@@ -84,6 +82,18 @@ ACG__MODEL_SPLIT(matmul_f32)
 ACG__MODEL_SPLIT(attention_f32)
 ACG__MODEL_SPLIT(sample_f32)
 #undef ACG__MODEL_SPLIT
+
+/* The shape rules of the model's kernels (kernels.c), which their one source names
+ * (ACG_SHAPE in ops.acg.c): each buffer's reach from the scalar arguments, and whether the
+ * grid covers the work. */
+const char *acg__model_embed_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
+const char *acg__model_rmsnorm_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
+const char *acg__model_matmul_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
+const char *acg__model_rope_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
+const char *acg__model_kv_store_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
+const char *acg__model_attention_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
+const char *acg__model_gather_last_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
+const char *acg__model_sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
 
 /* The kernels the forward launches. */
 typedef struct acg__model_kernels {

@@ -51,8 +51,12 @@ extern "C" {
  * fatbin nvcc made, or a test's own image (the fatbin magic, then "acgtest-cuda-image\n" and
  * one line per function, its name and its parameters' sizes: "my_k 8 4 4 4 4\n"; NUL ends it;
  * see fake_kernel.c). lookup is called without the driver's lock held. */
-ACGTEST_CUDA_API void acgtest_cuda_bind_kernels(const acg_kernel_desc *(*lookup)(const char *name));
-typedef void (*acgtest_cuda_bind_kernels_fn)(const acg_kernel_desc *(*lookup)(const char *name));
+/* The lookup: the definition whose cuda code is the image of size bytes (a library's) and holds
+ * the function name. */
+typedef const acg_kernel_desc *(*acgtest_cuda_lookup_fn)(const void *image, size_t size,
+                                                         const char *name);
+ACGTEST_CUDA_API void acgtest_cuda_bind_kernels(acgtest_cuda_lookup_fn lookup);
+typedef void (*acgtest_cuda_bind_kernels_fn)(acgtest_cuda_lookup_fn lookup);
 
 /* Makes the nth (1-based) call from now of entry point `name` return `code` (a CUresult)
  * without doing anything else. name NULL or "*": the nth call of any entry point except

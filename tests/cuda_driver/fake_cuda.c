@@ -341,8 +341,7 @@ ACGTEST_CUDA_API long acgtest_cuda_live(void) {
     return n;
 }
 
-ACGTEST_CUDA_API void
-acgtest_cuda_bind_kernels(const acg_kernel_desc *(*lookup)(const char *name)) {
+ACGTEST_CUDA_API void acgtest_cuda_bind_kernels(acgtest_cuda_lookup_fn lookup) {
     ensure_config();
     pthread_mutex_lock(&fake__g.lock);
     fake__g.lookup = lookup;

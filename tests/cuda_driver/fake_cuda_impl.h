@@ -312,6 +312,8 @@ struct CUkern_st {
 };
 
 struct CUlib_st {
+    const void *image; /* as loaded (the caller keeps it until the unload), and its bytes */
+    size_t size;
     struct fake_vec kernels;   /* struct CUkern_st * */
     struct fake_vec functions; /* struct fake_function *: what the image holds */
 };
@@ -332,7 +334,8 @@ struct fake_state {
     struct fake_vec libraries; /* loaded libraries */
     struct fake_vec kernels;   /* kernels of loaded libraries */
     struct fake_vec captures;  /* captures in progress */
-    const acg_kernel_desc *(*lookup)(const char *name); /* acgtest_cuda_bind_kernels */
+    const acg_kernel_desc *(*lookup)(const void *image, size_t size,
+                                     const char *name); /* acgtest_cuda_bind_kernels */
     uint64_t next_id; /* the last id given to a graph or a capture */
     long live;        /* user-visible objects alive (acgtest_cuda_live) */
     long reclaimed;   /* objects a context teardown or unload freed for their leaking owner */

@@ -229,12 +229,16 @@ static CUresult read_fatbin(const unsigned char *image, struct fake_vec *functio
     return CUDA_SUCCESS;
 }
 
-static CUresult read_image(const void *code, struct fake_vec *functions) {
+/* The functions an image holds, and its size: a fatbin's header says it, a test image is text
+ * ending in NUL. */
+static CUresult read_image(const void *code, struct fake_vec *functions, size_t *size) {
     const unsigned char *image = code;
     const char *text = (const char *)image + sizeof fatbin_magic;
-    CUresult r = strncmp(text, test_image_tag, sizeof test_image_tag - 1) == 0
-                     ? read_test_image(text + sizeof test_image_tag - 1, functions)
-                     : read_fatbin(image, functions);
+    const bool test = strncmp(text, test_image_tag, sizeof test_image_tag - 1) == 0;
+    *size = test ? sizeof fatbin_magic + strlen(text) + 1
+                 : (size_t)(read_u(image + 6, 2) + read_u(image + 8, 8));
+    CUresult r = test ? read_test_image(text + sizeof test_image_tag - 1, functions)
+                      : read_fatbin(image, functions);
     if (r != CUDA_SUCCESS) {
         functions_free(functions);
     }
@@ -268,10 +272,11 @@ CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_opti
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    if ((r = read_image(code, &lib->functions)) != CUDA_SUCCESS) {
+    if ((r = read_image(code, &lib->functions, &lib->size)) != CUDA_SUCCESS) {
         free(lib);
         goto out;
     }
+    lib->image = code;
     if (fake__vec_push(&fake__g.libraries, lib) != 0) {
         functions_free(&lib->functions);
         free(lib);
@@ -360,9 +365,11 @@ CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char
         goto out;
     }
     /* The lookup enters acg's registry, which may hold its own lock: call it without ours. */
-    const acg_kernel_desc *(*lookup)(const char *) = fake__g.lookup;
+    const acg_kernel_desc *(*lookup)(const void *, size_t, const char *) = fake__g.lookup;
+    const void *image = library->image;
+    const size_t size = library->size;
     pthread_mutex_unlock(&fake__g.lock);
-    const acg_kernel_desc *desc = lookup != NULL ? lookup(name) : NULL;
+    const acg_kernel_desc *desc = lookup != NULL ? lookup(image, size, name) : NULL;
     pthread_mutex_lock(&fake__g.lock);
     if (desc == NULL || desc->cpu.fn == NULL || desc->n_args > ACG_MAX_KERNEL_ARGS) {
         r = CUDA_ERROR_NOT_FOUND;

@@ -59,7 +59,7 @@ while [ $# -ge 2 ]; do
         fail "$name has no kernel"
     fi
     n_fma=$(grep -cE "$ext fma( |\$)" "$TMP/asm")
-    n_written=$(grep -oE '(^|[^A-Za-z0-9_])fma[[:space:]]*\(' "$src" | wc -l)
+    n_written=$(grep -oE '(^|[^A-Za-z0-9_])(acg_)?fma[[:space:]]*\(' "$src" | wc -l)
     if [ "$n_fma" -gt "$n_written" ]; then
         fail "$name has $n_fma fma where $(basename "$src") writes $n_written: a contraction"
     fi

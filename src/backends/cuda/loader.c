@@ -188,8 +188,9 @@ bool acg__cu_load_driver(void) {
                           acg__cu.cuGraphExecKernelNodeSetParams &&
                           acg__cu.cuGraphKernelNodeSetParams && acg__cu.cuGraphNodeFindInClone;
     /* acg's test driver runs kernels with their cpu code: it looks definitions up by the CUDA
-     * function they name. A real driver exports no such function, and nothing changes there. */
-    void (*bind)(const acg_kernel_desc *(*)(const char *)) = NULL;
+     * image and function they name. A real driver exports no such function, and nothing changes
+     * there. */
+    void (*bind)(const acg_kernel_desc *(*)(const void *, size_t, const char *)) = NULL;
     *(void **)&bind = dlsym(h, "acgtest_cuda_bind_kernels");
     acg__cu.test_driver = bind != NULL;
     if (bind != NULL) {
