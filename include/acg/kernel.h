@@ -337,9 +337,14 @@ typedef struct acg_item {
 
 #else /* C: the cpu backend's function, and the kernel's definition */
 
+/* The arguments as locals, read once before the loops (a store through a buffer could alias
+ * the argument array, so reading them in the loop would reload them at every work item). */
+#define ACG__CPL(k, i, x) ACG__P(CPL, k, i, x)
+#define ACG__CPL_ACG__KB(k, i, t, n, f1, f2, at, fld) t *const acg__a_##n = (t *)acg__a[i].fld;
+#define ACG__CPL_ACG__KS(k, i, t, n, f1, f2, at, fld) const t acg__a_##n = acg__a[i].fld;
 #define ACG__CPA(k, i, x) ACG__P(CPA, k, i, x)
-#define ACG__CPA_ACG__KB(k, i, t, n, f1, f2, at, fld) (t *)acg__a[i].fld
-#define ACG__CPA_ACG__KS(k, i, t, n, f1, f2, at, fld) acg__a[i].fld
+#define ACG__CPA_ACG__KB(k, i, t, n, f1, f2, at, fld) acg__a_##n
+#define ACG__CPA_ACG__KS(k, i, t, n, f1, f2, at, fld) acg__a_##n
 
 #define ACG__TYPE(k, i, x) ACG__P(TYPE, k, i, x)
 #define ACG__TYPE_ACG__KB(k, i, t, n, f1, f2, at, fld) at
@@ -389,6 +394,7 @@ typedef struct acg_item {
 #define ACG_KERNEL(k, rule, ...)                                                                   \
     ACG__ITEM_FN(k, __VA_ARGS__);                                                                  \
     static void k##__acg_cpu(const acg_cpu_arg *acg__a, const uint32_t acg__g[3]) {                \
+        ACG__MAP(ACG__CPL, ACG__NOTHING, k, __VA_ARGS__)                                           \
         acg_item acg__it = {{0, 0, 0}, {acg__g[0], acg__g[1], acg__g[2]}};                         \
         for (uint32_t acg__z = 0; acg__z < acg__g[2]; acg__z++) {                                  \
             for (uint32_t acg__y = 0; acg__y < acg__g[1]; acg__y++) {                              \
