@@ -8,7 +8,9 @@
 # It takes stock of the tools (cmake, ninja, cmocka, nvcc, python3 + torch, nvidia-smi), builds
 # the library, the acg tool and, with cmocka, the tests in Release with CUDA on (CMake when
 # present, else scripts/device-build.sh with the plain compiler), then runs, each under its own
-# timeout and all within the budget: the device tests on the real driver (ctest -L cuda), acg
+# timeout and all within the budget: the device tests on the real driver (ctest -L cuda; the
+# one-source row says what test_conformance and test_model_kernels among them proved: the kernels
+# written once, the core's and the model's, give the cpu backend's bits on the GPU), acg
 # info, the allreduce through the real NCCL (one rank), cuBLAS writing acg's buffers inside an
 # acg graph, acg bench launch and decode, acg run --verify, the tokens and the logits against
 # the cpu backend, and the PyTorch peer (bench/peer/torch_peer.py). Each step writes
@@ -677,6 +679,61 @@ step_conformance() {
     return 0
 }
 
+# The kernels written once (include/acg/kernel.h): the core's four (src/core/elementwise.acg.c)
+# have no cuda code but their one source's, and the model's nine (src/model/ops.acg.c) have it
+# beside kernels.cu's lanes kernels. The conformance step's test_conformance and
+# test_model_kernels (its "one source" case compares the lanes kernels with the one source) run
+# that code on the GPU and compare it with the cpu oracle by memcmp. Nothing runs again: this row
+# reads the two tests' results from that step's log (a dry run's from conformance-cuda, where
+# they skip without a GPU), so that the table says what they proved.
+step_one_source() {
+    local from=conformance t line failing=() skipping=() absent=() status figure reason
+    local claim="one-source kernels (core elementwise, model ops) on the GPU vs cpu"
+    ((dry)) && from=conformance-cuda
+    local cmd="test_conformance and test_model_kernels --device cuda, in the $from step"
+    local plain_line="(passed|skipped|FAILED \\(exit [0-9]+\\))$"
+    if [[ -z ${st_status[$from]:-} || ! -f $out/$from.log ]]; then
+        skip_step one-source "skipped (the $from step ran no tests)" "$cmd"
+        return 0
+    fi
+    for t in test_conformance test_model_kernels; do
+        # A ctest line (" 3/40 Test  #23: test_conformance.cuda ....   Passed") or the plain
+        # build's ("test_conformance: passed").
+        if line=$(grep -m1 -E "Test +#[0-9]+: $t\.cuda |^$t: $plain_line" "$out/$from.log"); then
+            case $line in
+            *" Passed "* | *": passed") ;;
+            *Skipped* | *"Not Run"* | *": skipped") skipping+=("$t") ;;
+            *) failing+=("$t") ;;
+            esac
+        else
+            absent+=("$t")
+        fi
+    done
+    status=pass
+    figure="$claim: bit-equal"
+    reason=
+    if ((${#failing[@]})); then
+        reason="${failing[*]} failed on cuda (see $from.log)"
+    elif ((!dry)) && grep -q '"cuda_driver": "test"' "$out/$from.out" 2>/dev/null; then
+        reason="the .cuda tests ran on acg's CUDA test driver, not the GPU"
+    elif ((${#absent[@]})); then
+        reason="${absent[*]} not run by the $from step"
+    elif ((${#skipping[@]})); then
+        reason="${skipping[*]} skipped on cuda"
+    fi
+    if [[ -n $reason ]]; then
+        # Without a GPU the comparison cannot be made: a dry run reports it skipped.
+        if ((dry)) && ((!${#failing[@]})); then
+            status=skip
+            figure="skipped (no GPU): $reason"
+        else
+            status=fail
+            figure="one-source kernels on the GPU NOT shown equal to cpu: $reason"
+        fi
+    fi
+    record one-source "$status" "$figure" 0 "$reason" "$cmd"
+}
+
 # test_model's cross-backend logits test (test_logits_across_backends_small): every token's
 # logits equal the cpu oracle's bytes.
 step_logits() {
@@ -924,13 +981,14 @@ else
 fi
 
 if [[ -z $acg || ! -x $acg ]]; then
-    for s in info conformance logits nccl cublas launch decode run tokens; do
+    for s in info conformance one-source logits nccl cublas launch decode run tokens; do
         skip_step "$s" "skipped (nothing was built)"
     done
 else
     ((dry)) && [[ ${st_status[build-plain]:-} == pass ]] && step_plain_smoke
     step_info
     step_conformance
+    step_one_source
     step_logits
     step_nccl
     step_cublas
