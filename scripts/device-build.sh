@@ -237,13 +237,16 @@ layer_of() {
     esac
 }
 
-# The kernel sets CMakeLists.txt builds, one "target;set;descs_only;sources" a line (descs_only
-# 1 for DESCS_ONLY, the sources separated by spaces): read from its acg_add_kernels() calls,
-# comments left out, else the layers' two of this layout.
+# The kernel sets CMakeLists.txt and tests/CMakeLists.txt build, one "target;set;descs_only;
+# sources" a line (descs_only 1 for DESCS_ONLY, the sources separated by spaces, relative to the
+# root): read from their acg_add_kernels() calls, comments left out, else the layers' two of
+# this layout.
 kernel_sets() {
     local call target set descs key srcs w found=0
     local words=()
     while IFS= read -r call; do
+        local dir=${call%%$'\t'*} # the CMakeLists.txt's folder, "" or "tests/"
+        call=${call#*$'\t'}
         call=${call#*(}
         call=${call%)}
         call=${call//\"/}
@@ -264,7 +267,7 @@ kernel_sets() {
             *)
                 case $key in
                 SET) set=$w key= ;;
-                SOURCES) srcs+=${srcs:+ }$w ;;
+                SOURCES) srcs+=${srcs:+ }$dir$w ;;
                 *) die "acg_add_kernels($call) in CMakeLists.txt: what is '$w'?" ;;
                 esac
                 ;;
@@ -274,8 +277,12 @@ kernel_sets() {
             die "acg_add_kernels($call) in CMakeLists.txt: give SET <name> SOURCES <file>..."
         printf '%s;%s;%s;%s\n' "$target" "$set" "$descs" "$srcs"
         found=1
-    done < <(sed 's/#.*//' CMakeLists.txt | tr '\n\t' '  ' |
-        grep -oE 'acg_add_kernels[[:space:]]*\([^)]*\)' || true)
+    done < <(for f in CMakeLists.txt tests/CMakeLists.txt; do
+        [[ -f $f ]] || continue
+        sed 's/#.*//' "$f" | tr '\n\t' '  ' |
+            grep -oE 'acg_add_kernels[[:space:]]*\([^)]*\)' | sed "s|^|${f%CMakeLists.txt}\t|" ||
+            true
+    done)
     if ((!found)); then
         if [[ -f src/core/elementwise.acg.c ]]; then
             printf '%s\n' "acg_core_objects;acg__core;1;src/core/elementwise.acg.c"
@@ -441,6 +448,8 @@ kernel_set_files() {
 # the folder joins its layer's include path, and its .c files join the library (kernel_tus:
 # "layer;file").
 kernel_tus=()
+test_tus=() # "test;file": a test's own kernel sets
+test_kdirs=()
 kdirs_core=()
 kdirs_engine=()
 kdirs_model=()
@@ -457,6 +466,7 @@ while IFS=';' read -r target set descs srcs; do
     acg_core_objects) layer=core ;;
     acg_engine_objects) layer=engine ;;
     acg_model_objects) layer=model ;;
+    test_*) layer="test" ;; # a test's own kernels: compiled into that test (below)
     *) layer=$(layer_of "${srcs%% *}") ;;
     esac
     if [[ $layer == skip ]]; then
@@ -504,11 +514,20 @@ while IFS=';' read -r target set descs srcs; do
         names=$(kernel_names "$src")
         # shellcheck disable=SC2086 # the names are C identifiers, one a line
         kernel_tu "$set" "$stem" "$src" "$cuda_code" "$base.c" $names
-        kernel_tus+=("$layer;$base.c")
+        if [[ $layer == test ]]; then
+            test_tus+=("$target;$base.c")
+        else
+            kernel_tus+=("$layer;$base.c")
+        fi
     done
     kernel_set_files "$set" "$descs" "$dir" "${stems[@]}"
-    kernel_tus+=("$layer;$dir/${set}_kernels.c")
+    if [[ $layer == test ]]; then
+        test_tus+=("$target;$dir/${set}_kernels.c")
+    else
+        kernel_tus+=("$layer;$dir/${set}_kernels.c")
+    fi
     case $layer in
+    test) test_kdirs+=("-I$dir") ;;
     core | other) kdirs_core+=("-I$dir") ;;
     engine) kdirs_engine+=("-I$dir") ;;
     model) kdirs_model+=("-I$dir") ;;
@@ -675,7 +694,7 @@ if [[ $tests != off ]]; then
         # The tests see the generated headers and ACG_HAVE_CUDA_KERNELS too (a test registers
         # kernels from tests/cuda/test_kernels.cu's fatbin).
         test_flags=("${cflags[@]}" -D_POSIX_C_SOURCE=200809L "-I$cmocka_inc" -Isrc -Itests -Iinclude
-            "-I$gen" -Itools/support)
+            "-I$gen" -Itools/support "${test_kdirs[@]}")
         ((have_kernels)) && test_flags+=(-DACG_HAVE_CUDA_KERNELS=1)
         compile tests/common.c "$build/obj/tests/common.o" "${test_flags[@]}"
         compile tests/fork_comm.c "$build/obj/tests/fork_comm.o" "${test_flags[@]}"
@@ -685,10 +704,21 @@ if [[ $tests != off ]]; then
             names+=("$name")
             compile "$src" "$build/obj/tests/$name.o" "${test_flags[@]}"
         done
+        # A test's kernel sets (acg_add_kernels in tests/CMakeLists.txt), into its own objects.
+        declare -A test_objs=()
+        for tu in "${test_tus[@]}"; do
+            t=${tu%%;*}
+            tu=${tu#*;}
+            obj=$build/obj/tests/$t/$(basename "$(dirname "$tu")")_$(basename "$tu" .c).o
+            compile "$tu" "$obj" "${test_flags[@]}"
+            test_objs[$t]+=" $obj"
+        done
         finish "compiling the tests"
         for name in "${names[@]}"; do
             while ((running >= jobs)); do reap; done
-            "$CC" -o "$build/tests/$name" "$build/obj/tests/$name.o" "$build/obj/tests/common.o" \
+            # shellcheck disable=SC2086 # the objects' paths are the build's, without spaces
+            "$CC" -o "$build/tests/$name" "$build/obj/tests/$name.o" ${test_objs[$name]:-} \
+                "$build/obj/tests/common.o" \
                 "$build/obj/tests/fork_comm.o" "$build/libacg_tool_support.a" "$build/libacg.a" \
                 "$cmocka_lib" "-Wl,-rpath,${cmocka_lib%/*}" "${libs[@]}" &
             running=$((running + 1))

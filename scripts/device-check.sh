@@ -681,22 +681,23 @@ step_conformance() {
 
 # The kernels written once (include/acg/kernel.h): the core's four (src/core/elementwise.acg.c)
 # have no cuda code but their one source's, and the model's nine (src/model/ops.acg.c) have it
-# beside kernels.cu's lanes kernels. The conformance step's test_conformance and
-# test_model_kernels (its "one source" case compares the lanes kernels with the one source) run
-# that code on the GPU and compare it with the cpu oracle by memcmp. Nothing runs again: this row
-# reads the two tests' results from that step's log (a dry run's from conformance-cuda, where
+# beside kernels.cu's lanes kernels. The conformance step's test_conformance,
+# test_model_kernels (its "one source" case compares the lanes kernels with the one source) and
+# test_one_source (acg_exp over a sweep, the rest of the arithmetic, data rules) run that code on
+# the GPU and compare it with the cpu oracle by memcmp. Nothing runs again: this row reads the
+# three tests' results from that step's log (a dry run's from conformance-cuda, where
 # they skip without a GPU), so that the table says what they proved.
 step_one_source() {
     local from=conformance t line failing=() skipping=() absent=() status figure reason
-    local claim="one-source kernels (core elementwise, model ops) on the GPU vs cpu"
+    local claim="one-source kernels (core, model, test_one_source) on the GPU vs cpu"
     ((dry)) && from=conformance-cuda
-    local cmd="test_conformance and test_model_kernels --device cuda, in the $from step"
+    local cmd="test_conformance, test_model_kernels, test_one_source --device cuda ($from step)"
     local plain_line="(passed|skipped|FAILED \\(exit [0-9]+\\))$"
     if [[ -z ${st_status[$from]:-} || ! -f $out/$from.log ]]; then
         skip_step one-source "skipped (the $from step ran no tests)" "$cmd"
         return 0
     fi
-    for t in test_conformance test_model_kernels; do
+    for t in test_conformance test_model_kernels test_one_source; do
         # A ctest line (" 3/40 Test  #23: test_conformance.cuda ....   Passed") or the plain
         # build's ("test_conformance: passed").
         if line=$(grep -m1 -E "Test +#[0-9]+: $t\.cuda |^$t: $plain_line" "$out/$from.log"); then
