@@ -706,7 +706,9 @@ static inline acg_dims acg_dims_1d(uint32_t n) {
  * argument reaches, and one implementation per backend. The core's own elementwise kernels are
  * registered from the start (acg_kernel_get below lists them); a layer above (the reference
  * model, see model.h) or the user registers the rest with acg_kernel_register. A device runs a
- * kernel whose definition holds code for the device's backend. */
+ * kernel whose definition holds code for the device's backend. acg/kernel.h writes a kernel once
+ * for every backend, and the CMake function acg_add_kernels builds it and generates its
+ * definitions (docs/kernels.md). */
 
 /* What a kernel's registrant promises about its results. Replay always equals eager on one
  * backend, whatever the class; the class says how a backend compares with another. */

@@ -52,8 +52,8 @@
  * into a multiply-add (the build turns contraction off: -ffp-contract=off, OpenCL's FP_CONTRACT
  * OFF, nvcc's --fmad=false; acg_add_kernels passes them); the rest is written as calls:
  *   acg_fma(a, b, c)   a * b + c rounded once
- *   acg_add, acg_sub, acg_mul (a, b)   +, - and * rounded once whatever the compiler's flags
- *                      (the operators need the flags above; these do not, but on gcc)
+ *   acg_add, acg_sub, acg_mul (a, b)   +, - and * rounded once whatever nvcc's flags (in C,
+ *                      gcc may still fuse them unless given -ffp-contract=off)
  *   acg_div(a, b)      a / b correctly rounded (also `/`, under the build's flags)
  *   acg_sqrt(x)        correctly rounded square root
  *   acg_exp(x)         acg's e^x: the same bits everywhere (error below one ulp; 0 below -87,

@@ -231,11 +231,10 @@ ACG_API int32_t acg_tokenizer_find(const acg_tokenizer *t, const char *piece, si
  * of the step belongs to the row r with query_offsets[r] <= t < query_offsets[r+1] and sits at
  * position kv_lens[r] - q_len[r] + (t - query_offsets[r]); a token of no row is padding. Data
  * read from buffers (token ids, page ids, offsets, seats) is never trusted: an id out of range
- * reads as zeros or skips the work, so no launch reaches past its windows. embed, matmul, rope,
- * kv_store and gather_last are ACG_KERNEL_EXACT_EVERY_BACKEND; swiglu, rmsnorm, attention and
- * sample use exp, division or sqrt, which a device may round its own way, and are
- * ACG_KERNEL_EXACT_SAME_BACKEND. src/model/kernels_cpu.c is their readable definition
- * (docs/model.md explains them):
+ * reads as zeros or skips the work, so no launch reaches past its windows. All nine are
+ * ACG_KERNEL_EXACT_EVERY_BACKEND: they follow one arithmetic (docs/arithmetic.md), acg's exp and
+ * correctly rounded division and sqrt included. src/model/ops.acg.c, written once for every
+ * backend, is their readable definition (docs/model.md explains them):
  *   "swiglu_f32"      (y, a, b), grid (n): y[i] = (a[i] * (1 / (1 + exp(-a[i])))) * b[i]
  *   "embed_f32"       (out (n, dim), table (vocab, dim), tokens i32 (n); u32 dim, vocab, n),
  *                     grid (dim, n): row of each token; zeros for an id outside the table
