@@ -32,7 +32,9 @@
 # and flags acg's own build shares: ACG_SPIRV_CLANG, ACG_SPIRV_CLANG_FLAGS, ACG_LLVM_SPIRV,
 # ACG_LLVM_SPIRV_FLAGS, ACG_SPIRV_VAL, ACG_SPIRV_VAL_FLAGS, ACG_SPIRV_DIS, ACG_NVCC,
 # ACG_CUDA_NVCC_FLAGS, ACG_CUDA_GENCODE; and ACG_KERNEL_TOOL, the build-time script.
-include_guard(GLOBAL)
+# Once per directory: what it finds is set in the including directory's scope, and a sibling
+# directory's find_package(acg) must find it again.
+include_guard(DIRECTORY)
 set(ACG_KERNEL_TOOL ${CMAKE_CURRENT_LIST_DIR}/acgKernelTool.cmake)
 if(NOT ACG_KERNELS_INCLUDE_DIR OR NOT EXISTS ${ACG_KERNELS_INCLUDE_DIR}/acg/kernel.h)
     message(FATAL_ERROR "acgKernels.cmake: ACG_KERNELS_INCLUDE_DIR ('${ACG_KERNELS_INCLUDE_DIR}') "
@@ -154,6 +156,13 @@ function(acg_add_kernels target)
                             "(unparsed: ${arg_UNPARSED_ARGUMENTS})")
     endif()
     set(set ${arg_SET})
+    # A set is one call: a second would rewrite the set's list without the first call's kernels.
+    get_property(sets GLOBAL PROPERTY ACG_KERNEL_SETS)
+    if(set IN_LIST sets)
+        message(FATAL_ERROR "acg_add_kernels(${target}): the set '${set}' is made already; give "
+                            "one call every source of a set")
+    endif()
+    set_property(GLOBAL APPEND PROPERTY ACG_KERNEL_SETS ${set})
     set(out ${CMAKE_CURRENT_BINARY_DIR}/acg_kernels/${set})
     file(MAKE_DIRECTORY ${out})
     set(header ${ACG_KERNELS_INCLUDE_DIR}/acg/kernel.h)
@@ -162,9 +171,11 @@ function(acg_add_kernels target)
     foreach(src ${arg_SOURCES})
         get_filename_component(src ${src} ABSOLUTE)
         get_filename_component(stem ${src} NAME_WE)
-        if(NOT stem MATCHES "^[A-Za-z_][A-Za-z0-9_]*$" OR stem IN_LIST stems)
+        if(NOT stem MATCHES "^[A-Za-z_][A-Za-z0-9_]*$" OR stem IN_LIST stems
+           OR stem STREQUAL "${set}_kernels")
             message(FATAL_ERROR "acg_add_kernels(${target}): ${src}: a source's name up to its "
-                                "first dot must be a C identifier, once per set")
+                                "first dot must be a C identifier, once per set, and not "
+                                "${set}_kernels (the generated set's)")
         endif()
         list(APPEND stems ${stem})
         set(base ${out}/${stem})

@@ -18,7 +18,7 @@ typedef struct decode_input {
 
 ACG_FUNC void embed(ACG_GLOBAL float *h, ACG_GLOBAL const float *table, uint32_t token,
                     uint32_t pos, uint32_t dim, uint32_t vocab, uint32_t i) {
-    if (i >= dim) {
+    if (i >= dim || vocab == 0) { /* no row to read: the table reaches no bytes */
         return;
     }
     token = token < vocab ? token : vocab - 1;

@@ -1251,6 +1251,15 @@ static void expect_one_source(launch *L, launch *one, const char *what) {
 
 static void test_one_source(void **state) {
     (void)state;
+    /* acg's cuda and Level Zero test drivers run a definition's cpu code in place of a device
+     * function they find by name (and image), and may take the model's for the one source's:
+     * there the comparison would prove nothing, so it is skipped, and runs on a real GPU. */
+    if ((tc_backend_is("cuda") && getenv("ACG_CUDA_DRIVER") != NULL) ||
+        (tc_backend_is("level_zero") && getenv("ZE_ENABLE_ALT_DRIVERS") != NULL)) {
+        print_message("test_one_source: skipped on acg's %s test driver, which runs cpu code\n",
+                      tc_backend());
+        skip();
+    }
     const size_t n = acg__model_kernel_count();
     acg_kernel_desc *descs = calloc(n, sizeof *descs);
     assert_non_null(descs);

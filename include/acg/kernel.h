@@ -152,6 +152,14 @@ typedef ulong uint64_t;
 #define ACG__KUNUSED
 #endif
 static inline float acg_fma(float a, float b, float c) { return fmaf(a, b, c); }
+/* The cpu backend's arguments, read through functions: a member name passed through the macros
+ * below would be expanded by a user's macro of that name. */
+static inline void *acg__cpu_p(const acg_cpu_arg *a) { return a->p; }
+static inline int32_t acg__cpu_i32(const acg_cpu_arg *a) { return a->i32; }
+static inline uint32_t acg__cpu_u32(const acg_cpu_arg *a) { return a->u32; }
+static inline int64_t acg__cpu_i64(const acg_cpu_arg *a) { return a->i64; }
+static inline uint64_t acg__cpu_u64(const acg_cpu_arg *a) { return a->u64; }
+static inline float acg__cpu_f32(const acg_cpu_arg *a) { return a->f32; }
 static inline float acg_add(float a, float b) { return a + b; }
 static inline float acg_sub(float a, float b) { return a - b; }
 static inline float acg_mul(float a, float b) { return a * b; }
@@ -214,17 +222,18 @@ typedef struct acg_item {
 #define acg_size(d) (acg__it.size[d])
 
 /* ---- parameters ---------------------------------------------------------------------------
- * Each parameter is a tuple (kind, type, name, f1, f2, acg_arg_type, acg_cpu_arg field) that
- * every context below unpacks its own way. The factor and grid tokens (ACG_ONE, ACG_GRID_X...)
- * are never macros: they are pasted into names. */
+ * Each parameter is a tuple (kind, type, name, f1, f2, acg_arg_type, acg_cpu_arg accessor) that
+ * every context below unpacks its own way. Contexts and accessors have acg__ names, which a
+ * user's macros cannot take, since they travel through macro arguments and would be expanded. The
+ * factor and grid tokens (ACG_ONE, ACG_GRID_X...) are never macros: they are pasted into names. */
 
 #define ACG_BUF(...) ACG__BUF(__VA_ARGS__, ACG_ONE, ACG_ONE, ~)
-#define ACG__BUF(type, name, f1, f2, ...) (ACG__KB, type, name, f1, f2, ACG_ARG_BUFFER, p)
-#define ACG_I32(name) (ACG__KS, int32_t, name, ACG_ONE, ACG_ONE, ACG_ARG_I32, i32)
-#define ACG_U32(name) (ACG__KS, uint32_t, name, ACG_ONE, ACG_ONE, ACG_ARG_U32, u32)
-#define ACG_I64(name) (ACG__KS, int64_t, name, ACG_ONE, ACG_ONE, ACG_ARG_I64, i64)
-#define ACG_U64(name) (ACG__KS, uint64_t, name, ACG_ONE, ACG_ONE, ACG_ARG_U64, u64)
-#define ACG_F32(name) (ACG__KS, float, name, ACG_ONE, ACG_ONE, ACG_ARG_F32, f32)
+#define ACG__BUF(type, name, f1, f2, ...) (ACG__KB, type, name, f1, f2, ACG_ARG_BUFFER, acg__cpu_p)
+#define ACG_I32(name) (ACG__KS, int32_t, name, ACG_ONE, ACG_ONE, ACG_ARG_I32, acg__cpu_i32)
+#define ACG_U32(name) (ACG__KS, uint32_t, name, ACG_ONE, ACG_ONE, ACG_ARG_U32, acg__cpu_u32)
+#define ACG_I64(name) (ACG__KS, int64_t, name, ACG_ONE, ACG_ONE, ACG_ARG_I64, acg__cpu_i64)
+#define ACG_U64(name) (ACG__KS, uint64_t, name, ACG_ONE, ACG_ONE, ACG_ARG_U64, acg__cpu_u64)
+#define ACG_F32(name) (ACG__KS, float, name, ACG_ONE, ACG_ONE, ACG_ARG_F32, acg__cpu_f32)
 
 #define ACG_ELEMENTWISE (ACG__RE, 1)
 #define ACG_GRID(...) (ACG__RG, __VA_ARGS__)
@@ -270,9 +279,9 @@ typedef struct acg_item {
     ACG__##ctx##_##kind(k, i, t, n, f1, f2, at, fld)
 
 /* The work item's function: its parameters. */
-#define ACG__DECL(k, i, x) ACG__P(DECL, k, i, x)
-#define ACG__DECL_ACG__KB(k, i, t, n, f1, f2, at, fld) ACG_GLOBAL t *n
-#define ACG__DECL_ACG__KS(k, i, t, n, f1, f2, at, fld) t n
+#define ACG__DECL(k, i, x) ACG__P(acg__decl, k, i, x)
+#define ACG__acg__decl_ACG__KB(k, i, t, n, f1, f2, at, fld) ACG__KUNUSED ACG_GLOBAL t *n
+#define ACG__acg__decl_ACG__KS(k, i, t, n, f1, f2, at, fld) ACG__KUNUSED t n
 
 /* Forward declaration, then the body the macro's user writes. */
 #define ACG__ITEM_FN(k, ...)                                                                       \
@@ -285,13 +294,13 @@ typedef struct acg_item {
 
 /* kernel void k(global T *y__acg_p, ulong y__acg_o, float a, ...): a buffer is a pointer and a
  * byte offset (acg.h: ACG_KERNEL_FORMAT_OPENCL_C). */
-#define ACG__CLP(k, i, x) ACG__P(CLP, k, i, x)
-#define ACG__CLP_ACG__KB(k, i, t, n, f1, f2, at, fld) global t *n##__acg_p, ulong n##__acg_o
-#define ACG__CLP_ACG__KS(k, i, t, n, f1, f2, at, fld) t n
-#define ACG__CLA(k, i, x) ACG__P(CLA, k, i, x)
-#define ACG__CLA_ACG__KB(k, i, t, n, f1, f2, at, fld)                                              \
+#define ACG__CLP(k, i, x) ACG__P(acg__clp, k, i, x)
+#define ACG__acg__clp_ACG__KB(k, i, t, n, f1, f2, at, fld) global t *n##__acg_p, ulong n##__acg_o
+#define ACG__acg__clp_ACG__KS(k, i, t, n, f1, f2, at, fld) t n
+#define ACG__CLA(k, i, x) ACG__P(acg__cla, k, i, x)
+#define ACG__acg__cla_ACG__KB(k, i, t, n, f1, f2, at, fld)                                         \
     (global t *)((global const char *)n##__acg_p + n##__acg_o)
-#define ACG__CLA_ACG__KS(k, i, t, n, f1, f2, at, fld) n
+#define ACG__acg__cla_ACG__KS(k, i, t, n, f1, f2, at, fld) n
 
 #define ACG_KERNEL(k, rule, ...)                                                                   \
     ACG__ITEM_FN(k, __VA_ARGS__);                                                                  \
@@ -308,12 +317,12 @@ typedef struct acg_item {
 
 /* extern "C" __global__ void k(T *y, float a, ..., unsigned gx, gy, gz): a buffer is a pointer
  * to its window; the grid is run in whole blocks (acg.h: ACG_KERNEL_FORMAT_CUDA_IMAGE). */
-#define ACG__CUP(k, i, x) ACG__P(CUP, k, i, x)
-#define ACG__CUP_ACG__KB(k, i, t, n, f1, f2, at, fld) t *n
-#define ACG__CUP_ACG__KS(k, i, t, n, f1, f2, at, fld) t n
-#define ACG__CUA(k, i, x) ACG__P(CUA, k, i, x)
-#define ACG__CUA_ACG__KB(k, i, t, n, f1, f2, at, fld) n
-#define ACG__CUA_ACG__KS(k, i, t, n, f1, f2, at, fld) n
+#define ACG__CUP(k, i, x) ACG__P(acg__cup, k, i, x)
+#define ACG__acg__cup_ACG__KB(k, i, t, n, f1, f2, at, fld) t *n
+#define ACG__acg__cup_ACG__KS(k, i, t, n, f1, f2, at, fld) t n
+#define ACG__CUA(k, i, x) ACG__P(acg__cua, k, i, x)
+#define ACG__acg__cua_ACG__KB(k, i, t, n, f1, f2, at, fld) n
+#define ACG__acg__cua_ACG__KS(k, i, t, n, f1, f2, at, fld) n
 
 #define ACG_KERNEL(k, rule, ...)                                                                   \
     ACG__ITEM_FN(k, __VA_ARGS__);                                                                  \
@@ -339,30 +348,31 @@ typedef struct acg_item {
 
 /* The arguments as locals, read once before the loops (a store through a buffer could alias
  * the argument array, so reading them in the loop would reload them at every work item). */
-#define ACG__CPL(k, i, x) ACG__P(CPL, k, i, x)
-#define ACG__CPL_ACG__KB(k, i, t, n, f1, f2, at, fld) t *const acg__a_##n = (t *)acg__a[i].fld;
-#define ACG__CPL_ACG__KS(k, i, t, n, f1, f2, at, fld) const t acg__a_##n = acg__a[i].fld;
-#define ACG__CPA(k, i, x) ACG__P(CPA, k, i, x)
-#define ACG__CPA_ACG__KB(k, i, t, n, f1, f2, at, fld) acg__a_##n
-#define ACG__CPA_ACG__KS(k, i, t, n, f1, f2, at, fld) acg__a_##n
+#define ACG__CPL(k, i, x) ACG__P(acg__cpl, k, i, x)
+#define ACG__acg__cpl_ACG__KB(k, i, t, n, f1, f2, at, fld)                                         \
+    t *const acg__a_##n = (t *)fld(&acg__a[i]);
+#define ACG__acg__cpl_ACG__KS(k, i, t, n, f1, f2, at, fld) const t acg__a_##n = fld(&acg__a[i]);
+#define ACG__CPA(k, i, x) ACG__P(acg__cpa, k, i, x)
+#define ACG__acg__cpa_ACG__KB(k, i, t, n, f1, f2, at, fld) acg__a_##n
+#define ACG__acg__cpa_ACG__KS(k, i, t, n, f1, f2, at, fld) acg__a_##n
 
-#define ACG__TYPE(k, i, x) ACG__P(TYPE, k, i, x)
-#define ACG__TYPE_ACG__KB(k, i, t, n, f1, f2, at, fld) at
-#define ACG__TYPE_ACG__KS(k, i, t, n, f1, f2, at, fld) at
-#define ACG__BPI(k, i, x) ACG__P(BPI, k, i, x)
-#define ACG__BPI_ACG__KB(k, i, t, n, f1, f2, at, fld) sizeof(t)
-#define ACG__BPI_ACG__KS(k, i, t, n, f1, f2, at, fld) 0
+#define ACG__TYPE(k, i, x) ACG__P(acg__type, k, i, x)
+#define ACG__acg__type_ACG__KB(k, i, t, n, f1, f2, at, fld) at
+#define ACG__acg__type_ACG__KS(k, i, t, n, f1, f2, at, fld) at
+#define ACG__BPI(k, i, x) ACG__P(acg__bpi, k, i, x)
+#define ACG__acg__bpi_ACG__KB(k, i, t, n, f1, f2, at, fld) sizeof(t)
+#define ACG__acg__bpi_ACG__KS(k, i, t, n, f1, f2, at, fld) 0
 
 /* enum { k__by_<param> = ACG_BY_ARG(i), ... }: a factor's name as acg_kernel_desc says it. */
-#define ACG__BY(k, i, x) ACG__P(BY, k, i, x)
-#define ACG__BY_ACG__KB(k, i, t, n, f1, f2, at, fld) k##__by_##n = ACG_BY_ARG(i),
-#define ACG__BY_ACG__KS(k, i, t, n, f1, f2, at, fld) k##__by_##n = ACG_BY_ARG(i),
-#define ACG__REACH(k, i, x) ACG__P(REACH, k, i, x)
-#define ACG__REACH_ACG__KB(k, i, t, n, f1, f2, at, fld)                                            \
+#define ACG__BY(k, i, x) ACG__P(acg__by, k, i, x)
+#define ACG__acg__by_ACG__KB(k, i, t, n, f1, f2, at, fld) k##__by_##n = ACG_BY_ARG(i),
+#define ACG__acg__by_ACG__KS(k, i, t, n, f1, f2, at, fld) k##__by_##n = ACG_BY_ARG(i),
+#define ACG__REACH(k, i, x) ACG__P(acg__reach, k, i, x)
+#define ACG__acg__reach_ACG__KB(k, i, t, n, f1, f2, at, fld)                                       \
     {                                                                                              \
         sizeof(t), { k##__by_##f1, k##__by_##f2 }                                                  \
     }
-#define ACG__REACH_ACG__KS(k, i, t, n, f1, f2, at, fld)                                            \
+#define ACG__acg__reach_ACG__KS(k, i, t, n, f1, f2, at, fld)                                       \
     {                                                                                              \
         0, { 0, 0 }                                                                                \
     }

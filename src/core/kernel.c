@@ -54,6 +54,11 @@ const acg_kernel_impl *acg__kernel_impl_find(const acg__kernel_def *def, const c
     return NULL;
 }
 
+/* An entry's bytes: its size, or its text with the NUL (PTX, say). */
+static size_t code_size(const acg_kernel_impl *e) {
+    return e->size != 0 ? e->size : strlen(e->code) + 1;
+}
+
 /* Whether the code a backend would run of def (its first entry of that format) is the function
  * named function, in the image of size bytes when image is not NULL (two images may hold a
  * function of one name). */
@@ -61,7 +66,7 @@ static bool runs_function(const acg__kernel_def *def, const char *backend, const
                           const void *image, size_t size, const char *function) {
     const acg_kernel_impl *e = acg__kernel_impl_find(def, backend, format);
     return e != NULL && strcmp(e->entry != NULL ? e->entry : def->name, function) == 0 &&
-           (image == NULL || (e->size == size && memcmp(e->code, image, size) == 0));
+           (image == NULL || (code_size(e) == size && memcmp(e->code, image, size) == 0));
 }
 
 /* The first definition, the core's then the registered ones, whose code for backend in format
