@@ -376,6 +376,14 @@ uint64_t acg__device_capability_queries(const acg_device *dev);
  * (dev->lock not needed: nothing else uses the device). */
 const acg__kernel_def *acg__core_kernels(size_t *count);
 size_t acg__kernel_registered(void);
+/* Kernel definitions (kernel_desc.c). A caller's desc read at its size into d and checked, as
+ * acg_kernel_register refuses one (fn names the call); a checked d copied with everything it
+ * points to into one allocation (acg__free), its legacy fields turned into entries of its list,
+ * an entry naming no function running `function`; NULL when out of memory. An entry's bytes:
+ * its size, or its text with the NUL. */
+acg_status acg__kernel_desc_read(const acg_kernel_desc *desc, acg_kernel_desc *d, const char *fn);
+acg__kernel_def *acg__kernel_desc_copy(const acg_kernel_desc *d, const char *function);
+size_t acg__kernel_impl_bytes(const acg_kernel_impl *e);
 /* A definition (the core's included) whose CUDA code is the function of that name in the image
  * of size bytes (any image when NULL), or NULL. It stays valid while a device has it loaded; the
  * cuda backend hands this lookup to its test driver, which runs the definition's cpu code in
