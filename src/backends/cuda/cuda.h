@@ -155,6 +155,12 @@ typedef struct cu_launch {
     void *params[ACG_MAX_KERNEL_ARGS + 3];
 } cu_launch;
 
+/* Kernels (kernel.c): the backend table's kernel_load, kernel_unload and kernel_launch. */
+acg_status acg__cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
+                               acg__bk_kernel **out);
+void acg__cu_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel);
+acg_status acg__cu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
+                                 const acg_dims *dims, const acg__karg *args, uint32_t n_args);
 /* Fills l for a launch of kernel over dims with args (the kernel's cuda_lanes decide the
  * blocks); ACG_ERR_UNSUPPORTED for a grid CUDA cannot launch. */
 acg_status acg__cu_launch_shape(const cu_kernel *kernel, const acg_dims *dims,
