@@ -131,7 +131,7 @@ static acg_status check_params(CUkernel kern, const acg__kernel_def *def, const 
 }
 
 acg_status acg__cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
-                                 acg__bk_kernel **out) {
+                               acg__bk_kernel **out) {
     static const char fn[] = "acg_kernel_get";
     cu_device *d = acg__cu_dev(dev);
     const acg_kernel_impl *impl = acg__kernel_impl_find(def, "cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE);
@@ -235,7 +235,7 @@ acg_status acg__cu_launch_shape(const cu_kernel *kernel, const acg_dims *dims,
 }
 
 acg_status acg__cu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
-                                   const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
+                                 const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
     static const char fn[] = "acg_kernel_launch";
     cu_stream *s = acg__cu_stream(stream);
     cu_launch l;
