@@ -254,6 +254,13 @@ static void matmul_case(const acg__simd_ops *t, int nan_any, const float *x, con
     t->matmul(got, x, w, n_in, n_out, n, j0, j1);
     CHECK_NANS(nan_any, want, got, len, "%s matmul n_in=%u n_out=%u n=%u j=[%u, %u)", t->name, n_in,
                n_out, n, j0, j1);
+    /* Both orders, whatever batch the cut-over gives either. */
+    for (int stream = 0; stream <= 1; stream++) {
+        poison(got, len);
+        t->matmul_order(got, x, w, n_in, n_out, n, j0, j1, stream);
+        CHECK_NANS(nan_any, want, got, len, "%s matmul (%s) n_in=%u n_out=%u n=%u j=[%u, %u)",
+                   t->name, stream ? "stream" : "tiles", n_in, n_out, n, j0, j1);
+    }
     free(want);
     free(got);
 }
@@ -602,12 +609,39 @@ static void test_choice(void **state) {
     assert_int_equal(warned, refused);
 }
 
+/* acg__matmul_stream_max is ACG_CPU_MATMUL_STREAM's count where it holds one (0 included),
+ * else the table's default; anything else is logged and the default kept. Read once. */
+static void test_stream_choice(void **state) {
+    (void)state;
+    const char *v = getenv("ACG_CPU_MATMUL_STREAM");
+    uint32_t expect = 7;
+    int refused = 0;
+    if (v != NULL && *v != '\0') {
+        char *end = NULL;
+        unsigned long n = strtoul(v, &end, 10);
+        if (*end == '\0' && v[0] >= '0' && v[0] <= '9' && n < UINT32_MAX) {
+            expect = (uint32_t)n;
+        } else {
+            refused = 1;
+        }
+    }
+    tc_log_capture_begin(ACG_LOG_WARN);
+    uint32_t got = acg__matmul_stream_max(7);
+    int warned = tc_log_find("ACG_CPU_MATMUL_STREAM=", NULL);
+    tc_log_capture_end();
+    print_message("ACG_CPU_MATMUL_STREAM=%s: %u\n", v != NULL ? v : "(unset)", got);
+    assert_int_equal(got, expect);
+    assert_int_equal(acg__matmul_stream_max(3), refused || v == NULL || *v == '\0' ? 3 : expect);
+    assert_int_equal(warned, refused);
+}
+
 #define PER_LEVEL(fn)                                                                              \
     cmocka_unit_test_prestate(fn, (void *)"avx2"), cmocka_unit_test_prestate(fn, (void *)"avx512")
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--choice") == 0) {
-        const struct CMUnitTest choice[] = {cmocka_unit_test(test_choice)};
+        const struct CMUnitTest choice[] = {cmocka_unit_test(test_choice),
+                                            cmocka_unit_test(test_stream_choice)};
         return cmocka_run_group_tests_name("test_simd --choice", choice, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
@@ -624,6 +658,7 @@ int main(int argc, char **argv) {
         PER_LEVEL(test_attention_special),
         PER_LEVEL(test_underflow_tails),
         cmocka_unit_test(test_choice),
+        cmocka_unit_test(test_stream_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,6 +32,11 @@ typedef struct acg__simd_ops {
     /* out[r * n_out + j] = dot(w + j * n_in, x + r * n_in, n_in) for r < n, j0 <= j < j1 */
     void (*matmul)(float *out, const float *x, const float *w, uint32_t n_in, uint32_t n_out,
                    uint32_t n, uint32_t j0, uint32_t j1);
+    /* the same, each weight row read start to end in turn (stream 1: the order for a few rows of
+     * x) or several rows a slice at a time (0: the batched tiles); the same bits either way.
+     * matmul picks stream for n <= acg__matmul_stream_max(the table's cut-over). */
+    void (*matmul_order)(float *out, const float *x, const float *w, uint32_t n_in, uint32_t n_out,
+                         uint32_t n, uint32_t j0, uint32_t j1, int stream);
     /* y[i] = acg__expf(x[i] - sub) */
     void (*exp_sub)(float *y, const float *x, float sub, uint32_t n);
     /* y[i] = x[i] / d */
@@ -55,6 +60,11 @@ typedef struct acg__simd_ops {
 const acg__simd_ops *acg__simd(void);
 /* The table of that name if this CPU runs it, else NULL (tests compare every level). */
 const acg__simd_ops *acg__simd_level(const char *name);
+
+/* The largest batch whose matmuls stream: ACG_CPU_MATMUL_STREAM (a count, 0 for never) where
+ * it is set to one, else the table's own cut-over `dflt`. Read once per process; a value that is
+ * not a count is logged and ignored. */
+uint32_t acg__matmul_stream_max(uint32_t dflt);
 
 /* The tables (simd_scalar.c, simd_x86.c); NULL where the build has no such code. */
 extern const acg__simd_ops acg__simd_scalar;

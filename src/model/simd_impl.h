@@ -430,17 +430,87 @@ S_ALWAYS s_vf S_FN(dot_tile)(const float *const *x, const float *const *w, uint3
     return S_FN(hsum_many)(u);
 }
 
-/* Rows r0 .. r0 + R - 1 of a matmul against the S_VL weight rows wr (the first nj real). */
+/* The same products as dot_tile, in the same lanes, with the weight rows taken one after
+ * another: all S_NV slices of row j against the R rows of x, row j read from start to end
+ * before row j + 1. At small batches a step streams its weights from memory, and one stream at
+ * a time is what the hardware prefetcher follows best (docs/model.md has the measurements);
+ * dot_tile's J rows a slice at a time keep the R * J accumulators of one slice in registers,
+ * which pays once a tile has rows enough to reuse each weight. Only the AVX2 table has it (see
+ * matmul_order). */
+#if ACG_SIMD_WIDTH == 8
+S_ALWAYS s_vf S_FN(dot_stream)(const float *const *x, const float *const *w, uint32_t n, uint32_t R,
+                               uint32_t J) {
+    s_vf u[S_VL];
+    uint32_t nb = n / ACG_LANES, rem = n % ACG_LANES;
+    S_UNROLL_SHAPE
+    for (uint32_t j = 0; j < J; j++) {
+        s_vf acc[2][S_NV];
+        S_UNROLL_SHAPE
+        for (uint32_t r = 0; r < R; r++) {
+            S_UNROLL
+            for (uint32_t h = 0; h < S_NV; h++) {
+                acc[r][h] = s_zero();
+            }
+        }
+        const float *wj = w[j];
+        for (uint32_t i = 0; i < nb; i++) {
+            size_t k = (size_t)i * ACG_LANES;
+            S_UNROLL
+            for (uint32_t h = 0; h < S_NV; h++) {
+                s_vf wv = s_load(wj + k + h * S_VL);
+                S_UNROLL_SHAPE
+                for (uint32_t r = 0; r < R; r++) {
+                    acc[r][h] = s_fma(wv, s_load(x[r] + k + h * S_VL), acc[r][h]);
+                }
+            }
+        }
+        S_UNROLL
+        for (uint32_t h = 0; h < S_NV; h++) {
+            if (rem > h * S_VL) {
+                size_t k = (size_t)nb * ACG_LANES + h * S_VL;
+                s_vm m = s_first(rem - h * S_VL < S_VL ? rem - h * S_VL : S_VL);
+                s_vf wv = s_load_m(wj + k, m);
+                S_UNROLL_SHAPE
+                for (uint32_t r = 0; r < R; r++) {
+                    acc[r][h] = s_fma_m(wv, s_load_m(x[r] + k, m), acc[r][h], m);
+                }
+            }
+        }
+        /* The tree's steps above one vector. */
+        S_UNROLL_SHAPE
+        for (uint32_t r = 0; r < R; r++) {
+            S_UNROLL
+            for (uint32_t w2 = S_NV / 2; w2 >= 1; w2 /= 2) {
+                S_UNROLL
+                for (uint32_t g = 0; g < w2; g++) {
+                    acc[r][g] = s_add(acc[r][g], acc[r][g + w2]);
+                }
+            }
+            u[j * R + r] = acc[r][0];
+        }
+    }
+    return S_FN(hsum_many)(u);
+}
+#endif
+
+/* Rows r0 .. r0 + R - 1 of a matmul against the S_VL weight rows wr (the first nj real), by
+ * dot_stream or by dot_tile. */
 S_ALWAYS void S_FN(matmul_rows)(float *out, const float *x, const float *const *wr, uint32_t nj,
                                 uint32_t n_in, uint32_t n_out, uint32_t r0, uint32_t jc, uint32_t R,
-                                size_t pf) {
+                                int stream, size_t pf) {
     uint32_t J = S_VL / R;
     const float *xr[4];
     for (uint32_t r = 0; r < R; r++) {
         xr[r] = x + (size_t)(r0 + r) * n_in;
     }
     for (uint32_t js = 0; js < nj; js += J) {
+#if ACG_SIMD_WIDTH == 8
+        s_vf res = stream ? S_FN(dot_stream)(xr, wr + js, n_in, R, J)
+                          : S_FN(dot_tile)(xr, wr + js, n_in, R, J, 0, pf);
+#else
+        (void)stream;
         s_vf res = S_FN(dot_tile)(xr, wr + js, n_in, R, J, 0, pf);
+#endif
         S_UNROLL_SHAPE
         for (uint32_t r = 0; r < R; r++) {
             /* Row r's outputs to lanes 0 .. J - 1, in order of j. */
@@ -455,24 +525,41 @@ S_ALWAYS void S_FN(matmul_rows)(float *out, const float *x, const float *const *
     }
 }
 
-/* One instance per tile shape, each compiled with its constants: a compiler may merge calls
- * that differ only in a constant argument before it inlines them, and then unrolls nothing. */
-#define S_MATMUL_ROWS(R_)                                                                          \
-    static __attribute__((noinline)) void S_FN(matmul_rows_##R_)(                                  \
+/* One instance per tile shape and order, each compiled with its constants: a compiler may merge
+ * calls that differ only in a constant argument before it inlines them, and then unrolls
+ * nothing. */
+#define S_MATMUL_ROWS(R_, ORDER_, STREAM_)                                                         \
+    static __attribute__((noinline)) void S_FN(matmul_##ORDER_##_##R_)(                            \
         float *out, const float *x, const float *const *wr, uint32_t nj, uint32_t n_in,            \
         uint32_t n_out, uint32_t r0, uint32_t jc, size_t pf) {                                     \
-        S_FN(matmul_rows)(out, x, wr, nj, n_in, n_out, r0, jc, R_, pf);                            \
+        S_FN(matmul_rows)(out, x, wr, nj, n_in, n_out, r0, jc, R_, STREAM_, pf);                   \
     }
-S_MATMUL_ROWS(1)
-S_MATMUL_ROWS(2)
-S_MATMUL_ROWS(4)
+S_MATMUL_ROWS(1, tile, 0)
+S_MATMUL_ROWS(2, tile, 0)
+S_MATMUL_ROWS(4, tile, 0)
+#if ACG_SIMD_WIDTH == 8
+S_MATMUL_ROWS(1, stream, 1)
+S_MATMUL_ROWS(2, stream, 1)
+#endif
 
 #define S_AHEAD 16u /* rows */
+/* The largest batch whose matmuls stream, unless ACG_CPU_MATMUL_STREAM says otherwise, as
+ * measured on the machine docs/model.md names: AVX-512's tiles are as fast from two rows on,
+ * AVX2's, of four slices, from four. */
+#define S_STREAM_MAX (S_VL == 16 ? 1u : 2u)
 
 /* Weight rows S_VL at a time (read from memory once), against the rows of x in tiles of up to
- * four (AVX-512) or two (AVX2) rows. */
-static void S_FN(matmul)(float *out, const float *x, const float *w, uint32_t n_in, uint32_t n_out,
-                         uint32_t n, uint32_t j0, uint32_t j1) {
+ * four (AVX-512) or two (AVX2) rows, by dot_stream or dot_tile. The stream order is AVX2's in
+ * both tables: with 512-bit loads it read the weights 10-15% slower where it was measured (Zen 4,
+ * whose 512-bit loads take two 256-bit halves), and both compute the same bits. */
+static void S_FN(matmul_order)(float *out, const float *x, const float *w, uint32_t n_in,
+                               uint32_t n_out, uint32_t n, uint32_t j0, uint32_t j1, int stream) {
+#if ACG_SIMD_WIDTH == 16
+    if (stream) {
+        avx2_matmul_order(out, x, w, n_in, n_out, n, j0, j1, 1);
+        return;
+    }
+#endif
     for (uint32_t jc = j0; jc < j1; jc += S_VL) {
         uint32_t nj = j1 - jc < S_VL ? j1 - jc : S_VL;
         const float *wr[S_VL];
@@ -480,21 +567,38 @@ static void S_FN(matmul)(float *out, const float *x, const float *w, uint32_t n_
             wr[t] = w + (size_t)(jc + (t < nj ? t : nj - 1)) * n_in;
         }
         uint32_t r = 0;
-        /* The rows S_AHEAD on, fetched into L2 while these compute: at n = 1 the hardware's
-         * prefetcher alone leaves half the memory bandwidth unused. */
+#if ACG_SIMD_WIDTH == 8
+        if (stream) {
+            for (; n - r >= 2; r += 2) {
+                S_FN(matmul_stream_2)(out, x, wr, nj, n_in, n_out, r, jc, 0);
+            }
+            if (r < n) {
+                S_FN(matmul_stream_1)(out, x, wr, nj, n_in, n_out, r, jc, 0);
+            }
+            continue;
+        }
+#endif
+        /* The rows S_AHEAD on, fetched into L2 while these compute: with dot_tile's slices the
+         * hardware's prefetcher alone leaves much of the memory bandwidth unused. */
         size_t pf = j1 - jc >= S_AHEAD + S_VL ? (size_t)S_AHEAD * n_in : 0;
         if (S_VL >= 16) {
             for (; n - r >= 4; r += 4) {
-                S_FN(matmul_rows_4)(out, x, wr, nj, n_in, n_out, r, jc, pf);
+                S_FN(matmul_tile_4)(out, x, wr, nj, n_in, n_out, r, jc, pf);
             }
         }
         for (; n - r >= 2; r += 2) {
-            S_FN(matmul_rows_2)(out, x, wr, nj, n_in, n_out, r, jc, pf);
+            S_FN(matmul_tile_2)(out, x, wr, nj, n_in, n_out, r, jc, pf);
         }
         if (r < n) {
-            S_FN(matmul_rows_1)(out, x, wr, nj, n_in, n_out, r, jc, pf);
+            S_FN(matmul_tile_1)(out, x, wr, nj, n_in, n_out, r, jc, pf);
         }
     }
+}
+
+static void S_FN(matmul)(float *out, const float *x, const float *w, uint32_t n_in, uint32_t n_out,
+                         uint32_t n, uint32_t j0, uint32_t j1) {
+    int stream = n <= acg__matmul_stream_max(S_STREAM_MAX);
+    S_FN(matmul_order)(out, x, w, n_in, n_out, n, j0, j1, stream);
 }
 
 /* ---- elementwise ------------------------------------------------------------------------ */
@@ -727,6 +831,7 @@ static const acg__simd_ops S_FN(ops) = {
     .sum = S_FN(sum),
     .sum_ge = S_FN(sum_ge),
     .matmul = S_FN(matmul),
+    .matmul_order = S_FN(matmul_order),
     .exp_sub = S_FN(exp_sub),
     .div = S_FN(div),
     .swiglu = S_FN(swiglu),
@@ -776,6 +881,7 @@ static const acg__simd_ops S_FN(ops) = {
 #undef s_add_m
 #undef s_and_m
 #undef S_AHEAD
+#undef S_STREAM_MAX
 #undef S_MATMUL_ROWS
 #undef S_AV_SEGMENT
 #undef S_AV_CH

@@ -8,7 +8,11 @@
 #include "model-impl.h"
 #include "simd.h"
 
-static const char *const env_names[] = {"ACG_CPU_SIMD"};
+static const char *const env_names[] = {
+    "ACG_CPU_SIMD",          /* the table: scalar|avx2|avx512; default: the best the CPU runs */
+    "ACG_CPU_MATMUL_STREAM", /* the largest batch whose matmuls stream (0: none); default: the
+                                table's measured cut-over */
+};
 const acg__env_table acg__model_env = {"model", env_names, sizeof env_names / sizeof env_names[0]};
 
 static float sc_dot(const float *a, const float *b, uint32_t n) { return acg__dot(a, b, n); }
@@ -33,6 +37,13 @@ static void sc_matmul(float *out, const float *x, const float *w, uint32_t n_in,
             out[(size_t)r * n_out + j] = acg__dot(w + (size_t)j * n_in, xr, n_in);
         }
     }
+}
+
+/* One order only: each output's dot product, whatever the order of the rows. */
+static void sc_matmul_order(float *out, const float *x, const float *w, uint32_t n_in,
+                            uint32_t n_out, uint32_t n, uint32_t j0, uint32_t j1, int stream) {
+    (void)stream;
+    sc_matmul(out, x, w, n_in, n_out, n, j0, j1);
 }
 
 static void sc_exp_sub(float *y, const float *x, float sub, uint32_t n) {
@@ -98,6 +109,7 @@ const acg__simd_ops acg__simd_scalar = {
     .sum = sc_sum,
     .sum_ge = sc_sum_ge,
     .matmul = sc_matmul,
+    .matmul_order = sc_matmul_order,
     .exp_sub = sc_exp_sub,
     .div = sc_div,
     .swiglu = sc_swiglu,
@@ -147,6 +159,31 @@ const acg__simd_ops *acg__simd(void) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, choose);
     return chosen;
+}
+
+#define STREAM_UNSET UINT32_MAX
+static uint32_t stream_max = STREAM_UNSET;
+
+static void read_stream_max(void) {
+    const char *v = acg__env_get("ACG_CPU_MATMUL_STREAM");
+    uint64_t n;
+    if (v == NULL || *v == '\0') {
+        return;
+    }
+    if (acg__parse_u64(v, 0, UINT32_MAX - 1, &n) != ACG_OK) {
+        acg__log(ACG_LOG_WARN,
+                 "ACG_CPU_MATMUL_STREAM=%.64s: not a whole number of rows; using the measured "
+                 "cut-over",
+                 v);
+        return;
+    }
+    stream_max = (uint32_t)n;
+}
+
+uint32_t acg__matmul_stream_max(uint32_t dflt) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_stream_max);
+    return stream_max != STREAM_UNSET ? stream_max : dflt;
 }
 
 const char *acg_model_cpu_simd(void) { return acg__simd()->name; }
