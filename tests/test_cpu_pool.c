@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <acg/trace.h>
+
 /* ---- the kernel: out (rows) = x (rows, width) . w (width) -----------------------------------
  * Each row is summed in index order by whichever part owns it, so the partition never changes
  * a result. A launch is worth one part per 4 rows: small launches stay whole. */
@@ -211,9 +213,11 @@ static void test_same_bits_any_thread_count(void **state) {
             memcpy(&want[i][r], &poison, sizeof poison);
         }
     }
+    static const uint32_t threads[] = {1, 2, 3, 8, 3};
     for (size_t t = 0; t < sizeof specs / sizeof specs[0]; t++) {
         fx f;
         fx_open(&f, specs[t]);
+        assert_int_equal(acg_device_get_capability(f.dev)->host_threads, threads[t]);
         run_all(&f, eager, replay);
         for (size_t i = 0; i < N_ROW_COUNTS; i++) {
             TC_BYTES_EQUAL(eager[i], want[i], sizeof want[i]);
@@ -223,8 +227,37 @@ static void test_same_bits_any_thread_count(void **state) {
     }
 }
 
+/* The stream's kernel spans a trace hook is told: how each launch was split. */
+typedef struct split_seen {
+    pthread_mutex_t mu;
+    uint32_t n;
+    uint64_t parts[8], wait_ns[8];
+    bool wait_told[8];
+} split_seen;
+
+static void split_hook(const acg_trace_event *e, void *user) {
+    split_seen *s = user;
+    if (e->category != ACG_TRACE_STREAM || strcmp(e->name, "tp_rowdot") != 0) {
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->n < 8) {
+        for (uint32_t i = 0; i < e->n_args; i++) {
+            if (strcmp(e->args[i].key, "parts") == 0) {
+                s->parts[s->n] = e->args[i].value.u;
+            } else if (strcmp(e->args[i].key, "wait_ns") == 0) {
+                s->wait_ns[s->n] = e->args[i].value.u;
+                s->wait_told[s->n] = true;
+            }
+        }
+        s->n++;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* A launch worth several parts runs as min(threads, rows / 4) parts, eagerly and replayed; a
- * small one, and any launch on one thread, runs the whole function. */
+ * small one, and any launch on one thread, runs the whole function. A trace says so of each
+ * launch a replay ran. */
 static void test_split_when_worth_it(void **state) {
     (void)state;
     fx f;
@@ -251,6 +284,20 @@ static void test_split_when_worth_it(void **state) {
     assert_int_equal(atomic_load(&parts_run), 4);
     assert_int_equal(atomic_load(&most_parts), 2);
     assert_int_equal(atomic_load(&whole_runs), 2);
+    static split_seen seen = {PTHREAD_MUTEX_INITIALIZER, 0, {0}, {0}, {false}};
+    acg_trace_config tc = ACG_TRACE_CONFIG_INIT;
+    tc.fn = split_hook;
+    tc.user = &seen;
+    tc.categories = ACG_TRACE_STREAM;
+    TC_OK(acg_trace_set_hook(&tc));
+    TC_OK(tc_replay(g, f.s, NULL, 0, NULL));
+    TC_OK(acg_trace_set_hook(NULL));
+    assert_int_equal(seen.n, 2);
+    assert_int_equal(seen.parts[0], 2);
+    assert_true(seen.wait_told[0]);
+    assert_int_equal(seen.parts[1], 1);
+    assert_true(seen.wait_told[1]);
+    assert_int_equal(seen.wait_ns[1], 0);
     TC_OK(acg_graph_destroy(g));
     fx_close(&f);
 

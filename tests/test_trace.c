@@ -188,8 +188,10 @@ static void check_well_formed(const recorder *r) {
             t[k].depth = 0;
             n_threads++;
         }
-        assert_true(e->ts >= t[k].last);
-        t[k].last = e->ts;
+        /* Told in the order they happen: a complete span once it ended. */
+        uint64_t moment = e->phase == ACG_TRACE_COMPLETE ? e->ts + e->dur : e->ts;
+        assert_true(moment >= t[k].last);
+        t[k].last = moment;
         if (e->phase == ACG_TRACE_BEGIN) {
             assert_true(t[k].depth < MAX_DEPTH);
             t[k].open[t[k].depth++] = e;
@@ -278,6 +280,68 @@ static void test_stream_entries(void **state) {
     assert_int_equal(r->n, 1);
     assert_true(r->events[0].stream != 0 && r->events[0].stream != first);
     TC_OK(acg_stream_destroy(s2));
+    TC_OK(acg_buffer_free(a));
+    TC_OK(acg_buffer_free(b));
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+    recorder_free(r);
+}
+
+/* A cpu replay is one span on the stream's timeline holding one span per op it ran, in order
+ * and each inside it; a kernel says how it was split (the tests' kernels offer no parts: one,
+ * and no wait; test_cpu_pool reads a split one). */
+static void test_replay_ops(void **state) {
+    (void)state;
+    acg_device *dev = NULL;
+    TC_OK(acg_device_open("cpu:0?threads=2", &dev));
+    acg_stream *s = tc_stream(dev);
+    acg_buffer *a = tc_buffer(dev, 1u << 20), *b = tc_buffer(dev, 1u << 20);
+    tc_kernels k;
+    tc_kernels_get(dev, &k);
+    TC_OK(acg_stream_begin_capture(s, NULL));
+    TC_OK(acg_fill(s, a, 0, 4096, 0, 4));
+    TC_OK(tc_fill(s, &k, a, 0, 1u << 18, 2.0f));
+    TC_OK(tc_fill(s, &k, b, 0, 16, 3.0f));
+    TC_OK(acg_copy_d2d(s, b, 4096, a, 0, 4096));
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_end_capture(s, &g));
+    recorder *r = recorder_new();
+    install(r, ACG_TRACE_STREAM);
+    TC_OK(acg_graph_launch(g, s));
+    TC_OK(acg_stream_synchronize(s));
+    uninstall();
+    check_well_formed(r);
+    assert_int_equal(r->n, 5);
+    /* The ops first, each told once it ended; the replay, told last, holds them. */
+    const rec *replay = &r->events[4];
+    assert_string_equal(replay->name, "replay");
+    assert_int_equal(arg(replay, "ops")->u, 4);
+    const char *names[] = {"fill", "fill_f32", "fill_f32", "copy"};
+    for (size_t i = 0; i < 4; i++) {
+        const rec *e = &r->events[i];
+        assert_string_equal(e->name, names[i]);
+        assert_int_equal(e->phase, ACG_TRACE_COMPLETE);
+        assert_int_equal(e->stream, replay->stream);
+        assert_int_equal(e->thread, replay->thread);
+        assert_true(e->ts >= replay->ts && e->ts + e->dur <= replay->ts + replay->dur);
+        assert_true(i == 0 || e->ts >= r->events[i - 1].ts + r->events[i - 1].dur);
+        assert_true((arg(e, "parts") != NULL) == (i == 1 || i == 2));
+    }
+    assert_int_equal(arg(&r->events[1], "grid")->u, 1u << 18);
+    for (size_t i = 1; i <= 2; i++) {
+        assert_int_equal(arg(&r->events[i], "parts")->u, 1);
+        assert_int_equal(arg(&r->events[i], "wait_ns")->u, 0);
+    }
+    /* Untraced, the same graph tells nothing and computes the same. */
+    r->n = 0;
+    TC_OK(acg_graph_launch(g, s));
+    TC_OK(acg_stream_synchronize(s));
+    assert_int_equal(r->n, 0);
+    float got[4];
+    TC_OK(acg_copy_d2h(s, got, b, 4096, sizeof got));
+    const float want[4] = {2.0f, 2.0f, 2.0f, 2.0f};
+    TC_BYTES_EQUAL(got, want, sizeof got);
+    TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(a));
     TC_OK(acg_buffer_free(b));
     TC_OK(acg_stream_destroy(s));
@@ -430,6 +494,14 @@ static void test_runner_creation_and_replay(void **state) {
     assert_non_null(entry);
     assert_int_equal(entry->phase, ACG_TRACE_COMPLETE);
     assert_true(arg(entry, "ops")->u >= 3);
+    /* Each of the graph's ops (copies here) is told too, inside the replay's span. */
+    uint64_t inside = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const rec *e = &r->events[i];
+        inside += e != entry && e->category == ACG_TRACE_STREAM && e->stream == entry->stream &&
+                  e->ts >= entry->ts && e->ts + e->dur <= entry->ts + entry->dur;
+    }
+    assert_int_equal(inside, arg(entry, "ops")->u);
 
     const rec *none = find(r, "no bucket fits", ACG_TRACE_INSTANT);
     assert_non_null(none);
@@ -759,6 +831,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_off_gets_nothing),
         cmocka_unit_test(test_stream_entries),
+        cmocka_unit_test(test_replay_ops),
         cmocka_unit_test(test_runner_creation_and_replay),
         cmocka_unit_test(test_eager_reasons),
         cmocka_unit_test(test_model_steps),

@@ -224,6 +224,10 @@ typedef struct acg_capability {
                                     memory at every replay, so a graph's input may be rewritten
                                     in pinned memory between replays (acg_copy_h2d); false: the
                                     graph copies what the memory held at capture */
+    /* Added with the cpu backend's batch-1 speed. */
+    uint32_t host_threads; /* the host threads a kernel split into parts runs on: the cpu
+                              backend's threads=N (its stream worker and N - 1 pool threads);
+                              0 for a device that does not run kernels on host threads */
 } acg_capability;
 
 /* Describes device `index` of backend `backend` without opening it (name and capability as the

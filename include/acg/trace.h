@@ -16,7 +16,10 @@
  * - ACG_TRACE_STREAM ("stream"): where a backend can time them, the entries a stream ran, on the
  *   stream's own timeline: a replay or one eager op (a kernel by its name, a copy, a fill, a
  *   wait for another stream, a host function, an allreduce). The cpu backend times them on its
- *   worker threads; opencl, cuda and level_zero do not time streams yet.
+ *   worker threads, tells each op of a replay too, inside the replay's span, and says of each
+ *   kernel how it was split ("parts"; "wait_ns", the time its worker waited after its own parts
+ *   for the pool's: the hand-off and the parts' imbalance); opencl, cuda and level_zero do not
+ *   time streams yet.
  *
  * Off by default, and then costing nothing: each place that could emit an event reads one word
  * (a relaxed atomic load) and branches on it. With a hook installed each event is one call of
@@ -83,8 +86,10 @@ typedef struct acg_trace_event {
     uint32_t thread;           /* the thread that emitted it (acg_trace_get_thread_id) */
     uint32_t stream;           /* 0: the emitting thread's own timeline. Otherwise the timeline of
                                   a stream, numbered from 1 in the order the backends that time
-                                  streams created them in this process; one stream's events
-                                  never overlap and come in the order of ts_ns */
+                                  streams created them in this process; one stream's events come
+                                  in the order they end (ts_ns + dur_ns), and never overlap but
+                                  that a replay's span holds the spans of the ops it ran, where
+                                  the backend tells them (cpu) */
     uint32_t n_args;
     const acg_trace_arg *args; /* (n_args) */
 } acg_trace_event;

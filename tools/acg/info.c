@@ -189,6 +189,7 @@ static int print_json(const backend_row *rows, size_t n, const char *def) {
             tool_json_bool(&j, "default", is_default(def, bi->name, d));
             tool_json_bool(&j, "available", cap->available);
             tool_json_bool(&j, "host_cpu", cap->host_cpu);
+            tool_json_uint(&j, "host_threads", cap->host_threads);
             tool_json_bool(&j, "pinned_memory", cap->pinned_memory);
             tool_json_bool(&j, "graphs", cap->graphs);
             tool_json_bool(&j, "graph_update", cap->graph_update);

@@ -225,6 +225,25 @@ static int compare_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* An event and where it arrived, for writing in the order of time. */
+typedef struct ordered_event {
+    const rec_event *e;
+    size_t arrival;
+} ordered_event;
+
+/* By start; at one start a longer span first (a replay before the first op inside it, which
+ * the library tells before the replay, once the op ended); else in arrival order. */
+static int compare_events(const void *a, const void *b) {
+    const ordered_event *x = a, *y = b;
+    if (x->e->ts != y->e->ts) {
+        return x->e->ts < y->e->ts ? -1 : 1;
+    }
+    if (x->e->dur != y->e->dur) {
+        return x->e->dur > y->e->dur ? -1 : 1;
+    }
+    return (x->arrival > y->arrival) - (x->arrival < y->arrival);
+}
+
 /* A metadata event naming a process or a track. */
 static void write_name(tool_json *j, const char *what, int64_t pid, const uint32_t *tid,
                        const char *name) {
@@ -281,13 +300,22 @@ static void write_event(tool_json *j, const rec_event *r, uint64_t t0, int64_t p
     tool_json_object_end(j);
 }
 
-/* Writes every event, then the names of the process and of every track it saw. */
+/* Writes every event in the order of time (a span the library tells once it ended, such as a
+ * replay holding the ops it ran, arrives after what began inside it), then the names of the
+ * process and of every track it saw. */
 static int write_trace(tool_trace *t) {
     uint64_t t0 = UINT64_MAX;
     uint32_t *tids = malloc((t->n_events + 1) * sizeof *tids);
-    if (tids == NULL) {
+    ordered_event *order = malloc((t->n_events + 1) * sizeof *order);
+    if (tids == NULL || order == NULL) {
+        free(tids);
+        free(order);
         return tool_failf("writing the trace", "out of memory");
     }
+    for (size_t i = 0; i < t->n_events; i++) {
+        order[i] = (ordered_event){t->events[i], i};
+    }
+    qsort(order, t->n_events, sizeof *order, compare_events);
     for (size_t i = 0; i < t->n_events; i++) {
         t0 = t->events[i]->ts < t0 ? t->events[i]->ts : t0;
         tids[i] = t->events[i]->tid;
@@ -299,8 +327,9 @@ static int write_trace(tool_trace *t) {
     tool_json_object_begin(&j, NULL);
     tool_json_array_begin(&j, "traceEvents");
     for (size_t i = 0; i < t->n_events; i++) {
-        write_event(&j, t->events[i], t0, pid);
+        write_event(&j, order[i].e, t0, pid);
     }
+    free(order);
     write_name(&j, "process_name", pid, NULL, t->process);
     for (size_t i = 0; i < t->n_events; i++) {
         if (i > 0 && tids[i] == tids[i - 1]) {

@@ -57,6 +57,7 @@ static void describe(uint32_t threads, const char *bad_env, acg_capability *out)
                  cores > 0 ? cores : 1, threads);
     }
     out->available = true;
+    out->host_threads = threads;
     out->pinned_memory = true; /* host memory needs no pinning to be read asynchronously */
     out->pinned_register = true;
     out->graphs = true;
@@ -167,6 +168,8 @@ static acg_status cpu_device_open(int index, const char *options, acg__bk_device
     }
     d->native = native;
     d->threads = threads;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    d->fills_cores = (long)threads >= (cores < 1 ? 1 : cores);
     st = acg__cpu_pool_create(threads, &d->pool);
     if (st != ACG_OK) {
         acg__free(d);

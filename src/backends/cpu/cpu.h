@@ -31,6 +31,9 @@ typedef struct cpu_device {
     bool native;         /* workers record captured work (capture=native) */
     uint32_t threads;    /* a split kernel's threads: the stream's worker and the pool's */
     cpu_pool *pool;      /* threads - 1 threads; NULL with one thread */
+    /* threads >= online cores: a thread waiting for a stream would take a core from the
+     * kernels it waits for, so it sleeps almost at once instead of polling (queue.c) */
+    bool fills_cores;
     _Atomic int inject;  /* test hook: the next graph replay faults */
     _Atomic int faulted; /* a fault not yet read by acg_device_get_async_error */
 } cpu_device;
@@ -112,11 +115,20 @@ const char *acg__cpu_group_why(cpu_group *g);
  * every stream. */
 acg_status acg__cpu_pool_create(uint32_t threads, cpu_pool **out);
 void acg__cpu_pool_destroy(cpu_pool *p);
+/* How a launch was split, for traces: the parts it ran in (1: whole), and how long the
+ * submitting worker waited, after its own parts, for those other threads were still running
+ * (the hand-off and the imbalance between parts). */
+typedef struct cpu_split {
+    uint32_t parts;
+    uint64_t wait_ns;
+} cpu_split;
+
 /* Runs a kernel that offers parts (k->parts set) on the calling stream worker: split over the
  * pool when the launch is worth more than one part, else its whole function. Returns when
  * every part ran. Any number of workers may call it at once: one dispatch at a time has the
- * pool, another runs its parts itself, one after another. */
-void acg__cpu_pool_run(cpu_pool *p, const cpu_kernel *k);
+ * pool, another runs its parts itself, one after another. With `split` set, says how it went
+ * there (reading the clock twice more). */
+void acg__cpu_pool_run(cpu_pool *p, const cpu_kernel *k, cpu_split *split);
 
 /* Streams: a worker thread draining a ring of ops. Submission is single-producer (the core
  * serializes calls on a stream). */

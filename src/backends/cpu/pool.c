@@ -193,13 +193,19 @@ void acg__cpu_pool_destroy(cpu_pool *p) {
     }
 }
 
-void acg__cpu_pool_run(cpu_pool *p, const cpu_kernel *k) {
+void acg__cpu_pool_run(cpu_pool *p, const cpu_kernel *k, cpu_split *split) {
     uint32_t n = p != NULL ? k->parts(k->args, k->global, p->threads) : 1;
+    if (split != NULL) {
+        *split = (cpu_split){1, 0};
+    }
     if (n <= 1) {
         k->fn(k->args, k->global);
         return;
     }
     n = n < p->threads ? n : p->threads;
+    if (split != NULL) {
+        split->parts = n;
+    }
     if (pthread_mutex_trylock(&p->busy) != 0) {
         /* Another stream's kernel has the pool: the same parts, on this worker alone. */
         for (uint32_t part = 0; part < n; part++) {
@@ -223,12 +229,16 @@ void acg__cpu_pool_run(cpu_pool *p, const cpu_kernel *k) {
     }
     run_parts(p, epoch);
     /* Parts claimed by pool threads are running: they end without waiting for anything. */
+    uint64_t t0 = split != NULL ? now_ns() : 0;
     for (uint32_t i = 0; atomic_load(&p->done) < n; i++) {
         if (i < POOL_WAIT_SPINS) {
             cpu_relax();
         } else {
             sched_yield();
         }
+    }
+    if (split != NULL) {
+        split->wait_ns = now_ns() - t0;
     }
     pthread_mutex_unlock(&p->busy);
 }

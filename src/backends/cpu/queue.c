@@ -6,7 +6,10 @@
  * CPU went idle costs ~200 µs on a virtual machine, while a decode step's launches come
  * microseconds apart and its steps tens of microseconds apart. A side polls with `pause` for
  * SPIN_NS, then keeps polling but gives up its core between polls (sched_yield: any runnable
- * thread goes first, and the CPU never idles) until POLL_NS, and only then sleeps. Sleeping uses
+ * thread goes first, and the CPU never idles) until POLL_NS, and only then sleeps. The one
+ * exception is a thread waiting for a stream of a device whose threads fill the machine's cores
+ * (acg__cpu_stream_wait): it polls only while waits have been short, since polling there takes
+ * a core from the kernels it waits for. Sleeping uses
  * the Dekker pattern with sequentially consistent atomics: a side publishes its progress, then
  * checks whether the other sleeps; the sleeper announces itself, then re-checks for progress under
  * the mutex the waker takes to signal. Every operation of that pattern is sequentially consistent.
@@ -21,6 +24,9 @@
 #define RING_SIZE 1024u /* ops; a power of two */
 #define SPIN_NS 2000u   /* polling with pause only */
 #define POLL_NS 2000000u /* polling, yielding the core between polls, before sleeping */
+/* Where the device's threads fill the cores: a wait short enough that the next one polls
+ * through it (acg__cpu_stream_wait) */
+#define SHORT_WAIT_NS 50000u
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -32,10 +38,11 @@ static uint64_t now_ns(void) {
 typedef struct poller {
     uint64_t start; /* when it began polling (0: not read yet) */
     uint32_t polls;
-    bool yielding; /* past SPIN_NS */
+    bool yielding;  /* past SPIN_NS */
+    uint64_t limit; /* how long it polls before it sleeps: POLL_NS, or SPIN_NS */
 } poller;
 
-/* One poll: false once the side has polled POLL_NS and should sleep. The clock is read every
+/* One poll: false once the side has polled p->limit and should sleep. The clock is read every
  * 64 polls; past SPIN_NS every poll yields the core, so a side that shares its core with the
  * one it waits for never holds it for long. */
 static bool keep_polling(poller *p) {
@@ -44,7 +51,7 @@ static bool keep_polling(poller *p) {
         if (p->start == 0) {
             p->start = now;
         }
-        if (now - p->start >= POLL_NS) {
+        if (now - p->start >= p->limit) {
             return false;
         }
         p->yielding = now - p->start >= SPIN_NS;
@@ -72,6 +79,7 @@ struct cpu_stream {
     char comm_why[256]; /* written by the worker before it stores the fault */
     _Alignas(64) _Atomic int worker_sleeping;
     _Atomic int waiters; /* threads sleeping until `done` advances */
+    _Atomic bool short_waits; /* the last wait took at most SHORT_WAIT_NS (see stream_wait) */
     _Atomic int stop;
     _Atomic uint32_t refs;
     pthread_mutex_t mu;
@@ -81,20 +89,39 @@ struct cpu_stream {
 };
 
 static void run_op(cpu_stream *s, const cpu_op *op);
+static void run_op_traced(cpu_stream *s, const cpu_op *op);
 
 /* A kernel whose definition offers parts goes to the device's pool, which decides whether the
  * launch is worth splitting; any other is one call. */
 static inline void run_kernel(cpu_pool *pool, const cpu_kernel *k) {
     if (k->parts != NULL && pool != NULL) {
-        acg__cpu_pool_run(pool, k);
+        acg__cpu_pool_run(pool, k, NULL);
     } else {
         k->fn(k->args, k->global);
     }
 }
 
+/* The same, saying how it was split (acg__cpu_pool_run), for traces. */
+static void run_kernel_split(cpu_pool *pool, const cpu_kernel *k, cpu_split *split) {
+    if (k->parts != NULL && pool != NULL) {
+        acg__cpu_pool_run(pool, k, split);
+    } else {
+        *split = (cpu_split){1, 0};
+        k->fn(k->args, k->global);
+    }
+}
+
+/* A replay; with stream tracing on, each of its ops is told as well, inside the replay's span,
+ * so a trace shows where a graph's time goes. */
 static void run_graph(cpu_stream *s, const cpu_graph *g) {
     cpu_pool *pool = s->dev->pool;
     const cpu_op *op = g->ops, *end = g->ops + g->n_ops;
+    if (acg__trace_on(ACG_TRACE_STREAM)) {
+        for (; op != end; op++) {
+            run_op_traced(s, op);
+        }
+        return;
+    }
     for (; op != end; op++) {
         if (op->kind == CPU_OP_KERNEL) {
             run_kernel(pool, &op->u.kernel);
@@ -177,14 +204,25 @@ static void wake_waiters(cpu_stream *s) {
  * timeline: a replay, or one eager op by what it is. What the event says is read before the op
  * runs: a wait drops its reference to the other stream, which may free it. */
 static void run_op_traced(cpu_stream *s, const cpu_op *op) {
-    acg_trace_arg args[1];
+    acg_trace_arg args[3];
     uint32_t n = 1;
     const char *name;
     switch (op->kind) {
-    case CPU_OP_KERNEL:
+    case CPU_OP_KERNEL: {
+        /* With how it was split: "parts" it ran in, and "wait_ns" its worker waited for the
+         * others' parts after its own. */
+        cpu_split split;
         name = op->u.kernel.name != NULL ? op->u.kernel.name : "kernel";
+        uint64_t t0 = acg__trace_now();
+        run_kernel_split(s->dev->pool, &op->u.kernel, &split);
+        uint64_t t1 = acg__trace_now();
         args[0] = (acg_trace_arg)ACG__TRACE_U("grid", op->u.kernel.global[0]);
-        break;
+        args[1] = (acg_trace_arg)ACG__TRACE_U("parts", split.parts);
+        args[2] = (acg_trace_arg)ACG__TRACE_U("wait_ns", split.wait_ns);
+        acg__trace_emit(ACG_TRACE_STREAM, ACG_TRACE_COMPLETE, name, t0, t1 - t0, s->trace_id, args,
+                        3);
+        return;
+    }
     case CPU_OP_COPY:
         name = "copy";
         args[0] = (acg_trace_arg)ACG__TRACE_U("bytes", op->u.copy.size);
@@ -255,7 +293,7 @@ static void *worker(void *arg) {
         if (atomic_load(&s->stop)) {
             break;
         }
-        poller pl = {0, 0, false};
+        poller pl = {0, 0, false, POLL_NS};
         bool polling = true;
         while (t == atomic_load_explicit(&s->head, memory_order_acquire) &&
                !atomic_load_explicit(&s->stop, memory_order_relaxed) &&
@@ -335,22 +373,38 @@ bool acg__cpu_stream_reached(const cpu_stream *s, uint64_t seq) {
 }
 
 void acg__cpu_stream_wait(cpu_stream *s, uint64_t seq) {
-    poller pl = {0, 0, false};
+    if (atomic_load_explicit(&s->done, memory_order_acquire) >= seq) {
+        return;
+    }
+    /* Where the device's threads fill the machine's cores, a waiter that polls takes the core
+     * of one of them (yielding does not give it back for long), so it polls only as long as
+     * waits on this stream have lately been short (a few kernels), and past that sleeps until
+     * the worker wakes it: a decode step's wait costs no core, a small graph's no wake-up. */
+    uint64_t limit = POLL_NS, t0 = 0;
+    if (s->dev->fills_cores) {
+        limit =
+            atomic_load_explicit(&s->short_waits, memory_order_relaxed) ? SHORT_WAIT_NS : SPIN_NS;
+        t0 = now_ns();
+    }
+    poller pl = {0, 0, false, limit};
     while (atomic_load_explicit(&s->done, memory_order_acquire) < seq) {
         if (!keep_polling(&pl)) {
             break;
         }
     }
-    if (atomic_load_explicit(&s->done, memory_order_acquire) >= seq) {
-        return;
+    if (atomic_load_explicit(&s->done, memory_order_acquire) < seq) {
+        pthread_mutex_lock(&s->mu);
+        atomic_fetch_add(&s->waiters, 1);
+        while (atomic_load(&s->done) < seq) {
+            pthread_cond_wait(&s->progress, &s->mu);
+        }
+        atomic_fetch_sub(&s->waiters, 1);
+        pthread_mutex_unlock(&s->mu);
     }
-    pthread_mutex_lock(&s->mu);
-    atomic_fetch_add(&s->waiters, 1);
-    while (atomic_load(&s->done) < seq) {
-        pthread_cond_wait(&s->progress, &s->mu);
+    if (t0 != 0) {
+        atomic_store_explicit(&s->short_waits, now_ns() - t0 <= SHORT_WAIT_NS,
+                              memory_order_relaxed);
     }
-    atomic_fetch_sub(&s->waiters, 1);
-    pthread_mutex_unlock(&s->mu);
 }
 
 cpu_op *acg__cpu_stream_reserve(cpu_stream *s) {
