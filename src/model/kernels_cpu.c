@@ -15,11 +15,13 @@
 
 /* ---- splitting over the cpu backend's threads ----------------------------------------------
  * A launch is split only when each part gets at least SPLIT_WORK multiply-adds (or like
- * operations): `acg bench split` puts the pool's hand-off at about 3 us of one thread's work on
- * a two-core machine, and a part should be several times that. Parts own whole output elements
- * (columns of a matmul, (token, head) pairs of attention, rows of sampling), so the partition
- * never changes how an element is computed. */
-#define SPLIT_WORK 65536.0
+ * operations), some 2-3 us of one thread's work: `acg bench split` has splitting pay from about
+ * 1.4 us of work a launch on a two-core machine, the pool's hand-off costing some 0.3 us (and
+ * `acg bench decode` shows a step's hand-off in all). Attention at batch 1 is the kernel this
+ * decides: a few thousand positions' worth of its operations take ~0.3 ns each. Parts own whole
+ * output elements (columns of a matmul, (token, head) pairs of attention, rows of sampling), so
+ * the partition never changes how an element is computed. */
+#define SPLIT_WORK 8192.0
 
 static uint32_t parts_for(double work, uint64_t units, uint32_t max_parts) {
     double by_work = work / SPLIT_WORK;
@@ -80,12 +82,19 @@ void acg__model_cpu_matmul_f32(const acg_cpu_arg *a, const uint32_t global[3]) {
     acg__simd()->matmul(a[0].p, a[1].p, a[2].p, n_in, n_out, n, 0, n_out);
 }
 
+/* A weight read from memory costs about as long as this many multiply-adds from registers: a
+ * core streams some 5 G floats a second and multiplies 16 lanes twice a cycle. At small batches
+ * a matmul's time is its weights' streaming, not its multiply-adds. */
+#define MATMUL_WEIGHT_WORK 16.0
+
 /* Parts own columns: each thread streams its share of the weight rows once. */
 uint32_t acg__model_cpu_matmul_f32_parts(const acg_cpu_arg *a, const uint32_t global[3],
                                          uint32_t max_parts) {
     (void)global;
     const uint32_t n_in = a[3].u32, n_out = a[4].u32, n = a[5].u32;
-    return parts_for((double)n_in * n_out * n, n_out / 16, max_parts);
+    double weights = (double)n_in * n_out, macs = weights * n;
+    double work = macs > weights * MATMUL_WEIGHT_WORK ? macs : weights * MATMUL_WEIGHT_WORK;
+    return parts_for(work, n_out / 16, max_parts);
 }
 
 void acg__model_cpu_matmul_f32_part(const acg_cpu_arg *a, const uint32_t global[3], uint32_t part,
