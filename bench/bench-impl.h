@@ -83,6 +83,11 @@ void bench_json_device(tool_json *j, const acg_device *dev);
 
 /* GB/s of reading `bytes` of host memory once, each thread its contiguous share. */
 double bench_read_bandwidth(size_t bytes, unsigned threads);
+/* GB/s of reading n_regions buffers of sizes[i] bytes (each allocated on its own, as a device
+ * buffer is) the way a decode step's matmuls read their weights at small batches: each thread
+ * streams its share of each buffer in turn, every thread on its own from buffer to buffer, the
+ * threads started once; the median of passes run back to back, as steps follow one another. */
+double bench_read_bandwidth_split(const size_t *sizes, size_t n_regions, unsigned threads);
 /* GFLOP/s of independent fused multiply-adds at the widest SIMD level the CPU has (named in
  * *level: "avx512", "avx2" or "scalar"), counting an FMA as two operations. */
 double bench_fma_peak(unsigned threads, const char **level);

@@ -8,8 +8,11 @@
  * first token, runs a few untimed decode steps, and then N timed ones. A timed step is one
  * acg_model_step of b rows of one token: admission, the attention plan, the uploads, the
  * forward (replayed or eager), sampling and the read-back of the tokens, which waits for the
- * device. The two models step alternately, the order swapping every step, so drift on a shared
- * machine hits both alike; every figure is a median. Every timed step is checked to be a pure
+ * device. The two models take turns of RUN_STEPS steps, the order swapping every turn, so drift
+ * on a shared machine hits both alike, while each steps back to back within its turn as a
+ * server steps its model: one step each in turn left every step to wake a device whose threads
+ * slept through the other model's step, which no engine serving one model pays. Every figure is
+ * a median. Every timed step is checked to be a pure
  * decode step of b rows, and afterwards both models must have generated the same tokens.
  *
  * acg_step_report splits each step into phases (admission, the attention plan, uploads, queuing
@@ -37,6 +40,7 @@
 #include "tool_trace.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,7 +53,9 @@ const char bench_decode_usage[] =
 
 #define PROMPT_LEN 4u   /* tokens of every request's prompt */
 #define WARMUP_STEPS 3u /* untimed decode steps before the timed ones */
+#define RUN_STEPS 8u    /* timed steps a model runs back to back before the other's turn */
 #define SPARE_TOKENS 1u /* no request finishes during the timed steps */
+#define PROFILE_STEPS 16u /* traced graph steps after the timed ones: where a step's time goes */
 /* More new tokens a request may need, seq_len permitting: while the last prompts are read in
  * chunks, the requests already decoding sample a token per step. */
 #define PREFILL_ALLOWANCE 64u
@@ -60,6 +66,7 @@ const char bench_decode_usage[] =
 #define MIN_STEP_TOKENS 64u
 #define BATCH_LIST_MAX 256u /* characters of a --batch list */
 #define MAX_TP 64u          /* a device group's limit */
+#define MAX_MATRICES 1024u  /* weight matrices the read bandwidth loop reads (7 a layer + 1) */
 
 static const uint32_t default_batches[] = {1, 8, 32};
 
@@ -72,6 +79,21 @@ static const char *const mode_names[N_MODES] = {"graphs off", "graphs on"};
 enum { ADMIT, PLAN, UPLOAD, LAUNCH, WAIT, RETIRE, N_PHASES };
 static const char *const phase_names[N_PHASES] = {"admit",  "plan", "upload",
                                                   "launch", "wait", "retire"};
+
+/* Where a traced graph step's time goes on the device, by what its stream ran: the model's
+ * matmuls, its attention, its other kernels, and copies (and fills). */
+enum { K_MATMUL, K_ATTENTION, K_OTHER, K_COPY, N_KINDS };
+static const char *const kind_names[N_KINDS] = {"matmul", "attention", "other", "copies"};
+/* Besides the kinds, per step: the replays' spans, the hand-off (the stream worker's wait after
+ * its own parts of split kernels for the pool's), split launches and all launches. */
+enum { P_REPLAY = N_KINDS, P_HANDOFF, P_SPLIT, P_KERNELS, N_PROFILE };
+
+/* What the trace hook adds up while `on`, from the stream workers; the bench takes the sums
+ * after each traced step (which has then ended on the device: its tokens were read back). */
+typedef struct step_profile {
+    _Atomic int on;
+    _Atomic uint64_t sum[N_PROFILE];
+} step_profile;
 
 typedef struct decode_config {
     bench_common common; /* --backend, --json */
@@ -93,6 +115,8 @@ typedef struct decode_result {
     double capture_ms;          /* its capture time at creation */
     double phase_us[N_MODES][N_PHASES]; /* median of each phase */
     double allreduce_us; /* median time of a step's allreduces alone; NaN with one rank */
+    bool profiled;       /* the device timed the traced steps' streams */
+    double profile[N_PROFILE]; /* medians over them: us, but P_SPLIT and P_KERNELS counts */
 } decode_result;
 
 typedef struct decode_bench {
@@ -115,17 +139,24 @@ typedef struct decode_bench {
     double weight_bytes;                 /* read by one step's matmuls, norms and classifier */
     double flops_per_token;              /* of one token's matmuls (2 per multiply-add) */
     unsigned threads;                    /* host threads of the machine measurements */
-    double read_gbs;                     /* host read bandwidth over weight_bytes */
+    double read_gbs;                     /* the better of the two below: the step's limit */
+    double read_flat_gbs;                /* one buffer of weight_bytes, read once */
+    double read_split_gbs;               /* the step's matrices, as its matmuls read them */
     double peak_gflops;                  /* host FMA peak */
     const char *peak_level;
     int32_t prompt[PROMPT_LEN];
     uint32_t max_new; /* max_new_tokens of every request */
+    step_profile profile;
+    double profile_steps[N_PROFILE][PROFILE_STEPS];
+    const tool_trace *trace; /* --trace's, which tells profile_observe too; else NULL */
     decode_result results[MAX_BATCH_SIZES];
 } decode_bench;
 
 /* New tokens a request needs when it starts decoding together with all the others: its first
- * from the prompt, the warm-up and the timed steps, and a spare. */
-static uint32_t needed_tokens(uint32_t steps) { return 1 + WARMUP_STEPS + steps + SPARE_TOKENS; }
+ * from the prompt, the warm-up, the timed and the traced steps, and a spare. */
+static uint32_t needed_tokens(uint32_t steps) {
+    return 1 + WARMUP_STEPS + steps + PROFILE_STEPS + SPARE_TOKENS;
+}
 
 /* ---- one model ------------------------------------------------------------------------------- */
 
@@ -295,11 +326,14 @@ static int measure(decode_bench *b, uint32_t batch, decode_result *res) {
             rc = decode_step(b, m, batch, NULL, NULL, NULL, 0, NULL);
         }
     }
-    for (uint32_t s = 0; s < b->cfg->steps && rc == TOOL_EXIT_OK; s++) {
+    for (uint32_t s0 = 0; s0 < b->cfg->steps && rc == TOOL_EXIT_OK; s0 += RUN_STEPS) {
+        uint32_t s1 = s0 + RUN_STEPS < b->cfg->steps ? s0 + RUN_STEPS : b->cfg->steps;
         for (int i = 0; i < N_MODES && rc == TOOL_EXIT_OK; i++) {
-            int m = (int)((s + (uint32_t)i) % N_MODES);
-            rc = decode_step(b, m, batch, &b->step_ns[m][s], &b->submit_ns[m][s], b->phase_ns[m], s,
-                             &res->replayed[m]);
+            int m = (int)((s0 / RUN_STEPS + (uint32_t)i) % N_MODES);
+            for (uint32_t s = s0; s < s1 && rc == TOOL_EXIT_OK; s++) {
+                rc = decode_step(b, m, batch, &b->step_ns[m][s], &b->submit_ns[m][s],
+                                 b->phase_ns[m], s, &res->replayed[m]);
+            }
         }
     }
     if (rc == TOOL_EXIT_OK) {
@@ -350,6 +384,85 @@ static int measure_allreduce(decode_bench *b, uint32_t batch, decode_result *res
     return TOOL_EXIT_OK;
 }
 
+static const acg_trace_arg *event_arg(const acg_trace_event *e, const char *key) {
+    for (uint32_t i = 0; i < e->n_args; i++) {
+        if (strcmp(e->args[i].key, key) == 0 && e->args[i].type == ACG_TRACE_ARG_UINT) {
+            return &e->args[i];
+        }
+    }
+    return NULL;
+}
+
+/* The trace hook's observer (tool_trace.h): stream entries, by kind. A kernel says how it was
+ * split ("parts", "wait_ns"); the model's matmuls and attention go by their kernels' names. */
+static void profile_observe(const acg_trace_event *e, void *user) {
+    step_profile *p = user;
+    if (!atomic_load_explicit(&p->on, memory_order_relaxed) || e->category != ACG_TRACE_STREAM ||
+        e->phase != ACG_TRACE_COMPLETE) {
+        return;
+    }
+    const acg_trace_arg *parts = event_arg(e, "parts"), *wait = event_arg(e, "wait_ns");
+    int k;
+    if (strcmp(e->name, "replay") == 0) {
+        k = P_REPLAY;
+    } else if (parts != NULL) {
+        k = strcmp(e->name, "matmul_f32") == 0      ? K_MATMUL
+            : strcmp(e->name, "attention_f32") == 0 ? K_ATTENTION
+                                                    : K_OTHER;
+        atomic_fetch_add(&p->sum[P_KERNELS], 1);
+        atomic_fetch_add(&p->sum[P_SPLIT], parts->value.u > 1);
+        atomic_fetch_add(&p->sum[P_HANDOFF], wait != NULL ? wait->value.u : 0);
+    } else if (strcmp(e->name, "copy") == 0 || strcmp(e->name, "fill") == 0) {
+        k = K_COPY;
+    } else {
+        k = K_OTHER;
+    }
+    atomic_fetch_add(&p->sum[k], e->dur_ns);
+}
+
+/* PROFILE_STEPS more graph steps with the hook told what the device's streams ran (a trace of
+ * the bench's own unless --trace installed one), each step's sums taken after it; medians.
+ * Not timed with the others: the hook costs its share. A device whose streams are not timed
+ * tells nothing, and the batch says it was not profiled. */
+static int profile_steps(decode_bench *b, uint32_t batch, decode_result *res) {
+    tool_trace *own = NULL;
+    int rc = TOOL_EXIT_OK;
+    if (b->trace == NULL) {
+        tool_trace_options o = {.path = NULL,
+                                .process = "acg bench decode",
+                                .pid = (int64_t)getpid(),
+                                .observe = profile_observe,
+                                .user = &b->profile,
+                                .observe_categories = ACG_TRACE_STREAM};
+        rc = tool_trace_open(&o, &own);
+        if (rc == TOOL_EXIT_OK) {
+            rc = tool_trace_start(own);
+        }
+    }
+    for (int k = 0; k < N_PROFILE; k++) {
+        atomic_store(&b->profile.sum[k], 0);
+    }
+    atomic_store(&b->profile.on, 1);
+    uint64_t seen = 0;
+    for (uint32_t s = 0; s < PROFILE_STEPS && rc == TOOL_EXIT_OK; s++) {
+        rc = decode_step(b, GRAPH, batch, NULL, NULL, NULL, 0, NULL);
+        for (int k = 0; k < N_PROFILE; k++) {
+            uint64_t v = atomic_exchange(&b->profile.sum[k], 0);
+            seen += v;
+            b->profile_steps[k][s] = k == P_SPLIT || k == P_KERNELS ? (double)v : (double)v / 1e3;
+        }
+    }
+    atomic_store(&b->profile.on, 0);
+    rc = tool_trace_finish(own, rc);
+    if (rc == TOOL_EXIT_OK) {
+        res->profiled = seen > 0;
+        for (int k = 0; k < N_PROFILE; k++) {
+            res->profile[k] = tool_median(b->profile_steps[k], PROFILE_STEPS);
+        }
+    }
+    return rc;
+}
+
 static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
     memset(res, 0, sizeof *res);
     res->batch = batch;
@@ -370,6 +483,9 @@ static int run_batch(decode_bench *b, uint32_t batch, decode_result *res) {
     }
     if (rc == TOOL_EXIT_OK) {
         rc = measure(b, batch, res);
+    }
+    if (rc == TOOL_EXIT_OK) {
+        rc = profile_steps(b, batch, res);
     }
 
     /* Teardown failures after a good run are failures too: they are library bugs. */
@@ -423,6 +539,8 @@ static int report_json(const decode_bench *b, double seconds) {
     tool_json_number(&j, "flops_per_token", b->flops_per_token);
     tool_json_uint(&j, "host_threads", b->threads);
     tool_json_number(&j, "host_read_gbs", b->read_gbs);
+    tool_json_number(&j, "host_read_flat_gbs", b->read_flat_gbs);
+    tool_json_number(&j, "host_read_matrices_gbs", b->read_split_gbs);
     tool_json_number(&j, "host_fma_peak_gflops", b->peak_gflops);
     tool_json_string(&j, "host_fma_level", b->peak_level);
     tool_json_array_begin(&j, "results");
@@ -452,6 +570,20 @@ static int report_json(const decode_bench *b, double seconds) {
             }
             tool_json_object_end(&j);
         }
+        if (r->profiled) {
+            tool_json_object_begin(&j, "graph_step_device_us");
+            tool_json_uint(&j, "steps", PROFILE_STEPS);
+            tool_json_number(&j, "replay", r->profile[P_REPLAY]);
+            for (int k = 0; k < N_KINDS; k++) {
+                tool_json_number(&j, kind_names[k], r->profile[k]);
+            }
+            tool_json_number(&j, "handoff", r->profile[P_HANDOFF]);
+            tool_json_number(&j, "split_launches", r->profile[P_SPLIT]);
+            tool_json_number(&j, "launches", r->profile[P_KERNELS]);
+            tool_json_object_end(&j);
+        } else {
+            tool_json_null(&j, "graph_step_device_us");
+        }
         tool_json_bool(&j, "tokens_match", true);
         tool_json_object_end(&j);
     }
@@ -473,8 +605,8 @@ static void report_table(const decode_bench *b, double seconds) {
                (unsigned long long)cfg->tp);
     }
     printf("per batch size b: b greedy requests of a %u-token prompt; %u timed decode steps with\n"
-           "graphs off and on, interleaved, after %u warm-up steps; %.1f s\n\n",
-           PROMPT_LEN, cfg->steps, WARMUP_STEPS, seconds);
+           "graphs off and on, in turns of %u, after %u warm-up steps; %.1f s\n\n",
+           PROMPT_LEN, cfg->steps, RUN_STEPS, WARMUP_STEPS, seconds);
     /* The last column, a step's allreduces, only where there are any. */
     static const char *const headers[] = {
         "batch",           "eager step us", "graph step us", "ratio",          "eager submit us",
@@ -498,8 +630,10 @@ static void report_table(const decode_bench *b, double seconds) {
         }
     }
     printf("\nthe graph step against the machine (measured now, %u host threads): weights %.1f MiB "
-           "a step,\nhost read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s (%s)\n",
-           b->threads, b->weight_bytes / 1048576.0, b->read_gbs, b->peak_gflops, b->peak_level);
+           "a step,\nhost read bandwidth %.1f GB/s (one buffer %.1f, the step's matrices as its "
+           "matmuls read them %.1f),\nFMA peak %.1f GFLOP/s (%s)\n",
+           b->threads, b->weight_bytes / 1048576.0, b->read_gbs, b->read_flat_gbs,
+           b->read_split_gbs, b->peak_gflops, b->peak_level);
     if (cfg->tp > 1) {
         printf("(rank 0's share, on its share of the cores: a rank reads its part of each "
                "layer, and the\nwhole classifier)\n");
@@ -531,6 +665,35 @@ static void report_table(const decode_bench *b, double seconds) {
             }
         }
     }
+    bool any = false;
+    for (size_t i = 0; i < cfg->n_batch; i++) {
+        any = any || b->results[i].profiled;
+    }
+    if (any) {
+        printf("\nwhere a graph step's time goes on the device (median us per step, %u traced "
+               "steps):\n",
+               PROFILE_STEPS);
+        static const char *const kheaders[] = {"batch", "replay", "matmul",   "attention",
+                                               "other", "copies", "hand-off", "split/launches"};
+        static const int kwidths[] = {5, 8, 8, 9, 8, 8, 8, 14};
+        tool_table_begin(&t, stdout, 8, kwidths, kheaders);
+        for (size_t i = 0; i < cfg->n_batch; i++) {
+            const decode_result *r = &b->results[i];
+            if (!r->profiled) {
+                continue;
+            }
+            tool_table_cell(&t, "%u", r->batch);
+            tool_table_cell(&t, "%.1f", r->profile[P_REPLAY]);
+            for (int k = 0; k < N_KINDS; k++) {
+                tool_table_cell(&t, "%.1f", r->profile[k]);
+            }
+            tool_table_cell(&t, "%.1f", r->profile[P_HANDOFF]);
+            tool_table_cell(&t, "%.0f/%.0f", r->profile[P_SPLIT], r->profile[P_KERNELS]);
+        }
+    } else {
+        printf("\nwhere a graph step's time goes on the device: not told (this backend does not "
+               "time its streams)\n");
+    }
     printf("\nmedians over the steps; a step is one acg_model_step of b rows of one token:\n"
            "plan, uploads, forward, sampling and the wait for its tokens\n");
     printf("ratio = eager / graph (above 1: the graph is faster); submit = host time to admit,\n"
@@ -546,6 +709,14 @@ static void report_table(const decode_bench *b, double seconds) {
                "a split step also\nagrees with the other ranks on what it runs (in admit)\n",
                b->mc->n_layers, b->mc->dim, b->mc->vocab_size);
     }
+    if (any) {
+        printf("device time: what the step's stream ran, told by the trace hook (not among the "
+               "timed steps,\nwhich it would slow): replay = the graph's whole replay; matmul, "
+               "attention = those kernels;\nother = the other kernels; copies = copies and "
+               "fills; hand-off = the stream worker's wait,\nafter its own parts of split "
+               "kernels, for the pool's (included in the kernels' times);\nsplit/launches = "
+               "kernels split over the pool / all kernels run\n");
+    }
     printf("checked: every timed step decoded b rows; graphs on and off generated the same "
            "tokens\n");
 }
@@ -557,7 +728,14 @@ static void report_table(const decode_bench *b, double seconds) {
  * tile of batch rows), the norms' weights and one embedding row per token, which is left out.
  * Split over N ranks, a rank reads its share of each layer's matrices and of the classifier, and
  * every norm (model.h), on its share of the host's cores (mpirun binds each rank to cores
- * of its own where there are enough): the figures are then rank 0's, on cores / N threads. */
+ * of its own where there are enough): the figures are then rank 0's, on cores / N threads.
+ *
+ * The read bandwidth is the better of two loops on the threads a step computes on (the device's
+ * host_threads, else the cores): one buffer as large as the weights read once in contiguous
+ * shares, and the step's own matrices, each its own buffer, every thread streaming its share of
+ * one after another, passes back to back (bench_read_bandwidth_split), which is how the matmuls
+ * read them at small batches. The limit a step is read against is then what a plain loop
+ * reaches on this machine with the step's weights and threads. */
 static void measure_machine(decode_bench *b) {
     const acg_model_config *c = b->mc;
     double dim = c->dim, hidden = c->hidden_dim,
@@ -566,9 +744,25 @@ static void measure_machine(decode_bench *b) {
     double matmul_params = (c->n_layers * per_layer + dim * c->vocab_size) / ranks;
     b->weight_bytes = 4.0 * (matmul_params + (2.0 * c->n_layers + 1) * dim);
     b->flops_per_token = 2.0 * matmul_params;
+    const acg_capability *cap = acg_device_get_capability(b->dev);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN) / (long)b->cfg->tp;
+    if (cap != NULL && cap->host_threads > 0 && (long)cap->host_threads < cpus) {
+        cpus = (long)cap->host_threads; /* fewer threads than cores: cpu:0?threads=N */
+    }
     b->threads = cpus < 1 ? 1 : cpus > BENCH_MAX_THREADS ? BENCH_MAX_THREADS : (unsigned)cpus;
-    b->read_gbs = bench_read_bandwidth((size_t)b->weight_bytes, b->threads);
+    size_t sizes[MAX_MATRICES];
+    size_t n = 0;
+    const double layer[] = {dim * dim,    dim * kv_dim, dim * kv_dim, dim * dim,
+                            dim * hidden, dim * hidden, dim * hidden};
+    for (int l = 0; l < c->n_layers && n + 7 < MAX_MATRICES; l++) {
+        for (size_t k = 0; k < 7; k++) {
+            sizes[n++] = (size_t)(4.0 * layer[k] / ranks);
+        }
+    }
+    sizes[n++] = (size_t)(4.0 * dim * c->vocab_size / ranks);
+    b->read_flat_gbs = bench_read_bandwidth((size_t)b->weight_bytes, b->threads);
+    b->read_split_gbs = bench_read_bandwidth_split(sizes, n, b->threads);
+    b->read_gbs = fmax(b->read_flat_gbs, b->read_split_gbs);
     b->peak_gflops = bench_fma_peak(b->threads, &b->peak_level);
 }
 
@@ -684,13 +878,13 @@ static int run_joined(decode_bench *b) {
         rc = bench_ranks_failf(&b->ranks, "bench decode", "out of host memory");
         goto out_free_host;
     }
+    if ((rc = open_device(b)) != TOOL_EXIT_OK) {
+        goto out_free_host;
+    }
     /* Only the rank that prints measures the machine, alone: the others wait for it in the
      * first collective, which naps (acg_mpi.h) and leaves it the cores. */
     if (bench_ranks_prints(&b->ranks)) {
         measure_machine(b);
-    }
-    if ((rc = open_device(b)) != TOOL_EXIT_OK) {
-        goto out_free_host;
     }
     if (b->ranks.comm != NULL) {
         rc = open_group(b, max_batch);
@@ -742,8 +936,14 @@ static int run(const decode_config *cfg) {
             snprintf(process, sizeof process, "acg bench decode (rank %ld)", (long)b.ranks.rank);
             file = path;
         }
-        tool_trace_options o = {.path = file, .process = process, .pid = (int64_t)getpid()};
+        tool_trace_options o = {.path = file,
+                                .process = process,
+                                .pid = (int64_t)getpid(),
+                                .observe = profile_observe,
+                                .user = &b.profile,
+                                .observe_categories = ACG_TRACE_STREAM};
         rc = tool_trace_open(&o, &trace);
+        b.trace = trace;
         if (rc == TOOL_EXIT_OK) {
             rc = tool_trace_start(trace);
         }

@@ -6,7 +6,10 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct machine_job {
     const uint64_t *words;
@@ -42,7 +45,48 @@ __attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *w, siz
     _mm256_storeu_si256((__m256i *)v, a0);
     return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
+
+/* The same with 512-bit loads, one a cache line. */
+__attribute__((target("avx512f"))) static uint64_t read_avx512(const uint64_t *w, size_t n) {
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_add_epi64(a0, _mm512_loadu_si512((const void *)(w + i)));
+        a1 = _mm512_add_epi64(a1, _mm512_loadu_si512((const void *)(w + i + 8)));
+        a2 = _mm512_add_epi64(a2, _mm512_loadu_si512((const void *)(w + i + 16)));
+        a3 = _mm512_add_epi64(a3, _mm512_loadu_si512((const void *)(w + i + 24)));
+    }
+    uint64_t r = 0;
+    for (; i < n; i++) {
+        r += w[i];
+    }
+    a0 = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
+    return r + (uint64_t)_mm512_reduce_add_epi64(a0);
+}
 #endif
+
+/* Sums n words with the widest loads the CPU has. */
+static uint64_t read_words(const uint64_t *w, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) {
+        return read_avx512(w, n);
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        return read_avx2(w, n, 1);
+    }
+#endif
+    uint64_t a[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int k = 0; k < 8; k++) {
+            a[k] += w[i + (size_t)k];
+        }
+    }
+    for (; i < n; i++) {
+        a[0] += w[i];
+    }
+    return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+}
 
 /* Eight independent sums of 64-bit words where AVX2 is missing. */
 static void *read_job(void *p) {
@@ -118,6 +162,128 @@ double bench_read_bandwidth(size_t bytes, unsigned threads) {
     best = tool_median(runs, 5);
     free(words);
     return best;
+}
+
+/* ---- the same weights, read as a split matmul reads them ------------------------------------ */
+
+#define SPLIT_WARMUP 3
+#define SPLIT_PASSES 21
+
+typedef struct split_read {
+    uint64_t **bufs;
+    const size_t *words; /* (n) words of each buffer */
+    size_t n;
+    unsigned threads;
+    _Atomic unsigned arrived, gen; /* the barrier between passes */
+    _Atomic int go;                /* 1: every thread started; -1: one did not, all leave */
+    uint64_t sink[BENCH_MAX_THREADS];
+} split_read;
+
+typedef struct split_job {
+    split_read *r;
+    unsigned id;
+} split_job;
+
+static inline void relax(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* All threads meet here; a waiter polls, giving its core up now and then. */
+static void split_barrier(split_read *r) {
+    unsigned gen = atomic_load(&r->gen);
+    if (atomic_fetch_add(&r->arrived, 1) + 1 == r->threads) {
+        atomic_store(&r->arrived, 0);
+        atomic_fetch_add(&r->gen, 1);
+        return;
+    }
+    for (unsigned i = 1; atomic_load(&r->gen) == gen; i++) {
+        if (i % 1024 == 0) {
+            sched_yield();
+        } else {
+            relax();
+        }
+    }
+}
+
+/* Thread id's share of every buffer, one buffer after another (shares start on cache lines). */
+static void split_pass(split_read *r, unsigned id) {
+    uint64_t acc = 0;
+    for (size_t b = 0; b < r->n; b++) {
+        size_t n = r->words[b];
+        size_t lo = n * id / r->threads / 8 * 8;
+        size_t hi = id + 1 == r->threads ? n : n * (id + 1) / r->threads / 8 * 8;
+        acc += read_words(r->bufs[b] + lo, hi - lo);
+    }
+    r->sink[id] += acc;
+}
+
+static void *split_thread(void *p) {
+    split_job *j = p;
+    int go;
+    while ((go = atomic_load(&j->r->go)) == 0) { /* until every thread started, or one failed */
+        relax();
+    }
+    for (int pass = 0; go > 0 && pass < SPLIT_WARMUP + SPLIT_PASSES; pass++) {
+        split_barrier(j->r);
+        split_pass(j->r, j->id);
+        split_barrier(j->r);
+    }
+    return NULL;
+}
+
+double bench_read_bandwidth_split(const size_t *sizes, size_t n_regions, unsigned threads) {
+    threads = threads < 1 ? 1 : threads > BENCH_MAX_THREADS ? BENCH_MAX_THREADS : threads;
+    split_read r;
+    memset(&r, 0, sizeof r);
+    size_t *words = calloc(n_regions ? n_regions : 1, sizeof *words);
+    r.bufs = calloc(n_regions ? n_regions : 1, sizeof *r.bufs);
+    double result = NAN, total = 0;
+    bool ok = words != NULL && r.bufs != NULL && n_regions > 0;
+    for (size_t b = 0; ok && b < n_regions; b++) {
+        words[b] = sizes[b] / sizeof(uint64_t);
+        ok = words[b] > 0 && posix_memalign((void **)&r.bufs[b], 64, words[b] * 8) == 0;
+        for (size_t i = 0; ok && i < words[b]; i++) { /* touch every page */
+            r.bufs[b][i] = i * 0x9E3779B97F4A7C15ull;
+        }
+        total += (double)words[b] * 8;
+    }
+    r.words = words;
+    r.n = n_regions;
+    r.threads = threads;
+    pthread_t t[BENCH_MAX_THREADS];
+    split_job job[BENCH_MAX_THREADS];
+    unsigned started = 0;
+    for (unsigned i = 1; ok && i < threads; i++) {
+        job[i] = (split_job){&r, i};
+        ok = pthread_create(&t[i], NULL, split_thread, &job[i]) == 0;
+        started += ok;
+    }
+    atomic_store(&r.go, ok ? 1 : -1);
+    if (ok) {
+        double runs[SPLIT_PASSES];
+        for (int pass = 0; pass < SPLIT_WARMUP + SPLIT_PASSES; pass++) {
+            split_barrier(&r);
+            uint64_t t0 = tool_now_ns();
+            split_pass(&r, 0);
+            split_barrier(&r);
+            uint64_t t1 = tool_now_ns();
+            if (pass >= SPLIT_WARMUP) {
+                runs[pass - SPLIT_WARMUP] = total / (double)(t1 - t0); /* bytes per ns = GB/s */
+            }
+        }
+        result = tool_median(runs, SPLIT_PASSES);
+    }
+    for (unsigned i = 1; i <= started; i++) {
+        pthread_join(t[i], NULL);
+    }
+    for (size_t b = 0; r.bufs != NULL && b < n_regions; b++) {
+        free(r.bufs[b]);
+    }
+    free(r.bufs);
+    free(words);
+    return result;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
