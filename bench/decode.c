@@ -66,7 +66,6 @@ const char bench_decode_usage[] =
 #define MIN_STEP_TOKENS 64u
 #define BATCH_LIST_MAX 256u /* characters of a --batch list */
 #define MAX_TP 64u          /* a device group's limit */
-#define MAX_MATRICES 1024u  /* weight matrices the read bandwidth loop reads (7 a layer + 1) */
 
 static const uint32_t default_batches[] = {1, 8, 32};
 
@@ -81,9 +80,10 @@ static const char *const phase_names[N_PHASES] = {"admit",  "plan", "upload",
                                                   "launch", "wait", "retire"};
 
 /* Where a traced graph step's time goes on the device, by what its stream ran: the model's
- * matmuls, its attention, its other kernels, and copies (and fills). */
-enum { K_MATMUL, K_ATTENTION, K_OTHER, K_COPY, N_KINDS };
-static const char *const kind_names[N_KINDS] = {"matmul", "attention", "other", "copies"};
+ * matmuls, its attention, its other kernels, copies (and fills), and the rest: waits for other
+ * streams, host functions and allreduces. */
+enum { K_MATMUL, K_ATTENTION, K_OTHER, K_COPY, K_WAITS, N_KINDS };
+static const char *const kind_names[N_KINDS] = {"matmul", "attention", "other", "copies", "waits"};
 /* Besides the kinds, per step: the replays' spans, the hand-off (the stream worker's wait after
  * its own parts of split kernels for the pool's), split launches and all launches. */
 enum { P_REPLAY = N_KINDS, P_HANDOFF, P_SPLIT, P_KERNELS, N_PROFILE };
@@ -222,9 +222,9 @@ static int prefill(decode_bench *b, int mode, uint32_t batch) {
                 &b->ranks, "bench decode: too many steps",
                 "%s, batch %u: after %u steps reading the prompts the leading "
                 "request has %u of its %u new tokens left (seq_len %d), fewer than "
-                "%u warm-up and %u timed decode steps need",
+                "%u warm-up, %u timed and %u traced decode steps need",
                 mode_names[mode], batch, s, b->max_new - lead, b->max_new, b->mc->seq_len,
-                WARMUP_STEPS, b->cfg->steps);
+                WARMUP_STEPS, b->cfg->steps, PROFILE_STEPS);
         }
         if (decoding == batch) {
             return TOOL_EXIT_OK;
@@ -415,7 +415,7 @@ static void profile_observe(const acg_trace_event *e, void *user) {
     } else if (strcmp(e->name, "copy") == 0 || strcmp(e->name, "fill") == 0) {
         k = K_COPY;
     } else {
-        k = K_OTHER;
+        k = K_WAITS; /* a wait for another stream, a host function, an allreduce */
     }
     atomic_fetch_add(&p->sum[k], e->dur_ns);
 }
@@ -673,10 +673,11 @@ static void report_table(const decode_bench *b, double seconds) {
         printf("\nwhere a graph step's time goes on the device (median us per step, %u traced "
                "steps):\n",
                PROFILE_STEPS);
-        static const char *const kheaders[] = {"batch", "replay", "matmul",   "attention",
-                                               "other", "copies", "hand-off", "split/launches"};
-        static const int kwidths[] = {5, 8, 8, 9, 8, 8, 8, 14};
-        tool_table_begin(&t, stdout, 8, kwidths, kheaders);
+        static const char *const kheaders[] = {"batch",     "replay",   "matmul",
+                                               "attention", "other",    "copies",
+                                               "waits",     "hand-off", "split/launches"};
+        static const int kwidths[] = {5, 8, 8, 9, 8, 8, 8, 8, 14};
+        tool_table_begin(&t, stdout, 9, kwidths, kheaders);
         for (size_t i = 0; i < cfg->n_batch; i++) {
             const decode_result *r = &b->results[i];
             if (!r->profiled) {
@@ -713,9 +714,10 @@ static void report_table(const decode_bench *b, double seconds) {
         printf("device time: what the step's stream ran, told by the trace hook (not among the "
                "timed steps,\nwhich it would slow): replay = the graph's whole replay; matmul, "
                "attention = those kernels;\nother = the other kernels; copies = copies and "
-               "fills; hand-off = the stream worker's wait,\nafter its own parts of split "
-               "kernels, for the pool's (included in the kernels' times);\nsplit/launches = "
-               "kernels split over the pool / all kernels run\n");
+               "fills; waits = waits for other streams,\nhost functions and allreduces; "
+               "hand-off = the stream worker's wait, after its own parts of\nsplit kernels, for "
+               "the pool's (included in the kernels' times); split/launches = kernels\nrun on "
+               "more than one thread / all kernels run\n");
     }
     printf("checked: every timed step decoded b rows; graphs on and off generated the same "
            "tokens\n");
@@ -750,18 +752,20 @@ static void measure_machine(decode_bench *b) {
         cpus = (long)cap->host_threads; /* fewer threads than cores: cpu:0?threads=N */
     }
     b->threads = cpus < 1 ? 1 : cpus > BENCH_MAX_THREADS ? BENCH_MAX_THREADS : (unsigned)cpus;
-    size_t sizes[MAX_MATRICES];
-    size_t n = 0;
     const double layer[] = {dim * dim,    dim * kv_dim, dim * kv_dim, dim * dim,
                             dim * hidden, dim * hidden, dim * hidden};
-    for (int l = 0; l < c->n_layers && n + 7 < MAX_MATRICES; l++) {
+    size_t n = 0, *sizes = malloc(((size_t)c->n_layers * 7 + 1) * sizeof *sizes);
+    for (int l = 0; sizes != NULL && l < c->n_layers; l++) {
         for (size_t k = 0; k < 7; k++) {
             sizes[n++] = (size_t)(4.0 * layer[k] / ranks);
         }
     }
-    sizes[n++] = (size_t)(4.0 * dim * c->vocab_size / ranks);
+    if (sizes != NULL) {
+        sizes[n++] = (size_t)(4.0 * dim * c->vocab_size / ranks);
+    }
     b->read_flat_gbs = bench_read_bandwidth((size_t)b->weight_bytes, b->threads);
-    b->read_split_gbs = bench_read_bandwidth_split(sizes, n, b->threads);
+    b->read_split_gbs = sizes != NULL ? bench_read_bandwidth_split(sizes, n, b->threads) : NAN;
+    free(sizes);
     b->read_gbs = fmax(b->read_flat_gbs, b->read_split_gbs);
     b->peak_gflops = bench_fma_peak(b->threads, &b->peak_level);
 }

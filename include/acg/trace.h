@@ -16,10 +16,12 @@
  * - ACG_TRACE_STREAM ("stream"): where a backend can time them, the entries a stream ran, on the
  *   stream's own timeline: a replay or one eager op (a kernel by its name, a copy, a fill, a
  *   wait for another stream, a host function, an allreduce). The cpu backend times them on its
- *   worker threads, tells each op of a replay too, inside the replay's span, and says of each
- *   kernel how it was split ("parts"; "wait_ns", the time its worker waited after its own parts
- *   for the pool's: the hand-off and the parts' imbalance); opencl, cuda and level_zero do not
- *   time streams yet.
+ *   worker threads, tells each op of a replay too, inside the replay's span (so a hook that
+ *   adds up a stream's spans counts a replay and its ops: tell them apart by name; and a
+ *   traced replay costs a hook call per op), and says of each kernel how it was split ("parts"
+ *   it ran in on more than one thread, else 1; "wait_ns", the time its worker waited after its
+ *   own parts for the pool's: the hand-off and the parts' imbalance); opencl, cuda and
+ *   level_zero do not time streams yet.
  *
  * Off by default, and then costing nothing: each place that could emit an event reads one word
  * (a relaxed atomic load) and branches on it. With a hook installed each event is one call of

@@ -115,9 +115,10 @@ const char *acg__cpu_group_why(cpu_group *g);
  * every stream. */
 acg_status acg__cpu_pool_create(uint32_t threads, cpu_pool **out);
 void acg__cpu_pool_destroy(cpu_pool *p);
-/* How a launch was split, for traces: the parts it ran in (1: whole), and how long the
- * submitting worker waited, after its own parts, for those other threads were still running
- * (the hand-off and the imbalance between parts). */
+/* How a launch was split, for traces: the parts it ran in over the pool (1: whole, or all on
+ * the submitting worker when another stream had the pool), and how long the worker waited,
+ * after its own parts, for those other threads were still running (the hand-off and the
+ * imbalance between parts). */
 typedef struct cpu_split {
     uint32_t parts;
     uint64_t wait_ns;

@@ -207,7 +207,11 @@ void acg__cpu_pool_run(cpu_pool *p, const cpu_kernel *k, cpu_split *split) {
         split->parts = n;
     }
     if (pthread_mutex_trylock(&p->busy) != 0) {
-        /* Another stream's kernel has the pool: the same parts, on this worker alone. */
+        /* Another stream's kernel has the pool: the same parts, on this worker alone (which a
+         * trace tells as one part: one thread ran it). */
+        if (split != NULL) {
+            split->parts = 1;
+        }
         for (uint32_t part = 0; part < n; part++) {
             k->part_fn(k->args, k->global, part, n);
         }

@@ -80,6 +80,10 @@ struct cpu_stream {
     _Alignas(64) _Atomic int worker_sleeping;
     _Atomic int waiters; /* threads sleeping until `done` advances */
     _Atomic bool short_waits; /* the last wait took at most SHORT_WAIT_NS (see stream_wait) */
+    _Atomic uint64_t wake_at; /* the least `done` a sleeper waits for (UINT64_MAX: none), so
+                                 the worker wakes it then rather than at its batch's end; set
+                                 under mu */
+    _Atomic uint64_t woke_ns; /* when the worker last woke sleepers (under mu) */
     _Atomic int stop;
     _Atomic uint32_t refs;
     pthread_mutex_t mu;
@@ -195,6 +199,8 @@ static void wake_waiters(cpu_stream *s) {
     atomic_fetch_add(&s->done, 0);
     if (atomic_load(&s->waiters) != 0) {
         pthread_mutex_lock(&s->mu);
+        atomic_store_explicit(&s->woke_ns, now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&s->wake_at, UINT64_MAX, memory_order_relaxed);
         pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->mu);
     }
@@ -286,6 +292,11 @@ static void *worker(void *arg) {
                     run_op(s, op);
                 }
                 atomic_store_explicit(&s->done, t + 1, memory_order_release);
+                /* A sleeper waiting for this op need not wait for the rest of the batch. A
+                 * hint only: the wake after the batch is the one that cannot be missed. */
+                if (t + 1 >= atomic_load_explicit(&s->wake_at, memory_order_relaxed)) {
+                    wake_waiters(s);
+                }
             }
             wake_waiters(s);
             continue;
@@ -325,6 +336,8 @@ acg_status acg__cpu_stream_new(cpu_device *dev, cpu_stream **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_stream_create: out of memory");
     }
     atomic_init(&s->refs, 1);
+    atomic_init(&s->wake_at, UINT64_MAX);
+    atomic_init(&s->short_waits, true); /* until a wait says otherwise */
     s->dev = dev;
     s->trace_id = acg__trace_new_stream();
     pthread_mutex_init(&s->mu, NULL);
@@ -373,18 +386,17 @@ bool acg__cpu_stream_reached(const cpu_stream *s, uint64_t seq) {
 }
 
 void acg__cpu_stream_wait(cpu_stream *s, uint64_t seq) {
-    if (atomic_load_explicit(&s->done, memory_order_acquire) >= seq) {
-        return;
-    }
     /* Where the device's threads fill the machine's cores, a waiter that polls takes the core
      * of one of them (yielding does not give it back for long), so it polls only as long as
      * waits on this stream have lately been short (a few kernels), and past that sleeps until
-     * the worker wakes it: a decode step's wait costs no core, a small graph's no wake-up. */
-    uint64_t limit = POLL_NS, t0 = 0;
-    if (s->dev->fills_cores) {
+     * the worker wakes it: a decode step's wait costs no core, a small graph's no wake-up. A
+     * wait that ends while polling was short; one that slept is as long as until the worker
+     * woke it (which it does once it gets there), not until the waiter ran again. */
+    bool fills = s->dev->fills_cores;
+    uint64_t limit = POLL_NS;
+    if (fills) {
         limit =
             atomic_load_explicit(&s->short_waits, memory_order_relaxed) ? SHORT_WAIT_NS : SPIN_NS;
-        t0 = now_ns();
     }
     poller pl = {0, 0, false, limit};
     while (atomic_load_explicit(&s->done, memory_order_acquire) < seq) {
@@ -392,18 +404,24 @@ void acg__cpu_stream_wait(cpu_stream *s, uint64_t seq) {
             break;
         }
     }
+    bool short_wait = true;
     if (atomic_load_explicit(&s->done, memory_order_acquire) < seq) {
+        uint64_t start = pl.start != 0 ? pl.start : now_ns();
         pthread_mutex_lock(&s->mu);
         atomic_fetch_add(&s->waiters, 1);
         while (atomic_load(&s->done) < seq) {
+            if (seq < atomic_load_explicit(&s->wake_at, memory_order_relaxed)) {
+                atomic_store_explicit(&s->wake_at, seq, memory_order_relaxed);
+            }
             pthread_cond_wait(&s->progress, &s->mu);
         }
         atomic_fetch_sub(&s->waiters, 1);
+        uint64_t woke = atomic_load_explicit(&s->woke_ns, memory_order_relaxed);
         pthread_mutex_unlock(&s->mu);
+        short_wait = woke >= start && woke - start <= SHORT_WAIT_NS;
     }
-    if (t0 != 0) {
-        atomic_store_explicit(&s->short_waits, now_ns() - t0 <= SHORT_WAIT_NS,
-                              memory_order_relaxed);
+    if (fills && atomic_load_explicit(&s->short_waits, memory_order_relaxed) != short_wait) {
+        atomic_store_explicit(&s->short_waits, short_wait, memory_order_relaxed);
     }
 }
 
