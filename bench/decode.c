@@ -12,14 +12,17 @@
  * on a shared machine hits both alike, while each steps back to back within its turn as a
  * server steps its model: one step each in turn left every step to wake a device whose threads
  * slept through the other model's step, which no engine serving one model pays. Every figure is
- * a median. Every timed step is checked to be a pure
- * decode step of b rows, and afterwards both models must have generated the same tokens.
+ * a median. Every timed step is checked to be a pure decode step of b rows, and afterwards both
+ * models must have generated the same tokens.
  *
  * acg_step_report splits each step into phases (admission, the attention plan, uploads, queuing
  * the forward, waiting for the tokens, retiring them); their medians show where a step's time
  * goes. Each batch size's graph step is also read against what the machine can do, measured in
- * the same run: the weights a step reads against the host's read bandwidth over a buffer as
- * large as the weights, and the step's matmul operations against an FMA loop's peak.
+ * the same run: the weights a step reads against the host's read bandwidth (the better of two
+ * loops, see measure_machine), and the step's matmul operations against an FMA loop's peak.
+ * Then PROFILE_STEPS more graph steps run with a trace observer that adds up what the device's
+ * stream ran in each (matmul, attention, other kernels, copies, waits, the pool's hand-off),
+ * where the backend times its streams (the cpu backend does).
  *
  * With --tp N, run as every rank of `mpirun -np N`, the models are split over the ranks by
  * tensor parallelism (model.h), each rank on its own device: every rank creates the same models

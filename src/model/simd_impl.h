@@ -545,7 +545,7 @@ S_MATMUL_ROWS(2, stream, 1)
 #define S_AHEAD 16u /* rows */
 /* The largest batch whose matmuls stream, unless ACG_CPU_MATMUL_STREAM says otherwise, as
  * measured on the machine docs/model.md names: AVX-512's tiles are as fast from two rows on,
- * AVX2's, of four slices, from four. */
+ * AVX2's (four slices a row, where AVX-512 has two) from three. */
 #define S_STREAM_MAX (S_VL == 16 ? 1u : 2u)
 
 /* Weight rows S_VL at a time (read from memory once), against the rows of x in tiles of up to
