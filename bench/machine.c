@@ -61,7 +61,14 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint64_t *w
         r += w[i];
     }
     a0 = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
-    return r + (uint64_t)_mm512_reduce_add_epi64(a0);
+    /* Summed as unsigned words: the header's reduction adds them as signed ones, which
+     * overflows. */
+    uint64_t v[8];
+    _mm512_storeu_si512((void *)v, a0);
+    for (int k = 0; k < 8; k++) {
+        r += v[k];
+    }
+    return r;
 }
 #endif
 
