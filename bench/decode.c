@@ -54,10 +54,10 @@ const char bench_decode_usage[] =
     "usage: acg bench decode [--backend B] [--preset P | --model F] [--batch 1,8,32] [--steps N]\n"
     "                        [--tp N (under mpirun -np N)] [--trace FILE] [--json]\n";
 
-#define PROMPT_LEN 4u   /* tokens of every request's prompt */
-#define WARMUP_STEPS 3u /* untimed decode steps before the timed ones */
-#define RUN_STEPS 8u    /* timed steps a model runs back to back before the other's turn */
-#define SPARE_TOKENS 1u /* no request finishes during the timed steps */
+#define PROMPT_LEN 4u     /* tokens of every request's prompt */
+#define WARMUP_STEPS 3u   /* untimed decode steps before the timed ones */
+#define RUN_STEPS 8u      /* timed steps a model runs back to back before the other's turn */
+#define SPARE_TOKENS 1u   /* no request finishes during the timed steps */
 #define PROFILE_STEPS 16u /* traced graph steps after the timed ones: where a step's time goes */
 /* More new tokens a request may need, seq_len permitting: while the last prompts are read in
  * chunks, the requests already decoding sample a token per step. */
@@ -117,8 +117,8 @@ typedef struct decode_result {
     uint32_t buckets_captured;  /* by the graphs-on model */
     double capture_ms;          /* its capture time at creation */
     double phase_us[N_MODES][N_PHASES]; /* median of each phase */
-    double allreduce_us; /* median time of a step's allreduces alone; NaN with one rank */
-    bool profiled;       /* the device timed the traced steps' streams */
+    double allreduce_us;       /* median time of a step's allreduces alone; NaN with one rank */
+    bool profiled;             /* the device timed the traced steps' streams */
     double profile[N_PROFILE]; /* medians over them: us, but P_SPLIT and P_KERNELS counts */
 } decode_result;
 

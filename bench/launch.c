@@ -100,8 +100,8 @@ typedef struct launch_bench {
     const char *no_raw; /* why there is no raw row */
     acg_arg args[3];
     acg_dims dims;
-    float node_a;     /* the scalar of the N-node graph's first node: 1 or 2, as last updated */
-    const char *no_update, *no_recapture; /* why those rows are not measured */
+    float node_a; /* the scalar of the N-node graph's first node: 1 or 2, as last updated */
+    const char *no_update, *no_recapture;  /* why those rows are not measured */
     uint64_t applied;                      /* launches run on y since it was last zeroed */
     float *host;                           /* (elements) y copied back */
     double *submit_ns[MAX_KINDS];          /* (steps) per kind */
@@ -492,8 +492,7 @@ static int report_json(const launch_bench *b, uint64_t steps, double seconds) {
     tool_json_number(&j, "node_update_step_us", step_us(b, UPDATE));
     tool_json_number(&j, "recapture_step_us", step_us(b, RECAPTURE));
     tool_json_number(&j, "node_update_over_replay", step_us(b, UPDATE) / step_us(b, GRAPH));
-    tool_json_number(&j, "recapture_over_node_update",
-                     step_us(b, RECAPTURE) / step_us(b, UPDATE));
+    tool_json_number(&j, "recapture_over_node_update", step_us(b, RECAPTURE) / step_us(b, UPDATE));
     tool_json_bool(&j, "verified", true);
     tool_json_number(&j, "seconds", seconds);
     tool_json_object_end(&j);
@@ -564,8 +563,7 @@ static void report_inputs(const launch_bench *b) {
     }
     for (int i = 1; i < 3; i++) {
         if (!measured(b, modes[i])) {
-            printf("%s: not measured on %s: %s\n", labels[i], acg_device_get_spec(b->dev),
-                   why[i]);
+            printf("%s: not measured on %s: %s\n", labels[i], acg_device_get_spec(b->dev), why[i]);
         }
     }
 }

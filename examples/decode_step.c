@@ -68,9 +68,9 @@ static acg_status step(program *p, int which, bool from_device, uint32_t token, 
     const acg_arg axpy[] = {acg_arg_buffer(p->state[which], 0), acg_arg_buffer(p->h, 0),
                             acg_arg_f32(0.5f)};
     st = st != ACG_OK ? st : acg_kernel_launch(p->s, p->axpy, &dims, axpy, 3);
-    return st != ACG_OK ? st
-                        : acg_copy_d2h(p->s, p->out_pinned[which], p->state[which], 0,
-                                       DIM * sizeof(float));
+    return st != ACG_OK
+               ? st
+               : acg_copy_d2h(p->s, p->out_pinned[which], p->state[which], 0, DIM * sizeof(float));
 }
 
 /* Captures one step into *g. */

@@ -12,8 +12,9 @@ PACKAGES="cmake make gcc libc6-dev pkg-config libcmocka-dev"
 # tests/cxx compiles the public headers as C++.
 PACKAGES="$PACKAGES g++"
 PACKAGES="$PACKAGES pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo"
-# The fuzz stage of .ci/run: clang and its libFuzzer runtime (libclang_rt.fuzzer).
-PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev"
+# The fuzz stage of .ci/run: clang and its libFuzzer runtime (libclang_rt.fuzzer); its format
+# stage: clang-format (scripts/check-format.sh).
+PACKAGES="$PACKAGES clang-14 libclang-rt-14-dev clang-format-14"
 # The level_zero backend's kernels: OpenCL C to SPIR-V at build time (with clang-14), spirv-val.
 PACKAGES="$PACKAGES llvm-spirv-14 spirv-tools"
 # The level_zero backend: the loader's headers to build it, the loader (with its validation

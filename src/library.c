@@ -7,6 +7,5 @@
 #include "engine-impl.h"
 #include "model-impl.h"
 
-const acg__env_table *const acg__env_tables[] = {&acg__core_env, &acg__engine_env,
-                                                  &acg__model_env};
+const acg__env_table *const acg__env_tables[] = {&acg__core_env, &acg__engine_env, &acg__model_env};
 const size_t acg__n_env_tables = sizeof acg__env_tables / sizeof acg__env_tables[0];

@@ -45,6 +45,6 @@ ACG_KERNEL(tc_ids, ACG_GRID(ACG_ONE, ACG_ONE, ACG_ONE), ACG_BUF(int64_t, out, AC
         return;
     }
     const uint64_t bits = ((uint64_t)at * ACG_U64_C(0x9E3779B97F4A7C15)) & mask;
-    out[at] = (int64_t)base * (int64_t)(x + 1) - (int64_t)y * 1000 + big + (int64_t)bits +
-              (int64_t)z;
+    out[at] =
+        (int64_t)base * (int64_t)(x + 1) - (int64_t)y * 1000 + big + (int64_t)bits + (int64_t)z;
 }

@@ -510,8 +510,8 @@ static bool run_conformance(uint32_t seed, size_t n_ops) {
     rig_destroy(&cpu);
     snapshot_free(&oracle);
     snapshot_free(&got);
-    print_message("seed %u: %zu operations, %zu fork/joins: eager%s equal%s the cpu oracle\n",
-                  seed, w.n_ops, w.n_forks, replayed ? " and replay" : "", replayed ? "" : "s");
+    print_message("seed %u: %zu operations, %zu fork/joins: eager%s equal%s the cpu oracle\n", seed,
+                  w.n_ops, w.n_forks, replayed ? " and replay" : "", replayed ? "" : "s");
     return replayed;
 }
 

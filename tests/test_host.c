@@ -536,7 +536,7 @@ static void test_device_lost(void **state) {
     TC_OK(tc_add(s, &k, y, 0, y, 0, N, 1.0f));
     TC_OK(acg_stream_end_capture(s, &g));
     TC_OK(acg_stream_begin_capture(s2, NULL)); /* a capture the fault overtakes */
-    TC_OK(acg_graph_launch(g, s)); /* the injected fault takes this replay */
+    TC_OK(acg_graph_launch(g, s));             /* the injected fault takes this replay */
     TC_EXPECT(ERR_DEVICE_LOST, acg_stream_synchronize(s));
     TC_LAST_ERROR_HAS("faulted");
 
@@ -631,9 +631,9 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_function_order), cmocka_unit_test(test_native_object),
         cmocka_unit_test(test_graph_native_object), cmocka_unit_test(test_foreign_work),
-        cmocka_unit_test(test_foreign_long_name),
-        cmocka_unit_test(test_bad_input),           cmocka_unit_test(test_device_options),
-        cmocka_unit_test(test_alloc_fail),          cmocka_unit_test(test_device_lost),
+        cmocka_unit_test(test_foreign_long_name),   cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_device_options),      cmocka_unit_test(test_alloc_fail),
+        cmocka_unit_test(test_device_lost),
     };
     return cmocka_run_group_tests_name(tc_group("test_host"), tests, NULL, NULL);
 }

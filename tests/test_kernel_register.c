@@ -1015,7 +1015,7 @@ static void test_desc_size(void **state) {
      * so the bytes where flags lies are padding, whatever they hold. */
     d = rowscale_desc("tk_old_caller");
     d.size = offsetof(acg_kernel_desc, reach);
-    d.flags = 0x55; /* the old struct's padding */
+    d.flags = 0x55;                 /* the old struct's padding */
     TC_OK(acg_kernel_register(&d)); /* shaped: the padding does not make it elementwise */
     TC_OK(acg_kernel_unregister("tk_old_caller"));
     d.shape = NULL;

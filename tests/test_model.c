@@ -447,9 +447,8 @@ typedef struct ref_job {
 /* The reference's tokens, then the model's with graphs on and off (every prompt batched with
  * the others), equal token for token. The weights are freed once both models exist (they hold
  * their own copy). */
-static void against_reference(const char *name, acg_model_weights *w, const ref_job *rj,
-                                  uint32_t n, uint32_t max_batch, uint32_t max_step_tokens,
-                                  uint32_t page_size) {
+static void against_reference(const char *name, acg_model_weights *w, const ref_job *rj, uint32_t n,
+                              uint32_t max_batch, uint32_t max_step_tokens, uint32_t page_size) {
     const acg_model_config *c = acg_model_weights_get_config(w);
     static int32_t prompts[8][MAX_PROMPT];
     int32_t want[8][MAX_NEW];

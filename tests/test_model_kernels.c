@@ -1188,24 +1188,27 @@ static void test_in_place(void **state) {
     TC_OK(acg_copy_h2d(stream, w, 0, weights, sizeof weights));
     acg_dims dm = {{D, R, 1}, {0, 0, 0}};
     const acg_arg mm[] = {acg_arg_buffer(b, 0), acg_arg_buffer(b, 0), acg_arg_buffer(w, 0),
-                          acg_arg_u32(D / 2), acg_arg_u32(D), acg_arg_u32(R)};
+                          acg_arg_u32(D / 2),   acg_arg_u32(D),       acg_arg_u32(R)};
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(stream, matmul, &dm, mm, 6));
     TC_LAST_ERROR_HAS("does not work in place");
     /* rmsnorm: x is b[0 .. R*D), the norm weight b[2*R*D ..); in place, then into b[R*D ..) */
     acg_dims dn = {{R, 1, 1}, {0, 0, 0}};
     const size_t f = sizeof(float);
-    const acg_arg apart[] = {acg_arg_buffer(b, R * D * f), acg_arg_buffer(b, 0),
-                             acg_arg_buffer(b, 2 * R * D * f), acg_arg_u32(D), acg_arg_u32(R),
+    const acg_arg apart[] = {acg_arg_buffer(b, R * D * f),
+                             acg_arg_buffer(b, 0),
+                             acg_arg_buffer(b, 2 * R * D * f),
+                             acg_arg_u32(D),
+                             acg_arg_u32(R),
                              acg_arg_f32(1e-5f)};
     TC_OK(acg_kernel_launch(stream, rmsnorm, &dn, apart, 6));
-    const acg_arg same[] = {acg_arg_buffer(b, 0), acg_arg_buffer(b, 0),
-                            acg_arg_buffer(b, 2 * R * D * f), acg_arg_u32(D), acg_arg_u32(R),
-                            acg_arg_f32(1e-5f)};
+    const acg_arg same[] = {
+        acg_arg_buffer(b, 0), acg_arg_buffer(b, 0), acg_arg_buffer(b, 2 * R * D * f),
+        acg_arg_u32(D),       acg_arg_u32(R),       acg_arg_f32(1e-5f)};
     TC_OK(acg_kernel_launch(stream, rmsnorm, &dn, same, 6));
     /* out over x shifted by one element overlaps without being the same window */
-    const acg_arg shifted[] = {acg_arg_buffer(b, f), acg_arg_buffer(b, 0),
-                               acg_arg_buffer(b, 2 * R * D * f), acg_arg_u32(D), acg_arg_u32(R),
-                               acg_arg_f32(1e-5f)};
+    const acg_arg shifted[] = {
+        acg_arg_buffer(b, f), acg_arg_buffer(b, 0), acg_arg_buffer(b, 2 * R * D * f),
+        acg_arg_u32(D),       acg_arg_u32(R),       acg_arg_f32(1e-5f)};
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_launch(stream, rmsnorm, &dn, shifted, 6));
     TC_LAST_ERROR_HAS("without being the same window");
     float got[2 * R * D + D];

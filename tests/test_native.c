@@ -149,8 +149,8 @@ static void test_cpu_foreign_work(void **state) {
     acg_stream *s = tc_stream(dev);
     tc_kernels k;
     tc_kernels_get(dev, &k);
-    acg_buffer *x = tc_buffer(dev, BYTES), *y = tc_buffer(dev, BYTES),
-               *ref = tc_buffer(dev, BYTES), *yv = NULL;
+    acg_buffer *x = tc_buffer(dev, BYTES), *y = tc_buffer(dev, BYTES), *ref = tc_buffer(dev, BYTES),
+               *yv = NULL;
     float hx[N], by_acg[N], by_foreign[N];
     tc_fill_floats(hx, N, 5);
     tc_upload(s, x, hx, BYTES);

@@ -128,7 +128,7 @@ static void test_scalar_and_buffer(void **state) {
     TC_EXPECT(ERR_OUT_OF_RANGE, acg_graph_update_kernel_node(f->g, 1, NULL, args, 3));
     TC_LAST_ERROR_HAS("argument 1 reaches");
     replay(f, got);
-    TC_BYTES_EQUAL(got, want, BYTES); /* the refused update changed nothing */
+    TC_BYTES_EQUAL(got, want, BYTES);              /* the refused update changed nothing */
     TC_EXPECT(ERR_IN_USE, acg_buffer_free(f->x2)); /* the graph uses x2 now ... */
     acg_buffer *x1 = f->x1;                        /* ... and no longer x1 */
     TC_OK(acg_buffer_free(x1));

@@ -70,9 +70,9 @@ static void test_exp(void **state) {
     enum { N = 1 << 18 };
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *want = malloc(N * sizeof *y);
     assert_true(x != NULL && y != NULL && want != NULL);
-    static const float special[] = {0.0f,          -0.0f, 88.72283935546875f, 88.7228f, 89.0f,
-                                    -87.0f,        -87.00001f, -86.99999f, 1e-30f, -1e-30f,
-                                    INFINITY,      -INFINITY, NAN};
+    static const float special[] = {
+        0.0f,   -0.0f,   88.72283935546875f, 88.7228f,  89.0f, -87.0f, -87.00001f, -86.99999f,
+        1e-30f, -1e-30f, INFINITY,           -INFINITY, NAN};
     const size_t n_special = sizeof special / sizeof special[0];
     for (size_t i = 0; i < N; i++) {
         x[i] = i < n_special ? special[i] : -100.0f + 200.0f * (float)i / (float)N;

@@ -232,7 +232,9 @@ static void *stream_buffer_create(env *e) {
     TC_OK(acg_stream_alloc(e->make_stream, 1024, &b));
     return b;
 }
-static void stream_buffer_destroy(env *e, void *obj) { TC_OK(acg_stream_free(e->make_stream, obj)); }
+static void stream_buffer_destroy(env *e, void *obj) {
+    TC_OK(acg_stream_free(e->make_stream, obj));
+}
 
 static void *stream_create(env *e) { return tc_stream(e->dev); }
 static void stream_destroy(env *e, void *obj) {
@@ -351,8 +353,8 @@ static void stager_destroy(env *e, void *obj) {
 }
 static acg_status stager_use(env *e, void *stale) {
     static const int32_t data[16];
-    acg_status st = acg_stager_upload(stale, e->user_stream, e->buf, 0, data, 16, sizeof *data,
-                                      NULL, 16);
+    acg_status st =
+        acg_stager_upload(stale, e->user_stream, e->buf, 0, data, 16, sizeof *data, NULL, 16);
     acg_stager_stats stats = ACG_STAGER_STATS_INIT;
     return st != ACG_OK ? st : acg_stager_get_stats(stale, &stats);
 }

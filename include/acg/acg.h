@@ -217,8 +217,8 @@ typedef struct acg_capability {
                       Zero driver's CPU device (PoCL); acg_device_open(NULL) passes over it for
                       an accelerator */
     /* Added with per-node updates and native memory. */
-    bool graph_node_update; /* acg_graph_update_kernel_node changes a kernel node's arguments
-                               in an instantiated graph (see it for what each backend uses) */
+    bool graph_node_update;      /* acg_graph_update_kernel_node changes a kernel node's arguments
+                                    in an instantiated graph (see it for what each backend uses) */
     bool graph_node_update_grid; /* ... and its grid too */
     bool graph_pinned_replay;    /* a captured copy from (to) pinned memory reads (writes) that
                                     memory at every replay, so a graph's input may be rewritten
@@ -439,13 +439,13 @@ typedef enum acg_native_kind {
      * ze_executable_graph_handle_t, appended with zeCommandListAppendGraphExt) */
     ACG_NATIVE_ZE_EXECUTABLE_GRAPH = 5,
     /* Memory and devices (acg_buffer_get_native, acg_device_get_native). */
-    ACG_NATIVE_CUDA_DEVICEPTR = 6,  /* a CUdeviceptr, in acg_native_buffer.address */
+    ACG_NATIVE_CUDA_DEVICEPTR = 6,   /* a CUdeviceptr, in acg_native_buffer.address */
     ACG_NATIVE_ZE_DEVICE_MEMORY = 7, /* a Level Zero USM device pointer, in .address */
-    ACG_NATIVE_OPENCL_MEM = 8,      /* a cl_mem in .handle, the buffer at .offset bytes in it */
-    ACG_NATIVE_HOST_MEMORY = 9,     /* host memory (the cpu backend), in .address */
-    ACG_NATIVE_CUDA_CONTEXT = 10,   /* a CUcontext, with the CUdevice in .ordinal */
-    ACG_NATIVE_ZE_CONTEXT = 11,     /* a ze_context_handle_t, ze_device_handle_t and driver */
-    ACG_NATIVE_OPENCL_CONTEXT = 12, /* a cl_context, cl_device_id and cl_platform_id */
+    ACG_NATIVE_OPENCL_MEM = 8,       /* a cl_mem in .handle, the buffer at .offset bytes in it */
+    ACG_NATIVE_HOST_MEMORY = 9,      /* host memory (the cpu backend), in .address */
+    ACG_NATIVE_CUDA_CONTEXT = 10,    /* a CUcontext, with the CUdevice in .ordinal */
+    ACG_NATIVE_ZE_CONTEXT = 11,      /* a ze_context_handle_t, ze_device_handle_t and driver */
+    ACG_NATIVE_OPENCL_CONTEXT = 12,  /* a cl_context, cl_device_id and cl_platform_id */
 } acg_native_kind;
 
 typedef struct acg_native_handle {
@@ -502,7 +502,7 @@ ACG_API acg_status acg_buffer_get_native(acg_buffer *buf, acg_native_buffer *out
 /* A device as its driver knows it: the context acg created or retained for it, and the device
  * and driver handles, so an engine's vendor library can be created on the same context. */
 typedef struct acg_native_device {
-    size_t size; /* sizeof(acg_native_device), set by the caller */
+    size_t size;          /* sizeof(acg_native_device), set by the caller */
     acg_native_kind kind; /* ACG_NATIVE_CUDA_CONTEXT, _ZE_CONTEXT, _OPENCL_CONTEXT; NONE (cpu) */
     void *context;        /* CUcontext, ze_context_handle_t, cl_context; NULL on cpu */
     void *device;         /* ze_device_handle_t, cl_device_id; NULL on cuda (see ordinal) and cpu */
@@ -562,9 +562,9 @@ ACG_API acg_status acg_stream_launch_host(acg_stream *stream, acg_host_fn fn, vo
  * driver recorded the work itself and acg adds a node `name` to the graph's ledger with these
  * accesses, so lifetimes and ACG_ERR_IN_USE cover the buffers it touches. The ledger keeps its
  * own copy of the whole name (acg_graph_get_node, acg_graph_write_dot, and the topology that
- * acg_graph_update compares), so the caller's string may go once the call returns. On a device whose graphs
- * are built from acg's description (native_capture false), work issued on the native object would
- * run once at capture time and never at replay: the capture is invalidated
+ * acg_graph_update compares), so the caller's string may go once the call returns. On a device
+ * whose graphs are built from acg's description (native_capture false), work issued on the native
+ * object would run once at capture time and never at replay: the capture is invalidated
  * (ACG_ERR_CAPTURE_INVALIDATED, naming the reason). Errors as acg_stream_launch_host, and
  * ACG_ERR_INVALID_ARGUMENT for a NULL name. */
 ACG_API acg_status acg_stream_declare_foreign(acg_stream *stream, const char *name,
@@ -980,8 +980,7 @@ ACG_API acg_status acg_kernel_unregister(const char *name);
  * ACG_ERR_INVALID_ARGUMENT for a NULL or malformed set, NULL desc, n 0 or above UINT32_MAX / 2,
  * a struct whose size is not desc[0]'s, a name twice in desc, a set already registered, and
  * what acg_kernel_register refuses (the message names the index); ACG_ERR_OUT_OF_MEMORY. */
-ACG_API acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc,
-                                           size_t n);
+ACG_API acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc, size_t n);
 
 /* Unregisters every kernel of the set, all or nothing. Thread-safe. ACG_ERR_IN_USE while a
  * device that loaded one of them is open (the message names the kernel), and then none is
@@ -1094,10 +1093,10 @@ ACG_API acg_status acg_stream_alloc(acg_stream *stream, size_t size, acg_buffer 
 
 /* Releases memory from acg_stream_alloc in stream order: the handle dies now, the memory once
  * the work queued on the stream so far completed (when there is no memory to defer that, the
- * call waits for the stream and frees at once: it never fails for want of memory). Graph scratch: nothing happens (its graph
- * releases it). ACG_ERR_INVALID_ARGUMENT for a buffer that acg_stream_alloc did not return
- * (use acg_buffer_free); ACG_ERR_IN_USE while a live graph or a view references it; in a
- * capture, freeing memory from outside the capture invalidates it. */
+ * call waits for the stream and frees at once: it never fails for want of memory). Graph scratch:
+ * nothing happens (its graph releases it). ACG_ERR_INVALID_ARGUMENT for a buffer that
+ * acg_stream_alloc did not return (use acg_buffer_free); ACG_ERR_IN_USE while a live graph or a
+ * view references it; in a capture, freeing memory from outside the capture invalidates it. */
 ACG_API acg_status acg_stream_free(acg_stream *stream, acg_buffer *buf);
 
 /* Replays the graph on the stream: one queue entry, asynchronous. After an earlier replay of a
@@ -1139,9 +1138,8 @@ ACG_API acg_status acg_graph_update(acg_graph *graph, const acg_graph *from);
  * n_args > 0, and every launch error above; ACG_ERR_INVALID_HANDLE, ACG_ERR_WRONG_DEVICE,
  * ACG_ERR_DEVICE_LOST; ACG_ERR_DEVICE or ACG_ERR_OUT_OF_MEMORY when the driver fails the
  * change (the graph then replays as before). */
-ACG_API acg_status acg_graph_update_kernel_node(acg_graph *graph, size_t node,
-                                                const acg_dims *dims, const acg_arg *args,
-                                                size_t n_args);
+ACG_API acg_status acg_graph_update_kernel_node(acg_graph *graph, size_t node, const acg_dims *dims,
+                                                const acg_arg *args, size_t n_args);
 
 /* Prepares the graph for replays on stream ahead of the first one (on drivers where the first
  * replay uploads the graph, CUDA's cuGraphUpload), so that cost falls at start-up, not while

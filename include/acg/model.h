@@ -401,7 +401,7 @@ typedef enum acg_request_state {
 typedef struct acg_request_status {
     size_t size; /* sizeof(acg_request_status) (the caller sets it) */
     acg_request_state state;
-    const int32_t *tokens;         /* (n_tokens) the prompt, then the generated tokens */
+    const int32_t *tokens; /* (n_tokens) the prompt, then the generated tokens */
     uint32_t n_tokens;
     uint32_t n_generated;          /* tokens generated so far */
     const uint32_t *draw_counters; /* (n_generated) the sampler counter each generated token

@@ -84,9 +84,9 @@ struct acg_device {
     acg_kernel **kernels;   /* (n_kernels) loaded kernels, each at its first lookup */
     uint32_t n_kernels, cap_kernels;
     uint64_t next_graph_id;
-    acg_memory_stats memory; /* under lock */
-    bool retain_discarded;   /* from the backend; a test hook may set it */
-    bool node_update_fallback; /* test hook: node updates through graph_update, not the slot */
+    acg_memory_stats memory;        /* under lock */
+    bool retain_discarded;          /* from the backend; a test hook may set it */
+    bool node_update_fallback;      /* test hook: node updates through graph_update, not the slot */
     _Atomic uint64_t free_override; /* test hook: free memory to report (0: ask the driver) */
     /* The first device fault, latched (acg__device_fault): ACG__FAULT_NONE, ACG__FAULT_LATCHING
      * while lost_why is written, then ACG__FAULT_LOST, after which lost_why never changes. */
@@ -101,15 +101,15 @@ struct acg_buffer {
     size_t offset;    /* of this buffer within the root */
     size_t size;
     _Atomic uint64_t used_by; /* root: use bits of the streams that queued work on its memory */
-    acg_buffer *parent;  /* for views */
-    uint32_t n_views;    /* live views of this buffer (under dev->lock) */
-    uint32_t graph_refs; /* live graphs referencing it (under dev->lock) */
-    bool scratch;        /* graph scratch: released with its graph */
-    bool stream_owned;   /* from acg_stream_alloc outside a capture: acg_stream_free */
-    uint64_t owner_id;   /* graph id owning scratch */
-    uint64_t capture_id; /* the capture that carved scratch: the only place it may be used */
-    const void *owner;   /* the object that allocated it for itself, or NULL (the user) */
-    const char *owner_what; /* what the owner is ("KV cache") */
+    acg_buffer *parent;       /* for views */
+    uint32_t n_views;         /* live views of this buffer (under dev->lock) */
+    uint32_t graph_refs;      /* live graphs referencing it (under dev->lock) */
+    bool scratch;             /* graph scratch: released with its graph */
+    bool stream_owned;        /* from acg_stream_alloc outside a capture: acg_stream_free */
+    uint64_t owner_id;        /* graph id owning scratch */
+    uint64_t capture_id;      /* the capture that carved scratch: the only place it may be used */
+    const void *owner;        /* the object that allocated it for itself, or NULL (the user) */
+    const char *owner_what;   /* what the owner is ("KV cache") */
 };
 
 struct acg_stream {
@@ -190,7 +190,7 @@ struct acg__capture {
     uint32_t n_joined; /* streams that ever took part, the origin included: the next index */
     acg_buffer **scratch;
     uint32_t n_scratch, cap_scratch;
-    acg__capture *next;        /* in dev->captures */
+    acg__capture *next; /* in dev->captures */
 };
 
 struct acg_graph {

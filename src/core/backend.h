@@ -345,8 +345,8 @@ struct acg_backend_i {
      * the backend cannot change what differs (the grid, say); on any failure exec is as it was.
      * The capability says graph_node_update (and graph_node_update_grid). NULL: the core calls
      * graph_update with desc, which rebuilds the whole graph. */
-    acg_status (*graph_update_node)(acg__bk_exec *exec, const acg__graph_desc *desc,
-                                    uint32_t index, const acg__node *old);
+    acg_status (*graph_update_node)(acg__bk_exec *exec, const acg__graph_desc *desc, uint32_t index,
+                                    const acg__node *old);
 };
 
 typedef struct acg_backend_i acg_backend_i;

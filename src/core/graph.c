@@ -376,15 +376,14 @@ out_unlock:
 }
 
 static const char *const node_kind_names[] = {
-    "?", "kernel", "copy_h2d", "copy_d2h", "copy_d2d", "fill", "host function", "foreign work",
-    "collective",
+    "?",    "kernel",        "copy_h2d",     "copy_d2h",   "copy_d2d",
+    "fill", "host function", "foreign work", "collective",
 };
 
 /* Checks the new launch of kernel node `index` of g into *nn (dev->lock held, no replay of the
  * pool in flight). */
 static acg_status prepare_node(const acg_graph *g, size_t index, const acg_dims *dims,
-                               const acg_arg *args, size_t n_args, acg__node *nn,
-                               const char *fn) {
+                               const acg_arg *args, size_t n_args, acg__node *nn, const char *fn) {
     acg_device *dev = g->dev;
     if (index >= g->desc.n_nodes) {
         return acg__error(ACG_ERR_OUT_OF_RANGE, "%s: graph %llu has %u nodes, there is no node %zu",
@@ -576,8 +575,9 @@ acg_status acg_graph_discard(acg_graph *g) {
         /* Without memory to park it, the graph goes as acg_graph_destroy would take it: after
          * the pool's replays ended, when the driver no longer uses what it recorded. A discard
          * never fails for want of memory: its callers drop the handle whatever it returns. */
-        acg__log(ACG_LOG_WARN, "acg_graph_discard: out of memory to park graph %llu; destroyed "
-                               "once its pool's replays ended",
+        acg__log(ACG_LOG_WARN,
+                 "acg_graph_discard: out of memory to park graph %llu; destroyed "
+                 "once its pool's replays ended",
                  (unsigned long long)g->id);
         park = false;
     }

@@ -163,8 +163,8 @@ void acg__scope_exit(acg__scope *sc) {
 /* Holds n handles under one registry read lock (the lock's two atomic operations were most of
  * what validating a handle cost). Stops at the first that is not live, or (unless even_retired)
  * retired: false with *bad its index; the holds taken before it stay until the scope ends. */
-static bool hold(const void *const *p, const acg__handle_type *types, uint32_t n,
-                 bool even_retired, uint32_t *bad) {
+static bool hold(const void *const *p, const acg__handle_type *types, uint32_t n, bool even_retired,
+                 uint32_t *bad) {
     if (scope_depth == 0 || n_held + n > MAX_HELD) {
         /* A library bug: the hold would never be released, and a destroy would wait forever. */
         fprintf(stderr, "acg: internal error: handles used %s\n",

@@ -121,8 +121,7 @@ static acg_status enter_defs(acg__kernel_def **defs, uint32_t n, const char *set
                             defs[i]->name);
         } else if (find_locked(defs[i]->name, &at) != NULL) {
             st = acg__error(ACG_ERR_INVALID_ARGUMENT,
-                            "%s: a kernel named \"%s\" is already registered", fn,
-                            defs[i]->name);
+                            "%s: a kernel named \"%s\" is already registered", fn, defs[i]->name);
         }
     }
     if (st == ACG_OK && !acg__grow((void **)&reg, &reg_cap, reg_n + n, sizeof *reg)) {
@@ -185,7 +184,9 @@ acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc,
     }
     if (n == 0 || desc == NULL || n > UINT32_MAX / 2) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %s", fn, set,
-                          n == 0 ? "n is 0" : desc == NULL ? "desc is NULL" : "n is too large");
+                          n == 0         ? "n is 0"
+                          : desc == NULL ? "desc is NULL"
+                                         : "n is too large");
     }
     size_t len = strlen(set);
     acg__kernel_def **defs = acg__calloc(n, sizeof *defs);
@@ -300,8 +301,8 @@ acg_status acg_kernel_unregister_set(const char *set) {
         }
     }
     if (st == ACG_OK && found == 0) {
-        st = acg__error(ACG_ERR_NOT_FOUND, "%s: no kernel of the set \"%s\" is registered", fn,
-                        set);
+        st =
+            acg__error(ACG_ERR_NOT_FOUND, "%s: no kernel of the set \"%s\" is registered", fn, set);
     }
     for (uint32_t i = reg_n; st == ACG_OK && i-- > 0;) {
         if (in_set(reg[i], set, len)) {

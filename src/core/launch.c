@@ -41,8 +41,8 @@ static uint64_t mul_sat(uint64_t a, uint64_t b) {
 }
 
 /* A data rule's factor for this launch; NULL, or why the launch is refused. */
-static const char *factor_value(uint8_t by, const acg_arg *args, const acg_dims *dims,
-                                uint64_t *v, char *why, size_t why_size) {
+static const char *factor_value(uint8_t by, const acg_arg *args, const acg_dims *dims, uint64_t *v,
+                                char *why, size_t why_size) {
     if (by == ACG_BY_ONE) {
         *v = 1;
     } else if (by >= ACG_BY_GLOBAL(0)) {
@@ -51,15 +51,15 @@ static const char *factor_value(uint8_t by, const acg_arg *args, const acg_dims 
         snprintf(why, why_size, "argument %u is negative (%lld) and sizes a buffer's window",
                  (unsigned)by - 1,
                  (long long)(args[by - 1].type == ACG_ARG_I32 ? args[by - 1].value.i32
-                                                               : args[by - 1].value.i64));
+                                                              : args[by - 1].value.i64));
         return why;
     }
     return NULL;
 }
 
 /* The grid rules (grid_covers) of any kernel; NULL, or why the launch is refused. */
-static const char *grid_rules(const acg_kernel_desc *def, const acg_arg *args,
-                              const acg_dims *dims, char *why, size_t why_size) {
+static const char *grid_rules(const acg_kernel_desc *def, const acg_arg *args, const acg_dims *dims,
+                              char *why, size_t why_size) {
     for (uint32_t g = 0; g < 3; g++) {
         uint8_t by = def->grid_covers[g];
         uint64_t need = 0;
@@ -210,8 +210,8 @@ acg_status acg__kernel_prepare(const acg_device *dev, const acg__kernel_def *kde
         }
         const acg_buffer *b = a->value.buf.buffer;
         if (b->dev != dev) {
-            return acg__error(ACG_ERR_WRONG_DEVICE, "%s(%s): argument %u belongs to %s, not %s",
-                              fn, def->name, i, b->dev->name, dev->name);
+            return acg__error(ACG_ERR_WRONG_DEVICE, "%s(%s): argument %u belongs to %s, not %s", fn,
+                              def->name, i, b->dev->name, dev->name);
         }
         size_t off = a->value.buf.offset, per = def->bytes_per_item[i];
         /* The device sees the view's offset plus the argument's: align the sum. */
@@ -250,8 +250,8 @@ acg_status acg__kernel_prepare(const acg_device *dev, const acg__kernel_def *kde
                 continue;
             }
             if (xs < ye && ys < xe) {
-                return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                                  "%s(%s): arguments %u and %u overlap%s", fn, def->name, i, j,
+                return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): arguments %u and %u overlap%s",
+                                  fn, def->name, i, j,
                                   may_share ? " without being the same window"
                                             : " (this kernel does not work in place)");
             }

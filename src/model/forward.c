@@ -44,20 +44,16 @@ static acg_dims elementwise(uint32_t n, uint32_t width) {
     return d;
 }
 
-static acg_arg buf(const acg_buffer *b, size_t offset) {
-    return acg_arg_buffer(b, offset);
-}
+static acg_arg buf(const acg_buffer *b, size_t offset) { return acg_arg_buffer(b, offset); }
 
-static acg_arg u32(uint32_t v) {
-    return acg_arg_u32(v);
-}
+static acg_arg u32(uint32_t v) { return acg_arg_u32(v); }
 
 #define LAUNCH(kernel, dims, ...)                                                                  \
     do {                                                                                           \
         const acg_arg args_[] = {__VA_ARGS__};                                                     \
         const acg_dims dims_ = (dims);                                                             \
-        acg_status st_ = acg_kernel_launch(s, (kernel), &dims_, args_,                             \
-                                           sizeof args_ / sizeof args_[0]);                        \
+        acg_status st_ =                                                                           \
+            acg_kernel_launch(s, (kernel), &dims_, args_, sizeof args_ / sizeof args_[0]);         \
         if (st_ != ACG_OK) {                                                                       \
             return st_;                                                                            \
         }                                                                                          \
@@ -295,8 +291,8 @@ static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *i
         return st;
     }
 
-    LAUNCH(k->gather_last, grid(dim, B), buf(a->last, 0), buf(a->x, 0),
-           buf(plan->query_offsets, 0), u32(dim), u32(B), u32(T));
+    LAUNCH(k->gather_last, grid(dim, B), buf(a->last, 0), buf(a->x, 0), buf(plan->query_offsets, 0),
+           u32(dim), u32(B), u32(T));
     LAUNCH(k->rmsnorm, grid(B, 1), buf(a->last, 0), buf(a->last, 0), buf(m->w.rms_final, 0),
            u32(dim), u32(B), acg_arg_f32(1e-5f));
     st = classify(m, s, B, a);

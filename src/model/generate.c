@@ -20,12 +20,12 @@ struct acg__request {
     acg__request *next;
     uint64_t id;
     acg_request_state state;
-    int32_t *tokens;          /* (prompt_len + max_new) the prompt, then generated tokens */
-    uint32_t *draw_counters;  /* (max_new) */
-    float *logits;            /* (vocab) the latest token's logits, when the model keeps them */
+    int32_t *tokens;         /* (prompt_len + max_new) the prompt, then generated tokens */
+    uint32_t *draw_counters; /* (max_new) */
+    float *logits;           /* (vocab) the latest token's logits, when the model keeps them */
     uint32_t prompt_len, n_tokens, max_new, n_generated;
-    uint32_t kv_len;          /* tokens already in the KV cache */
-    int32_t seat;             /* its batch row and sampler state while running, else -1 */
+    uint32_t kv_len; /* tokens already in the KV cache */
+    int32_t seat;    /* its batch row and sampler state while running, else -1 */
     float temperature, top_p;
     uint64_t seed;
     bool stop_at_eos;
@@ -168,9 +168,9 @@ static uint32_t float_bits(float f) {
 static acg_status seat(acg_model *m, acg__request *r, int32_t seat_index) {
     uint32_t state[ACG_SAMPLER_STATE_WORDS] = {(uint32_t)r->seed, (uint32_t)(r->seed >> 32), 0,
                                                float_bits(r->temperature), float_bits(r->top_p)};
-    acg_status st = acg_stager_upload(m->stager, m->stream, m->states,
-                                      (size_t)seat_index * sizeof state, state, 1, sizeof state,
-                                      NULL, 1);
+    acg_status st =
+        acg_stager_upload(m->stager, m->stream, m->states, (size_t)seat_index * sizeof state, state,
+                          1, sizeof state, NULL, 1);
     if (st != ACG_OK) {
         return st;
     }
@@ -261,8 +261,8 @@ static acg_status plan_rows(acg_model *m, acg__request **req, acg_attn_row *rows
 /* Uploads the step's inputs to the lease: token ids (padded with 0) and each row's seat (-1
  * for padding and for a prompt whose chunk does not end it: nothing to sample yet). */
 static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__request *const *req,
-                                const acg_attn_row *rows, uint32_t n, uint32_t tokens,
-                                int32_t *ids, int32_t *seats) {
+                                const acg_attn_row *rows, uint32_t n, uint32_t tokens, int32_t *ids,
+                                int32_t *seats) {
     uint32_t t = 0;
     for (uint32_t i = 0; i < n; i++) {
         memcpy(ids + t, req[i]->tokens + req[i]->kv_len, rows[i].q_len * sizeof *ids);
@@ -460,8 +460,8 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         }
         int32_t token = m->step_result[2 * i], counter = m->step_result[2 * i + 1];
         if (token < 0 || token >= m->config.vocab_size) {
-            st = acg__error(ACG_ERR_INTERNAL, "%s: row %u sampled token %d, outside 0..%d", fn,
-                            i, token, m->config.vocab_size - 1);
+            st = acg__error(ACG_ERR_INTERNAL, "%s: row %u sampled token %d, outside 0..%d", fn, i,
+                            token, m->config.vocab_size - 1);
             goto out;
         }
         r->tokens[r->n_tokens++] = token;

@@ -37,7 +37,7 @@
  * and true for the work items the rounding up to whole blocks added. */
 #define ACG_ITEM_X(lanes) (((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) / (lanes))
 #define ACG_LANE(lanes) (threadIdx.x % (lanes))
-#define ACG_PAST_GRID_LANES(lanes)                                                              \
+#define ACG_PAST_GRID_LANES(lanes)                                                                 \
     (ACG_ITEM_X(lanes) >= acg_gx || ACG_ID(y) >= acg_gy || ACG_ID(z) >= acg_gz)
 
 #define FULL_WARP 0xffffffffu
@@ -98,7 +98,8 @@ __device__ static float warp_tree(float s) {
 }
 
 /* dot32 by a warp: lane l forms partial l. Every lane returns the result. */
-__device__ static float warp_dot(const float *a, const float *b, unsigned int n, unsigned int lane) {
+__device__ static float warp_dot(const float *a, const float *b, unsigned int n,
+                                 unsigned int lane) {
     float s = 0.0f;
     for (unsigned long long k = lane; k < n; k += LANES) {
         s = fmaf(a[k], b[k], s);
@@ -480,7 +481,8 @@ __device__ static void sample_row(const float *logits, float *p, unsigned int vo
 #pragma unroll
         for (unsigned int k = 0; k < 8; k++) {
             if (!done && c[k] >= tau) {
-                pick = (int)(i0 + k); /* the last of the nucleus, should rounding leave target unmet */
+                pick =
+                    (int)(i0 + k); /* the last of the nucleus, should rounding leave target unmet */
                 cdf = __fadd_rn(cdf, c[k]);
                 done = target < cdf;
             }

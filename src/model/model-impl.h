@@ -105,16 +105,16 @@ typedef struct acg__model_kernels {
  * this rank's shard (the whole tensor with one rank; NULL for a rank without KV heads, as acg
  * refuses empty buffers). q_dim, kv_dim and hidden are the model's. */
 typedef struct acg__model_device_weights {
-    acg_buffer *token_embedding; /* (vocab_size, dim) */
-    acg_buffer *rms_att;         /* (n_layers, dim) */
-    acg_buffer *wq, *wk, *wv;    /* (n_layers, q_dim | kv_dim, dim) rows of this rank's heads */
-    acg_buffer *wo;              /* (n_layers, dim, q_dim) the matching columns */
-    acg_buffer *rms_ffn;         /* (n_layers, dim) */
-    acg_buffer *w1, *w3;         /* (n_layers, hidden, dim) rows of this rank's units */
-    acg_buffer *w2;              /* (n_layers, dim, hidden) the matching columns */
-    acg_buffer *rms_final;       /* (dim) */
-    acg_buffer *classifier;      /* (vocab_n, dim) this rank's rows; token_embedding when
-                                    shared (its rows from vocab_lo), NULL when vocab_n is 0 */
+    acg_buffer *token_embedding;     /* (vocab_size, dim) */
+    acg_buffer *rms_att;             /* (n_layers, dim) */
+    acg_buffer *wq, *wk, *wv;        /* (n_layers, q_dim | kv_dim, dim) rows of this rank's heads */
+    acg_buffer *wo;                  /* (n_layers, dim, q_dim) the matching columns */
+    acg_buffer *rms_ffn;             /* (n_layers, dim) */
+    acg_buffer *w1, *w3;             /* (n_layers, hidden, dim) rows of this rank's units */
+    acg_buffer *w2;                  /* (n_layers, dim, hidden) the matching columns */
+    acg_buffer *rms_final;           /* (dim) */
+    acg_buffer *classifier;          /* (vocab_n, dim) this rank's rows; token_embedding when
+                                        shared (its rows from vocab_lo), NULL when vocab_n is 0 */
     acg_buffer *rope_cos, *rope_sin; /* (seq_len, head_size / 2) */
 } acg__model_device_weights;
 
@@ -134,7 +134,7 @@ struct acg_model {
     uint32_t hidden;              /* feed-forward units, at least 1 */
     uint32_t kv_head_lo, hidden_lo;
     uint32_t vocab_lo, vocab_n; /* the classifier's rows this rank scores; vocab_n may be 0 */
-    acg_comm comm;           /* the caller's process group, read at its size (when given) */
+    acg_comm comm;              /* the caller's process group, read at its size (when given) */
     acg_device_group *group; /* n_ranks > 1: every rank's device, for the allreduces; else NULL */
     acg_stream *stream;
     acg__model_kernels k;
@@ -142,19 +142,19 @@ struct acg_model {
     acg_kv_cache *kv;
     acg_buffer *k_cache, *v_cache; /* (n_layers, kv_pages, page_size, kv_dim), the cache's */
     acg_stager *stager;
-    acg_attn_plan *plans[2];   /* one per slot, sized for the largest bucket */
-    acg_buffer *states;        /* (max_batch, ACG_SAMPLER_STATE_WORDS) sampler states, by seat */
+    acg_attn_plan *plans[2]; /* one per slot, sized for the largest bucket */
+    acg_buffer *states;      /* (max_batch, ACG_SAMPLER_STATE_WORDS) sampler states, by seat */
     acg_runner *runner;
-    int32_t *step_result;      /* pinned (max_batch, 2): a step's sampled tokens */
-    float *step_logits;        /* pinned (max_batch, vocab) a step's logits, with keep_logits */
+    int32_t *step_result; /* pinned (max_batch, 2): a step's sampled tokens */
+    float *step_logits;   /* pinned (max_batch, vocab) a step's logits, with keep_logits */
     /* generation (generate.c) */
-    acg__request *requests;    /* every request not released, in submission order */
-    acg__request **seats;      /* (max_batch) the running request of each seat, or NULL */
+    acg__request *requests; /* every request not released, in submission order */
+    acg__request **seats;   /* (max_batch) the running request of each seat, or NULL */
     /* a step's host arrays, kept between steps so a step allocates nothing */
-    acg__request **step_req;   /* (max_batch) the request of each row */
-    acg_attn_row *step_rows;   /* (max_batch) */
-    int32_t *step_ids;         /* (max_step_tokens) the step's token ids */
-    int32_t *step_seats;       /* (max_batch) each row's seat, -1: nothing to sample */
+    acg__request **step_req; /* (max_batch) the request of each row */
+    acg_attn_row *step_rows; /* (max_batch) */
+    int32_t *step_ids;       /* (max_step_tokens) the step's token ids */
+    int32_t *step_seats;     /* (max_batch) each row's seat, -1: nothing to sample */
     uint64_t next_id;
     acg_model_stats stats;
 };

@@ -139,9 +139,8 @@ static void free_weights(acg_model *m) {
     if (w->classifier != w->token_embedding) {
         acg__buffer_free_owned(w->classifier, m, "acg_model_destroy");
     }
-    acg_buffer *all[] = {w->token_embedding, w->rms_att, w->wq,        w->wk,
-                         w->wv,              w->wo,      w->rms_ffn,   w->w1,
-                         w->w2,              w->w3,      w->rms_final, w->rope_cos,
+    acg_buffer *all[] = {w->token_embedding, w->rms_att, w->wq, w->wk, w->wv,        w->wo,
+                         w->rms_ffn,         w->w1,      w->w2, w->w3, w->rms_final, w->rope_cos,
                          w->rope_sin};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         acg__buffer_free_owned(all[i], m, "acg_model_destroy");
@@ -158,11 +157,16 @@ static acg_status build_kernels(acg_model *m) {
         const char *name;
         acg_kernel **k;
     } list[] = {
-        {"embed_f32", &m->k.embed},         {"rmsnorm_f32", &m->k.rmsnorm},
-        {"matmul_f32", &m->k.matmul},       {"rope_f32", &m->k.rope},
-        {"kv_store_f32", &m->k.kv_store},   {"attention_f32", &m->k.attention},
-        {"axpy_f32", &m->k.axpy},           {"swiglu_f32", &m->k.swiglu},
-        {"gather_last_f32", &m->k.gather_last}, {"sample_f32", &m->k.sample},
+        {"embed_f32", &m->k.embed},
+        {"rmsnorm_f32", &m->k.rmsnorm},
+        {"matmul_f32", &m->k.matmul},
+        {"rope_f32", &m->k.rope},
+        {"kv_store_f32", &m->k.kv_store},
+        {"attention_f32", &m->k.attention},
+        {"axpy_f32", &m->k.axpy},
+        {"swiglu_f32", &m->k.swiglu},
+        {"gather_last_f32", &m->k.gather_last},
+        {"sample_f32", &m->k.sample},
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         st = acg_kernel_get(m->dev, list[i].name, list[i].k);
@@ -191,8 +195,8 @@ static acg_status check_options(const acg_model_config *c, acg_model_options *o)
                           o->page_size, MAX_PAGE_SIZE);
     }
     /* Every work-item count of a step must fit a launch (2^32). */
-    uint64_t widest = (uint64_t)o->max_step_tokens *
-                      (uint64_t)(c->hidden_dim > c->dim ? c->hidden_dim : c->dim);
+    uint64_t widest =
+        (uint64_t)o->max_step_tokens * (uint64_t)(c->hidden_dim > c->dim ? c->hidden_dim : c->dim);
     if (widest > UINT32_MAX || (uint64_t)o->max_batch * (uint64_t)c->vocab_size > UINT32_MAX) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: a step of %u tokens is too large for this model", fn,
@@ -203,15 +207,16 @@ static acg_status check_options(const acg_model_config *c, acg_model_options *o)
         o->kv_pages = o->max_batch * per_request + 1;
     }
     if (o->kv_pages < 2) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: kv_pages %u leaves no page besides the "
-                          "sink page", fn, o->kv_pages);
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: kv_pages %u leaves no page besides the "
+                          "sink page",
+                          fn, o->kv_pages);
     }
     if (o->n_slots == 0) {
         o->n_slots = 1;
     }
     if (o->n_slots > 2) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: n_slots %u is not 1 or 2", fn,
-                          o->n_slots);
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: n_slots %u is not 1 or 2", fn, o->n_slots);
     }
     return ACG_OK;
 }

@@ -46,8 +46,8 @@ typedef struct acg__simd_ops {
     /* o[i] = w[i] * (ss * x[i]) */
     void (*rms_apply)(float *o, const float *w, const float *x, float ss, uint32_t n);
     /* sc[p] = dot(q, k row p, hs) / scale, for p < n_pos (a row of the sink page scores 0) */
-    void (*attn_scores)(float *sc, const float *q, const acg__kv_rows *k, uint32_t hs,
-                        float scale, uint32_t n_pos);
+    void (*attn_scores)(float *sc, const float *q, const acg__kv_rows *k, uint32_t hs, float scale,
+                        uint32_t n_pos);
     /* o[i] = sum over p < n_pos of prob[p] * (v row p)[i], for i < hs: for each i the order
      * of arith.h over p (partial p % 32, fused multiply-adds, then the tree) */
     void (*attn_values)(float *o, const float *prob, const acg__kv_rows *v, uint32_t hs,

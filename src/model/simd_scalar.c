@@ -95,8 +95,8 @@ static void sc_attn_values(float *o, const float *prob, const acg__kv_rows *v, u
         for (uint32_t p = 0; p < n_pos; p++) {
             const float *vp = kv_row(v, p);
             /* The sink page holds zeros: its rows add prob * 0. */
-            float x = vp != NULL ? vp[i] : v->cache[(size_t)(p % v->page_size) * v->kv_dim +
-                                                    v->off + i];
+            float x =
+                vp != NULL ? vp[i] : v->cache[(size_t)(p % v->page_size) * v->kv_dim + v->off + i];
             s[p % ACG_LANES] = fmaf(prob[p], x, s[p % ACG_LANES]);
         }
         o[i] = acg__tree32(s);

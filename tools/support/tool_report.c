@@ -383,8 +383,8 @@ int tool_json_end(tool_json *j) {
     if (j->error == NULL && fflush(j->out) != 0) {
         /* The flush's own reason (ENOSPC); a write that failed before it left only ferror. */
         int e = errno;
-        return e != 0 ? tool_failf("writing the JSON report",
-                                   "the output could not be written: %s", strerror(e))
+        return e != 0 ? tool_failf("writing the JSON report", "the output could not be written: %s",
+                                   strerror(e))
                       : tool_failf("writing the JSON report", "the output could not be written");
     }
     if (ferror(j->out)) {

@@ -28,9 +28,9 @@ static inline void cpu_relax(void) {
 /* An open cpu device: how it captures, the threads a kernel may be split over, and the faults
  * its workers report (only injected ones: host code does not fault recoverably). */
 typedef struct cpu_device {
-    bool native;         /* workers record captured work (capture=native) */
-    uint32_t threads;    /* a split kernel's threads: the stream's worker and the pool's */
-    cpu_pool *pool;      /* threads - 1 threads; NULL with one thread */
+    bool native;      /* workers record captured work (capture=native) */
+    uint32_t threads; /* a split kernel's threads: the stream's worker and the pool's */
+    cpu_pool *pool;   /* threads - 1 threads; NULL with one thread */
     /* threads >= online cores: a thread waiting for a stream would take a core from the
      * kernels it waits for, so it sleeps almost at once instead of polling (queue.c) */
     bool fills_cores;

@@ -102,8 +102,8 @@ acg_status acg__cpu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
     cpu_op *op = acg__cpu_stream_reserve(cs(stream));
     /* The fault hook is decided here, on the submitting side, so the replay loop pays nothing
      * for it. */
-    bool fault = atomic_load_explicit(&d->inject, memory_order_relaxed) &&
-                 atomic_exchange(&d->inject, 0);
+    bool fault =
+        atomic_load_explicit(&d->inject, memory_order_relaxed) && atomic_exchange(&d->inject, 0);
     op->kind = fault ? CPU_OP_FAULT : CPU_OP_GRAPH;
     op->u.graph.graph = cgraph(exec);
     acg__cpu_stream_submit(cs(stream));

@@ -21,8 +21,8 @@
 
 #include "backends/cpu/cpu.h"
 
-#define RING_SIZE 1024u /* ops; a power of two */
-#define SPIN_NS 2000u   /* polling with pause only */
+#define RING_SIZE 1024u  /* ops; a power of two */
+#define SPIN_NS 2000u    /* polling with pause only */
 #define POLL_NS 2000000u /* polling, yielding the core between polls, before sleeping */
 /* Where the device's threads fill the cores: a wait short enough that the next one polls
  * through it (acg__cpu_stream_wait) */
@@ -78,7 +78,7 @@ struct cpu_stream {
                            synchronize, with comm_why for ACG_ERR_COMM */
     char comm_why[256]; /* written by the worker before it stores the fault */
     _Alignas(64) _Atomic int worker_sleeping;
-    _Atomic int waiters; /* threads sleeping until `done` advances */
+    _Atomic int waiters;      /* threads sleeping until `done` advances */
     _Atomic bool short_waits; /* the last wait took at most SHORT_WAIT_NS (see stream_wait) */
     _Atomic uint64_t wake_at; /* the least `done` a sleeper waits for (UINT64_MAX: none), so
                                  the worker wakes it then rather than at its batch's end; set

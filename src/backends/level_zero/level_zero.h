@@ -157,15 +157,15 @@ typedef struct ze_stream {
     /* immediate; in queue mode the open regular list between acg__ze_stream_begin and
      * acg__ze_stream_end, NULL otherwise */
     ze_command_list_handle_t list;
-    pthread_mutex_t lock;          /* the list: appends and the serials */
-    ze_slot *sync;                 /* the stream's own event, for waits on the host */
-    pthread_mutex_t sync_lock;     /* sync, sync_armed */
-    bool sync_armed;               /* a barrier that signals sync is queued, its end not seen */
-    bool in_order;                 /* the list runs its commands in order (else barriers do) */
-    bool barrier;       /* the next command must wait for the previous ones (not in order) */
-    uint64_t submitted; /* serial of the latest command appended */
-    uint64_t completed; /* serial known to have completed */
-    void *staging;      /* (staging_size) host memory of the driver's for pageable copies */
+    pthread_mutex_t lock;      /* the list: appends and the serials */
+    ze_slot *sync;             /* the stream's own event, for waits on the host */
+    pthread_mutex_t sync_lock; /* sync, sync_armed */
+    bool sync_armed;           /* a barrier that signals sync is queued, its end not seen */
+    bool in_order;             /* the list runs its commands in order (else barriers do) */
+    bool barrier;              /* the next command must wait for the previous ones (not in order) */
+    uint64_t submitted;        /* serial of the latest command appended */
+    uint64_t completed;        /* serial known to have completed */
+    void *staging;             /* (staging_size) host memory of the driver's for pageable copies */
     size_t staging_size;
     void **aside; /* (n_aside) staging a copy may still use after a failed wait */
     uint32_t n_aside, cap_aside;
@@ -238,7 +238,7 @@ typedef struct ze_exec {
     ze_slot **slots;                         /* (n_slots) native: the recording's events */
     uint32_t n_slots;
     ze_command_list_handle_t list; /* from the description (native: NULL until an update) */
-    ze_recorded *recorded; /* (n_recorded) on a mutable list; NULL otherwise */
+    ze_recorded *recorded;         /* (n_recorded) on a mutable list; NULL otherwise */
     uint32_t n_recorded;
     ze_slot *done;           /* the latest replay's end, appended to an immediate list */
     ze_fence_handle_t fence; /* the latest replay's end, executed on the device's queue */
