@@ -140,8 +140,9 @@ static void release_activations(const acg_model *m, acg_stream *s, activations *
 
 /* ---- the forward pass ---------------------------------------------------------------------- */
 
-/* A block's output, summed over the ranks in place: every rank gets the same bits (acg adds in
- * rank order), so the residual streams stay alike. Nothing with one rank. */
+/* A block's output, summed over the ranks in place: every rank gets the same bits (the cpu
+ * backend adds in rank order, NCCL on cuda in the order of its algorithm, the same on every
+ * rank: acg_allreduce), so the residual streams stay alike. Nothing with one rank. */
 static acg_status sum_over_ranks(acg_model *m, acg_stream *s, acg_buffer *xb, uint32_t T) {
     if (m->group == NULL) {
         return ACG_OK;
