@@ -25,20 +25,17 @@ typedef struct machine_job {
 
 /* Four independent sums of 256-bit loads: the widest loads every x86-64 with AVX2 has, so the
  * loop measures the memory system, not the load port. */
-__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *w, size_t n,
-                                                          unsigned passes) {
+__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *w, size_t n) {
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (unsigned pass = 0; pass < passes; pass++) {
-        size_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-            a0 = _mm256_add_epi64(a0, _mm256_loadu_si256((const __m256i *)(w + i)));
-            a1 = _mm256_add_epi64(a1, _mm256_loadu_si256((const __m256i *)(w + i + 4)));
-            a2 = _mm256_add_epi64(a2, _mm256_loadu_si256((const __m256i *)(w + i + 8)));
-            a3 = _mm256_add_epi64(a3, _mm256_loadu_si256((const __m256i *)(w + i + 12)));
-        }
-        for (; i < n; i++) {
-            a0 = _mm256_add_epi64(a0, _mm256_set1_epi64x((long long)w[i]));
-        }
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_epi64(a0, _mm256_loadu_si256((const __m256i *)(w + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_loadu_si256((const __m256i *)(w + i + 4)));
+        a2 = _mm256_add_epi64(a2, _mm256_loadu_si256((const __m256i *)(w + i + 8)));
+        a3 = _mm256_add_epi64(a3, _mm256_loadu_si256((const __m256i *)(w + i + 12)));
+    }
+    for (; i < n; i++) {
+        a0 = _mm256_add_epi64(a0, _mm256_set1_epi64x((long long)w[i]));
     }
     a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
     uint64_t v[4];
@@ -72,14 +69,15 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint64_t *w
 }
 #endif
 
-/* Sums n words with the widest loads the CPU has. */
+/* Sums n words with the widest loads the CPU has: eight independent sums of 64-bit words
+ * where AVX2 is missing. */
 static uint64_t read_words(const uint64_t *w, size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("avx512f")) {
         return read_avx512(w, n);
     }
     if (__builtin_cpu_supports("avx2")) {
-        return read_avx2(w, n, 1);
+        return read_avx2(w, n);
     }
 #endif
     uint64_t a[8] = {0};
@@ -95,28 +93,14 @@ static uint64_t read_words(const uint64_t *w, size_t n) {
     return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 }
 
-/* Eight independent sums of 64-bit words where AVX2 is missing. */
+/* A thread's share of the one-buffer read, `passes` times over. */
 static void *read_job(void *p) {
     machine_job *j = p;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) {
-        j->result = read_avx2(j->words, j->n, j->passes);
-        return NULL;
-    }
-#endif
-    uint64_t a[8] = {0};
+    uint64_t r = 0;
     for (unsigned pass = 0; pass < j->passes; pass++) {
-        size_t i = 0;
-        for (; i + 8 <= j->n; i += 8) {
-            for (int k = 0; k < 8; k++) {
-                a[k] += j->words[i + (size_t)k];
-            }
-        }
-        for (; i < j->n; i++) {
-            a[0] += j->words[i];
-        }
+        r += read_words(j->words, j->n);
     }
-    j->result = a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+    j->result = r;
     return NULL;
 }
 
