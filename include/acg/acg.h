@@ -863,21 +863,24 @@ typedef struct acg_kernel_desc {
     struct {
         acg_kernel_cpu_fn fn; /* the C function; NULL: none (see also cpu_parts, last) */
     } cpu;
-    /* The same as an impls entry of format ACG_KERNEL_FORMAT_OPENCL_C for backend "opencl" (its
-     * text ending in NUL); kept for definitions written before impls. NULL: none. */
+    /* The same as an impls entry of format ACG_KERNEL_FORMAT_OPENCL_C for every backend that
+     * takes it (the opencl backend; its text ending in NUL); kept for definitions written before
+     * impls. NULL: none. */
     struct {
         const char *source;
         const char *name; /* the kernel function in source; NULL: the kernel's name */
     } opencl;
-    /* The same as an impls entry of format ACG_KERNEL_FORMAT_CUDA_IMAGE for backend "cuda" (a
-     * binary: size its bytes); kept for definitions written before impls. NULL: none. */
+    /* The same as an impls entry of format ACG_KERNEL_FORMAT_CUDA_IMAGE for every backend that
+     * takes it (the cuda backend; a binary: size its bytes); kept for definitions written before
+     * impls. NULL: none. */
     struct {
         const void *fatbin;
         size_t size;
         const char *name; /* the function; NULL: the kernel's name */
     } cuda;
-    /* The same as an impls entry of format ACG_KERNEL_FORMAT_SPIRV_OPENCL for backend
-     * "level_zero"; kept for definitions written before impls. NULL: none. */
+    /* The same as an impls entry of format ACG_KERNEL_FORMAT_SPIRV_OPENCL for every backend that
+     * takes it (the level_zero backend); kept for definitions written before impls. NULL:
+     * none. */
     struct {
         const void *module;
         size_t size;
@@ -957,8 +960,9 @@ typedef struct acg_kernel_desc {
  * without opencl.source, or a binary whose pointer and size disagree; n_impls above
  * ACG_MAX_KERNEL_IMPLS, or not 0 with a NULL impls; an impls entry whose format is NULL or
  * empty, whose code is NULL, or whose backend is empty (the message names its index);
- * cpu_parts with one of its functions only, or without cpu.fn; cuda_lanes not a power of two
- * up to 1024, or set without a cuda-image implementation.
+ * cpu_parts with one of its functions only, or without cpu.fn; and where the build has the
+ * cuda backend (which checks it), cuda_lanes not a power of two up to 1024, or set without a
+ * cuda-image implementation.
  * ACG_ERR_OUT_OF_MEMORY. */
 ACG_API acg_status acg_kernel_register(const acg_kernel_desc *desc);
 

@@ -20,7 +20,7 @@
 
 #include <acg/acg.h>
 
-#include "core/backend.h"
+#include "core/backend/acg-backend.h"
 #include "core/export/acg-layer.h"
 
 /* ---- pinned host memory registry --------------------------------------------------------- */
@@ -296,9 +296,9 @@ void acg__capture_free(acg__capture *c);
 uint64_t acg__graph_referencing(acg_device *dev, const acg_buffer *buf, const void *host,
                                 size_t host_size);
 
-/* Releases what a graph description references (refs) and its memory. */
+/* Takes (delta 1) or releases (-1) what a graph description references; acg__desc_free
+ * (acg-backend.h) frees its memory. */
 void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta);
-void acg__desc_free(acg__graph_desc *desc);
 
 /* Destroys the pool's parked graphs (dev->lock held; their replays already waited for). */
 void acg__pool_release_parked(acg_graph_pool *pool);
@@ -384,20 +384,7 @@ size_t acg__kernel_registered(void);
 acg_status acg__kernel_desc_read(const acg_kernel_desc *desc, acg_kernel_desc *d, const char *fn);
 acg__kernel_def *acg__kernel_desc_copy(const acg_kernel_desc *d, const char *function);
 size_t acg__kernel_impl_bytes(const acg_kernel_impl *e);
-/* A definition (the core's included) whose CUDA code is the function of that name in the image
- * of size bytes (any image when NULL), or NULL. It stays valid while a device has it loaded; the
- * cuda backend hands this lookup to its test driver, which runs the definition's cpu code in
- * the function's place. */
-const acg_kernel_desc *acg__kernel_desc_find_cuda(const void *image, size_t size,
-                                                  const char *function);
-/* The same for the SPIR-V entry point `function`, in any module (acg's Level Zero test driver). */
-const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function);
 void acg__device_kernels_free(acg_device *dev);
-/* An argument type as acg names it ("buffer", "i32", ... "f32"; "?" for another value), and
- * the OpenCL C type a scalar of it is (int, uint, long, ulong, float; "?" for a buffer), for
- * the messages of launches and of the backends' parameter checks. */
-const char *acg__arg_type_name(acg_arg_type t);
-const char *acg__arg_cl_type(acg_arg_type t);
 /* Checks a launch of kernel kdef (impl: its backend kernel on dev) against the definition, as
  * acg_kernel_launch documents, and resolves its buffers into node (a kernel node, its buffer
  * list held until the caller returns); fn names the call in messages. */
@@ -408,6 +395,9 @@ acg_status acg__kernel_prepare(const acg_device *dev, const acg__kernel_def *kde
 /* The backends compiled in (registry.c). */
 size_t acg__backend_count(void);
 const acg_backend_i *acg__backend_find(const char *name);
+/* Every backend's own checks of a definition (its kernel_check slot), as acg_kernel_register
+ * refuses one; ACG_OK when each passes or has none. */
+acg_status acg__backends_check_kernel(const acg_kernel_desc *d, const char *fn);
 /* Probes vt once and gives its device count; ACG_ERR_UNAVAILABLE with the reason. */
 acg_status acg__backend_devices(const acg_backend_i *vt, int *n, const char *fn);
 

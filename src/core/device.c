@@ -120,15 +120,16 @@ acg_status acg_device_describe(const char *backend, int index, acg_capability *o
 }
 
 /* Whether the device suits pass `pass` of the default's choice (acg_device_get_default): 0 an
- * accelerator with graphs, 1 any accelerator, 2 the cpu backend's, 3 any device at all. */
-static bool default_pass(int pass, const char *backend, const acg_capability *cap) {
+ * accelerator with graphs, 1 any accelerator, 2 a device that runs kernels on acg's own host
+ * threads (host_threads) rather than a driver's CPU device, 3 any device. */
+static bool default_pass(int pass, const acg_capability *cap) {
     switch (pass) {
     case 0:
         return !cap->host_cpu && cap->graphs;
     case 1:
         return !cap->host_cpu;
     case 2:
-        return strcmp(backend, "cpu") == 0;
+        return cap->host_threads > 0;
     default:
         return true;
     }
@@ -145,7 +146,7 @@ static acg_status pick_best(char *spec, size_t size, const char *fn) {
             for (int d = 0; d < info.device_count; d++) {
                 acg_capability cap = {.size = sizeof cap};
                 if (acg_device_describe(info.name, d, &cap) == ACG_OK && cap.available &&
-                    default_pass(pass, info.name, &cap)) {
+                    default_pass(pass, &cap)) {
                     snprintf(spec, size, "%s:%d", info.name, d);
                     return ACG_OK;
                 }

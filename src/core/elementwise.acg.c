@@ -1,7 +1,7 @@
 /* elementwise.acg.c — the core's four kernels, written once (include/acg/kernel.h) for every
- * backend: acg_add_kernels builds this file's C for the cpu backend, its OpenCL C (embedded),
- * its SPIR-V for level_zero and its fatbin for cuda where the build has their compilers, and
- * elementwise.c makes them the core's kernels. acg.h documents each (acg_kernel_get). */
+ * backend: acg_add_kernels builds this file into each form a backend of the build takes (C, and
+ * OpenCL C, SPIR-V or a CUDA image where the build has their compilers), and elementwise.c makes
+ * them the core's kernels. acg.h documents each (acg_kernel_get). */
 #include <acg/kernel.h>
 
 ACG_KERNEL(fill_f32, ACG_ELEMENTWISE, ACG_BUF(float, y), ACG_F32(value)) { y[acg_id(0)] = value; }

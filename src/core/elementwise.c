@@ -1,7 +1,6 @@
 /* elementwise.c — the core's own kernels: the four of elementwise.acg.c, written once for every
- * backend (include/acg/kernel.h). acg_add_kernels builds that file's C for the cpu backend, its
- * OpenCL C (embedded), and where the build has their compilers its SPIR-V for level_zero and its
- * fatbin for cuda, into definitions with their implementations (the generated
+ * backend (include/acg/kernel.h). acg_add_kernels builds that file into each form a backend of
+ * the build takes, into definitions with their implementations (the generated
  * acg__core_kernels.h). Here they become the core's kernels: registered from the start, never
  * copied and never unregistered; every other kernel belongs to the layer that registers it. */
 #include <pthread.h>

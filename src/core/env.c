@@ -9,27 +9,16 @@
 
 extern char **environ;
 
-/* The core's own variables. Each layer above lists its own the same way, and the library's
- * explicit list of layers (src/library.c) hands them all to the core as acg__env_tables. */
+/* The core's own variables. Each backend and each layer above lists its own the same way, and
+ * the library's explicit list of layers and backends (src/library.c) hands them all to the core
+ * as acg__env_tables. */
 static const char *const core_names[] = {
     "ACG_LOG",       /* log threshold: error|warn|info|debug */
     "ACG_DEVICE",    /* device spec used when acg_device_open gets NULL */
     "ACG_NO_PINNED", /* 1: acg_pinned_alloc returns pageable memory */
-    /* the cpu backend's threads per kernel (1..256) where the spec gives no threads=N; default:
-     * one per online core */
-    "ACG_CPU_THREADS",
-    /* the CUDA driver the cuda backend loads (default libcuda.so.1): the tests' test driver */
-    "ACG_CUDA_DRIVER",
-    /* the NCCL the cuda backend's collectives load (default libnccl.so.2): the tests' test NCCL */
-    "ACG_NCCL_LIBRARY",
-    /* the Level Zero loader the level_zero backend opens (default libze_loader.so.1) */
-    "ACG_LEVEL_ZERO_LOADER",
     /* how long a collective waits for the other ranks before it fails with ACG_ERR_COMM, in
      * milliseconds (default 60000); acg_mpi reads it too */
     "ACG_COMM_TIMEOUT_MS",
-    /* the cpu backend's allreduce: shm (shared memory among the ranks of one host, the default
-     * where they share one) or host (the comm's allreduce_sum_f32) */
-    "ACG_CPU_ALLREDUCE",
 };
 
 const acg__env_table acg__core_env = {"core", core_names, sizeof core_names / sizeof core_names[0]};

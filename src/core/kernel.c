@@ -49,10 +49,8 @@ static bool runs_function(const acg__kernel_def *def, const char *backend, const
             (acg__kernel_impl_bytes(e) == size && memcmp(e->code, image, size) == 0));
 }
 
-/* The first definition, the core's then the registered ones, whose code for backend in format
- * is the function named function. */
-static const acg_kernel_desc *find_function(const char *backend, const char *format,
-                                            const void *image, size_t size, const char *function) {
+const acg_kernel_desc *acg__kernel_desc_find(const char *backend, const char *format,
+                                             const void *image, size_t size, const char *function) {
     size_t n_core = 0;
     const acg__kernel_def *core = acg__core_kernels(&n_core);
     for (size_t i = 0; i < n_core; i++) {
@@ -69,15 +67,6 @@ static const acg_kernel_desc *find_function(const char *backend, const char *for
     }
     pthread_mutex_unlock(&reg_lock);
     return found;
-}
-
-const acg_kernel_desc *acg__kernel_desc_find_cuda(const void *image, size_t size,
-                                                  const char *function) {
-    return find_function("cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, image, size, function);
-}
-
-const acg_kernel_desc *acg__kernel_desc_find_spirv(const char *function) {
-    return find_function("level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, NULL, 0, function);
 }
 
 size_t acg__kernel_registered(void) {

@@ -257,18 +257,6 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
     if (d->cpu_parts.fn != NULL && d->cpu.fn == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): cpu_parts without cpu.fn", fn, name);
     }
-    if (d->cuda_lanes > 1024 || (d->cuda_lanes & (d->cuda_lanes - 1)) != 0) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s(%s): cuda_lanes %u is not a power of two up to 1024 (or 0)", fn, name,
-                          d->cuda_lanes);
-    }
-    if (d->cuda_lanes > 1 && d->cuda.fatbin == NULL &&
-        impl_in(d, "cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE) == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s(%s): cuda_lanes without a cuda-image implementation (cuda.fatbin, "
-                          "or an impls entry of format \"%s\" for cuda)",
-                          fn, name, ACG_KERNEL_FORMAT_CUDA_IMAGE);
-    }
     if (d->cpu.fn == NULL && d->n_impls == 0 && d->opencl.source == NULL &&
         d->cuda.fatbin == NULL && d->spirv.module == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
@@ -276,7 +264,7 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
                           "cuda.fatbin or spirv.module",
                           fn, name);
     }
-    return ACG_OK;
+    return acg__backends_check_kernel(d, fn);
 }
 
 /* Where the copies go in a definition's allocation. */
@@ -370,16 +358,16 @@ acg__kernel_def *acg__kernel_desc_copy(const acg_kernel_desc *d, const char *fun
     /* The legacy fields, as the entries they stand for, after the caller's: one list. */
     uint32_t at = d->n_impls;
     if (def->d.opencl.source != NULL) {
-        list[at++] = (acg_kernel_impl){"opencl", ACG_KERNEL_FORMAT_OPENCL_C, def->d.opencl.source,
-                                       0, def->d.opencl.name};
+        list[at++] = (acg_kernel_impl){NULL, ACG_KERNEL_FORMAT_OPENCL_C, def->d.opencl.source, 0,
+                                       def->d.opencl.name};
     }
     if (def->d.cuda.fatbin != NULL) {
-        list[at++] = (acg_kernel_impl){"cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, def->d.cuda.fatbin,
+        list[at++] = (acg_kernel_impl){NULL, ACG_KERNEL_FORMAT_CUDA_IMAGE, def->d.cuda.fatbin,
                                        def->d.cuda.size, def->d.cuda.name};
     }
     if (def->d.spirv.module != NULL) {
-        list[at++] = (acg_kernel_impl){"level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL,
-                                       def->d.spirv.module, def->d.spirv.size, def->d.spirv.name};
+        list[at++] = (acg_kernel_impl){NULL, ACG_KERNEL_FORMAT_SPIRV_OPENCL, def->d.spirv.module,
+                                       def->d.spirv.size, def->d.spirv.name};
     }
     def->d.impls = n != 0 ? list : NULL;
     def->d.n_impls = n;

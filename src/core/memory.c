@@ -34,8 +34,8 @@ acg_status acg__buffer_new(acg_device *dev, size_t size, const void *owner, cons
     if (b == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    /* A backend's detail names the vendor call and its code: keep it. One that sets none (the
-     * cpu backend's) gets the status's text. */
+    /* A backend's detail names the vendor call and its code: keep it. One that sets none (a
+     * backend without a driver) gets the status's text. */
     uint64_t serial = acg__error_serial();
     acg_status st = acg__device_mem_alloc(dev, size, &b->mem);
     if (st != ACG_OK) {

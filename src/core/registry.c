@@ -5,34 +5,17 @@
 
 #include "core/acg-impl.h"
 
-#ifdef ACG_WITH_CUDA
-extern const acg_backend_i acg__backend_cuda;
-#endif
-#ifdef ACG_WITH_LEVEL_ZERO
-extern const acg_backend_i acg__backend_level_zero;
-#endif
-#ifdef ACG_WITH_OPENCL
-extern const acg_backend_i acg__backend_opencl;
-#endif
-#ifdef ACG_WITH_CPU
-extern const acg_backend_i acg__backend_cpu;
-#endif
+/* The build's list (CMakeLists.txt writes it from the backends it builds, in the order of its
+ * ACG_BACKEND_FOLDERS: the preference of acg_device_open(NULL)). */
+#include "acg-backends.h"
 
-/* Preference order for acg_device_open(NULL): accelerators first, the cpu backend last. */
-static const acg_backend_i *const backends[] = {
-#ifdef ACG_WITH_CUDA
-    &acg__backend_cuda,
-#endif
-#ifdef ACG_WITH_LEVEL_ZERO
-    &acg__backend_level_zero,
-#endif
-#ifdef ACG_WITH_OPENCL
-    &acg__backend_opencl,
-#endif
-#ifdef ACG_WITH_CPU
-    &acg__backend_cpu,
-#endif
-};
+#define ACG__DECLARE_BACKEND(name) extern const acg_backend_i acg__backend_##name;
+ACG__BACKENDS(ACG__DECLARE_BACKEND)
+#undef ACG__DECLARE_BACKEND
+
+#define ACG__LIST_BACKEND(name) &acg__backend_##name,
+static const acg_backend_i *const backends[] = {ACG__BACKENDS(ACG__LIST_BACKEND)};
+#undef ACG__LIST_BACKEND
 
 #define N_BACKENDS (sizeof backends / sizeof backends[0])
 
@@ -45,6 +28,18 @@ const acg_backend_i *acg__backend_find(const char *name) {
         }
     }
     return NULL;
+}
+
+acg_status acg__backends_check_kernel(const acg_kernel_desc *d, const char *fn) {
+    for (size_t i = 0; i < N_BACKENDS; i++) {
+        acg_status (*check)(const acg_kernel_desc *, const char *) =
+            ACG__SLOT(backends[i], kernel_check, 7);
+        acg_status st = check != NULL ? check(d, fn) : ACG_OK;
+        if (st != ACG_OK) {
+            return st;
+        }
+    }
+    return ACG_OK;
 }
 
 /* Probe results, made once per backend. */

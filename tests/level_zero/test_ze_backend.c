@@ -43,7 +43,7 @@
 #include "../ze_driver/acgtest_ze.h" /* ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES */
 #include "backends/level_zero/entry_points.h"
 #include "backends/level_zero/ze_ext.h"
-#include "core/acg-impl.h" /* acg__kernel_desc_find_spirv: the core's fill_f32 */
+#include "core/backend/acg-backend.h" /* acg__kernel_desc_find: the core's fill_f32 */
 
 #define N 256
 #define ALPHA 3.0f
@@ -1400,7 +1400,8 @@ static void test_kernel_params_checked(void **state) {
     OK(acg_device_open("level_zero", &dev));
     bind_driver();
     const bool sizes = driver_function_or_null("zexKernelGetArgumentSize") != NULL;
-    const acg_kernel_desc *fill = acg__kernel_desc_find_spirv("fill_f32");
+    const acg_kernel_desc *fill =
+        acg__kernel_desc_find("level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, NULL, 0, "fill_f32");
     assert_non_null(fill);
     const acg_kernel_impl *fill_spv = NULL; /* the core's module, built from its one source */
     for (uint32_t i = 0; i < fill->n_impls && fill_spv == NULL; i++) {

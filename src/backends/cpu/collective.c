@@ -45,7 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/cpu/cpu.h"
+#include "cpu.h"
 
 #define MAX_RANKS 64
 #define CHUNK (64u * 1024u) /* floats per rank and round: 256 KiB */

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/cpu/cpu.h"
+#include "cpu.h"
 
 typedef struct cpu_event {
     pthread_mutex_t mu;
@@ -553,6 +553,17 @@ static acg_status cpu_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kern
     acg__cpu_stream_submit(cs(stream));
     return ACG_OK;
 }
+
+/* The cpu backend's variables (src/library.c lists this table with the layers'). */
+static const char *const env_names[] = {
+    /* threads per kernel (1..256) where the spec gives no threads=N; default: one per online
+     * core */
+    "ACG_CPU_THREADS",
+    /* the allreduce: shm (shared memory among the ranks of one host, the default where they
+     * share one) or host (the comm's allreduce_sum_f32) */
+    "ACG_CPU_ALLREDUCE",
+};
+const acg__env_table acg__cpu_env = {"cpu", env_names, sizeof env_names / sizeof env_names[0]};
 
 const acg_backend_i acg__backend_cpu = {
     .version = ACG_BACKEND_VERSION,

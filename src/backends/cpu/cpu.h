@@ -2,7 +2,9 @@
 #ifndef ACG_BACKENDS_CPU_H
 #define ACG_BACKENDS_CPU_H
 
-#include "core/acg-impl.h"
+#include "acg-backend.h"
+#include "acg-layer.h"
+#include <pthread.h>
 
 /* A kernel is the C function of its definition (acg.h: acg_kernel_cpu_fn); its arguments are
  * buffers as plain pointers and scalars by value. */
@@ -199,7 +201,7 @@ void acg__cpu_op_allreduce(cpu_op *op, acg__bk_group *group, acg__bk_mem *mem, s
                            size_t count);
 acg_status acg__cpu_recording_full(void);
 
-/* Graphs, native capture and host functions (graph.c): the slots of backend.h's names. */
+/* Graphs, native capture and host functions (graph.c): the slots of acg-backend.h's names. */
 acg_status acg__cpu_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
                                       acg__bk_exec **exec);
 acg_status acg__cpu_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);

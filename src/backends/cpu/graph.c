@@ -3,7 +3,7 @@
  * host functions queued in stream order. */
 #include <string.h>
 
-#include "backends/cpu/cpu.h"
+#include "cpu.h"
 
 /* Ops of a graph: one per node but foreign work, which a cpu stream never runs (it has no
  * native object to issue it on), so a native recording has exactly these ops too. */

@@ -30,7 +30,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/cpu/cpu.h"
+#include "cpu.h"
 
 #define POOL_SPIN_NS 30000ull /* a pool thread polls this long for the next dispatch */
 #define POOL_YIELD_POLLS 256  /* a spinning pool thread yields the core this often */

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/cpu/cpu.h"
+#include "cpu.h"
 
 #define RING_SIZE 1024u  /* ops; a power of two */
 #define SPIN_NS 2000u    /* polling with pause only */

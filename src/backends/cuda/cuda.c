@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/cuda/cuda.h"
+#include "cuda.h"
 
 static acg_status cu_probe(int *n, const char **reason) {
     static bool loaded;
@@ -435,7 +435,7 @@ static acg_status cu_host_launch(acg__bk_stream *stream, acg_host_fn fn, void *u
 
 /* ---- copies and fills -------------------------------------------------------------------- */
 
-/* Pageable host memory: the copy must have happened when the slot returns (backend.h). */
+/* Pageable host memory: the copy must have happened when the slot returns (acg-backend.h). */
 static acg_status finish_pageable(cu_stream *s, bool pinned, acg_status st, const char *fn) {
     return st == ACG_OK && !pinned ? CU(fn, cuStreamSynchronize, s->stream) : st;
 }
@@ -490,6 +490,15 @@ static acg_status cu_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, 
         return CU(fn, cuMemsetD32Async, p, pattern, size / 4, s->stream);
     }
 }
+
+/* The cuda backend's variables (src/library.c lists this table with the layers'). */
+static const char *const env_names[] = {
+    /* the CUDA driver to load (default libcuda.so.1): the tests' test driver */
+    "ACG_CUDA_DRIVER",
+    /* the NCCL the collectives load (default libnccl.so.2): the tests' test NCCL */
+    "ACG_NCCL_LIBRARY",
+};
+const acg__env_table acg__cuda_env = {"cuda", env_names, sizeof env_names / sizeof env_names[0]};
 
 const acg_backend_i acg__backend_cuda = {
     .version = ACG_BACKEND_VERSION,
@@ -549,4 +558,5 @@ const acg_backend_i acg__backend_cuda = {
     .device_get_native = cu_device_get_native,
     /* The kernel node found during capture, set in the exec (graph.c). */
     .graph_update_node = acg__cu_graph_update_node,
+    .kernel_check = acg__cu_kernel_check,
 };

@@ -19,9 +19,11 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <pthread.h>
 
-#include "backends/cuda/entry_points.h"
-#include "core/acg-impl.h"
+#include "acg-backend.h"
+#include "acg-layer.h"
+#include "entry_points.h"
 
 /* The loaded driver: its entry points (NULL where it lacks an optional one), what that
  * disables, and why the backend is unavailable when it is. Filled once, by the first probe. */
@@ -156,6 +158,8 @@ typedef struct cu_launch {
 } cu_launch;
 
 /* Kernels (kernel.c): the backend table's kernel_load, kernel_unload and kernel_launch. */
+/* A registrant's definition checked for what is cuda's: cuda_lanes (the kernel_check slot). */
+acg_status acg__cu_kernel_check(const acg_kernel_desc *d, const char *fn);
 acg_status acg__cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
                                acg__bk_kernel **out);
 void acg__cu_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel);

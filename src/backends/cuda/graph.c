@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/cuda/cuda.h"
+#include "cuda.h"
 
 typedef struct cu_recording {
     cu_stream *origin;
@@ -443,7 +443,7 @@ static acg_status update_exec(cu_exec *e, CUgraph graph, CUgraphNode *nodes, uin
 }
 
 /* No replay of exec is pending; from (when not NULL) may be replaying, and only its graph is
- * read: nothing changes that graph while the device's lock is held (backend.h). */
+ * read: nothing changes that graph while the device's lock is held (acg-backend.h). */
 acg_status acg__cu_graph_update_from(acg__bk_exec *exec, const acg__graph_desc *desc,
                                      acg__bk_exec *from, bool same_memory) {
     static const char fn[] = "acg_graph_update";

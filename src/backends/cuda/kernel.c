@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/cuda/cuda.h"
+#include "cuda.h"
 
 /* The library loaded from a fatbin (d->lock held): one per device for each distinct image, so
  * the kernels of one layer (the model's, say) share a load. */
@@ -128,6 +128,30 @@ static acg_status check_params(CUkernel kern, const acg__kernel_def *def, const 
                         fn, def->name, name, i, n, passed, i);
     }
     return st;
+}
+
+/* A registrant's cuda_lanes: a power of two up to 1024 (0 and 1: one thread), and more than one
+ * only with code for cuda to run them (the legacy cuda.fatbin, or an impls entry of its format
+ * for cuda or for every backend). */
+acg_status acg__cu_kernel_check(const acg_kernel_desc *d, const char *fn) {
+    if (d->cuda_lanes > 1024 || (d->cuda_lanes & (d->cuda_lanes - 1)) != 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): cuda_lanes %u is not a power of two up to 1024 (or 0)", fn,
+                          d->name, d->cuda_lanes);
+    }
+    bool image = d->cuda.fatbin != NULL;
+    for (uint32_t i = 0; i < d->n_impls && !image; i++) {
+        const acg_kernel_impl *e = &d->impls[i];
+        image = strcmp(e->format, ACG_KERNEL_FORMAT_CUDA_IMAGE) == 0 &&
+                (e->backend == NULL || strcmp(e->backend, "cuda") == 0);
+    }
+    if (d->cuda_lanes > 1 && !image) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s(%s): cuda_lanes without a cuda-image implementation (cuda.fatbin, "
+                          "or an impls entry of format \"%s\" for cuda)",
+                          fn, d->name, ACG_KERNEL_FORMAT_CUDA_IMAGE);
+    }
+    return ACG_OK;
 }
 
 acg_status acg__cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/cuda/cuda.h"
+#include "cuda.h"
 
 cu_driver acg__cu;
 
@@ -113,6 +113,13 @@ static void resolve_failed(const char *name, int ver, CUresult r) {
     }
 }
 
+/* What the test driver looks kernels up with: the definition whose cuda image and function
+ * these are. */
+static const acg_kernel_desc *find_cuda_kernel(const void *image, size_t size,
+                                               const char *function) {
+    return acg__kernel_desc_find("cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE, image, size, function);
+}
+
 /* Resolves every entry point at its ABI version; false (reason set) when a required one is
  * missing. */
 static bool resolve(PFN_cuGetProcAddress_v12000 get) {
@@ -194,7 +201,7 @@ bool acg__cu_load_driver(void) {
     *(void **)&bind = dlsym(h, "acgtest_cuda_bind_kernels");
     acg__cu.test_driver = bind != NULL;
     if (bind != NULL) {
-        bind(acg__kernel_desc_find_cuda);
+        bind(find_cuda_kernel);
         acg__log(ACG_LOG_INFO, "cuda: %s is acg's CUDA test driver: kernels run their cpu code",
                  path);
     }

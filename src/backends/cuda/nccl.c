@@ -49,8 +49,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/cuda/cuda.h"
-#include "backends/cuda/nccl_abi.h"
+#include "cuda.h"
+#include "nccl_abi.h"
 
 /* The loaded NCCL: its functions (NULL where it lacks an optional one), and what the
  * capability's detail says. Filled once, by load_nccl. */

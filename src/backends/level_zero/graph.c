@@ -30,7 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/level_zero/level_zero.h"
+#include "level_zero.h"
 
 /* Appends node i of desc to the list. */
 static acg_status record_node(ze_command_list_handle_t list, const acg__graph_desc *desc,
@@ -474,7 +474,7 @@ static acg_status rerecord(ze_exec *e, const acg__graph_desc *desc, const char *
     return ACG_OK;
 }
 
-/* Waits until the device no longer holds e's list or graph: no replay is pending (backend.h),
+/* Waits until the device no longer holds e's list or graph: no replay is pending (acg-backend.h),
  * but the last one's end may not have been seen yet. */
 static acg_status wait_idle(ze_exec *e, const char *fn) {
     acg_status st = wait_done(e, fn);
@@ -557,7 +557,7 @@ acg_status acg__ze_graph_get_native(acg__bk_exec *exec, acg_native_handle *out) 
 void acg__ze_graph_destroy(acg__bk_exec *exec) {
     static const char fn[] = "acg_graph_destroy";
     ze_exec *e = acg__ze_exec(exec);
-    /* No replay is pending (backend.h), but the device may not have let go of the list: wait
+    /* No replay is pending (acg-backend.h), but the device may not have let go of the list: wait
      * for the last one's end before destroying it. */
     acg_status st = wait_done(e, fn);
     if (st == ACG_OK) {

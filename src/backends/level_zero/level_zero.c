@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/level_zero/level_zero.h"
+#include "level_zero.h"
 
 /* ---- devices ----------------------------------------------------------------------------- */
 
@@ -620,6 +620,14 @@ static acg_status ze_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kerne
     pthread_mutex_unlock(&k->lock);
     return acg__ze_stream_end(s, st);
 }
+
+/* The level_zero backend's variables (src/library.c lists this table with the layers'). */
+static const char *const env_names[] = {
+    /* the Level Zero loader to open (default libze_loader.so.1) */
+    "ACG_LEVEL_ZERO_LOADER",
+};
+const acg__env_table acg__level_zero_env = {"level_zero", env_names,
+                                            sizeof env_names / sizeof env_names[0]};
 
 const acg_backend_i acg__backend_level_zero = {
     .version = ACG_BACKEND_VERSION,

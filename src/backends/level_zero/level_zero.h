@@ -13,9 +13,10 @@
 #include <level_zero/ze_api.h>
 #include <level_zero/ze_ddi.h>
 
-#include "backends/level_zero/entry_points.h"
-#include "backends/level_zero/ze_ext.h"
-#include "core/acg-impl.h"
+#include "acg-backend.h"
+#include "acg-layer.h"
+#include "entry_points.h"
+#include "ze_ext.h"
 
 /* One driver the loader reported, with what it offers beyond spec 1.4. */
 typedef struct ze_drv {

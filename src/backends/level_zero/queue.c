@@ -3,7 +3,7 @@
  * these between acg__ze_stream_begin and acg__ze_stream_end, and at a stream's end. */
 #include <string.h>
 
-#include "backends/level_zero/level_zero.h"
+#include "level_zero.h"
 
 /* Where the driver has no immediate lists, each command of a stream is appended to a regular
  * list of the stream's, closed and executed on the stream's own queue with a fence at its end.

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/level_zero/level_zero.h"
+#include "level_zero.h"
 
 /* ---- event slots ------------------------------------------------------------------------- */
 
@@ -362,7 +362,7 @@ acg_status acg__ze_stream_drain(ze_stream *s, const char *fn) {
     return st;
 }
 
-/* May overlap the stream's other slots (backend.h): the list is touched under its lock only,
+/* May overlap the stream's other slots (acg-backend.h): the list is touched under its lock only,
  * and the wait is on an event of its own. */
 acg_status acg__ze_stream_synchronize(acg__bk_stream *stream) {
     return acg__ze_stream_drain(acg__ze_stream(stream), "acg_stream_synchronize");

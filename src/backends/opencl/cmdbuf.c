@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/opencl/opencl.h"
+#include "opencl.h"
 
 #define CMDBUF_EXT "cl_khr_command_buffer"
 #define MUTABLE_EXT "cl_khr_command_buffer_mutable_dispatch"

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/opencl/opencl.h"
+#include "opencl.h"
 
 /* ---- kernels ----------------------------------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/opencl/opencl.h"
+#include "opencl.h"
 
 /* A buffer past the device's limit is refused before the driver sees it: drivers answer such a
  * size with different codes (or allocate on the host first), and on every backend an allocation

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/opencl/opencl.h"
+#include "opencl.h"
 
 #define MAX_DEVICES 64
 
@@ -513,6 +513,10 @@ static acg_status ocl_event_synchronize(acg__bk_event *event) {
     clReleaseEvent(ev);
     return st;
 }
+
+/* The opencl backend reads no variable of its own (src/library.c lists every backend's table
+ * with the layers'). */
+const acg__env_table acg__opencl_env = {"opencl", NULL, 0};
 
 const acg_backend_i acg__backend_opencl = {
     .version = ACG_BACKEND_VERSION,

@@ -12,9 +12,11 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 #include <CL/cl_ext.h>
+#include <pthread.h>
 #include <string.h>
 
-#include "core/acg-impl.h"
+#include "acg-backend.h"
+#include "acg-layer.h"
 
 /* Runs an OpenCL call; on failure records the call and its code as this thread's error, maps
  * the code to a status in `st`, and jumps to `label`. */

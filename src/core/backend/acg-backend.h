@@ -1,5 +1,5 @@
 /*
- * backend.h — the interface between the core and one backend.
+ * acg-backend.h — the interface between the core and one backend.
  *
  * A backend is a `static const struct acg_backend_i` of static functions. The core validates
  * every argument, tracks captures and lifetimes, and calls the backend with resolved memory:
@@ -37,12 +37,12 @@
  * structs in small helpers; the core only stores and passes them. Pinned host memory stays
  * `void *`: it is host memory the user holds.
  */
-#ifndef ACG_CORE_BACKEND_H
-#define ACG_CORE_BACKEND_H
+#ifndef ACG_CORE_BACKEND_ACG_BACKEND_H
+#define ACG_CORE_BACKEND_ACG_BACKEND_H
 
 #include <acg/acg.h>
 
-#define ACG_BACKEND_VERSION 6
+#define ACG_BACKEND_VERSION 7
 
 /* A slot that version `ver` of the table added, or NULL in a table written against an older
  * version: the version field is what tells the core which slots a table has. */
@@ -93,6 +93,18 @@ typedef struct acg__kernel_def {
  * `backend`; NULL when there is none. */
 const acg_kernel_impl *acg__kernel_impl_find(const acg__kernel_def *def, const char *backend,
                                              const char *format);
+/* The first definition, the core's then the registered ones, whose code for `backend` in
+ * `format` (acg__kernel_impl_find) is the function named `function`, in the image of size bytes
+ * when image is not NULL (two images may hold a function of one name); NULL when none is. It
+ * stays valid while a device has it loaded. A backend whose test driver runs a definition's cpu
+ * code in a kernel's place hands its driver this lookup (the cuda and level_zero backends). */
+const acg_kernel_desc *acg__kernel_desc_find(const char *backend, const char *format,
+                                             const void *image, size_t size, const char *function);
+/* An argument type as acg names it ("buffer", "i32", ... "f32"; "?" for another value), and
+ * the OpenCL C type a scalar of it is (int, uint, long, ulong, float; "?" for a buffer), for
+ * the messages of a backend's parameter checks. */
+const char *acg__arg_type_name(acg_arg_type t);
+const char *acg__arg_cl_type(acg_arg_type t);
 
 /* One node of a captured graph, as the core records it. Copies: h2d uses dst_* and host,
  * d2h src_* and host, d2d dst_* and src_*, fill dst_*, size and pattern. */
@@ -148,6 +160,10 @@ typedef struct acg__graph_desc {
     uint32_t *deps;
     uint32_t n_deps;
 } acg__graph_desc;
+
+/* Releases what a description owns (its nodes' labels, its arrays); for a backend that keeps a
+ * description of its own (a copy it re-records from). */
+void acg__desc_free(acg__graph_desc *desc);
 
 struct acg_backend_i {
     int version;      /* ACG_BACKEND_VERSION this table was written against */
@@ -347,8 +363,17 @@ struct acg_backend_i {
      * graph_update with desc, which rebuilds the whole graph. */
     acg_status (*graph_update_node)(acg__bk_exec *exec, const acg__graph_desc *desc, uint32_t index,
                                     const acg__node *old);
+
+    /* Version 7: the backend's own checks of a kernel definition. */
+
+    /* (optional) Checks what of a definition is this backend's alone (fields and entries in its
+     * formats) as acg_kernel_register documents its refusals: ACG_ERR_INVALID_ARGUMENT with the
+     * detail, fn naming the call. Called at registration for every backend of the build, before
+     * any device exists, after the core's own checks; d is read at its full size (its impls
+     * checked). NULL: nothing to check. */
+    acg_status (*kernel_check)(const acg_kernel_desc *d, const char *fn);
 };
 
 typedef struct acg_backend_i acg_backend_i;
 
-#endif /* ACG_CORE_BACKEND_H */
+#endif /* ACG_CORE_BACKEND_ACG_BACKEND_H */
