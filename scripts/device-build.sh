@@ -16,7 +16,7 @@
 # aligned byte arrays. The opencl backend is never built here, nor SPIR-V. A .cu file that is
 # missing, or nvcc missing or failing, means no fatbin: the build goes on without
 # ACG_HAVE_CUDA_KERNELS (a kernel set's source without its cuda code) and says so. No cuda
-# backend sources (src/backends/cuda/*.c) means no ACG_WITH_CUDA.
+# backend sources (src/backends/cuda/*.c) means no cuda backend.
 #
 # Writes BUILD_DIR/{libacg.a, libacg_tool_support.a, libacg_bench.a, acg, tests/test_*,
 # generated/*.h, acg_kernels/<set>/*} and BUILD_DIR/build-info.txt (one "key=value" a line:
@@ -138,7 +138,7 @@ if [[ $cuda != off ]]; then
     if ((${#cuda_sources[@]} > 0)); then
         with_cuda=1
     elif [[ $cuda == on ]]; then
-        say "no cuda backend sources (src/backends/cuda/*.c): building without ACG_WITH_CUDA"
+        say "no cuda backend sources (src/backends/cuda/*.c): building without the cuda backend"
     fi
 fi
 
@@ -228,7 +228,8 @@ fi
 layer_of() {
     case $1 in
     src/library.c) echo library ;;
-    src/core/*.c | src/backends/cpu/*.c | src/backends/cuda/*.c) echo core ;;
+    src/core/*.c) echo core ;;
+    src/backends/cpu/*.c | src/backends/cuda/*.c) echo backend ;;
     src/backends/*) echo skip ;; # opencl and any other backend: not built here
     src/mpi/*) echo skip ;;      # libacg_mpi needs MPI, which the GPU machine lacks: --tp is off
     src/engine/*.c) echo engine ;;
@@ -557,14 +558,27 @@ fi
 # ---- flags: CMakeLists.txt's Release build -----------------------------------------------------
 
 cflags=(-std=c11 -O3 -DNDEBUG -fPIC -Wall -Wextra -Wpedantic -ffp-contract=off -pthread)
-lib_defs=(-D_POSIX_C_SOURCE=200809L -DACG_BUILDING=1 -DACG_WITH_CPU=1)
-((with_cuda)) && lib_defs+=(-DACG_WITH_CUDA=1)
+lib_defs=(-D_POSIX_C_SOURCE=200809L -DACG_BUILDING=1)
 ((have_kernels)) && lib_defs+=(-DACG_HAVE_CUDA_KERNELS=1)
 lib_flags=("${cflags[@]}" -fvisibility=hidden "${lib_defs[@]}" -Iinclude)
-inc_core=(-Isrc "${cuda_includes[@]}" "${kdirs_core[@]}")
+# The build's list of backends, as CMakeLists.txt writes it (in ACG_BACKEND_FOLDERS' order).
+mkdir -p "$build/backends"
+backend_list="X(cpu)"
+((with_cuda)) && backend_list="X(cuda) X(cpu)"
+printf '%s\n' "/* acg-backends.h: written by scripts/device-build.sh. The backends of this build, in order of" \
+    " * preference for acg_device_open(NULL). */" "#define ACG__BACKENDS(X) $backend_list" \
+    >"$build/backends/acg-backends.h.tmp"
+# Rewritten only when it changes, so an unchanged list recompiles nothing.
+if cmp -s "$build/backends/acg-backends.h.tmp" "$build/backends/acg-backends.h"; then
+    rm -f "$build/backends/acg-backends.h.tmp"
+else
+    mv "$build/backends/acg-backends.h.tmp" "$build/backends/acg-backends.h"
+fi
+inc_core=(-Isrc "-I$build/backends" "${kdirs_core[@]}")
+inc_backend=(-Isrc/core/backend -Isrc/core/export "${cuda_includes[@]}")
 inc_engine=(-Isrc/core/export -Isrc/engine "${kdirs_engine[@]}")
 inc_model=(-Isrc/core/export -Isrc/model "-I$gen" "${kdirs_model[@]}")
-inc_library=(-Isrc/core/export -Isrc/engine -Isrc/model "${kdirs_library[@]}")
+inc_library=(-Isrc/core/export -Isrc/engine -Isrc/model "-I$build/backends" "${kdirs_library[@]}")
 libs=(-lm -pthread -ldl)
 
 # ---- parallel compiles -------------------------------------------------------------------------
@@ -600,6 +614,7 @@ while IFS= read -r src; do
     case $layer in
     skip) continue ;;
     core) inc=("${inc_core[@]}") ;;
+    backend) inc=("${inc_backend[@]}") ;;
     engine) inc=("${inc_engine[@]}") ;;
     model) inc=("${inc_model[@]}") ;;
     library) inc=("${inc_library[@]}") ;;

@@ -9,10 +9,12 @@
  * and result types wherever spec 1.4 already has them.
  *
  * Values were checked against these texts:
+ *   [h1.17] oneapi-src/level-zero include/ze_api.h @d3b3efb (spec v1.17.24): every value and
+ *           structure it names is equal (asserted at the end of this file where it is in use);
  *   [h1.13] oneapi-src/level-zero include/ze_api.h @c1872469 (v1.13-r1.13.1);
  *   [y1.17] oneapi-src/level-zero-spec scripts/core/common.yml and graph.yml @49e4765b (1.17);
  *   [cr]    intel/compute-runtime level_zero/.../zex_graph.h and its graph API sources.
- * A value marked UNCONFIRMED was not seen written out in a header. */
+ * The names spec 1.17 lacks (the experimental graph extension's) are from [cr]. */
 #ifndef ACG_BACKENDS_LEVEL_ZERO_ZE_EXT_H
 #define ACG_BACKENDS_LEVEL_ZERO_ZE_EXT_H
 
@@ -258,10 +260,8 @@ typedef struct acg_ze_executable_graph_s *acg_ze_executable_graph_handle_t;
 #define ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_PROPERTIES ((ze_structure_type_t)0x00020047)
 #define ACG_ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_DUMP_DESC ((ze_structure_type_t)0x00020048)
 
-/* New results. UNCONFIRMED: the spec source gives these no explicit value; each is the next
- * number after ZE_RESULT_ERROR_SURVIVABILITY_MODE_DETECTED (0x78000020 in [h1.13]) and
- * ZE_RESULT_ERROR_ADDRESS_NOT_FOUND (spec 1.14, so 0x78000021), in the order [y1.17] lists
- * them. Check against a v1.32.0 ze_api.h before relying on an exact match. */
+/* New results: the values of [h1.17] (the spec source gives them none written out; they follow
+ * ZE_RESULT_ERROR_ADDRESS_NOT_FOUND, 0x78000021, in the order [y1.17] lists them). */
 #define ACG_ZE_RESULT_QUERY_TRUE ((ze_result_t)0x78000022)
 #define ACG_ZE_RESULT_QUERY_FALSE ((ze_result_t)0x78000023)
 #define ACG_ZE_RESULT_ERROR_INVALID_GRAPH ((ze_result_t)0x78000024)
@@ -406,8 +406,7 @@ typedef ze_result_t(ZE_APICALL *acg_ze_pfn_zeGraphDestroyExp)(acg_ze_graph_handl
 #define ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_NAME                                           \
     "ZE_extension_device_usablemem_size_properties"
 #define ACG_ZE_DEVICE_USABLEMEM_SIZE_PROPERTIES_EXT_VERSION_1_0 ACG_ZE_MAKE_VERSION(1, 0)
-/* UNCONFIRMED: the value engines declare for headers older than spec 1.15 (PyTorch's XPU
- * memory query spells it out); not seen in a spec header here. */
+/* The value of [h1.17] (spec 1.15 added it). */
 #define ACG_ZE_STRUCTURE_TYPE_DEVICE_USABLEMEM_SIZE_EXT_PROPERTIES ((ze_structure_type_t)0x00020041)
 
 typedef struct acg_ze_device_usablemem_size_ext_properties {
@@ -447,6 +446,78 @@ _Static_assert(sizeof(acg_ze_mutable_graph_argument_exp_desc_t) == 40, "graph ar
 _Static_assert(sizeof(acg_ze_record_replay_graph_ext_properties_t) == 24, "graph props");
 _Static_assert(sizeof(acg_ze_record_replay_graph_ext_dump_desc_t) == 24, "graph dump desc");
 _Static_assert(sizeof(acg_ze_device_usablemem_size_ext_properties_t) == 24, "usable memory");
+#endif
+
+/* ---- kept equal to the spec's header ----------------------------------------------------------
+ * Every value and structure above that spec 1.17 names was compared with oneapi-src/level-zero's
+ * include/ze_api.h at d3b3efb (spec v1.17.24): all equal, the values once marked as inferred
+ * included. Where the headers in use are that new or newer (they define
+ * ZE_RECORD_REPLAY_GRAPH_EXT_NAME), each is asserted equal to the header's, so a change in the
+ * spec fails the build here instead of a call at run time. Debian 12's headers (spec 1.4) are
+ * older, so there the asserts are not compiled. */
+#ifdef ZE_RECORD_REPLAY_GRAPH_EXT_NAME
+#define ACG_ZE_SAME_VALUE(name)                                                                    \
+    _Static_assert((long long)ACG_##name == (long long)name, #name " differs from ze_api.h")
+#define ACG_ZE_SAME_LAYOUT(type)                                                                   \
+    _Static_assert(sizeof(acg_##type) == sizeof(type), #type " differs from ze_api.h")
+ACG_ZE_SAME_VALUE(ZE_COMMAND_LIST_FLAG_IN_ORDER);
+ACG_ZE_SAME_VALUE(ZE_COMMAND_QUEUE_FLAG_IN_ORDER);
+ACG_ZE_SAME_VALUE(ZE_COMMAND_LIST_FLAG_EXP_CLONEABLE);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_COMMAND_LIST_EXP_PROPERTIES);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_COMMAND_LIST_EXP_DESC);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_COMMAND_ID_EXP_DESC);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_COMMANDS_EXP_DESC);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_KERNEL_ARGUMENT_EXP_DESC);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_GROUP_COUNT_EXP_DESC);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_GROUP_SIZE_EXP_DESC);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_GLOBAL_OFFSET_EXP_DESC);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_MUTABLE_GRAPH_ARGUMENT_EXP_DESC);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_PROPERTIES);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_RECORD_REPLAY_GRAPH_EXT_DUMP_DESC);
+ACG_ZE_SAME_VALUE(ZE_RESULT_QUERY_TRUE);
+ACG_ZE_SAME_VALUE(ZE_RESULT_QUERY_FALSE);
+ACG_ZE_SAME_VALUE(ZE_RESULT_ERROR_INVALID_GRAPH);
+ACG_ZE_SAME_VALUE(ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED);
+ACG_ZE_SAME_VALUE(ZE_RESULT_ERROR_GRAPH_CAPTURE_INVALIDATED);
+ACG_ZE_SAME_VALUE(ZE_RESULT_ERROR_GRAPH_CAPTURE_MERGE_ATTEMPT);
+ACG_ZE_SAME_VALUE(ZE_RESULT_ERROR_COMMAND_LIST_NOT_CAPTURING);
+ACG_ZE_SAME_VALUE(ZE_RESULT_ERROR_GRAPH_UNJOINED_FORKS);
+ACG_ZE_SAME_VALUE(ZE_RESULT_ERROR_GRAPH_INTERNAL_EVENT);
+ACG_ZE_SAME_VALUE(ZE_STRUCTURE_TYPE_DEVICE_USABLEMEM_SIZE_EXT_PROPERTIES);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_ARGUMENTS);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_COUNT);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_SIZE);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_GLOBAL_OFFSET);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_SIGNAL_EVENT);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_WAIT_EVENTS);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_INSTRUCTION);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_GRAPH_ARGUMENTS);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_EXP_FLAG_FORCE_UINT32);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_LIST_EXP_FLAG_RESERVED);
+ACG_ZE_SAME_VALUE(ZE_MUTABLE_COMMAND_LIST_EXP_FLAG_FORCE_UINT32);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_IMMUTABLE_GRAPH);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_MUTABLE_GRAPH);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_SUBGRAPHS);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_APPEND_COMMANDLIST);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_CB_EXTERNAL_IPC);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_FLAG_FORCE_UINT32);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_DUMP_MODE_DETAILED);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_DUMP_MODE_SIMPLE);
+ACG_ZE_SAME_VALUE(ZE_RECORD_REPLAY_GRAPH_EXT_DUMP_MODE_FORCE_UINT32);
+ACG_ZE_SAME_LAYOUT(ze_mutable_command_id_exp_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_mutable_command_list_exp_properties_t);
+ACG_ZE_SAME_LAYOUT(ze_mutable_command_list_exp_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_mutable_commands_exp_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_mutable_kernel_argument_exp_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_mutable_group_count_exp_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_mutable_group_size_exp_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_mutable_global_offset_exp_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_mutable_graph_argument_exp_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_record_replay_graph_ext_properties_t);
+ACG_ZE_SAME_LAYOUT(ze_record_replay_graph_ext_dump_desc_t);
+ACG_ZE_SAME_LAYOUT(ze_device_usablemem_size_ext_properties_t);
+#undef ACG_ZE_SAME_VALUE
+#undef ACG_ZE_SAME_LAYOUT
 #endif
 
 #ifdef __cplusplus
