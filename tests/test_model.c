@@ -27,203 +27,13 @@
 
 #include "common.h"
 #include "core/acg-impl.h" /* acg__device_inject_fault */
-#include "model/arith.h"
+#include "llama2_ref.h"
 
 /* Most tokens a test request generates, and its longest prompt. */
 #define MAX_NEW 64
 #define MAX_PROMPT 256
 
-/* ==== the reference: llama2.c's forward(), one token at a time ============================== */
-
-typedef struct ref_model {
-    acg_model_config c;
-    acg_model_tensors w;
-    int head_size, kv_dim, kv_mul;
-    float *x;           /* (dim) the residual stream */
-    float *xb;          /* (dim) */
-    float *xb2;         /* (dim) */
-    float *hb;          /* (hidden_dim) */
-    float *hb2;         /* (hidden_dim) */
-    float *q;           /* (dim) */
-    float *att;         /* (n_heads, seq_len) */
-    float *column;      /* (seq_len) a column of the value cache */
-    float *logits;      /* (vocab_size) */
-    float *key_cache;   /* (n_layers, seq_len, kv_dim) */
-    float *value_cache; /* (n_layers, seq_len, kv_dim) */
-} ref_model;
-
-static float *ref_alloc(size_t n) {
-    float *p = calloc(n, sizeof(float));
-    assert_non_null(p);
-    return p;
-}
-
-static void build_ref(ref_model *r, const acg_model_weights *w) {
-    const acg_model_config *c = acg_model_weights_get_config(w);
-    const acg_model_tensors *t = acg_model_weights_get_tensors(w);
-    assert_non_null(c);
-    assert_non_null(t);
-    memset(r, 0, sizeof *r);
-    r->c = *c;
-    r->w = *t;
-    r->head_size = c->dim / c->n_heads;
-    r->kv_dim = c->n_kv_heads * r->head_size;
-    r->kv_mul = c->n_heads / c->n_kv_heads;
-    r->x = ref_alloc((size_t)c->dim);
-    r->xb = ref_alloc((size_t)c->dim);
-    r->xb2 = ref_alloc((size_t)c->dim);
-    r->hb = ref_alloc((size_t)c->hidden_dim);
-    r->hb2 = ref_alloc((size_t)c->hidden_dim);
-    r->q = ref_alloc((size_t)c->dim);
-    r->att = ref_alloc((size_t)c->n_heads * c->seq_len);
-    r->column = ref_alloc((size_t)c->seq_len);
-    r->logits = ref_alloc((size_t)c->vocab_size);
-    r->key_cache = ref_alloc((size_t)c->n_layers * c->seq_len * r->kv_dim);
-    r->value_cache = ref_alloc((size_t)c->n_layers * c->seq_len * r->kv_dim);
-}
-
-static void free_ref(ref_model *r) {
-    free(r->x);
-    free(r->xb);
-    free(r->xb2);
-    free(r->hb);
-    free(r->hb2);
-    free(r->q);
-    free(r->att);
-    free(r->column);
-    free(r->logits);
-    free(r->key_cache);
-    free(r->value_cache);
-}
-
-/* llama2.c's loops, with every sum in the one order (acg__dot, acg__sum) and acg__expf. */
-static void rmsnorm(float *o, const float *x, const float *weight, int size) {
-    float ss = acg__dot(x, x, (uint32_t)size);
-    ss /= size;
-    ss += 1e-5f;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < size; j++) {
-        o[j] = weight[j] * (ss * x[j]);
-    }
-}
-
-static void softmax(float *x, int size) {
-    float max_val = x[0];
-    for (int i = 1; i < size; i++) {
-        if (x[i] > max_val) {
-            max_val = x[i];
-        }
-    }
-    for (int i = 0; i < size; i++) {
-        x[i] = acg__expf(x[i] - max_val);
-    }
-    float sum = acg__sum(x, (uint32_t)size);
-    for (int i = 0; i < size; i++) {
-        x[i] /= sum;
-    }
-}
-
-/* W (d,n) @ x (n,) -> xout (d,) */
-static void matmul(float *xout, const float *x, const float *w, int n, int d) {
-    for (int i = 0; i < d; i++) {
-        xout[i] = acg__dot(w + (size_t)i * n, x, (uint32_t)n);
-    }
-}
-
-static float *ref_forward(ref_model *r, int token, int pos) {
-    const acg_model_config *p = &r->c;
-    const acg_model_tensors *w = &r->w;
-    float *x = r->x;
-    const int dim = p->dim, kv_dim = r->kv_dim, kv_mul = r->kv_mul, hidden_dim = p->hidden_dim,
-              head_size = r->head_size;
-
-    memcpy(x, w->token_embedding + (size_t)token * dim, (size_t)dim * sizeof *x);
-
-    for (int l = 0; l < p->n_layers; l++) {
-        /* attention rmsnorm */
-        rmsnorm(r->xb, x, w->rms_att + (size_t)l * dim, dim);
-
-        /* key and value point into the cache at this position */
-        size_t loff = (size_t)l * p->seq_len * kv_dim;
-        float *k = r->key_cache + loff + (size_t)pos * kv_dim;
-        float *v = r->value_cache + loff + (size_t)pos * kv_dim;
-
-        /* qkv matmuls */
-        matmul(r->q, r->xb, w->wq + (size_t)l * dim * dim, dim, dim);
-        matmul(k, r->xb, w->wk + (size_t)l * dim * kv_dim, dim, kv_dim);
-        matmul(v, r->xb, w->wv + (size_t)l * dim * kv_dim, dim, kv_dim);
-
-        /* RoPE: rotate q and k by the position */
-        for (int i = 0; i < dim; i += 2) {
-            int head_dim = i % head_size;
-            float freq = 1.0f / powf(10000.0f, head_dim / (float)head_size);
-            float val = pos * freq;
-            float fcr = cosf(val);
-            float fci = sinf(val);
-            int rotn = i < kv_dim ? 2 : 1;
-            for (int vi = 0; vi < rotn; vi++) {
-                float *vec = vi == 0 ? r->q : k;
-                float v0 = vec[i];
-                float v1 = vec[i + 1];
-                vec[i] = v0 * fcr - v1 * fci;
-                vec[i + 1] = v0 * fci + v1 * fcr;
-            }
-        }
-
-        /* multihead attention over positions 0..pos */
-        for (int h = 0; h < p->n_heads; h++) {
-            const float *q = r->q + h * head_size;
-            float *att = r->att + (size_t)h * p->seq_len;
-            for (int t = 0; t <= pos; t++) {
-                const float *kt =
-                    r->key_cache + loff + (size_t)t * kv_dim + (h / kv_mul) * head_size;
-                float score = acg__dot(q, kt, (uint32_t)head_size);
-                score /= sqrtf(head_size);
-                att[t] = score;
-            }
-            softmax(att, pos + 1);
-            float *xb = r->xb + h * head_size;
-            for (int i = 0; i < head_size; i++) { /* att . V's column i */
-                float *column = r->column;
-                for (int t = 0; t <= pos; t++) {
-                    column[t] = r->value_cache[loff + (size_t)t * kv_dim +
-                                               (size_t)(h / kv_mul) * head_size + i];
-                }
-                xb[i] = acg__dot(att, column, (uint32_t)pos + 1);
-            }
-        }
-
-        /* output projection, then the residual */
-        matmul(r->xb2, r->xb, w->wo + (size_t)l * dim * dim, dim, dim);
-        for (int i = 0; i < dim; i++) {
-            x[i] += r->xb2[i];
-        }
-
-        /* ffn rmsnorm */
-        rmsnorm(r->xb, x, w->rms_ffn + (size_t)l * dim, dim);
-
-        /* w2(silu(w1(x)) * w3(x)) */
-        matmul(r->hb, r->xb, w->w1 + (size_t)l * dim * hidden_dim, dim, hidden_dim);
-        matmul(r->hb2, r->xb, w->w3 + (size_t)l * dim * hidden_dim, dim, hidden_dim);
-        for (int i = 0; i < hidden_dim; i++) {
-            float val = r->hb[i];
-            val *= (1.0f / (1.0f + acg__expf(-val)));
-            val *= r->hb2[i];
-            r->hb[i] = val;
-        }
-        matmul(r->xb, r->hb, w->w2 + (size_t)l * dim * hidden_dim, hidden_dim, dim);
-
-        /* residual */
-        for (int i = 0; i < dim; i++) {
-            x[i] += r->xb[i];
-        }
-    }
-
-    /* final rmsnorm, classifier */
-    rmsnorm(x, x, w->rms_final, dim);
-    matmul(r->logits, x, w->classifier, dim, p->vocab_size);
-    return r->logits;
-}
+/* ==== the reference: llama2.c's forward(), one token at a time (llama2_ref.h) ============= */
 
 /* The first largest logit, and by how much it exceeds the runner-up. */
 static int argmax_gap(const float *v, int n, float *gap) {
@@ -244,13 +54,13 @@ static int argmax_gap(const float *v, int n, float *gap) {
 }
 
 /* Reads the prompt token by token, then generates n_new tokens greedily. */
-static void ref_generate(ref_model *r, const int32_t *prompt, uint32_t n_prompt, uint32_t n_new,
+static void ref_generate(tc_ref_model *r, const int32_t *prompt, uint32_t n_prompt, uint32_t n_new,
                          int32_t *out, float *gaps) {
     int token = prompt[0];
     uint32_t n = 0;
     for (int pos = 0; n < n_new; pos++) {
         assert_true(pos < r->c.seq_len);
-        const float *logits = ref_forward(r, token, pos);
+        const float *logits = tc_ref_forward(r, token, pos);
         if ((uint32_t)pos + 1 < n_prompt) {
             token = prompt[pos + 1];
             continue;
@@ -455,15 +265,15 @@ static void against_reference(const char *name, acg_model_weights *w, const ref_
     float gaps[8][MAX_NEW];
     job jobs[8];
     assert_true(n <= 8);
-    ref_model r;
-    build_ref(&r, w);
+    tc_ref_model r;
+    tc_ref_model_init(&r, w);
     for (uint32_t i = 0; i < n; i++) {
         assert_true(rj[i].prompt_len <= MAX_PROMPT && rj[i].max_new <= MAX_NEW);
         make_prompt(prompts[i], rj[i].prompt_len, c->vocab_size, 100 + i);
         jobs[i] = (job){prompts[i], rj[i].prompt_len, rj[i].max_new, 0.0f, 1.0f, i};
         ref_generate(&r, prompts[i], rj[i].prompt_len, rj[i].max_new, want[i], gaps[i]);
     }
-    free_ref(&r);
+    tc_ref_model_free(&r);
 
     acg_device *dev = tc_open();
     const acg_graph_mode modes[] = {ACG_GRAPHS_ON, ACG_GRAPHS_OFF};

@@ -31,6 +31,7 @@
 
 #include <acg/model.h>
 
+#include "llama2_ref.h"
 #include "model/arith.h"
 
 #include <math.h>
@@ -74,79 +75,7 @@ static float bitsf(uint32_t u) { return (fu){.u = u}.f; }
 
 /* ---- the references (llama2.c) ------------------------------------------------------------ */
 
-/* llama2.c's loops with its sums in the one order: acg__dot and acg__sum. */
-static void ref_rmsnorm(float *o, const float *x, const float *weight, int size, float eps) {
-    float ss = acg__dot(x, x, (uint32_t)size);
-    ss /= size;
-    ss += eps;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < size; j++) {
-        o[j] = weight[j] * (ss * x[j]);
-    }
-}
-
-static void ref_softmax(float *x, int size) {
-    float max_val = x[0], sum = 0.0f;
-    for (int i = 1; i < size; i++) {
-        max_val = x[i] > max_val ? x[i] : max_val;
-    }
-    for (int i = 0; i < size; i++) {
-        x[i] = acg__expf(x[i] - max_val);
-    }
-    sum = acg__sum(x, (uint32_t)size);
-    for (int i = 0; i < size; i++) {
-        x[i] /= sum;
-    }
-}
-
-static void ref_matmul(float *xout, const float *x, const float *w, int n, int d) {
-    for (int i = 0; i < d; i++) {
-        xout[i] = acg__dot(w + i * n, x, (uint32_t)n);
-    }
-}
-
-static void ref_rope(float *vec, int dim, int head_size, int pos) {
-    for (int i = 0; i < dim; i += 2) {
-        int head_dim = i % head_size;
-        float freq = 1.0f / powf(10000.0f, head_dim / (float)head_size);
-        float val = pos * freq, fcr = cosf(val), fci = sinf(val);
-        float v0 = vec[i], v1 = vec[i + 1];
-        vec[i] = v0 * fcr - v1 * fci;
-        vec[i + 1] = v0 * fci + v1 * fcr;
-    }
-}
-
-/* One token at position pos over its sequence's contiguous caches (pos + 1, kv_dim). */
-static void ref_attention(float *xb, const float *q, const float *key_cache,
-                          const float *value_cache, int pos, int n_heads, int n_kv_heads,
-                          int head_size) {
-    int kv_dim = n_kv_heads * head_size, kv_mul = n_heads / n_kv_heads;
-    for (int h = 0; h < n_heads; h++) {
-        const float *qh = q + h * head_size;
-        float att[SPAN];
-        for (int t = 0; t <= pos; t++) {
-            const float *k = key_cache + t * kv_dim + (h / kv_mul) * head_size;
-            float score = acg__dot(qh, k, (uint32_t)head_size);
-            score /= sqrtf(head_size);
-            att[t] = score;
-        }
-        ref_softmax(att, pos + 1);
-        float *xbh = xb + h * head_size;
-        for (int i = 0; i < head_size; i++) { /* a dot product of att with V's column i */
-            float column[SPAN];
-            for (int t = 0; t <= pos; t++) {
-                column[t] = value_cache[t * kv_dim + (h / kv_mul) * head_size + i];
-            }
-            xbh[i] = acg__dot(att, column, (uint32_t)pos + 1);
-        }
-    }
-}
-
-static float ref_swiglu(float a, float b) {
-    float val = a;
-    val *= (1.0f / (1.0f + acg__expf(-val)));
-    return val * b;
-}
+/* llama2.c's loops are llama2_ref.h's; here, what only the kernels' tests need. */
 
 /* The rope tables the kernel takes, (SPAN, HS / 2), from llama2.c's formula. */
 static float cos_tab[SPAN * HS / 2], sin_tab[SPAN * HS / 2];
@@ -185,7 +114,7 @@ static void ref_sample(const float *logits, int vocab, uint32_t *state, int32_t 
     for (int i = 0; i < vocab; i++) {
         p[i] = logits[i] / temperature;
     }
-    ref_softmax(p, vocab);
+    tc_ref_softmax(p, vocab);
     for (int i = 0; top_p > 0.0f && top_p < 1.0f && i < vocab; i++) {
         tau = p[i] > tau && ref_mass(p, vocab, p[i]) >= top_p ? p[i] : tau;
     }
@@ -653,7 +582,7 @@ static void test_swiglu(void **state) {
     rnd_fill(&r, a, N, -10.0f, 10.0f);
     rnd_fill(&r, b, N, -2.0f, 2.0f);
     for (int i = 0; i < N; i++) {
-        want[i] = ref_swiglu(a[i], b[i]);
+        want[i] = tc_ref_swiglu(a[i], b[i]);
     }
     launch L, part;
     L_make(&L, "swiglu_f32", N, 1, "bbb", NULL, 4 * N, a, 4 * N, b, 4 * N);
@@ -696,9 +625,9 @@ static void test_rmsnorm_matmul(void **state) {
     TC_OK(L_run(&mat, NULL));
     for (uint32_t t = 0; t < w->st.n; t++) {
         float want[DIM];
-        ref_rmsnorm(want, w->x + t * DIM, w->norm_w, DIM, 1e-5f);
+        tc_ref_rmsnorm(want, w->x + t * DIM, w->norm_w, DIM, 1e-5f);
         expect_equal(LF(&norm, 0) + t * DIM, want, DIM, "rmsnorm_f32");
-        ref_matmul(want, w->x + t * DIM, w->mat_w, DIM, N_OUT);
+        tc_ref_matmul(want, w->x + t * DIM, w->mat_w, DIM, N_OUT);
         expect_equal(LF(&mat, 0) + t * N_OUT, want, N_OUT, "matmul_f32");
         mk_rmsnorm(&sub, w->x + t * DIM, w->norm_w, 1);
         expect_part(&sub, LF(&norm, 0) + t * DIM);
@@ -728,7 +657,7 @@ static void test_rope(void **state) {
             float want[DIM];
             memcpy(want, w->q + t * width, 4 * width);
             if (st->tok_seq[t] != NULL) {
-                ref_rope(want, (int)width, HS, st->tok_pos[t]);
+                tc_ref_rope(want, (int)width, HS, st->tok_pos[t]);
             }
             expect_equal(LF(&L, 0) + t * width, want, width, "rope");
         }
@@ -795,14 +724,14 @@ static void test_attention(void **state) {
         mk_attention(&L, w->q, w->kc, w->vc, st, nh, nkv, hs);
         TC_OK(L_run(&L, NULL));
         for (uint32_t t = 0; t < st->n; t++) {
-            float want[QMAX];
+            float want[QMAX], att[SPAN], column[SPAN];
             const seq *q = st->tok_seq[t];
             if (q == NULL) {
                 TC_BYTES_EQUAL(LF(&L, 0) + t * qw, zeros, 4 * qw);
                 continue;
             }
-            ref_attention(want, w->q + t * qw, q->k, q->v, st->tok_pos[t], (int)nh, (int)nkv,
-                          (int)hs);
+            tc_ref_attention(want, w->q + t * qw, q->k, q->v, st->tok_pos[t], (int)nh, (int)nkv,
+                             (int)hs, att, column);
             expect_equal(LF(&L, 0) + t * qw, want, qw, "attention_f32");
         }
         for (int i = 0; i < 3; i++) {
