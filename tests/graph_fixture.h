@@ -1,0 +1,91 @@
+/*
+ * graph_fixture.h — what the graph suites share (test_graph.c: replay, update and descriptions;
+ * test_graph_pool.c: pools and scratch; test_graph_lifetime.c: lifetimes and misuse): a device
+ * with two streams, a pool, four buffers, pinned memory and two events; the work sequences they
+ * capture and run eagerly; and the checks that skip a case on a device without what it needs.
+ */
+#ifndef ACG_TESTS_GRAPH_FIXTURE_H
+#define ACG_TESTS_GRAPH_FIXTURE_H
+
+#include "common.h"
+
+enum { N = 4096 };
+#define NB ((size_t)N * sizeof(float))
+
+#define NB ((size_t)N * sizeof(float))
+
+typedef struct fx {
+    acg_device *dev;
+    acg_stream *a, *b;
+    acg_graph_pool *pool;
+    tc_kernels k;
+    acg_buffer *x, *y, *z, *w; /* N floats each */
+    float *pin_in, *pin_out;   /* N floats each, pinned */
+    acg_event *e1, *e2;
+    /* knobs the work functions read, so two captures can differ in arguments only */
+    float scalar;
+    acg_buffer *out;
+    bool extra_kernel;
+} fx;
+
+/* cmocka's setup and teardown of the fixture (*state is the fx). */
+int setup(void **state);
+int teardown(void **state);
+
+/* Returns a call's status from the work function it is in, when it failed. */
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        acg_status st_ = (call);                                                                   \
+        if (st_ != ACG_OK) {                                                                       \
+            return st_;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* The work sequences, as tc_work_fn (ctx the fx), and what they compute. */
+/* (a) a chain of kernels on one stream; the result lands in f->out. */
+acg_status work_chain(void *ctx, acg_stream *a, acg_stream *b);
+void chain_reference(float *want, float scalar);
+/* (b) fork/join: b forks from a at e1, works, and a joins it at e2. */
+acg_status work_fork_join(void *ctx, acg_stream *a, acg_stream *b);
+/* (c) copies: h2d from pinned, d2d, fill, a kernel, d2h into pinned. */
+acg_status work_copies(void *ctx, acg_stream *a, acg_stream *b);
+void copies_reference(const float *in, float *want);
+/* A capture of fn on f's streams into f's pool; fails the test when it does not end in a graph. */
+acg_graph *capture(fx *f, tc_work_fn fn);
+/* Poisons every device buffer of the fixture and the pinned output. */
+void poison_all(fx *f);
+
+/* Work through scratch from the capture's pool: out = (scratch filled with fill) + add. */
+typedef struct scratch_work {
+    fx *f;
+    float fill, add;
+    acg_buffer *out;
+    uint32_t n;
+} scratch_work;
+acg_status work_scratch(void *ctx, acg_stream *a, acg_stream *b);
+
+/* A case that needs graphs, or captures over two streams, checks on a device without them that
+ * it says so and refuses them, and ends there, skipped. Past this point the case holds nothing
+ * but the fixture's objects. */
+#define NEED_GRAPHS(f)                                                                             \
+    do {                                                                                           \
+        if (!tc_has_graphs((f)->dev, (f)->a)) {                                                    \
+            tc_skip("no graphs");                                                                  \
+        }                                                                                          \
+    } while (0)
+#define NEED_MULTI_STREAM_CAPTURE(f)                                                               \
+    do {                                                                                           \
+        NEED_GRAPHS(f);                                                                            \
+        if (!tc_has_multi_stream_capture((f)->dev, (f)->a, (f)->b, (f)->e1)) {                     \
+            tc_skip("no multi-stream capture");                                                    \
+        }                                                                                          \
+    } while (0)
+/* Captured copies from and to pinned memory need pinned memory (else they are pageable). */
+#define NEED_PINNED(f)                                                                             \
+    do {                                                                                           \
+        if (!tc_has_pinned_memory((f)->dev)) {                                                     \
+            tc_skip("no pinned memory");                                                           \
+        }                                                                                          \
+    } while (0)
+
+#endif /* ACG_TESTS_GRAPH_FIXTURE_H */
