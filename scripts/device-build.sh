@@ -711,8 +711,14 @@ if [[ $tests != off ]]; then
         test_flags=("${cflags[@]}" -D_POSIX_C_SOURCE=200809L "-I$cmocka_inc" -Isrc -Itests -Iinclude
             "-I$gen" -Itools/support "${test_kdirs[@]}")
         ((have_kernels)) && test_flags+=(-DACG_HAVE_CUDA_KERNELS=1)
-        compile tests/common.c "$build/obj/tests/common.o" "${test_flags[@]}"
-        compile tests/fork_comm.c "$build/obj/tests/fork_comm.o" "${test_flags[@]}"
+        # What the tests share (tests/*.c that are not a test: common.c, fork_comm.c, the
+        # fixtures and the llama2.c reference), as an archive each test takes what it needs from.
+        helpers=()
+        for src in tests/*.c; do
+            case $(basename "$src") in test_*.c | *.acg.c) continue ;; esac
+            helpers+=("$build/obj/tests/$(basename "$src" .c).o")
+            compile "$src" "${helpers[-1]}" "${test_flags[@]}"
+        done
         names=()
         for src in tests/test_*.c; do
             name=$(basename "$src" .c)
@@ -729,12 +735,13 @@ if [[ $tests != off ]]; then
             test_objs[$t]+=" $obj"
         done
         finish "compiling the tests"
+        rm -f "$build/libacg_test_support.a"
+        ar rcs "$build/libacg_test_support.a" "${helpers[@]}"
         for name in "${names[@]}"; do
             while ((running >= jobs)); do reap; done
             # shellcheck disable=SC2086 # the objects' paths are the build's, without spaces
             "$CC" -o "$build/tests/$name" "$build/obj/tests/$name.o" ${test_objs[$name]:-} \
-                "$build/obj/tests/common.o" \
-                "$build/obj/tests/fork_comm.o" "$build/libacg_tool_support.a" "$build/libacg.a" \
+                "$build/libacg_test_support.a" "$build/libacg_tool_support.a" "$build/libacg.a" \
                 "$cmocka_lib" "-Wl,-rpath,${cmocka_lib%/*}" "${libs[@]}" &
             running=$((running + 1))
         done

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int setup(void **state) {
+int graph_setup(void **state) {
     fx *f = calloc(1, sizeof *f);
     f->dev = tc_open();
     f->a = tc_stream(f->dev);
@@ -25,7 +25,7 @@ int setup(void **state) {
     return 0;
 }
 
-int teardown(void **state) {
+int graph_teardown(void **state) {
     fx *f = *state;
     TC_OK(acg_event_destroy(f->e1));
     TC_OK(acg_event_destroy(f->e2));

@@ -29,8 +29,8 @@ typedef struct fx {
 } fx;
 
 /* cmocka's setup and teardown of the fixture (*state is the fx). */
-int setup(void **state);
-int teardown(void **state);
+int graph_setup(void **state);
+int graph_teardown(void **state);
 
 /* Returns a call's status from the work function it is in, when it failed. */
 #define TRY(call)                                                                                  \

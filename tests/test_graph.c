@@ -385,7 +385,7 @@ static void test_graph_upload(void **state) {
 
 int main(int argc, char **argv) {
     tc_init(argc, argv);
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
     const struct CMUnitTest tests[] = {
         T(test_replay_chain),     T(test_capture_does_not_run),
         T(test_replay_fork_join), T(test_replay_copies),

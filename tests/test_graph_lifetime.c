@@ -434,7 +434,7 @@ static void test_concurrent_captures(void **state) {
 
 int main(int argc, char **argv) {
     tc_init(argc, argv);
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
     const struct CMUnitTest tests[] = {
         T(test_free_referenced),
         T(test_launch_errors),

@@ -355,7 +355,7 @@ static void test_many_replays_stable(void **state) {
 
 int main(int argc, char **argv) {
     tc_init(argc, argv);
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_replays_stable), /* first: it needs no live objects */
         T(test_two_graphs_one_pool),
