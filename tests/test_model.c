@@ -1018,6 +1018,127 @@ static void test_errors(void **state) {
     TC_OK(acg_model_weights_free(w));
 }
 
+/* The model's test hook (src/model/model-impl.h, whose includes the tests do not see): the first
+ * step after the call that samples at batch row `row` reads that row's token as vocab_size;
+ * UINT32_MAX disarms it. */
+void acg__model_fail_sample(uint32_t row);
+
+/* What a request holds between steps, to compare bit for bit. */
+typedef struct request_bits {
+    acg_request_state state;
+    uint32_t n_tokens, n_generated;
+    int32_t tokens[MAX_PROMPT + MAX_NEW];
+    uint32_t counters[MAX_NEW];
+    float logits[512]; /* the tiny preset's vocabulary */
+} request_bits;
+
+static void get_bits(acg_model *m, uint64_t id, request_bits *b) {
+    acg_request_status s = ACG_REQUEST_STATUS_INIT;
+    TC_OK(acg_model_get_request(m, id, &s));
+    memset(b, 0, sizeof *b);
+    b->state = s.state;
+    b->n_tokens = s.n_tokens;
+    b->n_generated = s.n_generated;
+    assert_true(s.n_tokens <= MAX_PROMPT + MAX_NEW && s.n_generated <= MAX_NEW);
+    memcpy(b->tokens, s.tokens, (size_t)s.n_tokens * sizeof *s.tokens);
+    memcpy(b->counters, s.draw_counters, (size_t)s.n_generated * sizeof *s.draw_counters);
+    if (s.logits != NULL) {
+        memcpy(b->logits, s.logits, sizeof b->logits);
+    }
+}
+
+static void expect_same_bits(acg_model *a, acg_model *b, const uint64_t *ids, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        request_bits x, y;
+        get_bits(a, ids[i], &x);
+        get_bits(b, ids[i], &y);
+        assert_memory_equal(&x, &y, sizeof x);
+    }
+}
+
+/* A step refused for a bad sampled token at row 1 changes nothing, the row before it included:
+ * no request advances, nothing is counted, and the next step (its retry) gives the same bits,
+ * tokens and logits, as on a model that never had the bad step. Row 0 decodes; row 1 ends a
+ * chunked prompt, so it samples. */
+static void test_refused_step_changes_nothing(void **state) {
+    (void)state;
+    acg_model_weights *w = preset("tiny");
+    acg_device *dev = tc_open();
+    acg_model_options o = ACG_MODEL_OPTIONS_INIT;
+    o.max_batch = 2;
+    o.max_step_tokens = 8;
+    o.kv_pages = 8;
+    o.page_size = 16;
+    o.keep_logits = true;
+    acg_model *bad = NULL, *good = NULL;
+    TC_OK(acg_model_create(dev, w, &o, &bad));
+    TC_OK(acg_model_create(dev, w, &o, &good));
+    int32_t p0[3], p1[10];
+    make_prompt(p0, 3, 512, 31);
+    make_prompt(p1, 10, 512, 32);
+    const job jobs[2] = {{p0, 3, 4, 0.0f, 1.0f, 1}, {p1, 10, 4, 0.0f, 1.0f, 2}};
+    uint64_t ids[2];
+    for (uint32_t i = 0; i < 2; i++) {
+        ids[i] = submit(bad, &jobs[i]);
+        assert_int_equal(submit(good, &jobs[i]), ids[i]);
+    }
+    /* Step 1: p0 whole and 5 tokens of p1. */
+    acg_step_report rep = ACG_STEP_REPORT_INIT, want = ACG_STEP_REPORT_INIT;
+    TC_OK(acg_model_step(bad, &rep));
+    TC_OK(acg_model_step(good, &want));
+    assert_int_equal(rep.rows, 2);
+    assert_int_equal(rep.tokens, 8);
+    assert_int_equal(rep.generated, 1);
+    expect_same_bits(bad, good, ids, 2);
+
+    /* Step 2 on `bad` only: row 0 decodes p0's request, row 1 reads the rest of p1 and samples
+     * a token outside the vocabulary. */
+    request_bits before[2];
+    get_bits(bad, ids[0], &before[0]);
+    get_bits(bad, ids[1], &before[1]);
+    acg_model_stats stats_before = ACG_MODEL_STATS_INIT, stats_after = ACG_MODEL_STATS_INIT;
+    TC_OK(acg_model_get_stats(bad, &stats_before));
+    acg__model_fail_sample(1);
+    TC_EXPECT(ERR_INTERNAL, acg_model_step(bad, &rep));
+    TC_LAST_ERROR_HAS("row 1 sampled token 512, outside 0..511");
+    acg__model_fail_sample(UINT32_MAX);
+    for (uint32_t i = 0; i < 2; i++) {
+        request_bits after;
+        get_bits(bad, ids[i], &after);
+        assert_memory_equal(&before[i], &after, sizeof after);
+    }
+    TC_OK(acg_model_get_stats(bad, &stats_after));
+    assert_int_equal(stats_after.steps, stats_before.steps);
+    assert_int_equal(stats_after.prompt_tokens, stats_before.prompt_tokens);
+    assert_int_equal(stats_after.generated_tokens, stats_before.generated_tokens);
+
+    /* The retry is the step `good` runs next, bit for bit, and so is every step after it. */
+    rep = (acg_step_report)ACG_STEP_REPORT_INIT;
+    want = (acg_step_report)ACG_STEP_REPORT_INIT;
+    TC_OK(acg_model_step(bad, &rep));
+    TC_OK(acg_model_step(good, &want));
+    assert_int_equal(rep.rows, 2);
+    assert_int_equal(rep.tokens, 1 + 5);
+    assert_int_equal(rep.generated, 2);
+    assert_int_equal(rep.rows, want.rows);
+    assert_int_equal(rep.tokens, want.tokens);
+    assert_int_equal(rep.generated, want.generated);
+    assert_int_equal(rep.bucket, want.bucket);
+    expect_same_bits(bad, good, ids, 2);
+    TC_OK(acg_model_run_all(bad));
+    TC_OK(acg_model_run_all(good));
+    expect_same_bits(bad, good, ids, 2);
+    TC_OK(acg_model_get_stats(bad, &stats_before));
+    TC_OK(acg_model_get_stats(good, &stats_after));
+    assert_int_equal(stats_before.steps, stats_after.steps);
+    assert_int_equal(stats_before.prompt_tokens, stats_after.prompt_tokens);
+    assert_int_equal(stats_before.generated_tokens, stats_after.generated_tokens);
+    TC_OK(acg_model_destroy(bad));
+    TC_OK(acg_model_destroy(good));
+    tc_close(dev);
+    TC_OK(acg_model_weights_free(w));
+}
+
 /* ==== 6. allocation failures ================================================================= */
 
 typedef struct sweep_ctx {
@@ -1169,6 +1290,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_kv_exhaustion),
         cmocka_unit_test(test_device_lost),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_refused_step_changes_nothing),
         cmocka_unit_test(test_alloc_fail),
         cmocka_unit_test(test_struct_versions),
     };

@@ -452,7 +452,9 @@ typedef struct acg_step_report {
  * slot, plans, uploads the step's tokens, replays or runs eagerly, reads the sampled tokens
  * back (waiting for the stream) and retires finished requests. *report (may be NULL) says what
  * it did: rows 0 means there was nothing to run. A report whose size was not set is
- * ACG_ERR_INVALID_ARGUMENT before anything runs. Statuses of the engine and the device; after
+ * ACG_ERR_INVALID_ARGUMENT before anything runs. A sampled token outside the vocabulary (a
+ * broken sampler) is ACG_ERR_INTERNAL; every row is checked before any is applied, so no
+ * request advances and the step is not counted. Statuses of the engine and the device; after
  * an error the model should be destroyed. With a comm of n_ranks > 1, a collective: before
  * anything is queued, one allreduce_min_i32 checks that every rank chose the same bucket,
  * replay or eager alike, for the same rows (a step with nothing to run included);

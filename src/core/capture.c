@@ -187,6 +187,62 @@ acg_status acg__capture_check(const acg__capture *c, const char *op) {
     return c->state == ACG_CAPTURE_ACTIVE ? ACG_OK : refused(c, op);
 }
 
+/* Writes node into its ledger slot with every byte defined: the slot is zeroed (padding, the
+ * arrays past their counts and the fields its kind does not use), then given what its kind uses
+ * (backend.h), field by field. A builder may leave the other fields unset (a kernel launch
+ * writes only its own), and what it left never reaches the description. */
+static void ledger_write(acg__node *slot, const acg__node *node) {
+    memset(slot, 0, sizeof *slot);
+    slot->kind = node->kind;
+    switch (node->kind) {
+    case ACG_NODE_KERNEL:
+        slot->def = node->def;
+        slot->kernel = node->kernel;
+        slot->dims = node->dims;
+        slot->n_args = node->n_args;
+        for (uint32_t i = 0; i < node->n_args; i++) {
+            const acg__karg *a = &node->args[i];
+            slot->args[i].type = a->type;
+            if (a->type == ACG_ARG_BUFFER) {
+                slot->args[i].value.buf = a->value.buf;
+            } else {
+                slot->args[i].value.u64 = a->value.u64; /* a scalar's whole word */
+            }
+        }
+        break;
+    case ACG_NODE_COPY_H2D:
+    case ACG_NODE_COPY_D2H:
+    case ACG_NODE_COPY_D2D:
+    case ACG_NODE_FILL:
+    case ACG_NODE_COLLECTIVE:
+        /* Built whole (designated initializers): each field is the kind's or zero. */
+        slot->dst_mem = node->dst_mem;
+        slot->dst_off = node->dst_off;
+        slot->src_mem = node->src_mem;
+        slot->src_off = node->src_off;
+        slot->size = node->size;
+        slot->host = node->host;
+        slot->host_pinned = node->host_pinned;
+        slot->pattern = node->pattern;
+        slot->pattern_size = node->pattern_size;
+        slot->group = node->group;
+        slot->group_handle = node->group_handle;
+        break;
+    case ACG_NODE_HOST:
+        slot->host_fn = node->host_fn;
+        slot->host_user = node->host_user;
+        break;
+    case ACG_NODE_FOREIGN:
+        break; /* its name is the description's own copy, set by the caller */
+    }
+    slot->n_buffers = node->n_buffers;
+    for (uint32_t i = 0; i < node->n_buffers; i++) {
+        slot->buffers[i] = node->buffers[i];
+    }
+    slot->reads = node->reads;
+    slot->writes = node->writes;
+}
+
 acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *node) {
     if (c->state != ACG_CAPTURE_ACTIVE) {
         return refused(c, "capture");
@@ -209,7 +265,7 @@ acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *nod
     }
     uint32_t id = d->n_nodes++;
     acg__node *n = &d->nodes[id];
-    *n = *node;
+    ledger_write(n, node);
     n->label = label;
     n->deps_begin = d->n_deps;
     n->n_deps = s->frontier.n;

@@ -1,11 +1,72 @@
 /* serve.c — serving steps with a capture runner: choosing the tightest bucket, leasing one of
- * its slots, running the step (replayed or eager), releasing the lease, and the reports. */
+ * its slots, running the step (replayed or eager), releasing the lease, and the reports. An
+ * eager run and the recipe's callbacks are also what creation's measuring, warm-ups and
+ * captures run. */
 #include <stdio.h>
 #include <string.h>
 
 #include <acg/engine.h>
 
 #include "runner-impl.h"
+
+/* ---- running a step ----------------------------------------------------------------------- */
+
+acg_step_io acg__runner_step_io(const acg_runner *r, uint32_t b, uint32_t slot) {
+    const bucket *bk = &r->buckets[b];
+    acg_step_io io = {&bk->report.key, b, slot, &bk->inputs[slot * r->recipe.n_inputs],
+                      bk->outputs};
+    return io;
+}
+
+/* The recipe's callbacks. A failure names the recipe, the callback and the bucket, followed by
+ * the detail the callback set (acg_set_last_error, or a failed acg call's), if it set one: a
+ * detail left over from an earlier failure would mislead. */
+
+acg_status acg__runner_call_recipe(const acg_runner *r, int cb, uint32_t part, acg_stream *s,
+                                   const acg_step_io *io) {
+    const acg_recipe *rc = &r->recipe;
+    uint64_t serial = acg__error_serial();
+    acg_status st = cb == CB_FORWARD  ? rc->forward(rc->user, s, io)
+                    : cb == CB_REGION ? rc->region(rc->user, part, s, io)
+                                      : rc->between(rc->user, part, s, io);
+    if (st == ACG_OK) {
+        return ACG_OK;
+    }
+    static const char *const names[] = {"forward", "region", "between"};
+    char what[160];
+    if (cb == CB_FORWARD) {
+        snprintf(what, sizeof what, "recipe %s: forward", rc->name);
+    } else {
+        snprintf(what, sizeof what, "recipe %s: %s %u", rc->name, names[cb], part);
+    }
+    const acg_bucket_key *k = io->bucket;
+    if (acg__error_serial() == serial) {
+        return acg__error(st,
+                          "%s for bucket (%s, %llu, batch %u, tokens %u) returned %s and set "
+                          "no detail",
+                          what, k->label, (unsigned long long)k->key_info, k->batch, k->tokens,
+                          acg_status_name(st));
+    }
+    char detail[1024];
+    acg__error_copy(detail, sizeof detail);
+    return acg__error(st, "%s for bucket (%s, %llu, batch %u, tokens %u) failed: %s", what,
+                      k->label, (unsigned long long)k->key_info, k->batch, k->tokens, detail);
+}
+
+acg_status acg__runner_run_eager(acg_runner *r, uint32_t b, uint32_t slot, acg_stream *s) {
+    acg_step_io io = acg__runner_step_io(r, b, slot);
+    if (!r->piecewise) {
+        return acg__runner_call_recipe(r, CB_FORWARD, 0, s, &io);
+    }
+    acg_status st = ACG_OK;
+    for (uint32_t p = 0; p < r->recipe.n_regions && st == ACG_OK; p++) {
+        st = acg__runner_call_recipe(r, CB_REGION, p, s, &io);
+        if (st == ACG_OK && p + 1 < r->recipe.n_regions) {
+            st = acg__runner_call_recipe(r, CB_BETWEEN, p, s, &io);
+        }
+    }
+    return st;
+}
 
 /* ---- serving ------------------------------------------------------------------------------ */
 

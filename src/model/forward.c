@@ -80,54 +80,66 @@ typedef struct activations {
     acg_buffer *probs;  /* (B, vocab) the sampler's probabilities */
 } activations;
 
-#define N_ACTIVATIONS (sizeof(activations) / sizeof(acg_buffer *))
+/* Frees one activation, if it was allocated: a partly built set has NULLs, and
+ * acg_stream_free(NULL) would set an error. */
+static void free_activation(acg_stream *s, acg_buffer **buf) {
+    if (*buf != NULL) {
+        acg_stream_free(s, *buf);
+        *buf = NULL;
+    }
+}
 
 static void free_activations(acg_stream *s, activations *a) {
-    acg_buffer **all = (acg_buffer **)a;
-    for (size_t i = 0; i < N_ACTIVATIONS; i++) {
-        if (all[i] != NULL) { /* a partly built set: acg_stream_free(NULL) would set an error */
-            acg_stream_free(s, all[i]);
-        }
+    free_activation(s, &a->x);
+    free_activation(s, &a->xb);
+    free_activation(s, &a->xb2);
+    free_activation(s, &a->q);
+    free_activation(s, &a->k);
+    free_activation(s, &a->v);
+    free_activation(s, &a->att);
+    free_activation(s, &a->hb);
+    free_activation(s, &a->hb2);
+    free_activation(s, &a->last);
+    free_activation(s, &a->logits);
+    free_activation(s, &a->scores);
+    free_activation(s, &a->probs);
+}
+
+/* Allocates one activation of `bytes`, unless an earlier one failed (*st) or it is empty: the
+ * attention's on a rank without KV heads, scores where unused (acg refuses empty buffers). */
+static void alloc_activation(acg_stream *s, size_t bytes, acg_buffer **buf, acg_status *st) {
+    if (*st == ACG_OK && bytes > 0) {
+        *st = acg_stream_alloc(s, bytes, buf);
     }
 }
 
 static acg_status build_activations(const acg_model *m, acg_stream *s, const acg_step_io *io,
                                     uint32_t span, activations *a) {
-    const uint32_t T = io->bucket->tokens, B = io->bucket->batch;
-    const acg_model_config *c = &m->config;
+    const size_t T = io->bucket->tokens, B = io->bucket->batch;
+    const size_t dim = (size_t)m->config.dim, vocab = (size_t)m->config.vocab_size;
     const size_t f = sizeof(float);
-    const size_t bytes[N_ACTIVATIONS] = {
-        (size_t)T * c->dim * f,
-        (size_t)T * c->dim * f,
-        (size_t)T * m->q_dim * f,
-        (size_t)T * m->q_dim * f,
-        (size_t)T * m->kv_dim * f,
-        (size_t)T * m->kv_dim * f,
-        (size_t)T * m->n_heads * span * f,
-        (size_t)T * m->hidden * f,
-        (size_t)T * m->hidden * f,
-        (size_t)B * c->dim * f,
-        (size_t)B * c->vocab_size * f,
-        m->group != NULL && B > 1 ? (size_t)B * m->vocab_n * f : 0,
-        (size_t)B * c->vocab_size * f,
-    };
+    const bool split_scores = m->group != NULL && B > 1;
     memset(a, 0, sizeof *a);
-    acg_buffer **all = (acg_buffer **)a;
-    for (size_t i = 0; i < N_ACTIVATIONS; i++) {
-        if (&all[i] == &a->logits && m->options.keep_logits) {
-            continue; /* set below: kept logits are an output, not scratch */
-        }
-        if (bytes[i] == 0) {
-            continue; /* attention's on a rank without KV heads, scores where unused: acg
-                         refuses empty buffers */
-        }
-        acg_status st = acg_stream_alloc(s, bytes[i], &all[i]);
-        if (st != ACG_OK) {
-            free_activations(s, a);
-            return st;
-        }
+    acg_status st = ACG_OK;
+    alloc_activation(s, T * dim * f, &a->x, &st);
+    alloc_activation(s, T * dim * f, &a->xb, &st);
+    alloc_activation(s, T * m->q_dim * f, &a->xb2, &st);
+    alloc_activation(s, T * m->q_dim * f, &a->q, &st);
+    alloc_activation(s, T * m->kv_dim * f, &a->k, &st);
+    alloc_activation(s, T * m->kv_dim * f, &a->v, &st);
+    alloc_activation(s, T * m->n_heads * span * f, &a->att, &st);
+    alloc_activation(s, T * m->hidden * f, &a->hb, &st);
+    alloc_activation(s, T * m->hidden * f, &a->hb2, &st);
+    alloc_activation(s, B * dim * f, &a->last, &st);
+    if (!m->options.keep_logits) {
+        alloc_activation(s, B * vocab * f, &a->logits, &st); /* kept ones are an output instead */
     }
-    return ACG_OK;
+    alloc_activation(s, split_scores ? B * m->vocab_n * f : 0, &a->scores, &st);
+    alloc_activation(s, B * vocab * f, &a->probs, &st);
+    if (st != ACG_OK) {
+        free_activations(s, a);
+    }
+    return st;
 }
 
 /* Frees the step's scratch; kept logits are the runner's output, not the step's to free. */
@@ -367,7 +379,7 @@ static size_t input_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
 
 static size_t output_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
     const acg_model *m = user;
-    return i == 0 ? (size_t)b->batch * 2 * sizeof(int32_t)
+    return i == 0 ? (size_t)b->batch * ACG__SAMPLE_WORDS * sizeof(int32_t)
                   : (size_t)b->batch * (size_t)m->config.vocab_size * sizeof(float);
 }
 

@@ -5,13 +5,15 @@
  * running request can never run out and none can take pages another holds. Each step then
  * batches every running request: a chunk of the prompt while it is being read (packed
  * prefill), one token afterwards. The runner picks the tightest bucket, the step's plan and
- * tokens are uploaded, the step replays (or runs eagerly), and the sampled tokens come back.
+ * tokens are uploaded, the step replays (or runs eagerly), and the sampled tokens come back:
+ * every row's is checked before any row is applied, so a refused step changes no request.
  *
  * Split over ranks, every rank runs this same scheduling on the same requests (the caller
  * submits them on every rank), so every rank admits, batches and samples alike; each step first
  * checks that the ranks agree, since their allreduces only pair up if they do.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "model-impl.h"
@@ -221,7 +223,7 @@ static void retire(acg_model *m, acg__request *r) {
     r->state = ACG_REQUEST_FINISHED;
 }
 
-/* ---- one step ------------------------------------------------------------------------------ */
+/* ---- a step's rows and inputs ------------------------------------------------------------- */
 
 /* The rows of a step, in seat order: each running request's next chunk. Decoding rows take one
  * token each first; prompts share what is left of the step's token budget. */
@@ -280,19 +282,38 @@ static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__reque
     return st;
 }
 
+/* What a rank tells the others in place of its bucket when it has none to run. */
+enum { BUCKET_NOTHING_TO_RUN = -1, BUCKET_STEP_FAILED = -2 };
+
+/* Bytes kept of an error's detail while another call may overwrite it. */
+#define DETAIL_BYTES 512
+
 /* Split over ranks: every rank must run the same step, or their allreduces would pair with
  * the wrong ones (another bucket's sizes) or wait for ever. One allreduce_min_i32 gives the least
- * and the greatest bucket (-1: nothing to run, -2: the step failed here already), replay flag
- * and row count over the ranks; a rank that fails a step still takes part, so the others learn
- * of it at once rather than after ACG_COMM_TIMEOUT_MS. */
-static acg_status agree_on_step(acg_model *m, int32_t bucket, bool graphed, uint32_t rows) {
-    const int32_t v[3] = {bucket, graphed, (int32_t)rows};
-    int32_t lo[3], hi[3];
-    acg_status st = acg__model_min_max(&m->comm, v, 3, lo, hi);
+ * and the greatest bucket (or BUCKET_NOTHING_TO_RUN, BUCKET_STEP_FAILED), replay flag and row
+ * count over the ranks. A rank whose step failed already (st) still takes part, so the others
+ * learn of it at once rather than after ACG_COMM_TIMEOUT_MS, and its own error is the one it
+ * returns. */
+static acg_status agree_on_step(acg_model *m, acg_status st, const acg_step_report *rep,
+                                bool graphed) {
+    char why[DETAIL_BYTES] = "";
+    int32_t bucket = (int32_t)rep->bucket;
     if (st != ACG_OK) {
-        char why[512];
         acg__error_copy(why, sizeof why);
-        return acg__error(st,
+        bucket = BUCKET_STEP_FAILED;
+        graphed = false;
+    } else if (rep->rows == 0) {
+        bucket = BUCKET_NOTHING_TO_RUN;
+    }
+    const int32_t v[3] = {bucket, graphed, (int32_t)rep->rows};
+    int32_t lo[3], hi[3];
+    acg_status agreed = acg__model_min_max(&m->comm, v, 3, lo, hi);
+    if (st != ACG_OK) {
+        return acg__error(st, "%s", why);
+    }
+    if (agreed != ACG_OK) {
+        acg__error_copy(why, sizeof why);
+        return acg__error(agreed,
                           "acg_model_step: rank %ld: step %llu: agreeing with the other ranks: "
                           "%s",
                           (long)m->comm.rank, (unsigned long long)m->stats.steps, why);
@@ -304,41 +325,194 @@ static acg_status agree_on_step(acg_model *m, int32_t bucket, bool graphed, uint
                           "bucket -1: nothing to run, -2: the step failed on that rank); every "
                           "rank must be given the same requests",
                           (long)m->comm.rank, (unsigned long long)m->stats.steps, lo[0], hi[0],
-                          lo[1], hi[1], lo[2], hi[2], bucket, graphed, rows);
+                          lo[1], hi[1], lo[2], hi[2], bucket, graphed, rep->rows);
     }
     return ACG_OK;
 }
 
-/* ---- traces: a step and its phases (include/acg/trace.h) ---------------------------------- */
-
-/* Whether the step is traced (decided once, at its start, so its spans pair up) and the phase
- * span that is open. The phases are acg_step_report's, on its timestamps. */
-typedef struct step_trace {
-    bool on;
-    const char *phase;
-} step_trace;
-
-static void step_event(const step_trace *tr, acg_trace_phase phase, const char *name, uint64_t ts,
-                       const acg_trace_arg *args, uint32_t n_args) {
-    if (tr->on) {
-        acg__trace_emit(ACG_TRACE_MODEL, phase, name, ts, 0, 0, args, n_args);
+/* Reads the step's sampled {token, counter} pairs (and logits, when the model keeps them) back,
+ * waiting for the stream. */
+static acg_status read_results(acg_model *m, const acg_lease *lease, uint32_t n) {
+    const size_t vocab = (size_t)m->config.vocab_size;
+    acg_status st = acg_copy_d2h(m->stream, m->step_result, lease->io.outputs[0], 0,
+                                 (size_t)n * ACG__SAMPLE_WORDS * sizeof(int32_t));
+    if (st == ACG_OK && m->options.keep_logits) {
+        st = acg_copy_d2h(m->stream, m->step_logits, lease->io.outputs[1], 0,
+                          (size_t)n * vocab * sizeof(float));
     }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(m->stream);
+    }
+    return st;
 }
 
-/* Ends the open phase at ts (with args), and begins `next` (NULL: none). */
-static void step_phase(step_trace *tr, const char *next, uint64_t ts, const acg_trace_arg *args,
-                       uint32_t n_args) {
-    if (!tr->on) {
+/* ---- test hook: a sampler that returns a token outside the vocabulary --------------------- */
+
+/* The row (plus one) whose next sampled token reads as vocab_size; 0: none. */
+static _Atomic uint32_t fail_sample_row;
+
+void acg__model_fail_sample(uint32_t row) {
+    atomic_store(&fail_sample_row, row == UINT32_MAX ? 0 : row + 1);
+}
+
+/* Once armed, the first step that samples at the row reads its token as vocab_size. */
+static void injected_sample_failure(acg_model *m, uint32_t n, const int32_t *seats) {
+    uint32_t armed = atomic_load(&fail_sample_row);
+    if (armed == 0 || armed > n || seats[armed - 1] < 0) {
         return;
     }
-    if (tr->phase != NULL) {
-        step_event(tr, ACG_TRACE_END, tr->phase, ts, args, n_args);
+    atomic_store(&fail_sample_row, 0);
+    m->step_result[ACG__SAMPLE_WORDS * (armed - 1)] = m->config.vocab_size;
+}
+
+/* ---- retirement: validate every row, then apply them all ----------------------------------- */
+
+/* Whether each sampling row's token lies in the vocabulary. Checked for every row before any
+ * row is applied, so a refused step leaves every request as it was. */
+static acg_status check_samples(const acg_model *m, uint32_t n, const int32_t *seats) {
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t token = m->step_result[ACG__SAMPLE_WORDS * i];
+        if (seats[i] >= 0 && (token < 0 || token >= m->config.vocab_size)) {
+            return acg__error(ACG_ERR_INTERNAL,
+                              "acg_model_step: row %u sampled token %d, outside 0..%d", i, token,
+                              m->config.vocab_size - 1);
+        }
     }
-    tr->phase = next;
-    if (next != NULL) {
-        step_event(tr, ACG_TRACE_BEGIN, next, ts, NULL, 0);
+    return ACG_OK;
+}
+
+/* Applies a step that ran: each row's chunk is in the KV cache now, each sampling row's token
+ * joins its request (with its draw counter and logits), and finished requests retire. */
+static void retire_rows(acg_model *m, acg__request *const *req, const acg_attn_row *rows,
+                        const int32_t *seats, uint32_t n, acg_step_report *rep) {
+    const size_t vocab = (size_t)m->config.vocab_size;
+    for (uint32_t i = 0; i < n; i++) {
+        acg__request *r = req[i];
+        if (r->kv_len < r->prompt_len) {
+            m->stats.prompt_tokens += rows[i].q_len;
+        }
+        r->kv_len = rows[i].kv_len;
+        if (seats[i] < 0) {
+            continue;
+        }
+        int32_t token = m->step_result[ACG__SAMPLE_WORDS * i];
+        int32_t counter = m->step_result[ACG__SAMPLE_WORDS * i + 1];
+        r->tokens[r->n_tokens++] = token;
+        r->draw_counters[r->n_generated++] = counter < 0 ? UINT32_MAX : (uint32_t)counter;
+        if (r->logits != NULL) {
+            memcpy(r->logits, m->step_logits + i * vocab, vocab * sizeof *r->logits);
+        }
+        rep->generated++;
+        if (r->n_generated == r->max_new || (r->stop_at_eos && token == ACG_TOKEN_EOS)) {
+            retire(m, r);
+            rep->finished++;
+        }
     }
 }
+
+/* ---- a step's clock and trace (include/acg/trace.h) ---------------------------------------- */
+
+/* A step's phases in order, as acg_step_report and the trace name them, between its start and
+ * its end. */
+typedef enum step_phase {
+    STEP_START,
+    PHASE_ADMIT,
+    PHASE_PLAN,
+    PHASE_UPLOAD,
+    PHASE_LAUNCH,
+    PHASE_WAIT,
+    PHASE_RETIRE,
+    STEP_END,
+} step_phase;
+
+static const char *const phase_names[STEP_END] = {
+    [PHASE_ADMIT] = "admit",   [PHASE_PLAN] = "plan", [PHASE_UPLOAD] = "upload",
+    [PHASE_LAUNCH] = "launch", [PHASE_WAIT] = "wait", [PHASE_RETIRE] = "retire",
+};
+
+/* When each phase began (at[STEP_END]: when the step ended) and which one is open; whether the
+ * step is traced is decided once, at its start, so its spans pair up. */
+typedef struct step_clock {
+    bool traced;
+    uint64_t step;                /* its number: the model's count of steps before it */
+    const acg_bucket_key *bucket; /* the leased bucket's key (the runner's), else NULL */
+    step_phase open;
+    uint64_t at[STEP_END + 1];
+} step_clock;
+
+/* Moves the step into `next` now, and is all of its trace: the open phase's span ends (saying
+ * what it did when it ends into the phase after it), next's begins, and STEP_END ends the step's
+ * own span, saying how it went (st). */
+static void step_enter(step_clock *c, step_phase next, const acg_step_report *rep, acg_status st) {
+    const uint64_t now = now_ns();
+    const step_phase was = c->open;
+    c->at[next] = now;
+    c->open = next;
+    if (!c->traced) {
+        return;
+    }
+    if (was == STEP_START) {
+        acg_trace_arg args[] = {ACG__TRACE_U("step", c->step)};
+        acg__trace_emit(ACG_TRACE_MODEL, ACG_TRACE_BEGIN, "step", now, 0, 0, args,
+                        ACG__TRACE_N(args));
+    } else {
+        /* A phase that ends into the one after it says what it did; one cut short, nothing. */
+        const acg_trace_arg admitted[] = {
+            ACG__TRACE_U("admitted", rep->admitted), ACG__TRACE_U("rows", rep->rows),
+            ACG__TRACE_U("tokens", rep->tokens), ACG__TRACE_U("bucket", rep->bucket)};
+        const acg_trace_arg launched[] = {ACG__TRACE_B("graphed", rep->graphed)};
+        const acg_trace_arg retired[] = {ACG__TRACE_U("generated", rep->generated),
+                                         ACG__TRACE_U("finished", rep->finished)};
+        const acg_trace_arg *args = NULL;
+        uint32_t n = 0;
+        if (next == was + 1 && was == PHASE_ADMIT) {
+            args = admitted;
+            n = ACG__TRACE_N(admitted);
+        } else if (next == was + 1 && was == PHASE_LAUNCH) {
+            args = launched;
+            n = ACG__TRACE_N(launched);
+        } else if (next == was + 1 && was == PHASE_RETIRE) {
+            args = retired;
+            n = ACG__TRACE_N(retired);
+        }
+        acg__trace_emit(ACG_TRACE_MODEL, ACG_TRACE_END, phase_names[was], now, 0, 0, args, n);
+    }
+    if (next != STEP_END) {
+        acg__trace_emit(ACG_TRACE_MODEL, ACG_TRACE_BEGIN, phase_names[next], now, 0, 0, NULL, 0);
+        return;
+    }
+    const acg_bucket_key *key = c->bucket;
+    acg_trace_arg args[] = {ACG__TRACE_B("ok", st == ACG_OK),
+                            ACG__TRACE_U("rows", rep->rows),
+                            ACG__TRACE_U("tokens", rep->tokens),
+                            ACG__TRACE_U("generated", rep->generated),
+                            ACG__TRACE_U("finished", rep->finished),
+                            ACG__TRACE_B("graphed", rep->graphed),
+                            ACG__TRACE_U("bucket", rep->bucket),
+                            ACG__TRACE_S("label", key != NULL ? key->label : ""),
+                            ACG__TRACE_U("batch", key != NULL ? key->batch : 0),
+                            ACG__TRACE_U("bucket_tokens", key != NULL ? key->tokens : 0)};
+    acg__trace_emit(ACG_TRACE_MODEL, ACG_TRACE_END, "step", now, 0, 0, args, ACG__TRACE_N(args));
+}
+
+/* Counts a step that ran into the model's stats, with its phases' times into its report: they
+ * add up to its whole time. */
+static void count_step(acg_model *m, acg_step_report *rep, const uint64_t *at) {
+    rep->admit_ms = ms_between(at[PHASE_ADMIT], at[PHASE_PLAN]);
+    rep->plan_ms = ms_between(at[PHASE_PLAN], at[PHASE_UPLOAD]);
+    rep->upload_ms = ms_between(at[PHASE_UPLOAD], at[PHASE_LAUNCH]);
+    rep->launch_ms = ms_between(at[PHASE_LAUNCH], at[PHASE_WAIT]);
+    rep->wait_ms = ms_between(at[PHASE_WAIT], at[PHASE_RETIRE]);
+    rep->submit_ms = ms_between(at[PHASE_ADMIT], at[PHASE_WAIT]);
+    rep->ms = ms_between(at[PHASE_ADMIT], at[STEP_END]);
+    rep->retire_ms = rep->ms - ms_between(at[PHASE_ADMIT], at[PHASE_RETIRE]);
+    m->stats.steps++;
+    m->stats.graphed_steps += rep->graphed;
+    m->stats.generated_tokens += rep->generated;
+    m->stats.step_ms += rep->ms;
+}
+
+/* ---- one step ------------------------------------------------------------------------------ */
 
 acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     ACG__CALL_SCOPE;
@@ -348,26 +522,20 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         return st;
     }
     /* A report that cannot be written is refused before the step changes anything. */
-    if (report != NULL) {
-        st = acg__output_check(report, sizeof *report, "acg_step_report", fn);
-        if (st != ACG_OK) {
-            return st;
-        }
+    if (report != NULL &&
+        (st = acg__output_check(report, sizeof *report, "acg_step_report", fn)) != ACG_OK) {
+        return st;
     }
-    uint64_t t0 = now_ns(), t1 = t0, t5 = t0;
-    step_trace tr = {acg__trace_on(ACG_TRACE_MODEL), NULL};
-    if (tr.on) {
-        acg_trace_arg args[] = {ACG__TRACE_U("step", m->stats.steps)};
-        step_event(&tr, ACG_TRACE_BEGIN, "step", t0, args, ACG__TRACE_N(args));
-        step_phase(&tr, "admit", t0, NULL, 0);
-    }
-    const acg_bucket_key *key = NULL; /* the bucket's, owned by the runner */
     acg_step_report rep = ACG_STEP_REPORT_INIT;
+    step_clock clock = {.traced = acg__trace_on(ACG_TRACE_MODEL), .step = m->stats.steps};
     acg__request **req = m->step_req;
     acg_attn_row *rows = m->step_rows;
-    int32_t *ids = m->step_ids, *seats = m->step_seats;
+    int32_t *seats = m->step_seats;
     acg_lease lease;
     memset(&lease, 0, sizeof lease);
+
+    /* Admit what fits, batch every running request, lease a slot of the tightest bucket. */
+    step_enter(&clock, PHASE_ADMIT, &rep, st);
     st = admit(m, &rep.admitted);
     if (st == ACG_OK) {
         st = plan_rows(m, req, rows, &rep.rows, &rep.tokens);
@@ -379,18 +547,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         st = acg_runner_lease(m->runner, rep.bucket, &lease);
     }
     if (m->group != NULL) {
-        /* Even after a failure here: see agree_on_step. This rank's own error is the one kept. */
-        char why[512] = "";
-        if (st != ACG_OK) {
-            acg__error_copy(why, sizeof why);
-        }
-        int32_t bucket = st != ACG_OK ? -2 : rep.rows == 0 ? -1 : (int32_t)rep.bucket;
-        acg_status agreed = agree_on_step(m, bucket, st == ACG_OK && lease.graphed, rep.rows);
-        if (st != ACG_OK) {
-            acg__error(st, "%s", why);
-        } else {
-            st = agreed;
-        }
+        st = agree_on_step(m, st, &rep, lease.graphed);
     }
     if (st != ACG_OK || rep.rows == 0) {
         if (lease.ticket != 0) {
@@ -399,108 +556,42 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         goto out;
     }
     rep.graphed = lease.graphed;
-    key = lease.io.bucket;
-    t1 = now_ns();
-    rep.admit_ms = ms_between(t0, t1);
-    if (tr.on) {
-        acg_trace_arg args[] = {ACG__TRACE_U("admitted", rep.admitted),
-                                ACG__TRACE_U("rows", rep.rows), ACG__TRACE_U("tokens", rep.tokens),
-                                ACG__TRACE_U("bucket", rep.bucket)};
-        step_phase(&tr, "plan", t1, args, ACG__TRACE_N(args));
-    }
-    /* One stream runs everything, so the slot's previous step is ordered before this one. */
+    clock.bucket = lease.io.bucket;
+
+    /* Plan, upload and launch. One stream runs everything, so the slot's previous step is
+     * ordered before this one. */
+    step_enter(&clock, PHASE_PLAN, &rep, st);
     st = acg_attn_plan_build(m->plans[lease.slot], m->stager, m->stream, rows, rep.rows);
-    uint64_t t2 = now_ns();
-    rep.plan_ms = ms_between(t1, t2);
-    step_phase(&tr, "upload", t2, NULL, 0);
+    step_enter(&clock, PHASE_UPLOAD, &rep, st);
     if (st == ACG_OK) {
-        st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, ids, seats);
+        st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, m->step_ids, seats);
     }
-    uint64_t t3 = now_ns();
-    rep.upload_ms = ms_between(t2, t3);
-    step_phase(&tr, "launch", t3, NULL, 0);
+    step_enter(&clock, PHASE_LAUNCH, &rep, st);
     if (st == ACG_OK) {
         st = acg_runner_run(m->runner, &lease, m->stream);
     }
-    uint64_t t4 = now_ns();
-    rep.launch_ms = ms_between(t3, t4);
-    rep.submit_ms = ms_between(t0, t4);
-    if (tr.on) {
-        acg_trace_arg args[] = {ACG__TRACE_B("graphed", rep.graphed)};
-        step_phase(&tr, "wait", t4, args, ACG__TRACE_N(args));
-    }
+
+    /* Wait for the sampled tokens. */
+    step_enter(&clock, PHASE_WAIT, &rep, st);
     if (st == ACG_OK) {
-        st = acg_copy_d2h(m->stream, m->step_result, lease.io.outputs[0], 0,
-                          (size_t)rep.rows * 2 * sizeof(int32_t));
-    }
-    const size_t vocab = (size_t)m->config.vocab_size;
-    if (st == ACG_OK && m->options.keep_logits) {
-        st = acg_copy_d2h(m->stream, m->step_logits, lease.io.outputs[1], 0,
-                          (size_t)rep.rows * vocab * sizeof(float));
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_synchronize(m->stream);
+        st = read_results(m, &lease, rep.rows);
+        injected_sample_failure(m, rep.rows, seats);
     }
     acg_runner_release(m->runner, &lease);
-    t5 = now_ns();
-    rep.wait_ms = ms_between(t4, t5);
     if (st != ACG_OK) {
         goto out;
     }
-    step_phase(&tr, "retire", t5, NULL, 0);
-    for (uint32_t i = 0; i < rep.rows; i++) {
-        acg__request *r = req[i];
-        bool prompt_chunk = r->kv_len < r->prompt_len;
-        r->kv_len = rows[i].kv_len;
-        if (prompt_chunk) {
-            m->stats.prompt_tokens += rows[i].q_len;
-        }
-        if (seats[i] < 0) {
-            continue;
-        }
-        int32_t token = m->step_result[2 * i], counter = m->step_result[2 * i + 1];
-        if (token < 0 || token >= m->config.vocab_size) {
-            st = acg__error(ACG_ERR_INTERNAL, "%s: row %u sampled token %d, outside 0..%d", fn, i,
-                            token, m->config.vocab_size - 1);
-            goto out;
-        }
-        r->tokens[r->n_tokens++] = token;
-        r->draw_counters[r->n_generated++] = counter < 0 ? UINT32_MAX : (uint32_t)counter;
-        if (r->logits != NULL) {
-            memcpy(r->logits, m->step_logits + i * vocab, vocab * sizeof *r->logits);
-        }
-        rep.generated++;
-        if (r->n_generated == r->max_new || (r->stop_at_eos && token == ACG_TOKEN_EOS)) {
-            retire(m, r);
-            rep.finished++;
-        }
+
+    /* Retire: every row is checked before any is applied. */
+    step_enter(&clock, PHASE_RETIRE, &rep, st);
+    st = check_samples(m, rep.rows, seats);
+    if (st == ACG_OK) {
+        retire_rows(m, req, rows, seats, rep.rows, &rep);
     }
-    uint64_t t6 = now_ns();
-    rep.ms = ms_between(t0, t6);
-    rep.retire_ms = rep.ms - ms_between(t0, t5);
-    m->stats.steps++;
-    m->stats.graphed_steps += rep.graphed;
-    m->stats.generated_tokens += rep.generated;
-    m->stats.step_ms += rep.ms;
 out:
-    if (tr.on) {
-        /* Every exit ends the open phase and the step, saying how it went. */
-        uint64_t end = now_ns();
-        acg_trace_arg phase_args[] = {ACG__TRACE_U("generated", rep.generated),
-                                      ACG__TRACE_U("finished", rep.finished)};
-        step_phase(&tr, NULL, end, phase_args,
-                   tr.phase != NULL && strcmp(tr.phase, "retire") == 0 ? 2 : 0);
-        acg_trace_arg args[] = {ACG__TRACE_B("ok", st == ACG_OK),
-                                ACG__TRACE_U("rows", rep.rows),
-                                ACG__TRACE_U("tokens", rep.tokens),
-                                ACG__TRACE_U("generated", rep.generated),
-                                ACG__TRACE_U("finished", rep.finished),
-                                ACG__TRACE_B("graphed", rep.graphed),
-                                ACG__TRACE_U("bucket", rep.bucket),
-                                ACG__TRACE_S("label", key != NULL ? key->label : ""),
-                                ACG__TRACE_U("batch", key != NULL ? key->batch : 0),
-                                ACG__TRACE_U("bucket_tokens", key != NULL ? key->tokens : 0)};
-        step_event(&tr, ACG_TRACE_END, "step", end, args, ACG__TRACE_N(args));
+    step_enter(&clock, STEP_END, &rep, st);
+    if (st == ACG_OK && rep.rows > 0) {
+        count_step(m, &rep, clock.at);
     }
     if (st == ACG_OK && report != NULL) {
         st = acg__output_write(report, &rep, sizeof rep, "acg_step_report", fn);

@@ -159,6 +159,9 @@ struct acg_model {
     acg_model_stats stats;
 };
 
+/* Words of a row's sample: its {token, draw counter} (the counter -1 where no draw was made). */
+#define ACG__SAMPLE_WORDS 2
+
 /* The whole-step recipe the runner captures (forward.c): inputs are the step's token ids
  * (bucket tokens) and each row's sampler seat (bucket batch, -1: no sample); output 0 is the
  * sampled {token, counter} pairs (bucket batch, 2). The logits stay in graph scratch unless the
@@ -178,5 +181,10 @@ acg_status acg__model_min_max(const acg_comm *comm, const int32_t *values, size_
  * would), in this process only, so one rank fails to capture a bucket the others capture.
  * batch 0 disarms it. Eager runs are unaffected. */
 void acg__model_fail_capture(uint32_t batch, uint32_t tokens);
+
+/* Test hook (tests/test_model.c): the first step after the call that samples at batch row `row`
+ * reads that row's token as vocab_size, outside the vocabulary, as a broken sampler would give
+ * it, in this process only; UINT32_MAX disarms it. */
+void acg__model_fail_sample(uint32_t row);
 
 #endif /* ACG_MODEL_IMPL_H */

@@ -430,7 +430,7 @@ static acg_status build_engine(acg_model *m) {
         st = acg_fill(m->stream, m->states, 0, state_bytes, 0, 4);
     }
     if (st == ACG_OK) {
-        st = acg_pinned_alloc(m->dev, (size_t)o->max_batch * 2 * sizeof(int32_t),
+        st = acg_pinned_alloc(m->dev, (size_t)o->max_batch * ACG__SAMPLE_WORDS * sizeof(int32_t),
                               (void **)&m->step_result);
     }
     if (st == ACG_OK && o->keep_logits) {
