@@ -1,7 +1,8 @@
 /*
  * acg-backend.h — the interface between the core and one backend.
  *
- * A backend is a `static const struct acg_backend_i` of static functions. The core validates
+ * A backend is a `const struct acg_backend_i acg__backend_<name>` (external: the registry finds
+ * it by name, docs/backends.md "Adding a backend") of static functions. The core validates
  * every argument, tracks captures and lifetimes, and calls the backend with resolved memory:
  * a backend never sees a handle it has to check. Slots marked (optional) may be NULL; the core
  * then supplies the default that the comment names. The table is versioned and only appended to;
