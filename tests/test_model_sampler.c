@@ -216,7 +216,8 @@ int main(int argc, char **argv) {
     tc_init(argc, argv);
     make_tables();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_sample_greedy_and_seats, kernels_setup, kernels_teardown),
+        cmocka_unit_test_setup_teardown(test_sample_greedy_and_seats, kernels_setup,
+                                        kernels_teardown),
         cmocka_unit_test_setup_teardown(test_sample_reference, kernels_setup, kernels_teardown),
         cmocka_unit_test_setup_teardown(test_sample_overflow, kernels_setup, kernels_teardown),
         cmocka_unit_test_setup_teardown(test_sample_sequence, kernels_setup, kernels_teardown),
