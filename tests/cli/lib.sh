@@ -156,6 +156,19 @@ expect_usage_error() {
     expect_no_out
 }
 
+# one_line_error STATUS TEXT: a failure said in one line: exit status STATUS, exactly one line
+# on stderr, "acg: ..." holding TEXT.
+one_line_error() {
+    expect_rc "$1"
+    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
+        fail "expected exactly one line on stderr"
+    fi
+    if ! grep -a -q '^acg: ' "$ERR"; then
+        fail "expected stderr to start with 'acg: '"
+    fi
+    expect_err "$2"
+}
+
 # expect_out_re REGEX: a line of stdout matches the basic regular expression.
 expect_out_re() {
     if ! grep -a -q -e "$1" "$OUT"; then

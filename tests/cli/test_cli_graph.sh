@@ -95,19 +95,6 @@ usage_error() {
     expect_files
 }
 
-# one_line_error STATUS TEXT: exactly one line on stderr, "acg: ..." holding TEXT, and exit
-# status STATUS.
-one_line_error() {
-    expect_rc "$1"
-    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
-        fail "expected exactly one line on stderr"
-    fi
-    if ! grep -a -q '^acg: ' "$ERR"; then
-        fail "expected stderr to start with 'acg: '"
-    fi
-    expect_err "$2"
-}
-
 # expect_kernels FILE: FILE names the model's kernels.
 expect_kernels() {
     for k in embed_f32 rmsnorm_f32 matmul_f32 rope_f32 kv_store_f32 attention_f32 swiglu_f32 \

@@ -48,14 +48,7 @@ file_error() {
     fe_text=$3
     shift 3
     run "$fe_name" "$@"
-    expect_rc 1
-    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
-        fail "expected exactly one line on stderr"
-    fi
-    if ! grep -a -q '^acg: ' "$ERR"; then
-        fail "expected stderr to start with 'acg: '"
-    fi
-    expect_err "'$fe_file'"
+    one_line_error 1 "'$fe_file'"
     expect_err "$fe_text"
 }
 

@@ -48,18 +48,6 @@ no_leftovers() {
     fi
 }
 
-# one_line_error TEXT: exit 1, exactly one line on stderr, "acg: ..." holding TEXT.
-one_line_error() {
-    expect_rc 1
-    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
-        fail "expected exactly one line on stderr"
-    fi
-    if ! grep -a -q '^acg: ' "$ERR"; then
-        fail "expected stderr to start with 'acg: '"
-    fi
-    expect_err "$1"
-}
-
 TINY="--backend cpu --preset tiny --steps 4"
 
 # shellcheck disable=SC2086 # TINY is a list of words
@@ -114,7 +102,7 @@ pass
 if full_device "$DIR/special"; then
     acg "run --trace to a full device" run $TINY --prompt "Once" --json \
         --trace "$DIR/special/full"
-    one_line_error "acg: writing the trace: '$DIR/special/full': No space left on device"
+    one_line_error 1 "acg: writing the trace: '$DIR/special/full': No space left on device"
     if [ ! -c "$DIR/special/full" ]; then
         fail "$DIR/special/full is no longer a character device"
     fi
@@ -200,7 +188,7 @@ fi
 
 mkdir -p "$DIR/empty"
 acg "run --trace to a directory" run $TINY --prompt "Once" --trace "$DIR/empty"
-one_line_error "'$DIR/empty': Is a directory"
+one_line_error 1 "'$DIR/empty': Is a directory"
 if [ -n "$(ls -A "$DIR/empty")" ]; then
     fail "something was left behind"
 fi
@@ -210,7 +198,7 @@ pass
 
 acg "run --trace in a missing directory" run $TINY --prompt "Once" \
     --trace "$DIR/no-such-dir/t.json"
-one_line_error "$DIR/no-such-dir/t.json"
+one_line_error 1 "$DIR/no-such-dir/t.json"
 expect_err "No such file or directory"
 if [ -e "$DIR/no-such-dir" ]; then
     fail "the missing directory was created"
@@ -241,7 +229,7 @@ pass
 
 acg "bench decode --trace to a directory" bench decode --backend cpu --preset tiny --steps 2 \
     --batch 1 --trace "$DIR/empty"
-one_line_error "'$DIR/empty': Is a directory"
+one_line_error 1 "'$DIR/empty': Is a directory"
 if [ -n "$(ls -A "$DIR/empty")" ]; then
     fail "something was left behind"
 fi
