@@ -13,21 +13,15 @@
 
 #include <acg/model.h>
 
+/* The group's temporary directory and the counting allocator (common.h). */
 static int setup(void **state) {
     (void)state;
-    if (tc_tmpdir_create("acg-tokenizer") != 0) {
-        return -1;
-    }
-    tc_alloc_install();
-    return 0;
+    return tc_host_files_setup("acg-tokenizer");
 }
 
 static int teardown(void **state) {
     (void)state;
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
-    return tc_tmpdir_remove();
+    return tc_host_files_teardown();
 }
 
 /* ---- building tokenizer files ------------------------------------------------------------- */
