@@ -37,6 +37,15 @@ void tc_last_error_has_(const char *needle, const char *file, int line) {
     }
 }
 
+void tc_last_error_names_file_(const char *path, const char *file, int line, va_list ap) {
+    const char *base = strrchr(path, '/');
+    tc_last_error_has_(base ? base + 1 : path, file, line);
+    for (const char *needle = va_arg(ap, const char *); needle != NULL;
+         needle = va_arg(ap, const char *)) {
+        tc_last_error_has_(needle, file, line);
+    }
+}
+
 void tc_bytes_equal_(const void *a, const void *b, size_t n, const char *file, int line) {
     if (memcmp(a, b, n) == 0) {
         return;

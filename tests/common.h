@@ -33,6 +33,9 @@ void tc_expect_(acg_status want, acg_status got, const char *expr, const char *f
         TC_LAST_ERROR_HAS(needle);                                                                 \
     } while (0)
 void tc_last_error_has_(const char *needle, const char *file, int line);
+/* What a loader's error must say: acg_last_error() names the file at path (its last component)
+ * and contains each string of ap, a list of const char * ended by NULL. */
+void tc_last_error_names_file_(const char *path, const char *file, int line, va_list ap);
 
 /* Asserts that two byte ranges are equal with memcmp; on a mismatch reports the first differing
  * 4-byte word (as float and hex). */
