@@ -570,9 +570,10 @@ out_unregister:
     return st;
 }
 
+/* The pool's scenario under every allocation failure; installing the allocator is refused if
+ * a kernel were left registered. */
 static void test_alloc_sweep(void **state) {
     (void)state;
-    /* Installing the allocator is refused if a kernel were left registered. */
     tc_alloc_sweep_case("cpu pool", sweep_scenario, NULL, false, 5);
 }
 

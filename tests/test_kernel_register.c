@@ -1688,10 +1688,10 @@ out:
 }
 
 /* Every allocation of the scenario, registration included, fails in turn: each run returns
- * ACG_ERR_OUT_OF_MEMORY and leaves nothing behind, the registry included. */
+ * ACG_ERR_OUT_OF_MEMORY and leaves nothing behind, the registry included. Installing the
+ * allocator is refused if an earlier case left a kernel registered. */
 static void test_alloc_sweep(void **state) {
     (void)state;
-    /* Installing the allocator is refused if an earlier case left a kernel registered. */
     tc_alloc_sweep_case("kernel registration", scenario, NULL, false, 5);
 }
 
