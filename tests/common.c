@@ -37,6 +37,15 @@ void tc_last_error_has_(const char *needle, const char *file, int line) {
     }
 }
 
+void tc_last_error_names_file_(const char *path, const char *file, int line, va_list ap) {
+    const char *base = strrchr(path, '/');
+    tc_last_error_has_(base ? base + 1 : path, file, line);
+    for (const char *needle = va_arg(ap, const char *); needle != NULL;
+         needle = va_arg(ap, const char *)) {
+        tc_last_error_has_(needle, file, line);
+    }
+}
+
 void tc_bytes_equal_(const void *a, const void *b, size_t n, const char *file, int line) {
     if (memcmp(a, b, n) == 0) {
         return;
@@ -381,6 +390,31 @@ void tc_poison(acg_stream *s, acg_buffer *buf) {
     TC_OK(acg_stream_synchronize(s));
 }
 
+/* ---- the fixture most device tests start from --------------------------------------------- */
+
+void *tc_fixture_new(size_t size) {
+    assert_true(size >= sizeof(tc_fixture));
+    tc_fixture *t = calloc(1, size);
+    assert_non_null(t);
+    t->dev = tc_open();
+    t->s = tc_stream(t->dev);
+    tc_kernels_get(t->dev, &t->k);
+    return t;
+}
+
+int tc_fixture_setup(void **state) {
+    *state = tc_fixture_new(sizeof(tc_fixture));
+    return 0;
+}
+
+int tc_fixture_teardown(void **state) {
+    tc_fixture *t = *state;
+    TC_OK(acg_stream_destroy(t->s));
+    tc_close(t->dev);
+    free(t);
+    return 0;
+}
+
 /* ---- deterministic data ------------------------------------------------------------------- */
 
 void tc_fill_floats(float *dst, size_t n, uint32_t seed) {
@@ -621,6 +655,21 @@ uint64_t tc_alloc_sweep(acg_status (*run)(void *ctx), void *ctx, bool may_recove
     return n - 1;
 }
 
+uint64_t tc_alloc_sweep_case(const char *what, acg_status (*run)(void *ctx), void *ctx,
+                             bool may_recover, uint64_t more_than) {
+    tc_alloc_install();
+    TC_OK(run(ctx));
+    assert_int_equal(tc_alloc_live(), 0);
+    uint64_t points = tc_alloc_sweep(run, ctx, may_recover);
+    print_message("%s allocation-failure sweep: %llu allocation points\n", what,
+                  (unsigned long long)points);
+    assert_true(points > more_than);
+    assert_int_equal(tc_alloc_live(), 0);
+    assert_int_equal(tc_alloc_bad_calls(), 0);
+    tc_alloc_uninstall();
+    return points;
+}
+
 static char tmp_dir[256];
 
 int tc_tmpdir_create(const char *prefix) {
@@ -655,6 +704,21 @@ int tc_tmpdir_remove(void) {
         return 0;
     }
     return errno == ENOENT ? 0 : -1;
+}
+
+int tc_host_files_setup(const char *prefix) {
+    if (tc_tmpdir_create(prefix) != 0) {
+        return -1;
+    }
+    tc_alloc_install();
+    return 0;
+}
+
+int tc_host_files_teardown(void) {
+    assert_int_equal(tc_alloc_live(), 0);
+    assert_int_equal(tc_alloc_bad_calls(), 0);
+    tc_alloc_uninstall();
+    return tc_tmpdir_remove();
 }
 
 static const char *hang_what;

@@ -33,6 +33,9 @@ void tc_expect_(acg_status want, acg_status got, const char *expr, const char *f
         TC_LAST_ERROR_HAS(needle);                                                                 \
     } while (0)
 void tc_last_error_has_(const char *needle, const char *file, int line);
+/* What a loader's error must say: acg_last_error() names the file at path (its last component)
+ * and contains each string of ap, a list of const char * ended by NULL. */
+void tc_last_error_names_file_(const char *path, const char *file, int line, va_list ap);
 
 /* Asserts that two byte ranges are equal with memcmp; on a mismatch reports the first differing
  * 4-byte word (as float and hex). */
@@ -133,6 +136,31 @@ void tc_download(acg_stream *s, void *dst, const acg_buffer *src, size_t size);
 /* Fills the whole buffer with 0xdeadbeef and waits, so a later read proves what was written. */
 void tc_poison(acg_stream *s, acg_buffer *buf);
 
+/* ---- the fixture most device tests start from --------------------------------------------- */
+
+/* The device under test, a stream of it and its built-in kernels. A test's fixture is either a
+ * tc_fixture or a struct whose first member is one (then `t`, by convention), so that these
+ * helpers serve both: a pointer to a struct converts to a pointer to its first member. */
+typedef struct tc_fixture {
+    acg_device *dev;
+    acg_stream *s;
+    tc_kernels k;
+} tc_fixture;
+
+/* Allocates a zeroed fixture of `size` bytes (at least sizeof(tc_fixture)), fills its leading
+ * tc_fixture (asserting each step) and returns it, for the setup to add what else it holds. */
+void *tc_fixture_new(size_t size);
+/* cmocka setup of a bare tc_fixture: *state = tc_fixture_new(sizeof(tc_fixture)). */
+int tc_fixture_setup(void **state);
+/* cmocka teardown of a fixture from tc_fixture_new: destroys the stream, closes the device
+ * (asserting both, so a case that left an object of the device fails) and frees the fixture.
+ * A fixture holding more releases that first, then calls this. Returns 0. */
+int tc_fixture_teardown(void **state);
+/* A table entry: the case `test` in a fresh bare tc_fixture (cmocka_unit_test_setup_teardown
+ * with the two above). */
+#define TC_FIXTURE_CASE(test)                                                                      \
+    cmocka_unit_test_setup_teardown(test, tc_fixture_setup, tc_fixture_teardown)
+
 /* ---- deterministic data ------------------------------------------------------------------- */
 
 /* Fills dst with small dyadic floats (k/8, |k| < 1024) derived from seed: sums and products by
@@ -165,6 +193,21 @@ uint64_t tc_alloc_bad_calls(void);
  * live allocations as they were before it; the last run must return ACG_OK. Returns the number
  * of allocation points (runs faulted). The counting allocator must be installed. */
 uint64_t tc_alloc_sweep(acg_status (*run)(void *ctx), void *ctx, bool may_recover);
+
+/* A whole allocation-failure case: installs the counting allocator, runs `run` once without a
+ * fault (it must return ACG_OK and leave nothing live), then tc_alloc_sweep; prints the number
+ * of allocation points as "<what> allocation-failure sweep: N allocation points", asserts that
+ * there are more than `more_than` and that nothing is live and no call was bad, and uninstalls
+ * the allocator. Returns the number of points. */
+uint64_t tc_alloc_sweep_case(const char *what, acg_status (*run)(void *ctx), void *ctx,
+                             bool may_recover, uint64_t more_than);
+
+/* A group of host cases (no device) that write files and count allocations: cmocka's group
+ * setup makes the temporary directory under prefix and installs the counting allocator (-1
+ * when the directory cannot be made); the teardown asserts that no allocation is live and no
+ * call was bad, uninstalls the allocator and removes the directory. */
+int tc_host_files_setup(const char *prefix);
+int tc_host_files_teardown(void);
 
 /* ---- temporary files ------------------------------------------------------------------------ */
 

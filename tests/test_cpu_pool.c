@@ -570,16 +570,11 @@ out_unregister:
     return st;
 }
 
+/* The pool's scenario under every allocation failure; installing the allocator is refused if
+ * a kernel were left registered. */
 static void test_alloc_sweep(void **state) {
     (void)state;
-    tc_alloc_install(); /* refused if a kernel were left registered */
-    TC_OK(sweep_scenario(NULL));
-    assert_int_equal(tc_alloc_live(), 0);
-    uint64_t points = tc_alloc_sweep(sweep_scenario, NULL, false);
-    assert_true(points > 5);
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
+    tc_alloc_sweep_case("cpu pool", sweep_scenario, NULL, false, 5);
 }
 
 int main(int argc, char **argv) {

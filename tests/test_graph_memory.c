@@ -82,17 +82,14 @@ static uint64_t eager_bytes(const acg_bucket_key *b) { return b->batch * ROW + b
 static uint64_t graph_bytes(const acg_bucket_key *b) { return eager_bytes(b) + b->batch * ROW; }
 
 typedef struct fx {
-    acg_device *dev;
-    acg_stream *s;
+    tc_fixture t; /* the device under test, a stream, the built-in kernels */
     model m;
     acg_recipe recipe;
 } fx;
 
 static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->s = tc_stream(f->dev);
-    tc_kernels_get(f->dev, &f->m.k);
+    fx *f = tc_fixture_new(sizeof *f);
+    f->m.k = f->t.k;
     acg_recipe r = ACG_RECIPE_INIT;
     r.name = "memory";
     r.user = &f->m;
@@ -106,20 +103,12 @@ static int setup(void **state) {
     return 0;
 }
 
-static int teardown(void **state) {
-    fx *f = *state;
-    TC_OK(acg_stream_destroy(f->s));
-    tc_close(f->dev);
-    free(f);
-    return 0;
-}
-
 static acg_runner_config config(fx *f, acg_graph_mode g) {
     acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
     c.recipe = &f->recipe;
     c.buckets = four;
     c.n_buckets = 4;
-    c.stream = f->s;
+    c.stream = f->t.s;
     c.n_slots = 2;
     c.graphs = g;
     return c;
@@ -140,9 +129,9 @@ static void step(fx *f, acg_runner *r, uint32_t b, float seed, float *out) {
     }
     acg_lease lease;
     TC_OK(acg_runner_lease(r, b, &lease));
-    tc_upload(f->s, lease.io.inputs[0], x, count * sizeof *x);
-    TC_OK(acg_runner_run(r, &lease, f->s));
-    tc_download(f->s, out, lease.io.outputs[0], count * sizeof *out);
+    tc_upload(f->t.s, lease.io.inputs[0], x, count * sizeof *x);
+    TC_OK(acg_runner_run(r, &lease, f->t.s));
+    tc_download(f->t.s, out, lease.io.outputs[0], count * sizeof *out);
     TC_OK(acg_runner_release(r, &lease));
     free(x);
 }
@@ -151,7 +140,7 @@ static void step(fx *f, acg_runner *r, uint32_t b, float seed, float *out) {
 static void check_against_eager(fx *f, acg_runner *r) {
     acg_runner_config c = config(f, ACG_GRAPHS_OFF);
     acg_runner *eager;
-    TC_OK(acg_runner_create(f->dev, &c, &eager));
+    TC_OK(acg_runner_create(f->t.dev, &c, &eager));
     for (uint32_t b = 0; b < 4; b++) {
         size_t count = (size_t)four[b].batch * N;
         float *got = malloc(count * sizeof *got), *want = malloc(count * sizeof *want);
@@ -202,19 +191,19 @@ static acg_status work_pieces(void *ctx, acg_stream *a, acg_stream *b) {
  * replay right, in any order. */
 static void test_pool_reuses_every_chunk(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->dev, f->s)) {
+    if (!tc_has_graphs(f->t.dev, f->t.s)) {
         tc_skip("no graphs");
     }
-    acg_graph_pool *pool = tc_pool(f->dev);
-    acg_buffer *out_a = tc_buffer(f->dev, 512 * sizeof(float));
-    acg_buffer *out_b = tc_buffer(f->dev, 512 * sizeof(float));
+    acg_graph_pool *pool = tc_pool(f->t.dev);
+    acg_buffer *out_a = tc_buffer(f->t.dev, 512 * sizeof(float));
+    acg_buffer *out_b = tc_buffer(f->t.dev, 512 * sizeof(float));
     pieces a = {&f->m.k, {64 * 1024, 256 * 1024}, {1.0f, 2.0f}, out_a};
     pieces b = {&f->m.k, {256 * 1024, 32 * 1024}, {3.0f, 4.0f}, out_b};
     acg_graph *ga = NULL, *gb = NULL;
     size_t bytes_a = 0, bytes_b = 0;
-    TC_OK(tc_capture(work_pieces, &a, f->s, NULL, pool, &ga));
+    TC_OK(tc_capture(work_pieces, &a, f->t.s, NULL, pool, &ga));
     TC_OK(acg_graph_pool_get_bytes(pool, &bytes_a));
-    TC_OK(tc_capture(work_pieces, &b, f->s, NULL, pool, &gb));
+    TC_OK(tc_capture(work_pieces, &b, f->t.s, NULL, pool, &gb));
     TC_OK(acg_graph_pool_get_bytes(pool, &bytes_b));
     assert_int_equal(bytes_a, (64 + 256) * 1024 * sizeof(float));
     assert_int_equal(bytes_b, bytes_a);
@@ -222,13 +211,13 @@ static void test_pool_reuses_every_chunk(void **state) {
     float got[512], want[512];
     for (int round = 0; round < 2; round++) {
         acg_graph *first = round == 0 ? gb : ga, *second = round == 0 ? ga : gb;
-        TC_OK(acg_graph_launch(first, f->s));
-        TC_OK(acg_graph_launch(second, f->s));
-        tc_download(f->s, got, out_a, sizeof got);
+        TC_OK(acg_graph_launch(first, f->t.s));
+        TC_OK(acg_graph_launch(second, f->t.s));
+        tc_download(f->t.s, got, out_a, sizeof got);
         tc_splat(want, 256, 1.0f);
         tc_splat(want + 256, 256, 2.0f);
         TC_BYTES_EQUAL(want, got, sizeof got);
-        tc_download(f->s, got, out_b, sizeof got);
+        tc_download(f->t.s, got, out_b, sizeof got);
         tc_splat(want, 256, 3.0f);
         tc_splat(want + 256, 256, 4.0f);
         TC_BYTES_EQUAL(want, got, sizeof got);
@@ -248,17 +237,17 @@ static void test_pool_reuses_every_chunk(void **state) {
  * eager steps' temporaries or one beside the pool, and replay equals eager. */
 static void test_pool_holds_the_largest(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->dev, f->s)) {
+    if (!tc_has_graphs(f->t.dev, f->t.s)) {
         tc_skip("no graphs");
     }
     acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
-    TC_OK(acg_stream_synchronize(f->s));
-    TC_OK(acg_device_reset_peak_memory(f->dev));
-    TC_OK(acg_device_get_memory_stats(f->dev, &m0));
+    TC_OK(acg_stream_synchronize(f->t.s));
+    TC_OK(acg_device_reset_peak_memory(f->t.dev));
+    TC_OK(acg_device_get_memory_stats(f->t.dev, &m0));
     acg_runner_config c = config(f, ACG_GRAPHS_ON);
     acg_runner *r;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
-    TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
+    TC_OK(acg_device_get_memory_stats(f->t.dev, &m1));
 
     uint64_t largest = 0, growth = 0;
     for (uint32_t b = 0; b < 4; b++) {
@@ -296,7 +285,7 @@ static void test_report_sizes(void **state) {
     fx *f = *state;
     acg_runner_config c = config(f, tc_cap()->graphs ? ACG_GRAPHS_ON : ACG_GRAPHS_OFF);
     acg_runner *r;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     const uint64_t mark = 0x5a5a5a5a5a5a5a5aull;
     struct {
         acg_bucket_report rep;
@@ -325,7 +314,7 @@ static void test_report_sizes(void **state) {
     TC_OK(acg_runner_destroy(r));
 
     c.graphs = ACG_GRAPHS_OFF;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     acg_bucket_report rep = report(r, LARGEST);
     assert_int_equal(rep.state, ACG_BUCKET_EAGER);
     assert_int_equal(rep.graph_bytes, 0);
@@ -342,14 +331,14 @@ static void test_report_sizes(void **state) {
  * eagerly; the others are captured. With graphs required, creation fails naming it. */
 static void test_warm_up_failure(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->dev, f->s)) {
+    if (!tc_has_graphs(f->t.dev, f->t.s)) {
         tc_skip("no graphs");
     }
     f->m.fail_warm_up = 4;
     acg_runner_config c = config(f, ACG_GRAPHS_ON);
     acg_runner *r;
     tc_log_capture_begin(ACG_LOG_ERROR);
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     tc_log_capture_end();
     for (uint32_t b = 0; b < 4; b++) {
         acg_bucket_report rep = report(r, b);
@@ -371,7 +360,7 @@ static void test_warm_up_failure(void **state) {
 
     c.graphs = ACG_GRAPHS_REQUIRE;
     r = NULL;
-    TC_EXPECT(ERR_DEVICE, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_DEVICE, acg_runner_create(f->t.dev, &c, &r));
     assert_null(r);
     TC_LAST_ERROR_HAS("batch 4");
     TC_LAST_ERROR_HAS("warm-up failed");
@@ -412,7 +401,7 @@ static acg_status create_with(fx *f, others *o, acg_runner **r) {
     comm.allreduce_min_i32 = others_min;
     acg_runner_config c = config(f, ACG_GRAPHS_ON);
     c.comm = &comm;
-    return acg_runner_create(f->dev, &c, r);
+    return acg_runner_create(f->t.dev, &c, r);
 }
 
 /* Calls of a creation of four buckets: the graph mode, the eager peaks, each bucket's capture
@@ -424,7 +413,7 @@ enum { CALL_PEAKS = 2, CALL_FIRST_BUCKET = 3, CALLS = 7 };
  * drops the bucket here too, saying why. A comm that fails at any call fails the creation. */
 static void test_ranks_agree_on_memory(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->dev, f->s)) {
+    if (!tc_has_graphs(f->t.dev, f->t.s)) {
         tc_skip("no graphs");
     }
     acg_runner *r = NULL;
@@ -465,11 +454,11 @@ static void test_ranks_agree_on_memory(void **state) {
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_pool_reuses_every_chunk, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pool_holds_the_largest, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_report_sizes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_warm_up_failure, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ranks_agree_on_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_reuses_every_chunk, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_pool_holds_the_largest, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_report_sizes, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_warm_up_failure, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_ranks_agree_on_memory, setup, tc_fixture_teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_graph_memory"), tests, NULL, NULL);
 }

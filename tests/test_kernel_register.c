@@ -1688,17 +1688,11 @@ out:
 }
 
 /* Every allocation of the scenario, registration included, fails in turn: each run returns
- * ACG_ERR_OUT_OF_MEMORY and leaves nothing behind, the registry included. */
+ * ACG_ERR_OUT_OF_MEMORY and leaves nothing behind, the registry included. Installing the
+ * allocator is refused if an earlier case left a kernel registered. */
 static void test_alloc_sweep(void **state) {
     (void)state;
-    tc_alloc_install(); /* refused if an earlier case left a kernel registered */
-    TC_OK(scenario(NULL));
-    assert_int_equal(tc_alloc_live(), 0);
-    uint64_t points = tc_alloc_sweep(scenario, NULL, false);
-    assert_true(points > 5);
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
+    tc_alloc_sweep_case("kernel registration", scenario, NULL, false, 5);
 }
 
 int main(int argc, char **argv) {

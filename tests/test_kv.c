@@ -335,16 +335,7 @@ out_close:;
  * passes when the fault is past its last allocation) and leaks nothing. */
 static void test_alloc_fail(void **state) {
     (void)state;
-    tc_alloc_install();
-    TC_OK(scenario(NULL));
-    assert_int_equal(tc_alloc_live(), 0);
-    uint64_t points = tc_alloc_sweep(scenario, NULL, false);
-    print_message("kv allocation-failure sweep: %llu allocation points\n",
-                  (unsigned long long)points);
-    assert_true(points > 5);
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
+    tc_alloc_sweep_case("kv", scenario, NULL, false, 5);
 }
 
 /* An older caller's config stops before elem_bytes, which takes its default (4 bytes) whatever

@@ -5,28 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fx {
-    acg_device *dev;
-    acg_stream *s;
-    tc_kernels k;
-} fx;
-
-static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->s = tc_stream(f->dev);
-    tc_kernels_get(f->dev, &f->k);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fx *f = *state;
-    TC_OK(acg_stream_destroy(f->s));
-    tc_close(f->dev);
-    free(f);
-    return 0;
-}
+/* The device under test, a stream and the built-in kernels (common.h). */
+typedef tc_fixture fx;
 
 /* Buffers report their size and device; size 0 and NULL out are refused; free of NULL is OK. */
 static void test_buffer_basics(void **state) {
@@ -607,20 +587,13 @@ static void test_huge_alloc(void **state) {
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_buffer_basics, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_buffer_double_free, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_views, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pinned, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_no_pinned_env, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pinned_register, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copies, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pageable_copy_semantics, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fill_patterns, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copy_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_device, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_free_waits_for_queued_work, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_memory_stats, setup, teardown),
-        cmocka_unit_test(test_huge_alloc),
+        TC_FIXTURE_CASE(test_buffer_basics), TC_FIXTURE_CASE(test_buffer_double_free),
+        TC_FIXTURE_CASE(test_views),         TC_FIXTURE_CASE(test_pinned),
+        TC_FIXTURE_CASE(test_no_pinned_env), TC_FIXTURE_CASE(test_pinned_register),
+        TC_FIXTURE_CASE(test_copies),        TC_FIXTURE_CASE(test_pageable_copy_semantics),
+        TC_FIXTURE_CASE(test_fill_patterns), TC_FIXTURE_CASE(test_copy_errors),
+        TC_FIXTURE_CASE(test_wrong_device),  TC_FIXTURE_CASE(test_free_waits_for_queued_work),
+        TC_FIXTURE_CASE(test_memory_stats),  cmocka_unit_test(test_huge_alloc),
     };
     return cmocka_run_group_tests_name(tc_group("test_memory"), tests, NULL, NULL);
 }

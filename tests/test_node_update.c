@@ -19,32 +19,27 @@
 #define BYTES (N * sizeof(float))
 
 typedef struct fx {
-    acg_device *dev;
-    acg_stream *s;
-    tc_kernels k;
+    tc_fixture t; /* the device under test, a stream, the built-in kernels */
     acg_buffer *x1, *x2, *y, *ref;
     float h1[N], h2[N];
     acg_graph *g; /* node 0: fill y with 0; node 1: y = x1 + 1 (add_scalar) */
 } fx;
 
 static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->s = tc_stream(f->dev);
-    tc_kernels_get(f->dev, &f->k);
-    f->x1 = tc_buffer(f->dev, BYTES);
-    f->x2 = tc_buffer(f->dev, BYTES);
-    f->y = tc_buffer(f->dev, BYTES);
-    f->ref = tc_buffer(f->dev, BYTES);
+    fx *f = tc_fixture_new(sizeof *f);
+    f->x1 = tc_buffer(f->t.dev, BYTES);
+    f->x2 = tc_buffer(f->t.dev, BYTES);
+    f->y = tc_buffer(f->t.dev, BYTES);
+    f->ref = tc_buffer(f->t.dev, BYTES);
     tc_fill_floats(f->h1, N, 1);
     tc_fill_floats(f->h2, N, 2);
-    tc_upload(f->s, f->x1, f->h1, BYTES);
-    tc_upload(f->s, f->x2, f->h2, BYTES);
-    if (tc_has_graphs(f->dev, f->s)) {
-        TC_OK(acg_stream_begin_capture(f->s, NULL));
-        TC_OK(acg_fill(f->s, f->y, 0, BYTES, 0, 4));
-        TC_OK(tc_add(f->s, &f->k, f->y, 0, f->x1, 0, N, 1.0f));
-        TC_OK(acg_stream_end_capture(f->s, &f->g));
+    tc_upload(f->t.s, f->x1, f->h1, BYTES);
+    tc_upload(f->t.s, f->x2, f->h2, BYTES);
+    if (tc_has_graphs(f->t.dev, f->t.s)) {
+        TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+        TC_OK(acg_fill(f->t.s, f->y, 0, BYTES, 0, 4));
+        TC_OK(tc_add(f->t.s, &f->t.k, f->y, 0, f->x1, 0, N, 1.0f));
+        TC_OK(acg_stream_end_capture(f->t.s, &f->g));
     }
     *state = f;
     return 0;
@@ -57,10 +52,7 @@ static int teardown(void **state) {
     TC_OK(acg_buffer_free(f->x2));
     TC_OK(acg_buffer_free(f->y));
     TC_OK(acg_buffer_free(f->ref));
-    TC_OK(acg_stream_destroy(f->s));
-    tc_close(f->dev);
-    free(f);
-    return 0;
+    return tc_fixture_teardown(state);
 }
 
 /* Skips (or, on a device without node updates, checks the refusal and skips) unless the device
@@ -69,7 +61,7 @@ static void need_node_update(fx *f) {
     if (f->g == NULL) {
         tc_skip("no graphs");
     }
-    if (!acg_device_get_capability(f->dev)->graph_node_update) {
+    if (!acg_device_get_capability(f->t.dev)->graph_node_update) {
         const acg_arg args[] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->x2, 0),
                                 acg_arg_f32(2.0f)};
         TC_EXPECT(ERR_UNSUPPORTED, acg_graph_update_kernel_node(f->g, 1, NULL, args, 3));
@@ -80,17 +72,17 @@ static void need_node_update(fx *f) {
 
 /* Replays f->g and returns y in out. */
 static void replay(fx *f, float *out) {
-    tc_poison(f->s, f->y);
-    TC_OK(acg_graph_launch(f->g, f->s));
-    tc_download(f->s, out, f->y, BYTES);
+    tc_poison(f->t.s, f->y);
+    TC_OK(acg_graph_launch(f->g, f->t.s));
+    tc_download(f->t.s, out, f->y, BYTES);
 }
 
 /* What the graph computes with node 1 as add_scalar(y, x at xoff, n items, a) eagerly, in ref. */
 static void eager(fx *f, const acg_buffer *x, size_t xoff, uint32_t n, float a, float *out) {
-    tc_poison(f->s, f->ref);
-    TC_OK(acg_fill(f->s, f->ref, 0, BYTES, 0, 4));
-    TC_OK(tc_add(f->s, &f->k, f->ref, 0, x, xoff, n, a));
-    tc_download(f->s, out, f->ref, BYTES);
+    tc_poison(f->t.s, f->ref);
+    TC_OK(acg_fill(f->t.s, f->ref, 0, BYTES, 0, 4));
+    TC_OK(tc_add(f->t.s, &f->t.k, f->ref, 0, x, xoff, n, a));
+    tc_download(f->t.s, out, f->ref, BYTES);
 }
 
 static acg_status update_add(fx *f, const acg_dims *dims, const acg_buffer *x, size_t xoff,
@@ -132,7 +124,7 @@ static void test_scalar_and_buffer(void **state) {
     TC_EXPECT(ERR_IN_USE, acg_buffer_free(f->x2)); /* the graph uses x2 now ... */
     acg_buffer *x1 = f->x1;                        /* ... and no longer x1 */
     TC_OK(acg_buffer_free(x1));
-    f->x1 = tc_buffer(f->dev, BYTES);
+    f->x1 = tc_buffer(f->t.dev, BYTES);
     TC_OK(acg_buffer_free(view));
 }
 
@@ -141,7 +133,7 @@ static void test_grid(void **state) {
     fx *f = *state;
     need_node_update(f);
     const acg_dims half = acg_dims_1d(N / 2);
-    if (!acg_device_get_capability(f->dev)->graph_node_update_grid) {
+    if (!acg_device_get_capability(f->t.dev)->graph_node_update_grid) {
         TC_EXPECT(ERR_UNSUPPORTED, update_add(f, &half, f->x1, 0, 1.0f));
         TC_LAST_ERROR_HAS("grid");
         tc_skip("%s updates a node's arguments but not its grid", tc_spec());
@@ -167,7 +159,7 @@ static void test_grid(void **state) {
 static void test_grid_denied(void **state) {
     fx *f = *state;
     need_node_update(f);
-    acg__device_deny_node_update_grid(f->dev);
+    acg__device_deny_node_update_grid(f->t.dev);
     const acg_dims half = acg_dims_1d(N / 2), same = acg_dims_1d(N);
     TC_EXPECT(ERR_UNSUPPORTED, update_add(f, &half, f->x2, 0, 1.0f));
     TC_LAST_ERROR_HAS("cannot change a kernel node's grid in a graph (node 1, add_scalar_f32)");
@@ -183,10 +175,10 @@ static void test_grid_denied(void **state) {
 static void test_fallback_through_graph_update(void **state) {
     fx *f = *state;
     need_node_update(f);
-    if (!acg_device_get_capability(f->dev)->graph_update) {
+    if (!acg_device_get_capability(f->t.dev)->graph_update) {
         tc_skip("no graph update to fall back on");
     }
-    acg__device_set_node_update_fallback(f->dev, true);
+    acg__device_set_node_update_fallback(f->t.dev, true);
     float got[N], want[N];
     for (int i = 0; i < 2; i++) {
         TC_OK(update_add(f, NULL, i ? f->x1 : f->x2, 0, 6.0f + (float)i));
@@ -194,7 +186,7 @@ static void test_fallback_through_graph_update(void **state) {
         eager(f, i ? f->x1 : f->x2, 0, N, 6.0f + (float)i, want);
         TC_BYTES_EQUAL(got, want, BYTES);
     }
-    acg__device_set_node_update_fallback(f->dev, false);
+    acg__device_set_node_update_fallback(f->t.dev, false);
 }
 
 /* Every refusal: the graph then replays exactly as before. */
@@ -220,7 +212,7 @@ static void test_refusals(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(f->g, 1, NULL, wrong_type, 3));
     TC_LAST_ERROR_HAS("argument 2 is a i32, the kernel takes a f32");
 
-    acg_buffer *small = tc_buffer(f->dev, BYTES / 2);
+    acg_buffer *small = tc_buffer(f->t.dev, BYTES / 2);
     acg_arg too_far[3] = {good[0], acg_arg_buffer(small, 0), good[2]};
     TC_EXPECT(ERR_OUT_OF_RANGE, acg_graph_update_kernel_node(f->g, 1, NULL, too_far, 3));
     TC_LAST_ERROR_HAS("argument 1 reaches [0, +1024), past its 512-byte buffer");
@@ -228,7 +220,7 @@ static void test_refusals(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(f->g, 1, NULL, misaligned, 3));
     TC_LAST_ERROR_HAS("offset 2 is not a multiple of 4");
     /* y against a window of itself shifted by one float: overlapping, not the same window. */
-    acg_buffer *big = tc_buffer(f->dev, 2 * BYTES);
+    acg_buffer *big = tc_buffer(f->t.dev, 2 * BYTES);
     acg_arg overlap[3] = {acg_arg_buffer(big, 0), acg_arg_buffer(big, 4), good[2]};
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(f->g, 1, NULL, overlap, 3));
     TC_LAST_ERROR_HAS("arguments 0 and 1 overlap");
@@ -236,7 +228,7 @@ static void test_refusals(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(f->g, 1, &zero, good, 3));
     TC_LAST_ERROR_HAS("global[0] is 0");
 
-    acg_buffer *dead = tc_buffer(f->dev, BYTES);
+    acg_buffer *dead = tc_buffer(f->t.dev, BYTES);
     TC_OK(acg_buffer_free(dead));
     acg_arg dead_arg[3] = {good[0], acg_arg_buffer(dead, 0), good[2]};
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_update_kernel_node(f->g, 1, NULL, dead_arg, 3));
@@ -253,10 +245,10 @@ static void test_refusals(void **state) {
     /* Scratch of another graph: its memory is that graph's, shared with its pool. */
     acg_graph *h = NULL;
     acg_buffer *scratch = NULL;
-    TC_OK(acg_stream_begin_capture(f->s, NULL));
-    TC_OK(acg_stream_alloc(f->s, BYTES, &scratch));
-    TC_OK(tc_fill(f->s, &f->k, scratch, 0, N, 1.0f));
-    TC_OK(acg_stream_end_capture(f->s, &h));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(acg_stream_alloc(f->t.s, BYTES, &scratch));
+    TC_OK(tc_fill(f->t.s, &f->t.k, scratch, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->t.s, &h));
     acg_arg their_scratch[3] = {good[0], acg_arg_buffer(scratch, 0), good[2]};
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_update_kernel_node(f->g, 1, NULL, their_scratch, 3));
     TC_LAST_ERROR_HAS("graph scratch of another graph");
@@ -275,10 +267,10 @@ static void test_after_graph_update(void **state) {
     fx *f = *state;
     need_node_update(f);
     acg_graph *from = NULL;
-    TC_OK(acg_stream_begin_capture(f->s, NULL));
-    TC_OK(acg_fill(f->s, f->y, 0, BYTES, 0, 4));
-    TC_OK(tc_add(f->s, &f->k, f->y, 0, f->x2, 0, N, 3.0f));
-    TC_OK(acg_stream_end_capture(f->s, &from));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(acg_fill(f->t.s, f->y, 0, BYTES, 0, 4));
+    TC_OK(tc_add(f->t.s, &f->t.k, f->y, 0, f->x2, 0, N, 3.0f));
+    TC_OK(acg_stream_end_capture(f->t.s, &from));
     if (!tc_has_graph_update(f->g, from)) {
         TC_OK(acg_graph_destroy(from));
         tc_skip("no graph update");
@@ -304,25 +296,25 @@ static void test_own_scratch(void **state) {
     need_node_update(f);
     acg_graph *g = NULL;
     acg_buffer *a = NULL, *b = NULL;
-    TC_OK(acg_stream_begin_capture(f->s, NULL));
-    TC_OK(acg_stream_alloc(f->s, BYTES, &a));
-    TC_OK(acg_stream_alloc(f->s, BYTES, &b));
-    TC_OK(tc_fill(f->s, &f->k, a, 0, N, 3.0f));
-    TC_OK(tc_fill(f->s, &f->k, b, 0, N, 7.0f));
-    TC_OK(tc_add(f->s, &f->k, f->y, 0, a, 0, N, 0.5f));
-    TC_OK(acg_stream_end_capture(f->s, &g));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(acg_stream_alloc(f->t.s, BYTES, &a));
+    TC_OK(acg_stream_alloc(f->t.s, BYTES, &b));
+    TC_OK(tc_fill(f->t.s, &f->t.k, a, 0, N, 3.0f));
+    TC_OK(tc_fill(f->t.s, &f->t.k, b, 0, N, 7.0f));
+    TC_OK(tc_add(f->t.s, &f->t.k, f->y, 0, a, 0, N, 0.5f));
+    TC_OK(acg_stream_end_capture(f->t.s, &g));
     float got[N], want[N];
     tc_splat(want, N, 3.5f);
-    tc_poison(f->s, f->y);
-    TC_OK(acg_graph_launch(g, f->s));
-    tc_download(f->s, got, f->y, BYTES);
+    tc_poison(f->t.s, f->y);
+    TC_OK(acg_graph_launch(g, f->t.s));
+    tc_download(f->t.s, got, f->y, BYTES);
     TC_BYTES_EQUAL(got, want, BYTES);
     const acg_arg args[] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(b, 0), acg_arg_f32(0.5f)};
     TC_OK(acg_graph_update_kernel_node(g, 2, NULL, args, 3));
     tc_splat(want, N, 7.5f);
-    tc_poison(f->s, f->y);
-    TC_OK(acg_graph_launch(g, f->s));
-    tc_download(f->s, got, f->y, BYTES);
+    tc_poison(f->t.s, f->y);
+    TC_OK(acg_graph_launch(g, f->t.s));
+    tc_download(f->t.s, got, f->y, BYTES);
     TC_BYTES_EQUAL(got, want, BYTES);
     TC_OK(acg_graph_destroy(g));
 }
@@ -347,7 +339,7 @@ static void *replay_loop(void *arg) {
 static void test_update_racing_replays(void **state) {
     fx *f = *state;
     need_node_update(f);
-    racer r = {f, tc_stream(f->dev), 200};
+    racer r = {f, tc_stream(f->t.dev), 200};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, replay_loop, &r), 0);
     for (int i = 0; i < 200; i++) {
@@ -365,11 +357,11 @@ static void test_update_racing_replays(void **state) {
 static void test_device_lost(void **state) {
     fx *f = *state;
     need_node_update(f);
-    if (acg__device_inject_fault(f->dev) == ACG_ERR_UNSUPPORTED) {
+    if (acg__device_inject_fault(f->t.dev) == ACG_ERR_UNSUPPORTED) {
         skip(); /* the backends' own tests provoke their drivers' faults */
     }
-    TC_OK(acg_graph_launch(f->g, f->s)); /* the injected fault takes this replay */
-    TC_EXPECT(ERR_DEVICE_LOST, acg_stream_synchronize(f->s));
+    TC_OK(acg_graph_launch(f->g, f->t.s)); /* the injected fault takes this replay */
+    TC_EXPECT(ERR_DEVICE_LOST, acg_stream_synchronize(f->t.s));
     TC_EXPECT(ERR_DEVICE_LOST, update_add(f, NULL, f->x2, 0, 1.0f));
     TC_LAST_ERROR_HAS("acg_graph_update_kernel_node");
     TC_LAST_ERROR_HAS("was lost to an earlier fault");

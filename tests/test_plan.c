@@ -428,16 +428,7 @@ out:;
 
 static void test_alloc_fail(void **state) {
     (void)state;
-    tc_alloc_install();
-    TC_OK(scenario(NULL));
-    assert_int_equal(tc_alloc_live(), 0);
-    uint64_t points = tc_alloc_sweep(scenario, NULL, false);
-    print_message("stager and plan allocation-failure sweep: %llu allocation points\n",
-                  (unsigned long long)points);
-    assert_true(points > 10);
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
+    tc_alloc_sweep_case("stager and plan", scenario, NULL, false, 10);
 }
 
 /* A refused destroy leaves the plan whole: while a graph reads the plan's metadata, or while a

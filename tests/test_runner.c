@@ -121,28 +121,17 @@ static const acg_bucket_key three[] = {
     } while (0)
 
 typedef struct fx {
-    acg_device *dev;
-    acg_stream *s;
+    tc_fixture t; /* the device under test, a stream, the built-in kernels */
     model m;
     acg_recipe recipe;
 } fx;
 
 static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->s = tc_stream(f->dev);
-    tc_kernels_get(f->dev, &f->m.k);
+    fx *f = tc_fixture_new(sizeof *f);
+    f->m.k = f->t.k;
     f->m.fail_slot = -1;
     f->recipe = make_recipe(&f->m);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fx *f = *state;
-    TC_OK(acg_stream_destroy(f->s));
-    tc_close(f->dev);
-    free(f);
     return 0;
 }
 
@@ -151,7 +140,7 @@ static acg_runner_config config(fx *f, const acg_bucket_key *b, uint32_t n, acg_
     c.recipe = &f->recipe;
     c.buckets = b;
     c.n_buckets = n;
-    c.stream = f->s;
+    c.stream = f->t.s;
     c.graphs = g;
     return c;
 }
@@ -164,9 +153,9 @@ static void step(fx *f, acg_runner *r, uint32_t b, float seed, float *out, size_
     for (size_t i = 0; i < count; i++) {
         x[i] = (float)(i % 1000) * 0.25f + seed;
     }
-    tc_upload(f->s, lease.io.inputs[0], x, count * sizeof *x);
-    TC_OK(acg_runner_run(r, &lease, f->s));
-    tc_download(f->s, out, lease.io.outputs[0], count * sizeof *out);
+    tc_upload(f->t.s, lease.io.inputs[0], x, count * sizeof *x);
+    TC_OK(acg_runner_run(r, &lease, f->t.s));
+    tc_download(f->t.s, out, lease.io.outputs[0], count * sizeof *out);
     TC_OK(acg_runner_release(r, &lease));
     free(x);
 }
@@ -177,7 +166,7 @@ static void check_against_eager(fx *f, acg_runner *r, const acg_bucket_key *b, u
     acg_runner_config c = config(f, b, n, ACG_GRAPHS_OFF);
     c.piecewise = piecewise;
     acg_runner *eager;
-    TC_OK(acg_runner_create(f->dev, &c, &eager));
+    TC_OK(acg_runner_create(f->t.dev, &c, &eager));
     for (uint32_t i = 0; i < n; i++) {
         size_t count = (size_t)b[i].batch * N;
         float *got = malloc(count * sizeof *got), *want = malloc(count * sizeof *want);
@@ -196,10 +185,10 @@ static void check_against_eager(fx *f, acg_runner *r, const acg_bucket_key *b, u
  * that of the largest bucket (smaller ones reuse the pool). */
 static void test_whole_runner(void **state) {
     fx *f = *state;
-    NEED_GRAPHS_DEV(f->dev, f->s);
+    NEED_GRAPHS_DEV(f->t.dev, f->t.s);
     acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
     acg_runner *r;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     assert_int_equal(acg_runner_get_bucket_count(r), 3);
     uint32_t b;
     TC_OK(acg_runner_select(r, "decode", 0, 3, 3, &b));
@@ -248,11 +237,11 @@ static void test_whole_runner(void **state) {
 
 static void test_piecewise_runner(void **state) {
     fx *f = *state;
-    NEED_GRAPHS_DEV(f->dev, f->s);
+    NEED_GRAPHS_DEV(f->t.dev, f->t.s);
     acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
     c.piecewise = true;
     acg_runner *r;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     check_against_eager(f, r, three, 3, true);
     float out[N];
     step(f, r, 0, 1.0f, out, N);
@@ -267,21 +256,21 @@ static void test_refused_before_allocating(void **state) {
     fx *f = *state;
     f->m.refuse = true;
     acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
-    TC_OK(acg_device_get_memory_stats(f->dev, &m0));
+    TC_OK(acg_device_get_memory_stats(f->t.dev, &m0));
     uint64_t host0 = tc_alloc_count();
     acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
     acg_runner *r = NULL;
-    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("acg_runner_create");
     assert_null(r);
-    TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+    TC_OK(acg_device_get_memory_stats(f->t.dev, &m1));
     assert_int_equal(m1.allocations, m0.allocations);
     assert_int_equal(tc_alloc_count(), host0);
     c.piecewise = true;
-    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->t.dev, &c, &r));
     /* Graphs off: nothing to refuse. */
     c.graphs = ACG_GRAPHS_OFF;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     TC_OK(acg_runner_destroy(r));
     /* A destroyed runner is a dead handle, not a use after free. */
     TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_destroy(r));
@@ -290,11 +279,11 @@ static void test_refused_before_allocating(void **state) {
     f->m.refuse = false;
     /* Bad configurations. */
     c = config(f, three, 0, ACG_GRAPHS_ON);
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
     c = config(f, three, 3, ACG_GRAPHS_ON);
     c.n_slots = 3;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, NULL, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, NULL, &r));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_create(NULL, &c, &r));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_select(NULL, "decode", 0, 1, 1, &(uint32_t){0}));
 }
@@ -303,14 +292,14 @@ static void test_refused_before_allocating(void **state) {
  * it are unaffected; two failures then a success leave the stream and pool usable. */
 static void test_failed_buckets_dropped(void **state) {
     fx *f = *state;
-    NEED_GRAPHS_DEV(f->dev, f->s);
+    NEED_GRAPHS_DEV(f->t.dev, f->t.s);
     static const acg_bucket_key four[] = {
         {"decode", 0, 8, 8}, {"decode", 0, 4, 4}, {"decode", 0, 2, 2}, {"decode", 0, 1, 1}};
     f->m.fail_mask = 8 | 4; /* the first two capture attempts fail, then 2 and 1 succeed */
     acg_runner_config c = config(f, four, 4, ACG_GRAPHS_ON);
     tc_log_capture_begin(ACG_LOG_ERROR);
     acg_runner *r;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
     TC_OK(acg_runner_get_report(r, 0, &rep));
     assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
@@ -324,7 +313,7 @@ static void test_failed_buckets_dropped(void **state) {
     assert_true(tc_log_find("served eagerly", NULL));
     tc_log_capture_end();
     acg_capture_state cs;
-    TC_OK(acg_stream_get_capture_state(f->s, &cs));
+    TC_OK(acg_stream_get_capture_state(f->t.s, &cs));
     assert_int_equal(cs, ACG_CAPTURE_NONE);
     check_against_eager(f, r, four, 4, false);
     TC_OK(acg_runner_destroy(r));
@@ -332,7 +321,7 @@ static void test_failed_buckets_dropped(void **state) {
     /* A bucket that fails in one slot only is dropped whole. */
     f->m.fail_mask = 4;
     f->m.fail_slot = 1;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     TC_OK(acg_runner_get_report(r, 1, &rep));
     assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
     acg_lease l;
@@ -345,7 +334,7 @@ static void test_failed_buckets_dropped(void **state) {
     /* Required graphs: the same drop is an error naming the bucket and the reason. */
     c.graphs = ACG_GRAPHS_REQUIRE;
     r = NULL;
-    acg_status st = acg_runner_create(f->dev, &c, &r);
+    acg_status st = acg_runner_create(f->t.dev, &c, &r);
     assert_true(st != ACG_OK);
     assert_null(r);
     TC_LAST_ERROR_HAS("required");
@@ -353,7 +342,7 @@ static void test_failed_buckets_dropped(void **state) {
     TC_LAST_ERROR_HAS("acg_stream_synchronize");
     f->m.fail_mask = 0;
     f->m.fail_slot = -1;
-    TC_OK(acg_runner_create(f->dev, &c, &r)); /* and without failures it starts */
+    TC_OK(acg_runner_create(f->t.dev, &c, &r)); /* and without failures it starts */
     TC_OK(acg_runner_destroy(r));
 }
 
@@ -366,11 +355,11 @@ static void test_graphs_off(void **state) {
             setenv("ACG_DISABLE_GRAPHS", "1", 1);
         }
         acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
-        TC_OK(acg_device_get_memory_stats(f->dev, &m0));
+        TC_OK(acg_device_get_memory_stats(f->t.dev, &m0));
         acg_runner *r;
-        TC_OK(acg_runner_create(f->dev, &c, &r));
+        TC_OK(acg_runner_create(f->t.dev, &c, &r));
         unsetenv("ACG_DISABLE_GRAPHS");
-        TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+        TC_OK(acg_device_get_memory_stats(f->t.dev, &m1));
         assert_int_equal(m1.allocations, m0.allocations);
         size_t pool = 1;
         TC_OK(acg_runner_get_pool_bytes(r, &pool));
@@ -391,20 +380,20 @@ static void test_graphs_off(void **state) {
  * second runner sees only what the first left. */
 static void test_budget(void **state) {
     fx *f = *state;
-    NEED_GRAPHS_DEV(f->dev, f->s);
+    NEED_GRAPHS_DEV(f->t.dev, f->t.s);
     static const acg_bucket_key four[] = {
         {"decode", 0, 32, 32}, {"decode", 0, 16, 16}, {"decode", 0, 8, 8}, {"decode", 0, 1, 1}};
     const uint64_t row = (uint64_t)N * sizeof(float);
     acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
-    TC_OK(acg_stream_synchronize(f->s));
-    TC_OK(acg_device_get_memory_stats(f->dev, &m0));
+    TC_OK(acg_stream_synchronize(f->t.s));
+    TC_OK(acg_device_get_memory_stats(f->t.dev, &m0));
     uint64_t statics = 3 * 32 * row; /* two slots of inputs and one output at batch 32 */
     uint64_t reserve = 32 * row;     /* the largest eager step's temporary */
     uint64_t pool8 = 2 * 8 * row;    /* bucket 8's temporary and output scratch */
     acg_runner_config c = config(f, four, 4, ACG_GRAPHS_ON);
     c.memory_limit = m0.bytes_in_use + statics + reserve + pool8;
     acg_runner *r;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     acg_bucket_state want[] = {ACG_BUCKET_DROPPED, ACG_BUCKET_DROPPED, ACG_BUCKET_CAPTURED,
                                ACG_BUCKET_CAPTURED};
     for (uint32_t i = 0; i < 4; i++) {
@@ -415,7 +404,7 @@ static void test_budget(void **state) {
             assert_non_null(strstr(rep.reason, "budget"));
         }
     }
-    TC_OK(acg_device_get_memory_stats(f->dev, &m1));
+    TC_OK(acg_device_get_memory_stats(f->t.dev, &m1));
     assert_int_equal(m1.bytes_in_use + reserve, c.memory_limit);
     check_against_eager(f, r, four + 2, 2, false); /* buckets 8 and 1 still replay right */
 
@@ -424,7 +413,7 @@ static void test_budget(void **state) {
     acg_runner_config c2 = config(f, small, 1, ACG_GRAPHS_ON);
     c2.memory_limit = c.memory_limit;
     acg_runner *r2;
-    TC_OK(acg_runner_create(f->dev, &c2, &r2));
+    TC_OK(acg_runner_create(f->t.dev, &c2, &r2));
     acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
     TC_OK(acg_runner_get_report(r2, 0, &rep));
     assert_int_equal(rep.state, ACG_BUCKET_DROPPED);
@@ -518,7 +507,7 @@ static void *run_rank(void *arg) {
 /* A bucket dropped on one rank is dropped on both, and both pass the same barriers. */
 static void test_ranks_agree(void **state) {
     fx *f = *state;
-    NEED_GRAPHS_DEV(f->dev, f->s);
+    NEED_GRAPHS_DEV(f->t.dev, f->t.s);
     ranks sh;
     memset(&sh, 0, sizeof sh);
     pthread_barrier_init(&sh.barrier, NULL, 2);
@@ -564,7 +553,7 @@ static void run_two(rank r[2], ranks *sh) {
  * environments resolve the graph mode differently fail the creation with ACG_ERR_COMM. */
 static void test_ranks_agree_budget_and_mode(void **state) {
     fx *f = *state;
-    NEED_GRAPHS_DEV(f->dev, f->s);
+    NEED_GRAPHS_DEV(f->t.dev, f->t.s);
     ranks sh;
     rank r[2];
     memset(r, 0, sizeof r);
@@ -683,27 +672,14 @@ static acg_status lazy_claim_life(void *ctx) {
 
 static void test_lazy_claim_retry(void **state) {
     (void)state;
-    tc_alloc_install();
-    uint64_t points = tc_alloc_sweep(lazy_claim_life, NULL, true);
-    print_message("lazy claim sweep: %llu allocation points\n", (unsigned long long)points);
-    assert_true(points > 10);
-    assert_int_equal(tc_alloc_live(), 0);
-    tc_alloc_uninstall();
+    tc_alloc_sweep_case("lazy claim", lazy_claim_life, NULL, true, 10);
 }
 
 /* Every allocation of a runner's life fails in turn: a clean ACG_ERR_OUT_OF_MEMORY (or a
  * recovery: a stream-ordered free waits instead of deferring), and no leak. */
 static void test_alloc_fail(void **state) {
     (void)state;
-    tc_alloc_install();
-    TC_OK(runner_life(NULL));
-    uint64_t points = tc_alloc_sweep(runner_life, NULL, true);
-    print_message("runner allocation-failure sweep: %llu allocation points\n",
-                  (unsigned long long)points);
-    assert_true(points > 50);
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
+    tc_alloc_sweep_case("runner", runner_life, NULL, true, 50);
 }
 
 /* ACG_NUM_SLOTS, read when the config gives n_slots 0, is parsed strictly: a value past 32 bits,
@@ -717,7 +693,7 @@ static void test_num_slots_env(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(setenv("ACG_NUM_SLOTS", bad[i], 1), 0);
         acg_runner *r = NULL;
-        acg_status st = acg_runner_create(f->dev, &c, &r);
+        acg_status st = acg_runner_create(f->t.dev, &c, &r);
         unsetenv("ACG_NUM_SLOTS");
         if (st != ACG_ERR_INVALID_ARGUMENT) {
             print_error("ACG_NUM_SLOTS=%s: %s\n", bad[i], acg_status_name(st));
@@ -732,7 +708,7 @@ static void test_num_slots_env(void **state) {
     /* A valid value is taken; a config's own n_slots ignores the variable. */
     assert_int_equal(setenv("ACG_NUM_SLOTS", "1", 1), 0);
     acg_runner *r = NULL;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     acg_lease one, two;
     TC_OK(acg_runner_lease(r, 0, &one));
     TC_EXPECT(ERR_IN_USE, acg_runner_lease(r, 0, &two)); /* one slot, as the variable said */
@@ -740,7 +716,7 @@ static void test_num_slots_env(void **state) {
     TC_OK(acg_runner_destroy(r));
     assert_int_equal(setenv("ACG_NUM_SLOTS", "abc", 1), 0);
     c.n_slots = 2;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     unsetenv("ACG_NUM_SLOTS");
     TC_OK(acg_runner_destroy(r));
 }
@@ -752,34 +728,34 @@ static void test_lease_tracking(void **state) {
     acg_runner_config c = config(f, three, 3, ACG_GRAPHS_OFF);
     c.n_slots = 1;
     acg_runner *r = NULL, *other = NULL;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
-    TC_OK(acg_runner_create(f->dev, &c, &other));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &other));
     acg_lease lease, copy, again;
     TC_OK(acg_runner_lease(r, 0, &lease));
     copy = lease;
     TC_EXPECT(ERR_IN_USE, acg_runner_lease(r, 0, &again)); /* its only slot is held */
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(other, &lease, f->s)); /* foreign */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(other, &lease, f->t.s)); /* foreign */
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_release(other, &lease));
     TC_OK(acg_runner_release(r, &lease));
     assert_int_equal(lease.ticket, 0);
     /* The copy still names the released lease: nothing may run, nothing may be queued. */
     float marker = 42.0f, out = 0.0f;
-    TC_OK(acg_copy_h2d(f->s, copy.io.outputs[0], 0, &marker, sizeof marker));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &copy, f->s));
+    TC_OK(acg_copy_h2d(f->t.s, copy.io.outputs[0], 0, &marker, sizeof marker));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &copy, f->t.s));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_release(r, &copy));
     TC_LAST_ERROR_HAS("not held");
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &lease, f->s)); /* zeroed */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &lease, f->t.s)); /* zeroed */
     acg_lease forged = copy;
     forged.ticket = copy.ticket + 1000;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &forged, f->s));
-    TC_OK(acg_stream_synchronize(f->s));
-    TC_OK(acg_copy_d2h(f->s, &out, copy.io.outputs[0], 0, sizeof out));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_run(r, &forged, f->t.s));
+    TC_OK(acg_stream_synchronize(f->t.s));
+    TC_OK(acg_copy_d2h(f->t.s, &out, copy.io.outputs[0], 0, sizeof out));
     assert_true(out == marker);
     /* The slot is free again, and a new lease runs. */
     TC_OK(acg_runner_lease(r, 0, &again));
-    TC_OK(acg_runner_run(r, &again, f->s));
+    TC_OK(acg_runner_run(r, &again, f->t.s));
     TC_OK(acg_runner_release(r, &again));
-    TC_OK(acg_stream_synchronize(f->s));
+    TC_OK(acg_stream_synchronize(f->t.s));
     TC_OK(acg_runner_destroy(other));
     TC_OK(acg_runner_destroy(r));
 }
@@ -806,21 +782,21 @@ static void test_recipe_errors(void **state) {
     f->recipe.forward = silent_forward;
     /* A stale detail from an unrelated failure. */
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_synchronize(NULL));
-    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->t.dev, &c, &r));
     assert_true(silent_calls > 0);
     TC_LAST_ERROR_HAS("recipe test: forward");
     TC_LAST_ERROR_HAS("set no detail");
     assert_null(strstr(acg_last_error(), "acg_stream_synchronize"));
     f->recipe.forward = talking_forward;
-    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("the test recipe cannot do batch");
     TC_LAST_ERROR_HAS("recipe test: forward");
     /* Eagerly, at run time, the same. */
     c.graphs = ACG_GRAPHS_OFF;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     acg_lease lease;
     TC_OK(acg_runner_lease(r, 0, &lease));
-    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_run(r, &lease, f->s));
+    TC_EXPECT(ERR_UNSUPPORTED, acg_runner_run(r, &lease, f->t.s));
     TC_LAST_ERROR_HAS("the test recipe cannot do batch 1");
     TC_OK(acg_runner_release(r, &lease));
     TC_OK(acg_runner_destroy(r));
@@ -838,17 +814,17 @@ static void test_struct_versions(void **state) {
     old_recipe.size = offsetof(acg_recipe, n_regions); /* its regions are past its size */
     acg_runner_config c = config(f, three, 3, ACG_GRAPHS_OFF);
     c.recipe = &old_recipe;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     TC_OK(acg_runner_destroy(r));
     c.piecewise = true; /* the regions the old recipe cannot have */
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("recipe test has no regions");
 
     acg_runner_config old_config = config(f, three, 3, ACG_GRAPHS_OFF);
     old_config.size = offsetof(acg_runner_config, n_slots);
     old_config.n_slots = 7; /* past its size: the default (0) is used */
     acg_status want = tc_cap()->graphs ? ACG_OK : ACG_ERR_UNSUPPORTED; /* graphs: the default */
-    acg_status got = acg_runner_create(f->dev, &old_config, &r);
+    acg_status got = acg_runner_create(f->t.dev, &old_config, &r);
     assert_int_equal(got, want);
     if (got == ACG_OK) {
         TC_OK(acg_runner_destroy(r));
@@ -859,34 +835,34 @@ static void test_struct_versions(void **state) {
     c = config(f, three, 3, ACG_GRAPHS_OFF);
     old_recipe.size = offsetof(acg_recipe, forward);
     c.recipe = &old_recipe;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("acg_recipe.size is");
     old_recipe = f->recipe;
     old_recipe.name = NULL;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("the recipe has no name");
     c.recipe = &f->recipe;
 
     acg_comm comm = ACG_COMM_INIT;
     comm.allreduce_min_i32 = fake_min;
     c.comm = &comm;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("the comm has no barrier callback");
     comm.barrier = fake_barrier;
     comm.allreduce_min_i32 = NULL;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("the comm has no allreduce_min_i32 callback");
     comm.allreduce_min_i32 = fake_min;
     comm.size = offsetof(acg_comm, allreduce_min_i32); /* both callbacks are required */
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("acg_comm.size is");
     comm.size = 0;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->dev, &c, &r));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_runner_create(f->t.dev, &c, &r));
     TC_LAST_ERROR_HAS("acg_comm.size is 0");
     assert_ptr_equal(r, untouched);
 
     c.comm = NULL;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     acg_bucket_report rep;
     memset(&rep, 0, sizeof rep);
     rep.reason[0] = 'x';
@@ -908,15 +884,15 @@ static void test_struct_versions(void **state) {
 static void test_budget_driver_free(void **state) {
     fx *f = *state;
     uint64_t free_bytes = 0, total = 0;
-    if (acg_device_get_memory_info(f->dev, &free_bytes, &total) != ACG_OK) {
+    if (acg_device_get_memory_info(f->t.dev, &free_bytes, &total) != ACG_OK) {
         /* only the limit applies (test_budget) */
         tc_skip("the driver does not tell its free memory");
     }
-    NEED_GRAPHS_DEV(f->dev, f->s);
-    acg__device_set_free_memory(f->dev, 1024); /* far less than any bucket needs */
+    NEED_GRAPHS_DEV(f->t.dev, f->t.s);
+    acg__device_set_free_memory(f->t.dev, 1024); /* far less than any bucket needs */
     acg_runner_config c = config(f, three, 3, ACG_GRAPHS_ON);
     acg_runner *r = NULL;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     for (uint32_t b = 0; b < 3; b++) {
         acg_bucket_report rep = ACG_BUCKET_REPORT_INIT;
         TC_OK(acg_runner_get_report(r, b, &rep));
@@ -924,7 +900,7 @@ static void test_budget_driver_free(void **state) {
         assert_non_null(strstr(rep.reason, "the driver has 1024 bytes free"));
     }
     TC_OK(acg_runner_destroy(r));
-    acg__device_set_free_memory(f->dev, 0);
+    acg__device_set_free_memory(f->t.dev, 0);
 }
 
 /* Whether graph g's DOT text holds needle. */
@@ -952,7 +928,7 @@ static void test_get_graph(void **state) {
     acg_runner_config c = config(f, three, 3, ACG_GRAPHS_OFF);
     c.n_slots = 2;
     acg_runner *r = NULL;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     g = sentinel;
     TC_EXPECT(ERR_NOT_FOUND, acg_runner_get_graph(r, 1, 0, 0, &g));
     TC_LAST_ERROR_HAS("bucket 1 (decode, batch 8, tokens 8) has no graph: graphs are off");
@@ -962,13 +938,13 @@ static void test_get_graph(void **state) {
     TC_OK(acg_runner_destroy(r));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_runner_get_graph(r, 0, 0, 0, &g));
     assert_ptr_equal(g, sentinel);
-    NEED_GRAPHS_DEV(f->dev, f->s);
+    NEED_GRAPHS_DEV(f->t.dev, f->t.s);
 
     /* Whole steps, bucket batch 4 dropped: one graph per slot of each captured bucket. */
     f->m.fail_mask = 4;
     c.graphs = ACG_GRAPHS_ON;
     tc_log_capture_begin(ACG_LOG_ERROR); /* the drop is logged; keep it off the output */
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     tc_log_capture_end();
     f->m.fail_mask = 0;
     const acg_graph *g0 = NULL, *g1 = NULL, *again = NULL;
@@ -979,7 +955,7 @@ static void test_get_graph(void **state) {
     assert_non_null(g1);
     assert_ptr_not_equal(g0, g1);
     assert_ptr_equal(g0, again);
-    assert_ptr_equal(acg_graph_get_device(g0), f->dev);
+    assert_ptr_equal(acg_graph_get_device(g0), f->t.dev);
     /* The forward's add, copy and axpy, then the copy of the output out of graph scratch. */
     size_t nodes = 0;
     TC_OK(acg_graph_get_node_count(g0, &nodes));
@@ -1011,7 +987,7 @@ static void test_get_graph(void **state) {
     /* Piecewise: one graph per region, region 0 adding, region 1 an axpy. */
     c.piecewise = true;
     c.n_slots = 1;
-    TC_OK(acg_runner_create(f->dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     const acg_graph *p0 = NULL, *p1 = NULL;
     TC_OK(acg_runner_get_graph(r, 2, 0, 0, &p0));
     TC_OK(acg_runner_get_graph(r, 2, 0, 1, &p1));
@@ -1032,22 +1008,23 @@ static void test_get_graph(void **state) {
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_whole_runner, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_piecewise_runner, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refused_before_allocating, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failed_buckets_dropped, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_graphs_off, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ranks_agree, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ranks_agree_budget_and_mode, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_whole_runner, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_piecewise_runner, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_before_allocating, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_buckets_dropped, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_graphs_off, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_budget, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_ranks_agree, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_ranks_agree_budget_and_mode, setup,
+                                        tc_fixture_teardown),
         cmocka_unit_test(test_alloc_fail),
         cmocka_unit_test(test_lazy_claim_retry),
-        cmocka_unit_test_setup_teardown(test_lease_tracking, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recipe_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_budget_driver_free, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_num_slots_env, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_struct_versions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_get_graph, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_tracking, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_recipe_errors, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_budget_driver_free, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_num_slots_env, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_struct_versions, setup, tc_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_get_graph, setup, tc_fixture_teardown),
     };
     return cmocka_run_group_tests_name(tc_group("test_runner"), tests, NULL, NULL);
 }

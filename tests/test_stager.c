@@ -9,28 +9,8 @@
 
 #include <acg/engine.h>
 
-typedef struct fx {
-    acg_device *dev;
-    acg_stream *s;
-    tc_kernels k;
-} fx;
-
-static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->s = tc_stream(f->dev);
-    tc_kernels_get(f->dev, &f->k);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fx *f = *state;
-    TC_OK(acg_stream_destroy(f->s));
-    tc_close(f->dev);
-    free(f);
-    return 0;
-}
+/* The device under test, a stream and the built-in kernels (common.h). */
+typedef tc_fixture fx;
 
 static acg_stager *make_stager(acg_device *dev, uint32_t depth, size_t bytes, bool mirror) {
     acg_stager_config cfg = ACG_STAGER_CONFIG_INIT;
@@ -572,17 +552,17 @@ static void test_stats_versions(void **state) {
 int main(int argc, char **argv) {
     tc_init(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_values_and_padding, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_u64_values, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ring_behind_slow_work, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_no_wait_when_idle, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_mirror, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_growth, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_capture_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_two_threads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_config_versions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stats_versions, setup, teardown),
+        TC_FIXTURE_CASE(test_values_and_padding),
+        TC_FIXTURE_CASE(test_u64_values),
+        TC_FIXTURE_CASE(test_ring_behind_slow_work),
+        TC_FIXTURE_CASE(test_no_wait_when_idle),
+        TC_FIXTURE_CASE(test_mirror),
+        TC_FIXTURE_CASE(test_growth),
+        TC_FIXTURE_CASE(test_bad_arguments),
+        TC_FIXTURE_CASE(test_capture_refused),
+        TC_FIXTURE_CASE(test_two_threads),
+        TC_FIXTURE_CASE(test_config_versions),
+        TC_FIXTURE_CASE(test_stats_versions),
     };
     return cmocka_run_group_tests_name(tc_group("test_stager"), tests, NULL, NULL);
 }

@@ -13,21 +13,15 @@
 
 #include <acg/model.h>
 
+/* The group's temporary directory and the counting allocator (common.h). */
 static int setup(void **state) {
     (void)state;
-    if (tc_tmpdir_create("acg-tokenizer") != 0) {
-        return -1;
-    }
-    tc_alloc_install();
-    return 0;
+    return tc_host_files_setup("acg-tokenizer");
 }
 
 static int teardown(void **state) {
     (void)state;
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
-    return tc_tmpdir_remove();
+    return tc_host_files_teardown();
 }
 
 /* ---- building tokenizer files ------------------------------------------------------------- */
@@ -92,14 +86,9 @@ static void expect_load_fails_(acg_status want, const char *path, int32_t vocab,
     int64_t live = tc_alloc_live();
     tc_expect_(want, acg_tokenizer_load(path, vocab, &t), "acg_tokenizer_load", file, line);
     assert_ptr_equal(t, sentinel);
-    const char *base = strrchr(path, '/');
-    tc_last_error_has_(base ? base + 1 : path, file, line);
     va_list ap;
     va_start(ap, line);
-    for (const char *needle = va_arg(ap, const char *); needle != NULL;
-         needle = va_arg(ap, const char *)) {
-        tc_last_error_has_(needle, file, line);
-    }
+    tc_last_error_names_file_(path, file, line, ap);
     va_end(ap);
     assert_int_equal(tc_alloc_live(), live);
 }

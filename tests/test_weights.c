@@ -10,21 +10,15 @@
 
 #include <acg/model.h>
 
+/* The group's temporary directory and the counting allocator (common.h). */
 static int setup(void **state) {
     (void)state;
-    if (tc_tmpdir_create("acg-weights") != 0) {
-        return -1;
-    }
-    tc_alloc_install();
-    return 0;
+    return tc_host_files_setup("acg-weights");
 }
 
 static int teardown(void **state) {
     (void)state;
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
-    return tc_tmpdir_remove();
+    return tc_host_files_teardown();
 }
 
 /* The checkpoint's floats after the header, computed here independently of the library. */
@@ -70,14 +64,9 @@ static void expect_load_fails_(acg_status want, const char *path, const char *fi
     int64_t live = tc_alloc_live();
     tc_expect_(want, acg_model_weights_load(path, &w), "acg_model_weights_load", file, line);
     assert_ptr_equal(w, sentinel);
-    const char *base = strrchr(path, '/');
-    tc_last_error_has_(base ? base + 1 : path, file, line);
     va_list ap;
     va_start(ap, line);
-    for (const char *needle = va_arg(ap, const char *); needle != NULL;
-         needle = va_arg(ap, const char *)) {
-        tc_last_error_has_(needle, file, line);
-    }
+    tc_last_error_names_file_(path, file, line, ap);
     va_end(ap);
     assert_int_equal(tc_alloc_live(), live);
 }
@@ -258,6 +247,83 @@ static void test_seeded_weights(void **state) {
     TC_OK(acg_model_weights_free(a));
     TC_OK(acg_model_weights_free(b));
     TC_OK(acg_model_weights_free(c));
+}
+
+/* ---- the presets' golden bytes --------------------------------------------------------------
+ * model.h promises that a preset's configuration and seed give the same bytes on every machine.
+ * These are those bytes' count and FNV-1a 64 checksum, over every byte of the file the library
+ * saves (header, tensors, the zero RoPE tables). Computed once, on 2026-12-02 at commit d4716c0
+ * (x86-64 Linux), by this test and checked against Python's reading of the same files: a change
+ * to any constant is a change of the presets' promise, and every checkpoint and output made
+ * from a preset before it would no longer be reproduced. */
+
+/* FNV-1a 64 of the whole file at path; *bytes gets its length. */
+static uint64_t fnv1a_file(const char *path, uint64_t *bytes) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint64_t h = 0xcbf29ce484222325u, n = 0;
+    unsigned char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (size_t i = 0; i < got; i++) {
+            h = (h ^ buf[i]) * 0x100000001b3u;
+        }
+        n += got;
+    }
+    assert_int_equal(ferror(f), 0);
+    assert_int_equal(fclose(f), 0);
+    *bytes = n;
+    return h;
+}
+
+/* Whether a saved file has the golden count and checksum; on a mismatch prints what it found
+ * (the values to write in, once the change of promise is meant). */
+static bool golden_matches(const char *what, const char *path, uint64_t want_bytes,
+                           uint64_t want_fnv) {
+    uint64_t bytes = 0;
+    uint64_t fnv = fnv1a_file(path, &bytes);
+    if (bytes != want_bytes || fnv != want_fnv) {
+        print_error("%s: %llu bytes, FNV-1a 64 0x%016llx; expected %llu bytes, 0x%016llx\n", what,
+                    (unsigned long long)bytes, (unsigned long long)fnv,
+                    (unsigned long long)want_bytes, (unsigned long long)want_fnv);
+        return false;
+    }
+    return true;
+}
+
+/* Each preset's checkpoint at seed 1 (the seed `acg run --preset` uses) and the tokenizer of
+ * each preset's vocabulary are the bytes they were when the constants were written. */
+static void test_preset_golden_bytes(void **state) {
+    (void)state;
+    static const struct {
+        const char *preset;
+        uint64_t weights_bytes, weights_fnv;
+        uint64_t tokenizer_bytes, tokenizer_fnv;
+    } golden[] = {
+        {"tiny", 642332, 0x3439e3f0a6214e04u, 6287, 0x05053a4732a3ef73u},
+        {"small", 97680028, 0x1d58f4bf8022af25u, 670346, 0x50f59f2dda797c2au},
+    };
+    bool all_match = true; /* every mismatch is printed before the case fails */
+    for (size_t i = 0; i < sizeof golden / sizeof golden[0]; i++) {
+        char what[64];
+        acg_model_weights *w = NULL;
+        TC_OK(acg_model_preset_load(golden[i].preset, 1, &w));
+        const char *path = tc_tmp_path("golden.bin");
+        TC_OK(acg_model_weights_save(w, path));
+        snprintf(what, sizeof what, "the %s preset's checkpoint", golden[i].preset);
+        all_match &= golden_matches(what, path, golden[i].weights_bytes, golden[i].weights_fnv);
+        acg_tokenizer *t = NULL;
+        TC_OK(acg_tokenizer_preset(acg_model_weights_get_config(w)->vocab_size, &t));
+        path = tc_tmp_path("golden.tok");
+        TC_OK(acg_tokenizer_save(t, path));
+        snprintf(what, sizeof what, "the %s preset's tokenizer", golden[i].preset);
+        all_match &= golden_matches(what, path, golden[i].tokenizer_bytes, golden[i].tokenizer_fnv);
+        TC_OK(acg_tokenizer_free(t));
+        TC_OK(acg_model_weights_free(w));
+        assert_int_equal(remove(tc_tmp_path("golden.bin")), 0);
+        assert_int_equal(remove(tc_tmp_path("golden.tok")), 0);
+    }
+    assert_true(all_match);
 }
 
 /* A file shorter than the header, or ending inside any tensor, is "truncated" naming the
@@ -491,6 +557,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip_small),
         cmocka_unit_test(test_round_trip_separate_classifier),
         cmocka_unit_test(test_seeded_weights),
+        cmocka_unit_test(test_preset_golden_bytes),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_trailing_bytes),
         cmocka_unit_test(test_bad_fields),

@@ -15,22 +15,9 @@
 # SVG parse and the checkpoint cases are left out and, once every other case has passed, the
 # script exits 77 (CTest's skip) saying so.
 set -u
-LC_ALL=C
-export LC_ALL
+. "$(dirname "$0")/lib.sh"
+cli_setup "" "$@"
 
-if [ $# -ne 2 ]; then
-    echo "usage: $0 ACG_BINARY SCRATCH_DIR" >&2
-    exit 2
-fi
-ACG=$1
-DIR=$2
-# Absolute, since the tool runs in $W.
-case $ACG in /*) ;; *) ACG=$(pwd)/$ACG ;; esac
-case $DIR in /*) ;; *) DIR=$(pwd)/$DIR ;; esac
-rm -rf "$DIR"
-mkdir -p "$DIR" || exit 1
-OUT=$DIR/stdout
-ERR=$DIR/stderr
 # Every case writes under $W, emptied before each case and the tool's working directory, so what
 # a case leaves is all there is.
 W=$DIR/w
@@ -38,12 +25,6 @@ W=$DIR/w
 S=$DIR/special
 umask 022
 
-failures=0
-cases=0
-have_python=no
-if command -v python3 >/dev/null 2>&1; then
-    have_python=yes
-fi
 have_dot=no
 if command -v dot >/dev/null 2>&1; then
     have_dot=yes
@@ -53,8 +34,6 @@ else
 fi
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-. "$(dirname "$0")/lib.sh"
 
 # run NAME ARGS...: runs `acg graph ARGS...` in a fresh $W (its working directory), stdout to
 # $OUT (or to $RUN_STDOUT, when set), stderr to $ERR, status to $rc. $RUN_PATH, when set, is the
@@ -112,28 +91,8 @@ expect_files() {
 # and no file written.
 usage_error() {
     run "$@"
-    expect_rc 2
-    expect_err "usage: acg graph"
-    if ! head -n 1 "$ERR" | grep -a -q '^acg: '; then
-        fail "expected the first line of stderr to start with 'acg: '"
-    fi
-    if [ -s "$OUT" ]; then
-        fail "expected nothing on stdout"
-    fi
+    expect_usage_error "usage: acg graph"
     expect_files
-}
-
-# one_line_error STATUS TEXT: exactly one line on stderr, "acg: ..." holding TEXT, and exit
-# status STATUS.
-one_line_error() {
-    expect_rc "$1"
-    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
-        fail "expected exactly one line on stderr"
-    fi
-    if ! grep -a -q '^acg: ' "$ERR"; then
-        fail "expected stderr to start with 'acg: '"
-    fi
-    expect_err "$2"
 }
 
 # expect_kernels FILE: FILE names the model's kernels.
@@ -615,9 +574,7 @@ pass
 run "--bucket out of range" $TINY --bucket "$n_buckets" --dot "$W/g.dot"
 one_line_error 2 "--bucket $n_buckets: the model has buckets 0..$last (--list shows them)"
 expect_files
-if [ -s "$OUT" ]; then
-    fail "expected nothing on stdout"
-fi
+expect_no_out
 pass
 
 run "--bucket out of range, --svg" $TINY --bucket 4294967295 --svg "$W/g.svg"
@@ -675,37 +632,10 @@ pass
 
 # ---- a checkpoint file ------------------------------------------------------------------------
 
-if [ "$have_python" = no ]; then
-    echo "python3 not found: the SVG parse and the checkpoint case are skipped"
-    if [ "$failures" -ne 0 ]; then
-        echo "$failures of $cases cases failed"
-        exit 1
-    fi
-    exit 77
-fi
+python_or_skip "the SVG parse and the checkpoint case are skipped"
 
-# A llama2.c checkpoint (dim 8, hidden 16, 1 layer, 2 heads, 1 KV head, vocab 32 with a separate
-# classifier, seq_len 16) and a 32-token tokenizer.
-if ! python3 - "$DIR" <<'EOF'
-import struct, sys
-
-d = sys.argv[1]
-dim, hidden, layers, heads, kv_heads, vocab, seq = 8, 16, 1, 2, 1, 32, 16
-head_size = dim // heads
-kv_dim = kv_heads * head_size
-floats = (2 * vocab * dim + 2 * layers * dim + 2 * layers * dim * dim + 2 * layers * kv_dim * dim
-          + 3 * layers * hidden * dim + dim + 2 * seq * (head_size // 2))
-with open(d + "/m.bin", "wb") as f:
-    f.write(struct.pack("<7i", dim, hidden, layers, heads, kv_heads, -vocab, seq))
-    f.write(struct.pack("<%df" % floats, *[((i * 37) % 19 - 9) / 32.0 for i in range(floats)]))
-pieces = [b"<unk>", b"\n<s>\n", b"\n</s>\n", b" "] + [bytes([c]) for c in range(97, 123)]
-pieces += [b"hi", b" h"]
-with open(d + "/t.bin", "wb") as f:
-    f.write(struct.pack("<i", max(len(p) for p in pieces)))
-    for i, p in enumerate(pieces):
-        f.write(struct.pack("<fi", -float(i), len(p)) + p)
-EOF
-then
+# lib.sh's checkpoint and tokenizer, m.bin and t.bin.
+if ! model_files "$DIR"; then
     echo "FAIL: python3 could not write the checkpoint and tokenizer files"
     exit 1
 fi
@@ -717,8 +647,4 @@ expect_files g.dot
 expect_kernels "$W/g.dot"
 pass
 
-echo "$((cases - failures)) of $cases cases passed"
-if [ "$failures" -ne 0 ]; then
-    exit 1
-fi
-exit 0
+cli_finish

@@ -8,48 +8,14 @@
 # script's own node with /dev/full's numbers, which needs root, else those cases are skipped,
 # saying so) exits 1 saying why, the table and `acg --version` as the JSON.
 set -u
-LC_ALL=C
-export LC_ALL
-
-if [ $# -lt 2 ]; then
-    echo "usage: $0 ACG_BINARY SCRATCH_DIR [CUDA_TEST_DRIVER]" >&2
-    exit 2
-fi
-ACG=$1
-DIR=$2
+. "$(dirname "$0")/lib.sh"
+cli_setup "[CUDA_TEST_DRIVER]" "$@"
 CUDA_DRIVER=${3-}
-rm -rf "$DIR"
-mkdir -p "$DIR" || exit 1
-OUT=$DIR/stdout
-ERR=$DIR/stderr
 unset ACG_DEVICE ACG_CUDA_DRIVER
 
-failures=0
-cases=0
-
-fail() {
-    if [ "$case_failed" = no ]; then
-        failures=$((failures + 1))
-        echo "FAIL: $name"
-    fi
-    case_failed=yes
-    echo "    $1"
-    echo "    exit status $rc; stdout:"
-    sed 's/^/      | /' "$OUT" | head -n 30
-    echo "    stderr:"
-    sed 's/^/      | /' "$ERR" | head -n 10
-}
-
+# begin NAME: a case that runs `acg` as often as it needs.
 begin() {
-    name=$1
-    cases=$((cases + 1))
-    case_failed=no
-}
-
-pass() {
-    if [ "$case_failed" = no ]; then
-        echo "ok: $name"
-    fi
+    case_begin "$1" ""
 }
 
 # default_is SPEC DEVICE [ENV...]: `acg info` and `acg info --json` under the environment ENV
@@ -141,7 +107,7 @@ rc=$?
 [ "$rc" -eq 2 ] || fail "expected exit status 2"
 grep -q "^acg: info: unknown option '--nosuch'" "$ERR" || fail "expected the unknown option named"
 grep -q "^usage: acg info" "$ERR" || fail "expected the usage line"
-[ -s "$OUT" ] && fail "expected nothing on stdout"
+expect_no_out
 pass
 
 # unwritable WHAT ARGS...: `acg ARGS...` with stdout a full device exits 1, one line on stderr
@@ -160,15 +126,13 @@ unwritable() {
     pass
 }
 
-rm -f "$DIR/full"
-if mknod "$DIR/full" c 1 7 2>/dev/null; then
+if full_device "$DIR"; then
     unwritable "writing the JSON report: " info --json
     unwritable "writing standard output: No space left on device" info
     unwritable "writing standard output: No space left on device" --version
     unwritable "writing standard output: No space left on device" help
 else
-    echo "skipped: stdout full: mknod is not permitted here (not root)"
+    skipped "stdout full: mknod is not permitted here (not root)"
 fi
 
-echo "$((cases - failures)) of $cases cases passed"
-[ "$failures" -eq 0 ]
+cli_finish

@@ -6,37 +6,10 @@
 # given together with a bad value of another option, so the case fails on that one and nothing
 # runs. Any sanitizer report on stderr fails the case.
 set -u
-LC_ALL=C
-export LC_ALL
-
-if [ $# -ne 2 ]; then
-    echo "usage: $0 ACG_BINARY SCRATCH_DIR" >&2
-    exit 2
-fi
-ACG=$1
-DIR=$2
-rm -rf "$DIR"
-mkdir -p "$DIR" || exit 1
-OUT=$DIR/stdout
-ERR=$DIR/stderr
-
-failures=0
-cases=0
+. "$(dirname "$0")/lib.sh"
+cli_setup "" "$@"
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-fail() {
-    if [ "$case_failed" = no ]; then
-        failures=$((failures + 1))
-        echo "FAIL: $cmdline"
-    fi
-    case_failed=yes
-    echo "    $1"
-    echo "    exit status $rc; stdout:"
-    sed 's/^/      | /' "$OUT" | head -n 20
-    echo "    stderr:"
-    sed 's/^/      | /' "$ERR" | head -n 20
-}
 
 # refused USAGE MESSAGE ARGS...: `acg ARGS...` exits 2, the first line of stderr is exactly
 # "acg: MESSAGE", stderr holds the usage line USAGE ("usage: acg run"), stdout is empty.
@@ -44,30 +17,15 @@ refused() {
     usage=$1
     message=$2
     shift 2
-    cases=$((cases + 1))
-    case_failed=no
-    cmdline="acg $*"
+    case_begin "acg $*" "acg $*"
     "$ACG" "$@" >"$OUT" 2>"$ERR"
     rc=$?
-    if grep -a -q -e 'Sanitizer' -e 'runtime error' "$ERR"; then
-        fail "a sanitizer report on stderr"
-    fi
-    if [ "$rc" -ne 2 ]; then
-        fail "expected exit status 2"
-    fi
-    first=$(head -n 1 "$ERR")
-    if [ "$first" != "acg: $message" ]; then
-        fail "expected the first line of stderr to be 'acg: $message'"
-    fi
-    if ! grep -a -q -F -e "$usage" "$ERR"; then
-        fail "expected stderr to hold '$usage'"
-    fi
-    if [ -s "$OUT" ]; then
-        fail "expected nothing on stdout"
-    fi
-    if [ "$case_failed" = no ]; then
-        echo "ok: $cmdline"
-    fi
+    case_ran
+    expect_rc 2
+    expect_err_first "acg: $message"
+    expect_err "$usage"
+    expect_no_out
+    pass
 }
 
 # Malformed values of any numeric option, whatever its range (each a single word).
@@ -163,8 +121,4 @@ done
 refused "$DECODE_USAGE" "bench decode: unknown option '--bad-option'" \
     bench decode --batch 1,1024,1,2,3,4,5,6,7,8,9,10,11,12,13,14 --bad-option
 
-echo "$((cases - failures)) of $cases cases passed"
-if [ "$failures" -ne 0 ]; then
-    exit 1
-fi
-exit 0
+cli_finish

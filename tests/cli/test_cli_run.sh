@@ -9,31 +9,10 @@
 # The checkpoint and tokenizer files are written by python3; without it those cases are left
 # out and, once every other case has passed, the script exits 77 (CTest's skip) saying so.
 set -u
-# Generated text may hold any bytes: grep and sed take them as they are.
-LC_ALL=C
-export LC_ALL
-
-if [ $# -ne 2 ]; then
-    echo "usage: $0 ACG_BINARY SCRATCH_DIR" >&2
-    exit 2
-fi
-ACG=$1
-DIR=$2
-rm -rf "$DIR"
-mkdir -p "$DIR" || exit 1
-OUT=$DIR/stdout
-ERR=$DIR/stderr
-
-failures=0
-cases=0
-have_python=no
-if command -v python3 >/dev/null 2>&1; then
-    have_python=yes
-fi
+. "$(dirname "$0")/lib.sh"
+cli_setup "" "$@"
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-. "$(dirname "$0")/lib.sh"
 
 # run NAME ARGS...: runs `acg run ARGS...`, stdout to $OUT, stderr to $ERR, status to $rc.
 # With $limit set, the run is stopped after that many seconds and the case fails as hung.
@@ -58,14 +37,7 @@ run() {
 # usage_error NAME ARGS...: exit 2, "acg: <problem>" then the usage line on stderr, no stdout.
 usage_error() {
     run "$@"
-    expect_rc 2
-    expect_err "usage: acg run"
-    if ! head -n 1 "$ERR" | grep -a -q '^acg: '; then
-        fail "expected the first line of stderr to start with 'acg: '"
-    fi
-    if [ -s "$OUT" ]; then
-        fail "expected nothing on stdout"
-    fi
+    expect_usage_error "usage: acg run"
 }
 
 # file_error NAME FILE TEXT ARGS...: exit 1, exactly one line on stderr starting "acg: " that
@@ -76,14 +48,7 @@ file_error() {
     fe_text=$3
     shift 3
     run "$fe_name" "$@"
-    expect_rc 1
-    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
-        fail "expected exactly one line on stderr"
-    fi
-    if ! grep -a -q '^acg: ' "$ERR"; then
-        fail "expected stderr to start with 'acg: '"
-    fi
-    expect_err "'$fe_file'"
+    one_line_error 1 "'$fe_file'"
     expect_err "$fe_text"
 }
 
@@ -236,9 +201,7 @@ if [ "$(wc -l <"$ERR")" -ne 1 ]; then
     fail "expected exactly one line on stderr"
 fi
 expect_err "--tp"
-if [ -s "$OUT" ]; then
-    fail "expected nothing on stdout"
-fi
+expect_no_out
 pass
 
 # Under mpirun, where this acg has MPI: rank 0 alone prints, --verify compares every rank's
@@ -335,38 +298,16 @@ fi
 
 # ---- model and tokenizer files ----------------------------------------------------------------
 
-if [ "$have_python" = no ]; then
-    echo "python3 not found: the checkpoint and tokenizer cases are skipped"
-    if [ "$failures" -ne 0 ]; then
-        echo "$failures of $cases cases failed"
-        exit 1
-    fi
-    exit 77
-fi
+python_or_skip "the checkpoint and tokenizer cases are skipped"
 
-# A valid pair: a llama2.c checkpoint (dim 8, hidden 16, 1 layer, 2 heads, 1 KV head, vocab 32
-# with a separate classifier, seq_len 16) and a 32-token tokenizer. The bad files are edits of
-# them.
-if ! python3 - "$DIR" <<'EOF'
+# A valid pair (lib.sh's model_files: m.bin and t.bin). The bad files are edits of them.
+if ! model_files "$DIR" || ! python3 - "$DIR" <<'EOF'
 import struct, sys
 
 d = sys.argv[1]
-dim, hidden, layers, heads, kv_heads, vocab, seq = 8, 16, 1, 2, 1, 32, 16
-head_size = dim // heads
-kv_dim = kv_heads * head_size
-floats = (vocab * dim                    # token_embedding
-          + layers * dim                 # rms_att
-          + layers * dim * dim           # wq
-          + 2 * layers * kv_dim * dim    # wk, wv
-          + layers * dim * dim           # wo
-          + layers * dim                 # rms_ffn
-          + 3 * layers * hidden * dim    # w1, w2, w3
-          + dim                          # rms_final
-          + 2 * seq * (head_size // 2)   # the legacy RoPE tables
-          + vocab * dim)                 # classifier
-header = struct.pack("<7i", dim, hidden, layers, heads, kv_heads, -vocab, seq)
-body = struct.pack("<%df" % floats, *[((i * 37) % 19 - 9) / 32.0 for i in range(floats)])
-model = header + body
+model = open(d + "/m.bin", "rb").read()
+tok = open(d + "/t.bin", "rb").read()
+header, body = model[:28], model[28:]
 
 def write(name, data):
     with open("%s/%s" % (d, name), "wb") as f:
@@ -379,7 +320,6 @@ def with_fields(**fields):
         h[names.index(k)] = v
     return struct.pack("<7i", *h) + body
 
-write("m.bin", model)
 write("m_truncated.bin", model[:-3])
 write("m_trailing.bin", model + b"\0" * 8)
 write("m_heads.bin", with_fields(heads=3))                 # dim 8 is no multiple of 3
@@ -387,21 +327,7 @@ write("m_kv_heads.bin", with_fields(heads=4, kv_heads=3))  # 3 does not divide 4
 write("m_empty.bin", b"")
 write("m_text.bin", b"hello world\n" * 100)
 
-# <unk>, <s>, </s>, then pieces; 32 < 259, so there are no byte tokens.
-pieces = [b"<unk>", b"\n<s>\n", b"\n</s>\n", b" "]
-pieces += [bytes([c]) for c in range(ord("a"), ord("z") + 1)]
-pieces += [b"hi", b" h"]
-assert len(pieces) == vocab
-
-def tokenizer(pieces):
-    out = struct.pack("<i", max(len(p) for p in pieces))
-    for i, p in enumerate(pieces):
-        out += struct.pack("<fi", -float(i), len(p)) + p
-    return out
-
-tok = tokenizer(pieces)
-write("t.bin", tok)
-write("t_more.bin", tokenizer(pieces + [b"zz"]))
+write("t_more.bin", tok + struct.pack("<fi", -32.0, 2) + b"zz")  # a 33rd token
 write("t_truncated.bin", tok[:-5])
 EOF
 then
@@ -467,8 +393,4 @@ bad_tokenizer "truncated tokenizer" "$DIR/t_truncated.bin" "truncated"
 pass
 }
 
-echo "$((cases - failures)) of $cases cases passed"
-if [ "$failures" -ne 0 ]; then
-    exit 1
-fi
-exit 0
+cli_finish

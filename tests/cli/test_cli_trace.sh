@@ -13,33 +13,12 @@
 #
 # The checks need python3; without it the script exits 77 (CTest's skip) saying so.
 set -u
-LC_ALL=C
-export LC_ALL
-
-if [ $# -ne 2 ]; then
-    echo "usage: $0 ACG_BINARY SCRATCH_DIR" >&2
-    exit 2
-fi
-ACG=$1
-DIR=$2
-case $ACG in /*) ;; *) ACG=$(pwd)/$ACG ;; esac
+. "$(dirname "$0")/lib.sh"
+cli_setup "" "$@"
 CHECK="$(dirname "$0")/check_trace.py"
-rm -rf "$DIR"
-mkdir -p "$DIR" || exit 1
-OUT=$DIR/stdout
-ERR=$DIR/stderr
-
-if ! command -v python3 >/dev/null 2>&1; then
-    echo "python3 not found: the traces cannot be checked"
-    exit 77
-fi
-
-failures=0
-cases=0
+python_or_skip "the traces cannot be checked"
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-. "$(dirname "$0")/lib.sh"
 
 # acg NAME ARGS...: runs `acg ARGS...`, stdout to $OUT, stderr to $ERR, status to $rc.
 acg() {
@@ -67,18 +46,6 @@ no_leftovers() {
     if ls -A "$1" | grep -q '^\.'; then
         fail "a temporary file was left behind: $(ls -A "$1" | grep '^\.')"
     fi
-}
-
-# one_line_error TEXT: exit 1, exactly one line on stderr, "acg: ..." holding TEXT.
-one_line_error() {
-    expect_rc 1
-    if [ "$(wc -l <"$ERR")" -ne 1 ]; then
-        fail "expected exactly one line on stderr"
-    fi
-    if ! grep -a -q '^acg: ' "$ERR"; then
-        fail "expected stderr to start with 'acg: '"
-    fi
-    expect_err "$1"
 }
 
 TINY="--backend cpu --preset tiny --steps 4"
@@ -135,7 +102,7 @@ pass
 if full_device "$DIR/special"; then
     acg "run --trace to a full device" run $TINY --prompt "Once" --json \
         --trace "$DIR/special/full"
-    one_line_error "acg: writing the trace: '$DIR/special/full': No space left on device"
+    one_line_error 1 "acg: writing the trace: '$DIR/special/full': No space left on device"
     if [ ! -c "$DIR/special/full" ]; then
         fail "$DIR/special/full is no longer a character device"
     fi
@@ -221,19 +188,17 @@ fi
 
 mkdir -p "$DIR/empty"
 acg "run --trace to a directory" run $TINY --prompt "Once" --trace "$DIR/empty"
-one_line_error "'$DIR/empty': Is a directory"
+one_line_error 1 "'$DIR/empty': Is a directory"
 if [ -n "$(ls -A "$DIR/empty")" ]; then
     fail "something was left behind"
 fi
 no_leftovers "$DIR"
-if [ -s "$OUT" ]; then
-    fail "expected nothing on stdout"
-fi
+expect_no_out
 pass
 
 acg "run --trace in a missing directory" run $TINY --prompt "Once" \
     --trace "$DIR/no-such-dir/t.json"
-one_line_error "$DIR/no-such-dir/t.json"
+one_line_error 1 "$DIR/no-such-dir/t.json"
 expect_err "No such file or directory"
 if [ -e "$DIR/no-such-dir" ]; then
     fail "the missing directory was created"
@@ -242,17 +207,13 @@ pass
 
 acg "run --trace without a value" run $TINY --prompt "Once" --trace
 expect_rc 2
-if ! head -n 1 "$ERR" | grep -a -q '^acg: --trace needs a value$'; then
-    fail "expected the first line of stderr to be 'acg: --trace needs a value'"
-fi
+expect_err_first "acg: --trace needs a value"
 expect_err "usage: acg run"
 pass
 
 acg "run --trace ''" run $TINY --prompt "Once" --trace ""
 expect_rc 2
-if ! head -n 1 "$ERR" | grep -a -q '^acg: --trace needs a file name$'; then
-    fail "expected the first line of stderr to be 'acg: --trace needs a file name'"
-fi
+expect_err_first "acg: --trace needs a file name"
 pass
 
 # A run that fails after the trace began leaves neither the trace nor its temporary file.
@@ -268,7 +229,7 @@ pass
 
 acg "bench decode --trace to a directory" bench decode --backend cpu --preset tiny --steps 2 \
     --batch 1 --trace "$DIR/empty"
-one_line_error "'$DIR/empty': Is a directory"
+one_line_error 1 "'$DIR/empty': Is a directory"
 if [ -n "$(ls -A "$DIR/empty")" ]; then
     fail "something was left behind"
 fi
@@ -315,8 +276,4 @@ fi
 export ASAN_OPTIONS="$saved_asan"
 }
 
-if [ "$failures" -ne 0 ]; then
-    echo "$failures of $cases cases failed"
-    exit 1
-fi
-echo "all $cases cases passed"
+cli_finish
