@@ -124,3 +124,37 @@ acg_status work_scratch(void *ctx, acg_stream *a, acg_stream *b) {
     TRY(tc_add(a, &sw->f->k, sw->out, 0, tmp, 0, sw->n, sw->add));
     return ACG_OK;
 }
+
+void scratch_pair_capture(fx *f, scratch_pair *p) {
+    const size_t bytes = (size_t)SCRATCH_M * sizeof(float);
+    *p = (scratch_pair){.o1 = tc_buffer(f->dev, bytes), .o2 = tc_buffer(f->dev, bytes)};
+    p->w1 = (scratch_work){f, 3.0f, 1.0f, p->o1, SCRATCH_M};
+    p->w2 = (scratch_work){f, 5.0f, 2.0f, p->o2, SCRATCH_M};
+    TC_OK(tc_capture(work_scratch, &p->w1, f->a, f->b, f->pool, &p->g1));
+    TC_OK(acg_graph_pool_get_bytes(f->pool, &p->bytes1));
+    TC_OK(tc_capture(work_scratch, &p->w2, f->a, f->b, f->pool, &p->g2));
+    TC_OK(acg_graph_pool_get_bytes(f->pool, &p->bytes2));
+}
+
+void expect_floats(fx *f, acg_buffer *buf, size_t n, float v) {
+    float *back = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    assert_non_null(back);
+    assert_non_null(want);
+    tc_download(f->a, back, buf, n * sizeof(float));
+    tc_splat(want, n, v);
+    TC_BYTES_EQUAL(back, want, n * sizeof(float));
+    free(back);
+    free(want);
+}
+
+void scratch_pair_expect(fx *f, const scratch_pair *p) {
+    expect_floats(f, p->o1, SCRATCH_M, 3.0f + 1.0f + 1.0f);
+    expect_floats(f, p->o2, SCRATCH_M, 5.0f + 1.0f + 2.0f);
+}
+
+void scratch_pair_free(scratch_pair *p) {
+    TC_OK(acg_graph_destroy(p->g1));
+    TC_OK(acg_graph_destroy(p->g2));
+    TC_OK(acg_buffer_free(p->o1));
+    TC_OK(acg_buffer_free(p->o2));
+}

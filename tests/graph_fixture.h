@@ -64,6 +64,23 @@ typedef struct scratch_work {
 } scratch_work;
 acg_status work_scratch(void *ctx, acg_stream *a, acg_stream *b);
 
+/* Two graphs of work_scratch captured into f's pool one after the other, on outputs of
+ * SCRATCH_M floats: g1 writes o1 = 3 + 1 + 1, g2 writes o2 = 5 + 1 + 2. bytes1 and bytes2 are
+ * the pool's bytes after each capture. */
+enum { SCRATCH_M = 1 << 20 };
+typedef struct scratch_pair {
+    acg_buffer *o1, *o2;
+    scratch_work w1, w2;
+    acg_graph *g1, *g2;
+    size_t bytes1, bytes2;
+} scratch_pair;
+void scratch_pair_capture(fx *f, scratch_pair *p);
+/* Expects o1 and o2 to hold what g1 and g2 write (read on f->a, after what it queued). */
+void scratch_pair_expect(fx *f, const scratch_pair *p);
+void scratch_pair_free(scratch_pair *p);
+/* Expects the n floats of buf, read on f->a, to be v, bit for bit. */
+void expect_floats(fx *f, acg_buffer *buf, size_t n, float v);
+
 /* A case that needs graphs, or captures over two streams, checks on a device without them that
  * it says so and refuses them, and ends there, skipped. Past this point the case holds nothing
  * but the fixture's objects. */

@@ -267,36 +267,19 @@ static void test_graph_destroy_waits(void **state) {
 static void test_pool_order_after_stream_destroy(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    enum { M = 1 << 20 };
-    acg_buffer *o1 = tc_buffer(f->dev, (size_t)M * sizeof(float));
-    acg_buffer *o2 = tc_buffer(f->dev, (size_t)M * sizeof(float));
-    scratch_work w1 = {f, 3.0f, 1.0f, o1, M}, w2 = {f, 5.0f, 2.0f, o2, M};
-    acg_graph *g1 = NULL, *g2 = NULL;
-    TC_OK(tc_capture(work_scratch, &w1, f->a, f->b, f->pool, &g1));
-    TC_OK(tc_capture(work_scratch, &w2, f->a, f->b, f->pool, &g2));
+    scratch_pair p;
+    scratch_pair_capture(f, &p);
     acg_stream *tmp = tc_stream(f->dev);
-    TC_OK(acg_graph_launch(g1, tmp));
+    TC_OK(acg_graph_launch(p.g1, tmp));
     TC_OK(acg_stream_destroy(tmp));
     tmp = tc_stream(f->dev);
-    TC_OK(acg_graph_launch(g2, tmp));
-    TC_OK(acg_graph_launch(g1, f->b));
+    TC_OK(acg_graph_launch(p.g2, tmp));
+    TC_OK(acg_graph_launch(p.g1, f->b));
     TC_OK(acg_stream_synchronize(f->b));
     TC_OK(acg_stream_synchronize(tmp));
-    float *back = malloc((size_t)M * sizeof(float));
-    float *want = malloc((size_t)M * sizeof(float));
-    tc_download(f->a, back, o1, (size_t)M * sizeof(float));
-    tc_splat(want, M, 5.0f);
-    TC_BYTES_EQUAL(back, want, (size_t)M * sizeof(float));
-    tc_download(f->a, back, o2, (size_t)M * sizeof(float));
-    tc_splat(want, M, 8.0f);
-    TC_BYTES_EQUAL(back, want, (size_t)M * sizeof(float));
-    free(back);
-    free(want);
+    scratch_pair_expect(f, &p);
     TC_OK(acg_stream_destroy(tmp));
-    TC_OK(acg_graph_destroy(g1));
-    TC_OK(acg_graph_destroy(g2));
-    TC_OK(acg_buffer_free(o1));
-    TC_OK(acg_buffer_free(o2));
+    scratch_pair_free(&p);
 }
 
 /* Bad arguments inside a capture are refused with their own status and lose nothing: the

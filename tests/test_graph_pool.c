@@ -45,51 +45,28 @@ static void test_graph_update_with_scratch(void **state) {
 static void test_two_graphs_one_pool(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    enum { M = 1 << 20 };
-    acg_buffer *o1 = tc_buffer(f->dev, (size_t)M * sizeof(float));
-    acg_buffer *o2 = tc_buffer(f->dev, (size_t)M * sizeof(float));
-    scratch_work w1 = {f, 3.0f, 1.0f, o1, M}, w2 = {f, 5.0f, 2.0f, o2, M};
-    acg_graph *g1 = NULL, *g2 = NULL;
-    size_t bytes1 = 0, bytes2 = 0;
-    TC_OK(tc_capture(work_scratch, &w1, f->a, f->b, f->pool, &g1));
-    TC_OK(acg_graph_pool_get_bytes(f->pool, &bytes1));
-    TC_OK(tc_capture(work_scratch, &w2, f->a, f->b, f->pool, &g2));
-    TC_OK(acg_graph_pool_get_bytes(f->pool, &bytes2));
-    assert_true(bytes1 >= (size_t)M * sizeof(float));
-    assert_int_equal(bytes2, bytes1); /* the second graph reuses the first one's scratch */
+    scratch_pair p;
+    scratch_pair_capture(f, &p);
+    assert_true(p.bytes1 >= (size_t)SCRATCH_M * sizeof(float));
+    assert_int_equal(p.bytes2, p.bytes1); /* the second graph reuses the first one's scratch */
 
-    float *back = malloc((size_t)M * sizeof(float));
-    float *want1 = malloc((size_t)M * sizeof(float));
-    float *want2 = malloc((size_t)M * sizeof(float));
-    tc_splat(want1, M, 3.0f + 1.0f + 1.0f);
-    tc_splat(want2, M, 5.0f + 1.0f + 2.0f);
-
-    tc_poison(f->a, o1);
-    tc_poison(f->a, o2);
-    TC_OK(tc_replay(g2, f->a, o2, (size_t)M * sizeof(float), back));
-    TC_BYTES_EQUAL(back, want2, (size_t)M * sizeof(float));
-    TC_OK(tc_replay(g1, f->a, o1, (size_t)M * sizeof(float), back));
-    TC_BYTES_EQUAL(back, want1, (size_t)M * sizeof(float));
+    tc_poison(f->a, p.o1);
+    tc_poison(f->a, p.o2);
+    TC_OK(tc_replay(p.g2, f->a, NULL, 0, NULL));
+    expect_floats(f, p.o2, SCRATCH_M, 5.0f + 1.0f + 2.0f);
+    TC_OK(tc_replay(p.g1, f->a, NULL, 0, NULL));
+    expect_floats(f, p.o1, SCRATCH_M, 3.0f + 1.0f + 1.0f);
 
     for (int round = 0; round < 4; round++) {
-        tc_poison(f->a, o1);
-        tc_poison(f->a, o2);
-        TC_OK(acg_graph_launch(round % 2 ? g1 : g2, f->a));
-        TC_OK(acg_graph_launch(round % 2 ? g2 : g1, f->b));
+        tc_poison(f->a, p.o1);
+        tc_poison(f->a, p.o2);
+        TC_OK(acg_graph_launch(round % 2 ? p.g1 : p.g2, f->a));
+        TC_OK(acg_graph_launch(round % 2 ? p.g2 : p.g1, f->b));
         TC_OK(acg_stream_synchronize(f->a));
         TC_OK(acg_stream_synchronize(f->b));
-        tc_download(f->a, back, o1, (size_t)M * sizeof(float));
-        TC_BYTES_EQUAL(back, want1, (size_t)M * sizeof(float));
-        tc_download(f->a, back, o2, (size_t)M * sizeof(float));
-        TC_BYTES_EQUAL(back, want2, (size_t)M * sizeof(float));
+        scratch_pair_expect(f, &p);
     }
-    free(back);
-    free(want1);
-    free(want2);
-    TC_OK(acg_graph_destroy(g1));
-    TC_OK(acg_graph_destroy(g2));
-    TC_OK(acg_buffer_free(o1));
-    TC_OK(acg_buffer_free(o2));
+    scratch_pair_free(&p);
 }
 
 /* A graph captured with pool NULL gets a private pool and replays correctly. */
