@@ -148,21 +148,20 @@ void *bs_driver_symbol(const bs_driver *d, const char *name) {
     return sym;
 }
 
-void bs_driver_bind(bs_driver *d, const char *env, const char *prefix) {
-    memset(d, 0, sizeof *d);
-    d->path = getenv(env);
+void bs_driver_bind(bs_driver *d) {
+    d->path = getenv(d->env);
     assert_non_null(d->path);
     void *h = dlopen(d->path, RTLD_NOW | RTLD_NOLOAD);
     assert_non_null(h); /* loaded: the device was opened */
     char name[128];
-    snprintf(name, sizeof name, "%s_violations", prefix);
+    snprintf(name, sizeof name, "%s_violations", d->prefix);
     *(void **)&d->violations = dlsym(h, name); /* NULL where the driver counts no misuse */
     dlclose(h);
-    snprintf(name, sizeof name, "%s_fail", prefix);
+    snprintf(name, sizeof name, "%s_fail", d->prefix);
     *(void **)&d->inject = bs_driver_symbol(d, name);
-    snprintf(name, sizeof name, "%s_calls", prefix);
+    snprintf(name, sizeof name, "%s_calls", d->prefix);
     *(void **)&d->calls = bs_driver_symbol(d, name);
-    snprintf(name, sizeof name, "%s_live", prefix);
+    snprintf(name, sizeof name, "%s_live", d->prefix);
     *(void **)&d->live = bs_driver_symbol(d, name);
 }
 
@@ -183,33 +182,39 @@ static unsigned long violations(const bs_driver *drv) {
     return drv->violations != NULL ? drv->violations() : 0;
 }
 
-void bs_fault_sweep(const bs_sweep *sw, const bs_driver *drv) {
+void bs_fault_sweep(const bs_sweep *sw, bs_driver *drv) {
     bs_scene c;
     TC_OK(sw->run(&c, true));
+    char backend[32];
+    snprintf(backend, sizeof backend, "%s", acg_device_get_capability(c.dev)->backend);
     bs_scene_close(&c);
-    sw->bind();
+    bs_driver_bind(drv);
+    size_t n_names = 0;
+    while (sw->names[n_names] != NULL) {
+        n_names++;
+    }
     if (sw->may_leave_to_driver) {
         acg_set_log_callback(count_left, NULL);
         acg_set_log_level(ACG_LOG_WARN);
     }
-    unsigned long *counts = calloc(sw->n_names, sizeof *counts);
+    unsigned long *counts = calloc(n_names, sizeof *counts);
     assert_non_null(counts);
-    for (size_t i = 0; i < sw->n_names; i++) {
+    for (size_t i = 0; i < n_names; i++) {
         counts[i] = drv->calls(sw->names[i]);
     }
     long live = drv->live();
     TC_OK(sw->run(&c, true));
     bs_scene_close(&c);
     assert_int_equal(drv->live(), live);
-    for (size_t i = 0; i < sw->n_names; i++) {
+    for (size_t i = 0; i < n_names; i++) {
         counts[i] = drv->calls(sw->names[i]) - counts[i];
     }
     unsigned long points = 0, failed_runs = 0, left_runs = 0;
-    for (size_t i = 0; i < sw->n_names; i++) {
+    for (size_t i = 0; i < n_names; i++) {
         const char *name = sw->names[i];
         for (unsigned long k = 1; k <= counts[i]; k++, points++) {
             left_to_driver = 0;
-            drv->inject(name, (unsigned)k, sw->code);
+            drv->inject(name, (unsigned)k, drv->refusal);
             acg_status st = sw->run(&c, false);
             char why[512];
             snprintf(why, sizeof why, "%s", st != ACG_OK ? acg_last_error() : "-");
@@ -217,10 +222,10 @@ void bs_fault_sweep(const bs_sweep *sw, const bs_driver *drv) {
             bs_scene_close(&c);
             drv->inject(NULL, 0, 0);
             if (sw->after_close != NULL) {
-                sw->after_close(name, reg);
+                sw->after_close(drv, name, reg);
             }
             failed_runs += st != ACG_OK;
-            if (st != ACG_OK && strstr(why, sw->code_name) == NULL) {
+            if (st != ACG_OK && strstr(why, drv->refusal_name) == NULL) {
                 print_error("failing %s call %lu: %s without the driver's error: %s\n", name, k,
                             acg_status_name(st), why);
                 fail();
@@ -253,7 +258,7 @@ void bs_fault_sweep(const bs_sweep *sw, const bs_driver *drv) {
     print_message("%s fault sweep: %lu driver calls failed in turn (%lu runs failed with the "
                   "driver's error, the rest absorbed it); %lu left what the device may still use "
                   "to the driver and said so, none leaked otherwise%s\n",
-                  sw->backend, points, failed_runs, left_runs,
+                  backend, points, failed_runs, left_runs,
                   drv->violations != NULL ? "; no misuse" : "");
     assert_true(points > 50 && failed_runs > points / 2);
 }

@@ -64,21 +64,26 @@ void bs_scene_close(bs_scene *c);
 
 /* ---- the test driver ---------------------------------------------------------------------- */
 
-/* The control functions every test driver has: `<prefix>_fail` (arms an injected failure of
- * the nth call of an entry point; NULL disarms), `<prefix>_calls` (calls of an entry point so
- * far), `<prefix>_live` (the driver objects alive) and, where the driver counts misuse,
+/* A test driver: where it is and what it refuses with, then the control functions every test
+ * driver has, bound by bs_driver_bind: `<prefix>_fail` (arms an injected failure of the nth call
+ * of an entry point; NULL disarms), `<prefix>_calls` (calls of an entry point so far),
+ * `<prefix>_live` (the driver objects alive) and, where the driver counts misuse,
  * `<prefix>_violations` (else NULL). */
 typedef struct bs_driver {
-    const char *path; /* the library, as the environment names it */
+    const char *env;          /* the environment variable naming the library */
+    const char *prefix;       /* of its control functions: "acgtest_cuda" */
+    int refusal;              /* the error a fault sweep injects: one refusing the call */
+    const char *refusal_name; /* its name, which acg_last_error() must hold when a run fails */
+    const char *path;         /* bound: the library */
     void (*inject)(const char *name, unsigned nth, int code);
     unsigned long (*calls)(const char *name);
     long (*live)(void);
     unsigned long (*violations)(void);
 } bs_driver;
 
-/* Binds the control functions of the driver the backend loaded, named by the environment
- * variable `env` (the device must have been opened once, so the library is loaded). */
-void bs_driver_bind(bs_driver *d, const char *env, const char *prefix);
+/* Binds the control functions of the driver the backend loaded (the device must have been
+ * opened once, so the library is loaded). */
+void bs_driver_bind(bs_driver *d);
 
 /* Another exported symbol of the bound driver; asserts that it exists. */
 void *bs_driver_symbol(const bs_driver *d, const char *name);
@@ -86,15 +91,9 @@ void *bs_driver_symbol(const bs_driver *d, const char *name);
 /* ---- the fault sweep ---------------------------------------------------------------------- */
 
 /* A backend's sweep: each call of each entry point its scenario makes, teardown included, fails
- * in turn with `code`. */
+ * in turn with the driver's refusal. */
 typedef struct bs_sweep {
-    const char *backend;      /* named in the summary */
-    const char *const *names; /* the entry points the backend resolves */
-    size_t n_names;
-    int code;              /* the driver's error injected */
-    const char *code_name; /* what acg_last_error() must name when a run fails */
-    /* Binds the driver the sweep is given: called once a first clean run has loaded it. */
-    void (*bind)(void);
+    const char *const *names; /* the entry points the backend resolves, up to a NULL */
     /* The scenario: with check its results are asserted; stops at the first failure and
      * returns it, leaving teardown to bs_scene_close. */
     acg_status (*run)(bs_scene *c, bool check);
@@ -107,16 +106,16 @@ typedef struct bs_sweep {
     bool may_leave_to_driver;
     /* (optional) Called after a failed run's teardown with the entry point failed and the
      * scene's c->reg as it was, to undo what the driver kept of memory freed since. */
-    void (*after_close)(const char *name, void *reg);
+    void (*after_close)(const bs_driver *drv, const char *name, void *reg);
 } bs_sweep;
 
 /* Runs the scenario once (which loads the driver and builds what is built once per process),
- * binds *drv, counts the calls of a clean run, then fails each in turn: a failed run ends with a clean status naming code_name
- * (or absorbs the failure), its teardown leaves no driver object behind (but as said above),
- * the driver saw no misuse (where it counts misuse), and the scenario then runs clean on a new
- * device. Prints a summary, and asserts that more than 50 calls were failed and more than half
- * of the runs failed with the driver's error. */
-void bs_fault_sweep(const bs_sweep *sw, const bs_driver *drv);
+ * binds *drv, counts the calls of a clean run, then fails each in turn: a failed run ends with
+ * a clean status naming the refusal (or absorbs the failure), its teardown leaves no driver
+ * object behind (but as said above), the driver saw no misuse (where it counts misuse), and the
+ * scenario then runs clean on a new device. Prints a summary, and asserts that more than 50
+ * calls were failed and more than half of the runs failed with the driver's error. */
+void bs_fault_sweep(const bs_sweep *sw, bs_driver *drv);
 
 /* ---- a backend that cannot serve ---------------------------------------------------------- */
 

@@ -44,13 +44,16 @@
 
 /* ---- the test driver's control functions (tests/cuda_driver/acgtest_cuda.h) -------------- */
 
-static bs_driver drv;
+static bs_driver drv = {.env = "ACG_CUDA_DRIVER",
+                        .prefix = "acgtest_cuda",
+                        .refusal = CUDA_ERROR_INVALID_VALUE,
+                        .refusal_name = "CUDA_ERROR_INVALID_VALUE"};
 static void (*set_sticky)(int device, int code);
 static PFN_cuGetProcAddress_v12000 get_proc;
 
 /* Binds the driver the backend loaded (the device must have been opened once). */
 static void bind_driver(void) {
-    bs_driver_bind(&drv, "ACG_CUDA_DRIVER", "acgtest_cuda");
+    bs_driver_bind(&drv);
     *(void **)&set_sticky = bs_driver_symbol(&drv, "acgtest_cuda_set_sticky");
     *(void **)&get_proc = bs_driver_symbol(&drv, "cuGetProcAddress_v2");
 }
@@ -123,6 +126,7 @@ static const char *const entry_names[] = {
 #define TC_CU_NAME_(name, ver, required) #name,
     ACG_CUDA_ENTRY_POINTS(TC_CU_NAME_)
 #undef TC_CU_NAME_
+        NULL,
 };
 
 /* Calls that destroy or release: a driver that fails one keeps the object. */
@@ -134,15 +138,17 @@ static bool releases(const char *name) {
 
 /* After cuMemHostUnregister failed, the driver still holds the range the test has freed since,
  * and would refuse malloc's next block there: it is released, as process exit would. */
-static void release_registered(const char *name, void *reg) {
+static void release_registered(const bs_driver *d, const char *name, void *reg) {
     if (strcmp(name, "cuMemHostUnregister") != 0) {
         return;
     }
+    PFN_cuGetProcAddress_v12000 proc;
+    *(void **)&proc = bs_driver_symbol(d, "cuGetProcAddress_v2");
     PFN_cuMemHostUnregister_v4000 unregister = NULL;
     CUdriverProcAddressQueryResult q;
-    assert_int_equal(get_proc("cuMemHostUnregister", (void **)&unregister, 4000,
-                              CU_GET_PROC_ADDRESS_DEFAULT, &q),
-                     CUDA_SUCCESS);
+    assert_int_equal(
+        proc("cuMemHostUnregister", (void **)&unregister, 4000, CU_GET_PROC_ADDRESS_DEFAULT, &q),
+        CUDA_SUCCESS);
     assert_int_equal(unregister(reg), CUDA_SUCCESS);
 }
 
@@ -153,17 +159,10 @@ static void release_registered(const char *name, void *reg) {
  * device (bs_fault_sweep). */
 static void test_fault_sweep(void **state) {
     (void)state;
-    const bs_sweep sweep = {
-        .backend = "cuda",
-        .names = entry_names,
-        .n_names = sizeof entry_names / sizeof entry_names[0],
-        .code = CUDA_ERROR_INVALID_VALUE,
-        .code_name = "CUDA_ERROR_INVALID_VALUE",
-        .bind = bind_driver,
-        .run = scene_run,
-        .releases = releases,
-        .after_close = release_registered,
-    };
+    const bs_sweep sweep = {.names = entry_names,
+                            .run = scene_run,
+                            .releases = releases,
+                            .after_close = release_registered};
     bs_fault_sweep(&sweep, &drv);
 }
 

@@ -51,12 +51,15 @@
 
 /* ---- the test driver's control functions (tests/ze_driver/acgtest_ze.h) ------------------ */
 
-static bs_driver drv;
+static bs_driver drv = {.env = "ZE_ENABLE_ALT_DRIVERS",
+                        .prefix = "acgtest_ze",
+                        .refusal = ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                        .refusal_name = "ZE_RESULT_ERROR_INVALID_ARGUMENT"};
 static void (*set_lost)(int device, int mode);
 
 /* Binds the driver the loader loaded (a device must have been opened once). */
 static void bind_driver(void) {
-    bs_driver_bind(&drv, "ZE_ENABLE_ALT_DRIVERS", "acgtest_ze");
+    bs_driver_bind(&drv);
     assert_non_null(drv.violations);
     *(void **)&set_lost = bs_driver_symbol(&drv, "acgtest_ze_set_lost");
 }
@@ -473,6 +476,7 @@ static const char *const entry_names[] = {
     "zeExecutableGraphDestroyExp",
     "zeGraphDestroyExp",
     "zexKernelGetArgumentSize",
+    NULL,
 };
 
 /* Calls that destroy or release: a driver that fails one keeps the object. */
@@ -489,16 +493,7 @@ static bool releases(const char *name) {
 static void test_fault_sweep(void **state) {
     (void)state;
     const bs_sweep sweep = {
-        .backend = "level_zero",
-        .names = entry_names,
-        .n_names = sizeof entry_names / sizeof entry_names[0],
-        .code = ZE_RESULT_ERROR_INVALID_ARGUMENT,
-        .code_name = "ZE_RESULT_ERROR_INVALID_ARGUMENT",
-        .bind = bind_driver,
-        .run = scene_run,
-        .releases = releases,
-        .may_leave_to_driver = true,
-    };
+        .names = entry_names, .run = scene_run, .releases = releases, .may_leave_to_driver = true};
     bs_fault_sweep(&sweep, &drv);
 }
 
