@@ -55,8 +55,12 @@ struct fake_ledger {
 };
 /* A ledger over the array `counts` (one slot per entry point). */
 #define FAKE_LEDGER_INIT(driver, counts, index_of, counted)                                        \
-    {(driver), (int)(sizeof(counts) / sizeof((counts)[0])), (counts), (index_of), (counted),       \
-     PTHREAD_MUTEX_INITIALIZER, 0, {0, 0, 0, 0}}
+    {                                                                                              \
+        (driver), (int)(sizeof(counts) / sizeof((counts)[0])), (counts), (index_of), (counted),    \
+            PTHREAD_MUTEX_INITIALIZER, 0, {                                                        \
+            0, 0, 0, 0                                                                             \
+        }                                                                                          \
+    }
 
 /* Counts a call of `ep`; the code an armed failure makes it return, or 0 to go on. */
 int fake__ledger_enter(struct fake_ledger *l, int ep);

@@ -21,6 +21,7 @@
 #include "acg/acg.h"
 #include "backends/level_zero/entry_points.h"
 #include "backends/level_zero/ze_ext.h" /* what Debian's spec 1.4 headers lack */
+#include "fake_common.h" /* tests/driver_common: containers, the call ledger, knobs */
 
 /* Devices the driver can pretend to have (ACGTEST_ZE_DEVICES is clamped to it). */
 #define FAKE_MAX_DEVICES 4
@@ -194,18 +195,7 @@ struct fake_config {
 };
 extern struct fake_config fake__cfg;
 
-/* ---- small containers --------------------------------------------------------------------- */
-
-/* A set of objects, searched by address: handles are checked by membership, never by reading
- * through a pointer that may already be freed. */
-struct fake_vec {
-    void **v;
-    size_t n, cap;
-};
-int fake__vec_push(struct fake_vec *vec, void *p); /* 0, or -1 when out of memory */
-int fake__vec_has(const struct fake_vec *vec, const void *p);
-void fake__vec_remove(struct fake_vec *vec, const void *p);
-void fake__vec_free(struct fake_vec *vec);
+/* The small containers (struct fake_vec) are tests/driver_common's. */
 
 /* ---- objects ------------------------------------------------------------------------------- */
 
