@@ -79,13 +79,17 @@ static _Thread_local struct CUctx_st *tls_ctx;
 typedef void (*fake_fn)(void);
 
 static const struct {
-    const char *name;
     int version; /* the ABI version it is served at (its cudaTypedefs.h PFN) */
     fake_fn fn;
 } entry_points[FAKE_EP_COUNT] = {
-#define FAKE_EP_ROW(name, version) {#name, version, (fake_fn)fake_##name},
+#define FAKE_EP_ROW(name, version) {version, (fake_fn)fake_##name},
     FAKE_ENTRY_POINTS(FAKE_EP_ROW)
 #undef FAKE_EP_ROW
+};
+static const char *const entry_point_names[FAKE_EP_COUNT] = {
+#define FAKE_EP_NAME(name, version) #name,
+    FAKE_ENTRY_POINTS(FAKE_EP_NAME)
+#undef FAKE_EP_NAME
 };
 
 /* Never called: makes the compiler check each entry point against the PFN type of the version
@@ -119,15 +123,6 @@ static const char served[FAKE_EP_COUNT] = {
 #undef FAKE_EP_SERVED
 };
 
-static int entry_point_index(const char *name) {
-    for (int i = 0; i < FAKE_EP_COUNT; i++) {
-        if (strcmp(entry_points[i].name, name) == 0) {
-            return i;
-        }
-    }
-    return -1;
-}
-
 /* ---- call counts and injected failures (tests/driver_common/fake_common.h) ---------------- */
 
 /* Error-text lookups are how a failure gets reported; "any entry point" leaves them alone. */
@@ -137,7 +132,7 @@ static int counted(int ep) {
 
 static unsigned long call_counts[FAKE_EP_COUNT];
 static struct fake_ledger ledger =
-    FAKE_LEDGER_INIT("acg CUDA test driver", call_counts, entry_point_index, counted);
+    FAKE_LEDGER_INIT("acg CUDA test driver", entry_point_names, call_counts, counted);
 
 CUresult fake__enter(enum fake_ep ep) { return (CUresult)fake__ledger_enter(&ledger, (int)ep); }
 
@@ -184,7 +179,7 @@ cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t 
     }
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
     *pfn = NULL;
-    int ep = entry_point_index(symbol);
+    int ep = fake__ledger_index(&ledger, symbol);
     if (ep < 0 || !served[ep] || fake__cfg.hidden[ep] ||
         entry_points[ep].version > fake__cfg.version) {
         status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;

@@ -102,21 +102,12 @@ static void resolve_driver(void) {
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static int version = 22809;
 
-static int fn_index(const char *name) {
-    for (int i = 0; i < FN_COUNT; i++) {
-        if (strcmp(fn_names[i], name) == 0) {
-            return i;
-        }
-    }
-    return -1;
-}
-
 /* The texts that report a failure are left alone by "any function". */
 static int counted(int fn) { return fn != FN_ncclGetErrorString && fn != FN_ncclGetLastError; }
 
 static unsigned long call_counts[FN_COUNT];
 static struct fake_ledger ledger =
-    FAKE_LEDGER_INIT("acg test NCCL", call_counts, fn_index, counted);
+    FAKE_LEDGER_INIT("acg test NCCL", fn_names, call_counts, counted);
 
 static void load_config(void) {
     version = (int)fake__env_long(ledger.driver, "ACGTEST_NCCL_VERSION", version, 0, 999999);

@@ -39,11 +39,11 @@ void fake__ids_free(struct fake_ids *ids);
  * indices 0 .. n - 1; a failure armed for "any entry point" (the name NULL or "*") fires on the
  * nth call of any that `counted` takes (all, when it is NULL). */
 struct fake_ledger {
-    const char *driver;                /* prefixes what it says on stderr */
-    int n;                             /* entry points */
-    unsigned long *counts;             /* (n) calls of each */
-    int (*index_of)(const char *name); /* an entry point's index, or -1 */
-    int (*counted)(int ep);            /* (optional) whether "any" and the total take it */
+    const char *driver;       /* prefixes what it says on stderr */
+    int n;                    /* entry points */
+    const char *const *names; /* (n) their names */
+    unsigned long *counts;    /* (n) calls of each */
+    int (*counted)(int ep);   /* (optional) whether "any" and the total take it */
     pthread_mutex_t lock;
     unsigned long violations;
     struct {
@@ -53,15 +53,17 @@ struct fake_ledger {
         int code;
     } injection;
 };
-/* A ledger over the array `counts` (one slot per entry point). */
-#define FAKE_LEDGER_INIT(driver, counts, index_of, counted)                                        \
+/* A ledger of the entry points named in the array `names`, counting into the array `counts`
+ * (both of one slot per entry point). */
+#define FAKE_LEDGER_INIT(driver_, names_, counts_, counted_)                                       \
     {                                                                                              \
-        (driver), (int)(sizeof(counts) / sizeof((counts)[0])), (counts), (index_of), (counted),    \
-            PTHREAD_MUTEX_INITIALIZER, 0, {                                                        \
-            0, 0, 0, 0                                                                             \
-        }                                                                                          \
+        .driver = (driver_), .n = (int)(sizeof(counts_) / sizeof((counts_)[0])),                   \
+        .names = (names_), .counts = (counts_), .counted = (counted_),                             \
+        .lock = PTHREAD_MUTEX_INITIALIZER                                                          \
     }
 
+/* The index of the entry point `name`, or -1. */
+int fake__ledger_index(const struct fake_ledger *l, const char *name);
 /* Counts a call of `ep`; the code an armed failure makes it return, or 0 to go on. */
 int fake__ledger_enter(struct fake_ledger *l, int ep);
 /* Arms a failure of the nth call of `name` (NULL or "*": any) with `code`; nth 0, or a name

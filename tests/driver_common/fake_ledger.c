@@ -14,6 +14,15 @@ static int counted(const struct fake_ledger *l, int ep) {
     return l->counted == NULL || l->counted(ep);
 }
 
+int fake__ledger_index(const struct fake_ledger *l, const char *name) {
+    for (int i = 0; i < l->n; i++) {
+        if (strcmp(l->names[i], name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 int fake__ledger_enter(struct fake_ledger *l, int ep) {
     int code = 0;
     pthread_mutex_lock(&l->lock);
@@ -32,7 +41,7 @@ int fake__ledger_enter(struct fake_ledger *l, int ep) {
 void fake__ledger_arm(struct fake_ledger *l, const char *name, unsigned nth, int code) {
     int ep = INJECT_ANY;
     if (name != NULL && strcmp(name, "*") != 0) {
-        ep = l->index_of(name);
+        ep = fake__ledger_index(l, name);
         if (ep < 0) {
             fprintf(stderr, "%s: no entry point %s to fail\n", l->driver, name);
         }
@@ -46,7 +55,7 @@ void fake__ledger_arm(struct fake_ledger *l, const char *name, unsigned nth, int
 }
 
 unsigned long fake__ledger_calls(struct fake_ledger *l, const char *name) {
-    int ep = name != NULL ? l->index_of(name) : INJECT_ANY;
+    int ep = name != NULL ? fake__ledger_index(l, name) : INJECT_ANY;
     unsigned long n = 0;
     pthread_mutex_lock(&l->lock);
     if (ep >= 0) {
@@ -121,7 +130,7 @@ struct hide_ctx {
 
 static void hide_one(const char *name, void *ctx) {
     struct hide_ctx *h = ctx;
-    int ep = h->l->index_of(name);
+    int ep = fake__ledger_index(h->l, name);
     if (ep < 0) {
         fprintf(stderr, "%s: %s: no entry point %s\n", h->l->driver, h->var, name);
     } else {

@@ -98,19 +98,25 @@ const struct fake_ext_info fake__exts[FAKE_EXT_COUNT] = {
 typedef void (*fake_fn)(void);
 
 static const struct {
-    const char *name;
     fake_fn fn;
     int ext; /* a fake_ext, FAKE_EXT_CORE_1_6, FAKE_EXT_DRIVER_EXPERIMENTAL, or -2 for a core
                 entry point of the DDI tables */
     uint32_t version; /* of the extension that brought it */
 } entry_points[FAKE_EP_COUNT] = {
-#define FAKE_EP_ROW(name, ty, table, slot) {#name, (fake_fn)fake_##name, -2, 0},
+#define FAKE_EP_ROW(name, ty, table, slot) {(fake_fn)fake_##name, -2, 0},
     FAKE_ENTRY_POINTS(FAKE_EP_ROW)
 #undef FAKE_EP_ROW
-#define FAKE_EXT_ROW(name, ext, minor)                                                             \
-    {#name, (fake_fn)fake_##name, ext, ZE_MAKE_VERSION(1, minor)},
+#define FAKE_EXT_ROW(name, ext, minor) {(fake_fn)fake_##name, ext, ZE_MAKE_VERSION(1, minor)},
         FAKE_EXT_FUNCTIONS(FAKE_EXT_ROW)
 #undef FAKE_EXT_ROW
+};
+static const char *const entry_point_names[FAKE_EP_COUNT] = {
+#define FAKE_EP_NAME(name, ty, table, slot) #name,
+    FAKE_ENTRY_POINTS(FAKE_EP_NAME)
+#undef FAKE_EP_NAME
+#define FAKE_EXT_NAME(name, ext, minor) #name,
+        FAKE_EXT_FUNCTIONS(FAKE_EXT_NAME)
+#undef FAKE_EXT_NAME
 };
 
 /* Each entry point has the type of its ze_pfn*_t, and its slot that type too, so an argument
@@ -144,14 +150,10 @@ static const char served[FAKE_EP_COUNT] = {
 #undef FAKE_EP_SERVED
 };
 
-static int entry_point_index(const char *name) {
-    for (int i = 0; i < FAKE_EP_COUNT; i++) {
-        if (strcmp(entry_points[i].name, name) == 0) {
-            return i;
-        }
-    }
-    return -1;
-}
+/* The call counts, injected failures and violations (tests/driver_common/fake_common.h). */
+static unsigned long call_counts[FAKE_EP_COUNT];
+static struct fake_ledger ledger =
+    FAKE_LEDGER_INIT("acg Level Zero test driver", entry_point_names, call_counts, NULL);
 
 /* A function pointer goes out through void *, as drivers' do; copying the bytes keeps it
  * within ISO C. */
@@ -159,7 +161,7 @@ _Static_assert(sizeof(fake_fn) == sizeof(void *), "function pointers fit in void
 
 ze_result_t fake__ext_function(const char *name, void **out) {
     *out = NULL;
-    int ep = entry_point_index(name);
+    int ep = fake__ledger_index(&ledger, name);
     if (ep < 0 || entry_points[ep].ext == -2 || fake__cfg.hidden[ep]) {
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     }
@@ -179,10 +181,6 @@ ze_result_t fake__ext_function(const char *name, void **out) {
 }
 
 /* ---- call counts, injected failures, violations (tests/driver_common/fake_common.h) ------- */
-
-static unsigned long call_counts[FAKE_EP_COUNT];
-static struct fake_ledger ledger =
-    FAKE_LEDGER_INIT("acg Level Zero test driver", call_counts, entry_point_index, NULL);
 
 static void ensure_config(void);
 
