@@ -525,6 +525,11 @@ ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, voi
     return ZE_RESULT_SUCCESS;
 }
 
+ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out) {
+    ze_result_t r = fake__ready();
+    return r == ZE_RESULT_SUCCESS ? fake__lookup(kind, h, fn, out) : r;
+}
+
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out) {
     if (h == NULL) {
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;

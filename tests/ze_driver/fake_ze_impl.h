@@ -526,6 +526,8 @@ ze_result_t fake__ready(void);
  * handle that is not live (destroyed, never created, or of another kind) is a violation
  * reported for `fn`, and INVALID_ARGUMENT. */
 ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
+/* (lock held) fake__ready, then fake__lookup: the preamble of nearly every entry point. */
+ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
 /* (lock held) The device of handle h, or INVALID_NULL_HANDLE / INVALID_ARGUMENT. */
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out);
 /* (lock held) Makes obj live: a serial, its set, the live count. -1 when out of memory. */
