@@ -18,7 +18,6 @@
  *     declared foreign work, in the graph), the same bits as acg's own copy and fill;
  *   - the CUgraphExec behind a graph, launched by the driver's own cuGraphLaunch, replays it;
  *     host memory the driver refuses to register is left unregistered. */
-#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +36,7 @@
 #include "backend_scene.h"
 #include "backends/cuda/entry_points.h"
 #include "common.h" /* tc_expect_device_works */
+#include "cuda_entry.h"
 
 #define N BS_N
 #define ALPHA 3.0f
@@ -49,13 +49,11 @@ static bs_driver drv = {.env = "ACG_CUDA_DRIVER",
                         .refusal = CUDA_ERROR_INVALID_VALUE,
                         .refusal_name = "CUDA_ERROR_INVALID_VALUE"};
 static void (*set_sticky)(int device, int code);
-static PFN_cuGetProcAddress_v12000 get_proc;
 
 /* Binds the driver the backend loaded (the device must have been opened once). */
 static void bind_driver(void) {
     bs_driver_bind(&drv);
     *(void **)&set_sticky = bs_driver_symbol(&drv, "acgtest_cuda_set_sticky");
-    *(void **)&get_proc = bs_driver_symbol(&drv, "cuGetProcAddress_v2");
 }
 
 /* ---- the scenario -------------------------------------------------------------------------- */
@@ -142,13 +140,8 @@ static void release_registered(const bs_driver *d, const char *name, void *reg) 
     if (strcmp(name, "cuMemHostUnregister") != 0) {
         return;
     }
-    PFN_cuGetProcAddress_v12000 proc;
-    *(void **)&proc = bs_driver_symbol(d, "cuGetProcAddress_v2");
-    PFN_cuMemHostUnregister_v4000 unregister = NULL;
-    CUdriverProcAddressQueryResult q;
-    assert_int_equal(
-        proc("cuMemHostUnregister", (void **)&unregister, 4000, CU_GET_PROC_ADDRESS_DEFAULT, &q),
-        CUDA_SUCCESS);
+    PFN_cuMemHostUnregister_v4000 unregister;
+    *(void **)&unregister = cu_entry(d, "cuMemHostUnregister", 4000);
     assert_int_equal(unregister(reg), CUDA_SUCCESS);
 }
 
@@ -223,15 +216,6 @@ static void test_capture_errors(void **state) {
     bs_scene_close(&c);
 }
 
-/* The driver entry point `name` at `version`, as an engine calling CUDA itself resolves it. */
-static void *entry(const char *name, int version) {
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    assert_int_equal(get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q), CUDA_SUCCESS);
-    assert_non_null(fn);
-    return fn;
-}
-
 /* ---- updates of foreign work ---------------------------------------------------------------- */
 
 /* The driver calls an engine makes itself on the native CUstream. */
@@ -244,11 +228,11 @@ static struct {
 } eng;
 
 static CUstream native_stream(acg_stream *s) {
-    *(void **)&eng.alloc = entry("cuMemAlloc", 3020);
-    *(void **)&eng.release = entry("cuMemFree", 3020);
-    *(void **)&eng.memset32 = entry("cuMemsetD32Async", 3020);
-    *(void **)&eng.d2d = entry("cuMemcpyDtoDAsync", 3020);
-    *(void **)&eng.d2h = entry("cuMemcpyDtoHAsync", 3020);
+    *(void **)&eng.alloc = cu_entry(&drv, "cuMemAlloc", 3020);
+    *(void **)&eng.release = cu_entry(&drv, "cuMemFree", 3020);
+    *(void **)&eng.memset32 = cu_entry(&drv, "cuMemsetD32Async", 3020);
+    *(void **)&eng.d2d = cu_entry(&drv, "cuMemcpyDtoDAsync", 3020);
+    *(void **)&eng.d2h = cu_entry(&drv, "cuMemcpyDtoHAsync", 3020);
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
     TC_OK(acg_stream_get_native(s, &h));
     assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);
@@ -347,9 +331,9 @@ static void test_foreign_work(void **state) {
     PFN_cuDeviceGet_v2000 get_device;
     PFN_cuDevicePrimaryCtxRetain_v7000 retain;
     PFN_cuDevicePrimaryCtxRelease_v11000 release;
-    *(void **)&get_device = entry("cuDeviceGet", 2000);
-    *(void **)&retain = entry("cuDevicePrimaryCtxRetain", 7000);
-    *(void **)&release = entry("cuDevicePrimaryCtxRelease", 11000);
+    *(void **)&get_device = cu_entry(&drv, "cuDeviceGet", 2000);
+    *(void **)&retain = cu_entry(&drv, "cuDevicePrimaryCtxRetain", 7000);
+    *(void **)&release = cu_entry(&drv, "cuDevicePrimaryCtxRelease", 11000);
     CUdevice cu_dev = -1;
     CUcontext primary = NULL;
     assert_int_equal(get_device(&cu_dev, 0), CUDA_SUCCESS);
@@ -795,15 +779,10 @@ static void test_native_graph(void **state) {
     TC_OK(acg_stream_get_native(c.s, &stream));
     assert_int_equal(exec.kind, ACG_NATIVE_CUDA_GRAPH_EXEC);
     assert_int_equal(stream.kind, ACG_NATIVE_CUDA_STREAM);
-    PFN_cuGraphLaunch_v10000 launch = NULL;
-    PFN_cuStreamSynchronize_v2000 sync = NULL;
-    CUdriverProcAddressQueryResult q;
-    assert_int_equal(
-        get_proc("cuGraphLaunch", (void **)&launch, 10000, CU_GET_PROC_ADDRESS_DEFAULT, &q),
-        CUDA_SUCCESS);
-    assert_int_equal(
-        get_proc("cuStreamSynchronize", (void **)&sync, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &q),
-        CUDA_SUCCESS);
+    PFN_cuGraphLaunch_v10000 launch;
+    PFN_cuStreamSynchronize_v2000 sync;
+    *(void **)&launch = cu_entry(&drv, "cuGraphLaunch", 10000);
+    *(void **)&sync = cu_entry(&drv, "cuStreamSynchronize", 2000);
     memset(c.host, 0, N * sizeof(float));
     int calls = c.host_calls;
     assert_int_equal(launch((CUgraphExec)exec.handle, (CUstream)stream.handle), CUDA_SUCCESS);
