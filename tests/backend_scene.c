@@ -263,6 +263,18 @@ void bs_fault_sweep(const bs_sweep *sw, bs_driver *drv) {
     assert_true(points > 50 && failed_runs > points / 2);
 }
 
+/* ---- a lost device ----------------------------------------------------------------------- */
+
+void bs_expect_lost_(acg_status st, const char *call, const char *first) {
+    const char *why = acg_last_error();
+    if (st != ACG_ERR_DEVICE_LOST || strstr(why, "was lost to an earlier fault") == NULL ||
+        strstr(why, first) == NULL) {
+        print_error("%s: %s (%s), not ACG_ERR_DEVICE_LOST naming an earlier fault in %s\n", call,
+                    acg_status_name(st), why, first);
+        fail();
+    }
+}
+
 /* ---- a backend that cannot serve ---------------------------------------------------------- */
 
 int bs_expect_unavailable(const char *backend, const char *text) {

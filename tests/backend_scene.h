@@ -5,10 +5,11 @@
  *     a graph pool, and the forked capture both backends replay and update;
  *   - the test driver's control functions, bound from the library the backend loaded;
  *   - the fault sweep: every driver call of a backend's scenario failing in turn;
- *   - how a backend that cannot serve is reported.
+ *   - what a call on a lost device must say, and how a backend that cannot serve is reported.
  *
  * Every helper that can fail asserts through cmocka. Compiled into each of those test
- * executables (tests/cuda/CMakeLists.txt, tests/level_zero/CMakeLists.txt).
+ * executables (tests/cuda/CMakeLists.txt, tests/level_zero/CMakeLists.txt), and into the opencl
+ * backend's test for BS_EXPECT_LOST.
  */
 #ifndef ACG_TESTS_BACKEND_SCENE_H
 #define ACG_TESTS_BACKEND_SCENE_H
@@ -116,6 +117,13 @@ typedef struct bs_sweep {
  * scenario then runs clean on a new device. Prints a summary, and asserts that more than 50
  * calls were failed and more than half of the runs failed with the driver's error. */
 void bs_fault_sweep(const bs_sweep *sw, bs_driver *drv);
+
+/* ---- a lost device ----------------------------------------------------------------------- */
+
+/* A call on a device lost before it returns ACG_ERR_DEVICE_LOST at once, its error naming the
+ * first fault (`first`) as an earlier one; else the test fails, saying which call. */
+#define BS_EXPECT_LOST(call, first) bs_expect_lost_((call), #call, (first))
+void bs_expect_lost_(acg_status st, const char *call, const char *first);
 
 /* ---- a backend that cannot serve ---------------------------------------------------------- */
 

@@ -9,8 +9,7 @@ void *cu_entry(const bs_driver *drv, const char *name, int version) {
     *(void **)&get_proc = bs_driver_symbol(drv, "cuGetProcAddress_v2");
     void *fn = NULL;
     CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    assert_int_equal(get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q),
-                     CUDA_SUCCESS);
+    assert_int_equal(get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q), CUDA_SUCCESS);
     assert_int_equal(q, CU_GET_PROC_ADDRESS_SUCCESS);
     assert_non_null(fn);
     return fn;

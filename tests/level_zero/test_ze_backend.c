@@ -539,18 +539,6 @@ static void rig_open(rig *r) {
     OK(acg_device_get_async_error(r->dev)); /* healthy, with work queued */
 }
 
-/* A call on a device lost before it: ACG_ERR_DEVICE_LOST at once, naming the first fault. */
-static void expect_lost(acg_status st, const char *call, const char *first) {
-    const char *why = acg_last_error();
-    if (st != ACG_ERR_DEVICE_LOST || strstr(why, "was lost to an earlier fault") == NULL ||
-        strstr(why, first) == NULL) {
-        print_error("%s: %s (%s), not ACG_ERR_DEVICE_LOST naming an earlier fault in %s\n", call,
-                    acg_status_name(st), why, first);
-        fail();
-    }
-}
-#define EXPECT_LOST(call, first) expect_lost((call), #call, (first))
-
 /* The rig's device was lost to a fault whose detail names `first`: every call that would queue
  * work, wait, allocate or create fails fast naming it (the poll too, every time); every destroy
  * succeeds, and so does the close, which leaves the driver with the `live` objects it had
@@ -558,18 +546,18 @@ static void expect_lost(acg_status st, const char *call, const char *first) {
 static void rig_lost(rig *r, const char *first, long live) {
     acg_buffer *b = NULL;
     acg_stream *s2 = NULL;
-    EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
-    EXPECT_LOST(acg_buffer_alloc(r->dev, 64, &b), first);
+    BS_EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
+    BS_EXPECT_LOST(acg_buffer_alloc(r->dev, 64, &b), first);
     assert_null(b);
-    EXPECT_LOST(acg_stream_create(r->dev, &s2), first);
+    BS_EXPECT_LOST(acg_stream_create(r->dev, &s2), first);
     assert_null(s2);
-    EXPECT_LOST(acg_graph_launch(r->g, r->s), first);
-    EXPECT_LOST(acg_copy_d2h(r->s, r->host, r->x, 0, N * sizeof(float)), first);
-    EXPECT_LOST(acg_stream_synchronize(r->s), first);
-    EXPECT_LOST(acg_event_synchronize(r->ev), first);
-    EXPECT_LOST(acg_device_synchronize(r->dev), first);
-    EXPECT_LOST(acg_device_get_async_error(r->dev), first);
-    EXPECT_LOST(acg_device_get_async_error(r->dev), first);
+    BS_EXPECT_LOST(acg_graph_launch(r->g, r->s), first);
+    BS_EXPECT_LOST(acg_copy_d2h(r->s, r->host, r->x, 0, N * sizeof(float)), first);
+    BS_EXPECT_LOST(acg_stream_synchronize(r->s), first);
+    BS_EXPECT_LOST(acg_event_synchronize(r->ev), first);
+    BS_EXPECT_LOST(acg_device_synchronize(r->dev), first);
+    BS_EXPECT_LOST(acg_device_get_async_error(r->dev), first);
+    BS_EXPECT_LOST(acg_device_get_async_error(r->dev), first);
     OK(acg_graph_destroy(r->g));
     OK(acg_graph_pool_destroy(r->pool));
     OK(acg_event_destroy(r->ev));
