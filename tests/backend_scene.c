@@ -110,6 +110,20 @@ bool bs_host_is(const bs_scene *c, float want) {
     return true;
 }
 
+acg_status bs_replay(bs_scene *c, acg_graph *g, int times, bool check, float want) {
+    acg_status st = ACG_OK;
+    for (int r = 0; r < times && st == ACG_OK; r++) {
+        st = acg_graph_launch(g, c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_synchronize(c->s);
+    }
+    if (st == ACG_OK && check) {
+        assert_true(bs_host_is(c, want));
+    }
+    return st;
+}
+
 void bs_scene_close(bs_scene *c) {
     if (c->s != NULL) {
         acg_stream_synchronize(c->s);

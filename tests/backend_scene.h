@@ -59,6 +59,10 @@ acg_status bs_capture(bs_scene *c, float alpha, acg_graph **out);
 /* Whether every float of c->host is `want`. */
 bool bs_host_is(const bs_scene *c, float want);
 
+/* Launches g `times` times on s and waits for s; with check, asserts that c->host is then
+ * `want` everywhere. The first failure is returned. */
+acg_status bs_replay(bs_scene *c, acg_graph *g, int times, bool check, float want);
+
 /* Frees everything the scene holds, whatever was made (it waits for s first), and asserts that
  * the device closes. */
 void bs_scene_close(bs_scene *c);

@@ -34,7 +34,7 @@
 
 #include "backend_scene.h" /* bs_driver */
 #include "common.h"        /* tc_alloc_sweep */
-#include "cuda_entry.h"
+#include "cuda_native.h"
 
 #define N 256
 #define BYTES (N * sizeof(float))
@@ -52,18 +52,7 @@ static void bind_driver(void) {
     *(void **)&d2d = cu_entry(&drv, "cuMemcpyDtoDAsync", 3020);
 }
 
-static CUdeviceptr address_of(acg_buffer *b) {
-    acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
-    TC_OK(acg_buffer_get_native(b, &nb));
-    assert_int_equal(nb.kind, ACG_NATIVE_CUDA_DEVICEPTR);
-    return (CUdeviceptr)nb.address;
-}
-
-static unsigned bits_of(float v) {
-    unsigned b;
-    memcpy(&b, &v, sizeof b);
-    return b;
-}
+static CUdeviceptr address_of(acg_buffer *b) { return (CUdeviceptr)cu_native_buffer(b).address; }
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
@@ -97,7 +86,7 @@ static acg_status run_step(fx *f, const step *p) {
     acg_access wv[] = {{f->w, 0, 0, ACG_ACCESS_READ}, {f->v, 0, 0, ACG_ACCESS_WRITE}};
     acg_status st = acg_kernel_launch(f->s, f->fill, &fill_dims, fill_args, 2);
     if (st == ACG_OK) {
-        assert_int_equal(memset32(address_of(f->z), bits_of(p->memset), N, f->native),
+        assert_int_equal(memset32(address_of(f->z), cu_bits_of(p->memset), N, f->native),
                          CUDA_SUCCESS);
         st = acg_stream_declare_foreign(f->s, "engine memset", &wz, 1);
     }
@@ -320,7 +309,7 @@ static void test_update_node_grid_limit(void **state) {
         in[i] = 1.0f + (float)i;
     }
     TC_OK(acg_copy_h2d(f->s, x, 0, in, sizeof in));
-    TC_OK(acg_fill(f->s, wt, 0, sizeof(float), bits_of(2.0f), 4));
+    TC_OK(acg_fill(f->s, wt, 0, sizeof(float), cu_bits_of(2.0f), 4));
     acg_arg args[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(wt, 0),
                       acg_arg_u32(1),         acg_arg_u32(1),       acg_arg_u32(N)};
     acg_dims dims = {{1, N, 1}, {0, 0, 0}};

@@ -1,8 +1,11 @@
-/* cuda_entry.c — see cuda_entry.h. */
-#include "cuda_entry.h"
+/* cuda_native.c — see cuda_native.h. */
+#include "cuda_native.h"
 
-#include <cuda.h>
+#include <string.h>
+
 #include <cudaTypedefs.h>
+
+#include "common.h" /* TC_OK */
 
 void *cu_entry(const bs_driver *drv, const char *name, int version) {
     PFN_cuGetProcAddress_v12000 get_proc;
@@ -13,4 +16,17 @@ void *cu_entry(const bs_driver *drv, const char *name, int version) {
     assert_int_equal(q, CU_GET_PROC_ADDRESS_SUCCESS);
     assert_non_null(fn);
     return fn;
+}
+
+acg_native_buffer cu_native_buffer(acg_buffer *b) {
+    acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
+    TC_OK(acg_buffer_get_native(b, &nb));
+    assert_int_equal(nb.kind, ACG_NATIVE_CUDA_DEVICEPTR);
+    return nb;
+}
+
+unsigned cu_bits_of(float v) {
+    unsigned b;
+    memcpy(&b, &v, sizeof b);
+    return b;
 }
