@@ -289,6 +289,20 @@ void bs_expect_lost_(acg_status st, const char *call, const char *first) {
     }
 }
 
+void bs_expect_lost_device(acg_device *dev, acg_stream *s, acg_event *ev, const char *first) {
+    acg_buffer *b = NULL;
+    acg_stream *s2 = NULL;
+    BS_EXPECT_LOST(acg_buffer_alloc(dev, 64, &b), first);
+    assert_null(b);
+    BS_EXPECT_LOST(acg_stream_create(dev, &s2), first);
+    assert_null(s2);
+    BS_EXPECT_LOST(acg_stream_synchronize(s), first);
+    BS_EXPECT_LOST(acg_event_synchronize(ev), first);
+    BS_EXPECT_LOST(acg_device_synchronize(dev), first);
+    BS_EXPECT_LOST(acg_device_get_async_error(dev), first);
+    BS_EXPECT_LOST(acg_device_get_async_error(dev), first);
+}
+
 /* ---- a backend that cannot serve ---------------------------------------------------------- */
 
 int bs_expect_unavailable(const char *backend, const char *text) {

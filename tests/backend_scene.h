@@ -129,6 +129,11 @@ void bs_fault_sweep(const bs_sweep *sw, bs_driver *drv);
 #define BS_EXPECT_LOST(call, first) bs_expect_lost_((call), #call, (first))
 void bs_expect_lost_(acg_status st, const char *call, const char *first);
 
+/* On a device lost to a fault whose detail names `first`: allocating, creating a stream,
+ * waiting for s, for ev and for the device, and the poll (twice) all fail fast naming it, and
+ * what would have been made is not. */
+void bs_expect_lost_device(acg_device *dev, acg_stream *s, acg_event *ev, const char *first);
+
 /* ---- a backend that cannot serve ---------------------------------------------------------- */
 
 /* The backend is unavailable, with a reason holding `text`, and opening it says so: 0, printing

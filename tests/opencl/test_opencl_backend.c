@@ -339,20 +339,10 @@ static void rig_release_engine(rig *r) {
  * work, wait, allocate or create fails fast naming it (the poll too, every time); every destroy
  * succeeds, and so does the close. */
 static void rig_lost(rig *r, const char *first) {
-    acg_buffer *b = NULL;
-    acg_stream *s2 = NULL;
     float host[N];
     BS_EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
-    BS_EXPECT_LOST(acg_buffer_alloc(r->dev, 64, &b), first);
-    assert_null(b);
-    BS_EXPECT_LOST(acg_stream_create(r->dev, &s2), first);
-    assert_null(s2);
     BS_EXPECT_LOST(acg_copy_d2h(r->s, host, r->x, 0, sizeof host), first);
-    BS_EXPECT_LOST(acg_stream_synchronize(r->s), first);
-    BS_EXPECT_LOST(acg_event_synchronize(r->ev), first);
-    BS_EXPECT_LOST(acg_device_synchronize(r->dev), first);
-    BS_EXPECT_LOST(acg_device_get_async_error(r->dev), first);
-    BS_EXPECT_LOST(acg_device_get_async_error(r->dev), first);
+    bs_expect_lost_device(r->dev, r->s, r->ev, first);
     OK(acg_event_destroy(r->ev));
     OK(acg_stream_destroy(r->s));
     OK(acg_buffer_free(r->x));
