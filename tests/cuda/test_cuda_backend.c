@@ -18,7 +18,6 @@
  *     declared foreign work, in the graph), the same bits as acg's own copy and fill;
  *   - the CUgraphExec behind a graph, launched by the driver's own cuGraphLaunch, replays it;
  *     host memory the driver refuses to register is left unregistered. */
-#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,164 +33,37 @@
 #include <acg/acg.h>
 #include <acg/model.h>
 
+#include "backend_scene.h"
 #include "backends/cuda/entry_points.h"
 #include "common.h" /* tc_expect_device_works */
+#include "cuda_native.h"
 
-#define N 256
+#define N BS_N
 #define ALPHA 3.0f
 #define ALPHA2 5.0f
 
 /* ---- the test driver's control functions (tests/cuda_driver/acgtest_cuda.h) -------------- */
 
-static struct {
-    void (*inject)(const char *name, unsigned nth, int code);
-    unsigned long (*calls)(const char *name);
-    long (*live)(void);
-    void (*set_sticky)(int device, int code);
-    PFN_cuGetProcAddress_v12000 get_proc;
-} drv;
+static bs_driver drv = {.env = "ACG_CUDA_DRIVER",
+                        .prefix = "acgtest_cuda",
+                        .refusal = CUDA_ERROR_INVALID_VALUE,
+                        .refusal_name = "CUDA_ERROR_INVALID_VALUE"};
+static void (*set_sticky)(int device, int code);
 
 /* Binds the driver the backend loaded (the device must have been opened once). */
 static void bind_driver(void) {
-    const char *path = getenv("ACG_CUDA_DRIVER");
-    assert_non_null(path);
-    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(h);
-    *(void **)&drv.inject = dlsym(h, "acgtest_cuda_fail");
-    *(void **)&drv.calls = dlsym(h, "acgtest_cuda_calls");
-    *(void **)&drv.live = dlsym(h, "acgtest_cuda_live");
-    *(void **)&drv.set_sticky = dlsym(h, "acgtest_cuda_set_sticky");
-    *(void **)&drv.get_proc = dlsym(h, "cuGetProcAddress_v2");
-    assert_non_null(drv.inject);
-    assert_non_null(drv.calls);
-    assert_non_null(drv.live);
-    assert_non_null(drv.set_sticky);
-    assert_non_null(drv.get_proc);
-    dlclose(h); /* RTLD_NOLOAD took a reference */
+    bs_driver_bind(&drv);
+    *(void **)&set_sticky = bs_driver_symbol(&drv, "acgtest_cuda_set_sticky");
 }
 
 /* ---- the scenario -------------------------------------------------------------------------- */
 
-typedef struct scene {
-    acg_device *dev;
-    acg_stream *s, *s2;
-    acg_event *fork, *join;
-    acg_buffer *x, *y, *z;
-    acg_graph_pool *pool;
-    acg_graph *g, *g2;
-    float *host;
-    float *reg; /* (N) the test's own memory, registered with acg_pinned_register */
-    bool registered;
-    acg_kernel *fill, *axpy;
-    int host_calls;
-} scene;
-
-static void count_call(void *user) { ((scene *)user)->host_calls++; }
-
-/* z = memset(2.0f), y = z; fork to s2: y += alpha * x and a host call; join; y copied to
- * pinned host. A memset, copies both ways, kernels, a host function and a fork: every kind of
- * node the backend builds for an update. */
-static acg_status capture(scene *c, float alpha, acg_graph **out) {
-    acg_status st = acg_stream_begin_capture(c->s, c->pool);
-    if (st != ACG_OK) {
-        return st;
-    }
-    const float two = 2.0f;
-    uint32_t two_bits;
-    memcpy(&two_bits, &two, sizeof two_bits);
-    acg_arg axpy_args[] = {acg_arg_buffer(c->y, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(alpha)};
-    acg_dims dims = acg_dims_1d(N);
-    st = acg_fill(c->s, c->z, 0, N * sizeof(float), two_bits, sizeof two_bits);
-    if (st == ACG_OK) {
-        st = acg_copy_d2d(c->s, c->y, 0, c->z, 0, N * sizeof(float));
-    }
-    if (st == ACG_OK) {
-        st = acg_event_record(c->fork, c->s);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_wait_event(c->s2, c->fork);
-    }
-    if (st == ACG_OK) {
-        st = acg_kernel_launch(c->s2, c->axpy, &dims, axpy_args, 3);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_launch_host(c->s2, count_call, c, NULL, 0);
-    }
-    if (st == ACG_OK) {
-        st = acg_event_record(c->join, c->s2);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_wait_event(c->s, c->join);
-    }
-    if (st == ACG_OK) {
-        st = acg_copy_d2h(c->s, c->host, c->y, 0, N * sizeof(float));
-    }
-    /* Ends the capture whatever happened, so the streams leave capture mode. */
-    acg_graph *g = NULL;
-    acg_status end = acg_stream_end_capture(c->s, &g);
-    if (st == ACG_OK && end == ACG_OK) {
-        *out = g;
-        return ACG_OK;
-    }
-    if (g != NULL) {
-        acg_graph_destroy(g);
-    }
-    return st != ACG_OK ? st : end;
-}
-
-static bool host_is(const scene *c, float want) {
-    for (int i = 0; i < N; i++) {
-        if (c->host[i] != want) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Open, eager work, a forked capture replayed twice, an update replayed; with check, the
- * results are asserted. Stops at the first failure and returns it, leaving teardown to
- * scene_close. */
-static acg_status scene_run(scene *c, bool check) {
-    memset(c, 0, sizeof *c);
-    acg_status st = acg_device_open("cuda", &c->dev);
-    if (st == ACG_OK) {
-        st = acg_kernel_get(c->dev, "fill_f32", &c->fill);
-    }
-    if (st == ACG_OK) {
-        st = acg_kernel_get(c->dev, "axpy_f32", &c->axpy);
-    }
-    if (st == ACG_OK) {
-        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->x);
-    }
-    if (st == ACG_OK) {
-        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->y);
-    }
-    if (st == ACG_OK) {
-        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->z);
-    }
-    if (st == ACG_OK) {
-        st = acg_pinned_alloc(c->dev, N * sizeof(float), (void **)&c->host);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_create(c->dev, &c->s);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_create(c->dev, &c->s2);
-    }
-    if (st == ACG_OK) {
-        st = acg_event_create(c->dev, &c->fork);
-    }
-    if (st == ACG_OK) {
-        st = acg_event_create(c->dev, &c->join);
-    }
-    if (st == ACG_OK) {
-        st = acg_graph_pool_create(c->dev, &c->pool);
-    }
-    if (st == ACG_OK) {
-        acg_arg args[] = {acg_arg_buffer(c->x, 0), acg_arg_f32(1.0f)};
-        acg_dims dims = acg_dims_1d(N);
-        st = acg_kernel_launch(c->s, c->fill, &dims, args, 2);
-    }
+/* Open (the capture with a host function: every kind of node the backend builds for an
+ * update), eager work read back through registered memory, a forked capture replayed twice, an
+ * update replayed; with check, the results are asserted. Stops at the first failure and
+ * returns it, leaving teardown to bs_scene_close. */
+static acg_status scene_run(bs_scene *c, bool check) {
+    acg_status st = bs_scene_open(c, "cuda", true);
     /* Memory the caller owns, registered: x is read back through it asynchronously. */
     c->reg = malloc(N * sizeof(float));
     assert_non_null(c->reg);
@@ -209,67 +81,34 @@ static acg_status scene_run(scene *c, bool check) {
         }
     }
     if (st == ACG_OK) {
-        st = capture(c, ALPHA, &c->g);
-    }
-    for (int r = 0; r < 2 && st == ACG_OK; r++) {
-        st = acg_graph_launch(c->g, c->s);
+        st = bs_capture(c, ALPHA, &c->g);
     }
     if (st == ACG_OK) {
-        st = acg_stream_synchronize(c->s);
+        st = bs_replay(c, c->g, 2, check, 2.0f + ALPHA);
     }
     if (st == ACG_OK && check) {
         assert_int_equal(c->host_calls, 2);
-        assert_true(host_is(c, 2.0f + ALPHA));
     }
     if (st == ACG_OK) {
-        st = capture(c, ALPHA2, &c->g2);
+        st = bs_capture(c, ALPHA2, &c->g2);
     }
     if (st == ACG_OK) {
         st = acg_graph_update(c->g, c->g2);
     }
     if (st == ACG_OK) {
-        st = acg_graph_launch(c->g, c->s);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_synchronize(c->s);
+        st = bs_replay(c, c->g, 1, check, 2.0f + ALPHA2);
     }
     if (st == ACG_OK && check) {
         assert_int_equal(c->host_calls, 3);
-        assert_true(host_is(c, 2.0f + ALPHA2));
     }
     return st;
 }
 
-/* Frees everything scene_run made, whatever it got to. */
-static void scene_close(scene *c) {
-    if (c->s != NULL) {
-        acg_stream_synchronize(c->s);
-    }
-    acg_graph_destroy(c->g2);
-    acg_graph_destroy(c->g);
-    acg_graph_pool_destroy(c->pool);
-    acg_event_destroy(c->fork);
-    acg_event_destroy(c->join);
-    acg_stream_destroy(c->s2);
-    acg_stream_destroy(c->s);
-    acg_pinned_free(c->host);
-    if (c->registered) {
-        acg_pinned_unregister(c->reg);
-    }
-    free(c->reg);
-    acg_buffer_free(c->z);
-    acg_buffer_free(c->y);
-    acg_buffer_free(c->x);
-    if (c->dev != NULL) {
-        assert_int_equal(acg_device_close(c->dev), ACG_OK);
-    }
-}
-
 static void test_scenario(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     TC_OK(scene_run(&c, true));
-    scene_close(&c);
+    bs_scene_close(&c);
 }
 
 /* The entry points the backend resolves: the sweep fails each call of each in turn. */
@@ -277,93 +116,50 @@ static const char *const entry_names[] = {
 #define TC_CU_NAME_(name, ver, required) #name,
     ACG_CUDA_ENTRY_POINTS(TC_CU_NAME_)
 #undef TC_CU_NAME_
+        NULL,
 };
-#define N_ENTRIES (sizeof entry_names / sizeof entry_names[0])
 
-/* Calls that destroy or release: a driver that fails one keeps the object, so the sweep does
- * not count objects after failing them. */
+/* Calls that destroy or release: a driver that fails one keeps the object. */
 static bool releases(const char *name) {
     return strstr(name, "Destroy") != NULL || strstr(name, "Free") != NULL ||
            strstr(name, "Unload") != NULL || strstr(name, "Release") != NULL ||
            strstr(name, "Unregister") != NULL;
 }
 
+/* After cuMemHostUnregister failed, the driver still holds the range the test has freed since,
+ * and would refuse malloc's next block there: it is released, as process exit would. */
+static void release_registered(const bs_driver *d, const char *name, void *reg) {
+    if (strcmp(name, "cuMemHostUnregister") != 0) {
+        return;
+    }
+    PFN_cuMemHostUnregister_v4000 unregister;
+    *(void **)&unregister = cu_entry(d, "cuMemHostUnregister", 4000);
+    assert_int_equal(unregister(reg), CUDA_SUCCESS);
+}
+
 /* Every driver call of the scenario, teardown included, fails in turn (an invalid-value error,
  * as a driver refusing it would): the scenario ends with a clean status naming the driver's
  * error (or absorbs the failure, as a failed upload or a drop of what was recorded may), the
  * teardown leaves no driver object behind, and the same scenario then runs clean on a new
- * device. */
+ * device (bs_fault_sweep). */
 static void test_fault_sweep(void **state) {
     (void)state;
-    scene c;
-    TC_OK(scene_run(&c, true)); /* loads the driver and builds what is built once per process */
-    scene_close(&c);
-    bind_driver();
-    unsigned long counts[N_ENTRIES];
-    for (size_t i = 0; i < N_ENTRIES; i++) {
-        counts[i] = drv.calls(entry_names[i]);
-    }
-    long live = drv.live();
-    TC_OK(scene_run(&c, true));
-    scene_close(&c);
-    assert_int_equal(drv.live(), live);
-    for (size_t i = 0; i < N_ENTRIES; i++) {
-        counts[i] = drv.calls(entry_names[i]) - counts[i];
-    }
-    unsigned long points = 0, failed_runs = 0;
-    for (size_t i = 0; i < N_ENTRIES; i++) {
-        const char *name = entry_names[i];
-        for (unsigned long k = 1; k <= counts[i]; k++, points++) {
-            drv.inject(name, (unsigned)k, CUDA_ERROR_INVALID_VALUE);
-            acg_status st = scene_run(&c, false);
-            char why[512];
-            snprintf(why, sizeof why, "%s", st != ACG_OK ? acg_last_error() : "-");
-            uintptr_t reg = (uintptr_t)c.reg;
-            scene_close(&c);
-            drv.inject(NULL, 0, 0);
-            if (strcmp(name, "cuMemHostUnregister") == 0) {
-                /* The driver still holds the range the test has freed since, and would refuse
-                 * malloc's next block there: it is released, as process exit would. */
-                PFN_cuMemHostUnregister_v4000 unregister = NULL;
-                CUdriverProcAddressQueryResult q;
-                assert_int_equal(drv.get_proc("cuMemHostUnregister", (void **)&unregister, 4000,
-                                              CU_GET_PROC_ADDRESS_DEFAULT, &q),
-                                 CUDA_SUCCESS);
-                assert_int_equal(unregister((void *)reg), CUDA_SUCCESS);
-            }
-            failed_runs += st != ACG_OK;
-            if (st != ACG_OK && strstr(why, "CUDA_ERROR_INVALID_VALUE") == NULL) {
-                print_error("failing %s call %lu: %s without the driver's error: %s\n", name, k,
-                            acg_status_name(st), why);
-                fail();
-            }
-            if (releases(name)) {
-                live = drv.live();
-            } else if (drv.live() != live) {
-                print_error("failing %s call %lu (%s: %s) left %ld driver objects behind\n", name,
-                            k, acg_status_name(st), why, drv.live() - live);
-                fail();
-            }
-            TC_OK(scene_run(&c, true));
-            scene_close(&c);
-            assert_int_equal(drv.live(), live);
-        }
-    }
-    print_message("cuda fault sweep: %lu driver calls failed in turn (%lu runs failed with the "
-                  "driver's error, the rest absorbed it); no objects leaked\n",
-                  points, failed_runs);
-    assert_true(points > 50 && failed_runs > points / 2);
+    const bs_sweep sweep = {.names = entry_names,
+                            .run = scene_run,
+                            .releases = releases,
+                            .after_close = release_registered};
+    bs_fault_sweep(&sweep, &drv);
 }
 
 /* cuGraphExecUpdate refused: the exec is instantiated again from the ledger's graph, and the
  * replay computes the update. */
 static void test_update_refused(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     TC_OK(scene_run(&c, true));
     bind_driver();
     acg_graph *g3 = NULL;
-    TC_OK(capture(&c, ALPHA, &g3));
+    TC_OK(bs_capture(&c, ALPHA, &g3));
     unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
     drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
     TC_OK(acg_graph_update(c.g, g3));
@@ -371,15 +167,15 @@ static void test_update_refused(void **state) {
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
     TC_OK(acg_graph_launch(c.g, c.s));
     TC_OK(acg_stream_synchronize(c.s));
-    assert_true(host_is(&c, 2.0f + ALPHA));
+    assert_true(bs_host_is(&c, 2.0f + ALPHA));
     TC_OK(acg_graph_destroy(g3));
-    scene_close(&c);
+    bs_scene_close(&c);
 }
 
 /* CUDA's own capture errors end the capture invalidated; the streams then work eagerly. */
 static void test_capture_errors(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     TC_OK(scene_run(&c, true));
     bind_driver();
     static const struct {
@@ -393,7 +189,7 @@ static void test_capture_errors(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         acg_graph *g = NULL;
         drv.inject(cases[i].call, 1, cases[i].code);
-        acg_status st = capture(&c, ALPHA, &g);
+        acg_status st = bs_capture(&c, ALPHA, &g);
         drv.inject(NULL, 0, 0);
         assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
         assert_null(g);
@@ -407,19 +203,9 @@ static void test_capture_errors(void **state) {
         TC_OK(acg_stream_synchronize(c.s2));
         TC_OK(acg_copy_d2h(c.s, c.host, c.y, 0, N * sizeof(float)));
         TC_OK(acg_stream_synchronize(c.s));
-        assert_true(host_is(&c, 7.0f));
+        assert_true(bs_host_is(&c, 7.0f));
     }
-    scene_close(&c);
-}
-
-/* The driver entry point `name` at `version`, as an engine calling CUDA itself resolves it. */
-static void *entry(const char *name, int version) {
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    assert_int_equal(drv.get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q),
-                     CUDA_SUCCESS);
-    assert_non_null(fn);
-    return fn;
+    bs_scene_close(&c);
 }
 
 /* ---- updates of foreign work ---------------------------------------------------------------- */
@@ -434,27 +220,20 @@ static struct {
 } eng;
 
 static CUstream native_stream(acg_stream *s) {
-    *(void **)&eng.alloc = entry("cuMemAlloc", 3020);
-    *(void **)&eng.release = entry("cuMemFree", 3020);
-    *(void **)&eng.memset32 = entry("cuMemsetD32Async", 3020);
-    *(void **)&eng.d2d = entry("cuMemcpyDtoDAsync", 3020);
-    *(void **)&eng.d2h = entry("cuMemcpyDtoHAsync", 3020);
+    *(void **)&eng.alloc = cu_entry(&drv, "cuMemAlloc", 3020);
+    *(void **)&eng.release = cu_entry(&drv, "cuMemFree", 3020);
+    *(void **)&eng.memset32 = cu_entry(&drv, "cuMemsetD32Async", 3020);
+    *(void **)&eng.d2d = cu_entry(&drv, "cuMemcpyDtoDAsync", 3020);
+    *(void **)&eng.d2h = cu_entry(&drv, "cuMemcpyDtoHAsync", 3020);
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
     TC_OK(acg_stream_get_native(s, &h));
     assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);
     return (CUstream)h.handle;
 }
 
-static unsigned bits_of(float v) {
-    unsigned b;
-    memcpy(&b, &v, sizeof b);
-    return b;
-}
-
+/* A whole buffer's device address: its own allocation, from its start. */
 static CUdeviceptr address_of(acg_buffer *b, size_t bytes) {
-    acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
-    TC_OK(acg_buffer_get_native(b, &nb));
-    assert_int_equal(nb.kind, ACG_NATIVE_CUDA_DEVICEPTR);
+    acg_native_buffer nb = cu_native_buffer(b);
     assert_null(nb.handle);
     assert_int_equal(nb.offset, 0);
     assert_int_equal(nb.bytes, bytes);
@@ -464,7 +243,7 @@ static CUdeviceptr address_of(acg_buffer *b, size_t bytes) {
 /* x = 9 (the engine's cuMemsetD32Async on x's native address, or acg's fill), z[64..192) =
  * x[0..128) (the engine's cuMemcpyDtoDAsync into a view of z, or acg's copy), then acg's
  * kernels: y = 1, y += 3 x. The engine's work is declared foreign work with its accesses. */
-static acg_status foreign_step(scene *c, acg_buffer *view, bool engine) {
+static acg_status foreign_step(bs_scene *c, acg_buffer *view, bool engine) {
     CUstream native = native_stream(c->s);
     acg_arg fill_args[] = {acg_arg_buffer(c->y, 0), acg_arg_f32(1.0f)};
     acg_arg axpy_args[] = {acg_arg_buffer(c->y, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(3.0f)};
@@ -475,11 +254,11 @@ static acg_status foreign_step(scene *c, acg_buffer *view, bool engine) {
     acg_status st;
     if (engine) {
         assert_int_equal(
-            eng.memset32(address_of(c->x, N * sizeof(float)), bits_of(9.0f), N, native),
+            eng.memset32(address_of(c->x, N * sizeof(float)), cu_bits_of(9.0f), N, native),
             CUDA_SUCCESS);
         st = acg_stream_declare_foreign(c->s, "engine memset", &wx, 1);
     } else {
-        st = acg_fill(c->s, c->x, 0, N * sizeof(float), bits_of(9.0f), 4);
+        st = acg_fill(c->s, c->x, 0, N * sizeof(float), cu_bits_of(9.0f), 4);
     }
     if (st == ACG_OK && engine) {
         assert_int_equal(eng.d2d(address_of(view, 128 * sizeof(float)),
@@ -503,7 +282,7 @@ typedef struct foreign_result {
 } foreign_result;
 
 /* Zeroes x, y and z, replays g (or, with g NULL, runs the step eagerly), and reads them back. */
-static void foreign_run(scene *c, acg_graph *g, acg_buffer *view, bool engine,
+static void foreign_run(bs_scene *c, acg_graph *g, acg_buffer *view, bool engine,
                         foreign_result *out) {
     acg_buffer *bufs[] = {c->x, c->y, c->z};
     float *outs[] = {out->x, out->y, out->z};
@@ -525,7 +304,7 @@ static void foreign_run(scene *c, acg_graph *g, acg_buffer *view, bool engine,
  * buffer it writes stays alive while the graph does. */
 static void test_foreign_work(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     TC_OK(scene_run(&c, true));
     bind_driver();
     native_stream(c.s);
@@ -537,9 +316,9 @@ static void test_foreign_work(void **state) {
     PFN_cuDeviceGet_v2000 get_device;
     PFN_cuDevicePrimaryCtxRetain_v7000 retain;
     PFN_cuDevicePrimaryCtxRelease_v11000 release;
-    *(void **)&get_device = entry("cuDeviceGet", 2000);
-    *(void **)&retain = entry("cuDevicePrimaryCtxRetain", 7000);
-    *(void **)&release = entry("cuDevicePrimaryCtxRelease", 11000);
+    *(void **)&get_device = cu_entry(&drv, "cuDeviceGet", 2000);
+    *(void **)&retain = cu_entry(&drv, "cuDevicePrimaryCtxRetain", 7000);
+    *(void **)&release = cu_entry(&drv, "cuDevicePrimaryCtxRelease", 11000);
     CUdevice cu_dev = -1;
     CUcontext primary = NULL;
     assert_int_equal(get_device(&cu_dev, 0), CUDA_SUCCESS);
@@ -582,14 +361,14 @@ static void test_foreign_work(void **state) {
     TC_EXPECT_HAS(ERR_IN_USE, acg_buffer_free(view), "");
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(view));
-    scene_close(&c);
+    bs_scene_close(&c);
 }
 
 /* One step's work on the scene's stream: y (or `scratch`, when not NULL, then copied to y) = k
  * by acg's kernel; unless own is 0, the engine's own work on `own`, declared as foreign work
  * "engine work": a memset to m, or with src a copy of src; y downloaded to the scene's pinned
  * host memory. The same calls eagerly or in a capture. */
-static acg_status step(scene *c, acg_buffer *scratch, float k, CUdeviceptr own, float m,
+static acg_status step(bs_scene *c, acg_buffer *scratch, float k, CUdeviceptr own, float m,
                        CUdeviceptr src) {
     CUstream native = native_stream(c->s);
     acg_buffer *dst = scratch != NULL ? scratch : c->y;
@@ -601,7 +380,7 @@ static acg_status step(scene *c, acg_buffer *scratch, float k, CUdeviceptr own, 
     }
     if (own != 0) {
         CUresult r = src != 0 ? eng.d2d(own, src, N * sizeof(float), native)
-                              : eng.memset32(own, bits_of(m), N, native);
+                              : eng.memset32(own, cu_bits_of(m), N, native);
         assert_int_equal(r, CUDA_SUCCESS);
         if (st == ACG_OK) {
             st = acg_stream_declare_foreign(c->s, "engine work", NULL, 0);
@@ -614,7 +393,7 @@ static acg_status step(scene *c, acg_buffer *scratch, float k, CUdeviceptr own, 
 }
 
 /* step, captured into pool (with a scratch buffer of it when `with_scratch`). */
-static acg_graph *capture_step(scene *c, acg_graph_pool *pool, bool with_scratch, float k,
+static acg_graph *capture_step(bs_scene *c, acg_graph_pool *pool, bool with_scratch, float k,
                                CUdeviceptr own, float m, CUdeviceptr src) {
     TC_OK(acg_stream_begin_capture(c->s, pool));
     acg_buffer *scratch = NULL;
@@ -635,7 +414,7 @@ typedef struct result {
 
 /* Zeroes y, the host copy and every piece of the engine's memory, runs `g` (or, with g NULL,
  * the step eagerly), and reads the result back. */
-static void run(scene *c, acg_graph *g, CUdeviceptr *own, int n_own, float k, int at, float m,
+static void run(bs_scene *c, acg_graph *g, CUdeviceptr *own, int n_own, float k, int at, float m,
                 CUdeviceptr src, result *out) {
     CUstream native = native_stream(c->s);
     for (int i = 0; i < n_own; i++) {
@@ -656,7 +435,7 @@ static void run(scene *c, acg_graph *g, CUdeviceptr *own, int n_own, float k, in
 }
 
 /* The engine's memory other than own[at] is still zero. */
-static void expect_others_zero(scene *c, CUdeviceptr *own, int n_own, int at) {
+static void expect_others_zero(bs_scene *c, CUdeviceptr *own, int n_own, int at) {
     CUstream native = native_stream(c->s);
     float back[N], zero[N];
     memset(zero, 0, sizeof zero);
@@ -678,7 +457,7 @@ static void expect_others_zero(scene *c, CUdeviceptr *own, int n_own, int at) {
  * right again. */
 static void test_update_foreign(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     TC_OK(scene_run(&c, true));
     bind_driver();
     native_stream(c.s);
@@ -728,7 +507,7 @@ static void test_update_foreign(void **state) {
     for (int i = 0; i < N; i++) {
         three[i] = 3.0f;
     }
-    assert_int_equal(eng.memset32(own[1], bits_of(3.0f), N, native), CUDA_SUCCESS);
+    assert_int_equal(eng.memset32(own[1], cu_bits_of(3.0f), N, native), CUDA_SUCCESS);
     TC_OK(acg_graph_launch(g, c.s));
     TC_OK(acg_stream_synchronize(c.s));
     assert_int_equal(eng.d2h(got.own, own[0], sizeof got.own, native), CUDA_SUCCESS);
@@ -745,7 +524,7 @@ static void test_update_foreign(void **state) {
     for (int i = 0; i < 3; i++) {
         assert_int_equal(eng.release(own[i]), CUDA_SUCCESS);
     }
-    scene_close(&c);
+    bs_scene_close(&c);
 }
 
 /* Graphs with scratch and foreign work: from one pool their scratch coincides, and the update
@@ -755,7 +534,7 @@ static void test_update_foreign(void **state) {
  * ledger serves across pools: the update is built from it, with the graph's own scratch. */
 static void test_update_foreign_pools(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     TC_OK(scene_run(&c, true));
     bind_driver();
     native_stream(c.s);
@@ -801,7 +580,7 @@ static void test_update_foreign_pools(void **state) {
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_graph_pool_destroy(other));
     assert_int_equal(eng.release(own[0]), CUDA_SUCCESS);
-    scene_close(&c);
+    bs_scene_close(&c);
 }
 
 /* ---- device faults ------------------------------------------------------------------------ */
@@ -843,7 +622,7 @@ static void test_device_fault(void **state) {
     TC_OK(acg_stream_synchronize(s));
     TC_OK(acg_device_get_async_error(dev)); /* no fault yet */
 
-    drv.set_sticky(0, CUDA_ERROR_LAUNCH_FAILED);
+    set_sticky(0, CUDA_ERROR_LAUNCH_FAILED);
     TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev),
                   "acg_device_get_async_error: cuEventQuery failed with CUDA_ERROR_LAUNCH_FAILED");
     TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev), "CUDA_ERROR_LAUNCH_FAILED");
@@ -892,7 +671,7 @@ static void test_device_fault(void **state) {
     for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
         TC_OK(acg_device_open("cuda", &dev));
         TC_OK(acg_stream_create(dev, &s));
-        drv.set_sticky(0, faults[i].code);
+        set_sticky(0, faults[i].code);
         TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev), faults[i].name);
         assert_non_null(strstr(acg_last_error(), "cuEventQuery"));
         TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_stream_query(s), faults[i].name);
@@ -972,36 +751,12 @@ static void test_grid_limit(void **state) {
 
 /* ---- drivers that cannot serve ----------------------------------------------------------- */
 
-/* The backend is unavailable, with a reason holding `text`, and opening it says so. */
-static int expect_unavailable(const char *text) {
-    for (size_t i = 0; i < acg_backend_count(); i++) {
-        acg_backend_info info = ACG_BACKEND_INFO_INIT;
-        if (acg_backend_get_info(i, &info) != ACG_OK || strcmp(info.name, "cuda") != 0) {
-            continue;
-        }
-        acg_device *dev = NULL;
-        acg_status st = acg_device_open("cuda", &dev);
-        if (info.available || st != ACG_ERR_UNAVAILABLE || strstr(info.reason, text) == NULL ||
-            strstr(acg_last_error(), text) == NULL) {
-            fprintf(stderr,
-                    "expected cuda unavailable with \"%s\": available %d, open %s, reason "
-                    "\"%s\", error \"%s\"\n",
-                    text, info.available, acg_status_name(st), info.reason, acg_last_error());
-            return 1;
-        }
-        printf("unavailable as expected: %s\n", info.reason);
-        return 0;
-    }
-    fprintf(stderr, "no cuda backend in this build\n");
-    return 1;
-}
-
 /* The CUgraphExec behind a graph, launched with the driver's own cuGraphLaunch on the stream's
  * CUstream, computes what acg's replay computes (the bench's raw row does this); host memory
  * the driver refuses to register is left unregistered, and a later registration works. */
 static void test_native_graph(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     TC_OK(scene_run(&c, true)); /* c.g replays the update: y = 2 + ALPHA2 */
     bind_driver();
     acg_native_handle exec = ACG_NATIVE_HANDLE_INIT, stream = ACG_NATIVE_HANDLE_INIT;
@@ -1009,21 +764,16 @@ static void test_native_graph(void **state) {
     TC_OK(acg_stream_get_native(c.s, &stream));
     assert_int_equal(exec.kind, ACG_NATIVE_CUDA_GRAPH_EXEC);
     assert_int_equal(stream.kind, ACG_NATIVE_CUDA_STREAM);
-    PFN_cuGraphLaunch_v10000 launch = NULL;
-    PFN_cuStreamSynchronize_v2000 sync = NULL;
-    CUdriverProcAddressQueryResult q;
-    assert_int_equal(
-        drv.get_proc("cuGraphLaunch", (void **)&launch, 10000, CU_GET_PROC_ADDRESS_DEFAULT, &q),
-        CUDA_SUCCESS);
-    assert_int_equal(
-        drv.get_proc("cuStreamSynchronize", (void **)&sync, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &q),
-        CUDA_SUCCESS);
+    PFN_cuGraphLaunch_v10000 launch;
+    PFN_cuStreamSynchronize_v2000 sync;
+    *(void **)&launch = cu_entry(&drv, "cuGraphLaunch", 10000);
+    *(void **)&sync = cu_entry(&drv, "cuStreamSynchronize", 2000);
     memset(c.host, 0, N * sizeof(float));
     int calls = c.host_calls;
     assert_int_equal(launch((CUgraphExec)exec.handle, (CUstream)stream.handle), CUDA_SUCCESS);
     assert_int_equal(sync((CUstream)stream.handle), CUDA_SUCCESS);
     assert_int_equal(c.host_calls, calls + 1);
-    assert_true(host_is(&c, 2.0f + ALPHA2));
+    assert_true(bs_host_is(&c, 2.0f + ALPHA2));
 
     float *mem = aligned_alloc(4096, 4096);
     assert_non_null(mem);
@@ -1038,7 +788,7 @@ static void test_native_graph(void **state) {
     assert_int_equal(drv.calls("cuMemHostRegister"), registered + 1);
     TC_OK(acg_pinned_unregister(mem));
     free(mem);
-    scene_close(&c);
+    bs_scene_close(&c);
 }
 
 /* A driver without cuGraphExecUpdate and cuMemHostRegister (ACGTEST_CUDA_HIDE): graphs still
@@ -1068,17 +818,14 @@ static int expect_missing_optional(void) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
-        return expect_unavailable(argv[2]);
+        return bs_expect_unavailable("cuda", argv[2]);
     }
     if (argc == 2 && strcmp(argv[1], "--expect-missing-optional") == 0) {
         return expect_missing_optional();
     }
-    acg_device *probe = NULL;
-    if (acg_device_open("cuda", &probe) != ACG_OK) {
-        printf("skipped: cuda: %s\n", acg_last_error());
+    if (!bs_backend_opens("cuda")) {
         return 77;
     }
-    acg_device_close(probe);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scenario),       cmocka_unit_test(test_update_refused),
         cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_foreign_work),

@@ -17,7 +17,6 @@
  *   - --expect-no-param-info: a driver without cuFuncGetParamInfo and cuStreamGetCaptureInfo
  *     loads such a definition unchecked, still captures and replays kernels, and has no per-node
  *     updates (graph_node_update false, ACG_ERR_UNSUPPORTED). */
-#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,59 +32,27 @@
 #include <acg/acg.h>
 #include <acg/model.h>
 
-#include "common.h" /* tc_alloc_sweep */
+#include "backend_scene.h" /* bs_driver */
+#include "common.h"        /* tc_alloc_sweep */
+#include "cuda_native.h"
 
 #define N 256
 #define BYTES (N * sizeof(float))
 
 /* ---- the test driver, and the driver calls the engine makes itself ------------------------- */
 
-static struct {
-    void (*inject)(const char *name, unsigned nth, int code);
-    unsigned long (*calls)(const char *name);
-    PFN_cuGetProcAddress_v12000 get_proc;
-    PFN_cuMemsetD32Async_v3020 memset32;
-    PFN_cuMemcpyDtoDAsync_v3020 d2d;
-} drv;
-
-static void *entry(const char *name, int version) {
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    assert_int_equal(drv.get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q),
-                     CUDA_SUCCESS);
-    assert_non_null(fn);
-    return fn;
-}
+static bs_driver drv = {.env = "ACG_CUDA_DRIVER", .prefix = "acgtest_cuda"};
+static PFN_cuMemsetD32Async_v3020 memset32;
+static PFN_cuMemcpyDtoDAsync_v3020 d2d;
 
 /* Binds the driver the backend loaded (a device was opened once). */
 static void bind_driver(void) {
-    const char *path = getenv("ACG_CUDA_DRIVER");
-    assert_non_null(path);
-    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(h);
-    *(void **)&drv.inject = dlsym(h, "acgtest_cuda_fail");
-    *(void **)&drv.calls = dlsym(h, "acgtest_cuda_calls");
-    *(void **)&drv.get_proc = dlsym(h, "cuGetProcAddress_v2");
-    assert_non_null(drv.inject);
-    assert_non_null(drv.calls);
-    assert_non_null(drv.get_proc);
-    dlclose(h); /* RTLD_NOLOAD took a reference */
-    *(void **)&drv.memset32 = entry("cuMemsetD32Async", 3020);
-    *(void **)&drv.d2d = entry("cuMemcpyDtoDAsync", 3020);
+    bs_driver_bind(&drv);
+    *(void **)&memset32 = cu_entry(&drv, "cuMemsetD32Async", 3020);
+    *(void **)&d2d = cu_entry(&drv, "cuMemcpyDtoDAsync", 3020);
 }
 
-static CUdeviceptr address_of(acg_buffer *b) {
-    acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
-    TC_OK(acg_buffer_get_native(b, &nb));
-    assert_int_equal(nb.kind, ACG_NATIVE_CUDA_DEVICEPTR);
-    return (CUdeviceptr)nb.address;
-}
-
-static unsigned bits_of(float v) {
-    unsigned b;
-    memcpy(&b, &v, sizeof b);
-    return b;
-}
+static CUdeviceptr address_of(acg_buffer *b) { return (CUdeviceptr)cu_native_buffer(b).address; }
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
@@ -119,7 +86,7 @@ static acg_status run_step(fx *f, const step *p) {
     acg_access wv[] = {{f->w, 0, 0, ACG_ACCESS_READ}, {f->v, 0, 0, ACG_ACCESS_WRITE}};
     acg_status st = acg_kernel_launch(f->s, f->fill, &fill_dims, fill_args, 2);
     if (st == ACG_OK) {
-        assert_int_equal(drv.memset32(address_of(f->z), bits_of(p->memset), N, f->native),
+        assert_int_equal(memset32(address_of(f->z), cu_bits_of(p->memset), N, f->native),
                          CUDA_SUCCESS);
         st = acg_stream_declare_foreign(f->s, "engine memset", &wz, 1);
     }
@@ -127,8 +94,7 @@ static acg_status run_step(fx *f, const step *p) {
         st = acg_kernel_launch(f->s, f->add, &dims, add_args, 3);
     }
     if (st == ACG_OK) {
-        assert_int_equal(drv.d2d(address_of(f->v), address_of(f->w), BYTES, f->native),
-                         CUDA_SUCCESS);
+        assert_int_equal(d2d(address_of(f->v), address_of(f->w), BYTES, f->native), CUDA_SUCCESS);
         st = acg_stream_declare_foreign(f->s, "engine copy", wv, 2);
     }
     if (st == ACG_OK) {
@@ -343,7 +309,7 @@ static void test_update_node_grid_limit(void **state) {
         in[i] = 1.0f + (float)i;
     }
     TC_OK(acg_copy_h2d(f->s, x, 0, in, sizeof in));
-    TC_OK(acg_fill(f->s, wt, 0, sizeof(float), bits_of(2.0f), 4));
+    TC_OK(acg_fill(f->s, wt, 0, sizeof(float), cu_bits_of(2.0f), 4));
     acg_arg args[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(wt, 0),
                       acg_arg_u32(1),         acg_arg_u32(1),       acg_arg_u32(N)};
     acg_dims dims = {{1, N, 1}, {0, 0, 0}};
@@ -721,21 +687,21 @@ static void test_driver_refusals(void **state) {
     PFN_cuLibraryUnload_v12000 unload;
     PFN_cuKernelGetFunction_v12000 get_function;
     PFN_cuFuncGetParamInfo_v12040 param_info;
-    *(void **)&begin = entry("cuStreamBeginCapture", 10010);
-    *(void **)&end = entry("cuStreamEndCapture", 10000);
-    *(void **)&info = entry("cuStreamGetCaptureInfo", 12030);
-    *(void **)&instantiate = entry("cuGraphInstantiateWithFlags", 11040);
-    *(void **)&exec_destroy = entry("cuGraphExecDestroy", 10000);
-    *(void **)&graph_destroy = entry("cuGraphDestroy", 10000);
-    *(void **)&clone = entry("cuGraphClone", 10000);
-    *(void **)&find = entry("cuGraphNodeFindInClone", 10000);
-    *(void **)&exec_set = entry("cuGraphExecKernelNodeSetParams", 12000);
-    *(void **)&graph_set = entry("cuGraphKernelNodeSetParams", 12000);
-    *(void **)&load = entry("cuLibraryLoadData", 12000);
-    *(void **)&get_kernel = entry("cuLibraryGetKernel", 12000);
-    *(void **)&unload = entry("cuLibraryUnload", 12000);
-    *(void **)&get_function = entry("cuKernelGetFunction", 12000);
-    *(void **)&param_info = entry("cuFuncGetParamInfo", 12040);
+    *(void **)&begin = cu_entry(&drv, "cuStreamBeginCapture", 10010);
+    *(void **)&end = cu_entry(&drv, "cuStreamEndCapture", 10000);
+    *(void **)&info = cu_entry(&drv, "cuStreamGetCaptureInfo", 12030);
+    *(void **)&instantiate = cu_entry(&drv, "cuGraphInstantiateWithFlags", 11040);
+    *(void **)&exec_destroy = cu_entry(&drv, "cuGraphExecDestroy", 10000);
+    *(void **)&graph_destroy = cu_entry(&drv, "cuGraphDestroy", 10000);
+    *(void **)&clone = cu_entry(&drv, "cuGraphClone", 10000);
+    *(void **)&find = cu_entry(&drv, "cuGraphNodeFindInClone", 10000);
+    *(void **)&exec_set = cu_entry(&drv, "cuGraphExecKernelNodeSetParams", 12000);
+    *(void **)&graph_set = cu_entry(&drv, "cuGraphKernelNodeSetParams", 12000);
+    *(void **)&load = cu_entry(&drv, "cuLibraryLoadData", 12000);
+    *(void **)&get_kernel = cu_entry(&drv, "cuLibraryGetKernel", 12000);
+    *(void **)&unload = cu_entry(&drv, "cuLibraryUnload", 12000);
+    *(void **)&get_function = cu_entry(&drv, "cuKernelGetFunction", 12000);
+    *(void **)&param_info = cu_entry(&drv, "cuFuncGetParamInfo", 12040);
 
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
     const CUgraphEdgeData *edges = NULL;
@@ -750,7 +716,7 @@ static void test_driver_refusals(void **state) {
     /* The engine's own capture: one memset node. */
     TC_OK(acg_stream_synchronize(f->s));
     assert_int_equal(begin(f->native, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
-    assert_int_equal(drv.memset32(address_of(f->z), 0, N, f->native), CUDA_SUCCESS);
+    assert_int_equal(memset32(address_of(f->z), 0, N, f->native), CUDA_SUCCESS);
     cuuint64_t id = 0;
     CUgraph building = NULL;
     assert_int_equal(info(f->native, &status, &id, &building, &deps, &edges, &n_deps),

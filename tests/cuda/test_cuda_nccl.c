@@ -427,39 +427,35 @@ static void test_comm_failures(void **state) {
     (void)state;
     env e;
     env_open(&e);
+    /* How the comm fails, what the error says, and the NCCL initializations and aborts made
+     * by then (-1: not counted). */
+    static const struct {
+        bool broadcast_fails;
+        int min_zero_at, min_fail_at;
+        const char *text;
+        unsigned long inits;
+        long aborts;
+    } cases[] = {
+        {true, 0, 0, "the comm's broadcast failed", 0, -1},
+        {false, 1, 0, "another rank failed before NCCL's initialization", 0, -1},
+        {false, 0, 1, "the comm's allreduce_min_i32 failed", 0, -1},
+        {false, 2, 0, "NCCL's initialization failed on another rank", 1, 1},
+        {false, 0, 2, "the comm's allreduce_min_i32 failed", 2, 2},
+    };
     test_comm t;
-    acg_comm c = make_comm(&t, 0, 1);
+    acg_comm c;
     acg_device_group *g = NULL;
-
-    t.broadcast_st = ACG_ERR_COMM;
-    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g), "the comm's broadcast failed");
-    assert_int_equal(nc.calls("ncclCommInitRank"), 0);
-
-    c = make_comm(&t, 0, 1);
-    t.min_zero_at = 1;
-    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
-           "another rank failed before NCCL's initialization");
-    assert_int_equal(nc.calls("ncclCommInitRank"), 0);
-
-    c = make_comm(&t, 0, 1);
-    t.min_fail_at = 1;
-    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
-           "the comm's allreduce_min_i32 failed");
-    assert_int_equal(nc.calls("ncclCommInitRank"), 0);
-
-    c = make_comm(&t, 0, 1);
-    t.min_zero_at = 2;
-    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
-           "NCCL's initialization failed on another rank");
-    assert_int_equal(nc.calls("ncclCommInitRank"), 1);
-    assert_int_equal(nc.calls("ncclCommAbort"), 1);
-
-    c = make_comm(&t, 0, 1);
-    t.min_fail_at = 2;
-    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
-           "the comm's allreduce_min_i32 failed");
-    assert_int_equal(nc.calls("ncclCommInitRank"), 2);
-    assert_int_equal(nc.calls("ncclCommAbort"), 2);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c = make_comm(&t, 0, 1);
+        t.broadcast_st = cases[i].broadcast_fails ? ACG_ERR_COMM : ACG_OK;
+        t.min_zero_at = cases[i].min_zero_at;
+        t.min_fail_at = cases[i].min_fail_at;
+        EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g), cases[i].text);
+        assert_int_equal(nc.calls("ncclCommInitRank"), cases[i].inits);
+        if (cases[i].aborts >= 0) {
+            assert_int_equal(nc.calls("ncclCommAbort"), cases[i].aborts);
+        }
+    }
 
     /* A local failure is the one reported when the comm fails too. */
     c = make_comm(&t, 0, 1);

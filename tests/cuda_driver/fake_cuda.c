@@ -79,13 +79,17 @@ static _Thread_local struct CUctx_st *tls_ctx;
 typedef void (*fake_fn)(void);
 
 static const struct {
-    const char *name;
     int version; /* the ABI version it is served at (its cudaTypedefs.h PFN) */
     fake_fn fn;
 } entry_points[FAKE_EP_COUNT] = {
-#define FAKE_EP_ROW(name, version) {#name, version, (fake_fn)fake_##name},
+#define FAKE_EP_ROW(name, version) {version, (fake_fn)fake_##name},
     FAKE_ENTRY_POINTS(FAKE_EP_ROW)
 #undef FAKE_EP_ROW
+};
+static const char *const entry_point_names[FAKE_EP_COUNT] = {
+#define FAKE_EP_NAME(name, version) #name,
+    FAKE_ENTRY_POINTS(FAKE_EP_NAME)
+#undef FAKE_EP_NAME
 };
 
 /* Never called: makes the compiler check each entry point against the PFN type of the version
@@ -119,118 +123,26 @@ static const char served[FAKE_EP_COUNT] = {
 #undef FAKE_EP_SERVED
 };
 
-static int entry_point_index(const char *name) {
-    for (int i = 0; i < FAKE_EP_COUNT; i++) {
-        if (strcmp(entry_points[i].name, name) == 0) {
-            return i;
-        }
-    }
-    return -1;
-}
-
-/* ---- call counts and injected failures ------------------------------------------------------
- * A lock of their own: counting must not wait behind a call that holds fake__g.lock. */
-
-#define INJECT_ANY (-1)
-
-static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long call_counts[FAKE_EP_COUNT];
-static struct {
-    int armed;
-    int ep;        /* an entry point, or INJECT_ANY */
-    unsigned left; /* calls until it fires, this one included */
-    CUresult code;
-} injection;
+/* ---- call counts and injected failures (tests/driver_common/fake_common.h) ---------------- */
 
 /* Error-text lookups are how a failure gets reported; "any entry point" leaves them alone. */
 static int counted(int ep) {
     return ep != FAKE_EP_cuGetErrorName && ep != FAKE_EP_cuGetErrorString;
 }
 
-CUresult fake__enter(enum fake_ep ep) {
-    CUresult code = CUDA_SUCCESS;
-    pthread_mutex_lock(&ctl_lock);
-    call_counts[ep]++;
-    if (injection.armed &&
-        (injection.ep == (int)ep || (injection.ep == INJECT_ANY && counted(ep)))) {
-        if (--injection.left == 0) {
-            injection.armed = 0;
-            code = injection.code;
-        }
-    }
-    pthread_mutex_unlock(&ctl_lock);
-    return code;
-}
+static unsigned long call_counts[FAKE_EP_COUNT];
+static struct fake_ledger ledger =
+    FAKE_LEDGER_INIT("acg CUDA test driver", entry_point_names, call_counts, counted);
 
-static void set_injection(const char *name, unsigned nth, int code) {
-    int ep = INJECT_ANY;
-    if (name != NULL && strcmp(name, "*") != 0) {
-        ep = entry_point_index(name);
-        if (ep < 0) {
-            fprintf(stderr, "acg CUDA test driver: no entry point %s to fail\n", name);
-        }
-    }
-    pthread_mutex_lock(&ctl_lock);
-    injection.armed = nth > 0 && (ep >= 0 || ep == INJECT_ANY);
-    injection.ep = ep;
-    injection.left = nth;
-    injection.code = (CUresult)code;
-    pthread_mutex_unlock(&ctl_lock);
-}
+CUresult fake__enter(enum fake_ep ep) { return (CUresult)fake__ledger_enter(&ledger, (int)ep); }
 
 /* ---- environment --------------------------------------------------------------------------- */
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 
-/* An integer knob in [lo, hi], or `def` when unset; a bad value is reported and ignored so a
- * typo does not silently test something else. */
+/* An integer knob (fake__env_long). */
 static long env_long(const char *name, long def, long lo, long hi) {
-    const char *s = getenv(name);
-    if (s == NULL || *s == '\0') {
-        return def;
-    }
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "acg CUDA test driver: %s=%s is not in [%ld, %ld]; using %ld\n", name, s,
-                lo, hi, def);
-        return def;
-    }
-    return v;
-}
-
-static void parse_hidden(const char *list) {
-    char *copy = strdup(list);
-    if (copy == NULL) {
-        return;
-    }
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
-        int ep = entry_point_index(tok);
-        if (ep < 0) {
-            fprintf(stderr, "acg CUDA test driver: ACGTEST_CUDA_HIDE: no entry point %s\n", tok);
-        } else {
-            fake__cfg.hidden[ep] = 1;
-        }
-    }
-    free(copy);
-}
-
-/* "name:nth:code"; the name may be "*". */
-static void parse_fail(const char *spec) {
-    char name[64];
-    unsigned nth;
-    int code;
-    const char *c2 = strrchr(spec, ':');
-    const char *c1 = c2 != NULL ? memchr(spec, ':', (size_t)(c2 - spec)) : NULL;
-    if (c1 == NULL || (size_t)(c1 - spec) >= sizeof name ||
-        sscanf(c1 + 1, "%u:%d", &nth, &code) != 2) {
-        fprintf(stderr, "acg CUDA test driver: ACGTEST_CUDA_FAIL=%s is not name:nth:code\n", spec);
-        return;
-    }
-    memcpy(name, spec, (size_t)(c1 - spec));
-    name[c1 - spec] = '\0';
-    set_injection(name, nth, code);
+    return fake__env_long(ledger.driver, name, def, lo, hi);
 }
 
 static void load_config(void) {
@@ -241,14 +153,8 @@ static void load_config(void) {
     fake__cfg.devices = (int)env_long("ACGTEST_CUDA_DEVICES", 1, 0, FAKE_MAX_DEVICES);
     fake__cfg.mem_bytes = (size_t)env_long("ACGTEST_CUDA_MEM_MB", 16384, 1, 1L << 24) << 20;
     fake__cfg.init_fail = (CUresult)env_long("ACGTEST_CUDA_INIT_FAIL", 0, 0, 100000);
-    const char *hide = getenv("ACGTEST_CUDA_HIDE");
-    if (hide != NULL) {
-        parse_hidden(hide);
-    }
-    const char *fail = getenv("ACGTEST_CUDA_FAIL");
-    if (fail != NULL && *fail != '\0') {
-        parse_fail(fail);
-    }
+    fake__env_hide(&ledger, "ACGTEST_CUDA_HIDE", fake__cfg.hidden);
+    fake__env_fail(&ledger, "ACGTEST_CUDA_FAIL");
     for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
         fake__g.ctx[i].device = i;
     }
@@ -273,7 +179,7 @@ cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t 
     }
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
     *pfn = NULL;
-    int ep = entry_point_index(symbol);
+    int ep = fake__ledger_index(&ledger, symbol);
     if (ep < 0 || !served[ep] || fake__cfg.hidden[ep] ||
         entry_points[ep].version > fake__cfg.version) {
         status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -295,30 +201,17 @@ cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t 
 
 ACGTEST_CUDA_API void acgtest_cuda_fail(const char *name, unsigned nth, int code) {
     ensure_config();
-    set_injection(name, nth, code);
+    fake__ledger_arm(&ledger, name, nth, code);
 }
 
 ACGTEST_CUDA_API unsigned long acgtest_cuda_calls(const char *name) {
     ensure_config();
-    unsigned long n = 0;
-    int ep = name != NULL ? entry_point_index(name) : INJECT_ANY;
-    pthread_mutex_lock(&ctl_lock);
-    if (ep >= 0) {
-        n = call_counts[ep];
-    } else if (name == NULL) {
-        for (int i = 0; i < FAKE_EP_COUNT; i++) {
-            n += counted(i) ? call_counts[i] : 0;
-        }
-    }
-    pthread_mutex_unlock(&ctl_lock);
-    return n;
+    return fake__ledger_calls(&ledger, name);
 }
 
 ACGTEST_CUDA_API void acgtest_cuda_reset_counts(void) {
     ensure_config();
-    pthread_mutex_lock(&ctl_lock);
-    memset(call_counts, 0, sizeof call_counts);
-    pthread_mutex_unlock(&ctl_lock);
+    fake__ledger_reset(&ledger);
 }
 
 ACGTEST_CUDA_API void acgtest_cuda_set_sticky(int device, int code) {
@@ -346,85 +239,6 @@ ACGTEST_CUDA_API void acgtest_cuda_bind_kernels(acgtest_cuda_lookup_fn lookup) {
     pthread_mutex_lock(&fake__g.lock);
     fake__g.lookup = lookup;
     pthread_mutex_unlock(&fake__g.lock);
-}
-
-/* ---- containers ----------------------------------------------------------------------------- */
-
-int fake__vec_push(struct fake_vec *vec, void *p) {
-    if (vec->n == vec->cap) {
-        size_t cap = vec->cap ? vec->cap * 2 : 8;
-        void **v = realloc(vec->v, cap * sizeof *v);
-        if (v == NULL) {
-            return -1;
-        }
-        vec->v = v;
-        vec->cap = cap;
-    }
-    vec->v[vec->n++] = p;
-    return 0;
-}
-
-int fake__vec_has(const struct fake_vec *vec, const void *p) {
-    for (size_t i = 0; i < vec->n; i++) {
-        if (vec->v[i] == p) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-void fake__vec_remove(struct fake_vec *vec, const void *p) {
-    for (size_t i = 0; i < vec->n; i++) {
-        if (vec->v[i] == p) {
-            memmove(&vec->v[i], &vec->v[i + 1], (vec->n - i - 1) * sizeof *vec->v);
-            vec->n--;
-            return;
-        }
-    }
-}
-
-void fake__vec_free(struct fake_vec *vec) {
-    free(vec->v);
-    vec->v = NULL;
-    vec->n = vec->cap = 0;
-}
-
-int fake__ids_add(struct fake_ids *ids, size_t id) {
-    size_t at = 0;
-    while (at < ids->n && ids->v[at] < id) {
-        at++;
-    }
-    if (at < ids->n && ids->v[at] == id) {
-        return 0;
-    }
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 4;
-        size_t *v = realloc(ids->v, cap * sizeof *v);
-        if (v == NULL) {
-            return -1;
-        }
-        ids->v = v;
-        ids->cap = cap;
-    }
-    memmove(&ids->v[at + 1], &ids->v[at], (ids->n - at) * sizeof *ids->v);
-    ids->v[at] = id;
-    ids->n++;
-    return 0;
-}
-
-int fake__ids_union(struct fake_ids *dst, const struct fake_ids *src) {
-    for (size_t i = 0; i < src->n; i++) {
-        if (fake__ids_add(dst, src->v[i]) != 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-void fake__ids_free(struct fake_ids *ids) {
-    free(ids->v);
-    ids->v = NULL;
-    ids->n = ids->cap = 0;
 }
 
 /* ---- initialization and devices ------------------------------------------------------------- */

@@ -19,6 +19,7 @@
 
 #include "acg/acg.h"
 #include "backends/cuda/entry_points.h"
+#include "fake_common.h" /* tests/driver_common: containers, the call ledger, knobs */
 
 /* Devices the driver can pretend to have (ACGTEST_CUDA_DEVICES is clamped to it). */
 #define FAKE_MAX_DEVICES 8
@@ -126,27 +127,7 @@ struct fake_config {
 };
 extern struct fake_config fake__cfg;
 
-/* ---- small containers --------------------------------------------------------------------- */
-
-/* A set of objects, searched by address: handles are checked by membership, never by reading
- * through a pointer that may already be freed. */
-struct fake_vec {
-    void **v;
-    size_t n, cap;
-};
-int fake__vec_push(struct fake_vec *vec, void *p); /* 0, or -1 when out of memory */
-int fake__vec_has(const struct fake_vec *vec, const void *p);
-void fake__vec_remove(struct fake_vec *vec, const void *p); /* keeps the others' order */
-void fake__vec_free(struct fake_vec *vec);
-
-/* A sorted set of graph node indices (a capture's frontier, a node's dependencies). */
-struct fake_ids {
-    size_t *v;
-    size_t n, cap;
-};
-int fake__ids_add(struct fake_ids *ids, size_t id); /* 0, or -1 when out of memory */
-int fake__ids_union(struct fake_ids *dst, const struct fake_ids *src);
-void fake__ids_free(struct fake_ids *ids);
+/* The small containers (struct fake_vec, struct fake_ids) are tests/driver_common's. */
 
 /* ---- objects ------------------------------------------------------------------------------- */
 

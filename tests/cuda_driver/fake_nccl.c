@@ -32,6 +32,7 @@
 
 #include "acgtest_nccl.h"
 #include "backends/cuda/nccl_abi.h"
+#include "fake_common.h" /* tests/driver_common: the call ledger, knobs */
 
 #define NCCL_API __attribute__((visibility("default")))
 #define MAX_COMMS 64
@@ -98,84 +99,26 @@ static void resolve_driver(void) {
 
 /* ---- call counts, injected failures, the last error ---------------------------------------- */
 
-static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long call_counts[FN_COUNT];
-static struct {
-    int armed;
-    int fn; /* a function, or -1 for any */
-    unsigned left;
-    int code;
-} injection;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static int version = 22809;
-
-static int fn_index(const char *name) {
-    for (int i = 0; i < FN_COUNT; i++) {
-        if (strcmp(fn_names[i], name) == 0) {
-            return i;
-        }
-    }
-    return -1;
-}
 
 /* The texts that report a failure are left alone by "any function". */
 static int counted(int fn) { return fn != FN_ncclGetErrorString && fn != FN_ncclGetLastError; }
 
-static void set_injection(const char *name, unsigned nth, int code) {
-    int fn = -1;
-    if (name != NULL && strcmp(name, "*") != 0 && (fn = fn_index(name)) < 0) {
-        fprintf(stderr, "acg test NCCL: no function %s to fail\n", name);
-        nth = 0;
-    }
-    pthread_mutex_lock(&ctl_lock);
-    injection.armed = nth > 0;
-    injection.fn = fn;
-    injection.left = nth;
-    injection.code = code;
-    pthread_mutex_unlock(&ctl_lock);
-}
+static unsigned long call_counts[FN_COUNT];
+static struct fake_ledger ledger =
+    FAKE_LEDGER_INIT("acg test NCCL", fn_names, call_counts, counted);
 
 static void load_config(void) {
-    const char *v = getenv("ACGTEST_NCCL_VERSION");
-    if (v != NULL && *v != '\0') {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (*end != '\0' || n < 0 || n > 999999) {
-            fprintf(stderr, "acg test NCCL: ACGTEST_NCCL_VERSION=%s is not a version code\n", v);
-        } else {
-            version = (int)n;
-        }
-    }
-    const char *spec = getenv("ACGTEST_NCCL_FAIL");
-    if (spec != NULL && *spec != '\0') {
-        char name[64];
-        unsigned nth;
-        int code;
-        const char *c1 = strchr(spec, ':');
-        if (c1 == NULL || (size_t)(c1 - spec) >= sizeof name ||
-            sscanf(c1 + 1, "%u:%d", &nth, &code) != 2) {
-            fprintf(stderr, "acg test NCCL: ACGTEST_NCCL_FAIL=%s is not name:nth:code\n", spec);
-        } else {
-            memcpy(name, spec, (size_t)(c1 - spec));
-            name[c1 - spec] = '\0';
-            set_injection(name, nth, code);
-        }
-    }
+    version = (int)fake__env_long(ledger.driver, "ACGTEST_NCCL_VERSION", version, 0, 999999);
+    fake__env_fail(&ledger, "ACGTEST_NCCL_FAIL");
 }
 
 /* Counts a call of fn and returns the result an injected failure makes it return, or
  * ncclSuccess to go on. */
 static int enter(enum fn_index fn) {
     pthread_once(&config_once, load_config);
-    int code = ACG_NCCL_SUCCESS;
-    pthread_mutex_lock(&ctl_lock);
-    call_counts[fn]++;
-    if (injection.armed && (injection.fn == (int)fn || (injection.fn < 0 && counted(fn))) &&
-        --injection.left == 0) {
-        injection.armed = 0;
-        code = injection.code;
-    }
-    pthread_mutex_unlock(&ctl_lock);
+    int code = fake__ledger_enter(&ledger, (int)fn);
     if (code != ACG_NCCL_SUCCESS) {
         snprintf(last_error, sizeof last_error, "%s: a failure injected by the test", fn_names[fn]);
     }
@@ -410,19 +353,12 @@ ACG_NCCL_FUNCTIONS(FN_CHECK)
 
 ACGTEST_NCCL_API void acgtest_nccl_fail(const char *name, unsigned nth, int code) {
     pthread_once(&config_once, load_config);
-    set_injection(name, nth, code);
+    fake__ledger_arm(&ledger, name, nth, code);
 }
 
 ACGTEST_NCCL_API unsigned long acgtest_nccl_calls(const char *name) {
     pthread_once(&config_once, load_config);
-    unsigned long n = 0;
-    int fn = name != NULL ? fn_index(name) : -1;
-    pthread_mutex_lock(&ctl_lock);
-    for (int i = 0; i < FN_COUNT; i++) {
-        n += i == fn || (name == NULL && counted(i)) ? call_counts[i] : 0;
-    }
-    pthread_mutex_unlock(&ctl_lock);
-    return n;
+    return fake__ledger_calls(&ledger, name);
 }
 
 ACGTEST_NCCL_API unsigned long acgtest_nccl_runs(void) { return atomic_load(&runs); }
@@ -437,8 +373,6 @@ ACGTEST_NCCL_API long acgtest_nccl_live(void) {
 ACGTEST_NCCL_API void acgtest_nccl_set_async_error(int code) { atomic_store(&async_error, code); }
 
 ACGTEST_NCCL_API void acgtest_nccl_reset_counts(void) {
-    pthread_mutex_lock(&ctl_lock);
-    memset(call_counts, 0, sizeof call_counts);
-    pthread_mutex_unlock(&ctl_lock);
+    fake__ledger_reset(&ledger);
     atomic_store(&runs, 0);
 }

@@ -38,6 +38,7 @@
 
 #include <acg/acg.h>
 
+#include "backend_scene.h"
 #include "common.h" /* tc_expect_device_works */
 
 #include "../ze_driver/acgtest_ze.h" /* ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES */
@@ -45,123 +46,32 @@
 #include "backends/level_zero/ze_ext.h"
 #include "core/backend/acg-backend.h" /* acg__kernel_desc_find: the core's fill_f32 */
 
-#define N 256
+#define N BS_N
 #define ALPHA 3.0f
 
 /* ---- the test driver's control functions (tests/ze_driver/acgtest_ze.h) ------------------ */
 
-static struct {
-    void (*inject)(const char *name, unsigned nth, int code);
-    unsigned long (*calls)(const char *name);
-    long (*live)(void);
-    unsigned long (*violations)(void);
-    void (*set_lost)(int device, int mode);
-} drv;
+static bs_driver drv = {.env = "ZE_ENABLE_ALT_DRIVERS",
+                        .prefix = "acgtest_ze",
+                        .refusal = ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                        .refusal_name = "ZE_RESULT_ERROR_INVALID_ARGUMENT"};
+static void (*set_lost)(int device, int mode);
 
 /* Binds the driver the loader loaded (a device must have been opened once). */
 static void bind_driver(void) {
-    const char *path = getenv("ZE_ENABLE_ALT_DRIVERS");
-    assert_non_null(path);
-    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(h);
-    *(void **)&drv.inject = dlsym(h, "acgtest_ze_fail");
-    *(void **)&drv.calls = dlsym(h, "acgtest_ze_calls");
-    *(void **)&drv.live = dlsym(h, "acgtest_ze_live");
-    *(void **)&drv.violations = dlsym(h, "acgtest_ze_violations");
-    *(void **)&drv.set_lost = dlsym(h, "acgtest_ze_set_lost");
-    assert_non_null(drv.inject);
-    assert_non_null(drv.calls);
-    assert_non_null(drv.live);
+    bs_driver_bind(&drv);
     assert_non_null(drv.violations);
-    assert_non_null(drv.set_lost);
-    dlclose(h); /* RTLD_NOLOAD took a reference */
+    *(void **)&set_lost = bs_driver_symbol(&drv, "acgtest_ze_set_lost");
 }
 
 #define OK(call) assert_int_equal((call), ACG_OK)
 
-/* Warnings that the backend left objects to the driver (a release refused, or a wait that
- * failed before freeing what the device may still use). */
-static int left_to_driver;
-
-static void count_left(acg_log_level level, const char *message, void *user) {
-    (void)user;
-    if (level == ACG_LOG_WARN && strstr(message, "left to the driver") != NULL) {
-        left_to_driver++;
-    }
-}
-
 /* ---- the scenario -------------------------------------------------------------------------- */
-
-typedef struct scene {
-    acg_device *dev;
-    acg_stream *s, *s2;
-    acg_event *fork, *join;
-    acg_buffer *x, *y, *z;
-    acg_graph_pool *pool;
-    acg_graph *g, *g2;
-    float *host;
-    acg_kernel *fill, *axpy;
-} scene;
-
-/* z = fill(2.0f), y = z; fork to s2: y += alpha * x; join; y copied to pinned host. A fill,
- * copies both ways, kernels and a fork. */
-static acg_status capture(scene *c, float alpha, acg_graph **out) {
-    acg_status st = acg_stream_begin_capture(c->s, c->pool);
-    if (st != ACG_OK) {
-        return st;
-    }
-    const float two = 2.0f;
-    uint32_t two_bits;
-    memcpy(&two_bits, &two, sizeof two_bits);
-    acg_arg axpy_args[] = {acg_arg_buffer(c->y, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(alpha)};
-    acg_dims dims = acg_dims_1d(N);
-    st = acg_fill(c->s, c->z, 0, N * sizeof(float), two_bits, sizeof two_bits);
-    if (st == ACG_OK) {
-        st = acg_copy_d2d(c->s, c->y, 0, c->z, 0, N * sizeof(float));
-    }
-    if (st == ACG_OK) {
-        st = acg_event_record(c->fork, c->s);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_wait_event(c->s2, c->fork);
-    }
-    if (st == ACG_OK) {
-        st = acg_kernel_launch(c->s2, c->axpy, &dims, axpy_args, 3);
-    }
-    if (st == ACG_OK) {
-        st = acg_event_record(c->join, c->s2);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_wait_event(c->s, c->join);
-    }
-    if (st == ACG_OK) {
-        st = acg_copy_d2h(c->s, c->host, c->y, 0, N * sizeof(float));
-    }
-    acg_graph *g = NULL;
-    acg_status end = acg_stream_end_capture(c->s, &g);
-    if (st == ACG_OK && end == ACG_OK) {
-        *out = g;
-        return ACG_OK;
-    }
-    if (g != NULL) {
-        acg_graph_destroy(g);
-    }
-    return st != ACG_OK ? st : end;
-}
-
-static bool host_is(const scene *c, float want) {
-    for (int i = 0; i < N; i++) {
-        if (c->host[i] != want) {
-            return false;
-        }
-    }
-    return true;
-}
 
 /* A capture invalidated by a synchronize inside it, then ended: what was recorded is dropped (on
  * a driver that records captures, its capture is ended and destroyed) and the stream goes on
  * eagerly. ACG_OK when both calls said so; otherwise the first other status. */
-static acg_status invalidated_capture(scene *c) {
+static acg_status invalidated_capture(bs_scene *c) {
     acg_status st = acg_stream_begin_capture(c->s, c->pool);
     if (st != ACG_OK) {
         return st;
@@ -184,48 +94,9 @@ static acg_status invalidated_capture(scene *c) {
  * queried while a replay may be pending), a second capture discarding the first while its
  * replay may be pending, an invalidated capture, an update, the free memory and the graph's
  * driver object; with check, the results are asserted. Stops at the first failure and returns
- * it, leaving teardown to scene_close. */
-static acg_status scene_run(scene *c, bool check) {
-    memset(c, 0, sizeof *c);
-    acg_status st = acg_device_open("level_zero", &c->dev);
-    if (st == ACG_OK) {
-        st = acg_kernel_get(c->dev, "fill_f32", &c->fill);
-    }
-    if (st == ACG_OK) {
-        st = acg_kernel_get(c->dev, "axpy_f32", &c->axpy);
-    }
-    if (st == ACG_OK) {
-        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->x);
-    }
-    if (st == ACG_OK) {
-        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->y);
-    }
-    if (st == ACG_OK) {
-        st = acg_buffer_alloc(c->dev, N * sizeof(float), &c->z);
-    }
-    if (st == ACG_OK) {
-        st = acg_pinned_alloc(c->dev, N * sizeof(float), (void **)&c->host);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_create(c->dev, &c->s);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_create(c->dev, &c->s2);
-    }
-    if (st == ACG_OK) {
-        st = acg_event_create(c->dev, &c->fork);
-    }
-    if (st == ACG_OK) {
-        st = acg_event_create(c->dev, &c->join);
-    }
-    if (st == ACG_OK) {
-        st = acg_graph_pool_create(c->dev, &c->pool);
-    }
-    if (st == ACG_OK) {
-        acg_arg args[] = {acg_arg_buffer(c->x, 0), acg_arg_f32(1.0f)};
-        acg_dims dims = acg_dims_1d(N);
-        st = acg_kernel_launch(c->s, c->fill, &dims, args, 2);
-    }
+ * it, leaving teardown to bs_scene_close. */
+static acg_status scene_run(bs_scene *c, bool check) {
+    acg_status st = bs_scene_open(c, "level_zero", false);
     float pageable[N];
     if (st == ACG_OK) {
         st = acg_copy_d2h(c->s, pageable, c->x, 0, sizeof pageable);
@@ -236,7 +107,7 @@ static acg_status scene_run(scene *c, bool check) {
         }
     }
     if (st == ACG_OK) {
-        st = capture(c, ALPHA, &c->g);
+        st = bs_capture(c, ALPHA, &c->g);
     }
     for (int r = 0; r < 2 && st == ACG_OK; r++) {
         st = acg_graph_launch(c->g, c->s);
@@ -249,7 +120,7 @@ static acg_status scene_run(scene *c, bool check) {
         st = acg_stream_synchronize(c->s);
     }
     if (st == ACG_OK && check) {
-        assert_true(host_is(c, 2.0f + ALPHA));
+        assert_true(bs_host_is(c, 2.0f + ALPHA));
     }
     /* Replayed and discarded at once: the driver may still reference its list. */
     if (st == ACG_OK) {
@@ -260,16 +131,10 @@ static acg_status scene_run(scene *c, bool check) {
         c->g = NULL;
     }
     if (st == ACG_OK) {
-        st = capture(c, 2.0f * ALPHA, &c->g2);
+        st = bs_capture(c, 2.0f * ALPHA, &c->g2);
     }
     if (st == ACG_OK) {
-        st = acg_graph_launch(c->g2, c->s);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_synchronize(c->s);
-    }
-    if (st == ACG_OK && check) {
-        assert_true(host_is(c, 2.0f + 2.0f * ALPHA));
+        st = bs_replay(c, c->g2, 1, check, 2.0f + 2.0f * ALPHA);
     }
     if (st == ACG_OK) {
         st = invalidated_capture(c);
@@ -277,20 +142,14 @@ static acg_status scene_run(scene *c, bool check) {
     /* An update: the list recorded again from a capture of the same shape. */
     acg_graph *g3 = NULL;
     if (st == ACG_OK) {
-        st = capture(c, 3.0f * ALPHA, &g3);
+        st = bs_capture(c, 3.0f * ALPHA, &g3);
     }
     if (st == ACG_OK) {
         st = acg_graph_update(c->g2, g3);
     }
     acg_graph_destroy(g3);
     if (st == ACG_OK) {
-        st = acg_graph_launch(c->g2, c->s);
-    }
-    if (st == ACG_OK) {
-        st = acg_stream_synchronize(c->s);
-    }
-    if (st == ACG_OK && check) {
-        assert_true(host_is(c, 2.0f + 3.0f * ALPHA));
+        st = bs_replay(c, c->g2, 1, check, 2.0f + 3.0f * ALPHA);
     }
     acg_native_handle native = ACG_NATIVE_HANDLE_INIT;
     if (st == ACG_OK) {
@@ -310,32 +169,11 @@ static acg_status scene_run(scene *c, bool check) {
     return st;
 }
 
-/* Frees everything scene_run made, whatever it got to. */
-static void scene_close(scene *c) {
-    if (c->s != NULL) {
-        acg_stream_synchronize(c->s);
-    }
-    acg_graph_destroy(c->g2);
-    acg_graph_destroy(c->g);
-    acg_graph_pool_destroy(c->pool);
-    acg_event_destroy(c->fork);
-    acg_event_destroy(c->join);
-    acg_stream_destroy(c->s2);
-    acg_stream_destroy(c->s);
-    acg_pinned_free(c->host);
-    acg_buffer_free(c->z);
-    acg_buffer_free(c->y);
-    acg_buffer_free(c->x);
-    if (c->dev != NULL) {
-        assert_int_equal(acg_device_close(c->dev), ACG_OK);
-    }
-}
-
 static void test_scenario(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     OK(scene_run(&c, true));
-    scene_close(&c);
+    bs_scene_close(&c);
     bind_driver();
     assert_int_equal(drv.violations(), 0);
 }
@@ -352,24 +190,24 @@ static unsigned long graph_destroys(void) {
  * that capture ended. */
 static void test_discard_retained(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     OK(scene_run(&c, true));
     bind_driver();
     unsigned long destroyed = graph_destroys();
     acg_graph *g = NULL;
-    OK(capture(&c, ALPHA, &g));
+    OK(bs_capture(&c, ALPHA, &g));
     OK(acg_graph_launch(g, c.s));
     OK(acg_graph_discard(g));
     assert_int_equal(graph_destroys(), destroyed); /* kept */
     acg_graph *next = NULL;
-    OK(capture(&c, ALPHA, &next));
+    OK(bs_capture(&c, ALPHA, &next));
     assert_int_equal(graph_destroys(), destroyed + 1); /* the capture let it go */
     OK(acg_stream_synchronize(c.s));
     OK(acg_graph_launch(next, c.s));
     OK(acg_stream_synchronize(c.s));
-    assert_true(host_is(&c, 2.0f + ALPHA));
+    assert_true(bs_host_is(&c, 2.0f + ALPHA));
     OK(acg_graph_destroy(next));
-    scene_close(&c);
+    bs_scene_close(&c);
     assert_int_equal(drv.violations(), 0);
 }
 
@@ -380,14 +218,14 @@ static void test_discard_retained(void **state) {
  * made that of c.g2). */
 static void test_update_paths(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     OK(scene_run(&c, true)); /* c.g2 replays 2 + 3 * ALPHA */
     bind_driver();
     const acg_capability *cap = acg_device_get_capability(c.dev);
     const bool mutable_lists = strstr(cap->detail, "mutable lists yes") != NULL;
     unsigned long patched = drv.calls("zeCommandListUpdateMutableCommandsExp");
     acg_graph *g = NULL;
-    OK(capture(&c, 4.0f * ALPHA, &g));
+    OK(bs_capture(&c, 4.0f * ALPHA, &g));
     unsigned long before = drv.calls("zeCommandListCreate");
     OK(acg_graph_update(c.g2, g));
     OK(acg_graph_destroy(g));
@@ -396,11 +234,11 @@ static void test_update_paths(void **state) {
     assert_int_equal(drv.calls("zeCommandListCreate") - before, mutable_lists ? 0 : 1);
     OK(acg_graph_launch(c.g2, c.s));
     OK(acg_stream_synchronize(c.s));
-    assert_true(host_is(&c, 2.0f + 4.0f * ALPHA));
+    assert_true(bs_host_is(&c, 2.0f + 4.0f * ALPHA));
     /* The same capture with its copy going elsewhere: recorded again. */
     acg_buffer *keep = c.z;
     OK(acg_buffer_alloc(c.dev, N * sizeof(float), &c.z));
-    OK(capture(&c, ALPHA, &g));
+    OK(bs_capture(&c, ALPHA, &g));
     before = drv.calls("zeCommandListCreate");
     patched = drv.calls("zeCommandListUpdateMutableCommandsExp");
     OK(acg_graph_update(c.g2, g));
@@ -409,12 +247,12 @@ static void test_update_paths(void **state) {
     assert_int_equal(drv.calls("zeCommandListUpdateMutableCommandsExp"), patched);
     OK(acg_graph_launch(c.g2, c.s));
     OK(acg_stream_synchronize(c.s));
-    assert_true(host_is(&c, 2.0f + ALPHA));
+    assert_true(bs_host_is(&c, 2.0f + ALPHA));
     OK(acg_graph_destroy(c.g2)); /* it reads the new z */
     c.g2 = NULL;
     OK(acg_buffer_free(c.z));
     c.z = keep;
-    scene_close(&c);
+    bs_scene_close(&c);
     assert_int_equal(drv.violations(), 0);
 }
 
@@ -472,7 +310,7 @@ static bool graphs_exp(const acg_capability *cap) {
 /* The driver's object behind a graph (acg_graph_get_native): the executable graph of a native
  * capture, else the closed list; run without acg on the stream's own list, it does what a
  * replay does. */
-static void run_native_graph(scene *c, acg_graph *g, bool native) {
+static void run_native_graph(bs_scene *c, acg_graph *g, bool native) {
     const acg_capability *cap = acg_device_get_capability(c->dev);
     acg_native_handle gh = ACG_NATIVE_HANDLE_INIT, sh = ACG_NATIVE_HANDLE_INIT;
     OK(acg_graph_get_native(g, &gh));
@@ -506,7 +344,7 @@ static void run_native_graph(scene *c, acg_graph *g, bool native) {
     }
     assert_int_equal(r, ZE_RESULT_SUCCESS);
     OK(acg_stream_synchronize(c->s));
-    assert_true(host_is(c, 2.0f + ALPHA));
+    assert_true(bs_host_is(c, 2.0f + ALPHA));
 }
 
 /* Where the driver offers the graph extension, a capture is the driver's: no list is recorded
@@ -519,7 +357,7 @@ static void run_native_graph(scene *c, acg_graph *g, bool native) {
  * extension the detail names. */
 static void test_native_capture(void **state) {
     (void)state;
-    scene c;
+    bs_scene c;
     OK(scene_run(&c, true));
     bind_driver();
     const acg_capability *cap = acg_device_get_capability(c.dev);
@@ -533,7 +371,7 @@ static void test_native_capture(void **state) {
     unsigned long created = drv.calls("zeCommandListCreate");
     unsigned long appended = drv.calls(append_fn);
     acg_graph *g = NULL;
-    OK(capture(&c, ALPHA, &g));
+    OK(bs_capture(&c, ALPHA, &g));
     assert_int_equal(drv.calls(begin_fn) - begun, native ? 1 : 0);
     assert_int_equal(drv.calls("zeCommandListCreate") - created, native ? 0 : 1);
     memset(c.host, 0, N * sizeof(float));
@@ -541,7 +379,7 @@ static void test_native_capture(void **state) {
         OK(acg_graph_launch(g, c.s));
     }
     OK(acg_stream_synchronize(c.s));
-    assert_true(host_is(&c, 2.0f + ALPHA));
+    assert_true(bs_host_is(&c, 2.0f + ALPHA));
     assert_int_equal(drv.calls(append_fn) - appended, native ? 3 : 0);
     run_native_graph(&c, g, native);
     OK(acg_graph_destroy(g));
@@ -599,8 +437,8 @@ static void test_native_capture(void **state) {
     OK(acg_stream_synchronize(c.s2));
     OK(acg_copy_d2h(c.s, c.host, c.y, 0, N * sizeof(float)));
     OK(acg_stream_synchronize(c.s));
-    assert_true(host_is(&c, 5.0f));
-    scene_close(&c);
+    assert_true(bs_host_is(&c, 5.0f));
+    bs_scene_close(&c);
     assert_int_equal(drv.violations(), 0);
 }
 
@@ -626,11 +464,10 @@ static const char *const entry_names[] = {
     "zeExecutableGraphDestroyExp",
     "zeGraphDestroyExp",
     "zexKernelGetArgumentSize",
+    NULL,
 };
-#define N_ENTRIES (sizeof entry_names / sizeof entry_names[0])
 
-/* Calls that destroy or release: a driver that fails one keeps the object, so the sweep does
- * not count objects after failing them. */
+/* Calls that destroy or release: a driver that fails one keeps the object. */
 static bool releases(const char *name) {
     return strstr(name, "Destroy") != NULL || strstr(name, "Free") != NULL;
 }
@@ -640,70 +477,12 @@ static bool releases(const char *name) {
  * driver's error (or absorbs it), the teardown leaves no driver object behind unless the backend
  * said it left some to the driver (a refused release, or a failed wait before freeing what the
  * device may still use), the driver saw no misuse (nothing destroyed while in use), and the
- * scenario then runs clean on a new device. */
+ * scenario then runs clean on a new device (bs_fault_sweep). */
 static void test_fault_sweep(void **state) {
     (void)state;
-    scene c;
-    OK(scene_run(&c, true)); /* loads the driver and builds what is built once per process */
-    scene_close(&c);
-    bind_driver();
-    acg_set_log_callback(count_left, NULL);
-    acg_set_log_level(ACG_LOG_WARN);
-    unsigned long counts[N_ENTRIES];
-    for (size_t i = 0; i < N_ENTRIES; i++) {
-        counts[i] = drv.calls(entry_names[i]);
-    }
-    long live = drv.live();
-    OK(scene_run(&c, true));
-    scene_close(&c);
-    assert_int_equal(drv.live(), live);
-    for (size_t i = 0; i < N_ENTRIES; i++) {
-        counts[i] = drv.calls(entry_names[i]) - counts[i];
-    }
-    unsigned long points = 0, failed_runs = 0, left_runs = 0;
-    for (size_t i = 0; i < N_ENTRIES; i++) {
-        const char *name = entry_names[i];
-        for (unsigned long k = 1; k <= counts[i]; k++, points++) {
-            left_to_driver = 0;
-            drv.inject(name, (unsigned)k, ZE_RESULT_ERROR_INVALID_ARGUMENT);
-            acg_status st = scene_run(&c, false);
-            char why[512];
-            snprintf(why, sizeof why, "%s", st != ACG_OK ? acg_last_error() : "-");
-            scene_close(&c);
-            drv.inject(NULL, 0, 0);
-            failed_runs += st != ACG_OK;
-            if (st != ACG_OK && strstr(why, "ZE_RESULT_ERROR_INVALID_ARGUMENT") == NULL) {
-                print_error("failing %s call %lu: %s without the driver's error: %s\n", name, k,
-                            acg_status_name(st), why);
-                fail();
-            }
-            left_runs += left_to_driver > 0;
-            if (releases(name) || left_to_driver > 0) {
-                /* A release refused, or a wait failed before freeing what the device may still
-                 * use: the backend leaves it to the driver, and says so. */
-                live = drv.live();
-            } else if (drv.live() != live) {
-                print_error("failing %s call %lu (%s: %s) left %ld driver objects behind\n", name,
-                            k, acg_status_name(st), why, drv.live() - live);
-                fail();
-            }
-            if (drv.violations() != 0) {
-                print_error("failing %s call %lu (%s: %s): the driver saw %lu misuse(s)\n", name, k,
-                            acg_status_name(st), why, drv.violations());
-                fail();
-            }
-            OK(scene_run(&c, true));
-            scene_close(&c);
-            assert_int_equal(drv.live(), live);
-        }
-    }
-    acg_set_log_callback(NULL, NULL);
-    acg_set_log_level(ACG_LOG_ERROR);
-    print_message("level_zero fault sweep: %lu driver calls failed in turn (%lu runs failed "
-                  "with the driver's error, the rest absorbed it); %lu left what the device may "
-                  "still use to the driver and said so, none leaked otherwise; no misuse\n",
-                  points, failed_runs, left_runs);
-    assert_true(points > 50 && failed_runs > points / 2);
+    const bs_sweep sweep = {
+        .names = entry_names, .run = scene_run, .releases = releases, .may_leave_to_driver = true};
+    bs_fault_sweep(&sweep, &drv);
 }
 
 /* ---- device faults ------------------------------------------------------------------------ */
@@ -748,37 +527,15 @@ static void rig_open(rig *r) {
     OK(acg_device_get_async_error(r->dev)); /* healthy, with work queued */
 }
 
-/* A call on a device lost before it: ACG_ERR_DEVICE_LOST at once, naming the first fault. */
-static void expect_lost(acg_status st, const char *call, const char *first) {
-    const char *why = acg_last_error();
-    if (st != ACG_ERR_DEVICE_LOST || strstr(why, "was lost to an earlier fault") == NULL ||
-        strstr(why, first) == NULL) {
-        print_error("%s: %s (%s), not ACG_ERR_DEVICE_LOST naming an earlier fault in %s\n", call,
-                    acg_status_name(st), why, first);
-        fail();
-    }
-}
-#define EXPECT_LOST(call, first) expect_lost((call), #call, (first))
-
 /* The rig's device was lost to a fault whose detail names `first`: every call that would queue
  * work, wait, allocate or create fails fast naming it (the poll too, every time); every destroy
  * succeeds, and so does the close, which leaves the driver with the `live` objects it had
  * before the rig, and no misuse. */
 static void rig_lost(rig *r, const char *first, long live) {
-    acg_buffer *b = NULL;
-    acg_stream *s2 = NULL;
-    EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
-    EXPECT_LOST(acg_buffer_alloc(r->dev, 64, &b), first);
-    assert_null(b);
-    EXPECT_LOST(acg_stream_create(r->dev, &s2), first);
-    assert_null(s2);
-    EXPECT_LOST(acg_graph_launch(r->g, r->s), first);
-    EXPECT_LOST(acg_copy_d2h(r->s, r->host, r->x, 0, N * sizeof(float)), first);
-    EXPECT_LOST(acg_stream_synchronize(r->s), first);
-    EXPECT_LOST(acg_event_synchronize(r->ev), first);
-    EXPECT_LOST(acg_device_synchronize(r->dev), first);
-    EXPECT_LOST(acg_device_get_async_error(r->dev), first);
-    EXPECT_LOST(acg_device_get_async_error(r->dev), first);
+    BS_EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
+    BS_EXPECT_LOST(acg_graph_launch(r->g, r->s), first);
+    BS_EXPECT_LOST(acg_copy_d2h(r->s, r->host, r->x, 0, N * sizeof(float)), first);
+    bs_expect_lost_device(r->dev, r->s, r->ev, first);
     OK(acg_graph_destroy(r->g));
     OK(acg_graph_pool_destroy(r->pool));
     OK(acg_event_destroy(r->ev));
@@ -848,7 +605,7 @@ static unsigned long host_waits(void) {
 static void test_device_lost_synchronize(void **state) {
     (void)state;
     bind_driver();
-    drv.set_lost(0, 0); /* whatever a failed test before left */
+    set_lost(0, 0); /* whatever a failed test before left */
     long live = drv.live();
     rig r;
     rig_open(&r);
@@ -862,12 +619,12 @@ static void test_device_lost_synchronize(void **state) {
     const int modes[] = {ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         rig_open(&r);
-        drv.set_lost(0, modes[m]);
+        set_lost(0, modes[m]);
         assert_int_equal(acg_stream_synchronize(r.s), ACG_ERR_DEVICE_LOST);
         assert_non_null(strstr(acg_last_error(), "acg_stream_synchronize"));
         assert_non_null(strstr(acg_last_error(), "failed with ZE_RESULT_ERROR_DEVICE_LOST"));
         rig_lost(&r, "failed with ZE_RESULT_ERROR_DEVICE_LOST", live);
-        drv.set_lost(0, 0);
+        set_lost(0, 0);
         tc_expect_device_works("level_zero");
         assert_int_equal(drv.live(), live);
     }
@@ -879,13 +636,13 @@ static void test_device_lost_synchronize(void **state) {
 static void test_device_lost_poll(void **state) {
     (void)state;
     bind_driver();
-    drv.set_lost(0, 0); /* whatever a failed test before left */
+    set_lost(0, 0); /* whatever a failed test before left */
     long live = drv.live();
     const int modes[] = {ACGTEST_ZE_LOST, ACGTEST_ZE_LOST_RELEASES};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         rig r;
         rig_open(&r);
-        drv.set_lost(0, modes[m]);
+        set_lost(0, modes[m]);
         unsigned long waits = host_waits(), polls = drv.calls("zeDeviceGetStatus");
         assert_int_equal(acg_device_get_async_error(r.dev), ACG_ERR_DEVICE_LOST);
         assert_non_null(strstr(acg_last_error(), "acg_device_get_async_error"));
@@ -894,7 +651,7 @@ static void test_device_lost_poll(void **state) {
         assert_int_equal(host_waits(), waits);
         assert_int_equal(drv.calls("zeDeviceGetStatus") - polls, 1);
         rig_lost(&r, "zeDeviceGetStatus failed with ZE_RESULT_ERROR_DEVICE_LOST", live);
-        drv.set_lost(0, 0);
+        set_lost(0, 0);
         tc_expect_device_works("level_zero");
         assert_int_equal(drv.live(), live);
     }
@@ -1447,29 +1204,6 @@ static void test_kernel_params_checked(void **state) {
 
 /* ---- conditions that make the backend unavailable ---------------------------------------- */
 
-static int expect_unavailable(const char *text) {
-    for (size_t i = 0; i < acg_backend_count(); i++) {
-        acg_backend_info info = ACG_BACKEND_INFO_INIT;
-        if (acg_backend_get_info(i, &info) != ACG_OK || strcmp(info.name, "level_zero") != 0) {
-            continue;
-        }
-        acg_device *dev = NULL;
-        acg_status st = acg_device_open("level_zero", &dev);
-        if (info.available || st != ACG_ERR_UNAVAILABLE || strstr(info.reason, text) == NULL ||
-            strstr(acg_last_error(), text) == NULL) {
-            fprintf(stderr,
-                    "expected level_zero unavailable with \"%s\": available %d, open %s, reason "
-                    "\"%s\", error \"%s\"\n",
-                    text, info.available, acg_status_name(st), info.reason, acg_last_error());
-            return 1;
-        }
-        printf("unavailable as expected: %s\n", info.reason);
-        return 0;
-    }
-    fprintf(stderr, "no level_zero backend in this build\n");
-    return 1;
-}
-
 /* Warnings that name an extension version acg does not know. */
 static int unknown_versions;
 
@@ -1544,11 +1278,11 @@ static int expect_unknown_versions(void) {
               strstr(cap->detail, "mutable lists no") == NULL ||
               strstr(cap->detail, "graph capture no") == NULL ||
               strstr(cap->detail, "free memory no") == NULL || cap->native_capture;
-    scene c;
+    bs_scene c;
     acg_device_close(dev);
     acg_set_log_level(ACG_LOG_ERROR);
     bad |= scene_run(&c, false) != ACG_OK;
-    scene_close(&c);
+    bs_scene_close(&c);
     acg_set_log_callback(NULL, NULL);
     return bad;
 }
@@ -1565,15 +1299,15 @@ static int expect_detail(const char *text) {
     printf("%s\n", cap->detail);
     int bad = strstr(cap->detail, text) == NULL;
     acg_device_close(dev);
-    scene c;
+    bs_scene c;
     bad |= scene_run(&c, false) != ACG_OK;
-    scene_close(&c);
+    bs_scene_close(&c);
     return bad;
 }
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
-        return expect_unavailable(argv[2]);
+        return bs_expect_unavailable("level_zero", argv[2]);
     }
     if (argc == 3 && strcmp(argv[1], "--expect-detail") == 0) {
         return expect_detail(argv[2]);
@@ -1581,12 +1315,9 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--expect-unknown-versions") == 0) {
         return expect_unknown_versions();
     }
-    acg_device *probe = NULL;
-    if (acg_device_open("level_zero", &probe) != ACG_OK) {
-        printf("skipped: level_zero: %s\n", acg_last_error());
+    if (!bs_backend_opens("level_zero")) {
         return 77;
     }
-    acg_device_close(probe);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scenario),
         cmocka_unit_test(test_discard_retained),

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "backend_scene.h" /* BS_EXPECT_LOST */
 #include "backends/opencl/opencl.h"
 #include "common.h" /* tc_expect_device_works */
 
@@ -334,36 +335,14 @@ static void rig_release_engine(rig *r) {
     clReleaseEvent(r->user);
 }
 
-/* A call on a device lost before it: ACG_ERR_DEVICE_LOST at once, naming the first fault. */
-static void expect_lost(acg_status st, const char *call, const char *first) {
-    const char *why = acg_last_error();
-    if (st != ACG_ERR_DEVICE_LOST || strstr(why, "was lost to an earlier fault") == NULL ||
-        strstr(why, first) == NULL) {
-        print_error("%s: %s (%s), not ACG_ERR_DEVICE_LOST naming an earlier fault in %s\n", call,
-                    acg_status_name(st), why, first);
-        fail();
-    }
-}
-#define EXPECT_LOST(call, first) expect_lost((call), #call, (first))
-
 /* The rig's device was lost to a fault whose detail names `first`: every call that would queue
  * work, wait, allocate or create fails fast naming it (the poll too, every time); every destroy
  * succeeds, and so does the close. */
 static void rig_lost(rig *r, const char *first) {
-    acg_buffer *b = NULL;
-    acg_stream *s2 = NULL;
     float host[N];
-    EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
-    EXPECT_LOST(acg_buffer_alloc(r->dev, 64, &b), first);
-    assert_null(b);
-    EXPECT_LOST(acg_stream_create(r->dev, &s2), first);
-    assert_null(s2);
-    EXPECT_LOST(acg_copy_d2h(r->s, host, r->x, 0, sizeof host), first);
-    EXPECT_LOST(acg_stream_synchronize(r->s), first);
-    EXPECT_LOST(acg_event_synchronize(r->ev), first);
-    EXPECT_LOST(acg_device_synchronize(r->dev), first);
-    EXPECT_LOST(acg_device_get_async_error(r->dev), first);
-    EXPECT_LOST(acg_device_get_async_error(r->dev), first);
+    BS_EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
+    BS_EXPECT_LOST(acg_copy_d2h(r->s, host, r->x, 0, sizeof host), first);
+    bs_expect_lost_device(r->dev, r->s, r->ev, first);
     OK(acg_event_destroy(r->ev));
     OK(acg_stream_destroy(r->s));
     OK(acg_buffer_free(r->x));

@@ -465,10 +465,7 @@ ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext) {
     FAKE_ENTER(zeContextDestroy);
     struct fake_context *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }

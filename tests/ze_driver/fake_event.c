@@ -22,10 +22,7 @@ ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_
     struct fake_context *ctx;
     struct fake_pool *pool = NULL;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -88,10 +85,7 @@ ze_result_t fake_zeEventPoolDestroy(ze_event_pool_handle_t hEventPool) {
     FAKE_ENTER(zeEventPoolDestroy);
     struct fake_pool *pool;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_POOL, hEventPool, fn, (void **)&pool);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_POOL, hEventPool, fn, (void **)&pool);
     if (r == ZE_RESULT_SUCCESS && pool->events > 0) {
         fake__violation("%s: the pool still has %ld events", fn, pool->events);
         r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
@@ -113,10 +107,7 @@ ze_result_t fake_zeEventCreate(ze_event_pool_handle_t hEventPool, const ze_event
     FAKE_ENTER(zeEventCreate);
     struct fake_pool *pool;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_POOL, hEventPool, fn, (void **)&pool);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_POOL, hEventPool, fn, (void **)&pool);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -169,10 +160,7 @@ ze_result_t fake_zeEventDestroy(ze_event_handle_t hEvent) {
     FAKE_ENTER(zeEventDestroy);
     struct fake_event *e;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_EVENT, hEvent, fn, (void **)&e);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_EVENT, hEvent, fn, (void **)&e);
     if (r == ZE_RESULT_SUCCESS && (e->obj.pending > 0 || e->obj.waiters > 0)) {
         fake__violation("%s: %ld pending commands and %ld host threads still use the event", fn,
                         e->obj.pending, e->obj.waiters);
@@ -191,10 +179,7 @@ ze_result_t fake_zeEventDestroy(ze_event_handle_t hEvent) {
  * the host would never see it signalled (a violation; the code is the one the entry points
  * list for an event in a bad state). */
 static ze_result_t host_event(ze_event_handle_t h, const char *fn, struct fake_event **out) {
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_EVENT, h, fn, (void **)out);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_EVENT, h, fn, (void **)out);
     if (r == ZE_RESULT_SUCCESS && !((*out)->pool->flags & ZE_EVENT_POOL_FLAG_HOST_VISIBLE)) {
         fake__violation("%s: the event's pool is not ZE_EVENT_POOL_FLAG_HOST_VISIBLE", fn);
         r = ZE_RESULT_ERROR_INVALID_SYNCHRONIZATION_OBJECT;
@@ -303,10 +288,7 @@ ze_result_t fake_zeFenceCreate(ze_command_queue_handle_t hCommandQueue, const ze
     FAKE_ENTER(zeFenceCreate);
     struct fake_queue *q;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -347,10 +329,7 @@ ze_result_t fake_zeFenceDestroy(ze_fence_handle_t hFence) {
     FAKE_ENTER(zeFenceDestroy);
     struct fake_fence *f;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_FENCE, hFence, fn, (void **)&f);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_FENCE, hFence, fn, (void **)&f);
     if (r == ZE_RESULT_SUCCESS && (f->obj.pending > 0 || f->obj.waiters > 0)) {
         fake__violation("%s: an execution or a host thread still uses the fence", fn);
         r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
@@ -368,10 +347,7 @@ ze_result_t fake_zeFenceHostSynchronize(ze_fence_handle_t hFence, uint64_t timeo
     FAKE_ENTER(zeFenceHostSynchronize);
     struct fake_fence *f;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_FENCE, hFence, "zeFenceHostSynchronize", (void **)&f);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_FENCE, hFence, "zeFenceHostSynchronize", (void **)&f);
     if (r == ZE_RESULT_SUCCESS) {
         struct timespec deadline;
         int forever;
@@ -398,10 +374,7 @@ ze_result_t fake_zeFenceQueryStatus(ze_fence_handle_t hFence) {
     FAKE_ENTER(zeFenceQueryStatus);
     struct fake_fence *f;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_FENCE, hFence, "zeFenceQueryStatus", (void **)&f);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_FENCE, hFence, "zeFenceQueryStatus", (void **)&f);
     if (r == ZE_RESULT_SUCCESS && !f->signalled) {
         r = f->queue->dev->lost ? ZE_RESULT_ERROR_DEVICE_LOST : ZE_RESULT_NOT_READY;
     }
@@ -416,10 +389,7 @@ ze_result_t fake_zeFenceReset(ze_fence_handle_t hFence) {
     FAKE_ENTER(zeFenceReset);
     struct fake_fence *f;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_FENCE, hFence, fn, (void **)&f);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_FENCE, hFence, fn, (void **)&f);
     if (r == ZE_RESULT_SUCCESS && f->obj.pending > 0) {
         fake__violation("%s: an execution the fence waits for is still pending", fn);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;

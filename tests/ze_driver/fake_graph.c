@@ -226,10 +226,7 @@ static ze_result_t begin_capture(ze_command_list_handle_t hCommandList, const vo
                                  const char *fn) {
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS) {
         r = no_pnext(pNext, fn);
     }
@@ -285,10 +282,7 @@ static ze_result_t capture_enabled(ze_command_list_handle_t hCommandList, ze_res
                                    ze_result_t no, const char *fn) {
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS) {
         r = l->capture != NULL ? yes : no;
     }
@@ -346,10 +340,7 @@ static ze_result_t end_capture(ze_command_list_handle_t hCommandList, const void
                                acg_ze_graph_handle_t *phGraph, const char *fn) {
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS) {
         r = no_pnext(pNext, fn);
     }
@@ -426,10 +417,7 @@ static ze_result_t instantiate(acg_ze_graph_handle_t hGraph, const void *pNext,
     struct fake_graph *g;
     struct fake_exec_graph *x = NULL;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_GRAPH, hGraph, fn, (void **)&g);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_GRAPH, hGraph, fn, (void **)&g);
     if (r == ZE_RESULT_SUCCESS) {
         r = no_pnext(pNext, fn);
     }
@@ -530,10 +518,7 @@ static ze_result_t append_graph(ze_command_list_handle_t hCommandList,
     struct fake_exec_graph *x;
     struct fake_cmd cmd = {.kind = FAKE_CMD_GRAPH, .entry = fn};
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS) {
         r = fake__lookup(FAKE_EXEC_GRAPH, hGraph, fn, (void **)&x);
     }
@@ -613,10 +598,7 @@ static void graph_free(struct fake_graph *g) {
 static ze_result_t exec_destroy(acg_ze_executable_graph_handle_t hGraph, const char *fn) {
     struct fake_exec_graph *x;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_EXEC_GRAPH, hGraph, fn, (void **)&x);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_EXEC_GRAPH, hGraph, fn, (void **)&x);
     if (r == ZE_RESULT_SUCCESS && x->obj.pending > 0) {
         fake__violation("%s: %ld replays of the executable graph are still pending", fn,
                         x->obj.pending);
@@ -644,10 +626,7 @@ ze_result_t fake_zeExecutableGraphDestroyExp(acg_ze_executable_graph_handle_t hG
 static ze_result_t graph_destroy(acg_ze_graph_handle_t hGraph, const char *fn) {
     struct fake_graph *g;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_GRAPH, hGraph, fn, (void **)&g);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_GRAPH, hGraph, fn, (void **)&g);
     if (r == ZE_RESULT_SUCCESS && g->capturing) { /* as in instantiate() */
         fake__violation("%s: the graph is still capturing (%s ends it)", fn,
                         "zeCommandListEndGraphCaptureExt");

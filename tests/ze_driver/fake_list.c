@@ -56,16 +56,50 @@ static ze_result_t check_queue_desc(const ze_command_queue_desc_t *desc, const c
     return ZE_RESULT_SUCCESS;
 }
 
+/* ---- engines -------------------------------------------------------------------------------- */
+
+/* (lock held) Starts the worker of a new immediate list or queue and makes it live as `kind`;
+ * on failure nothing is left running. */
+static ze_result_t engine_object_start(struct fake_obj *obj, struct fake_engine *engine,
+                                       enum fake_kind kind, const char *what,
+                                       struct fake_device *dev) {
+    ze_result_t r = fake__engine_start(engine, what, dev);
+    if (r == ZE_RESULT_SUCCESS && fake__obj_add(obj, kind) != 0) {
+        fake__engine_stop(engine);
+        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    return r;
+}
+
+/* (lock held) Waits until the engine of a list or queue (obj) completed job `seq`, the host
+ * thread counted as one of obj's waiters so that nothing destroys it meanwhile. */
+static ze_result_t engine_wait(struct fake_obj *obj, struct fake_engine *engine, uint64_t seq,
+                               uint64_t timeout, const struct fake_device *dev) {
+    obj->waiters++;
+    ze_result_t r = fake__wait_counter(&engine->completed, seq, timeout, dev);
+    obj->waiters--;
+    return r;
+}
+
+/* (lock held) Queues cmd on the engine, and in synchronous mode waits for it. */
+static ze_result_t engine_run(struct fake_obj *obj, struct fake_engine *engine,
+                              ze_command_queue_mode_t mode, const struct fake_device *dev,
+                              struct fake_cmd *cmd) {
+    uint64_t seq;
+    ze_result_t r = fake__engine_submit(engine, cmd, &seq);
+    if (r == ZE_RESULT_SUCCESS && mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
+        r = engine_wait(obj, engine, seq, UINT64_MAX, dev);
+    }
+    return r;
+}
+
 /* ---- command lists -------------------------------------------------------------------------- */
 
 /* (lock held) The preamble of a list's creation. */
 static ze_result_t creation(ze_context_handle_t hContext, ze_device_handle_t hDevice,
                             const void *desc, void *out, const char *fn, struct fake_context **ctx,
                             struct fake_device **dev) {
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)ctx);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)ctx);
     if (r == ZE_RESULT_SUCCESS) {
         r = fake__device(hDevice, dev);
     }
@@ -136,12 +170,8 @@ ze_result_t fake_zeCommandListCreateImmediate(ze_context_handle_t hContext,
     if ((l = calloc(1, sizeof *l)) == NULL) {
         goto out;
     }
-    if ((r = fake__engine_start(&l->engine, "immediate command list", dev)) != ZE_RESULT_SUCCESS) {
-        goto out_free;
-    }
-    if (fake__obj_add(&l->obj, FAKE_LIST) != 0) {
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        fake__engine_stop(&l->engine);
+    r = engine_object_start(&l->obj, &l->engine, FAKE_LIST, "immediate command list", dev);
+    if (r != ZE_RESULT_SUCCESS) {
         goto out_free;
     }
     l->ctx = ctx;
@@ -183,10 +213,7 @@ ze_result_t fake_zeCommandListDestroy(ze_command_list_handle_t hCommandList) {
     FAKE_ENTER(zeCommandListDestroy);
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -221,10 +248,7 @@ ze_result_t fake_zeCommandListClose(ze_command_list_handle_t hCommandList) {
     FAKE_ENTER(zeCommandListClose);
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, "zeCommandListClose", (void **)&l);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, "zeCommandListClose", (void **)&l);
     if (r == ZE_RESULT_SUCCESS && !l->immediate) {
         l->closed = 1;
     }
@@ -237,10 +261,7 @@ ze_result_t fake_zeCommandListReset(ze_command_list_handle_t hCommandList) {
     FAKE_ENTER(zeCommandListReset);
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -268,10 +289,7 @@ out:
 /* (lock held) The preamble of an append: the list, open if it is a regular one. */
 static ze_result_t list_for_append(ze_command_list_handle_t h, const char *fn,
                                    struct fake_list **out) {
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, h, fn, (void **)out);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, h, fn, (void **)out);
     if (r == ZE_RESULT_SUCCESS && !(*out)->immediate && (*out)->closed) {
         fake__violation("%s: the command list is closed (zeCommandListReset reopens it)", fn);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -291,14 +309,7 @@ ze_result_t fake__append(struct fake_list *l, struct fake_cmd *cmd) {
             fake__cmd_free(cmd);
             return ZE_RESULT_ERROR_DEVICE_LOST;
         }
-        uint64_t seq;
-        r = fake__engine_submit(&l->engine, cmd, &seq);
-        if (r == ZE_RESULT_SUCCESS && l->mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
-            l->obj.waiters++;
-            r = fake__wait_counter(&l->engine.completed, seq, UINT64_MAX, l->dev);
-            l->obj.waiters--;
-        }
-        return r;
+        return engine_run(&l->obj, &l->engine, l->mode, l->dev, cmd);
     }
     if (l->n_cmds == l->cap_cmds) {
         size_t cap = l->cap_cmds ? 2 * l->cap_cmds : 16;
@@ -610,12 +621,8 @@ ze_result_t fake_zeCommandQueueCreate(ze_context_handle_t hContext, ze_device_ha
     if ((q = calloc(1, sizeof *q)) == NULL) {
         goto out;
     }
-    if ((r = fake__engine_start(&q->engine, "command queue", dev)) != ZE_RESULT_SUCCESS) {
-        goto out_free;
-    }
-    if (fake__obj_add(&q->obj, FAKE_QUEUE) != 0) {
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        fake__engine_stop(&q->engine);
+    r = engine_object_start(&q->obj, &q->engine, FAKE_QUEUE, "command queue", dev);
+    if (r != ZE_RESULT_SUCCESS) {
         goto out_free;
     }
     q->ctx = ctx;
@@ -638,10 +645,7 @@ ze_result_t fake_zeCommandQueueDestroy(ze_command_queue_handle_t hCommandQueue) 
     FAKE_ENTER(zeCommandQueueDestroy);
     struct fake_queue *q;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -673,10 +677,7 @@ ze_result_t fake_zeCommandQueueExecuteCommandLists(ze_command_queue_handle_t hCo
     struct fake_fence *f = NULL;
     struct fake_cmd cmd = {.kind = FAKE_CMD_EXECUTE, .entry = fn};
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q);
     if (r == ZE_RESULT_SUCCESS && phCommandLists == NULL) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
@@ -707,13 +708,7 @@ ze_result_t fake_zeCommandQueueExecuteCommandLists(ze_command_queue_handle_t hCo
     }
     cmd.u.exec.fence = fake__ref(f != NULL ? &f->obj : NULL);
     fake__graph_eager(&cmd);
-    uint64_t seq;
-    r = fake__engine_submit(&q->engine, &cmd, &seq);
-    if (r == ZE_RESULT_SUCCESS && q->mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
-        q->obj.waiters++;
-        r = fake__wait_counter(&q->engine.completed, seq, UINT64_MAX, q->dev);
-        q->obj.waiters--;
-    }
+    r = engine_run(&q->obj, &q->engine, q->mode, q->dev, &cmd);
 out:
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -724,14 +719,10 @@ ze_result_t fake_zeCommandQueueSynchronize(ze_command_queue_handle_t hCommandQue
     FAKE_ENTER(zeCommandQueueSynchronize);
     struct fake_queue *q;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
+    ze_result_t r =
+        fake__ready_lookup(FAKE_QUEUE, hCommandQueue, "zeCommandQueueSynchronize", (void **)&q);
     if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_QUEUE, hCommandQueue, "zeCommandQueueSynchronize", (void **)&q);
-    }
-    if (r == ZE_RESULT_SUCCESS) {
-        q->obj.waiters++;
-        r = fake__wait_counter(&q->engine.completed, q->engine.submitted, timeout, q->dev);
-        q->obj.waiters--;
+        r = engine_wait(&q->obj, &q->engine, q->engine.submitted, timeout, q->dev);
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -748,10 +739,7 @@ ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandL
     FAKE_ENTER(zeCommandListHostSynchronize);
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS && !l->immediate) {
         fake__violation("%s: the list is not an immediate list", fn);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -760,9 +748,7 @@ ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandL
         r = ACG_ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED;
     }
     if (r == ZE_RESULT_SUCCESS) {
-        l->obj.waiters++;
-        r = fake__wait_counter(&l->engine.completed, l->engine.submitted, timeout, l->dev);
-        l->obj.waiters--;
+        r = engine_wait(&l->obj, &l->engine, l->engine.submitted, timeout, l->dev);
     }
     pthread_mutex_unlock(&fake__g.lock);
     return r;
@@ -777,10 +763,7 @@ ze_result_t fake_zeCommandListImmediateAppendCommandListsExp(
     struct fake_list *imm;
     struct fake_cmd cmd = {.kind = FAKE_CMD_EXECUTE, .entry = fn};
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, hCommandListImmediate, fn, (void **)&imm);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandListImmediate, fn, (void **)&imm);
     if (r == ZE_RESULT_SUCCESS && !imm->immediate) {
         fake__violation("%s: hCommandListImmediate is a regular list", fn);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;

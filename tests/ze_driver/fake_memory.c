@@ -142,10 +142,7 @@ ze_result_t fake_zeMemAllocDevice(ze_context_handle_t hContext,
     struct fake_context *ctx;
     struct fake_device *dev;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
     if (r == ZE_RESULT_SUCCESS) {
         r = fake__device(hDevice, &dev);
     }
@@ -186,10 +183,7 @@ ze_result_t fake_zeMemAllocHost(ze_context_handle_t hContext,
     FAKE_ENTER(zeMemAllocHost);
     struct fake_context *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -224,10 +218,7 @@ ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr) {
     FAKE_ENTER(zeMemFree);
     struct fake_context *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
     if (r == ZE_RESULT_SUCCESS && ptr == NULL) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }

@@ -252,10 +252,8 @@ ze_result_t fake_zeModuleBuildLogDestroy(ze_module_build_log_handle_t hModuleBui
     FAKE_ENTER(zeModuleBuildLogDestroy);
     struct fake_log *log;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogDestroy", (void **)&log);
-    }
+    ze_result_t r =
+        fake__ready_lookup(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogDestroy", (void **)&log);
     if (r == ZE_RESULT_SUCCESS) {
         log_free(log);
     }
@@ -270,10 +268,8 @@ ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleB
     FAKE_ENTER(zeModuleBuildLogGetString);
     struct fake_log *log;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogGetString", (void **)&log);
-    }
+    ze_result_t r =
+        fake__ready_lookup(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogGetString", (void **)&log);
     if (r == ZE_RESULT_SUCCESS && pSize == NULL) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
@@ -311,10 +307,7 @@ ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t
     struct fake_module *m = NULL;
     char why[256] = "";
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
     if (r == ZE_RESULT_SUCCESS) {
         r = fake__device(hDevice, &dev);
     }
@@ -392,10 +385,7 @@ ze_result_t fake_zeModuleDestroy(ze_module_handle_t hModule) {
     FAKE_ENTER(zeModuleDestroy);
     struct fake_module *m;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_MODULE, hModule, fn, (void **)&m);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_MODULE, hModule, fn, (void **)&m);
     if (r == ZE_RESULT_SUCCESS && (m->kernels > 0 || m->obj.pending > 0)) {
         fake__violation("%s: the module still has %ld kernels and %ld pending launches", fn,
                         m->kernels, m->obj.pending);
@@ -455,10 +445,7 @@ ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc
     struct fake_module *m;
     struct fake_kernel *k = NULL;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_MODULE, hModule, fn, (void **)&m);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_MODULE, hModule, fn, (void **)&m);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -555,10 +542,7 @@ ze_result_t fake_zeKernelDestroy(ze_kernel_handle_t hKernel) {
     FAKE_ENTER(zeKernelDestroy);
     struct fake_kernel *k;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
     if (r == ZE_RESULT_SUCCESS && k->obj.pending > 0) {
         fake__violation("%s: %ld pending launches still use kernel %s", fn, k->obj.pending,
                         k->name);
@@ -581,10 +565,7 @@ ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t a
     FAKE_ENTER(zeKernelSetArgumentValue);
     struct fake_kernel *k;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
@@ -624,10 +605,7 @@ ze_result_t fake_zeKernelSetGroupSize(ze_kernel_handle_t hKernel, uint32_t group
     FAKE_ENTER(zeKernelSetGroupSize);
     struct fake_kernel *k;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_KERNEL, hKernel, "zeKernelSetGroupSize", (void **)&k);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_KERNEL, hKernel, "zeKernelSetGroupSize", (void **)&k);
     /* The device's limits (zeDeviceGetComputeProperties): 1024 along each, 1024 in all. */
     if (r == ZE_RESULT_SUCCESS && (groupSizeX == 0 || groupSizeY == 0 || groupSizeZ == 0 ||
                                    groupSizeX > 1024 || groupSizeY > 1024 || groupSizeZ > 1024 ||
@@ -652,10 +630,7 @@ ze_result_t fake_zeKernelGetProperties(ze_kernel_handle_t hKernel,
     FAKE_ENTER(zeKernelGetProperties);
     struct fake_kernel *k;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
     if (r == ZE_RESULT_SUCCESS && pKernelProperties == NULL) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
@@ -682,10 +657,8 @@ ze_result_t fake_zexKernelGetArgumentSize(ze_kernel_handle_t hKernel, uint32_t a
     FAKE_ENTER(zexKernelGetArgumentSize);
     struct fake_kernel *k;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_KERNEL, hKernel, "zexKernelGetArgumentSize", (void **)&k);
-    }
+    ze_result_t r =
+        fake__ready_lookup(FAKE_KERNEL, hKernel, "zexKernelGetArgumentSize", (void **)&k);
     if (r == ZE_RESULT_SUCCESS && pArgSize == NULL) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }

@@ -89,10 +89,7 @@ void fake__mutable_assign(struct fake_list *l, struct fake_cmd *cmd) {
 /* (lock held) The preamble of every function here: a live mutable list. */
 static ze_result_t mutable_list(ze_command_list_handle_t h, const char *fn,
                                 struct fake_list **out) {
-    ze_result_t r = fake__ready();
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__lookup(FAKE_LIST, h, fn, (void **)out);
-    }
+    ze_result_t r = fake__ready_lookup(FAKE_LIST, h, fn, (void **)out);
     if (r == ZE_RESULT_SUCCESS && !(*out)->mutable_) {
         fake__violation("%s: the list was not created mutable (%s in its descriptor's pNext)", fn,
                         "acg_ze_mutable_command_list_exp_desc_t");

@@ -98,19 +98,25 @@ const struct fake_ext_info fake__exts[FAKE_EXT_COUNT] = {
 typedef void (*fake_fn)(void);
 
 static const struct {
-    const char *name;
     fake_fn fn;
     int ext; /* a fake_ext, FAKE_EXT_CORE_1_6, FAKE_EXT_DRIVER_EXPERIMENTAL, or -2 for a core
                 entry point of the DDI tables */
     uint32_t version; /* of the extension that brought it */
 } entry_points[FAKE_EP_COUNT] = {
-#define FAKE_EP_ROW(name, ty, table, slot) {#name, (fake_fn)fake_##name, -2, 0},
+#define FAKE_EP_ROW(name, ty, table, slot) {(fake_fn)fake_##name, -2, 0},
     FAKE_ENTRY_POINTS(FAKE_EP_ROW)
 #undef FAKE_EP_ROW
-#define FAKE_EXT_ROW(name, ext, minor)                                                             \
-    {#name, (fake_fn)fake_##name, ext, ZE_MAKE_VERSION(1, minor)},
+#define FAKE_EXT_ROW(name, ext, minor) {(fake_fn)fake_##name, ext, ZE_MAKE_VERSION(1, minor)},
         FAKE_EXT_FUNCTIONS(FAKE_EXT_ROW)
 #undef FAKE_EXT_ROW
+};
+static const char *const entry_point_names[FAKE_EP_COUNT] = {
+#define FAKE_EP_NAME(name, ty, table, slot) #name,
+    FAKE_ENTRY_POINTS(FAKE_EP_NAME)
+#undef FAKE_EP_NAME
+#define FAKE_EXT_NAME(name, ext, minor) #name,
+        FAKE_EXT_FUNCTIONS(FAKE_EXT_NAME)
+#undef FAKE_EXT_NAME
 };
 
 /* Each entry point has the type of its ze_pfn*_t, and its slot that type too, so an argument
@@ -144,14 +150,10 @@ static const char served[FAKE_EP_COUNT] = {
 #undef FAKE_EP_SERVED
 };
 
-static int entry_point_index(const char *name) {
-    for (int i = 0; i < FAKE_EP_COUNT; i++) {
-        if (strcmp(entry_points[i].name, name) == 0) {
-            return i;
-        }
-    }
-    return -1;
-}
+/* The call counts, injected failures and violations (tests/driver_common/fake_common.h). */
+static unsigned long call_counts[FAKE_EP_COUNT];
+static struct fake_ledger ledger =
+    FAKE_LEDGER_INIT("acg Level Zero test driver", entry_point_names, call_counts, NULL);
 
 /* A function pointer goes out through void *, as drivers' do; copying the bytes keeps it
  * within ISO C. */
@@ -159,7 +161,7 @@ _Static_assert(sizeof(fake_fn) == sizeof(void *), "function pointers fit in void
 
 ze_result_t fake__ext_function(const char *name, void **out) {
     *out = NULL;
-    int ep = entry_point_index(name);
+    int ep = fake__ledger_index(&ledger, name);
     if (ep < 0 || entry_points[ep].ext == -2 || fake__cfg.hidden[ep]) {
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     }
@@ -178,64 +180,20 @@ ze_result_t fake__ext_function(const char *name, void **out) {
     return ZE_RESULT_SUCCESS;
 }
 
-/* ---- call counts, injected failures, violations -------------------------------------------
- * A lock of their own: counting must not wait behind a call that holds fake__g.lock. */
-
-#define INJECT_ANY (-1)
-
-static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long call_counts[FAKE_EP_COUNT];
-static unsigned long violations;
-static struct {
-    int armed;
-    int ep;        /* an entry point, or INJECT_ANY */
-    unsigned left; /* calls until it fires, this one included */
-    ze_result_t code;
-} injection;
+/* ---- call counts, injected failures, violations (tests/driver_common/fake_common.h) ------- */
 
 static void ensure_config(void);
 
 ze_result_t fake__enter(enum fake_ep ep) {
     ensure_config();
-    ze_result_t code = ZE_RESULT_SUCCESS;
-    pthread_mutex_lock(&ctl_lock);
-    call_counts[ep]++;
-    if (injection.armed && (injection.ep == (int)ep || injection.ep == INJECT_ANY)) {
-        if (--injection.left == 0) {
-            injection.armed = 0;
-            code = injection.code;
-        }
-    }
-    pthread_mutex_unlock(&ctl_lock);
-    return code;
-}
-
-static void set_injection(const char *name, unsigned nth, int code) {
-    int ep = INJECT_ANY;
-    if (name != NULL && strcmp(name, "*") != 0) {
-        ep = entry_point_index(name);
-        if (ep < 0) {
-            fprintf(stderr, "acg Level Zero test driver: no entry point %s to fail\n", name);
-        }
-    }
-    pthread_mutex_lock(&ctl_lock);
-    injection.armed = nth > 0 && (ep >= 0 || ep == INJECT_ANY);
-    injection.ep = ep;
-    injection.left = nth;
-    injection.code = (ze_result_t)code;
-    pthread_mutex_unlock(&ctl_lock);
+    return (ze_result_t)fake__ledger_enter(&ledger, (int)ep);
 }
 
 void fake__violation(const char *fmt, ...) {
-    char text[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    fake__ledger_violation(&ledger, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "acg Level Zero test driver: misuse: %s\n", text);
-    pthread_mutex_lock(&ctl_lock);
-    violations++;
-    pthread_mutex_unlock(&ctl_lock);
 }
 
 _Noreturn void fake__fault(const char *fmt, ...) {
@@ -253,22 +211,9 @@ _Noreturn void fake__fault(const char *fmt, ...) {
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static int config_loaded;
 
-/* An integer knob in [lo, hi] (decimal, or hexadecimal after 0x), or `def` when unset; a bad
- * value is reported and ignored so a typo does not silently test something else. */
+/* An integer knob (fake__env_long). */
 static long env_long(const char *name, long def, long lo, long hi) {
-    const char *s = getenv(name);
-    if (s == NULL || *s == '\0') {
-        return def;
-    }
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 0);
-    if (*end != '\0' || errno != 0 || v < lo || v > hi) {
-        fprintf(stderr, "acg Level Zero test driver: %s=%s is not in [%ld, %ld]; using %ld\n", name,
-                s, lo, hi, def);
-        return def;
-    }
-    return v;
+    return fake__env_long(ledger.driver, name, def, lo, hi);
 }
 
 static uint32_t env_version(const char *name, uint32_t def) {
@@ -286,30 +231,9 @@ static uint32_t env_version(const char *name, uint32_t def) {
     return ZE_MAKE_VERSION(major, minor);
 }
 
-/* Calls fn(token) for each token of a comma-separated list. */
-static void for_each_token(const char *list, void (*fn)(const char *token)) {
-    char *copy = strdup(list);
-    if (copy == NULL) {
-        return;
-    }
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
-        fn(tok);
-    }
-    free(copy);
-}
-
-static void hide_one(const char *name) {
-    int ep = entry_point_index(name);
-    if (ep < 0) {
-        fprintf(stderr, "acg Level Zero test driver: ACGTEST_ZE_HIDE: no entry point %s\n", name);
-    } else {
-        fake__cfg.hidden[ep] = 1;
-    }
-}
-
 /* "name", or "name:major.minor" to offer an older version than the one implemented. */
-static void offer_one(const char *token) {
+static void offer_one(const char *token, void *ctx) {
+    (void)ctx;
     if (strcmp(token, "none") == 0) {
         return;
     }
@@ -351,25 +275,6 @@ static void offer_one(const char *token) {
     fprintf(stderr, "acg Level Zero test driver: ACGTEST_ZE_EXTENSIONS: no extension %s\n", name);
 }
 
-/* "name:nth:code"; the name may be "*". */
-static void parse_fail(const char *spec) {
-    char name[96];
-    const char *c2 = strrchr(spec, ':');
-    const char *c1 = c2 != NULL ? memchr(spec, ':', (size_t)(c2 - spec)) : NULL;
-    char *end1, *end2;
-    unsigned long nth = c1 != NULL ? strtoul(c1 + 1, &end1, 10) : 0;
-    unsigned long code = c2 != NULL ? strtoul(c2 + 1, &end2, 0) : 0;
-    if (c1 == NULL || (size_t)(c1 - spec) >= sizeof name || end1 != c2 || *end2 != '\0' ||
-        c2[1] == '\0' || code > 0x7fffffffUL) {
-        fprintf(stderr, "acg Level Zero test driver: ACGTEST_ZE_FAIL=%s is not name:nth:code\n",
-                spec);
-        return;
-    }
-    memcpy(name, spec, (size_t)(c1 - spec));
-    name[c1 - spec] = '\0';
-    set_injection(name, (unsigned)nth, (int)code);
-}
-
 static void load_config(void) {
     /* Waits have deadlines on the monotonic clock, which a condition variable takes only from
      * its attributes. */
@@ -382,22 +287,16 @@ static void load_config(void) {
     fake__cfg.api_version = env_version("ACGTEST_ZE_API_VERSION", ZE_MAKE_VERSION(1, 17));
     fake__cfg.mem_bytes = (size_t)env_long("ACGTEST_ZE_MEM_MB", 16384, 1, 1L << 24) << 20;
     fake__cfg.init_fail = (ze_result_t)env_long("ACGTEST_ZE_INIT_FAIL", 0, 0, 0x7fffffff);
-    const char *hide = getenv("ACGTEST_ZE_HIDE");
-    if (hide != NULL) {
-        for_each_token(hide, hide_one);
-    }
+    fake__env_hide(&ledger, "ACGTEST_ZE_HIDE", fake__cfg.hidden);
     const char *exts = getenv("ACGTEST_ZE_EXTENSIONS");
     if (exts != NULL) {
-        for_each_token(exts, offer_one);
+        fake__env_tokens(exts, offer_one, NULL);
     } else {
         for (int i = 0; i < FAKE_EXT_COUNT; i++) {
             fake__cfg.extensions[i] = fake__exts[i].by_default ? fake__exts[i].version : 0;
         }
     }
-    const char *fail = getenv("ACGTEST_ZE_FAIL");
-    if (fail != NULL && *fail != '\0') {
-        parse_fail(fail);
-    }
+    fake__env_fail(&ledger, "ACGTEST_ZE_FAIL");
     for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
         fake__g.devices[i].index = i;
     }
@@ -518,7 +417,7 @@ FAKE_GETTER(zesGetDiagnosticsProcAddrTable, zes_diagnostics_dditable_t, FAKE_TAB
 
 ACGTEST_ZE_API void acgtest_ze_fail(const char *name, unsigned nth, int code) {
     ensure_config();
-    set_injection(name, nth, code);
+    fake__ledger_arm(&ledger, name, nth, code);
 }
 
 /* (lock held) Whether an engine of dev still has work that was queued. */
@@ -561,34 +460,17 @@ ACGTEST_ZE_API void acgtest_ze_set_lost(int device, int mode) {
 
 ACGTEST_ZE_API unsigned long acgtest_ze_calls(const char *name) {
     ensure_config();
-    unsigned long n = 0;
-    int ep = name != NULL ? entry_point_index(name) : INJECT_ANY;
-    pthread_mutex_lock(&ctl_lock);
-    if (ep >= 0) {
-        n = call_counts[ep];
-    } else if (name == NULL) {
-        for (int i = 0; i < FAKE_EP_COUNT; i++) {
-            n += call_counts[i];
-        }
-    }
-    pthread_mutex_unlock(&ctl_lock);
-    return n;
+    return fake__ledger_calls(&ledger, name);
 }
 
 ACGTEST_ZE_API unsigned long acgtest_ze_violations(void) {
     ensure_config();
-    pthread_mutex_lock(&ctl_lock);
-    unsigned long n = violations;
-    pthread_mutex_unlock(&ctl_lock);
-    return n;
+    return fake__ledger_violations(&ledger);
 }
 
 ACGTEST_ZE_API void acgtest_ze_reset_counts(void) {
     ensure_config();
-    pthread_mutex_lock(&ctl_lock);
-    memset(call_counts, 0, sizeof call_counts);
-    violations = 0;
-    pthread_mutex_unlock(&ctl_lock);
+    fake__ledger_reset(&ledger);
 }
 
 ACGTEST_ZE_API long acgtest_ze_live(void) {
@@ -604,47 +486,6 @@ ACGTEST_ZE_API void acgtest_ze_bind_kernels(const acg_kernel_desc *(*lookup)(con
     pthread_mutex_lock(&fake__g.lock);
     fake__g.lookup = lookup;
     pthread_mutex_unlock(&fake__g.lock);
-}
-
-/* ---- containers ----------------------------------------------------------------------------- */
-
-int fake__vec_push(struct fake_vec *vec, void *p) {
-    if (vec->n == vec->cap) {
-        size_t cap = vec->cap ? vec->cap * 2 : 8;
-        void **v = realloc(vec->v, cap * sizeof *v);
-        if (v == NULL) {
-            return -1;
-        }
-        vec->v = v;
-        vec->cap = cap;
-    }
-    vec->v[vec->n++] = p;
-    return 0;
-}
-
-int fake__vec_has(const struct fake_vec *vec, const void *p) {
-    for (size_t i = 0; i < vec->n; i++) {
-        if (vec->v[i] == p) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-void fake__vec_remove(struct fake_vec *vec, const void *p) {
-    for (size_t i = 0; i < vec->n; i++) {
-        if (vec->v[i] == p) {
-            memmove(&vec->v[i], &vec->v[i + 1], (vec->n - i - 1) * sizeof *vec->v);
-            vec->n--;
-            return;
-        }
-    }
-}
-
-void fake__vec_free(struct fake_vec *vec) {
-    free(vec->v);
-    vec->v = NULL;
-    vec->n = vec->cap = 0;
 }
 
 /* ---- objects -------------------------------------------------------------------------------- */
@@ -682,6 +523,11 @@ ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, voi
     }
     *out = (void *)h;
     return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out) {
+    ze_result_t r = fake__ready();
+    return r == ZE_RESULT_SUCCESS ? fake__lookup(kind, h, fn, out) : r;
 }
 
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out) {

@@ -21,6 +21,7 @@
 #include "acg/acg.h"
 #include "backends/level_zero/entry_points.h"
 #include "backends/level_zero/ze_ext.h" /* what Debian's spec 1.4 headers lack */
+#include "fake_common.h" /* tests/driver_common: containers, the call ledger, knobs */
 
 /* Devices the driver can pretend to have (ACGTEST_ZE_DEVICES is clamped to it). */
 #define FAKE_MAX_DEVICES 4
@@ -194,18 +195,7 @@ struct fake_config {
 };
 extern struct fake_config fake__cfg;
 
-/* ---- small containers --------------------------------------------------------------------- */
-
-/* A set of objects, searched by address: handles are checked by membership, never by reading
- * through a pointer that may already be freed. */
-struct fake_vec {
-    void **v;
-    size_t n, cap;
-};
-int fake__vec_push(struct fake_vec *vec, void *p); /* 0, or -1 when out of memory */
-int fake__vec_has(const struct fake_vec *vec, const void *p);
-void fake__vec_remove(struct fake_vec *vec, const void *p);
-void fake__vec_free(struct fake_vec *vec);
+/* The small containers (struct fake_vec) are tests/driver_common's. */
 
 /* ---- objects ------------------------------------------------------------------------------- */
 
@@ -536,6 +526,8 @@ ze_result_t fake__ready(void);
  * handle that is not live (destroyed, never created, or of another kind) is a violation
  * reported for `fn`, and INVALID_ARGUMENT. */
 ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
+/* (lock held) fake__ready, then fake__lookup: the preamble of nearly every entry point. */
+ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
 /* (lock held) The device of handle h, or INVALID_NULL_HANDLE / INVALID_ARGUMENT. */
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out);
 /* (lock held) Makes obj live: a serial, its set, the live count. -1 when out of memory. */

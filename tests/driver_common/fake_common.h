@@ -1,0 +1,95 @@
+/* fake_common.h — what acg's test drivers share (tests/cuda_driver's CUDA driver and NCCL,
+ * tests/ze_driver's Level Zero driver): the small containers their object sets and graphs are
+ * made of, the ledger that counts each entry point's calls and fails the one a test arms, and
+ * the parsing of their environment knobs. Built as a static library each driver links
+ * (tests/driver_common/CMakeLists.txt); nothing here is exported from a driver. */
+#ifndef ACG_TESTS_FAKE_COMMON_H
+#define ACG_TESTS_FAKE_COMMON_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+/* ---- small containers --------------------------------------------------------------------- */
+
+/* A set of objects, searched by address: handles are checked by membership, never by reading
+ * through a pointer that may already be freed. */
+struct fake_vec {
+    void **v;
+    size_t n, cap;
+};
+int fake__vec_push(struct fake_vec *vec, void *p); /* 0, or -1 when out of memory */
+int fake__vec_has(const struct fake_vec *vec, const void *p);
+void fake__vec_remove(struct fake_vec *vec, const void *p); /* keeps the others' order */
+void fake__vec_free(struct fake_vec *vec);
+
+/* A sorted set of indices (a capture's frontier, a graph node's dependencies). */
+struct fake_ids {
+    size_t *v;
+    size_t n, cap;
+};
+int fake__ids_add(struct fake_ids *ids, size_t id); /* 0, or -1 when out of memory */
+int fake__ids_union(struct fake_ids *dst, const struct fake_ids *src);
+void fake__ids_free(struct fake_ids *ids);
+
+/* ---- the ledger of calls ------------------------------------------------------------------ */
+
+/* A driver's call counts, its one armed failure and its misuse count, under a lock of their
+ * own: counting must not wait behind a call that holds the driver's lock. Entry points are
+ * indices 0 .. n - 1; a failure armed for "any entry point" (the name NULL or "*") fires on the
+ * nth call of any that `counted` takes (all, when it is NULL). */
+struct fake_ledger {
+    const char *driver;       /* prefixes what it says on stderr */
+    int n;                    /* entry points */
+    const char *const *names; /* (n) their names */
+    unsigned long *counts;    /* (n) calls of each */
+    int (*counted)(int ep);   /* (optional) whether "any" and the total take it */
+    pthread_mutex_t lock;
+    unsigned long violations;
+    struct {
+        int armed;
+        int ep;        /* an entry point, or -1 for any */
+        unsigned left; /* calls until it fires, this one included */
+        int code;
+    } injection;
+};
+/* A ledger of the entry points named in the array `names`, counting into the array `counts`
+ * (both of one slot per entry point). */
+#define FAKE_LEDGER_INIT(driver_, names_, counts_, counted_)                                       \
+    {                                                                                              \
+        .driver = (driver_), .n = (int)(sizeof(counts_) / sizeof((counts_)[0])),                   \
+        .names = (names_), .counts = (counts_), .counted = (counted_),                             \
+        .lock = PTHREAD_MUTEX_INITIALIZER                                                          \
+    }
+
+/* The index of the entry point `name`, or -1. */
+int fake__ledger_index(const struct fake_ledger *l, const char *name);
+/* Counts a call of `ep`; the code an armed failure makes it return, or 0 to go on. */
+int fake__ledger_enter(struct fake_ledger *l, int ep);
+/* Arms a failure of the nth call of `name` (NULL or "*": any) with `code`; nth 0, or a name
+ * the driver does not have (said on stderr), disarms. */
+void fake__ledger_arm(struct fake_ledger *l, const char *name, unsigned nth, int code);
+/* Calls of `name` so far; with NULL, of all that `counted` takes; 0 for an unknown name. */
+unsigned long fake__ledger_calls(struct fake_ledger *l, const char *name);
+/* Zeroes the counts and the misuse count. */
+void fake__ledger_reset(struct fake_ledger *l);
+/* Says a misuse on stderr and counts it. */
+void fake__ledger_violation(struct fake_ledger *l, const char *fmt, va_list ap);
+unsigned long fake__ledger_violations(struct fake_ledger *l);
+
+/* ---- environment knobs -------------------------------------------------------------------- */
+
+/* An integer knob in [lo, hi] (decimal, or hexadecimal after 0x), or `def` when unset; a bad
+ * value is said on stderr (after `driver`) and ignored, so a typo does not silently test
+ * something else. */
+long fake__env_long(const char *driver, const char *name, long def, long lo, long hi);
+/* Calls fn(token, ctx) for each token of a list separated by commas or spaces. */
+void fake__env_tokens(const char *list, void (*fn)(const char *token, void *ctx), void *ctx);
+/* The entry points the variable `var` lists, marked in hidden[] (one per entry point); an
+ * unknown name is said on stderr. */
+void fake__env_hide(struct fake_ledger *l, const char *var, char *hidden);
+/* The failure the variable `var` arms: "name:nth:code" (the name may be "*", the code decimal
+ * or 0x hexadecimal); anything else is said on stderr and ignored. */
+void fake__env_fail(struct fake_ledger *l, const char *var);
+
+#endif
