@@ -34,7 +34,7 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-coverage
 
 # The prepared check for a lent GPU machine (scripts/device-check.sh): a Release build with CUDA
 # on, the device tests on the real driver, the tool's benchmarks and the PyTorch peer, one JSON

@@ -28,6 +28,8 @@ PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin"
 # Graphviz's dot: tests/test_dot renders the DOT that acg_graph_write_dot writes (and says so when
 # dot is missing), and pictures of captured graphs are drawn with it.
 PACKAGES="$PACKAGES graphviz"
+# The coverage stage of .ci/run (scripts/coverage.sh): gcovr reads gcc's gcov data.
+PACKAGES="$PACKAGES gcovr"
 
 missing=""
 for pkg in $PACKAGES; do
