@@ -5,9 +5,10 @@
 #   scripts/coverage.sh --uncovered FOLDER [BUILD_DIR]  the uncovered lines of FOLDER, as ranges
 # BUILD_DIR defaults to build-coverage. The build is the default one (every backend CMake finds,
 # the same tests as `make test`) at -O0 with gcc's --coverage, warnings as errors; the suite runs
-# two tests at a time. Counters are updated atomically (-fprofile-update=atomic): the cpu backend
-# and the tests run kernels on several threads, and plain counters then lose increments, which
-# gcov reports as negative branch counts that gcovr cannot parse.
+# as many tests at a time as the machine has cores. Counters are updated atomically
+# (-fprofile-update=atomic): the cpu backend and the tests run kernels on several threads, and
+# plain counters then lose increments, which gcov reports as negative branch counts that gcovr
+# cannot parse.
 # Only src/, tools/ and bench/ are counted: not tests/, nor the kernels' C that acg_add_kernels
 # generates in the build folder (it includes the *.acg.c sources, which are counted). The report
 # is gcovr's (Debian's gcovr 5.2, which scripts/install-deps.sh installs): BUILD_DIR/coverage.json
@@ -38,6 +39,7 @@ bench                   61
 '
 
 JOBS=$(nproc 2>/dev/null || echo 2)
+suite_failed=0
 mode=run
 folder=
 case "${1:-}" in
@@ -119,7 +121,8 @@ if [ "$mode" = run ]; then
     cmake --build "$build" -j "$JOBS"
     # Counts from an earlier run would add to this one's.
     find "$build" -name '*.gcda' -exec rm -f {} +
-    ctest --test-dir "$build" --output-on-failure -j "$JOBS"
+    # A failing suite still gets its report (what it reached), then fails the run.
+    ctest --test-dir "$build" --output-on-failure -j "$JOBS" || suite_failed=1
 fi
 
 # The filters are paths relative to this folder; CMake's compiler checks left coverage notes of
@@ -172,3 +175,7 @@ if below:
 if below or unplaced:
     sys.exit(1)
 EOF
+if [ "$suite_failed" != 0 ]; then
+    echo "coverage: the suite failed (above); the figures are of what it reached" >&2
+    exit 1
+fi

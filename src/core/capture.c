@@ -189,8 +189,9 @@ acg_status acg__capture_check(const acg__capture *c, const char *op) {
 
 /* Writes node into its ledger slot with every byte defined: the slot is zeroed (padding, the
  * arrays past their counts and the fields its kind does not use), then given what its kind uses
- * (backend.h), field by field. A builder may leave the other fields unset (a kernel launch
- * writes only its own), and what it left never reaches the description. */
+ * (acg-backend.h), field by field; a scalar argument by its type's member. A builder may leave the
+ * other fields unset (a kernel launch writes only its own), and what it left never reaches the
+ * description. */
 static void ledger_write(acg__node *slot, const acg__node *node) {
     memset(slot, 0, sizeof *slot);
     slot->kind = node->kind;
@@ -203,10 +204,26 @@ static void ledger_write(acg__node *slot, const acg__node *node) {
         for (uint32_t i = 0; i < node->n_args; i++) {
             const acg__karg *a = &node->args[i];
             slot->args[i].type = a->type;
-            if (a->type == ACG_ARG_BUFFER) {
+            switch (a->type) {
+            case ACG_ARG_BUFFER:
                 slot->args[i].value.buf = a->value.buf;
-            } else {
-                slot->args[i].value.u64 = a->value.u64; /* a scalar's whole word */
+                break;
+            case ACG_ARG_I32:
+                slot->args[i].value.i32 = a->value.i32;
+                break;
+            case ACG_ARG_U32:
+                slot->args[i].value.u32 = a->value.u32;
+                break;
+            case ACG_ARG_I64:
+                slot->args[i].value.i64 = a->value.i64;
+                break;
+            case ACG_ARG_U64:
+                slot->args[i].value.u64 = a->value.u64;
+                break;
+            case ACG_ARG_F32:
+                slot->args[i].value.f32 = a->value.f32; /* its member only: the caller's acg_arg
+                                                            may leave the rest of the word unset */
+                break;
             }
         }
         break;

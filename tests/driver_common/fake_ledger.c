@@ -3,6 +3,7 @@
 #include "fake_common.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,14 +41,17 @@ int fake__ledger_enter(struct fake_ledger *l, int ep) {
 
 void fake__ledger_arm(struct fake_ledger *l, const char *name, unsigned nth, int code) {
     int ep = INJECT_ANY;
+    bool known = true;
     if (name != NULL && strcmp(name, "*") != 0) {
         ep = fake__ledger_index(l, name);
-        if (ep < 0) {
+        known = ep >= 0;
+        if (!known) {
             fprintf(stderr, "%s: no entry point %s to fail\n", l->driver, name);
         }
     }
     pthread_mutex_lock(&l->lock);
-    l->injection.armed = nth > 0 && (ep >= 0 || ep == INJECT_ANY);
+    /* A name the driver does not have disarms: it must never fail some other call. */
+    l->injection.armed = nth > 0 && known;
     l->injection.ep = ep;
     l->injection.left = nth;
     l->injection.code = code;
