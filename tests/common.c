@@ -188,6 +188,12 @@ bool tc_has_graphs(acg_device *dev, acg_stream *s) {
     return false;
 }
 
+void tc_need_graphs(acg_device *dev, acg_stream *s) {
+    if (!tc_has_graphs(dev, s)) {
+        tc_skip("no graphs");
+    }
+}
+
 bool tc_has_graph_update(acg_graph *g, const acg_graph *from) {
     const acg_capability *cap = acg_device_get_capability(acg_graph_get_device(g));
     assert_non_null(cap);

@@ -78,6 +78,9 @@ _Noreturn void tc_skip(const char *why_fmt, ...)
 /* Graphs: acg_stream_begin_capture(s) (s a stream of dev) is refused and s stays out of capture
  * mode. */
 bool tc_has_graphs(acg_device *dev, acg_stream *s);
+/* A case that needs graphs: on a device without them (tc_has_graphs), ends the case there,
+ * skipped ("no graphs"). Past it the case may capture. */
+void tc_need_graphs(acg_device *dev, acg_stream *s);
 /* Graph update: acg_graph_update(g, from) is refused (g and from are live graphs of the
  * device). */
 bool tc_has_graph_update(acg_graph *g, const acg_graph *from);

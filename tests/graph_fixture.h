@@ -84,12 +84,7 @@ void expect_floats(fx *f, acg_buffer *buf, size_t n, float v);
 /* A case that needs graphs, or captures over two streams, checks on a device without them that
  * it says so and refuses them, and ends there, skipped. Past this point the case holds nothing
  * but the fixture's objects. */
-#define NEED_GRAPHS(f)                                                                             \
-    do {                                                                                           \
-        if (!tc_has_graphs((f)->dev, (f)->a)) {                                                    \
-            tc_skip("no graphs");                                                                  \
-        }                                                                                          \
-    } while (0)
+#define NEED_GRAPHS(f) tc_need_graphs((f)->dev, (f)->a)
 #define NEED_MULTI_STREAM_CAPTURE(f)                                                               \
     do {                                                                                           \
         NEED_GRAPHS(f);                                                                            \

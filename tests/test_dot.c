@@ -205,12 +205,7 @@ static int teardown(void **state) {
 
 /* A case that needs graphs checks on a device without them that it refuses them, and ends
  * there, skipped. */
-#define NEED_GRAPHS(f)                                                                             \
-    do {                                                                                           \
-        if (!tc_has_graphs((f)->dev, (f)->a)) {                                                    \
-            tc_skip("no graphs");                                                                  \
-        }                                                                                          \
-    } while (0)
+#define NEED_GRAPHS(f) tc_need_graphs((f)->dev, (f)->a)
 
 /* ---- cases ----------------------------------------------------------------------------------- */
 

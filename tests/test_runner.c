@@ -113,12 +113,7 @@ static const acg_bucket_key three[] = {
 
 /* Cases that need graphs check that a device without them says so, then stop, skipped. Past
  * this point the case holds nothing but the fixture's objects. */
-#define NEED_GRAPHS_DEV(dev, s)                                                                    \
-    do {                                                                                           \
-        if (!tc_has_graphs((dev), (s))) {                                                          \
-            tc_skip("no graphs");                                                                  \
-        }                                                                                          \
-    } while (0)
+#define NEED_GRAPHS_DEV(dev, s) tc_need_graphs((dev), (s))
 
 typedef struct fx {
     tc_fixture t; /* the device under test, a stream, the built-in kernels */
