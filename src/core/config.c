@@ -61,10 +61,7 @@ acg_status acg__output_check(const void *dst, size_t src_size, const char *what,
 
 acg_status acg__output_write(void *dst, const void *src, size_t src_size, const char *what,
                              const char *fn) {
-    acg_status st = acg__output_check(dst, src_size, what, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__output_check(dst, src_size, what, fn));
     size_t size;
     memcpy(&size, dst, sizeof size);
     size_t n = size < src_size ? size : src_size;

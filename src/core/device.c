@@ -101,20 +101,14 @@ acg_status acg_device_describe(const char *backend, int index, acg_capability *o
                           backend);
     }
     int n = 0;
-    acg_status st = acg__backend_devices(vt, &n, "acg_device_describe");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__backend_devices(vt, &n, "acg_device_describe"));
     if (index < 0 || index >= n) {
         return acg__error(ACG_ERR_NOT_FOUND, "acg_device_describe: %s has %d device(s), no %d",
                           backend, n, index);
     }
     acg_capability cap;
     memset(&cap, 0, sizeof cap);
-    st = vt->describe(index, &cap);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(vt->describe(index, &cap));
     mask_capability(vt, &cap);
     return acg__output_write(out, &cap, sizeof cap, "acg_capability", "acg_device_describe");
 }
@@ -207,10 +201,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
     }
     char name[24], options[48];
     int index = 0;
-    acg_status st = parse_spec(spec, name, sizeof name, &index, options, sizeof options);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(parse_spec(spec, name, sizeof name, &index, options, sizeof options));
     const acg_backend_i *vt = acg__backend_find(name);
     if (vt == NULL) {
         return acg__error(ACG_ERR_NOT_FOUND, "acg_device_open: no backend \"%s\" in this build",
@@ -221,10 +212,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
                           name, vt->version);
     }
     int n = 0;
-    st = acg__backend_devices(vt, &n, "acg_device_open");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__backend_devices(vt, &n, "acg_device_open"));
     if (index >= n) {
         return acg__error(ACG_ERR_NOT_FOUND, "acg_device_open: %s has %d device(s), no %d", name, n,
                           index);
@@ -241,7 +229,7 @@ acg_status acg_device_open(const char *spec, acg_device **out) {
     static _Atomic unsigned long long opens;
     snprintf(dev->name, sizeof dev->name, "%s (open #%llu)", dev->spec,
              atomic_fetch_add(&opens, 1) + 1);
-    st = vt->device_open(index, options, &dev->impl);
+    acg_status st = vt->device_open(index, options, &dev->impl);
     if (st != ACG_OK) {
         goto out_free_dev;
     }
@@ -457,10 +445,7 @@ acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
                                       uint64_t *total_bytes) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_get_memory_info";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     if (free_bytes == NULL || total_bytes == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL output", fn);
     }
@@ -470,9 +455,7 @@ acg_status acg_device_get_memory_info(acg_device *dev, uint64_t *free_bytes,
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot tell its free memory", fn, dev->spec);
     }
     uint64_t f = 0, t = 0;
-    if ((st = acg__device_fault(dev, query(dev->impl, &f, &t))) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__device_fault(dev, query(dev->impl, &f, &t)));
     uint64_t override = atomic_load(&dev->free_override);
     *free_bytes = override != 0 ? override : f;
     *total_bytes = t;
@@ -506,20 +489,14 @@ acg_status acg__device_lost_error(const acg_device *dev, const char *fn) {
 acg_status acg_device_get_async_error(acg_device *dev) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_get_async_error";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     acg_status (*get)(acg__bk_device *) = ACG__SLOT(dev->vt, device_get_async_error, 2);
     return get != NULL ? acg__device_fault(dev, get(dev->impl)) : ACG_OK;
 }
 
 acg_status acg__device_inject_fault(acg_device *dev) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__check_device(dev, "acg__device_inject_fault");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device(dev, "acg__device_inject_fault"));
     void (*inject)(acg__bk_device *) = ACG__SLOT(dev->vt, inject_fault, 2);
     if (inject == NULL) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s cannot inject faults", dev->spec);
@@ -530,12 +507,9 @@ acg_status acg__device_inject_fault(acg_device *dev) {
 
 acg_status acg_device_synchronize(acg_device *dev) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__check_device_usable(dev, "acg_device_synchronize");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, "acg_device_synchronize"));
     pthread_mutex_lock(&dev->lock);
-    st = acg__invalidate_device_captures(dev, "acg_device_synchronize");
+    acg_status st = acg__invalidate_device_captures(dev, "acg_device_synchronize");
     pthread_mutex_unlock(&dev->lock);
     return st == ACG_OK ? acg__device_wait_streams(dev, ~(uint64_t)0, "acg_device_synchronize")
                         : st;
@@ -561,10 +535,7 @@ void acg__device_mem_free(acg_device *dev, acg__bk_mem *mem, size_t size) {
 
 acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory_stats *out) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__check_device(dev, "acg_device_get_memory_stats");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device(dev, "acg_device_get_memory_stats"));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_device_get_memory_stats: out is NULL");
     }
@@ -577,10 +548,7 @@ acg_status acg_device_get_memory_stats(const acg_device *dev, acg_memory_stats *
 
 acg_status acg_device_reset_peak_memory(acg_device *dev) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__check_device(dev, "acg_device_reset_peak_memory");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device(dev, "acg_device_reset_peak_memory"));
     pthread_mutex_lock(&dev->lock);
     dev->memory.peak_bytes = dev->memory.bytes_in_use;
     pthread_mutex_unlock(&dev->lock);

@@ -266,9 +266,7 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s cannot update graphs; capture again", fn,
                           dev->spec);
     }
-    if ((st = acg__device_check_lost(dev, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__device_check_lost(dev, fn));
     /* A host function's pointers cannot be re-pointed at g's scratch: refuse graphs whose
      * host functions declare scratch, rather than let them touch `from`'s memory. */
     for (uint32_t i = 0; i < from->desc.n_nodes; i++) {
@@ -286,9 +284,7 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
         return ACG_OK;
     }
     /* The backend rewrites exec while no replay of the pool runs or starts. */
-    if ((st = acg__device_fault(dev, acg__pool_lock_idle(g->pool))) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__device_fault(dev, acg__pool_lock_idle(g->pool)));
     st = same_topology(g, from);
     acg__graph_desc nd = {0};
     if (st != ACG_OK) {
@@ -407,10 +403,7 @@ static acg_status prepare_node(const acg_graph *g, size_t index, const acg_dims 
     /* The node keeps its place: dependencies and stream; the launch's fields are rewritten. */
     *nn = *old;
     nn->label = NULL;
-    acg_status st = acg__kernel_prepare(dev, old->def, old->kernel, grid, args, n_args, nn, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__kernel_prepare(dev, old->def, old->kernel, grid, args, n_args, nn, fn));
     for (size_t j = 0; j < n_args; j++) {
         if (args[j].type != ACG_ARG_BUFFER) {
             continue;
@@ -430,10 +423,7 @@ acg_status acg_graph_update_kernel_node(acg_graph *g, size_t index, const acg_di
                                         const acg_arg *args, size_t n_args) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_update_kernel_node";
-    acg_status st = check_graph(g, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_graph(g, fn));
     acg_device *dev = g->dev;
     if (!dev->cap.graph_node_update) {
         return acg__error(ACG_ERR_UNSUPPORTED,
@@ -441,15 +431,11 @@ acg_status acg_graph_update_kernel_node(acg_graph *g, size_t index, const acg_di
                           "capture again",
                           fn, dev->spec);
     }
-    if ((st = acg__device_check_lost(dev, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__device_check_lost(dev, fn));
     /* The executable is rewritten while no replay of the pool runs or starts. */
-    if ((st = acg__device_fault(dev, acg__pool_lock_idle(g->pool))) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__device_fault(dev, acg__pool_lock_idle(g->pool)));
     acg__node nn;
-    st = prepare_node(g, index, dims, args, n_args, &nn, fn);
+    acg_status st = prepare_node(g, index, dims, args, n_args, &nn, fn);
     if (st == ACG_OK) {
         acg__node *slot = &g->desc.nodes[index];
         acg__node old = *slot;
@@ -521,10 +507,7 @@ uint32_t acg__pool_parked_count(const acg_graph_pool *pool) { return pool->n_par
 /* Retires the graph's handle and its scratch buffers' (waiting for calls that use them) and
  * removes them, before any lock is taken: a call holding one may be waiting for a lock. */
 static acg_status retire_graph(acg_graph *g, const char *fn) {
-    acg_status st = acg__retire(g, ACG__HANDLE_GRAPH, fn, "graph");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(g, ACG__HANDLE_GRAPH, fn, "graph"));
     acg__hold_device(g->dev);
     for (uint32_t i = 0; i < g->n_scratch; i++) {
         acg__handle_retire(g->scratch[i], ACG__HANDLE_BUFFER, false);
@@ -539,13 +522,10 @@ acg_status acg_graph_destroy(acg_graph *g) {
     if (g == NULL) {
         return ACG_OK;
     }
-    acg_status st = retire_graph(g, "acg_graph_destroy");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(retire_graph(g, "acg_graph_destroy"));
     acg_device *dev = g->dev;
     /* Retired, the graph starts no more replays: wait for those in flight, holding no lock. */
-    st = acg__pool_wait(g->pool);
+    acg_status st = acg__pool_wait(g->pool);
     pthread_mutex_lock(&dev->lock);
     destroy_locked(g);
     pthread_mutex_unlock(&dev->lock);
@@ -557,16 +537,10 @@ acg_status acg_graph_discard(acg_graph *g) {
     if (g == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_graph(g, "acg_graph_discard");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_graph(g, "acg_graph_discard"));
     acg_device *dev = g->dev;
     acg_graph_pool *pool = g->pool;
-    st = retire_graph(g, "acg_graph_discard");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(retire_graph(g, "acg_graph_discard"));
     pthread_mutex_lock(&dev->lock);
     /* A private pool takes no later capture, so parking there would only delay the end. */
     bool park = dev->retain_discarded && !pool->is_private;
@@ -589,7 +563,7 @@ acg_status acg_graph_discard(acg_graph *g) {
         return ACG_OK;
     }
     pthread_mutex_unlock(&dev->lock);
-    st = acg__pool_wait(pool);
+    acg_status st = acg__pool_wait(pool);
     pthread_mutex_lock(&dev->lock);
     destroy_locked(g);
     pthread_mutex_unlock(&dev->lock);
@@ -598,10 +572,7 @@ acg_status acg_graph_discard(acg_graph *g) {
 
 acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {
     ACG__CALL_SCOPE;
-    acg_status st = check_graph(g, "acg_graph_get_node_count");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_graph(g, "acg_graph_get_node_count"));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_get_node_count: out is NULL");
     }
@@ -613,10 +584,7 @@ acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {
 
 acg_status acg_graph_get_node(const acg_graph *g, size_t index, acg_node_info *out) {
     ACG__CALL_SCOPE;
-    acg_status st = check_graph(g, "acg_graph_get_node");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_graph(g, "acg_graph_get_node"));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_get_node: out is NULL");
     }

@@ -19,11 +19,8 @@ static acg_status check_group(const acg_device_group *g, const char *fn) {
 /* The comm a group needs, read at the caller's size: rank, n_ranks and broadcast too. */
 static acg_status read_comm(const acg_comm *comm, acg_comm *out, const char *fn) {
     const acg_comm defaults = ACG_COMM_INIT;
-    acg_status st = acg__config_read(out, sizeof *out, &defaults, comm, offsetof(acg_comm, rank),
-                                     "acg_comm", fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__config_read(out, sizeof *out, &defaults, comm, offsetof(acg_comm, rank),
+                              "acg_comm", fn));
     if (out->barrier == NULL || out->allreduce_min_i32 == NULL || out->broadcast == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the comm has no %s", fn,
                           out->barrier == NULL             ? "barrier"
@@ -43,23 +40,18 @@ static acg_status read_comm(const acg_comm *comm, acg_comm *out, const char *fn)
 acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_device_group **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_create";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     if (comm == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
                           comm == NULL ? "comm" : "out");
     }
     acg_comm c;
-    if ((st = read_comm(comm, &c, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(read_comm(comm, &c, fn));
     if (!dev->cap.collectives) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s has no collectives", fn, dev->spec);
     }
     pthread_mutex_lock(&dev->lock);
-    st = acg__invalidate_device_captures(dev, fn);
+    acg_status st = acg__invalidate_device_captures(dev, fn);
     pthread_mutex_unlock(&dev->lock);
     if (st != ACG_OK) {
         return st;
@@ -101,10 +93,7 @@ acg_status acg_device_group_destroy(acg_device_group *g) {
     if (g == NULL) {
         return ACG_OK;
     }
-    acg_status st = acg__retire(g, ACG__HANDLE_GROUP, fn, "device group");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(g, ACG__HANDLE_GROUP, fn, "device group"));
     acg_device *dev = g->dev;
     pthread_mutex_lock(&dev->lock);
     if (g->graph_refs != 0) {
@@ -122,7 +111,7 @@ acg_status acg_device_group_destroy(acg_device_group *g) {
     pthread_mutex_unlock(&dev->lock);
     acg__hold_device(dev);
     /* Queued allreduces of the group may be on any stream of the device. */
-    st = acg__device_wait_streams(dev, ~(uint64_t)0, fn);
+    acg_status st = acg__device_wait_streams(dev, ~(uint64_t)0, fn);
     acg__handle_remove(g);
     pthread_mutex_lock(&dev->lock);
     dev->n_groups--;
@@ -135,10 +124,7 @@ acg_status acg_device_group_destroy(acg_device_group *g) {
 acg_status acg_device_group_get_rank(const acg_device_group *g, int32_t *rank, int32_t *n_ranks) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_get_rank";
-    acg_status st = check_group(g, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_group(g, fn));
     if (rank == NULL || n_ranks == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
                           rank == NULL ? "rank" : "n_ranks");
@@ -178,9 +164,7 @@ acg_status acg_allreduce(acg_stream *s, acg_device_group *g, acg_buffer *buf, si
                               ? "offset is not a multiple of 4 (the floats' alignment)"
                               : "count is too large");
     }
-    if ((st = acg__check_range(buf, offset, count * sizeof(float), fn, "buffer")) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_range(buf, offset, count * sizeof(float), fn, "buffer"));
     acg__node n = {.kind = ACG_NODE_COLLECTIVE,
                    .dst_mem = buf->mem,
                    .dst_off = buf->offset + offset,

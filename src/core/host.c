@@ -45,10 +45,7 @@ static acg_status check_accesses(acg_stream *s, const acg_access *acc, size_t n,
     for (size_t i = 0; i < n; i++) {
         char what[32];
         snprintf(what, sizeof what, "access %zu", i);
-        acg_status st = acg__check_buffer(acc[i].buffer, s->dev, fn, what);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(acg__check_buffer(acc[i].buffer, s->dev, fn, what));
         if (acc[i].mode < ACG_ACCESS_READ || acc[i].mode > ACG_ACCESS_READ_WRITE) {
             return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s has no mode (read, write or both)",
                               fn, what);
@@ -57,9 +54,7 @@ static acg_status check_accesses(acg_stream *s, const acg_access *acc, size_t n,
         if (size == 0 && acc[i].offset <= acc[i].buffer->size) {
             size = acc[i].buffer->size - acc[i].offset;
         }
-        if ((st = acg__check_range(acc[i].buffer, acc[i].offset, size, fn, what)) != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(acg__check_range(acc[i].buffer, acc[i].offset, size, fn, what));
         /* The ledger keeps the mode, so a picture of the graph can say read or write. */
         uint32_t bit = 1u << node->n_buffers;
         node->reads |= (acc[i].mode & ACG_ACCESS_READ) ? bit : 0;
@@ -87,17 +82,12 @@ acg_status acg_stream_launch_host(acg_stream *s, acg_host_fn fn_host, void *user
                                   const acg_access *accesses, size_t n_accesses) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_launch_host";
-    acg_status st = acg__check_stream(s, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
     if (fn_host == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: fn is NULL", fn);
     }
     acg__node node = {.kind = ACG_NODE_HOST, .host_fn = fn_host, .host_user = user};
-    if ((st = check_accesses(s, accesses, n_accesses, &node, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_accesses(s, accesses, n_accesses, &node, fn));
     return acg__submit(s, fn, &node, host_eager);
 }
 
@@ -105,18 +95,13 @@ acg_status acg_stream_declare_foreign(acg_stream *s, const char *name, const acg
                                       size_t n_accesses) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_declare_foreign";
-    acg_status st = acg__check_stream_usable(s, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream_usable(s, fn));
     if (name == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
     }
     /* The caller's name, whole: a capture's description copies it. */
     acg__node node = {.kind = ACG_NODE_FOREIGN, .label = (char *)name};
-    if ((st = check_accesses(s, accesses, n_accesses, &node, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_accesses(s, accesses, n_accesses, &node, fn));
     acg__capture *c = acg__stream_enter(s);
     if (c == NULL) {
         /* Eager foreign work: freeing its buffers now waits for this stream. */
@@ -124,7 +109,7 @@ acg_status acg_stream_declare_foreign(acg_stream *s, const char *name, const acg
         acg__stream_leave(s, c);
         return ACG_OK;
     }
-    st = acg__capture_check(c, fn);
+    acg_status st = acg__capture_check(c, fn);
     if (st == ACG_OK && c->rec == NULL) {
         st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
                                      "%s (%s) during capture invalidated the capture: %s builds "

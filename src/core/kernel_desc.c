@@ -206,10 +206,7 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): dims is %u, not 1, 2 or 3", fn, name,
                           d->dims);
     }
-    acg_status st = check_shape(d, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_shape(d, fn));
     /* An elementwise window is global[0] items: work items in other dimensions would reach past
      * what the launch checks. */
     if (elementwise(d) && d->dims != 1) {
@@ -246,9 +243,7 @@ static acg_status check_desc(const acg_kernel_desc *d, const char *fn) {
                           "its pointer and its size, and a name only with them",
                           fn, name);
     }
-    if ((st = check_impls(d, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_impls(d, fn));
     if ((d->cpu_parts.parts == NULL) != (d->cpu_parts.fn == NULL)) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s(%s): cpu_parts needs both parts and fn, or neither", fn, name);
@@ -400,11 +395,8 @@ _Static_assert(offsetof(acg_kernel_desc, impls) ==
  * it holds there is padding, never read. */
 acg_status acg__kernel_desc_read(const acg_kernel_desc *desc, acg_kernel_desc *d, const char *fn) {
     static const acg_kernel_desc defaults = ACG_KERNEL_DESC_INIT;
-    acg_status st = acg__config_read(d, sizeof *d, &defaults, desc,
-                                     offsetof(acg_kernel_desc, shape), "acg_kernel_desc", fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__config_read(d, sizeof *d, &defaults, desc, offsetof(acg_kernel_desc, shape),
+                              "acg_kernel_desc", fn));
     if (desc->size <= offsetof(acg_kernel_desc, reach)) {
         d->flags = d->shape == NULL ? ACG_KERNEL_ELEMENTWISE : 0;
     }

@@ -276,15 +276,11 @@ acg_status acg_kernel_launch(acg_stream *s, const acg_kernel *k, const acg_dims 
                                      fn, (const void *)s)
                         : acg__error(ACG_ERR_INVALID_HANDLE, "%s: invalid kernel", fn);
     }
-    acg_status st = ACG_OK;
     if (k->dev != s->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: kernel %s belongs to %s, the stream to %s", fn,
                           k->def->name, k->dev->name, s->dev->name);
     }
     acg__node node;
-    st = acg__kernel_prepare(s->dev, k->def, k->impl, dims, args, n_args, &node, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__kernel_prepare(s->dev, k->def, k->impl, dims, args, n_args, &node, fn));
     return acg__submit(s, fn, &node, launch_eager);
 }

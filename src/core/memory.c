@@ -71,16 +71,13 @@ static acg_status buffer_alloc(acg_device *dev, size_t size, const void *owner, 
                                acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_alloc";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     if (size == 0 || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
                           size == 0 ? "size is 0" : "out is NULL");
     }
     pthread_mutex_lock(&dev->lock);
-    st = acg__invalidate_device_captures(dev, fn);
+    acg_status st = acg__invalidate_device_captures(dev, fn);
     if (st == ACG_OK) {
         st = acg__buffer_new(dev, size, owner, what, false, fn, out);
     }
@@ -116,10 +113,7 @@ static acg_status create_view(acg_buffer *buf, size_t offset, size_t size, const
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: graph scratch cannot have views (it dies with its graph)", fn);
     }
-    st = acg__check_range(buf, offset, size, fn, "view");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_range(buf, offset, size, fn, "view"));
     acg_device *dev = buf->dev;
     acg_buffer *v = acg__calloc(1, sizeof *v);
     if (v == NULL) {
@@ -194,14 +188,11 @@ acg_status acg__buffer_free_owned(acg_buffer *buf, const void *owner, const char
     }
     /* Refuse what is plainly not free-able before retiring the handle, so that a refused free
      * does not disturb other threads' calls. */
-    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_buffer(buf, NULL, fn, "buffer"));
     acg_device *dev = buf->dev;
     acg__hold_device(dev);
     pthread_mutex_lock(&dev->lock);
-    st = free_refusal(buf, owner, fn);
+    acg_status st = free_refusal(buf, owner, fn);
     pthread_mutex_unlock(&dev->lock);
     if (st == ACG_OK) {
         /* Waits for calls that validated the buffer (a launch racing the free) to queue their
@@ -262,10 +253,7 @@ static bool capturing_locked(acg_device *dev) {
 }
 
 acg_status acg__device_check_not_capturing(acg_device *dev, const char *fn) {
-    acg_status st = acg__check_device(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device(dev, fn));
     pthread_mutex_lock(&dev->lock);
     bool busy = capturing_locked(dev);
     pthread_mutex_unlock(&dev->lock);
@@ -321,10 +309,7 @@ acg_status acg_buffer_get_native(acg_buffer *buf, acg_native_buffer *out) {
         ACG__SLOT(buf->dev->vt, buffer_get_native, 6);
     if (get != NULL) {
         st = get(buf->dev->impl, buf->mem, buf->offset, buf->size, &nb);
-        st = acg__device_fault(buf->dev, st);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(acg__device_fault(buf->dev, st));
     }
     nb.size = sizeof nb;
     nb.bytes = buf->size;
@@ -470,16 +455,13 @@ acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
 acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_alloc";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     if (size == 0 || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
                           size == 0 ? "size is 0" : "out is NULL");
     }
     pthread_mutex_lock(&dev->lock);
-    st = acg__invalidate_device_captures(dev, fn);
+    acg_status st = acg__invalidate_device_captures(dev, fn);
     if (st != ACG_OK) {
         goto out_unlock;
     }
@@ -580,10 +562,7 @@ acg_status acg_pinned_free(void *ptr) {
 acg_status acg_pinned_register(acg_device *dev, void *ptr, size_t size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_register";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     if (ptr == NULL || size == 0 || (uintptr_t)ptr + size < (uintptr_t)ptr) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
                           ptr == NULL ? "ptr is NULL"
@@ -591,7 +570,7 @@ acg_status acg_pinned_register(acg_device *dev, void *ptr, size_t size) {
                                       : "the range wraps around the address space");
     }
     pthread_mutex_lock(&dev->lock);
-    st = acg__invalidate_device_captures(dev, fn);
+    acg_status st = acg__invalidate_device_captures(dev, fn);
     if (st != ACG_OK) {
         goto out_unlock;
     }
@@ -685,10 +664,7 @@ acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const
                         size_t size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_copy_h2d";
-    acg_status st = check_transfer(s, dst, dst_offset, src, size, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_transfer(s, dst, dst_offset, src, size, fn));
     acg__node n = {.kind = ACG_NODE_COPY_H2D,
                    .dst_mem = dst->mem,
                    .dst_off = dst->offset + dst_offset,
@@ -704,10 +680,7 @@ acg_status acg_copy_d2h(acg_stream *s, void *dst, const acg_buffer *src, size_t 
                         size_t size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_copy_d2h";
-    acg_status st = check_transfer(s, src, src_offset, dst, size, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_transfer(s, src, src_offset, dst, size, fn));
     acg__node n = {.kind = ACG_NODE_COPY_D2H,
                    .src_mem = src->mem,
                    .src_off = src->offset + src_offset,

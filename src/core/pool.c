@@ -115,16 +115,13 @@ static acg_status check_pool(const acg_graph_pool *pool, const char *fn) {
 
 acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__check_device_usable(dev, "acg_graph_pool_create");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, "acg_graph_pool_create"));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_pool_create: out is NULL");
     }
     pthread_mutex_lock(&dev->lock);
     acg_graph_pool *pool = NULL;
-    st = acg__pool_new(dev, false, &pool, "acg_graph_pool_create");
+    acg_status st = acg__pool_new(dev, false, &pool, "acg_graph_pool_create");
     if (st != ACG_OK) {
         pthread_mutex_unlock(&dev->lock);
         return st;
@@ -148,10 +145,7 @@ acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
     if (pool == NULL) {
         return ACG_OK;
     }
-    acg_status st = acg__retire(pool, ACG__HANDLE_POOL, "acg_graph_pool_destroy", "graph pool");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(pool, ACG__HANDLE_POOL, "acg_graph_pool_destroy", "graph pool"));
     acg_device *dev = pool->dev;
     acg__hold_device(dev);
     /* Parked graphs may still replay: wait for that before the lock (a refused destroy has
@@ -175,10 +169,7 @@ acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
 
 acg_status acg_graph_pool_get_bytes(const acg_graph_pool *pool, size_t *out) {
     ACG__CALL_SCOPE;
-    acg_status st = check_pool(pool, "acg_graph_pool_get_bytes");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_pool(pool, "acg_graph_pool_get_bytes"));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_pool_get_bytes: out is NULL");
     }
@@ -216,13 +207,10 @@ acg_status acg__pool_wait(acg_graph_pool *pool) {
 acg_status acg__pool_lock_idle(acg_graph_pool *pool) {
     acg_device *dev = pool->dev;
     for (;;) {
-        acg_status st = acg__pool_wait(pool);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(acg__pool_wait(pool));
         pthread_mutex_lock(&dev->lock);
         pthread_mutex_lock(&pool->replay_lock);
-        st = pool->last_stream == NULL ? ACG_OK : dev->vt->event_query(pool->last_event);
+        acg_status st = pool->last_stream == NULL ? ACG_OK : dev->vt->event_query(pool->last_event);
         if (st != ACG_NOT_READY) {
             if (st != ACG_OK) {
                 pthread_mutex_unlock(&pool->replay_lock);

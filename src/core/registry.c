@@ -34,10 +34,7 @@ acg_status acg__backends_check_kernel(const acg_kernel_desc *d, const char *fn) 
     for (size_t i = 0; i < N_BACKENDS; i++) {
         acg_status (*check)(const acg_kernel_desc *, const char *) =
             ACG__SLOT(backends[i], kernel_check, 7);
-        acg_status st = check != NULL ? check(d, fn) : ACG_OK;
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(check != NULL ? check(d, fn) : ACG_OK);
     }
     return ACG_OK;
 }

@@ -16,10 +16,7 @@ static acg_status check_event(const acg_event *e, const char *fn) {
 acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_create";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
@@ -28,7 +25,7 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     s->dev = dev;
-    st = acg__device_fault(dev, dev->vt->stream_create(dev->impl, &s->impl));
+    acg_status st = acg__device_fault(dev, dev->vt->stream_create(dev->impl, &s->impl));
     if (st != ACG_OK) {
         acg__free(s);
         return st;
@@ -71,10 +68,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
         return ACG_OK;
     }
     /* Waits for calls using the stream (a synchronize, a launch) to return. */
-    acg_status st = acg__retire(s, ACG__HANDLE_STREAM, fn, "stream");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(s, ACG__HANDLE_STREAM, fn, "stream"));
     acg_device *dev = s->dev;
     acg__hold_device(dev);
     acg__handle_remove(s);
@@ -101,7 +95,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
     }
     dev->n_streams--;
     pthread_mutex_unlock(&dev->lock);
-    st = dev->vt->stream_synchronize(s->impl);
+    acg_status st = dev->vt->stream_synchronize(s->impl);
     pthread_mutex_lock(&dev->lock);
     acg__stream_reclaim(s, true);
     pthread_mutex_unlock(&dev->lock);
@@ -167,10 +161,7 @@ acg_status acg_stream_query(acg_stream *s) {
 acg_status acg_event_create(acg_device *dev, acg_event **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_event_create";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
@@ -179,7 +170,7 @@ acg_status acg_event_create(acg_device *dev, acg_event **out) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     e->dev = dev;
-    st = acg__device_fault(dev, dev->vt->event_create(dev->impl, &e->impl));
+    acg_status st = acg__device_fault(dev, dev->vt->event_create(dev->impl, &e->impl));
     if (st != ACG_OK) {
         acg__free(e);
         return st;
@@ -206,10 +197,7 @@ acg_status acg_event_destroy(acg_event *e) {
     if (e == NULL) {
         return ACG_OK;
     }
-    acg_status st = acg__retire(e, ACG__HANDLE_EVENT, "acg_event_destroy", "event");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(e, ACG__HANDLE_EVENT, "acg_event_destroy", "event"));
     acg_device *dev = e->dev;
     acg__hold_device(dev);
     acg__handle_remove(e);

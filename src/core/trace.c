@@ -122,11 +122,8 @@ acg_status acg_trace_set_hook(const acg_trace_config *config) {
     acg_trace_config whole = defaults;
     whole.fn = NULL;
     if (config != NULL) {
-        acg_status st = acg__config_read(&whole, sizeof whole, &defaults, config,
-                                         offsetof(acg_trace_config, user), "acg_trace_config", fn);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(acg__config_read(&whole, sizeof whole, &defaults, config,
+                                  offsetof(acg_trace_config, user), "acg_trace_config", fn));
     }
     if (whole.fn != NULL && (whole.categories == 0 || (whole.categories & ~ACG_TRACE_ALL) != 0)) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,

@@ -130,14 +130,11 @@ acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg
     /* From here on config is this library's whole struct, whatever the caller's version. */
     const acg_kv_config defaults = ACG_KV_CONFIG_INIT;
     acg_kv_config whole;
-    acg_status st = acg__config_read(&whole, sizeof whole, &defaults, config,
-                                     offsetof(acg_kv_config, elem_bytes), "acg_kv_config", fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__config_read(&whole, sizeof whole, &defaults, config,
+                              offsetof(acg_kv_config, elem_bytes), "acg_kv_config", fn));
     config = &whole;
     size_t page_bytes = 0, bytes = 0;
-    st = check_config(config, &page_bytes, &bytes, fn);
+    acg_status st = check_config(config, &page_bytes, &bytes, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -240,10 +237,7 @@ acg_status acg_kv_cache_destroy(acg_kv_cache *kv) {
 acg_status acg_kv_cache_get_buffers(const acg_kv_cache *kv, acg_buffer **k, acg_buffer **v) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_cache_get_buffers";
-    acg_status st = check_kv(kv, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_kv(kv, fn));
     if (k == NULL && v == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: k and v are both NULL", fn);
     }
@@ -262,10 +256,7 @@ acg_status acg_kv_cache_get_buffers(const acg_kv_cache *kv, acg_buffer **k, acg_
 acg_status acg_kv_cache_get_free_pages(const acg_kv_cache *kv, uint32_t *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_cache_get_free_pages";
-    acg_status st = check_kv(kv, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_kv(kv, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }

@@ -128,15 +128,12 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
     /* From here on config is this library's whole struct, whatever the caller's version. */
     const acg_attn_plan_config defaults = ACG_ATTN_PLAN_CONFIG_INIT;
     acg_attn_plan_config whole;
-    acg_status st = acg__config_read(&whole, sizeof whole, &defaults, config, sizeof whole,
-                                     "acg_attn_plan_config", fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__config_read(&whole, sizeof whole, &defaults, config, sizeof whole,
+                              "acg_attn_plan_config", fn));
     config = &whole;
     uint32_t tw = 0;
     size_t n_ints = 0;
-    st = check_config(config, &tw, &n_ints, fn);
+    acg_status st = check_config(config, &tw, &n_ints, fn);
     if (st != ACG_OK) {
         return st;
     }
@@ -344,9 +341,7 @@ acg_status acg_attn_plan_build(acg_attn_plan *plan, acg_stager *stager, acg_stre
     if (plan->block_table == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: the plan is being destroyed", fn);
     }
-    if ((st = check_rows(plan, rows, n_rows, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_rows(plan, rows, n_rows, fn));
     pthread_mutex_lock(&plan->lock);
     pack_rows(plan, rows, n_rows);
     const size_t bytes = plan->n_ints * sizeof(int32_t);
@@ -393,10 +388,7 @@ acg_event *acg_attn_plan_get_event(const acg_attn_plan *plan) {
 acg_status acg_attn_plan_get_views(const acg_attn_plan *plan, acg_attn_plan_views *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_get_views";
-    acg_status st = check_plan(plan, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_plan(plan, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
@@ -416,10 +408,7 @@ acg_status acg_attn_plan_get_views(const acg_attn_plan *plan, acg_attn_plan_view
 acg_status acg_attn_plan_get_stats(const acg_attn_plan *plan, acg_attn_plan_stats *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_get_stats";
-    acg_status st = check_plan(plan, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_plan(plan, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }

@@ -56,10 +56,7 @@ static acg_graph_mode resolve_mode(acg_graph_mode mode) {
 static acg_status resolve_slots(uint32_t n, uint32_t *out) {
     uint64_t v = n;
     if (n == 0) {
-        acg_status st = acg__env_u64("acg_runner_create", "ACG_NUM_SLOTS", 1, MAX_SLOTS, 2, &v);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(acg__env_u64("acg_runner_create", "ACG_NUM_SLOTS", 1, MAX_SLOTS, 2, &v));
     }
     *out = (uint32_t)v;
     return ACG_OK;
@@ -156,10 +153,7 @@ static acg_status check_config(acg_device *dev, const acg_runner_config *c, acg_
                               "%s: bucket %u needs a label (< 64 chars) and a batch", fn, b);
         }
     }
-    acg_status st = acg__check_stream(c->stream, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream(c->stream, fn));
     if (acg__stream_device(c->stream) != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, not %s", fn,
                           acg__device_name(acg__stream_device(c->stream)), acg__device_name(dev));
@@ -226,10 +220,7 @@ static acg_status alloc_runner(acg_device *dev, const acg_runner_config *c, acg_
 acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, acg_runner **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_create";
-    acg_status st = acg__check_device(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device(dev, fn));
     if (config == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL config or out", fn);
     }
@@ -241,8 +232,8 @@ acg_status acg_runner_create(acg_device *dev, const acg_runner_config *config, a
     acg_runner_config whole;
     acg_recipe recipe;
     acg_comm comm;
-    st = acg__config_read(&whole, sizeof whole, &config_defaults, config,
-                          offsetof(acg_runner_config, n_slots), "acg_runner_config", fn);
+    acg_status st = acg__config_read(&whole, sizeof whole, &config_defaults, config,
+                                     offsetof(acg_runner_config, n_slots), "acg_runner_config", fn);
     if (st == ACG_OK && whole.recipe != NULL) {
         st = acg__config_read(&recipe, sizeof recipe, &recipe_defaults, whole.recipe,
                               offsetof(acg_recipe, n_regions), "acg_recipe", fn);
@@ -350,10 +341,7 @@ acg_status acg_runner_destroy(acg_runner *r) {
         return ACG_OK;
     }
     /* Waits for other threads' calls on the runner (a step) to return. */
-    acg_status st = acg__retire(r, ACG__HANDLE_RUNNER, "acg_runner_destroy", "runner");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(r, ACG__HANDLE_RUNNER, "acg_runner_destroy", "runner"));
     acg__handle_remove(r);
     destroy_runner(r);
     return ACG_OK;
@@ -374,18 +362,13 @@ acg_status acg_runner_get_graph(const acg_runner *r, uint32_t b, uint32_t slot, 
                                 const acg_graph **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_get_graph";
-    acg_status st = acg__runner_check(r, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__runner_check(r, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
-    if ((st = check_index(fn, "bucket", b, r->n_buckets)) != ACG_OK ||
-        (st = check_index(fn, "slot", slot, r->n_slots)) != ACG_OK ||
-        (st = check_index(fn, "region", region, r->n_parts)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_index(fn, "bucket", b, r->n_buckets));
+    ACG__TRY(check_index(fn, "slot", slot, r->n_slots));
+    ACG__TRY(check_index(fn, "region", region, r->n_parts));
     /* Graphs are made and dropped only while the runner is created: no lock is needed. */
     const bucket *bk = &r->buckets[b];
     const acg_bucket_key *k = &bk->report.key;

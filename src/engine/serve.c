@@ -73,10 +73,7 @@ acg_status acg__runner_run_eager(acg_runner *r, uint32_t b, uint32_t slot, acg_s
 acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t key_info,
                              uint32_t batch, uint32_t tokens, uint32_t *out) {
     ACG__CALL_SCOPE;
-    acg_status st = acg__runner_check(r, "acg_runner_select");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__runner_check(r, "acg_runner_select"));
     if (label == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_select: NULL label or out");
     }

@@ -342,10 +342,7 @@ static void mirror_forget(acg_stager *sg, const acg_buffer *dst, size_t offset, 
 static acg_status check_upload(const acg_stager *sg, acg_stream *stream, const acg_buffer *dst,
                                size_t dst_offset, const void *values, size_t n, size_t elem_size,
                                const void *pad, size_t padded_n, size_t *bytes, const char *fn) {
-    acg_status st = check_stager(sg, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_stager(sg, fn));
     if (stream == NULL || dst == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %s is NULL", fn,
                           stream == NULL ? "stream" : "dst");
@@ -360,16 +357,12 @@ static acg_status check_upload(const acg_stager *sg, acg_stream *stream, const a
                                                 : "pad is NULL with padded_n > n");
     }
     /* The checks hold dst and the stream until the calling function returns. */
-    if ((st = acg__check_buffer(dst, NULL, fn, "dst")) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_buffer(dst, NULL, fn, "dst"));
     if (acg__buffer_device(dst) != sg->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: dst belongs to %s, the stager to %s", fn,
                           acg__device_name(acg__buffer_device(dst)), acg__device_name(sg->dev));
     }
-    if ((st = acg__check_stream(stream, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream(stream, fn));
     if (acg__stream_device(stream) != sg->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, the stager to %s",
                           fn, acg__device_name(acg__stream_device(stream)),
@@ -383,7 +376,7 @@ static acg_status check_upload(const acg_stager *sg, acg_stream *stream, const a
                           padded_n, elem_size, dst_offset, size);
     }
     acg_capture_state cs = ACG_CAPTURE_NONE;
-    st = acg_stream_get_capture_state(stream, &cs);
+    acg_status st = acg_stream_get_capture_state(stream, &cs);
     if (st != ACG_OK) {
         return acg__rethrow(st, fn);
     }
@@ -515,10 +508,7 @@ acg_status acg_stager_upload(acg_stager *stager, acg_stream *stream, acg_buffer 
 acg_status acg_stager_invalidate(acg_stager *stager, const acg_buffer *dst) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_invalidate";
-    acg_status st = check_stager(stager, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_stager(stager, fn));
     if (dst == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dst is NULL", fn);
     }
@@ -531,10 +521,7 @@ acg_status acg_stager_invalidate(acg_stager *stager, const acg_buffer *dst) {
 acg_status acg_stager_get_stats(const acg_stager *stager, acg_stager_stats *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_get_stats";
-    acg_status st = check_stager(stager, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_stager(stager, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }

@@ -216,16 +216,10 @@ static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_pla
                    buf(w->wo, (size_t)l * dim * q_dim * f), u32(q_dim), u32(dim), u32(T));
         } else {
             /* No heads here: this rank's part of the sum is zero. */
-            acg_status st = acg_fill(s, a->xb, 0, (size_t)T * dim * f, 0, 4);
-            if (st != ACG_OK) {
-                return st;
-            }
+            ACG__TRY(acg_fill(s, a->xb, 0, (size_t)T * dim * f, 0, 4));
         }
         /* then the residual, once every rank's part is in */
-        acg_status st = sum_over_ranks(m, s, a->xb, T);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(sum_over_ranks(m, s, a->xb, T));
         LAUNCH(k->axpy, elementwise(T * dim, dim), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
 
         /* ffn rmsnorm */
@@ -242,10 +236,7 @@ static acg_status forward_layers(acg_model *m, acg_stream *s, const acg_attn_pla
                buf(a->hb2, 0));
         LAUNCH(k->matmul, grid(dim, T), buf(a->xb, 0), buf(a->hb, 0),
                buf(w->w2, (size_t)l * dim * hidden * f), u32(hidden), u32(dim), u32(T));
-        st = sum_over_ranks(m, s, a->xb, T);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(sum_over_ranks(m, s, a->xb, T));
         LAUNCH(k->axpy, elementwise(T * dim, dim), buf(a->x, 0), buf(a->xb, 0), acg_arg_f32(1.0f));
     }
     return ACG_OK;
@@ -299,19 +290,13 @@ static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *i
     LAUNCH(k->embed, grid(dim, T), buf(a->x, 0), buf(m->w.token_embedding, 0),
            buf(io->inputs[0], 0), u32(dim), u32(vocab), u32(T));
 
-    acg_status st = forward_layers(m, s, plan, T, B, a);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(forward_layers(m, s, plan, T, B, a));
 
     LAUNCH(k->gather_last, grid(dim, B), buf(a->last, 0), buf(a->x, 0), buf(plan->query_offsets, 0),
            u32(dim), u32(B), u32(T));
     LAUNCH(k->rmsnorm, grid(B, 1), buf(a->last, 0), buf(a->last, 0), buf(m->w.rms_final, 0),
            u32(dim), u32(B), acg_arg_f32(1e-5f));
-    st = classify(m, s, B, a);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(classify(m, s, B, a));
     LAUNCH(k->sample, grid(B, 1), buf(io->outputs[0], 0), buf(a->logits, 0), buf(a->probs, 0),
            buf(io->inputs[1], 0), buf(m->states, 0), u32(vocab), u32(B), u32(m->options.max_batch));
     return ACG_OK;

@@ -78,21 +78,15 @@ static uint32_t pages_for(const acg_model *m, uint32_t tokens) {
 acg_status acg_model_submit(acg_model *m, const acg_request *q, uint64_t *id) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_submit";
-    acg_status st = check_model(m, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_model(m, fn));
     if (q == NULL || id == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL request or id", fn);
     }
     /* From here on q is this library's whole struct, whatever the caller's version. */
     const acg_request defaults = ACG_REQUEST_INIT;
     acg_request whole;
-    st = acg__config_read(&whole, sizeof whole, &defaults, q, offsetof(acg_request, max_new_tokens),
-                          "acg_request", fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__config_read(&whole, sizeof whole, &defaults, q,
+                              offsetof(acg_request, max_new_tokens), "acg_request", fn));
     q = &whole;
     if (q->prompt == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: prompt is NULL", fn);
@@ -245,10 +239,7 @@ static acg_status plan_rows(acg_model *m, acg__request **req, acg_attn_row *rows
             }
             const uint32_t *pages;
             uint32_t n_pages;
-            acg_status st = acg_kv_request_get_pages(m->kv, r->id, &pages, &n_pages);
-            if (st != ACG_OK) {
-                return st;
-            }
+            ACG__TRY(acg_kv_request_get_pages(m->kv, r->id, &pages, &n_pages));
             req[n] = r;
             rows[n] = (acg_attn_row){pages, n_pages, r->kv_len + q_len, q_len};
             n++;
@@ -617,10 +608,7 @@ acg_status acg_model_run_all(acg_model *m) {
 acg_status acg_model_get_request(const acg_model *m, uint64_t id, acg_request_status *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_get_request";
-    acg_status st = check_model(m, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_model(m, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
@@ -641,10 +629,7 @@ acg_status acg_model_get_request(const acg_model *m, uint64_t id, acg_request_st
 acg_status acg_model_release_request(acg_model *m, uint64_t id) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_release_request";
-    acg_status st = check_model(m, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_model(m, fn));
     for (acg__request **p = &m->requests; *p != NULL; p = &(*p)->next) {
         if ((*p)->id == id) {
             acg__request *r = *p;

@@ -169,10 +169,7 @@ static acg_status build_kernels(acg_model *m) {
         {"sample_f32", &m->k.sample},
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
-        st = acg_kernel_get(m->dev, list[i].name, list[i].k);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(acg_kernel_get(m->dev, list[i].name, list[i].k));
     }
     return ACG_OK;
 }
@@ -230,11 +227,8 @@ static acg_status read_comm(acg_device *dev, const acg_model_config *c, const ac
                             acg_comm *out) {
     static const char fn[] = "acg_model_create";
     const acg_comm defaults = ACG_COMM_INIT;
-    acg_status st = acg__config_read(out, sizeof *out, &defaults, comm, offsetof(acg_comm, rank),
-                                     "acg_comm", fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__config_read(out, sizeof *out, &defaults, comm, offsetof(acg_comm, rank),
+                              "acg_comm", fn));
     if (out->barrier == NULL || out->allreduce_min_i32 == NULL ||
         (out->n_ranks > 1 && out->broadcast == NULL)) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the comm has no %s callback", fn,
@@ -596,10 +590,7 @@ acg_status acg_model_destroy(acg_model *m) {
         return ACG_OK;
     }
     /* Waits for other threads' calls on the model (a step) to return. */
-    acg_status st = acg__retire(m, ACG__HANDLE_MODEL, "acg_model_destroy", "model");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(m, ACG__HANDLE_MODEL, "acg_model_destroy", "model"));
     free_model(m);
     return ACG_OK;
 }

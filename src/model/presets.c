@@ -50,10 +50,7 @@ acg_status acg_model_preset_get_config(const char *name, acg_model_config *out) 
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_preset_get_config";
     const preset *p = NULL;
-    acg_status st = preset_lookup(name, fn, &p);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(preset_lookup(name, fn, &p));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
@@ -113,10 +110,7 @@ acg_status acg_model_weights_create_random(const acg_model_config *config, uint6
         return st;
     }
     uint64_t total = 0;
-    st = acg__model_config_check(&c, fn, "config", &total);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__model_config_check(&c, fn, "config", &total));
     if (total > SIZE_MAX) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: %llu bytes do not fit in memory", fn,
                           (unsigned long long)total);
@@ -171,10 +165,7 @@ acg_status acg_model_preset_load(const char *name, uint64_t seed, acg_model_weig
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_preset_load";
     const preset *p = NULL;
-    acg_status st = preset_lookup(name, fn, &p);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(preset_lookup(name, fn, &p));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }

@@ -192,11 +192,8 @@ acg_status acg_tokenizer_load(const char *path, int32_t vocab_size, acg_tokenize
     }
     const void *data = NULL;
     size_t size = 0;
-    acg_status st = acg__file_map(path, fn, &data, &size);
-    if (st != ACG_OK) {
-        return st;
-    }
-    st = acg__tokenizer_parse(data, size, vocab_size, fn, path, out);
+    ACG__TRY(acg__file_map(path, fn, &data, &size));
+    acg_status st = acg__tokenizer_parse(data, size, vocab_size, fn, path, out);
     acg__file_unmap(data, size);
     return st;
 }
@@ -240,10 +237,7 @@ acg_status acg_tokenizer_free(acg_tokenizer *t) {
         return ACG_OK;
     }
     /* Waits for other threads' calls on the tokenizer (an encode) to return. */
-    acg_status st = acg__retire(t, ACG__HANDLE_TOKENIZER, "acg_tokenizer_free", "tokenizer");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(t, ACG__HANDLE_TOKENIZER, "acg_tokenizer_free", "tokenizer"));
     tokenizer_destroy(t);
     return ACG_OK;
 }

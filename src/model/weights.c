@@ -294,10 +294,7 @@ acg_status acg__model_weights_parse(const void *data, size_t size, const char *f
                           (long)h[5], (long)h[6]);
     }
     uint64_t floats[T_COUNT];
-    st = layout(&c, fn, name, floats, &total);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(layout(&c, fn, name, floats, &total));
     const float *p = (const float *)((const unsigned char *)data + ACG__CHECKPOINT_HEADER_BYTES);
     const float *at[T_COUNT];
     uint64_t end = ACG__CHECKPOINT_HEADER_BYTES;
@@ -349,10 +346,7 @@ static acg_status weights_wrap(const void *image, size_t size, bool mapped, cons
                                const char *name, acg_model_weights **out) {
     acg_model_config c;
     acg_model_tensors t;
-    acg_status st = acg__model_weights_parse(image, size, fn, name, &c, &t);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__model_weights_parse(image, size, fn, name, &c, &t));
     acg_model_weights *w = acg__calloc(1, sizeof *w);
     if (w == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -386,11 +380,8 @@ acg_status acg_model_weights_load(const char *path, acg_model_weights **out) {
     }
     const void *data = NULL;
     size_t size = 0;
-    acg_status st = acg__file_map(path, fn, &data, &size);
-    if (st != ACG_OK) {
-        return st;
-    }
-    st = weights_wrap(data, size, true, fn, path, out);
+    ACG__TRY(acg__file_map(path, fn, &data, &size));
+    acg_status st = weights_wrap(data, size, true, fn, path, out);
     if (st != ACG_OK) {
         goto out_unmap;
     }
@@ -421,10 +412,7 @@ acg_status acg_model_weights_free(acg_model_weights *w) {
         return ACG_OK;
     }
     /* Waits for other threads' calls on the weights (a model creation) to return. */
-    acg_status st = acg__retire(w, ACG__HANDLE_WEIGHTS, "acg_model_weights_free", "weights object");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__retire(w, ACG__HANDLE_WEIGHTS, "acg_model_weights_free", "weights object"));
     if (w->mapped) {
         acg__file_unmap(w->image, w->image_size);
     } else {

@@ -148,10 +148,7 @@ static acg_status cpu_device_open(int index, const char *options, acg__bk_device
     ACG__UNUSED(index);
     bool native = false;
     uint32_t threads = 0;
-    acg_status st = parse_options(options, &native, &threads);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(parse_options(options, &native, &threads));
     if (threads == 0) {
         const char *bad = NULL;
         threads = default_threads(&bad);
@@ -170,7 +167,7 @@ static acg_status cpu_device_open(int index, const char *options, acg__bk_device
     d->threads = threads;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     d->fills_cores = (long)threads >= (cores < 1 ? 1 : cores);
-    st = acg__cpu_pool_create(threads, &d->pool);
+    acg_status st = acg__cpu_pool_create(threads, &d->pool);
     if (st != ACG_OK) {
         acg__free(d);
         return st;

@@ -338,10 +338,7 @@ static acg_status cu_stream_synchronize(acg__bk_stream *stream) {
 
 static acg_status cu_stream_query(acg__bk_stream *stream) {
     cu_stream *s = acg__cu_stream(stream);
-    acg_status st = acg__cu_enter(s->dev, "acg_stream_query");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__cu_enter(s->dev, "acg_stream_query"));
     CUresult r = acg__cu.cuStreamQuery(s->stream);
     return r == CUDA_ERROR_NOT_READY ? ACG_NOT_READY
                                      : acg__cu_check(r, "acg_stream_query", "cuStreamQuery");
@@ -412,10 +409,7 @@ static acg_status cu_stream_wait_event(acg__bk_stream *stream, acg__bk_event *ev
 
 static acg_status cu_event_query(acg__bk_event *event) {
     cu_event *e = cevent(event);
-    acg_status st = acg__cu_enter(e->dev, "acg_event_query");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__cu_enter(e->dev, "acg_event_query"));
     CUresult r = acg__cu.cuEventQuery(e->ev);
     return r == CUDA_ERROR_NOT_READY ? ACG_NOT_READY
                                      : acg__cu_check(r, "acg_event_query", "cuEventQuery");
@@ -477,10 +471,7 @@ static acg_status cu_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, 
     static const char fn[] = "acg_fill";
     cu_stream *s = acg__cu_stream(stream);
     CUdeviceptr p = acg__cu_mem(dst) + off;
-    acg_status st = acg__cu_enter(s->dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__cu_enter(s->dev, fn));
     switch (pattern_size) {
     case 1:
         return CU(fn, cuMemsetD8Async, p, (unsigned char)pattern, size, s->stream);

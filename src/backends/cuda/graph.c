@@ -477,9 +477,7 @@ acg_status acg__cu_graph_update_from(acg__bk_exec *exec, const acg__graph_desc *
         }
         return update_exec(e, graph, nodes, n_nodes, "the source's capture", fn);
     }
-    if ((st = build_graph(e->dev, desc, &graph, &nodes, &n_nodes, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(build_graph(e->dev, desc, &graph, &nodes, &n_nodes, fn));
     return update_exec(e, graph, nodes, n_nodes, "the ledger", fn);
 }
 

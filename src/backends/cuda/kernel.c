@@ -165,15 +165,12 @@ acg_status acg__cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
                           "%s implementation for cuda: cuda.fatbin or an impls entry)",
                           fn, def->name, ACG_KERNEL_FORMAT_CUDA_IMAGE);
     }
-    acg_status st = acg__cu_enter(d, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__cu_enter(d, fn));
     /* PTX text given without its size: the image is the text with its NUL. */
     const size_t size = impl->size != 0 ? impl->size : strlen(impl->code) + 1;
     CUlibrary lib = NULL;
     pthread_mutex_lock(&d->lock);
-    st = find_library(d, impl->code, size, &lib);
+    acg_status st = find_library(d, impl->code, size, &lib);
     pthread_mutex_unlock(&d->lock);
     if (st != ACG_OK) {
         return st;

@@ -312,12 +312,9 @@ acg_status acg__cu_allreduce(acg__bk_stream *stream, acg__bk_group *group, acg__
     cu_group *g = cgroup(group);
     void *p = (void *)(uintptr_t)(acg__cu_mem(mem) + off);
     int async = ACG_NCCL_SUCCESS;
-    acg_status st = acg__cu_enter(s->dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__cu_enter(s->dev, fn));
     pthread_mutex_lock(&g->lock);
-    st = NC(fn, g->nc, ncclCommGetAsyncError, g->nc, &async);
+    acg_status st = NC(fn, g->nc, ncclCommGetAsyncError, g->nc, &async);
     if (st == ACG_OK && async != ACG_NCCL_SUCCESS) {
         const char *text = nccl.ncclGetErrorString(async);
         st = acg__error(ACG_ERR_COMM, "%s: the group failed before: NCCL reports %s (%d): %s", fn,

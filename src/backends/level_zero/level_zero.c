@@ -434,10 +434,7 @@ static acg_status check_params(const ze_kernel *k, const char *entry, const char
         }
     }
     ze_kernel_properties_t props = {.stype = ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES};
-    acg_status st = ZE(fn, zeKernelGetProperties, k->kernel, &props);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(ZE(fn, zeKernelGetProperties, k->kernel, &props));
     if (props.numKernelArgs != n) {
         char passes[1024] = "nothing";
         size_t used = 0;
@@ -453,11 +450,8 @@ static acg_status check_params(const ze_kernel *k, const char *entry, const char
     }
     for (uint32_t p = 0; p < n && k->dev->drv->arg_size != NULL; p++) {
         uint32_t have = 0;
-        st = acg__ze_check(k->dev->drv->arg_size(k->kernel, p, &have), fn,
-                           "zexKernelGetArgumentSize");
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(acg__ze_check(k->dev->drv->arg_size(k->kernel, p, &have), fn,
+                               "zexKernelGetArgumentSize"));
         if (have == size[p]) {
             continue;
         }

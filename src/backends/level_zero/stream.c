@@ -409,9 +409,7 @@ acg_status acg__ze_stream_query(acg__bk_stream *stream) {
     }
     ze_slot *slot = NULL;
     uint64_t serial = 0;
-    if ((st = mark(s, &slot, &serial, fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(mark(s, &slot, &serial, fn));
     ze_result_t r = acg__ze.zeEventHostSynchronize(slot->ev, 1000000);
     st = r == ZE_RESULT_NOT_READY ? ACG_NOT_READY : acg__ze_check(r, fn, "zeEventHostSynchronize");
     unmark(s, slot, serial, st == ACG_OK);

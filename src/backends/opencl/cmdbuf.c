@@ -90,10 +90,7 @@ acg_status acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id id, ocl_c
     memset(out, 0, sizeof *out);
     cl_version v = 0, mv = 0;
     bool found = false;
-    acg_status st = extension_version(id, CMDBUF_EXT, &found, &v);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(extension_version(id, CMDBUF_EXT, &found, &v));
     if (!found) {
         snprintf(out->why, sizeof out->why, "no graphs: the device does not offer %s", CMDBUF_EXT);
         return ACG_OK;
@@ -101,10 +98,7 @@ acg_status acg__ocl_cmdbuf_probe(cl_platform_id platform, cl_device_id id, ocl_c
     out->major = CL_VERSION_MAJOR(v);
     out->minor = CL_VERSION_MINOR(v);
     out->patch = CL_VERSION_PATCH(v);
-    st = extension_version(id, MUTABLE_EXT, &out->mutable_dispatch, &mv);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(extension_version(id, MUTABLE_EXT, &out->mutable_dispatch, &mv));
     ocl_cb_abi abi = acg__ocl_cmdbuf_abi(out->major, out->minor, out->patch);
     if (abi == OCL_CB_NONE) {
         snprintf(out->why, sizeof out->why,
@@ -358,10 +352,7 @@ static acg_status add_record(ocl_graph *g, cl_command_queue queue, ocl_record **
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_launch: out of memory");
     }
     ocl_record *r = &g->recs[g->n_recs];
-    acg_status st = record(g, queue, r);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(record(g, queue, r));
     g->n_recs++;
     *out = r;
     return ACG_OK;

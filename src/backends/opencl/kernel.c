@@ -199,10 +199,7 @@ static acg_status check_params(const acg__kernel_def *def, cl_kernel k, const ch
     for (uint32_t i = 0; i < def->d.n_args && p < n_params && !no_info; i++) {
         bool buffer = def->d.types[i] == ACG_ARG_BUFFER;
         for (int part = 0; part < (buffer ? 2 : 1) && p < n_params && !no_info; part++, p++) {
-            acg_status st = check_param(def, k, entry, p, i, part == 1, &no_info);
-            if (st != ACG_OK) {
-                return st;
-            }
+            ACG__TRY(check_param(def, k, entry, p, i, part == 1, &no_info));
         }
     }
     if (n_params != want) {

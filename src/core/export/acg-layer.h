@@ -19,6 +19,18 @@
 
 #define ACG__UNUSED(x) ((void)(x))
 
+/* Evaluates expr (an acg_status) once and returns it from the enclosing function when it is not
+ * ACG_OK, leaving the detail the failing call set. For calls with nothing to undo on failure;
+ * a function with a cleanup chain tests the status and jumps to its label instead. (NCCL's
+ * NCCLCHECK) */
+#define ACG__TRY(expr)                                                                             \
+    do {                                                                                           \
+        acg_status acg__try_status = (expr);                                                       \
+        if (acg__try_status != ACG_OK) {                                                           \
+            return acg__try_status;                                                                \
+        }                                                                                          \
+    } while (0)
+
 /* ---- status, log, allocator, env --------------------------------------------------------- */
 
 /* Sets this thread's last-error detail (printf format) and returns status. */
