@@ -56,6 +56,13 @@ void tc_init(int argc, char **argv);
 const char *tc_spec(void);
 const char *tc_backend(void);
 bool tc_backend_is(const char *name);
+/* The main of a device test program whose cases are the array `tests`: tc_init, then the cases
+ * as the group tc_group(name). */
+#define TC_MAIN(name, tests)                                                                       \
+    int main(int argc, char **argv) {                                                              \
+        tc_init(argc, argv);                                                                       \
+        return cmocka_run_group_tests_name(tc_group(name), tests, NULL, NULL);                     \
+    }
 /* The capability of the device under test, as reported when tc_init opened it. */
 const acg_capability *tc_cap(void);
 /* A cmocka group name naming the executable's device: "test_graph --device opencl". */

@@ -492,13 +492,10 @@ static void test_set_allocator_in_use(void **state) {
     tc_close(dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_set_allocator_in_use),
-        cmocka_unit_test(test_alloc_fail_each_create),
-        cmocka_unit_test(test_alloc_fail_at_registry_growth),
-        cmocka_unit_test(test_alloc_fail_sweep),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_alloc_fail"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_set_allocator_in_use),
+    cmocka_unit_test(test_alloc_fail_each_create),
+    cmocka_unit_test(test_alloc_fail_at_registry_growth),
+    cmocka_unit_test(test_alloc_fail_sweep),
+};
+TC_MAIN("test_alloc_fail", tests)

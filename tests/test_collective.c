@@ -451,13 +451,10 @@ static void test_bad_input(void **state) {
     fc_destroy(fc);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sums),       cmocka_unit_test(test_sums_host),
-        cmocka_unit_test(test_rank_exits), cmocka_unit_test(test_timeout),
-        cmocka_unit_test(test_mismatch),   cmocka_unit_test(test_mismatch_host),
-        cmocka_unit_test(test_bad_input),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_collective"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_sums),       cmocka_unit_test(test_sums_host),
+    cmocka_unit_test(test_rank_exits), cmocka_unit_test(test_timeout),
+    cmocka_unit_test(test_mismatch),   cmocka_unit_test(test_mismatch_host),
+    cmocka_unit_test(test_bad_input),
+};
+TC_MAIN("test_collective", tests)

@@ -276,14 +276,11 @@ static void test_lifetimes_across_streams(void **state) {
     tc_close(dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shared_stream),
-        cmocka_unit_test(test_parallel_captures),
-        cmocka_unit_test(test_event_ping_pong),
-        cmocka_unit_test(test_pool_orders_replays_across_streams),
-        cmocka_unit_test(test_lifetimes_across_streams),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_concurrency"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_shared_stream),
+    cmocka_unit_test(test_parallel_captures),
+    cmocka_unit_test(test_event_ping_pong),
+    cmocka_unit_test(test_pool_orders_replays_across_streams),
+    cmocka_unit_test(test_lifetimes_across_streams),
+};
+TC_MAIN("test_concurrency", tests)

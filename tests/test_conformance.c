@@ -553,12 +553,9 @@ static void test_workload_short(void **state) {
     skip_unless_replayed(replayed);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_workload_seed_1), cmocka_unit_test(test_workload_seed_2),
-        cmocka_unit_test(test_workload_seed_3), cmocka_unit_test(test_workload_seed_4),
-        cmocka_unit_test(test_workload_short),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_conformance"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_workload_seed_1), cmocka_unit_test(test_workload_seed_2),
+    cmocka_unit_test(test_workload_seed_3), cmocka_unit_test(test_workload_seed_4),
+    cmocka_unit_test(test_workload_short),
+};
+TC_MAIN("test_conformance", tests)

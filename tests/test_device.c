@@ -475,20 +475,17 @@ static void test_memory_info(void **state) {
     tc_close(dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_backend_listing),
-        cmocka_unit_test(test_device_describe),
-        cmocka_unit_test(test_open_by_spec),
-        cmocka_unit_test(test_open_null_spec),
-        cmocka_unit_test(test_open_bad_specs),
-        cmocka_unit_test(test_capability_fields),
-        cmocka_unit_test(test_capability_queried_once),
-        cmocka_unit_test(test_close_in_use),
-        cmocka_unit_test(test_close_with_graph),
-        cmocka_unit_test(test_output_struct_sizes),
-        cmocka_unit_test(test_memory_info),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_device"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_backend_listing),
+    cmocka_unit_test(test_device_describe),
+    cmocka_unit_test(test_open_by_spec),
+    cmocka_unit_test(test_open_null_spec),
+    cmocka_unit_test(test_open_bad_specs),
+    cmocka_unit_test(test_capability_fields),
+    cmocka_unit_test(test_capability_queried_once),
+    cmocka_unit_test(test_close_in_use),
+    cmocka_unit_test(test_close_with_graph),
+    cmocka_unit_test(test_output_struct_sizes),
+    cmocka_unit_test(test_memory_info),
+};
+TC_MAIN("test_device", tests)

@@ -580,22 +580,19 @@ static void test_alloc_fail(void **state) {
     tc_alloc_uninstall();
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alloc_fail), /* first: it installs the allocator */
-        T(test_nodes_and_title),
-        T(test_streams_and_edges),
-        T(test_buffers),
-        T(test_deterministic),
-        T(test_dot_renders),
-        T(test_bad_arguments),
-        T(test_write_errors),
-        T(test_empty_graph),
-        cmocka_unit_test(test_foreign_names),
-        T(test_allreduce),
-    };
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_alloc_fail), /* first: it installs the allocator */
+    T(test_nodes_and_title),
+    T(test_streams_and_edges),
+    T(test_buffers),
+    T(test_deterministic),
+    T(test_dot_renders),
+    T(test_bad_arguments),
+    T(test_write_errors),
+    T(test_empty_graph),
+    cmocka_unit_test(test_foreign_names),
+    T(test_allreduce),
+};
 #undef T
-    return cmocka_run_group_tests_name(tc_group("test_dot"), tests, NULL, NULL);
-}
+TC_MAIN("test_dot", tests)

@@ -240,10 +240,7 @@ static void test_twenty_steps(void **state) {
     tc_close(dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_twenty_steps),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_engine_step"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_twenty_steps),
+};
+TC_MAIN("test_engine_step", tests)

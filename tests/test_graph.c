@@ -383,16 +383,12 @@ static void test_graph_upload(void **state) {
     TC_OK(acg_graph_destroy(g));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
-    const struct CMUnitTest tests[] = {
-        T(test_replay_chain),     T(test_capture_does_not_run),
-        T(test_replay_fork_join), T(test_replay_copies),
-        T(test_graph_update),     T(test_graph_update_topology_mismatch),
-        T(test_describe_chain),   T(test_describe_fork_join),
-        T(test_describe_copies),  T(test_graph_upload),
-    };
+static const struct CMUnitTest tests[] = {
+    T(test_replay_chain),   T(test_capture_does_not_run), T(test_replay_fork_join),
+    T(test_replay_copies),  T(test_graph_update),         T(test_graph_update_topology_mismatch),
+    T(test_describe_chain), T(test_describe_fork_join),   T(test_describe_copies),
+    T(test_graph_upload),
+};
 #undef T
-    return cmocka_run_group_tests_name(tc_group("test_graph"), tests, NULL, NULL);
-}
+TC_MAIN("test_graph", tests)

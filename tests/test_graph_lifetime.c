@@ -415,24 +415,21 @@ static void test_concurrent_captures(void **state) {
     TC_OK(acg_graph_destroy(gb));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
-    const struct CMUnitTest tests[] = {
-        T(test_free_referenced),
-        T(test_launch_errors),
-        T(test_capture_state),
-        T(test_unjoined_fork),
-        T(test_graph_update_waits_for_pending),
-        T(test_graph_update_moves_refs),
-        T(test_graph_destroy_waits),
-        T(test_pool_order_after_stream_destroy),
-        T(test_bad_input_during_capture),
-        T(test_capture_behind_eager_work),
-        T(test_event_from_ended_capture),
-        T(test_cross_device_graphs),
-        T(test_concurrent_captures),
-    };
+static const struct CMUnitTest tests[] = {
+    T(test_free_referenced),
+    T(test_launch_errors),
+    T(test_capture_state),
+    T(test_unjoined_fork),
+    T(test_graph_update_waits_for_pending),
+    T(test_graph_update_moves_refs),
+    T(test_graph_destroy_waits),
+    T(test_pool_order_after_stream_destroy),
+    T(test_bad_input_during_capture),
+    T(test_capture_behind_eager_work),
+    T(test_event_from_ended_capture),
+    T(test_cross_device_graphs),
+    T(test_concurrent_captures),
+};
 #undef T
-    return cmocka_run_group_tests_name(tc_group("test_graph_lifetime"), tests, NULL, NULL);
-}
+TC_MAIN("test_graph_lifetime", tests)

@@ -451,14 +451,11 @@ static void test_ranks_agree_on_memory(void **state) {
     tc_log_capture_end();
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_pool_reuses_every_chunk, setup, tc_fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_pool_holds_the_largest, setup, tc_fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_report_sizes, setup, tc_fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_warm_up_failure, setup, tc_fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_ranks_agree_on_memory, setup, tc_fixture_teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_graph_memory"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_pool_reuses_every_chunk, setup, tc_fixture_teardown),
+    cmocka_unit_test_setup_teardown(test_pool_holds_the_largest, setup, tc_fixture_teardown),
+    cmocka_unit_test_setup_teardown(test_report_sizes, setup, tc_fixture_teardown),
+    cmocka_unit_test_setup_teardown(test_warm_up_failure, setup, tc_fixture_teardown),
+    cmocka_unit_test_setup_teardown(test_ranks_agree_on_memory, setup, tc_fixture_teardown),
+};
+TC_MAIN("test_graph_memory", tests)

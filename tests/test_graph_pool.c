@@ -330,20 +330,17 @@ static void test_many_replays_stable(void **state) {
     tc_alloc_uninstall();
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_many_replays_stable), /* first: it needs no live objects */
-        T(test_two_graphs_one_pool),
-        T(test_private_pool),
-        T(test_scratch_rules),
-        T(test_discard),
-        T(test_graph_update_with_scratch),
-        T(test_scratch_stays_in_its_capture),
-        T(test_stream_ordered_memory),
-        T(test_pool_destroy_in_use),
-    };
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_many_replays_stable), /* first: it needs no live objects */
+    T(test_two_graphs_one_pool),
+    T(test_private_pool),
+    T(test_scratch_rules),
+    T(test_discard),
+    T(test_graph_update_with_scratch),
+    T(test_scratch_stays_in_its_capture),
+    T(test_stream_ordered_memory),
+    T(test_pool_destroy_in_use),
+};
 #undef T
-    return cmocka_run_group_tests_name(tc_group("test_graph_pool"), tests, NULL, NULL);
-}
+TC_MAIN("test_graph_pool", tests)

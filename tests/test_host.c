@@ -626,14 +626,11 @@ static void test_device_lost(void **state) {
     tc_expect_device_works(tc_spec());
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_host_function_order), cmocka_unit_test(test_native_object),
-        cmocka_unit_test(test_graph_native_object), cmocka_unit_test(test_foreign_work),
-        cmocka_unit_test(test_foreign_long_name),   cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_device_options),      cmocka_unit_test(test_alloc_fail),
-        cmocka_unit_test(test_device_lost),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_host"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_host_function_order), cmocka_unit_test(test_native_object),
+    cmocka_unit_test(test_graph_native_object), cmocka_unit_test(test_foreign_work),
+    cmocka_unit_test(test_foreign_long_name),   cmocka_unit_test(test_bad_input),
+    cmocka_unit_test(test_device_options),      cmocka_unit_test(test_alloc_fail),
+    cmocka_unit_test(test_device_lost),
+};
+TC_MAIN("test_host", tests)

@@ -312,20 +312,17 @@ static void test_dims_and_view_alignment(void **state) {
     TC_OK(acg_buffer_free(v));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_kernel_lookup, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fill_f32, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_add_scalar_f32, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_axpy_f32, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copy_f32, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kernel_chain, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_launch_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_in_place_and_disjoint, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_launch_wrong_device, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_args_copied, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dims_and_view_alignment, setup, teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_kernel"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_kernel_lookup, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_fill_f32, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_add_scalar_f32, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_axpy_f32, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_copy_f32, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_kernel_chain, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_launch_errors, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_in_place_and_disjoint, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_launch_wrong_device, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_args_copied, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_dims_and_view_alignment, setup, teardown),
+};
+TC_MAIN("test_kernel", tests)

@@ -1695,33 +1695,30 @@ static void test_alloc_sweep(void **state) {
     tc_alloc_sweep_case("kernel registration", scenario, NULL, false, 5);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_launch_capture_replay, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_graph_update, setup, teardown),
-        cmocka_unit_test(test_no_code_for_backend),
-        cmocka_unit_test(test_duplicate_and_unregister),
-        cmocka_unit_test(test_desc_copied),
-        cmocka_unit_test(test_spirv_module_copied),
-        cmocka_unit_test(test_malformed_refused),
-        cmocka_unit_test(test_desc_size),
-        cmocka_unit_test(test_data_rules),
-        cmocka_unit_test(test_kernel_sets),
-        cmocka_unit_test(test_kernel_set_out_of_memory),
-        cmocka_unit_test(test_impls_opencl_entry),
-        cmocka_unit_test(test_impls_spirv_as_text),
-        cmocka_unit_test(test_impls_merged_list),
-        cmocka_unit_test(test_impls_unknown_format),
-        cmocka_unit_test(test_impls_lanes_and_limit),
-        cmocka_unit_test(test_impls_legacy_size),
-        cmocka_unit_test(test_impls_copied),
-        cmocka_unit_test(test_impls_in_set),
-        cmocka_unit_test(test_impls_core),
-        cmocka_unit_test_setup_teardown(test_bad_launch_submits_nothing, setup, teardown),
-        cmocka_unit_test(test_grid_overflow),
-        cmocka_unit_test(test_concurrent_registration),
-        cmocka_unit_test(test_alloc_sweep),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_kernel_register"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_launch_capture_replay, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_graph_update, setup, teardown),
+    cmocka_unit_test(test_no_code_for_backend),
+    cmocka_unit_test(test_duplicate_and_unregister),
+    cmocka_unit_test(test_desc_copied),
+    cmocka_unit_test(test_spirv_module_copied),
+    cmocka_unit_test(test_malformed_refused),
+    cmocka_unit_test(test_desc_size),
+    cmocka_unit_test(test_data_rules),
+    cmocka_unit_test(test_kernel_sets),
+    cmocka_unit_test(test_kernel_set_out_of_memory),
+    cmocka_unit_test(test_impls_opencl_entry),
+    cmocka_unit_test(test_impls_spirv_as_text),
+    cmocka_unit_test(test_impls_merged_list),
+    cmocka_unit_test(test_impls_unknown_format),
+    cmocka_unit_test(test_impls_lanes_and_limit),
+    cmocka_unit_test(test_impls_legacy_size),
+    cmocka_unit_test(test_impls_copied),
+    cmocka_unit_test(test_impls_in_set),
+    cmocka_unit_test(test_impls_core),
+    cmocka_unit_test_setup_teardown(test_bad_launch_submits_nothing, setup, teardown),
+    cmocka_unit_test(test_grid_overflow),
+    cmocka_unit_test(test_concurrent_registration),
+    cmocka_unit_test(test_alloc_sweep),
+};
+TC_MAIN("test_kernel_register", tests)

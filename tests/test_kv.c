@@ -362,18 +362,15 @@ static void test_config_versions(void **state) {
     assert_ptr_equal(kv, untouched);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_create, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reserve_extend_release, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sink_never_handed_out, setup, teardown),
-        cmocka_unit_test(test_sink_zeroed),
-        cmocka_unit_test_setup_teardown(test_exhaustion_changes_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_destroy_in_use, setup, teardown),
-        cmocka_unit_test(test_alloc_fail),
-        cmocka_unit_test_setup_teardown(test_config_versions, setup, teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_kv"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_create, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_reserve_extend_release, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_sink_never_handed_out, setup, teardown),
+    cmocka_unit_test(test_sink_zeroed),
+    cmocka_unit_test_setup_teardown(test_exhaustion_changes_nothing, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_destroy_in_use, setup, teardown),
+    cmocka_unit_test(test_alloc_fail),
+    cmocka_unit_test_setup_teardown(test_config_versions, setup, teardown),
+};
+TC_MAIN("test_kv", tests)

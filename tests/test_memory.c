@@ -584,16 +584,13 @@ static void test_huge_alloc(void **state) {
     TC_OK(acg_set_allocator(NULL, NULL));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        TC_FIXTURE_CASE(test_buffer_basics), TC_FIXTURE_CASE(test_buffer_double_free),
-        TC_FIXTURE_CASE(test_views),         TC_FIXTURE_CASE(test_pinned),
-        TC_FIXTURE_CASE(test_no_pinned_env), TC_FIXTURE_CASE(test_pinned_register),
-        TC_FIXTURE_CASE(test_copies),        TC_FIXTURE_CASE(test_pageable_copy_semantics),
-        TC_FIXTURE_CASE(test_fill_patterns), TC_FIXTURE_CASE(test_copy_errors),
-        TC_FIXTURE_CASE(test_wrong_device),  TC_FIXTURE_CASE(test_free_waits_for_queued_work),
-        TC_FIXTURE_CASE(test_memory_stats),  cmocka_unit_test(test_huge_alloc),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_memory"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    TC_FIXTURE_CASE(test_buffer_basics), TC_FIXTURE_CASE(test_buffer_double_free),
+    TC_FIXTURE_CASE(test_views),         TC_FIXTURE_CASE(test_pinned),
+    TC_FIXTURE_CASE(test_no_pinned_env), TC_FIXTURE_CASE(test_pinned_register),
+    TC_FIXTURE_CASE(test_copies),        TC_FIXTURE_CASE(test_pageable_copy_semantics),
+    TC_FIXTURE_CASE(test_fill_patterns), TC_FIXTURE_CASE(test_copy_errors),
+    TC_FIXTURE_CASE(test_wrong_device),  TC_FIXTURE_CASE(test_free_waits_for_queued_work),
+    TC_FIXTURE_CASE(test_memory_stats),  cmocka_unit_test(test_huge_alloc),
+};
+TC_MAIN("test_memory", tests)

@@ -459,20 +459,17 @@ static void test_destroy_from_callback(void **state) {
     tc_close(dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_free_races_launches),
-        cmocka_unit_test(test_close_races_stream_create),
-        cmocka_unit_test(test_destroy_races_synchronize),
-        cmocka_unit_test(test_double_destroy),
-        cmocka_unit_test(test_log_reset_waits),
-        cmocka_unit_test(test_log_reset_from_callback),
-        cmocka_unit_test(test_owned_buffers_refused),
-        cmocka_unit_test(test_unchanged_plan_checks_stream),
-        cmocka_unit_test(test_update_one_node_graphs),
-        cmocka_unit_test(test_wrong_device_names_handles),
-        cmocka_unit_test(test_destroy_from_callback),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_misuse"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_free_races_launches),
+    cmocka_unit_test(test_close_races_stream_create),
+    cmocka_unit_test(test_destroy_races_synchronize),
+    cmocka_unit_test(test_double_destroy),
+    cmocka_unit_test(test_log_reset_waits),
+    cmocka_unit_test(test_log_reset_from_callback),
+    cmocka_unit_test(test_owned_buffers_refused),
+    cmocka_unit_test(test_unchanged_plan_checks_stream),
+    cmocka_unit_test(test_update_one_node_graphs),
+    cmocka_unit_test(test_wrong_device_names_handles),
+    cmocka_unit_test(test_destroy_from_callback),
+};
+TC_MAIN("test_misuse", tests)

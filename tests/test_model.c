@@ -527,16 +527,13 @@ static void test_sampling(void **state) {
     tc_close(dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_tiny),
-        cmocka_unit_test(test_reference_small),
-        cmocka_unit_test(test_reference_checkpoint),
-        cmocka_unit_test(test_batch_invariance),
-        cmocka_unit_test(test_batch_positions_and_devices_small),
-        cmocka_unit_test(test_logits_across_backends_small),
-        cmocka_unit_test(test_sampling),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_model"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_reference_tiny),
+    cmocka_unit_test(test_reference_small),
+    cmocka_unit_test(test_reference_checkpoint),
+    cmocka_unit_test(test_batch_invariance),
+    cmocka_unit_test(test_batch_positions_and_devices_small),
+    cmocka_unit_test(test_logits_across_backends_small),
+    cmocka_unit_test(test_sampling),
+};
+TC_MAIN("test_model", tests)

@@ -589,12 +589,9 @@ static void test_struct_versions(void **state) {
     TC_OK(acg_model_weights_free(w));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kv_exhaustion), cmocka_unit_test(test_device_lost),
-        cmocka_unit_test(test_errors),        cmocka_unit_test(test_refused_step_changes_nothing),
-        cmocka_unit_test(test_alloc_fail),    cmocka_unit_test(test_struct_versions),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_model_serving"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_kv_exhaustion), cmocka_unit_test(test_device_lost),
+    cmocka_unit_test(test_errors),        cmocka_unit_test(test_refused_step_changes_nothing),
+    cmocka_unit_test(test_alloc_fail),    cmocka_unit_test(test_struct_versions),
+};
+TC_MAIN("test_model_serving", tests)

@@ -737,17 +737,14 @@ static void test_bad_input(void **state) {
     tc_alloc_uninstall();
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_tiny),
-        cmocka_unit_test(test_small),
-        cmocka_unit_test(test_shared_classifier),
-        cmocka_unit_test(test_rank_without_tokens),
-        cmocka_unit_test(test_capture_fails_on_one_rank),
-        cmocka_unit_test(test_disagreement),
-        cmocka_unit_test(test_rank_dies),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_model_tp"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_bad_input),
+    cmocka_unit_test(test_tiny),
+    cmocka_unit_test(test_small),
+    cmocka_unit_test(test_shared_classifier),
+    cmocka_unit_test(test_rank_without_tokens),
+    cmocka_unit_test(test_capture_fails_on_one_rank),
+    cmocka_unit_test(test_disagreement),
+    cmocka_unit_test(test_rank_dies),
+};
+TC_MAIN("test_model_tp", tests)

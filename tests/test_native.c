@@ -221,13 +221,10 @@ static void test_lost_device(void **state) {
     tc_close(dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buffer_native),
-        cmocka_unit_test(test_device_native),
-        cmocka_unit_test(test_cpu_foreign_work),
-        cmocka_unit_test(test_lost_device),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_native"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_buffer_native),
+    cmocka_unit_test(test_device_native),
+    cmocka_unit_test(test_cpu_foreign_work),
+    cmocka_unit_test(test_lost_device),
+};
+TC_MAIN("test_native", tests)

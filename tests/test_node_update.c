@@ -367,18 +367,15 @@ static void test_device_lost(void **state) {
     TC_LAST_ERROR_HAS("was lost to an earlier fault");
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_scalar_and_buffer, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_grid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_grid_denied, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fallback_through_graph_update, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_after_graph_update, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_own_scratch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_update_racing_replays, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_device_lost, setup, teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_node_update"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_scalar_and_buffer, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_grid, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_grid_denied, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_fallback_through_graph_update, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_after_graph_update, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_own_scratch, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_update_racing_replays, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_device_lost, setup, teardown),
+};
+TC_MAIN("test_node_update", tests)

@@ -214,14 +214,11 @@ static void test_definitions(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, tc_one_register_kernels());
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_exp, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_arith, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rows, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ids, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_definitions, setup, teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_one_source"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_exp, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_arith, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_rows, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_ids, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_definitions, setup, teardown),
+};
+TC_MAIN("test_one_source", tests)

@@ -512,20 +512,17 @@ static void test_struct_versions(void **state) {
     TC_OK(acg_attn_plan_destroy(p));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_mixed_batch_layout, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_empty_plan, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_replan_keeps_addresses, setup, teardown),
-        cmocka_unit_test(test_replan_allocates_nothing),
-        cmocka_unit_test_setup_teardown(test_packed_queries, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_exhausted_and_bad_rows, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_preplan_promoted, setup, teardown),
-        cmocka_unit_test(test_alloc_fail),
-        cmocka_unit_test_setup_teardown(test_destroy_refused_keeps_plan, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_struct_versions, setup, teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_plan"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_mixed_batch_layout, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_empty_plan, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_replan_keeps_addresses, setup, teardown),
+    cmocka_unit_test(test_replan_allocates_nothing),
+    cmocka_unit_test_setup_teardown(test_packed_queries, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_exhausted_and_bad_rows, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_preplan_promoted, setup, teardown),
+    cmocka_unit_test(test_alloc_fail),
+    cmocka_unit_test_setup_teardown(test_destroy_refused_keeps_plan, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_struct_versions, setup, teardown),
+};
+TC_MAIN("test_plan", tests)

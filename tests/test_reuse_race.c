@@ -571,10 +571,7 @@ static void test_every_kind(void **state) {
     }
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_every_kind, setup, teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_reuse_race"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_every_kind, setup, teardown),
+};
+TC_MAIN("test_reuse_race", tests)

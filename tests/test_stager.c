@@ -549,20 +549,17 @@ static void test_stats_versions(void **state) {
     TC_OK(acg_buffer_free(b));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        TC_FIXTURE_CASE(test_values_and_padding),
-        TC_FIXTURE_CASE(test_u64_values),
-        TC_FIXTURE_CASE(test_ring_behind_slow_work),
-        TC_FIXTURE_CASE(test_no_wait_when_idle),
-        TC_FIXTURE_CASE(test_mirror),
-        TC_FIXTURE_CASE(test_growth),
-        TC_FIXTURE_CASE(test_bad_arguments),
-        TC_FIXTURE_CASE(test_capture_refused),
-        TC_FIXTURE_CASE(test_two_threads),
-        TC_FIXTURE_CASE(test_config_versions),
-        TC_FIXTURE_CASE(test_stats_versions),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_stager"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    TC_FIXTURE_CASE(test_values_and_padding),
+    TC_FIXTURE_CASE(test_u64_values),
+    TC_FIXTURE_CASE(test_ring_behind_slow_work),
+    TC_FIXTURE_CASE(test_no_wait_when_idle),
+    TC_FIXTURE_CASE(test_mirror),
+    TC_FIXTURE_CASE(test_growth),
+    TC_FIXTURE_CASE(test_bad_arguments),
+    TC_FIXTURE_CASE(test_capture_refused),
+    TC_FIXTURE_CASE(test_two_threads),
+    TC_FIXTURE_CASE(test_config_versions),
+    TC_FIXTURE_CASE(test_stats_versions),
+};
+TC_MAIN("test_stager", tests)

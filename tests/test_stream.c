@@ -226,16 +226,13 @@ static void test_event_wrong_device(void **state) {
     tc_close(d2);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_stream_lifecycle, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stream_destroy_waits, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_event_basics, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wait_event_orders_streams, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wait_unrecorded_event, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_many_streams, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_event_wrong_device, setup, teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_stream"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_stream_lifecycle, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_stream_destroy_waits, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_event_basics, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_wait_event_orders_streams, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_wait_unrecorded_event, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_many_streams, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_event_wrong_device, setup, teardown),
+};
+TC_MAIN("test_stream", tests)

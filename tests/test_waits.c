@@ -388,14 +388,11 @@ static void test_end_capture_races(void **state) {
     tc_close(r.dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_free_waits_for_its_streams),
-        cmocka_unit_test(test_pinned_free_waits_for_its_streams),
-        cmocka_unit_test(test_device_synchronize_leaves_device_usable),
-        cmocka_unit_test(test_graph_destroy_leaves_device_usable),
-        cmocka_unit_test(test_end_capture_races),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_waits"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_free_waits_for_its_streams),
+    cmocka_unit_test(test_pinned_free_waits_for_its_streams),
+    cmocka_unit_test(test_device_synchronize_leaves_device_usable),
+    cmocka_unit_test(test_graph_destroy_leaves_device_usable),
+    cmocka_unit_test(test_end_capture_races),
+};
+TC_MAIN("test_waits", tests)

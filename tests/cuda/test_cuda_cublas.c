@@ -189,10 +189,7 @@ static void test_cublas_in_graph(void **state) {
     TC_OK(acg_device_close(g.dev));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cublas_in_graph),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_cuda_cublas"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_cublas_in_graph),
+};
+TC_MAIN("test_cuda_cublas", tests)
