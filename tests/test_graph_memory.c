@@ -451,11 +451,10 @@ static void test_ranks_agree_on_memory(void **state) {
     tc_log_capture_end();
 }
 
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, tc_fixture_teardown)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(test_pool_reuses_every_chunk, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_pool_holds_the_largest, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_report_sizes, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_warm_up_failure, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_ranks_agree_on_memory, setup, tc_fixture_teardown),
+    T(test_pool_reuses_every_chunk), T(test_pool_holds_the_largest), T(test_report_sizes),
+    T(test_warm_up_failure),         T(test_ranks_agree_on_memory),
 };
+#undef T
 TC_MAIN("test_graph_memory", tests)

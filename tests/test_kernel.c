@@ -312,17 +312,19 @@ static void test_dims_and_view_alignment(void **state) {
     TC_OK(acg_buffer_free(v));
 }
 
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(test_kernel_lookup, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_fill_f32, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_add_scalar_f32, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_axpy_f32, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_copy_f32, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_kernel_chain, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_launch_errors, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_in_place_and_disjoint, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_launch_wrong_device, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_args_copied, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_dims_and_view_alignment, setup, teardown),
+    T(test_kernel_lookup),
+    T(test_fill_f32),
+    T(test_add_scalar_f32),
+    T(test_axpy_f32),
+    T(test_copy_f32),
+    T(test_kernel_chain),
+    T(test_launch_errors),
+    T(test_in_place_and_disjoint),
+    T(test_launch_wrong_device),
+    T(test_args_copied),
+    T(test_dims_and_view_alignment),
 };
+#undef T
 TC_MAIN("test_kernel", tests)

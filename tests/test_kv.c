@@ -362,15 +362,17 @@ static void test_config_versions(void **state) {
     assert_ptr_equal(kv, untouched);
 }
 
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(test_create, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_reserve_extend_release, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_sink_never_handed_out, setup, teardown),
+    T(test_create),
+    T(test_reserve_extend_release),
+    T(test_sink_never_handed_out),
     cmocka_unit_test(test_sink_zeroed),
-    cmocka_unit_test_setup_teardown(test_exhaustion_changes_nothing, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_destroy_in_use, setup, teardown),
+    T(test_exhaustion_changes_nothing),
+    T(test_bad_arguments),
+    T(test_destroy_in_use),
     cmocka_unit_test(test_alloc_fail),
-    cmocka_unit_test_setup_teardown(test_config_versions, setup, teardown),
+    T(test_config_versions),
 };
+#undef T
 TC_MAIN("test_kv", tests)

@@ -367,15 +367,13 @@ static void test_device_lost(void **state) {
     TC_LAST_ERROR_HAS("was lost to an earlier fault");
 }
 
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(test_scalar_and_buffer, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_grid, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_grid_denied, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_fallback_through_graph_update, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_after_graph_update, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_own_scratch, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_update_racing_replays, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_device_lost, setup, teardown),
+    T(test_scalar_and_buffer), T(test_grid),
+    T(test_grid_denied),       T(test_fallback_through_graph_update),
+    T(test_refusals),          T(test_after_graph_update),
+    T(test_own_scratch),       T(test_update_racing_replays),
+    T(test_device_lost),
 };
+#undef T
 TC_MAIN("test_node_update", tests)

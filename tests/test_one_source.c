@@ -214,11 +214,9 @@ static void test_definitions(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, tc_one_register_kernels());
 }
 
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(test_exp, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_arith, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_rows, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_ids, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_definitions, setup, teardown),
+    T(test_exp), T(test_arith), T(test_rows), T(test_ids), T(test_definitions),
 };
+#undef T
 TC_MAIN("test_one_source", tests)

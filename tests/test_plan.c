@@ -512,17 +512,19 @@ static void test_struct_versions(void **state) {
     TC_OK(acg_attn_plan_destroy(p));
 }
 
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(test_mixed_batch_layout, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_empty_plan, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_replan_keeps_addresses, setup, teardown),
+    T(test_mixed_batch_layout),
+    T(test_empty_plan),
+    T(test_replan_keeps_addresses),
     cmocka_unit_test(test_replan_allocates_nothing),
-    cmocka_unit_test_setup_teardown(test_packed_queries, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_exhausted_and_bad_rows, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_preplan_promoted, setup, teardown),
+    T(test_packed_queries),
+    T(test_exhausted_and_bad_rows),
+    T(test_bad_arguments),
+    T(test_preplan_promoted),
     cmocka_unit_test(test_alloc_fail),
-    cmocka_unit_test_setup_teardown(test_destroy_refused_keeps_plan, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_struct_versions, setup, teardown),
+    T(test_destroy_refused_keeps_plan),
+    T(test_struct_versions),
 };
+#undef T
 TC_MAIN("test_plan", tests)

@@ -1000,22 +1000,24 @@ static void test_get_graph(void **state) {
     TC_OK(acg_runner_destroy(r));
 }
 
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, tc_fixture_teardown)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(test_whole_runner, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_piecewise_runner, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_refused_before_allocating, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_failed_buckets_dropped, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_graphs_off, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_budget, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_ranks_agree, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_ranks_agree_budget_and_mode, setup, tc_fixture_teardown),
+    T(test_whole_runner),
+    T(test_piecewise_runner),
+    T(test_refused_before_allocating),
+    T(test_failed_buckets_dropped),
+    T(test_graphs_off),
+    T(test_budget),
+    T(test_ranks_agree),
+    T(test_ranks_agree_budget_and_mode),
     cmocka_unit_test(test_alloc_fail),
     cmocka_unit_test(test_lazy_claim_retry),
-    cmocka_unit_test_setup_teardown(test_lease_tracking, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_recipe_errors, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_budget_driver_free, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_num_slots_env, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_struct_versions, setup, tc_fixture_teardown),
-    cmocka_unit_test_setup_teardown(test_get_graph, setup, tc_fixture_teardown),
+    T(test_lease_tracking),
+    T(test_recipe_errors),
+    T(test_budget_driver_free),
+    T(test_num_slots_env),
+    T(test_struct_versions),
+    T(test_get_graph),
 };
+#undef T
 TC_MAIN("test_runner", tests)

@@ -226,13 +226,11 @@ static void test_event_wrong_device(void **state) {
     tc_close(d2);
 }
 
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(test_stream_lifecycle, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_stream_destroy_waits, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_event_basics, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_wait_event_orders_streams, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_wait_unrecorded_event, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_many_streams, setup, teardown),
-    cmocka_unit_test_setup_teardown(test_event_wrong_device, setup, teardown),
+    T(test_stream_lifecycle),          T(test_stream_destroy_waits),  T(test_event_basics),
+    T(test_wait_event_orders_streams), T(test_wait_unrecorded_event), T(test_many_streams),
+    T(test_event_wrong_device),
 };
+#undef T
 TC_MAIN("test_stream", tests)
