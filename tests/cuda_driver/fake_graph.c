@@ -154,10 +154,8 @@ CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
     FAKE_ENTER(cuStreamBeginCapture);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
     /* Simplified: the mode is checked and ignored; GLOBAL and THREAD_LOCAL restrict nothing
      * (acg captures RELAXED). */
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
@@ -165,10 +163,7 @@ CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
         r = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    if (s->capture != NULL) {
-        r = CUDA_ERROR_ILLEGAL_STATE;
-        goto out;
-    }
+    FAKE_FAIL_IF(s->capture != NULL, CUDA_ERROR_ILLEGAL_STATE, out);
     r = CUDA_ERROR_OUT_OF_MEMORY;
     struct fake_capture *c = calloc(1, sizeof *c);
     if (c == NULL) {
@@ -474,10 +469,8 @@ CUresult fake_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph h, const CUgraphNo
     if (r != CUDA_SUCCESS) {
         goto out;
     }
-    if (copy == NULL || copy->WidthInBytes == 0 || copy->Height == 0 || copy->Depth == 0) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
+    FAKE_FAIL_IF(copy == NULL || copy->WidthInBytes == 0 || copy->Height == 0 || copy->Depth == 0,
+                 CUDA_ERROR_INVALID_VALUE, out);
     /* Simplified: 1-D copies only. */
     if (copy->Height != 1 || copy->Depth != 1 || copy->srcY != 0 || copy->srcZ != 0 ||
         copy->dstY != 0 || copy->dstZ != 0 || copy->srcLOD != 0 || copy->dstLOD != 0) {
@@ -524,10 +517,9 @@ CUresult fake_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph h, const CUgraphNo
         r = CUDA_ERROR_NOT_SUPPORTED;
         goto out;
     }
-    if (fake__range_find((uintptr_t)params->dst, params->width * es, FAKE_DEVICE_MEMORY) == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
+    FAKE_FAIL_IF(fake__range_find((uintptr_t)params->dst, params->width * es, FAKE_DEVICE_MEMORY) ==
+                     NULL,
+                 CUDA_ERROR_INVALID_VALUE, out);
     struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_MEMSET};
     work.u.fill.dst = (uintptr_t)params->dst;
     work.u.fill.value = es == 4 ? params->value : params->value & ((1u << (8 * es)) - 1);
@@ -783,10 +775,8 @@ CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResu
             info->errorNode = node;
         }
     }
-    if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
-        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
-        goto out;
-    }
+    FAKE_FAIL_IF(info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
+                 out);
     struct fake_snapshot *snap = snapshot_of(g);
     if (snap == NULL) {
         info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
@@ -836,10 +826,7 @@ CUresult fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, 
         if (e != NULL) {
             s->info_edges = e;
         }
-        if (d == NULL || e == NULL) {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-            goto out;
-        }
+        FAKE_FAIL_IF(d == NULL || e == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
         s->info_cap = n;
     }
     if (id != NULL) {
@@ -957,10 +944,7 @@ CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec hx, CUgraphNode h,
         goto out;
     }
     struct fake_snapshot *snap = malloc(sizeof *snap + x->n * sizeof(struct fake_work));
-    if (snap == NULL) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
+    FAKE_FAIL_IF(snap == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
     snap->refs = 1;
     snap->n = x->n;
     memcpy(snap->nodes, x->snap->nodes, x->n * sizeof(struct fake_work));

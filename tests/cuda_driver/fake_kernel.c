@@ -251,10 +251,8 @@ CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_opti
     FAKE_ENTER(cuLibraryLoadData);
     struct CUctx_st *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__current(&ctx), out);
     if (library == NULL || code == NULL ||
         (n_jit > 0 && (jit_options == NULL || jit_values == NULL)) ||
         (n_options > 0 && (options == NULL || values == NULL))) {
@@ -263,15 +261,10 @@ CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_opti
     }
     /* Simplified: only fatbins (the real driver also takes cubins and PTX); what the code
      * does is never read, only which functions it holds and their parameters. */
-    if (memcmp(code, fatbin_magic, sizeof fatbin_magic) != 0) {
-        r = CUDA_ERROR_INVALID_IMAGE;
-        goto out;
-    }
+    FAKE_FAIL_IF(memcmp(code, fatbin_magic, sizeof fatbin_magic) != 0, CUDA_ERROR_INVALID_IMAGE,
+                 out);
     struct CUlib_st *lib = calloc(1, sizeof *lib);
-    if (lib == NULL) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
+    FAKE_FAIL_IF(lib == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
     if ((r = read_image(code, &lib->functions, &lib->size)) != CUDA_SUCCESS) {
         free(lib);
         goto out;
@@ -371,10 +364,8 @@ CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char
     pthread_mutex_unlock(&fake__g.lock);
     const acg_kernel_desc *desc = lookup != NULL ? lookup(image, size, name) : NULL;
     pthread_mutex_lock(&fake__g.lock);
-    if (desc == NULL || desc->cpu.fn == NULL || desc->n_args > ACG_MAX_KERNEL_ARGS) {
-        r = CUDA_ERROR_NOT_FOUND;
-        goto out;
-    }
+    FAKE_FAIL_IF(desc == NULL || desc->cpu.fn == NULL || desc->n_args > ACG_MAX_KERNEL_ARGS,
+                 CUDA_ERROR_NOT_FOUND, out);
     if (!fake__vec_has(&fake__g.libraries, library)) { /* unloaded meanwhile */
         r = CUDA_ERROR_INVALID_HANDLE;
         goto out;

@@ -123,14 +123,9 @@ CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
     FAKE_ENTER(cuMemAlloc);
     struct CUctx_st *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    if (dptr == NULL || bytesize == 0) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__current(&ctx), out);
+    FAKE_FAIL_IF(dptr == NULL || bytesize == 0, CUDA_ERROR_INVALID_VALUE, out);
     void *mem;
     if (bytesize > fake__cfg.mem_bytes - ctx->allocated ||
         (mem = memory_get(bytesize, DEVICE_ALIGNMENT)) == NULL) {
@@ -189,10 +184,8 @@ CUresult fake_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags) {
     FAKE_ENTER(cuMemHostAlloc);
     struct CUctx_st *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__current(&ctx), out);
     if (pp == NULL || bytesize == 0 ||
         (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                              CU_MEMHOSTALLOC_WRITECOMBINED)) != 0) {
@@ -200,10 +193,7 @@ CUresult fake_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags) {
         goto out;
     }
     void *mem = memory_get(bytesize, HOST_ALIGNMENT);
-    if (mem == NULL) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
+    FAKE_FAIL_IF(mem == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
     r = range_add(FAKE_RANGE_HOST_ALLOC, (uintptr_t)mem, bytesize, ctx);
     if (r != CUDA_SUCCESS) {
         memory_put(mem, bytesize);
@@ -225,10 +215,8 @@ CUresult fake_cuMemHostRegister(void *p, size_t bytesize, unsigned int flags) {
     struct CUctx_st *ctx;
     uintptr_t base = (uintptr_t)p;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__current(&ctx), out);
     if (p == NULL || bytesize == 0 || bytesize > UINTPTR_MAX - base ||
         (flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                              CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)) != 0) {
@@ -238,10 +226,9 @@ CUresult fake_cuMemHostRegister(void *p, size_t bytesize, unsigned int flags) {
     /* Any overlap with a pinned range, allocated or registered, is refused. */
     for (size_t i = 0; i < fake__g.ranges.n; i++) {
         struct fake_range *o = fake__g.ranges.v[i];
-        if (o->kind != FAKE_RANGE_DEVICE && base < o->base + o->size && o->base < base + bytesize) {
-            r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-            goto out;
-        }
+        FAKE_FAIL_IF(o->kind != FAKE_RANGE_DEVICE && base < o->base + o->size &&
+                         o->base < base + bytesize,
+                     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, out);
     }
     r = range_add(FAKE_RANGE_REGISTERED, base, bytesize, ctx);
 out:
@@ -263,10 +250,8 @@ static CUresult copy_async(uintptr_t dst, int dst_device, uintptr_t src, int src
                            size_t bytes, CUstream h) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
     if (bytes == 0) { /* simplified: nothing is queued or recorded */
         r = s->capture != NULL && s->capture->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
                                                           : CUDA_SUCCESS;
@@ -319,10 +304,8 @@ static CUresult fill_async(CUdeviceptr dst, uint32_t value, unsigned element_siz
                            CUstream h) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
     if (n == 0) { /* simplified: nothing is queued or recorded */
         r = s->capture != NULL && s->capture->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
                                                           : CUDA_SUCCESS;

@@ -339,15 +339,11 @@ CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags) {
     struct CUctx_st *ctx;
     struct CUstream_st *s = NULL;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__current(&ctx), out);
     /* NON_BLOCKING is taken and changes nothing: there is no legacy stream to block on. */
-    if (ph == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
+    FAKE_FAIL_IF(ph == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0,
+                 CUDA_ERROR_INVALID_VALUE, out);
     fake__reap_workers();
     r = CUDA_ERROR_OUT_OF_MEMORY;
     s = calloc(1, sizeof *s);
@@ -423,10 +419,8 @@ CUresult fake_cuStreamSynchronize(CUstream h) {
     FAKE_ENTER(cuStreamSynchronize);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
     if (s->capture != NULL) {
         fake__capture_invalidate(s->capture);
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -504,10 +498,7 @@ CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) 
     } else if (e->stream != NULL && e->stream != s && e->stream->completed < e->seq) {
         /* The point recorded now: a later re-record of the event does not move it. */
         struct fake_op *op = malloc(sizeof *op);
-        if (op == NULL) {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-            goto out;
-        }
+        FAKE_FAIL_IF(op == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
         op->kind = OP_WAIT;
         op->u.wait.stream = e->stream;
         op->u.wait.seq = e->seq;
@@ -543,10 +534,8 @@ CUresult fake_cuEventCreate(CUevent *ph, unsigned int flags) {
     FAKE_ENTER(cuEventCreate);
     struct CUctx_st *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__current(&ctx), out);
     const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
     if (ph == NULL || (flags & ~known) != 0 ||
         ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))) {
@@ -611,10 +600,7 @@ CUresult fake_cuEventRecord(CUevent hevent, CUstream h) {
     }
     if (s->capture != NULL) {
         /* Only a point in the graph being built: the frontier a waiter will depend on. */
-        if (s->capture->invalidated) {
-            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-            goto out;
-        }
+        FAKE_FAIL_IF(s->capture->invalidated, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, out);
         struct fake_ids frontier = {0};
         if (fake__ids_union(&frontier, &s->frontier) != 0) {
             fake__ids_free(&frontier);

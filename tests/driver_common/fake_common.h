@@ -32,6 +32,25 @@ int fake__ids_add(struct fake_ids *ids, size_t id); /* 0, or -1 when out of memo
 int fake__ids_union(struct fake_ids *dst, const struct fake_ids *src);
 void fake__ids_free(struct fake_ids *ids);
 
+/* ---- an entry point's checks -------------------------------------------------------------- */
+
+/* For an entry point whose result is the variable `r` and whose cleanup chain starts at the
+ * label given (both drivers' APIs spell success 0): FAKE_FAIL_IF sets r to result and jumps
+ * when cond holds; FAKE_CHECK sets r to expr's result and jumps when that is not success. */
+#define FAKE_FAIL_IF(cond, result, label)                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            r = (result);                                                                          \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+#define FAKE_CHECK(expr, label)                                                                    \
+    do {                                                                                           \
+        if ((r = (expr)) != 0) {                                                                   \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
 /* ---- the ledger of calls ------------------------------------------------------------------ */
 
 /* A driver's call counts, its one armed failure and its misuse count, under a lock of their

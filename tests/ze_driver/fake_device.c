@@ -408,21 +408,11 @@ ze_result_t fake_zeContextCreate(ze_driver_handle_t hDriver, const ze_context_de
     static const char fn[] = "zeContextCreate";
     FAKE_ENTER(zeContextCreate);
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = driver_check(hDriver);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc == NULL || phContext == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_CONTEXT_DESC, fn, "desc")) != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc->flags > ZE_CONTEXT_FLAG_TBD) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(driver_check(hDriver), out);
+    FAKE_FAIL_IF(desc == NULL || phContext == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_CONTEXT_DESC, fn, "desc"), out);
+    FAKE_FAIL_IF(desc->flags > ZE_CONTEXT_FLAG_TBD, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
     struct fake_context *ctx = calloc(1, sizeof *ctx);
     if (ctx == NULL || fake__obj_add(&ctx->obj, FAKE_CONTEXT) != 0) {
         free(ctx);
@@ -465,10 +455,8 @@ ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext) {
     FAKE_ENTER(zeContextDestroy);
     struct fake_context *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx), out);
     long children = 0;
     enum fake_kind first = FAKE_CONTEXT;
     for (int k = 0; k < FAKE_KIND_COUNT; k++) {

@@ -22,31 +22,17 @@ ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_
     struct fake_context *ctx;
     struct fake_pool *pool = NULL;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc == NULL || phEventPool == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_EVENT_POOL_DESC, fn, "desc")) != 0) {
-        goto out;
-    }
-    if (desc->flags > 0x7) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-        goto out;
-    }
-    if (desc->count == 0 || (phDevices == NULL && numDevices > 0)) {
-        r = ZE_RESULT_ERROR_INVALID_SIZE;
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx), out);
+    FAKE_FAIL_IF(desc == NULL || phEventPool == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_EVENT_POOL_DESC, fn, "desc"), out);
+    FAKE_FAIL_IF(desc->flags > 0x7, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
+    FAKE_FAIL_IF(desc->count == 0 || (phDevices == NULL && numDevices > 0),
+                 ZE_RESULT_ERROR_INVALID_SIZE, out);
     uint32_t devices = numDevices == 0 ? FAKE_ALL_DEVICES : 0;
     for (uint32_t i = 0; i < numDevices; i++) {
         struct fake_device *dev;
-        if ((r = fake__device(phDevices[i], &dev)) != ZE_RESULT_SUCCESS) {
-            goto out;
-        }
+        FAKE_CHECK(fake__device(phDevices[i], &dev), out);
         devices |= fake__bit(dev);
     }
     r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
@@ -107,26 +93,13 @@ ze_result_t fake_zeEventCreate(ze_event_pool_handle_t hEventPool, const ze_event
     FAKE_ENTER(zeEventCreate);
     struct fake_pool *pool;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_POOL, hEventPool, fn, (void **)&pool);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc == NULL || phEvent == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_EVENT_DESC, fn, "desc")) != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc->signal > 0x7 || desc->wait > 0x7) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_POOL, hEventPool, fn, (void **)&pool), out);
+    FAKE_FAIL_IF(desc == NULL || phEvent == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_EVENT_DESC, fn, "desc"), out);
+    FAKE_FAIL_IF(desc->signal > 0x7 || desc->wait > 0x7, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
     /* The code for an index out of range was not verified against Intel's driver. */
-    if (desc->index >= pool->count) {
-        r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
-        goto out;
-    }
+    FAKE_FAIL_IF(desc->index >= pool->count, ZE_RESULT_ERROR_INVALID_ARGUMENT, out);
     if (pool->slot[desc->index] != NULL) {
         fake__violation("%s: index %u of the pool is already an event's", fn, desc->index);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -288,21 +261,11 @@ ze_result_t fake_zeFenceCreate(ze_command_queue_handle_t hCommandQueue, const ze
     FAKE_ENTER(zeFenceCreate);
     struct fake_queue *q;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc == NULL || phFence == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_FENCE_DESC, fn, "desc")) != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc->flags > ZE_FENCE_FLAG_SIGNALED) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q), out);
+    FAKE_FAIL_IF(desc == NULL || phFence == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_FENCE_DESC, fn, "desc"), out);
+    FAKE_FAIL_IF(desc->flags > ZE_FENCE_FLAG_SIGNALED, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
     struct fake_fence *f = calloc(1, sizeof *f);
     if (f == NULL || fake__obj_add(&f->obj, FAKE_FENCE) != 0) {
         free(f);

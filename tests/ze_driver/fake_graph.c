@@ -436,9 +436,7 @@ static ze_result_t instantiate(acg_ze_graph_handle_t hGraph, const void *pNext,
         goto out;
     }
     for (size_t i = 0; i < g->n_recs; i++) {
-        if ((r = check_alive(&g->recs[i].cmd, i, fn, "graph")) != ZE_RESULT_SUCCESS) {
-            goto out;
-        }
+        FAKE_CHECK(check_alive(&g->recs[i].cmd, i, fn, "graph"), out);
     }
     r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     if ((x = calloc(1, sizeof *x)) == NULL ||

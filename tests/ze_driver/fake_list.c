@@ -124,10 +124,8 @@ ze_result_t fake_zeCommandListCreate(ze_context_handle_t hContext, ze_device_han
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
-    if ((desc->flags & ~list_flags_known()) != 0) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-        goto out;
-    }
+    FAKE_FAIL_IF((desc->flags & ~list_flags_known()) != 0, ZE_RESULT_ERROR_INVALID_ENUMERATION,
+                 out);
     if (desc->commandQueueGroupOrdinal >= FAKE_GROUP_COUNT) {
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT; /* not verified against Intel's driver */
         goto out;
@@ -170,10 +168,8 @@ ze_result_t fake_zeCommandListCreateImmediate(ze_context_handle_t hContext,
     if ((l = calloc(1, sizeof *l)) == NULL) {
         goto out;
     }
-    r = engine_object_start(&l->obj, &l->engine, FAKE_LIST, "immediate command list", dev);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out_free;
-    }
+    FAKE_CHECK(engine_object_start(&l->obj, &l->engine, FAKE_LIST, "immediate command list", dev),
+               out_free);
     l->ctx = ctx;
     l->dev = dev;
     l->ordinal = altdesc->ordinal;
@@ -213,10 +209,8 @@ ze_result_t fake_zeCommandListDestroy(ze_command_list_handle_t hCommandList) {
     FAKE_ENTER(zeCommandListDestroy);
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l), out);
     if (l->capture != NULL) {
         fake__violation("%s: the list is capturing a graph (%s ends it)", fn,
                         "zeCommandListEndGraphCaptureExt on the capture's primary list");
@@ -261,10 +255,8 @@ ze_result_t fake_zeCommandListReset(ze_command_list_handle_t hCommandList) {
     FAKE_ENTER(zeCommandListReset);
     struct fake_list *l;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l), out);
     if (l->capture != NULL) {
         fake__violation("%s: the list is capturing a graph (%s ends it)", fn,
                         "zeCommandListEndGraphCaptureExt on the capture's primary list");
@@ -621,10 +613,8 @@ ze_result_t fake_zeCommandQueueCreate(ze_context_handle_t hContext, ze_device_ha
     if ((q = calloc(1, sizeof *q)) == NULL) {
         goto out;
     }
-    r = engine_object_start(&q->obj, &q->engine, FAKE_QUEUE, "command queue", dev);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out_free;
-    }
+    FAKE_CHECK(engine_object_start(&q->obj, &q->engine, FAKE_QUEUE, "command queue", dev),
+               out_free);
     q->ctx = ctx;
     q->dev = dev;
     q->ordinal = desc->ordinal;
@@ -645,10 +635,8 @@ ze_result_t fake_zeCommandQueueDestroy(ze_command_queue_handle_t hCommandQueue) 
     FAKE_ENTER(zeCommandQueueDestroy);
     struct fake_queue *q;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q), out);
     if (q->fences > 0 || q->obj.waiters > 0 || q->engine.completed < q->engine.submitted) {
         fake__violation("%s: the queue still has %ld fences, %s", fn, q->fences,
                         q->engine.completed < q->engine.submitted ? "executions pending"

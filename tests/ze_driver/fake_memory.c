@@ -149,14 +149,9 @@ ze_result_t fake_zeMemAllocDevice(ze_context_handle_t hContext,
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
-    if (device_desc == NULL || pptr == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    r = fake__stype(device_desc, ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, fn, "device_desc");
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    FAKE_FAIL_IF(device_desc == NULL || pptr == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_CHECK(fake__stype(device_desc, ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, fn, "device_desc"),
+               out);
     if (device_desc->flags > 0x7) {
         r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
     } else if (device_desc->ordinal != 0) { /* one memory, ordinal 0 */
@@ -183,18 +178,10 @@ ze_result_t fake_zeMemAllocHost(ze_context_handle_t hContext,
     FAKE_ENTER(zeMemAllocHost);
     struct fake_context *ctx;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (host_desc == NULL || pptr == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    r = fake__stype(host_desc, ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, fn, "host_desc");
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx), out);
+    FAKE_FAIL_IF(host_desc == NULL || pptr == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_CHECK(fake__stype(host_desc, ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, fn, "host_desc"), out);
     if (host_desc->flags > 0xf) {
         r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
     } else if (size == 0 || size > fake__cfg.mem_bytes) {
@@ -230,10 +217,7 @@ ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr) {
         struct fake_range *c = fake__g.ranges.v[i];
         range = c->base == (uintptr_t)ptr && c->ctx == ctx ? c : NULL;
     }
-    if (range == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
-        goto out;
-    }
+    FAKE_FAIL_IF(range == NULL, ZE_RESULT_ERROR_INVALID_ARGUMENT, out);
     if (range->busy > 0) {
         fake__fault("zeMemFree(%p) while a command is running on that memory", ptr);
     }

@@ -314,25 +314,11 @@ ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t
     if (r != ZE_RESULT_SUCCESS) {
         goto out;
     }
-    if (desc == NULL || phModule == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_MODULE_DESC, fn, "desc")) != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc->format > ZE_MODULE_FORMAT_NATIVE) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-        goto out;
-    }
-    if (desc->pInputModule == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    if (desc->inputSize == 0) {
-        r = ZE_RESULT_ERROR_INVALID_SIZE;
-        goto out;
-    }
+    FAKE_FAIL_IF(desc == NULL || phModule == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_MODULE_DESC, fn, "desc"), out);
+    FAKE_FAIL_IF(desc->format > ZE_MODULE_FORMAT_NATIVE, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
+    FAKE_FAIL_IF(desc->pInputModule == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_FAIL_IF(desc->inputSize == 0, ZE_RESULT_ERROR_INVALID_SIZE, out);
     r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     if ((m = calloc(1, sizeof *m)) == NULL) {
         goto out;
@@ -353,10 +339,7 @@ ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t
             snprintf(text, sizeof text, "acg Level Zero test driver: %s", why);
         }
         struct fake_log *log = log_create(text);
-        if (log == NULL) {
-            r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-            goto out_free;
-        }
+        FAKE_FAIL_IF(log == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out_free);
         *phBuildLog = (ze_module_build_log_handle_t)(void *)log;
     }
     if (r != ZE_RESULT_SUCCESS) {
@@ -445,29 +428,14 @@ ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc
     struct fake_module *m;
     struct fake_kernel *k = NULL;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_MODULE, hModule, fn, (void **)&m);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc == NULL || phKernel == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    if ((r = fake__stype(desc, ZE_STRUCTURE_TYPE_KERNEL_DESC, fn, "desc")) != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (desc->pKernelName == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        goto out;
-    }
-    if (desc->flags > 0x3) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-        goto out;
-    }
-    if (module_entry(m, desc->pKernelName) == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_MODULE, hModule, fn, (void **)&m), out);
+    FAKE_FAIL_IF(desc == NULL || phKernel == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_KERNEL_DESC, fn, "desc"), out);
+    FAKE_FAIL_IF(desc->pKernelName == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
+    FAKE_FAIL_IF(desc->flags > 0x3, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
+    FAKE_FAIL_IF(module_entry(m, desc->pKernelName) == NULL, ZE_RESULT_ERROR_INVALID_KERNEL_NAME,
+                 out);
     /* The lookup enters acg's registry, which has its own lock: call it without ours. */
     const acg_kernel_desc *(*lookup)(const char *) = fake__g.lookup;
     pthread_mutex_unlock(&fake__g.lock);
@@ -565,18 +533,11 @@ ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t a
     FAKE_ENTER(zeKernelSetArgumentValue);
     struct fake_kernel *k;
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
-    if (argIndex >= k->n_params) {
-        r = ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
-        goto out;
-    }
-    if (argSize != k->param_size[argIndex]) {
-        r = ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE;
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__ready_lookup(FAKE_KERNEL, hKernel, fn, (void **)&k), out);
+    FAKE_FAIL_IF(argIndex >= k->n_params, ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX, out);
+    FAKE_FAIL_IF(argSize != k->param_size[argIndex], ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE,
+                 out);
     if (pArgValue == NULL) {
         /* Parameter argIndex is a pointer when it is the first of a buffer's pair. */
         uint32_t p = 0;
@@ -585,10 +546,7 @@ ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t a
             pointer = k->types[i] == ACG_ARG_BUFFER && p == argIndex;
             p += k->types[i] == ACG_ARG_BUFFER ? 2 : 1;
         }
-        if (!pointer) {
-            r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
-            goto out;
-        }
+        FAKE_FAIL_IF(!pointer, ZE_RESULT_ERROR_INVALID_ARGUMENT, out);
         memset(k->params[argIndex], 0, sizeof k->params[argIndex]);
     } else {
         memset(k->params[argIndex], 0, sizeof k->params[argIndex]);

@@ -121,10 +121,7 @@ static ze_result_t next_id(ze_command_list_handle_t hCommandList,
         goto out;
     }
     uint32_t flags = desc->flags;
-    if (flags > 0xff) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-        goto out;
-    }
+    FAKE_FAIL_IF(flags > 0xff, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
     if (flags == 0) { /* everything but a kernel switch, which is asked for by name */
         flags = supported_flags() & ~(uint32_t)ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_INSTRUCTION;
     }
@@ -135,15 +132,11 @@ static ze_result_t next_id(ze_command_list_handle_t hCommandList,
         goto out;
     }
     if (numKernels > 0) {
-        if ((kernels = calloc(numKernels, sizeof *kernels)) == NULL) {
-            r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-            goto out;
-        }
+        FAKE_FAIL_IF((kernels = calloc(numKernels, sizeof *kernels)) == NULL,
+                     ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
         for (uint32_t i = 0; i < numKernels; i++) {
             struct fake_kernel *k;
-            if ((r = fake__lookup(FAKE_KERNEL, phKernels[i], fn, (void **)&k)) != 0) {
-                goto out;
-            }
+            FAKE_CHECK(fake__lookup(FAKE_KERNEL, phKernels[i], fn, (void **)&k), out);
             kernels[i] = fake__ref(&k->obj);
         }
     }
@@ -326,10 +319,7 @@ fake_zeCommandListUpdateMutableCommandsExp(ze_command_list_handle_t hCommandList
      * that a descriptor in error leaves every command as it was. */
     scratch = malloc(l->n_cmds * sizeof *scratch);
     touched = calloc(l->n_cmds, 1);
-    if (scratch == NULL || touched == NULL) {
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        goto out;
-    }
+    FAKE_FAIL_IF(scratch == NULL || touched == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
     memcpy(scratch, l->cmds, l->n_cmds * sizeof *scratch);
     for (const void *d = desc->pNext; d != NULL && r == ZE_RESULT_SUCCESS;) {
         r = apply(l, scratch, touched, d, fn);
@@ -438,10 +428,7 @@ ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_han
     }
     at = calloc(numKernels, sizeof *at);
     ks = calloc(numKernels, sizeof *ks);
-    if (at == NULL || ks == NULL) {
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        goto out;
-    }
+    FAKE_FAIL_IF(at == NULL || ks == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
     for (uint32_t i = 0; i < numKernels && r == ZE_RESULT_SUCCESS; i++) {
         r = find_cmd(l, pCommandId[i], ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_INSTRUCTION, fn,
                      &at[i]);
