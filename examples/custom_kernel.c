@@ -8,18 +8,10 @@
 
 #include <acg/acg.h>
 
+#include "check.h"
+
 #define WIDTH 100
 #define ROWS 64
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        acg_status st_ = (call);                                                                   \
-        if (st_ != ACG_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s (%s)\n", #call, acg_status_name(st_),                   \
-                    acg_last_error());                                                             \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 /* "row_sum_f32" (out (n), x (n, width); u32 width, n), grid (n): out[r] is the sum of row r,
  * added in index order by one work item, the same order on every backend, so every backend

@@ -5,17 +5,9 @@
 
 #include <acg/acg.h>
 
-#define N 1024
+#include "check.h"
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        acg_status st_ = (call);                                                                   \
-        if (st_ != ACG_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s (%s)\n", #call, acg_status_name(st_),                   \
-                    acg_last_error());                                                             \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
+#define N 1024
 
 /* y = 2 * x + y, then y = y + 1, then x = y: three dependent launches. */
 static int step(acg_stream *s, acg_kernel *const k[3], acg_buffer *x, acg_buffer *y) {

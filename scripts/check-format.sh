@@ -16,7 +16,7 @@ if [ "${1:-}" = "--fix" ]; then
 fi
 bad=0
 for f in $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'include/*.h' 'tools/*.c' 'tools/*.h' \
-    'bench/*.c' 'bench/*.h' 'tests/*.c' 'tests/*.h' 'tests/*.cu' 'tests/*.cpp' 'examples/*.c'); do
+    'bench/*.c' 'bench/*.h' 'tests/*.c' 'tests/*.h' 'tests/*.cu' 'tests/*.cpp' 'examples/*.c' 'examples/*.h'); do
     if ! "$FORMAT" --dry-run -Werror "$f" >/dev/null 2>&1; then
         if [ $fix -eq 1 ]; then
             "$FORMAT" -i "$f"
