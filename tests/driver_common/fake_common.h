@@ -12,6 +12,11 @@
 
 /* ---- small containers --------------------------------------------------------------------- */
 
+/* Room for one more element in the array v of n elements of `size` bytes with room for *cap:
+ * v, or v reallocated to twice the room (8 at first) when it is full, with *cap updated; NULL
+ * when out of memory, v left as it was. */
+void *fake__grow(void *v, size_t n, size_t *cap, size_t size);
+
 /* A set of objects, searched by address: handles are checked by membership, never by reading
  * through a pointer that may already be freed. */
 struct fake_vec {

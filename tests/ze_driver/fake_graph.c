@@ -169,16 +169,12 @@ ze_result_t fake__graph_record(struct fake_list *l, struct fake_cmd *cmd, int *r
         fake__cmd_free(cmd);
         return ACG_ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED;
     }
-    if (g->n_recs == g->cap_recs) {
-        size_t cap = g->cap_recs ? 2 * g->cap_recs : 16;
-        struct fake_rec *v = realloc(g->recs, cap * sizeof *v);
-        if (v == NULL) {
-            fake__cmd_free(cmd);
-            return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        }
-        g->recs = v;
-        g->cap_recs = cap;
+    struct fake_rec *recs = fake__grow(g->recs, g->n_recs, &g->cap_recs, sizeof *recs);
+    if (recs == NULL) {
+        fake__cmd_free(cmd);
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     }
+    g->recs = recs;
     if (l->capture == NULL) {
         if (fake__vec_push(&g->lists, l) != 0) {
             fake__cmd_free(cmd);
@@ -237,7 +233,7 @@ static ze_result_t begin_capture(ze_command_list_handle_t hCommandList, const vo
     const char *wrong = NULL;
     if (!l->immediate) {
         wrong = "is a regular list (only an immediate list captures)";
-    } else if (l->mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
+    } else if (l->queue->desc.mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
         wrong = "is synchronous (only an asynchronous list captures)";
     } else if (l->capture != NULL) {
         wrong = l->capture->lists.v[0] == l ? "is capturing already"
@@ -539,7 +535,7 @@ static ze_result_t append_graph(ze_command_list_handle_t hCommandList,
         r = check_alive(&x->cmds[i], i, fn, "executable graph");
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = fake__sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
+        r = fake__sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, &cmd);
     }
     if (r == ZE_RESULT_SUCCESS) {
         cmd.u.graph.exec = fake__ref(&x->obj);

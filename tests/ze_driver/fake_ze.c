@@ -348,7 +348,7 @@ static ze_result_t table_check(ze_api_version_t version, const void *table) {
     return ZE_RESULT_SUCCESS;
 }
 
-#define FAKE_GETTER(getter, type, which)                                                           \
+#define FAKE_TABLE_GETTER(getter, type, which)                                                     \
     ze_result_t ZE_APICALL getter(ze_api_version_t version, type *table) {                         \
         ze_result_t r = table_check(version, table);                                               \
         if (r == ZE_RESULT_SUCCESS) {                                                              \
@@ -357,61 +357,59 @@ static ze_result_t table_check(ze_api_version_t version, const void *table) {
         }                                                                                          \
         return r;                                                                                  \
     }
+/* The getter of a table entry points are served in, and of one served empty. */
+#define FAKE_GETTER(getter, type) FAKE_TABLE_GETTER(getter, type, FAKE_TABLE_##type)
+#define FAKE_EMPTY_GETTER(getter, type) FAKE_TABLE_GETTER(getter, type, FAKE_TABLE_NONE)
 
-FAKE_GETTER(zeGetGlobalProcAddrTable, ze_global_dditable_t, FAKE_TABLE_ze_global_dditable_t)
-FAKE_GETTER(zeGetDriverProcAddrTable, ze_driver_dditable_t, FAKE_TABLE_ze_driver_dditable_t)
-FAKE_GETTER(zeGetDeviceProcAddrTable, ze_device_dditable_t, FAKE_TABLE_ze_device_dditable_t)
-FAKE_GETTER(zeGetContextProcAddrTable, ze_context_dditable_t, FAKE_TABLE_ze_context_dditable_t)
-FAKE_GETTER(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t,
-            FAKE_TABLE_ze_command_queue_dditable_t)
-FAKE_GETTER(zeGetCommandListProcAddrTable, ze_command_list_dditable_t,
-            FAKE_TABLE_ze_command_list_dditable_t)
-FAKE_GETTER(zeGetFenceProcAddrTable, ze_fence_dditable_t, FAKE_TABLE_ze_fence_dditable_t)
-FAKE_GETTER(zeGetEventPoolProcAddrTable, ze_event_pool_dditable_t,
-            FAKE_TABLE_ze_event_pool_dditable_t)
-FAKE_GETTER(zeGetEventProcAddrTable, ze_event_dditable_t, FAKE_TABLE_ze_event_dditable_t)
-FAKE_GETTER(zeGetMemProcAddrTable, ze_mem_dditable_t, FAKE_TABLE_ze_mem_dditable_t)
-FAKE_GETTER(zeGetModuleProcAddrTable, ze_module_dditable_t, FAKE_TABLE_ze_module_dditable_t)
-FAKE_GETTER(zeGetModuleBuildLogProcAddrTable, ze_module_build_log_dditable_t,
-            FAKE_TABLE_ze_module_build_log_dditable_t)
-FAKE_GETTER(zeGetKernelProcAddrTable, ze_kernel_dditable_t, FAKE_TABLE_ze_kernel_dditable_t)
-FAKE_GETTER(zeGetImageProcAddrTable, ze_image_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zeGetSamplerProcAddrTable, ze_sampler_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zeGetPhysicalMemProcAddrTable, ze_physical_mem_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zeGetVirtualMemProcAddrTable, ze_virtual_mem_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zeGetGlobalProcAddrTable, ze_global_dditable_t)
+FAKE_GETTER(zeGetDriverProcAddrTable, ze_driver_dditable_t)
+FAKE_GETTER(zeGetDeviceProcAddrTable, ze_device_dditable_t)
+FAKE_GETTER(zeGetContextProcAddrTable, ze_context_dditable_t)
+FAKE_GETTER(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t)
+FAKE_GETTER(zeGetCommandListProcAddrTable, ze_command_list_dditable_t)
+FAKE_GETTER(zeGetFenceProcAddrTable, ze_fence_dditable_t)
+FAKE_GETTER(zeGetEventPoolProcAddrTable, ze_event_pool_dditable_t)
+FAKE_GETTER(zeGetEventProcAddrTable, ze_event_dditable_t)
+FAKE_GETTER(zeGetMemProcAddrTable, ze_mem_dditable_t)
+FAKE_GETTER(zeGetModuleProcAddrTable, ze_module_dditable_t)
+FAKE_GETTER(zeGetModuleBuildLogProcAddrTable, ze_module_build_log_dditable_t)
+FAKE_GETTER(zeGetKernelProcAddrTable, ze_kernel_dditable_t)
+FAKE_EMPTY_GETTER(zeGetImageProcAddrTable, ze_image_dditable_t)
+FAKE_EMPTY_GETTER(zeGetSamplerProcAddrTable, ze_sampler_dditable_t)
+FAKE_EMPTY_GETTER(zeGetPhysicalMemProcAddrTable, ze_physical_mem_dditable_t)
+FAKE_EMPTY_GETTER(zeGetVirtualMemProcAddrTable, ze_virtual_mem_dditable_t)
 
 /* Tools (zet) and sysman (zes): loader 1.8.12 refuses a driver without these getters, so they
  * hand out empty tables. */
-FAKE_GETTER(zetGetDeviceProcAddrTable, zet_device_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetContextProcAddrTable, zet_context_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetCommandListProcAddrTable, zet_command_list_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetModuleProcAddrTable, zet_module_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetKernelProcAddrTable, zet_kernel_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricGroupProcAddrTable, zet_metric_group_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricProcAddrTable, zet_metric_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricStreamerProcAddrTable, zet_metric_streamer_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricQueryPoolProcAddrTable, zet_metric_query_pool_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricQueryProcAddrTable, zet_metric_query_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetTracerExpProcAddrTable, zet_tracer_exp_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetDebugProcAddrTable, zet_debug_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetDriverProcAddrTable, zes_driver_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetDeviceProcAddrTable, zes_device_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t,
-            FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetPowerProcAddrTable, zes_power_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetEngineProcAddrTable, zes_engine_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetStandbyProcAddrTable, zes_standby_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetFirmwareProcAddrTable, zes_firmware_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetMemoryProcAddrTable, zes_memory_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetFabricPortProcAddrTable, zes_fabric_port_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetTemperatureProcAddrTable, zes_temperature_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetPsuProcAddrTable, zes_psu_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetFanProcAddrTable, zes_fan_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetLedProcAddrTable, zes_led_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetRasProcAddrTable, zes_ras_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetDiagnosticsProcAddrTable, zes_diagnostics_dditable_t, FAKE_TABLE_NONE)
+FAKE_EMPTY_GETTER(zetGetDeviceProcAddrTable, zet_device_dditable_t)
+FAKE_EMPTY_GETTER(zetGetContextProcAddrTable, zet_context_dditable_t)
+FAKE_EMPTY_GETTER(zetGetCommandListProcAddrTable, zet_command_list_dditable_t)
+FAKE_EMPTY_GETTER(zetGetModuleProcAddrTable, zet_module_dditable_t)
+FAKE_EMPTY_GETTER(zetGetKernelProcAddrTable, zet_kernel_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricGroupProcAddrTable, zet_metric_group_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricProcAddrTable, zet_metric_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricStreamerProcAddrTable, zet_metric_streamer_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricQueryPoolProcAddrTable, zet_metric_query_pool_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricQueryProcAddrTable, zet_metric_query_dditable_t)
+FAKE_EMPTY_GETTER(zetGetTracerExpProcAddrTable, zet_tracer_exp_dditable_t)
+FAKE_EMPTY_GETTER(zetGetDebugProcAddrTable, zet_debug_dditable_t)
+FAKE_EMPTY_GETTER(zesGetDriverProcAddrTable, zes_driver_dditable_t)
+FAKE_EMPTY_GETTER(zesGetDeviceProcAddrTable, zes_device_dditable_t)
+FAKE_EMPTY_GETTER(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t)
+FAKE_EMPTY_GETTER(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t)
+FAKE_EMPTY_GETTER(zesGetPowerProcAddrTable, zes_power_dditable_t)
+FAKE_EMPTY_GETTER(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t)
+FAKE_EMPTY_GETTER(zesGetEngineProcAddrTable, zes_engine_dditable_t)
+FAKE_EMPTY_GETTER(zesGetStandbyProcAddrTable, zes_standby_dditable_t)
+FAKE_EMPTY_GETTER(zesGetFirmwareProcAddrTable, zes_firmware_dditable_t)
+FAKE_EMPTY_GETTER(zesGetMemoryProcAddrTable, zes_memory_dditable_t)
+FAKE_EMPTY_GETTER(zesGetFabricPortProcAddrTable, zes_fabric_port_dditable_t)
+FAKE_EMPTY_GETTER(zesGetTemperatureProcAddrTable, zes_temperature_dditable_t)
+FAKE_EMPTY_GETTER(zesGetPsuProcAddrTable, zes_psu_dditable_t)
+FAKE_EMPTY_GETTER(zesGetFanProcAddrTable, zes_fan_dditable_t)
+FAKE_EMPTY_GETTER(zesGetLedProcAddrTable, zes_led_dditable_t)
+FAKE_EMPTY_GETTER(zesGetRasProcAddrTable, zes_ras_dditable_t)
+FAKE_EMPTY_GETTER(zesGetDiagnosticsProcAddrTable, zes_diagnostics_dditable_t)
 
 /* ---- control API ---------------------------------------------------------------------------- */
 
@@ -420,18 +418,14 @@ ACGTEST_ZE_API void acgtest_ze_fail(const char *name, unsigned nth, int code) {
     fake__ledger_arm(&ledger, name, nth, code);
 }
 
-/* (lock held) Whether an engine of dev still has work that was queued. */
+/* (lock held) Whether a queue of dev (a handle, or an immediate list's own) still has work that
+ * was queued. */
 static int engines_busy(const struct fake_device *dev) {
     const struct fake_vec *lists = &fake__g.objs[FAKE_LIST], *queues = &fake__g.objs[FAKE_QUEUE];
-    for (size_t i = 0; i < lists->n; i++) {
-        const struct fake_list *l = lists->v[i];
-        if (l->immediate && l->dev == dev && l->engine.completed < l->engine.submitted) {
-            return 1;
-        }
-    }
-    for (size_t i = 0; i < queues->n; i++) {
-        const struct fake_queue *q = queues->v[i];
-        if (q->dev == dev && q->engine.completed < q->engine.submitted) {
+    for (size_t i = 0; i < lists->n + queues->n; i++) {
+        const struct fake_list *l = i < lists->n ? lists->v[i] : NULL;
+        const struct fake_queue *q = l != NULL ? l->queue : queues->v[i - lists->n];
+        if (q != NULL && q->dev == dev && q->engine.completed < q->engine.submitted) {
             return 1;
         }
     }
@@ -530,6 +524,65 @@ ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *f
     return r == ZE_RESULT_SUCCESS ? fake__lookup(kind, h, fn, out) : r;
 }
 
+ze_result_t fake__lock_object(enum fake_kind kind, const void *h, const char *fn, void **out) {
+    pthread_mutex_lock(&fake__g.lock);
+    return fake__ready_lookup(kind, h, fn, out);
+}
+
+ze_result_t fake__lock_creation(enum fake_kind kind, const void *h, const void *desc,
+                                ze_structure_type_t stype, const void *out, const char *fn,
+                                void **parent) {
+    ze_result_t r = fake__lock_object(kind, h, fn, parent);
+    if (r == ZE_RESULT_SUCCESS && (desc == NULL || out == NULL)) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    return r == ZE_RESULT_SUCCESS ? fake__stype(desc, stype, fn, "desc") : r;
+}
+
+ze_result_t fake__unlock(ze_result_t r) {
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* (lock held) The devices whose lost state a release of the object reports (fake__released). */
+static uint32_t devices_of(const struct fake_obj *o) {
+    switch (o->kind) {
+    case FAKE_QUEUE:
+        return fake__bit(((const struct fake_queue *)o)->dev);
+    case FAKE_LIST:
+        return fake__bit(((const struct fake_list *)o)->dev);
+    case FAKE_POOL:
+        return ((const struct fake_pool *)o)->devices;
+    case FAKE_EVENT:
+        return ((const struct fake_event *)o)->pool->devices;
+    case FAKE_FENCE:
+        return fake__bit(((const struct fake_fence *)o)->queue->dev);
+    case FAKE_MODULE:
+        return fake__bit(((const struct fake_module *)o)->dev);
+    case FAKE_KERNEL:
+        return fake__bit(((const struct fake_kernel *)o)->module->dev);
+    case FAKE_LOG:
+        return 0;
+    default:
+        return FAKE_ALL_DEVICES; /* a context, and its graphs, may span devices */
+    }
+}
+
+ze_result_t fake__destroy(enum fake_kind kind, const void *h, const char *fn,
+                          int (*busy)(void *obj, const char *fn), void (*free_fn)(void *obj)) {
+    void *obj;
+    ze_result_t r = fake__lock_object(kind, h, fn, &obj);
+    if (r == ZE_RESULT_SUCCESS && busy != NULL && busy(obj, fn)) {
+        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        uint32_t devices = devices_of(obj);
+        free_fn(obj);
+        r = fake__released(devices);
+    }
+    return fake__unlock(r);
+}
+
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out) {
     if (h == NULL) {
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
@@ -555,6 +608,15 @@ int fake__obj_add(struct fake_obj *obj, enum fake_kind kind) {
     return 0;
 }
 
+void *fake__obj_new(size_t size, enum fake_kind kind) {
+    struct fake_obj *obj = calloc(1, size);
+    if (obj == NULL || fake__obj_add(obj, kind) != 0) {
+        free(obj);
+        return NULL;
+    }
+    return obj;
+}
+
 void fake__obj_remove(struct fake_obj *obj) {
     fake__vec_remove(&fake__g.objs[obj->kind], obj);
     obj->serial = 0;
@@ -577,6 +639,9 @@ int fake__ref_alive(const struct fake_ref *ref) {
 }
 
 ze_result_t fake__stype(const void *s, ze_structure_type_t want, const char *fn, const char *what) {
+    if (s == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
     ze_structure_type_t have;
     memcpy(&have, s, sizeof have); /* every descriptor and property struct begins with it */
     if (have != want) {

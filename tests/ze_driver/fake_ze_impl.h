@@ -363,23 +363,22 @@ struct fake_list {
     uint32_t next_flags;
     uint32_t n_next_kernels;
     struct fake_ref *next_kernels; /* (n_next_kernels) */
-    /* An immediate list: its mode and engine. */
-    ze_command_queue_mode_t mode;
-    struct fake_engine engine;
+    /* An immediate list: the command queue of its own that runs its commands (never a handle:
+     * not live, not in fake__g.objs). */
+    struct fake_queue *queue;
     /* An immediate list capturing (ZE_extension_record_replay_graph): the graph its appends are
      * recorded into instead of run, or NULL. A capturing list and its graph are never
      * destroyed, so the pointer stays good until the capture ends and clears it. */
     struct fake_graph *capture;
 };
 
+/* A command queue: a handle (zeCommandQueueCreate), or an immediate list's own. */
 struct fake_queue {
-    struct fake_obj obj;
+    struct fake_obj obj; /* an immediate list's: unused, the list is the handle */
     struct fake_context *ctx;
     struct fake_device *dev;
-    uint32_t ordinal, index;
-    uint32_t flags;
-    ze_command_queue_mode_t mode;
-    long fences; /* live fences created from it */
+    ze_command_queue_desc_t desc; /* as it was created (its pNext not kept) */
+    long fences;                  /* live fences created from it */
     struct fake_engine engine;
 };
 
@@ -522,6 +521,24 @@ _Noreturn void fake__fault(const char *fmt, ...)
 
 /* (lock held) UNINITIALIZED before zeInit, else SUCCESS. */
 ze_result_t fake__ready(void);
+/* The start of most entry points, after FAKE_ENTER: takes fake__g.lock (held on return, whatever
+ * the result), then fake__ready_lookup. */
+ze_result_t fake__lock_object(enum fake_kind kind, const void *h, const char *fn, void **out);
+/* The start of a creation from a descriptor, after FAKE_ENTER: fake__lock_object for the parent
+ * object h of `kind` (*parent), then INVALID_NULL_POINTER without the descriptor or the
+ * out-pointer, then the descriptor's stype (fake__stype, naming it "desc"). */
+ze_result_t fake__lock_creation(enum fake_kind kind, const void *h, const void *desc,
+                                ze_structure_type_t stype, const void *out, const char *fn,
+                                void **parent);
+/* The end of an entry point that took fake__g.lock: lets go of it and returns r. */
+ze_result_t fake__unlock(ze_result_t r);
+/* A destroy, after FAKE_ENTER: the live object of `kind` that h is (fake__lock_object), refused
+ * while `busy` (optional) says it is in use (busy reports the violation, for fn; the result is
+ * HANDLE_OBJECT_IN_USE), else freed by free_fn; the result reports the lost state of the devices it
+ * belongs to (fake__released: a context's, a graph's and an executable graph's are any device's,
+ * a build log's none). */
+ze_result_t fake__destroy(enum fake_kind kind, const void *h, const char *fn,
+                          int (*busy)(void *obj, const char *fn), void (*free_fn)(void *obj));
 /* (lock held) The live object of `kind` that handle h is: INVALID_NULL_HANDLE for NULL; a
  * handle that is not live (destroyed, never created, or of another kind) is a violation
  * reported for `fn`, and INVALID_ARGUMENT. */
@@ -532,6 +549,9 @@ ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *f
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out);
 /* (lock held) Makes obj live: a serial, its set, the live count. -1 when out of memory. */
 int fake__obj_add(struct fake_obj *obj, enum fake_kind kind);
+/* (lock held) A zeroed object of `size` bytes, which begin with its struct fake_obj, made live as
+ * `kind`: NULL when out of memory. */
+void *fake__obj_new(size_t size, enum fake_kind kind);
 /* (lock held) Forgets a live object (the caller frees it). */
 void fake__obj_remove(struct fake_obj *obj);
 /* A reference to obj (NULL: none). */
@@ -540,8 +560,8 @@ struct fake_ref fake__ref(struct fake_obj *obj);
 int fake__ref_alive(const struct fake_ref *ref);
 /* The name of a kind, for messages ("event"). */
 const char *fake__kind_name(enum fake_kind kind);
-/* Checks a descriptor's or a property struct's stype: INVALID_ARGUMENT with a message when it
- * is not `want`. */
+/* Checks a descriptor's or a property struct's stype: INVALID_NULL_POINTER when there is no
+ * struct, INVALID_ARGUMENT with a message when its stype is not `want`. */
 ze_result_t fake__stype(const void *s, ze_structure_type_t want, const char *fn, const char *what);
 
 /* (lock held; waits) Waits on fake__g.progress until `deadline` (from fake__deadline); returns
@@ -577,8 +597,8 @@ long fake__ranges_reclaim(struct fake_context *ctx);
  * of another context than the list's. */
 ze_result_t fake__event_ref(ze_event_handle_t h, struct fake_context *ctx, const char *fn,
                             struct fake_ref *out);
-/* (lock held) A command's wait list: phWaitEvents checked as above, copied (free with
- * fake__cmd_free). */
+/* (lock held) A command's wait list: phWaitEvents checked as above, copied into cmd, which owns
+ * the copy from the start (fake__cmd_free frees it, after a failure too). */
 ze_result_t fake__wait_refs(uint32_t n, ze_event_handle_t *events, struct fake_context *ctx,
                             const char *fn, struct fake_cmd *cmd);
 /* (lock held) Frees every pool, event and fence at unload. */
@@ -614,9 +634,10 @@ void fake__mutable_properties(ze_device_properties_t *props);
  * mode) unless a capture records it, a regular one records it. Takes what the command owns,
  * whatever happens. */
 ze_result_t fake__append(struct fake_list *l, struct fake_cmd *cmd);
-/* (lock held) The signal event (optional) and wait list most appends take, into cmd. */
+/* (lock held) The signal event (optional) and wait list most appends take, into cmd (for its
+ * entry point's messages). */
 ze_result_t fake__sync_args(struct fake_list *l, ze_event_handle_t signal, uint32_t n_waits,
-                            ze_event_handle_t *waits, const char *fn, struct fake_cmd *cmd);
+                            ze_event_handle_t *waits, struct fake_cmd *cmd);
 /* (lock held) Frees every list and queue at unload, after fake__workers_stop and once no fence
  * is left. */
 void fake__lists_unload(void);
