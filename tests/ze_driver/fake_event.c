@@ -317,13 +317,7 @@ ze_result_t fake_zeFenceReset(ze_fence_handle_t hFence) {
 /* ---- unload --------------------------------------------------------------------------------- */
 
 void fake__events_unload(void) {
-    while (fake__g.objs[FAKE_EVENT].n > 0) {
-        event_free(fake__g.objs[FAKE_EVENT].v[fake__g.objs[FAKE_EVENT].n - 1]);
-    }
-    while (fake__g.objs[FAKE_POOL].n > 0) {
-        pool_free(fake__g.objs[FAKE_POOL].v[fake__g.objs[FAKE_POOL].n - 1]);
-    }
-    while (fake__g.objs[FAKE_FENCE].n > 0) {
-        fence_free(fake__g.objs[FAKE_FENCE].v[fake__g.objs[FAKE_FENCE].n - 1]);
-    }
+    fake__free_all(FAKE_EVENT, event_free);
+    fake__free_all(FAKE_POOL, pool_free);
+    fake__free_all(FAKE_FENCE, fence_free);
 }

@@ -113,10 +113,7 @@ static ze_result_t queue_run(struct fake_obj *obj, struct fake_queue *q, struct 
 static ze_result_t lock_creation(ze_context_handle_t hContext, ze_device_handle_t hDevice,
                                  const void *desc, void *out, const char *fn,
                                  struct fake_context **ctx, struct fake_device **dev) {
-    ze_result_t r = fake__lock_object(FAKE_CONTEXT, hContext, fn, (void **)ctx);
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__device(hDevice, dev);
-    }
+    ze_result_t r = fake__lock_context_device(hContext, hDevice, fn, ctx, dev);
     if (r == ZE_RESULT_SUCCESS && (desc == NULL || out == NULL)) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
@@ -742,17 +739,23 @@ ze_result_t fake_zeCommandListImmediateAppendCommandListsExp(
 
 /* ---- unload --------------------------------------------------------------------------------- */
 
+/* (lock held) Frees a list at unload, its queue's worker stopped already (fake__workers_stop). */
+static void list_unload(void *obj) {
+    struct fake_list *l = obj;
+    fake__obj_remove(&l->obj);
+    clear_cmds(l);
+    free(l->queue);
+    free(l);
+}
+
+/* (lock held) Frees a queue at unload, its worker stopped already. */
+static void queue_unload(void *obj) {
+    struct fake_queue *q = obj;
+    fake__obj_remove(&q->obj);
+    free(q);
+}
+
 void fake__lists_unload(void) {
-    while (fake__g.objs[FAKE_LIST].n > 0) {
-        struct fake_list *l = fake__g.objs[FAKE_LIST].v[fake__g.objs[FAKE_LIST].n - 1];
-        fake__obj_remove(&l->obj);
-        clear_cmds(l);
-        free(l->queue); /* its worker stopped already */
-        free(l);
-    }
-    while (fake__g.objs[FAKE_QUEUE].n > 0) {
-        struct fake_queue *q = fake__g.objs[FAKE_QUEUE].v[fake__g.objs[FAKE_QUEUE].n - 1];
-        fake__obj_remove(&q->obj);
-        free(q);
-    }
+    fake__free_all(FAKE_LIST, list_unload);
+    fake__free_all(FAKE_QUEUE, queue_unload);
 }

@@ -149,8 +149,7 @@ static ze_result_t next_id(ze_command_list_handle_t hCommandList,
     *pCommandId = l->next_id;
 out:
     free(kernels);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeCommandListGetNextCommandIdExp(ze_command_list_handle_t hCommandList,
@@ -210,17 +209,6 @@ static ze_result_t find_cmd(struct fake_list *l, uint64_t id, uint32_t flag, con
     return ZE_RESULT_ERROR_INVALID_ARGUMENT;
 }
 
-static int param_is_pointer(const struct fake_cmd *c, uint32_t index) {
-    uint32_t p = 0;
-    for (uint32_t i = 0; i < c->u.kernel.n_args; i++) {
-        if (p == index) {
-            return c->u.kernel.types[i] == ACG_ARG_BUFFER;
-        }
-        p += c->u.kernel.types[i] == ACG_ARG_BUFFER ? 2 : 1;
-    }
-    return 0;
-}
-
 /* (lock held) Applies one change descriptor to the scratch copy of the list's commands. */
 static ze_result_t apply(struct fake_list *l, struct fake_cmd *scratch, char *touched,
                          const void *d, const char *fn) {
@@ -232,54 +220,30 @@ static ze_result_t apply(struct fake_list *l, struct fake_cmd *scratch, char *to
     case ACG_ZE_STRUCTURE_TYPE_MUTABLE_KERNEL_ARGUMENT_EXP_DESC: {
         const acg_ze_mutable_kernel_argument_exp_desc_t *a = d;
         r = find_cmd(l, a->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_ARGUMENTS, fn, &at);
-        if (r != ZE_RESULT_SUCCESS) {
-            return r;
+        if (r == ZE_RESULT_SUCCESS) {
+            r = fake__launch_param(&scratch[at].u.kernel.launch, a->argIndex, a->argSize,
+                                   a->pArgValue);
         }
-        struct fake_cmd *c = &scratch[at];
-        if (a->argIndex >= c->u.kernel.n_params) {
-            return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
-        }
-        if (a->argSize != c->u.kernel.param_size[a->argIndex]) {
-            return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE;
-        }
-        if (a->pArgValue == NULL && !param_is_pointer(c, a->argIndex)) {
-            return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-        }
-        memset(c->u.kernel.params[a->argIndex], 0, sizeof c->u.kernel.params[a->argIndex]);
-        if (a->pArgValue != NULL) {
-            memcpy(c->u.kernel.params[a->argIndex], a->pArgValue, a->argSize);
-        }
-        c->u.kernel.set |= 1u << a->argIndex;
         break;
     }
     case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_COUNT_EXP_DESC: {
         const acg_ze_mutable_group_count_exp_desc_t *g = d;
         r = find_cmd(l, g->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_COUNT, fn, &at);
-        if (r != ZE_RESULT_SUCCESS) {
-            return r;
+        if (r == ZE_RESULT_SUCCESS && g->pGroupCount == NULL) {
+            r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+        } else if (r == ZE_RESULT_SUCCESS) {
+            fake__kernel_count(&scratch[at], g->pGroupCount);
         }
-        if (g->pGroupCount == NULL) {
-            return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        }
-        scratch[at].u.kernel.count[0] = g->pGroupCount->groupCountX;
-        scratch[at].u.kernel.count[1] = g->pGroupCount->groupCountY;
-        scratch[at].u.kernel.count[2] = g->pGroupCount->groupCountZ;
         break;
     }
     case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_SIZE_EXP_DESC: {
+        /* The device's limits, as zeKernelSetGroupSize checks them. */
         const acg_ze_mutable_group_size_exp_desc_t *g = d;
         r = find_cmd(l, g->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_SIZE, fn, &at);
-        if (r != ZE_RESULT_SUCCESS) {
-            return r;
+        if (r == ZE_RESULT_SUCCESS) {
+            r = fake__launch_group(&scratch[at].u.kernel.launch, g->groupSizeX, g->groupSizeY,
+                                   g->groupSizeZ);
         }
-        /* The device's limits, as zeKernelSetGroupSize checks them. */
-        if (g->groupSizeX == 0 || g->groupSizeY == 0 || g->groupSizeZ == 0 ||
-            (uint64_t)g->groupSizeX * g->groupSizeY * g->groupSizeZ > 1024) {
-            return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
-        }
-        scratch[at].u.kernel.group[0] = g->groupSizeX;
-        scratch[at].u.kernel.group[1] = g->groupSizeY;
-        scratch[at].u.kernel.group[2] = g->groupSizeZ;
         break;
     }
     case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GLOBAL_OFFSET_EXP_DESC:
@@ -292,8 +256,10 @@ static ze_result_t apply(struct fake_list *l, struct fake_cmd *scratch, char *to
                 (unsigned)head.stype);
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     }
-    touched[at] = 1;
-    return ZE_RESULT_SUCCESS;
+    if (r == ZE_RESULT_SUCCESS) {
+        touched[at] = 1;
+    }
+    return r;
 }
 
 ze_result_t
@@ -345,8 +311,7 @@ fake_zeCommandListUpdateMutableCommandsExp(ze_command_list_handle_t hCommandList
 out:
     free(scratch);
     free(touched);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
@@ -368,8 +333,7 @@ ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
         l->cmds[at].signal = signal;
         l->closed = 0;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* The count must be the one the command was appended with: INVALID_SIZE otherwise (not
@@ -403,8 +367,7 @@ fake_zeCommandListUpdateMutableCommandWaitEventsExp(ze_command_list_handle_t hCo
         l->closed = 0;
     }
     fake__cmd_free(&waits);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* A command switches only to a kernel named when its id was taken, of the list's context and
@@ -457,13 +420,12 @@ ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_han
             memcpy(count, c->u.kernel.count, sizeof count);
             fake__kernel_take(c, ks[i]);
             memcpy(c->u.kernel.count, count, sizeof count);
-            c->u.kernel.set = 0; /* the switch invalidates the arguments */
+            c->u.kernel.launch.set = 0; /* the switch invalidates the arguments */
         }
         l->closed = 0;
     }
 out:
     free(at);
     free(ks);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }

@@ -162,8 +162,8 @@ static void run_work(const struct fake_cmd *c) {
         }
         /* Only the start of a buffer's window is known here; ASan sees a kernel running past
          * its allocation. */
-        for (uint32_t i = 0; i < c->u.kernel.n_args; i++) {
-            if (c->u.kernel.types[i] == ACG_ARG_BUFFER) {
+        for (uint32_t i = 0; i < c->u.kernel.launch.n_args; i++) {
+            if (c->u.kernel.launch.types[i] == ACG_ARG_BUFFER) {
                 ranges[n++] = touch(c, (uintptr_t)c->u.kernel.args[i].p, 0,
                                     "a kernel's buffer argument (pointer plus offset)");
             }
@@ -183,7 +183,7 @@ static void run_work(const struct fake_cmd *c) {
         fill(c->u.fill.dst, c->u.fill.bytes, c->u.fill.pattern, c->u.fill.pattern_size);
         break;
     default:
-        c->u.kernel.fn(c->u.kernel.args, c->u.kernel.global);
+        c->u.kernel.launch.fn(c->u.kernel.args, c->u.kernel.global);
         break;
     }
     pthread_mutex_lock(&fake__g.lock);

@@ -529,6 +529,13 @@ ze_result_t fake__lock_object(enum fake_kind kind, const void *h, const char *fn
     return fake__ready_lookup(kind, h, fn, out);
 }
 
+ze_result_t fake__lock_context_device(ze_context_handle_t hContext, ze_device_handle_t hDevice,
+                                      const char *fn, struct fake_context **ctx,
+                                      struct fake_device **dev) {
+    ze_result_t r = fake__lock_object(FAKE_CONTEXT, hContext, fn, (void **)ctx);
+    return r == ZE_RESULT_SUCCESS ? fake__device(hDevice, dev) : r;
+}
+
 ze_result_t fake__lock_creation(enum fake_kind kind, const void *h, const void *desc,
                                 ze_structure_type_t stype, const void *out, const char *fn,
                                 void **parent) {
@@ -621,6 +628,12 @@ void fake__obj_remove(struct fake_obj *obj) {
     fake__vec_remove(&fake__g.objs[obj->kind], obj);
     obj->serial = 0;
     fake__g.live--;
+}
+
+void fake__free_all(enum fake_kind kind, void (*free_fn)(void *obj)) {
+    while (fake__g.objs[kind].n > 0) {
+        free_fn(fake__g.objs[kind].v[fake__g.objs[kind].n - 1]);
+    }
 }
 
 struct fake_ref fake__ref(struct fake_obj *obj) {

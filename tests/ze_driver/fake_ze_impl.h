@@ -285,6 +285,20 @@ enum fake_cmd_kind {
 /* The largest fill pattern (the compute group's maxMemoryFillPatternSize). */
 #define FAKE_MAX_PATTERN 128
 
+/* What a launch of a kernel runs with, as zeKernelSetArgumentValue and zeKernelSetGroupSize left
+ * it: a kernel holds the one its next launch takes; a kernel command holds a copy of its own,
+ * which a mutable list's update changes. */
+struct fake_launch {
+    acg_kernel_cpu_fn fn; /* the cpu code run in the kernel's place */
+    uint32_t n_args;      /* that code's arguments, and their types */
+    acg_arg_type types[ACG_MAX_KERNEL_ARGS];
+    uint32_t n_params;                         /* the SPIR-V function's parameters */
+    unsigned char param_size[FAKE_MAX_PARAMS]; /* and their sizes (struct fake_entry) */
+    unsigned char params[FAKE_MAX_PARAMS][8];  /* values set, little end first */
+    uint32_t set;      /* bit p: parameter p has a value (a kernel switch clears them) */
+    uint32_t group[3]; /* the group size; 1, 1, 1 for a new kernel */
+};
+
 /* A command: appended to an immediate list (a job of its engine), recorded in a regular list,
  * or the execution of regular lists. Everything it needs is copied in when it is appended, as
  * the specification says for kernel arguments. */
@@ -313,15 +327,8 @@ struct fake_cmd {
         } fill;
         struct {
             struct fake_ref kernel, module;
-            acg_kernel_cpu_fn fn;
-            uint32_t n_args;
-            acg_arg_type types[ACG_MAX_KERNEL_ARGS];
-            /* The launch as appended (or updated): parameter values, group size and count. */
-            uint32_t n_params;
-            unsigned char param_size[FAKE_MAX_PARAMS];
-            unsigned char params[FAKE_MAX_PARAMS][8];
-            uint32_t set; /* bit p: parameter p has a value (a kernel switch clears them) */
-            uint32_t group[3], count[3];
+            struct fake_launch launch; /* as appended (or updated) */
+            uint32_t count[3];         /* the group count */
             /* What runs, made from the above by fake__kernel_build. */
             acg_cpu_arg args[ACG_MAX_KERNEL_ARGS]; /* a buffer's pointer plus its offset */
             uint32_t global[3];                    /* group count times group size */
@@ -438,14 +445,7 @@ struct fake_kernel {
     struct fake_obj obj;
     struct fake_module *module;
     char *name;
-    acg_kernel_cpu_fn fn;
-    uint32_t n_args; /* of the cpu code run in its place, and their types */
-    acg_arg_type types[ACG_MAX_KERNEL_ARGS];
-    uint32_t n_params;                         /* the SPIR-V function's parameters */
-    unsigned char param_size[FAKE_MAX_PARAMS]; /* and their sizes (struct fake_entry) */
-    unsigned char params[FAKE_MAX_PARAMS][8];  /* values set, little end first */
-    uint32_t set;                              /* bit p: parameter p was set */
-    uint32_t group[3];                         /* zeKernelSetGroupSize; 1, 1, 1 at first */
+    struct fake_launch launch; /* what its next launch takes */
 };
 
 /* A command recorded by a capture, with the list it was appended to: an index into its
@@ -524,6 +524,11 @@ ze_result_t fake__ready(void);
 /* The start of most entry points, after FAKE_ENTER: takes fake__g.lock (held on return, whatever
  * the result), then fake__ready_lookup. */
 ze_result_t fake__lock_object(enum fake_kind kind, const void *h, const char *fn, void **out);
+/* The start of a creation on a device, after FAKE_ENTER: fake__lock_object for the context, then
+ * the device (fake__device). */
+ze_result_t fake__lock_context_device(ze_context_handle_t hContext, ze_device_handle_t hDevice,
+                                      const char *fn, struct fake_context **ctx,
+                                      struct fake_device **dev);
 /* The start of a creation from a descriptor, after FAKE_ENTER: fake__lock_object for the parent
  * object h of `kind` (*parent), then INVALID_NULL_POINTER without the descriptor or the
  * out-pointer, then the descriptor's stype (fake__stype, naming it "desc"). */
@@ -554,6 +559,8 @@ int fake__obj_add(struct fake_obj *obj, enum fake_kind kind);
 void *fake__obj_new(size_t size, enum fake_kind kind);
 /* (lock held) Forgets a live object (the caller frees it). */
 void fake__obj_remove(struct fake_obj *obj);
+/* (lock held) Frees every live object of `kind` with free_fn, the newest first (at unload). */
+void fake__free_all(enum fake_kind kind, void (*free_fn)(void *obj));
 /* A reference to obj (NULL: none). */
 struct fake_ref fake__ref(struct fake_obj *obj);
 /* (lock held) Whether the object a reference names is still the one it named. */
@@ -663,12 +670,22 @@ void fake__graph_properties(ze_device_properties_t *props);
 void fake__graphs_unload(void);
 
 /* Modules and kernels (fake_module.c). (lock held) Fills a kernel command from a kernel's
- * current arguments and group size and a group count. */
+ * current launch and a group count. */
 ze_result_t fake__kernel_cmd(struct fake_kernel *k, const ze_group_count_t *groups, const char *fn,
                              struct fake_cmd *cmd);
-/* (lock held) Makes cmd launch kernel k with its current arguments and group size (the group
- * count is left as it is): a launch's start, and a mutable command's kernel switch. */
+/* Sets a kernel command's group count. */
+void fake__kernel_count(struct fake_cmd *cmd, const ze_group_count_t *groups);
+/* (lock held) Makes cmd launch kernel k as it is set now (the group count is left as it is): a
+ * launch's start, and a mutable command's kernel switch. */
 void fake__kernel_take(struct fake_cmd *cmd, const struct fake_kernel *k);
+/* Sets parameter `index` of a launch to `size` bytes of value (NULL: a null pointer, for a
+ * pointer parameter only), with zeKernelSetArgumentValue's codes: INVALID_KERNEL_ARGUMENT_INDEX,
+ * INVALID_KERNEL_ARGUMENT_SIZE, INVALID_ARGUMENT. */
+ze_result_t fake__launch_param(struct fake_launch *a, uint32_t index, size_t size,
+                               const void *value);
+/* Sets a launch's group size, within the device's limits (zeDeviceGetComputeProperties: 1024
+ * along each dimension and in all): INVALID_GROUP_SIZE_DIMENSION otherwise. */
+ze_result_t fake__launch_group(struct fake_launch *a, uint32_t x, uint32_t y, uint32_t z);
 /* Whether every parameter of a kernel command has a value. */
 int fake__kernel_args_set(const struct fake_cmd *cmd);
 /* (lock held) Makes a kernel command's args and global sizes from its parameters, group size
