@@ -447,6 +447,78 @@ CUresult fake__current_release(struct CUctx_st **out, CUresult *fault) {
     return CUDA_SUCCESS;
 }
 
+CUresult fake__lock_current(struct CUctx_st **out) {
+    pthread_mutex_lock(&fake__g.lock);
+    return fake__current(out);
+}
+
+CUresult fake__unlock(CUresult r) {
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake__handle(const struct fake_vec *set, const void *h, void **out) {
+    if (h == NULL || !fake__vec_has(set, h)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *out = (void *)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake__publish(struct fake_vec *set, void *obj, void (*free_fn)(void *obj), void **out) {
+    if (obj == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (fake__vec_push(set, obj) != 0) {
+        free_fn(obj);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fake__g.live++;
+    *out = obj;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake__release(struct fake_vec *set, void *h,
+                       CUresult (*check)(struct CUctx_st *ctx, void *obj),
+                       void (*free_fn)(void *obj)) {
+    struct CUctx_st *ctx;
+    void *obj;
+    CUresult fault;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current_release(&ctx, &fault);
+    if (r == CUDA_SUCCESS) {
+        r = fake__handle(set, h, &obj);
+    }
+    if (r == CUDA_SUCCESS && check != NULL) {
+        r = check(ctx, obj);
+    }
+    if (r == CUDA_SUCCESS) {
+        fake__vec_remove(set, obj);
+        fake__g.live--;
+        free_fn(obj);
+        r = fault;
+    }
+    return fake__unlock(r);
+}
+
+_Static_assert(offsetof(struct CUstream_st, ctx) == 0, "a stream begins with its context");
+_Static_assert(offsetof(struct CUevent_st, ctx) == 0, "an event begins with its context");
+_Static_assert(offsetof(struct CUgraph_st, ctx) == 0, "a graph begins with its context");
+_Static_assert(offsetof(struct CUgraphExec_st, ctx) == 0, "an exec begins with its context");
+
+long fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj)) {
+    long n = 0;
+    for (size_t i = set->n; i-- > 0;) {
+        void *obj = set->v[i];
+        if (*(struct CUctx_st **)obj == ctx) {
+            fake__vec_remove(set, obj);
+            free_fn(obj);
+            n++;
+        }
+    }
+    return n;
+}
+
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     FAKE_ENTER(cuDevicePrimaryCtxRetain);
     CUresult r = device_check(dev);
@@ -525,16 +597,7 @@ void fake__ctx_teardown(struct CUctx_st *ctx) {
             fake__capture_discard(c);
         }
     }
-    for (size_t i = fake__g.streams.n; i-- > 0;) {
-        struct CUstream_st *s = fake__g.streams.v[i];
-        if (s->ctx == ctx) {
-            fake__vec_remove(&fake__g.streams, s);
-            s->quit = 1;
-            pthread_cond_signal(&s->work);
-            fake__stream_release(s); /* the handle's reference; the worker keeps its own */
-            freed++;
-        }
-    }
+    freed += fake__streams_reclaim(ctx);
     for (;;) {
         int running = 0;
         for (size_t i = 0; i < fake__g.workers.n; i++) {
@@ -547,18 +610,7 @@ void fake__ctx_teardown(struct CUctx_st *ctx) {
         pthread_cond_wait(&fake__g.progress, &fake__g.lock);
     }
     fake__reap_workers();
-    for (size_t i = fake__g.events.n; i-- > 0;) {
-        struct CUevent_st *e = fake__g.events.v[i];
-        if (e->ctx == ctx) {
-            fake__vec_remove(&fake__g.events, e);
-            if (e->stream != NULL) {
-                fake__stream_release(e->stream);
-            }
-            fake__ids_free(&e->frontier);
-            free(e);
-            freed++;
-        }
-    }
+    freed += fake__events_reclaim(ctx);
     freed += fake__graphs_reclaim(ctx);
     freed += fake__ranges_reclaim(ctx);
     fake__g.live -= freed;

@@ -332,6 +332,28 @@ CUresult fake__current(struct CUctx_st **out);
  * fault is given too, with *fault set to the fault (else CUDA_SUCCESS), which the release
  * returns once it released (see fake_cuda.c). */
 CUresult fake__current_release(struct CUctx_st **out, CUresult *fault);
+/* The start of most entry points, after FAKE_ENTER: takes fake__g.lock (held on return,
+ * whatever the result), then fake__current. */
+CUresult fake__lock_current(struct CUctx_st **out);
+/* The end of an entry point that took fake__g.lock: lets go of it and returns r. */
+CUresult fake__unlock(CUresult r);
+/* (lock held) h as a live handle of `set` (the handle is the object) in *out:
+ * CUDA_ERROR_INVALID_HANDLE for NULL or one that is not live. */
+CUresult fake__handle(const struct fake_vec *set, const void *h, void **out);
+/* (lock held) The end of a creation: obj, just made (NULL: out of memory), becomes a live handle
+ * of `set` in *out, or is freed with free_fn when the set has no room (OUT_OF_MEMORY). */
+CUresult fake__publish(struct fake_vec *set, void *obj, void (*free_fn)(void *obj), void **out);
+/* A release entry point (cuStreamDestroy, cuEventDestroy, ...), after FAKE_ENTER: takes the
+ * lock, the calling thread's context (fake__current_release) and the live handle h of `set`;
+ * `check` (optional) may refuse the release with its result, the handle staying; else the
+ * handle is forgotten and free_fn frees what it holds. The result is then the fault the context
+ * holds (CUDA_SUCCESS: none). */
+CUresult fake__release(struct fake_vec *set, void *h,
+                       CUresult (*check)(struct CUctx_st *ctx, void *obj),
+                       void (*free_fn)(void *obj));
+/* (lock held) At ctx's teardown: forgets every live handle of `set` that belongs to ctx and
+ * frees it with free_fn; how many. Every handle's struct begins with its context. */
+long fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj));
 /* (lock held) A stream handle of `ctx` usable for work. */
 CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out);
 /* The preamble of a stream call: takes fake__g.lock (held on return, whatever the result), then
@@ -339,6 +361,12 @@ CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st *
 CUresult fake__lock_stream(CUstream h, struct CUctx_st **ctx, struct CUstream_st **out);
 /* (lock held) Runs `work` in `s`'s order: records a node when s captures, else queues it. */
 CUresult fake__submit(struct CUstream_st *s, const struct fake_work *work);
+/* (lock held; lets go of it) The end of a stream call whose checks gave r: fake__submit when
+ * they passed; the result. */
+CUresult fake__unlock_submit(CUresult r, struct CUstream_st *s, const struct fake_work *work);
+/* (lock held) SUCCESS for a stream that does not capture; for one that does, a call a capture
+ * cannot take: the capture is invalidated, and the result STREAM_CAPTURE_UNSUPPORTED. */
+CUresult fake__not_capturing(struct CUstream_st *s);
 /* (lock held) Queues a replay of `x` (launch) or its upload (!launch) on `s`, which does not
  * capture. */
 CUresult fake__submit_exec(struct CUstream_st *s, struct CUgraphExec_st *x, int launch);
@@ -350,6 +378,10 @@ void fake__run_work(struct CUctx_st *ctx, const struct fake_work *work);
 void fake__reap_workers(void);
 /* (lock held) Drops a reference on a stream; the last frees it. */
 void fake__stream_release(struct CUstream_st *s);
+/* (lock held) At ctx's teardown (fake__reclaim): lets the workers of its streams drain and exit,
+ * and frees its events. */
+long fake__streams_reclaim(struct CUctx_st *ctx);
+long fake__events_reclaim(struct CUctx_st *ctx);
 /* (lock held; waits) Frees everything `ctx` holds, when its last retain is released. */
 void fake__ctx_teardown(struct CUctx_st *ctx);
 

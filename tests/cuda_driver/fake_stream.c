@@ -250,6 +250,18 @@ void fake__stream_release(struct CUstream_st *s) {
     }
 }
 
+/* (lock held; waits) Waits until s completed op `seq`, holding it so that a concurrent destroy
+ * does not free it meanwhile; returns the fault its context holds then. */
+static CUresult stream_wait(struct CUstream_st *s, uint64_t seq) {
+    s->refs++;
+    while (s->completed < seq) {
+        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+    }
+    CUresult sticky = s->ctx->sticky;
+    fake__stream_release(s);
+    return sticky;
+}
+
 void fake__reap_workers(void) {
     for (size_t i = fake__g.workers.n; i-- > 0;) {
         struct CUstream_st *s = fake__g.workers.v[i];
@@ -313,34 +325,55 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
     free(points);
 }
 
+/* (lock held) Lets the worker of a stream whose handle is gone drain its queue and exit: queued
+ * work still runs, as in CUDA. */
+static void stream_quit(void *obj) {
+    struct CUstream_st *s = obj;
+    s->quit = 1;
+    pthread_cond_signal(&s->work);
+    fake__stream_release(s); /* the handle's reference; the worker keeps its own */
+    fake__reap_workers();
+}
+
+long fake__streams_reclaim(struct CUctx_st *ctx) {
+    return fake__reclaim(&fake__g.streams, ctx, stream_quit);
+}
+
 /* ---- streams -------------------------------------------------------------------------------- */
 
 CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out) {
-    /* Simplified: no NULL, legacy or per-thread default stream (the backend never uses one). */
-    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD ||
-        !fake__vec_has(&fake__g.streams, h)) {
-        return CUDA_ERROR_INVALID_HANDLE;
+    /* Simplified: no NULL, legacy or per-thread default stream (the backend never uses one):
+     * those handles are no live stream. */
+    CUresult r = fake__handle(&fake__g.streams, h, (void **)out);
+    if (r == CUDA_SUCCESS && h->ctx != ctx) {
+        r = CUDA_ERROR_INVALID_CONTEXT; /* the real driver's code here was not verified */
     }
-    if (h->ctx != ctx) {
-        return CUDA_ERROR_INVALID_CONTEXT; /* the real driver's code here was not verified */
-    }
-    *out = h;
-    return CUDA_SUCCESS;
+    return r;
 }
 
 CUresult fake__lock_stream(CUstream h, struct CUctx_st **ctx, struct CUstream_st **out) {
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(ctx);
+    CUresult r = fake__lock_current(ctx);
     return r == CUDA_SUCCESS ? fake__stream_get(h, *ctx, out) : r;
+}
+
+CUresult fake__not_capturing(struct CUstream_st *s) {
+    if (s->capture == NULL) {
+        return CUDA_SUCCESS;
+    }
+    fake__capture_invalidate(s->capture);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+CUresult fake__unlock_submit(CUresult r, struct CUstream_st *s, const struct fake_work *work) {
+    return fake__unlock(r == CUDA_SUCCESS ? fake__submit(s, work) : r);
 }
 
 CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags) {
     FAKE_ENTER(cuStreamCreate);
     struct CUctx_st *ctx;
     struct CUstream_st *s = NULL;
-    pthread_mutex_lock(&fake__g.lock);
     CUresult r;
-    FAKE_CHECK(fake__current(&ctx), out);
+    FAKE_CHECK(fake__lock_current(&ctx), out);
     /* NON_BLOCKING is taken and changes nothing: there is no legacy stream to block on. */
     FAKE_FAIL_IF(ph == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0,
                  CUDA_ERROR_INVALID_VALUE, out);
@@ -378,89 +411,69 @@ out_cond:
 out_free:
     free(s);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
+}
+
+/* A capturing stream stays, so the capture can still be ended (the real driver's behaviour here
+ * was not verified). */
+static CUresult stream_check(struct CUctx_st *ctx, void *obj) {
+    struct CUstream_st *s = obj;
+    if (s->ctx != ctx) {
+        return CUDA_ERROR_INVALID_CONTEXT; /* as fake__stream_get */
+    }
+    return fake__not_capturing(s);
 }
 
 CUresult fake_cuStreamDestroy(CUstream h) {
     FAKE_ENTER(cuStreamDestroy);
-    struct CUctx_st *ctx;
-    struct CUstream_st *s;
-    CUresult fault;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current_release(&ctx, &fault);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    if (s->capture != NULL) {
-        /* The stream stays, so the capture can still be ended (the real driver's behaviour
-         * here was not verified). */
-        fake__capture_invalidate(s->capture);
-        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        goto out;
-    }
-    /* Queued work still runs, as in CUDA; the worker exits once the queue is empty. */
-    fake__vec_remove(&fake__g.streams, s);
-    fake__g.live--;
-    s->quit = 1;
-    pthread_cond_signal(&s->work);
-    fake__stream_release(s);
-    fake__reap_workers();
-    r = fault;
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__release(&fake__g.streams, h, stream_check, stream_quit);
 }
 
-CUresult fake_cuStreamSynchronize(CUstream h) {
-    FAKE_ENTER(cuStreamSynchronize);
-    struct CUctx_st *ctx;
-    struct CUstream_st *s;
-    CUresult r;
-    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
-    if (s->capture != NULL) {
-        fake__capture_invalidate(s->capture);
-        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        goto out;
-    }
-    uint64_t seq = s->submitted;
-    s->refs++; /* a concurrent destroy must not free it under this wait */
-    while (s->completed < seq) {
-        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
-    }
-    fake__stream_release(s);
-    r = ctx->sticky; /* a fault of the work waited for is reported here */
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
-}
-
-CUresult fake_cuStreamQuery(CUstream h) {
-    FAKE_ENTER(cuStreamQuery);
+/* cuStreamSynchronize, and cuStreamQuery (`wait` 0): SUCCESS once what was queued before the
+ * call completed (a fault of that work is reported here), NOT_READY before for a query. */
+static CUresult stream_sync(CUstream h, int wait) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
     CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS) {
-        if (s->capture != NULL) {
-            fake__capture_invalidate(s->capture);
-            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        } else if (s->completed < s->submitted) {
-            r = CUDA_ERROR_NOT_READY;
-        }
+        r = fake__not_capturing(s);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    if (r == CUDA_SUCCESS && wait) {
+        r = stream_wait(s, s->submitted);
+    } else if (r == CUDA_SUCCESS && s->completed < s->submitted) {
+        r = CUDA_ERROR_NOT_READY;
+    }
+    return fake__unlock(r);
 }
 
-static CUresult event_get(CUevent h, struct CUevent_st **out) {
-    if (h == NULL || !fake__vec_has(&fake__g.events, h)) {
-        return CUDA_ERROR_INVALID_HANDLE;
+CUresult fake_cuStreamSynchronize(CUstream h) {
+    FAKE_ENTER(cuStreamSynchronize);
+    return stream_sync(h, 1);
+}
+
+CUresult fake_cuStreamQuery(CUstream h) {
+    FAKE_ENTER(cuStreamQuery);
+    return stream_sync(h, 0);
+}
+
+/* (lock held) cuStreamWaitEvent on a capturing stream s: a join of the event's point when it was
+ * recorded in the same capture; an error that invalidates the capture when it was recorded in
+ * another one or outside; nothing when it was never recorded. */
+static CUresult captured_wait(struct CUstream_st *s, const struct CUevent_st *e) {
+    struct fake_capture *c = s->capture;
+    if (c->invalidated) {
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    *out = h;
-    return CUDA_SUCCESS;
+    if (e->capture == c) { /* later nodes depend on both frontiers */
+        return fake__ids_union(&s->frontier, &e->frontier) == 0 ? CUDA_SUCCESS
+                                                                : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (e->capture == NULL && e->stream == NULL) {
+        return CUDA_SUCCESS;
+    }
+    fake__capture_invalidate(c);
+    return e->capture != NULL ? CUDA_ERROR_STREAM_CAPTURE_MERGE
+                              : CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
 }
 
 CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) {
@@ -468,31 +481,13 @@ CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) 
     struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct CUevent_st *e;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS) {
-        r = event_get(hevent, &e);
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    if (flags != 0) { /* simplified: no CU_EVENT_WAIT_EXTERNAL (wait nodes) */
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
-    struct fake_capture *c = s->capture;
-    if (c != NULL) {
-        if (c->invalidated) {
-            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        } else if (e->capture == c) { /* a join: later nodes depend on both frontiers */
-            r = fake__ids_union(&s->frontier, &e->frontier) == 0 ? CUDA_SUCCESS
-                                                                 : CUDA_ERROR_OUT_OF_MEMORY;
-        } else if (e->capture != NULL) {
-            fake__capture_invalidate(c);
-            r = CUDA_ERROR_STREAM_CAPTURE_MERGE;
-        } else if (e->stream != NULL) {
-            fake__capture_invalidate(c);
-            r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
-        } /* else never recorded: nothing to wait for */
+    CUresult r;
+    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
+    FAKE_CHECK(fake__handle(&fake__g.events, hevent, (void **)&e), out);
+    /* Simplified: no CU_EVENT_WAIT_EXTERNAL (wait nodes). */
+    FAKE_FAIL_IF(flags != 0, CUDA_ERROR_INVALID_VALUE, out);
+    if (s->capture != NULL) {
+        r = captured_wait(s, e);
     } else if (e->capture != NULL) {
         r = fake__capture_join(s, e->capture, &e->frontier); /* a fork */
     } else if (e->stream != NULL && e->stream != s && e->stream->completed < e->seq) {
@@ -506,26 +501,19 @@ CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) 
         enqueue(s, op);
     }
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data) {
     FAKE_ENTER(cuLaunchHostFunc);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
+    struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_HOST, .u.host = {fn, data}};
     CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS && fn == NULL) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
-    if (r == CUDA_SUCCESS) {
-        struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_HOST};
-        work.u.host.fn = fn;
-        work.u.host.data = data;
-        r = fake__submit(s, &work);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock_submit(r, s, &work);
 }
 
 /* ---- events --------------------------------------------------------------------------------- */
@@ -533,54 +521,76 @@ CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data) {
 CUresult fake_cuEventCreate(CUevent *ph, unsigned int flags) {
     FAKE_ENTER(cuEventCreate);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r;
-    FAKE_CHECK(fake__current(&ctx), out);
     const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
-    if (ph == NULL || (flags & ~known) != 0 ||
-        ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))) {
+    CUresult r = fake__lock_current(&ctx);
+    if (r == CUDA_SUCCESS &&
+        (ph == NULL || (flags & ~known) != 0 ||
+         ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)))) {
         r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
     }
-    struct CUevent_st *e = calloc(1, sizeof *e);
-    if (e == NULL || fake__vec_push(&fake__g.events, e) != 0) {
-        free(e);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
+    if (r == CUDA_SUCCESS) {
+        struct CUevent_st *e = calloc(1, sizeof *e);
+        if (e != NULL) {
+            e->ctx = ctx;
+            e->flags = flags;
+        }
+        r = fake__publish(&fake__g.events, e, free, (void **)ph);
     }
-    e->ctx = ctx;
-    e->flags = flags;
-    fake__g.live++;
-    *ph = e;
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-/* Queued waits hold the stream point, not the event: destroying an event they wait on is
- * fine, as in CUDA. */
+/* (lock held) Frees an event whose handle is gone: the stream point it holds, its frontier.
+ * Queued waits hold the stream point, not the event: destroying an event they wait on is fine,
+ * as in CUDA. */
+static void event_free(void *obj) {
+    struct CUevent_st *e = obj;
+    if (e->stream != NULL) {
+        fake__stream_release(e->stream);
+    }
+    fake__ids_free(&e->frontier);
+    free(e);
+}
+
 CUresult fake_cuEventDestroy(CUevent h) {
     FAKE_ENTER(cuEventDestroy);
-    struct CUctx_st *ctx;
-    struct CUevent_st *e;
-    CUresult fault;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current_release(&ctx, &fault);
-    if (r == CUDA_SUCCESS) {
-        r = event_get(h, &e);
+    return fake__release(&fake__g.events, h, NULL, event_free);
+}
+
+long fake__events_reclaim(struct CUctx_st *ctx) {
+    return fake__reclaim(&fake__g.events, ctx, event_free);
+}
+
+/* (lock held) Makes e's last record the current end of s. */
+static void record_point(struct CUevent_st *e, struct CUstream_st *s) {
+    s->refs++;
+    if (e->stream != NULL) {
+        fake__stream_release(e->stream);
     }
-    if (r == CUDA_SUCCESS) {
-        fake__vec_remove(&fake__g.events, e);
-        if (e->stream != NULL) {
-            fake__stream_release(e->stream);
-        }
-        fake__ids_free(&e->frontier);
-        free(e);
-        fake__g.live--;
-        r = fault;
+    e->stream = s;
+    e->seq = s->submitted;
+    e->capture = NULL;
+    fake__ids_free(&e->frontier);
+}
+
+/* (lock held) Makes e's last record a point in the graph s's capture is building: the frontier a
+ * waiter will depend on. */
+static CUresult record_captured(struct CUevent_st *e, struct CUstream_st *s) {
+    if (s->capture->invalidated) {
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    struct fake_ids frontier = {0};
+    if (fake__ids_union(&frontier, &s->frontier) != 0) {
+        fake__ids_free(&frontier);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fake__ids_free(&e->frontier);
+    e->frontier = frontier;
+    e->capture = s->capture;
+    if (e->stream != NULL) {
+        fake__stream_release(e->stream);
+        e->stream = NULL;
+    }
+    return CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventRecord(CUevent hevent, CUstream h) {
@@ -590,89 +600,48 @@ CUresult fake_cuEventRecord(CUevent hevent, CUstream h) {
     struct CUevent_st *e;
     CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS) {
-        r = event_get(hevent, &e);
+        r = fake__handle(&fake__g.events, hevent, (void **)&e);
     }
     if (r == CUDA_SUCCESS && e->ctx != s->ctx) {
         r = CUDA_ERROR_INVALID_HANDLE; /* the real driver's code here was not verified */
     }
-    if (r != CUDA_SUCCESS) {
-        goto out;
+    if (r == CUDA_SUCCESS && s->capture != NULL) {
+        r = record_captured(e, s);
+    } else if (r == CUDA_SUCCESS) {
+        record_point(e, s);
     }
-    if (s->capture != NULL) {
-        /* Only a point in the graph being built: the frontier a waiter will depend on. */
-        FAKE_FAIL_IF(s->capture->invalidated, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, out);
-        struct fake_ids frontier = {0};
-        if (fake__ids_union(&frontier, &s->frontier) != 0) {
-            fake__ids_free(&frontier);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-            goto out;
-        }
-        fake__ids_free(&e->frontier);
-        e->frontier = frontier;
-        e->capture = s->capture;
-        if (e->stream != NULL) {
-            fake__stream_release(e->stream);
-            e->stream = NULL;
-        }
-    } else {
-        s->refs++;
-        if (e->stream != NULL) {
-            fake__stream_release(e->stream);
-        }
-        e->stream = s;
-        e->seq = s->submitted;
-        e->capture = NULL;
-        fake__ids_free(&e->frontier);
-    }
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-CUresult fake_cuEventQuery(CUevent h) {
-    FAKE_ENTER(cuEventQuery);
+/* cuEventSynchronize, and cuEventQuery (`wait` 0): SUCCESS once the stream point of the event's
+ * last record is reached (a synchronization reports the fault of that stream's context),
+ * NOT_READY before for a query; CAPTURED_EVENT for a record in a capture still in progress (a
+ * capture clears its events when it ends). */
+static CUresult event_sync(CUevent h, int wait) {
     struct CUctx_st *ctx;
     struct CUevent_st *e;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
+    CUresult r = fake__lock_current(&ctx);
     if (r == CUDA_SUCCESS) {
-        r = event_get(h, &e);
-    }
-    if (r == CUDA_SUCCESS) {
-        /* A capture clears its events when it ends: a capture here is still in progress. */
-        if (e->capture != NULL) {
-            r = CUDA_ERROR_CAPTURED_EVENT;
-        } else if (e->stream != NULL && e->stream->completed < e->seq) {
-            r = CUDA_ERROR_NOT_READY;
-        }
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
-}
-
-CUresult fake_cuEventSynchronize(CUevent h) {
-    FAKE_ENTER(cuEventSynchronize);
-    struct CUctx_st *ctx;
-    struct CUevent_st *e;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = event_get(h, &e);
+        r = fake__handle(&fake__g.events, h, (void **)&e);
     }
     if (r == CUDA_SUCCESS && e->capture != NULL) {
         r = CUDA_ERROR_CAPTURED_EVENT;
     }
-    if (r == CUDA_SUCCESS && e->stream != NULL) {
-        /* Hold the stream, not the event: another thread may destroy the event meanwhile. */
-        struct CUstream_st *s = e->stream;
-        uint64_t seq = e->seq;
-        s->refs++;
-        while (s->completed < seq) {
-            pthread_cond_wait(&fake__g.progress, &fake__g.lock);
-        }
-        r = s->ctx->sticky;
-        fake__stream_release(s);
+    if (r == CUDA_SUCCESS && e->stream != NULL && wait) {
+        /* The wait holds the stream, not the event: another thread may destroy the event. */
+        r = stream_wait(e->stream, e->seq);
+    } else if (r == CUDA_SUCCESS && e->stream != NULL && e->stream->completed < e->seq) {
+        r = CUDA_ERROR_NOT_READY;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
+}
+
+CUresult fake_cuEventQuery(CUevent h) {
+    FAKE_ENTER(cuEventQuery);
+    return event_sync(h, 0);
+}
+
+CUresult fake_cuEventSynchronize(CUevent h) {
+    FAKE_ENTER(cuEventSynchronize);
+    return event_sync(h, 1);
 }
