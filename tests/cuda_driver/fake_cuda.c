@@ -278,6 +278,12 @@ static CUresult device_check(CUdevice dev) {
     return dev >= 0 && dev < fake__cfg.devices ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
+/* The preamble of a device query: device_check, then INVALID_VALUE without `out` to answer in. */
+static CUresult device_query(CUdevice dev, const void *out) {
+    CUresult r = device_check(dev);
+    return r == CUDA_SUCCESS && out == NULL ? CUDA_ERROR_INVALID_VALUE : r;
+}
+
 CUresult fake_cuDeviceGetCount(int *count) {
     FAKE_ENTER(cuDeviceGetCount);
     CUresult r = device_check(0);
@@ -293,28 +299,20 @@ CUresult fake_cuDeviceGetCount(int *count) {
 
 CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
     FAKE_ENTER(cuDeviceGet);
-    CUresult r = device_check(ordinal);
-    if (r != CUDA_SUCCESS) {
-        return r;
+    CUresult r = device_query(ordinal, device);
+    if (r == CUDA_SUCCESS) {
+        *device = ordinal;
     }
-    if (device == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *device = ordinal;
-    return CUDA_SUCCESS;
+    return r;
 }
 
 CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev) {
     FAKE_ENTER(cuDeviceGetName);
-    CUresult r = device_check(dev);
-    if (r != CUDA_SUCCESS) {
-        return r;
+    CUresult r = device_query(dev, len > 0 ? name : NULL);
+    if (r == CUDA_SUCCESS) {
+        snprintf(name, (size_t)len, "%s", "acg CUDA test driver");
     }
-    if (name == NULL || len <= 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    snprintf(name, (size_t)len, "%s", "acg CUDA test driver");
-    return CUDA_SUCCESS;
+    return r;
 }
 
 /* An H100/H200-like sm_90 device; attributes acg never reads get plausible values. */
@@ -390,28 +388,21 @@ static int attribute_value(CUdevice_attribute a) {
 
 CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
     FAKE_ENTER(cuDeviceGetAttribute);
-    CUresult r = device_check(dev);
-    if (r != CUDA_SUCCESS) {
-        return r;
+    int known = (int)attrib >= 1 && attrib < CU_DEVICE_ATTRIBUTE_MAX;
+    CUresult r = device_query(dev, known ? pi : NULL);
+    if (r == CUDA_SUCCESS) {
+        *pi = attribute_value(attrib);
     }
-    if (pi == NULL || (int)attrib < 1 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *pi = attribute_value(attrib);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
     FAKE_ENTER(cuDeviceTotalMem);
-    CUresult r = device_check(dev);
-    if (r != CUDA_SUCCESS) {
-        return r;
+    CUresult r = device_query(dev, bytes);
+    if (r == CUDA_SUCCESS) {
+        *bytes = fake__cfg.mem_bytes;
     }
-    if (bytes == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *bytes = fake__cfg.mem_bytes;
-    return CUDA_SUCCESS;
+    return r;
 }
 
 /* ---- contexts ------------------------------------------------------------------------------- */
@@ -445,6 +436,11 @@ CUresult fake__current_release(struct CUctx_st **out, CUresult *fault) {
     *fault = ctx->sticky;
     *out = ctx;
     return CUDA_SUCCESS;
+}
+
+CUresult fake__lock_initialized(void) {
+    pthread_mutex_lock(&fake__g.lock);
+    return fake__g.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 CUresult fake__lock_current(struct CUctx_st **out) {
@@ -521,12 +517,9 @@ long fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(v
 
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     FAKE_ENTER(cuDevicePrimaryCtxRetain);
-    CUresult r = device_check(dev);
+    CUresult r = device_query(dev, pctx);
     if (r != CUDA_SUCCESS) {
         return r;
-    }
-    if (pctx == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
     }
     pthread_mutex_lock(&fake__g.lock);
     struct CUctx_st *ctx = &fake__g.ctx[dev];
@@ -561,28 +554,25 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
     return r;
 }
 
-CUresult fake_cuCtxSetCurrent(CUcontext ctx) {
-    FAKE_ENTER(cuCtxSetCurrent);
-    CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&fake__g.lock);
-    if (!fake__g.initialized) {
-        r = CUDA_ERROR_NOT_INITIALIZED;
-    } else if (ctx == NULL) {
-        tls_ctx = NULL;
-    } else {
-        /* Only an active primary context: the handle is compared, never read, until found. */
-        int found = 0;
-        for (int i = 0; i < fake__cfg.devices; i++) {
-            found |= ctx == &fake__g.ctx[i];
-        }
-        if (!found || ctx->retains == 0) {
-            r = CUDA_ERROR_INVALID_CONTEXT;
-        } else {
-            tls_ctx = ctx;
+int fake__ctx_active(CUcontext h) {
+    for (int i = 0; i < fake__cfg.devices; i++) {
+        if (h == &fake__g.ctx[i]) {
+            return h->retains > 0;
         }
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return 0;
+}
+
+CUresult fake_cuCtxSetCurrent(CUcontext ctx) {
+    FAKE_ENTER(cuCtxSetCurrent);
+    CUresult r = fake__lock_initialized();
+    if (r == CUDA_SUCCESS && ctx != NULL && !fake__ctx_active(ctx)) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (r == CUDA_SUCCESS) {
+        tls_ctx = ctx;
+    }
+    return fake__unlock(r);
 }
 
 void fake__ctx_teardown(struct CUctx_st *ctx) {

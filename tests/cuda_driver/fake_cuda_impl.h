@@ -332,6 +332,11 @@ CUresult fake__current(struct CUctx_st **out);
  * fault is given too, with *fault set to the fault (else CUDA_SUCCESS), which the release
  * returns once it released (see fake_cuda.c). */
 CUresult fake__current_release(struct CUctx_st **out, CUresult *fault);
+/* The start of an entry point that needs no context, after FAKE_ENTER: takes fake__g.lock (held
+ * on return, whatever the result); NOT_INITIALIZED before cuInit. */
+CUresult fake__lock_initialized(void);
+/* (lock held) Whether h is an active primary context: compared, never read, until found. */
+int fake__ctx_active(CUcontext h);
 /* The start of most entry points, after FAKE_ENTER: takes fake__g.lock (held on return,
  * whatever the result), then fake__current. */
 CUresult fake__lock_current(struct CUctx_st **out);

@@ -327,15 +327,7 @@ CUresult fake_cuGraphClone(CUgraph *clone, CUgraph h) {
 
 /* A context argument: NULL (taken as the current one, leniently) or an active primary one. */
 static CUresult ctx_argument(CUcontext hctx) {
-    if (hctx == NULL) {
-        return CUDA_SUCCESS;
-    }
-    for (int i = 0; i < fake__cfg.devices; i++) {
-        if (hctx == &fake__g.ctx[i] && hctx->retains > 0) {
-            return CUDA_SUCCESS;
-        }
-    }
-    return CUDA_ERROR_INVALID_CONTEXT;
+    return hctx == NULL || fake__ctx_active(hctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 /* (lock held) A kernel node's work from its CUDA_KERNEL_NODE_PARAMS_v2, checked as a launch

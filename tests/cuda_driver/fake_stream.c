@@ -429,31 +429,28 @@ CUresult fake_cuStreamDestroy(CUstream h) {
     return fake__release(&fake__g.streams, h, stream_check, stream_quit);
 }
 
-/* cuStreamSynchronize, and cuStreamQuery (`wait` 0): SUCCESS once what was queued before the
- * call completed (a fault of that work is reported here), NOT_READY before for a query. */
-static CUresult stream_sync(CUstream h, int wait) {
+/* (takes the lock, as fake__lock_stream) The stream of a host synchronization or query: one
+ * that captures takes neither (fake__not_capturing). */
+static CUresult lock_host_stream(CUstream h, struct CUstream_st **s) {
     struct CUctx_st *ctx;
-    struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS) {
-        r = fake__not_capturing(s);
-    }
-    if (r == CUDA_SUCCESS && wait) {
-        r = stream_wait(s, s->submitted);
-    } else if (r == CUDA_SUCCESS && s->completed < s->submitted) {
-        r = CUDA_ERROR_NOT_READY;
-    }
-    return fake__unlock(r);
+    CUresult r = fake__lock_stream(h, &ctx, s);
+    return r == CUDA_SUCCESS ? fake__not_capturing(*s) : r;
 }
 
+/* What was queued before the call completed; a fault of that work is reported here. */
 CUresult fake_cuStreamSynchronize(CUstream h) {
     FAKE_ENTER(cuStreamSynchronize);
-    return stream_sync(h, 1);
+    struct CUstream_st *s;
+    CUresult r = lock_host_stream(h, &s);
+    return fake__unlock(r == CUDA_SUCCESS ? stream_wait(s, s->submitted) : r);
 }
 
 CUresult fake_cuStreamQuery(CUstream h) {
     FAKE_ENTER(cuStreamQuery);
-    return stream_sync(h, 0);
+    struct CUstream_st *s;
+    CUresult r = lock_host_stream(h, &s);
+    return fake__unlock(r == CUDA_SUCCESS && s->completed < s->submitted ? CUDA_ERROR_NOT_READY
+                                                                         : r);
 }
 
 /* (lock held) cuStreamWaitEvent on a capturing stream s: a join of the event's point when it was
@@ -613,35 +610,40 @@ CUresult fake_cuEventRecord(CUevent hevent, CUstream h) {
     return fake__unlock(r);
 }
 
-/* cuEventSynchronize, and cuEventQuery (`wait` 0): SUCCESS once the stream point of the event's
- * last record is reached (a synchronization reports the fault of that stream's context),
- * NOT_READY before for a query; CAPTURED_EVENT for a record in a capture still in progress (a
- * capture clears its events when it ends). */
-static CUresult event_sync(CUevent h, int wait) {
+/* (takes the lock, held on return whatever the result) The event of a host synchronization or
+ * query: CAPTURED_EVENT for a record in a capture still in progress (a capture clears its events
+ * when it ends). An event never recorded is reached. */
+static CUresult lock_host_event(CUevent h, struct CUevent_st **e) {
     struct CUctx_st *ctx;
-    struct CUevent_st *e;
     CUresult r = fake__lock_current(&ctx);
     if (r == CUDA_SUCCESS) {
-        r = fake__handle(&fake__g.events, h, (void **)&e);
+        r = fake__handle(&fake__g.events, h, (void **)e);
     }
-    if (r == CUDA_SUCCESS && e->capture != NULL) {
+    if (r == CUDA_SUCCESS && (*e)->capture != NULL) {
         r = CUDA_ERROR_CAPTURED_EVENT;
     }
-    if (r == CUDA_SUCCESS && e->stream != NULL && wait) {
-        /* The wait holds the stream, not the event: another thread may destroy the event. */
-        r = stream_wait(e->stream, e->seq);
-    } else if (r == CUDA_SUCCESS && e->stream != NULL && e->stream->completed < e->seq) {
+    return r;
+}
+
+CUresult fake_cuEventQuery(CUevent h) {
+    FAKE_ENTER(cuEventQuery);
+    struct CUevent_st *e;
+    CUresult r = lock_host_event(h, &e);
+    if (r == CUDA_SUCCESS && e->stream != NULL && e->stream->completed < e->seq) {
         r = CUDA_ERROR_NOT_READY;
     }
     return fake__unlock(r);
 }
 
-CUresult fake_cuEventQuery(CUevent h) {
-    FAKE_ENTER(cuEventQuery);
-    return event_sync(h, 0);
-}
-
+/* The stream point of the event's last record; a fault of the context of that stream is
+ * reported here. The wait holds the stream, not the event: another thread may destroy the
+ * event meanwhile. */
 CUresult fake_cuEventSynchronize(CUevent h) {
     FAKE_ENTER(cuEventSynchronize);
-    return event_sync(h, 1);
+    struct CUevent_st *e;
+    CUresult r = lock_host_event(h, &e);
+    if (r == CUDA_SUCCESS && e->stream != NULL) {
+        r = stream_wait(e->stream, e->seq);
+    }
+    return fake__unlock(r);
 }
