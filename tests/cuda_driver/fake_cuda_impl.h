@@ -109,13 +109,7 @@ enum fake_ep {
 /* Counts a call of entry point `ep` and returns the code an injected failure makes it return,
  * or CUDA_SUCCESS to go on. Every entry point starts with FAKE_ENTER. */
 CUresult fake__enter(enum fake_ep ep);
-#define FAKE_ENTER(name)                                                                           \
-    do {                                                                                           \
-        CUresult fake_injected_ = fake__enter(FAKE_EP_##name);                                     \
-        if (fake_injected_ != CUDA_SUCCESS) {                                                      \
-            return fake_injected_;                                                                 \
-        }                                                                                          \
-    } while (0)
+#define FAKE_ENTER(name) FAKE_LEDGER_ENTER(fake__enter, FAKE_EP_##name)
 
 /* The environment knobs, read once (fake_cuda.c); read-only afterwards. */
 struct fake_config {

@@ -39,6 +39,17 @@ void fake__ids_free(struct fake_ids *ids);
 
 /* ---- an entry point's checks -------------------------------------------------------------- */
 
+/* The start of every entry point: counts its call `ep` with the driver's `enter` (which returns
+ * fake__ledger_enter's code: the one an injected failure makes the call return, 0 to go on) and
+ * returns that code at once when there is one. */
+#define FAKE_LEDGER_ENTER(enter, ep)                                                               \
+    do {                                                                                           \
+        int fake_injected_ = (int)enter(ep);                                                       \
+        if (fake_injected_ != 0) {                                                                 \
+            return fake_injected_;                                                                 \
+        }                                                                                          \
+    } while (0)
+
 /* For an entry point whose result is the variable `r` and whose cleanup chain starts at the
  * label given (both drivers' APIs spell success 0): FAKE_FAIL_IF sets r to result and jumps
  * when cond holds; FAKE_CHECK sets r to expr's result and jumps when that is not success. */

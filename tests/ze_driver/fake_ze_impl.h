@@ -176,13 +176,7 @@ ze_result_t fake__ext_function(const char *name, void **out);
 /* Counts a call of entry point `ep` and returns the code an injected failure makes it return,
  * or ZE_RESULT_SUCCESS to go on. Every entry point starts with FAKE_ENTER. */
 ze_result_t fake__enter(enum fake_ep ep);
-#define FAKE_ENTER(name)                                                                           \
-    do {                                                                                           \
-        ze_result_t fake_injected_ = fake__enter(FAKE_EP_##name);                                  \
-        if (fake_injected_ != ZE_RESULT_SUCCESS) {                                                 \
-            return fake_injected_;                                                                 \
-        }                                                                                          \
-    } while (0)
+#define FAKE_ENTER(name) FAKE_LEDGER_ENTER(fake__enter, FAKE_EP_##name)
 
 /* The environment knobs, read once (fake_ze.c); read-only afterwards. */
 struct fake_config {
