@@ -278,12 +278,6 @@ static CUresult device_check(CUdevice dev) {
     return dev >= 0 && dev < fake__cfg.devices ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
-/* The preamble of a device query: device_check, then INVALID_VALUE without `out` to answer in. */
-static CUresult device_query(CUdevice dev, const void *out) {
-    CUresult r = device_check(dev);
-    return r == CUDA_SUCCESS && out == NULL ? CUDA_ERROR_INVALID_VALUE : r;
-}
-
 CUresult fake_cuDeviceGetCount(int *count) {
     FAKE_ENTER(cuDeviceGetCount);
     CUresult r = device_check(0);
@@ -299,7 +293,7 @@ CUresult fake_cuDeviceGetCount(int *count) {
 
 CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
     FAKE_ENTER(cuDeviceGet);
-    CUresult r = device_query(ordinal, device);
+    CUresult r = fake__given(device_check(ordinal), device);
     if (r == CUDA_SUCCESS) {
         *device = ordinal;
     }
@@ -308,7 +302,7 @@ CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
 
 CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev) {
     FAKE_ENTER(cuDeviceGetName);
-    CUresult r = device_query(dev, len > 0 ? name : NULL);
+    CUresult r = fake__given(device_check(dev), len > 0 ? name : NULL);
     if (r == CUDA_SUCCESS) {
         snprintf(name, (size_t)len, "%s", "acg CUDA test driver");
     }
@@ -389,7 +383,7 @@ static int attribute_value(CUdevice_attribute a) {
 CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
     FAKE_ENTER(cuDeviceGetAttribute);
     int known = (int)attrib >= 1 && attrib < CU_DEVICE_ATTRIBUTE_MAX;
-    CUresult r = device_query(dev, known ? pi : NULL);
+    CUresult r = fake__given(device_check(dev), known ? pi : NULL);
     if (r == CUDA_SUCCESS) {
         *pi = attribute_value(attrib);
     }
@@ -398,7 +392,7 @@ CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice 
 
 CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
     FAKE_ENTER(cuDeviceTotalMem);
-    CUresult r = device_query(dev, bytes);
+    CUresult r = fake__given(device_check(dev), bytes);
     if (r == CUDA_SUCCESS) {
         *bytes = fake__cfg.mem_bytes;
     }
@@ -517,7 +511,7 @@ long fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(v
 
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     FAKE_ENTER(cuDevicePrimaryCtxRetain);
-    CUresult r = device_query(dev, pctx);
+    CUresult r = fake__given(device_check(dev), pctx);
     if (r != CUDA_SUCCESS) {
         return r;
     }

@@ -336,6 +336,10 @@ int fake__ctx_active(CUcontext h);
 CUresult fake__lock_current(struct CUctx_st **out);
 /* The end of an entry point that took fake__g.lock: lets go of it and returns r. */
 CUresult fake__unlock(CUresult r);
+/* r, the checks so far, or INVALID_VALUE when they passed and there is no `out` to answer in. */
+static inline CUresult fake__given(CUresult r, const void *out) {
+    return r == CUDA_SUCCESS && out == NULL ? CUDA_ERROR_INVALID_VALUE : r;
+}
 /* (lock held) h as a live handle of `set` (the handle is the object) in *out:
  * CUDA_ERROR_INVALID_HANDLE for NULL or one that is not live. */
 CUresult fake__handle(const struct fake_vec *set, const void *h, void **out);

@@ -230,10 +230,7 @@ CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph) {
     FAKE_ENTER(cuStreamEndCapture);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS && graph == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
+    CUresult r = fake__given(fake__lock_stream(h, &ctx, &s), graph);
     if (r != CUDA_SUCCESS) {
         return fake__unlock(r);
     }
@@ -262,10 +259,7 @@ CUresult fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status) {
     FAKE_ENTER(cuStreamIsCapturing);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS && status == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
+    CUresult r = fake__given(fake__lock_stream(h, &ctx, &s), status);
     if (r == CUDA_SUCCESS) {
         *status = capture_status(s);
     }
@@ -315,10 +309,7 @@ CUresult fake_cuGraphClone(CUgraph *clone, CUgraph h) {
     FAKE_ENTER(cuGraphClone);
     struct CUctx_st *ctx;
     struct CUgraph_st *g;
-    CUresult r = lock_graph(h, &ctx, &g);
-    if (r == CUDA_SUCCESS && clone == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
+    CUresult r = fake__given(lock_graph(h, &ctx, &g), clone);
     if (r == CUDA_SUCCESS) {
         r = fake__publish(&fake__g.graphs, graph_clone(g), graph_free, (void **)clone);
     }

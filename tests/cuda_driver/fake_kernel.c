@@ -470,10 +470,7 @@ CUresult fake_cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
     FAKE_ENTER(cuKernelGetFunction);
     struct CUctx_st *ctx;
     struct CUkern_st *k;
-    CUresult r = fake__lock_current(&ctx);
-    if (r == CUDA_SUCCESS && func == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
+    CUresult r = fake__given(fake__lock_current(&ctx), func);
     if (r == CUDA_SUCCESS) {
         r = fake__handle(&fake__g.kernels, kernel, (void **)&k);
     }

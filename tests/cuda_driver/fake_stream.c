@@ -473,14 +473,20 @@ static CUresult captured_wait(struct CUstream_st *s, const struct CUevent_st *e)
                               : CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
 }
 
+/* (takes the lock, as fake__lock_stream) The stream h and the live event hevent of a call. */
+static CUresult lock_stream_event(CUstream h, CUevent hevent, struct CUstream_st **s,
+                                  struct CUevent_st **e) {
+    struct CUctx_st *ctx;
+    CUresult r = fake__lock_stream(h, &ctx, s);
+    return r == CUDA_SUCCESS ? fake__handle(&fake__g.events, hevent, (void **)e) : r;
+}
+
 CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) {
     FAKE_ENTER(cuStreamWaitEvent);
-    struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct CUevent_st *e;
     CUresult r;
-    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
-    FAKE_CHECK(fake__handle(&fake__g.events, hevent, (void **)&e), out);
+    FAKE_CHECK(lock_stream_event(h, hevent, &s, &e), out);
     /* Simplified: no CU_EVENT_WAIT_EXTERNAL (wait nodes). */
     FAKE_FAIL_IF(flags != 0, CUDA_ERROR_INVALID_VALUE, out);
     if (s->capture != NULL) {
@@ -592,13 +598,9 @@ static CUresult record_captured(struct CUevent_st *e, struct CUstream_st *s) {
 
 CUresult fake_cuEventRecord(CUevent hevent, CUstream h) {
     FAKE_ENTER(cuEventRecord);
-    struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct CUevent_st *e;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS) {
-        r = fake__handle(&fake__g.events, hevent, (void **)&e);
-    }
+    CUresult r = lock_stream_event(h, hevent, &s, &e);
     if (r == CUDA_SUCCESS && e->ctx != s->ctx) {
         r = CUDA_ERROR_INVALID_HANDLE; /* the real driver's code here was not verified */
     }

@@ -112,10 +112,7 @@ ze_result_t fake_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers) {
 
 ze_result_t fake_zeDriverGetApiVersion(ze_driver_handle_t hDriver, ze_api_version_t *version) {
     FAKE_ENTER(zeDriverGetApiVersion);
-    ze_result_t r = driver_ready(hDriver);
-    if (r == ZE_RESULT_SUCCESS && version == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
+    ze_result_t r = fake__given(driver_ready(hDriver), version);
     if (r == ZE_RESULT_SUCCESS) {
         *version = (ze_api_version_t)fake__cfg.api_version;
     }

@@ -257,11 +257,9 @@ ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleB
                                            size_t *pSize, char *pBuildLog) {
     FAKE_ENTER(zeModuleBuildLogGetString);
     struct fake_log *log;
-    ze_result_t r =
-        fake__lock_object(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogGetString", (void **)&log);
-    if (r == ZE_RESULT_SUCCESS && pSize == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
+    ze_result_t r = fake__given(
+        fake__lock_object(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogGetString", (void **)&log),
+        pSize);
     if (r == ZE_RESULT_SUCCESS) {
         size_t need = strlen(log->text) + 1;
         if (pBuildLog == NULL) {
@@ -596,11 +594,8 @@ ze_result_t fake_zexKernelGetArgumentSize(ze_kernel_handle_t hKernel, uint32_t a
                                           uint32_t *pArgSize) {
     FAKE_ENTER(zexKernelGetArgumentSize);
     struct fake_kernel *k;
-    ze_result_t r =
-        fake__lock_object(FAKE_KERNEL, hKernel, "zexKernelGetArgumentSize", (void **)&k);
-    if (r == ZE_RESULT_SUCCESS && pArgSize == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
+    ze_result_t r = fake__given(
+        fake__lock_object(FAKE_KERNEL, hKernel, "zexKernelGetArgumentSize", (void **)&k), pArgSize);
     if (r == ZE_RESULT_SUCCESS && argIndex >= k->launch.n_params) {
         r = ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
     }

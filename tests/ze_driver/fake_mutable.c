@@ -209,52 +209,71 @@ static ze_result_t find_cmd(struct fake_list *l, uint64_t id, uint32_t flag, con
     return ZE_RESULT_ERROR_INVALID_ARGUMENT;
 }
 
+/* The change descriptors: each begins with its stype, pNext and the id of the command it
+ * changes. */
+struct change_head {
+    ze_structure_type_t stype;
+    const void *pNext;
+    uint64_t commandId;
+};
+
+static ze_result_t change_argument(struct fake_cmd *c, const void *d) {
+    const acg_ze_mutable_kernel_argument_exp_desc_t *a = d;
+    return fake__launch_param(&c->u.kernel.launch, a->argIndex, a->argSize, a->pArgValue);
+}
+
+static ze_result_t change_count(struct fake_cmd *c, const void *d) {
+    const acg_ze_mutable_group_count_exp_desc_t *g = d;
+    if (g->pGroupCount == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    fake__kernel_count(c, g->pGroupCount);
+    return ZE_RESULT_SUCCESS;
+}
+
+/* The device's limits, as zeKernelSetGroupSize checks them. */
+static ze_result_t change_size(struct fake_cmd *c, const void *d) {
+    const acg_ze_mutable_group_size_exp_desc_t *g = d;
+    return fake__launch_group(&c->u.kernel.launch, g->groupSizeX, g->groupSizeY, g->groupSizeZ);
+}
+
+/* What each change descriptor this driver takes changes, and the flag its command needs. */
+static const struct {
+    uint32_t stype;
+    uint32_t flag;
+    ze_result_t (*change)(struct fake_cmd *c, const void *d);
+} changes[] = {
+    {ACG_ZE_STRUCTURE_TYPE_MUTABLE_KERNEL_ARGUMENT_EXP_DESC,
+     ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_ARGUMENTS, change_argument},
+    {ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_COUNT_EXP_DESC,
+     ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_COUNT, change_count},
+    {ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_SIZE_EXP_DESC, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_SIZE,
+     change_size},
+};
+
 /* (lock held) Applies one change descriptor to the scratch copy of the list's commands. */
 static ze_result_t apply(struct fake_list *l, struct fake_cmd *scratch, char *touched,
                          const void *d, const char *fn) {
-    ze_base_desc_t head;
+    ze_base_desc_t base;
+    memcpy(&base, d, sizeof base);
+    uint32_t stype = (uint32_t)base.stype;
+    size_t k = 0;
+    while (k < sizeof changes / sizeof changes[0] && changes[k].stype != stype) {
+        k++;
+    }
+    if (k == sizeof changes / sizeof changes[0]) {
+        int known = stype == ACG_ZE_STRUCTURE_TYPE_MUTABLE_GLOBAL_OFFSET_EXP_DESC ||
+                    stype == ACG_ZE_STRUCTURE_TYPE_MUTABLE_GRAPH_ARGUMENT_EXP_DESC;
+        fprintf(stderr, "acg Level Zero test driver: %s: stype 0x%x is %s\n", fn, (unsigned)stype,
+                known ? "not supported here" : "no change descriptor");
+        return known ? ZE_RESULT_ERROR_UNSUPPORTED_FEATURE : ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    struct change_head head; /* one of the descriptors of `changes` */
     memcpy(&head, d, sizeof head);
     size_t at;
-    ze_result_t r;
-    switch ((uint32_t)head.stype) {
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_KERNEL_ARGUMENT_EXP_DESC: {
-        const acg_ze_mutable_kernel_argument_exp_desc_t *a = d;
-        r = find_cmd(l, a->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_ARGUMENTS, fn, &at);
-        if (r == ZE_RESULT_SUCCESS) {
-            r = fake__launch_param(&scratch[at].u.kernel.launch, a->argIndex, a->argSize,
-                                   a->pArgValue);
-        }
-        break;
-    }
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_COUNT_EXP_DESC: {
-        const acg_ze_mutable_group_count_exp_desc_t *g = d;
-        r = find_cmd(l, g->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_COUNT, fn, &at);
-        if (r == ZE_RESULT_SUCCESS && g->pGroupCount == NULL) {
-            r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        } else if (r == ZE_RESULT_SUCCESS) {
-            fake__kernel_count(&scratch[at], g->pGroupCount);
-        }
-        break;
-    }
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_SIZE_EXP_DESC: {
-        /* The device's limits, as zeKernelSetGroupSize checks them. */
-        const acg_ze_mutable_group_size_exp_desc_t *g = d;
-        r = find_cmd(l, g->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_SIZE, fn, &at);
-        if (r == ZE_RESULT_SUCCESS) {
-            r = fake__launch_group(&scratch[at].u.kernel.launch, g->groupSizeX, g->groupSizeY,
-                                   g->groupSizeZ);
-        }
-        break;
-    }
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GLOBAL_OFFSET_EXP_DESC:
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GRAPH_ARGUMENT_EXP_DESC:
-        fprintf(stderr, "acg Level Zero test driver: %s: stype 0x%x is not supported here\n", fn,
-                (unsigned)head.stype);
-        return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
-    default:
-        fprintf(stderr, "acg Level Zero test driver: %s: stype 0x%x is no change descriptor\n", fn,
-                (unsigned)head.stype);
-        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    ze_result_t r = find_cmd(l, head.commandId, changes[k].flag, fn, &at);
+    if (r == ZE_RESULT_SUCCESS) {
+        r = changes[k].change(&scratch[at], d);
     }
     if (r == ZE_RESULT_SUCCESS) {
         touched[at] = 1;

@@ -513,6 +513,11 @@ _Noreturn void fake__fault(const char *fmt, ...)
 #endif
     ;
 
+/* r, the checks so far, or INVALID_NULL_POINTER when they passed and there is no `out` to answer
+ * in. */
+static inline ze_result_t fake__given(ze_result_t r, const void *out) {
+    return r == ZE_RESULT_SUCCESS && out == NULL ? ZE_RESULT_ERROR_INVALID_NULL_POINTER : r;
+}
 /* (lock held) UNINITIALIZED before zeInit, else SUCCESS. */
 ze_result_t fake__ready(void);
 /* The start of most entry points, after FAKE_ENTER: takes fake__g.lock (held on return, whatever
