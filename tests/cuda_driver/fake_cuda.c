@@ -134,6 +134,8 @@ static unsigned long call_counts[FAKE_EP_COUNT];
 static struct fake_ledger ledger =
     FAKE_LEDGER_INIT("acg CUDA test driver", entry_point_names, call_counts, counted);
 
+void fake__live(long delta) { fake__ledger_live(&ledger, delta); }
+
 CUresult fake__enter(enum fake_ep ep) { return (CUresult)fake__ledger_enter(&ledger, (int)ep); }
 
 /* ---- environment --------------------------------------------------------------------------- */
@@ -228,10 +230,7 @@ ACGTEST_CUDA_API void acgtest_cuda_set_sticky(int device, int code) {
 
 ACGTEST_CUDA_API long acgtest_cuda_live(void) {
     ensure_config();
-    pthread_mutex_lock(&fake__g.lock);
-    long n = fake__g.live + fake__g.reclaimed;
-    pthread_mutex_unlock(&fake__g.lock);
-    return n;
+    return fake__ledger_live_count(&ledger);
 }
 
 ACGTEST_CUDA_API void acgtest_cuda_bind_kernels(acgtest_cuda_lookup_fn lookup) {
@@ -248,13 +247,7 @@ CUresult fake_cuInit(unsigned int flags) {
     if (flags != 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (fake__cfg.init_fail != CUDA_SUCCESS) {
-        return fake__cfg.init_fail;
-    }
-    pthread_mutex_lock(&fake__g.lock);
-    fake__g.initialized = 1;
-    pthread_mutex_unlock(&fake__g.lock);
-    return CUDA_SUCCESS;
+    return (CUresult)fake__init((int)fake__cfg.init_fail, &fake__g.lock, &fake__g.initialized);
 }
 
 /* Works before cuInit, as the real one. */
@@ -291,13 +284,18 @@ CUresult fake_cuDeviceGetCount(int *count) {
     return CUDA_SUCCESS;
 }
 
-CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
-    FAKE_ENTER(cuDeviceGet);
-    CUresult r = fake__given(device_check(ordinal), device);
+/* A device query answered with an int: device_check, then the answer in *out. */
+static CUresult device_answer(CUdevice dev, int *out, int value) {
+    CUresult r = fake__given(device_check(dev), out);
     if (r == CUDA_SUCCESS) {
-        *device = ordinal;
+        *out = value;
     }
     return r;
+}
+
+CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
+    FAKE_ENTER(cuDeviceGet);
+    return device_answer(ordinal, device, ordinal);
 }
 
 CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev) {
@@ -383,11 +381,7 @@ static int attribute_value(CUdevice_attribute a) {
 CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
     FAKE_ENTER(cuDeviceGetAttribute);
     int known = (int)attrib >= 1 && attrib < CU_DEVICE_ATTRIBUTE_MAX;
-    CUresult r = fake__given(device_check(dev), known ? pi : NULL);
-    if (r == CUDA_SUCCESS) {
-        *pi = attribute_value(attrib);
-    }
-    return r;
+    return device_answer(dev, known ? pi : NULL, known ? attribute_value(attrib) : 0);
 }
 
 CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
@@ -463,7 +457,7 @@ CUresult fake__publish(struct fake_vec *set, void *obj, void (*free_fn)(void *ob
         free_fn(obj);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    fake__g.live++;
+    fake__live(1);
     *out = obj;
     return CUDA_SUCCESS;
 }
@@ -484,7 +478,7 @@ CUresult fake__release(struct fake_vec *set, void *h,
     }
     if (r == CUDA_SUCCESS) {
         fake__vec_remove(set, obj);
-        fake__g.live--;
+        fake__live(-1);
         free_fn(obj);
         r = fault;
     }
@@ -496,17 +490,14 @@ _Static_assert(offsetof(struct CUevent_st, ctx) == 0, "an event begins with its 
 _Static_assert(offsetof(struct CUgraph_st, ctx) == 0, "a graph begins with its context");
 _Static_assert(offsetof(struct CUgraphExec_st, ctx) == 0, "an exec begins with its context");
 
-long fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj)) {
-    long n = 0;
+void fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj)) {
     for (size_t i = set->n; i-- > 0;) {
         void *obj = set->v[i];
         if (*(struct CUctx_st **)obj == ctx) {
             fake__vec_remove(set, obj);
             free_fn(obj);
-            n++;
         }
     }
-    return n;
 }
 
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
@@ -521,7 +512,7 @@ CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         pthread_cond_wait(&fake__g.progress, &fake__g.lock);
     }
     ctx->retains++;
-    fake__g.live++;
+    fake__live(1);
     pthread_mutex_unlock(&fake__g.lock);
     *pctx = ctx;
     return CUDA_SUCCESS;
@@ -539,7 +530,7 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
         r = CUDA_ERROR_INVALID_CONTEXT;
     } else {
         ctx->retains--;
-        fake__g.live--;
+        fake__live(-1);
         if (ctx->retains == 0) {
             fake__ctx_teardown(ctx);
         }
@@ -574,14 +565,13 @@ void fake__ctx_teardown(struct CUctx_st *ctx) {
     /* Queued work finishes first, as in CUDA; with no retains left nothing new can be queued
      * on the context's streams. */
     fake__ctx_synchronize(ctx);
-    long freed = 0;
     for (size_t i = fake__g.captures.n; i-- > 0;) {
         struct fake_capture *c = fake__g.captures.v[i];
         if (c->ctx == ctx) {
             fake__capture_discard(c);
         }
     }
-    freed += fake__streams_reclaim(ctx);
+    fake__streams_reclaim(ctx);
     for (;;) {
         int running = 0;
         for (size_t i = 0; i < fake__g.workers.n; i++) {
@@ -594,11 +584,9 @@ void fake__ctx_teardown(struct CUctx_st *ctx) {
         pthread_cond_wait(&fake__g.progress, &fake__g.lock);
     }
     fake__reap_workers();
-    freed += fake__events_reclaim(ctx);
-    freed += fake__graphs_reclaim(ctx);
-    freed += fake__ranges_reclaim(ctx);
-    fake__g.live -= freed;
-    fake__g.reclaimed += freed;
+    fake__events_reclaim(ctx);
+    fake__graphs_reclaim(ctx);
+    fake__ranges_reclaim(ctx);
     ctx->allocated = 0;
     ctx->sticky = CUDA_SUCCESS;
     ctx->tearing_down = 0;
@@ -613,15 +601,11 @@ __attribute__((destructor)) static void fake_unload(void) {
     for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
         struct CUctx_st *ctx = &fake__g.ctx[i];
         if (ctx->retains > 0) {
-            fake__g.live -= ctx->retains;
-            fake__g.reclaimed += ctx->retains;
             ctx->retains = 0;
             fake__ctx_teardown(ctx);
         }
     }
-    long freed = fake__libraries_reclaim();
-    fake__g.live -= freed;
-    fake__g.reclaimed += freed;
+    fake__libraries_reclaim();
     fake__vec_free(&fake__g.ranges);
     fake__vec_free(&fake__g.streams);
     fake__vec_free(&fake__g.workers);

@@ -312,13 +312,14 @@ struct fake_state {
     const acg_kernel_desc *(*lookup)(const void *image, size_t size,
                                      const char *name); /* acgtest_cuda_bind_kernels */
     uint64_t next_id; /* the last id given to a graph or a capture */
-    long live;        /* user-visible objects alive (acgtest_cuda_live) */
-    long reclaimed;   /* objects a context teardown or unload freed for their leaking owner */
 };
 extern struct fake_state fake__g;
 
 /* ---- shared helpers ------------------------------------------------------------------------ */
 
+/* Counts user-visible objects made (delta 1) or released (-1), for acgtest_cuda_live; what a
+ * context's teardown or the unload frees for an owner that leaked it is not released. */
+void fake__live(long delta);
 /* (lock held) The calling thread's current context: NOT_INITIALIZED before cuInit,
  * INVALID_CONTEXT when the thread has none (or it was released), or its sticky fault. */
 CUresult fake__current(struct CUctx_st **out);
@@ -355,8 +356,8 @@ CUresult fake__release(struct fake_vec *set, void *h,
                        CUresult (*check)(struct CUctx_st *ctx, void *obj),
                        void (*free_fn)(void *obj));
 /* (lock held) At ctx's teardown: forgets every live handle of `set` that belongs to ctx and
- * frees it with free_fn; how many. Every handle's struct begins with its context. */
-long fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj));
+ * frees it with free_fn. Every handle's struct begins with its context. */
+void fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj));
 /* (lock held) A stream handle of `ctx` usable for work. */
 CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out);
 /* The preamble of a stream call: takes fake__g.lock (held on return, whatever the result), then
@@ -383,8 +384,8 @@ void fake__reap_workers(void);
 void fake__stream_release(struct CUstream_st *s);
 /* (lock held) At ctx's teardown (fake__reclaim): lets the workers of its streams drain and exit,
  * and frees its events. */
-long fake__streams_reclaim(struct CUctx_st *ctx);
-long fake__events_reclaim(struct CUctx_st *ctx);
+void fake__streams_reclaim(struct CUctx_st *ctx);
+void fake__events_reclaim(struct CUctx_st *ctx);
 /* (lock held; waits) Frees everything `ctx` holds, when its last retain is released. */
 void fake__ctx_teardown(struct CUctx_st *ctx);
 
@@ -393,15 +394,15 @@ void fake__ctx_teardown(struct CUctx_st *ctx);
 struct fake_range *fake__range_find(uintptr_t addr, size_t bytes, unsigned kinds);
 #define FAKE_DEVICE_MEMORY (1u << FAKE_RANGE_DEVICE)
 #define FAKE_PINNED_MEMORY ((1u << FAKE_RANGE_HOST_ALLOC) | (1u << FAKE_RANGE_REGISTERED))
-/* (lock held) Frees every allocation and registration of `ctx`; returns how many. */
-long fake__ranges_reclaim(struct CUctx_st *ctx);
+/* (lock held) Frees every allocation and registration of `ctx` (its teardown). */
+void fake__ranges_reclaim(struct CUctx_st *ctx);
 
 /* (lock held) A kernel launch's work record: checks the launch as cuLaunchKernel does. */
 CUresult fake__kernel_work(CUkernel k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                            unsigned by, unsigned bz, unsigned shared, void **params, void **extra,
                            struct fake_work *out);
-/* (lock held) Frees every library (at unload of the driver); returns how many. */
-long fake__libraries_reclaim(void);
+/* (lock held) Frees every library (at unload of the driver). */
+void fake__libraries_reclaim(void);
 
 /* (lock held) Capture plumbing (fake_graph.c). */
 CUresult fake__capture_record(struct CUstream_st *s, const struct fake_work *work);
@@ -410,8 +411,8 @@ CUresult fake__capture_join(struct CUstream_st *s, struct fake_capture *c,
                             const struct fake_ids *frontier);
 void fake__capture_invalidate(struct fake_capture *c);
 void fake__capture_discard(struct fake_capture *c); /* every member leaves capture mode */
-/* (lock held) Frees the graphs and execs of `ctx` (its streams drained); returns how many. */
-long fake__graphs_reclaim(struct CUctx_st *ctx);
+/* (lock held) Frees the graphs and execs of `ctx` (its streams drained). */
+void fake__graphs_reclaim(struct CUctx_st *ctx);
 /* (lock held) Drops a reference on an exec or a snapshot; the last frees it. */
 void fake__exec_release(struct CUgraphExec_st *x);
 void fake__snapshot_release(struct fake_snapshot *snap);

@@ -218,7 +218,7 @@ static CUresult capture_end(struct fake_capture *c, CUgraph *graph) {
     } else if (fake__vec_push(&fake__g.graphs, c->graph) != 0) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        fake__g.live++;
+        fake__live(1);
         *graph = c->graph;
         c->graph = NULL; /* the caller's now */
     }
@@ -547,9 +547,9 @@ CUresult fake_cuGraphExecDestroy(CUgraphExec hx) {
 }
 
 /* The context's streams drained: an exec's last reference is its handle's. */
-long fake__graphs_reclaim(struct CUctx_st *ctx) {
-    return fake__reclaim(&fake__g.graphs, ctx, graph_free) +
-           fake__reclaim(&fake__g.execs, ctx, exec_drop);
+void fake__graphs_reclaim(struct CUctx_st *ctx) {
+    fake__reclaim(&fake__g.graphs, ctx, graph_free);
+    fake__reclaim(&fake__g.execs, ctx, exec_drop);
 }
 
 /* (lock held) An exec of ctx copying g's nodes, or NULL when out of memory. */

@@ -289,13 +289,10 @@ out:
     return fake__unlock(r);
 }
 
-long fake__libraries_reclaim(void) {
-    long n = 0;
+void fake__libraries_reclaim(void) {
     while (fake__g.libraries.n > 0) {
         library_free(fake__g.libraries.v[fake__g.libraries.n - 1]);
-        n++;
     }
-    return n;
 }
 
 /* Libraries are context-independent (as CUDA 12's): no context needed to unload one, and a
@@ -310,7 +307,7 @@ CUresult fake_cuLibraryUnload(CUlibrary library) {
     }
     if (r == CUDA_SUCCESS) {
         library_free(lib);
-        fake__g.live--;
+        fake__live(-1);
     }
     return fake__unlock(r);
 }

@@ -73,7 +73,7 @@ static CUresult range_add(enum fake_range_kind kind, uintptr_t base, size_t size
         free(r);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    fake__g.live++;
+    fake__live(1);
     return CUDA_SUCCESS;
 }
 
@@ -89,16 +89,13 @@ static void range_free(struct fake_range *r) {
     free(r);
 }
 
-long fake__ranges_reclaim(struct CUctx_st *ctx) {
-    long n = 0;
+void fake__ranges_reclaim(struct CUctx_st *ctx) {
     for (size_t i = fake__g.ranges.n; i-- > 0;) {
         struct fake_range *r = fake__g.ranges.v[i];
         if (r->ctx == ctx) {
             range_free(r);
-            n++;
         }
     }
-    return n;
 }
 
 /* ---- device memory -------------------------------------------------------------------------- */
@@ -166,7 +163,7 @@ static CUresult range_release(uintptr_t base, enum fake_range_kind kind, CUresul
         r = missing;
     } else if (r == CUDA_SUCCESS) {
         range_free(range);
-        fake__g.live--;
+        fake__live(-1);
         r = fault;
     }
     return fake__unlock(r);

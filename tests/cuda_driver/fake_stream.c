@@ -335,8 +335,8 @@ static void stream_quit(void *obj) {
     fake__reap_workers();
 }
 
-long fake__streams_reclaim(struct CUctx_st *ctx) {
-    return fake__reclaim(&fake__g.streams, ctx, stream_quit);
+void fake__streams_reclaim(struct CUctx_st *ctx) {
+    fake__reclaim(&fake__g.streams, ctx, stream_quit);
 }
 
 /* ---- streams -------------------------------------------------------------------------------- */
@@ -398,7 +398,7 @@ CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags) {
     if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
         goto out_workers;
     }
-    fake__g.live++;
+    fake__live(1);
     *ph = s;
     r = CUDA_SUCCESS;
     goto out;
@@ -559,9 +559,7 @@ CUresult fake_cuEventDestroy(CUevent h) {
     return fake__release(&fake__g.events, h, NULL, event_free);
 }
 
-long fake__events_reclaim(struct CUctx_st *ctx) {
-    return fake__reclaim(&fake__g.events, ctx, event_free);
-}
+void fake__events_reclaim(struct CUctx_st *ctx) { fake__reclaim(&fake__g.events, ctx, event_free); }
 
 /* (lock held) Makes e's last record the current end of s. */
 static void record_point(struct CUevent_st *e, struct CUstream_st *s) {

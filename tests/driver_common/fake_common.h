@@ -1,7 +1,8 @@
 /* fake_common.h — what acg's test drivers share (tests/cuda_driver's CUDA driver and NCCL,
  * tests/ze_driver's Level Zero driver): the small containers their object sets and graphs are
- * made of, the ledger that counts each entry point's calls and fails the one a test arms, and
- * the parsing of their environment knobs. Built as a static library each driver links
+ * made of, the start of an entry point and its checks, the ledger that counts each entry point's
+ * calls and the live objects and fails the call a test arms, the end of an init, and the parsing
+ * of their environment knobs. Built as a static library each driver links
  * (tests/driver_common/CMakeLists.txt); nothing here is exported from a driver. */
 #ifndef ACG_TESTS_FAKE_COMMON_H
 #define ACG_TESTS_FAKE_COMMON_H
@@ -69,10 +70,10 @@ void fake__ids_free(struct fake_ids *ids);
 
 /* ---- the ledger of calls ------------------------------------------------------------------ */
 
-/* A driver's call counts, its one armed failure and its misuse count, under a lock of their
- * own: counting must not wait behind a call that holds the driver's lock. Entry points are
- * indices 0 .. n - 1; a failure armed for "any entry point" (the name NULL or "*") fires on the
- * nth call of any that `counted` takes (all, when it is NULL). */
+/* A driver's call counts, its one armed failure, its misuse count and its count of live objects,
+ * under a lock of their own: counting must not wait behind a call that holds the driver's lock.
+ * Entry points are indices 0 .. n - 1; a failure armed for "any entry point" (the name NULL or "*")
+ * fires on the nth call of any that `counted` takes (all, when it is NULL). */
 struct fake_ledger {
     const char *driver;       /* prefixes what it says on stderr */
     int n;                    /* entry points */
@@ -81,6 +82,7 @@ struct fake_ledger {
     int (*counted)(int ep);   /* (optional) whether "any" and the total take it */
     pthread_mutex_t lock;
     unsigned long violations;
+    long live; /* objects made less those released (fake__ledger_live) */
     struct {
         int armed;
         int ep;        /* an entry point, or -1 for any */
@@ -106,11 +108,22 @@ int fake__ledger_enter(struct fake_ledger *l, int ep);
 void fake__ledger_arm(struct fake_ledger *l, const char *name, unsigned nth, int code);
 /* Calls of `name` so far; with NULL, of all that `counted` takes; 0 for an unknown name. */
 unsigned long fake__ledger_calls(struct fake_ledger *l, const char *name);
-/* Zeroes the counts and the misuse count. */
+/* Zeroes the call counts and the misuse count (the live count is no count of calls, and stays). */
 void fake__ledger_reset(struct fake_ledger *l);
+/* Counts objects made (delta 1) or released (-1). What a teardown or an unload frees for an owner
+ * that leaked it is not released: it still counts, so a leak hidden by a teardown still shows. */
+void fake__ledger_live(struct fake_ledger *l, long delta);
+long fake__ledger_live_count(struct fake_ledger *l);
 /* Says a misuse on stderr and counts it. */
 void fake__ledger_violation(struct fake_ledger *l, const char *fmt, va_list ap);
 unsigned long fake__ledger_violations(struct fake_ledger *l);
+
+/* ---- initialization ----------------------------------------------------------------------- */
+
+/* The end of a driver's init (zeInit, cuInit) once its flags were checked: the failure its
+ * *_INIT_FAIL knob asks for, returned every time, else 0 once *initialized is set under `lock`,
+ * the driver's. */
+int fake__init(int init_fail, pthread_mutex_t *lock, int *initialized);
 
 /* ---- environment knobs -------------------------------------------------------------------- */
 

@@ -127,7 +127,7 @@ static ze_result_t allocate(struct fake_context *ctx, struct fake_device *dev, s
     if (dev != NULL) {
         dev->allocated += size;
     }
-    fake__g.live++;
+    fake__live(1);
     *pptr = p;
     return ZE_RESULT_SUCCESS;
 }
@@ -202,7 +202,7 @@ ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr) {
     }
     uint32_t devices = range->dev != NULL ? fake__bit(range->dev) : FAKE_ALL_DEVICES;
     range_free(range);
-    fake__g.live--;
+    fake__live(-1);
     r = fake__released(devices);
 out:
     return fake__unlock(r);

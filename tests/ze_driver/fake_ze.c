@@ -189,6 +189,8 @@ ze_result_t fake__enter(enum fake_ep ep) {
     return (ze_result_t)fake__ledger_enter(&ledger, (int)ep);
 }
 
+void fake__live(long delta) { fake__ledger_live(&ledger, delta); }
+
 void fake__violation(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -469,10 +471,7 @@ ACGTEST_ZE_API void acgtest_ze_reset_counts(void) {
 
 ACGTEST_ZE_API long acgtest_ze_live(void) {
     ensure_config();
-    pthread_mutex_lock(&fake__g.lock);
-    long n = fake__g.live + fake__g.reclaimed;
-    pthread_mutex_unlock(&fake__g.lock);
-    return n;
+    return fake__ledger_live_count(&ledger);
 }
 
 ACGTEST_ZE_API void acgtest_ze_bind_kernels(const acg_kernel_desc *(*lookup)(const char *name)) {
@@ -611,7 +610,7 @@ int fake__obj_add(struct fake_obj *obj, enum fake_kind kind) {
     obj->kind = kind;
     obj->serial = fake__g.next_serial++;
     obj->pending = obj->waiters = 0;
-    fake__g.live++;
+    fake__live(1);
     return 0;
 }
 
@@ -627,7 +626,7 @@ void *fake__obj_new(size_t size, enum fake_kind kind) {
 void fake__obj_remove(struct fake_obj *obj) {
     fake__vec_remove(&fake__g.objs[obj->kind], obj);
     obj->serial = 0;
-    fake__g.live--;
+    fake__live(-1);
 }
 
 void fake__free_all(enum fake_kind kind, void (*free_fn)(void *obj)) {

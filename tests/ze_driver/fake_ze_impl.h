@@ -492,8 +492,6 @@ struct fake_state {
     struct fake_vec objs[FAKE_KIND_COUNT];              /* live handles of each kind */
     struct fake_vec ranges;                             /* struct fake_range *, live allocations */
     const acg_kernel_desc *(*lookup)(const char *name); /* acgtest_ze_bind_kernels */
-    long live;      /* user-visible objects alive (acgtest_ze_live) */
-    long reclaimed; /* allocations a context's destroy freed for their leaking owner */
 };
 extern struct fake_state fake__g;
 
@@ -551,6 +549,8 @@ ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, voi
 ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
 /* (lock held) The device of handle h, or INVALID_NULL_HANDLE / INVALID_ARGUMENT. */
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out);
+/* Counts user-visible objects made (delta 1) or released (-1), for acgtest_ze_live. */
+void fake__live(long delta);
 /* (lock held) Makes obj live: a serial, its set, the live count. -1 when out of memory. */
 int fake__obj_add(struct fake_obj *obj, enum fake_kind kind);
 /* (lock held) A zeroed object of `size` bytes, which begin with its struct fake_obj, made live as
