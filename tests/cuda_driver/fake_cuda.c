@@ -576,7 +576,7 @@ void fake__ctx_teardown(struct CUctx_st *ctx) {
         int running = 0;
         for (size_t i = 0; i < fake__g.workers.n; i++) {
             struct CUstream_st *s = fake__g.workers.v[i];
-            running |= s->ctx == ctx && !s->exited;
+            running |= s->ctx == ctx && !s->worker.exited;
         }
         if (!running) {
             break;

@@ -185,13 +185,7 @@ struct CUstream_st {
     /* The handle, the worker (until joined), each event whose last record is on this stream
      * and each queued wait on it hold one reference; the last one frees the stream. */
     long refs;
-    pthread_t thread;
-    pthread_cond_t work;          /* signalled when an op is queued or quit is set */
-    int quit;                     /* destroyed: the worker drains the queue, then exits */
-    int exited;                   /* the worker has returned and can be joined */
-    struct fake_op *head, *tail;  /* queued ops, head running or next */
-    uint64_t submitted;           /* ops ever queued */
-    uint64_t completed;           /* ops finished, in order; completed <= submitted */
+    struct fake_worker worker;    /* runs its ops; told to quit when the stream is destroyed */
     struct fake_capture *capture; /* the capture this stream records into; NULL: none */
     struct fake_ids frontier;     /* while capturing: the nodes its next node depends on */
     /* cuStreamGetCaptureInfo's answer: the frontier's nodes and their (default) edge data,

@@ -24,7 +24,7 @@ enum op_kind {
 };
 
 struct fake_op {
-    struct fake_op *next;
+    struct fake_job job; /* queued on its stream's worker */
     enum op_kind kind;
     union {
         struct fake_work work;
@@ -132,7 +132,7 @@ static void run_op(struct CUstream_st *s, struct fake_op *op) {
         fake__run_work(s->ctx, &op->u.work);
         break;
     case OP_WAIT:
-        while (op->u.wait.stream->completed < op->u.wait.seq) {
+        while (op->u.wait.stream->worker.completed < op->u.wait.seq) {
             pthread_cond_wait(&fake__g.progress, &fake__g.lock);
         }
         break;
@@ -167,43 +167,17 @@ static void op_free(struct fake_op *op) {
     free(op);
 }
 
-static void *worker_main(void *arg) {
-    struct CUstream_st *s = arg;
-    pthread_mutex_lock(&fake__g.lock);
-    for (;;) {
-        while (s->head == NULL && !s->quit) {
-            pthread_cond_wait(&s->work, &fake__g.lock);
-        }
-        if (s->head == NULL) {
-            break; /* destroyed, and drained */
-        }
-        /* The op stays queued while it runs, so cuStreamQuery sees it pending. */
-        struct fake_op *op = s->head;
-        run_op(s, op);
-        s->head = op->next;
-        if (s->head == NULL) {
-            s->tail = NULL;
-        }
-        s->completed++;
-        op_free(op);
-        pthread_cond_broadcast(&fake__g.progress);
-    }
-    s->exited = 1;
-    pthread_cond_broadcast(&fake__g.progress);
-    pthread_mutex_unlock(&fake__g.lock);
-    return NULL;
+static void run_job(struct fake_worker *w, struct fake_job *job) {
+    run_op(w->owner, (struct fake_op *)job);
+}
+
+static void job_done(struct fake_worker *w, struct fake_job *job) {
+    (void)w;
+    op_free((struct fake_op *)job);
 }
 
 static void enqueue(struct CUstream_st *s, struct fake_op *op) {
-    op->next = NULL;
-    if (s->tail != NULL) {
-        s->tail->next = op;
-    } else {
-        s->head = op;
-    }
-    s->tail = op;
-    s->submitted++;
-    pthread_cond_signal(&s->work);
+    fake__worker_push(&s->worker, &op->job);
 }
 
 CUresult fake__submit(struct CUstream_st *s, const struct fake_work *work) {
@@ -242,7 +216,7 @@ CUresult fake__submit_exec(struct CUstream_st *s, struct CUgraphExec_st *x, int 
 
 void fake__stream_release(struct CUstream_st *s) {
     if (--s->refs == 0) {
-        pthread_cond_destroy(&s->work);
+        pthread_cond_destroy(&s->worker.work);
         fake__ids_free(&s->frontier);
         free(s->info_deps);
         free(s->info_edges);
@@ -254,7 +228,7 @@ void fake__stream_release(struct CUstream_st *s) {
  * does not free it meanwhile; returns the fault its context holds then. */
 static CUresult stream_wait(struct CUstream_st *s, uint64_t seq) {
     s->refs++;
-    while (s->completed < seq) {
+    while (s->worker.completed < seq) {
         pthread_cond_wait(&fake__g.progress, &fake__g.lock);
     }
     CUresult sticky = s->ctx->sticky;
@@ -265,10 +239,10 @@ static CUresult stream_wait(struct CUstream_st *s, uint64_t seq) {
 void fake__reap_workers(void) {
     for (size_t i = fake__g.workers.n; i-- > 0;) {
         struct CUstream_st *s = fake__g.workers.v[i];
-        if (s->exited) {
+        if (s->worker.exited) {
             /* It set `exited` last, under the lock this thread holds: it needs nothing more
              * than to return, so joining here cannot deadlock. */
-            pthread_join(s->thread, NULL);
+            pthread_join(s->worker.thread, NULL);
             fake__vec_remove(&fake__g.workers, s);
             fake__stream_release(s);
         }
@@ -279,7 +253,7 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
     size_t n = 0;
     for (size_t i = 0; i < fake__g.workers.n; i++) {
         struct CUstream_st *s = fake__g.workers.v[i];
-        n += s->ctx == ctx && s->completed < s->submitted;
+        n += s->ctx == ctx && fake__worker_busy(&s->worker);
     }
     if (n == 0) {
         return;
@@ -296,7 +270,7 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
             busy = 0;
             for (size_t i = 0; i < fake__g.workers.n; i++) {
                 struct CUstream_st *s = fake__g.workers.v[i];
-                busy |= s->ctx == ctx && s->completed < s->submitted;
+                busy |= s->ctx == ctx && fake__worker_busy(&s->worker);
             }
             if (busy) {
                 pthread_cond_wait(&fake__g.progress, &fake__g.lock);
@@ -307,15 +281,15 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
     size_t k = 0;
     for (size_t i = 0; i < fake__g.workers.n; i++) {
         struct CUstream_st *s = fake__g.workers.v[i];
-        if (s->ctx == ctx && s->completed < s->submitted) {
+        if (s->ctx == ctx && fake__worker_busy(&s->worker)) {
             points[k].s = s;
-            points[k].seq = s->submitted;
+            points[k].seq = s->worker.submitted;
             s->refs++;
             k++;
         }
     }
     for (size_t i = 0; i < k; i++) {
-        while (points[i].s->completed < points[i].seq) {
+        while (points[i].s->worker.completed < points[i].seq) {
             pthread_cond_wait(&fake__g.progress, &fake__g.lock);
         }
     }
@@ -329,8 +303,7 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
  * work still runs, as in CUDA. */
 static void stream_quit(void *obj) {
     struct CUstream_st *s = obj;
-    s->quit = 1;
-    pthread_cond_signal(&s->work);
+    fake__worker_quit(&s->worker);
     fake__stream_release(s); /* the handle's reference; the worker keeps its own */
     fake__reap_workers();
 }
@@ -386,16 +359,18 @@ CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags) {
     s->ctx = ctx;
     s->flags = flags;
     s->refs = 2; /* the handle and the worker */
-    if (pthread_cond_init(&s->work, NULL) != 0) {
-        goto out_free;
-    }
+    s->worker = (struct fake_worker){.lock = &fake__g.lock,
+                                     .progress = &fake__g.progress,
+                                     .owner = s,
+                                     .run = run_job,
+                                     .done = job_done};
     if (fake__vec_push(&fake__g.streams, s) != 0) {
-        goto out_cond;
+        goto out_free;
     }
     if (fake__vec_push(&fake__g.workers, s) != 0) {
         goto out_streams;
     }
-    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+    if (fake__worker_start(&s->worker) != 0) {
         goto out_workers;
     }
     fake__live(1);
@@ -406,8 +381,6 @@ out_workers:
     fake__vec_remove(&fake__g.workers, s);
 out_streams:
     fake__vec_remove(&fake__g.streams, s);
-out_cond:
-    pthread_cond_destroy(&s->work);
 out_free:
     free(s);
 out:
@@ -442,15 +415,15 @@ CUresult fake_cuStreamSynchronize(CUstream h) {
     FAKE_ENTER(cuStreamSynchronize);
     struct CUstream_st *s;
     CUresult r = lock_host_stream(h, &s);
-    return fake__unlock(r == CUDA_SUCCESS ? stream_wait(s, s->submitted) : r);
+    return fake__unlock(r == CUDA_SUCCESS ? stream_wait(s, s->worker.submitted) : r);
 }
 
 CUresult fake_cuStreamQuery(CUstream h) {
     FAKE_ENTER(cuStreamQuery);
     struct CUstream_st *s;
     CUresult r = lock_host_stream(h, &s);
-    return fake__unlock(r == CUDA_SUCCESS && s->completed < s->submitted ? CUDA_ERROR_NOT_READY
-                                                                         : r);
+    return fake__unlock(r == CUDA_SUCCESS && fake__worker_busy(&s->worker) ? CUDA_ERROR_NOT_READY
+                                                                           : r);
 }
 
 /* (lock held) cuStreamWaitEvent on a capturing stream s: a join of the event's point when it was
@@ -493,7 +466,7 @@ CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) 
         r = captured_wait(s, e);
     } else if (e->capture != NULL) {
         r = fake__capture_join(s, e->capture, &e->frontier); /* a fork */
-    } else if (e->stream != NULL && e->stream != s && e->stream->completed < e->seq) {
+    } else if (e->stream != NULL && e->stream != s && e->stream->worker.completed < e->seq) {
         /* The point recorded now: a later re-record of the event does not move it. */
         struct fake_op *op = malloc(sizeof *op);
         FAKE_FAIL_IF(op == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
@@ -568,7 +541,7 @@ static void record_point(struct CUevent_st *e, struct CUstream_st *s) {
         fake__stream_release(e->stream);
     }
     e->stream = s;
-    e->seq = s->submitted;
+    e->seq = s->worker.submitted;
     e->capture = NULL;
     fake__ids_free(&e->frontier);
 }
@@ -629,7 +602,7 @@ CUresult fake_cuEventQuery(CUevent h) {
     FAKE_ENTER(cuEventQuery);
     struct CUevent_st *e;
     CUresult r = lock_host_event(h, &e);
-    if (r == CUDA_SUCCESS && e->stream != NULL && e->stream->completed < e->seq) {
+    if (r == CUDA_SUCCESS && e->stream != NULL && e->stream->worker.completed < e->seq) {
         r = CUDA_ERROR_NOT_READY;
     }
     return fake__unlock(r);

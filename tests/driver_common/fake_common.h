@@ -1,15 +1,17 @@
 /* fake_common.h — what acg's test drivers share (tests/cuda_driver's CUDA driver and NCCL,
  * tests/ze_driver's Level Zero driver): the small containers their object sets and graphs are
- * made of, the start of an entry point and its checks, the ledger that counts each entry point's
- * calls and the live objects and fails the call a test arms, the end of an init, and the parsing
- * of their environment knobs. Built as a static library each driver links
- * (tests/driver_common/CMakeLists.txt); nothing here is exported from a driver. */
+ * made of, the workers that run their streams and engines, the start of an entry point and its
+ * checks, the ledger that counts each entry point's calls and the live objects and fails the
+ * call a test arms, the end of an init, and the parsing of their environment knobs. Built as a
+ * static library each driver links (tests/driver_common/CMakeLists.txt); nothing here is exported
+ * from a driver. */
 #ifndef ACG_TESTS_FAKE_COMMON_H
 #define ACG_TESTS_FAKE_COMMON_H
 
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- small containers --------------------------------------------------------------------- */
 
@@ -37,6 +39,44 @@ struct fake_ids {
 int fake__ids_add(struct fake_ids *ids, size_t id); /* 0, or -1 when out of memory */
 int fake__ids_union(struct fake_ids *dst, const struct fake_ids *src);
 void fake__ids_free(struct fake_ids *ids);
+
+/* ---- workers ------------------------------------------------------------------------------ */
+
+/* A queued job: the head of each driver's own (a stream's op, an engine's command). */
+struct fake_job {
+    struct fake_job *next;
+};
+
+/* A host thread running jobs in order under its driver's lock, as a GPU stream or engine does:
+ * `submitted` counts jobs ever queued and `completed` those finished, in order, so a point in its
+ * work is a count. A job stays queued while it runs, so a synchronization sees it pending. */
+struct fake_worker {
+    /* Set by its owner before fake__worker_start; the rest starts zeroed. */
+    pthread_mutex_t *lock;    /* the driver's */
+    pthread_cond_t *progress; /* the driver's: broadcast when a job completes, and at exit */
+    void *owner;              /* the stream or engine it runs the work of */
+    /* (lock held; may let go of it while the work runs) Runs a job. */
+    void (*run)(struct fake_worker *w, struct fake_job *job);
+    /* (lock held) Frees a job that ran. */
+    void (*done)(struct fake_worker *w, struct fake_job *job);
+    pthread_t thread;
+    pthread_cond_t work;          /* signalled when a job is queued or quit is set */
+    struct fake_job *head, *tail; /* queued jobs, head running or next */
+    uint64_t submitted;           /* jobs ever queued */
+    uint64_t completed;           /* jobs finished; completed <= submitted */
+    int quit;                     /* set: the thread returns once the queue is empty */
+    int exited;                   /* the thread returned (it can be joined) */
+};
+/* (lock held) Starts the worker's thread: 0, or -1 when it cannot (nothing left). */
+int fake__worker_start(struct fake_worker *w);
+/* (lock held) Queues a job; returns its number, what `completed` reaches once it ran. */
+uint64_t fake__worker_push(struct fake_worker *w, struct fake_job *job);
+/* (lock held) Makes the thread return once the queue is empty (its owner joins it). */
+void fake__worker_quit(struct fake_worker *w);
+/* Whether jobs are queued or running. */
+static inline int fake__worker_busy(const struct fake_worker *w) {
+    return w->completed < w->submitted;
+}
 
 /* ---- an entry point's checks -------------------------------------------------------------- */
 

@@ -83,9 +83,7 @@ static void queue_free(struct fake_queue *q) {
 }
 
 /* (lock held) Whether a queue has commands queued or running. */
-static int queue_busy(const struct fake_queue *q) {
-    return q->engine.completed < q->engine.submitted;
-}
+static int queue_busy(const struct fake_queue *q) { return fake__worker_busy(&q->engine.worker); }
 
 /* (lock held) Waits until queue q completed job `seq`, the host thread counted as one of the
  * waiters of obj (the queue's handle, or the immediate list it runs) so that nothing destroys it
@@ -93,7 +91,7 @@ static int queue_busy(const struct fake_queue *q) {
 static ze_result_t queue_wait(struct fake_obj *obj, struct fake_queue *q, uint64_t seq,
                               uint64_t timeout) {
     obj->waiters++;
-    ze_result_t r = fake__wait_counter(&q->engine.completed, seq, timeout, q->dev);
+    ze_result_t r = fake__wait_counter(&q->engine.worker.completed, seq, timeout, q->dev);
     obj->waiters--;
     return r;
 }
@@ -683,7 +681,7 @@ ze_result_t fake_zeCommandQueueSynchronize(ze_command_queue_handle_t hCommandQue
     ze_result_t r =
         fake__lock_object(FAKE_QUEUE, hCommandQueue, "zeCommandQueueSynchronize", (void **)&q);
     if (r == ZE_RESULT_SUCCESS) {
-        r = queue_wait(&q->obj, q, q->engine.submitted, timeout);
+        r = queue_wait(&q->obj, q, q->engine.worker.submitted, timeout);
     }
     return fake__unlock(r);
 }
@@ -707,7 +705,7 @@ ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandL
         r = ACG_ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED;
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = queue_wait(&l->obj, l->queue, l->queue->engine.submitted, timeout);
+        r = queue_wait(&l->obj, l->queue, l->queue->engine.worker.submitted, timeout);
     }
     return fake__unlock(r);
 }

@@ -249,76 +249,50 @@ static void run_cmd(const struct fake_engine *en, const struct fake_cmd *c) {
 
 /* ---- engines -------------------------------------------------------------------------------- */
 
-static void *worker_main(void *arg) {
-    struct fake_engine *e = arg;
-    pthread_mutex_lock(&fake__g.lock);
-    for (;;) {
-        while (e->head == NULL && !e->quit) {
-            pthread_cond_wait(&e->work, &fake__g.lock);
-        }
-        if (e->head == NULL) {
-            break; /* destroyed, and drained */
-        }
-        /* The job stays queued while it runs, so a synchronization sees it pending. A lost
-         * device's jobs are dropped (run_cmd returns at once). */
-        struct fake_job *job = e->head;
-        run_cmd(e, &job->cmd);
-        e->head = job->next;
-        if (e->head == NULL) {
-            e->tail = NULL;
-        }
-        cmd_hold(&job->cmd, -1);
-        fake__cmd_free(&job->cmd);
-        free(job);
-        e->completed++;
-        pthread_cond_broadcast(&fake__g.progress);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return NULL;
+/* The job stays queued while it runs, so a synchronization sees it pending. A lost device's jobs
+ * are dropped (run_cmd returns at once). */
+static void run_job(struct fake_worker *w, struct fake_job *job) {
+    run_cmd(w->owner, &((struct fake_queued *)job)->cmd);
+}
+
+static void job_done(struct fake_worker *w, struct fake_job *job) {
+    (void)w;
+    struct fake_queued *q = (struct fake_queued *)job;
+    cmd_hold(&q->cmd, -1);
+    fake__cmd_free(&q->cmd);
+    free(q);
 }
 
 ze_result_t fake__engine_start(struct fake_engine *e, const char *what,
                                const struct fake_device *dev) {
-    memset(e, 0, sizeof *e);
-    e->what = what;
-    e->dev = dev;
-    if (pthread_cond_init(&e->work, NULL) != 0) {
-        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    }
-    if (pthread_create(&e->thread, NULL, worker_main, e) != 0) {
-        pthread_cond_destroy(&e->work);
-        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    }
-    return ZE_RESULT_SUCCESS;
+    *e = (struct fake_engine){.what = what, .dev = dev};
+    e->worker = (struct fake_worker){.lock = &fake__g.lock,
+                                     .progress = &fake__g.progress,
+                                     .owner = e,
+                                     .run = run_job,
+                                     .done = job_done};
+    return fake__worker_start(&e->worker) == 0 ? ZE_RESULT_SUCCESS
+                                               : ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
 }
 
 void fake__engine_stop(struct fake_engine *e) {
-    e->quit = 1;
-    pthread_cond_signal(&e->work);
+    fake__worker_quit(&e->worker);
     /* The worker needs the lock to return. */
     pthread_mutex_unlock(&fake__g.lock);
-    pthread_join(e->thread, NULL);
+    pthread_join(e->worker.thread, NULL);
     pthread_mutex_lock(&fake__g.lock);
-    pthread_cond_destroy(&e->work);
+    pthread_cond_destroy(&e->worker.work);
 }
 
 ze_result_t fake__engine_submit(struct fake_engine *e, struct fake_cmd *cmd, uint64_t *seq) {
-    struct fake_job *job = malloc(sizeof *job);
-    if (job == NULL) {
+    struct fake_queued *q = malloc(sizeof *q);
+    if (q == NULL) {
         fake__cmd_free(cmd);
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     }
-    job->cmd = *cmd;
-    job->next = NULL;
-    cmd_hold(&job->cmd, 1);
-    if (e->tail != NULL) {
-        e->tail->next = job;
-    } else {
-        e->head = job;
-    }
-    e->tail = job;
-    *seq = ++e->submitted;
-    pthread_cond_signal(&e->work);
+    q->cmd = *cmd;
+    cmd_hold(&q->cmd, 1);
+    *seq = fake__worker_push(&e->worker, &q->job);
     return ZE_RESULT_SUCCESS;
 }
 

@@ -427,7 +427,7 @@ static int engines_busy(const struct fake_device *dev) {
     for (size_t i = 0; i < lists->n + queues->n; i++) {
         const struct fake_list *l = i < lists->n ? lists->v[i] : NULL;
         const struct fake_queue *q = l != NULL ? l->queue : queues->v[i - lists->n];
-        if (q != NULL && q->dev == dev && q->engine.completed < q->engine.submitted) {
+        if (q != NULL && q->dev == dev && fake__worker_busy(&q->engine.worker)) {
             return 1;
         }
     }

@@ -253,12 +253,7 @@ struct fake_context {
 struct fake_engine {
     const char *what;              /* "immediate command list" or "command queue", for messages */
     const struct fake_device *dev; /* whose work it runs: none once the device is lost */
-    pthread_t thread;
-    pthread_cond_t work;          /* signalled when a job is queued or quit is set */
-    struct fake_job *head, *tail; /* queued jobs, head running or next */
-    uint64_t submitted;           /* jobs ever queued */
-    uint64_t completed;           /* jobs finished, in order; completed <= submitted */
-    int quit;                     /* destroyed: the worker returns once the queue is empty */
+    struct fake_worker worker;     /* its jobs: struct fake_queued */
 };
 
 /* What one command does. */
@@ -341,8 +336,9 @@ struct fake_cmd {
     } u;
 };
 
-struct fake_job {
-    struct fake_job *next;
+/* A command queued on an engine. */
+struct fake_queued {
+    struct fake_job job;
     struct fake_cmd cmd;
 };
 
