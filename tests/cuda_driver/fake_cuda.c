@@ -92,18 +92,6 @@ static const char *const entry_point_names[FAKE_EP_COUNT] = {
 #undef FAKE_EP_NAME
 };
 
-/* Never called: makes the compiler check each entry point against the PFN type of the version
- * it is served at, so an argument list that drifted from the ABI does not compile cleanly. */
-static void check_entry_point_types(void) {
-#define FAKE_EP_CHECK(name, version)                                                               \
-    {                                                                                              \
-        PFN_##name##_v##version typed = fake_##name;                                               \
-        (void)typed;                                                                               \
-    }
-    FAKE_ENTRY_POINTS(FAKE_EP_CHECK)
-#undef FAKE_EP_CHECK
-}
-
 /* What the backend's list asks for: an entry point it lists and this driver lacks is an
  * undeclared FAKE_EP_ name, one at another version fails the assertion. */
 enum {
@@ -148,9 +136,6 @@ static long env_long(const char *name, long def, long lo, long hi) {
 }
 
 static void load_config(void) {
-    if (entry_points[0].fn == NULL) { /* never: keeps the type check compiled and used */
-        check_entry_point_types();
-    }
     fake__cfg.version = (int)env_long("ACGTEST_CUDA_VERSION", 13000, 1000, 99999);
     fake__cfg.devices = (int)env_long("ACGTEST_CUDA_DEVICES", 1, 0, FAKE_MAX_DEVICES);
     fake__cfg.mem_bytes = (size_t)env_long("ACGTEST_CUDA_MEM_MB", 16384, 1, 1L << 24) << 20;

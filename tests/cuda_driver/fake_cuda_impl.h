@@ -30,7 +30,7 @@
 /* ---- entry points ------------------------------------------------------------------------- */
 
 /* X(name, version): every entry point this driver implements, at the ABI version of the PFN
- * typedef it matches (fake_cuda.c has the compiler check each). It serves only those of
+ * typedef it matches (its declaration takes that type, below). It serves only those of
  * src/backends/cuda/entry_points.h, and each of those must be here at the same version, or
  * fake_cuda.c does not compile: a backend needing a new entry point needs it here first. Any
  * implemented here that the backend dropped from its list stay implemented and are reported as
@@ -411,83 +411,13 @@ void fake__graphs_reclaim(struct CUctx_st *ctx);
 void fake__exec_release(struct CUgraphExec_st *x);
 void fake__snapshot_release(struct fake_snapshot *snap);
 
-/* ---- entry points, one per line of FAKE_ENTRY_POINTS (their PFN types are checked in
- * fake_cuda.c) ------------------------------------------------------------------------------ */
+/* ---- entry points ------------------------------------------------------------------------ */
 
-CUresult fake_cuInit(unsigned int flags);
-CUresult fake_cuDriverGetVersion(int *version);
-CUresult fake_cuGetErrorName(CUresult error, const char **str);
-CUresult fake_cuGetErrorString(CUresult error, const char **str);
-CUresult fake_cuDeviceGetCount(int *count);
-CUresult fake_cuDeviceGet(CUdevice *device, int ordinal);
-CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev);
-CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
-CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev);
-CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
-CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev);
-CUresult fake_cuCtxSetCurrent(CUcontext ctx);
-CUresult fake_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes);
-CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
-CUresult fake_cuMemFree(CUdeviceptr dptr);
-CUresult fake_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags);
-CUresult fake_cuMemFreeHost(void *p);
-CUresult fake_cuMemHostRegister(void *p, size_t bytesize, unsigned int flags);
-CUresult fake_cuMemHostUnregister(void *p);
-CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream h);
-CUresult fake_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream h);
-CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream h);
-CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream h);
-CUresult fake_cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n, CUstream h);
-CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream h);
-CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags);
-CUresult fake_cuStreamDestroy(CUstream h);
-CUresult fake_cuStreamSynchronize(CUstream h);
-CUresult fake_cuStreamQuery(CUstream h);
-CUresult fake_cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags);
-CUresult fake_cuEventCreate(CUevent *ph, unsigned int flags);
-CUresult fake_cuEventDestroy(CUevent e);
-CUresult fake_cuEventRecord(CUevent e, CUstream h);
-CUresult fake_cuEventQuery(CUevent e);
-CUresult fake_cuEventSynchronize(CUevent e);
-CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data);
-CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit_options,
-                                void **jit_values, unsigned int n_jit, CUlibraryOption *options,
-                                void **values, unsigned int n_options);
-CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name);
-CUresult fake_cuLibraryUnload(CUlibrary library);
-CUresult fake_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                             CUstream h, void **params, void **extra);
-CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode);
-CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph);
-CUresult fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status);
-CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
-                                          unsigned long long flags);
-CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream h);
-CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream h);
-CUresult fake_cuGraphExecDestroy(CUgraphExec exec);
-CUresult fake_cuGraphDestroy(CUgraph graph);
-CUresult fake_cuGraphClone(CUgraph *clone, CUgraph original);
-CUresult fake_cuGraphCreate(CUgraph *graph, unsigned int flags);
-CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                   size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-CUresult fake_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                   size_t n_deps, const CUDA_MEMCPY3D *copy, CUcontext ctx);
-CUresult fake_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                   size_t n_deps, const CUDA_MEMSET_NODE_PARAMS *params,
-                                   CUcontext ctx);
-CUresult fake_cuGraphAddHostNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                 size_t n_deps, const CUDA_HOST_NODE_PARAMS *params);
-CUresult fake_cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
-CUresult fake_cuKernelGetFunction(CUfunction *func, CUkernel kernel);
-CUresult fake_cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, size_t *size);
-CUresult fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id,
-                                     CUgraph *graph, const CUgraphNode **deps,
-                                     const CUgraphEdgeData **edges, size_t *n_deps);
-CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                             const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode node,
-                                         const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-CUresult fake_cuGraphNodeFindInClone(CUgraphNode *clone_node, CUgraphNode node, CUgraph clone);
+/* One per line of FAKE_ENTRY_POINTS, declared with the type of the PFN typedef of the version it
+ * is served at (cudaTypedefs.h): a definition whose parameters drifted from the ABI does not
+ * compile. */
+#define FAKE_EP_DECLARE(name, version) __typeof__(*(PFN_##name##_v##version)0) fake_##name;
+FAKE_ENTRY_POINTS(FAKE_EP_DECLARE)
+#undef FAKE_EP_DECLARE
 
 #endif /* ACG_TESTS_CUDA_DRIVER_FAKE_CUDA_IMPL_H */

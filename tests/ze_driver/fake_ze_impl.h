@@ -29,10 +29,10 @@
 /* ---- entry points ------------------------------------------------------------------------- */
 
 /* X(name, pfn, table, slot): every core entry point this driver implements, served in `table`
- * (a DDI table type) at pfn<slot>; ze_pfn<pfn>_t is its type (fake_ze.c has the compiler check
- * each). It serves only those of src/backends/level_zero/entry_points.h, and each of those must
- * be here with the same pfn, or fake_ze.c does not compile: a backend needing a new entry point
- * needs it here first. */
+ * (a DDI table type) at pfn<slot>; ze_pfn<pfn>_t is its type (its declaration takes it, below;
+ * fake_ze.c checks the slot). It serves only those of src/backends/level_zero/entry_points.h, and
+ * each of those must be here with the same pfn, or fake_ze.c does not compile: a backend needing a
+ * new entry point needs it here first. */
 #define FAKE_ENTRY_POINTS(X)                                                                       \
     X(zeInit, Init, ze_global_dditable_t, Init)                                                    \
     X(zeDriverGet, DriverGet, ze_driver_dditable_t, Get)                                           \
@@ -689,170 +689,16 @@ ze_result_t fake__kernel_build(struct fake_cmd *cmd, const char *name, const cha
 /* (lock held) Frees every module, build log and kernel at unload. */
 void fake__modules_unload(void);
 
-/* ---- entry points, one per line of FAKE_ENTRY_POINTS and FAKE_EXT_FUNCTIONS (their types are
- * checked in fake_ze.c) ---------------------------------------------------------------------- */
+/* ---- entry points ------------------------------------------------------------------------ */
 
-ze_result_t fake_zeInit(ze_init_flags_t flags);
-ze_result_t fake_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers);
-ze_result_t fake_zeDriverGetApiVersion(ze_driver_handle_t hDriver, ze_api_version_t *version);
-ze_result_t fake_zeDriverGetProperties(ze_driver_handle_t hDriver,
-                                       ze_driver_properties_t *pDriverProperties);
-ze_result_t fake_zeDriverGetExtensionProperties(ze_driver_handle_t hDriver, uint32_t *pCount,
-                                                ze_driver_extension_properties_t *pProps);
-ze_result_t fake_zeDriverGetExtensionFunctionAddress(ze_driver_handle_t hDriver, const char *name,
-                                                     void **ppFunctionAddress);
-ze_result_t fake_zeDeviceGet(ze_driver_handle_t hDriver, uint32_t *pCount,
-                             ze_device_handle_t *phDevices);
-ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
-                                       ze_device_properties_t *pDeviceProperties);
-ze_result_t fake_zeDeviceGetComputeProperties(ze_device_handle_t hDevice,
-                                              ze_device_compute_properties_t *pComputeProperties);
-ze_result_t fake_zeDeviceGetMemoryProperties(ze_device_handle_t hDevice, uint32_t *pCount,
-                                             ze_device_memory_properties_t *pMemProperties);
-ze_result_t
-fake_zeDeviceGetCommandQueueGroupProperties(ze_device_handle_t hDevice, uint32_t *pCount,
-                                            ze_command_queue_group_properties_t *pProps);
-ze_result_t fake_zeDeviceGetStatus(ze_device_handle_t hDevice);
-ze_result_t fake_zeContextCreate(ze_driver_handle_t hDriver, const ze_context_desc_t *desc,
-                                 ze_context_handle_t *phContext);
-ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext);
-ze_result_t fake_zeCommandQueueCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
-                                      const ze_command_queue_desc_t *desc,
-                                      ze_command_queue_handle_t *phCommandQueue);
-ze_result_t fake_zeCommandQueueDestroy(ze_command_queue_handle_t hCommandQueue);
-ze_result_t fake_zeCommandQueueExecuteCommandLists(ze_command_queue_handle_t hCommandQueue,
-                                                   uint32_t numCommandLists,
-                                                   ze_command_list_handle_t *phCommandLists,
-                                                   ze_fence_handle_t hFence);
-ze_result_t fake_zeCommandQueueSynchronize(ze_command_queue_handle_t hCommandQueue,
-                                           uint64_t timeout);
-ze_result_t fake_zeCommandListCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
-                                     const ze_command_list_desc_t *desc,
-                                     ze_command_list_handle_t *phCommandList);
-ze_result_t fake_zeCommandListCreateImmediate(ze_context_handle_t hContext,
-                                              ze_device_handle_t hDevice,
-                                              const ze_command_queue_desc_t *altdesc,
-                                              ze_command_list_handle_t *phCommandList);
-ze_result_t fake_zeCommandListDestroy(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeCommandListClose(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeCommandListReset(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeCommandListAppendBarrier(ze_command_list_handle_t hCommandList,
-                                            ze_event_handle_t hSignalEvent, uint32_t numWaitEvents,
-                                            ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListAppendMemoryCopy(ze_command_list_handle_t hCommandList, void *dstptr,
-                                               const void *srcptr, size_t size,
-                                               ze_event_handle_t hSignalEvent,
-                                               uint32_t numWaitEvents,
-                                               ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListAppendMemoryFill(ze_command_list_handle_t hCommandList, void *ptr,
-                                               const void *pattern, size_t pattern_size,
-                                               size_t size, ze_event_handle_t hSignalEvent,
-                                               uint32_t numWaitEvents,
-                                               ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListAppendLaunchKernel(ze_command_list_handle_t hCommandList,
-                                                 ze_kernel_handle_t hKernel,
-                                                 const ze_group_count_t *pLaunchFuncArgs,
-                                                 ze_event_handle_t hSignalEvent,
-                                                 uint32_t numWaitEvents,
-                                                 ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListAppendSignalEvent(ze_command_list_handle_t hCommandList,
-                                                ze_event_handle_t hEvent);
-ze_result_t fake_zeCommandListAppendWaitOnEvents(ze_command_list_handle_t hCommandList,
-                                                 uint32_t numEvents, ze_event_handle_t *phEvents);
-ze_result_t fake_zeCommandListAppendEventReset(ze_command_list_handle_t hCommandList,
-                                               ze_event_handle_t hEvent);
-ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_pool_desc_t *desc,
-                                   uint32_t numDevices, ze_device_handle_t *phDevices,
-                                   ze_event_pool_handle_t *phEventPool);
-ze_result_t fake_zeEventPoolDestroy(ze_event_pool_handle_t hEventPool);
-ze_result_t fake_zeEventCreate(ze_event_pool_handle_t hEventPool, const ze_event_desc_t *desc,
-                               ze_event_handle_t *phEvent);
-ze_result_t fake_zeEventDestroy(ze_event_handle_t hEvent);
-ze_result_t fake_zeEventHostSynchronize(ze_event_handle_t hEvent, uint64_t timeout);
-ze_result_t fake_zeEventQueryStatus(ze_event_handle_t hEvent);
-ze_result_t fake_zeEventHostReset(ze_event_handle_t hEvent);
-ze_result_t fake_zeFenceCreate(ze_command_queue_handle_t hCommandQueue, const ze_fence_desc_t *desc,
-                               ze_fence_handle_t *phFence);
-ze_result_t fake_zeFenceDestroy(ze_fence_handle_t hFence);
-ze_result_t fake_zeFenceHostSynchronize(ze_fence_handle_t hFence, uint64_t timeout);
-ze_result_t fake_zeFenceQueryStatus(ze_fence_handle_t hFence);
-ze_result_t fake_zeFenceReset(ze_fence_handle_t hFence);
-ze_result_t fake_zeMemAllocDevice(ze_context_handle_t hContext,
-                                  const ze_device_mem_alloc_desc_t *device_desc, size_t size,
-                                  size_t alignment, ze_device_handle_t hDevice, void **pptr);
-ze_result_t fake_zeMemAllocHost(ze_context_handle_t hContext,
-                                const ze_host_mem_alloc_desc_t *host_desc, size_t size,
-                                size_t alignment, void **pptr);
-ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr);
-ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
-                                const ze_module_desc_t *desc, ze_module_handle_t *phModule,
-                                ze_module_build_log_handle_t *phBuildLog);
-ze_result_t fake_zeModuleDestroy(ze_module_handle_t hModule);
-ze_result_t fake_zeModuleBuildLogDestroy(ze_module_build_log_handle_t hModuleBuildLog);
-ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleBuildLog,
-                                           size_t *pSize, char *pBuildLog);
-ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc_t *desc,
-                                ze_kernel_handle_t *phKernel);
-ze_result_t fake_zeKernelDestroy(ze_kernel_handle_t hKernel);
-ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t argIndex,
-                                          size_t argSize, const void *pArgValue);
-ze_result_t fake_zeKernelSetGroupSize(ze_kernel_handle_t hKernel, uint32_t groupSizeX,
-                                      uint32_t groupSizeY, uint32_t groupSizeZ);
-ze_result_t fake_zeKernelGetProperties(ze_kernel_handle_t hKernel,
-                                       ze_kernel_properties_t *pKernelProperties);
-ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandList,
-                                              uint64_t timeout);
-ze_result_t fake_zeCommandListImmediateAppendCommandListsExp(
-    ze_command_list_handle_t hCommandListImmediate, uint32_t numCommandLists,
-    ze_command_list_handle_t *phCommandLists, ze_event_handle_t hSignalEvent,
-    uint32_t numWaitEvents, ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListGetNextCommandIdExp(ze_command_list_handle_t hCommandList,
-                                                  const acg_ze_mutable_command_id_exp_desc_t *desc,
-                                                  uint64_t *pCommandId);
-ze_result_t
-fake_zeCommandListUpdateMutableCommandsExp(ze_command_list_handle_t hCommandList,
-                                           const acg_ze_mutable_commands_exp_desc_t *desc);
-ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
-    ze_command_list_handle_t hCommandList, uint64_t commandId, ze_event_handle_t hSignalEvent);
-ze_result_t
-fake_zeCommandListUpdateMutableCommandWaitEventsExp(ze_command_list_handle_t hCommandList,
-                                                    uint64_t commandId, uint32_t numWaitEvents,
-                                                    ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListGetNextCommandIdWithKernelsExp(
-    ze_command_list_handle_t hCommandList, const acg_ze_mutable_command_id_exp_desc_t *desc,
-    uint32_t numKernels, ze_kernel_handle_t *phKernels, uint64_t *pCommandId);
-ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_handle_t hCommandList,
-                                                             uint32_t numKernels,
-                                                             uint64_t *pCommandId,
-                                                             ze_kernel_handle_t *phKernels);
-ze_result_t fake_zeCommandListBeginGraphCaptureExt(ze_command_list_handle_t hCommandList,
-                                                   const void *pNext);
-ze_result_t fake_zeCommandListEndGraphCaptureExt(ze_command_list_handle_t hCommandList,
-                                                 const void *pNext, acg_ze_graph_handle_t *phGraph);
-ze_result_t fake_zeCommandListIsGraphCaptureEnabledExt(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeGraphInstantiateExt(acg_ze_graph_handle_t hGraph, const void *pNext,
-                                       acg_ze_executable_graph_handle_t *phExecutableGraph);
-ze_result_t fake_zeCommandListAppendGraphExt(ze_command_list_handle_t hCommandList,
-                                             acg_ze_executable_graph_handle_t hGraph,
-                                             const void *pNext, ze_event_handle_t hSignalEvent,
-                                             uint32_t numWaitEvents,
-                                             ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeExecutableGraphDestroyExt(acg_ze_executable_graph_handle_t hGraph);
-ze_result_t fake_zeGraphDestroyExt(acg_ze_graph_handle_t hGraph);
-ze_result_t fake_zeCommandListBeginGraphCaptureExp(ze_command_list_handle_t hCommandList,
-                                                   void *pNext);
-ze_result_t fake_zeCommandListEndGraphCaptureExp(ze_command_list_handle_t hCommandList,
-                                                 acg_ze_graph_handle_t *phGraph, void *pNext);
-ze_result_t fake_zeCommandListIsGraphCaptureEnabledExp(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeCommandListInstantiateGraphExp(
-    acg_ze_graph_handle_t hGraph, acg_ze_executable_graph_handle_t *phExecutableGraph, void *pNext);
-ze_result_t fake_zeCommandListAppendGraphExp(ze_command_list_handle_t hCommandList,
-                                             acg_ze_executable_graph_handle_t hGraph, void *pNext,
-                                             ze_event_handle_t hSignalEvent, uint32_t numWaitEvents,
-                                             ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeExecutableGraphDestroyExp(acg_ze_executable_graph_handle_t hGraph);
-ze_result_t fake_zeGraphDestroyExp(acg_ze_graph_handle_t hGraph);
-ze_result_t fake_zexKernelGetArgumentSize(ze_kernel_handle_t hKernel, uint32_t argIndex,
-                                          uint32_t *pArgSize);
+/* One per line of FAKE_ENTRY_POINTS and FAKE_EXT_FUNCTIONS, declared with the type of its
+ * ze_pfn<pfn>_t (the loader's) or acg_ze_pfn_<name> (ze_ext.h's): a definition whose parameters
+ * drifted from the ABI does not compile. */
+#define FAKE_EP_DECLARE(name, pfn, table, slot) __typeof__(*(ze_pfn##pfn##_t)0) fake_##name;
+FAKE_ENTRY_POINTS(FAKE_EP_DECLARE)
+#undef FAKE_EP_DECLARE
+#define FAKE_EXT_DECLARE(name, ext, minor) __typeof__(*(acg_ze_pfn_##name)0) fake_##name;
+FAKE_EXT_FUNCTIONS(FAKE_EXT_DECLARE)
+#undef FAKE_EXT_DECLARE
 
 #endif /* ACG_TESTS_ZE_DRIVER_FAKE_ZE_IMPL_H */
