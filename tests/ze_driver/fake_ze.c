@@ -103,7 +103,7 @@ static const struct {
                 entry point of the DDI tables */
     uint32_t version; /* of the extension that brought it */
 } entry_points[FAKE_EP_COUNT] = {
-#define FAKE_EP_ROW(name, ty, table, slot) {(fake_fn)fake_##name, -2, 0},
+#define FAKE_EP_ROW(ep, table, slot) {(fake_fn)fake_ze##ep, -2, 0},
     FAKE_ENTRY_POINTS(FAKE_EP_ROW)
 #undef FAKE_EP_ROW
 #define FAKE_EXT_ROW(name, ext, minor) {(fake_fn)fake_##name, ext, ZE_MAKE_VERSION(1, minor)},
@@ -111,7 +111,7 @@ static const struct {
 #undef FAKE_EXT_ROW
 };
 static const char *const entry_point_names[FAKE_EP_COUNT] = {
-#define FAKE_EP_NAME(name, ty, table, slot) #name,
+#define FAKE_EP_NAME(ep, table, slot) "ze" #ep,
     FAKE_ENTRY_POINTS(FAKE_EP_NAME)
 #undef FAKE_EP_NAME
 #define FAKE_EXT_NAME(name, ext, minor) #name,
@@ -120,9 +120,10 @@ static const char *const entry_point_names[FAKE_EP_COUNT] = {
 };
 
 /* Each entry point's slot has the type its declaration took (fake_ze_impl.h). */
-#define FAKE_EP_CHECK(name, ty, table, slot)                                                       \
-    _Static_assert(_Generic(((table *)0)->pfn##slot, ze_pfn##ty##_t : 1, default : 0),             \
-                   #table ".pfn" #slot " is not where " #name " goes");
+#define FAKE_EP_CHECK(ep, table, slot)                                                             \
+    _Static_assert(                                                                                \
+        _Generic(((ze_##table##_dditable_t *)0)->pfn##slot, ze_pfn##ep##_t : 1, default : 0),      \
+        "ze_" #table "_dditable_t.pfn" #slot " is not where ze" #ep " goes");
 FAKE_ENTRY_POINTS(FAKE_EP_CHECK)
 #undef FAKE_EP_CHECK
 
@@ -303,26 +304,26 @@ static void ensure_config(void) { pthread_once(&config_once, load_config); }
 
 /* The ze tables entry points are served in. */
 enum fake_table {
-    FAKE_TABLE_ze_global_dditable_t,
-    FAKE_TABLE_ze_driver_dditable_t,
-    FAKE_TABLE_ze_device_dditable_t,
-    FAKE_TABLE_ze_context_dditable_t,
-    FAKE_TABLE_ze_command_queue_dditable_t,
-    FAKE_TABLE_ze_command_list_dditable_t,
-    FAKE_TABLE_ze_fence_dditable_t,
-    FAKE_TABLE_ze_event_pool_dditable_t,
-    FAKE_TABLE_ze_event_dditable_t,
-    FAKE_TABLE_ze_mem_dditable_t,
-    FAKE_TABLE_ze_module_dditable_t,
-    FAKE_TABLE_ze_module_build_log_dditable_t,
-    FAKE_TABLE_ze_kernel_dditable_t,
+    FAKE_TABLE_global,
+    FAKE_TABLE_driver,
+    FAKE_TABLE_device,
+    FAKE_TABLE_context,
+    FAKE_TABLE_command_queue,
+    FAKE_TABLE_command_list,
+    FAKE_TABLE_fence,
+    FAKE_TABLE_event_pool,
+    FAKE_TABLE_event,
+    FAKE_TABLE_mem,
+    FAKE_TABLE_module,
+    FAKE_TABLE_module_build_log,
+    FAKE_TABLE_kernel,
     FAKE_TABLE_NONE, /* every slot NULL */
 };
 
 static void fill_table(enum fake_table which, void *table) {
-#define FAKE_SLOT(name, ty, type, slot)                                                            \
-    if (which == FAKE_TABLE_##type && served[FAKE_EP_##name] && !fake__cfg.hidden[FAKE_EP_##name]) \
-        ((type *)table)->pfn##slot = fake_##name;
+#define FAKE_SLOT(ep, type, slot)                                                                  \
+    if (which == FAKE_TABLE_##type && served[FAKE_EP_ze##ep] && !fake__cfg.hidden[FAKE_EP_ze##ep]) \
+        ((ze_##type##_dditable_t *)table)->pfn##slot = fake_ze##ep;
     FAKE_ENTRY_POINTS(FAKE_SLOT)
 #undef FAKE_SLOT
 }
@@ -352,22 +353,23 @@ static ze_result_t table_check(ze_api_version_t version, const void *table) {
         return r;                                                                                  \
     }
 /* The getter of a table entry points are served in, and of one served empty. */
-#define FAKE_GETTER(getter, type) FAKE_TABLE_GETTER(getter, type, FAKE_TABLE_##type)
+#define FAKE_GETTER(getter, table)                                                                 \
+    FAKE_TABLE_GETTER(getter, ze_##table##_dditable_t, FAKE_TABLE_##table)
 #define FAKE_EMPTY_GETTER(getter, type) FAKE_TABLE_GETTER(getter, type, FAKE_TABLE_NONE)
 
-FAKE_GETTER(zeGetGlobalProcAddrTable, ze_global_dditable_t)
-FAKE_GETTER(zeGetDriverProcAddrTable, ze_driver_dditable_t)
-FAKE_GETTER(zeGetDeviceProcAddrTable, ze_device_dditable_t)
-FAKE_GETTER(zeGetContextProcAddrTable, ze_context_dditable_t)
-FAKE_GETTER(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t)
-FAKE_GETTER(zeGetCommandListProcAddrTable, ze_command_list_dditable_t)
-FAKE_GETTER(zeGetFenceProcAddrTable, ze_fence_dditable_t)
-FAKE_GETTER(zeGetEventPoolProcAddrTable, ze_event_pool_dditable_t)
-FAKE_GETTER(zeGetEventProcAddrTable, ze_event_dditable_t)
-FAKE_GETTER(zeGetMemProcAddrTable, ze_mem_dditable_t)
-FAKE_GETTER(zeGetModuleProcAddrTable, ze_module_dditable_t)
-FAKE_GETTER(zeGetModuleBuildLogProcAddrTable, ze_module_build_log_dditable_t)
-FAKE_GETTER(zeGetKernelProcAddrTable, ze_kernel_dditable_t)
+FAKE_GETTER(zeGetGlobalProcAddrTable, global)
+FAKE_GETTER(zeGetDriverProcAddrTable, driver)
+FAKE_GETTER(zeGetDeviceProcAddrTable, device)
+FAKE_GETTER(zeGetContextProcAddrTable, context)
+FAKE_GETTER(zeGetCommandQueueProcAddrTable, command_queue)
+FAKE_GETTER(zeGetCommandListProcAddrTable, command_list)
+FAKE_GETTER(zeGetFenceProcAddrTable, fence)
+FAKE_GETTER(zeGetEventPoolProcAddrTable, event_pool)
+FAKE_GETTER(zeGetEventProcAddrTable, event)
+FAKE_GETTER(zeGetMemProcAddrTable, mem)
+FAKE_GETTER(zeGetModuleProcAddrTable, module)
+FAKE_GETTER(zeGetModuleBuildLogProcAddrTable, module_build_log)
+FAKE_GETTER(zeGetKernelProcAddrTable, kernel)
 FAKE_EMPTY_GETTER(zeGetImageProcAddrTable, ze_image_dditable_t)
 FAKE_EMPTY_GETTER(zeGetSamplerProcAddrTable, ze_sampler_dditable_t)
 FAKE_EMPTY_GETTER(zeGetPhysicalMemProcAddrTable, ze_physical_mem_dditable_t)

@@ -28,82 +28,66 @@
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-/* X(name, pfn, table, slot): every core entry point this driver implements, served in `table`
- * (a DDI table type) at pfn<slot>; ze_pfn<pfn>_t is its type (its declaration takes it, below;
- * fake_ze.c checks the slot). It serves only those of src/backends/level_zero/entry_points.h, and
- * each of those must be here with the same pfn, or fake_ze.c does not compile: a backend needing a
- * new entry point needs it here first. */
+/* X(pfn, table, slot): every core entry point ze<pfn> this driver implements, served in the DDI
+ * table ze_<table>_dditable_t at pfn<slot>; ze_pfn<pfn>_t is its type (its declaration takes it,
+ * below; fake_ze.c checks the slot). It serves only those of
+ * src/backends/level_zero/entry_points.h, and each of those must be here with the same pfn, or
+ * fake_ze.c does not compile: a backend needing a new entry point needs it here first. */
 #define FAKE_ENTRY_POINTS(X)                                                                       \
-    X(zeInit, Init, ze_global_dditable_t, Init)                                                    \
-    X(zeDriverGet, DriverGet, ze_driver_dditable_t, Get)                                           \
-    X(zeDriverGetApiVersion, DriverGetApiVersion, ze_driver_dditable_t, GetApiVersion)             \
-    X(zeDriverGetProperties, DriverGetProperties, ze_driver_dditable_t, GetProperties)             \
-    X(zeDriverGetExtensionProperties, DriverGetExtensionProperties, ze_driver_dditable_t,          \
-      GetExtensionProperties)                                                                      \
-    X(zeDriverGetExtensionFunctionAddress, DriverGetExtensionFunctionAddress,                      \
-      ze_driver_dditable_t, GetExtensionFunctionAddress)                                           \
-    X(zeDeviceGet, DeviceGet, ze_device_dditable_t, Get)                                           \
-    X(zeDeviceGetProperties, DeviceGetProperties, ze_device_dditable_t, GetProperties)             \
-    X(zeDeviceGetComputeProperties, DeviceGetComputeProperties, ze_device_dditable_t,              \
-      GetComputeProperties)                                                                        \
-    X(zeDeviceGetMemoryProperties, DeviceGetMemoryProperties, ze_device_dditable_t,                \
-      GetMemoryProperties)                                                                         \
-    X(zeDeviceGetCommandQueueGroupProperties, DeviceGetCommandQueueGroupProperties,                \
-      ze_device_dditable_t, GetCommandQueueGroupProperties)                                        \
-    X(zeDeviceGetStatus, DeviceGetStatus, ze_device_dditable_t, GetStatus)                         \
-    X(zeContextCreate, ContextCreate, ze_context_dditable_t, Create)                               \
-    X(zeContextDestroy, ContextDestroy, ze_context_dditable_t, Destroy)                            \
-    X(zeCommandQueueCreate, CommandQueueCreate, ze_command_queue_dditable_t, Create)               \
-    X(zeCommandQueueDestroy, CommandQueueDestroy, ze_command_queue_dditable_t, Destroy)            \
-    X(zeCommandQueueExecuteCommandLists, CommandQueueExecuteCommandLists,                          \
-      ze_command_queue_dditable_t, ExecuteCommandLists)                                            \
-    X(zeCommandQueueSynchronize, CommandQueueSynchronize, ze_command_queue_dditable_t,             \
-      Synchronize)                                                                                 \
-    X(zeCommandListCreate, CommandListCreate, ze_command_list_dditable_t, Create)                  \
-    X(zeCommandListCreateImmediate, CommandListCreateImmediate, ze_command_list_dditable_t,        \
-      CreateImmediate)                                                                             \
-    X(zeCommandListDestroy, CommandListDestroy, ze_command_list_dditable_t, Destroy)               \
-    X(zeCommandListClose, CommandListClose, ze_command_list_dditable_t, Close)                     \
-    X(zeCommandListReset, CommandListReset, ze_command_list_dditable_t, Reset)                     \
-    X(zeCommandListAppendBarrier, CommandListAppendBarrier, ze_command_list_dditable_t,            \
-      AppendBarrier)                                                                               \
-    X(zeCommandListAppendMemoryCopy, CommandListAppendMemoryCopy, ze_command_list_dditable_t,      \
-      AppendMemoryCopy)                                                                            \
-    X(zeCommandListAppendMemoryFill, CommandListAppendMemoryFill, ze_command_list_dditable_t,      \
-      AppendMemoryFill)                                                                            \
-    X(zeCommandListAppendLaunchKernel, CommandListAppendLaunchKernel, ze_command_list_dditable_t,  \
-      AppendLaunchKernel)                                                                          \
-    X(zeCommandListAppendSignalEvent, CommandListAppendSignalEvent, ze_command_list_dditable_t,    \
-      AppendSignalEvent)                                                                           \
-    X(zeCommandListAppendWaitOnEvents, CommandListAppendWaitOnEvents, ze_command_list_dditable_t,  \
-      AppendWaitOnEvents)                                                                          \
-    X(zeCommandListAppendEventReset, CommandListAppendEventReset, ze_command_list_dditable_t,      \
-      AppendEventReset)                                                                            \
-    X(zeEventPoolCreate, EventPoolCreate, ze_event_pool_dditable_t, Create)                        \
-    X(zeEventPoolDestroy, EventPoolDestroy, ze_event_pool_dditable_t, Destroy)                     \
-    X(zeEventCreate, EventCreate, ze_event_dditable_t, Create)                                     \
-    X(zeEventDestroy, EventDestroy, ze_event_dditable_t, Destroy)                                  \
-    X(zeEventHostSynchronize, EventHostSynchronize, ze_event_dditable_t, HostSynchronize)          \
-    X(zeEventQueryStatus, EventQueryStatus, ze_event_dditable_t, QueryStatus)                      \
-    X(zeEventHostReset, EventHostReset, ze_event_dditable_t, HostReset)                            \
-    X(zeFenceCreate, FenceCreate, ze_fence_dditable_t, Create)                                     \
-    X(zeFenceDestroy, FenceDestroy, ze_fence_dditable_t, Destroy)                                  \
-    X(zeFenceHostSynchronize, FenceHostSynchronize, ze_fence_dditable_t, HostSynchronize)          \
-    X(zeFenceReset, FenceReset, ze_fence_dditable_t, Reset)                                        \
-    X(zeFenceQueryStatus, FenceQueryStatus, ze_fence_dditable_t, QueryStatus)                      \
-    X(zeMemAllocDevice, MemAllocDevice, ze_mem_dditable_t, AllocDevice)                            \
-    X(zeMemAllocHost, MemAllocHost, ze_mem_dditable_t, AllocHost)                                  \
-    X(zeMemFree, MemFree, ze_mem_dditable_t, Free)                                                 \
-    X(zeModuleCreate, ModuleCreate, ze_module_dditable_t, Create)                                  \
-    X(zeModuleDestroy, ModuleDestroy, ze_module_dditable_t, Destroy)                               \
-    X(zeModuleBuildLogDestroy, ModuleBuildLogDestroy, ze_module_build_log_dditable_t, Destroy)     \
-    X(zeModuleBuildLogGetString, ModuleBuildLogGetString, ze_module_build_log_dditable_t,          \
-      GetString)                                                                                   \
-    X(zeKernelCreate, KernelCreate, ze_kernel_dditable_t, Create)                                  \
-    X(zeKernelDestroy, KernelDestroy, ze_kernel_dditable_t, Destroy)                               \
-    X(zeKernelSetArgumentValue, KernelSetArgumentValue, ze_kernel_dditable_t, SetArgumentValue)    \
-    X(zeKernelSetGroupSize, KernelSetGroupSize, ze_kernel_dditable_t, SetGroupSize)                \
-    X(zeKernelGetProperties, KernelGetProperties, ze_kernel_dditable_t, GetProperties)
+    X(Init, global, Init)                                                                          \
+    X(DriverGet, driver, Get)                                                                      \
+    X(DriverGetApiVersion, driver, GetApiVersion)                                                  \
+    X(DriverGetProperties, driver, GetProperties)                                                  \
+    X(DriverGetExtensionProperties, driver, GetExtensionProperties)                                \
+    X(DriverGetExtensionFunctionAddress, driver, GetExtensionFunctionAddress)                      \
+    X(DeviceGet, device, Get)                                                                      \
+    X(DeviceGetProperties, device, GetProperties)                                                  \
+    X(DeviceGetComputeProperties, device, GetComputeProperties)                                    \
+    X(DeviceGetMemoryProperties, device, GetMemoryProperties)                                      \
+    X(DeviceGetCommandQueueGroupProperties, device, GetCommandQueueGroupProperties)                \
+    X(DeviceGetStatus, device, GetStatus)                                                          \
+    X(ContextCreate, context, Create)                                                              \
+    X(ContextDestroy, context, Destroy)                                                            \
+    X(CommandQueueCreate, command_queue, Create)                                                   \
+    X(CommandQueueDestroy, command_queue, Destroy)                                                 \
+    X(CommandQueueExecuteCommandLists, command_queue, ExecuteCommandLists)                         \
+    X(CommandQueueSynchronize, command_queue, Synchronize)                                         \
+    X(CommandListCreate, command_list, Create)                                                     \
+    X(CommandListCreateImmediate, command_list, CreateImmediate)                                   \
+    X(CommandListDestroy, command_list, Destroy)                                                   \
+    X(CommandListClose, command_list, Close)                                                       \
+    X(CommandListReset, command_list, Reset)                                                       \
+    X(CommandListAppendBarrier, command_list, AppendBarrier)                                       \
+    X(CommandListAppendMemoryCopy, command_list, AppendMemoryCopy)                                 \
+    X(CommandListAppendMemoryFill, command_list, AppendMemoryFill)                                 \
+    X(CommandListAppendLaunchKernel, command_list, AppendLaunchKernel)                             \
+    X(CommandListAppendSignalEvent, command_list, AppendSignalEvent)                               \
+    X(CommandListAppendWaitOnEvents, command_list, AppendWaitOnEvents)                             \
+    X(CommandListAppendEventReset, command_list, AppendEventReset)                                 \
+    X(EventPoolCreate, event_pool, Create)                                                         \
+    X(EventPoolDestroy, event_pool, Destroy)                                                       \
+    X(EventCreate, event, Create)                                                                  \
+    X(EventDestroy, event, Destroy)                                                                \
+    X(EventHostSynchronize, event, HostSynchronize)                                                \
+    X(EventQueryStatus, event, QueryStatus)                                                        \
+    X(EventHostReset, event, HostReset)                                                            \
+    X(FenceCreate, fence, Create)                                                                  \
+    X(FenceDestroy, fence, Destroy)                                                                \
+    X(FenceHostSynchronize, fence, HostSynchronize)                                                \
+    X(FenceReset, fence, Reset)                                                                    \
+    X(FenceQueryStatus, fence, QueryStatus)                                                        \
+    X(MemAllocDevice, mem, AllocDevice)                                                            \
+    X(MemAllocHost, mem, AllocHost)                                                                \
+    X(MemFree, mem, Free)                                                                          \
+    X(ModuleCreate, module, Create)                                                                \
+    X(ModuleDestroy, module, Destroy)                                                              \
+    X(ModuleBuildLogDestroy, module_build_log, Destroy)                                            \
+    X(ModuleBuildLogGetString, module_build_log, GetString)                                        \
+    X(KernelCreate, kernel, Create)                                                                \
+    X(KernelDestroy, kernel, Destroy)                                                              \
+    X(KernelSetArgumentValue, kernel, SetArgumentValue)                                            \
+    X(KernelSetGroupSize, kernel, SetGroupSize)                                                    \
+    X(KernelGetProperties, kernel, GetProperties)
 
 /* X(name, extension, minor): the functions zeDriverGetExtensionFunctionAddress serves, of the
  * type acg_ze_pfn_<name> the backend declares (ze_ext.h); `extension` is the fake_ext that must
@@ -139,7 +123,7 @@
 /* One index per implemented entry point, core then extension, for call counts, injection and
  * hiding. */
 enum fake_ep {
-#define FAKE_EP_ENUM(name, pfn, a, b) FAKE_EP_##name,
+#define FAKE_EP_ENUM(ep, table, slot) FAKE_EP_ze##ep,
     FAKE_ENTRY_POINTS(FAKE_EP_ENUM)
 #undef FAKE_EP_ENUM
 #define FAKE_EXT_ENUM(name, ext, minor) FAKE_EP_##name,
@@ -694,7 +678,7 @@ void fake__modules_unload(void);
 /* One per line of FAKE_ENTRY_POINTS and FAKE_EXT_FUNCTIONS, declared with the type of its
  * ze_pfn<pfn>_t (the loader's) or acg_ze_pfn_<name> (ze_ext.h's): a definition whose parameters
  * drifted from the ABI does not compile. */
-#define FAKE_EP_DECLARE(name, pfn, table, slot) __typeof__(*(ze_pfn##pfn##_t)0) fake_##name;
+#define FAKE_EP_DECLARE(ep, table, slot) __typeof__(*(ze_pfn##ep##_t)0) fake_ze##ep;
 FAKE_ENTRY_POINTS(FAKE_EP_DECLARE)
 #undef FAKE_EP_DECLARE
 #define FAKE_EXT_DECLARE(name, ext, minor) __typeof__(*(acg_ze_pfn_##name)0) fake_##name;
