@@ -86,10 +86,11 @@ void fake__mutable_assign(struct fake_list *l, struct fake_cmd *cmd) {
 
 /* ---- ids ------------------------------------------------------------------------------------ */
 
-/* (lock held) The preamble of every function here: a live mutable list. */
-static ze_result_t mutable_list(ze_command_list_handle_t h, const char *fn,
-                                struct fake_list **out) {
-    ze_result_t r = fake__ready_lookup(FAKE_LIST, h, fn, (void **)out);
+/* (takes the lock, held on return whatever the result) The preamble of every function here: a
+ * live mutable list. */
+static ze_result_t lock_mutable_list(ze_command_list_handle_t h, const char *fn,
+                                     struct fake_list **out) {
+    ze_result_t r = fake__lock_object(FAKE_LIST, h, fn, (void **)out);
     if (r == ZE_RESULT_SUCCESS && !(*out)->mutable_) {
         fake__violation("%s: the list was not created mutable (%s in its descriptor's pNext)", fn,
                         "acg_ze_mutable_command_list_exp_desc_t");
@@ -103,8 +104,7 @@ static ze_result_t next_id(ze_command_list_handle_t hCommandList,
                            ze_kernel_handle_t *phKernels, uint64_t *pCommandId, const char *fn) {
     struct fake_list *l;
     struct fake_ref *kernels = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = mutable_list(hCommandList, fn, &l);
+    ze_result_t r = lock_mutable_list(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS &&
         (desc == NULL || pCommandId == NULL || (numKernels > 0 && phKernels == NULL))) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
@@ -177,10 +177,11 @@ ze_result_t fake_zeCommandListGetNextCommandIdWithKernelsExp(
 
 /* ---- updates -------------------------------------------------------------------------------- */
 
-/* (lock held) The preamble of an update: a mutable list no execution uses, and the index of
- * command `id` in it with `flag` allowed (or -1 for no id; then the result says why). */
-static ze_result_t updatable(ze_command_list_handle_t h, const char *fn, struct fake_list **out) {
-    ze_result_t r = mutable_list(h, fn, out);
+/* (takes the lock, as lock_mutable_list) The preamble of an update: a mutable list no execution
+ * uses. */
+static ze_result_t lock_updatable(ze_command_list_handle_t h, const char *fn,
+                                  struct fake_list **out) {
+    ze_result_t r = lock_mutable_list(h, fn, out);
     if (r == ZE_RESULT_SUCCESS && (*out)->obj.pending > 0) {
         fake__violation("%s: an execution of the list is pending (synchronize first)", fn);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -289,8 +290,7 @@ fake_zeCommandListUpdateMutableCommandsExp(ze_command_list_handle_t hCommandList
     struct fake_list *l;
     struct fake_cmd *scratch = NULL;
     char *touched = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = updatable(hCommandList, fn, &l);
+    ze_result_t r = lock_updatable(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS && desc == NULL) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
@@ -340,8 +340,7 @@ ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
     struct fake_list *l;
     struct fake_ref signal = {0};
     size_t at;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = updatable(hCommandList, fn, &l);
+    ze_result_t r = lock_updatable(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS) {
         r = find_cmd(l, commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_SIGNAL_EVENT, fn, &at);
     }
@@ -366,8 +365,7 @@ fake_zeCommandListUpdateMutableCommandWaitEventsExp(ze_command_list_handle_t hCo
     struct fake_list *l;
     struct fake_cmd waits = {.kind = FAKE_CMD_BARRIER};
     size_t at;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = updatable(hCommandList, fn, &l);
+    ze_result_t r = lock_updatable(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS) {
         r = find_cmd(l, commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_WAIT_EVENTS, fn, &at);
     }
@@ -400,8 +398,7 @@ ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_han
     struct fake_list *l;
     size_t *at = NULL;
     struct fake_kernel **ks = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = updatable(hCommandList, fn, &l);
+    ze_result_t r = lock_updatable(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS && numKernels > 0 && (pCommandId == NULL || phKernels == NULL)) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }

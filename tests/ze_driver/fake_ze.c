@@ -512,14 +512,10 @@ ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, voi
     return ZE_RESULT_SUCCESS;
 }
 
-ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out) {
-    ze_result_t r = fake__ready();
-    return r == ZE_RESULT_SUCCESS ? fake__lookup(kind, h, fn, out) : r;
-}
-
 ze_result_t fake__lock_object(enum fake_kind kind, const void *h, const char *fn, void **out) {
     pthread_mutex_lock(&fake__g.lock);
-    return fake__ready_lookup(kind, h, fn, out);
+    ze_result_t r = fake__ready();
+    return r == ZE_RESULT_SUCCESS ? fake__lookup(kind, h, fn, out) : r;
 }
 
 ze_result_t fake__lock_context_device(ze_context_handle_t hContext, ze_device_handle_t hDevice,

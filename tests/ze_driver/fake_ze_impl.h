@@ -499,7 +499,7 @@ static inline ze_result_t fake__given(ze_result_t r, const void *out) {
 /* (lock held) UNINITIALIZED before zeInit, else SUCCESS. */
 ze_result_t fake__ready(void);
 /* The start of most entry points, after FAKE_ENTER: takes fake__g.lock (held on return, whatever
- * the result), then fake__ready_lookup. */
+ * the result), then fake__ready and fake__lookup. */
 ze_result_t fake__lock_object(enum fake_kind kind, const void *h, const char *fn, void **out);
 /* The start of a creation on a device, after FAKE_ENTER: fake__lock_object for the context, then
  * the device (fake__device). */
@@ -525,8 +525,6 @@ ze_result_t fake__destroy(enum fake_kind kind, const void *h, const char *fn,
  * handle that is not live (destroyed, never created, or of another kind) is a violation
  * reported for `fn`, and INVALID_ARGUMENT. */
 ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
-/* (lock held) fake__ready, then fake__lookup: the preamble of nearly every entry point. */
-ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
 /* (lock held) The device of handle h, or INVALID_NULL_HANDLE / INVALID_ARGUMENT. */
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out);
 /* Counts user-visible objects made (delta 1) or released (-1), for acgtest_ze_live. */
