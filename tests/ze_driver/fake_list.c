@@ -56,8 +56,7 @@ static ze_result_t check_queue_desc(const ze_command_queue_desc_t *desc, const c
     return ZE_RESULT_SUCCESS;
 }
 
-/* ---- command queues ---------------------------------------------------------------------------
- */
+/* ---- command queues ------------------------------------------------------------------------- */
 
 /* (lock held) A command queue of ctx and dev from a checked queue descriptor, its worker started
  * (`what` names its owner in messages): NULL when out of memory. zeCommandQueueCreate makes it a
