@@ -28,17 +28,14 @@
 #ifndef ACG_TESTS_CUDA_DRIVER_ACGTEST_CUDA_H
 #define ACG_TESTS_CUDA_DRIVER_ACGTEST_CUDA_H
 
+#include "../driver_common/acgtest_api.h"
 #include "acg/acg.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#if defined(__GNUC__) && __GNUC__ >= 4
-#define ACGTEST_CUDA_API __attribute__((visibility("default")))
-#else
-#define ACGTEST_CUDA_API
-#endif
+#define ACGTEST_CUDA_API ACGTEST_API
 
 /* Gives the driver the kernels it runs: cuLibraryGetKernel(&k, lib, name) looks the CUDA
  * function `name` up with `lookup` and launches of k call the desc's cpu.fn (the cpu backend's
@@ -55,16 +52,14 @@ extern "C" {
  * the function name. */
 typedef const acg_kernel_desc *(*acgtest_cuda_lookup_fn)(const void *image, size_t size,
                                                          const char *name);
-ACGTEST_CUDA_API void acgtest_cuda_bind_kernels(acgtest_cuda_lookup_fn lookup);
-typedef void (*acgtest_cuda_bind_kernels_fn)(acgtest_cuda_lookup_fn lookup);
+ACGTEST_FUNCTION(void, acgtest_cuda_bind_kernels, (acgtest_cuda_lookup_fn lookup));
 
 /* Makes the nth (1-based) call from now of entry point `name` return `code` (a CUresult)
  * without doing anything else. name NULL or "*": the nth call of any entry point except
  * cuGetErrorName and cuGetErrorString. nth 0 clears the pending injection. One injection is
  * pending at a time: a new one replaces it; it fires once. An unknown name is reported on
  * stderr and never fires. The call still counts in acgtest_cuda_calls. */
-ACGTEST_CUDA_API void acgtest_cuda_fail(const char *name, unsigned nth, int code);
-typedef void (*acgtest_cuda_fail_fn)(const char *name, unsigned nth, int code);
+ACGTEST_FUNCTION(void, acgtest_cuda_fail, (const char *name, unsigned nth, int code));
 
 /* Gives device `device`'s primary context the fault `code` (a CUresult; 0 clears it), as work
  * that faulted on a GPU would (CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_ILLEGAL_ADDRESS, ...): from
@@ -73,26 +68,22 @@ typedef void (*acgtest_cuda_fail_fn)(const char *name, unsigned nth, int code);
  * still release, and queued work no longer runs. The context's teardown (its last
  * cuDevicePrimaryCtxRelease) clears it, as a new context would start clean. An unknown device
  * is reported on stderr. */
-ACGTEST_CUDA_API void acgtest_cuda_set_sticky(int device, int code);
-typedef void (*acgtest_cuda_set_sticky_fn)(int device, int code);
+ACGTEST_FUNCTION(void, acgtest_cuda_set_sticky, (int device, int code));
 
 /* How many times entry point `name` was called since the start or the last
  * acgtest_cuda_reset_counts, failed and injected calls included. NULL: the sum over every
  * entry point except cuGetErrorName and cuGetErrorString. 0 for an unknown name. */
-ACGTEST_CUDA_API unsigned long acgtest_cuda_calls(const char *name);
-typedef unsigned long (*acgtest_cuda_calls_fn)(const char *name);
+ACGTEST_FUNCTION(unsigned long, acgtest_cuda_calls, (const char *name));
 
 /* How many driver objects are alive: device allocations, pinned allocations, host
  * registrations, streams, events, libraries, graphs, graph execs and primary context retains,
  * plus the objects a context's teardown (its last cuDevicePrimaryCtxRelease) or the driver's
  * unload had to free for an owner that leaked them: a leak hidden by a teardown still shows.
  * A test checks that it comes back to its value at the start. */
-ACGTEST_CUDA_API long acgtest_cuda_live(void);
-typedef long (*acgtest_cuda_live_fn)(void);
+ACGTEST_FUNCTION(long, acgtest_cuda_live, (void));
 
 /* Sets every call count to zero (the live count is not a count of calls, and stays). */
-ACGTEST_CUDA_API void acgtest_cuda_reset_counts(void);
-typedef void (*acgtest_cuda_reset_counts_fn)(void);
+ACGTEST_FUNCTION(void, acgtest_cuda_reset_counts, (void));
 
 #ifdef __cplusplus
 }

@@ -25,47 +25,39 @@
 #ifndef ACG_TESTS_CUDA_DRIVER_ACGTEST_NCCL_H
 #define ACG_TESTS_CUDA_DRIVER_ACGTEST_NCCL_H
 
+#include "../driver_common/acgtest_api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#if defined(__GNUC__) && __GNUC__ >= 4
-#define ACGTEST_NCCL_API __attribute__((visibility("default")))
-#else
-#define ACGTEST_NCCL_API
-#endif
+#define ACGTEST_NCCL_API ACGTEST_API
 
 /* Makes the nth (1-based) call from now of function `name` return `code` (an ncclResult_t)
  * without doing anything else. name NULL or "*": the nth call of any function except
  * ncclGetErrorString and ncclGetLastError. nth 0 clears the pending injection. One injection is
  * pending at a time; it fires once. An unknown name is reported on stderr and never fires. The
  * call still counts in acgtest_nccl_calls. */
-ACGTEST_NCCL_API void acgtest_nccl_fail(const char *name, unsigned nth, int code);
-typedef void (*acgtest_nccl_fail_fn)(const char *name, unsigned nth, int code);
+ACGTEST_FUNCTION(void, acgtest_nccl_fail, (const char *name, unsigned nth, int code));
 
 /* How many times function `name` was called since the start or the last
  * acgtest_nccl_reset_counts, failed and injected calls included. NULL: the sum over every
  * function except ncclGetErrorString and ncclGetLastError. 0 for an unknown name. */
-ACGTEST_NCCL_API unsigned long acgtest_nccl_calls(const char *name);
-typedef unsigned long (*acgtest_nccl_calls_fn)(const char *name);
+ACGTEST_FUNCTION(unsigned long, acgtest_nccl_calls, (const char *name));
 
 /* How many allreduces ran on a stream (eagerly, or as a node of a replayed graph) since the
  * start or the last acgtest_nccl_reset_counts. */
-ACGTEST_NCCL_API unsigned long acgtest_nccl_runs(void);
-typedef unsigned long (*acgtest_nccl_runs_fn)(void);
+ACGTEST_FUNCTION(unsigned long, acgtest_nccl_runs, (void));
 
 /* How many communicators are alive (initialized, not yet destroyed or aborted). */
-ACGTEST_NCCL_API long acgtest_nccl_live(void);
-typedef long (*acgtest_nccl_live_fn)(void);
+ACGTEST_FUNCTION(long, acgtest_nccl_live, (void));
 
 /* Makes ncclCommGetAsyncError report `code` for every communicator from now on, as a
  * communicator that failed asynchronously (a peer lost) does; 0 clears it. */
-ACGTEST_NCCL_API void acgtest_nccl_set_async_error(int code);
-typedef void (*acgtest_nccl_set_async_error_fn)(int code);
+ACGTEST_FUNCTION(void, acgtest_nccl_set_async_error, (int code));
 
 /* Sets every call count and the run count to zero (the live count stays). */
-ACGTEST_NCCL_API void acgtest_nccl_reset_counts(void);
-typedef void (*acgtest_nccl_reset_counts_fn)(void);
+ACGTEST_FUNCTION(void, acgtest_nccl_reset_counts, (void));
 
 #ifdef __cplusplus
 }

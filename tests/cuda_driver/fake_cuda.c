@@ -92,18 +92,6 @@ static const char *const entry_point_names[FAKE_EP_COUNT] = {
 #undef FAKE_EP_NAME
 };
 
-/* Never called: makes the compiler check each entry point against the PFN type of the version
- * it is served at, so an argument list that drifted from the ABI does not compile cleanly. */
-static void check_entry_point_types(void) {
-#define FAKE_EP_CHECK(name, version)                                                               \
-    {                                                                                              \
-        PFN_##name##_v##version typed = fake_##name;                                               \
-        (void)typed;                                                                               \
-    }
-    FAKE_ENTRY_POINTS(FAKE_EP_CHECK)
-#undef FAKE_EP_CHECK
-}
-
 /* What the backend's list asks for: an entry point it lists and this driver lacks is an
  * undeclared FAKE_EP_ name, one at another version fails the assertion. */
 enum {
@@ -134,6 +122,8 @@ static unsigned long call_counts[FAKE_EP_COUNT];
 static struct fake_ledger ledger =
     FAKE_LEDGER_INIT("acg CUDA test driver", entry_point_names, call_counts, counted);
 
+void fake__live(long delta) { fake__ledger_live(&ledger, delta); }
+
 CUresult fake__enter(enum fake_ep ep) { return (CUresult)fake__ledger_enter(&ledger, (int)ep); }
 
 /* ---- environment --------------------------------------------------------------------------- */
@@ -146,9 +136,6 @@ static long env_long(const char *name, long def, long lo, long hi) {
 }
 
 static void load_config(void) {
-    if (entry_points[0].fn == NULL) { /* never: keeps the type check compiled and used */
-        check_entry_point_types();
-    }
     fake__cfg.version = (int)env_long("ACGTEST_CUDA_VERSION", 13000, 1000, 99999);
     fake__cfg.devices = (int)env_long("ACGTEST_CUDA_DEVICES", 1, 0, FAKE_MAX_DEVICES);
     fake__cfg.mem_bytes = (size_t)env_long("ACGTEST_CUDA_MEM_MB", 16384, 1, 1L << 24) << 20;
@@ -228,10 +215,7 @@ ACGTEST_CUDA_API void acgtest_cuda_set_sticky(int device, int code) {
 
 ACGTEST_CUDA_API long acgtest_cuda_live(void) {
     ensure_config();
-    pthread_mutex_lock(&fake__g.lock);
-    long n = fake__g.live + fake__g.reclaimed;
-    pthread_mutex_unlock(&fake__g.lock);
-    return n;
+    return fake__ledger_live_count(&ledger);
 }
 
 ACGTEST_CUDA_API void acgtest_cuda_bind_kernels(acgtest_cuda_lookup_fn lookup) {
@@ -248,13 +232,7 @@ CUresult fake_cuInit(unsigned int flags) {
     if (flags != 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (fake__cfg.init_fail != CUDA_SUCCESS) {
-        return fake__cfg.init_fail;
-    }
-    pthread_mutex_lock(&fake__g.lock);
-    fake__g.initialized = 1;
-    pthread_mutex_unlock(&fake__g.lock);
-    return CUDA_SUCCESS;
+    return (CUresult)fake__init((int)fake__cfg.init_fail, &fake__g.lock, &fake__g.initialized);
 }
 
 /* Works before cuInit, as the real one. */
@@ -291,30 +269,27 @@ CUresult fake_cuDeviceGetCount(int *count) {
     return CUDA_SUCCESS;
 }
 
+/* A device query answered with an int: device_check, then the answer in *out. */
+static CUresult device_answer(CUdevice dev, int *out, int value) {
+    CUresult r = fake__given(device_check(dev), out);
+    if (r == CUDA_SUCCESS) {
+        *out = value;
+    }
+    return r;
+}
+
 CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
     FAKE_ENTER(cuDeviceGet);
-    CUresult r = device_check(ordinal);
-    if (r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *device = ordinal;
-    return CUDA_SUCCESS;
+    return device_answer(ordinal, device, ordinal);
 }
 
 CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev) {
     FAKE_ENTER(cuDeviceGetName);
-    CUresult r = device_check(dev);
-    if (r != CUDA_SUCCESS) {
-        return r;
+    CUresult r = fake__given(device_check(dev), len > 0 ? name : NULL);
+    if (r == CUDA_SUCCESS) {
+        snprintf(name, (size_t)len, "%s", "acg CUDA test driver");
     }
-    if (name == NULL || len <= 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    snprintf(name, (size_t)len, "%s", "acg CUDA test driver");
-    return CUDA_SUCCESS;
+    return r;
 }
 
 /* An H100/H200-like sm_90 device; attributes acg never reads get plausible values. */
@@ -390,28 +365,17 @@ static int attribute_value(CUdevice_attribute a) {
 
 CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
     FAKE_ENTER(cuDeviceGetAttribute);
-    CUresult r = device_check(dev);
-    if (r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (pi == NULL || (int)attrib < 1 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *pi = attribute_value(attrib);
-    return CUDA_SUCCESS;
+    int known = (int)attrib >= 1 && attrib < CU_DEVICE_ATTRIBUTE_MAX;
+    return device_answer(dev, known ? pi : NULL, known ? attribute_value(attrib) : 0);
 }
 
 CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
     FAKE_ENTER(cuDeviceTotalMem);
-    CUresult r = device_check(dev);
-    if (r != CUDA_SUCCESS) {
-        return r;
+    CUresult r = fake__given(device_check(dev), bytes);
+    if (r == CUDA_SUCCESS) {
+        *bytes = fake__cfg.mem_bytes;
     }
-    if (bytes == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *bytes = fake__cfg.mem_bytes;
-    return CUDA_SUCCESS;
+    return r;
 }
 
 /* ---- contexts ------------------------------------------------------------------------------- */
@@ -447,14 +411,85 @@ CUresult fake__current_release(struct CUctx_st **out, CUresult *fault) {
     return CUDA_SUCCESS;
 }
 
+CUresult fake__lock_initialized(void) {
+    pthread_mutex_lock(&fake__g.lock);
+    return fake__g.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult fake__lock_current(struct CUctx_st **out) {
+    pthread_mutex_lock(&fake__g.lock);
+    return fake__current(out);
+}
+
+CUresult fake__unlock(CUresult r) {
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+CUresult fake__handle(const struct fake_vec *set, const void *h, void **out) {
+    if (h == NULL || !fake__vec_has(set, h)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *out = (void *)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake__publish(struct fake_vec *set, void *obj, void (*free_fn)(void *obj), void **out) {
+    if (obj == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (fake__vec_push(set, obj) != 0) {
+        free_fn(obj);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fake__live(1);
+    *out = obj;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake__release(struct fake_vec *set, void *h,
+                       CUresult (*check)(struct CUctx_st *ctx, void *obj),
+                       void (*free_fn)(void *obj)) {
+    struct CUctx_st *ctx;
+    void *obj;
+    CUresult fault;
+    pthread_mutex_lock(&fake__g.lock);
+    CUresult r = fake__current_release(&ctx, &fault);
+    if (r == CUDA_SUCCESS) {
+        r = fake__handle(set, h, &obj);
+    }
+    if (r == CUDA_SUCCESS && check != NULL) {
+        r = check(ctx, obj);
+    }
+    if (r == CUDA_SUCCESS) {
+        fake__vec_remove(set, obj);
+        fake__live(-1);
+        free_fn(obj);
+        r = fault;
+    }
+    return fake__unlock(r);
+}
+
+_Static_assert(offsetof(struct CUstream_st, ctx) == 0, "a stream begins with its context");
+_Static_assert(offsetof(struct CUevent_st, ctx) == 0, "an event begins with its context");
+_Static_assert(offsetof(struct CUgraph_st, ctx) == 0, "a graph begins with its context");
+_Static_assert(offsetof(struct CUgraphExec_st, ctx) == 0, "an exec begins with its context");
+
+void fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj)) {
+    for (size_t i = set->n; i-- > 0;) {
+        void *obj = set->v[i];
+        if (*(struct CUctx_st **)obj == ctx) {
+            fake__vec_remove(set, obj);
+            free_fn(obj);
+        }
+    }
+}
+
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     FAKE_ENTER(cuDevicePrimaryCtxRetain);
-    CUresult r = device_check(dev);
+    CUresult r = fake__given(device_check(dev), pctx);
     if (r != CUDA_SUCCESS) {
         return r;
-    }
-    if (pctx == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
     }
     pthread_mutex_lock(&fake__g.lock);
     struct CUctx_st *ctx = &fake__g.ctx[dev];
@@ -462,7 +497,7 @@ CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         pthread_cond_wait(&fake__g.progress, &fake__g.lock);
     }
     ctx->retains++;
-    fake__g.live++;
+    fake__live(1);
     pthread_mutex_unlock(&fake__g.lock);
     *pctx = ctx;
     return CUDA_SUCCESS;
@@ -480,7 +515,7 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
         r = CUDA_ERROR_INVALID_CONTEXT;
     } else {
         ctx->retains--;
-        fake__g.live--;
+        fake__live(-1);
         if (ctx->retains == 0) {
             fake__ctx_teardown(ctx);
         }
@@ -489,28 +524,25 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
     return r;
 }
 
-CUresult fake_cuCtxSetCurrent(CUcontext ctx) {
-    FAKE_ENTER(cuCtxSetCurrent);
-    CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&fake__g.lock);
-    if (!fake__g.initialized) {
-        r = CUDA_ERROR_NOT_INITIALIZED;
-    } else if (ctx == NULL) {
-        tls_ctx = NULL;
-    } else {
-        /* Only an active primary context: the handle is compared, never read, until found. */
-        int found = 0;
-        for (int i = 0; i < fake__cfg.devices; i++) {
-            found |= ctx == &fake__g.ctx[i];
-        }
-        if (!found || ctx->retains == 0) {
-            r = CUDA_ERROR_INVALID_CONTEXT;
-        } else {
-            tls_ctx = ctx;
+int fake__ctx_active(CUcontext h) {
+    for (int i = 0; i < fake__cfg.devices; i++) {
+        if (h == &fake__g.ctx[i]) {
+            return h->retains > 0;
         }
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return 0;
+}
+
+CUresult fake_cuCtxSetCurrent(CUcontext ctx) {
+    FAKE_ENTER(cuCtxSetCurrent);
+    CUresult r = fake__lock_initialized();
+    if (r == CUDA_SUCCESS && ctx != NULL && !fake__ctx_active(ctx)) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (r == CUDA_SUCCESS) {
+        tls_ctx = ctx;
+    }
+    return fake__unlock(r);
 }
 
 void fake__ctx_teardown(struct CUctx_st *ctx) {
@@ -518,28 +550,18 @@ void fake__ctx_teardown(struct CUctx_st *ctx) {
     /* Queued work finishes first, as in CUDA; with no retains left nothing new can be queued
      * on the context's streams. */
     fake__ctx_synchronize(ctx);
-    long freed = 0;
     for (size_t i = fake__g.captures.n; i-- > 0;) {
         struct fake_capture *c = fake__g.captures.v[i];
         if (c->ctx == ctx) {
             fake__capture_discard(c);
         }
     }
-    for (size_t i = fake__g.streams.n; i-- > 0;) {
-        struct CUstream_st *s = fake__g.streams.v[i];
-        if (s->ctx == ctx) {
-            fake__vec_remove(&fake__g.streams, s);
-            s->quit = 1;
-            pthread_cond_signal(&s->work);
-            fake__stream_release(s); /* the handle's reference; the worker keeps its own */
-            freed++;
-        }
-    }
+    fake__streams_reclaim(ctx);
     for (;;) {
         int running = 0;
         for (size_t i = 0; i < fake__g.workers.n; i++) {
             struct CUstream_st *s = fake__g.workers.v[i];
-            running |= s->ctx == ctx && !s->exited;
+            running |= s->ctx == ctx && !s->worker.exited;
         }
         if (!running) {
             break;
@@ -547,22 +569,9 @@ void fake__ctx_teardown(struct CUctx_st *ctx) {
         pthread_cond_wait(&fake__g.progress, &fake__g.lock);
     }
     fake__reap_workers();
-    for (size_t i = fake__g.events.n; i-- > 0;) {
-        struct CUevent_st *e = fake__g.events.v[i];
-        if (e->ctx == ctx) {
-            fake__vec_remove(&fake__g.events, e);
-            if (e->stream != NULL) {
-                fake__stream_release(e->stream);
-            }
-            fake__ids_free(&e->frontier);
-            free(e);
-            freed++;
-        }
-    }
-    freed += fake__graphs_reclaim(ctx);
-    freed += fake__ranges_reclaim(ctx);
-    fake__g.live -= freed;
-    fake__g.reclaimed += freed;
+    fake__events_reclaim(ctx);
+    fake__graphs_reclaim(ctx);
+    fake__ranges_reclaim(ctx);
     ctx->allocated = 0;
     ctx->sticky = CUDA_SUCCESS;
     ctx->tearing_down = 0;
@@ -577,15 +586,11 @@ __attribute__((destructor)) static void fake_unload(void) {
     for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
         struct CUctx_st *ctx = &fake__g.ctx[i];
         if (ctx->retains > 0) {
-            fake__g.live -= ctx->retains;
-            fake__g.reclaimed += ctx->retains;
             ctx->retains = 0;
             fake__ctx_teardown(ctx);
         }
     }
-    long freed = fake__libraries_reclaim();
-    fake__g.live -= freed;
-    fake__g.reclaimed += freed;
+    fake__libraries_reclaim();
     fake__vec_free(&fake__g.ranges);
     fake__vec_free(&fake__g.streams);
     fake__vec_free(&fake__g.workers);

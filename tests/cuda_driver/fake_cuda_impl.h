@@ -30,7 +30,7 @@
 /* ---- entry points ------------------------------------------------------------------------- */
 
 /* X(name, version): every entry point this driver implements, at the ABI version of the PFN
- * typedef it matches (fake_cuda.c has the compiler check each). It serves only those of
+ * typedef it matches (its declaration takes that type, below). It serves only those of
  * src/backends/cuda/entry_points.h, and each of those must be here at the same version, or
  * fake_cuda.c does not compile: a backend needing a new entry point needs it here first. Any
  * implemented here that the backend dropped from its list stay implemented and are reported as
@@ -109,13 +109,7 @@ enum fake_ep {
 /* Counts a call of entry point `ep` and returns the code an injected failure makes it return,
  * or CUDA_SUCCESS to go on. Every entry point starts with FAKE_ENTER. */
 CUresult fake__enter(enum fake_ep ep);
-#define FAKE_ENTER(name)                                                                           \
-    do {                                                                                           \
-        CUresult fake_injected_ = fake__enter(FAKE_EP_##name);                                     \
-        if (fake_injected_ != CUDA_SUCCESS) {                                                      \
-            return fake_injected_;                                                                 \
-        }                                                                                          \
-    } while (0)
+#define FAKE_ENTER(name) FAKE_LEDGER_ENTER(fake__enter, FAKE_EP_##name)
 
 /* The environment knobs, read once (fake_cuda.c); read-only afterwards. */
 struct fake_config {
@@ -191,13 +185,7 @@ struct CUstream_st {
     /* The handle, the worker (until joined), each event whose last record is on this stream
      * and each queued wait on it hold one reference; the last one frees the stream. */
     long refs;
-    pthread_t thread;
-    pthread_cond_t work;          /* signalled when an op is queued or quit is set */
-    int quit;                     /* destroyed: the worker drains the queue, then exits */
-    int exited;                   /* the worker has returned and can be joined */
-    struct fake_op *head, *tail;  /* queued ops, head running or next */
-    uint64_t submitted;           /* ops ever queued */
-    uint64_t completed;           /* ops finished, in order; completed <= submitted */
+    struct fake_worker worker;    /* runs its ops; told to quit when the stream is destroyed */
     struct fake_capture *capture; /* the capture this stream records into; NULL: none */
     struct fake_ids frontier;     /* while capturing: the nodes its next node depends on */
     /* cuStreamGetCaptureInfo's answer: the frontier's nodes and their (default) edge data,
@@ -318,13 +306,14 @@ struct fake_state {
     const acg_kernel_desc *(*lookup)(const void *image, size_t size,
                                      const char *name); /* acgtest_cuda_bind_kernels */
     uint64_t next_id; /* the last id given to a graph or a capture */
-    long live;        /* user-visible objects alive (acgtest_cuda_live) */
-    long reclaimed;   /* objects a context teardown or unload freed for their leaking owner */
 };
 extern struct fake_state fake__g;
 
 /* ---- shared helpers ------------------------------------------------------------------------ */
 
+/* Counts user-visible objects made (delta 1) or released (-1), for acgtest_cuda_live; what a
+ * context's teardown or the unload frees for an owner that leaked it is not released. */
+void fake__live(long delta);
 /* (lock held) The calling thread's current context: NOT_INITIALIZED before cuInit,
  * INVALID_CONTEXT when the thread has none (or it was released), or its sticky fault. */
 CUresult fake__current(struct CUctx_st **out);
@@ -332,6 +321,37 @@ CUresult fake__current(struct CUctx_st **out);
  * fault is given too, with *fault set to the fault (else CUDA_SUCCESS), which the release
  * returns once it released (see fake_cuda.c). */
 CUresult fake__current_release(struct CUctx_st **out, CUresult *fault);
+/* The start of an entry point that needs no context, after FAKE_ENTER: takes fake__g.lock (held
+ * on return, whatever the result); NOT_INITIALIZED before cuInit. */
+CUresult fake__lock_initialized(void);
+/* (lock held) Whether h is an active primary context: compared, never read, until found. */
+int fake__ctx_active(CUcontext h);
+/* The start of most entry points, after FAKE_ENTER: takes fake__g.lock (held on return,
+ * whatever the result), then fake__current. */
+CUresult fake__lock_current(struct CUctx_st **out);
+/* The end of an entry point that took fake__g.lock: lets go of it and returns r. */
+CUresult fake__unlock(CUresult r);
+/* r, the checks so far, or INVALID_VALUE when they passed and there is no `out` to answer in. */
+static inline CUresult fake__given(CUresult r, const void *out) {
+    return r == CUDA_SUCCESS && out == NULL ? CUDA_ERROR_INVALID_VALUE : r;
+}
+/* (lock held) h as a live handle of `set` (the handle is the object) in *out:
+ * CUDA_ERROR_INVALID_HANDLE for NULL or one that is not live. */
+CUresult fake__handle(const struct fake_vec *set, const void *h, void **out);
+/* (lock held) The end of a creation: obj, just made (NULL: out of memory), becomes a live handle
+ * of `set` in *out, or is freed with free_fn when the set has no room (OUT_OF_MEMORY). */
+CUresult fake__publish(struct fake_vec *set, void *obj, void (*free_fn)(void *obj), void **out);
+/* A release entry point (cuStreamDestroy, cuEventDestroy, ...), after FAKE_ENTER: takes the
+ * lock, the calling thread's context (fake__current_release) and the live handle h of `set`;
+ * `check` (optional) may refuse the release with its result, the handle staying; else the
+ * handle is forgotten and free_fn frees what it holds. The result is then the fault the context
+ * holds (CUDA_SUCCESS: none). */
+CUresult fake__release(struct fake_vec *set, void *h,
+                       CUresult (*check)(struct CUctx_st *ctx, void *obj),
+                       void (*free_fn)(void *obj));
+/* (lock held) At ctx's teardown: forgets every live handle of `set` that belongs to ctx and
+ * frees it with free_fn. Every handle's struct begins with its context. */
+void fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj));
 /* (lock held) A stream handle of `ctx` usable for work. */
 CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out);
 /* The preamble of a stream call: takes fake__g.lock (held on return, whatever the result), then
@@ -339,6 +359,12 @@ CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st *
 CUresult fake__lock_stream(CUstream h, struct CUctx_st **ctx, struct CUstream_st **out);
 /* (lock held) Runs `work` in `s`'s order: records a node when s captures, else queues it. */
 CUresult fake__submit(struct CUstream_st *s, const struct fake_work *work);
+/* (lock held; lets go of it) The end of a stream call whose checks gave r: fake__submit when
+ * they passed; the result. */
+CUresult fake__unlock_submit(CUresult r, struct CUstream_st *s, const struct fake_work *work);
+/* (lock held) SUCCESS for a stream that does not capture; for one that does, a call a capture
+ * cannot take: the capture is invalidated, and the result STREAM_CAPTURE_UNSUPPORTED. */
+CUresult fake__not_capturing(struct CUstream_st *s);
 /* (lock held) Queues a replay of `x` (launch) or its upload (!launch) on `s`, which does not
  * capture. */
 CUresult fake__submit_exec(struct CUstream_st *s, struct CUgraphExec_st *x, int launch);
@@ -350,6 +376,10 @@ void fake__run_work(struct CUctx_st *ctx, const struct fake_work *work);
 void fake__reap_workers(void);
 /* (lock held) Drops a reference on a stream; the last frees it. */
 void fake__stream_release(struct CUstream_st *s);
+/* (lock held) At ctx's teardown (fake__reclaim): lets the workers of its streams drain and exit,
+ * and frees its events. */
+void fake__streams_reclaim(struct CUctx_st *ctx);
+void fake__events_reclaim(struct CUctx_st *ctx);
 /* (lock held; waits) Frees everything `ctx` holds, when its last retain is released. */
 void fake__ctx_teardown(struct CUctx_st *ctx);
 
@@ -358,15 +388,15 @@ void fake__ctx_teardown(struct CUctx_st *ctx);
 struct fake_range *fake__range_find(uintptr_t addr, size_t bytes, unsigned kinds);
 #define FAKE_DEVICE_MEMORY (1u << FAKE_RANGE_DEVICE)
 #define FAKE_PINNED_MEMORY ((1u << FAKE_RANGE_HOST_ALLOC) | (1u << FAKE_RANGE_REGISTERED))
-/* (lock held) Frees every allocation and registration of `ctx`; returns how many. */
-long fake__ranges_reclaim(struct CUctx_st *ctx);
+/* (lock held) Frees every allocation and registration of `ctx` (its teardown). */
+void fake__ranges_reclaim(struct CUctx_st *ctx);
 
 /* (lock held) A kernel launch's work record: checks the launch as cuLaunchKernel does. */
 CUresult fake__kernel_work(CUkernel k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                            unsigned by, unsigned bz, unsigned shared, void **params, void **extra,
                            struct fake_work *out);
-/* (lock held) Frees every library (at unload of the driver); returns how many. */
-long fake__libraries_reclaim(void);
+/* (lock held) Frees every library (at unload of the driver). */
+void fake__libraries_reclaim(void);
 
 /* (lock held) Capture plumbing (fake_graph.c). */
 CUresult fake__capture_record(struct CUstream_st *s, const struct fake_work *work);
@@ -375,89 +405,19 @@ CUresult fake__capture_join(struct CUstream_st *s, struct fake_capture *c,
                             const struct fake_ids *frontier);
 void fake__capture_invalidate(struct fake_capture *c);
 void fake__capture_discard(struct fake_capture *c); /* every member leaves capture mode */
-/* (lock held) Frees the graphs and execs of `ctx` (its streams drained); returns how many. */
-long fake__graphs_reclaim(struct CUctx_st *ctx);
+/* (lock held) Frees the graphs and execs of `ctx` (its streams drained). */
+void fake__graphs_reclaim(struct CUctx_st *ctx);
 /* (lock held) Drops a reference on an exec or a snapshot; the last frees it. */
 void fake__exec_release(struct CUgraphExec_st *x);
 void fake__snapshot_release(struct fake_snapshot *snap);
 
-/* ---- entry points, one per line of FAKE_ENTRY_POINTS (their PFN types are checked in
- * fake_cuda.c) ------------------------------------------------------------------------------ */
+/* ---- entry points ------------------------------------------------------------------------ */
 
-CUresult fake_cuInit(unsigned int flags);
-CUresult fake_cuDriverGetVersion(int *version);
-CUresult fake_cuGetErrorName(CUresult error, const char **str);
-CUresult fake_cuGetErrorString(CUresult error, const char **str);
-CUresult fake_cuDeviceGetCount(int *count);
-CUresult fake_cuDeviceGet(CUdevice *device, int ordinal);
-CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev);
-CUresult fake_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
-CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev);
-CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
-CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev);
-CUresult fake_cuCtxSetCurrent(CUcontext ctx);
-CUresult fake_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes);
-CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
-CUresult fake_cuMemFree(CUdeviceptr dptr);
-CUresult fake_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags);
-CUresult fake_cuMemFreeHost(void *p);
-CUresult fake_cuMemHostRegister(void *p, size_t bytesize, unsigned int flags);
-CUresult fake_cuMemHostUnregister(void *p);
-CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream h);
-CUresult fake_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream h);
-CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream h);
-CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream h);
-CUresult fake_cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n, CUstream h);
-CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream h);
-CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags);
-CUresult fake_cuStreamDestroy(CUstream h);
-CUresult fake_cuStreamSynchronize(CUstream h);
-CUresult fake_cuStreamQuery(CUstream h);
-CUresult fake_cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags);
-CUresult fake_cuEventCreate(CUevent *ph, unsigned int flags);
-CUresult fake_cuEventDestroy(CUevent e);
-CUresult fake_cuEventRecord(CUevent e, CUstream h);
-CUresult fake_cuEventQuery(CUevent e);
-CUresult fake_cuEventSynchronize(CUevent e);
-CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data);
-CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit_options,
-                                void **jit_values, unsigned int n_jit, CUlibraryOption *options,
-                                void **values, unsigned int n_options);
-CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name);
-CUresult fake_cuLibraryUnload(CUlibrary library);
-CUresult fake_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                             CUstream h, void **params, void **extra);
-CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode);
-CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph);
-CUresult fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status);
-CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
-                                          unsigned long long flags);
-CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream h);
-CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream h);
-CUresult fake_cuGraphExecDestroy(CUgraphExec exec);
-CUresult fake_cuGraphDestroy(CUgraph graph);
-CUresult fake_cuGraphClone(CUgraph *clone, CUgraph original);
-CUresult fake_cuGraphCreate(CUgraph *graph, unsigned int flags);
-CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                   size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-CUresult fake_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                   size_t n_deps, const CUDA_MEMCPY3D *copy, CUcontext ctx);
-CUresult fake_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                   size_t n_deps, const CUDA_MEMSET_NODE_PARAMS *params,
-                                   CUcontext ctx);
-CUresult fake_cuGraphAddHostNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                 size_t n_deps, const CUDA_HOST_NODE_PARAMS *params);
-CUresult fake_cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
-CUresult fake_cuKernelGetFunction(CUfunction *func, CUkernel kernel);
-CUresult fake_cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, size_t *size);
-CUresult fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id,
-                                     CUgraph *graph, const CUgraphNode **deps,
-                                     const CUgraphEdgeData **edges, size_t *n_deps);
-CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                             const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode node,
-                                         const CUDA_KERNEL_NODE_PARAMS_v2 *params);
-CUresult fake_cuGraphNodeFindInClone(CUgraphNode *clone_node, CUgraphNode node, CUgraph clone);
+/* One per line of FAKE_ENTRY_POINTS, declared with the type of the PFN typedef of the version it
+ * is served at (cudaTypedefs.h): a definition whose parameters drifted from the ABI does not
+ * compile. */
+#define FAKE_EP_DECLARE(name, version) __typeof__(*(PFN_##name##_v##version)0) fake_##name;
+FAKE_ENTRY_POINTS(FAKE_EP_DECLARE)
+#undef FAKE_EP_DECLARE
 
 #endif /* ACG_TESTS_CUDA_DRIVER_FAKE_CUDA_IMPL_H */

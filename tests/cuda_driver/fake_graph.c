@@ -22,7 +22,8 @@
 
 /* ---- graphs --------------------------------------------------------------------------------- */
 
-static void graph_free(struct CUgraph_st *g) {
+static void graph_free(void *obj) {
+    struct CUgraph_st *g = obj;
     for (size_t i = 0; i < g->nodes.n; i++) {
         struct CUgraphNode_st *node = g->nodes.v[i];
         fake__ids_free(&node->deps);
@@ -30,6 +31,16 @@ static void graph_free(struct CUgraph_st *g) {
     }
     fake__vec_free(&g->nodes);
     free(g);
+}
+
+/* An empty graph of ctx with an id of its own, or NULL when out of memory. */
+static struct CUgraph_st *graph_new(struct CUctx_st *ctx) {
+    struct CUgraph_st *g = calloc(1, sizeof *g);
+    if (g != NULL) {
+        g->ctx = ctx;
+        g->id = ++fake__g.next_id;
+    }
+    return g;
 }
 
 /* Appends a node running `work` after the nodes `deps`. */
@@ -50,12 +61,11 @@ static CUresult graph_add(struct CUgraph_st *g, const struct fake_ids *deps,
     return CUDA_SUCCESS;
 }
 
-static CUresult graph_get(CUgraph h, struct CUgraph_st **out) {
-    if (h == NULL || !fake__vec_has(&fake__g.graphs, h)) {
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    *out = h;
-    return CUDA_SUCCESS;
+/* (takes the lock, held on return whatever the result) The preamble of a graph call: the
+ * calling thread's context, then the live graph h. */
+static CUresult lock_graph(CUgraph h, struct CUctx_st **ctx, struct CUgraph_st **g) {
+    CUresult r = fake__lock_current(ctx);
+    return r == CUDA_SUCCESS ? fake__handle(&fake__g.graphs, h, (void **)g) : r;
 }
 
 /* ---- capture -------------------------------------------------------------------------------- */
@@ -150,70 +160,55 @@ static int capture_joined(const struct fake_capture *c) {
     return joined;
 }
 
-CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
-    FAKE_ENTER(cuStreamBeginCapture);
-    struct CUctx_st *ctx;
-    struct CUstream_st *s;
-    CUresult r;
-    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
-    /* Simplified: the mode is checked and ignored; GLOBAL and THREAD_LOCAL restrict nothing
-     * (acg captures RELAXED). */
-    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-        mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
-    FAKE_FAIL_IF(s->capture != NULL, CUDA_ERROR_ILLEGAL_STATE, out);
-    r = CUDA_ERROR_OUT_OF_MEMORY;
+/* (lock held) A capture of ctx starting at s, with an empty graph, or NULL when out of memory. */
+static struct fake_capture *capture_new(struct CUctx_st *ctx, struct CUstream_st *s) {
     struct fake_capture *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        goto out;
+        return NULL;
     }
     c->ctx = ctx;
     c->origin = s;
     c->id = ++fake__g.next_id;
-    c->graph = calloc(1, sizeof *c->graph);
+    c->graph = graph_new(ctx);
     if (c->graph == NULL || fake__vec_push(&c->members, s) != 0 ||
         fake__vec_push(&fake__g.captures, c) != 0) {
         fake__vec_free(&c->members);
         free(c->graph);
         free(c);
-        goto out;
+        return NULL;
     }
-    c->graph->ctx = ctx;
-    c->graph->id = ++fake__g.next_id;
-    s->capture = c;
-    fake__ids_free(&s->frontier);
-    r = CUDA_SUCCESS;
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return c;
 }
 
-CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph) {
-    FAKE_ENTER(cuStreamEndCapture);
+CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
+    FAKE_ENTER(cuStreamBeginCapture);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
     CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS && graph == NULL) {
+    /* Simplified: the mode is checked and ignored; GLOBAL and THREAD_LOCAL restrict nothing
+     * (acg captures RELAXED). */
+    if (r == CUDA_SUCCESS && mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
+        mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
-    if (r != CUDA_SUCCESS) {
-        goto out;
+    if (r == CUDA_SUCCESS && s->capture != NULL) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
     }
-    *graph = NULL;
-    struct fake_capture *c = s->capture;
-    if (c == NULL || c->origin != s) {
-        /* Not an origin: not capturing at all, or a joined stream, which cannot end the
-         * capture (the origin still must; the real driver's effect on the capture was not
-         * verified: here it is invalidated). */
-        if (c != NULL) {
-            fake__capture_invalidate(c);
-        }
-        r = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
-        goto out;
+    if (r == CUDA_SUCCESS && (s->capture = capture_new(ctx, s)) == NULL) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (r == CUDA_SUCCESS) {
+        fake__ids_free(&s->frontier);
+    }
+    return fake__unlock(r);
+}
+
+/* (lock held) The end of capture c at its origin: the graph made the caller's (*graph) when
+ * every fork joined back; whatever the outcome, every stream of the capture leaves capture mode,
+ * usable again. */
+static CUresult capture_end(struct fake_capture *c, CUgraph *graph) {
     int joined = c->invalidated ? 1 : capture_joined(c);
+    CUresult r = CUDA_SUCCESS;
     if (c->invalidated) {
         r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else if (joined < 0) {
@@ -223,32 +218,52 @@ CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph) {
     } else if (fake__vec_push(&fake__g.graphs, c->graph) != 0) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        fake__g.live++;
+        fake__live(1);
         *graph = c->graph;
         c->graph = NULL; /* the caller's now */
     }
-    /* Whatever the outcome, every stream of the capture leaves capture mode, usable again. */
     fake__capture_discard(c);
-out:
-    pthread_mutex_unlock(&fake__g.lock);
     return r;
+}
+
+CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph) {
+    FAKE_ENTER(cuStreamEndCapture);
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    CUresult r = fake__given(fake__lock_stream(h, &ctx, &s), graph);
+    if (r != CUDA_SUCCESS) {
+        return fake__unlock(r);
+    }
+    *graph = NULL;
+    struct fake_capture *c = s->capture;
+    if (c != NULL && c->origin == s) {
+        return fake__unlock(capture_end(c, graph));
+    }
+    /* Not an origin: not capturing at all, or a joined stream, which cannot end the capture (the
+     * origin still must; the real driver's effect on the capture was not verified: here it is
+     * invalidated). */
+    if (c != NULL) {
+        fake__capture_invalidate(c);
+    }
+    return fake__unlock(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+}
+
+/* (lock held) What cuStreamIsCapturing and cuStreamGetCaptureInfo say of s. */
+static CUstreamCaptureStatus capture_status(const struct CUstream_st *s) {
+    return s->capture == NULL        ? CU_STREAM_CAPTURE_STATUS_NONE
+           : s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                     : CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
 CUresult fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status) {
     FAKE_ENTER(cuStreamIsCapturing);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS && status == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
+    CUresult r = fake__given(fake__lock_stream(h, &ctx, &s), status);
     if (r == CUDA_SUCCESS) {
-        *status = s->capture == NULL        ? CU_STREAM_CAPTURE_STATUS_NONE
-                  : s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                            : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        *status = capture_status(s);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* ---- building graphs ------------------------------------------------------------------------ */
@@ -256,147 +271,60 @@ CUresult fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status) {
 CUresult fake_cuGraphCreate(CUgraph *graph, unsigned int flags) {
     FAKE_ENTER(cuGraphCreate);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
+    CUresult r = fake__lock_current(&ctx);
     if (r == CUDA_SUCCESS && (graph == NULL || flags != 0)) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
     if (r == CUDA_SUCCESS) {
-        struct CUgraph_st *g = calloc(1, sizeof *g);
-        if (g == NULL || fake__vec_push(&fake__g.graphs, g) != 0) {
-            free(g);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            g->ctx = ctx;
-            g->id = ++fake__g.next_id;
-            fake__g.live++;
-            *graph = g;
-        }
+        r = fake__publish(&fake__g.graphs, graph_new(ctx), graph_free, (void **)graph);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
+/* Execs copied what they need: they outlive their graph, as in CUDA. */
 CUresult fake_cuGraphDestroy(CUgraph h) {
     FAKE_ENTER(cuGraphDestroy);
-    struct CUctx_st *ctx;
-    struct CUgraph_st *g;
-    CUresult fault;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current_release(&ctx, &fault);
-    if (r == CUDA_SUCCESS) {
-        r = graph_get(h, &g);
-    }
-    if (r == CUDA_SUCCESS) {
-        /* Execs copied what they need: they outlive their graph, as in CUDA. */
-        fake__vec_remove(&fake__g.graphs, g);
-        graph_free(g);
-        fake__g.live--;
-        r = fault;
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__release(&fake__g.graphs, h, NULL, graph_free);
 }
 
-/* A copy of every node, with its dependencies: a captured graph's too (foreign work, a
- * collective's nodes), as CUDA copies every parameter. */
-CUresult fake_cuGraphClone(CUgraph *clone, CUgraph h) {
-    FAKE_ENTER(cuGraphClone);
-    struct CUctx_st *ctx;
-    struct CUgraph_st *g, *copy = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = graph_get(h, &g);
-    }
-    if (r == CUDA_SUCCESS && clone == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    r = CUDA_ERROR_OUT_OF_MEMORY;
-    copy = calloc(1, sizeof *copy);
-    if (copy == NULL) {
-        goto out;
-    }
-    copy->ctx = g->ctx;
-    copy->id = ++fake__g.next_id;
-    copy->cloned_from = g->id;
-    for (size_t i = 0; i < g->nodes.n; i++) {
+/* A copy of every node of g, with its dependencies: a captured graph's too (foreign work, a
+ * collective's nodes), as CUDA copies every parameter. NULL when out of memory. */
+static struct CUgraph_st *graph_clone(const struct CUgraph_st *g) {
+    struct CUgraph_st *copy = graph_new(g->ctx);
+    for (size_t i = 0; copy != NULL && i < g->nodes.n; i++) {
         const struct CUgraphNode_st *node = g->nodes.v[i];
         struct CUgraphNode_st *added;
         if (graph_add(copy, &node->deps, &node->work, &added) != CUDA_SUCCESS) {
-            goto out_free;
+            graph_free(copy);
+            copy = NULL;
         }
     }
-    if (fake__vec_push(&fake__g.graphs, copy) != 0) {
-        goto out_free;
+    if (copy != NULL) {
+        copy->cloned_from = g->id;
     }
-    fake__g.live++;
-    *clone = copy;
-    r = CUDA_SUCCESS;
-    goto out;
-out_free:
-    graph_free(copy);
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return copy;
 }
 
-/* (lock held) The common part of cuGraphAdd*Node, once the graph is checked and the node's
- * work made: the dependencies must be nodes of this graph. */
-static CUresult add_node(CUgraphNode *out, struct CUgraph_st *g, const CUgraphNode *deps,
-                         size_t n_deps, const struct fake_work *work) {
-    if (out == NULL || (n_deps > 0 && deps == NULL)) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    struct fake_ids ids = {0};
-    CUresult r = CUDA_SUCCESS;
-    for (size_t i = 0; i < n_deps && r == CUDA_SUCCESS; i++) {
-        size_t at = 0;
-        while (at < g->nodes.n && g->nodes.v[at] != deps[i]) {
-            at++;
-        }
-        if (at == g->nodes.n) {
-            r = CUDA_ERROR_INVALID_VALUE;
-        } else if (fake__ids_add(&ids, at) != 0) {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    struct CUgraphNode_st *node;
-    if (r == CUDA_SUCCESS) {
-        r = graph_add(g, &ids, work, &node);
-    }
-    if (r == CUDA_SUCCESS) {
-        *out = node;
-    }
-    fake__ids_free(&ids);
-    return r;
-}
-
-/* (lock held) The current context and the graph, for cuGraphAdd*Node. */
-static CUresult add_begin(CUgraph h, struct CUgraph_st **g) {
+CUresult fake_cuGraphClone(CUgraph *clone, CUgraph h) {
+    FAKE_ENTER(cuGraphClone);
     struct CUctx_st *ctx;
-    CUresult r = fake__current(&ctx);
-    return r == CUDA_SUCCESS ? graph_get(h, g) : r;
+    struct CUgraph_st *g;
+    CUresult r = fake__given(lock_graph(h, &ctx, &g), clone);
+    if (r == CUDA_SUCCESS) {
+        r = fake__publish(&fake__g.graphs, graph_clone(g), graph_free, (void **)clone);
+    }
+    return fake__unlock(r);
 }
 
 /* A context argument: NULL (taken as the current one, leniently) or an active primary one. */
 static CUresult ctx_argument(CUcontext hctx) {
-    if (hctx == NULL) {
-        return CUDA_SUCCESS;
-    }
-    for (int i = 0; i < fake__cfg.devices; i++) {
-        if (hctx == &fake__g.ctx[i] && hctx->retains > 0) {
-            return CUDA_SUCCESS;
-        }
-    }
-    return CUDA_ERROR_INVALID_CONTEXT;
+    return hctx == NULL || fake__ctx_active(hctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-/* (lock held) A kernel node's work from its parameters, checked as a launch is. */
-static CUresult kernel_node_work(const CUDA_KERNEL_NODE_PARAMS_v2 *params, struct fake_work *out) {
+/* (lock held) A kernel node's work from its CUDA_KERNEL_NODE_PARAMS_v2, checked as a launch
+ * is. */
+static CUresult kernel_node_work(const void *p, struct fake_work *out) {
+    const CUDA_KERNEL_NODE_PARAMS_v2 *params = p;
     if (params == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -411,23 +339,6 @@ static CUresult kernel_node_work(const CUDA_KERNEL_NODE_PARAMS_v2 *params, struc
     return fake__kernel_work(k, params->gridDimX, params->gridDimY, params->gridDimZ,
                              params->blockDimX, params->blockDimY, params->blockDimZ,
                              params->sharedMemBytes, params->kernelParams, params->extra, out);
-}
-
-CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
-                                   size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
-    FAKE_ENTER(cuGraphAddKernelNode);
-    struct CUgraph_st *g;
-    struct fake_work work;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = add_begin(h, &g);
-    if (r == CUDA_SUCCESS) {
-        r = kernel_node_work(params, &work);
-    }
-    if (r == CUDA_SUCCESS) {
-        r = add_node(node, g, deps, n_deps, &work);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
 }
 
 /* One side of a CUDA_MEMCPY3D: its address and whether it is device memory. Simplified:
@@ -457,109 +368,146 @@ static CUresult copy_side(CUmemorytype type, uintptr_t host, CUdeviceptr device,
     return CUDA_SUCCESS;
 }
 
-CUresult fake_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
-                                   size_t n_deps, const CUDA_MEMCPY3D *copy, CUcontext hctx) {
-    FAKE_ENTER(cuGraphAddMemcpyNode);
+/* (lock held) A memcpy node's work from its CUDA_MEMCPY3D: simplified, 1-D copies only. */
+static CUresult copy_node_work(const void *p, struct fake_work *work) {
+    const CUDA_MEMCPY3D *copy = p;
+    if (copy == NULL || copy->WidthInBytes == 0 || copy->Height == 0 || copy->Depth == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (copy->Height != 1 || copy->Depth != 1 || copy->srcY != 0 || copy->srcZ != 0 ||
+        copy->dstY != 0 || copy->dstZ != 0 || copy->srcLOD != 0 || copy->dstLOD != 0) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    *work = (struct fake_work){.type = CU_GRAPH_NODE_TYPE_MEMCPY};
+    work->u.copy.bytes = copy->WidthInBytes;
+    CUresult r =
+        copy_side(copy->srcMemoryType, (uintptr_t)copy->srcHost, copy->srcDevice, copy->srcXInBytes,
+                  copy->WidthInBytes, &work->u.copy.src, &work->u.copy.src_device);
+    if (r == CUDA_SUCCESS) {
+        r = copy_side(copy->dstMemoryType, (uintptr_t)copy->dstHost, copy->dstDevice,
+                      copy->dstXInBytes, copy->WidthInBytes, &work->u.copy.dst,
+                      &work->u.copy.dst_device);
+    }
+    return r;
+}
+
+/* (lock held) A memset node's work from its CUDA_MEMSET_NODE_PARAMS: simplified, one row. */
+static CUresult fill_node_work(const void *p, struct fake_work *work) {
+    const CUDA_MEMSET_NODE_PARAMS *params = p;
+    unsigned es = params != NULL ? params->elementSize : 0;
+    if (params == NULL || (es != 1 && es != 2 && es != 4) || params->width == 0 ||
+        params->height == 0 || params->dst % es != 0 || params->width > SIZE_MAX / es) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (params->height != 1) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (fake__range_find((uintptr_t)params->dst, params->width * es, FAKE_DEVICE_MEMORY) == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *work = (struct fake_work){.type = CU_GRAPH_NODE_TYPE_MEMSET};
+    work->u.fill.dst = (uintptr_t)params->dst;
+    work->u.fill.value = es == 4 ? params->value : params->value & ((1u << (8 * es)) - 1);
+    work->u.fill.element_size = es;
+    work->u.fill.count = params->width;
+    return CUDA_SUCCESS;
+}
+
+/* (lock held) A host node's work from its CUDA_HOST_NODE_PARAMS. */
+static CUresult host_node_work(const void *p, struct fake_work *work) {
+    const CUDA_HOST_NODE_PARAMS *params = p;
+    if (params == NULL || params->fn == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *work = (struct fake_work){.type = CU_GRAPH_NODE_TYPE_HOST};
+    work->u.host.fn = params->fn;
+    work->u.host.data = params->userData;
+    return CUDA_SUCCESS;
+}
+
+/* cuGraphAdd*Node: the graph, the context argument (NULL where the entry point has none), the
+ * node's work made from its parameters by `make`, then its dependencies, which must be nodes of
+ * this graph. */
+static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n_deps,
+                         CUcontext hctx, CUresult (*make)(const void *params, struct fake_work *),
+                         const void *params) {
+    struct CUctx_st *ctx;
     struct CUgraph_st *g;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = add_begin(h, &g);
+    struct fake_work work;
+    CUresult r = lock_graph(h, &ctx, &g);
     if (r == CUDA_SUCCESS) {
         r = ctx_argument(hctx);
     }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    FAKE_FAIL_IF(copy == NULL || copy->WidthInBytes == 0 || copy->Height == 0 || copy->Depth == 0,
-                 CUDA_ERROR_INVALID_VALUE, out);
-    /* Simplified: 1-D copies only. */
-    if (copy->Height != 1 || copy->Depth != 1 || copy->srcY != 0 || copy->srcZ != 0 ||
-        copy->dstY != 0 || copy->dstZ != 0 || copy->srcLOD != 0 || copy->dstLOD != 0) {
-        r = CUDA_ERROR_NOT_SUPPORTED;
-        goto out;
-    }
-    struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
-    work.u.copy.bytes = copy->WidthInBytes;
-    r = copy_side(copy->srcMemoryType, (uintptr_t)copy->srcHost, copy->srcDevice, copy->srcXInBytes,
-                  copy->WidthInBytes, &work.u.copy.src, &work.u.copy.src_device);
     if (r == CUDA_SUCCESS) {
-        r = copy_side(copy->dstMemoryType, (uintptr_t)copy->dstHost, copy->dstDevice,
-                      copy->dstXInBytes, copy->WidthInBytes, &work.u.copy.dst,
-                      &work.u.copy.dst_device);
+        r = make(params, &work);
+    }
+    if (r == CUDA_SUCCESS && (out == NULL || (n_deps > 0 && deps == NULL))) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    struct fake_ids ids = {0};
+    for (size_t i = 0; i < n_deps && r == CUDA_SUCCESS; i++) {
+        size_t at = 0;
+        while (at < g->nodes.n && g->nodes.v[at] != deps[i]) {
+            at++;
+        }
+        if (at == g->nodes.n) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else if (fake__ids_add(&ids, at) != 0) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    struct CUgraphNode_st *node;
+    if (r == CUDA_SUCCESS) {
+        r = graph_add(g, &ids, &work, &node);
     }
     if (r == CUDA_SUCCESS) {
-        r = add_node(node, g, deps, n_deps, &work);
+        *out = node;
     }
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    fake__ids_free(&ids);
+    return fake__unlock(r);
+}
+
+CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
+                                   size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+    FAKE_ENTER(cuGraphAddKernelNode);
+    return add_node(node, h, deps, n_deps, NULL, kernel_node_work, params);
+}
+
+CUresult fake_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
+                                   size_t n_deps, const CUDA_MEMCPY3D *copy, CUcontext hctx) {
+    FAKE_ENTER(cuGraphAddMemcpyNode);
+    return add_node(node, h, deps, n_deps, hctx, copy_node_work, copy);
 }
 
 CUresult fake_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
                                    size_t n_deps, const CUDA_MEMSET_NODE_PARAMS *params,
                                    CUcontext hctx) {
     FAKE_ENTER(cuGraphAddMemsetNode);
-    struct CUgraph_st *g;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = add_begin(h, &g);
-    if (r == CUDA_SUCCESS) {
-        r = ctx_argument(hctx);
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    unsigned es = params != NULL ? params->elementSize : 0;
-    if (params == NULL || (es != 1 && es != 2 && es != 4) || params->width == 0 ||
-        params->height == 0 || params->dst % es != 0 || params->width > SIZE_MAX / es) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
-    if (params->height != 1) { /* simplified: one row */
-        r = CUDA_ERROR_NOT_SUPPORTED;
-        goto out;
-    }
-    FAKE_FAIL_IF(fake__range_find((uintptr_t)params->dst, params->width * es, FAKE_DEVICE_MEMORY) ==
-                     NULL,
-                 CUDA_ERROR_INVALID_VALUE, out);
-    struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_MEMSET};
-    work.u.fill.dst = (uintptr_t)params->dst;
-    work.u.fill.value = es == 4 ? params->value : params->value & ((1u << (8 * es)) - 1);
-    work.u.fill.element_size = es;
-    work.u.fill.count = params->width;
-    r = add_node(node, g, deps, n_deps, &work);
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return add_node(node, h, deps, n_deps, hctx, fill_node_work, params);
 }
 
 CUresult fake_cuGraphAddHostNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
                                  size_t n_deps, const CUDA_HOST_NODE_PARAMS *params) {
     FAKE_ENTER(cuGraphAddHostNode);
-    struct CUgraph_st *g;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = add_begin(h, &g);
-    if (r == CUDA_SUCCESS && (params == NULL || params->fn == NULL)) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (r == CUDA_SUCCESS) {
-        struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_HOST};
-        work.u.host.fn = params->fn;
-        work.u.host.data = params->userData;
-        r = add_node(node, g, deps, n_deps, &work);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return add_node(node, h, deps, n_deps, NULL, host_node_work, params);
 }
 
 /* ---- executable graphs ---------------------------------------------------------------------- */
 
-static struct fake_snapshot *snapshot_of(const struct CUgraph_st *g) {
-    struct fake_snapshot *snap = malloc(sizeof *snap + g->nodes.n * sizeof(struct fake_work));
+/* A snapshot of n nodes, their work left to the caller, or NULL when out of memory. */
+static struct fake_snapshot *snapshot_new(size_t n) {
+    struct fake_snapshot *snap = malloc(sizeof *snap + n * sizeof(struct fake_work));
     if (snap != NULL) {
         snap->refs = 1;
-        snap->n = g->nodes.n;
-        for (size_t i = 0; i < g->nodes.n; i++) {
-            snap->nodes[i] = ((const struct CUgraphNode_st *)g->nodes.v[i])->work;
-        }
+        snap->n = n;
+    }
+    return snap;
+}
+
+static struct fake_snapshot *snapshot_of(const struct CUgraph_st *g) {
+    struct fake_snapshot *snap = snapshot_new(g->nodes.n);
+    for (size_t i = 0; snap != NULL && i < g->nodes.n; i++) {
+        snap->nodes[i] = ((const struct CUgraphNode_st *)g->nodes.v[i])->work;
     }
     return snap;
 }
@@ -570,7 +518,8 @@ void fake__snapshot_release(struct fake_snapshot *snap) {
     }
 }
 
-static void exec_free(struct CUgraphExec_st *x) {
+static void exec_free(void *obj) {
+    struct CUgraphExec_st *x = obj;
     if (x->deps != NULL) {
         for (size_t i = 0; i < x->n; i++) {
             fake__ids_free(&x->deps[i]);
@@ -589,57 +538,25 @@ void fake__exec_release(struct CUgraphExec_st *x) {
     }
 }
 
-static CUresult exec_get(CUgraphExec h, struct CUgraphExec_st **out) {
-    if (h == NULL || !fake__vec_has(&fake__g.execs, h)) {
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    *out = h;
-    return CUDA_SUCCESS;
+/* An exec still queued is freed when its last replay finishes, as in CUDA. */
+static void exec_drop(void *obj) { fake__exec_release(obj); }
+
+CUresult fake_cuGraphExecDestroy(CUgraphExec hx) {
+    FAKE_ENTER(cuGraphExecDestroy);
+    return fake__release(&fake__g.execs, hx, NULL, exec_drop);
 }
 
-long fake__graphs_reclaim(struct CUctx_st *ctx) {
-    long n = 0;
-    for (size_t i = fake__g.graphs.n; i-- > 0;) {
-        struct CUgraph_st *g = fake__g.graphs.v[i];
-        if (g->ctx == ctx) {
-            fake__vec_remove(&fake__g.graphs, g);
-            graph_free(g);
-            n++;
-        }
-    }
-    for (size_t i = fake__g.execs.n; i-- > 0;) {
-        struct CUgraphExec_st *x = fake__g.execs.v[i];
-        if (x->ctx == ctx) {
-            fake__vec_remove(&fake__g.execs, x);
-            fake__exec_release(x); /* the context's streams drained: the last reference */
-            n++;
-        }
-    }
-    return n;
+/* The context's streams drained: an exec's last reference is its handle's. */
+void fake__graphs_reclaim(struct CUctx_st *ctx) {
+    fake__reclaim(&fake__g.graphs, ctx, graph_free);
+    fake__reclaim(&fake__g.execs, ctx, exec_drop);
 }
 
-CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph h, unsigned long long flags) {
-    FAKE_ENTER(cuGraphInstantiateWithFlags);
-    struct CUctx_st *ctx;
-    struct CUgraph_st *g;
-    struct CUgraphExec_st *x = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = graph_get(h, &g);
-    }
-    if (r == CUDA_SUCCESS &&
-        (exec == NULL ||
-         (flags & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0)) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    r = CUDA_ERROR_OUT_OF_MEMORY;
-    x = calloc(1, sizeof *x);
+/* (lock held) An exec of ctx copying g's nodes, or NULL when out of memory. */
+static struct CUgraphExec_st *exec_new(struct CUctx_st *ctx, const struct CUgraph_st *g) {
+    struct CUgraphExec_st *x = calloc(1, sizeof *x);
     if (x == NULL) {
-        goto out;
+        return NULL;
     }
     x->ctx = ctx;
     x->refs = 1;
@@ -648,26 +565,38 @@ CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph h, unsigned
     x->snap = snapshot_of(g);
     x->origin = g;
     x->origin_id = g->id;
-    if (x->deps == NULL || x->snap == NULL) {
-        goto out_free;
+    int ok = x->deps != NULL && x->snap != NULL;
+    for (size_t i = 0; i < x->n && ok; i++) {
+        ok = fake__ids_union(&x->deps[i], &((struct CUgraphNode_st *)g->nodes.v[i])->deps) == 0;
     }
-    for (size_t i = 0; i < x->n; i++) {
-        if (fake__ids_union(&x->deps[i], &((struct CUgraphNode_st *)g->nodes.v[i])->deps) != 0) {
-            goto out_free;
-        }
+    if (!ok) {
+        exec_free(x);
+        return NULL;
     }
-    if (fake__vec_push(&fake__g.execs, x) != 0) {
-        goto out_free;
+    return x;
+}
+
+CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph h, unsigned long long flags) {
+    FAKE_ENTER(cuGraphInstantiateWithFlags);
+    struct CUctx_st *ctx;
+    struct CUgraph_st *g;
+    CUresult r = lock_graph(h, &ctx, &g);
+    if (r == CUDA_SUCCESS &&
+        (exec == NULL ||
+         (flags & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0)) {
+        r = CUDA_ERROR_INVALID_VALUE;
     }
-    fake__g.live++;
-    *exec = x;
-    r = CUDA_SUCCESS;
-    goto out;
-out_free:
-    exec_free(x);
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    if (r == CUDA_SUCCESS) {
+        r = fake__publish(&fake__g.execs, exec_new(ctx, g), exec_free, (void **)exec);
+    }
+    return fake__unlock(r);
+}
+
+/* (takes the lock, held on return whatever the result) The preamble of an exec call: the
+ * calling thread's context, then the live exec hx. */
+static CUresult lock_exec(CUgraphExec hx, struct CUctx_st **ctx, struct CUgraphExec_st **x) {
+    CUresult r = fake__lock_current(ctx);
+    return r == CUDA_SUCCESS ? fake__handle(&fake__g.execs, hx, (void **)x) : r;
 }
 
 /* cuGraphLaunch and cuGraphUpload: both ordered behind earlier launches of the exec. */
@@ -675,27 +604,21 @@ static CUresult exec_submit(CUgraphExec hx, CUstream h, int launch) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct CUgraphExec_st *x;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = exec_get(hx, &x);
-    }
+    CUresult r = lock_exec(hx, &ctx, &x);
     if (r == CUDA_SUCCESS) {
         r = fake__stream_get(h, ctx, &s);
     }
     if (r == CUDA_SUCCESS && x->ctx != ctx) {
         r = CUDA_ERROR_INVALID_CONTEXT; /* the real driver's code here was not verified */
     }
-    if (r == CUDA_SUCCESS && s->capture != NULL) {
+    if (r == CUDA_SUCCESS) {
         /* Simplified: CUDA records a child graph node; the backend never needs one. */
-        fake__capture_invalidate(s->capture);
-        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        r = fake__not_capturing(s);
     }
     if (r == CUDA_SUCCESS) {
         r = fake__submit_exec(s, x, launch);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream h) {
@@ -708,49 +631,10 @@ CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream h) {
     return exec_submit(exec, h, 1);
 }
 
-/* An exec still queued is freed when its last replay finishes, as in CUDA. */
-CUresult fake_cuGraphExecDestroy(CUgraphExec hx) {
-    FAKE_ENTER(cuGraphExecDestroy);
-    struct CUctx_st *ctx;
-    struct CUgraphExec_st *x;
-    CUresult fault;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current_release(&ctx, &fault);
-    if (r == CUDA_SUCCESS) {
-        r = exec_get(hx, &x);
-    }
-    if (r == CUDA_SUCCESS) {
-        fake__vec_remove(&fake__g.execs, x);
-        fake__g.live--;
-        fake__exec_release(x);
-        r = fault;
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
-}
-
-/* Same node count, and node by node the same dependencies, type and (for kernels) kernel: the
- * new parameters replace the old for later launches. Otherwise nothing changes and info says
- * which node differs first. */
-CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResultInfo *info) {
-    FAKE_ENTER(cuGraphExecUpdate);
-    struct CUctx_st *ctx;
-    struct CUgraphExec_st *x;
-    struct CUgraph_st *g;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = exec_get(hx, &x);
-    }
-    if (r == CUDA_SUCCESS) {
-        r = graph_get(h, &g);
-    }
-    if (r == CUDA_SUCCESS && info == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+/* (lock held) What keeps g's nodes from updating x's (cuGraphExecUpdate's info: result and
+ * errorNode), CU_GRAPH_EXEC_UPDATE_SUCCESS when nothing does. */
+static void update_check(const struct CUgraphExec_st *x, const struct CUgraph_st *g,
+                         CUgraphExecUpdateResultInfo *info) {
     info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
     info->errorNode = NULL;
     info->errorFromNode = NULL;
@@ -775,6 +659,28 @@ CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResu
             info->errorNode = node;
         }
     }
+}
+
+/* (lock held) Makes snap the parameters of x's later launches; queued ones keep the version they
+ * hold. */
+static void exec_snapshot(struct CUgraphExec_st *x, struct fake_snapshot *snap) {
+    fake__snapshot_release(x->snap);
+    x->snap = snap;
+}
+
+/* Same node count, and node by node the same dependencies, type and (for kernels) kernel: the
+ * new parameters replace the old for later launches. Otherwise nothing changes and info says
+ * which node differs first. */
+CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResultInfo *info) {
+    FAKE_ENTER(cuGraphExecUpdate);
+    struct CUctx_st *ctx;
+    struct CUgraphExec_st *x;
+    struct CUgraph_st *g;
+    CUresult r;
+    FAKE_CHECK(lock_exec(hx, &ctx, &x), out);
+    FAKE_CHECK(fake__handle(&fake__g.graphs, h, (void **)&g), out);
+    FAKE_FAIL_IF(info == NULL, CUDA_ERROR_INVALID_VALUE, out);
+    update_check(x, g, info);
     FAKE_FAIL_IF(info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
                  out);
     struct fake_snapshot *snap = snapshot_of(g);
@@ -783,11 +689,9 @@ CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResu
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    fake__snapshot_release(x->snap); /* queued launches keep the version they hold */
-    x->snap = snap;
+    exec_snapshot(x, snap);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* ---- capture info and per-node updates ------------------------------------------------------ */
@@ -802,18 +706,11 @@ CUresult fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, 
     FAKE_ENTER(cuStreamGetCaptureInfo);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS && (status == NULL || (edges != NULL && deps == NULL))) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
+    FAKE_FAIL_IF(status == NULL || (edges != NULL && deps == NULL), CUDA_ERROR_INVALID_VALUE, out);
     struct fake_capture *c = s->capture;
-    *status = c == NULL        ? CU_STREAM_CAPTURE_STATUS_NONE
-              : c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                               : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    if (*status != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    if ((*status = capture_status(s)) != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
         goto out;
     }
     size_t n = s->frontier.n;
@@ -849,8 +746,7 @@ CUresult fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *status, 
         *n_deps = n;
     }
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* (lock held) The node h of a live graph (a capture's too) and its index there, or NULL. */
@@ -876,8 +772,7 @@ CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_P
     struct CUctx_st *ctx;
     struct fake_work work;
     size_t at = 0;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
+    CUresult r = fake__lock_current(&ctx);
     struct CUgraph_st *g = r == CUDA_SUCCESS ? graph_of_node(h, &at) : NULL;
     if (r == CUDA_SUCCESS && (g == NULL || h->work.type != CU_GRAPH_NODE_TYPE_KERNEL)) {
         r = CUDA_ERROR_INVALID_VALUE;
@@ -888,8 +783,7 @@ CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_P
     if (r == CUDA_SUCCESS) {
         h->work = work;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* The node of a clone that copies `node`: the clone's node at the same place, the clone being
@@ -899,11 +793,7 @@ CUresult fake_cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode node, CUgraph
     struct CUctx_st *ctx;
     struct CUgraph_st *copy;
     size_t at = 0;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = graph_get(clone, &copy);
-    }
+    CUresult r = lock_graph(clone, &ctx, &copy);
     struct CUgraph_st *g = r == CUDA_SUCCESS ? graph_of_node(node, &at) : NULL;
     if (r == CUDA_SUCCESS &&
         (out == NULL || g == NULL || copy->cloned_from != g->id || at >= copy->nodes.n)) {
@@ -912,8 +802,7 @@ CUresult fake_cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode node, CUgraph
     if (r == CUDA_SUCCESS) {
         *out = copy->nodes.v[at];
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* A kernel node of an exec, named by its node in the graph the exec was instantiated from,
@@ -927,31 +816,18 @@ CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec hx, CUgraphNode h,
     struct CUgraphExec_st *x;
     struct fake_work work;
     size_t at = 0;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = exec_get(hx, &x);
-    }
-    struct CUgraph_st *g = r == CUDA_SUCCESS ? graph_of_node(h, &at) : NULL;
-    if (r == CUDA_SUCCESS && (g == NULL || g != x->origin || g->id != x->origin_id || at >= x->n ||
-                              x->snap->nodes[at].type != CU_GRAPH_NODE_TYPE_KERNEL)) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (r == CUDA_SUCCESS) {
-        r = kernel_node_work(params, &work);
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    struct fake_snapshot *snap = malloc(sizeof *snap + x->n * sizeof(struct fake_work));
+    CUresult r;
+    FAKE_CHECK(lock_exec(hx, &ctx, &x), out);
+    struct CUgraph_st *g = graph_of_node(h, &at);
+    FAKE_FAIL_IF(g == NULL || g != x->origin || g->id != x->origin_id || at >= x->n ||
+                     x->snap->nodes[at].type != CU_GRAPH_NODE_TYPE_KERNEL,
+                 CUDA_ERROR_INVALID_VALUE, out);
+    FAKE_CHECK(kernel_node_work(params, &work), out);
+    struct fake_snapshot *snap = snapshot_new(x->n);
     FAKE_FAIL_IF(snap == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
-    snap->refs = 1;
-    snap->n = x->n;
     memcpy(snap->nodes, x->snap->nodes, x->n * sizeof(struct fake_work));
     snap->nodes[at] = work;
-    fake__snapshot_release(x->snap); /* queued launches keep the version they hold */
-    x->snap = snap;
+    exec_snapshot(x, snap);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "acgtest_cuda.h"
+#include "fake_kernel_args.h"
 
 /* A fatbin starts with 0xBA55ED50, little endian; an ELF with 0x7f "ELF". */
 static const unsigned char fatbin_magic[4] = {0x50, 0xed, 0x55, 0xba};
@@ -245,14 +246,27 @@ static CUresult read_image(const void *code, struct fake_vec *functions, size_t 
     return r;
 }
 
+static void library_free(void *obj) {
+    struct CUlib_st *lib = obj;
+    for (size_t i = 0; i < lib->kernels.n; i++) {
+        struct CUkern_st *k = lib->kernels.v[i];
+        fake__vec_remove(&fake__g.kernels, k);
+        free(k->name);
+        free(k);
+    }
+    fake__vec_free(&lib->kernels);
+    functions_free(&lib->functions);
+    fake__vec_remove(&fake__g.libraries, lib);
+    free(lib);
+}
+
 CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit_options,
                                 void **jit_values, unsigned int n_jit, CUlibraryOption *options,
                                 void **values, unsigned int n_options) {
     FAKE_ENTER(cuLibraryLoadData);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
     CUresult r;
-    FAKE_CHECK(fake__current(&ctx), out);
+    FAKE_CHECK(fake__lock_current(&ctx), out);
     if (library == NULL || code == NULL ||
         (n_jit > 0 && (jit_options == NULL || jit_values == NULL)) ||
         (n_options > 0 && (options == NULL || values == NULL))) {
@@ -270,58 +284,32 @@ CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_opti
         goto out;
     }
     lib->image = code;
-    if (fake__vec_push(&fake__g.libraries, lib) != 0) {
-        functions_free(&lib->functions);
-        free(lib);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    fake__g.live++;
-    *library = lib;
+    r = fake__publish(&fake__g.libraries, lib, library_free, (void **)library);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-static void library_free(struct CUlib_st *lib) {
-    for (size_t i = 0; i < lib->kernels.n; i++) {
-        struct CUkern_st *k = lib->kernels.v[i];
-        fake__vec_remove(&fake__g.kernels, k);
-        free(k->name);
-        free(k);
-    }
-    fake__vec_free(&lib->kernels);
-    functions_free(&lib->functions);
-    fake__vec_remove(&fake__g.libraries, lib);
-    free(lib);
-}
-
-long fake__libraries_reclaim(void) {
-    long n = 0;
+void fake__libraries_reclaim(void) {
     while (fake__g.libraries.n > 0) {
         library_free(fake__g.libraries.v[fake__g.libraries.n - 1]);
-        n++;
     }
-    return n;
 }
 
 /* Libraries are context-independent (as CUDA 12's): no context needed to unload one, and a
- * context's teardown leaves them. */
+ * context's teardown leaves them. Queued launches and graphs copied what they run: unloading
+ * cannot break them. */
 CUresult fake_cuLibraryUnload(CUlibrary library) {
     FAKE_ENTER(cuLibraryUnload);
-    CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&fake__g.lock);
-    if (!fake__g.initialized) {
-        r = CUDA_ERROR_NOT_INITIALIZED;
-    } else if (library == NULL || !fake__vec_has(&fake__g.libraries, library)) {
-        r = CUDA_ERROR_INVALID_HANDLE;
-    } else {
-        /* Queued launches and graphs copied what they run: unloading cannot break them. */
-        library_free(library);
-        fake__g.live--;
+    struct CUlib_st *lib;
+    CUresult r = fake__lock_initialized();
+    if (r == CUDA_SUCCESS) {
+        r = fake__handle(&fake__g.libraries, library, (void **)&lib);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    if (r == CUDA_SUCCESS) {
+        library_free(lib);
+        fake__live(-1);
+    }
+    return fake__unlock(r);
 }
 
 static struct CUkern_st *kernel_in(struct CUlib_st *lib, const char *name) {
@@ -334,75 +322,66 @@ static struct CUkern_st *kernel_in(struct CUlib_st *lib, const char *name) {
     return NULL;
 }
 
-CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name) {
-    FAKE_ENTER(cuLibraryGetKernel);
-    CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&fake__g.lock);
-    if (!fake__g.initialized) {
-        r = CUDA_ERROR_NOT_INITIALIZED;
-    } else if (kernel == NULL || name == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    } else if (library == NULL || !fake__vec_has(&fake__g.libraries, library)) {
-        r = CUDA_ERROR_INVALID_HANDLE;
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    struct CUkern_st *k = kernel_in(library, name);
-    if (k != NULL) { /* the same name gives the same handle */
-        *kernel = k;
-        goto out;
-    }
-    if (function_in(&library->functions, name, strlen(name)) == NULL) {
-        r = CUDA_ERROR_NOT_FOUND; /* the image has no such function */
-        goto out;
-    }
-    /* The lookup enters acg's registry, which may hold its own lock: call it without ours. */
-    const acg_kernel_desc *(*lookup)(const void *, size_t, const char *) = fake__g.lookup;
-    const void *image = library->image;
-    const size_t size = library->size;
-    pthread_mutex_unlock(&fake__g.lock);
-    const acg_kernel_desc *desc = lookup != NULL ? lookup(image, size, name) : NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    FAKE_FAIL_IF(desc == NULL || desc->cpu.fn == NULL || desc->n_args > ACG_MAX_KERNEL_ARGS,
-                 CUDA_ERROR_NOT_FOUND, out);
-    if (!fake__vec_has(&fake__g.libraries, library)) { /* unloaded meanwhile */
-        r = CUDA_ERROR_INVALID_HANDLE;
-        goto out;
-    }
-    if ((k = kernel_in(library, name)) != NULL) { /* another thread got it meanwhile */
-        *kernel = k;
-        goto out;
-    }
-    r = CUDA_ERROR_OUT_OF_MEMORY;
-    k = calloc(1, sizeof *k);
+/* (lock held) A new kernel `name` of lib, whose image has that function, running the cpu code
+ * desc gives: NULL when out of memory. */
+static struct CUkern_st *kernel_new(struct CUlib_st *lib, const char *name,
+                                    const acg_kernel_desc *desc) {
+    struct CUkern_st *k = calloc(1, sizeof *k);
     if (k == NULL || (k->name = strdup(name)) == NULL) {
-        goto out_free;
+        free(k);
+        return NULL;
     }
-    k->lib = library;
+    k->lib = lib;
     k->fn = desc->cpu.fn;
     k->n_args = desc->n_args;
     memcpy(k->types, desc->types, sizeof k->types);
     k->lanes = desc->cuda_lanes > 1 ? desc->cuda_lanes : 1;
-    k->params = function_in(&library->functions, name, strlen(name))->params;
-    if (fake__vec_push(&library->kernels, k) != 0) {
-        goto out_free;
+    k->params = function_in(&lib->functions, name, strlen(name))->params;
+    if (fake__vec_push(&lib->kernels, k) == 0) {
+        if (fake__vec_push(&fake__g.kernels, k) == 0) {
+            return k;
+        }
+        fake__vec_remove(&lib->kernels, k);
     }
-    if (fake__vec_push(&fake__g.kernels, k) != 0) {
-        fake__vec_remove(&library->kernels, k);
-        goto out_free;
+    free(k->name);
+    free(k);
+    return NULL;
+}
+
+CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name) {
+    FAKE_ENTER(cuLibraryGetKernel);
+    struct CUlib_st *lib;
+    CUresult r;
+    FAKE_CHECK(fake__lock_initialized(), out);
+    FAKE_FAIL_IF(kernel == NULL || name == NULL, CUDA_ERROR_INVALID_VALUE, out);
+    FAKE_CHECK(fake__handle(&fake__g.libraries, library, (void **)&lib), out);
+    struct CUkern_st *k = kernel_in(lib, name); /* the same name gives the same handle */
+    const acg_kernel_desc *desc = NULL;
+    if (k == NULL) {
+        /* The image has no such function. */
+        FAKE_FAIL_IF(function_in(&lib->functions, name, strlen(name)) == NULL, CUDA_ERROR_NOT_FOUND,
+                     out);
+        /* The lookup enters acg's registry, which may hold its own lock: call it without
+         * ours. */
+        const acg_kernel_desc *(*lookup)(const void *, size_t, const char *) = fake__g.lookup;
+        const void *image = lib->image;
+        const size_t size = lib->size;
+        pthread_mutex_unlock(&fake__g.lock);
+        desc = lookup != NULL ? lookup(image, size, name) : NULL;
+        pthread_mutex_lock(&fake__g.lock);
+        FAKE_FAIL_IF(desc == NULL || desc->cpu.fn == NULL || desc->n_args > ACG_MAX_KERNEL_ARGS,
+                     CUDA_ERROR_NOT_FOUND, out);
+        /* Unloaded meanwhile, or the kernel got by another thread meanwhile? */
+        FAKE_CHECK(fake__handle(&fake__g.libraries, library, (void **)&lib), out);
+        k = kernel_in(lib, name);
+    }
+    if (k == NULL) {
+        k = kernel_new(lib, name, desc);
+        FAKE_FAIL_IF(k == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
     }
     *kernel = k;
-    r = CUDA_SUCCESS;
-    goto out;
-out_free:
-    if (k != NULL) {
-        free(k->name);
-    }
-    free(k);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* ---- launches ------------------------------------------------------------------------------- */
@@ -410,10 +389,11 @@ out:
 CUresult fake__kernel_work(CUkernel hk, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                            unsigned by, unsigned bz, unsigned shared, void **params, void **extra,
                            struct fake_work *out) {
-    if (hk == NULL || !fake__vec_has(&fake__g.kernels, hk)) {
-        return CUDA_ERROR_INVALID_HANDLE;
+    const struct CUkern_st *k;
+    CUresult r = fake__handle(&fake__g.kernels, hk, (void **)&k);
+    if (r != CUDA_SUCCESS) {
+        return r;
     }
-    const struct CUkern_st *k = hk;
     /* Simplified: parameters come through kernelParams only. */
     if (extra != NULL || params == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
@@ -436,29 +416,11 @@ CUresult fake__kernel_work(CUkernel hk, unsigned gx, unsigned gy, unsigned gz, u
     }
     for (uint32_t i = 0; i < k->n_args; i++) {
         acg_cpu_arg *a = &w.u.kernel.args[i];
-        switch (k->types[i]) {
-        case ACG_ARG_BUFFER: {
+        if (k->types[i] == ACG_ARG_BUFFER) {
             CUdeviceptr p;
             memcpy(&p, params[i], sizeof p);
             a->p = (void *)(uintptr_t)p;
-            break;
-        }
-        case ACG_ARG_I32:
-            memcpy(&a->i32, params[i], 4);
-            break;
-        case ACG_ARG_U32:
-            memcpy(&a->u32, params[i], 4);
-            break;
-        case ACG_ARG_F32:
-            memcpy(&a->f32, params[i], 4);
-            break;
-        case ACG_ARG_I64:
-            memcpy(&a->i64, params[i], 8);
-            break;
-        case ACG_ARG_U64:
-            memcpy(&a->u64, params[i], 8);
-            break;
-        default:
+        } else if (fake__scalar_arg(k->types[i], params[i], a) != 0) {
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
@@ -496,11 +458,7 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, uns
         r = fake__kernel_work((CUkernel)(void *)f, gx, gy, gz, bx, by, bz, shared, params, extra,
                               &work);
     }
-    if (r == CUDA_SUCCESS) {
-        r = fake__submit(s, &work);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock_submit(r, s, &work);
 }
 
 /* A function handle for the current context: here the kernel itself (the backend also casts
@@ -508,19 +466,15 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, uns
 CUresult fake_cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
     FAKE_ENTER(cuKernelGetFunction);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS && func == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (r == CUDA_SUCCESS && (kernel == NULL || !fake__vec_has(&fake__g.kernels, kernel))) {
-        r = CUDA_ERROR_INVALID_HANDLE;
+    struct CUkern_st *k;
+    CUresult r = fake__given(fake__lock_current(&ctx), func);
+    if (r == CUDA_SUCCESS) {
+        r = fake__handle(&fake__g.kernels, kernel, (void **)&k);
     }
     if (r == CUDA_SUCCESS) {
-        *func = (CUfunction)(void *)kernel;
+        *func = (CUfunction)(void *)k;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* The parameter's place as the image describes the compiled function; an index past its last
@@ -528,11 +482,10 @@ CUresult fake_cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
 CUresult fake_cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, size_t *size) {
     FAKE_ENTER(cuFuncGetParamInfo);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    const struct CUkern_st *k = (const struct CUkern_st *)(const void *)func;
-    if (r == CUDA_SUCCESS && (func == NULL || !fake__vec_has(&fake__g.kernels, k))) {
-        r = CUDA_ERROR_INVALID_HANDLE;
+    const struct CUkern_st *k;
+    CUresult r = fake__lock_current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__handle(&fake__g.kernels, (const void *)func, (void **)&k);
     }
     if (r == CUDA_SUCCESS && (offset == NULL || index >= k->params.n)) {
         r = CUDA_ERROR_INVALID_VALUE;
@@ -543,6 +496,5 @@ CUresult fake_cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, 
             *size = k->params.size[index];
         }
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }

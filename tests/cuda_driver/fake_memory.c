@@ -73,7 +73,7 @@ static CUresult range_add(enum fake_range_kind kind, uintptr_t base, size_t size
         free(r);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    fake__g.live++;
+    fake__live(1);
     return CUDA_SUCCESS;
 }
 
@@ -89,16 +89,13 @@ static void range_free(struct fake_range *r) {
     free(r);
 }
 
-long fake__ranges_reclaim(struct CUctx_st *ctx) {
-    long n = 0;
+void fake__ranges_reclaim(struct CUctx_st *ctx) {
     for (size_t i = fake__g.ranges.n; i-- > 0;) {
         struct fake_range *r = fake__g.ranges.v[i];
         if (r->ctx == ctx) {
             range_free(r);
-            n++;
         }
     }
-    return n;
 }
 
 /* ---- device memory -------------------------------------------------------------------------- */
@@ -106,8 +103,7 @@ long fake__ranges_reclaim(struct CUctx_st *ctx) {
 CUresult fake_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     FAKE_ENTER(cuMemGetInfo);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
+    CUresult r = fake__lock_current(&ctx);
     if (r == CUDA_SUCCESS && (free_bytes == NULL || total_bytes == NULL)) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
@@ -115,33 +111,39 @@ CUresult fake_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
         *total_bytes = fake__cfg.mem_bytes;
         *free_bytes = fake__cfg.mem_bytes - ctx->allocated;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
+}
+
+/* (lock held) A new allocation of `kind` and `bytes` for ctx (its address in *p), counted live:
+ * OUT_OF_MEMORY when it cannot be. */
+static CUresult range_new(enum fake_range_kind kind, size_t bytes, size_t alignment,
+                          struct CUctx_st *ctx, void **p) {
+    void *mem = memory_get(bytes, alignment);
+    if (mem == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult r = range_add(kind, (uintptr_t)mem, bytes, ctx);
+    if (r != CUDA_SUCCESS) {
+        memory_put(mem, bytes);
+        return r;
+    }
+    *p = mem;
+    return CUDA_SUCCESS;
 }
 
 CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
     FAKE_ENTER(cuMemAlloc);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r;
-    FAKE_CHECK(fake__current(&ctx), out);
-    FAKE_FAIL_IF(dptr == NULL || bytesize == 0, CUDA_ERROR_INVALID_VALUE, out);
     void *mem;
-    if (bytesize > fake__cfg.mem_bytes - ctx->allocated ||
-        (mem = memory_get(bytesize, DEVICE_ALIGNMENT)) == NULL) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    r = range_add(FAKE_RANGE_DEVICE, (uintptr_t)mem, bytesize, ctx);
-    if (r != CUDA_SUCCESS) {
-        memory_put(mem, bytesize);
-        goto out;
-    }
+    CUresult r;
+    FAKE_CHECK(fake__lock_current(&ctx), out);
+    FAKE_FAIL_IF(dptr == NULL || bytesize == 0, CUDA_ERROR_INVALID_VALUE, out);
+    FAKE_FAIL_IF(bytesize > fake__cfg.mem_bytes - ctx->allocated, CUDA_ERROR_OUT_OF_MEMORY, out);
+    FAKE_CHECK(range_new(FAKE_RANGE_DEVICE, bytesize, DEVICE_ALIGNMENT, ctx, &mem), out);
     ctx->allocated += bytesize;
     *dptr = (CUdeviceptr)(uintptr_t)mem;
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* Frees the range of `kind` at `base`, after the work queued in its context finished (cudaFree
@@ -152,25 +154,19 @@ static CUresult range_release(uintptr_t base, enum fake_range_kind kind, CUresul
     CUresult fault;
     pthread_mutex_lock(&fake__g.lock);
     CUresult r = fake__current_release(&ctx, &fault);
-    if (r == CUDA_SUCCESS) {
-        struct fake_range *range = range_at(base, kind);
-        if (range == NULL) {
-            r = missing;
-        } else {
-            fake__ctx_synchronize(range->ctx);
-            /* Another thread may have freed it while this one waited. */
-            range = range_at(base, kind);
-            if (range == NULL) {
-                r = missing;
-            } else {
-                range_free(range);
-                fake__g.live--;
-                r = fault;
-            }
-        }
+    struct fake_range *range = r == CUDA_SUCCESS ? range_at(base, kind) : NULL;
+    if (range != NULL) {
+        fake__ctx_synchronize(range->ctx);
+        range = range_at(base, kind); /* another thread may have freed it meanwhile */
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    if (r == CUDA_SUCCESS && range == NULL) {
+        r = missing;
+    } else if (r == CUDA_SUCCESS) {
+        range_free(range);
+        fake__live(-1);
+        r = fault;
+    }
+    return fake__unlock(r);
 }
 
 CUresult fake_cuMemFree(CUdeviceptr dptr) {
@@ -183,26 +179,16 @@ CUresult fake_cuMemFree(CUdeviceptr dptr) {
 CUresult fake_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags) {
     FAKE_ENTER(cuMemHostAlloc);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r;
-    FAKE_CHECK(fake__current(&ctx), out);
-    if (pp == NULL || bytesize == 0 ||
-        (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
-                             CU_MEMHOSTALLOC_WRITECOMBINED)) != 0) {
+    const unsigned known =
+        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+    CUresult r = fake__lock_current(&ctx);
+    if (r == CUDA_SUCCESS && (pp == NULL || bytesize == 0 || (flags & ~known) != 0)) {
         r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
     }
-    void *mem = memory_get(bytesize, HOST_ALIGNMENT);
-    FAKE_FAIL_IF(mem == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
-    r = range_add(FAKE_RANGE_HOST_ALLOC, (uintptr_t)mem, bytesize, ctx);
-    if (r != CUDA_SUCCESS) {
-        memory_put(mem, bytesize);
-        goto out;
+    if (r == CUDA_SUCCESS) {
+        r = range_new(FAKE_RANGE_HOST_ALLOC, bytesize, HOST_ALIGNMENT, ctx, pp);
     }
-    *pp = mem;
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 CUresult fake_cuMemFreeHost(void *p) {
@@ -210,30 +196,28 @@ CUresult fake_cuMemFreeHost(void *p) {
     return range_release((uintptr_t)p, FAKE_RANGE_HOST_ALLOC, CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Any overlap with a pinned range, allocated or registered, is refused. */
 CUresult fake_cuMemHostRegister(void *p, size_t bytesize, unsigned int flags) {
     FAKE_ENTER(cuMemHostRegister);
     struct CUctx_st *ctx;
     uintptr_t base = (uintptr_t)p;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r;
-    FAKE_CHECK(fake__current(&ctx), out);
-    if (p == NULL || bytesize == 0 || bytesize > UINTPTR_MAX - base ||
-        (flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
-                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)) != 0) {
+    const unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                           CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+    CUresult r = fake__lock_current(&ctx);
+    if (r == CUDA_SUCCESS &&
+        (p == NULL || bytesize == 0 || bytesize > UINTPTR_MAX - base || (flags & ~known) != 0)) {
         r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
     }
-    /* Any overlap with a pinned range, allocated or registered, is refused. */
-    for (size_t i = 0; i < fake__g.ranges.n; i++) {
-        struct fake_range *o = fake__g.ranges.v[i];
-        FAKE_FAIL_IF(o->kind != FAKE_RANGE_DEVICE && base < o->base + o->size &&
-                         o->base < base + bytesize,
-                     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, out);
+    for (size_t i = 0; i < fake__g.ranges.n && r == CUDA_SUCCESS; i++) {
+        const struct fake_range *o = fake__g.ranges.v[i];
+        if (o->kind != FAKE_RANGE_DEVICE && base < o->base + o->size && o->base < base + bytesize) {
+            r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
     }
-    r = range_add(FAKE_RANGE_REGISTERED, base, bytesize, ctx);
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    if (r == CUDA_SUCCESS) {
+        r = range_add(FAKE_RANGE_REGISTERED, base, bytesize, ctx);
+    }
+    return fake__unlock(r);
 }
 
 CUresult fake_cuMemHostUnregister(void *p) {
@@ -244,44 +228,66 @@ CUresult fake_cuMemHostUnregister(void *p) {
 
 /* ---- copies and fills ----------------------------------------------------------------------- */
 
-/* Queues (or records) a copy of `bytes` from src to dst; *_device says which sides are device
- * memory, which must lie inside one live allocation each. */
-static CUresult copy_async(uintptr_t dst, int dst_device, uintptr_t src, int src_device,
-                           size_t bytes, CUstream h) {
+/* (lock held) Whether a copy may be queued or recorded on s: its device sides inside one live
+ * allocation each, and a captured one taking pinned host memory only (it re-reads host memory
+ * at every replay: CUDA takes only pinned memory, whose address stays valid, and refuses
+ * pageable memory by invalidating the capture). */
+static CUresult copy_check(const struct fake_work *w, struct CUstream_st *s) {
+    uintptr_t dst = w->u.copy.dst, src = w->u.copy.src;
+    size_t bytes = w->u.copy.bytes;
+    if (dst == 0 || src == 0 || bytes > UINTPTR_MAX - dst || bytes > UINTPTR_MAX - src ||
+        (w->u.copy.dst_device && fake__range_find(dst, bytes, FAKE_DEVICE_MEMORY) == NULL) ||
+        (w->u.copy.src_device && fake__range_find(src, bytes, FAKE_DEVICE_MEMORY) == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (s->capture != NULL && !s->capture->invalidated &&
+        ((!w->u.copy.dst_device && fake__range_find(dst, bytes, FAKE_PINNED_MEMORY) == NULL) ||
+         (!w->u.copy.src_device && fake__range_find(src, bytes, FAKE_PINNED_MEMORY) == NULL))) {
+        return fake__not_capturing(s);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* (lock held) Whether a fill may be queued or recorded: its destination aligned to its
+ * elements and inside one live device allocation. */
+static CUresult fill_check(const struct fake_work *w, struct CUstream_st *s) {
+    (void)s;
+    size_t es = w->u.fill.element_size;
+    if (w->u.fill.dst % es != 0 || w->u.fill.count > SIZE_MAX / es ||
+        fake__range_find(w->u.fill.dst, w->u.fill.count * es, FAKE_DEVICE_MEMORY) == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The asynchronous copies and fills: `work` of n elements queued (or recorded) on stream h once
+ * `check` passed it. Simplified: with none, nothing is queued or recorded. */
+static CUresult async_work(CUstream h, size_t n, const struct fake_work *work,
+                           CUresult (*check)(const struct fake_work *w, struct CUstream_st *s)) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r;
-    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
-    if (bytes == 0) { /* simplified: nothing is queued or recorded */
-        r = s->capture != NULL && s->capture->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-                                                          : CUDA_SUCCESS;
-        goto out;
+    CUresult r = fake__lock_stream(h, &ctx, &s);
+    if (r == CUDA_SUCCESS && n == 0) {
+        return fake__unlock(s->capture != NULL && s->capture->invalidated
+                                ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                                : CUDA_SUCCESS);
     }
-    if (dst == 0 || src == 0 || bytes > UINTPTR_MAX - dst || bytes > UINTPTR_MAX - src ||
-        (dst_device && fake__range_find(dst, bytes, FAKE_DEVICE_MEMORY) == NULL) ||
-        (src_device && fake__range_find(src, bytes, FAKE_DEVICE_MEMORY) == NULL)) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
+    if (r == CUDA_SUCCESS) {
+        r = check(work, s);
     }
-    /* A captured copy re-reads host memory at every replay: CUDA takes only pinned memory,
-     * whose address stays valid, and refuses pageable memory by invalidating the capture. */
-    if (s->capture != NULL && !s->capture->invalidated &&
-        ((!dst_device && fake__range_find(dst, bytes, FAKE_PINNED_MEMORY) == NULL) ||
-         (!src_device && fake__range_find(src, bytes, FAKE_PINNED_MEMORY) == NULL))) {
-        fake__capture_invalidate(s->capture);
-        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        goto out;
-    }
+    return fake__unlock_submit(r, s, work);
+}
+
+/* A copy of `bytes` from src to dst; *_device says which sides are device memory. */
+static CUresult copy_async(uintptr_t dst, int dst_device, uintptr_t src, int src_device,
+                           size_t bytes, CUstream h) {
     struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
     work.u.copy.dst = dst;
     work.u.copy.src = src;
     work.u.copy.bytes = bytes;
     work.u.copy.dst_device = dst_device;
     work.u.copy.src_device = src_device;
-    r = fake__submit(s, &work);
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return async_work(h, bytes, &work, copy_check);
 }
 
 CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream h) {
@@ -299,32 +305,15 @@ CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, 
     return copy_async((uintptr_t)dst, 1, (uintptr_t)src, 1, bytes, h);
 }
 
-/* Queues (or records) a fill of n elements of element_size bytes, dst aligned to it. */
+/* A fill of n elements of element_size bytes, dst aligned to it. */
 static CUresult fill_async(CUdeviceptr dst, uint32_t value, unsigned element_size, size_t n,
                            CUstream h) {
-    struct CUctx_st *ctx;
-    struct CUstream_st *s;
-    CUresult r;
-    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
-    if (n == 0) { /* simplified: nothing is queued or recorded */
-        r = s->capture != NULL && s->capture->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-                                                          : CUDA_SUCCESS;
-        goto out;
-    }
-    if (dst % element_size != 0 || n > SIZE_MAX / element_size ||
-        fake__range_find((uintptr_t)dst, n * element_size, FAKE_DEVICE_MEMORY) == NULL) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
     struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_MEMSET};
     work.u.fill.dst = (uintptr_t)dst;
     work.u.fill.value = value;
     work.u.fill.element_size = element_size;
     work.u.fill.count = n;
-    r = fake__submit(s, &work);
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return async_work(h, n, &work, fill_check);
 }
 
 CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream h) {

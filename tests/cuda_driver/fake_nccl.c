@@ -125,13 +125,7 @@ static int enter(enum fn_index fn) {
     return code;
 }
 
-#define ENTER(name)                                                                                \
-    do {                                                                                           \
-        int injected_ = enter(FN_##name);                                                          \
-        if (injected_ != ACG_NCCL_SUCCESS) {                                                       \
-            return injected_;                                                                      \
-        }                                                                                          \
-    } while (0)
+#define ENTER(name) FAKE_LEDGER_ENTER(enter, FN_##name)
 
 /* Returns r after saying why in the last error. */
 static int fail(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

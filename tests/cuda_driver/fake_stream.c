@@ -24,7 +24,7 @@ enum op_kind {
 };
 
 struct fake_op {
-    struct fake_op *next;
+    struct fake_job job; /* queued on its stream's worker */
     enum op_kind kind;
     union {
         struct fake_work work;
@@ -132,7 +132,7 @@ static void run_op(struct CUstream_st *s, struct fake_op *op) {
         fake__run_work(s->ctx, &op->u.work);
         break;
     case OP_WAIT:
-        while (op->u.wait.stream->completed < op->u.wait.seq) {
+        while (op->u.wait.stream->worker.completed < op->u.wait.seq) {
             pthread_cond_wait(&fake__g.progress, &fake__g.lock);
         }
         break;
@@ -167,43 +167,17 @@ static void op_free(struct fake_op *op) {
     free(op);
 }
 
-static void *worker_main(void *arg) {
-    struct CUstream_st *s = arg;
-    pthread_mutex_lock(&fake__g.lock);
-    for (;;) {
-        while (s->head == NULL && !s->quit) {
-            pthread_cond_wait(&s->work, &fake__g.lock);
-        }
-        if (s->head == NULL) {
-            break; /* destroyed, and drained */
-        }
-        /* The op stays queued while it runs, so cuStreamQuery sees it pending. */
-        struct fake_op *op = s->head;
-        run_op(s, op);
-        s->head = op->next;
-        if (s->head == NULL) {
-            s->tail = NULL;
-        }
-        s->completed++;
-        op_free(op);
-        pthread_cond_broadcast(&fake__g.progress);
-    }
-    s->exited = 1;
-    pthread_cond_broadcast(&fake__g.progress);
-    pthread_mutex_unlock(&fake__g.lock);
-    return NULL;
+static void run_job(struct fake_worker *w, struct fake_job *job) {
+    run_op(w->owner, (struct fake_op *)job);
+}
+
+static void job_done(struct fake_worker *w, struct fake_job *job) {
+    (void)w;
+    op_free((struct fake_op *)job);
 }
 
 static void enqueue(struct CUstream_st *s, struct fake_op *op) {
-    op->next = NULL;
-    if (s->tail != NULL) {
-        s->tail->next = op;
-    } else {
-        s->head = op;
-    }
-    s->tail = op;
-    s->submitted++;
-    pthread_cond_signal(&s->work);
+    fake__worker_push(&s->worker, &op->job);
 }
 
 CUresult fake__submit(struct CUstream_st *s, const struct fake_work *work) {
@@ -242,7 +216,7 @@ CUresult fake__submit_exec(struct CUstream_st *s, struct CUgraphExec_st *x, int 
 
 void fake__stream_release(struct CUstream_st *s) {
     if (--s->refs == 0) {
-        pthread_cond_destroy(&s->work);
+        pthread_cond_destroy(&s->worker.work);
         fake__ids_free(&s->frontier);
         free(s->info_deps);
         free(s->info_edges);
@@ -250,13 +224,25 @@ void fake__stream_release(struct CUstream_st *s) {
     }
 }
 
+/* (lock held; waits) Waits until s completed op `seq`, holding it so that a concurrent destroy
+ * does not free it meanwhile; returns the fault its context holds then. */
+static CUresult stream_wait(struct CUstream_st *s, uint64_t seq) {
+    s->refs++;
+    while (s->worker.completed < seq) {
+        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
+    }
+    CUresult sticky = s->ctx->sticky;
+    fake__stream_release(s);
+    return sticky;
+}
+
 void fake__reap_workers(void) {
     for (size_t i = fake__g.workers.n; i-- > 0;) {
         struct CUstream_st *s = fake__g.workers.v[i];
-        if (s->exited) {
+        if (s->worker.exited) {
             /* It set `exited` last, under the lock this thread holds: it needs nothing more
              * than to return, so joining here cannot deadlock. */
-            pthread_join(s->thread, NULL);
+            pthread_join(s->worker.thread, NULL);
             fake__vec_remove(&fake__g.workers, s);
             fake__stream_release(s);
         }
@@ -267,7 +253,7 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
     size_t n = 0;
     for (size_t i = 0; i < fake__g.workers.n; i++) {
         struct CUstream_st *s = fake__g.workers.v[i];
-        n += s->ctx == ctx && s->completed < s->submitted;
+        n += s->ctx == ctx && fake__worker_busy(&s->worker);
     }
     if (n == 0) {
         return;
@@ -284,7 +270,7 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
             busy = 0;
             for (size_t i = 0; i < fake__g.workers.n; i++) {
                 struct CUstream_st *s = fake__g.workers.v[i];
-                busy |= s->ctx == ctx && s->completed < s->submitted;
+                busy |= s->ctx == ctx && fake__worker_busy(&s->worker);
             }
             if (busy) {
                 pthread_cond_wait(&fake__g.progress, &fake__g.lock);
@@ -295,15 +281,15 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
     size_t k = 0;
     for (size_t i = 0; i < fake__g.workers.n; i++) {
         struct CUstream_st *s = fake__g.workers.v[i];
-        if (s->ctx == ctx && s->completed < s->submitted) {
+        if (s->ctx == ctx && fake__worker_busy(&s->worker)) {
             points[k].s = s;
-            points[k].seq = s->submitted;
+            points[k].seq = s->worker.submitted;
             s->refs++;
             k++;
         }
     }
     for (size_t i = 0; i < k; i++) {
-        while (points[i].s->completed < points[i].seq) {
+        while (points[i].s->worker.completed < points[i].seq) {
             pthread_cond_wait(&fake__g.progress, &fake__g.lock);
         }
     }
@@ -313,34 +299,54 @@ void fake__ctx_synchronize(struct CUctx_st *ctx) {
     free(points);
 }
 
+/* (lock held) Lets the worker of a stream whose handle is gone drain its queue and exit: queued
+ * work still runs, as in CUDA. */
+static void stream_quit(void *obj) {
+    struct CUstream_st *s = obj;
+    fake__worker_quit(&s->worker);
+    fake__stream_release(s); /* the handle's reference; the worker keeps its own */
+    fake__reap_workers();
+}
+
+void fake__streams_reclaim(struct CUctx_st *ctx) {
+    fake__reclaim(&fake__g.streams, ctx, stream_quit);
+}
+
 /* ---- streams -------------------------------------------------------------------------------- */
 
 CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st **out) {
-    /* Simplified: no NULL, legacy or per-thread default stream (the backend never uses one). */
-    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD ||
-        !fake__vec_has(&fake__g.streams, h)) {
-        return CUDA_ERROR_INVALID_HANDLE;
+    /* Simplified: no NULL, legacy or per-thread default stream (the backend never uses one):
+     * those handles are no live stream. */
+    CUresult r = fake__handle(&fake__g.streams, h, (void **)out);
+    if (r == CUDA_SUCCESS && h->ctx != ctx) {
+        r = CUDA_ERROR_INVALID_CONTEXT; /* the real driver's code here was not verified */
     }
-    if (h->ctx != ctx) {
-        return CUDA_ERROR_INVALID_CONTEXT; /* the real driver's code here was not verified */
-    }
-    *out = h;
-    return CUDA_SUCCESS;
+    return r;
 }
 
 CUresult fake__lock_stream(CUstream h, struct CUctx_st **ctx, struct CUstream_st **out) {
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(ctx);
+    CUresult r = fake__lock_current(ctx);
     return r == CUDA_SUCCESS ? fake__stream_get(h, *ctx, out) : r;
+}
+
+CUresult fake__not_capturing(struct CUstream_st *s) {
+    if (s->capture == NULL) {
+        return CUDA_SUCCESS;
+    }
+    fake__capture_invalidate(s->capture);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+CUresult fake__unlock_submit(CUresult r, struct CUstream_st *s, const struct fake_work *work) {
+    return fake__unlock(r == CUDA_SUCCESS ? fake__submit(s, work) : r);
 }
 
 CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags) {
     FAKE_ENTER(cuStreamCreate);
     struct CUctx_st *ctx;
     struct CUstream_st *s = NULL;
-    pthread_mutex_lock(&fake__g.lock);
     CUresult r;
-    FAKE_CHECK(fake__current(&ctx), out);
+    FAKE_CHECK(fake__lock_current(&ctx), out);
     /* NON_BLOCKING is taken and changes nothing: there is no legacy stream to block on. */
     FAKE_FAIL_IF(ph == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0,
                  CUDA_ERROR_INVALID_VALUE, out);
@@ -353,19 +359,21 @@ CUresult fake_cuStreamCreate(CUstream *ph, unsigned int flags) {
     s->ctx = ctx;
     s->flags = flags;
     s->refs = 2; /* the handle and the worker */
-    if (pthread_cond_init(&s->work, NULL) != 0) {
-        goto out_free;
-    }
+    s->worker = (struct fake_worker){.lock = &fake__g.lock,
+                                     .progress = &fake__g.progress,
+                                     .owner = s,
+                                     .run = run_job,
+                                     .done = job_done};
     if (fake__vec_push(&fake__g.streams, s) != 0) {
-        goto out_cond;
+        goto out_free;
     }
     if (fake__vec_push(&fake__g.workers, s) != 0) {
         goto out_streams;
     }
-    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+    if (fake__worker_start(&s->worker) != 0) {
         goto out_workers;
     }
-    fake__g.live++;
+    fake__live(1);
     *ph = s;
     r = CUDA_SUCCESS;
     goto out;
@@ -373,129 +381,92 @@ out_workers:
     fake__vec_remove(&fake__g.workers, s);
 out_streams:
     fake__vec_remove(&fake__g.streams, s);
-out_cond:
-    pthread_cond_destroy(&s->work);
 out_free:
     free(s);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
+}
+
+/* A capturing stream stays, so the capture can still be ended (the real driver's behaviour here
+ * was not verified). */
+static CUresult stream_check(struct CUctx_st *ctx, void *obj) {
+    struct CUstream_st *s = obj;
+    if (s->ctx != ctx) {
+        return CUDA_ERROR_INVALID_CONTEXT; /* as fake__stream_get */
+    }
+    return fake__not_capturing(s);
 }
 
 CUresult fake_cuStreamDestroy(CUstream h) {
     FAKE_ENTER(cuStreamDestroy);
-    struct CUctx_st *ctx;
-    struct CUstream_st *s;
-    CUresult fault;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current_release(&ctx, &fault);
-    if (r == CUDA_SUCCESS) {
-        r = fake__stream_get(h, ctx, &s);
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    if (s->capture != NULL) {
-        /* The stream stays, so the capture can still be ended (the real driver's behaviour
-         * here was not verified). */
-        fake__capture_invalidate(s->capture);
-        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        goto out;
-    }
-    /* Queued work still runs, as in CUDA; the worker exits once the queue is empty. */
-    fake__vec_remove(&fake__g.streams, s);
-    fake__g.live--;
-    s->quit = 1;
-    pthread_cond_signal(&s->work);
-    fake__stream_release(s);
-    fake__reap_workers();
-    r = fault;
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__release(&fake__g.streams, h, stream_check, stream_quit);
 }
 
+/* (takes the lock, as fake__lock_stream) The stream of a host synchronization or query: one
+ * that captures takes neither (fake__not_capturing). */
+static CUresult lock_host_stream(CUstream h, struct CUstream_st **s) {
+    struct CUctx_st *ctx;
+    CUresult r = fake__lock_stream(h, &ctx, s);
+    return r == CUDA_SUCCESS ? fake__not_capturing(*s) : r;
+}
+
+/* What was queued before the call completed; a fault of that work is reported here. */
 CUresult fake_cuStreamSynchronize(CUstream h) {
     FAKE_ENTER(cuStreamSynchronize);
-    struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r;
-    FAKE_CHECK(fake__lock_stream(h, &ctx, &s), out);
-    if (s->capture != NULL) {
-        fake__capture_invalidate(s->capture);
-        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        goto out;
-    }
-    uint64_t seq = s->submitted;
-    s->refs++; /* a concurrent destroy must not free it under this wait */
-    while (s->completed < seq) {
-        pthread_cond_wait(&fake__g.progress, &fake__g.lock);
-    }
-    fake__stream_release(s);
-    r = ctx->sticky; /* a fault of the work waited for is reported here */
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    CUresult r = lock_host_stream(h, &s);
+    return fake__unlock(r == CUDA_SUCCESS ? stream_wait(s, s->worker.submitted) : r);
 }
 
 CUresult fake_cuStreamQuery(CUstream h) {
     FAKE_ENTER(cuStreamQuery);
-    struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS) {
-        if (s->capture != NULL) {
-            fake__capture_invalidate(s->capture);
-            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        } else if (s->completed < s->submitted) {
-            r = CUDA_ERROR_NOT_READY;
-        }
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    CUresult r = lock_host_stream(h, &s);
+    return fake__unlock(r == CUDA_SUCCESS && fake__worker_busy(&s->worker) ? CUDA_ERROR_NOT_READY
+                                                                           : r);
 }
 
-static CUresult event_get(CUevent h, struct CUevent_st **out) {
-    if (h == NULL || !fake__vec_has(&fake__g.events, h)) {
-        return CUDA_ERROR_INVALID_HANDLE;
+/* (lock held) cuStreamWaitEvent on a capturing stream s: a join of the event's point when it was
+ * recorded in the same capture; an error that invalidates the capture when it was recorded in
+ * another one or outside; nothing when it was never recorded. */
+static CUresult captured_wait(struct CUstream_st *s, const struct CUevent_st *e) {
+    struct fake_capture *c = s->capture;
+    if (c->invalidated) {
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    *out = h;
-    return CUDA_SUCCESS;
+    if (e->capture == c) { /* later nodes depend on both frontiers */
+        return fake__ids_union(&s->frontier, &e->frontier) == 0 ? CUDA_SUCCESS
+                                                                : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (e->capture == NULL && e->stream == NULL) {
+        return CUDA_SUCCESS;
+    }
+    fake__capture_invalidate(c);
+    return e->capture != NULL ? CUDA_ERROR_STREAM_CAPTURE_MERGE
+                              : CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+}
+
+/* (takes the lock, as fake__lock_stream) The stream h and the live event hevent of a call. */
+static CUresult lock_stream_event(CUstream h, CUevent hevent, struct CUstream_st **s,
+                                  struct CUevent_st **e) {
+    struct CUctx_st *ctx;
+    CUresult r = fake__lock_stream(h, &ctx, s);
+    return r == CUDA_SUCCESS ? fake__handle(&fake__g.events, hevent, (void **)e) : r;
 }
 
 CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) {
     FAKE_ENTER(cuStreamWaitEvent);
-    struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct CUevent_st *e;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS) {
-        r = event_get(hevent, &e);
-    }
-    if (r != CUDA_SUCCESS) {
-        goto out;
-    }
-    if (flags != 0) { /* simplified: no CU_EVENT_WAIT_EXTERNAL (wait nodes) */
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
-    struct fake_capture *c = s->capture;
-    if (c != NULL) {
-        if (c->invalidated) {
-            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        } else if (e->capture == c) { /* a join: later nodes depend on both frontiers */
-            r = fake__ids_union(&s->frontier, &e->frontier) == 0 ? CUDA_SUCCESS
-                                                                 : CUDA_ERROR_OUT_OF_MEMORY;
-        } else if (e->capture != NULL) {
-            fake__capture_invalidate(c);
-            r = CUDA_ERROR_STREAM_CAPTURE_MERGE;
-        } else if (e->stream != NULL) {
-            fake__capture_invalidate(c);
-            r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
-        } /* else never recorded: nothing to wait for */
+    CUresult r;
+    FAKE_CHECK(lock_stream_event(h, hevent, &s, &e), out);
+    /* Simplified: no CU_EVENT_WAIT_EXTERNAL (wait nodes). */
+    FAKE_FAIL_IF(flags != 0, CUDA_ERROR_INVALID_VALUE, out);
+    if (s->capture != NULL) {
+        r = captured_wait(s, e);
     } else if (e->capture != NULL) {
         r = fake__capture_join(s, e->capture, &e->frontier); /* a fork */
-    } else if (e->stream != NULL && e->stream != s && e->stream->completed < e->seq) {
+    } else if (e->stream != NULL && e->stream != s && e->stream->worker.completed < e->seq) {
         /* The point recorded now: a later re-record of the event does not move it. */
         struct fake_op *op = malloc(sizeof *op);
         FAKE_FAIL_IF(op == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
@@ -506,26 +477,19 @@ CUresult fake_cuStreamWaitEvent(CUstream h, CUevent hevent, unsigned int flags) 
         enqueue(s, op);
     }
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data) {
     FAKE_ENTER(cuLaunchHostFunc);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
+    struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_HOST, .u.host = {fn, data}};
     CUresult r = fake__lock_stream(h, &ctx, &s);
     if (r == CUDA_SUCCESS && fn == NULL) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
-    if (r == CUDA_SUCCESS) {
-        struct fake_work work = {.type = CU_GRAPH_NODE_TYPE_HOST};
-        work.u.host.fn = fn;
-        work.u.host.data = data;
-        r = fake__submit(s, &work);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock_submit(r, s, &work);
 }
 
 /* ---- events --------------------------------------------------------------------------------- */
@@ -533,146 +497,126 @@ CUresult fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void *data) {
 CUresult fake_cuEventCreate(CUevent *ph, unsigned int flags) {
     FAKE_ENTER(cuEventCreate);
     struct CUctx_st *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r;
-    FAKE_CHECK(fake__current(&ctx), out);
     const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
-    if (ph == NULL || (flags & ~known) != 0 ||
-        ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))) {
+    CUresult r = fake__lock_current(&ctx);
+    if (r == CUDA_SUCCESS &&
+        (ph == NULL || (flags & ~known) != 0 ||
+         ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)))) {
         r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
     }
-    struct CUevent_st *e = calloc(1, sizeof *e);
-    if (e == NULL || fake__vec_push(&fake__g.events, e) != 0) {
-        free(e);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
+    if (r == CUDA_SUCCESS) {
+        struct CUevent_st *e = calloc(1, sizeof *e);
+        if (e != NULL) {
+            e->ctx = ctx;
+            e->flags = flags;
+        }
+        r = fake__publish(&fake__g.events, e, free, (void **)ph);
     }
-    e->ctx = ctx;
-    e->flags = flags;
-    fake__g.live++;
-    *ph = e;
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-/* Queued waits hold the stream point, not the event: destroying an event they wait on is
- * fine, as in CUDA. */
+/* (lock held) Frees an event whose handle is gone: the stream point it holds, its frontier.
+ * Queued waits hold the stream point, not the event: destroying an event they wait on is fine,
+ * as in CUDA. */
+static void event_free(void *obj) {
+    struct CUevent_st *e = obj;
+    if (e->stream != NULL) {
+        fake__stream_release(e->stream);
+    }
+    fake__ids_free(&e->frontier);
+    free(e);
+}
+
 CUresult fake_cuEventDestroy(CUevent h) {
     FAKE_ENTER(cuEventDestroy);
-    struct CUctx_st *ctx;
-    struct CUevent_st *e;
-    CUresult fault;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current_release(&ctx, &fault);
-    if (r == CUDA_SUCCESS) {
-        r = event_get(h, &e);
+    return fake__release(&fake__g.events, h, NULL, event_free);
+}
+
+void fake__events_reclaim(struct CUctx_st *ctx) { fake__reclaim(&fake__g.events, ctx, event_free); }
+
+/* (lock held) Makes e's last record the current end of s. */
+static void record_point(struct CUevent_st *e, struct CUstream_st *s) {
+    s->refs++;
+    if (e->stream != NULL) {
+        fake__stream_release(e->stream);
     }
-    if (r == CUDA_SUCCESS) {
-        fake__vec_remove(&fake__g.events, e);
-        if (e->stream != NULL) {
-            fake__stream_release(e->stream);
-        }
-        fake__ids_free(&e->frontier);
-        free(e);
-        fake__g.live--;
-        r = fault;
+    e->stream = s;
+    e->seq = s->worker.submitted;
+    e->capture = NULL;
+    fake__ids_free(&e->frontier);
+}
+
+/* (lock held) Makes e's last record a point in the graph s's capture is building: the frontier a
+ * waiter will depend on. */
+static CUresult record_captured(struct CUevent_st *e, struct CUstream_st *s) {
+    if (s->capture->invalidated) {
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    struct fake_ids frontier = {0};
+    if (fake__ids_union(&frontier, &s->frontier) != 0) {
+        fake__ids_free(&frontier);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fake__ids_free(&e->frontier);
+    e->frontier = frontier;
+    e->capture = s->capture;
+    if (e->stream != NULL) {
+        fake__stream_release(e->stream);
+        e->stream = NULL;
+    }
+    return CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventRecord(CUevent hevent, CUstream h) {
     FAKE_ENTER(cuEventRecord);
-    struct CUctx_st *ctx;
     struct CUstream_st *s;
     struct CUevent_st *e;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
-    if (r == CUDA_SUCCESS) {
-        r = event_get(hevent, &e);
-    }
+    CUresult r = lock_stream_event(h, hevent, &s, &e);
     if (r == CUDA_SUCCESS && e->ctx != s->ctx) {
         r = CUDA_ERROR_INVALID_HANDLE; /* the real driver's code here was not verified */
     }
-    if (r != CUDA_SUCCESS) {
-        goto out;
+    if (r == CUDA_SUCCESS && s->capture != NULL) {
+        r = record_captured(e, s);
+    } else if (r == CUDA_SUCCESS) {
+        record_point(e, s);
     }
-    if (s->capture != NULL) {
-        /* Only a point in the graph being built: the frontier a waiter will depend on. */
-        FAKE_FAIL_IF(s->capture->invalidated, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, out);
-        struct fake_ids frontier = {0};
-        if (fake__ids_union(&frontier, &s->frontier) != 0) {
-            fake__ids_free(&frontier);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-            goto out;
-        }
-        fake__ids_free(&e->frontier);
-        e->frontier = frontier;
-        e->capture = s->capture;
-        if (e->stream != NULL) {
-            fake__stream_release(e->stream);
-            e->stream = NULL;
-        }
-    } else {
-        s->refs++;
-        if (e->stream != NULL) {
-            fake__stream_release(e->stream);
-        }
-        e->stream = s;
-        e->seq = s->submitted;
-        e->capture = NULL;
-        fake__ids_free(&e->frontier);
+    return fake__unlock(r);
+}
+
+/* (takes the lock, held on return whatever the result) The event of a host synchronization or
+ * query: CAPTURED_EVENT for a record in a capture still in progress (a capture clears its events
+ * when it ends). An event never recorded is reached. */
+static CUresult lock_host_event(CUevent h, struct CUevent_st **e) {
+    struct CUctx_st *ctx;
+    CUresult r = fake__lock_current(&ctx);
+    if (r == CUDA_SUCCESS) {
+        r = fake__handle(&fake__g.events, h, (void **)e);
     }
-out:
-    pthread_mutex_unlock(&fake__g.lock);
+    if (r == CUDA_SUCCESS && (*e)->capture != NULL) {
+        r = CUDA_ERROR_CAPTURED_EVENT;
+    }
     return r;
 }
 
 CUresult fake_cuEventQuery(CUevent h) {
     FAKE_ENTER(cuEventQuery);
-    struct CUctx_st *ctx;
     struct CUevent_st *e;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = event_get(h, &e);
+    CUresult r = lock_host_event(h, &e);
+    if (r == CUDA_SUCCESS && e->stream != NULL && e->stream->worker.completed < e->seq) {
+        r = CUDA_ERROR_NOT_READY;
     }
-    if (r == CUDA_SUCCESS) {
-        /* A capture clears its events when it ends: a capture here is still in progress. */
-        if (e->capture != NULL) {
-            r = CUDA_ERROR_CAPTURED_EVENT;
-        } else if (e->stream != NULL && e->stream->completed < e->seq) {
-            r = CUDA_ERROR_NOT_READY;
-        }
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
+/* The stream point of the event's last record; a fault of the context of that stream is
+ * reported here. The wait holds the stream, not the event: another thread may destroy the
+ * event meanwhile. */
 CUresult fake_cuEventSynchronize(CUevent h) {
     FAKE_ENTER(cuEventSynchronize);
-    struct CUctx_st *ctx;
     struct CUevent_st *e;
-    pthread_mutex_lock(&fake__g.lock);
-    CUresult r = fake__current(&ctx);
-    if (r == CUDA_SUCCESS) {
-        r = event_get(h, &e);
-    }
-    if (r == CUDA_SUCCESS && e->capture != NULL) {
-        r = CUDA_ERROR_CAPTURED_EVENT;
-    }
+    CUresult r = lock_host_event(h, &e);
     if (r == CUDA_SUCCESS && e->stream != NULL) {
-        /* Hold the stream, not the event: another thread may destroy the event meanwhile. */
-        struct CUstream_st *s = e->stream;
-        uint64_t seq = e->seq;
-        s->refs++;
-        while (s->completed < seq) {
-            pthread_cond_wait(&fake__g.progress, &fake__g.lock);
-        }
-        r = s->ctx->sticky;
-        fake__stream_release(s);
+        r = stream_wait(e->stream, e->seq);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }

@@ -4,16 +4,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-int fake__vec_push(struct fake_vec *vec, void *p) {
-    if (vec->n == vec->cap) {
-        size_t cap = vec->cap ? vec->cap * 2 : 8;
-        void **v = realloc(vec->v, cap * sizeof *v);
-        if (v == NULL) {
-            return -1;
-        }
-        vec->v = v;
-        vec->cap = cap;
+void *fake__grow(void *v, size_t n, size_t *cap, size_t size) {
+    if (n < *cap) {
+        return v;
     }
+    size_t room = *cap ? *cap * 2 : 8;
+    void *grown = realloc(v, room * size);
+    if (grown != NULL) {
+        *cap = room;
+    }
+    return grown;
+}
+
+int fake__vec_push(struct fake_vec *vec, void *p) {
+    void **v = fake__grow(vec->v, vec->n, &vec->cap, sizeof *v);
+    if (v == NULL) {
+        return -1;
+    }
+    vec->v = v;
     vec->v[vec->n++] = p;
     return 0;
 }
@@ -51,15 +59,11 @@ int fake__ids_add(struct fake_ids *ids, size_t id) {
     if (at < ids->n && ids->v[at] == id) {
         return 0;
     }
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 4;
-        size_t *v = realloc(ids->v, cap * sizeof *v);
-        if (v == NULL) {
-            return -1;
-        }
-        ids->v = v;
-        ids->cap = cap;
+    size_t *v = fake__grow(ids->v, ids->n, &ids->cap, sizeof *v);
+    if (v == NULL) {
+        return -1;
     }
+    ids->v = v;
     memmove(&ids->v[at + 1], &ids->v[at], (ids->n - at) * sizeof *ids->v);
     ids->v[at] = id;
     ids->n++;

@@ -1,5 +1,5 @@
-/* fake_ledger.c — the test drivers' call counts, injected failures, misuse count and
- * environment knobs (see fake_common.h). */
+/* fake_ledger.c — the test drivers' call counts, injected failures, misuse and live counts, their
+ * init and environment knobs (see fake_common.h). */
 #include "fake_common.h"
 
 #include <errno.h>
@@ -80,6 +80,19 @@ void fake__ledger_reset(struct fake_ledger *l) {
     pthread_mutex_unlock(&l->lock);
 }
 
+void fake__ledger_live(struct fake_ledger *l, long delta) {
+    pthread_mutex_lock(&l->lock);
+    l->live += delta;
+    pthread_mutex_unlock(&l->lock);
+}
+
+long fake__ledger_live_count(struct fake_ledger *l) {
+    pthread_mutex_lock(&l->lock);
+    long n = l->live;
+    pthread_mutex_unlock(&l->lock);
+    return n;
+}
+
 void fake__ledger_violation(struct fake_ledger *l, const char *fmt, va_list ap) {
     char text[512];
     vsnprintf(text, sizeof text, fmt, ap);
@@ -94,6 +107,18 @@ unsigned long fake__ledger_violations(struct fake_ledger *l) {
     unsigned long n = l->violations;
     pthread_mutex_unlock(&l->lock);
     return n;
+}
+
+/* ---- initialization ----------------------------------------------------------------------- */
+
+int fake__init(int init_fail, pthread_mutex_t *lock, int *initialized) {
+    if (init_fail != 0) {
+        return init_fail;
+    }
+    pthread_mutex_lock(lock);
+    *initialized = 1;
+    pthread_mutex_unlock(lock);
+    return 0;
 }
 
 /* ---- environment knobs -------------------------------------------------------------------- */

@@ -63,17 +63,14 @@
 #ifndef ACG_TESTS_ZE_DRIVER_ACGTEST_ZE_H
 #define ACG_TESTS_ZE_DRIVER_ACGTEST_ZE_H
 
+#include "../driver_common/acgtest_api.h"
 #include "acg/acg.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#if defined(__GNUC__) && __GNUC__ >= 4
-#define ACGTEST_ZE_API __attribute__((visibility("default")))
-#else
-#define ACGTEST_ZE_API
-#endif
+#define ACGTEST_ZE_API ACGTEST_API
 
 /* Gives the driver the kernels it runs: zeKernelCreate(module, {name}) looks the kernel function
  * `name` up with `lookup` (it must also be an entry point of the module's SPIR-V), and launches
@@ -83,8 +80,8 @@ extern "C" {
  * copied. NULL unbinds. Without a lookup, or when it finds nothing with a cpu.fn,
  * zeKernelCreate gives ZE_RESULT_ERROR_INVALID_KERNEL_NAME. lookup is called without the
  * driver's lock held. */
-ACGTEST_ZE_API void acgtest_ze_bind_kernels(const acg_kernel_desc *(*lookup)(const char *name));
-typedef void (*acgtest_ze_bind_kernels_fn)(const acg_kernel_desc *(*lookup)(const char *name));
+ACGTEST_FUNCTION(void, acgtest_ze_bind_kernels,
+                 (const acg_kernel_desc *(*lookup)(const char *name)));
 
 /* Makes the nth (1-based) call from now of entry point `name` return `code` (a ze_result_t)
  * without doing anything else. name NULL or "*": the nth call of any entry point. nth 0 clears
@@ -92,8 +89,7 @@ typedef void (*acgtest_ze_bind_kernels_fn)(const acg_kernel_desc *(*lookup)(cons
  * once. An unknown name is reported on stderr and never fires. The call still counts in
  * acgtest_ze_calls. Extension functions (zeCommandListHostSynchronize...) count as entry points.
  */
-ACGTEST_ZE_API void acgtest_ze_fail(const char *name, unsigned nth, int code);
-typedef void (*acgtest_ze_fail_fn)(const char *name, unsigned nth, int code);
+ACGTEST_FUNCTION(void, acgtest_ze_fail, (const char *name, unsigned nth, int code));
 
 /* Makes device `device` (0-based) lost, as a GPU hang or reset would, or healthy again (mode
  * 0). While it is lost, zeDeviceGetStatus returns ZE_RESULT_ERROR_DEVICE_LOST, and so does every
@@ -108,33 +104,28 @@ typedef void (*acgtest_ze_fail_fn)(const char *name, unsigned nth, int code);
  * creations go on as before. Unlike a real device, made healthy again its objects work again.
  * A device or mode out of range is reported on stderr. */
 enum { ACGTEST_ZE_LOST = 1, ACGTEST_ZE_LOST_RELEASES = 2 };
-ACGTEST_ZE_API void acgtest_ze_set_lost(int device, int mode);
-typedef void (*acgtest_ze_set_lost_fn)(int device, int mode);
+ACGTEST_FUNCTION(void, acgtest_ze_set_lost, (int device, int mode));
 
 /* How many times entry point `name` was called since the start or the last
  * acgtest_ze_reset_counts, failed and injected calls included; the loader's own calls (zeInit
  * while it loads drivers) count too. NULL: the sum over every entry point. 0 for an unknown
  * name. */
-ACGTEST_ZE_API unsigned long acgtest_ze_calls(const char *name);
-typedef unsigned long (*acgtest_ze_calls_fn)(const char *name);
+ACGTEST_FUNCTION(unsigned long, acgtest_ze_calls, (const char *name));
 
 /* How many driver objects are alive: contexts, command queues, command lists, event pools,
  * events, fences, allocations, modules, module build logs, kernels, graphs and executable
  * graphs, plus the allocations a
  * zeContextDestroy had to free for an owner that leaked them: a leak hidden by a teardown
  * still shows. A test checks that it comes back to its value at the start. */
-ACGTEST_ZE_API long acgtest_ze_live(void);
-typedef long (*acgtest_ze_live_fn)(void);
+ACGTEST_FUNCTION(long, acgtest_ze_live, (void));
 
 /* How many misuses the driver detected and refused since the start or the last
  * acgtest_ze_reset_counts (each also said on stderr): a test checks it stays 0. */
-ACGTEST_ZE_API unsigned long acgtest_ze_violations(void);
-typedef unsigned long (*acgtest_ze_violations_fn)(void);
+ACGTEST_FUNCTION(unsigned long, acgtest_ze_violations, (void));
 
 /* Sets every call count and the violation count to zero (the live count is not a count of
  * calls, and stays). */
-ACGTEST_ZE_API void acgtest_ze_reset_counts(void);
-typedef void (*acgtest_ze_reset_counts_fn)(void);
+ACGTEST_FUNCTION(void, acgtest_ze_reset_counts, (void));
 
 #ifdef __cplusplus
 }

@@ -34,13 +34,7 @@ ze_result_t fake_zeInit(ze_init_flags_t flags) {
     if (flags == ZE_INIT_FLAG_VPU_ONLY) {
         return ZE_RESULT_ERROR_UNINITIALIZED; /* it has GPUs only */
     }
-    if (fake__cfg.init_fail != ZE_RESULT_SUCCESS) {
-        return fake__cfg.init_fail;
-    }
-    pthread_mutex_lock(&fake__g.lock);
-    fake__g.initialized = 1;
-    pthread_mutex_unlock(&fake__g.lock);
-    return ZE_RESULT_SUCCESS;
+    return (ze_result_t)fake__init((int)fake__cfg.init_fail, &fake__g.lock, &fake__g.initialized);
 }
 
 /* (lock held) The preamble of a driver call: initialized, and h this driver. */
@@ -60,11 +54,14 @@ static ze_result_t driver_check(ze_driver_handle_t h) {
 }
 
 /* Entry points that only read read-only state take the lock just for the checks. */
+static ze_result_t ready(void) {
+    pthread_mutex_lock(&fake__g.lock);
+    return fake__unlock(fake__ready());
+}
+
 static ze_result_t driver_ready(ze_driver_handle_t h) {
     pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = driver_check(h);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(driver_check(h));
 }
 
 static ze_result_t device_ready(ze_device_handle_t h, struct fake_device **out) {
@@ -73,36 +70,43 @@ static ze_result_t device_ready(ze_device_handle_t h, struct fake_device **out) 
     if (r == ZE_RESULT_SUCCESS) {
         r = fake__device(h, out);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-ze_result_t fake_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers) {
-    FAKE_ENTER(zeDriverGet);
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready();
-    pthread_mutex_unlock(&fake__g.lock);
+/* Level Zero's two calls for a list of n items, after the checks that gave r (returned as it
+ * came unless SUCCESS): with *pCount 0 or no array, the count in *pCount and *want 0; else *want
+ * items to write, min(*pCount, n), and the caller sets *pCount to it once they are written. */
+static ze_result_t list_query(ze_result_t r, uint32_t *pCount, const void *items, uint32_t n,
+                              uint32_t *want) {
+    *want = 0;
     if (r != ZE_RESULT_SUCCESS) {
         return r;
     }
     if (pCount == NULL) {
         return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
-    if (*pCount == 0 || phDrivers == NULL) {
-        *pCount = 1;
-        return ZE_RESULT_SUCCESS;
+    if (*pCount == 0 || items == NULL) {
+        *pCount = n;
+    } else {
+        *want = *pCount < n ? *pCount : n;
     }
-    *pCount = 1;
-    phDrivers[0] = (ze_driver_handle_t)(void *)&fake__g.driver;
     return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t fake_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers) {
+    FAKE_ENTER(zeDriverGet);
+    uint32_t want;
+    ze_result_t r = list_query(ready(), pCount, phDrivers, 1, &want);
+    if (want > 0) {
+        phDrivers[0] = (ze_driver_handle_t)(void *)&fake__g.driver;
+        *pCount = want;
+    }
+    return r;
 }
 
 ze_result_t fake_zeDriverGetApiVersion(ze_driver_handle_t hDriver, ze_api_version_t *version) {
     FAKE_ENTER(zeDriverGetApiVersion);
-    ze_result_t r = driver_ready(hDriver);
-    if (r == ZE_RESULT_SUCCESS && version == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
+    ze_result_t r = fake__given(driver_ready(hDriver), version);
     if (r == ZE_RESULT_SUCCESS) {
         *version = (ze_api_version_t)fake__cfg.api_version;
     }
@@ -111,15 +115,11 @@ ze_result_t fake_zeDriverGetApiVersion(ze_driver_handle_t hDriver, ze_api_versio
 
 ze_result_t fake_zeDriverGetProperties(ze_driver_handle_t hDriver,
                                        ze_driver_properties_t *pDriverProperties) {
-    static const char fn[] = "zeDriverGetProperties";
     FAKE_ENTER(zeDriverGetProperties);
     ze_result_t r = driver_ready(hDriver);
-    if (r == ZE_RESULT_SUCCESS && pDriverProperties == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
     if (r == ZE_RESULT_SUCCESS) {
-        r = fake__stype(pDriverProperties, ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES, fn,
-                        "pDriverProperties");
+        r = fake__stype(pDriverProperties, ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES,
+                        "zeDriverGetProperties", "pDriverProperties");
     }
     if (r == ZE_RESULT_SUCCESS) {
         memset(&pDriverProperties->uuid, 0, sizeof pDriverProperties->uuid);
@@ -149,22 +149,14 @@ static uint32_t offered_extensions(ze_driver_extension_properties_t *out, uint32
 ze_result_t fake_zeDriverGetExtensionProperties(ze_driver_handle_t hDriver, uint32_t *pCount,
                                                 ze_driver_extension_properties_t *pProps) {
     FAKE_ENTER(zeDriverGetExtensionProperties);
-    ze_result_t r = driver_ready(hDriver);
-    if (r != ZE_RESULT_SUCCESS) {
-        return r;
+    uint32_t want;
+    ze_result_t r =
+        list_query(driver_ready(hDriver), pCount, pProps, offered_extensions(NULL, 0), &want);
+    if (want > 0) {
+        offered_extensions(pProps, want);
+        *pCount = want;
     }
-    if (pCount == NULL) {
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
-    uint32_t n = offered_extensions(NULL, 0);
-    if (*pCount == 0 || pProps == NULL) {
-        *pCount = n;
-        return ZE_RESULT_SUCCESS;
-    }
-    uint32_t want = *pCount < n ? *pCount : n;
-    offered_extensions(pProps, want);
-    *pCount = want;
-    return ZE_RESULT_SUCCESS;
+    return r;
 }
 
 /* Names not served answer INVALID_ARGUMENT with NULL, as Intel's driver does (the 1.4
@@ -187,29 +179,21 @@ ze_result_t fake_zeDriverGetExtensionFunctionAddress(ze_driver_handle_t hDriver,
 ze_result_t fake_zeDeviceGet(ze_driver_handle_t hDriver, uint32_t *pCount,
                              ze_device_handle_t *phDevices) {
     FAKE_ENTER(zeDeviceGet);
-    ze_result_t r = driver_ready(hDriver);
-    if (r != ZE_RESULT_SUCCESS) {
-        return r;
-    }
-    if (pCount == NULL) {
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
-    uint32_t n = (uint32_t)fake__cfg.devices;
-    if (*pCount == 0 || phDevices == NULL) {
-        *pCount = n;
-        return ZE_RESULT_SUCCESS;
-    }
-    uint32_t want = *pCount < n ? *pCount : n;
+    uint32_t want;
+    ze_result_t r =
+        list_query(driver_ready(hDriver), pCount, phDevices, (uint32_t)fake__cfg.devices, &want);
     for (uint32_t i = 0; i < want; i++) {
         phDevices[i] = (ze_device_handle_t)(void *)&fake__g.devices[i];
     }
-    *pCount = want;
-    return ZE_RESULT_SUCCESS;
+    if (want > 0) {
+        *pCount = want;
+    }
+    return r;
 }
 
 /* ZE_extension_device_usablemem_size_properties: the device's memory less its live
  * allocations. */
-static void usable_memory(struct fake_device *d, ze_device_properties_t *props) {
+static void usable_memory(const struct fake_device *d, ze_device_properties_t *props) {
     if (fake__cfg.extensions[FAKE_EXT_USABLE_MEM] == 0) {
         return; /* a driver without the extension knows no such structure, and ignores it */
     }
@@ -226,23 +210,8 @@ static void usable_memory(struct fake_device *d, ze_device_properties_t *props) 
     }
 }
 
-ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
-                                       ze_device_properties_t *pDeviceProperties) {
-    static const char fn[] = "zeDeviceGetProperties";
-    FAKE_ENTER(zeDeviceGetProperties);
-    struct fake_device *d;
-    ze_result_t r = device_ready(hDevice, &d);
-    if (r == ZE_RESULT_SUCCESS && pDeviceProperties == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__stype(pDeviceProperties, ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES, fn,
-                        "pDeviceProperties");
-    }
-    if (r != ZE_RESULT_SUCCESS) {
-        return r;
-    }
-    ze_device_properties_t *p = pDeviceProperties;
+static void device_properties(const struct fake_device *d, void *props) {
+    ze_device_properties_t *p = props;
     p->type = ZE_DEVICE_TYPE_GPU;
     p->vendorId = 0x8086;
     p->deviceId = 0x0bd5;
@@ -268,26 +237,11 @@ ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
     fake__mutable_properties(p);
     fake__graph_properties(p);
     usable_memory(d, p);
-    return ZE_RESULT_SUCCESS;
 }
 
-ze_result_t fake_zeDeviceGetComputeProperties(ze_device_handle_t hDevice,
-                                              ze_device_compute_properties_t *pComputeProperties) {
-    static const char fn[] = "zeDeviceGetComputeProperties";
-    FAKE_ENTER(zeDeviceGetComputeProperties);
-    struct fake_device *d;
-    ze_result_t r = device_ready(hDevice, &d);
-    if (r == ZE_RESULT_SUCCESS && pComputeProperties == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__stype(pComputeProperties, ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES, fn,
-                        "pComputeProperties");
-    }
-    if (r != ZE_RESULT_SUCCESS) {
-        return r;
-    }
-    ze_device_compute_properties_t *p = pComputeProperties;
+static void compute_properties(const struct fake_device *d, void *props) {
+    (void)d;
+    ze_device_compute_properties_t *p = props;
     p->maxTotalGroupSize = 1024;
     p->maxGroupSizeX = p->maxGroupSizeY = p->maxGroupSizeZ = 1024;
     p->maxGroupCountX = p->maxGroupCountY = p->maxGroupCountZ = 0xffffffffu;
@@ -296,73 +250,82 @@ ze_result_t fake_zeDeviceGetComputeProperties(ze_device_handle_t hDevice,
     memset(p->subGroupSizes, 0, sizeof p->subGroupSizes);
     p->subGroupSizes[0] = 16;
     p->subGroupSizes[1] = 32;
-    return ZE_RESULT_SUCCESS;
+}
+
+/* A device's property struct (`what`, of `stype`), filled by fill. */
+static ze_result_t device_query(ze_device_handle_t hDevice, void *props, ze_structure_type_t stype,
+                                const char *fn, const char *what,
+                                void (*fill)(const struct fake_device *d, void *props)) {
+    struct fake_device *d;
+    ze_result_t r = device_ready(hDevice, &d);
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__stype(props, stype, fn, what);
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        fill(d, props);
+    }
+    return r;
+}
+
+ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
+                                       ze_device_properties_t *pDeviceProperties) {
+    FAKE_ENTER(zeDeviceGetProperties);
+    return device_query(hDevice, pDeviceProperties, ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES,
+                        "zeDeviceGetProperties", "pDeviceProperties", device_properties);
+}
+
+ze_result_t fake_zeDeviceGetComputeProperties(ze_device_handle_t hDevice,
+                                              ze_device_compute_properties_t *pComputeProperties) {
+    FAKE_ENTER(zeDeviceGetComputeProperties);
+    return device_query(hDevice, pComputeProperties, ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES,
+                        "zeDeviceGetComputeProperties", "pComputeProperties", compute_properties);
 }
 
 ze_result_t fake_zeDeviceGetMemoryProperties(ze_device_handle_t hDevice, uint32_t *pCount,
                                              ze_device_memory_properties_t *pMemProperties) {
-    static const char fn[] = "zeDeviceGetMemoryProperties";
     FAKE_ENTER(zeDeviceGetMemoryProperties);
     struct fake_device *d;
-    ze_result_t r = device_ready(hDevice, &d);
-    if (r != ZE_RESULT_SUCCESS) {
+    uint32_t want;
+    ze_result_t r = list_query(device_ready(hDevice, &d), pCount, pMemProperties, 1, &want);
+    if (want == 0) {
         return r;
     }
-    if (pCount == NULL) {
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    r = fake__stype(pMemProperties, ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES,
+                    "zeDeviceGetMemoryProperties", "pMemProperties[0]");
+    if (r == ZE_RESULT_SUCCESS) {
+        ze_device_memory_properties_t *p = pMemProperties;
+        p->flags = 0;
+        p->maxClockRate = 3200;
+        p->maxBusWidth = 8192;
+        p->totalSize = fake__cfg.mem_bytes;
+        memset(p->name, 0, sizeof p->name);
+        snprintf(p->name, sizeof p->name, "HBM");
+        *pCount = want;
     }
-    if (*pCount == 0 || pMemProperties == NULL) {
-        *pCount = 1;
-        return ZE_RESULT_SUCCESS;
-    }
-    r = fake__stype(pMemProperties, ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES, fn,
-                    "pMemProperties[0]");
-    if (r != ZE_RESULT_SUCCESS) {
-        return r;
-    }
-    ze_device_memory_properties_t *p = pMemProperties;
-    p->flags = 0;
-    p->maxClockRate = 3200;
-    p->maxBusWidth = 8192;
-    p->totalSize = fake__cfg.mem_bytes;
-    memset(p->name, 0, sizeof p->name);
-    snprintf(p->name, sizeof p->name, "HBM");
-    *pCount = 1;
-    return ZE_RESULT_SUCCESS;
+    return r;
 }
 
 ze_result_t
 fake_zeDeviceGetCommandQueueGroupProperties(ze_device_handle_t hDevice, uint32_t *pCount,
                                             ze_command_queue_group_properties_t *pProps) {
-    static const char fn[] = "zeDeviceGetCommandQueueGroupProperties";
     FAKE_ENTER(zeDeviceGetCommandQueueGroupProperties);
     struct fake_device *d;
-    ze_result_t r = device_ready(hDevice, &d);
-    if (r != ZE_RESULT_SUCCESS) {
-        return r;
-    }
-    if (pCount == NULL) {
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
-    if (*pCount == 0 || pProps == NULL) {
-        *pCount = FAKE_GROUP_COUNT;
-        return ZE_RESULT_SUCCESS;
-    }
-    uint32_t want = *pCount < FAKE_GROUP_COUNT ? *pCount : FAKE_GROUP_COUNT;
-    for (uint32_t i = 0; i < want; i++) {
-        r = fake__stype(&pProps[i], ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES, fn,
+    uint32_t want;
+    ze_result_t r = list_query(device_ready(hDevice, &d), pCount, pProps, FAKE_GROUP_COUNT, &want);
+    for (uint32_t i = 0; i < want && r == ZE_RESULT_SUCCESS; i++) {
+        r = fake__stype(&pProps[i], ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES,
+                        "zeDeviceGetCommandQueueGroupProperties",
                         "pCommandQueueGroupProperties[i]");
-        if (r != ZE_RESULT_SUCCESS) {
-            return r;
-        }
     }
-    for (uint32_t i = 0; i < want; i++) {
+    for (uint32_t i = 0; i < want && r == ZE_RESULT_SUCCESS; i++) {
         pProps[i].flags = fake__groups[i].flags;
         pProps[i].maxMemoryFillPatternSize = fake__groups[i].max_pattern;
         pProps[i].numQueues = fake__groups[i].queues;
     }
-    *pCount = want;
-    return ZE_RESULT_SUCCESS;
+    if (want > 0 && r == ZE_RESULT_SUCCESS) {
+        *pCount = want;
+    }
+    return r;
 }
 
 /* ---- lost devices --------------------------------------------------------------------------- */
@@ -379,8 +342,7 @@ ze_result_t fake_zeDeviceGetStatus(ze_device_handle_t hDevice) {
     if (r == ZE_RESULT_SUCCESS && d->lost) {
         r = ZE_RESULT_ERROR_DEVICE_LOST;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 int fake__lost(uint32_t devices) {
@@ -413,16 +375,11 @@ ze_result_t fake_zeContextCreate(ze_driver_handle_t hDriver, const ze_context_de
     FAKE_FAIL_IF(desc == NULL || phContext == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
     FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_CONTEXT_DESC, fn, "desc"), out);
     FAKE_FAIL_IF(desc->flags > ZE_CONTEXT_FLAG_TBD, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
-    struct fake_context *ctx = calloc(1, sizeof *ctx);
-    if (ctx == NULL || fake__obj_add(&ctx->obj, FAKE_CONTEXT) != 0) {
-        free(ctx);
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        goto out;
-    }
+    struct fake_context *ctx = fake__obj_new(sizeof *ctx, FAKE_CONTEXT);
+    FAKE_FAIL_IF(ctx == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
     *phContext = (ze_context_handle_t)(void *)ctx;
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* (lock held) The context an object was created on. */
@@ -447,21 +404,14 @@ static struct fake_context *context_of(const struct fake_obj *o) {
     }
 }
 
-/* Objects made on the context must go first (HANDLE_OBJECT_IN_USE otherwise, a violation: a
- * real driver would leave them dangling). Allocations may be freed with it, as the
- * specification allows, but acgtest_ze_live keeps counting them: acg frees its own. */
-ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext) {
-    static const char fn[] = "zeContextDestroy";
-    FAKE_ENTER(zeContextDestroy);
-    struct fake_context *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r;
-    FAKE_CHECK(fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx), out);
+/* (lock held) Why a context may not be destroyed yet (fake__destroy): objects made on it must go
+ * first (HANDLE_OBJECT_IN_USE otherwise, a violation: a real driver would leave them dangling). */
+static int context_busy(void *obj, const char *fn) {
     long children = 0;
     enum fake_kind first = FAKE_CONTEXT;
     for (int k = 0; k < FAKE_KIND_COUNT; k++) {
         for (size_t i = 0; i < fake__g.objs[k].n; i++) {
-            if (context_of(fake__g.objs[k].v[i]) == ctx && children++ == 0) {
+            if (context_of(fake__g.objs[k].v[i]) == obj && children++ == 0) {
                 first = (enum fake_kind)k;
             }
         }
@@ -469,20 +419,25 @@ ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext) {
     if (children > 0) {
         fake__violation("%s: the context still has %ld objects (a %s first)", fn, children,
                         fake__kind_name(first));
-        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
-        goto out;
     }
+    return children > 0;
+}
+
+/* Allocations may be freed with the context, as the specification allows, but acgtest_ze_live
+ * keeps counting them (they are not released): acg frees its own. */
+static void context_free(void *obj) {
+    struct fake_context *ctx = obj;
     long freed = fake__ranges_reclaim(ctx);
     if (freed > 0) {
-        fprintf(stderr, "acg Level Zero test driver: %s freed %ld allocations still live\n", fn,
+        fprintf(stderr,
+                "acg Level Zero test driver: zeContextDestroy freed %ld allocations still live\n",
                 freed);
     }
-    fake__g.live -= freed;
-    fake__g.reclaimed += freed;
     fake__obj_remove(&ctx->obj);
     free(ctx);
-    r = fake__released(FAKE_ALL_DEVICES);
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+}
+
+ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext) {
+    FAKE_ENTER(zeContextDestroy);
+    return fake__destroy(FAKE_CONTEXT, hContext, "zeContextDestroy", context_busy, context_free);
 }

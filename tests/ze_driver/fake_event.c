@@ -14,18 +14,24 @@
 
 /* ---- pools ---------------------------------------------------------------------------------- */
 
+static void pool_free(void *obj) {
+    struct fake_pool *pool = obj;
+    fake__obj_remove(&pool->obj);
+    free(pool->slot);
+    free(pool);
+}
+
 ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_pool_desc_t *desc,
                                    uint32_t numDevices, ze_device_handle_t *phDevices,
                                    ze_event_pool_handle_t *phEventPool) {
     static const char fn[] = "zeEventPoolCreate";
     FAKE_ENTER(zeEventPoolCreate);
     struct fake_context *ctx;
-    struct fake_pool *pool = NULL;
-    pthread_mutex_lock(&fake__g.lock);
+    struct fake_pool *pool;
     ze_result_t r;
-    FAKE_CHECK(fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx), out);
-    FAKE_FAIL_IF(desc == NULL || phEventPool == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
-    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_EVENT_POOL_DESC, fn, "desc"), out);
+    FAKE_CHECK(fake__lock_creation(FAKE_CONTEXT, hContext, desc, ZE_STRUCTURE_TYPE_EVENT_POOL_DESC,
+                                   phEventPool, fn, (void **)&ctx),
+               out);
     FAKE_FAIL_IF(desc->flags > 0x7, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
     FAKE_FAIL_IF(desc->count == 0 || (phDevices == NULL && numDevices > 0),
                  ZE_RESULT_ERROR_INVALID_SIZE, out);
@@ -35,54 +41,34 @@ ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_
         FAKE_CHECK(fake__device(phDevices[i], &dev), out);
         devices |= fake__bit(dev);
     }
-    r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    pool = calloc(1, sizeof *pool);
-    if (pool == NULL || (pool->slot = calloc(desc->count, sizeof *pool->slot)) == NULL) {
-        goto out_free;
+    FAKE_FAIL_IF((pool = fake__obj_new(sizeof *pool, FAKE_POOL)) == NULL,
+                 ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
+    if ((pool->slot = calloc(desc->count, sizeof *pool->slot)) == NULL) {
+        pool_free(pool);
+        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        goto out;
     }
     pool->ctx = ctx;
     pool->devices = devices;
     pool->flags = desc->flags;
     pool->count = desc->count;
-    if (fake__obj_add(&pool->obj, FAKE_POOL) != 0) {
-        goto out_free;
-    }
     *phEventPool = (ze_event_pool_handle_t)(void *)pool;
-    r = ZE_RESULT_SUCCESS;
-    goto out;
-out_free:
-    if (pool != NULL) {
-        free(pool->slot);
-    }
-    free(pool);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-static void pool_free(struct fake_pool *pool) {
-    fake__obj_remove(&pool->obj);
-    free(pool->slot);
-    free(pool);
+/* (lock held) Why a pool may not be destroyed yet (fake__destroy). */
+static int pool_busy(void *obj, const char *fn) {
+    const struct fake_pool *pool = obj;
+    if (pool->events > 0) {
+        fake__violation("%s: the pool still has %ld events", fn, pool->events);
+    }
+    return pool->events > 0;
 }
 
 ze_result_t fake_zeEventPoolDestroy(ze_event_pool_handle_t hEventPool) {
-    static const char fn[] = "zeEventPoolDestroy";
     FAKE_ENTER(zeEventPoolDestroy);
-    struct fake_pool *pool;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_POOL, hEventPool, fn, (void **)&pool);
-    if (r == ZE_RESULT_SUCCESS && pool->events > 0) {
-        fake__violation("%s: the pool still has %ld events", fn, pool->events);
-        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
-    }
-    if (r == ZE_RESULT_SUCCESS) {
-        uint32_t devices = pool->devices;
-        pool_free(pool);
-        r = fake__released(devices);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__destroy(FAKE_POOL, hEventPool, "zeEventPoolDestroy", pool_busy, pool_free);
 }
 
 /* ---- events --------------------------------------------------------------------------------- */
@@ -92,11 +78,10 @@ ze_result_t fake_zeEventCreate(ze_event_pool_handle_t hEventPool, const ze_event
     static const char fn[] = "zeEventCreate";
     FAKE_ENTER(zeEventCreate);
     struct fake_pool *pool;
-    pthread_mutex_lock(&fake__g.lock);
     ze_result_t r;
-    FAKE_CHECK(fake__ready_lookup(FAKE_POOL, hEventPool, fn, (void **)&pool), out);
-    FAKE_FAIL_IF(desc == NULL || phEvent == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
-    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_EVENT_DESC, fn, "desc"), out);
+    FAKE_CHECK(fake__lock_creation(FAKE_POOL, hEventPool, desc, ZE_STRUCTURE_TYPE_EVENT_DESC,
+                                   phEvent, fn, (void **)&pool),
+               out);
     FAKE_FAIL_IF(desc->signal > 0x7 || desc->wait > 0x7, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
     /* The code for an index out of range was not verified against Intel's driver. */
     FAKE_FAIL_IF(desc->index >= pool->count, ZE_RESULT_ERROR_INVALID_ARGUMENT, out);
@@ -105,54 +90,69 @@ ze_result_t fake_zeEventCreate(ze_event_pool_handle_t hEventPool, const ze_event
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
         goto out;
     }
-    struct fake_event *e = calloc(1, sizeof *e);
-    if (e == NULL || fake__obj_add(&e->obj, FAKE_EVENT) != 0) {
-        free(e);
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        goto out;
-    }
+    struct fake_event *e = fake__obj_new(sizeof *e, FAKE_EVENT);
+    FAKE_FAIL_IF(e == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
     e->pool = pool;
     e->index = desc->index;
     pool->slot[desc->index] = e;
     pool->events++;
     *phEvent = (ze_event_handle_t)(void *)e;
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-static void event_free(struct fake_event *e) {
+static void event_free(void *obj) {
+    struct fake_event *e = obj;
     e->pool->slot[e->index] = NULL;
     e->pool->events--;
     fake__obj_remove(&e->obj);
     free(e);
 }
 
+/* (lock held) Why an event may not be destroyed yet (fake__destroy). */
+static int event_busy(void *obj, const char *fn) {
+    const struct fake_event *e = obj;
+    if (e->obj.pending == 0 && e->obj.waiters == 0) {
+        return 0;
+    }
+    fake__violation("%s: %ld pending commands and %ld host threads still use the event", fn,
+                    e->obj.pending, e->obj.waiters);
+    return 1;
+}
+
 ze_result_t fake_zeEventDestroy(ze_event_handle_t hEvent) {
-    static const char fn[] = "zeEventDestroy";
     FAKE_ENTER(zeEventDestroy);
-    struct fake_event *e;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_EVENT, hEvent, fn, (void **)&e);
-    if (r == ZE_RESULT_SUCCESS && (e->obj.pending > 0 || e->obj.waiters > 0)) {
-        fake__violation("%s: %ld pending commands and %ld host threads still use the event", fn,
-                        e->obj.pending, e->obj.waiters);
-        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+    return fake__destroy(FAKE_EVENT, hEvent, "zeEventDestroy", event_busy, event_free);
+}
+
+/* (lock held; waits) Waits until the flag *signalled of obj (an event or a fence) is set or the
+ * timeout passes, the host thread counted as one of obj's waiters: SUCCESS, NOT_READY, or
+ * DEVICE_LOST while it is not set and a device of the mask is lost. A timeout of 0 queries. */
+static ze_result_t host_wait(struct fake_obj *obj, const int *signalled, uint32_t devices,
+                             uint64_t timeout) {
+    struct timespec deadline;
+    int forever;
+    fake__deadline(timeout, &deadline, &forever);
+    ze_result_t r = ZE_RESULT_SUCCESS;
+    obj->waiters++;
+    while (!*signalled && r == ZE_RESULT_SUCCESS) {
+        if (fake__lost(devices)) {
+            r = ZE_RESULT_ERROR_DEVICE_LOST;
+        } else if (timeout == 0 || fake__g.unloading ||
+                   (fake__wait(forever ? NULL : &deadline) && !*signalled &&
+                    !fake__lost(devices))) {
+            r = ZE_RESULT_NOT_READY;
+        }
     }
-    if (r == ZE_RESULT_SUCCESS) {
-        uint32_t devices = e->pool->devices;
-        event_free(e);
-        r = fake__released(devices);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
+    obj->waiters--;
     return r;
 }
 
-/* (lock held) The preamble of a host operation on an event: its pool must be host-visible, or
- * the host would never see it signalled (a violation; the code is the one the entry points
- * list for an event in a bad state). */
-static ze_result_t host_event(ze_event_handle_t h, const char *fn, struct fake_event **out) {
-    ze_result_t r = fake__ready_lookup(FAKE_EVENT, h, fn, (void **)out);
+/* (takes the lock, held on return whatever the result) The preamble of a host operation on an
+ * event: its pool must be host-visible, or the host would never see it signalled (a violation;
+ * the code is the one the entry points list for an event in a bad state). */
+static ze_result_t lock_host_event(ze_event_handle_t h, const char *fn, struct fake_event **out) {
+    ze_result_t r = fake__lock_object(FAKE_EVENT, h, fn, (void **)out);
     if (r == ZE_RESULT_SUCCESS && !((*out)->pool->flags & ZE_EVENT_POOL_FLAG_HOST_VISIBLE)) {
         fake__violation("%s: the event's pool is not ZE_EVENT_POOL_FLAG_HOST_VISIBLE", fn);
         r = ZE_RESULT_ERROR_INVALID_SYNCHRONIZATION_OBJECT;
@@ -160,58 +160,41 @@ static ze_result_t host_event(ze_event_handle_t h, const char *fn, struct fake_e
     return r;
 }
 
-/* An event whose latest signal a capture still going on recorded gives
- * GRAPH_CAPTURE_UNSUPPORTED, as the graph extension says: that signal comes at a replay. */
-ze_result_t fake_zeEventHostSynchronize(ze_event_handle_t hEvent, uint64_t timeout) {
-    FAKE_ENTER(zeEventHostSynchronize);
+/* zeEventHostSynchronize, and zeEventQueryStatus (a timeout of 0, `synchronize` 0): as
+ * host_wait. An event whose latest signal a capture still going on recorded gives a
+ * synchronization GRAPH_CAPTURE_UNSUPPORTED, as the graph extension says: that signal comes at a
+ * replay. */
+static ze_result_t event_wait(ze_event_handle_t hEvent, uint64_t timeout, int synchronize,
+                              const char *fn) {
     struct fake_event *e;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = host_event(hEvent, "zeEventHostSynchronize", &e);
-    if (r == ZE_RESULT_SUCCESS && fake__graph_capturing(&e->capture) != NULL) {
+    ze_result_t r = lock_host_event(hEvent, fn, &e);
+    if (r == ZE_RESULT_SUCCESS && synchronize && fake__graph_capturing(&e->capture) != NULL) {
         r = ACG_ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED;
     }
     if (r == ZE_RESULT_SUCCESS) {
-        struct timespec deadline;
-        int forever;
-        fake__deadline(timeout, &deadline, &forever);
-        e->obj.waiters++;
-        while (!e->signalled && r == ZE_RESULT_SUCCESS) {
-            if (fake__lost(e->pool->devices)) {
-                r = ZE_RESULT_ERROR_DEVICE_LOST;
-            } else if (timeout == 0 || fake__g.unloading ||
-                       (fake__wait(forever ? NULL : &deadline) && !e->signalled &&
-                        !fake__lost(e->pool->devices))) {
-                r = ZE_RESULT_NOT_READY;
-            }
-        }
-        e->obj.waiters--;
+        r = host_wait(&e->obj, &e->signalled, e->pool->devices, timeout);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
+}
+
+ze_result_t fake_zeEventHostSynchronize(ze_event_handle_t hEvent, uint64_t timeout) {
+    FAKE_ENTER(zeEventHostSynchronize);
+    return event_wait(hEvent, timeout, 1, "zeEventHostSynchronize");
 }
 
 ze_result_t fake_zeEventQueryStatus(ze_event_handle_t hEvent) {
     FAKE_ENTER(zeEventQueryStatus);
-    struct fake_event *e;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = host_event(hEvent, "zeEventQueryStatus", &e);
-    if (r == ZE_RESULT_SUCCESS && !e->signalled) {
-        r = fake__lost(e->pool->devices) ? ZE_RESULT_ERROR_DEVICE_LOST : ZE_RESULT_NOT_READY;
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return event_wait(hEvent, 0, 0, "zeEventQueryStatus");
 }
 
 ze_result_t fake_zeEventHostReset(ze_event_handle_t hEvent) {
     FAKE_ENTER(zeEventHostReset);
     struct fake_event *e;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = host_event(hEvent, "zeEventHostReset", &e);
+    ze_result_t r = lock_host_event(hEvent, "zeEventHostReset", &e);
     if (r == ZE_RESULT_SUCCESS) {
         e->signalled = 0;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake__event_ref(ze_event_handle_t h, struct fake_context *ctx, const char *fn,
@@ -237,19 +220,16 @@ ze_result_t fake__wait_refs(uint32_t n, ze_event_handle_t *events, struct fake_c
     if (events == NULL) {
         return ZE_RESULT_ERROR_INVALID_SIZE;
     }
-    struct fake_ref *refs = calloc(n, sizeof *refs);
-    if (refs == NULL) {
+    if ((cmd->waits = calloc(n, sizeof *cmd->waits)) == NULL) {
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     }
+    cmd->n_waits = n;
     for (uint32_t i = 0; i < n; i++) {
-        ze_result_t r = fake__event_ref(events[i], ctx, fn, &refs[i]);
+        ze_result_t r = fake__event_ref(events[i], ctx, fn, &cmd->waits[i]);
         if (r != ZE_RESULT_SUCCESS) {
-            free(refs);
-            return r;
+            return r; /* the list is the command's, freed with it */
         }
     }
-    cmd->waits = refs;
-    cmd->n_waits = n;
     return ZE_RESULT_SUCCESS;
 }
 
@@ -257,92 +237,64 @@ ze_result_t fake__wait_refs(uint32_t n, ze_event_handle_t *events, struct fake_c
 
 ze_result_t fake_zeFenceCreate(ze_command_queue_handle_t hCommandQueue, const ze_fence_desc_t *desc,
                                ze_fence_handle_t *phFence) {
-    static const char fn[] = "zeFenceCreate";
     FAKE_ENTER(zeFenceCreate);
     struct fake_queue *q;
-    pthread_mutex_lock(&fake__g.lock);
     ze_result_t r;
-    FAKE_CHECK(fake__ready_lookup(FAKE_QUEUE, hCommandQueue, fn, (void **)&q), out);
-    FAKE_FAIL_IF(desc == NULL || phFence == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
-    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_FENCE_DESC, fn, "desc"), out);
+    FAKE_CHECK(fake__lock_creation(FAKE_QUEUE, hCommandQueue, desc, ZE_STRUCTURE_TYPE_FENCE_DESC,
+                                   phFence, "zeFenceCreate", (void **)&q),
+               out);
     FAKE_FAIL_IF(desc->flags > ZE_FENCE_FLAG_SIGNALED, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
-    struct fake_fence *f = calloc(1, sizeof *f);
-    if (f == NULL || fake__obj_add(&f->obj, FAKE_FENCE) != 0) {
-        free(f);
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        goto out;
-    }
+    struct fake_fence *f = fake__obj_new(sizeof *f, FAKE_FENCE);
+    FAKE_FAIL_IF(f == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
     f->queue = q;
     f->signalled = (desc->flags & ZE_FENCE_FLAG_SIGNALED) != 0;
     q->fences++;
     *phFence = (ze_fence_handle_t)(void *)f;
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-static void fence_free(struct fake_fence *f) {
+static void fence_free(void *obj) {
+    struct fake_fence *f = obj;
     f->queue->fences--;
     fake__obj_remove(&f->obj);
     free(f);
 }
 
-ze_result_t fake_zeFenceDestroy(ze_fence_handle_t hFence) {
-    static const char fn[] = "zeFenceDestroy";
-    FAKE_ENTER(zeFenceDestroy);
-    struct fake_fence *f;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_FENCE, hFence, fn, (void **)&f);
-    if (r == ZE_RESULT_SUCCESS && (f->obj.pending > 0 || f->obj.waiters > 0)) {
+/* (lock held) Why a fence may not be destroyed yet (fake__destroy). */
+static int fence_busy(void *obj, const char *fn) {
+    const struct fake_fence *f = obj;
+    int busy = f->obj.pending > 0 || f->obj.waiters > 0;
+    if (busy) {
         fake__violation("%s: an execution or a host thread still uses the fence", fn);
-        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     }
+    return busy;
+}
+
+ze_result_t fake_zeFenceDestroy(ze_fence_handle_t hFence) {
+    FAKE_ENTER(zeFenceDestroy);
+    return fake__destroy(FAKE_FENCE, hFence, "zeFenceDestroy", fence_busy, fence_free);
+}
+
+/* zeFenceHostSynchronize, and zeFenceQueryStatus (a timeout of 0): SUCCESS once signalled,
+ * NOT_READY before (DEVICE_LOST once the device is lost). */
+static ze_result_t fence_wait(ze_fence_handle_t hFence, uint64_t timeout, const char *fn) {
+    struct fake_fence *f;
+    ze_result_t r = fake__lock_object(FAKE_FENCE, hFence, fn, (void **)&f);
     if (r == ZE_RESULT_SUCCESS) {
-        uint32_t devices = fake__bit(f->queue->dev);
-        fence_free(f);
-        r = fake__released(devices);
+        r = host_wait(&f->obj, &f->signalled, fake__bit(f->queue->dev), timeout);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeFenceHostSynchronize(ze_fence_handle_t hFence, uint64_t timeout) {
     FAKE_ENTER(zeFenceHostSynchronize);
-    struct fake_fence *f;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_FENCE, hFence, "zeFenceHostSynchronize", (void **)&f);
-    if (r == ZE_RESULT_SUCCESS) {
-        struct timespec deadline;
-        int forever;
-        fake__deadline(timeout, &deadline, &forever);
-        f->obj.waiters++;
-        while (!f->signalled && r == ZE_RESULT_SUCCESS) {
-            if (f->queue->dev->lost) {
-                r = ZE_RESULT_ERROR_DEVICE_LOST;
-            } else if (timeout == 0 || fake__g.unloading ||
-                       (fake__wait(forever ? NULL : &deadline) && !f->signalled &&
-                        !f->queue->dev->lost)) {
-                r = ZE_RESULT_NOT_READY;
-            }
-        }
-        f->obj.waiters--;
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fence_wait(hFence, timeout, "zeFenceHostSynchronize");
 }
 
-/* ZE_RESULT_SUCCESS once signalled, ZE_RESULT_NOT_READY before (DEVICE_LOST once the device is
- * lost). */
 ze_result_t fake_zeFenceQueryStatus(ze_fence_handle_t hFence) {
     FAKE_ENTER(zeFenceQueryStatus);
-    struct fake_fence *f;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_FENCE, hFence, "zeFenceQueryStatus", (void **)&f);
-    if (r == ZE_RESULT_SUCCESS && !f->signalled) {
-        r = f->queue->dev->lost ? ZE_RESULT_ERROR_DEVICE_LOST : ZE_RESULT_NOT_READY;
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fence_wait(hFence, 0, "zeFenceQueryStatus");
 }
 
 /* A fence an execution will still signal is not reset: Intel's driver would then never report
@@ -351,8 +303,7 @@ ze_result_t fake_zeFenceReset(ze_fence_handle_t hFence) {
     static const char fn[] = "zeFenceReset";
     FAKE_ENTER(zeFenceReset);
     struct fake_fence *f;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_FENCE, hFence, fn, (void **)&f);
+    ze_result_t r = fake__lock_object(FAKE_FENCE, hFence, fn, (void **)&f);
     if (r == ZE_RESULT_SUCCESS && f->obj.pending > 0) {
         fake__violation("%s: an execution the fence waits for is still pending", fn);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -360,20 +311,13 @@ ze_result_t fake_zeFenceReset(ze_fence_handle_t hFence) {
     if (r == ZE_RESULT_SUCCESS) {
         f->signalled = 0;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* ---- unload --------------------------------------------------------------------------------- */
 
 void fake__events_unload(void) {
-    while (fake__g.objs[FAKE_EVENT].n > 0) {
-        event_free(fake__g.objs[FAKE_EVENT].v[fake__g.objs[FAKE_EVENT].n - 1]);
-    }
-    while (fake__g.objs[FAKE_POOL].n > 0) {
-        pool_free(fake__g.objs[FAKE_POOL].v[fake__g.objs[FAKE_POOL].n - 1]);
-    }
-    while (fake__g.objs[FAKE_FENCE].n > 0) {
-        fence_free(fake__g.objs[FAKE_FENCE].v[fake__g.objs[FAKE_FENCE].n - 1]);
-    }
+    fake__free_all(FAKE_EVENT, event_free);
+    fake__free_all(FAKE_POOL, pool_free);
+    fake__free_all(FAKE_FENCE, fence_free);
 }

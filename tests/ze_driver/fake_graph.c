@@ -169,16 +169,12 @@ ze_result_t fake__graph_record(struct fake_list *l, struct fake_cmd *cmd, int *r
         fake__cmd_free(cmd);
         return ACG_ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED;
     }
-    if (g->n_recs == g->cap_recs) {
-        size_t cap = g->cap_recs ? 2 * g->cap_recs : 16;
-        struct fake_rec *v = realloc(g->recs, cap * sizeof *v);
-        if (v == NULL) {
-            fake__cmd_free(cmd);
-            return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-        }
-        g->recs = v;
-        g->cap_recs = cap;
+    struct fake_rec *recs = fake__grow(g->recs, g->n_recs, &g->cap_recs, sizeof *recs);
+    if (recs == NULL) {
+        fake__cmd_free(cmd);
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     }
+    g->recs = recs;
     if (l->capture == NULL) {
         if (fake__vec_push(&g->lists, l) != 0) {
             fake__cmd_free(cmd);
@@ -225,8 +221,7 @@ void fake__graph_eager(const struct fake_cmd *cmd) {
 static ze_result_t begin_capture(ze_command_list_handle_t hCommandList, const void *pNext,
                                  const char *fn) {
     struct fake_list *l;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
+    ze_result_t r = fake__lock_object(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS) {
         r = no_pnext(pNext, fn);
     }
@@ -237,7 +232,7 @@ static ze_result_t begin_capture(ze_command_list_handle_t hCommandList, const vo
     const char *wrong = NULL;
     if (!l->immediate) {
         wrong = "is a regular list (only an immediate list captures)";
-    } else if (l->mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
+    } else if (l->queue->desc.mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) {
         wrong = "is synchronous (only an asynchronous list captures)";
     } else if (l->capture != NULL) {
         wrong = l->capture->lists.v[0] == l ? "is capturing already"
@@ -261,8 +256,7 @@ static ze_result_t begin_capture(ze_command_list_handle_t hCommandList, const vo
     g->capturing = 1;
     l->capture = g;
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeCommandListBeginGraphCaptureExt(ze_command_list_handle_t hCommandList,
@@ -281,13 +275,11 @@ ze_result_t fake_zeCommandListBeginGraphCaptureExp(ze_command_list_handle_t hCom
 static ze_result_t capture_enabled(ze_command_list_handle_t hCommandList, ze_result_t yes,
                                    ze_result_t no, const char *fn) {
     struct fake_list *l;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
+    ze_result_t r = fake__lock_object(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS) {
         r = l->capture != NULL ? yes : no;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeCommandListIsGraphCaptureEnabledExt(ze_command_list_handle_t hCommandList) {
@@ -339,8 +331,7 @@ static int joined(const struct fake_graph *g, uint32_t k, size_t *last) {
 static ze_result_t end_capture(ze_command_list_handle_t hCommandList, const void *pNext,
                                acg_ze_graph_handle_t *phGraph, const char *fn) {
     struct fake_list *l;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
+    ze_result_t r = fake__lock_object(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS) {
         r = no_pnext(pNext, fn);
     }
@@ -379,8 +370,7 @@ static ze_result_t end_capture(ze_command_list_handle_t hCommandList, const void
     g->capturing = 0;
     *phGraph = (acg_ze_graph_handle_t)(void *)g;
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeCommandListEndGraphCaptureExt(ze_command_list_handle_t hCommandList,
@@ -416,8 +406,7 @@ static ze_result_t instantiate(acg_ze_graph_handle_t hGraph, const void *pNext,
                                const char *fn) {
     struct fake_graph *g;
     struct fake_exec_graph *x = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_GRAPH, hGraph, fn, (void **)&g);
+    ze_result_t r = fake__lock_object(FAKE_GRAPH, hGraph, fn, (void **)&g);
     if (r == ZE_RESULT_SUCCESS) {
         r = no_pnext(pNext, fn);
     }
@@ -464,8 +453,7 @@ out_free:
     }
     free(x);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeGraphInstantiateExt(acg_ze_graph_handle_t hGraph, const void *pNext,
@@ -515,8 +503,7 @@ static ze_result_t append_graph(ze_command_list_handle_t hCommandList,
     struct fake_list *l;
     struct fake_exec_graph *x;
     struct fake_cmd cmd = {.kind = FAKE_CMD_GRAPH, .entry = fn};
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_LIST, hCommandList, fn, (void **)&l);
+    ze_result_t r = fake__lock_object(FAKE_LIST, hCommandList, fn, (void **)&l);
     if (r == ZE_RESULT_SUCCESS) {
         r = fake__lookup(FAKE_EXEC_GRAPH, hGraph, fn, (void **)&x);
     }
@@ -539,7 +526,7 @@ static ze_result_t append_graph(ze_command_list_handle_t hCommandList,
         r = check_alive(&x->cmds[i], i, fn, "executable graph");
     }
     if (r == ZE_RESULT_SUCCESS) {
-        r = fake__sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, fn, &cmd);
+        r = fake__sync_args(l, hSignalEvent, numWaitEvents, phWaitEvents, &cmd);
     }
     if (r == ZE_RESULT_SUCCESS) {
         cmd.u.graph.exec = fake__ref(&x->obj);
@@ -547,8 +534,7 @@ static ze_result_t append_graph(ze_command_list_handle_t hCommandList,
     } else {
         fake__cmd_free(&cmd);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeCommandListAppendGraphExt(ze_command_list_handle_t hCommandList,
@@ -572,7 +558,8 @@ ze_result_t fake_zeCommandListAppendGraphExp(ze_command_list_handle_t hCommandLi
 
 /* ---- destruction ---------------------------------------------------------------------------- */
 
-static void exec_free(struct fake_exec_graph *x) {
+static void exec_free(void *obj) {
+    struct fake_exec_graph *x = obj;
     for (size_t i = 0; i < x->n_cmds; i++) {
         fake__cmd_free(&x->cmds[i]);
     }
@@ -581,7 +568,8 @@ static void exec_free(struct fake_exec_graph *x) {
     free(x);
 }
 
-static void graph_free(struct fake_graph *g) {
+static void graph_free(void *obj) {
+    struct fake_graph *g = obj;
     for (size_t i = 0; i < g->n_recs; i++) {
         fake__cmd_free(&g->recs[i].cmd);
     }
@@ -591,70 +579,54 @@ static void graph_free(struct fake_graph *g) {
     free(g);
 }
 
-/* The events and kernels its commands use may be destroyed first: the executable graph is then
- * refused where it would be replayed. */
-static ze_result_t exec_destroy(acg_ze_executable_graph_handle_t hGraph, const char *fn) {
-    struct fake_exec_graph *x;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_EXEC_GRAPH, hGraph, fn, (void **)&x);
-    if (r == ZE_RESULT_SUCCESS && x->obj.pending > 0) {
+/* (lock held) Why an executable graph may not be destroyed yet (fake__destroy). The events and
+ * kernels its commands use may be destroyed first: it is then refused where it would be
+ * replayed. */
+static int exec_busy(void *obj, const char *fn) {
+    const struct fake_exec_graph *x = obj;
+    if (x->obj.pending > 0) {
         fake__violation("%s: %ld replays of the executable graph are still pending", fn,
                         x->obj.pending);
-        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     }
-    if (r == ZE_RESULT_SUCCESS) {
-        exec_free(x);
-        r = fake__released(FAKE_ALL_DEVICES); /* a context's, which may span devices */
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return x->obj.pending > 0;
 }
 
 ze_result_t fake_zeExecutableGraphDestroyExt(acg_ze_executable_graph_handle_t hGraph) {
     FAKE_ENTER(zeExecutableGraphDestroyExt);
-    return exec_destroy(hGraph, "zeExecutableGraphDestroyExt");
+    return fake__destroy(FAKE_EXEC_GRAPH, hGraph, "zeExecutableGraphDestroyExt", exec_busy,
+                         exec_free);
 }
 
 ze_result_t fake_zeExecutableGraphDestroyExp(acg_ze_executable_graph_handle_t hGraph) {
     FAKE_ENTER(zeExecutableGraphDestroyExp);
-    return exec_destroy(hGraph, "zeExecutableGraphDestroyExp");
+    return fake__destroy(FAKE_EXEC_GRAPH, hGraph, "zeExecutableGraphDestroyExp", exec_busy,
+                         exec_free);
 }
 
-/* The executable graphs made from it stay: they own copies of its commands. */
-static ze_result_t graph_destroy(acg_ze_graph_handle_t hGraph, const char *fn) {
-    struct fake_graph *g;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_GRAPH, hGraph, fn, (void **)&g);
-    if (r == ZE_RESULT_SUCCESS && g->capturing) { /* as in instantiate() */
+/* (lock held) Why a graph may not be destroyed yet (fake__destroy), as in instantiate(). The
+ * executable graphs made from it stay: they own copies of its commands. */
+static int graph_busy(void *obj, const char *fn) {
+    const struct fake_graph *g = obj;
+    if (g->capturing) {
         fake__violation("%s: the graph is still capturing (%s ends it)", fn,
                         "zeCommandListEndGraphCaptureExt");
-        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     }
-    if (r == ZE_RESULT_SUCCESS) {
-        graph_free(g);
-        r = fake__released(FAKE_ALL_DEVICES);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return g->capturing;
 }
 
 ze_result_t fake_zeGraphDestroyExt(acg_ze_graph_handle_t hGraph) {
     FAKE_ENTER(zeGraphDestroyExt);
-    return graph_destroy(hGraph, "zeGraphDestroyExt");
+    return fake__destroy(FAKE_GRAPH, hGraph, "zeGraphDestroyExt", graph_busy, graph_free);
 }
 
 ze_result_t fake_zeGraphDestroyExp(acg_ze_graph_handle_t hGraph) {
     FAKE_ENTER(zeGraphDestroyExp);
-    return graph_destroy(hGraph, "zeGraphDestroyExp");
+    return fake__destroy(FAKE_GRAPH, hGraph, "zeGraphDestroyExp", graph_busy, graph_free);
 }
 
 /* ---- unload --------------------------------------------------------------------------------- */
 
 void fake__graphs_unload(void) {
-    while (fake__g.objs[FAKE_EXEC_GRAPH].n > 0) {
-        exec_free(fake__g.objs[FAKE_EXEC_GRAPH].v[fake__g.objs[FAKE_EXEC_GRAPH].n - 1]);
-    }
-    while (fake__g.objs[FAKE_GRAPH].n > 0) {
-        graph_free(fake__g.objs[FAKE_GRAPH].v[fake__g.objs[FAKE_GRAPH].n - 1]);
-    }
+    fake__free_all(FAKE_EXEC_GRAPH, exec_free);
+    fake__free_all(FAKE_GRAPH, graph_free);
 }

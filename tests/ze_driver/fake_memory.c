@@ -127,12 +127,19 @@ static ze_result_t allocate(struct fake_context *ctx, struct fake_device *dev, s
     if (dev != NULL) {
         dev->allocated += size;
     }
-    fake__g.live++;
+    fake__live(1);
     *pptr = p;
     return ZE_RESULT_SUCCESS;
 }
 
-static int power_of_two_or_zero(size_t a) { return (a & (a - 1)) == 0; }
+/* An allocation's size, up to maxMemAllocSize, and alignment, 0 or a power of two. */
+static ze_result_t size_alignment(size_t size, size_t alignment) {
+    if (size == 0 || size > fake__cfg.mem_bytes) {
+        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+    }
+    return (alignment & (alignment - 1)) == 0 ? ZE_RESULT_SUCCESS
+                                              : ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
+}
 
 ze_result_t fake_zeMemAllocDevice(ze_context_handle_t hContext,
                                   const ze_device_mem_alloc_desc_t *device_desc, size_t size,
@@ -141,34 +148,20 @@ ze_result_t fake_zeMemAllocDevice(ze_context_handle_t hContext,
     FAKE_ENTER(zeMemAllocDevice);
     struct fake_context *ctx;
     struct fake_device *dev;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__device(hDevice, &dev);
-    }
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__lock_context_device(hContext, hDevice, fn, &ctx, &dev), out);
     FAKE_FAIL_IF(device_desc == NULL || pptr == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
     FAKE_CHECK(fake__stype(device_desc, ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, fn, "device_desc"),
                out);
-    if (device_desc->flags > 0x7) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-    } else if (device_desc->ordinal != 0) { /* one memory, ordinal 0 */
-        r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
-    } else if (size == 0 || size > fake__cfg.mem_bytes) { /* maxMemAllocSize */
-        r = ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
-    } else if (!power_of_two_or_zero(alignment)) {
-        r = ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
-    } else if (size > fake__cfg.mem_bytes - dev->allocated) {
-        r = ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
-    } else {
-        r = allocate(ctx, dev, size, alignment > DEVICE_ALIGNMENT ? alignment : DEVICE_ALIGNMENT,
-                     pptr);
-    }
+    FAKE_FAIL_IF(device_desc->flags > 0x7, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
+    /* One memory, ordinal 0. */
+    FAKE_FAIL_IF(device_desc->ordinal != 0, ZE_RESULT_ERROR_INVALID_ARGUMENT, out);
+    FAKE_CHECK(size_alignment(size, alignment), out);
+    FAKE_FAIL_IF(size > fake__cfg.mem_bytes - dev->allocated, ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
+                 out);
+    r = allocate(ctx, dev, size, alignment > DEVICE_ALIGNMENT ? alignment : DEVICE_ALIGNMENT, pptr);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeMemAllocHost(ze_context_handle_t hContext,
@@ -177,24 +170,15 @@ ze_result_t fake_zeMemAllocHost(ze_context_handle_t hContext,
     static const char fn[] = "zeMemAllocHost";
     FAKE_ENTER(zeMemAllocHost);
     struct fake_context *ctx;
-    pthread_mutex_lock(&fake__g.lock);
     ze_result_t r;
-    FAKE_CHECK(fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx), out);
+    FAKE_CHECK(fake__lock_object(FAKE_CONTEXT, hContext, fn, (void **)&ctx), out);
     FAKE_FAIL_IF(host_desc == NULL || pptr == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
     FAKE_CHECK(fake__stype(host_desc, ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, fn, "host_desc"), out);
-    if (host_desc->flags > 0xf) {
-        r = ZE_RESULT_ERROR_INVALID_ENUMERATION;
-    } else if (size == 0 || size > fake__cfg.mem_bytes) {
-        r = ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
-    } else if (!power_of_two_or_zero(alignment)) {
-        r = ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
-    } else {
-        r = allocate(ctx, NULL, size, alignment > HOST_ALIGNMENT ? alignment : HOST_ALIGNMENT,
-                     pptr);
-    }
+    FAKE_FAIL_IF(host_desc->flags > 0xf, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
+    FAKE_CHECK(size_alignment(size, alignment), out);
+    r = allocate(ctx, NULL, size, alignment > HOST_ALIGNMENT ? alignment : HOST_ALIGNMENT, pptr);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* A pointer that is not the start of a live allocation of the context is INVALID_ARGUMENT (as
@@ -204,14 +188,9 @@ ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr) {
     static const char fn[] = "zeMemFree";
     FAKE_ENTER(zeMemFree);
     struct fake_context *ctx;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    if (r == ZE_RESULT_SUCCESS && ptr == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    ze_result_t r;
+    FAKE_CHECK(fake__lock_object(FAKE_CONTEXT, hContext, fn, (void **)&ctx), out);
+    FAKE_FAIL_IF(ptr == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
     struct fake_range *range = NULL;
     for (size_t i = 0; i < fake__g.ranges.n && range == NULL; i++) {
         struct fake_range *c = fake__g.ranges.v[i];
@@ -223,9 +202,8 @@ ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr) {
     }
     uint32_t devices = range->dev != NULL ? fake__bit(range->dev) : FAKE_ALL_DEVICES;
     range_free(range);
-    fake__g.live--;
+    fake__live(-1);
     r = fake__released(devices);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }

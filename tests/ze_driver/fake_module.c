@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_kernel_args.h"
+
 #define SPIRV_MAGIC 0x07230203u
 #define SPIRV_HEADER_WORDS 5u
 #define SPIRV_OP_MEMORY_MODEL 14u
@@ -227,38 +229,26 @@ static int parse_spirv(const uint8_t *bytes, size_t size, struct fake_module *m,
 
 /* ---- build logs ----------------------------------------------------------------------------- */
 
-/* (lock held) A build log holding `text`, or NULL when out of memory. */
-static struct fake_log *log_create(const char *text) {
-    struct fake_log *log = calloc(1, sizeof *log);
-    if (log == NULL || (log->text = strdup(text)) == NULL) {
-        free(log);
-        return NULL;
-    }
-    if (fake__obj_add(&log->obj, FAKE_LOG) != 0) {
-        free(log->text);
-        free(log);
-        return NULL;
-    }
-    return log;
-}
-
-static void log_free(struct fake_log *log) {
+static void log_free(void *obj) {
+    struct fake_log *log = obj;
     fake__obj_remove(&log->obj);
     free(log->text);
     free(log);
 }
 
+/* (lock held) A build log holding `text`, or NULL when out of memory. */
+static struct fake_log *log_create(const char *text) {
+    struct fake_log *log = fake__obj_new(sizeof *log, FAKE_LOG);
+    if (log != NULL && (log->text = strdup(text)) == NULL) {
+        log_free(log);
+        return NULL;
+    }
+    return log;
+}
+
 ze_result_t fake_zeModuleBuildLogDestroy(ze_module_build_log_handle_t hModuleBuildLog) {
     FAKE_ENTER(zeModuleBuildLogDestroy);
-    struct fake_log *log;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r =
-        fake__ready_lookup(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogDestroy", (void **)&log);
-    if (r == ZE_RESULT_SUCCESS) {
-        log_free(log);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__destroy(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogDestroy", NULL, log_free);
 }
 
 /* pBuildLog NULL: *pSize is the log's size, its nul included. Else up to *pSize bytes of it are
@@ -267,12 +257,9 @@ ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleB
                                            size_t *pSize, char *pBuildLog) {
     FAKE_ENTER(zeModuleBuildLogGetString);
     struct fake_log *log;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r =
-        fake__ready_lookup(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogGetString", (void **)&log);
-    if (r == ZE_RESULT_SUCCESS && pSize == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
+    ze_result_t r = fake__given(
+        fake__lock_object(FAKE_LOG, hModuleBuildLog, "zeModuleBuildLogGetString", (void **)&log),
+        pSize);
     if (r == ZE_RESULT_SUCCESS) {
         size_t need = strlen(log->text) + 1;
         if (pBuildLog == NULL) {
@@ -283,8 +270,7 @@ ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleB
             pBuildLog[n - 1] = '\0';
         }
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* ---- modules -------------------------------------------------------------------------------- */
@@ -297,6 +283,34 @@ static void module_free(struct fake_module *m) {
     free(m);
 }
 
+/* (lock held) The module's build: a log of its failure (or an empty one) when asked for, in
+ * *log. */
+static ze_result_t module_build(struct fake_module *m, const ze_module_desc_t *desc,
+                                struct fake_log **log) {
+    char why[256] = "";
+    ze_result_t r;
+    if (desc->format == ZE_MODULE_FORMAT_NATIVE) {
+        snprintf(why, sizeof why, "this driver takes SPIR-V only, no native binaries");
+        r = ZE_RESULT_ERROR_INVALID_NATIVE_BINARY;
+    } else {
+        int parsed = parse_spirv(desc->pInputModule, desc->inputSize, m, why, sizeof why);
+        if (parsed < 0) {
+            return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        }
+        r = parsed == 0 ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_MODULE_BUILD_FAILURE;
+    }
+    if (log != NULL) {
+        char text[320] = "";
+        if (r != ZE_RESULT_SUCCESS) {
+            snprintf(text, sizeof text, "acg Level Zero test driver: %s", why);
+        }
+        if ((*log = log_create(text)) == NULL) {
+            return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+        }
+    }
+    return r;
+}
+
 ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
                                 const ze_module_desc_t *desc, ze_module_handle_t *phModule,
                                 ze_module_build_log_handle_t *phBuildLog) {
@@ -305,41 +319,17 @@ ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t
     struct fake_context *ctx;
     struct fake_device *dev;
     struct fake_module *m = NULL;
-    char why[256] = "";
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_CONTEXT, hContext, fn, (void **)&ctx);
-    if (r == ZE_RESULT_SUCCESS) {
-        r = fake__device(hDevice, &dev);
-    }
-    if (r != ZE_RESULT_SUCCESS) {
-        goto out;
-    }
+    struct fake_log *log = NULL;
+    ze_result_t r;
+    FAKE_CHECK(fake__lock_context_device(hContext, hDevice, fn, &ctx, &dev), out);
     FAKE_FAIL_IF(desc == NULL || phModule == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
     FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_MODULE_DESC, fn, "desc"), out);
     FAKE_FAIL_IF(desc->format > ZE_MODULE_FORMAT_NATIVE, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
     FAKE_FAIL_IF(desc->pInputModule == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
     FAKE_FAIL_IF(desc->inputSize == 0, ZE_RESULT_ERROR_INVALID_SIZE, out);
-    r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    if ((m = calloc(1, sizeof *m)) == NULL) {
-        goto out;
-    }
-    if (desc->format == ZE_MODULE_FORMAT_NATIVE) {
-        snprintf(why, sizeof why, "this driver takes SPIR-V only, no native binaries");
-        r = ZE_RESULT_ERROR_INVALID_NATIVE_BINARY;
-    } else {
-        int parsed = parse_spirv(desc->pInputModule, desc->inputSize, m, why, sizeof why);
-        if (parsed < 0) {
-            goto out_free;
-        }
-        r = parsed == 0 ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_MODULE_BUILD_FAILURE;
-    }
-    if (phBuildLog != NULL) {
-        char text[320] = "";
-        if (r != ZE_RESULT_SUCCESS) {
-            snprintf(text, sizeof text, "acg Level Zero test driver: %s", why);
-        }
-        struct fake_log *log = log_create(text);
-        FAKE_FAIL_IF(log == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out_free);
+    FAKE_FAIL_IF((m = calloc(1, sizeof *m)) == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
+    r = module_build(m, desc, phBuildLog != NULL ? &log : NULL);
+    if (log != NULL) {
         *phBuildLog = (ze_module_build_log_handle_t)(void *)log;
     }
     if (r != ZE_RESULT_SUCCESS) {
@@ -348,8 +338,8 @@ ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t
     m->ctx = ctx;
     m->dev = dev;
     if (fake__obj_add(&m->obj, FAKE_MODULE) != 0) {
-        if (phBuildLog != NULL) {
-            log_free((struct fake_log *)(void *)*phBuildLog);
+        if (log != NULL) {
+            log_free(log);
         }
         r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
         goto out_free;
@@ -359,29 +349,29 @@ ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t
 out_free:
     module_free(m);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
+}
+
+static void module_destroy(void *obj) {
+    struct fake_module *m = obj;
+    fake__obj_remove(&m->obj);
+    module_free(m);
+}
+
+/* (lock held) Why a module may not be destroyed yet (fake__destroy). */
+static int module_busy(void *obj, const char *fn) {
+    const struct fake_module *m = obj;
+    if (m->kernels > 0 || m->obj.pending > 0) {
+        fake__violation("%s: the module still has %ld kernels and %ld pending launches", fn,
+                        m->kernels, m->obj.pending);
+        return 1;
+    }
+    return 0;
 }
 
 ze_result_t fake_zeModuleDestroy(ze_module_handle_t hModule) {
-    static const char fn[] = "zeModuleDestroy";
     FAKE_ENTER(zeModuleDestroy);
-    struct fake_module *m;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_MODULE, hModule, fn, (void **)&m);
-    if (r == ZE_RESULT_SUCCESS && (m->kernels > 0 || m->obj.pending > 0)) {
-        fake__violation("%s: the module still has %ld kernels and %ld pending launches", fn,
-                        m->kernels, m->obj.pending);
-        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
-    }
-    if (r == ZE_RESULT_SUCCESS) {
-        uint32_t devices = fake__bit(m->dev);
-        fake__obj_remove(&m->obj);
-        module_free(m);
-        r = fake__released(devices);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__destroy(FAKE_MODULE, hModule, "zeModuleDestroy", module_busy, module_destroy);
 }
 
 /* ---- kernels -------------------------------------------------------------------------------- */
@@ -400,25 +390,46 @@ static const struct fake_entry *module_entry(const struct fake_module *m, const 
 static int cpu_params(const acg_arg_type *types, uint32_t n_args, unsigned char *size) {
     int p = 0;
     for (uint32_t i = 0; i < n_args; i++) {
-        switch (types[i]) {
-        case ACG_ARG_BUFFER:
+        if (types[i] == ACG_ARG_BUFFER) {
             size[p++] = 8; /* global pointer */
             size[p++] = 8; /* ulong byte offset */
-            break;
-        case ACG_ARG_I32:
-        case ACG_ARG_U32:
-        case ACG_ARG_F32:
-            size[p++] = 4;
-            break;
-        case ACG_ARG_I64:
-        case ACG_ARG_U64:
-            size[p++] = 8;
-            break;
-        default:
+        } else if ((size[p++] = (unsigned char)fake__scalar_bytes(types[i])) == 0) {
             return -1;
         }
     }
     return p;
+}
+
+static void kernel_free(void *obj) {
+    struct fake_kernel *k = obj;
+    k->module->kernels--;
+    fake__obj_remove(&k->obj);
+    free(k->name);
+    free(k);
+}
+
+/* (lock held) A live kernel `name` of module m running the cpu code kd gives, with the
+ * parameters of its SPIR-V entry point: NULL when out of memory. */
+static struct fake_kernel *kernel_new(struct fake_module *m, const char *name,
+                                      const acg_kernel_desc *kd, const struct fake_entry *entry) {
+    struct fake_kernel *k = fake__obj_new(sizeof *k, FAKE_KERNEL);
+    if (k == NULL) {
+        return NULL;
+    }
+    k->module = m;
+    m->kernels++;
+    if ((k->name = strdup(name)) == NULL) {
+        kernel_free(k);
+        return NULL;
+    }
+    struct fake_launch *a = &k->launch;
+    a->fn = kd->cpu.fn;
+    a->n_args = kd->n_args;
+    memcpy(a->types, kd->types, sizeof a->types);
+    a->n_params = entry->n_params;
+    memcpy(a->param_size, entry->param_size, sizeof a->param_size);
+    a->group[0] = a->group[1] = a->group[2] = 1;
+    return k;
 }
 
 ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc_t *desc,
@@ -426,12 +437,10 @@ ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc
     static const char fn[] = "zeKernelCreate";
     FAKE_ENTER(zeKernelCreate);
     struct fake_module *m;
-    struct fake_kernel *k = NULL;
-    pthread_mutex_lock(&fake__g.lock);
     ze_result_t r;
-    FAKE_CHECK(fake__ready_lookup(FAKE_MODULE, hModule, fn, (void **)&m), out);
-    FAKE_FAIL_IF(desc == NULL || phKernel == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
-    FAKE_CHECK(fake__stype(desc, ZE_STRUCTURE_TYPE_KERNEL_DESC, fn, "desc"), out);
+    FAKE_CHECK(fake__lock_creation(FAKE_MODULE, hModule, desc, ZE_STRUCTURE_TYPE_KERNEL_DESC,
+                                   phKernel, fn, (void **)&m),
+               out);
     FAKE_FAIL_IF(desc->pKernelName == NULL, ZE_RESULT_ERROR_INVALID_NULL_POINTER, out);
     FAKE_FAIL_IF(desc->flags > 0x3, ZE_RESULT_ERROR_INVALID_ENUMERATION, out);
     FAKE_FAIL_IF(module_entry(m, desc->pKernelName) == NULL, ZE_RESULT_ERROR_INVALID_KERNEL_NAME,
@@ -449,134 +458,110 @@ ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc
         r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
         goto out;
     }
-    if ((r = fake__lookup(FAKE_MODULE, hModule, fn, (void **)&m)) != ZE_RESULT_SUCCESS) {
-        goto out; /* destroyed meanwhile */
-    }
-    r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    k = calloc(1, sizeof *k);
-    if (k == NULL || (k->name = strdup(desc->pKernelName)) == NULL) {
-        goto out_free;
-    }
-    k->module = m;
-    k->fn = kd->cpu.fn;
-    k->n_args = kd->n_args;
-    memcpy(k->types, kd->types, sizeof k->types);
-    k->group[0] = k->group[1] = k->group[2] = 1;
-    /* The kernel's parameters are its SPIR-V's (looked up again: the module may have been
-     * destroyed and another made at its address meanwhile, as the lookup above checked). */
+    /* Destroyed meanwhile? The kernel's parameters are its SPIR-V's, looked up again: another
+     * module may have been made at the address meanwhile. */
+    FAKE_CHECK(fake__lookup(FAKE_MODULE, hModule, fn, (void **)&m), out);
     const struct fake_entry *entry = module_entry(m, desc->pKernelName);
     unsigned char cpu_size[FAKE_MAX_PARAMS];
-    int n_cpu = cpu_params(k->types, k->n_args, cpu_size);
-    if (entry == NULL || n_cpu < 0) {
-        r = ZE_RESULT_ERROR_INVALID_KERNEL_NAME; /* gone meanwhile, or a desc acg refuses */
-        goto out_free;
-    }
-    k->n_params = entry->n_params;
-    memcpy(k->param_size, entry->param_size, sizeof k->param_size);
-    if ((uint32_t)n_cpu != k->n_params || memcmp(cpu_size, k->param_size, k->n_params) != 0) {
+    int n_cpu = cpu_params(kd->types, kd->n_args, cpu_size);
+    /* Gone meanwhile, or a desc acg refuses. */
+    FAKE_FAIL_IF(entry == NULL || n_cpu < 0, ZE_RESULT_ERROR_INVALID_KERNEL_NAME, out);
+    if ((uint32_t)n_cpu != entry->n_params ||
+        memcmp(cpu_size, entry->param_size, entry->n_params) != 0) {
         /* Not a failure: a driver knows nothing of acg's definitions. */
         fprintf(stderr,
                 "acg Level Zero test driver: %s: the SPIR-V of kernel %s takes %u parameters and "
                 "the cpu code run in its place %d (or of other sizes): a launch would pass that "
                 "code the wrong arguments\n",
-                fn, desc->pKernelName, k->n_params, n_cpu);
+                fn, desc->pKernelName, entry->n_params, n_cpu);
     }
-    if (fake__obj_add(&k->obj, FAKE_KERNEL) != 0) {
-        goto out_free;
-    }
-    m->kernels++;
+    struct fake_kernel *k = kernel_new(m, desc->pKernelName, kd, entry);
+    FAKE_FAIL_IF(k == NULL, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, out);
     *phKernel = (ze_kernel_handle_t)(void *)k;
-    r = ZE_RESULT_SUCCESS;
-    goto out;
-out_free:
-    if (k != NULL) {
-        free(k->name);
-    }
-    free(k);
 out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
-static void kernel_free(struct fake_kernel *k) {
-    k->module->kernels--;
-    fake__obj_remove(&k->obj);
-    free(k->name);
-    free(k);
+/* (lock held) Why a kernel may not be destroyed yet (fake__destroy). */
+static int kernel_busy(void *obj, const char *fn) {
+    const struct fake_kernel *k = obj;
+    if (k->obj.pending > 0) {
+        fake__violation("%s: %ld pending launches still use kernel %s", fn, k->obj.pending,
+                        k->name);
+    }
+    return k->obj.pending > 0;
 }
 
 ze_result_t fake_zeKernelDestroy(ze_kernel_handle_t hKernel) {
-    static const char fn[] = "zeKernelDestroy";
     FAKE_ENTER(zeKernelDestroy);
-    struct fake_kernel *k;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
-    if (r == ZE_RESULT_SUCCESS && k->obj.pending > 0) {
-        fake__violation("%s: %ld pending launches still use kernel %s", fn, k->obj.pending,
-                        k->name);
-        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+    return fake__destroy(FAKE_KERNEL, hKernel, "zeKernelDestroy", kernel_busy, kernel_free);
+}
+
+/* Parameter `index` is a pointer when it is the first of a buffer argument's pair. */
+static int param_is_pointer(const struct fake_launch *a, uint32_t index) {
+    uint32_t p = 0;
+    for (uint32_t i = 0; i < a->n_args && p <= index; i++) {
+        if (p == index) {
+            return a->types[i] == ACG_ARG_BUFFER;
+        }
+        p += a->types[i] == ACG_ARG_BUFFER ? 2 : 1;
     }
-    if (r == ZE_RESULT_SUCCESS) {
-        uint32_t devices = fake__bit(k->module->dev);
-        kernel_free(k);
-        r = fake__released(devices);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return 0;
 }
 
 /* A NULL value sets a pointer parameter to the null pointer (what the specification means by
  * "considered null"); for a scalar it is INVALID_ARGUMENT (not verified against Intel's). */
+ze_result_t fake__launch_param(struct fake_launch *a, uint32_t index, size_t size,
+                               const void *value) {
+    if (index >= a->n_params) {
+        return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
+    }
+    if (size != a->param_size[index]) {
+        return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE;
+    }
+    if (value == NULL && !param_is_pointer(a, index)) {
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    memset(a->params[index], 0, sizeof a->params[index]);
+    if (value != NULL) {
+        memcpy(a->params[index], value, size);
+    }
+    a->set |= 1u << index;
+    return ZE_RESULT_SUCCESS;
+}
+
 ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t argIndex,
                                           size_t argSize, const void *pArgValue) {
-    static const char fn[] = "zeKernelSetArgumentValue";
     FAKE_ENTER(zeKernelSetArgumentValue);
     struct fake_kernel *k;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r;
-    FAKE_CHECK(fake__ready_lookup(FAKE_KERNEL, hKernel, fn, (void **)&k), out);
-    FAKE_FAIL_IF(argIndex >= k->n_params, ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX, out);
-    FAKE_FAIL_IF(argSize != k->param_size[argIndex], ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE,
-                 out);
-    if (pArgValue == NULL) {
-        /* Parameter argIndex is a pointer when it is the first of a buffer's pair. */
-        uint32_t p = 0;
-        int pointer = 0;
-        for (uint32_t i = 0; i < k->n_args && p <= argIndex; i++) {
-            pointer = k->types[i] == ACG_ARG_BUFFER && p == argIndex;
-            p += k->types[i] == ACG_ARG_BUFFER ? 2 : 1;
-        }
-        FAKE_FAIL_IF(!pointer, ZE_RESULT_ERROR_INVALID_ARGUMENT, out);
-        memset(k->params[argIndex], 0, sizeof k->params[argIndex]);
-    } else {
-        memset(k->params[argIndex], 0, sizeof k->params[argIndex]);
-        memcpy(k->params[argIndex], pArgValue, argSize);
+    ze_result_t r =
+        fake__lock_object(FAKE_KERNEL, hKernel, "zeKernelSetArgumentValue", (void **)&k);
+    if (r == ZE_RESULT_SUCCESS) {
+        r = fake__launch_param(&k->launch, argIndex, argSize, pArgValue);
     }
-    k->set |= 1u << argIndex;
-out:
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
+}
+
+/* Within 1024 along each dimension, the product within 1024 too. */
+ze_result_t fake__launch_group(struct fake_launch *a, uint32_t x, uint32_t y, uint32_t z) {
+    if (x == 0 || y == 0 || z == 0 || (uint64_t)x * y * z > 1024) {
+        return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
+    }
+    a->group[0] = x;
+    a->group[1] = y;
+    a->group[2] = z;
+    return ZE_RESULT_SUCCESS;
 }
 
 ze_result_t fake_zeKernelSetGroupSize(ze_kernel_handle_t hKernel, uint32_t groupSizeX,
                                       uint32_t groupSizeY, uint32_t groupSizeZ) {
     FAKE_ENTER(zeKernelSetGroupSize);
     struct fake_kernel *k;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_KERNEL, hKernel, "zeKernelSetGroupSize", (void **)&k);
-    /* The device's limits (zeDeviceGetComputeProperties): 1024 along each, 1024 in all. */
-    if (r == ZE_RESULT_SUCCESS && (groupSizeX == 0 || groupSizeY == 0 || groupSizeZ == 0 ||
-                                   groupSizeX > 1024 || groupSizeY > 1024 || groupSizeZ > 1024 ||
-                                   (uint64_t)groupSizeX * groupSizeY * groupSizeZ > 1024)) {
-        r = ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
-    }
+    ze_result_t r = fake__lock_object(FAKE_KERNEL, hKernel, "zeKernelSetGroupSize", (void **)&k);
     if (r == ZE_RESULT_SUCCESS) {
-        k->group[0] = groupSizeX;
-        k->group[1] = groupSizeY;
-        k->group[2] = groupSizeZ;
+        r = fake__launch_group(&k->launch, groupSizeX, groupSizeY, groupSizeZ);
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* What the module says of the kernel: its parameter count, from its SPIR-V function. The
@@ -587,11 +572,7 @@ ze_result_t fake_zeKernelGetProperties(ze_kernel_handle_t hKernel,
     static const char fn[] = "zeKernelGetProperties";
     FAKE_ENTER(zeKernelGetProperties);
     struct fake_kernel *k;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = fake__ready_lookup(FAKE_KERNEL, hKernel, fn, (void **)&k);
-    if (r == ZE_RESULT_SUCCESS && pKernelProperties == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
+    ze_result_t r = fake__lock_object(FAKE_KERNEL, hKernel, fn, (void **)&k);
     if (r == ZE_RESULT_SUCCESS) {
         r = fake__stype(pKernelProperties, ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES, fn,
                         "pKernelProperties");
@@ -599,14 +580,13 @@ ze_result_t fake_zeKernelGetProperties(ze_kernel_handle_t hKernel,
     if (r == ZE_RESULT_SUCCESS) {
         ze_kernel_properties_t props = {.stype = ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES,
                                         .pNext = pKernelProperties->pNext,
-                                        .numKernelArgs = k->n_params,
+                                        .numKernelArgs = k->launch.n_params,
                                         .maxSubgroupSize = 1,
                                         .maxNumSubgroups = 1024};
         memcpy(props.uuid.kid, &k->obj.serial, sizeof k->obj.serial);
         *pKernelProperties = props;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* The size of parameter argIndex as its SPIR-V type gives it (struct fake_entry). */
@@ -614,40 +594,36 @@ ze_result_t fake_zexKernelGetArgumentSize(ze_kernel_handle_t hKernel, uint32_t a
                                           uint32_t *pArgSize) {
     FAKE_ENTER(zexKernelGetArgumentSize);
     struct fake_kernel *k;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r =
-        fake__ready_lookup(FAKE_KERNEL, hKernel, "zexKernelGetArgumentSize", (void **)&k);
-    if (r == ZE_RESULT_SUCCESS && pArgSize == NULL) {
-        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
-    if (r == ZE_RESULT_SUCCESS && argIndex >= k->n_params) {
+    ze_result_t r = fake__given(
+        fake__lock_object(FAKE_KERNEL, hKernel, "zexKernelGetArgumentSize", (void **)&k), pArgSize);
+    if (r == ZE_RESULT_SUCCESS && argIndex >= k->launch.n_params) {
         r = ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
     }
     if (r == ZE_RESULT_SUCCESS) {
-        *pArgSize = k->param_size[argIndex];
+        *pArgSize = k->launch.param_size[argIndex];
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* ---- launches ------------------------------------------------------------------------------- */
 
-static uint64_t param_u64(const struct fake_cmd *c, uint32_t p) {
+static uint64_t param_u64(const struct fake_launch *a, uint32_t p) {
     uint64_t v;
-    memcpy(&v, c->u.kernel.params[p], sizeof v);
+    memcpy(&v, a->params[p], sizeof v);
     return v;
 }
 
 int fake__kernel_args_set(const struct fake_cmd *cmd) {
-    uint32_t n = cmd->u.kernel.n_params;
+    uint32_t n = cmd->u.kernel.launch.n_params;
     uint32_t all = n == 32 ? 0xffffffffu : (1u << n) - 1;
-    return (cmd->u.kernel.set & all) == all;
+    return (cmd->u.kernel.launch.set & all) == all;
 }
 
 ze_result_t fake__kernel_build(struct fake_cmd *cmd, const char *name, const char *fn) {
+    const struct fake_launch *a = &cmd->u.kernel.launch;
     if (!fake__kernel_args_set(cmd)) {
         uint32_t p = 0;
-        while (cmd->u.kernel.set & (1u << p)) {
+        while (a->set & (1u << p)) {
             p++;
         }
         fprintf(stderr, "acg Level Zero test driver: %s: parameter %u of kernel %s is not set\n",
@@ -655,7 +631,7 @@ ze_result_t fake__kernel_build(struct fake_cmd *cmd, const char *name, const cha
         return ZE_RESULT_ERROR_INVALID_ARGUMENT; /* Intel's code here was not verified */
     }
     for (int d = 0; d < 3; d++) {
-        uint64_t global = (uint64_t)cmd->u.kernel.count[d] * cmd->u.kernel.group[d];
+        uint64_t global = (uint64_t)cmd->u.kernel.count[d] * a->group[d];
         if (global > UINT32_MAX) {
             /* Simplified: acg's cpu code takes 32-bit global sizes. */
             fprintf(stderr,
@@ -667,29 +643,12 @@ ze_result_t fake__kernel_build(struct fake_cmd *cmd, const char *name, const cha
         cmd->u.kernel.global[d] = (uint32_t)global;
     }
     uint32_t p = 0;
-    for (uint32_t i = 0; i < cmd->u.kernel.n_args; i++) {
-        acg_cpu_arg *a = &cmd->u.kernel.args[i];
-        switch (cmd->u.kernel.types[i]) {
-        case ACG_ARG_BUFFER:
-            a->p = (void *)(uintptr_t)(param_u64(cmd, p) + param_u64(cmd, p + 1));
+    for (uint32_t i = 0; i < a->n_args; i++) {
+        acg_cpu_arg *arg = &cmd->u.kernel.args[i];
+        if (a->types[i] == ACG_ARG_BUFFER) {
+            arg->p = (void *)(uintptr_t)(param_u64(a, p) + param_u64(a, p + 1));
             p += 2;
-            break;
-        case ACG_ARG_I32:
-            memcpy(&a->i32, cmd->u.kernel.params[p++], 4);
-            break;
-        case ACG_ARG_U32:
-            memcpy(&a->u32, cmd->u.kernel.params[p++], 4);
-            break;
-        case ACG_ARG_F32:
-            memcpy(&a->f32, cmd->u.kernel.params[p++], 4);
-            break;
-        case ACG_ARG_I64:
-            memcpy(&a->i64, cmd->u.kernel.params[p++], 8);
-            break;
-        case ACG_ARG_U64:
-            memcpy(&a->u64, cmd->u.kernel.params[p++], 8);
-            break;
-        default:
+        } else if (fake__scalar_arg(a->types[i], a->params[p++], arg) != 0) {
             return ZE_RESULT_ERROR_INVALID_ARGUMENT;
         }
     }
@@ -702,37 +661,26 @@ void fake__kernel_take(struct fake_cmd *cmd, const struct fake_kernel *k) {
     cmd->kind = FAKE_CMD_KERNEL;
     cmd->u.kernel.kernel = fake__ref((struct fake_obj *)&k->obj);
     cmd->u.kernel.module = fake__ref((struct fake_obj *)&k->module->obj);
-    cmd->u.kernel.fn = k->fn;
-    cmd->u.kernel.n_args = k->n_args;
-    memcpy(cmd->u.kernel.types, k->types, sizeof cmd->u.kernel.types);
-    cmd->u.kernel.n_params = k->n_params;
-    memcpy(cmd->u.kernel.param_size, k->param_size, sizeof cmd->u.kernel.param_size);
-    memcpy(cmd->u.kernel.params, k->params, sizeof cmd->u.kernel.params);
-    cmd->u.kernel.set = k->set;
-    memcpy(cmd->u.kernel.group, k->group, sizeof cmd->u.kernel.group);
+    cmd->u.kernel.launch = k->launch;
+}
+
+void fake__kernel_count(struct fake_cmd *cmd, const ze_group_count_t *groups) {
+    cmd->u.kernel.count[0] = groups->groupCountX;
+    cmd->u.kernel.count[1] = groups->groupCountY;
+    cmd->u.kernel.count[2] = groups->groupCountZ;
 }
 
 ze_result_t fake__kernel_cmd(struct fake_kernel *k, const ze_group_count_t *groups, const char *fn,
                              struct fake_cmd *cmd) {
     fake__kernel_take(cmd, k);
-    cmd->u.kernel.count[0] = groups->groupCountX;
-    cmd->u.kernel.count[1] = groups->groupCountY;
-    cmd->u.kernel.count[2] = groups->groupCountZ;
+    fake__kernel_count(cmd, groups);
     return fake__kernel_build(cmd, k->name, fn);
 }
 
 /* ---- unload --------------------------------------------------------------------------------- */
 
 void fake__modules_unload(void) {
-    while (fake__g.objs[FAKE_KERNEL].n > 0) {
-        kernel_free(fake__g.objs[FAKE_KERNEL].v[fake__g.objs[FAKE_KERNEL].n - 1]);
-    }
-    while (fake__g.objs[FAKE_MODULE].n > 0) {
-        struct fake_module *m = fake__g.objs[FAKE_MODULE].v[fake__g.objs[FAKE_MODULE].n - 1];
-        fake__obj_remove(&m->obj);
-        module_free(m);
-    }
-    while (fake__g.objs[FAKE_LOG].n > 0) {
-        log_free(fake__g.objs[FAKE_LOG].v[fake__g.objs[FAKE_LOG].n - 1]);
-    }
+    fake__free_all(FAKE_KERNEL, kernel_free);
+    fake__free_all(FAKE_MODULE, module_destroy);
+    fake__free_all(FAKE_LOG, log_free);
 }

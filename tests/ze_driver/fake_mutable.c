@@ -86,10 +86,11 @@ void fake__mutable_assign(struct fake_list *l, struct fake_cmd *cmd) {
 
 /* ---- ids ------------------------------------------------------------------------------------ */
 
-/* (lock held) The preamble of every function here: a live mutable list. */
-static ze_result_t mutable_list(ze_command_list_handle_t h, const char *fn,
-                                struct fake_list **out) {
-    ze_result_t r = fake__ready_lookup(FAKE_LIST, h, fn, (void **)out);
+/* (takes the lock, held on return whatever the result) The preamble of every function here: a
+ * live mutable list. */
+static ze_result_t lock_mutable_list(ze_command_list_handle_t h, const char *fn,
+                                     struct fake_list **out) {
+    ze_result_t r = fake__lock_object(FAKE_LIST, h, fn, (void **)out);
     if (r == ZE_RESULT_SUCCESS && !(*out)->mutable_) {
         fake__violation("%s: the list was not created mutable (%s in its descriptor's pNext)", fn,
                         "acg_ze_mutable_command_list_exp_desc_t");
@@ -103,8 +104,7 @@ static ze_result_t next_id(ze_command_list_handle_t hCommandList,
                            ze_kernel_handle_t *phKernels, uint64_t *pCommandId, const char *fn) {
     struct fake_list *l;
     struct fake_ref *kernels = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = mutable_list(hCommandList, fn, &l);
+    ze_result_t r = lock_mutable_list(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS &&
         (desc == NULL || pCommandId == NULL || (numKernels > 0 && phKernels == NULL))) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
@@ -149,8 +149,7 @@ static ze_result_t next_id(ze_command_list_handle_t hCommandList,
     *pCommandId = l->next_id;
 out:
     free(kernels);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeCommandListGetNextCommandIdExp(ze_command_list_handle_t hCommandList,
@@ -178,10 +177,11 @@ ze_result_t fake_zeCommandListGetNextCommandIdWithKernelsExp(
 
 /* ---- updates -------------------------------------------------------------------------------- */
 
-/* (lock held) The preamble of an update: a mutable list no execution uses, and the index of
- * command `id` in it with `flag` allowed (or -1 for no id; then the result says why). */
-static ze_result_t updatable(ze_command_list_handle_t h, const char *fn, struct fake_list **out) {
-    ze_result_t r = mutable_list(h, fn, out);
+/* (takes the lock, as lock_mutable_list) The preamble of an update: a mutable list no execution
+ * uses. */
+static ze_result_t lock_updatable(ze_command_list_handle_t h, const char *fn,
+                                  struct fake_list **out) {
+    ze_result_t r = lock_mutable_list(h, fn, out);
     if (r == ZE_RESULT_SUCCESS && (*out)->obj.pending > 0) {
         fake__violation("%s: an execution of the list is pending (synchronize first)", fn);
         r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -210,90 +210,76 @@ static ze_result_t find_cmd(struct fake_list *l, uint64_t id, uint32_t flag, con
     return ZE_RESULT_ERROR_INVALID_ARGUMENT;
 }
 
-static int param_is_pointer(const struct fake_cmd *c, uint32_t index) {
-    uint32_t p = 0;
-    for (uint32_t i = 0; i < c->u.kernel.n_args; i++) {
-        if (p == index) {
-            return c->u.kernel.types[i] == ACG_ARG_BUFFER;
-        }
-        p += c->u.kernel.types[i] == ACG_ARG_BUFFER ? 2 : 1;
-    }
-    return 0;
+/* The change descriptors: each begins with its stype, pNext and the id of the command it
+ * changes. */
+struct change_head {
+    ze_structure_type_t stype;
+    const void *pNext;
+    uint64_t commandId;
+};
+
+static ze_result_t change_argument(struct fake_cmd *c, const void *d) {
+    const acg_ze_mutable_kernel_argument_exp_desc_t *a = d;
+    return fake__launch_param(&c->u.kernel.launch, a->argIndex, a->argSize, a->pArgValue);
 }
+
+static ze_result_t change_count(struct fake_cmd *c, const void *d) {
+    const acg_ze_mutable_group_count_exp_desc_t *g = d;
+    if (g->pGroupCount == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    fake__kernel_count(c, g->pGroupCount);
+    return ZE_RESULT_SUCCESS;
+}
+
+/* The device's limits, as zeKernelSetGroupSize checks them. */
+static ze_result_t change_size(struct fake_cmd *c, const void *d) {
+    const acg_ze_mutable_group_size_exp_desc_t *g = d;
+    return fake__launch_group(&c->u.kernel.launch, g->groupSizeX, g->groupSizeY, g->groupSizeZ);
+}
+
+/* What each change descriptor this driver takes changes, and the flag its command needs. */
+static const struct {
+    uint32_t stype;
+    uint32_t flag;
+    ze_result_t (*change)(struct fake_cmd *c, const void *d);
+} changes[] = {
+    {ACG_ZE_STRUCTURE_TYPE_MUTABLE_KERNEL_ARGUMENT_EXP_DESC,
+     ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_ARGUMENTS, change_argument},
+    {ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_COUNT_EXP_DESC,
+     ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_COUNT, change_count},
+    {ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_SIZE_EXP_DESC, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_SIZE,
+     change_size},
+};
 
 /* (lock held) Applies one change descriptor to the scratch copy of the list's commands. */
 static ze_result_t apply(struct fake_list *l, struct fake_cmd *scratch, char *touched,
                          const void *d, const char *fn) {
-    ze_base_desc_t head;
+    ze_base_desc_t base;
+    memcpy(&base, d, sizeof base);
+    uint32_t stype = (uint32_t)base.stype;
+    size_t k = 0;
+    while (k < sizeof changes / sizeof changes[0] && changes[k].stype != stype) {
+        k++;
+    }
+    if (k == sizeof changes / sizeof changes[0]) {
+        int known = stype == ACG_ZE_STRUCTURE_TYPE_MUTABLE_GLOBAL_OFFSET_EXP_DESC ||
+                    stype == ACG_ZE_STRUCTURE_TYPE_MUTABLE_GRAPH_ARGUMENT_EXP_DESC;
+        fprintf(stderr, "acg Level Zero test driver: %s: stype 0x%x is %s\n", fn, (unsigned)stype,
+                known ? "not supported here" : "no change descriptor");
+        return known ? ZE_RESULT_ERROR_UNSUPPORTED_FEATURE : ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    }
+    struct change_head head; /* one of the descriptors of `changes` */
     memcpy(&head, d, sizeof head);
     size_t at;
-    ze_result_t r;
-    switch ((uint32_t)head.stype) {
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_KERNEL_ARGUMENT_EXP_DESC: {
-        const acg_ze_mutable_kernel_argument_exp_desc_t *a = d;
-        r = find_cmd(l, a->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_KERNEL_ARGUMENTS, fn, &at);
-        if (r != ZE_RESULT_SUCCESS) {
-            return r;
-        }
-        struct fake_cmd *c = &scratch[at];
-        if (a->argIndex >= c->u.kernel.n_params) {
-            return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
-        }
-        if (a->argSize != c->u.kernel.param_size[a->argIndex]) {
-            return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE;
-        }
-        if (a->pArgValue == NULL && !param_is_pointer(c, a->argIndex)) {
-            return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-        }
-        memset(c->u.kernel.params[a->argIndex], 0, sizeof c->u.kernel.params[a->argIndex]);
-        if (a->pArgValue != NULL) {
-            memcpy(c->u.kernel.params[a->argIndex], a->pArgValue, a->argSize);
-        }
-        c->u.kernel.set |= 1u << a->argIndex;
-        break;
+    ze_result_t r = find_cmd(l, head.commandId, changes[k].flag, fn, &at);
+    if (r == ZE_RESULT_SUCCESS) {
+        r = changes[k].change(&scratch[at], d);
     }
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_COUNT_EXP_DESC: {
-        const acg_ze_mutable_group_count_exp_desc_t *g = d;
-        r = find_cmd(l, g->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_COUNT, fn, &at);
-        if (r != ZE_RESULT_SUCCESS) {
-            return r;
-        }
-        if (g->pGroupCount == NULL) {
-            return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-        }
-        scratch[at].u.kernel.count[0] = g->pGroupCount->groupCountX;
-        scratch[at].u.kernel.count[1] = g->pGroupCount->groupCountY;
-        scratch[at].u.kernel.count[2] = g->pGroupCount->groupCountZ;
-        break;
+    if (r == ZE_RESULT_SUCCESS) {
+        touched[at] = 1;
     }
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GROUP_SIZE_EXP_DESC: {
-        const acg_ze_mutable_group_size_exp_desc_t *g = d;
-        r = find_cmd(l, g->commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_GROUP_SIZE, fn, &at);
-        if (r != ZE_RESULT_SUCCESS) {
-            return r;
-        }
-        /* The device's limits, as zeKernelSetGroupSize checks them. */
-        if (g->groupSizeX == 0 || g->groupSizeY == 0 || g->groupSizeZ == 0 ||
-            (uint64_t)g->groupSizeX * g->groupSizeY * g->groupSizeZ > 1024) {
-            return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
-        }
-        scratch[at].u.kernel.group[0] = g->groupSizeX;
-        scratch[at].u.kernel.group[1] = g->groupSizeY;
-        scratch[at].u.kernel.group[2] = g->groupSizeZ;
-        break;
-    }
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GLOBAL_OFFSET_EXP_DESC:
-    case ACG_ZE_STRUCTURE_TYPE_MUTABLE_GRAPH_ARGUMENT_EXP_DESC:
-        fprintf(stderr, "acg Level Zero test driver: %s: stype 0x%x is not supported here\n", fn,
-                (unsigned)head.stype);
-        return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
-    default:
-        fprintf(stderr, "acg Level Zero test driver: %s: stype 0x%x is no change descriptor\n", fn,
-                (unsigned)head.stype);
-        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-    }
-    touched[at] = 1;
-    return ZE_RESULT_SUCCESS;
+    return r;
 }
 
 ze_result_t
@@ -304,8 +290,7 @@ fake_zeCommandListUpdateMutableCommandsExp(ze_command_list_handle_t hCommandList
     struct fake_list *l;
     struct fake_cmd *scratch = NULL;
     char *touched = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = updatable(hCommandList, fn, &l);
+    ze_result_t r = lock_updatable(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS && desc == NULL) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
@@ -345,8 +330,7 @@ fake_zeCommandListUpdateMutableCommandsExp(ze_command_list_handle_t hCommandList
 out:
     free(scratch);
     free(touched);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
@@ -356,8 +340,7 @@ ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
     struct fake_list *l;
     struct fake_ref signal = {0};
     size_t at;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = updatable(hCommandList, fn, &l);
+    ze_result_t r = lock_updatable(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS) {
         r = find_cmd(l, commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_SIGNAL_EVENT, fn, &at);
     }
@@ -368,8 +351,7 @@ ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
         l->cmds[at].signal = signal;
         l->closed = 0;
     }
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* The count must be the one the command was appended with: INVALID_SIZE otherwise (not
@@ -383,8 +365,7 @@ fake_zeCommandListUpdateMutableCommandWaitEventsExp(ze_command_list_handle_t hCo
     struct fake_list *l;
     struct fake_cmd waits = {.kind = FAKE_CMD_BARRIER};
     size_t at;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = updatable(hCommandList, fn, &l);
+    ze_result_t r = lock_updatable(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS) {
         r = find_cmd(l, commandId, ACG_ZE_MUTABLE_COMMAND_EXP_FLAG_WAIT_EVENTS, fn, &at);
     }
@@ -403,8 +384,7 @@ fake_zeCommandListUpdateMutableCommandWaitEventsExp(ze_command_list_handle_t hCo
         l->closed = 0;
     }
     fake__cmd_free(&waits);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }
 
 /* A command switches only to a kernel named when its id was taken, of the list's context and
@@ -418,8 +398,7 @@ ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_han
     struct fake_list *l;
     size_t *at = NULL;
     struct fake_kernel **ks = NULL;
-    pthread_mutex_lock(&fake__g.lock);
-    ze_result_t r = updatable(hCommandList, fn, &l);
+    ze_result_t r = lock_updatable(hCommandList, fn, &l);
     if (r == ZE_RESULT_SUCCESS && numKernels > 0 && (pCommandId == NULL || phKernels == NULL)) {
         r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
@@ -457,13 +436,12 @@ ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_han
             memcpy(count, c->u.kernel.count, sizeof count);
             fake__kernel_take(c, ks[i]);
             memcpy(c->u.kernel.count, count, sizeof count);
-            c->u.kernel.set = 0; /* the switch invalidates the arguments */
+            c->u.kernel.launch.set = 0; /* the switch invalidates the arguments */
         }
         l->closed = 0;
     }
 out:
     free(at);
     free(ks);
-    pthread_mutex_unlock(&fake__g.lock);
-    return r;
+    return fake__unlock(r);
 }

@@ -162,8 +162,8 @@ static void run_work(const struct fake_cmd *c) {
         }
         /* Only the start of a buffer's window is known here; ASan sees a kernel running past
          * its allocation. */
-        for (uint32_t i = 0; i < c->u.kernel.n_args; i++) {
-            if (c->u.kernel.types[i] == ACG_ARG_BUFFER) {
+        for (uint32_t i = 0; i < c->u.kernel.launch.n_args; i++) {
+            if (c->u.kernel.launch.types[i] == ACG_ARG_BUFFER) {
                 ranges[n++] = touch(c, (uintptr_t)c->u.kernel.args[i].p, 0,
                                     "a kernel's buffer argument (pointer plus offset)");
             }
@@ -183,7 +183,7 @@ static void run_work(const struct fake_cmd *c) {
         fill(c->u.fill.dst, c->u.fill.bytes, c->u.fill.pattern, c->u.fill.pattern_size);
         break;
     default:
-        c->u.kernel.fn(c->u.kernel.args, c->u.kernel.global);
+        c->u.kernel.launch.fn(c->u.kernel.args, c->u.kernel.global);
         break;
     }
     pthread_mutex_lock(&fake__g.lock);
@@ -249,88 +249,60 @@ static void run_cmd(const struct fake_engine *en, const struct fake_cmd *c) {
 
 /* ---- engines -------------------------------------------------------------------------------- */
 
-static void *worker_main(void *arg) {
-    struct fake_engine *e = arg;
-    pthread_mutex_lock(&fake__g.lock);
-    for (;;) {
-        while (e->head == NULL && !e->quit) {
-            pthread_cond_wait(&e->work, &fake__g.lock);
-        }
-        if (e->head == NULL) {
-            break; /* destroyed, and drained */
-        }
-        /* The job stays queued while it runs, so a synchronization sees it pending. A lost
-         * device's jobs are dropped (run_cmd returns at once). */
-        struct fake_job *job = e->head;
-        run_cmd(e, &job->cmd);
-        e->head = job->next;
-        if (e->head == NULL) {
-            e->tail = NULL;
-        }
-        cmd_hold(&job->cmd, -1);
-        fake__cmd_free(&job->cmd);
-        free(job);
-        e->completed++;
-        pthread_cond_broadcast(&fake__g.progress);
-    }
-    pthread_mutex_unlock(&fake__g.lock);
-    return NULL;
+/* The job stays queued while it runs, so a synchronization sees it pending. A lost device's jobs
+ * are dropped (run_cmd returns at once). */
+static void run_job(struct fake_worker *w, struct fake_job *job) {
+    run_cmd(w->owner, &((struct fake_queued *)job)->cmd);
+}
+
+static void job_done(struct fake_worker *w, struct fake_job *job) {
+    (void)w;
+    struct fake_queued *q = (struct fake_queued *)job;
+    cmd_hold(&q->cmd, -1);
+    fake__cmd_free(&q->cmd);
+    free(q);
 }
 
 ze_result_t fake__engine_start(struct fake_engine *e, const char *what,
                                const struct fake_device *dev) {
-    memset(e, 0, sizeof *e);
-    e->what = what;
-    e->dev = dev;
-    if (pthread_cond_init(&e->work, NULL) != 0) {
-        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    }
-    if (pthread_create(&e->thread, NULL, worker_main, e) != 0) {
-        pthread_cond_destroy(&e->work);
-        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    }
-    return ZE_RESULT_SUCCESS;
+    *e = (struct fake_engine){.what = what, .dev = dev};
+    e->worker = (struct fake_worker){.lock = &fake__g.lock,
+                                     .progress = &fake__g.progress,
+                                     .owner = e,
+                                     .run = run_job,
+                                     .done = job_done};
+    return fake__worker_start(&e->worker) == 0 ? ZE_RESULT_SUCCESS
+                                               : ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
 }
 
 void fake__engine_stop(struct fake_engine *e) {
-    e->quit = 1;
-    pthread_cond_signal(&e->work);
+    fake__worker_quit(&e->worker);
     /* The worker needs the lock to return. */
     pthread_mutex_unlock(&fake__g.lock);
-    pthread_join(e->thread, NULL);
+    pthread_join(e->worker.thread, NULL);
     pthread_mutex_lock(&fake__g.lock);
-    pthread_cond_destroy(&e->work);
+    pthread_cond_destroy(&e->worker.work);
 }
 
 ze_result_t fake__engine_submit(struct fake_engine *e, struct fake_cmd *cmd, uint64_t *seq) {
-    struct fake_job *job = malloc(sizeof *job);
-    if (job == NULL) {
+    struct fake_queued *q = malloc(sizeof *q);
+    if (q == NULL) {
         fake__cmd_free(cmd);
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     }
-    job->cmd = *cmd;
-    job->next = NULL;
-    cmd_hold(&job->cmd, 1);
-    if (e->tail != NULL) {
-        e->tail->next = job;
-    } else {
-        e->head = job;
-    }
-    e->tail = job;
-    *seq = ++e->submitted;
-    pthread_cond_signal(&e->work);
+    q->cmd = *cmd;
+    cmd_hold(&q->cmd, 1);
+    *seq = fake__worker_push(&e->worker, &q->job);
     return ZE_RESULT_SUCCESS;
 }
 
 void fake__workers_stop(void) {
     struct fake_vec *lists = &fake__g.objs[FAKE_LIST], *queues = &fake__g.objs[FAKE_QUEUE];
-    for (size_t i = 0; i < lists->n; i++) {
-        struct fake_list *l = lists->v[i];
-        if (l->immediate) {
-            fake__engine_stop(&l->engine);
+    for (size_t i = 0; i < lists->n + queues->n; i++) {
+        struct fake_list *l = i < lists->n ? lists->v[i] : NULL;
+        struct fake_queue *q = l != NULL ? l->queue : queues->v[i - lists->n];
+        if (q != NULL) { /* a regular list has none */
+            fake__engine_stop(&q->engine);
         }
-    }
-    for (size_t i = 0; i < queues->n; i++) {
-        fake__engine_stop(&((struct fake_queue *)queues->v[i])->engine);
     }
 }

@@ -103,7 +103,7 @@ static const struct {
                 entry point of the DDI tables */
     uint32_t version; /* of the extension that brought it */
 } entry_points[FAKE_EP_COUNT] = {
-#define FAKE_EP_ROW(name, ty, table, slot) {(fake_fn)fake_##name, -2, 0},
+#define FAKE_EP_ROW(ep, table, slot) {(fake_fn)fake_ze##ep, -2, 0},
     FAKE_ENTRY_POINTS(FAKE_EP_ROW)
 #undef FAKE_EP_ROW
 #define FAKE_EXT_ROW(name, ext, minor) {(fake_fn)fake_##name, ext, ZE_MAKE_VERSION(1, minor)},
@@ -111,7 +111,7 @@ static const struct {
 #undef FAKE_EXT_ROW
 };
 static const char *const entry_point_names[FAKE_EP_COUNT] = {
-#define FAKE_EP_NAME(name, ty, table, slot) #name,
+#define FAKE_EP_NAME(ep, table, slot) "ze" #ep,
     FAKE_ENTRY_POINTS(FAKE_EP_NAME)
 #undef FAKE_EP_NAME
 #define FAKE_EXT_NAME(name, ext, minor) #name,
@@ -119,20 +119,13 @@ static const char *const entry_point_names[FAKE_EP_COUNT] = {
 #undef FAKE_EXT_NAME
 };
 
-/* Each entry point has the type of its ze_pfn*_t, and its slot that type too, so an argument
- * list that drifted from the ABI does not compile. */
-#define FAKE_EP_CHECK(name, ty, table, slot)                                                       \
-    _Static_assert(_Generic(&fake_##name, ze_pfn##ty##_t : 1, default : 0),                        \
-                   #name " does not have the type ze_pfn" #ty "_t");                               \
-    _Static_assert(_Generic(((table *)0)->pfn##slot, ze_pfn##ty##_t : 1, default : 0),             \
-                   #table ".pfn" #slot " is not where " #name " goes");
+/* Each entry point's slot has the type its declaration took (fake_ze_impl.h). */
+#define FAKE_EP_CHECK(ep, table, slot)                                                             \
+    _Static_assert(                                                                                \
+        _Generic(((ze_##table##_dditable_t *)0)->pfn##slot, ze_pfn##ep##_t : 1, default : 0),      \
+        "ze_" #table "_dditable_t.pfn" #slot " is not where ze" #ep " goes");
 FAKE_ENTRY_POINTS(FAKE_EP_CHECK)
 #undef FAKE_EP_CHECK
-#define FAKE_EXT_CHECK(name, ext, minor)                                                           \
-    _Static_assert(_Generic(&fake_##name, acg_ze_pfn_##name : 1, default : 0),                     \
-                   #name " does not have the type of ze_ext.h's acg_ze_pfn_" #name);
-FAKE_EXT_FUNCTIONS(FAKE_EXT_CHECK)
-#undef FAKE_EXT_CHECK
 
 /* What the backend's list asks for: an entry point it lists and this driver lacks is an
  * undeclared fake_ name, one of another type fails the assertion. */
@@ -188,6 +181,8 @@ ze_result_t fake__enter(enum fake_ep ep) {
     ensure_config();
     return (ze_result_t)fake__ledger_enter(&ledger, (int)ep);
 }
+
+void fake__live(long delta) { fake__ledger_live(&ledger, delta); }
 
 void fake__violation(const char *fmt, ...) {
     va_list ap;
@@ -309,26 +304,26 @@ static void ensure_config(void) { pthread_once(&config_once, load_config); }
 
 /* The ze tables entry points are served in. */
 enum fake_table {
-    FAKE_TABLE_ze_global_dditable_t,
-    FAKE_TABLE_ze_driver_dditable_t,
-    FAKE_TABLE_ze_device_dditable_t,
-    FAKE_TABLE_ze_context_dditable_t,
-    FAKE_TABLE_ze_command_queue_dditable_t,
-    FAKE_TABLE_ze_command_list_dditable_t,
-    FAKE_TABLE_ze_fence_dditable_t,
-    FAKE_TABLE_ze_event_pool_dditable_t,
-    FAKE_TABLE_ze_event_dditable_t,
-    FAKE_TABLE_ze_mem_dditable_t,
-    FAKE_TABLE_ze_module_dditable_t,
-    FAKE_TABLE_ze_module_build_log_dditable_t,
-    FAKE_TABLE_ze_kernel_dditable_t,
+    FAKE_TABLE_global,
+    FAKE_TABLE_driver,
+    FAKE_TABLE_device,
+    FAKE_TABLE_context,
+    FAKE_TABLE_command_queue,
+    FAKE_TABLE_command_list,
+    FAKE_TABLE_fence,
+    FAKE_TABLE_event_pool,
+    FAKE_TABLE_event,
+    FAKE_TABLE_mem,
+    FAKE_TABLE_module,
+    FAKE_TABLE_module_build_log,
+    FAKE_TABLE_kernel,
     FAKE_TABLE_NONE, /* every slot NULL */
 };
 
 static void fill_table(enum fake_table which, void *table) {
-#define FAKE_SLOT(name, ty, type, slot)                                                            \
-    if (which == FAKE_TABLE_##type && served[FAKE_EP_##name] && !fake__cfg.hidden[FAKE_EP_##name]) \
-        ((type *)table)->pfn##slot = fake_##name;
+#define FAKE_SLOT(ep, type, slot)                                                                  \
+    if (which == FAKE_TABLE_##type && served[FAKE_EP_ze##ep] && !fake__cfg.hidden[FAKE_EP_ze##ep]) \
+        ((ze_##type##_dditable_t *)table)->pfn##slot = fake_ze##ep;
     FAKE_ENTRY_POINTS(FAKE_SLOT)
 #undef FAKE_SLOT
 }
@@ -348,7 +343,7 @@ static ze_result_t table_check(ze_api_version_t version, const void *table) {
     return ZE_RESULT_SUCCESS;
 }
 
-#define FAKE_GETTER(getter, type, which)                                                           \
+#define FAKE_TABLE_GETTER(getter, type, which)                                                     \
     ze_result_t ZE_APICALL getter(ze_api_version_t version, type *table) {                         \
         ze_result_t r = table_check(version, table);                                               \
         if (r == ZE_RESULT_SUCCESS) {                                                              \
@@ -357,61 +352,60 @@ static ze_result_t table_check(ze_api_version_t version, const void *table) {
         }                                                                                          \
         return r;                                                                                  \
     }
+/* The getter of a table entry points are served in, and of one served empty. */
+#define FAKE_GETTER(getter, table)                                                                 \
+    FAKE_TABLE_GETTER(getter, ze_##table##_dditable_t, FAKE_TABLE_##table)
+#define FAKE_EMPTY_GETTER(getter, type) FAKE_TABLE_GETTER(getter, type, FAKE_TABLE_NONE)
 
-FAKE_GETTER(zeGetGlobalProcAddrTable, ze_global_dditable_t, FAKE_TABLE_ze_global_dditable_t)
-FAKE_GETTER(zeGetDriverProcAddrTable, ze_driver_dditable_t, FAKE_TABLE_ze_driver_dditable_t)
-FAKE_GETTER(zeGetDeviceProcAddrTable, ze_device_dditable_t, FAKE_TABLE_ze_device_dditable_t)
-FAKE_GETTER(zeGetContextProcAddrTable, ze_context_dditable_t, FAKE_TABLE_ze_context_dditable_t)
-FAKE_GETTER(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t,
-            FAKE_TABLE_ze_command_queue_dditable_t)
-FAKE_GETTER(zeGetCommandListProcAddrTable, ze_command_list_dditable_t,
-            FAKE_TABLE_ze_command_list_dditable_t)
-FAKE_GETTER(zeGetFenceProcAddrTable, ze_fence_dditable_t, FAKE_TABLE_ze_fence_dditable_t)
-FAKE_GETTER(zeGetEventPoolProcAddrTable, ze_event_pool_dditable_t,
-            FAKE_TABLE_ze_event_pool_dditable_t)
-FAKE_GETTER(zeGetEventProcAddrTable, ze_event_dditable_t, FAKE_TABLE_ze_event_dditable_t)
-FAKE_GETTER(zeGetMemProcAddrTable, ze_mem_dditable_t, FAKE_TABLE_ze_mem_dditable_t)
-FAKE_GETTER(zeGetModuleProcAddrTable, ze_module_dditable_t, FAKE_TABLE_ze_module_dditable_t)
-FAKE_GETTER(zeGetModuleBuildLogProcAddrTable, ze_module_build_log_dditable_t,
-            FAKE_TABLE_ze_module_build_log_dditable_t)
-FAKE_GETTER(zeGetKernelProcAddrTable, ze_kernel_dditable_t, FAKE_TABLE_ze_kernel_dditable_t)
-FAKE_GETTER(zeGetImageProcAddrTable, ze_image_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zeGetSamplerProcAddrTable, ze_sampler_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zeGetPhysicalMemProcAddrTable, ze_physical_mem_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zeGetVirtualMemProcAddrTable, ze_virtual_mem_dditable_t, FAKE_TABLE_NONE)
+FAKE_GETTER(zeGetGlobalProcAddrTable, global)
+FAKE_GETTER(zeGetDriverProcAddrTable, driver)
+FAKE_GETTER(zeGetDeviceProcAddrTable, device)
+FAKE_GETTER(zeGetContextProcAddrTable, context)
+FAKE_GETTER(zeGetCommandQueueProcAddrTable, command_queue)
+FAKE_GETTER(zeGetCommandListProcAddrTable, command_list)
+FAKE_GETTER(zeGetFenceProcAddrTable, fence)
+FAKE_GETTER(zeGetEventPoolProcAddrTable, event_pool)
+FAKE_GETTER(zeGetEventProcAddrTable, event)
+FAKE_GETTER(zeGetMemProcAddrTable, mem)
+FAKE_GETTER(zeGetModuleProcAddrTable, module)
+FAKE_GETTER(zeGetModuleBuildLogProcAddrTable, module_build_log)
+FAKE_GETTER(zeGetKernelProcAddrTable, kernel)
+FAKE_EMPTY_GETTER(zeGetImageProcAddrTable, ze_image_dditable_t)
+FAKE_EMPTY_GETTER(zeGetSamplerProcAddrTable, ze_sampler_dditable_t)
+FAKE_EMPTY_GETTER(zeGetPhysicalMemProcAddrTable, ze_physical_mem_dditable_t)
+FAKE_EMPTY_GETTER(zeGetVirtualMemProcAddrTable, ze_virtual_mem_dditable_t)
 
 /* Tools (zet) and sysman (zes): loader 1.8.12 refuses a driver without these getters, so they
  * hand out empty tables. */
-FAKE_GETTER(zetGetDeviceProcAddrTable, zet_device_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetContextProcAddrTable, zet_context_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetCommandListProcAddrTable, zet_command_list_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetModuleProcAddrTable, zet_module_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetKernelProcAddrTable, zet_kernel_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricGroupProcAddrTable, zet_metric_group_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricProcAddrTable, zet_metric_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricStreamerProcAddrTable, zet_metric_streamer_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricQueryPoolProcAddrTable, zet_metric_query_pool_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetMetricQueryProcAddrTable, zet_metric_query_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetTracerExpProcAddrTable, zet_tracer_exp_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zetGetDebugProcAddrTable, zet_debug_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetDriverProcAddrTable, zes_driver_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetDeviceProcAddrTable, zes_device_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t,
-            FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetPowerProcAddrTable, zes_power_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetEngineProcAddrTable, zes_engine_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetStandbyProcAddrTable, zes_standby_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetFirmwareProcAddrTable, zes_firmware_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetMemoryProcAddrTable, zes_memory_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetFabricPortProcAddrTable, zes_fabric_port_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetTemperatureProcAddrTable, zes_temperature_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetPsuProcAddrTable, zes_psu_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetFanProcAddrTable, zes_fan_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetLedProcAddrTable, zes_led_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetRasProcAddrTable, zes_ras_dditable_t, FAKE_TABLE_NONE)
-FAKE_GETTER(zesGetDiagnosticsProcAddrTable, zes_diagnostics_dditable_t, FAKE_TABLE_NONE)
+FAKE_EMPTY_GETTER(zetGetDeviceProcAddrTable, zet_device_dditable_t)
+FAKE_EMPTY_GETTER(zetGetContextProcAddrTable, zet_context_dditable_t)
+FAKE_EMPTY_GETTER(zetGetCommandListProcAddrTable, zet_command_list_dditable_t)
+FAKE_EMPTY_GETTER(zetGetModuleProcAddrTable, zet_module_dditable_t)
+FAKE_EMPTY_GETTER(zetGetKernelProcAddrTable, zet_kernel_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricGroupProcAddrTable, zet_metric_group_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricProcAddrTable, zet_metric_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricStreamerProcAddrTable, zet_metric_streamer_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricQueryPoolProcAddrTable, zet_metric_query_pool_dditable_t)
+FAKE_EMPTY_GETTER(zetGetMetricQueryProcAddrTable, zet_metric_query_dditable_t)
+FAKE_EMPTY_GETTER(zetGetTracerExpProcAddrTable, zet_tracer_exp_dditable_t)
+FAKE_EMPTY_GETTER(zetGetDebugProcAddrTable, zet_debug_dditable_t)
+FAKE_EMPTY_GETTER(zesGetDriverProcAddrTable, zes_driver_dditable_t)
+FAKE_EMPTY_GETTER(zesGetDeviceProcAddrTable, zes_device_dditable_t)
+FAKE_EMPTY_GETTER(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t)
+FAKE_EMPTY_GETTER(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t)
+FAKE_EMPTY_GETTER(zesGetPowerProcAddrTable, zes_power_dditable_t)
+FAKE_EMPTY_GETTER(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t)
+FAKE_EMPTY_GETTER(zesGetEngineProcAddrTable, zes_engine_dditable_t)
+FAKE_EMPTY_GETTER(zesGetStandbyProcAddrTable, zes_standby_dditable_t)
+FAKE_EMPTY_GETTER(zesGetFirmwareProcAddrTable, zes_firmware_dditable_t)
+FAKE_EMPTY_GETTER(zesGetMemoryProcAddrTable, zes_memory_dditable_t)
+FAKE_EMPTY_GETTER(zesGetFabricPortProcAddrTable, zes_fabric_port_dditable_t)
+FAKE_EMPTY_GETTER(zesGetTemperatureProcAddrTable, zes_temperature_dditable_t)
+FAKE_EMPTY_GETTER(zesGetPsuProcAddrTable, zes_psu_dditable_t)
+FAKE_EMPTY_GETTER(zesGetFanProcAddrTable, zes_fan_dditable_t)
+FAKE_EMPTY_GETTER(zesGetLedProcAddrTable, zes_led_dditable_t)
+FAKE_EMPTY_GETTER(zesGetRasProcAddrTable, zes_ras_dditable_t)
+FAKE_EMPTY_GETTER(zesGetDiagnosticsProcAddrTable, zes_diagnostics_dditable_t)
 
 /* ---- control API ---------------------------------------------------------------------------- */
 
@@ -420,18 +414,14 @@ ACGTEST_ZE_API void acgtest_ze_fail(const char *name, unsigned nth, int code) {
     fake__ledger_arm(&ledger, name, nth, code);
 }
 
-/* (lock held) Whether an engine of dev still has work that was queued. */
+/* (lock held) Whether a queue of dev (a handle, or an immediate list's own) still has work that
+ * was queued. */
 static int engines_busy(const struct fake_device *dev) {
     const struct fake_vec *lists = &fake__g.objs[FAKE_LIST], *queues = &fake__g.objs[FAKE_QUEUE];
-    for (size_t i = 0; i < lists->n; i++) {
-        const struct fake_list *l = lists->v[i];
-        if (l->immediate && l->dev == dev && l->engine.completed < l->engine.submitted) {
-            return 1;
-        }
-    }
-    for (size_t i = 0; i < queues->n; i++) {
-        const struct fake_queue *q = queues->v[i];
-        if (q->dev == dev && q->engine.completed < q->engine.submitted) {
+    for (size_t i = 0; i < lists->n + queues->n; i++) {
+        const struct fake_list *l = i < lists->n ? lists->v[i] : NULL;
+        const struct fake_queue *q = l != NULL ? l->queue : queues->v[i - lists->n];
+        if (q != NULL && q->dev == dev && fake__worker_busy(&q->engine.worker)) {
             return 1;
         }
     }
@@ -475,10 +465,7 @@ ACGTEST_ZE_API void acgtest_ze_reset_counts(void) {
 
 ACGTEST_ZE_API long acgtest_ze_live(void) {
     ensure_config();
-    pthread_mutex_lock(&fake__g.lock);
-    long n = fake__g.live + fake__g.reclaimed;
-    pthread_mutex_unlock(&fake__g.lock);
-    return n;
+    return fake__ledger_live_count(&ledger);
 }
 
 ACGTEST_ZE_API void acgtest_ze_bind_kernels(const acg_kernel_desc *(*lookup)(const char *name)) {
@@ -525,9 +512,71 @@ ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, voi
     return ZE_RESULT_SUCCESS;
 }
 
-ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out) {
+ze_result_t fake__lock_object(enum fake_kind kind, const void *h, const char *fn, void **out) {
+    pthread_mutex_lock(&fake__g.lock);
     ze_result_t r = fake__ready();
     return r == ZE_RESULT_SUCCESS ? fake__lookup(kind, h, fn, out) : r;
+}
+
+ze_result_t fake__lock_context_device(ze_context_handle_t hContext, ze_device_handle_t hDevice,
+                                      const char *fn, struct fake_context **ctx,
+                                      struct fake_device **dev) {
+    ze_result_t r = fake__lock_object(FAKE_CONTEXT, hContext, fn, (void **)ctx);
+    return r == ZE_RESULT_SUCCESS ? fake__device(hDevice, dev) : r;
+}
+
+ze_result_t fake__lock_creation(enum fake_kind kind, const void *h, const void *desc,
+                                ze_structure_type_t stype, const void *out, const char *fn,
+                                void **parent) {
+    ze_result_t r = fake__lock_object(kind, h, fn, parent);
+    if (r == ZE_RESULT_SUCCESS && (desc == NULL || out == NULL)) {
+        r = ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    return r == ZE_RESULT_SUCCESS ? fake__stype(desc, stype, fn, "desc") : r;
+}
+
+ze_result_t fake__unlock(ze_result_t r) {
+    pthread_mutex_unlock(&fake__g.lock);
+    return r;
+}
+
+/* (lock held) The devices whose lost state a release of the object reports (fake__released). */
+static uint32_t devices_of(const struct fake_obj *o) {
+    switch (o->kind) {
+    case FAKE_QUEUE:
+        return fake__bit(((const struct fake_queue *)o)->dev);
+    case FAKE_LIST:
+        return fake__bit(((const struct fake_list *)o)->dev);
+    case FAKE_POOL:
+        return ((const struct fake_pool *)o)->devices;
+    case FAKE_EVENT:
+        return ((const struct fake_event *)o)->pool->devices;
+    case FAKE_FENCE:
+        return fake__bit(((const struct fake_fence *)o)->queue->dev);
+    case FAKE_MODULE:
+        return fake__bit(((const struct fake_module *)o)->dev);
+    case FAKE_KERNEL:
+        return fake__bit(((const struct fake_kernel *)o)->module->dev);
+    case FAKE_LOG:
+        return 0;
+    default:
+        return FAKE_ALL_DEVICES; /* a context, and its graphs, may span devices */
+    }
+}
+
+ze_result_t fake__destroy(enum fake_kind kind, const void *h, const char *fn,
+                          int (*busy)(void *obj, const char *fn), void (*free_fn)(void *obj)) {
+    void *obj;
+    ze_result_t r = fake__lock_object(kind, h, fn, &obj);
+    if (r == ZE_RESULT_SUCCESS && busy != NULL && busy(obj, fn)) {
+        r = ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+    }
+    if (r == ZE_RESULT_SUCCESS) {
+        uint32_t devices = devices_of(obj);
+        free_fn(obj);
+        r = fake__released(devices);
+    }
+    return fake__unlock(r);
 }
 
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out) {
@@ -551,14 +600,29 @@ int fake__obj_add(struct fake_obj *obj, enum fake_kind kind) {
     obj->kind = kind;
     obj->serial = fake__g.next_serial++;
     obj->pending = obj->waiters = 0;
-    fake__g.live++;
+    fake__live(1);
     return 0;
+}
+
+void *fake__obj_new(size_t size, enum fake_kind kind) {
+    struct fake_obj *obj = calloc(1, size);
+    if (obj == NULL || fake__obj_add(obj, kind) != 0) {
+        free(obj);
+        return NULL;
+    }
+    return obj;
 }
 
 void fake__obj_remove(struct fake_obj *obj) {
     fake__vec_remove(&fake__g.objs[obj->kind], obj);
     obj->serial = 0;
-    fake__g.live--;
+    fake__live(-1);
+}
+
+void fake__free_all(enum fake_kind kind, void (*free_fn)(void *obj)) {
+    while (fake__g.objs[kind].n > 0) {
+        free_fn(fake__g.objs[kind].v[fake__g.objs[kind].n - 1]);
+    }
 }
 
 struct fake_ref fake__ref(struct fake_obj *obj) {
@@ -577,6 +641,9 @@ int fake__ref_alive(const struct fake_ref *ref) {
 }
 
 ze_result_t fake__stype(const void *s, ze_structure_type_t want, const char *fn, const char *what) {
+    if (s == NULL) {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
     ze_structure_type_t have;
     memcpy(&have, s, sizeof have); /* every descriptor and property struct begins with it */
     if (have != want) {

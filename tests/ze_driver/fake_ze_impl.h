@@ -28,82 +28,66 @@
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-/* X(name, pfn, table, slot): every core entry point this driver implements, served in `table`
- * (a DDI table type) at pfn<slot>; ze_pfn<pfn>_t is its type (fake_ze.c has the compiler check
- * each). It serves only those of src/backends/level_zero/entry_points.h, and each of those must
- * be here with the same pfn, or fake_ze.c does not compile: a backend needing a new entry point
- * needs it here first. */
+/* X(pfn, table, slot): every core entry point ze<pfn> this driver implements, served in the DDI
+ * table ze_<table>_dditable_t at pfn<slot>; ze_pfn<pfn>_t is its type (its declaration takes it,
+ * below; fake_ze.c checks the slot). It serves only those of
+ * src/backends/level_zero/entry_points.h, and each of those must be here with the same pfn, or
+ * fake_ze.c does not compile: a backend needing a new entry point needs it here first. */
 #define FAKE_ENTRY_POINTS(X)                                                                       \
-    X(zeInit, Init, ze_global_dditable_t, Init)                                                    \
-    X(zeDriverGet, DriverGet, ze_driver_dditable_t, Get)                                           \
-    X(zeDriverGetApiVersion, DriverGetApiVersion, ze_driver_dditable_t, GetApiVersion)             \
-    X(zeDriverGetProperties, DriverGetProperties, ze_driver_dditable_t, GetProperties)             \
-    X(zeDriverGetExtensionProperties, DriverGetExtensionProperties, ze_driver_dditable_t,          \
-      GetExtensionProperties)                                                                      \
-    X(zeDriverGetExtensionFunctionAddress, DriverGetExtensionFunctionAddress,                      \
-      ze_driver_dditable_t, GetExtensionFunctionAddress)                                           \
-    X(zeDeviceGet, DeviceGet, ze_device_dditable_t, Get)                                           \
-    X(zeDeviceGetProperties, DeviceGetProperties, ze_device_dditable_t, GetProperties)             \
-    X(zeDeviceGetComputeProperties, DeviceGetComputeProperties, ze_device_dditable_t,              \
-      GetComputeProperties)                                                                        \
-    X(zeDeviceGetMemoryProperties, DeviceGetMemoryProperties, ze_device_dditable_t,                \
-      GetMemoryProperties)                                                                         \
-    X(zeDeviceGetCommandQueueGroupProperties, DeviceGetCommandQueueGroupProperties,                \
-      ze_device_dditable_t, GetCommandQueueGroupProperties)                                        \
-    X(zeDeviceGetStatus, DeviceGetStatus, ze_device_dditable_t, GetStatus)                         \
-    X(zeContextCreate, ContextCreate, ze_context_dditable_t, Create)                               \
-    X(zeContextDestroy, ContextDestroy, ze_context_dditable_t, Destroy)                            \
-    X(zeCommandQueueCreate, CommandQueueCreate, ze_command_queue_dditable_t, Create)               \
-    X(zeCommandQueueDestroy, CommandQueueDestroy, ze_command_queue_dditable_t, Destroy)            \
-    X(zeCommandQueueExecuteCommandLists, CommandQueueExecuteCommandLists,                          \
-      ze_command_queue_dditable_t, ExecuteCommandLists)                                            \
-    X(zeCommandQueueSynchronize, CommandQueueSynchronize, ze_command_queue_dditable_t,             \
-      Synchronize)                                                                                 \
-    X(zeCommandListCreate, CommandListCreate, ze_command_list_dditable_t, Create)                  \
-    X(zeCommandListCreateImmediate, CommandListCreateImmediate, ze_command_list_dditable_t,        \
-      CreateImmediate)                                                                             \
-    X(zeCommandListDestroy, CommandListDestroy, ze_command_list_dditable_t, Destroy)               \
-    X(zeCommandListClose, CommandListClose, ze_command_list_dditable_t, Close)                     \
-    X(zeCommandListReset, CommandListReset, ze_command_list_dditable_t, Reset)                     \
-    X(zeCommandListAppendBarrier, CommandListAppendBarrier, ze_command_list_dditable_t,            \
-      AppendBarrier)                                                                               \
-    X(zeCommandListAppendMemoryCopy, CommandListAppendMemoryCopy, ze_command_list_dditable_t,      \
-      AppendMemoryCopy)                                                                            \
-    X(zeCommandListAppendMemoryFill, CommandListAppendMemoryFill, ze_command_list_dditable_t,      \
-      AppendMemoryFill)                                                                            \
-    X(zeCommandListAppendLaunchKernel, CommandListAppendLaunchKernel, ze_command_list_dditable_t,  \
-      AppendLaunchKernel)                                                                          \
-    X(zeCommandListAppendSignalEvent, CommandListAppendSignalEvent, ze_command_list_dditable_t,    \
-      AppendSignalEvent)                                                                           \
-    X(zeCommandListAppendWaitOnEvents, CommandListAppendWaitOnEvents, ze_command_list_dditable_t,  \
-      AppendWaitOnEvents)                                                                          \
-    X(zeCommandListAppendEventReset, CommandListAppendEventReset, ze_command_list_dditable_t,      \
-      AppendEventReset)                                                                            \
-    X(zeEventPoolCreate, EventPoolCreate, ze_event_pool_dditable_t, Create)                        \
-    X(zeEventPoolDestroy, EventPoolDestroy, ze_event_pool_dditable_t, Destroy)                     \
-    X(zeEventCreate, EventCreate, ze_event_dditable_t, Create)                                     \
-    X(zeEventDestroy, EventDestroy, ze_event_dditable_t, Destroy)                                  \
-    X(zeEventHostSynchronize, EventHostSynchronize, ze_event_dditable_t, HostSynchronize)          \
-    X(zeEventQueryStatus, EventQueryStatus, ze_event_dditable_t, QueryStatus)                      \
-    X(zeEventHostReset, EventHostReset, ze_event_dditable_t, HostReset)                            \
-    X(zeFenceCreate, FenceCreate, ze_fence_dditable_t, Create)                                     \
-    X(zeFenceDestroy, FenceDestroy, ze_fence_dditable_t, Destroy)                                  \
-    X(zeFenceHostSynchronize, FenceHostSynchronize, ze_fence_dditable_t, HostSynchronize)          \
-    X(zeFenceReset, FenceReset, ze_fence_dditable_t, Reset)                                        \
-    X(zeFenceQueryStatus, FenceQueryStatus, ze_fence_dditable_t, QueryStatus)                      \
-    X(zeMemAllocDevice, MemAllocDevice, ze_mem_dditable_t, AllocDevice)                            \
-    X(zeMemAllocHost, MemAllocHost, ze_mem_dditable_t, AllocHost)                                  \
-    X(zeMemFree, MemFree, ze_mem_dditable_t, Free)                                                 \
-    X(zeModuleCreate, ModuleCreate, ze_module_dditable_t, Create)                                  \
-    X(zeModuleDestroy, ModuleDestroy, ze_module_dditable_t, Destroy)                               \
-    X(zeModuleBuildLogDestroy, ModuleBuildLogDestroy, ze_module_build_log_dditable_t, Destroy)     \
-    X(zeModuleBuildLogGetString, ModuleBuildLogGetString, ze_module_build_log_dditable_t,          \
-      GetString)                                                                                   \
-    X(zeKernelCreate, KernelCreate, ze_kernel_dditable_t, Create)                                  \
-    X(zeKernelDestroy, KernelDestroy, ze_kernel_dditable_t, Destroy)                               \
-    X(zeKernelSetArgumentValue, KernelSetArgumentValue, ze_kernel_dditable_t, SetArgumentValue)    \
-    X(zeKernelSetGroupSize, KernelSetGroupSize, ze_kernel_dditable_t, SetGroupSize)                \
-    X(zeKernelGetProperties, KernelGetProperties, ze_kernel_dditable_t, GetProperties)
+    X(Init, global, Init)                                                                          \
+    X(DriverGet, driver, Get)                                                                      \
+    X(DriverGetApiVersion, driver, GetApiVersion)                                                  \
+    X(DriverGetProperties, driver, GetProperties)                                                  \
+    X(DriverGetExtensionProperties, driver, GetExtensionProperties)                                \
+    X(DriverGetExtensionFunctionAddress, driver, GetExtensionFunctionAddress)                      \
+    X(DeviceGet, device, Get)                                                                      \
+    X(DeviceGetProperties, device, GetProperties)                                                  \
+    X(DeviceGetComputeProperties, device, GetComputeProperties)                                    \
+    X(DeviceGetMemoryProperties, device, GetMemoryProperties)                                      \
+    X(DeviceGetCommandQueueGroupProperties, device, GetCommandQueueGroupProperties)                \
+    X(DeviceGetStatus, device, GetStatus)                                                          \
+    X(ContextCreate, context, Create)                                                              \
+    X(ContextDestroy, context, Destroy)                                                            \
+    X(CommandQueueCreate, command_queue, Create)                                                   \
+    X(CommandQueueDestroy, command_queue, Destroy)                                                 \
+    X(CommandQueueExecuteCommandLists, command_queue, ExecuteCommandLists)                         \
+    X(CommandQueueSynchronize, command_queue, Synchronize)                                         \
+    X(CommandListCreate, command_list, Create)                                                     \
+    X(CommandListCreateImmediate, command_list, CreateImmediate)                                   \
+    X(CommandListDestroy, command_list, Destroy)                                                   \
+    X(CommandListClose, command_list, Close)                                                       \
+    X(CommandListReset, command_list, Reset)                                                       \
+    X(CommandListAppendBarrier, command_list, AppendBarrier)                                       \
+    X(CommandListAppendMemoryCopy, command_list, AppendMemoryCopy)                                 \
+    X(CommandListAppendMemoryFill, command_list, AppendMemoryFill)                                 \
+    X(CommandListAppendLaunchKernel, command_list, AppendLaunchKernel)                             \
+    X(CommandListAppendSignalEvent, command_list, AppendSignalEvent)                               \
+    X(CommandListAppendWaitOnEvents, command_list, AppendWaitOnEvents)                             \
+    X(CommandListAppendEventReset, command_list, AppendEventReset)                                 \
+    X(EventPoolCreate, event_pool, Create)                                                         \
+    X(EventPoolDestroy, event_pool, Destroy)                                                       \
+    X(EventCreate, event, Create)                                                                  \
+    X(EventDestroy, event, Destroy)                                                                \
+    X(EventHostSynchronize, event, HostSynchronize)                                                \
+    X(EventQueryStatus, event, QueryStatus)                                                        \
+    X(EventHostReset, event, HostReset)                                                            \
+    X(FenceCreate, fence, Create)                                                                  \
+    X(FenceDestroy, fence, Destroy)                                                                \
+    X(FenceHostSynchronize, fence, HostSynchronize)                                                \
+    X(FenceReset, fence, Reset)                                                                    \
+    X(FenceQueryStatus, fence, QueryStatus)                                                        \
+    X(MemAllocDevice, mem, AllocDevice)                                                            \
+    X(MemAllocHost, mem, AllocHost)                                                                \
+    X(MemFree, mem, Free)                                                                          \
+    X(ModuleCreate, module, Create)                                                                \
+    X(ModuleDestroy, module, Destroy)                                                              \
+    X(ModuleBuildLogDestroy, module_build_log, Destroy)                                            \
+    X(ModuleBuildLogGetString, module_build_log, GetString)                                        \
+    X(KernelCreate, kernel, Create)                                                                \
+    X(KernelDestroy, kernel, Destroy)                                                              \
+    X(KernelSetArgumentValue, kernel, SetArgumentValue)                                            \
+    X(KernelSetGroupSize, kernel, SetGroupSize)                                                    \
+    X(KernelGetProperties, kernel, GetProperties)
 
 /* X(name, extension, minor): the functions zeDriverGetExtensionFunctionAddress serves, of the
  * type acg_ze_pfn_<name> the backend declares (ze_ext.h); `extension` is the fake_ext that must
@@ -139,7 +123,7 @@
 /* One index per implemented entry point, core then extension, for call counts, injection and
  * hiding. */
 enum fake_ep {
-#define FAKE_EP_ENUM(name, pfn, a, b) FAKE_EP_##name,
+#define FAKE_EP_ENUM(ep, table, slot) FAKE_EP_ze##ep,
     FAKE_ENTRY_POINTS(FAKE_EP_ENUM)
 #undef FAKE_EP_ENUM
 #define FAKE_EXT_ENUM(name, ext, minor) FAKE_EP_##name,
@@ -176,13 +160,7 @@ ze_result_t fake__ext_function(const char *name, void **out);
 /* Counts a call of entry point `ep` and returns the code an injected failure makes it return,
  * or ZE_RESULT_SUCCESS to go on. Every entry point starts with FAKE_ENTER. */
 ze_result_t fake__enter(enum fake_ep ep);
-#define FAKE_ENTER(name)                                                                           \
-    do {                                                                                           \
-        ze_result_t fake_injected_ = fake__enter(FAKE_EP_##name);                                  \
-        if (fake_injected_ != ZE_RESULT_SUCCESS) {                                                 \
-            return fake_injected_;                                                                 \
-        }                                                                                          \
-    } while (0)
+#define FAKE_ENTER(name) FAKE_LEDGER_ENTER(fake__enter, FAKE_EP_##name)
 
 /* The environment knobs, read once (fake_ze.c); read-only afterwards. */
 struct fake_config {
@@ -259,12 +237,7 @@ struct fake_context {
 struct fake_engine {
     const char *what;              /* "immediate command list" or "command queue", for messages */
     const struct fake_device *dev; /* whose work it runs: none once the device is lost */
-    pthread_t thread;
-    pthread_cond_t work;          /* signalled when a job is queued or quit is set */
-    struct fake_job *head, *tail; /* queued jobs, head running or next */
-    uint64_t submitted;           /* jobs ever queued */
-    uint64_t completed;           /* jobs finished, in order; completed <= submitted */
-    int quit;                     /* destroyed: the worker returns once the queue is empty */
+    struct fake_worker worker;     /* its jobs: struct fake_queued */
 };
 
 /* What one command does. */
@@ -284,6 +257,20 @@ enum fake_cmd_kind {
 
 /* The largest fill pattern (the compute group's maxMemoryFillPatternSize). */
 #define FAKE_MAX_PATTERN 128
+
+/* What a launch of a kernel runs with, as zeKernelSetArgumentValue and zeKernelSetGroupSize left
+ * it: a kernel holds the one its next launch takes; a kernel command holds a copy of its own,
+ * which a mutable list's update changes. */
+struct fake_launch {
+    acg_kernel_cpu_fn fn; /* the cpu code run in the kernel's place */
+    uint32_t n_args;      /* that code's arguments, and their types */
+    acg_arg_type types[ACG_MAX_KERNEL_ARGS];
+    uint32_t n_params;                         /* the SPIR-V function's parameters */
+    unsigned char param_size[FAKE_MAX_PARAMS]; /* and their sizes (struct fake_entry) */
+    unsigned char params[FAKE_MAX_PARAMS][8];  /* values set, little end first */
+    uint32_t set;      /* bit p: parameter p has a value (a kernel switch clears them) */
+    uint32_t group[3]; /* the group size; 1, 1, 1 for a new kernel */
+};
 
 /* A command: appended to an immediate list (a job of its engine), recorded in a regular list,
  * or the execution of regular lists. Everything it needs is copied in when it is appended, as
@@ -313,15 +300,8 @@ struct fake_cmd {
         } fill;
         struct {
             struct fake_ref kernel, module;
-            acg_kernel_cpu_fn fn;
-            uint32_t n_args;
-            acg_arg_type types[ACG_MAX_KERNEL_ARGS];
-            /* The launch as appended (or updated): parameter values, group size and count. */
-            uint32_t n_params;
-            unsigned char param_size[FAKE_MAX_PARAMS];
-            unsigned char params[FAKE_MAX_PARAMS][8];
-            uint32_t set; /* bit p: parameter p has a value (a kernel switch clears them) */
-            uint32_t group[3], count[3];
+            struct fake_launch launch; /* as appended (or updated) */
+            uint32_t count[3];         /* the group count */
             /* What runs, made from the above by fake__kernel_build. */
             acg_cpu_arg args[ACG_MAX_KERNEL_ARGS]; /* a buffer's pointer plus its offset */
             uint32_t global[3];                    /* group count times group size */
@@ -340,8 +320,9 @@ struct fake_cmd {
     } u;
 };
 
-struct fake_job {
-    struct fake_job *next;
+/* A command queued on an engine. */
+struct fake_queued {
+    struct fake_job job;
     struct fake_cmd cmd;
 };
 
@@ -363,23 +344,22 @@ struct fake_list {
     uint32_t next_flags;
     uint32_t n_next_kernels;
     struct fake_ref *next_kernels; /* (n_next_kernels) */
-    /* An immediate list: its mode and engine. */
-    ze_command_queue_mode_t mode;
-    struct fake_engine engine;
+    /* An immediate list: the command queue of its own that runs its commands (never a handle:
+     * not live, not in fake__g.objs). */
+    struct fake_queue *queue;
     /* An immediate list capturing (ZE_extension_record_replay_graph): the graph its appends are
      * recorded into instead of run, or NULL. A capturing list and its graph are never
      * destroyed, so the pointer stays good until the capture ends and clears it. */
     struct fake_graph *capture;
 };
 
+/* A command queue: a handle (zeCommandQueueCreate), or an immediate list's own. */
 struct fake_queue {
-    struct fake_obj obj;
+    struct fake_obj obj; /* an immediate list's: unused, the list is the handle */
     struct fake_context *ctx;
     struct fake_device *dev;
-    uint32_t ordinal, index;
-    uint32_t flags;
-    ze_command_queue_mode_t mode;
-    long fences; /* live fences created from it */
+    ze_command_queue_desc_t desc; /* as it was created (its pNext not kept) */
+    long fences;                  /* live fences created from it */
     struct fake_engine engine;
 };
 
@@ -439,14 +419,7 @@ struct fake_kernel {
     struct fake_obj obj;
     struct fake_module *module;
     char *name;
-    acg_kernel_cpu_fn fn;
-    uint32_t n_args; /* of the cpu code run in its place, and their types */
-    acg_arg_type types[ACG_MAX_KERNEL_ARGS];
-    uint32_t n_params;                         /* the SPIR-V function's parameters */
-    unsigned char param_size[FAKE_MAX_PARAMS]; /* and their sizes (struct fake_entry) */
-    unsigned char params[FAKE_MAX_PARAMS][8];  /* values set, little end first */
-    uint32_t set;                              /* bit p: parameter p was set */
-    uint32_t group[3];                         /* zeKernelSetGroupSize; 1, 1, 1 at first */
+    struct fake_launch launch; /* what its next launch takes */
 };
 
 /* A command recorded by a capture, with the list it was appended to: an index into its
@@ -499,8 +472,6 @@ struct fake_state {
     struct fake_vec objs[FAKE_KIND_COUNT];              /* live handles of each kind */
     struct fake_vec ranges;                             /* struct fake_range *, live allocations */
     const acg_kernel_desc *(*lookup)(const char *name); /* acgtest_ze_bind_kernels */
-    long live;      /* user-visible objects alive (acgtest_ze_live) */
-    long reclaimed; /* allocations a context's destroy freed for their leaking owner */
 };
 extern struct fake_state fake__g;
 
@@ -520,28 +491,61 @@ _Noreturn void fake__fault(const char *fmt, ...)
 #endif
     ;
 
+/* r, the checks so far, or INVALID_NULL_POINTER when they passed and there is no `out` to answer
+ * in. */
+static inline ze_result_t fake__given(ze_result_t r, const void *out) {
+    return r == ZE_RESULT_SUCCESS && out == NULL ? ZE_RESULT_ERROR_INVALID_NULL_POINTER : r;
+}
 /* (lock held) UNINITIALIZED before zeInit, else SUCCESS. */
 ze_result_t fake__ready(void);
+/* The start of most entry points, after FAKE_ENTER: takes fake__g.lock (held on return, whatever
+ * the result), then fake__ready and fake__lookup. */
+ze_result_t fake__lock_object(enum fake_kind kind, const void *h, const char *fn, void **out);
+/* The start of a creation on a device, after FAKE_ENTER: fake__lock_object for the context, then
+ * the device (fake__device). */
+ze_result_t fake__lock_context_device(ze_context_handle_t hContext, ze_device_handle_t hDevice,
+                                      const char *fn, struct fake_context **ctx,
+                                      struct fake_device **dev);
+/* The start of a creation from a descriptor, after FAKE_ENTER: fake__lock_object for the parent
+ * object h of `kind` (*parent), then INVALID_NULL_POINTER without the descriptor or the
+ * out-pointer, then the descriptor's stype (fake__stype, naming it "desc"). */
+ze_result_t fake__lock_creation(enum fake_kind kind, const void *h, const void *desc,
+                                ze_structure_type_t stype, const void *out, const char *fn,
+                                void **parent);
+/* The end of an entry point that took fake__g.lock: lets go of it and returns r. */
+ze_result_t fake__unlock(ze_result_t r);
+/* A destroy, after FAKE_ENTER: the live object of `kind` that h is (fake__lock_object), refused
+ * while `busy` (optional) says it is in use (busy reports the violation, for fn; the result is
+ * HANDLE_OBJECT_IN_USE), else freed by free_fn; the result reports the lost state of the devices it
+ * belongs to (fake__released: a context's, a graph's and an executable graph's are any device's,
+ * a build log's none). */
+ze_result_t fake__destroy(enum fake_kind kind, const void *h, const char *fn,
+                          int (*busy)(void *obj, const char *fn), void (*free_fn)(void *obj));
 /* (lock held) The live object of `kind` that handle h is: INVALID_NULL_HANDLE for NULL; a
  * handle that is not live (destroyed, never created, or of another kind) is a violation
  * reported for `fn`, and INVALID_ARGUMENT. */
 ze_result_t fake__lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
-/* (lock held) fake__ready, then fake__lookup: the preamble of nearly every entry point. */
-ze_result_t fake__ready_lookup(enum fake_kind kind, const void *h, const char *fn, void **out);
 /* (lock held) The device of handle h, or INVALID_NULL_HANDLE / INVALID_ARGUMENT. */
 ze_result_t fake__device(ze_device_handle_t h, struct fake_device **out);
+/* Counts user-visible objects made (delta 1) or released (-1), for acgtest_ze_live. */
+void fake__live(long delta);
 /* (lock held) Makes obj live: a serial, its set, the live count. -1 when out of memory. */
 int fake__obj_add(struct fake_obj *obj, enum fake_kind kind);
+/* (lock held) A zeroed object of `size` bytes, which begin with its struct fake_obj, made live as
+ * `kind`: NULL when out of memory. */
+void *fake__obj_new(size_t size, enum fake_kind kind);
 /* (lock held) Forgets a live object (the caller frees it). */
 void fake__obj_remove(struct fake_obj *obj);
+/* (lock held) Frees every live object of `kind` with free_fn, the newest first (at unload). */
+void fake__free_all(enum fake_kind kind, void (*free_fn)(void *obj));
 /* A reference to obj (NULL: none). */
 struct fake_ref fake__ref(struct fake_obj *obj);
 /* (lock held) Whether the object a reference names is still the one it named. */
 int fake__ref_alive(const struct fake_ref *ref);
 /* The name of a kind, for messages ("event"). */
 const char *fake__kind_name(enum fake_kind kind);
-/* Checks a descriptor's or a property struct's stype: INVALID_ARGUMENT with a message when it
- * is not `want`. */
+/* Checks a descriptor's or a property struct's stype: INVALID_NULL_POINTER when there is no
+ * struct, INVALID_ARGUMENT with a message when its stype is not `want`. */
 ze_result_t fake__stype(const void *s, ze_structure_type_t want, const char *fn, const char *what);
 
 /* (lock held; waits) Waits on fake__g.progress until `deadline` (from fake__deadline); returns
@@ -577,8 +581,8 @@ long fake__ranges_reclaim(struct fake_context *ctx);
  * of another context than the list's. */
 ze_result_t fake__event_ref(ze_event_handle_t h, struct fake_context *ctx, const char *fn,
                             struct fake_ref *out);
-/* (lock held) A command's wait list: phWaitEvents checked as above, copied (free with
- * fake__cmd_free). */
+/* (lock held) A command's wait list: phWaitEvents checked as above, copied into cmd, which owns
+ * the copy from the start (fake__cmd_free frees it, after a failure too). */
 ze_result_t fake__wait_refs(uint32_t n, ze_event_handle_t *events, struct fake_context *ctx,
                             const char *fn, struct fake_cmd *cmd);
 /* (lock held) Frees every pool, event and fence at unload. */
@@ -614,9 +618,10 @@ void fake__mutable_properties(ze_device_properties_t *props);
  * mode) unless a capture records it, a regular one records it. Takes what the command owns,
  * whatever happens. */
 ze_result_t fake__append(struct fake_list *l, struct fake_cmd *cmd);
-/* (lock held) The signal event (optional) and wait list most appends take, into cmd. */
+/* (lock held) The signal event (optional) and wait list most appends take, into cmd (for its
+ * entry point's messages). */
 ze_result_t fake__sync_args(struct fake_list *l, ze_event_handle_t signal, uint32_t n_waits,
-                            ze_event_handle_t *waits, const char *fn, struct fake_cmd *cmd);
+                            ze_event_handle_t *waits, struct fake_cmd *cmd);
 /* (lock held) Frees every list and queue at unload, after fake__workers_stop and once no fence
  * is left. */
 void fake__lists_unload(void);
@@ -642,12 +647,22 @@ void fake__graph_properties(ze_device_properties_t *props);
 void fake__graphs_unload(void);
 
 /* Modules and kernels (fake_module.c). (lock held) Fills a kernel command from a kernel's
- * current arguments and group size and a group count. */
+ * current launch and a group count. */
 ze_result_t fake__kernel_cmd(struct fake_kernel *k, const ze_group_count_t *groups, const char *fn,
                              struct fake_cmd *cmd);
-/* (lock held) Makes cmd launch kernel k with its current arguments and group size (the group
- * count is left as it is): a launch's start, and a mutable command's kernel switch. */
+/* Sets a kernel command's group count. */
+void fake__kernel_count(struct fake_cmd *cmd, const ze_group_count_t *groups);
+/* (lock held) Makes cmd launch kernel k as it is set now (the group count is left as it is): a
+ * launch's start, and a mutable command's kernel switch. */
 void fake__kernel_take(struct fake_cmd *cmd, const struct fake_kernel *k);
+/* Sets parameter `index` of a launch to `size` bytes of value (NULL: a null pointer, for a
+ * pointer parameter only), with zeKernelSetArgumentValue's codes: INVALID_KERNEL_ARGUMENT_INDEX,
+ * INVALID_KERNEL_ARGUMENT_SIZE, INVALID_ARGUMENT. */
+ze_result_t fake__launch_param(struct fake_launch *a, uint32_t index, size_t size,
+                               const void *value);
+/* Sets a launch's group size, within the device's limits (zeDeviceGetComputeProperties: 1024
+ * along each dimension and in all): INVALID_GROUP_SIZE_DIMENSION otherwise. */
+ze_result_t fake__launch_group(struct fake_launch *a, uint32_t x, uint32_t y, uint32_t z);
 /* Whether every parameter of a kernel command has a value. */
 int fake__kernel_args_set(const struct fake_cmd *cmd);
 /* (lock held) Makes a kernel command's args and global sizes from its parameters, group size
@@ -656,170 +671,16 @@ ze_result_t fake__kernel_build(struct fake_cmd *cmd, const char *name, const cha
 /* (lock held) Frees every module, build log and kernel at unload. */
 void fake__modules_unload(void);
 
-/* ---- entry points, one per line of FAKE_ENTRY_POINTS and FAKE_EXT_FUNCTIONS (their types are
- * checked in fake_ze.c) ---------------------------------------------------------------------- */
+/* ---- entry points ------------------------------------------------------------------------ */
 
-ze_result_t fake_zeInit(ze_init_flags_t flags);
-ze_result_t fake_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers);
-ze_result_t fake_zeDriverGetApiVersion(ze_driver_handle_t hDriver, ze_api_version_t *version);
-ze_result_t fake_zeDriverGetProperties(ze_driver_handle_t hDriver,
-                                       ze_driver_properties_t *pDriverProperties);
-ze_result_t fake_zeDriverGetExtensionProperties(ze_driver_handle_t hDriver, uint32_t *pCount,
-                                                ze_driver_extension_properties_t *pProps);
-ze_result_t fake_zeDriverGetExtensionFunctionAddress(ze_driver_handle_t hDriver, const char *name,
-                                                     void **ppFunctionAddress);
-ze_result_t fake_zeDeviceGet(ze_driver_handle_t hDriver, uint32_t *pCount,
-                             ze_device_handle_t *phDevices);
-ze_result_t fake_zeDeviceGetProperties(ze_device_handle_t hDevice,
-                                       ze_device_properties_t *pDeviceProperties);
-ze_result_t fake_zeDeviceGetComputeProperties(ze_device_handle_t hDevice,
-                                              ze_device_compute_properties_t *pComputeProperties);
-ze_result_t fake_zeDeviceGetMemoryProperties(ze_device_handle_t hDevice, uint32_t *pCount,
-                                             ze_device_memory_properties_t *pMemProperties);
-ze_result_t
-fake_zeDeviceGetCommandQueueGroupProperties(ze_device_handle_t hDevice, uint32_t *pCount,
-                                            ze_command_queue_group_properties_t *pProps);
-ze_result_t fake_zeDeviceGetStatus(ze_device_handle_t hDevice);
-ze_result_t fake_zeContextCreate(ze_driver_handle_t hDriver, const ze_context_desc_t *desc,
-                                 ze_context_handle_t *phContext);
-ze_result_t fake_zeContextDestroy(ze_context_handle_t hContext);
-ze_result_t fake_zeCommandQueueCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
-                                      const ze_command_queue_desc_t *desc,
-                                      ze_command_queue_handle_t *phCommandQueue);
-ze_result_t fake_zeCommandQueueDestroy(ze_command_queue_handle_t hCommandQueue);
-ze_result_t fake_zeCommandQueueExecuteCommandLists(ze_command_queue_handle_t hCommandQueue,
-                                                   uint32_t numCommandLists,
-                                                   ze_command_list_handle_t *phCommandLists,
-                                                   ze_fence_handle_t hFence);
-ze_result_t fake_zeCommandQueueSynchronize(ze_command_queue_handle_t hCommandQueue,
-                                           uint64_t timeout);
-ze_result_t fake_zeCommandListCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
-                                     const ze_command_list_desc_t *desc,
-                                     ze_command_list_handle_t *phCommandList);
-ze_result_t fake_zeCommandListCreateImmediate(ze_context_handle_t hContext,
-                                              ze_device_handle_t hDevice,
-                                              const ze_command_queue_desc_t *altdesc,
-                                              ze_command_list_handle_t *phCommandList);
-ze_result_t fake_zeCommandListDestroy(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeCommandListClose(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeCommandListReset(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeCommandListAppendBarrier(ze_command_list_handle_t hCommandList,
-                                            ze_event_handle_t hSignalEvent, uint32_t numWaitEvents,
-                                            ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListAppendMemoryCopy(ze_command_list_handle_t hCommandList, void *dstptr,
-                                               const void *srcptr, size_t size,
-                                               ze_event_handle_t hSignalEvent,
-                                               uint32_t numWaitEvents,
-                                               ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListAppendMemoryFill(ze_command_list_handle_t hCommandList, void *ptr,
-                                               const void *pattern, size_t pattern_size,
-                                               size_t size, ze_event_handle_t hSignalEvent,
-                                               uint32_t numWaitEvents,
-                                               ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListAppendLaunchKernel(ze_command_list_handle_t hCommandList,
-                                                 ze_kernel_handle_t hKernel,
-                                                 const ze_group_count_t *pLaunchFuncArgs,
-                                                 ze_event_handle_t hSignalEvent,
-                                                 uint32_t numWaitEvents,
-                                                 ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListAppendSignalEvent(ze_command_list_handle_t hCommandList,
-                                                ze_event_handle_t hEvent);
-ze_result_t fake_zeCommandListAppendWaitOnEvents(ze_command_list_handle_t hCommandList,
-                                                 uint32_t numEvents, ze_event_handle_t *phEvents);
-ze_result_t fake_zeCommandListAppendEventReset(ze_command_list_handle_t hCommandList,
-                                               ze_event_handle_t hEvent);
-ze_result_t fake_zeEventPoolCreate(ze_context_handle_t hContext, const ze_event_pool_desc_t *desc,
-                                   uint32_t numDevices, ze_device_handle_t *phDevices,
-                                   ze_event_pool_handle_t *phEventPool);
-ze_result_t fake_zeEventPoolDestroy(ze_event_pool_handle_t hEventPool);
-ze_result_t fake_zeEventCreate(ze_event_pool_handle_t hEventPool, const ze_event_desc_t *desc,
-                               ze_event_handle_t *phEvent);
-ze_result_t fake_zeEventDestroy(ze_event_handle_t hEvent);
-ze_result_t fake_zeEventHostSynchronize(ze_event_handle_t hEvent, uint64_t timeout);
-ze_result_t fake_zeEventQueryStatus(ze_event_handle_t hEvent);
-ze_result_t fake_zeEventHostReset(ze_event_handle_t hEvent);
-ze_result_t fake_zeFenceCreate(ze_command_queue_handle_t hCommandQueue, const ze_fence_desc_t *desc,
-                               ze_fence_handle_t *phFence);
-ze_result_t fake_zeFenceDestroy(ze_fence_handle_t hFence);
-ze_result_t fake_zeFenceHostSynchronize(ze_fence_handle_t hFence, uint64_t timeout);
-ze_result_t fake_zeFenceQueryStatus(ze_fence_handle_t hFence);
-ze_result_t fake_zeFenceReset(ze_fence_handle_t hFence);
-ze_result_t fake_zeMemAllocDevice(ze_context_handle_t hContext,
-                                  const ze_device_mem_alloc_desc_t *device_desc, size_t size,
-                                  size_t alignment, ze_device_handle_t hDevice, void **pptr);
-ze_result_t fake_zeMemAllocHost(ze_context_handle_t hContext,
-                                const ze_host_mem_alloc_desc_t *host_desc, size_t size,
-                                size_t alignment, void **pptr);
-ze_result_t fake_zeMemFree(ze_context_handle_t hContext, void *ptr);
-ze_result_t fake_zeModuleCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
-                                const ze_module_desc_t *desc, ze_module_handle_t *phModule,
-                                ze_module_build_log_handle_t *phBuildLog);
-ze_result_t fake_zeModuleDestroy(ze_module_handle_t hModule);
-ze_result_t fake_zeModuleBuildLogDestroy(ze_module_build_log_handle_t hModuleBuildLog);
-ze_result_t fake_zeModuleBuildLogGetString(ze_module_build_log_handle_t hModuleBuildLog,
-                                           size_t *pSize, char *pBuildLog);
-ze_result_t fake_zeKernelCreate(ze_module_handle_t hModule, const ze_kernel_desc_t *desc,
-                                ze_kernel_handle_t *phKernel);
-ze_result_t fake_zeKernelDestroy(ze_kernel_handle_t hKernel);
-ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t argIndex,
-                                          size_t argSize, const void *pArgValue);
-ze_result_t fake_zeKernelSetGroupSize(ze_kernel_handle_t hKernel, uint32_t groupSizeX,
-                                      uint32_t groupSizeY, uint32_t groupSizeZ);
-ze_result_t fake_zeKernelGetProperties(ze_kernel_handle_t hKernel,
-                                       ze_kernel_properties_t *pKernelProperties);
-ze_result_t fake_zeCommandListHostSynchronize(ze_command_list_handle_t hCommandList,
-                                              uint64_t timeout);
-ze_result_t fake_zeCommandListImmediateAppendCommandListsExp(
-    ze_command_list_handle_t hCommandListImmediate, uint32_t numCommandLists,
-    ze_command_list_handle_t *phCommandLists, ze_event_handle_t hSignalEvent,
-    uint32_t numWaitEvents, ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListGetNextCommandIdExp(ze_command_list_handle_t hCommandList,
-                                                  const acg_ze_mutable_command_id_exp_desc_t *desc,
-                                                  uint64_t *pCommandId);
-ze_result_t
-fake_zeCommandListUpdateMutableCommandsExp(ze_command_list_handle_t hCommandList,
-                                           const acg_ze_mutable_commands_exp_desc_t *desc);
-ze_result_t fake_zeCommandListUpdateMutableCommandSignalEventExp(
-    ze_command_list_handle_t hCommandList, uint64_t commandId, ze_event_handle_t hSignalEvent);
-ze_result_t
-fake_zeCommandListUpdateMutableCommandWaitEventsExp(ze_command_list_handle_t hCommandList,
-                                                    uint64_t commandId, uint32_t numWaitEvents,
-                                                    ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeCommandListGetNextCommandIdWithKernelsExp(
-    ze_command_list_handle_t hCommandList, const acg_ze_mutable_command_id_exp_desc_t *desc,
-    uint32_t numKernels, ze_kernel_handle_t *phKernels, uint64_t *pCommandId);
-ze_result_t fake_zeCommandListUpdateMutableCommandKernelsExp(ze_command_list_handle_t hCommandList,
-                                                             uint32_t numKernels,
-                                                             uint64_t *pCommandId,
-                                                             ze_kernel_handle_t *phKernels);
-ze_result_t fake_zeCommandListBeginGraphCaptureExt(ze_command_list_handle_t hCommandList,
-                                                   const void *pNext);
-ze_result_t fake_zeCommandListEndGraphCaptureExt(ze_command_list_handle_t hCommandList,
-                                                 const void *pNext, acg_ze_graph_handle_t *phGraph);
-ze_result_t fake_zeCommandListIsGraphCaptureEnabledExt(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeGraphInstantiateExt(acg_ze_graph_handle_t hGraph, const void *pNext,
-                                       acg_ze_executable_graph_handle_t *phExecutableGraph);
-ze_result_t fake_zeCommandListAppendGraphExt(ze_command_list_handle_t hCommandList,
-                                             acg_ze_executable_graph_handle_t hGraph,
-                                             const void *pNext, ze_event_handle_t hSignalEvent,
-                                             uint32_t numWaitEvents,
-                                             ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeExecutableGraphDestroyExt(acg_ze_executable_graph_handle_t hGraph);
-ze_result_t fake_zeGraphDestroyExt(acg_ze_graph_handle_t hGraph);
-ze_result_t fake_zeCommandListBeginGraphCaptureExp(ze_command_list_handle_t hCommandList,
-                                                   void *pNext);
-ze_result_t fake_zeCommandListEndGraphCaptureExp(ze_command_list_handle_t hCommandList,
-                                                 acg_ze_graph_handle_t *phGraph, void *pNext);
-ze_result_t fake_zeCommandListIsGraphCaptureEnabledExp(ze_command_list_handle_t hCommandList);
-ze_result_t fake_zeCommandListInstantiateGraphExp(
-    acg_ze_graph_handle_t hGraph, acg_ze_executable_graph_handle_t *phExecutableGraph, void *pNext);
-ze_result_t fake_zeCommandListAppendGraphExp(ze_command_list_handle_t hCommandList,
-                                             acg_ze_executable_graph_handle_t hGraph, void *pNext,
-                                             ze_event_handle_t hSignalEvent, uint32_t numWaitEvents,
-                                             ze_event_handle_t *phWaitEvents);
-ze_result_t fake_zeExecutableGraphDestroyExp(acg_ze_executable_graph_handle_t hGraph);
-ze_result_t fake_zeGraphDestroyExp(acg_ze_graph_handle_t hGraph);
-ze_result_t fake_zexKernelGetArgumentSize(ze_kernel_handle_t hKernel, uint32_t argIndex,
-                                          uint32_t *pArgSize);
+/* One per line of FAKE_ENTRY_POINTS and FAKE_EXT_FUNCTIONS, declared with the type of its
+ * ze_pfn<pfn>_t (the loader's) or acg_ze_pfn_<name> (ze_ext.h's): a definition whose parameters
+ * drifted from the ABI does not compile. */
+#define FAKE_EP_DECLARE(ep, table, slot) __typeof__(*(ze_pfn##ep##_t)0) fake_ze##ep;
+FAKE_ENTRY_POINTS(FAKE_EP_DECLARE)
+#undef FAKE_EP_DECLARE
+#define FAKE_EXT_DECLARE(name, ext, minor) __typeof__(*(acg_ze_pfn_##name)0) fake_##name;
+FAKE_EXT_FUNCTIONS(FAKE_EXT_DECLARE)
+#undef FAKE_EXT_DECLARE
 
 #endif /* ACG_TESTS_ZE_DRIVER_FAKE_ZE_IMPL_H */
