@@ -34,11 +34,7 @@ void acg__stream_leave(acg_stream *s, acg__capture *c) {
 }
 
 acg_status acg__check_stream(const acg_stream *s, const char *fn) {
-    if (!acg__handle_use(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
-                          (const void *)s);
-    }
-    return ACG_OK;
+    return acg__check_live(s, ACG__HANDLE_STREAM, "stream", "stream", fn);
 }
 
 void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers, uint32_t n) {

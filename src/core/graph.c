@@ -67,11 +67,7 @@ uint64_t acg__graph_referencing(acg_device *dev, const acg_buffer *buf, const vo
 /* ---- graphs ------------------------------------------------------------------------------ */
 
 static acg_status check_graph(const acg_graph *g, const char *fn) {
-    if (!acg__handle_use(g, ACG__HANDLE_GRAPH)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: graph %p is not a live graph", fn,
-                          (const void *)g);
-    }
-    return ACG_OK;
+    return acg__check_live(g, ACG__HANDLE_GRAPH, "graph", "graph", fn);
 }
 
 acg_status acg__graph_create(acg__capture *c, acg__bk_exec *exec, acg_graph **out) {

@@ -9,11 +9,7 @@
 #define MAX_RANKS 64
 
 static acg_status check_group(const acg_device_group *g, const char *fn) {
-    if (!acg__handle_use(g, ACG__HANDLE_GROUP)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: group %p is not a live device group", fn,
-                          (const void *)g);
-    }
-    return ACG_OK;
+    return acg__check_live(g, ACG__HANDLE_GROUP, "group", "device group", fn);
 }
 
 /* The comm a group needs, read at the caller's size: rank, n_ranks and broadcast too. */

@@ -4,11 +4,7 @@
 #include "core/acg-impl.h"
 
 static acg_status check_event(const acg_event *e, const char *fn) {
-    if (!acg__handle_use(e, ACG__HANDLE_EVENT)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: event %p is not a live event", fn,
-                          (const void *)e);
-    }
-    return ACG_OK;
+    return acg__check_live(e, ACG__HANDLE_EVENT, "event", "event", fn);
 }
 
 /* ---- streams ----------------------------------------------------------------------------- */
