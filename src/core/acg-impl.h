@@ -253,6 +253,10 @@ acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
  * lock held). */
 acg__capture *acg__stream_enter(acg_stream *s);
 void acg__stream_leave(acg_stream *s, acg__capture *c);
+/* acg__stream_enter for a call that never joins a capture (a wait, a replay): ACG_OK with the
+ * stream lock held, or, when s captures, its capture invalidated ("<fn> on a capturing
+ * stream<note> invalidated the capture"), the stream left, and that status. */
+acg_status acg__stream_enter_eager(acg_stream *s, const char *note, const char *fn);
 
 /* Frontier sets. */
 bool acg__ids_copy(acg__ids *dst, const acg__ids *src);
@@ -353,7 +357,7 @@ static inline acg_status acg__device_released(acg_device *dev, acg_status waited
 }
 
 /* The checks of a call that would reach the driver: a live handle (acg__check_device,
- * acg__check_stream) on a device without a latched fault. */
+ * acg__check_stream) on a device without a latched fault; for a create, out given too. */
 static inline acg_status acg__check_device_usable(const acg_device *dev, const char *fn) {
     acg_status st = acg__check_device(dev, fn);
     return st != ACG_OK ? st : acg__device_check_lost(dev, fn);
@@ -362,6 +366,16 @@ static inline acg_status acg__check_device_usable(const acg_device *dev, const c
 static inline acg_status acg__check_stream_usable(const acg_stream *s, const char *fn) {
     acg_status st = acg__check_stream(s, fn);
     return st != ACG_OK ? st : acg__device_check_lost(s->dev, fn);
+}
+
+static inline acg_status acg__check_buffer_usable(const acg_buffer *buf, const char *fn) {
+    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
+    return st != ACG_OK ? st : acg__device_check_lost(buf->dev, fn);
+}
+
+static inline acg_status acg__check_create(const acg_device *dev, const void *out, const char *fn) {
+    ACG__TRY(acg__check_device_usable(dev, fn));
+    return acg__check_arg(out, "out", fn);
 }
 
 /* Test hook: the device's next graph replay faults (ACG_ERR_UNSUPPORTED where the backend has

@@ -26,6 +26,18 @@ acg__capture *acg__stream_enter(acg_stream *s) {
     return c;
 }
 
+acg_status acg__stream_enter_eager(acg_stream *s, const char *note, const char *fn) {
+    acg__capture *c = acg__stream_enter(s);
+    if (c == NULL) {
+        return ACG_OK;
+    }
+    acg_status st =
+        acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                "%s on a capturing stream%s invalidated the capture", fn, note);
+    acg__stream_leave(s, c);
+    return st;
+}
+
 void acg__stream_leave(acg_stream *s, acg__capture *c) {
     if (c != NULL) {
         pthread_mutex_unlock(&s->dev->lock);
@@ -52,10 +64,8 @@ void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers
 
 acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
                        acg_status (*eager)(acg_stream *s, const acg__node *node)) {
-    acg_status st = acg__device_check_lost(s->dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__device_check_lost(s->dev, fn));
+    acg_status st = ACG_OK;
     acg__capture *c = acg__stream_enter(s);
     /* Graph scratch is pool memory that other graphs of the pool reuse, and it dies with its
      * graph: only the capture that carved it may touch it. */
@@ -374,10 +384,7 @@ void acg__capture_free(acg__capture *c) {
 acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_begin_capture";
-    acg_status st0 = acg__check_stream(s, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
     acg_device *dev = s->dev;
     if (pool != NULL) {
         if (!acg__handle_use(pool, ACG__HANDLE_POOL)) {
@@ -392,10 +399,7 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s (%s) has no graphs", fn, dev->spec,
                           dev->cap.name);
     }
-    acg_status lost = acg__device_check_lost(dev, fn);
-    if (lost != ACG_OK) {
-        return lost;
-    }
+    ACG__TRY(acg__device_check_lost(dev, fn));
     acg__capture *cur = acg__stream_enter(s);
     if (cur != NULL) {
         acg_status st = acg__capture_invalidate(
@@ -515,10 +519,7 @@ out_free:
 acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_end_capture";
-    acg_status st0 = acg__check_stream(s, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
@@ -583,10 +584,7 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
 
 acg_status acg_stream_get_capture_state(acg_stream *s, acg_capture_state *out) {
     ACG__CALL_SCOPE;
-    acg_status st0 = acg__check_stream(s, "acg_stream_get_capture_state");
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__check_stream(s, "acg_stream_get_capture_state"));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_stream_get_capture_state: out is NULL");
     }

@@ -37,10 +37,8 @@ acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_de
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_create";
     ACG__TRY(acg__check_device_usable(dev, fn));
-    if (comm == NULL || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                          comm == NULL ? "comm" : "out");
-    }
+    ACG__TRY(acg__check_arg(comm, "comm", fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     acg_comm c;
     ACG__TRY(read_comm(comm, &c, fn));
     if (!dev->cap.collectives) {
@@ -52,9 +50,9 @@ acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_de
     if (st != ACG_OK) {
         return st;
     }
-    acg_device_group *g = acg__calloc(1, sizeof *g);
+    acg_device_group *g = acg__new(sizeof *g, fn);
     if (g == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     g->dev = dev;
     g->rank = c.rank;
@@ -121,10 +119,8 @@ acg_status acg_device_group_get_rank(const acg_device_group *g, int32_t *rank, i
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_get_rank";
     ACG__TRY(check_group(g, fn));
-    if (rank == NULL || n_ranks == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                          rank == NULL ? "rank" : "n_ranks");
-    }
+    ACG__TRY(acg__check_arg(rank, "rank", fn));
+    ACG__TRY(acg__check_arg(n_ranks, "n_ranks", fn));
     *rank = g->rank;
     *n_ranks = g->n_ranks;
     return ACG_OK;
@@ -139,16 +135,9 @@ acg_status acg_allreduce(acg_stream *s, acg_device_group *g, acg_buffer *buf, si
                          size_t count) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_allreduce";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = check_group(g, fn);
-    }
-    if (st == ACG_OK) {
-        st = acg__check_buffer(buf, s->dev, fn, "buffer");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(check_group(g, fn));
+    ACG__TRY(acg__check_buffer(buf, s->dev, fn, "buffer"));
     if (g->dev != s->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the group is of %s, the stream of %s", fn,
                           g->dev->spec, s->dev->spec);

@@ -30,9 +30,9 @@ acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, c
 
 acg_status acg__buffer_new(acg_device *dev, size_t size, const void *owner, const char *what,
                            bool stream_owned, const char *fn, acg_buffer **out) {
-    acg_buffer *b = acg__calloc(1, sizeof *b);
+    acg_buffer *b = acg__new(sizeof *b, fn);
     if (b == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     /* A backend's detail names the vendor call and its code: keep it. One that sets none (a
      * backend without a driver) gets the status's text. */
@@ -52,8 +52,7 @@ acg_status acg__buffer_new(acg_device *dev, size_t size, const void *owner, cons
     dev->n_buffers++;
     /* Last: a call holding a stale handle that this address matches must not see the buffer
      * before it is whole (the registry's lock orders these writes before any lookup). */
-    if (acg__handle_add(b, ACG__HANDLE_BUFFER, &b->life) != ACG_OK) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if ((st = acg__handle_publish(b, ACG__HANDLE_BUFFER, &b->life, fn)) != ACG_OK) {
         goto out_free_mem;
     }
     *out = b;
@@ -98,13 +97,7 @@ static acg_status create_view(acg_buffer *buf, size_t offset, size_t size, const
                               const char *what, acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_create_view";
-    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(buf->dev, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_buffer_usable(buf, fn));
     if (size == 0 || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
                           size == 0 ? "size is 0" : "out is NULL");
@@ -115,9 +108,9 @@ static acg_status create_view(acg_buffer *buf, size_t offset, size_t size, const
     }
     ACG__TRY(acg__check_range(buf, offset, size, fn, "view"));
     acg_device *dev = buf->dev;
-    acg_buffer *v = acg__calloc(1, sizeof *v);
+    acg_buffer *v = acg__new(sizeof *v, fn);
     if (v == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     v->dev = dev;
     v->mem = buf->mem;
@@ -265,11 +258,9 @@ acg_status acg__device_check_not_capturing(acg_device *dev, const char *fn) {
 
 acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const void *owner,
                                   const char *fn) {
-    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_buffer(buf, NULL, fn, "buffer"));
     acg_device *dev = buf->dev;
+    acg_status st = ACG_OK;
     pthread_mutex_lock(&dev->lock);
     if (buf->owner != owner) {
         st = acg__error(ACG_ERR_IN_USE, "%s: a buffer belongs to %s %p", fn, buf->owner_what,
@@ -291,25 +282,14 @@ acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const v
 acg_status acg_buffer_get_native(acg_buffer *buf, acg_native_buffer *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_get_native";
-    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(buf->dev, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    if ((st = acg__output_check(out, sizeof *out, "acg_native_buffer", fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_buffer_usable(buf, fn));
+    ACG__TRY(acg__output_check(out, sizeof *out, "acg_native_buffer", fn));
     acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
     acg_status (*get)(acg__bk_device *, acg__bk_mem *, size_t, size_t, acg_native_buffer *) =
         ACG__SLOT(buf->dev->vt, buffer_get_native, 6);
     if (get != NULL) {
-        st = get(buf->dev->impl, buf->mem, buf->offset, buf->size, &nb);
-        ACG__TRY(acg__device_fault(buf->dev, st));
+        ACG__TRY(acg__device_fault(buf->dev,
+                                   get(buf->dev->impl, buf->mem, buf->offset, buf->size, &nb)));
     }
     nb.size = sizeof nb;
     nb.bytes = buf->size;
@@ -346,10 +326,7 @@ void acg__stream_reclaim(acg_stream *s, bool all) {
 acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_alloc";
-    acg_status st = acg__check_stream_usable(s, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream_usable(s, fn));
     if (size == 0 || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
                           size == 0 ? "size is 0" : "out is NULL");
@@ -357,7 +334,7 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     acg_device *dev = s->dev;
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
-        st = acg__capture_check(c, fn);
+        acg_status st = acg__capture_check(c, fn);
         if (st == ACG_OK) {
             st = acg__pool_carve(c, size, out);
         }
@@ -366,7 +343,7 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     }
     pthread_mutex_lock(&dev->lock);
     acg__stream_reclaim(s, false);
-    st = acg__invalidate_device_captures(dev, fn);
+    acg_status st = acg__invalidate_device_captures(dev, fn);
     if (st == ACG_OK) {
         st = acg__buffer_new(dev, size, NULL, NULL, true, fn, out);
     }
@@ -378,20 +355,16 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
 acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_free";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(buf, s->dev, fn, "buffer");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(acg__check_buffer(buf, s->dev, fn, "buffer"));
     acg_device *dev = s->dev;
     /* A stream's own buffer dies here: wait for other threads' calls that use it (before any
      * lock, which they may be waiting for) and refuse later ones. Both flags never change. */
     bool dies = buf->stream_owned && !buf->scratch;
-    if (dies && (st = acg__retire(buf, ACG__HANDLE_BUFFER, fn, "buffer")) != ACG_OK) {
-        return st;
+    if (dies) {
+        ACG__TRY(acg__retire(buf, ACG__HANDLE_BUFFER, fn, "buffer"));
     }
+    acg_status st = ACG_OK;
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
         /* Scratch stays with its graph; anything else is a free outside the pool. */
@@ -628,18 +601,13 @@ bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size) {
 /* Checks a host transfer: stream, buffer of its device, host pointer, size, range. */
 static acg_status check_transfer(const acg_stream *s, const acg_buffer *buf, size_t offset,
                                  const void *host, size_t size, const char *fn) {
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(buf, s->dev, fn, "buffer");
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(acg__check_buffer(buf, s->dev, fn, "buffer"));
+    if (host == NULL || size == 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          host == NULL ? "host pointer is NULL" : "size is 0");
     }
-    if (st == ACG_OK && (host == NULL || size == 0)) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                        host == NULL ? "host pointer is NULL" : "size is 0");
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(buf, offset, size, fn, "buffer");
-    }
-    return st;
+    return acg__check_range(buf, offset, size, fn, "buffer");
 }
 
 static acg_status h2d_eager(acg_stream *s, const acg__node *n) {
@@ -696,25 +664,14 @@ acg_status acg_copy_d2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const
                         size_t src_offset, size_t size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_copy_d2d";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(dst, s->dev, fn, "dst");
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(acg__check_buffer(dst, s->dev, fn, "dst"));
+    ACG__TRY(acg__check_buffer(src, s->dev, fn, "src"));
+    if (size == 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
     }
-    if (st == ACG_OK) {
-        st = acg__check_buffer(src, s->dev, fn, "src");
-    }
-    if (st == ACG_OK && size == 0) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(dst, dst_offset, size, fn, "dst");
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(src, src_offset, size, fn, "src");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_range(dst, dst_offset, size, fn, "dst"));
+    ACG__TRY(acg__check_range(src, src_offset, size, fn, "src"));
     size_t d = dst->offset + dst_offset, o = src->offset + src_offset;
     if (dst->mem == src->mem && d < o + size && o < d + size) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: source and destination overlap", fn);
@@ -734,25 +691,18 @@ acg_status acg_fill(acg_stream *s, acg_buffer *dst, size_t offset, size_t size, 
                     size_t pattern_size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_fill";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(dst, s->dev, fn, "dst");
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(acg__check_buffer(dst, s->dev, fn, "dst"));
+    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: pattern_size %zu is not 1, 2 or 4", fn,
+                          pattern_size);
     }
-    if (st == ACG_OK && (pattern_size != 1 && pattern_size != 2 && pattern_size != 4)) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: pattern_size %zu is not 1, 2 or 4", fn,
-                        pattern_size);
+    if (size == 0 || offset % pattern_size || size % pattern_size) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: offset %zu and size %zu must be non-zero multiples of %zu", fn,
+                          offset, size, pattern_size);
     }
-    if (st == ACG_OK && (size == 0 || offset % pattern_size || size % pattern_size)) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT,
-                        "%s: offset %zu and size %zu must be non-zero multiples of %zu", fn, offset,
-                        size, pattern_size);
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(dst, offset, size, fn, "dst");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_range(dst, offset, size, fn, "dst"));
     if (pattern_size < 4) {
         pattern &= (1u << (8 * pattern_size)) - 1;
     }
