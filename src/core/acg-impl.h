@@ -230,8 +230,11 @@ void acg__device_await_endings(acg_device *dev);
 void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers, uint32_t n);
 
 /* A device-wide operation `op` is about to run (dev->lock held): when a capture on the device
- * is active it is invalidated and ACG_ERR_CAPTURE_INVALIDATED returned, else ACG_OK. */
+ * is active it is invalidated and ACG_ERR_CAPTURE_INVALIDATED returned, else ACG_OK.
+ * acg__device_lock_op takes dev->lock for op and makes that check: ACG_OK with the lock held,
+ * or the refusal with it released. */
 acg_status acg__invalidate_device_captures(acg_device *dev, const char *op);
+acg_status acg__device_lock_op(acg_device *dev, const char *op);
 /* Invalidates one capture (dev->lock held) with `status`, recording op as the reason. */
 acg_status acg__capture_invalidate(acg__capture *c, acg_status status, const char *fmt, ...)
 #if defined(__GNUC__)

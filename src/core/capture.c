@@ -142,6 +142,15 @@ acg_status acg__invalidate_device_captures(acg_device *dev, const char *op) {
     return st;
 }
 
+acg_status acg__device_lock_op(acg_device *dev, const char *op) {
+    pthread_mutex_lock(&dev->lock);
+    acg_status st = acg__invalidate_device_captures(dev, op);
+    if (st != ACG_OK) {
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return st;
+}
+
 static bool ids_push(acg__ids *ids, uint32_t id) {
     for (uint32_t i = 0; i < ids->n; i++) {
         if (ids->v[i] == id) {
@@ -210,26 +219,11 @@ static void ledger_write(acg__node *slot, const acg__node *node) {
         for (uint32_t i = 0; i < node->n_args; i++) {
             const acg__karg *a = &node->args[i];
             slot->args[i].type = a->type;
-            switch (a->type) {
-            case ACG_ARG_BUFFER:
+            if (a->type == ACG_ARG_BUFFER) {
                 slot->args[i].value.buf = a->value.buf;
-                break;
-            case ACG_ARG_I32:
-                slot->args[i].value.i32 = a->value.i32;
-                break;
-            case ACG_ARG_U32:
-                slot->args[i].value.u32 = a->value.u32;
-                break;
-            case ACG_ARG_I64:
-                slot->args[i].value.i64 = a->value.i64;
-                break;
-            case ACG_ARG_U64:
-                slot->args[i].value.u64 = a->value.u64;
-                break;
-            case ACG_ARG_F32:
-                slot->args[i].value.f32 = a->value.f32; /* its member only: the caller's acg_arg
-                                                            may leave the rest of the word unset */
-                break;
+            } else {
+                /* Its member only: the caller's acg_arg may leave the rest of the word unset. */
+                memcpy(&slot->args[i].value, &a->value, acg__arg_scalar_bytes(a->type));
             }
         }
         break;

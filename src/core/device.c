@@ -487,12 +487,11 @@ acg_status acg__device_inject_fault(acg_device *dev) {
 
 acg_status acg_device_synchronize(acg_device *dev) {
     ACG__CALL_SCOPE;
-    ACG__TRY(acg__check_device_usable(dev, "acg_device_synchronize"));
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, "acg_device_synchronize");
+    static const char fn[] = "acg_device_synchronize";
+    ACG__TRY(acg__check_device_usable(dev, fn));
+    ACG__TRY(acg__device_lock_op(dev, fn));
     pthread_mutex_unlock(&dev->lock);
-    return st == ACG_OK ? acg__device_wait_streams(dev, ~(uint64_t)0, "acg_device_synchronize")
-                        : st;
+    return acg__device_wait_streams(dev, ~(uint64_t)0, fn);
 }
 
 acg_status acg__device_mem_alloc(acg_device *dev, size_t size, acg__bk_mem **mem) {

@@ -485,6 +485,17 @@ static acg_status retire_graph(acg_graph *g, const char *fn) {
     return ACG_OK;
 }
 
+/* Releases a retired graph: it starts no more replays, so wait for those in flight, holding no
+ * lock, then release it. The status of that wait. */
+static acg_status destroy_retired(acg_graph *g) {
+    acg_device *dev = g->dev;
+    acg_status st = acg__pool_wait(g->pool);
+    pthread_mutex_lock(&dev->lock);
+    destroy_locked(g);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
 acg_status acg_graph_destroy(acg_graph *g) {
     ACG__CALL_SCOPE;
     if (g == NULL) {
@@ -492,11 +503,7 @@ acg_status acg_graph_destroy(acg_graph *g) {
     }
     ACG__TRY(retire_graph(g, "acg_graph_destroy"));
     acg_device *dev = g->dev;
-    /* Retired, the graph starts no more replays: wait for those in flight, holding no lock. */
-    acg_status st = acg__pool_wait(g->pool);
-    pthread_mutex_lock(&dev->lock);
-    destroy_locked(g);
-    pthread_mutex_unlock(&dev->lock);
+    acg_status st = destroy_retired(g);
     return acg__device_released(dev, st);
 }
 
@@ -531,11 +538,7 @@ acg_status acg_graph_discard(acg_graph *g) {
         return ACG_OK;
     }
     pthread_mutex_unlock(&dev->lock);
-    acg_status st = acg__pool_wait(pool);
-    pthread_mutex_lock(&dev->lock);
-    destroy_locked(g);
-    pthread_mutex_unlock(&dev->lock);
-    return st;
+    return destroy_retired(g);
 }
 
 acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {

@@ -44,12 +44,8 @@ acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_de
     if (!dev->cap.collectives) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s has no collectives", fn, dev->spec);
     }
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
+    ACG__TRY(acg__device_lock_op(dev, fn));
     pthread_mutex_unlock(&dev->lock);
-    if (st != ACG_OK) {
-        return st;
-    }
     acg_device_group *g = acg__new(sizeof *g, fn);
     if (g == NULL) {
         return ACG_ERR_OUT_OF_MEMORY;
@@ -58,7 +54,7 @@ acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_de
     g->rank = c.rank;
     g->n_ranks = c.n_ranks;
     g->comm = c; /* whole, whatever the caller's size; its callbacks and user outlive the group */
-    st = dev->vt->group_create(dev->impl, &g->comm, &g->impl);
+    acg_status st = dev->vt->group_create(dev->impl, &g->comm, &g->impl);
     if (st != ACG_OK) {
         acg__free(g);
         return st;

@@ -26,6 +26,15 @@ acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, c
     return ACG_OK;
 }
 
+/* An allocation's arguments: a size, and somewhere to put what it allocates. */
+static acg_status check_size_out(size_t size, const void *out, const char *fn) {
+    if (size == 0 || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          size == 0 ? "size is 0" : "out is NULL");
+    }
+    return ACG_OK;
+}
+
 /* ---- buffers ----------------------------------------------------------------------------- */
 
 acg_status acg__buffer_new(acg_device *dev, size_t size, const void *owner, const char *what,
@@ -71,15 +80,9 @@ static acg_status buffer_alloc(acg_device *dev, size_t size, const void *owner, 
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_alloc";
     ACG__TRY(acg__check_device_usable(dev, fn));
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__buffer_new(dev, size, owner, what, false, fn, out);
-    }
+    ACG__TRY(check_size_out(size, out, fn));
+    ACG__TRY(acg__device_lock_op(dev, fn));
+    acg_status st = acg__buffer_new(dev, size, owner, what, false, fn, out);
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
@@ -98,10 +101,7 @@ static acg_status create_view(acg_buffer *buf, size_t offset, size_t size, const
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_create_view";
     ACG__TRY(acg__check_buffer_usable(buf, fn));
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
+    ACG__TRY(check_size_out(size, out, fn));
     if (buf->scratch) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: graph scratch cannot have views (it dies with its graph)", fn);
@@ -327,10 +327,7 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_alloc";
     ACG__TRY(acg__check_stream_usable(s, fn));
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
+    ACG__TRY(check_size_out(size, out, fn));
     acg_device *dev = s->dev;
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
@@ -429,15 +426,9 @@ acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_alloc";
     ACG__TRY(acg__check_device_usable(dev, fn));
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
-    if (st != ACG_OK) {
-        goto out_unlock;
-    }
+    ACG__TRY(check_size_out(size, out, fn));
+    ACG__TRY(acg__device_lock_op(dev, fn));
+    acg_status st = ACG_OK;
     acg__pinned e = {.size = size, .dev = dev};
     e.pinned = dev->cap.pinned_memory && !acg__env_flag("ACG_NO_PINNED");
     if (e.pinned) {
@@ -496,16 +487,13 @@ static acg_status pinned_release(void *ptr, bool registered, const char *fn) {
                                        : " (acg_pinned_unregister ends a registration)");
     }
     acg_device *dev = e.dev;
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__pinned_remove(ptr, &e);
-        if (st == ACG_ERR_IN_USE) {
-            acg__error(st, "%s: live graph %llu copies from or to this memory; destroy it first",
-                       fn, (unsigned long long)acg__graph_referencing(dev, NULL, ptr, e.size));
-        } else if (st != ACG_OK) {
-            acg__error(st, "%s: %p is not pinned memory of acg's", fn, ptr);
-        }
+    ACG__TRY(acg__device_lock_op(dev, fn));
+    acg_status st = acg__pinned_remove(ptr, &e);
+    if (st == ACG_ERR_IN_USE) {
+        acg__error(st, "%s: live graph %llu copies from or to this memory; destroy it first", fn,
+                   (unsigned long long)acg__graph_referencing(dev, NULL, ptr, e.size));
+    } else if (st != ACG_OK) {
+        acg__error(st, "%s: %p is not pinned memory of acg's", fn, ptr);
     }
     pthread_mutex_unlock(&dev->lock);
     if (st != ACG_OK) {
@@ -542,11 +530,8 @@ acg_status acg_pinned_register(acg_device *dev, void *ptr, size_t size) {
                           : size == 0 ? "size is 0"
                                       : "the range wraps around the address space");
     }
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
-    if (st != ACG_OK) {
-        goto out_unlock;
-    }
+    ACG__TRY(acg__device_lock_op(dev, fn));
+    acg_status st = ACG_OK;
     if (!dev->cap.pinned_register || acg__env_flag("ACG_NO_PINNED")) {
         st = acg__error(ACG_ERR_UNSUPPORTED,
                         "%s: %s cannot page-lock memory it did not allocate (%s); copies treat "
