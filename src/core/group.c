@@ -6,8 +6,6 @@
 
 #include "core/acg-impl.h"
 
-#define MAX_RANKS 64
-
 static acg_status check_group(const acg_device_group *g, const char *fn) {
     return acg__check_live(g, ACG__HANDLE_GROUP, "group", "device group", fn);
 }
@@ -23,12 +21,16 @@ static acg_status read_comm(const acg_comm *comm, acg_comm *out, const char *fn)
                           : out->allreduce_min_i32 == NULL ? "allreduce_min_i32"
                                                            : "broadcast (a device group needs it)");
     }
-    if (out->n_ranks < 1 || out->n_ranks > MAX_RANKS || out->rank < 0 ||
-        out->rank >= out->n_ranks) {
+    return acg__comm_check_ranks(out, fn);
+}
+
+acg_status acg__comm_check_ranks(const acg_comm *comm, const char *fn) {
+    if (comm->n_ranks < 1 || comm->n_ranks > ACG__MAX_RANKS || comm->rank < 0 ||
+        comm->rank >= comm->n_ranks) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: the comm says rank %ld of %ld ranks (1 to %d ranks, rank below "
                           "their number)",
-                          fn, (long)out->rank, (long)out->n_ranks, MAX_RANKS);
+                          fn, (long)comm->rank, (long)comm->n_ranks, ACG__MAX_RANKS);
     }
     return ACG_OK;
 }

@@ -613,36 +613,36 @@ static acg_status fill_eager(acg_stream *s, const acg__node *n) {
     return s->dev->vt->fill(s->impl, n->dst_mem, n->dst_off, n->size, n->pattern, n->pattern_size);
 }
 
+/* A copy between buffer memory and host memory: into buf (h2d) or out of it (d2h). */
+static acg_status copy_host(acg_stream *s, acg_node_kind kind, const acg_buffer *buf, size_t offset,
+                            const void *host, size_t size, const char *fn) {
+    ACG__TRY(check_transfer(s, buf, offset, host, size, fn));
+    acg__node n = {.kind = kind,
+                   .host = (void *)host,
+                   .host_pinned = acg__pinned_use(s->dev, host, size, s->use_bit),
+                   .size = size,
+                   .n_buffers = 1,
+                   .buffers = {buf}};
+    if (kind == ACG_NODE_COPY_H2D) {
+        n.dst_mem = buf->mem;
+        n.dst_off = buf->offset + offset;
+        return acg__submit(s, fn, &n, h2d_eager);
+    }
+    n.src_mem = buf->mem;
+    n.src_off = buf->offset + offset;
+    return acg__submit(s, fn, &n, d2h_eager);
+}
+
 acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const void *src,
                         size_t size) {
     ACG__CALL_SCOPE;
-    static const char fn[] = "acg_copy_h2d";
-    ACG__TRY(check_transfer(s, dst, dst_offset, src, size, fn));
-    acg__node n = {.kind = ACG_NODE_COPY_H2D,
-                   .dst_mem = dst->mem,
-                   .dst_off = dst->offset + dst_offset,
-                   .host = (void *)src,
-                   .host_pinned = acg__pinned_use(s->dev, src, size, s->use_bit),
-                   .size = size,
-                   .n_buffers = 1,
-                   .buffers = {dst}};
-    return acg__submit(s, fn, &n, h2d_eager);
+    return copy_host(s, ACG_NODE_COPY_H2D, dst, dst_offset, src, size, "acg_copy_h2d");
 }
 
 acg_status acg_copy_d2h(acg_stream *s, void *dst, const acg_buffer *src, size_t src_offset,
                         size_t size) {
     ACG__CALL_SCOPE;
-    static const char fn[] = "acg_copy_d2h";
-    ACG__TRY(check_transfer(s, src, src_offset, dst, size, fn));
-    acg__node n = {.kind = ACG_NODE_COPY_D2H,
-                   .src_mem = src->mem,
-                   .src_off = src->offset + src_offset,
-                   .host = dst,
-                   .host_pinned = acg__pinned_use(s->dev, dst, size, s->use_bit),
-                   .size = size,
-                   .n_buffers = 1,
-                   .buffers = {src}};
-    return acg__submit(s, fn, &n, d2h_eager);
+    return copy_host(s, ACG_NODE_COPY_D2H, src, src_offset, dst, size, "acg_copy_d2h");
 }
 
 acg_status acg_copy_d2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const acg_buffer *src,

@@ -233,6 +233,11 @@ acg_status acg__check_arg(const void *p, const char *name, const char *fn);
 /* An object's memory: size zeroed bytes in one allocation, or NULL with ACG_ERR_OUT_OF_MEMORY
  * set as "<fn>: out of memory". */
 void *acg__new(size_t size, const char *fn);
+/* The most ranks a device group takes, and the check of the ranks a comm names:
+ * ACG_ERR_INVALID_ARGUMENT, "<fn>: the comm says rank <rank> of <n_ranks> ranks (1 to 64
+ * ranks, rank below their number)", unless 1 <= n_ranks <= ACG__MAX_RANKS and rank < n_ranks. */
+#define ACG__MAX_RANKS 64
+acg_status acg__comm_check_ranks(const acg_comm *comm, const char *fn);
 /* A create's last step, acg__handle_add with its failure named: ACG_ERR_OUT_OF_MEMORY with
  * "<fn>: out of memory" set. */
 acg_status acg__handle_publish(const void *p, acg__handle_type type, acg__life *life,
