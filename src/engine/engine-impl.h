@@ -63,6 +63,8 @@ typedef struct acg__config_kind {
     const void *defaults;
     bool optional;
 } acg__config_kind;
+#define ACG__CONFIG_KIND(type, init, min_size, optional)                                           \
+    { #type, sizeof(type), (min_size), &(const type)init, (optional) }
 
 /* A create's first checks, in this order: dev given (ACG_ERR_INVALID_HANDLE, "<fn>: dev is
  * NULL"), out given, then config, read whole into dst (kind->size bytes) at the caller's size;

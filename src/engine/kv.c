@@ -106,10 +106,8 @@ static acg_status zero_sink_pages(acg_kv_cache *kv, const char *fn) {
     return st;
 }
 
-static const acg_kv_config kv_defaults = ACG_KV_CONFIG_INIT;
-static const acg__config_kind kv_config = {"acg_kv_config", sizeof(acg_kv_config),
-                                           offsetof(acg_kv_config, elem_bytes), &kv_defaults,
-                                           false};
+static const acg__config_kind kv_config =
+    ACG__CONFIG_KIND(acg_kv_config, ACG_KV_CONFIG_INIT, offsetof(acg_kv_config, elem_bytes), false);
 
 acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg_kv_cache **out) {
     ACG__CALL_SCOPE;

@@ -106,9 +106,8 @@ static acg_status free_buffers(acg_attn_plan *plan, const char *fn) {
     return ACG_OK;
 }
 
-static const acg_attn_plan_config plan_defaults = ACG_ATTN_PLAN_CONFIG_INIT;
-static const acg__config_kind plan_config = {"acg_attn_plan_config", sizeof(acg_attn_plan_config),
-                                             sizeof(acg_attn_plan_config), &plan_defaults, false};
+static const acg__config_kind plan_config = ACG__CONFIG_KIND(
+    acg_attn_plan_config, ACG_ATTN_PLAN_CONFIG_INIT, sizeof(acg_attn_plan_config), false);
 
 acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *config,
                                 acg_attn_plan **out) {

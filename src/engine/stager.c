@@ -167,10 +167,8 @@ static void mirror_clear(acg_stager *sg) {
     sg->n_entries = 0;
 }
 
-static const acg_stager_config stager_defaults = ACG_STAGER_CONFIG_INIT;
-static const acg__config_kind stager_config = {"acg_stager_config", sizeof(acg_stager_config),
-                                               offsetof(acg_stager_config, depth), &stager_defaults,
-                                               true};
+static const acg__config_kind stager_config = ACG__CONFIG_KIND(
+    acg_stager_config, ACG_STAGER_CONFIG_INIT, offsetof(acg_stager_config, depth), true);
 
 acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config, acg_stager **out) {
     ACG__CALL_SCOPE;
