@@ -195,10 +195,8 @@ acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *str
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_run";
     ACG__TRY(acg__runner_check(r, fn));
-    acg_status st = check_lease(r, lease, fn, false);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_lease(r, lease, fn, false));
+    acg_status st = ACG_OK;
     acg__trace_span span = {NULL, 0, false};
     if (acg__trace_on(ACG_TRACE_ENGINE)) {
         trace_run_begin(&span, r, lease);
@@ -225,14 +223,10 @@ acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *str
 acg_status acg_runner_release(acg_runner *r, acg_lease *lease) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_release";
-    acg_status st = acg__runner_check(r, fn);
-    if (st == ACG_OK) {
-        st = check_lease(r, lease, fn, true);
-    }
-    if (st == ACG_OK) {
-        memset(lease, 0, sizeof *lease);
-    }
-    return st;
+    ACG__TRY(acg__runner_check(r, fn));
+    ACG__TRY(check_lease(r, lease, fn, true));
+    memset(lease, 0, sizeof *lease);
+    return ACG_OK;
 }
 
 acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_report *out) {

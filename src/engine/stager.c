@@ -226,20 +226,13 @@ acg_status acg_stager_destroy(acg_stager *stager) {
     if (stager == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_stager(stager, fn);
-    if (st == ACG_OK) {
-        /* Freeing pinned memory would invalidate the capture: refuse with nothing touched. */
-        st = acg__device_check_not_capturing(stager->obj.dev, fn);
-    }
-    if (st == ACG_OK) {
-        /* Waits for other threads' calls on the stager (an upload) to return. */
-        st = acg__retire(stager, ACG__HANDLE_STAGER, fn, "stager");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_stager(stager, fn));
+    /* Freeing pinned memory would invalidate the capture: refuse with nothing touched. */
+    ACG__TRY(acg__device_check_not_capturing(stager->obj.dev, fn));
+    /* Waits for other threads' calls on the stager (an upload) to return. */
+    ACG__TRY(acg__retire(stager, ACG__HANDLE_STAGER, fn, "stager"));
     pthread_mutex_lock(&stager->obj.lock);
-    st = ring_release(stager);
+    acg_status st = ring_release(stager);
     pthread_mutex_unlock(&stager->obj.lock);
     if (st != ACG_OK) {
         acg__handle_restore(stager);
