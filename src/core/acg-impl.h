@@ -360,7 +360,8 @@ static inline acg_status acg__device_released(acg_device *dev, acg_status waited
 }
 
 /* The checks of a call that would reach the driver: a live handle (acg__check_device,
- * acg__check_stream) on a device without a latched fault; for a create, out given too. */
+ * acg__check_stream, acg__check_buffer) on a device without a latched fault. A create's
+ * (acg__check_create) are the device's, then out given. */
 static inline acg_status acg__check_device_usable(const acg_device *dev, const char *fn) {
     acg_status st = acg__check_device(dev, fn);
     return st != ACG_OK ? st : acg__device_check_lost(dev, fn);

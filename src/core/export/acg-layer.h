@@ -221,7 +221,7 @@ const char *acg__device_name(const acg_device *dev);
  * 0 for NULL. The graph must not be destroyed meanwhile (its scratch never changes). */
 size_t acg__graph_scratch_bytes(const acg_graph *g);
 
-/* ---- core: what every object's create shares ---------------------------------------------- */
+/* ---- core: the checks and steps that calls of every layer share ---------------------------- */
 
 /* A call's check of a handle it was given: ACG_ERR_INVALID_HANDLE, "<fn>: <arg> <p> is not a
  * live <what>", unless p is a live handle of type (then held until the call returns). */
