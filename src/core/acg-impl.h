@@ -230,8 +230,11 @@ void acg__device_await_endings(acg_device *dev);
 void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers, uint32_t n);
 
 /* A device-wide operation `op` is about to run (dev->lock held): when a capture on the device
- * is active it is invalidated and ACG_ERR_CAPTURE_INVALIDATED returned, else ACG_OK. */
+ * is active it is invalidated and ACG_ERR_CAPTURE_INVALIDATED returned, else ACG_OK.
+ * acg__device_lock_op takes dev->lock for op and makes that check: ACG_OK with the lock held,
+ * or the refusal with it released. */
 acg_status acg__invalidate_device_captures(acg_device *dev, const char *op);
+acg_status acg__device_lock_op(acg_device *dev, const char *op);
 /* Invalidates one capture (dev->lock held) with `status`, recording op as the reason. */
 acg_status acg__capture_invalidate(acg__capture *c, acg_status status, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -253,6 +256,10 @@ acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
  * lock held). */
 acg__capture *acg__stream_enter(acg_stream *s);
 void acg__stream_leave(acg_stream *s, acg__capture *c);
+/* acg__stream_enter for a call that never joins a capture (a wait, a replay): ACG_OK with the
+ * stream lock held, or, when s captures, its capture invalidated ("<fn> on a capturing
+ * stream<note> invalidated the capture"), the stream left, and that status. */
+acg_status acg__stream_enter_eager(acg_stream *s, const char *note, const char *fn);
 
 /* Frontier sets. */
 bool acg__ids_copy(acg__ids *dst, const acg__ids *src);
@@ -353,7 +360,8 @@ static inline acg_status acg__device_released(acg_device *dev, acg_status waited
 }
 
 /* The checks of a call that would reach the driver: a live handle (acg__check_device,
- * acg__check_stream) on a device without a latched fault. */
+ * acg__check_stream, acg__check_buffer) on a device without a latched fault. A create's
+ * (acg__check_create) are the device's, then out given. */
 static inline acg_status acg__check_device_usable(const acg_device *dev, const char *fn) {
     acg_status st = acg__check_device(dev, fn);
     return st != ACG_OK ? st : acg__device_check_lost(dev, fn);
@@ -362,6 +370,16 @@ static inline acg_status acg__check_device_usable(const acg_device *dev, const c
 static inline acg_status acg__check_stream_usable(const acg_stream *s, const char *fn) {
     acg_status st = acg__check_stream(s, fn);
     return st != ACG_OK ? st : acg__device_check_lost(s->dev, fn);
+}
+
+static inline acg_status acg__check_buffer_usable(const acg_buffer *buf, const char *fn) {
+    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
+    return st != ACG_OK ? st : acg__device_check_lost(buf->dev, fn);
+}
+
+static inline acg_status acg__check_create(const acg_device *dev, const void *out, const char *fn) {
+    ACG__TRY(acg__check_device_usable(dev, fn));
+    return acg__check_arg(out, "out", fn);
 }
 
 /* Test hook: the device's next graph replay faults (ACG_ERR_UNSUPPORTED where the backend has

@@ -55,6 +55,14 @@ void *acg__calloc(size_t n, size_t size) {
     return p;
 }
 
+void *acg__new(size_t size, const char *fn) {
+    void *p = acg__calloc(1, size);
+    if (p == NULL) {
+        acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    return p;
+}
+
 void acg__free(void *p) {
     if (p != NULL) {
         alloc_fn(alloc_user, p, 0, 0);

@@ -26,6 +26,18 @@ acg__capture *acg__stream_enter(acg_stream *s) {
     return c;
 }
 
+acg_status acg__stream_enter_eager(acg_stream *s, const char *note, const char *fn) {
+    acg__capture *c = acg__stream_enter(s);
+    if (c == NULL) {
+        return ACG_OK;
+    }
+    acg_status st =
+        acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                "%s on a capturing stream%s invalidated the capture", fn, note);
+    acg__stream_leave(s, c);
+    return st;
+}
+
 void acg__stream_leave(acg_stream *s, acg__capture *c) {
     if (c != NULL) {
         pthread_mutex_unlock(&s->dev->lock);
@@ -34,11 +46,7 @@ void acg__stream_leave(acg_stream *s, acg__capture *c) {
 }
 
 acg_status acg__check_stream(const acg_stream *s, const char *fn) {
-    if (!acg__handle_use(s, ACG__HANDLE_STREAM)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stream %p is not a live stream", fn,
-                          (const void *)s);
-    }
-    return ACG_OK;
+    return acg__check_live(s, ACG__HANDLE_STREAM, "stream", "stream", fn);
 }
 
 void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers, uint32_t n) {
@@ -56,10 +64,8 @@ void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers
 
 acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
                        acg_status (*eager)(acg_stream *s, const acg__node *node)) {
-    acg_status st = acg__device_check_lost(s->dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__device_check_lost(s->dev, fn));
+    acg_status st = ACG_OK;
     acg__capture *c = acg__stream_enter(s);
     /* Graph scratch is pool memory that other graphs of the pool reuse, and it dies with its
      * graph: only the capture that carved it may touch it. */
@@ -136,6 +142,15 @@ acg_status acg__invalidate_device_captures(acg_device *dev, const char *op) {
     return st;
 }
 
+acg_status acg__device_lock_op(acg_device *dev, const char *op) {
+    pthread_mutex_lock(&dev->lock);
+    acg_status st = acg__invalidate_device_captures(dev, op);
+    if (st != ACG_OK) {
+        pthread_mutex_unlock(&dev->lock);
+    }
+    return st;
+}
+
 static bool ids_push(acg__ids *ids, uint32_t id) {
     for (uint32_t i = 0; i < ids->n; i++) {
         if (ids->v[i] == id) {
@@ -204,26 +219,11 @@ static void ledger_write(acg__node *slot, const acg__node *node) {
         for (uint32_t i = 0; i < node->n_args; i++) {
             const acg__karg *a = &node->args[i];
             slot->args[i].type = a->type;
-            switch (a->type) {
-            case ACG_ARG_BUFFER:
+            if (a->type == ACG_ARG_BUFFER) {
                 slot->args[i].value.buf = a->value.buf;
-                break;
-            case ACG_ARG_I32:
-                slot->args[i].value.i32 = a->value.i32;
-                break;
-            case ACG_ARG_U32:
-                slot->args[i].value.u32 = a->value.u32;
-                break;
-            case ACG_ARG_I64:
-                slot->args[i].value.i64 = a->value.i64;
-                break;
-            case ACG_ARG_U64:
-                slot->args[i].value.u64 = a->value.u64;
-                break;
-            case ACG_ARG_F32:
-                slot->args[i].value.f32 = a->value.f32; /* its member only: the caller's acg_arg
-                                                            may leave the rest of the word unset */
-                break;
+            } else {
+                /* Its member only: the caller's acg_arg may leave the rest of the word unset. */
+                memcpy(&slot->args[i].value, &a->value, acg__arg_scalar_bytes(a->type));
             }
         }
         break;
@@ -378,10 +378,7 @@ void acg__capture_free(acg__capture *c) {
 acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_begin_capture";
-    acg_status st0 = acg__check_stream(s, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
     acg_device *dev = s->dev;
     if (pool != NULL) {
         if (!acg__handle_use(pool, ACG__HANDLE_POOL)) {
@@ -396,10 +393,7 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s (%s) has no graphs", fn, dev->spec,
                           dev->cap.name);
     }
-    acg_status lost = acg__device_check_lost(dev, fn);
-    if (lost != ACG_OK) {
-        return lost;
-    }
+    ACG__TRY(acg__device_check_lost(dev, fn));
     acg__capture *cur = acg__stream_enter(s);
     if (cur != NULL) {
         acg_status st = acg__capture_invalidate(
@@ -519,10 +513,7 @@ out_free:
 acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_end_capture";
-    acg_status st0 = acg__check_stream(s, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     }
@@ -587,10 +578,7 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
 
 acg_status acg_stream_get_capture_state(acg_stream *s, acg_capture_state *out) {
     ACG__CALL_SCOPE;
-    acg_status st0 = acg__check_stream(s, "acg_stream_get_capture_state");
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__check_stream(s, "acg_stream_get_capture_state"));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_stream_get_capture_state: out is NULL");
     }

@@ -48,6 +48,7 @@ acg_status acg__config_read(void *dst, size_t dst_size, const void *defaults, co
 }
 
 acg_status acg__output_check(const void *dst, size_t src_size, const char *what, const char *fn) {
+    ACG__TRY(acg__check_arg(dst, "out", fn));
     size_t size;
     memcpy(&size, dst, sizeof size);
     if (size <= sizeof size) {

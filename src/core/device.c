@@ -187,16 +187,11 @@ acg_status acg_device_get_default(char *spec, size_t size) {
 
 acg_status acg_device_open(const char *spec, acg_device **out) {
     ACG__CALL_SCOPE;
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_device_open: out is NULL");
-    }
+    ACG__TRY(acg__check_arg(out, "out", "acg_device_open"));
     acg__env_check_once();
     char chosen[256];
     if (spec == NULL) {
-        acg_status st = default_spec(chosen, sizeof chosen, "acg_device_open");
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(default_spec(chosen, sizeof chosen, "acg_device_open"));
         spec = chosen;
     }
     char name[24], options[48];
@@ -286,19 +281,12 @@ acg_status acg_device_close(acg_device *dev) {
         return ACG_OK;
     }
     /* Refuse a device in use before retiring it, so other threads' calls are not disturbed. */
-    acg_status st = acg__check_device(dev, fn);
-    if (st == ACG_OK) {
-        st = check_empty(dev, fn);
-    }
-    if (st == ACG_OK) {
-        st = acg__retire(dev, ACG__HANDLE_DEVICE, fn, "device");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device(dev, fn));
+    ACG__TRY(check_empty(dev, fn));
+    ACG__TRY(acg__retire(dev, ACG__HANDLE_DEVICE, fn, "device"));
     /* No call can start using the device now, so nothing can be created on it behind this
      * check. */
-    st = check_empty(dev, fn);
+    acg_status st = check_empty(dev, fn);
     if (st != ACG_OK) {
         acg__handle_restore(dev);
         return st;
@@ -319,22 +307,14 @@ acg_status acg_device_close(acg_device *dev) {
 acg_status acg_device_get_native(acg_device *dev, acg_native_device *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_get_native";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    if ((st = acg__output_check(out, sizeof *out, "acg_native_device", fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
+    ACG__TRY(acg__output_check(out, sizeof *out, "acg_native_device", fn));
     acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
     nd.ordinal = dev->index;
     acg_status (*get)(acg__bk_device *, acg_native_device *) =
         ACG__SLOT(dev->vt, device_get_native, 6);
-    if (get != NULL && (st = acg__device_fault(dev, get(dev->impl, &nd))) != ACG_OK) {
-        return st;
+    if (get != NULL) {
+        ACG__TRY(acg__device_fault(dev, get(dev->impl, &nd)));
     }
     nd.size = sizeof nd;
     return acg__output_write(out, &nd, sizeof nd, "acg_native_device", fn);
@@ -507,12 +487,11 @@ acg_status acg__device_inject_fault(acg_device *dev) {
 
 acg_status acg_device_synchronize(acg_device *dev) {
     ACG__CALL_SCOPE;
-    ACG__TRY(acg__check_device_usable(dev, "acg_device_synchronize"));
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, "acg_device_synchronize");
+    static const char fn[] = "acg_device_synchronize";
+    ACG__TRY(acg__check_device_usable(dev, fn));
+    ACG__TRY(acg__device_lock_op(dev, fn));
     pthread_mutex_unlock(&dev->lock);
-    return st == ACG_OK ? acg__device_wait_streams(dev, ~(uint64_t)0, "acg_device_synchronize")
-                        : st;
+    return acg__device_wait_streams(dev, ~(uint64_t)0, fn);
 }
 
 acg_status acg__device_mem_alloc(acg_device *dev, size_t size, acg__bk_mem **mem) {

@@ -453,13 +453,8 @@ out_free_map:
 acg_status acg_graph_write_dot(const acg_graph *graph, FILE *out, uint32_t flags) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_write_dot";
-    if (!acg__handle_use(graph, ACG__HANDLE_GRAPH)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: graph %p is not a live graph", fn,
-                          (const void *)graph);
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(acg__check_live(graph, ACG__HANDLE_GRAPH, "graph", "graph", fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     if ((flags & ~(uint32_t)KNOWN_FLAGS) != 0) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x (known: 0x%x)", fn,
                           flags & ~(uint32_t)KNOWN_FLAGS, (unsigned)KNOWN_FLAGS);

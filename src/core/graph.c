@@ -67,11 +67,7 @@ uint64_t acg__graph_referencing(acg_device *dev, const acg_buffer *buf, const vo
 /* ---- graphs ------------------------------------------------------------------------------ */
 
 static acg_status check_graph(const acg_graph *g, const char *fn) {
-    if (!acg__handle_use(g, ACG__HANDLE_GRAPH)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: graph %p is not a live graph", fn,
-                          (const void *)g);
-    }
-    return ACG_OK;
+    return acg__check_live(g, ACG__HANDLE_GRAPH, "graph", "graph", fn);
 }
 
 acg_status acg__graph_create(acg__capture *c, acg__bk_exec *exec, acg_graph **out) {
@@ -131,19 +127,9 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: graph %llu belongs to %s, the stream to %s",
                           fn, (unsigned long long)g->id, dev->name, s->dev->name);
     }
-    acg_status st = acg__device_check_lost(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    acg__capture *c = acg__stream_enter(s);
-    if (c != NULL) {
-        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
-                                     "%s on a capturing stream (graphs do not nest) invalidated "
-                                     "the capture",
-                                     fn);
-        acg__stream_leave(s, c);
-        return st;
-    }
+    ACG__TRY(acg__device_check_lost(dev, fn));
+    ACG__TRY(acg__stream_enter_eager(s, " (graphs do not nest)", fn));
+    acg_status st = ACG_OK;
     /* Only the pool's own lock: replays of other pools and the rest of the device go on. */
     acg_graph_pool *pool = g->pool;
     pthread_mutex_lock(&pool->replay_lock);
@@ -167,30 +153,17 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
 acg_status acg_graph_upload(acg_graph *g, acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_upload";
-    acg_status st = check_graph(g, fn);
-    if (st == ACG_OK) {
-        st = acg__check_stream(s, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_graph(g, fn));
+    ACG__TRY(acg__check_stream(s, fn));
     if (s->dev != g->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: graph %llu belongs to %s, the stream to %s",
                           fn, (unsigned long long)g->id, g->dev->name, s->dev->name);
     }
-    if ((st = acg__device_check_lost(g->dev, fn)) != ACG_OK) {
-        return st;
-    }
-    acg__capture *c = acg__stream_enter(s);
-    if (c != NULL) {
-        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
-                                     "%s on a capturing stream invalidated the capture", fn);
-    } else {
-        acg_status (*upload)(acg__bk_exec *, acg__bk_stream *) =
-            ACG__SLOT(g->dev->vt, graph_upload, 2);
-        st = upload != NULL ? acg__device_fault(g->dev, upload(g->exec, s->impl)) : ACG_OK;
-    }
-    acg__stream_leave(s, c);
+    ACG__TRY(acg__device_check_lost(g->dev, fn));
+    ACG__TRY(acg__stream_enter_eager(s, "", fn));
+    acg_status (*upload)(acg__bk_exec *, acg__bk_stream *) = ACG__SLOT(g->dev->vt, graph_upload, 2);
+    acg_status st = upload != NULL ? acg__device_fault(g->dev, upload(g->exec, s->impl)) : ACG_OK;
+    acg__stream_leave(s, NULL);
     return st;
 }
 
@@ -250,13 +223,8 @@ static void remap_scratch(const acg_graph *g, const acg_graph *from, const acg_b
 acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_update";
-    acg_status st = check_graph(g, fn);
-    if (st == ACG_OK) {
-        st = check_graph(from, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_graph(g, fn));
+    ACG__TRY(check_graph(from, fn));
     acg_device *dev = g->dev;
     if (from->dev != dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the graphs belong to %s and %s", fn, dev->name,
@@ -285,7 +253,7 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
     }
     /* The backend rewrites exec while no replay of the pool runs or starts. */
     ACG__TRY(acg__device_fault(dev, acg__pool_lock_idle(g->pool)));
-    st = same_topology(g, from);
+    acg_status st = same_topology(g, from);
     acg__graph_desc nd = {0};
     if (st != ACG_OK) {
         goto out_unlock;
@@ -517,6 +485,17 @@ static acg_status retire_graph(acg_graph *g, const char *fn) {
     return ACG_OK;
 }
 
+/* Releases a retired graph: it starts no more replays, so wait for those in flight, holding no
+ * lock, then release it. The status of that wait. */
+static acg_status destroy_retired(acg_graph *g) {
+    acg_device *dev = g->dev;
+    acg_status st = acg__pool_wait(g->pool);
+    pthread_mutex_lock(&dev->lock);
+    destroy_locked(g);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
 acg_status acg_graph_destroy(acg_graph *g) {
     ACG__CALL_SCOPE;
     if (g == NULL) {
@@ -524,11 +503,7 @@ acg_status acg_graph_destroy(acg_graph *g) {
     }
     ACG__TRY(retire_graph(g, "acg_graph_destroy"));
     acg_device *dev = g->dev;
-    /* Retired, the graph starts no more replays: wait for those in flight, holding no lock. */
-    acg_status st = acg__pool_wait(g->pool);
-    pthread_mutex_lock(&dev->lock);
-    destroy_locked(g);
-    pthread_mutex_unlock(&dev->lock);
+    acg_status st = destroy_retired(g);
     return acg__device_released(dev, st);
 }
 
@@ -563,19 +538,14 @@ acg_status acg_graph_discard(acg_graph *g) {
         return ACG_OK;
     }
     pthread_mutex_unlock(&dev->lock);
-    acg_status st = acg__pool_wait(pool);
-    pthread_mutex_lock(&dev->lock);
-    destroy_locked(g);
-    pthread_mutex_unlock(&dev->lock);
-    return st;
+    return destroy_retired(g);
 }
 
 acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {
     ACG__CALL_SCOPE;
-    ACG__TRY(check_graph(g, "acg_graph_get_node_count"));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_get_node_count: out is NULL");
-    }
+    static const char fn[] = "acg_graph_get_node_count";
+    ACG__TRY(check_graph(g, fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     pthread_mutex_lock(&g->dev->lock); /* acg_graph_update swaps the description */
     *out = g->desc.n_nodes;
     pthread_mutex_unlock(&g->dev->lock);
@@ -584,16 +554,14 @@ acg_status acg_graph_get_node_count(const acg_graph *g, size_t *out) {
 
 acg_status acg_graph_get_node(const acg_graph *g, size_t index, acg_node_info *out) {
     ACG__CALL_SCOPE;
-    ACG__TRY(check_graph(g, "acg_graph_get_node"));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_get_node: out is NULL");
-    }
+    static const char fn[] = "acg_graph_get_node";
+    ACG__TRY(check_graph(g, fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     pthread_mutex_lock(&g->dev->lock); /* acg_graph_update swaps the description */
     if (index >= g->desc.n_nodes) {
         uint32_t n_nodes = g->desc.n_nodes;
         pthread_mutex_unlock(&g->dev->lock);
-        return acg__error(ACG_ERR_OUT_OF_RANGE, "acg_graph_get_node: node %zu of %u", index,
-                          n_nodes);
+        return acg__error(ACG_ERR_OUT_OF_RANGE, "%s: node %zu of %u", fn, index, n_nodes);
     }
     const acg__node *n = &g->desc.nodes[index];
     out->kind = n->kind;
@@ -618,30 +586,18 @@ acg_device *acg_graph_get_device(const acg_graph *g) {
 acg_status acg_graph_get_native(acg_graph *g, acg_native_handle *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_graph_get_native";
-    acg_status st = check_graph(g, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(g->dev, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    if ((st = acg__output_check(out, sizeof *out, "acg_native_handle", fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_graph(g, fn));
+    ACG__TRY(acg__device_check_lost(g->dev, fn));
+    ACG__TRY(acg__output_check(out, sizeof *out, "acg_native_handle", fn));
     acg_status (*get)(acg__bk_exec *, acg_native_handle *) =
         ACG__SLOT(g->dev->vt, graph_get_native, 3);
     acg_native_handle h = {sizeof h, ACG_NATIVE_NONE, NULL};
     if (get != NULL) {
         /* Under the pool's replay lock, which an update holds while it rewrites the exec. */
         pthread_mutex_lock(&g->pool->replay_lock);
-        st = get(g->exec, &h);
+        acg_status st = get(g->exec, &h);
         pthread_mutex_unlock(&g->pool->replay_lock);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(st);
     }
     return acg__output_write(out, &h, sizeof h, "acg_native_handle", fn);
 }

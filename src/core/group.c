@@ -6,14 +6,8 @@
 
 #include "core/acg-impl.h"
 
-#define MAX_RANKS 64
-
 static acg_status check_group(const acg_device_group *g, const char *fn) {
-    if (!acg__handle_use(g, ACG__HANDLE_GROUP)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: group %p is not a live device group", fn,
-                          (const void *)g);
-    }
-    return ACG_OK;
+    return acg__check_live(g, ACG__HANDLE_GROUP, "group", "device group", fn);
 }
 
 /* The comm a group needs, read at the caller's size: rank, n_ranks and broadcast too. */
@@ -27,12 +21,16 @@ static acg_status read_comm(const acg_comm *comm, acg_comm *out, const char *fn)
                           : out->allreduce_min_i32 == NULL ? "allreduce_min_i32"
                                                            : "broadcast (a device group needs it)");
     }
-    if (out->n_ranks < 1 || out->n_ranks > MAX_RANKS || out->rank < 0 ||
-        out->rank >= out->n_ranks) {
+    return acg__comm_check_ranks(out, fn);
+}
+
+acg_status acg__comm_check_ranks(const acg_comm *comm, const char *fn) {
+    if (comm->n_ranks < 1 || comm->n_ranks > ACG__MAX_RANKS || comm->rank < 0 ||
+        comm->rank >= comm->n_ranks) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: the comm says rank %ld of %ld ranks (1 to %d ranks, rank below "
                           "their number)",
-                          fn, (long)out->rank, (long)out->n_ranks, MAX_RANKS);
+                          fn, (long)comm->rank, (long)comm->n_ranks, ACG__MAX_RANKS);
     }
     return ACG_OK;
 }
@@ -41,30 +39,24 @@ acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_de
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_create";
     ACG__TRY(acg__check_device_usable(dev, fn));
-    if (comm == NULL || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                          comm == NULL ? "comm" : "out");
-    }
+    ACG__TRY(acg__check_arg(comm, "comm", fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     acg_comm c;
     ACG__TRY(read_comm(comm, &c, fn));
     if (!dev->cap.collectives) {
         return acg__error(ACG_ERR_UNSUPPORTED, "%s: %s has no collectives", fn, dev->spec);
     }
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
+    ACG__TRY(acg__device_lock_op(dev, fn));
     pthread_mutex_unlock(&dev->lock);
-    if (st != ACG_OK) {
-        return st;
-    }
-    acg_device_group *g = acg__calloc(1, sizeof *g);
+    acg_device_group *g = acg__new(sizeof *g, fn);
     if (g == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     g->dev = dev;
     g->rank = c.rank;
     g->n_ranks = c.n_ranks;
     g->comm = c; /* whole, whatever the caller's size; its callbacks and user outlive the group */
-    st = dev->vt->group_create(dev->impl, &g->comm, &g->impl);
+    acg_status st = dev->vt->group_create(dev->impl, &g->comm, &g->impl);
     if (st != ACG_OK) {
         acg__free(g);
         return st;
@@ -125,10 +117,8 @@ acg_status acg_device_group_get_rank(const acg_device_group *g, int32_t *rank, i
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_get_rank";
     ACG__TRY(check_group(g, fn));
-    if (rank == NULL || n_ranks == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                          rank == NULL ? "rank" : "n_ranks");
-    }
+    ACG__TRY(acg__check_arg(rank, "rank", fn));
+    ACG__TRY(acg__check_arg(n_ranks, "n_ranks", fn));
     *rank = g->rank;
     *n_ranks = g->n_ranks;
     return ACG_OK;
@@ -143,16 +133,9 @@ acg_status acg_allreduce(acg_stream *s, acg_device_group *g, acg_buffer *buf, si
                          size_t count) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_allreduce";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = check_group(g, fn);
-    }
-    if (st == ACG_OK) {
-        st = acg__check_buffer(buf, s->dev, fn, "buffer");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(check_group(g, fn));
+    ACG__TRY(acg__check_buffer(buf, s->dev, fn, "buffer"));
     if (g->dev != s->dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the group is of %s, the stream of %s", fn,
                           g->dev->spec, s->dev->spec);

@@ -93,6 +93,22 @@ acg_status acg__handle_add(const void *p, acg__handle_type type, acg__life *life
     return ACG_OK;
 }
 
+acg_status acg__check_live(const void *p, acg__handle_type type, const char *arg, const char *what,
+                           const char *fn) {
+    if (!acg__handle_use(p, type)) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %s %p is not a live %s", fn, arg, p, what);
+    }
+    return ACG_OK;
+}
+
+acg_status acg__handle_publish(const void *p, acg__handle_type type, acg__life *life,
+                               const char *fn) {
+    if (acg__handle_add(p, type, life) != ACG_OK) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    return ACG_OK;
+}
+
 void acg__handle_remove(const void *p) {
     /* The object is about to be freed: this thread's holds of it must not be released into
      * freed memory when their scope ends. */

@@ -8,27 +8,17 @@
 acg_status acg_stream_get_native(acg_stream *s, acg_native_handle *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_get_native";
-    acg_status st = acg__check_stream_usable(s, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    if ((st = acg__output_check(out, sizeof *out, "acg_native_handle", fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream_usable(s, fn));
+    ACG__TRY(acg__output_check(out, sizeof *out, "acg_native_handle", fn));
     acg_status (*get)(acg__bk_stream *, acg_native_handle *) =
         ACG__SLOT(s->dev->vt, stream_get_native, 2);
     acg_native_handle h = {sizeof h, ACG_NATIVE_NONE, NULL};
     if (get != NULL) {
         /* Under the stream's lock: the backend may change how it orders later work. */
         acg__capture *c = acg__stream_enter(s);
-        st = get(s->impl, &h);
+        acg_status st = get(s->impl, &h);
         acg__stream_leave(s, c);
-        if (st != ACG_OK) {
-            return st;
-        }
+        ACG__TRY(st);
     }
     return acg__output_write(out, &h, sizeof h, "acg_native_handle", fn);
 }

@@ -125,14 +125,9 @@ static acg_status enter_defs(acg__kernel_def **defs, uint32_t n, const char *set
 
 acg_status acg_kernel_register(const acg_kernel_desc *desc) {
     static const char fn[] = "acg_kernel_register";
-    if (desc == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(desc, "desc", fn));
     acg_kernel_desc d;
-    acg_status st = acg__kernel_desc_read(desc, &d, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__kernel_desc_read(desc, &d, fn));
     if (strchr(d.name, '/') != NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: \"%s\": a name with '/' belongs to a kernel set "
@@ -143,7 +138,8 @@ acg_status acg_kernel_register(const acg_kernel_desc *desc) {
     if (def == NULL) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s(%s): out of memory", fn, d.name);
     }
-    if ((st = enter_defs(&def, 1, NULL, fn)) != ACG_OK) {
+    acg_status st = enter_defs(&def, 1, NULL, fn);
+    if (st != ACG_OK) {
         acg__free(def);
     }
     return st;
@@ -167,10 +163,7 @@ static bool in_set(const acg__kernel_def *def, const char *set, size_t len) {
 
 acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc, size_t n) {
     static const char fn[] = "acg_kernel_register_set";
-    acg_status st = check_set(set, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_set(set, fn));
     if (n == 0 || desc == NULL || n > UINT32_MAX / 2) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s(%s): %s", fn, set,
                           n == 0         ? "n is 0"
@@ -184,6 +177,7 @@ acg_status acg_kernel_register_set(const char *set, const acg_kernel_desc *desc,
     }
     char where[128];
     uint32_t made = 0;
+    acg_status st = ACG_OK;
     /* The caller's array has its sizeof as stride: desc[0].size (read_desc refuses a size no
      * struct has, before any later element is reached). */
     const size_t stride = desc[0].size;
@@ -270,10 +264,8 @@ acg_status acg_kernel_unregister(const char *name) {
 
 acg_status acg_kernel_unregister_set(const char *set) {
     static const char fn[] = "acg_kernel_unregister_set";
-    acg_status st = check_set(set, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_set(set, fn));
+    acg_status st = ACG_OK;
     size_t len = strlen(set);
     uint32_t found = 0;
     pthread_mutex_lock(&reg_lock);
@@ -307,10 +299,7 @@ acg_status acg_kernel_unregister_set(const char *set) {
 acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kernel_get";
-    acg_status st = acg__check_device_usable(dev, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_device_usable(dev, fn));
     if (name == NULL || out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
     }
@@ -331,6 +320,7 @@ acg_status acg_kernel_get(acg_device *dev, const char *name, acg_kernel **out) {
     for (uint32_t i = 0; i < dev->n_kernels && k == NULL; i++) {
         k = dev->kernels[i]->def == def ? dev->kernels[i] : NULL;
     }
+    acg_status st = ACG_OK;
     if (k != NULL) {
         def_release(def); /* the device holds one already */
         goto out_found;

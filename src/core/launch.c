@@ -18,6 +18,11 @@ const char *acg__arg_cl_type(acg_arg_type t) {
     return cl[(unsigned)t < sizeof cl / sizeof cl[0] ? (unsigned)t : 0];
 }
 
+size_t acg__arg_scalar_bytes(acg_arg_type t) {
+    static const unsigned char bytes[] = {0, 0, 4, 4, 8, 8, 4};
+    return bytes[(unsigned)t < sizeof bytes ? (unsigned)t : 0];
+}
+
 /* The value of integer scalar argument j (types checked), into *v; false when negative. */
 static bool scalar_value(const acg_arg *a, uint64_t *v) {
     switch (a->type) {

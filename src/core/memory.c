@@ -26,13 +26,22 @@ acg_status acg__check_range(const acg_buffer *buf, size_t offset, size_t size, c
     return ACG_OK;
 }
 
+/* An allocation's arguments: a size, and somewhere to put what it allocates. */
+static acg_status check_size_out(size_t size, const void *out, const char *fn) {
+    if (size == 0 || out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          size == 0 ? "size is 0" : "out is NULL");
+    }
+    return ACG_OK;
+}
+
 /* ---- buffers ----------------------------------------------------------------------------- */
 
 acg_status acg__buffer_new(acg_device *dev, size_t size, const void *owner, const char *what,
                            bool stream_owned, const char *fn, acg_buffer **out) {
-    acg_buffer *b = acg__calloc(1, sizeof *b);
+    acg_buffer *b = acg__new(sizeof *b, fn);
     if (b == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     /* A backend's detail names the vendor call and its code: keep it. One that sets none (a
      * backend without a driver) gets the status's text. */
@@ -52,8 +61,7 @@ acg_status acg__buffer_new(acg_device *dev, size_t size, const void *owner, cons
     dev->n_buffers++;
     /* Last: a call holding a stale handle that this address matches must not see the buffer
      * before it is whole (the registry's lock orders these writes before any lookup). */
-    if (acg__handle_add(b, ACG__HANDLE_BUFFER, &b->life) != ACG_OK) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if ((st = acg__handle_publish(b, ACG__HANDLE_BUFFER, &b->life, fn)) != ACG_OK) {
         goto out_free_mem;
     }
     *out = b;
@@ -72,15 +80,9 @@ static acg_status buffer_alloc(acg_device *dev, size_t size, const void *owner, 
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_alloc";
     ACG__TRY(acg__check_device_usable(dev, fn));
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__buffer_new(dev, size, owner, what, false, fn, out);
-    }
+    ACG__TRY(check_size_out(size, out, fn));
+    ACG__TRY(acg__device_lock_op(dev, fn));
+    acg_status st = acg__buffer_new(dev, size, owner, what, false, fn, out);
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
@@ -98,26 +100,17 @@ static acg_status create_view(acg_buffer *buf, size_t offset, size_t size, const
                               const char *what, acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_create_view";
-    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(buf->dev, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
+    ACG__TRY(acg__check_buffer_usable(buf, fn));
+    ACG__TRY(check_size_out(size, out, fn));
     if (buf->scratch) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: graph scratch cannot have views (it dies with its graph)", fn);
     }
     ACG__TRY(acg__check_range(buf, offset, size, fn, "view"));
     acg_device *dev = buf->dev;
-    acg_buffer *v = acg__calloc(1, sizeof *v);
+    acg_buffer *v = acg__new(sizeof *v, fn);
     if (v == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     v->dev = dev;
     v->mem = buf->mem;
@@ -265,11 +258,9 @@ acg_status acg__device_check_not_capturing(acg_device *dev, const char *fn) {
 
 acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const void *owner,
                                   const char *fn) {
-    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_buffer(buf, NULL, fn, "buffer"));
     acg_device *dev = buf->dev;
+    acg_status st = ACG_OK;
     pthread_mutex_lock(&dev->lock);
     if (buf->owner != owner) {
         st = acg__error(ACG_ERR_IN_USE, "%s: a buffer belongs to %s %p", fn, buf->owner_what,
@@ -291,25 +282,14 @@ acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const v
 acg_status acg_buffer_get_native(acg_buffer *buf, acg_native_buffer *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_buffer_get_native";
-    acg_status st = acg__check_buffer(buf, NULL, fn, "buffer");
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(buf->dev, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    if ((st = acg__output_check(out, sizeof *out, "acg_native_buffer", fn)) != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_buffer_usable(buf, fn));
+    ACG__TRY(acg__output_check(out, sizeof *out, "acg_native_buffer", fn));
     acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
     acg_status (*get)(acg__bk_device *, acg__bk_mem *, size_t, size_t, acg_native_buffer *) =
         ACG__SLOT(buf->dev->vt, buffer_get_native, 6);
     if (get != NULL) {
-        st = get(buf->dev->impl, buf->mem, buf->offset, buf->size, &nb);
-        ACG__TRY(acg__device_fault(buf->dev, st));
+        ACG__TRY(acg__device_fault(buf->dev,
+                                   get(buf->dev->impl, buf->mem, buf->offset, buf->size, &nb)));
     }
     nb.size = sizeof nb;
     nb.bytes = buf->size;
@@ -346,18 +326,12 @@ void acg__stream_reclaim(acg_stream *s, bool all) {
 acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_alloc";
-    acg_status st = acg__check_stream_usable(s, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
+    ACG__TRY(acg__check_stream_usable(s, fn));
+    ACG__TRY(check_size_out(size, out, fn));
     acg_device *dev = s->dev;
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
-        st = acg__capture_check(c, fn);
+        acg_status st = acg__capture_check(c, fn);
         if (st == ACG_OK) {
             st = acg__pool_carve(c, size, out);
         }
@@ -366,7 +340,7 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
     }
     pthread_mutex_lock(&dev->lock);
     acg__stream_reclaim(s, false);
-    st = acg__invalidate_device_captures(dev, fn);
+    acg_status st = acg__invalidate_device_captures(dev, fn);
     if (st == ACG_OK) {
         st = acg__buffer_new(dev, size, NULL, NULL, true, fn, out);
     }
@@ -378,20 +352,16 @@ acg_status acg_stream_alloc(acg_stream *s, size_t size, acg_buffer **out) {
 acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_free";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(buf, s->dev, fn, "buffer");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(acg__check_buffer(buf, s->dev, fn, "buffer"));
     acg_device *dev = s->dev;
     /* A stream's own buffer dies here: wait for other threads' calls that use it (before any
      * lock, which they may be waiting for) and refuse later ones. Both flags never change. */
     bool dies = buf->stream_owned && !buf->scratch;
-    if (dies && (st = acg__retire(buf, ACG__HANDLE_BUFFER, fn, "buffer")) != ACG_OK) {
-        return st;
+    if (dies) {
+        ACG__TRY(acg__retire(buf, ACG__HANDLE_BUFFER, fn, "buffer"));
     }
+    acg_status st = ACG_OK;
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
         /* Scratch stays with its graph; anything else is a free outside the pool. */
@@ -456,15 +426,9 @@ acg_status acg_pinned_alloc(acg_device *dev, size_t size, void **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_pinned_alloc";
     ACG__TRY(acg__check_device_usable(dev, fn));
-    if (size == 0 || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          size == 0 ? "size is 0" : "out is NULL");
-    }
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
-    if (st != ACG_OK) {
-        goto out_unlock;
-    }
+    ACG__TRY(check_size_out(size, out, fn));
+    ACG__TRY(acg__device_lock_op(dev, fn));
+    acg_status st = ACG_OK;
     acg__pinned e = {.size = size, .dev = dev};
     e.pinned = dev->cap.pinned_memory && !acg__env_flag("ACG_NO_PINNED");
     if (e.pinned) {
@@ -523,16 +487,13 @@ static acg_status pinned_release(void *ptr, bool registered, const char *fn) {
                                        : " (acg_pinned_unregister ends a registration)");
     }
     acg_device *dev = e.dev;
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
-    if (st == ACG_OK) {
-        st = acg__pinned_remove(ptr, &e);
-        if (st == ACG_ERR_IN_USE) {
-            acg__error(st, "%s: live graph %llu copies from or to this memory; destroy it first",
-                       fn, (unsigned long long)acg__graph_referencing(dev, NULL, ptr, e.size));
-        } else if (st != ACG_OK) {
-            acg__error(st, "%s: %p is not pinned memory of acg's", fn, ptr);
-        }
+    ACG__TRY(acg__device_lock_op(dev, fn));
+    acg_status st = acg__pinned_remove(ptr, &e);
+    if (st == ACG_ERR_IN_USE) {
+        acg__error(st, "%s: live graph %llu copies from or to this memory; destroy it first", fn,
+                   (unsigned long long)acg__graph_referencing(dev, NULL, ptr, e.size));
+    } else if (st != ACG_OK) {
+        acg__error(st, "%s: %p is not pinned memory of acg's", fn, ptr);
     }
     pthread_mutex_unlock(&dev->lock);
     if (st != ACG_OK) {
@@ -569,11 +530,8 @@ acg_status acg_pinned_register(acg_device *dev, void *ptr, size_t size) {
                           : size == 0 ? "size is 0"
                                       : "the range wraps around the address space");
     }
-    pthread_mutex_lock(&dev->lock);
-    acg_status st = acg__invalidate_device_captures(dev, fn);
-    if (st != ACG_OK) {
-        goto out_unlock;
-    }
+    ACG__TRY(acg__device_lock_op(dev, fn));
+    acg_status st = ACG_OK;
     if (!dev->cap.pinned_register || acg__env_flag("ACG_NO_PINNED")) {
         st = acg__error(ACG_ERR_UNSUPPORTED,
                         "%s: %s cannot page-lock memory it did not allocate (%s); copies treat "
@@ -628,18 +586,13 @@ bool acg_pinned_contains(const acg_device *dev, const void *ptr, size_t size) {
 /* Checks a host transfer: stream, buffer of its device, host pointer, size, range. */
 static acg_status check_transfer(const acg_stream *s, const acg_buffer *buf, size_t offset,
                                  const void *host, size_t size, const char *fn) {
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(buf, s->dev, fn, "buffer");
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(acg__check_buffer(buf, s->dev, fn, "buffer"));
+    if (host == NULL || size == 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                          host == NULL ? "host pointer is NULL" : "size is 0");
     }
-    if (st == ACG_OK && (host == NULL || size == 0)) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                        host == NULL ? "host pointer is NULL" : "size is 0");
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(buf, offset, size, fn, "buffer");
-    }
-    return st;
+    return acg__check_range(buf, offset, size, fn, "buffer");
 }
 
 static acg_status h2d_eager(acg_stream *s, const acg__node *n) {
@@ -660,61 +613,50 @@ static acg_status fill_eager(acg_stream *s, const acg__node *n) {
     return s->dev->vt->fill(s->impl, n->dst_mem, n->dst_off, n->size, n->pattern, n->pattern_size);
 }
 
+/* A copy between buffer memory and host memory: into buf (h2d) or out of it (d2h). */
+static acg_status copy_host(acg_stream *s, acg_node_kind kind, const acg_buffer *buf, size_t offset,
+                            const void *host, size_t size, const char *fn) {
+    ACG__TRY(check_transfer(s, buf, offset, host, size, fn));
+    acg__node n = {.kind = kind,
+                   .host = (void *)host,
+                   .host_pinned = acg__pinned_use(s->dev, host, size, s->use_bit),
+                   .size = size,
+                   .n_buffers = 1,
+                   .buffers = {buf}};
+    if (kind == ACG_NODE_COPY_H2D) {
+        n.dst_mem = buf->mem;
+        n.dst_off = buf->offset + offset;
+        return acg__submit(s, fn, &n, h2d_eager);
+    }
+    n.src_mem = buf->mem;
+    n.src_off = buf->offset + offset;
+    return acg__submit(s, fn, &n, d2h_eager);
+}
+
 acg_status acg_copy_h2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const void *src,
                         size_t size) {
     ACG__CALL_SCOPE;
-    static const char fn[] = "acg_copy_h2d";
-    ACG__TRY(check_transfer(s, dst, dst_offset, src, size, fn));
-    acg__node n = {.kind = ACG_NODE_COPY_H2D,
-                   .dst_mem = dst->mem,
-                   .dst_off = dst->offset + dst_offset,
-                   .host = (void *)src,
-                   .host_pinned = acg__pinned_use(s->dev, src, size, s->use_bit),
-                   .size = size,
-                   .n_buffers = 1,
-                   .buffers = {dst}};
-    return acg__submit(s, fn, &n, h2d_eager);
+    return copy_host(s, ACG_NODE_COPY_H2D, dst, dst_offset, src, size, "acg_copy_h2d");
 }
 
 acg_status acg_copy_d2h(acg_stream *s, void *dst, const acg_buffer *src, size_t src_offset,
                         size_t size) {
     ACG__CALL_SCOPE;
-    static const char fn[] = "acg_copy_d2h";
-    ACG__TRY(check_transfer(s, src, src_offset, dst, size, fn));
-    acg__node n = {.kind = ACG_NODE_COPY_D2H,
-                   .src_mem = src->mem,
-                   .src_off = src->offset + src_offset,
-                   .host = dst,
-                   .host_pinned = acg__pinned_use(s->dev, dst, size, s->use_bit),
-                   .size = size,
-                   .n_buffers = 1,
-                   .buffers = {src}};
-    return acg__submit(s, fn, &n, d2h_eager);
+    return copy_host(s, ACG_NODE_COPY_D2H, src, src_offset, dst, size, "acg_copy_d2h");
 }
 
 acg_status acg_copy_d2d(acg_stream *s, acg_buffer *dst, size_t dst_offset, const acg_buffer *src,
                         size_t src_offset, size_t size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_copy_d2d";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(dst, s->dev, fn, "dst");
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(acg__check_buffer(dst, s->dev, fn, "dst"));
+    ACG__TRY(acg__check_buffer(src, s->dev, fn, "src"));
+    if (size == 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
     }
-    if (st == ACG_OK) {
-        st = acg__check_buffer(src, s->dev, fn, "src");
-    }
-    if (st == ACG_OK && size == 0) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: size is 0", fn);
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(dst, dst_offset, size, fn, "dst");
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(src, src_offset, size, fn, "src");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_range(dst, dst_offset, size, fn, "dst"));
+    ACG__TRY(acg__check_range(src, src_offset, size, fn, "src"));
     size_t d = dst->offset + dst_offset, o = src->offset + src_offset;
     if (dst->mem == src->mem && d < o + size && o < d + size) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: source and destination overlap", fn);
@@ -734,25 +676,18 @@ acg_status acg_fill(acg_stream *s, acg_buffer *dst, size_t offset, size_t size, 
                     size_t pattern_size) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_fill";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = acg__check_buffer(dst, s->dev, fn, "dst");
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(acg__check_buffer(dst, s->dev, fn, "dst"));
+    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: pattern_size %zu is not 1, 2 or 4", fn,
+                          pattern_size);
     }
-    if (st == ACG_OK && (pattern_size != 1 && pattern_size != 2 && pattern_size != 4)) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: pattern_size %zu is not 1, 2 or 4", fn,
-                        pattern_size);
+    if (size == 0 || offset % pattern_size || size % pattern_size) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: offset %zu and size %zu must be non-zero multiples of %zu", fn,
+                          offset, size, pattern_size);
     }
-    if (st == ACG_OK && (size == 0 || offset % pattern_size || size % pattern_size)) {
-        st = acg__error(ACG_ERR_INVALID_ARGUMENT,
-                        "%s: offset %zu and size %zu must be non-zero multiples of %zu", fn, offset,
-                        size, pattern_size);
-    }
-    if (st == ACG_OK) {
-        st = acg__check_range(dst, offset, size, fn, "dst");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_range(dst, offset, size, fn, "dst"));
     if (pattern_size < 4) {
         pattern &= (1u << (8 * pattern_size)) - 1;
     }

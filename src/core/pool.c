@@ -8,9 +8,9 @@
 #define MIN_CHUNK ((size_t)256 * 1024)
 
 acg_status acg__pool_new(acg_device *dev, bool is_private, acg_graph_pool **out, const char *fn) {
-    acg_graph_pool *pool = acg__calloc(1, sizeof *pool);
+    acg_graph_pool *pool = acg__new(sizeof *pool, fn);
     if (pool == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     pool->dev = dev;
     pool->is_private = is_private;
@@ -86,9 +86,9 @@ acg_status acg__pool_carve(acg__capture *c, size_t size, acg_buffer **out) {
     if (!acg__grow((void **)&c->scratch, &c->cap_scratch, c->n_scratch + 1, sizeof *c->scratch)) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    acg_buffer *b = acg__calloc(1, sizeof *b);
+    acg_buffer *b = acg__new(sizeof *b, fn);
     if (b == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     b->dev = dev;
     b->mem = pool->chunks[at].mem;
@@ -115,13 +115,11 @@ static acg_status check_pool(const acg_graph_pool *pool, const char *fn) {
 
 acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
     ACG__CALL_SCOPE;
-    ACG__TRY(acg__check_device_usable(dev, "acg_graph_pool_create"));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_pool_create: out is NULL");
-    }
+    static const char fn[] = "acg_graph_pool_create";
+    ACG__TRY(acg__check_create(dev, out, fn));
     pthread_mutex_lock(&dev->lock);
     acg_graph_pool *pool = NULL;
-    acg_status st = acg__pool_new(dev, false, &pool, "acg_graph_pool_create");
+    acg_status st = acg__pool_new(dev, false, &pool, fn);
     if (st != ACG_OK) {
         pthread_mutex_unlock(&dev->lock);
         return st;
@@ -133,7 +131,7 @@ acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
         dev->n_pools--;
         acg__pool_free(pool);
         pthread_mutex_unlock(&dev->lock);
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_graph_pool_create: out of memory");
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     pthread_mutex_unlock(&dev->lock);
     *out = pool;
@@ -169,10 +167,9 @@ acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
 
 acg_status acg_graph_pool_get_bytes(const acg_graph_pool *pool, size_t *out) {
     ACG__CALL_SCOPE;
-    ACG__TRY(check_pool(pool, "acg_graph_pool_get_bytes"));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_graph_pool_get_bytes: out is NULL");
-    }
+    static const char fn[] = "acg_graph_pool_get_bytes";
+    ACG__TRY(check_pool(pool, fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     pthread_mutex_lock(&pool->dev->lock);
     *out = pool->bytes;
     pthread_mutex_unlock(&pool->dev->lock);

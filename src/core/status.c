@@ -60,6 +60,10 @@ acg_status acg_set_last_error(acg_status status, const char *fmt, ...) {
     return status;
 }
 
+acg_status acg__check_arg(const void *p, const char *name, const char *fn) {
+    return p != NULL ? ACG_OK : acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
+}
+
 uint64_t acg__error_serial(void) { return error_serial; }
 
 void acg__error_copy(char *buf, size_t size) {

@@ -4,11 +4,7 @@
 #include "core/acg-impl.h"
 
 static acg_status check_event(const acg_event *e, const char *fn) {
-    if (!acg__handle_use(e, ACG__HANDLE_EVENT)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: event %p is not a live event", fn,
-                          (const void *)e);
-    }
-    return ACG_OK;
+    return acg__check_live(e, ACG__HANDLE_EVENT, "event", "event", fn);
 }
 
 /* ---- streams ----------------------------------------------------------------------------- */
@@ -16,13 +12,10 @@ static acg_status check_event(const acg_event *e, const char *fn) {
 acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_create";
-    ACG__TRY(acg__check_device_usable(dev, fn));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    acg_stream *s = acg__calloc(1, sizeof *s);
+    ACG__TRY(acg__check_create(dev, out, fn));
+    acg_stream *s = acg__new(sizeof *s, fn);
     if (s == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     s->dev = dev;
     acg_status st = acg__device_fault(dev, dev->vt->stream_create(dev->impl, &s->impl));
@@ -116,20 +109,11 @@ acg_device *acg_stream_get_device(const acg_stream *s) {
 acg_status acg_stream_synchronize(acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_synchronize";
-    acg_status st = acg__check_stream_usable(s, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    acg__capture *c = acg__stream_enter(s);
-    if (c != NULL) {
-        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
-                                     "%s on a capturing stream invalidated the capture", fn);
-        acg__stream_leave(s, c);
-        return st;
-    }
+    ACG__TRY(acg__check_stream_usable(s, fn));
+    ACG__TRY(acg__stream_enter_eager(s, "", fn));
     /* Waiting needs no stream lock; other threads keep submitting meanwhile. */
     acg__stream_leave(s, NULL);
-    st = acg__device_fault(s->dev, s->dev->vt->stream_synchronize(s->impl));
+    acg_status st = acg__device_fault(s->dev, s->dev->vt->stream_synchronize(s->impl));
     pthread_mutex_lock(&s->lock);
     pthread_mutex_lock(&s->dev->lock);
     acg__stream_reclaim(s, false);
@@ -141,18 +125,10 @@ acg_status acg_stream_synchronize(acg_stream *s) {
 acg_status acg_stream_query(acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_query";
-    acg_status st = acg__check_stream_usable(s, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    acg__capture *c = acg__stream_enter(s);
-    if (c != NULL) {
-        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
-                                     "%s on a capturing stream invalidated the capture", fn);
-    } else {
-        st = acg__device_fault(s->dev, s->dev->vt->stream_query(s->impl));
-    }
-    acg__stream_leave(s, c);
+    ACG__TRY(acg__check_stream_usable(s, fn));
+    ACG__TRY(acg__stream_enter_eager(s, "", fn));
+    acg_status st = acg__device_fault(s->dev, s->dev->vt->stream_query(s->impl));
+    acg__stream_leave(s, NULL);
     return st;
 }
 
@@ -161,13 +137,10 @@ acg_status acg_stream_query(acg_stream *s) {
 acg_status acg_event_create(acg_device *dev, acg_event **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_event_create";
-    ACG__TRY(acg__check_device_usable(dev, fn));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    acg_event *e = acg__calloc(1, sizeof *e);
+    ACG__TRY(acg__check_create(dev, out, fn));
+    acg_event *e = acg__new(sizeof *e, fn);
     if (e == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     e->dev = dev;
     acg_status st = acg__device_fault(dev, dev->vt->event_create(dev->impl, &e->impl));
@@ -210,6 +183,17 @@ acg_status acg_event_destroy(acg_event *e) {
     return ACG_OK;
 }
 
+/* The last check of a call that orders the event with the stream: both of one device, which
+ * has no latched fault. */
+static acg_status check_event_stream(const acg_event *e, const acg_stream *s, const char *fn) {
+    ACG__TRY(acg__device_check_lost(s->dev, fn));
+    if (e->dev != s->dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s", fn,
+                          e->dev->name, s->dev->name);
+    }
+    return ACG_OK;
+}
+
 /* The live capture the event was recorded in, or NULL (dev->lock held). */
 static acg__capture *event_capture(const acg_event *e) {
     if (e->capture != NULL) {
@@ -224,20 +208,10 @@ static acg__capture *event_capture(const acg_event *e) {
 acg_status acg_event_record(acg_event *e, acg_stream *s) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_event_record";
-    acg_status st = check_event(e, fn);
-    if (st == ACG_OK) {
-        st = acg__check_stream(s, fn);
-    }
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(s->dev, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (e->dev != s->dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s", fn,
-                          e->dev->name, s->dev->name);
-    }
+    ACG__TRY(check_event(e, fn));
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(check_event_stream(e, s, fn));
+    acg_status st = ACG_OK;
     acg__capture *c = acg__stream_enter(s);
     if (c != NULL) {
         /* Inside a capture the event stands for the stream's current frontier. */
@@ -266,21 +240,11 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
 acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_wait_event";
-    acg_status st = acg__check_stream(s, fn);
-    if (st == ACG_OK) {
-        st = check_event(e, fn);
-    }
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(s->dev, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__check_stream(s, fn));
+    ACG__TRY(check_event(e, fn));
+    ACG__TRY(check_event_stream(e, s, fn));
+    acg_status st = ACG_OK;
     acg_device *dev = s->dev;
-    if (e->dev != dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the event belongs to %s, the stream to %s", fn,
-                          e->dev->name, dev->name);
-    }
     acg__capture *c = acg__stream_enter(s);
     if (c == NULL) {
         pthread_mutex_lock(&dev->lock);
@@ -345,21 +309,17 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
 
 /* Querying or waiting for an event of a live capture would wait for work that never runs. */
 static acg_status event_host_wait(acg_event *e, const char *fn, bool block) {
-    acg_status st = check_event(e, fn);
-    if (st == ACG_OK) {
-        st = acg__device_check_lost(e->dev, fn);
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_event(e, fn));
+    ACG__TRY(acg__device_check_lost(e->dev, fn));
     acg_device *dev = e->dev;
     pthread_mutex_lock(&dev->lock);
     acg__capture *c = event_capture(e);
     if (c != NULL) {
-        st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
-                                     "%s on an event recorded in a capture invalidated the "
-                                     "capture",
-                                     fn);
+        acg_status st =
+            acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                    "%s on an event recorded in a capture invalidated the "
+                                    "capture",
+                                    fn);
         pthread_mutex_unlock(&dev->lock);
         return st;
     }

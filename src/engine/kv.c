@@ -17,9 +17,7 @@ typedef struct kv_request {
 } kv_request;
 
 struct acg_kv_cache {
-    acg__life life; /* calls using it (handle.c) */
-    acg_device *dev;
-    pthread_mutex_t lock; /* guards the free list and the requests */
+    acg__engine_obj obj; /* its lock guards the free list and the requests */
     acg_kv_config cfg;
     size_t page_bytes;    /* page_size * kv_dim * elem_bytes */
     acg_buffer *k, *v;    /* (n_layers, n_pages, page_size, kv_dim) elements each */
@@ -30,15 +28,8 @@ struct acg_kv_cache {
 };
 
 static acg_status check_kv(const acg_kv_cache *kv, const char *fn) {
-    if (!acg__handle_use(kv, ACG__HANDLE_KV)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: kv %p is not a live kv cache", fn,
-                          (const void *)kv);
-    }
-    return ACG_OK;
+    return acg__check_live(kv, ACG__HANDLE_KV, "kv", "kv cache", fn);
 }
-
-/* The cache's lock, also from the const getters (it is not part of the cache's value). */
-static pthread_mutex_t *kv_lock(const acg_kv_cache *kv) { return (pthread_mutex_t *)&kv->lock; }
 
 static kv_request *find_request(const acg_kv_cache *kv, uint64_t id) {
     for (uint32_t i = 0; i < kv->n_requests; i++) {
@@ -93,7 +84,7 @@ out_overflow:
 /* Zeroes the sink page of every layer of K and V, and waits for it. */
 static acg_status zero_sink_pages(acg_kv_cache *kv, const char *fn) {
     acg_stream *s = NULL;
-    acg_status st = acg_stream_create(kv->dev, &s);
+    acg_status st = acg_stream_create(kv->obj.dev, &s);
     if (st != ACG_OK) {
         return acg__rethrow(st, fn);
     }
@@ -115,45 +106,28 @@ static acg_status zero_sink_pages(acg_kv_cache *kv, const char *fn) {
     return st;
 }
 
+static const acg__config_kind kv_config =
+    ACG__CONFIG_KIND(acg_kv_config, ACG_KV_CONFIG_INIT, offsetof(acg_kv_config, elem_bytes), false);
+
 acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg_kv_cache **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_cache_create";
-    if (dev == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dev is NULL", fn);
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    if (config == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: config is NULL", fn);
-    }
-    /* From here on config is this library's whole struct, whatever the caller's version. */
-    const acg_kv_config defaults = ACG_KV_CONFIG_INIT;
-    acg_kv_config whole;
-    ACG__TRY(acg__config_read(&whole, sizeof whole, &defaults, config,
-                              offsetof(acg_kv_config, elem_bytes), "acg_kv_config", fn));
-    config = &whole;
+    acg_kv_config c; /* the caller's config, whole whatever its version */
+    ACG__TRY(acg__engine_create_args(dev, out, &kv_config, config, &c, fn));
     size_t page_bytes = 0, bytes = 0;
-    acg_status st = check_config(config, &page_bytes, &bytes, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    acg_kv_cache *kv = acg__calloc(1, sizeof *kv);
+    ACG__TRY(check_config(&c, &page_bytes, &bytes, fn));
+    acg_kv_cache *kv = acg__engine_obj_new(sizeof *kv, dev, fn);
     if (kv == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
-    kv->dev = dev;
-    kv->cfg = *config;
+    kv->cfg = c;
     kv->page_bytes = page_bytes;
-    if (pthread_mutex_init(&kv->lock, NULL) != 0) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: pthread_mutex_init failed", fn);
-        goto out_free_kv;
-    }
-    kv->n_free = config->n_pages - 1;
+    kv->n_free = c.n_pages - 1;
     kv->free_pages = acg__calloc(kv->n_free, sizeof *kv->free_pages);
+    acg_status st = ACG_OK;
     if (kv->free_pages == NULL) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory for %u page ids", fn, kv->n_free);
-        goto out_destroy_lock;
+        goto out_free_kv;
     }
     for (uint32_t i = 0; i < kv->n_free; i++) {
         kv->free_pages[i] = kv->n_free - i; /* page 1 on top */
@@ -170,8 +144,7 @@ acg_status acg_kv_cache_create(acg_device *dev, const acg_kv_config *config, acg
     if ((st = zero_sink_pages(kv, fn)) != ACG_OK) {
         goto out_free_v;
     }
-    if (acg__handle_add(kv, ACG__HANDLE_KV, &kv->life) != ACG_OK) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if ((st = acg__handle_publish(kv, ACG__HANDLE_KV, &kv->obj.life, fn)) != ACG_OK) {
         goto out_free_v;
     }
     *out = kv;
@@ -183,10 +156,8 @@ out_free_k:
     acg__buffer_free_owned(kv->k, kv, fn);
 out_free_list:
     acg__free(kv->free_pages);
-out_destroy_lock:
-    pthread_mutex_destroy(&kv->lock);
 out_free_kv:
-    acg__free(kv);
+    acg__engine_obj_free(&kv->obj);
     return st;
 }
 
@@ -196,11 +167,9 @@ acg_status acg_kv_cache_destroy(acg_kv_cache *kv) {
     if (kv == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_kv(kv, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_kv(kv, fn));
     /* Check both first, so that a refused destroy leaves the cache whole. */
+    acg_status st = ACG_OK;
     if ((kv->k != NULL && (st = acg__buffer_check_free(kv->k, 0, kv, fn)) != ACG_OK) ||
         (kv->v != NULL && (st = acg__buffer_check_free(kv->v, 0, kv, fn)) != ACG_OK)) {
         return st;
@@ -226,9 +195,7 @@ acg_status acg_kv_cache_destroy(acg_kv_cache *kv) {
     }
     acg__free(kv->requests);
     acg__free(kv->free_pages);
-    pthread_mutex_destroy(&kv->lock);
-    acg__handle_remove(kv);
-    acg__free(kv);
+    acg__engine_obj_release(&kv->obj);
     return ACG_OK;
 }
 
@@ -257,12 +224,10 @@ acg_status acg_kv_cache_get_free_pages(const acg_kv_cache *kv, uint32_t *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_cache_get_free_pages";
     ACG__TRY(check_kv(kv, fn));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    pthread_mutex_lock(kv_lock(kv));
+    ACG__TRY(acg__check_arg(out, "out", fn));
+    pthread_mutex_lock(acg__engine_lock(&kv->obj));
     *out = kv->n_free;
-    pthread_mutex_unlock(kv_lock(kv));
+    pthread_mutex_unlock(acg__engine_lock(&kv->obj));
     return ACG_OK;
 }
 
@@ -270,15 +235,11 @@ acg_status acg_kv_request_get_pages(const acg_kv_cache *kv, uint64_t id, const u
                                     uint32_t *n_pages) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_request_get_pages";
-    acg_status st = check_kv(kv, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (pages == NULL || n_pages == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                          pages == NULL ? "pages" : "n_pages");
-    }
-    pthread_mutex_lock(kv_lock(kv));
+    ACG__TRY(check_kv(kv, fn));
+    ACG__TRY(acg__check_arg(pages, "pages", fn));
+    ACG__TRY(acg__check_arg(n_pages, "n_pages", fn));
+    acg_status st = ACG_OK;
+    pthread_mutex_lock(acg__engine_lock(&kv->obj));
     const kv_request *r = find_request(kv, id);
     if (r == NULL) {
         st = acg__error(ACG_ERR_NOT_FOUND, "%s: no request %llu", fn, (unsigned long long)id);
@@ -286,7 +247,7 @@ acg_status acg_kv_request_get_pages(const acg_kv_cache *kv, uint64_t id, const u
         *pages = r->pages;
         *n_pages = r->n_pages;
     }
-    pthread_mutex_unlock(kv_lock(kv));
+    pthread_mutex_unlock(acg__engine_lock(&kv->obj));
     return st;
 }
 
@@ -295,15 +256,13 @@ acg_status acg_kv_request_get_pages(const acg_kv_cache *kv, uint64_t id, const u
 acg_status acg_kv_request_reserve(acg_kv_cache *kv, uint64_t id, uint32_t tokens) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_request_reserve";
-    acg_status st = check_kv(kv, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_kv(kv, fn));
     if (tokens == 0) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: tokens is 0", fn);
     }
+    acg_status st = ACG_OK;
     uint32_t need = (uint32_t)(((uint64_t)tokens + kv->cfg.page_size - 1) / kv->cfg.page_size);
-    pthread_mutex_lock(&kv->lock);
+    pthread_mutex_lock(&kv->obj.lock);
     kv_request *r = find_request(kv, id);
     kv_request fresh = {.id = id};
     kv_request *dst = r != NULL ? r : &fresh;
@@ -334,18 +293,16 @@ acg_status acg_kv_request_reserve(acg_kv_cache *kv, uint64_t id, uint32_t tokens
         kv->requests[kv->n_requests++] = fresh;
     }
 out_unlock:
-    pthread_mutex_unlock(&kv->lock);
+    pthread_mutex_unlock(&kv->obj.lock);
     return st;
 }
 
 acg_status acg_kv_request_release(acg_kv_cache *kv, uint64_t id) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_kv_request_release";
-    acg_status st = check_kv(kv, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    pthread_mutex_lock(&kv->lock);
+    ACG__TRY(check_kv(kv, fn));
+    acg_status st = ACG_OK;
+    pthread_mutex_lock(&kv->obj.lock);
     kv_request *r = find_request(kv, id);
     if (r == NULL) {
         st = acg__error(ACG_ERR_NOT_FOUND, "%s: no request %llu", fn, (unsigned long long)id);
@@ -358,6 +315,6 @@ acg_status acg_kv_request_release(acg_kv_cache *kv, uint64_t id) {
     acg__free(r->pages);
     *r = kv->requests[--kv->n_requests];
 out_unlock:
-    pthread_mutex_unlock(&kv->lock);
+    pthread_mutex_unlock(&kv->obj.lock);
     return st;
 }

@@ -17,9 +17,7 @@
 _Static_assert(ACG_KV_SINK_PAGE == 0, "the empty plan is all zeros");
 
 struct acg_attn_plan {
-    acg__life life; /* calls using it (handle.c) */
-    acg_device *dev;
-    pthread_mutex_t lock; /* one build at a time; guards the host arrays and stats */
+    acg__engine_obj obj; /* its lock: one build at a time; guards the host arrays and stats */
     acg_attn_plan_config cfg;
     uint32_t table_width;
     size_t n_ints;           /* int32 elements of the metadata buffer */
@@ -37,11 +35,7 @@ struct acg_attn_plan {
 static bool plan_live(const acg_attn_plan *plan) { return acg__handle_use(plan, ACG__HANDLE_PLAN); }
 
 static acg_status check_plan(const acg_attn_plan *plan, const char *fn) {
-    if (!plan_live(plan)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: plan %p is not a live plan", fn,
-                          (const void *)plan);
-    }
-    return ACG_OK;
+    return acg__check_live(plan, ACG__HANDLE_PLAN, "plan", "plan", fn);
 }
 
 /* ---- create and destroy ------------------------------------------------------------------- */
@@ -73,7 +67,7 @@ static acg_status check_config(const acg_attn_plan_config *cfg, uint32_t *table_
 /* Makes the buffer an empty plan (all zeros) and waits for it. */
 static acg_status zero_metadata(acg_attn_plan *plan, const char *fn) {
     acg_stream *s = NULL;
-    acg_status st = acg_stream_create(plan->dev, &s);
+    acg_status st = acg_stream_create(plan->obj.dev, &s);
     if (st == ACG_OK) {
         st = acg_fill(s, plan->metadata, 0, plan->n_ints * sizeof(int32_t), 0, 4);
         acg_status sst = acg_stream_synchronize(s);
@@ -112,45 +106,28 @@ static acg_status free_buffers(acg_attn_plan *plan, const char *fn) {
     return ACG_OK;
 }
 
+static const acg__config_kind plan_config = ACG__CONFIG_KIND(
+    acg_attn_plan_config, ACG_ATTN_PLAN_CONFIG_INIT, sizeof(acg_attn_plan_config), false);
+
 acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *config,
                                 acg_attn_plan **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_create";
-    if (dev == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dev is NULL", fn);
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    if (config == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: config is NULL", fn);
-    }
-    /* From here on config is this library's whole struct, whatever the caller's version. */
-    const acg_attn_plan_config defaults = ACG_ATTN_PLAN_CONFIG_INIT;
-    acg_attn_plan_config whole;
-    ACG__TRY(acg__config_read(&whole, sizeof whole, &defaults, config, sizeof whole,
-                              "acg_attn_plan_config", fn));
-    config = &whole;
+    acg_attn_plan_config c; /* the caller's config, whole whatever its version */
+    ACG__TRY(acg__engine_create_args(dev, out, &plan_config, config, &c, fn));
     uint32_t tw = 0;
     size_t n_ints = 0;
-    acg_status st = check_config(config, &tw, &n_ints, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
-    acg_attn_plan *plan = acg__calloc(1, sizeof *plan);
+    ACG__TRY(check_config(&c, &tw, &n_ints, fn));
+    acg_attn_plan *plan = acg__engine_obj_new(sizeof *plan, dev, fn);
     if (plan == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
-    plan->dev = dev;
-    plan->cfg = *config;
+    plan->cfg = c;
     plan->table_width = tw;
     plan->n_ints = n_ints;
-    if (pthread_mutex_init(&plan->lock, NULL) != 0) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: pthread_mutex_init failed", fn);
-        goto out_free_plan;
-    }
     plan->packed = acg__alloc(n_ints * sizeof(int32_t));
     plan->held = acg__alloc(n_ints * sizeof(int32_t));
+    acg_status st = ACG_OK;
     if (plan->packed == NULL || plan->held == NULL) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes of metadata", fn,
                         n_ints * sizeof(int32_t));
@@ -160,9 +137,9 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
         acg__rethrow(st, fn);
         goto out_free_host;
     }
-    size_t bt = (size_t)config->batch * tw * sizeof(int32_t);
-    size_t qo = ((size_t)config->batch + 1) * sizeof(int32_t);
-    size_t kl = (size_t)config->batch * sizeof(int32_t);
+    size_t bt = (size_t)c.batch * tw * sizeof(int32_t);
+    size_t qo = ((size_t)c.batch + 1) * sizeof(int32_t);
+    size_t kl = (size_t)c.batch * sizeof(int32_t);
     /* The plan's own buffers: acg_buffer_free refuses them. */
     static const char what[] = "attention plan";
     st = acg__buffer_alloc_owned(dev, n_ints * sizeof(int32_t), plan, what, &plan->metadata);
@@ -182,8 +159,7 @@ acg_status acg_attn_plan_create(acg_device *dev, const acg_attn_plan_config *con
     if ((st = zero_metadata(plan, fn)) != ACG_OK) {
         goto out_free_buffers;
     }
-    if (acg__handle_add(plan, ACG__HANDLE_PLAN, &plan->life) != ACG_OK) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if ((st = acg__handle_publish(plan, ACG__HANDLE_PLAN, &plan->obj.life, fn)) != ACG_OK) {
         goto out_free_buffers;
     }
     *out = plan;
@@ -195,9 +171,7 @@ out_free_buffers:
 out_free_host:
     acg__free(plan->held);
     acg__free(plan->packed);
-    pthread_mutex_destroy(&plan->lock);
-out_free_plan:
-    acg__free(plan);
+    acg__engine_obj_free(&plan->obj);
     return st;
 }
 
@@ -207,24 +181,18 @@ acg_status acg_attn_plan_destroy(acg_attn_plan *plan) {
     if (plan == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_plan(plan, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_plan(plan, fn));
     /* Wait for other threads' calls on the plan to return; later ones are refused. */
-    if ((st = acg__retire(plan, ACG__HANDLE_PLAN, fn, "attention plan")) != ACG_OK) {
-        return st;
-    }
-    if ((st = free_buffers(plan, fn)) != ACG_OK) {
+    ACG__TRY(acg__retire(plan, ACG__HANDLE_PLAN, fn, "attention plan"));
+    acg_status st = free_buffers(plan, fn);
+    if (st != ACG_OK) {
         acg__handle_restore(plan);
         return st;
     }
     acg_event_destroy(plan->event);
     acg__free(plan->held);
     acg__free(plan->packed);
-    pthread_mutex_destroy(&plan->lock);
-    acg__handle_remove(plan);
-    acg__free(plan);
+    acg__engine_obj_release(&plan->obj);
     return ACG_OK;
 }
 
@@ -306,43 +274,26 @@ acg_status acg_attn_plan_build(acg_attn_plan *plan, acg_stager *stager, acg_stre
                                const acg_attn_row *rows, uint32_t n_rows) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_build";
-    acg_status st = check_plan(plan, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_plan(plan, fn));
     acg_device *sdev = acg__stager_device(stager);
     if (sdev == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: the stager is not live", fn);
     }
-    if (sdev != plan->dev) {
+    if (sdev != plan->obj.dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stager belongs to %s, the plan to %s", fn,
-                          acg__device_name(sdev), acg__device_name(plan->dev));
+                          acg__device_name(sdev), acg__device_name(plan->obj.dev));
     }
     /* The stream is checked here, not only by the upload: an unchanged build uploads nothing
      * but must refuse the same streams. The check holds it until this call returns. */
-    if ((st = acg__check_stream(stream, fn)) != ACG_OK) {
-        return st;
-    }
-    if (acg__stream_device(stream) != plan->dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, the plan to %s", fn,
-                          acg__device_name(acg__stream_device(stream)),
-                          acg__device_name(plan->dev));
-    }
-    acg_capture_state cs = ACG_CAPTURE_NONE;
-    if ((st = acg_stream_get_capture_state(stream, &cs)) != ACG_OK) {
-        return acg__rethrow(st, fn);
-    }
-    if (cs != ACG_CAPTURE_NONE) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s: the stream is capturing; plans are built before a capture, into "
-                          "the buffers the graph reads",
-                          fn);
-    }
+    ACG__TRY(acg__engine_check_stream(stream, &plan->obj, "plan", fn));
+    ACG__TRY(acg__engine_refuse_capture(
+        stream, "plans are built before a capture, into the buffers the graph reads", fn));
     if (plan->block_table == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: the plan is being destroyed", fn);
     }
     ACG__TRY(check_rows(plan, rows, n_rows, fn));
-    pthread_mutex_lock(&plan->lock);
+    acg_status st = ACG_OK;
+    pthread_mutex_lock(&plan->obj.lock);
     pack_rows(plan, rows, n_rows);
     const size_t bytes = plan->n_ints * sizeof(int32_t);
     /* The lengths and offsets at the end change most often: compare them first. */
@@ -374,7 +325,7 @@ acg_status acg_attn_plan_build(acg_attn_plan *plan, acg_stager *stager, acg_stre
     plan->stats.builds++;
     plan->stats.uploads++;
 out_unlock:
-    pthread_mutex_unlock(&plan->lock);
+    pthread_mutex_unlock(&plan->obj.lock);
     return st;
 }
 
@@ -389,9 +340,7 @@ acg_status acg_attn_plan_get_views(const acg_attn_plan *plan, acg_attn_plan_view
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_get_views";
     ACG__TRY(check_plan(plan, fn));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(out, "out", fn));
     if (plan->block_table == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: the plan is being destroyed", fn);
     }
@@ -409,12 +358,6 @@ acg_status acg_attn_plan_get_stats(const acg_attn_plan *plan, acg_attn_plan_stat
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_attn_plan_get_stats";
     ACG__TRY(check_plan(plan, fn));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    pthread_mutex_t *lock = (pthread_mutex_t *)&plan->lock; /* not part of the plan's value */
-    pthread_mutex_lock(lock);
-    acg_attn_plan_stats stats = plan->stats;
-    pthread_mutex_unlock(lock);
-    return acg__output_write(out, &stats, sizeof stats, "acg_attn_plan_stats", fn);
+    return acg__engine_write_stats(&plan->obj, &plan->stats, sizeof plan->stats, out,
+                                   "acg_attn_plan_stats", fn);
 }

@@ -129,10 +129,7 @@ static acg_status check_lease(acg_runner *r, const acg_lease *lease, const char 
 acg_status acg_runner_lease(acg_runner *r, uint32_t b, acg_lease *out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_lease";
-    acg_status st0 = acg__runner_check(r, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__runner_check(r, fn));
     if (out == NULL || b >= r->n_buckets) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
                           out == NULL ? "out is NULL" : "no such bucket");
@@ -197,14 +194,9 @@ static void trace_run_begin(acg__trace_span *sp, const acg_runner *r, const acg_
 acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *stream) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_run";
-    acg_status st0 = acg__runner_check(r, fn);
-    if (st0 != ACG_OK) {
-        return st0;
-    }
-    acg_status st = check_lease(r, lease, fn, false);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(acg__runner_check(r, fn));
+    ACG__TRY(check_lease(r, lease, fn, false));
+    acg_status st = ACG_OK;
     acg__trace_span span = {NULL, 0, false};
     if (acg__trace_on(ACG_TRACE_ENGINE)) {
         trace_run_begin(&span, r, lease);
@@ -231,22 +223,15 @@ acg_status acg_runner_run(acg_runner *r, const acg_lease *lease, acg_stream *str
 acg_status acg_runner_release(acg_runner *r, acg_lease *lease) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_release";
-    acg_status st = acg__runner_check(r, fn);
-    if (st == ACG_OK) {
-        st = check_lease(r, lease, fn, true);
-    }
-    if (st == ACG_OK) {
-        memset(lease, 0, sizeof *lease);
-    }
-    return st;
+    ACG__TRY(acg__runner_check(r, fn));
+    ACG__TRY(check_lease(r, lease, fn, true));
+    memset(lease, 0, sizeof *lease);
+    return ACG_OK;
 }
 
 acg_status acg_runner_get_report(const acg_runner *r, uint32_t b, acg_bucket_report *out) {
     ACG__CALL_SCOPE;
-    acg_status st0 = acg__runner_check(r, "acg_runner_get_report");
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__runner_check(r, "acg_runner_get_report"));
     if (out == NULL || b >= r->n_buckets) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_report: bad bucket or out");
     }
@@ -261,10 +246,7 @@ uint32_t acg_runner_get_bucket_count(const acg_runner *r) {
 
 acg_status acg_runner_get_pool_bytes(const acg_runner *r, size_t *out) {
     ACG__CALL_SCOPE;
-    acg_status st0 = acg__runner_check(r, "acg_runner_get_pool_bytes");
-    if (st0 != ACG_OK) {
-        return st0;
-    }
+    ACG__TRY(acg__runner_check(r, "acg_runner_get_pool_bytes"));
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_runner_get_pool_bytes: out is NULL");
     }

@@ -29,9 +29,7 @@ typedef struct mirror_entry {
 } mirror_entry;
 
 struct acg_stager {
-    acg__life life; /* calls using it (handle.c) */
-    acg_device *dev;
-    pthread_mutex_t lock; /* guards everything below; held across waits and copies */
+    acg__engine_obj obj; /* its lock guards everything below; held across waits and copies */
     bool mirror;
     uint32_t depth;
     size_t buffer_bytes;
@@ -48,18 +46,87 @@ acg_status acg__rethrow(acg_status st, const char *fn) {
     return acg__error(st, "%s: %s", fn, detail);
 }
 
-static bool stager_live(const acg_stager *sg) { return acg__handle_use(sg, ACG__HANDLE_STAGER); }
+acg_status acg__engine_create_args(const acg_device *dev, const void *out,
+                                   const acg__config_kind *kind, const void *config, void *dst,
+                                   const char *fn) {
+    if (dev == NULL) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dev is NULL", fn);
+    }
+    ACG__TRY(acg__check_arg(out, "out", fn));
+    if (config == NULL && kind->optional) {
+        memcpy(dst, kind->defaults, kind->size);
+        return ACG_OK;
+    }
+    ACG__TRY(acg__check_arg(config, "config", fn));
+    return acg__config_read(dst, kind->size, kind->defaults, config, kind->min_size, kind->name,
+                            fn);
+}
 
-static acg_status check_stager(const acg_stager *sg, const char *fn) {
-    if (!stager_live(sg)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: stager %p is not a live stager", fn,
-                          (const void *)sg);
+void *acg__engine_obj_new(size_t size, acg_device *dev, const char *fn) {
+    acg__engine_obj *obj = acg__new(size, fn);
+    if (obj == NULL) {
+        return NULL;
+    }
+    obj->dev = dev;
+    if (pthread_mutex_init(&obj->lock, NULL) != 0) {
+        acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: pthread_mutex_init failed", fn);
+        acg__free(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+void acg__engine_obj_free(acg__engine_obj *obj) {
+    pthread_mutex_destroy(&obj->lock);
+    acg__free(obj);
+}
+
+void acg__engine_obj_release(acg__engine_obj *obj) {
+    acg__handle_remove(obj);
+    acg__engine_obj_free(obj);
+}
+
+acg_status acg__engine_check_stream(acg_stream *stream, const acg__engine_obj *obj,
+                                    const char *what, const char *fn) {
+    ACG__TRY(acg__check_stream(stream, fn));
+    if (acg__stream_device(stream) != obj->dev) {
+        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, the %s to %s", fn,
+                          acg__device_name(acg__stream_device(stream)), what,
+                          acg__device_name(obj->dev));
     }
     return ACG_OK;
 }
 
+acg_status acg__engine_refuse_capture(acg_stream *stream, const char *why, const char *fn) {
+    acg_capture_state cs = ACG_CAPTURE_NONE;
+    acg_status st = acg_stream_get_capture_state(stream, &cs);
+    if (st != ACG_OK) {
+        return acg__rethrow(st, fn);
+    }
+    if (cs != ACG_CAPTURE_NONE) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: the stream is capturing; %s", fn, why);
+    }
+    return ACG_OK;
+}
+
+acg_status acg__engine_write_stats(const acg__engine_obj *obj, const void *stats, size_t size,
+                                   void *out, const char *what, const char *fn) {
+    /* Checked first, so that no error is set (and logged) under the lock. */
+    ACG__TRY(acg__output_check(out, size, what, fn));
+    pthread_mutex_lock(acg__engine_lock(obj));
+    acg_status st = acg__output_write(out, stats, size, what, fn);
+    pthread_mutex_unlock(acg__engine_lock(obj));
+    return st;
+}
+
+static bool stager_live(const acg_stager *sg) { return acg__handle_use(sg, ACG__HANDLE_STAGER); }
+
+static acg_status check_stager(const acg_stager *sg, const char *fn) {
+    return acg__check_live(sg, ACG__HANDLE_STAGER, "stager", "stager", fn);
+}
+
 acg_device *acg__stager_device(const acg_stager *stager) {
-    return stager_live(stager) ? stager->dev : NULL;
+    return stager_live(stager) ? stager->obj.dev : NULL;
 }
 
 /* ---- create and destroy ------------------------------------------------------------------- */
@@ -100,48 +167,31 @@ static void mirror_clear(acg_stager *sg) {
     sg->n_entries = 0;
 }
 
+static const acg__config_kind stager_config = ACG__CONFIG_KIND(
+    acg_stager_config, ACG_STAGER_CONFIG_INIT, offsetof(acg_stager_config, depth), true);
+
 acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config, acg_stager **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_create";
-    const acg_stager_config defaults = ACG_STAGER_CONFIG_INIT;
-    acg_stager_config c = defaults;
-    const acg_stager_config *cfg = &c;
-    if (dev == NULL) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dev is NULL", fn);
-    }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    if (config != NULL) {
-        acg_status st =
-            acg__config_read(&c, sizeof c, &defaults, config, offsetof(acg_stager_config, depth),
-                             "acg_stager_config", fn);
-        if (st != ACG_OK) {
-            return st;
-        }
-    }
-    if (cfg->depth == 0 || cfg->buffer_bytes == 0) {
+    acg_stager_config c; /* the caller's config (or the defaults), whole whatever its version */
+    ACG__TRY(acg__engine_create_args(dev, out, &stager_config, config, &c, fn));
+    if (c.depth == 0 || c.buffer_bytes == 0) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s", fn,
-                          cfg->depth == 0 ? "depth is 0" : "buffer_bytes is 0");
+                          c.depth == 0 ? "depth is 0" : "buffer_bytes is 0");
     }
-    acg_stager *sg = acg__calloc(1, sizeof *sg);
+    acg_stager *sg = acg__engine_obj_new(sizeof *sg, dev, fn);
     if (sg == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     acg_status st = ACG_OK;
-    if (pthread_mutex_init(&sg->lock, NULL) != 0) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: pthread_mutex_init failed", fn);
-        goto out_free_stager;
-    }
-    sg->ring = acg__calloc(cfg->depth, sizeof *sg->ring);
+    sg->ring = acg__calloc(c.depth, sizeof *sg->ring);
     if (sg->ring == NULL) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-        goto out_destroy_lock;
+        goto out_free_stager;
     }
-    sg->dev = dev;
-    sg->mirror = cfg->mirror;
-    sg->buffer_bytes = cfg->buffer_bytes;
-    for (sg->depth = 0; sg->depth < cfg->depth; sg->depth++) {
+    sg->mirror = c.mirror;
+    sg->buffer_bytes = c.buffer_bytes;
+    for (sg->depth = 0; sg->depth < c.depth; sg->depth++) {
         ring_buffer *rb = &sg->ring[sg->depth];
         st = acg_pinned_alloc(dev, sg->buffer_bytes, &rb->host);
         if (st == ACG_OK) {
@@ -156,8 +206,7 @@ acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config, a
             goto out_release_ring;
         }
     }
-    if (acg__handle_add(sg, ACG__HANDLE_STAGER, &sg->life) != ACG_OK) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if ((st = acg__handle_publish(sg, ACG__HANDLE_STAGER, &sg->obj.life, fn)) != ACG_OK) {
         goto out_release_ring;
     }
     *out = sg;
@@ -166,10 +215,8 @@ acg_status acg_stager_create(acg_device *dev, const acg_stager_config *config, a
 out_release_ring:
     ring_release(sg); /* nothing was queued: it cannot fail */
     acg__free(sg->ring);
-out_destroy_lock:
-    pthread_mutex_destroy(&sg->lock);
 out_free_stager:
-    acg__free(sg);
+    acg__engine_obj_free(&sg->obj);
     return st;
 }
 
@@ -179,21 +226,14 @@ acg_status acg_stager_destroy(acg_stager *stager) {
     if (stager == NULL) {
         return ACG_OK;
     }
-    acg_status st = check_stager(stager, fn);
-    if (st == ACG_OK) {
-        /* Freeing pinned memory would invalidate the capture: refuse with nothing touched. */
-        st = acg__device_check_not_capturing(stager->dev, fn);
-    }
-    if (st == ACG_OK) {
-        /* Waits for other threads' calls on the stager (an upload) to return. */
-        st = acg__retire(stager, ACG__HANDLE_STAGER, fn, "stager");
-    }
-    if (st != ACG_OK) {
-        return st;
-    }
-    pthread_mutex_lock(&stager->lock);
-    st = ring_release(stager);
-    pthread_mutex_unlock(&stager->lock);
+    ACG__TRY(check_stager(stager, fn));
+    /* Freeing pinned memory would invalidate the capture: refuse with nothing touched. */
+    ACG__TRY(acg__device_check_not_capturing(stager->obj.dev, fn));
+    /* Waits for other threads' calls on the stager (an upload) to return. */
+    ACG__TRY(acg__retire(stager, ACG__HANDLE_STAGER, fn, "stager"));
+    pthread_mutex_lock(&stager->obj.lock);
+    acg_status st = ring_release(stager);
+    pthread_mutex_unlock(&stager->obj.lock);
     if (st != ACG_OK) {
         acg__handle_restore(stager);
         return acg__rethrow(st, fn); /* what is left stays usable for another try */
@@ -201,9 +241,7 @@ acg_status acg_stager_destroy(acg_stager *stager) {
     mirror_clear(stager);
     acg__free(stager->entries);
     acg__free(stager->ring);
-    pthread_mutex_destroy(&stager->lock);
-    acg__handle_remove(stager);
-    acg__free(stager);
+    acg__engine_obj_release(&stager->obj);
     return ACG_OK;
 }
 
@@ -246,7 +284,7 @@ static acg_status ring_grow(acg_stager *sg, size_t need, const char *fn) {
     }
     uint32_t made = 0;
     for (; made < sg->depth; made++) {
-        st = acg_pinned_alloc(sg->dev, bytes, &fresh[made]);
+        st = acg_pinned_alloc(sg->obj.dev, bytes, &fresh[made]);
         if (st != ACG_OK) {
             acg__rethrow(st, fn);
             goto out_free_fresh;
@@ -358,16 +396,11 @@ static acg_status check_upload(const acg_stager *sg, acg_stream *stream, const a
     }
     /* The checks hold dst and the stream until the calling function returns. */
     ACG__TRY(acg__check_buffer(dst, NULL, fn, "dst"));
-    if (acg__buffer_device(dst) != sg->dev) {
+    if (acg__buffer_device(dst) != sg->obj.dev) {
         return acg__error(ACG_ERR_WRONG_DEVICE, "%s: dst belongs to %s, the stager to %s", fn,
-                          acg__device_name(acg__buffer_device(dst)), acg__device_name(sg->dev));
+                          acg__device_name(acg__buffer_device(dst)), acg__device_name(sg->obj.dev));
     }
-    ACG__TRY(acg__check_stream(stream, fn));
-    if (acg__stream_device(stream) != sg->dev) {
-        return acg__error(ACG_ERR_WRONG_DEVICE, "%s: the stream belongs to %s, the stager to %s",
-                          fn, acg__device_name(acg__stream_device(stream)),
-                          acg__device_name(sg->dev));
-    }
+    ACG__TRY(acg__engine_check_stream(stream, &sg->obj, "stager", fn));
     size_t size = acg_buffer_get_size(dst);
     if (padded_n > SIZE_MAX / elem_size || dst_offset > size ||
         padded_n * elem_size > size - dst_offset) {
@@ -375,18 +408,11 @@ static acg_status check_upload(const acg_stager *sg, acg_stream *stream, const a
                           "%s: %zu elements of %zu bytes at offset %zu leave the %zu-byte dst", fn,
                           padded_n, elem_size, dst_offset, size);
     }
-    acg_capture_state cs = ACG_CAPTURE_NONE;
-    acg_status st = acg_stream_get_capture_state(stream, &cs);
-    if (st != ACG_OK) {
-        return acg__rethrow(st, fn);
-    }
-    if (cs != ACG_CAPTURE_NONE) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s: the stream is capturing; a captured copy would read the ring "
-                          "buffer at every replay, after the ring reused it (upload before the "
-                          "capture, or into a static buffer the graph reads)",
-                          fn);
-    }
+    ACG__TRY(acg__engine_refuse_capture(stream,
+                                        "a captured copy would read the ring buffer at every "
+                                        "replay, after the ring reused it (upload before the "
+                                        "capture, or into a static buffer the graph reads)",
+                                        fn));
     *bytes = padded_n * elem_size;
     return ACG_OK;
 }
@@ -409,7 +435,7 @@ static acg_status upload(acg_stager *sg, acg_stream *stream, acg_buffer *dst, si
         return st;
     }
     done->bytes = bytes;
-    pthread_mutex_lock(&sg->lock);
+    pthread_mutex_lock(&sg->obj.lock);
     uint64_t waits = sg->stats.waits;
     mirror_entry *hit = NULL;
     if (sg->mirror && use_mirror) {
@@ -467,14 +493,14 @@ static acg_status upload(acg_stager *sg, acg_stream *stream, acg_buffer *dst, si
             .dst = dst, .offset = dst_offset, .size = bytes, .bytes = remember, .ring = slot};
     }
     done->waited = sg->stats.waits != waits;
-    pthread_mutex_unlock(&sg->lock);
+    pthread_mutex_unlock(&sg->obj.lock);
     return ACG_OK;
 
 out_free_remember:
     acg__free(remember);
 out_unlock:
     done->waited = sg->stats.waits != waits;
-    pthread_mutex_unlock(&sg->lock);
+    pthread_mutex_unlock(&sg->obj.lock);
     return st;
 }
 
@@ -512,9 +538,9 @@ acg_status acg_stager_invalidate(acg_stager *stager, const acg_buffer *dst) {
     if (dst == NULL) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: dst is NULL", fn);
     }
-    pthread_mutex_lock(&stager->lock);
+    pthread_mutex_lock(&stager->obj.lock);
     mirror_forget(stager, dst, 0, SIZE_MAX);
-    pthread_mutex_unlock(&stager->lock);
+    pthread_mutex_unlock(&stager->obj.lock);
     return ACG_OK;
 }
 
@@ -522,12 +548,6 @@ acg_status acg_stager_get_stats(const acg_stager *stager, acg_stager_stats *out)
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_stager_get_stats";
     ACG__TRY(check_stager(stager, fn));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
-    acg_stager *sg = (acg_stager *)stager; /* the lock is not part of its value */
-    pthread_mutex_lock(&sg->lock);
-    acg_stager_stats stats = sg->stats;
-    pthread_mutex_unlock(&sg->lock);
-    return acg__output_write(out, &stats, sizeof stats, "acg_stager_stats", fn);
+    return acg__engine_write_stats(&stager->obj, &stager->stats, sizeof stager->stats, out,
+                                   "acg_stager_stats", fn);
 }

@@ -113,6 +113,17 @@ static acg_status check_group(acg_mpi_comm *c, const char *call) {
                 c->rank, c->n_ranks, why);
 }
 
+/* A collective's first checks: a group that did not break, and its data given (name says
+ * what it is; n how many of unit it holds). */
+static acg_status check_call(acg_mpi_comm *c, const void *data, size_t n, const char *name,
+                             const char *unit, const char *call) {
+    acg_status st = check_group(c, call);
+    if (st == ACG_OK && data == NULL && n > 0) {
+        st = break_group(c, ACG_ERR_INVALID_ARGUMENT, call, "%s is NULL for %zu %s", name, n, unit);
+    }
+    return st;
+}
+
 /* ---- the timeout ----------------------------------------------------------------------------- */
 
 static uint64_t timeout_ms = DEFAULT_TIMEOUT_MS;
@@ -236,10 +247,7 @@ static acg_status mpi_barrier(void *user) {
 static acg_status mpi_allreduce_min_i32(void *user, int32_t *values, size_t n) {
     static const char call[] = "allreduce_min_i32";
     acg_mpi_comm *c = user;
-    acg_status st = check_group(c, call);
-    if (st == ACG_OK && values == NULL && n > 0) {
-        st = break_group(c, ACG_ERR_INVALID_ARGUMENT, call, "values is NULL for %zu values", n);
-    }
+    acg_status st = check_call(c, values, n, "values", "values", call);
     const size_t piece = PIECE_BYTES / sizeof(int32_t);
     for (size_t at = 0; at < n && st == ACG_OK; at += piece) {
         size_t k = n - at < piece ? n - at : piece;
@@ -261,10 +269,7 @@ static acg_status mpi_allreduce_min_i32(void *user, int32_t *values, size_t n) {
 static acg_status mpi_broadcast(void *user, void *data, size_t bytes, int32_t root) {
     static const char call[] = "broadcast";
     acg_mpi_comm *c = user;
-    acg_status st = check_group(c, call);
-    if (st == ACG_OK && data == NULL && bytes > 0) {
-        st = break_group(c, ACG_ERR_INVALID_ARGUMENT, call, "data is NULL for %zu bytes", bytes);
-    }
+    acg_status st = check_call(c, data, bytes, "data", "bytes", call);
     if (st == ACG_OK && (root < 0 || root >= c->n_ranks)) {
         st = break_group(c, ACG_ERR_INVALID_ARGUMENT, call, "root %d is not a rank (0 .. %d)",
                          (int)root, c->n_ranks - 1);
@@ -320,10 +325,7 @@ static acg_status agree_count(acg_mpi_comm *c, size_t n, const char *call) {
 static acg_status mpi_allreduce_sum_f32(void *user, float *values, size_t n) {
     static const char call[] = "allreduce_sum_f32";
     acg_mpi_comm *c = user;
-    acg_status st = check_group(c, call);
-    if (st == ACG_OK && values == NULL && n > 0) {
-        st = break_group(c, ACG_ERR_INVALID_ARGUMENT, call, "values is NULL for %zu values", n);
-    }
+    acg_status st = check_call(c, values, n, "values", "values", call);
     if (st == ACG_OK) {
         st = agree_count(c, n, call);
     }

@@ -106,6 +106,9 @@ const acg_kernel_desc *acg__kernel_desc_find(const char *backend, const char *fo
  * the messages of a backend's parameter checks. */
 const char *acg__arg_type_name(acg_arg_type t);
 const char *acg__arg_cl_type(acg_arg_type t);
+/* The bytes of a scalar argument's value: its member, at the start of the argument's union (4
+ * or 8); 0 for a buffer or another value. */
+size_t acg__arg_scalar_bytes(acg_arg_type t);
 
 /* One node of a captured graph, as the core records it. Copies: h2d uses dst_* and host,
  * d2h src_* and host, d2d dst_* and src_*, fill dst_*, size and pattern. */

@@ -96,8 +96,9 @@ void acg__env_check_once(void);
  * its last field without a default) or above 4096, and for a larger size whose extra bytes are
  * not all zero. acg__output_write writes src (src_size bytes) into the caller's output struct
  * dst, up to dst's size, which it then sets to the bytes written; ACG_ERR_INVALID_ARGUMENT,
- * with dst untouched, when dst's size does not reach past the size field (it was never set).
- * acg__output_check is that check alone, for a call that must refuse before it does its work. */
+ * with dst untouched, when dst is NULL ("<fn>: out is NULL") or its size does not reach past the
+ * size field (it was never set). acg__output_check is those checks alone, for a call that must
+ * refuse before it does its work. */
 acg_status acg__config_read(void *dst, size_t dst_size, const void *defaults, const void *src,
                             size_t min_size, const char *what, const char *fn);
 acg_status acg__output_check(const void *dst, size_t src_size, const char *what, const char *fn);
@@ -219,6 +220,28 @@ const char *acg__device_name(const acg_device *dev);
  * piece rounded up to the pool's alignment: what the graph would need of a pool of its own.
  * 0 for NULL. The graph must not be destroyed meanwhile (its scratch never changes). */
 size_t acg__graph_scratch_bytes(const acg_graph *g);
+
+/* ---- core: the checks and steps that calls of every layer share ---------------------------- */
+
+/* A call's check of a handle it was given: ACG_ERR_INVALID_HANDLE, "<fn>: <arg> <p> is not a
+ * live <what>", unless p is a live handle of type (then held until the call returns). */
+acg_status acg__check_live(const void *p, acg__handle_type type, const char *arg, const char *what,
+                           const char *fn);
+/* The check of a pointer argument that must be given: ACG_ERR_INVALID_ARGUMENT, "<fn>: <name>
+ * is NULL", when p is NULL, else ACG_OK. */
+acg_status acg__check_arg(const void *p, const char *name, const char *fn);
+/* An object's memory: size zeroed bytes in one allocation, or NULL with ACG_ERR_OUT_OF_MEMORY
+ * set as "<fn>: out of memory". */
+void *acg__new(size_t size, const char *fn);
+/* The most ranks a device group takes, and the check of the ranks a comm names:
+ * ACG_ERR_INVALID_ARGUMENT, "<fn>: the comm says rank <rank> of <n_ranks> ranks (1 to 64
+ * ranks, rank below their number)", unless 1 <= n_ranks <= ACG__MAX_RANKS and rank < n_ranks. */
+#define ACG__MAX_RANKS 64
+acg_status acg__comm_check_ranks(const acg_comm *comm, const char *fn);
+/* A create's last step, acg__handle_add with its failure named: ACG_ERR_OUT_OF_MEMORY with
+ * "<fn>: out of memory" set. */
+acg_status acg__handle_publish(const void *p, acg__handle_type type, acg__life *life,
+                               const char *fn);
 
 /* ---- traces (trace.c; the public side is include/acg/trace.h) ------------------------------
  * A place that may emit an event first asks acg__trace_on(category): one relaxed load of the
