@@ -339,7 +339,8 @@ out:
     return st;
 }
 
-/* The stream's latest command, retained (NULL: none yet). Once the engine has the queue
+/* The stream's latest command, retained (NULL: none yet) and flushed: queries and waits from
+ * the host must see it progress without a later flush. Once the engine has the queue
  * (native_used) its own commands may follow acg's latest: a marker queued first covers them
  * too. */
 static acg_status latest_command(ocl_stream *s, const char *fn, cl_event *out) {
@@ -349,7 +350,14 @@ static acg_status latest_command(ocl_stream *s, const char *fn, cl_event *out) {
         OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &marker), fn, out);
         acg__ocl_track(s, marker);
     }
-    *out = acg__ocl_last(s);
+    cl_event ev = acg__ocl_last(s);
+    if (ev != NULL) {
+        OCL_CHECK_SYNC(clFlush(s->queue), fn, out_release);
+    }
+    *out = ev;
+    return ACG_OK;
+out_release:
+    clReleaseEvent(ev);
 out:
     return st;
 }
@@ -363,9 +371,7 @@ static acg_status ocl_stream_query(acg__bk_stream *stream) {
     if (st != ACG_OK || last == NULL) {
         return st;
     }
-    OCL_CHECK_SYNC(clFlush(s->queue), fn, out_release);
     st = acg__ocl_event_status(last, fn, "the stream's latest command");
-out_release:
     clReleaseEvent(last);
     return st;
 }
@@ -425,19 +431,9 @@ static acg_status ocl_event_record(acg__bk_event *event, acg__bk_stream *stream)
     ocl_event *e = oevent(event);
     ocl_stream *s = acg__ocl_stream(stream);
     cl_event ev = NULL;
-    acg_status st = latest_command(s, fn, &ev);
-    if (st != ACG_OK) {
-        return st;
-    }
-    if (ev != NULL) {
-        /* Queries and waits from the host must see it progress without a later flush. */
-        OCL_CHECK_SYNC(clFlush(s->queue), fn, out_release);
-    }
+    ACG__TRY(latest_command(s, fn, &ev));
     acg__ocl_held_set(&e->lock, &e->ev, ev);
     return ACG_OK;
-out_release:
-    clReleaseEvent(ev);
-    return st;
 }
 
 /* The context acg created for the device, with its device and platform. */
@@ -480,28 +476,29 @@ out:
     return st;
 }
 
-static acg_status ocl_event_query(acg__bk_event *event) {
+/* The event's command, waited for first with wait: ACG_OK, ACG_NOT_READY (a query of one still
+ * running) or the fault it ended with. Never recorded, or recorded on an idle stream: ACG_OK. */
+static acg_status event_check(acg__bk_event *event, bool wait) {
     cl_event ev = event_marker(oevent(event));
     if (ev == NULL) {
         return ACG_OK;
     }
-    acg_status st = acg__ocl_event_status(ev, "acg_event_query", "the command recorded");
+    acg_status st;
+    if (wait) {
+        cl_int err = clWaitForEvents(1, &ev);
+        st = err == CL_SUCCESS
+                 ? ACG_OK
+                 : acg__ocl_wait_error(err, ev, "acg_event_synchronize", "clWaitForEvents");
+    } else {
+        st = acg__ocl_event_status(ev, "acg_event_query", "the command recorded");
+    }
     clReleaseEvent(ev);
     return st;
 }
 
-static acg_status ocl_event_synchronize(acg__bk_event *event) {
-    cl_event ev = event_marker(oevent(event));
-    if (ev == NULL) {
-        return ACG_OK;
-    }
-    cl_int err = clWaitForEvents(1, &ev);
-    acg_status st = err == CL_SUCCESS
-                        ? ACG_OK
-                        : acg__ocl_wait_error(err, ev, "acg_event_synchronize", "clWaitForEvents");
-    clReleaseEvent(ev);
-    return st;
-}
+static acg_status ocl_event_query(acg__bk_event *event) { return event_check(event, false); }
+
+static acg_status ocl_event_synchronize(acg__bk_event *event) { return event_check(event, true); }
 
 /* The opencl backend reads no variable of its own (src/library.c lists every backend's table
  * with the layers'). */
