@@ -224,12 +224,8 @@ acg_status acg_tokenizer_save(const acg_tokenizer *t, const char *path) {
 }
 
 acg_status acg_tokenizer_free(acg_tokenizer *t) {
-    ACG__CALL_SCOPE;
-    if (t == NULL) {
-        return ACG_OK;
-    }
     /* Waits for other threads' calls on the tokenizer (an encode) to return. */
-    ACG__TRY(acg__retire(t, ACG__HANDLE_TOKENIZER, "acg_tokenizer_free", "tokenizer"));
+    ACG__DESTROY_BEGIN(t, ACG__HANDLE_TOKENIZER, "acg_tokenizer_free", "tokenizer");
     tokenizer_destroy(t);
     return ACG_OK;
 }

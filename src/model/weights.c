@@ -406,12 +406,8 @@ acg_status acg_model_weights_save(const acg_model_weights *w, const char *path) 
 }
 
 acg_status acg_model_weights_free(acg_model_weights *w) {
-    ACG__CALL_SCOPE;
-    if (w == NULL) {
-        return ACG_OK;
-    }
     /* Waits for other threads' calls on the weights (a model creation) to return. */
-    ACG__TRY(acg__retire(w, ACG__HANDLE_WEIGHTS, "acg_model_weights_free", "weights object"));
+    ACG__DESTROY_BEGIN(w, ACG__HANDLE_WEIGHTS, "acg_model_weights_free", "weights object");
     if (w->mapped) {
         acg__file_unmap(w->image, w->image_size);
     } else {

@@ -281,6 +281,18 @@ static inline void acg__trace_end(acg__trace_span *sp, const acg_trace_arg *args
     { .key = (k), .type = ACG_TRACE_ARG_STRING, .value.s = (v) }
 #define ACG__TRACE_N(args) ((uint32_t)(sizeof(args) / sizeof((args)[0])))
 
+/* ---- lib2: a public destroy's first steps ---------------------------------------------------
+ * ACG__DESTROY_BEGIN(p, type, fn, what), the first statement of a public destroy (or free) of p:
+ * the call scope (ACG__CALL_SCOPE); destroy(NULL) a no-op that returns ACG_OK; then
+ * acg__retire(p, type, fn, what), which waits for other threads' calls on p to return, and
+ * whose failure it returns. After it p is the caller's alone to free. */
+#define ACG__DESTROY_BEGIN(p, type, fn, what)                                                      \
+    ACG__CALL_SCOPE;                                                                               \
+    if ((p) == NULL) {                                                                             \
+        return ACG_OK;                                                                             \
+    }                                                                                              \
+    ACG__TRY(acg__retire((p), (type), (fn), (what)))
+
 /* ---- lib2: what every backend's slots say alike ---------------------------------------------
  * The backends' shared words, so that a message or a step reads the same in each backend. */
 
