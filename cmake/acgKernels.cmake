@@ -143,6 +143,20 @@ endif()
 
 # ---- the function -------------------------------------------------------------------------
 
+# A module of one source embedded as a C array: ${base}.<ext> becomes ${base}_<suffix>.h, the
+# array ${set}__${stem}_<suffix>, an impls entry of <format>. A macro, so that it appends to the
+# caller's formats and generated.
+macro(_acg_kernels_embed ext suffix format)
+    add_custom_command(OUTPUT ${base}_${suffix}.h
+        COMMAND ${CMAKE_COMMAND} -DMODE=binary -DINPUT=${base}.${ext}
+                -DOUTPUT=${base}_${suffix}.h -DNAME=${set}__${stem}_${suffix} -P ${ACG_KERNEL_TOOL}
+        DEPENDS ${base}.${ext} ${ACG_KERNEL_TOOL}
+        VERBATIM)
+    list(APPEND formats ${format})
+    list(APPEND generated ${base}_${suffix}.h)
+endmacro()
+
+
 function(acg_add_kernels target)
     cmake_parse_arguments(PARSE_ARGV 1 arg "DESCS_ONLY" "SET" "SOURCES")
     if(NOT TARGET ${target})
@@ -201,13 +215,7 @@ function(acg_add_kernels target)
                 DEPENDS ${base}.cl
                 COMMENT "acg kernels: ${stem} as SPIR-V"
                 VERBATIM)
-            add_custom_command(OUTPUT ${base}_spv.h
-                COMMAND ${CMAKE_COMMAND} -DMODE=binary -DINPUT=${base}.spv
-                        -DOUTPUT=${base}_spv.h -DNAME=${set}__${stem}_spv -P ${ACG_KERNEL_TOOL}
-                DEPENDS ${base}.spv ${ACG_KERNEL_TOOL}
-                VERBATIM)
-            list(APPEND formats spirv)
-            list(APPEND generated ${base}_spv.h)
+            _acg_kernels_embed(spv spv spirv)
         endif()
         if(ACG_KERNELS_CUDA)
             add_custom_command(OUTPUT ${base}.fatbin
@@ -216,13 +224,7 @@ function(acg_add_kernels target)
                 DEPENDS ${src} ${header}
                 COMMENT "acg kernels: ${stem} as a fatbin"
                 VERBATIM)
-            add_custom_command(OUTPUT ${base}_cuda.h
-                COMMAND ${CMAKE_COMMAND} -DMODE=binary -DINPUT=${base}.fatbin
-                        -DOUTPUT=${base}_cuda.h -DNAME=${set}__${stem}_cuda -P ${ACG_KERNEL_TOOL}
-                DEPENDS ${base}.fatbin ${ACG_KERNEL_TOOL}
-                VERBATIM)
-            list(APPEND formats cuda)
-            list(APPEND generated ${base}_cuda.h)
+            _acg_kernels_embed(fatbin cuda cuda)
         endif()
         # The C: the source included after each kernel's implementations (its names are read
         # from the source at build time).

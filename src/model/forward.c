@@ -78,38 +78,30 @@ typedef struct activations {
                            logits output when the model keeps them */
     acg_buffer *scores; /* (B, vocab_n) this rank's logits, split over ranks with B > 1 */
     acg_buffer *probs;  /* (B, vocab) the sampler's probabilities */
+    /* (n_owned) the fields above that hold a buffer, in the order they were allocated: what
+     * free_activations frees (a partly built set, or kept logits, are not all of them). */
+    acg_buffer **owned[13]; /* one per field */
+    uint32_t n_owned;
 } activations;
 
-/* Frees one activation, if it was allocated: a partly built set has NULLs, and
- * acg_stream_free(NULL) would set an error. */
-static void free_activation(acg_stream *s, acg_buffer **buf) {
-    if (*buf != NULL) {
-        acg_stream_free(s, *buf);
-        *buf = NULL;
-    }
-}
-
+/* Frees the activations that build_activations allocated, in their order. */
 static void free_activations(acg_stream *s, activations *a) {
-    free_activation(s, &a->x);
-    free_activation(s, &a->xb);
-    free_activation(s, &a->xb2);
-    free_activation(s, &a->q);
-    free_activation(s, &a->k);
-    free_activation(s, &a->v);
-    free_activation(s, &a->att);
-    free_activation(s, &a->hb);
-    free_activation(s, &a->hb2);
-    free_activation(s, &a->last);
-    free_activation(s, &a->logits);
-    free_activation(s, &a->scores);
-    free_activation(s, &a->probs);
+    for (uint32_t i = 0; i < a->n_owned; i++) {
+        acg_stream_free(s, *a->owned[i]);
+        *a->owned[i] = NULL;
+    }
+    a->n_owned = 0;
 }
 
 /* Allocates one activation of `bytes`, unless an earlier one failed (*st) or it is empty: the
  * attention's on a rank without KV heads, scores where unused (acg refuses empty buffers). */
-static void alloc_activation(acg_stream *s, size_t bytes, acg_buffer **buf, acg_status *st) {
+static void alloc_activation(acg_stream *s, size_t bytes, acg_buffer **buf, acg_status *st,
+                             activations *a) {
     if (*st == ACG_OK && bytes > 0) {
         *st = acg_stream_alloc(s, bytes, buf);
+        if (*st == ACG_OK) {
+            a->owned[a->n_owned++] = buf;
+        }
     }
 }
 
@@ -121,33 +113,26 @@ static acg_status build_activations(const acg_model *m, acg_stream *s, const acg
     const bool split_scores = m->group != NULL && B > 1;
     memset(a, 0, sizeof *a);
     acg_status st = ACG_OK;
-    alloc_activation(s, T * dim * f, &a->x, &st);
-    alloc_activation(s, T * dim * f, &a->xb, &st);
-    alloc_activation(s, T * m->q_dim * f, &a->xb2, &st);
-    alloc_activation(s, T * m->q_dim * f, &a->q, &st);
-    alloc_activation(s, T * m->kv_dim * f, &a->k, &st);
-    alloc_activation(s, T * m->kv_dim * f, &a->v, &st);
-    alloc_activation(s, T * m->n_heads * span * f, &a->att, &st);
-    alloc_activation(s, T * m->hidden * f, &a->hb, &st);
-    alloc_activation(s, T * m->hidden * f, &a->hb2, &st);
-    alloc_activation(s, B * dim * f, &a->last, &st);
+    alloc_activation(s, T * dim * f, &a->x, &st, a);
+    alloc_activation(s, T * dim * f, &a->xb, &st, a);
+    alloc_activation(s, T * m->q_dim * f, &a->xb2, &st, a);
+    alloc_activation(s, T * m->q_dim * f, &a->q, &st, a);
+    alloc_activation(s, T * m->kv_dim * f, &a->k, &st, a);
+    alloc_activation(s, T * m->kv_dim * f, &a->v, &st, a);
+    alloc_activation(s, T * m->n_heads * span * f, &a->att, &st, a);
+    alloc_activation(s, T * m->hidden * f, &a->hb, &st, a);
+    alloc_activation(s, T * m->hidden * f, &a->hb2, &st, a);
+    alloc_activation(s, B * dim * f, &a->last, &st, a);
     if (!m->options.keep_logits) {
-        alloc_activation(s, B * vocab * f, &a->logits, &st); /* kept ones are an output instead */
+        /* Kept logits are an output instead (the runner's, not the step's to free). */
+        alloc_activation(s, B * vocab * f, &a->logits, &st, a);
     }
-    alloc_activation(s, split_scores ? B * m->vocab_n * f : 0, &a->scores, &st);
-    alloc_activation(s, B * vocab * f, &a->probs, &st);
+    alloc_activation(s, split_scores ? B * m->vocab_n * f : 0, &a->scores, &st, a);
+    alloc_activation(s, B * vocab * f, &a->probs, &st, a);
     if (st != ACG_OK) {
         free_activations(s, a);
     }
     return st;
-}
-
-/* Frees the step's scratch; kept logits are the runner's output, not the step's to free. */
-static void release_activations(const acg_model *m, acg_stream *s, activations *a) {
-    if (m->options.keep_logits) {
-        a->logits = NULL;
-    }
-    free_activations(s, a);
 }
 
 /* ---- the forward pass ---------------------------------------------------------------------- */
@@ -341,7 +326,7 @@ static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
             a.logits = io->outputs[1];
         }
         st = forward_step(m, s, io, &plan, &a);
-        release_activations(m, s, &a);
+        free_activations(s, &a);
     }
     return st;
 }

@@ -508,15 +508,12 @@ static void count_step(acg_model *m, acg_step_report *rep, const uint64_t *at) {
 acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_step";
-    acg_status st = check_model(m, fn);
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(check_model(m, fn));
     /* A report that cannot be written is refused before the step changes anything. */
-    if (report != NULL &&
-        (st = acg__output_check(report, sizeof *report, "acg_step_report", fn)) != ACG_OK) {
-        return st;
+    if (report != NULL) {
+        ACG__TRY(acg__output_check(report, sizeof *report, "acg_step_report", fn));
     }
+    acg_status st = ACG_OK;
     acg_step_report rep = ACG_STEP_REPORT_INIT;
     step_clock clock = {.traced = acg__trace_on(ACG_TRACE_MODEL), .step = m->stats.steps};
     acg__request **req = m->step_req;

@@ -52,9 +52,13 @@ acg_status acg__tokenizer_parse(const void *data, size_t size, int32_t vocab_siz
 acg_status acg__file_map(const char *path, const char *fn, const void **data, size_t *size);
 void acg__file_unmap(const void *data, size_t size);
 
-/* Writes the pieces (data[i], size[i]) to path, created or truncated. */
-acg_status acg__file_write(const char *path, const char *fn, const void *const *data,
-                           const size_t *size, size_t n);
+/* Writes size bytes at data to path, created or truncated. */
+acg_status acg__file_write(const char *path, const char *fn, const void *data, size_t size);
+/* The checks of every save of obj to path, before it writes anything: ACG_ERR_INVALID_HANDLE,
+ * "<fn>: <obj> is not a live <what>", unless live (what: "tokenizer"); ACG_ERR_INVALID_ARGUMENT
+ * when path is NULL. */
+acg_status acg__save_check(bool live, const void *obj, const char *what, const char *path,
+                           const char *fn);
 
 /* ---- serving (model.c, forward.c, generate.c) ----------------------------------------------- */
 

@@ -585,12 +585,8 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
 }
 
 acg_status acg_model_destroy(acg_model *m) {
-    ACG__CALL_SCOPE;
-    if (m == NULL) {
-        return ACG_OK;
-    }
     /* Waits for other threads' calls on the model (a step) to return. */
-    ACG__TRY(acg__retire(m, ACG__HANDLE_MODEL, "acg_model_destroy", "model"));
+    ACG__DESTROY_BEGIN(m, ACG__HANDLE_MODEL, "acg_model_destroy", "model");
     free_model(m);
     return ACG_OK;
 }

@@ -34,15 +34,21 @@ static const preset *find_preset(const char *name) {
     return NULL;
 }
 
-static acg_status preset_lookup(const char *name, const char *fn, const preset **out) {
+/* The preset named name, for fn, whose out-parameter is out: ACG_ERR_INVALID_ARGUMENT for a
+ * NULL name, ACG_ERR_NOT_FOUND for an unknown one, then ACG_ERR_INVALID_ARGUMENT for a NULL
+ * out. */
+static acg_status preset_lookup(const char *name, const void *out, const char *fn,
+                                const preset **p) {
     if (name == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
     }
-    const preset *p = find_preset(name);
-    if (p == NULL) {
+    *p = find_preset(name);
+    if (*p == NULL) {
         return acg__error(ACG_ERR_NOT_FOUND, "%s: no preset '%s' (presets: tiny, small)", fn, name);
     }
-    *out = p;
+    if (out == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    }
     return ACG_OK;
 }
 
@@ -50,10 +56,7 @@ acg_status acg_model_preset_get_config(const char *name, acg_model_config *out) 
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_preset_get_config";
     const preset *p = NULL;
-    ACG__TRY(preset_lookup(name, fn, &p));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(preset_lookup(name, out, fn, &p));
     return acg__output_write(out, &p->config, sizeof p->config, "acg_model_config", fn);
 }
 
@@ -165,10 +168,7 @@ acg_status acg_model_preset_load(const char *name, uint64_t seed, acg_model_weig
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_preset_load";
     const preset *p = NULL;
-    ACG__TRY(preset_lookup(name, fn, &p));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(preset_lookup(name, out, fn, &p));
     return acg_model_weights_create_random(&p->config, seed, out);
 }
 

@@ -31,6 +31,17 @@
 #define S_UNROLL_SLICES _Pragma("GCC unroll 2")
 #endif
 
+/* One step of a hsum_many: out[i] = the sum of two shuffles (immediates lo and hi, the lanes
+ * each step pairs) of in[2i] and in[2i + 1], for i < n. */
+#define S_HSTEP(out, in, n, shuffle, lo, hi)                                                       \
+    do {                                                                                           \
+        S_UNROLL                                                                                   \
+        for (int i_ = 0; i_ < (n); i_++) {                                                         \
+            (out)[i_] = s_add(shuffle((in)[2 * i_], (in)[2 * i_ + 1], lo),                         \
+                              shuffle((in)[2 * i_], (in)[2 * i_ + 1], hi));                        \
+        }                                                                                          \
+    } while (0)
+
 #if ACG_SIMD_WIDTH == 8
 
 #define S_VL 8u
@@ -96,18 +107,11 @@ static inline float avx2_hsum(s_vf y) {
 /* The same steps for 8 vectors at once, two vectors' lanes shuffled into one before each add:
  * result lane 4u + m is vector 2m + u's sum (S_LANE). */
 static inline s_vf avx2_hsum_many(const s_vf u[8]) {
-    s_vf p[4], r[2];
-    S_UNROLL
-    for (int i = 0; i < 4; i++) {
-        p[i] = _mm256_add_ps(_mm256_permute2f128_ps(u[2 * i], u[2 * i + 1], 0x20),
-                             _mm256_permute2f128_ps(u[2 * i], u[2 * i + 1], 0x31));
-    }
-    S_UNROLL
-    for (int i = 0; i < 2; i++) {
-        r[i] = _mm256_add_ps(_mm256_shuffle_ps(p[2 * i], p[2 * i + 1], 0x44),
-                             _mm256_shuffle_ps(p[2 * i], p[2 * i + 1], 0xee));
-    }
-    return _mm256_add_ps(_mm256_shuffle_ps(r[0], r[1], 0x88), _mm256_shuffle_ps(r[0], r[1], 0xdd));
+    s_vf p[4], r[2], s[1];
+    S_HSTEP(p, u, 4, _mm256_permute2f128_ps, 0x20, 0x31);
+    S_HSTEP(r, p, 2, _mm256_shuffle_ps, 0x44, 0xee);
+    S_HSTEP(s, r, 1, _mm256_shuffle_ps, 0x88, 0xdd);
+    return s[0];
 }
 
 /* The lanes whose bit is set in bits. */
@@ -193,23 +197,12 @@ static inline float avx512_hsum(s_vf z) {
 
 /* Steps 8, 4, 2 and 1 for 16 vectors: result lane 4u + m is vector 4m + u's sum. */
 static inline s_vf avx512_hsum_many(const s_vf u[16]) {
-    s_vf p[8], q[4], r[2];
-    S_UNROLL
-    for (int i = 0; i < 8; i++) {
-        p[i] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], 0x44),
-                             _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], 0xee));
-    }
-    S_UNROLL
-    for (int i = 0; i < 4; i++) {
-        q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], 0x88),
-                             _mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], 0xdd));
-    }
-    S_UNROLL
-    for (int i = 0; i < 2; i++) {
-        r[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
-                             _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xee));
-    }
-    return _mm512_add_ps(_mm512_shuffle_ps(r[0], r[1], 0x88), _mm512_shuffle_ps(r[0], r[1], 0xdd));
+    s_vf p[8], q[4], r[2], s[1];
+    S_HSTEP(p, u, 8, _mm512_shuffle_f32x4, 0x44, 0xee);
+    S_HSTEP(q, p, 4, _mm512_shuffle_f32x4, 0x88, 0xdd);
+    S_HSTEP(r, q, 2, _mm512_shuffle_ps, 0x44, 0xee);
+    S_HSTEP(s, r, 1, _mm512_shuffle_ps, 0x88, 0xdd);
+    return s[0];
 }
 
 static inline s_vm avx512_mask_bits(uint32_t bits) { return (s_vm)bits; }
@@ -272,8 +265,39 @@ S_ALWAYS float S_FN(tree)(s_vf acc[S_NV]) {
     return S_FN(hsum)(acc[0]);
 }
 
-static float S_FN(dot)(const float *a, const float *b, uint32_t n) {
-    s_vf acc[S_NV];
+/* The terms a reduction adds to its partials: fma(a, b, s) (dot), a (sum), or a where a >= tau
+ * (sum_ge). */
+#define S_DOT 0
+#define S_SUM 1
+#define S_SUM_GE 2
+
+/* Partials acc plus the S_VL terms of kind at a (and b), vt holding tau. */
+S_ALWAYS s_vf S_FN(term)(int kind, s_vf acc, const float *a, const float *b, s_vf vt) {
+    if (kind == S_DOT) {
+        return s_fma(s_load(a), s_load(b), acc);
+    }
+    if (kind == S_SUM) {
+        return s_add(acc, s_load(a));
+    }
+    s_vf v = s_load(a);
+    return s_add_m(acc, v, s_cmp(v, vt, _CMP_GE_OQ));
+}
+
+/* The same for the terms in the lanes of m only, reading nothing outside them. */
+S_ALWAYS s_vf S_FN(term_m)(int kind, s_vf acc, const float *a, const float *b, s_vf vt, s_vm m) {
+    if (kind == S_DOT) {
+        return s_fma_m(s_load_m(a, m), s_load_m(b, m), acc, m);
+    }
+    s_vf v = s_load_m(a, m);
+    if (kind == S_SUM) {
+        return s_add_m(acc, v, m);
+    }
+    return s_add_m(acc, v, s_and_m(m, s_cmp(v, vt, _CMP_GE_OQ)));
+}
+
+/* The reduction of kind over n terms (b is read by S_DOT only: the others pass a). */
+S_ALWAYS float S_FN(reduce)(int kind, const float *a, const float *b, uint32_t n, float tau) {
+    s_vf acc[S_NV], vt = s_set1(tau);
     S_UNROLL
     for (uint32_t h = 0; h < S_NV; h++) {
         acc[h] = s_zero();
@@ -283,7 +307,7 @@ static float S_FN(dot)(const float *a, const float *b, uint32_t n) {
         const float *ai = a + (size_t)i * ACG_LANES, *bi = b + (size_t)i * ACG_LANES;
         S_UNROLL
         for (uint32_t h = 0; h < S_NV; h++) {
-            acc[h] = s_fma(s_load(ai + h * S_VL), s_load(bi + h * S_VL), acc[h]);
+            acc[h] = S_FN(term)(kind, acc[h], ai + h * S_VL, bi + h * S_VL, vt);
         }
     }
     const float *ai = a + (size_t)nb * ACG_LANES, *bi = b + (size_t)nb * ACG_LANES;
@@ -291,62 +315,20 @@ static float S_FN(dot)(const float *a, const float *b, uint32_t n) {
     for (uint32_t h = 0; h < S_NV; h++) {
         if (rem > h * S_VL) {
             s_vm m = s_first(rem - h * S_VL < S_VL ? rem - h * S_VL : S_VL);
-            acc[h] = s_fma_m(s_load_m(ai + h * S_VL, m), s_load_m(bi + h * S_VL, m), acc[h], m);
+            acc[h] = S_FN(term_m)(kind, acc[h], ai + h * S_VL, bi + h * S_VL, vt, m);
         }
     }
     return S_FN(tree)(acc);
 }
 
-static float S_FN(sum)(const float *a, uint32_t n) {
-    s_vf acc[S_NV];
-    S_UNROLL
-    for (uint32_t h = 0; h < S_NV; h++) {
-        acc[h] = s_zero();
-    }
-    uint32_t nb = n / ACG_LANES, rem = n % ACG_LANES;
-    for (uint32_t i = 0; i < nb; i++) {
-        const float *ai = a + (size_t)i * ACG_LANES;
-        S_UNROLL
-        for (uint32_t h = 0; h < S_NV; h++) {
-            acc[h] = s_add(acc[h], s_load(ai + h * S_VL));
-        }
-    }
-    const float *ai = a + (size_t)nb * ACG_LANES;
-    S_UNROLL
-    for (uint32_t h = 0; h < S_NV; h++) {
-        if (rem > h * S_VL) {
-            s_vm m = s_first(rem - h * S_VL < S_VL ? rem - h * S_VL : S_VL);
-            acc[h] = s_add_m(acc[h], s_load_m(ai + h * S_VL, m), m);
-        }
-    }
-    return S_FN(tree)(acc);
+static float S_FN(dot)(const float *a, const float *b, uint32_t n) {
+    return S_FN(reduce)(S_DOT, a, b, n, 0.0f);
 }
+
+static float S_FN(sum)(const float *a, uint32_t n) { return S_FN(reduce)(S_SUM, a, a, n, 0.0f); }
 
 static float S_FN(sum_ge)(const float *a, uint32_t n, float tau) {
-    s_vf acc[S_NV], vt = s_set1(tau);
-    S_UNROLL
-    for (uint32_t h = 0; h < S_NV; h++) {
-        acc[h] = s_zero();
-    }
-    uint32_t nb = n / ACG_LANES, rem = n % ACG_LANES;
-    for (uint32_t i = 0; i < nb; i++) {
-        const float *ai = a + (size_t)i * ACG_LANES;
-        S_UNROLL
-        for (uint32_t h = 0; h < S_NV; h++) {
-            s_vf v = s_load(ai + h * S_VL);
-            acc[h] = s_add_m(acc[h], v, s_cmp(v, vt, _CMP_GE_OQ));
-        }
-    }
-    const float *ai = a + (size_t)nb * ACG_LANES;
-    S_UNROLL
-    for (uint32_t h = 0; h < S_NV; h++) {
-        if (rem > h * S_VL) {
-            s_vm m = s_first(rem - h * S_VL < S_VL ? rem - h * S_VL : S_VL);
-            s_vf v = s_load_m(ai + h * S_VL, m);
-            acc[h] = s_add_m(acc[h], v, s_and_m(m, s_cmp(v, vt, _CMP_GE_OQ)));
-        }
-    }
-    return S_FN(tree)(acc);
+    return S_FN(reduce)(S_SUM_GE, a, a, n, tau);
 }
 
 /* ---- many dot products at once ---------------------------------------------------------- */
@@ -709,6 +691,16 @@ static void S_FN(attn_scores)(float *sc, const float *q, const acg__kv_rows *k, 
 #define S_AV_G (S_VL == 16 ? 4u : 2u) /* partials accumulated in registers at once */
 #define S_AV_SEG 256u                 /* positions whose rows are looked up at once */
 
+/* acc[0 .. NC) += p * row[0 .. NC vectors), the last vector loading the lanes of mlast only. */
+S_ALWAYS void S_FN(av_row)(s_vf *acc, float p, const float *row, s_vm mlast, uint32_t NC) {
+    s_vf pv = s_set1(p);
+    S_UNROLL_SHAPE
+    for (uint32_t c = 0; c < NC; c++) {
+        s_vf v = c + 1 < NC ? s_load(row + c * S_VL) : s_load_m(row + c * S_VL, mlast);
+        acc[c] = s_fma(pv, v, acc[c]);
+    }
+}
+
 /* part[l][0 .. NC) += prob[q] * rows[q][0 .. NC vectors) for the q < cnt with q % 32 == l, in
  * ascending q; the last vector loads the lanes of mlast only. */
 S_ALWAYS void S_FN(av_segment)(s_vf *part, int first, const float *prob, const float *const *rows,
@@ -726,25 +718,13 @@ S_ALWAYS void S_FN(av_segment)(s_vf *part, int first, const float *prob, const f
         for (; q + S_AV_G <= cnt; q += ACG_LANES) {
             S_UNROLL
             for (uint32_t t = 0; t < S_AV_G; t++) {
-                s_vf pv = s_set1(prob[q + t]);
-                const float *row = rows[q + t];
-                S_UNROLL_SHAPE
-                for (uint32_t c = 0; c < NC; c++) {
-                    s_vf v = c + 1 < NC ? s_load(row + c * S_VL) : s_load_m(row + c * S_VL, mlast);
-                    acc[t][c] = s_fma(pv, v, acc[t][c]);
-                }
+                S_FN(av_row)(acc[t], prob[q + t], rows[q + t], mlast, NC);
             }
         }
         S_UNROLL
         for (uint32_t t = 0; t < S_AV_G; t++) {
             if (q + t < cnt) {
-                s_vf pv = s_set1(prob[q + t]);
-                const float *row = rows[q + t];
-                S_UNROLL_SHAPE
-                for (uint32_t c = 0; c < NC; c++) {
-                    s_vf v = c + 1 < NC ? s_load(row + c * S_VL) : s_load_m(row + c * S_VL, mlast);
-                    acc[t][c] = s_fma(pv, v, acc[t][c]);
-                }
+                S_FN(av_row)(acc[t], prob[q + t], rows[q + t], mlast, NC);
             }
         }
         S_UNROLL
@@ -870,6 +850,10 @@ static const acg__simd_ops S_FN(ops) = {
 #undef S_UNROLL
 #undef S_UNROLL_SHAPE
 #undef S_UNROLL_SLICES
+#undef S_HSTEP
+#undef S_DOT
+#undef S_SUM
+#undef S_SUM_GE
 #undef S_LANE
 #undef S_PIDX
 #undef S_PERM_ROW

@@ -37,35 +37,28 @@ static inline void kv_rows(const float **rows, const acg__kv_rows *kv, uint32_t 
     }
 }
 
+/* The instruction set of the functions between SIMD_TARGET_PUSH(t) and SIMD_TARGET_POP(). */
+#define SIMD_PRAGMA(x) _Pragma(#x)
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#define SIMD_TARGET_PUSH(t)                                                                        \
+    SIMD_PRAGMA(clang attribute push(__attribute__((target(t))), apply_to = function))
+#define SIMD_TARGET_POP() SIMD_PRAGMA(clang attribute pop)
 #else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#define SIMD_TARGET_PUSH(t) SIMD_PRAGMA(GCC push_options) SIMD_PRAGMA(GCC target(t))
+#define SIMD_TARGET_POP() SIMD_PRAGMA(GCC pop_options)
 #endif
+
+SIMD_TARGET_PUSH("avx2,fma")
 #define ACG_SIMD_WIDTH 8
 #include "simd_impl.h"
 #undef ACG_SIMD_WIDTH
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+SIMD_TARGET_POP()
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
+SIMD_TARGET_PUSH("avx512f,avx2,fma")
 #define ACG_SIMD_WIDTH 16
 #include "simd_impl.h"
 #undef ACG_SIMD_WIDTH
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+SIMD_TARGET_POP()
 
 const acg__simd_ops *acg__simd_avx2(void) {
     __builtin_cpu_init();

@@ -201,13 +201,7 @@ acg_status acg_tokenizer_load(const char *path, int32_t vocab_size, acg_tokenize
 acg_status acg_tokenizer_save(const acg_tokenizer *t, const char *path) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_tokenizer_save";
-    if (!tokenizer_live(t)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live tokenizer", fn,
-                          (const void *)t);
-    }
-    if (path == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: path is NULL", fn);
-    }
+    ACG__TRY(acg__save_check(tokenizer_live(t), t, "tokenizer", path, fn));
     size_t n = (size_t)t->vocab_size;
     size_t size = sizeof(int32_t) + n * (sizeof(float) + sizeof(int32_t)) + t->offsets[n] - n;
     unsigned char *image = acg__alloc(size);
@@ -224,20 +218,14 @@ acg_status acg_tokenizer_save(const acg_tokenizer *t, const char *path) {
         memcpy(p + sizeof(float) + sizeof len, t->text + t->offsets[i], (size_t)len);
         p += sizeof(float) + sizeof len + (size_t)len;
     }
-    const void *pieces[1] = {image};
-    const size_t sizes[1] = {size};
-    acg_status st = acg__file_write(path, fn, pieces, sizes, 1);
+    acg_status st = acg__file_write(path, fn, image, size);
     acg__free(image);
     return st;
 }
 
 acg_status acg_tokenizer_free(acg_tokenizer *t) {
-    ACG__CALL_SCOPE;
-    if (t == NULL) {
-        return ACG_OK;
-    }
     /* Waits for other threads' calls on the tokenizer (an encode) to return. */
-    ACG__TRY(acg__retire(t, ACG__HANDLE_TOKENIZER, "acg_tokenizer_free", "tokenizer"));
+    ACG__DESTROY_BEGIN(t, ACG__HANDLE_TOKENIZER, "acg_tokenizer_free", "tokenizer");
     tokenizer_destroy(t);
     return ACG_OK;
 }

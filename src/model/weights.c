@@ -84,8 +84,7 @@ void acg__file_unmap(const void *data, size_t size) {
     }
 }
 
-acg_status acg__file_write(const char *path, const char *fn, const void *const *data,
-                           const size_t *size, size_t n) {
+acg_status acg__file_write(const char *path, const char *fn, const void *data, size_t size) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = errno;
@@ -93,21 +92,18 @@ acg_status acg__file_write(const char *path, const char *fn, const void *const *
                           "%s: '%s': cannot create: %s", fn, path, strerror(e));
     }
     int e = 0;
-    for (size_t i = 0; i < n && e == 0; i++) {
-        const unsigned char *p = data[i];
-        size_t left = size[i];
-        while (left > 0) {
-            ssize_t w = write(fd, p, left);
-            if (w < 0 && errno == EINTR) {
-                continue;
-            }
-            if (w <= 0) {
-                e = w < 0 ? errno : EIO;
-                break;
-            }
-            p += w;
-            left -= (size_t)w;
+    const unsigned char *p = data;
+    for (size_t left = size; left > 0;) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) {
+            continue;
         }
+        if (w <= 0) {
+            e = w < 0 ? errno : EIO;
+            break;
+        }
+        p += w;
+        left -= (size_t)w;
     }
     if (close(fd) != 0 && e == 0) {
         e = errno;
@@ -116,6 +112,17 @@ acg_status acg__file_write(const char *path, const char *fn, const void *const *
         bool full = e == ENOSPC || e == EDQUOT || e == EFBIG;
         return acg__error(full ? ACG_ERR_EXHAUSTED : ACG_ERR_INVALID_ARGUMENT,
                           "%s: '%s': cannot write: %s", fn, path, strerror(e));
+    }
+    return ACG_OK;
+}
+
+acg_status acg__save_check(bool live, const void *obj, const char *what, const char *path,
+                           const char *fn) {
+    if (!live) {
+        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live %s", fn, obj, what);
+    }
+    if (path == NULL) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: path is NULL", fn);
     }
     return ACG_OK;
 }
@@ -394,25 +401,13 @@ out_unmap:
 acg_status acg_model_weights_save(const acg_model_weights *w, const char *path) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_weights_save";
-    if (!weights_live(w)) {
-        return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live weights object", fn,
-                          (const void *)w);
-    }
-    if (path == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: path is NULL", fn);
-    }
-    const void *pieces[1] = {w->image};
-    const size_t sizes[1] = {w->image_size};
-    return acg__file_write(path, fn, pieces, sizes, 1);
+    ACG__TRY(acg__save_check(weights_live(w), w, "weights object", path, fn));
+    return acg__file_write(path, fn, w->image, w->image_size);
 }
 
 acg_status acg_model_weights_free(acg_model_weights *w) {
-    ACG__CALL_SCOPE;
-    if (w == NULL) {
-        return ACG_OK;
-    }
     /* Waits for other threads' calls on the weights (a model creation) to return. */
-    ACG__TRY(acg__retire(w, ACG__HANDLE_WEIGHTS, "acg_model_weights_free", "weights object"));
+    ACG__DESTROY_BEGIN(w, ACG__HANDLE_WEIGHTS, "acg_model_weights_free", "weights object");
     if (w->mapped) {
         acg__file_unmap(w->image, w->image_size);
     } else {

@@ -134,14 +134,9 @@ static int parse_options(int argc, char **argv, graph_options *o) {
     if (o->svg != NULL && strcmp(o->svg, "-") == 0) {
         return tool_usage_error(cmd_graph_usage, "--svg needs a file (--dot - writes to stdout)");
     }
-    if ((o->model == NULL) != (o->tokenizer == NULL)) {
-        return tool_usage_error(cmd_graph_usage, "--model and --tokenizer go together");
-    }
-    if (o->model != NULL && o->preset != NULL) {
-        return tool_usage_error(cmd_graph_usage, "--preset and --model exclude each other");
-    }
-    if (o->model == NULL && o->preset == NULL) {
-        o->preset = "small";
+    int rc = tool_model_options(cmd_graph_usage, o->model, o->tokenizer, &o->preset);
+    if (rc != TOOL_EXIT_OK) {
+        return rc;
     }
     acg_model_config c = ACG_MODEL_CONFIG_INIT;
     if (o->preset != NULL && acg_model_preset_get_config(o->preset, &c) != ACG_OK) {

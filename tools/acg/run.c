@@ -217,14 +217,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
         }
         return tool_usage_error(cmd_run_usage, "unknown argument '%s'", argv[i]);
     }
-    if ((o->model == NULL) != (o->tokenizer == NULL)) {
-        return tool_usage_error(cmd_run_usage, "--model and --tokenizer go together");
-    }
-    if (o->model != NULL && o->preset != NULL) {
-        return tool_usage_error(cmd_run_usage, "--preset and --model exclude each other");
-    }
-    if (o->model == NULL && o->preset == NULL) {
-        o->preset = "small";
+    int rc = tool_model_options(cmd_run_usage, o->model, o->tokenizer, &o->preset);
+    if (rc != TOOL_EXIT_OK) {
+        return rc;
     }
     if (o->trace != NULL && o->trace[0] == '\0') {
         return tool_usage_error(cmd_run_usage, "--trace needs a file name");

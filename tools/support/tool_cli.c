@@ -161,6 +161,20 @@ int tool_option_double(const char *usage, const char *who, const char *name, con
                             above_min ? '(' : '[', min, max);
 }
 
+int tool_model_options(const char *usage, const char *model, const char *tokenizer,
+                       const char **preset) {
+    if ((model == NULL) != (tokenizer == NULL)) {
+        return tool_usage_error(usage, "--model and --tokenizer go together");
+    }
+    if (model != NULL && *preset != NULL) {
+        return tool_usage_error(usage, "--preset and --model exclude each other");
+    }
+    if (model == NULL && *preset == NULL) {
+        *preset = "small";
+    }
+    return TOOL_EXIT_OK;
+}
+
 /* ---- tables of commands ---------------------------------------------------------------------- */
 
 const tool_command *tool_command_find(const tool_command *table, const char *name) {

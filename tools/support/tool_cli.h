@@ -79,6 +79,13 @@ int tool_option_u64(const char *usage, const char *who, const char *name, const 
 int tool_option_double(const char *usage, const char *who, const char *name, const char *text,
                        double min, double max, bool above_min, double *out);
 
+/* The options that name the reference model of a command (acg run, acg graph): --model FILE
+ * with --tokenizer FILE, or --preset NAME, never both; neither means the "small" preset.
+ * Returns TOOL_EXIT_OK with *preset set to "small" when neither was given, or TOOL_EXIT_USAGE
+ * after "--model and --tokenizer go together" or "--preset and --model exclude each other". */
+int tool_model_options(const char *usage, const char *model, const char *tokenizer,
+                       const char **preset);
+
 /* ---- tables of commands -----------------------------------------------------------------------
  * A table is an array of tool_command ended by an entry whose name is NULL. A command with
  * `sub` set runs one of the commands of that table, named by its first argument ("acg bench

@@ -175,28 +175,17 @@ static void json_string_literal(FILE *out, const char *s) {
             p += n;
             continue;
         }
-        switch (*p) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) {
-                fprintf(out, "\\u%04x", (unsigned)*p);
-            } else {
-                fputc(*p, out);
-            }
+        /* The bytes JSON writes as a backslash and a letter (or themselves): escaped[k] stands
+         * for plain[k]. */
+        static const char plain[] = "\"\\\n\r\t", escaped[] = "\"\\nrt";
+        const char *e = strchr(plain, *p);
+        if (e != NULL) {
+            fputc('\\', out);
+            fputc(escaped[e - plain], out);
+        } else if (*p < 0x20 || *p == 0x7f) {
+            fprintf(out, "\\u%04x", (unsigned)*p);
+        } else {
+            fputc(*p, out);
         }
         p++;
     }

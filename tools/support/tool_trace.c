@@ -14,26 +14,14 @@
 
 #define CHUNK_BYTES (256u * 1024u)
 
-/* An event as kept: its strings copied into the arena. */
-typedef struct rec_arg {
-    const char *key;
-    acg_trace_arg_type type;
-    union {
-        uint64_t u;
-        int64_t i;
-        double d;
-        bool b;
-        const char *s;
-    } v;
-} rec_arg;
-
+/* An event as kept: its strings (names, keys, string values) copied into the arena. */
 typedef struct rec_event {
     char ph; /* 'B', 'E', 'X', 'i' */
     uint32_t tid;
     uint64_t ts, dur;
     const char *name, *cat;
     uint32_t n_args;
-    rec_arg args[]; /* (n_args) */
+    acg_trace_arg args[]; /* (n_args) */
 } rec_event;
 
 typedef struct chunk {
@@ -125,26 +113,19 @@ static bool record(tool_trace *t, const acg_trace_event *ev) {
     bool ok = r->name != NULL && r->cat != NULL;
     for (uint32_t i = 0; ok && i < ev->n_args; i++) {
         const acg_trace_arg *a = &ev->args[i];
-        rec_arg *to = &r->args[i];
+        acg_trace_arg *to = &r->args[i];
+        *to = *a;
         to->key = arena_string(t, a->key);
-        to->type = a->type;
         switch (a->type) {
         case ACG_TRACE_ARG_UINT:
-            to->v.u = a->value.u;
-            break;
         case ACG_TRACE_ARG_INT:
-            to->v.i = a->value.i;
-            break;
         case ACG_TRACE_ARG_DOUBLE:
-            to->v.d = a->value.d;
-            break;
         case ACG_TRACE_ARG_BOOL:
-            to->v.b = a->value.b;
-            break;
+            break; /* the value is copied */
         default:
             to->type = ACG_TRACE_ARG_STRING;
-            to->v.s = arena_string(t, a->type == ACG_TRACE_ARG_STRING ? a->value.s : "?");
-            ok = to->v.s != NULL;
+            to->value.s = arena_string(t, a->type == ACG_TRACE_ARG_STRING ? a->value.s : "?");
+            ok = to->value.s != NULL;
             break;
         }
         ok = ok && to->key != NULL;
@@ -277,22 +258,22 @@ static void write_event(tool_json *j, const rec_event *r, uint64_t t0, int64_t p
     tool_json_uint(j, "tid", r->tid);
     tool_json_object_begin(j, "args");
     for (uint32_t i = 0; i < r->n_args; i++) {
-        const rec_arg *a = &r->args[i];
+        const acg_trace_arg *a = &r->args[i];
         switch (a->type) {
         case ACG_TRACE_ARG_UINT:
-            tool_json_uint(j, a->key, a->v.u);
+            tool_json_uint(j, a->key, a->value.u);
             break;
         case ACG_TRACE_ARG_INT:
-            tool_json_int(j, a->key, a->v.i);
+            tool_json_int(j, a->key, a->value.i);
             break;
         case ACG_TRACE_ARG_DOUBLE:
-            tool_json_number(j, a->key, a->v.d);
+            tool_json_number(j, a->key, a->value.d);
             break;
         case ACG_TRACE_ARG_BOOL:
-            tool_json_bool(j, a->key, a->v.b);
+            tool_json_bool(j, a->key, a->value.b);
             break;
         default:
-            tool_json_string(j, a->key, a->v.s);
+            tool_json_string(j, a->key, a->value.s);
             break;
         }
     }

@@ -160,10 +160,8 @@ acg_status acg__cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
     cu_device *d = acg__cu_dev(dev);
     const acg_kernel_impl *impl = acg__kernel_impl_find(def, "cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE);
     if (impl == NULL) {
-        return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: kernel %s has no code for the cuda backend (its definition has no "
-                          "%s implementation for cuda: cuda.fatbin or an impls entry)",
-                          fn, def->name, ACG_KERNEL_FORMAT_CUDA_IMAGE);
+        return acg__error_no_kernel_code(fn, def->name, "cuda", ACG_KERNEL_FORMAT_CUDA_IMAGE,
+                                         "cuda.fatbin");
     }
     ACG__TRY(acg__cu_enter(d, fn));
     /* PTX text given without its size: the image is the text with its NUL. */

@@ -146,16 +146,11 @@ static bool resolve(PFN_cuGetProcAddress_v12000 get) {
 }
 
 bool acg__cu_load_driver(void) {
-    const char *path = acg__env_get("ACG_CUDA_DRIVER");
-    if (path == NULL || path[0] == '\0') {
-        path = "libcuda.so.1";
-    }
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    const char *path = NULL;
+    void *h = acg__dlopen_vendor("ACG_CUDA_DRIVER", "libcuda.so.1", "no CUDA driver",
+                                 "install the NVIDIA driver", &path, acg__cu.reason,
+                                 sizeof acg__cu.reason);
     if (h == NULL) {
-        const char *why = dlerror();
-        snprintf(acg__cu.reason, sizeof acg__cu.reason,
-                 "no CUDA driver: dlopen(\"%s\") failed (%s); install the NVIDIA driver", path,
-                 why != NULL ? why : "unknown error");
         return false;
     }
     PFN_cuGetProcAddress_v12000 get = NULL;

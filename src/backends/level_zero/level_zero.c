@@ -480,11 +480,8 @@ static acg_status ze_kernel_load(acg__bk_device *dev, const acg__kernel_def *def
     const acg_kernel_impl *impl =
         acg__kernel_impl_find(def, "level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL);
     if (impl == NULL) {
-        return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: kernel %s has no code for the level_zero backend (its definition "
-                          "has no %s implementation for level_zero: spirv.module or an impls "
-                          "entry)",
-                          fn, def->name, ACG_KERNEL_FORMAT_SPIRV_OPENCL);
+        return acg__error_no_kernel_code(fn, def->name, "level_zero",
+                                         ACG_KERNEL_FORMAT_SPIRV_OPENCL, "spirv.module");
     }
     /* A module is binary: a size of 0 (text ending in NUL) is no SPIR-V. */
     if (impl->size == 0) {

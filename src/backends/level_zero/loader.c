@@ -373,16 +373,11 @@ static acg_status enumerate(void) {
 /* Opens the loader, initializes it and finds the devices; false with reason set when the
  * backend cannot run. */
 static bool load(void) {
-    const char *path = acg__env_get("ACG_LEVEL_ZERO_LOADER");
-    if (path == NULL || path[0] == '\0') {
-        path = "libze_loader.so.1";
-    }
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    const char *path = NULL;
+    void *h =
+        acg__dlopen_vendor("ACG_LEVEL_ZERO_LOADER", "libze_loader.so.1", "no Level Zero loader",
+                           "install libze1", &path, acg__ze.reason, sizeof acg__ze.reason);
     if (h == NULL) {
-        const char *why = dlerror();
-        snprintf(acg__ze.reason, sizeof acg__ze.reason,
-                 "no Level Zero loader: dlopen(\"%s\") failed (%s); install libze1", path,
-                 why != NULL ? why : "unknown error");
         return false;
     }
     acg__ze.handle = h;

@@ -276,6 +276,20 @@ void acg__ze_stream_destroy(acg__bk_stream *stream) {
     acg__free(s);
 }
 
+/* Appends to the stream a barrier that signals the slot's event once everything before it
+ * has run; *serial, unless serial is NULL, the number of that submission (s->submitted counts
+ * them under the stream's lock). */
+static acg_status append_signal(ze_stream *s, ze_slot *slot, uint64_t *serial, const char *fn) {
+    acg_status st = acg__ze_stream_begin(s, fn);
+    if (st == ACG_OK) {
+        st = ZE(fn, zeCommandListAppendBarrier, s->list, slot->ev, 0, NULL);
+    }
+    if (serial != NULL) {
+        *serial = s->submitted + 1;
+    }
+    return acg__ze_stream_end(s, st);
+}
+
 /* Appends a barrier that signals a fresh slot once the stream's work so far completed; *serial
  * is the work it covers. The slot is held for the caller's host wait, ended by unmark. */
 static acg_status mark(ze_stream *s, ze_slot **out, uint64_t *serial, const char *fn) {
@@ -289,12 +303,7 @@ static acg_status mark(ze_stream *s, ze_slot **out, uint64_t *serial, const char
     if (st != ACG_OK) {
         return st;
     }
-    st = acg__ze_stream_begin(s, fn);
-    if (st == ACG_OK) {
-        st = ZE(fn, zeCommandListAppendBarrier, s->list, slot->ev, 0, NULL);
-    }
-    *serial = s->submitted + 1;
-    st = acg__ze_stream_end(s, st);
+    st = append_signal(s, slot, serial, fn);
     if (st != ACG_OK) {
         pthread_mutex_lock(&s->dev->lock);
         slot->host_waits--;
@@ -477,11 +486,7 @@ acg_status acg__ze_event_record(acg__bk_event *event, acg__bk_stream *stream) {
     if (st != ACG_OK) {
         return st;
     }
-    st = acg__ze_stream_begin(s, fn);
-    if (st == ACG_OK) {
-        st = ZE(fn, zeCommandListAppendBarrier, s->list, slot->ev, 0, NULL);
-    }
-    st = acg__ze_stream_end(s, st);
+    st = append_signal(s, slot, NULL, fn);
     pthread_mutex_lock(&e->dev->lock);
     if (st == ACG_OK) {
         acg__ze_slot_retire(e->dev, e->slot);

@@ -218,10 +218,8 @@ acg_status acg__ocl_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
     ocl_device *d = acg__ocl_dev(dev);
     const acg_kernel_impl *impl = acg__kernel_impl_find(def, "opencl", ACG_KERNEL_FORMAT_OPENCL_C);
     if (impl == NULL) {
-        return acg__error(ACG_ERR_UNSUPPORTED,
-                          "%s: kernel %s has no code for the opencl backend (its definition has "
-                          "no %s implementation for opencl: opencl.source or an impls entry)",
-                          fn, def->name, ACG_KERNEL_FORMAT_OPENCL_C);
+        return acg__error_no_kernel_code(fn, def->name, "opencl", ACG_KERNEL_FORMAT_OPENCL_C,
+                                         "opencl.source");
     }
     const char *src = impl->code;
     const size_t len = impl->size != 0 ? impl->size : strlen(src);

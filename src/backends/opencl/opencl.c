@@ -339,26 +339,40 @@ out:
     return st;
 }
 
-/* Idle when the latest command completed (an in-order queue completes in order). */
-static acg_status ocl_stream_query(acg__bk_stream *stream) {
-    static const char fn[] = "acg_stream_query";
-    ocl_stream *s = acg__ocl_stream(stream);
+/* The stream's latest command, retained (NULL: none yet) and flushed: queries and waits from
+ * the host must see it progress without a later flush. Once the engine has the queue
+ * (native_used) its own commands may follow acg's latest: a marker queued first covers them
+ * too. */
+static acg_status latest_command(ocl_stream *s, const char *fn, cl_event *out) {
     acg_status st = ACG_OK;
     if (s->native_used) {
-        /* The engine's own commands may follow acg's latest: a marker covers them too. */
         cl_event marker = NULL;
         OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &marker), fn, out);
         acg__ocl_track(s, marker);
     }
-    cl_event last = acg__ocl_last(s);
-    if (last == NULL) {
-        return ACG_OK;
+    cl_event ev = acg__ocl_last(s);
+    if (ev != NULL) {
+        OCL_CHECK_SYNC(clFlush(s->queue), fn, out_release);
     }
-    OCL_CHECK_SYNC(clFlush(s->queue), fn, out_release);
-    st = acg__ocl_event_status(last, fn, "the stream's latest command");
+    *out = ev;
+    return ACG_OK;
 out_release:
-    clReleaseEvent(last);
+    clReleaseEvent(ev);
 out:
+    return st;
+}
+
+/* Idle when the latest command completed (an in-order queue completes in order). */
+static acg_status ocl_stream_query(acg__bk_stream *stream) {
+    static const char fn[] = "acg_stream_query";
+    ocl_stream *s = acg__ocl_stream(stream);
+    cl_event last = NULL;
+    acg_status st = latest_command(s, fn, &last);
+    if (st != ACG_OK || last == NULL) {
+        return st;
+    }
+    st = acg__ocl_event_status(last, fn, "the stream's latest command");
+    clReleaseEvent(last);
     return st;
 }
 
@@ -416,31 +430,10 @@ static acg_status ocl_event_record(acg__bk_event *event, acg__bk_stream *stream)
     static const char fn[] = "acg_event_record";
     ocl_event *e = oevent(event);
     ocl_stream *s = acg__ocl_stream(stream);
-    acg_status st = ACG_OK;
-    if (s->native_used) {
-        /* The engine may have queued its own commands after acg's latest: a marker covers
-         * everything queued so far on the in-order queue. */
-        cl_event marker = NULL;
-        OCL_CHECK(clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &marker), fn, out_early);
-        acg__ocl_track(s, marker);
-    }
-    cl_event ev = acg__ocl_last(s);
-    if (ev != NULL) {
-        /* Queries and waits from the host must see it progress without a later flush. */
-        OCL_CHECK_SYNC(clFlush(s->queue), fn, out);
-    }
-    pthread_mutex_lock(&e->lock);
-    cl_event old = e->ev;
-    e->ev = ev;
-    ev = old;
-    pthread_mutex_unlock(&e->lock);
-out:
-    if (ev != NULL) {
-        clReleaseEvent(ev);
-    }
-    return st;
-out_early:
-    return st;
+    cl_event ev = NULL;
+    ACG__TRY(latest_command(s, fn, &ev));
+    acg__ocl_held_set(&e->lock, &e->ev, ev);
+    return ACG_OK;
 }
 
 /* The context acg created for the device, with its device and platform. */
@@ -466,15 +459,7 @@ static acg_status ocl_stream_get_native(acg__bk_stream *stream, acg_native_handl
 
 /* The event's current command, retained; NULL when never recorded or recorded on an idle
  * stream. */
-static cl_event event_marker(ocl_event *e) {
-    pthread_mutex_lock(&e->lock);
-    cl_event ev = e->ev;
-    if (ev != NULL) {
-        clRetainEvent(ev);
-    }
-    pthread_mutex_unlock(&e->lock);
-    return ev;
-}
+static cl_event event_marker(ocl_event *e) { return acg__ocl_held_get(&e->lock, &e->ev); }
 
 static acg_status ocl_stream_wait_event(acg__bk_stream *stream, acg__bk_event *event) {
     ocl_stream *s = acg__ocl_stream(stream);
@@ -491,28 +476,29 @@ out:
     return st;
 }
 
-static acg_status ocl_event_query(acg__bk_event *event) {
+/* The event's command, waited for first with wait: ACG_OK, ACG_NOT_READY (a query of one still
+ * running) or the fault it ended with. Never recorded, or recorded on an idle stream: ACG_OK. */
+static acg_status event_check(acg__bk_event *event, bool wait) {
     cl_event ev = event_marker(oevent(event));
     if (ev == NULL) {
         return ACG_OK;
     }
-    acg_status st = acg__ocl_event_status(ev, "acg_event_query", "the command recorded");
+    acg_status st;
+    if (wait) {
+        cl_int err = clWaitForEvents(1, &ev);
+        st = err == CL_SUCCESS
+                 ? ACG_OK
+                 : acg__ocl_wait_error(err, ev, "acg_event_synchronize", "clWaitForEvents");
+    } else {
+        st = acg__ocl_event_status(ev, "acg_event_query", "the command recorded");
+    }
     clReleaseEvent(ev);
     return st;
 }
 
-static acg_status ocl_event_synchronize(acg__bk_event *event) {
-    cl_event ev = event_marker(oevent(event));
-    if (ev == NULL) {
-        return ACG_OK;
-    }
-    cl_int err = clWaitForEvents(1, &ev);
-    acg_status st = err == CL_SUCCESS
-                        ? ACG_OK
-                        : acg__ocl_wait_error(err, ev, "acg_event_synchronize", "clWaitForEvents");
-    clReleaseEvent(ev);
-    return st;
-}
+static acg_status ocl_event_query(acg__bk_event *event) { return event_check(event, false); }
+
+static acg_status ocl_event_synchronize(acg__bk_event *event) { return event_check(event, true); }
 
 /* The opencl backend reads no variable of its own (src/library.c lists every backend's table
  * with the layers'). */

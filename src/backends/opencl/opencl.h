@@ -20,22 +20,19 @@
 
 /* Runs an OpenCL call; on failure records the call and its code as this thread's error, maps
  * the code to a status in `st`, and jumps to `label`. */
-#define OCL_CHECK(call, fn, label)                                                                 \
-    do {                                                                                           \
-        cl_int err_ = (call);                                                                      \
-        if (err_ != CL_SUCCESS) {                                                                  \
-            st = acg__ocl_error(err_, fn, #call);                                                  \
-            goto label;                                                                            \
-        }                                                                                          \
-    } while (0)
+#define OCL_CHECK(call, fn, label) OCL_CHECK_MAPPED(acg__ocl_error, (call), #call, fn, label)
 
 /* As OCL_CHECK, for a call that waits for or flushes commands queued before it (clFinish,
  * clFlush, clWaitForEvents, a blocking read or write): acg__ocl_sync_error maps its code. */
 #define OCL_CHECK_SYNC(call, fn, label)                                                            \
+    OCL_CHECK_MAPPED(acg__ocl_sync_error, (call), #call, fn, label)
+
+/* Both: the call's code err_, mapped by map(err_, fn, text) where it failed. */
+#define OCL_CHECK_MAPPED(map, call, text, fn, label)                                               \
     do {                                                                                           \
         cl_int err_ = (call);                                                                      \
         if (err_ != CL_SUCCESS) {                                                                  \
-            st = acg__ocl_sync_error(err_, fn, #call);                                             \
+            st = map(err_, fn, text);                                                              \
             goto label;                                                                            \
         }                                                                                          \
     } while (0)
@@ -190,26 +187,37 @@ static inline acg__bk_kernel *acg__ocl_bk_kernel(ocl_kernel *k) { return (acg__b
 static inline cl_mem acg__ocl_mem(acg__bk_mem *m) { return (cl_mem)m; }
 static inline acg__bk_mem *acg__ocl_bk_mem(cl_mem m) { return (acg__bk_mem *)m; }
 
-/* Makes ev the stream's latest command (taking the reference). */
-static inline void acg__ocl_track(ocl_stream *s, cl_event ev) {
-    pthread_mutex_lock(&s->last_lock);
-    cl_event old = s->last;
-    s->last = ev;
-    pthread_mutex_unlock(&s->last_lock);
+/* An event kept under a lock (a stream's latest command, an acg event's mark): *held, retained
+ * (NULL: none). */
+static inline cl_event acg__ocl_held_get(pthread_mutex_t *lock, cl_event *held) {
+    pthread_mutex_lock(lock);
+    cl_event ev = *held;
+    if (ev != NULL) {
+        clRetainEvent(ev);
+    }
+    pthread_mutex_unlock(lock);
+    return ev;
+}
+
+/* Makes ev (taking its reference; NULL: none) the event *held, releasing the one before. */
+static inline void acg__ocl_held_set(pthread_mutex_t *lock, cl_event *held, cl_event ev) {
+    pthread_mutex_lock(lock);
+    cl_event old = *held;
+    *held = ev;
+    pthread_mutex_unlock(lock);
     if (old != NULL) {
         clReleaseEvent(old);
     }
 }
 
+/* Makes ev the stream's latest command (taking the reference). */
+static inline void acg__ocl_track(ocl_stream *s, cl_event ev) {
+    acg__ocl_held_set(&s->last_lock, &s->last, ev);
+}
+
 /* The stream's latest command, retained (NULL: none yet). */
 static inline cl_event acg__ocl_last(ocl_stream *s) {
-    pthread_mutex_lock(&s->last_lock);
-    cl_event ev = s->last;
-    if (ev != NULL) {
-        clRetainEvent(ev);
-    }
-    pthread_mutex_unlock(&s->last_lock);
-    return ev;
+    return acg__ocl_held_get(&s->last_lock, &s->last);
 }
 
 /* The bytes of a 1-, 2- or 4-byte fill pattern in host order, as the cpu backend writes them. */
