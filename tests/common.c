@@ -750,3 +750,16 @@ void tc_hang_guard(unsigned seconds, const char *what) {
     signal(SIGALRM, on_hang);
     alarm(seconds);
 }
+
+/* ---- the backends' own tests (tests/cuda, tests/level_zero, tests/opencl) ------------------ */
+
+void tc_expect_node_kinds(const acg_graph *g, const acg_node_kind *kinds, size_t n) {
+    size_t nodes = 0;
+    TC_OK(acg_graph_get_node_count(g, &nodes));
+    assert_int_equal(nodes, n);
+    for (size_t i = 0; i < n; i++) {
+        acg_node_info info;
+        TC_OK(acg_graph_get_node(g, i, &info));
+        assert_int_equal(info.kind, kinds[i]);
+    }
+}

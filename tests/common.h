@@ -269,4 +269,9 @@ acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, siz
 /* Returns true when haystack contains needle (NULL-safe). */
 bool tc_contains(const char *haystack, const char *needle);
 
+/* ---- the backends' own tests (tests/cuda, tests/level_zero, tests/opencl) ------------------ */
+
+/* Asserts that graph g has n nodes, node i of kind kinds[i]. */
+void tc_expect_node_kinds(const acg_graph *g, const acg_node_kind *kinds, size_t n);
+
 #endif /* ACG_TESTS_COMMON_H */
