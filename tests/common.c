@@ -763,3 +763,15 @@ void tc_expect_node_kinds(const acg_graph *g, const acg_node_kind *kinds, size_t
         assert_int_equal(info.kind, kinds[i]);
     }
 }
+
+acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier)(void *user),
+                 acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n),
+                 acg_status (*broadcast)(void *user, void *data, size_t bytes, int32_t root)) {
+    return (acg_comm){.size = sizeof(acg_comm),
+                      .user = user,
+                      .barrier = barrier,
+                      .allreduce_min_i32 = allreduce_min_i32,
+                      .rank = rank,
+                      .n_ranks = n_ranks,
+                      .broadcast = broadcast};
+}

@@ -274,4 +274,10 @@ bool tc_contains(const char *haystack, const char *needle);
 /* Asserts that graph g has n nodes, node i of kind kinds[i]. */
 void tc_expect_node_kinds(const acg_graph *g, const acg_node_kind *kinds, size_t n);
 
+/* A comm of `rank` of `n_ranks` whose callbacks are these, each given `user`
+ * (allreduce_sum_f32 unset: set it where the transport has one). */
+acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier)(void *user),
+                 acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n),
+                 acg_status (*broadcast)(void *user, void *data, size_t bytes, int32_t root));
+
 #endif /* ACG_TESTS_COMMON_H */
