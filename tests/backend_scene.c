@@ -293,6 +293,11 @@ void bs_fault_sweep(const bs_sweep *sw, bs_driver *drv) {
     assert_true(points > 50 && failed_runs > points / 2);
 }
 
+void bs_fault_sweep_case(void **state) {
+    const bs_sweep *sw = *state;
+    bs_fault_sweep(sw, sw->drv);
+}
+
 /* ---- cases on the scenario's scene (a cmocka fixture) ------------------------------------- */
 
 /* The scene a case gets, and the suite that made it (for the teardown). */
@@ -448,4 +453,20 @@ bool bs_backend_opens(const char *backend) {
     }
     acg_device_close(probe);
     return true;
+}
+
+int bs_main(int argc, char **argv, const char *backend, const bs_mode *modes, const char *name,
+            const struct CMUnitTest *tests, size_t n) {
+    if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
+        return bs_expect_unavailable(backend, argv[2]);
+    }
+    for (const bs_mode *m = modes; m != NULL && m->flag != NULL; m++) {
+        if (argc == (m->takes_arg ? 3 : 2) && strcmp(argv[1], m->flag) == 0) {
+            return m->run(m->takes_arg ? argv[2] : NULL);
+        }
+    }
+    if (!bs_backend_opens(backend)) {
+        return 77;
+    }
+    return _cmocka_run_group_tests(name, tests, n, NULL, NULL);
 }

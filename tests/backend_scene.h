@@ -135,6 +135,7 @@ typedef struct bs_sweep {
     /* (optional) Called after a failed run's teardown with the entry point failed and the
      * scene's c->reg as it was, to undo what the driver kept of memory freed since. */
     void (*after_close)(const bs_driver *drv, const char *name, void *reg);
+    bs_driver *drv; /* the driver the scenario loads */
 } bs_sweep;
 
 /* Runs the scenario once (which loads the driver and builds what is built once per process),
@@ -144,6 +145,12 @@ typedef struct bs_sweep {
  * scenario then runs clean on a new device. Prints a summary, and asserts that more than 50
  * calls were failed and more than half of the runs failed with the driver's error. */
 void bs_fault_sweep(const bs_sweep *sw, bs_driver *drv);
+
+/* cmocka case: bs_fault_sweep of the bs_sweep that is its initial state, with its driver. */
+void bs_fault_sweep_case(void **state);
+/* A table entry: the sweep `sweep` (a const bs_sweep *) as the case test_fault_sweep. */
+#define BS_SWEEP_CASE(sweep)                                                                       \
+    { "test_fault_sweep", bs_fault_sweep_case, NULL, NULL, (void *)(sweep) }
 
 /* ---- cases on the scenario's scene (a cmocka fixture) ------------------------------------- */
 
@@ -217,5 +224,24 @@ int bs_expect_unavailable(const char *backend, const char *text);
 /* Whether `backend` opens here; if not, prints "skipped: <backend>: <why>" (a main then returns
  * CTest's skip code, 77). */
 bool bs_backend_opens(const char *backend);
+
+/* A mode of a backend's test executable, run instead of its cases: `flag`, alone or with one
+ * argument, and what runs it (arg: that argument, or NULL), which returns the exit status. */
+typedef struct bs_mode {
+    const char *flag;
+    bool takes_arg;
+    int (*run)(const char *arg);
+} bs_mode;
+
+/* The main of a backend's test: `--expect-unavailable TEXT` (bs_expect_unavailable), or the
+ * mode of `modes` (up to an entry whose flag is NULL; modes may be NULL) that argv names; else,
+ * where the backend opens, its n cases `tests` as the cmocka group `name`, and 77 (skipped)
+ * where it does not. */
+int bs_main(int argc, char **argv, const char *backend, const bs_mode *modes, const char *name,
+            const struct CMUnitTest *tests, size_t n);
+#define BS_MAIN(backend, modes, name, tests)                                                       \
+    int main(int argc, char **argv) {                                                              \
+        return bs_main(argc, argv, backend, modes, name, tests, sizeof tests / sizeof tests[0]);   \
+    }
 
 #endif

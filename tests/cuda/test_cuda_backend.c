@@ -130,14 +130,11 @@ static void release_registered(const bs_driver *d, const char *name, void *reg) 
  * error (or absorbs the failure, as a failed upload or a drop of what was recorded may), the
  * teardown leaves no driver object behind, and the same scenario then runs clean on a new
  * device (bs_fault_sweep). */
-static void test_fault_sweep(void **state) {
-    (void)state;
-    const bs_sweep sweep = {.names = entry_names,
-                            .run = scene_run,
-                            .releases = releases,
-                            .after_close = release_registered};
-    bs_fault_sweep(&sweep, &drv);
-}
+static const bs_sweep sweep = {.names = entry_names,
+                               .run = scene_run,
+                               .releases = releases,
+                               .after_close = release_registered,
+                               .drv = &drv};
 
 /* cuGraphExecUpdate refused: the exec is instantiated again from the ledger's graph, and the
  * replay computes the update. */
@@ -712,7 +709,8 @@ static void test_native_graph(void **state) {
 /* A driver without cuGraphExecUpdate and cuMemHostRegister (ACGTEST_CUDA_HIDE): graphs still
  * work, update and registration are off, the capability's detail names what is missing, and
  * acg_pinned_register says ACG_ERR_UNSUPPORTED. */
-static int expect_missing_optional(void) {
+static int expect_missing_optional(const char *arg) {
+    (void)arg;
     acg_device *dev = bs_open_or_say("cuda");
     if (dev == NULL) {
         return 1;
@@ -733,29 +731,24 @@ static int expect_missing_optional(void) {
     return bad;
 }
 
-int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
-        return bs_expect_unavailable("cuda", argv[2]);
-    }
-    if (argc == 2 && strcmp(argv[1], "--expect-missing-optional") == 0) {
-        return expect_missing_optional();
-    }
-    if (!bs_backend_opens("cuda")) {
-        return 77;
-    }
+static const bs_mode modes[] = {
+    {"--expect-missing-optional", false, expect_missing_optional},
+    {NULL, false, NULL},
+};
+
 #define CASE(test) BS_SCENE_CASE(test, &suite)
-    const struct CMUnitTest tests[] = {
-        CASE(test_scenario),
-        CASE(test_update_refused),
-        CASE(test_capture_errors),
-        CASE(test_foreign_work),
-        cmocka_unit_test(test_grid_limit),
-        CASE(test_native_graph),
-        CASE(test_update_foreign),
-        CASE(test_update_foreign_pools),
-        cmocka_unit_test(test_device_fault),
-        cmocka_unit_test(test_fault_sweep),
-    };
+static const struct CMUnitTest tests[] = {
+    CASE(test_scenario),
+    CASE(test_update_refused),
+    CASE(test_capture_errors),
+    CASE(test_foreign_work),
+    cmocka_unit_test(test_grid_limit),
+    CASE(test_native_graph),
+    CASE(test_update_foreign),
+    CASE(test_update_foreign_pools),
+    cmocka_unit_test(test_device_fault),
+    BS_SWEEP_CASE(&sweep),
+};
 #undef CASE
-    return cmocka_run_group_tests_name("test_cuda_backend", tests, NULL, NULL);
-}
+
+BS_MAIN("cuda", modes, "test_cuda_backend", tests)

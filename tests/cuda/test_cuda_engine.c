@@ -804,7 +804,8 @@ static void test_driver_refusals(void **state) {
 
 /* ACGTEST_CUDA_HIDE=cuFuncGetParamInfo,cuStreamGetCaptureInfo: the mismatched definition loads
  * unchecked, a kernel still captures and replays, and no node updates. */
-static int expect_no_param_info(void) {
+static int expect_no_param_info(const char *arg) {
+    (void)arg;
     acg_device *dev = bs_open_or_say("cuda");
     if (dev == NULL) {
         return 1;
@@ -869,23 +870,21 @@ static int expect_no_param_info(void) {
     return bad;
 }
 
-int main(int argc, char **argv) {
-    if (argc == 2 && strcmp(argv[1], "--expect-no-param-info") == 0) {
-        return expect_no_param_info();
-    }
-    if (!bs_backend_opens("cuda")) {
-        return 77;
-    }
+static const bs_mode modes[] = {
+    {"--expect-no-param-info", false, expect_no_param_info},
+    {NULL, false, NULL},
+};
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_out_of_memory), /* first: no acg object may live around it */
-        T(test_update_node),
-        T(test_update_node_grid_limit),
-        T(test_update_node_after_update),
-        T(test_update_node_ledger),
-        T(test_kernel_params),
-        T(test_driver_refusals),
-    };
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_out_of_memory), /* first: no acg object may live around it */
+    T(test_update_node),
+    T(test_update_node_grid_limit),
+    T(test_update_node_after_update),
+    T(test_update_node_ledger),
+    T(test_kernel_params),
+    T(test_driver_refusals),
+};
 #undef T
-    return cmocka_run_group_tests_name("test_cuda_engine", tests, NULL, NULL);
-}
+
+BS_MAIN("cuda", modes, "test_cuda_engine", tests)

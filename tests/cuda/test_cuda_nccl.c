@@ -667,7 +667,8 @@ static int expect_no_collectives(const char *text) {
  * replays of its capture leave the floats as they were (one rank's sum), the graph holds the
  * allreduce as a collective node, and an update from a capture on other memory replays that
  * capture's work, bit for bit what it does eagerly. Exits 77 without NCCL. */
-static int device_check(void) {
+static int device_check(const char *arg) {
+    (void)arg;
     acg_device *dev = NULL;
     if (acg_device_open("cuda", &dev) != ACG_OK) {
         printf("skipped: cuda: %s\n", acg_last_error());
@@ -750,27 +751,23 @@ static int device_check(void) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--expect-no-collectives") == 0) {
-        return expect_no_collectives(argv[2]);
-    }
-    if (argc == 2 && strcmp(argv[1], "--device-check") == 0) {
-        return device_check();
-    }
-    if (!bs_backend_opens("cuda")) {
-        return 77;
-    }
+static const bs_mode modes[] = {
+    {"--expect-no-collectives", true, expect_no_collectives},
+    {"--device-check", false, device_check},
+    {NULL, false, NULL},
+};
+
 #define T(test) cmocka_unit_test_setup_teardown(test, env_setup, env_teardown)
-    const struct CMUnitTest tests[] = {
-        T(test_one_rank),
-        T(test_two_ranks),
-        T(test_create_failures),
-        T(test_comm_failures),
-        T(test_allreduce_failures),
-        T(test_out_of_place),
-        cmocka_unit_test(test_device_fault),
-        cmocka_unit_test(test_alloc_failures),
-    };
+static const struct CMUnitTest tests[] = {
+    T(test_one_rank),
+    T(test_two_ranks),
+    T(test_create_failures),
+    T(test_comm_failures),
+    T(test_allreduce_failures),
+    T(test_out_of_place),
+    cmocka_unit_test(test_device_fault),
+    cmocka_unit_test(test_alloc_failures),
+};
 #undef T
-    return cmocka_run_group_tests_name("test_cuda_nccl", tests, NULL, NULL);
-}
+
+BS_MAIN("cuda", modes, "test_cuda_nccl", tests)

@@ -151,14 +151,11 @@ static bool releases(const char *name) {
  * said it left some to the driver (a refused release, or a failed wait before freeing what the
  * device may still use), the driver saw no misuse (nothing destroyed while in use), and the
  * scenario then runs clean on a new device (bs_fault_sweep). */
-static void test_fault_sweep(void **state) {
-    (void)state;
-    const bs_sweep sweep = {.names = entry_names,
-                            .run = ze_scene_run,
-                            .releases = releases,
-                            .may_leave_to_driver = true};
-    bs_fault_sweep(&sweep, &ze_drv);
-}
+static const bs_sweep sweep = {.names = entry_names,
+                               .run = ze_scene_run,
+                               .releases = releases,
+                               .may_leave_to_driver = true,
+                               .drv = &ze_drv};
 
 /* ---- device faults ------------------------------------------------------------------------ */
 
@@ -396,7 +393,8 @@ static bool unknown_wrong(const acg_capability *cap, const char *text) {
 
 /* A driver that reports its extensions at a major version acg does not know: each is left
  * unused, with a log line naming it, and the device works without them. */
-static int expect_unknown_versions(void) {
+static int expect_unknown_versions(const char *arg) {
+    (void)arg;
     acg_set_log_callback(count_unknown, NULL);
     acg_set_log_level(ACG_LOG_WARN);
     int bad = detail_then_scenario(unknown_wrong, NULL);
@@ -412,28 +410,21 @@ static bool detail_lacks(const acg_capability *cap, const char *text) {
  * backend does instead (TEXT), and the scenario runs. */
 static int expect_detail(const char *text) { return detail_then_scenario(detail_lacks, text); }
 
-int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
-        return bs_expect_unavailable("level_zero", argv[2]);
-    }
-    if (argc == 3 && strcmp(argv[1], "--expect-detail") == 0) {
-        return expect_detail(argv[2]);
-    }
-    if (argc == 2 && strcmp(argv[1], "--expect-unknown-versions") == 0) {
-        return expect_unknown_versions();
-    }
-    if (!bs_backend_opens("level_zero")) {
-        return 77;
-    }
-    const struct CMUnitTest tests[] = {
-        ZE_CASE(test_scenario),
-        ZE_CASE(test_discard_retained),
-        ZE_CASE(test_update_paths),
-        cmocka_unit_test(test_fault_sweep),
-        cmocka_unit_test(test_memory_info),
-        cmocka_unit_test(test_replay_fence_failure),
-        cmocka_unit_test(test_device_lost_synchronize),
-        cmocka_unit_test(test_device_lost_poll),
-    };
-    return cmocka_run_group_tests_name("test_ze_backend", tests, NULL, NULL);
-}
+static const bs_mode modes[] = {
+    {"--expect-detail", true, expect_detail},
+    {"--expect-unknown-versions", false, expect_unknown_versions},
+    {NULL, false, NULL},
+};
+
+static const struct CMUnitTest tests[] = {
+    ZE_CASE(test_scenario),
+    ZE_CASE(test_discard_retained),
+    ZE_CASE(test_update_paths),
+    BS_SWEEP_CASE(&sweep),
+    cmocka_unit_test(test_memory_info),
+    cmocka_unit_test(test_replay_fence_failure),
+    cmocka_unit_test(test_device_lost_synchronize),
+    cmocka_unit_test(test_device_lost_poll),
+};
+
+BS_MAIN("level_zero", modes, "test_ze_backend", tests)

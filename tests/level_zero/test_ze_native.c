@@ -362,14 +362,10 @@ static void test_pinned_replay(void **state) {
     TC_OK(acg_device_close(dev));
 }
 
-int main(void) {
-    if (!bs_backend_opens("level_zero")) {
-        return 77;
-    }
-    const struct CMUnitTest tests[] = {
-        ZE_CASE(test_native_capture),
-        cmocka_unit_test(test_native_memory),
-        cmocka_unit_test(test_pinned_replay),
-    };
-    return cmocka_run_group_tests_name("test_ze_native", tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    ZE_CASE(test_native_capture),
+    cmocka_unit_test(test_native_memory),
+    cmocka_unit_test(test_pinned_replay),
+};
+
+BS_MAIN("level_zero", NULL, "test_ze_native", tests)

@@ -349,13 +349,9 @@ static void test_kernel_params_checked(void **state) {
     assert_int_equal(ze_drv.violations(), 0);
 }
 
-int main(void) {
-    if (!bs_backend_opens("level_zero")) {
-        return 77;
-    }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_node_update),
-        cmocka_unit_test(test_kernel_params_checked),
-    };
-    return cmocka_run_group_tests_name("test_ze_nodes", tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_node_update),
+    cmocka_unit_test(test_kernel_params_checked),
+};
+
+BS_MAIN("level_zero", NULL, "test_ze_nodes", tests)
