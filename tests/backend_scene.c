@@ -461,8 +461,8 @@ int bs_main(int argc, char **argv, const char *backend, const bs_mode *modes, co
         return bs_expect_unavailable(backend, argv[2]);
     }
     for (const bs_mode *m = modes; m != NULL && m->flag != NULL; m++) {
-        if (argc == (m->takes_arg ? 3 : 2) && strcmp(argv[1], m->flag) == 0) {
-            return m->run(m->takes_arg ? argv[2] : NULL);
+        if (argc == (m->run_with != NULL ? 3 : 2) && strcmp(argv[1], m->flag) == 0) {
+            return m->run_with != NULL ? m->run_with(argv[2]) : m->run();
         }
     }
     if (!bs_backend_opens(backend)) {

@@ -225,12 +225,12 @@ int bs_expect_unavailable(const char *backend, const char *text);
  * CTest's skip code, 77). */
 bool bs_backend_opens(const char *backend);
 
-/* A mode of a backend's test executable, run instead of its cases: `flag`, alone or with one
- * argument, and what runs it (arg: that argument, or NULL), which returns the exit status. */
+/* A mode of a backend's test executable, run instead of its cases: `flag` alone (run) or with
+ * one argument (run_with; the other NULL), which returns the exit status. */
 typedef struct bs_mode {
     const char *flag;
-    bool takes_arg;
-    int (*run)(const char *arg);
+    int (*run)(void);
+    int (*run_with)(const char *arg);
 } bs_mode;
 
 /* The main of a backend's test: `--expect-unavailable TEXT` (bs_expect_unavailable), or the

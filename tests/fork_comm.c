@@ -61,18 +61,21 @@ static acg_status barrier(void *user) {
     return ACG_OK;
 }
 
-/* One step of an exchange over a chunk of k items from item `at` of the caller's array v:
- * putting this rank's part into the shared area, or taking what every rank put. */
-typedef void (*fc_step)(fc_group *g, int32_t root, void *v, size_t at, size_t k);
+/* What a rank takes of a chunk of k items, from item `at` of its array v, once every rank put
+ * its part (`root`: a broadcast's). */
+typedef void (*fc_take)(fc_group *g, int32_t root, void *v, size_t at, size_t k);
 
-/* An exchange of n items, `per` at most at a time: for each chunk, put, a barrier, take (only
- * when every rank arrived) and a barrier again, so that no rank puts the next chunk while
- * another still takes. The first failed barrier is returned. */
-static acg_status exchange(fc_group *g, int32_t root, void *v, size_t n, size_t per, fc_step put,
-                           fc_step take) {
+/* An exchange of n items of `size` bytes, `per` at most at a time: for each chunk, this rank's
+ * part copied to `mine` (where not NULL), a barrier, take (only when every rank arrived) and a
+ * barrier again, so that no rank puts the next chunk while another still takes. The first
+ * failed barrier is returned. */
+static acg_status exchange(fc_group *g, int32_t root, void *v, size_t n, size_t size, size_t per,
+                           void *mine, fc_take take) {
     for (size_t at = 0; at < n; at += per) {
         size_t k = n - at < per ? n - at : per;
-        put(g, root, v, at, k);
+        if (mine != NULL) {
+            memcpy(mine, (char *)v + at * size, k * size);
+        }
         acg_status st = barrier(g);
         if (st == ACG_OK) {
             take(g, root, v, at, k);
@@ -82,11 +85,6 @@ static acg_status exchange(fc_group *g, int32_t root, void *v, size_t n, size_t 
         }
     }
     return ACG_OK;
-}
-
-static void put_ints(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
-    (void)root;
-    memcpy(g->sh->ints[g->rank], (int32_t *)v + at, k * sizeof(int32_t));
 }
 
 static void take_min(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
@@ -100,13 +98,8 @@ static void take_min(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
 }
 
 static acg_status min_i32(void *user, int32_t *v, size_t n) {
-    return exchange(user, 0, v, n, FC_INTS, put_ints, take_min);
-}
-
-static void put_bytes(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
-    if (g->rank == root) {
-        memcpy(g->sh->bytes, (char *)v + at, k);
-    }
+    fc_group *g = user;
+    return exchange(g, 0, v, n, sizeof *v, FC_INTS, g->sh->ints[g->rank], take_min);
 }
 
 static void take_bytes(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
@@ -115,13 +108,11 @@ static void take_bytes(fc_group *g, int32_t root, void *v, size_t at, size_t k) 
     }
 }
 
+/* The root alone puts its bytes. */
 static acg_status broadcast(void *user, void *data, size_t bytes, int32_t root) {
-    return exchange(user, root, data, bytes, FC_BYTES, put_bytes, take_bytes);
-}
-
-static void put_floats(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
-    (void)root;
-    memcpy(g->sh->floats[g->rank], (float *)v + at, k * sizeof(float));
+    fc_group *g = user;
+    return exchange(g, root, data, bytes, 1, FC_BYTES, g->rank == root ? g->sh->bytes : NULL,
+                    take_bytes);
 }
 
 /* The sum in rank order, as acg's transports add. */
@@ -138,7 +129,8 @@ static void take_sum(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
 }
 
 static acg_status sum_f32(void *user, float *v, size_t n) {
-    return exchange(user, 0, v, n, FC_FLOATS, put_floats, take_sum);
+    fc_group *g = user;
+    return exchange(g, 0, v, n, sizeof *v, FC_FLOATS, g->sh->floats[g->rank], take_sum);
 }
 
 fc_group *fc_create(int n_ranks, unsigned timeout_ms) {

@@ -804,8 +804,7 @@ static void test_driver_refusals(void **state) {
 
 /* ACGTEST_CUDA_HIDE=cuFuncGetParamInfo,cuStreamGetCaptureInfo: the mismatched definition loads
  * unchecked, a kernel still captures and replays, and no node updates. */
-static int expect_no_param_info(const char *arg) {
-    (void)arg;
+static int expect_no_param_info(void) {
     acg_device *dev = bs_open_or_say("cuda");
     if (dev == NULL) {
         return 1;
@@ -871,8 +870,8 @@ static int expect_no_param_info(const char *arg) {
 }
 
 static const bs_mode modes[] = {
-    {"--expect-no-param-info", false, expect_no_param_info},
-    {NULL, false, NULL},
+    {"--expect-no-param-info", expect_no_param_info, NULL},
+    {NULL, NULL, NULL},
 };
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)

@@ -667,8 +667,7 @@ static int expect_no_collectives(const char *text) {
  * replays of its capture leave the floats as they were (one rank's sum), the graph holds the
  * allreduce as a collective node, and an update from a capture on other memory replays that
  * capture's work, bit for bit what it does eagerly. Exits 77 without NCCL. */
-static int device_check(const char *arg) {
-    (void)arg;
+static int device_check(void) {
     acg_device *dev = NULL;
     if (acg_device_open("cuda", &dev) != ACG_OK) {
         printf("skipped: cuda: %s\n", acg_last_error());
@@ -752,9 +751,9 @@ static int device_check(const char *arg) {
 }
 
 static const bs_mode modes[] = {
-    {"--expect-no-collectives", true, expect_no_collectives},
-    {"--device-check", false, device_check},
-    {NULL, false, NULL},
+    {"--expect-no-collectives", NULL, expect_no_collectives},
+    {"--device-check", device_check, NULL},
+    {NULL, NULL, NULL},
 };
 
 #define T(test) cmocka_unit_test_setup_teardown(test, env_setup, env_teardown)

@@ -351,28 +351,30 @@ static void rig_lost(rig *r, const char *first) {
     tc_expect_device_works("opencl");
 }
 
-/* The stream's synchronize meets the fault (clFinish itself says nothing: its latest command's
- * execution status does) and reports it; the device is latched from then on. */
-static void test_device_lost_synchronize(void **state) {
-    (void)state;
+/* The rig's fault met by the stream's synchronize (poll false) or by the device's poll: it says
+ * ACG_ERR_DEVICE_LOST with `first`, and the device is latched from then on (rig_lost). */
+static void expect_lost_by(bool poll, const char *first) {
     rig r;
     rig_open_faulted(&r);
-    const char *first =
-        "acg_stream_synchronize: the stream's latest command ended with execution status";
-    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_stream_synchronize(r.s), first);
+    TC_EXPECT_HAS(ERR_DEVICE_LOST,
+                  poll ? acg_device_get_async_error(r.dev) : acg_stream_synchronize(r.s), first);
     rig_lost(&r, first);
 }
 
+/* The stream's synchronize meets the fault (clFinish itself says nothing: its latest command's
+ * execution status does) and reports it. */
+static void test_device_lost_synchronize(void **state) {
+    (void)state;
+    expect_lost_by(
+        false, "acg_stream_synchronize: the stream's latest command ended with execution status");
+}
+
 /* A fault only the poll sees: nothing waited for it yet; acg_device_get_async_error reads the
- * stream's latest command's status without waiting, and the device is latched from then on. */
+ * stream's latest command's status without waiting. */
 static void test_device_lost_poll(void **state) {
     (void)state;
-    rig r;
-    rig_open_faulted(&r);
-    const char *first =
-        "acg_device_get_async_error: a stream's latest command ended with execution status";
-    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(r.dev), first);
-    rig_lost(&r, first);
+    expect_lost_by(true, "acg_device_get_async_error: a stream's latest command ended with "
+                         "execution status");
 }
 
 /* ---- native objects ----------------------------------------------------------------------- */
