@@ -3,8 +3,6 @@
 
 #include <string.h>
 
-#include <cudaTypedefs.h>
-
 #include "common.h" /* TC_OK */
 
 void *cu_entry(const bs_driver *drv, const char *name, int version) {
@@ -26,6 +24,16 @@ acg_native_buffer cu_native_buffer(acg_buffer *b) {
 }
 
 CUdeviceptr cu_address(acg_buffer *b) { return (CUdeviceptr)cu_native_buffer(b).address; }
+
+void cu_engine_bind(const bs_driver *drv, cu_engine *eng) {
+    *(void **)&eng->alloc = cu_entry(drv, "cuMemAlloc", 3020);
+    *(void **)&eng->release = cu_entry(drv, "cuMemFree", 3020);
+    *(void **)&eng->memset32 = cu_entry(drv, "cuMemsetD32Async", 3020);
+    *(void **)&eng->h2d = cu_entry(drv, "cuMemcpyHtoDAsync", 3020);
+    *(void **)&eng->d2d = cu_entry(drv, "cuMemcpyDtoDAsync", 3020);
+    *(void **)&eng->d2h = cu_entry(drv, "cuMemcpyDtoHAsync", 3020);
+    *(void **)&eng->sync = cu_entry(drv, "cuStreamSynchronize", 2000);
+}
 
 unsigned cu_bits_of(float v) {
     unsigned b;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include "backend_scene.h" /* bs_driver */
 
@@ -27,6 +28,20 @@ void *cu_entry(const bs_driver *drv, const char *name, int version);
 acg_native_buffer cu_native_buffer(acg_buffer *b);
 /* Its device address (a view's is its parent's plus its offset). */
 CUdeviceptr cu_address(acg_buffer *b);
+
+/* The driver calls an engine makes itself on a stream's native CUstream. */
+typedef struct cu_engine {
+    PFN_cuMemAlloc_v3020 alloc;
+    PFN_cuMemFree_v3020 release;
+    PFN_cuMemsetD32Async_v3020 memset32;
+    PFN_cuMemcpyHtoDAsync_v3020 h2d;
+    PFN_cuMemcpyDtoDAsync_v3020 d2d;
+    PFN_cuMemcpyDtoHAsync_v3020 d2h;
+    PFN_cuStreamSynchronize_v2000 sync;
+} cu_engine;
+
+/* Binds them from the bound driver (cu_entry). */
+void cu_engine_bind(const bs_driver *drv, cu_engine *eng);
 
 /* The bits of v, as cuMemsetD32 takes a float's. */
 unsigned cu_bits_of(float v);

@@ -181,20 +181,11 @@ static void test_capture_errors(void **state) {
 /* ---- updates of foreign work ---------------------------------------------------------------- */
 
 /* The driver calls an engine makes itself on the native CUstream. */
-static struct {
-    PFN_cuMemAlloc_v3020 alloc;
-    PFN_cuMemFree_v3020 release;
-    PFN_cuMemsetD32Async_v3020 memset32;
-    PFN_cuMemcpyDtoDAsync_v3020 d2d;
-    PFN_cuMemcpyDtoHAsync_v3020 d2h;
-} eng;
+static cu_engine eng;
 
+/* The stream's native CUstream, the engine's calls bound. */
 static CUstream native_stream(acg_stream *s) {
-    *(void **)&eng.alloc = cu_entry(&drv, "cuMemAlloc", 3020);
-    *(void **)&eng.release = cu_entry(&drv, "cuMemFree", 3020);
-    *(void **)&eng.memset32 = cu_entry(&drv, "cuMemsetD32Async", 3020);
-    *(void **)&eng.d2d = cu_entry(&drv, "cuMemcpyDtoDAsync", 3020);
-    *(void **)&eng.d2h = cu_entry(&drv, "cuMemcpyDtoHAsync", 3020);
+    cu_engine_bind(&drv, &eng);
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
     TC_OK(acg_stream_get_native(s, &h));
     assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);

@@ -42,14 +42,12 @@
 /* ---- the test driver, and the driver calls the engine makes itself ------------------------- */
 
 static bs_driver drv = CU_TEST_DRIVER;
-static PFN_cuMemsetD32Async_v3020 memset32;
-static PFN_cuMemcpyDtoDAsync_v3020 d2d;
+static cu_engine eng;
 
 /* Binds the driver the backend loaded (a device was opened once). */
 static void bind_driver(void) {
     bs_driver_bind(&drv);
-    *(void **)&memset32 = cu_entry(&drv, "cuMemsetD32Async", 3020);
-    *(void **)&d2d = cu_entry(&drv, "cuMemcpyDtoDAsync", 3020);
+    cu_engine_bind(&drv, &eng);
 }
 
 /* ---- the step ------------------------------------------------------------------------------ */
@@ -84,7 +82,7 @@ static acg_status run_step(fx *f, const step *p) {
     acg_access wv[] = {{f->w, 0, 0, ACG_ACCESS_READ}, {f->v, 0, 0, ACG_ACCESS_WRITE}};
     acg_status st = acg_kernel_launch(f->s, f->fill, &fill_dims, fill_args, 2);
     if (st == ACG_OK) {
-        assert_int_equal(memset32(cu_address(f->z), cu_bits_of(p->memset), N, f->native),
+        assert_int_equal(eng.memset32(cu_address(f->z), cu_bits_of(p->memset), N, f->native),
                          CUDA_SUCCESS);
         st = acg_stream_declare_foreign(f->s, "engine memset", &wz, 1);
     }
@@ -92,7 +90,8 @@ static acg_status run_step(fx *f, const step *p) {
         st = acg_kernel_launch(f->s, f->add, &dims, add_args, 3);
     }
     if (st == ACG_OK) {
-        assert_int_equal(d2d(cu_address(f->v), cu_address(f->w), BYTES, f->native), CUDA_SUCCESS);
+        assert_int_equal(eng.d2d(cu_address(f->v), cu_address(f->w), BYTES, f->native),
+                         CUDA_SUCCESS);
         st = acg_stream_declare_foreign(f->s, "engine copy", wv, 2);
     }
     if (st == ACG_OK) {
@@ -727,7 +726,7 @@ static void test_driver_refusals(void **state) {
     /* The engine's own capture: one memset node. */
     TC_OK(acg_stream_synchronize(f->s));
     assert_int_equal(begin(f->native, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
-    assert_int_equal(memset32(cu_address(f->z), 0, N, f->native), CUDA_SUCCESS);
+    assert_int_equal(eng.memset32(cu_address(f->z), 0, N, f->native), CUDA_SUCCESS);
     cuuint64_t id = 0;
     CUgraph building = NULL;
     assert_int_equal(info(f->native, &status, &id, &building, &deps, &edges, &n_deps),

@@ -47,6 +47,7 @@
 
 static bs_driver drv = CU_TEST_DRIVER;
 
+/* The test NCCL's controls, and the NCCL calls an engine makes itself. */
 static struct {
     void *h;
     void (*inject)(const char *name, unsigned nth, int code);
@@ -55,6 +56,10 @@ static struct {
     long (*live)(void);
     void (*set_async_error)(int code);
     void (*reset)(void);
+    acg_nccl_get_unique_id_fn get_id;
+    acg_nccl_comm_init_rank_fn init;
+    acg_nccl_all_reduce_fn all_reduce;
+    acg_nccl_comm_destroy_fn destroy;
 } nc;
 
 static void *sym(void *h, const char *name) {
@@ -76,6 +81,10 @@ static void bind_libraries(void) {
     *(void **)&nc.live = sym(nc.h, "acgtest_nccl_live");
     *(void **)&nc.set_async_error = sym(nc.h, "acgtest_nccl_set_async_error");
     *(void **)&nc.reset = sym(nc.h, "acgtest_nccl_reset_counts");
+    *(void **)&nc.get_id = sym(nc.h, "ncclGetUniqueId");
+    *(void **)&nc.init = sym(nc.h, "ncclCommInitRank");
+    *(void **)&nc.all_reduce = sym(nc.h, "ncclAllReduce");
+    *(void **)&nc.destroy = sym(nc.h, "ncclCommDestroy");
     dlclose(nc.h); /* the backend's reference keeps it loaded */
 }
 
@@ -136,12 +145,29 @@ static acg_comm make_comm(test_comm *t, int32_t rank, int32_t n_ranks) {
 
 /* ---- a device with a stream and a buffer ---------------------------------------------------- */
 
+/* A buffer and its pinned memory: a capture's upload source and download destination. */
+typedef struct memory {
+    acg_buffer *buf; /* (N) floats */
+    float *host;     /* (N) pinned: uploaded to buf */
+    float *out;      /* (N) pinned: buf downloaded */
+} memory;
+
+static void memory_open(acg_device *dev, memory *m) {
+    m->buf = tc_buffer(dev, N * sizeof(float));
+    m->host = tc_pinned(dev, N * sizeof(float));
+    m->out = tc_pinned(dev, N * sizeof(float));
+}
+
+static void memory_close(memory *m) {
+    TC_OK(acg_pinned_free(m->out));
+    TC_OK(acg_pinned_free(m->host));
+    TC_OK(acg_buffer_free(m->buf));
+}
+
 typedef struct env {
     acg_device *dev;
     acg_stream *s;
-    acg_buffer *buf;
-    float *host; /* (N) pinned: a capture's upload source */
-    float *out;  /* (N) pinned: a capture's download destination */
+    memory m; /* buf holds `in`, and so does host */
     float in[N];
     long drv_live, nc_live; /* at the start */
     test_comm t;            /* the comm's imagined ranks */
@@ -154,14 +180,12 @@ static void env_open(env *e) {
     TC_OK(acg_device_open("cuda", &e->dev));
     bind_libraries();
     TC_OK(acg_stream_create(e->dev, &e->s));
-    TC_OK(acg_buffer_alloc(e->dev, N * sizeof(float), &e->buf));
-    TC_OK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&e->host));
-    TC_OK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&e->out));
+    memory_open(e->dev, &e->m);
     for (int i = 0; i < N; i++) {
         e->in[i] = (float)(i % 17) * 0.37f - 3.0f + (float)i * 1e-3f;
-        e->host[i] = e->in[i];
+        e->m.host[i] = e->in[i];
     }
-    TC_OK(acg_copy_h2d(e->s, e->buf, 0, e->in, sizeof e->in));
+    TC_OK(acg_copy_h2d(e->s, e->m.buf, 0, e->in, sizeof e->in));
     TC_OK(acg_stream_synchronize(e->s));
     e->drv_live = drv.live();
     e->nc_live = nc.live();
@@ -172,7 +196,7 @@ static void env_open(env *e) {
 /* The buffer still holds the input, bit for bit. */
 static void expect_unchanged(env *e) {
     float got[N];
-    TC_OK(acg_copy_d2h(e->s, got, e->buf, 0, sizeof got));
+    TC_OK(acg_copy_d2h(e->s, got, e->m.buf, 0, sizeof got));
     assert_memory_equal(got, e->in, sizeof got);
 }
 
@@ -183,14 +207,13 @@ static void expect_nothing_left(const env *e) {
 }
 
 static void env_close(env *e) {
-    TC_OK(acg_pinned_free(e->out));
-    TC_OK(acg_pinned_free(e->host));
-    TC_OK(acg_buffer_free(e->buf));
+    memory_close(&e->m);
     TC_OK(acg_stream_destroy(e->s));
     TC_OK(acg_device_close(e->dev));
 }
 
-/* A case's fixture: an env (its comm rank 0 of 1, no group yet), closed after the case. */
+/* A case's fixture: an env (its comm rank 0 of 1, no group yet); after the case nothing a group
+ * made is left, and the env is closed. */
 static int env_setup(void **state) {
     env *e = malloc(sizeof *e);
     assert_non_null(e);
@@ -200,6 +223,7 @@ static int env_setup(void **state) {
 }
 
 static int env_teardown(void **state) {
+    expect_nothing_left(*state);
     env_close(*state);
     free(*state);
     return 0;
@@ -208,13 +232,12 @@ static int env_teardown(void **state) {
 /* ---- one rank ---------------------------------------------------------------------------------
  */
 
-/* host (pinned) uploaded to buf, allreduce of buf, buf downloaded to out (pinned), captured. */
-static acg_graph *capture_on(env *e, acg_device_group *g, acg_graph_pool *pool, acg_buffer *buf,
-                             const float *host, float *out) {
+/* m's host uploaded to its buf, allreduce of buf, buf downloaded to its out, captured. */
+static acg_graph *capture_on(env *e, acg_device_group *g, acg_graph_pool *pool, const memory *m) {
     TC_OK(acg_stream_begin_capture(e->s, pool));
-    TC_OK(acg_copy_h2d(e->s, buf, 0, host, N * sizeof(float)));
-    TC_OK(acg_allreduce(e->s, g, buf, 0, N));
-    TC_OK(acg_copy_d2h(e->s, out, buf, 0, N * sizeof(float)));
+    TC_OK(acg_copy_h2d(e->s, m->buf, 0, m->host, N * sizeof(float)));
+    TC_OK(acg_allreduce(e->s, g, m->buf, 0, N));
+    TC_OK(acg_copy_d2h(e->s, m->out, m->buf, 0, N * sizeof(float)));
     acg_graph *graph = NULL;
     TC_OK(acg_stream_end_capture(e->s, &graph));
     return graph;
@@ -222,14 +245,14 @@ static acg_graph *capture_on(env *e, acg_device_group *g, acg_graph_pool *pool, 
 
 /* The same on the env's own buffer and pinned memory. */
 static acg_graph *capture(env *e, acg_device_group *g, acg_graph_pool *pool) {
-    return capture_on(e, g, pool, e->buf, e->host, e->out);
+    return capture_on(e, g, pool, &e->m);
 }
 
-/* What capture_on's work leaves in buf, done eagerly (the download to pageable memory). */
-static void eager_on(env *e, acg_device_group *g, acg_buffer *buf, const float *host, float *want) {
-    TC_OK(acg_copy_h2d(e->s, buf, 0, host, N * sizeof(float)));
-    TC_OK(acg_allreduce(e->s, g, buf, 0, N));
-    TC_OK(acg_copy_d2h(e->s, want, buf, 0, N * sizeof(float)));
+/* What capture_on's work leaves in m's buf, done eagerly (the download to pageable memory). */
+static void eager_on(env *e, acg_device_group *g, const memory *m, float *want) {
+    TC_OK(acg_copy_h2d(e->s, m->buf, 0, m->host, N * sizeof(float)));
+    TC_OK(acg_allreduce(e->s, g, m->buf, 0, N));
+    TC_OK(acg_copy_d2h(e->s, want, m->buf, 0, N * sizeof(float)));
 }
 
 static void test_one_rank(void **state) {
@@ -249,8 +272,8 @@ static void test_one_rank(void **state) {
     assert_int_equal(nc.live(), e->nc_live + 1);
 
     /* Eager: one NCCL call, one run, the floats as they were; a window too. */
-    TC_OK(acg_allreduce(e->s, e->g, e->buf, 0, N));
-    TC_OK(acg_allreduce(e->s, e->g, e->buf, 16 * sizeof(float), 8));
+    TC_OK(acg_allreduce(e->s, e->g, e->m.buf, 0, N));
+    TC_OK(acg_allreduce(e->s, e->g, e->m.buf, 16 * sizeof(float), 8));
     TC_OK(acg_stream_synchronize(e->s));
     assert_int_equal(nc.calls("ncclAllReduce"), 2);
     assert_int_equal(nc.runs(), 2);
@@ -271,10 +294,10 @@ static void test_one_rank(void **state) {
     assert_int_equal(info.size, N * sizeof(float));
     TC_EXPECT_HAS(ERR_IN_USE, acg_device_group_destroy(e->g), "allreduce");
     for (int k = 0; k < 2; k++) {
-        memset(e->out, 0, N * sizeof(float));
+        memset(e->m.out, 0, N * sizeof(float));
         TC_OK(acg_graph_launch(graph, e->s));
         TC_OK(acg_stream_synchronize(e->s));
-        assert_memory_equal(e->out, e->in, N * sizeof(float));
+        assert_memory_equal(e->m.out, e->in, N * sizeof(float));
     }
     assert_int_equal(nc.calls("ncclAllReduce"), 3);
     assert_int_equal(nc.runs(), 4);
@@ -282,28 +305,25 @@ static void test_one_rank(void **state) {
     /* An update takes NCCL's work from the new capture's own graph (the ledger cannot rebuild
      * it): the replay reads other pinned memory into another buffer and reduces that, exactly
      * what the same work does eagerly. */
-    acg_buffer *buf2 = NULL;
-    float *host2 = NULL, *out2 = NULL;
-    TC_OK(acg_buffer_alloc(e->dev, N * sizeof(float), &buf2));
-    TC_OK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&host2));
-    TC_OK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&out2));
+    memory m2;
+    memory_open(e->dev, &m2);
     for (int i = 0; i < N; i++) {
-        host2[i] = e->in[(i * 7) % N] * -2.5f + 0.125f;
+        m2.host[i] = e->in[(i * 7) % N] * -2.5f + 0.125f;
     }
-    acg_graph *again = capture_on(e, e->g, pool, buf2, host2, out2);
+    acg_graph *again = capture_on(e, e->g, pool, &m2);
     TC_OK(acg_graph_update(graph, again));
-    memset(e->out, 0, N * sizeof(float));
-    memset(out2, 0, N * sizeof(float));
+    memset(e->m.out, 0, N * sizeof(float));
+    memset(m2.out, 0, N * sizeof(float));
     TC_OK(acg_graph_launch(graph, e->s));
     TC_OK(acg_stream_synchronize(e->s));
     assert_int_equal(nc.runs(), 5);
     float want[N], zero[N];
     memset(zero, 0, sizeof zero);
-    eager_on(e, e->g, buf2, host2, want);
+    eager_on(e, e->g, &m2, want);
     assert_int_equal(nc.runs(), 6);
-    assert_int_equal(memcmp(out2, want, sizeof want), 0);
-    assert_int_equal(memcmp(e->out, zero, sizeof zero), 0); /* the old arguments are gone */
-    assert_int_equal(nc.calls("ncclAllReduce"), 5);         /* a replay calls no NCCL */
+    assert_int_equal(memcmp(m2.out, want, sizeof want), 0);
+    assert_int_equal(memcmp(e->m.out, zero, sizeof zero), 0); /* the old arguments are gone */
+    assert_int_equal(nc.calls("ncclAllReduce"), 5);           /* a replay calls no NCCL */
 
     /* CUDA refusing the update: the graph is instantiated again from the capture, and replays
      * the first arguments again. */
@@ -313,26 +333,23 @@ static void test_one_rank(void **state) {
     TC_OK(acg_graph_update(graph, third));
     drv.inject(NULL, 0, 0);
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
-    memset(e->out, 0, N * sizeof(float));
-    memset(out2, 0, N * sizeof(float));
+    memset(e->m.out, 0, N * sizeof(float));
+    memset(m2.out, 0, N * sizeof(float));
     TC_OK(acg_graph_launch(graph, e->s));
     TC_OK(acg_stream_synchronize(e->s));
-    eager_on(e, e->g, e->buf, e->host, want);
-    assert_int_equal(memcmp(e->out, want, sizeof want), 0);
-    assert_int_equal(memcmp(out2, zero, sizeof zero), 0);
+    eager_on(e, e->g, &e->m, want);
+    assert_int_equal(memcmp(e->m.out, want, sizeof want), 0);
+    assert_int_equal(memcmp(m2.out, zero, sizeof zero), 0);
     assert_int_equal(nc.runs(), 8);
     TC_OK(acg_graph_destroy(third));
     TC_OK(acg_graph_destroy(again));
     TC_OK(acg_graph_destroy(graph));
     TC_OK(acg_graph_pool_destroy(pool));
-    TC_OK(acg_pinned_free(out2));
-    TC_OK(acg_pinned_free(host2));
-    TC_OK(acg_buffer_free(buf2));
+    memory_close(&m2);
 
     TC_OK(acg_device_group_destroy(e->g));
     assert_int_equal(nc.calls("ncclCommDestroy"), 1);
     assert_int_equal(nc.calls("ncclCommAbort"), 0);
-    expect_nothing_left(e);
 }
 
 /* ---- refusals and failures --------------------------------------------------------------------
@@ -352,7 +369,6 @@ static void test_two_ranks(void **state) {
     e->c = make_comm(&e->t, 1, 2);
     TC_EXPECT_HAS(ERR_COMM, acg_device_group_create(e->dev, &e->c, &e->g), "ncclInvalidUsage");
     assert_int_equal(nc.calls("ncclGetUniqueId"), 1); /* rank 0's only */
-    expect_nothing_left(e);
 }
 
 /* NCCL's and CUDA's failures inside the group's making: each says what failed, and nothing is
@@ -393,7 +409,6 @@ static void test_create_failures(void **state) {
     e->c = make_comm(&e->t, 0, 1);
     TC_OK(acg_device_group_create(e->dev, &e->c, &e->g));
     TC_OK(acg_device_group_destroy(e->g));
-    expect_nothing_left(e);
 }
 
 /* The comm fails, or another rank does, before or after NCCL's initialization: every rank
@@ -434,7 +449,6 @@ static void test_comm_failures(void **state) {
     TC_EXPECT_HAS(ERR_COMM, acg_device_group_create(e->dev, &e->c, &e->g),
                   "ncclGetUniqueId failed");
     assert_null(e->g);
-    expect_nothing_left(e);
 }
 
 /* An allreduce that NCCL refuses, or whose CUDA work the stream refuses, or of a communicator
@@ -444,18 +458,18 @@ static void test_allreduce_failures(void **state) {
     TC_OK(acg_device_group_create(e->dev, &e->c, &e->g));
 
     nc.inject("ncclAllReduce", 1, ACG_NCCL_SYSTEM_ERROR);
-    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->buf, 0, N),
+    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->m.buf, 0, N),
                   "acg_allreduce: ncclAllReduce failed with ncclSystemError (2)");
     nc.inject("ncclAllReduce", 1, ACG_NCCL_UNHANDLED_CUDA_ERROR);
-    TC_EXPECT_HAS(ERR_DEVICE, acg_allreduce(e->s, e->g, e->buf, 0, N), "ncclUnhandledCudaError");
+    TC_EXPECT_HAS(ERR_DEVICE, acg_allreduce(e->s, e->g, e->m.buf, 0, N), "ncclUnhandledCudaError");
     drv.inject("cuLaunchHostFunc", 1, CUDA_ERROR_INVALID_VALUE);
-    TC_EXPECT_HAS(ERR_DEVICE, acg_allreduce(e->s, e->g, e->buf, 0, N),
+    TC_EXPECT_HAS(ERR_DEVICE, acg_allreduce(e->s, e->g, e->m.buf, 0, N),
                   "the stream refused the work");
     nc.inject("ncclCommGetAsyncError", 1, ACG_NCCL_INVALID_ARGUMENT);
-    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->buf, 0, N),
+    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->m.buf, 0, N),
                   "ncclCommGetAsyncError failed");
     nc.set_async_error(ACG_NCCL_REMOTE_ERROR);
-    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->buf, 0, N),
+    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->m.buf, 0, N),
                   "the group failed before: NCCL reports ncclRemoteError (6)");
     nc.set_async_error(ACG_NCCL_SUCCESS);
     TC_OK(acg_stream_synchronize(e->s));
@@ -465,17 +479,16 @@ static void test_allreduce_failures(void **state) {
      * works on. */
     TC_OK(acg_stream_begin_capture(e->s, NULL));
     nc.inject("ncclAllReduce", 1, ACG_NCCL_INVALID_USAGE);
-    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->buf, 0, N), "ncclInvalidUsage");
+    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->m.buf, 0, N), "ncclInvalidUsage");
     acg_graph *graph = NULL;
     TC_EXPECT_HAS(ERR_COMM, acg_stream_end_capture(e->s, &graph), "ncclAllReduce failed");
     assert_null(graph);
 
-    TC_OK(acg_allreduce(e->s, e->g, e->buf, 0, N));
+    TC_OK(acg_allreduce(e->s, e->g, e->m.buf, 0, N));
     TC_OK(acg_stream_synchronize(e->s));
     assert_int_equal(nc.runs(), 1);
     expect_unchanged(e);
     TC_OK(acg_device_group_destroy(e->g));
-    expect_nothing_left(e);
 }
 
 /* The device faults (its context holds CUDA_ERROR_ILLEGAL_ADDRESS, set in the test driver as a
@@ -498,7 +511,7 @@ static void test_device_fault(void **state) {
             TC_OK(acg_device_group_create(e.dev, &e.c, &e.g));
         }
         if (round == 2) { /* the device opened again makes a group and reduces */
-            TC_OK(acg_allreduce(e.s, e.g, e.buf, 0, N));
+            TC_OK(acg_allreduce(e.s, e.g, e.m.buf, 0, N));
             TC_OK(acg_stream_synchronize(e.s));
             expect_unchanged(&e);
             TC_OK(acg_device_group_destroy(e.g));
@@ -508,7 +521,7 @@ static void test_device_fault(void **state) {
         }
         drv.fault(0, CUDA_ERROR_ILLEGAL_ADDRESS);
         if (round == 0) {
-            TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_allreduce(e.s, e.g, e.buf, 0, N),
+            TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_allreduce(e.s, e.g, e.m.buf, 0, N),
                           "CUDA_ERROR_ILLEGAL_ADDRESS");
             TC_LAST_ERROR_HAS("ncclAllReduce failed with ncclUnhandledCudaError");
             TC_OK(acg_device_group_destroy(e.g));
@@ -556,7 +569,7 @@ static void test_alloc_failures(void **state) {
     env_open(&e);
     assert_true(tc_alloc_sweep(group_round_trip, &e, false) > 0);
     TC_OK(acg_device_group_create(e.dev, &e.c, &e.g));
-    TC_OK(acg_allreduce(e.s, e.g, e.buf, 0, N));
+    TC_OK(acg_allreduce(e.s, e.g, e.m.buf, 0, N));
     TC_OK(acg_device_group_destroy(e.g));
     TC_OK(acg_stream_synchronize(e.s));
     expect_nothing_left(&e);
@@ -571,61 +584,41 @@ static void test_alloc_failures(void **state) {
  * refused. The engine's own NCCL calls on the stream's CUstream would look like this. */
 static void test_out_of_place(void **state) {
     env *e = *state;
-    acg_nccl_get_unique_id_fn get_id;
-    acg_nccl_comm_init_rank_fn init;
-    acg_nccl_all_reduce_fn all_reduce;
-    acg_nccl_comm_destroy_fn destroy;
-    void *h = dlopen(getenv("ACG_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(h);
-    *(void **)&get_id = sym(h, "ncclGetUniqueId");
-    *(void **)&init = sym(h, "ncclCommInitRank");
-    *(void **)&all_reduce = sym(h, "ncclAllReduce");
-    *(void **)&destroy = sym(h, "ncclCommDestroy");
-    PFN_cuMemAlloc_v3020 alloc;
-    PFN_cuMemFree_v3020 release;
-    PFN_cuMemcpyHtoDAsync_v3020 h2d;
-    PFN_cuMemcpyDtoHAsync_v3020 d2h;
-    PFN_cuStreamSynchronize_v2000 sync;
-    *(void **)&alloc = cu_entry(&drv, "cuMemAlloc", 3020);
-    *(void **)&release = cu_entry(&drv, "cuMemFree", 3020);
-    *(void **)&h2d = cu_entry(&drv, "cuMemcpyHtoDAsync", 3020);
-    *(void **)&d2h = cu_entry(&drv, "cuMemcpyDtoHAsync", 3020);
-    *(void **)&sync = cu_entry(&drv, "cuStreamSynchronize", 2000);
+    cu_engine eng;
+    cu_engine_bind(&drv, &eng);
     acg_native_handle native = ACG_NATIVE_HANDLE_INIT;
     TC_OK(acg_stream_get_native(e->s, &native));
     CUstream s = (CUstream)native.handle;
 
     acg_nccl_unique_id id;
     acg_nccl_comm comm = NULL;
-    assert_int_equal(get_id(&id), ACG_NCCL_SUCCESS);
-    assert_int_equal(init(&comm, 1, id, 0), ACG_NCCL_SUCCESS); /* acg left its context current */
+    assert_int_equal(nc.get_id(&id), ACG_NCCL_SUCCESS);
+    assert_int_equal(nc.init(&comm, 1, id, 0), ACG_NCCL_SUCCESS); /* acg left its context current */
     CUdeviceptr src = 0, dst = 0;
-    assert_int_equal(alloc(&src, sizeof e->in), CUDA_SUCCESS);
-    assert_int_equal(alloc(&dst, sizeof e->in), CUDA_SUCCESS);
+    assert_int_equal(eng.alloc(&src, sizeof e->in), CUDA_SUCCESS);
+    assert_int_equal(eng.alloc(&dst, sizeof e->in), CUDA_SUCCESS);
     float got[N];
-    assert_int_equal(h2d(src, e->in, sizeof e->in, s), CUDA_SUCCESS);
-    assert_int_equal(all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, ACG_NCCL_FLOAT32,
-                                ACG_NCCL_SUM, comm, s),
+    assert_int_equal(eng.h2d(src, e->in, sizeof e->in, s), CUDA_SUCCESS);
+    assert_int_equal(nc.all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N,
+                                   ACG_NCCL_FLOAT32, ACG_NCCL_SUM, comm, s),
                      ACG_NCCL_SUCCESS);
-    assert_int_equal(d2h(got, dst, sizeof got, s), CUDA_SUCCESS);
-    assert_int_equal(sync(s), CUDA_SUCCESS);
+    assert_int_equal(eng.d2h(got, dst, sizeof got, s), CUDA_SUCCESS);
+    assert_int_equal(eng.sync(s), CUDA_SUCCESS);
     assert_memory_equal(got, e->in, sizeof got);
     assert_int_equal(nc.runs(), 1);
     assert_int_equal(
-        all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, 99, ACG_NCCL_SUM, comm, s),
+        nc.all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, 99, ACG_NCCL_SUM, comm, s),
         ACG_NCCL_INVALID_ARGUMENT);
-    assert_int_equal(all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, ACG_NCCL_FLOAT32,
-                                99, comm, s),
+    assert_int_equal(nc.all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N,
+                                   ACG_NCCL_FLOAT32, 99, comm, s),
                      ACG_NCCL_INVALID_ARGUMENT);
     memset(&id, 0, sizeof id);
     acg_nccl_comm other = NULL;
-    assert_int_equal(init(&other, 1, id, 0), ACG_NCCL_INVALID_ARGUMENT); /* not its id */
-    assert_int_equal(destroy(comm), ACG_NCCL_SUCCESS);
-    assert_int_equal(destroy(comm), ACG_NCCL_INVALID_ARGUMENT);
-    assert_int_equal(release(src), CUDA_SUCCESS);
-    assert_int_equal(release(dst), CUDA_SUCCESS);
-    dlclose(h);
-    expect_nothing_left(e);
+    assert_int_equal(nc.init(&other, 1, id, 0), ACG_NCCL_INVALID_ARGUMENT); /* not its id */
+    assert_int_equal(nc.destroy(comm), ACG_NCCL_SUCCESS);
+    assert_int_equal(nc.destroy(comm), ACG_NCCL_INVALID_ARGUMENT);
+    assert_int_equal(eng.release(src), CUDA_SUCCESS);
+    assert_int_equal(eng.release(dst), CUDA_SUCCESS);
 }
 
 /* ---- without NCCL, and on a real GPU ----------------------------------------------------------
