@@ -274,6 +274,10 @@ bool tc_contains(const char *haystack, const char *needle);
 /* Asserts that graph g has n nodes, node i of kind kinds[i]. */
 void tc_expect_node_kinds(const acg_graph *g, const acg_node_kind *kinds, size_t n);
 
+/* The barrier of a comm whose ranks are all this process (tc_one_rank_comm's): returns ACG_OK
+ * at once. */
+acg_status tc_one_rank_barrier(void *user);
+
 /* A comm of `rank` of `n_ranks` whose callbacks are these, each given `user`
  * (allreduce_sum_f32 unset: set it where the transport has one). */
 acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier)(void *user),

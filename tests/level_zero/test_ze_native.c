@@ -223,6 +223,30 @@ typedef struct engine {
     float *hx, *hy;
 } engine;
 
+/* Opens the device and makes what the engine's work touches. */
+static void engine_open(engine *e) {
+    memset(e, 0, sizeof *e);
+    TC_OK(acg_device_open("level_zero", &e->dev));
+    TC_OK(acg_kernel_get(e->dev, "fill_f32", &e->fill));
+    e->s = tc_stream(e->dev);
+    e->x = tc_buffer(e->dev, N * sizeof(float));
+    e->y = tc_buffer(e->dev, N * sizeof(float));
+    TC_OK(acg_buffer_create_view(e->x, OFF, PART, &e->xv));
+    e->hx = tc_pinned(e->dev, N * sizeof(float));
+    e->hy = tc_pinned(e->dev, N * sizeof(float));
+}
+
+static void engine_close(engine *e) {
+    acg_buffer *bufs[] = {e->xv, e->x, e->y}; /* the view before its buffer */
+    for (int i = 0; i < 3; i++) {
+        TC_OK(acg_buffer_free(bufs[i]));
+    }
+    TC_OK(acg_pinned_free(e->hx));
+    TC_OK(acg_pinned_free(e->hy));
+    TC_OK(acg_stream_destroy(e->s));
+    TC_OK(acg_device_close(e->dev));
+}
+
 /* x and y zero, then by acg: 5.0 into xv (the fill kernel), xv copied to the start of y. */
 static void engine_reference(engine *e, float *want_x, float *want_y) {
     TC_OK(acg_fill(e->s, e->x, 0, N * sizeof(float), 0, 4));
@@ -266,18 +290,10 @@ static void engine_work(engine *e) {
 static void test_native_memory(void **state) {
     (void)state;
     engine e;
-    memset(&e, 0, sizeof e);
-    TC_OK(acg_device_open("level_zero", &e.dev));
+    engine_open(&e);
     ze_bind();
     const acg_capability *cap = acg_device_get_capability(e.dev);
     expect_native_device(e.dev);
-    TC_OK(acg_kernel_get(e.dev, "fill_f32", &e.fill));
-    TC_OK(acg_stream_create(e.dev, &e.s));
-    TC_OK(acg_buffer_alloc(e.dev, N * sizeof(float), &e.x));
-    TC_OK(acg_buffer_alloc(e.dev, N * sizeof(float), &e.y));
-    TC_OK(acg_buffer_create_view(e.x, OFF, PART, &e.xv));
-    TC_OK(acg_pinned_alloc(e.dev, N * sizeof(float), (void **)&e.hx));
-    TC_OK(acg_pinned_alloc(e.dev, N * sizeof(float), (void **)&e.hy));
     acg_native_buffer *nb[] = {&e.nx, &e.nv, &e.ny};
     acg_buffer *bufs[] = {e.x, e.xv, e.y};
     for (int i = 0; i < 3; i++) {
@@ -342,13 +358,7 @@ static void test_native_memory(void **state) {
         }
         TC_OK(acg_graph_destroy(g));
     }
-    TC_OK(acg_pinned_free(e.hx));
-    TC_OK(acg_pinned_free(e.hy));
-    TC_OK(acg_buffer_free(e.xv));
-    TC_OK(acg_buffer_free(e.x));
-    TC_OK(acg_buffer_free(e.y));
-    TC_OK(acg_stream_destroy(e.s));
-    TC_OK(acg_device_close(e.dev));
+    engine_close(&e);
     assert_int_equal(ze_drv.violations(), 0);
 }
 
