@@ -7,11 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h" /* TC_OK */
+#include "common.h" /* TC_OK, tc_stream */
 
 /* ---- the scene ---------------------------------------------------------------------------- */
 
 static void count_call(void *user) { ((bs_scene *)user)->host_calls++; }
+
+acg_status bs_fill(acg_stream *s, acg_kernel *fill, acg_buffer *y, uint32_t n, float v) {
+    acg_arg args[] = {acg_arg_buffer(y, 0), acg_arg_f32(v)};
+    acg_dims dims = acg_dims_1d(n);
+    return acg_kernel_launch(s, fill, &dims, args, 2);
+}
 
 acg_status bs_scene_open(bs_scene *c, const char *backend, bool host_call) {
     memset(c, 0, sizeof *c);
@@ -46,9 +52,7 @@ acg_status bs_scene_open(bs_scene *c, const char *backend, bool host_call) {
         st = acg_graph_pool_create(c->dev, &c->pool);
     }
     if (st == ACG_OK) {
-        acg_arg args[] = {acg_arg_buffer(c->x, 0), acg_arg_f32(1.0f)};
-        acg_dims dims = acg_dims_1d(BS_N);
-        st = acg_kernel_launch(c->s, c->fill, &dims, args, 2);
+        st = bs_fill(c->s, c->fill, c->x, BS_N, 1.0f);
     }
     return st;
 }
@@ -110,6 +114,14 @@ bool bs_host_is(const bs_scene *c, float want) {
     return true;
 }
 
+void bs_expect_eager(bs_scene *c, float v) {
+    TC_OK(bs_fill(c->s2, c->fill, c->y, BS_N, v));
+    TC_OK(acg_stream_synchronize(c->s2));
+    TC_OK(acg_copy_d2h(c->s, c->host, c->y, 0, BS_N * sizeof(float)));
+    TC_OK(acg_stream_synchronize(c->s));
+    assert_true(bs_host_is(c, v));
+}
+
 acg_status bs_replay(bs_scene *c, acg_graph *g, int times, bool check, float want) {
     acg_status st = ACG_OK;
     for (int r = 0; r < times && st == ACG_OK; r++) {
@@ -140,9 +152,10 @@ void bs_scene_close(bs_scene *c) {
         acg_pinned_unregister(c->reg);
     }
     free(c->reg);
-    acg_buffer_free(c->z);
-    acg_buffer_free(c->y);
-    acg_buffer_free(c->x);
+    acg_buffer *buffers[] = {c->z, c->y, c->x};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
+        acg_buffer_free(buffers[i]);
+    }
     if (c->dev != NULL) {
         assert_int_equal(acg_device_close(c->dev), ACG_OK);
     }
@@ -177,6 +190,9 @@ void bs_driver_bind(bs_driver *d) {
     *(void **)&d->calls = bs_driver_symbol(d, name);
     snprintf(name, sizeof name, "%s_live", d->prefix);
     *(void **)&d->live = bs_driver_symbol(d, name);
+    if (d->fault_name != NULL) {
+        *(void **)&d->fault = bs_driver_symbol(d, d->fault_name);
+    }
 }
 
 /* ---- the fault sweep ---------------------------------------------------------------------- */
@@ -277,6 +293,97 @@ void bs_fault_sweep(const bs_sweep *sw, bs_driver *drv) {
     assert_true(points > 50 && failed_runs > points / 2);
 }
 
+void bs_fault_sweep_case(void **state) {
+    const bs_sweep *sw = *state;
+    bs_fault_sweep(sw, sw->drv);
+}
+
+/* ---- cases on the scenario's scene (a cmocka fixture) ------------------------------------- */
+
+/* The scene a case gets, and the suite that made it (for the teardown). */
+typedef struct scene_case {
+    bs_scene c; /* first: the case's *state is a bs_scene */
+    const bs_suite *suite;
+} scene_case;
+
+int bs_scene_setup(void **state) {
+    const bs_suite *suite = *state;
+    scene_case *sc = calloc(1, sizeof *sc);
+    assert_non_null(sc);
+    sc->suite = suite;
+    *state = sc;
+    TC_OK(suite->run(&sc->c, true));
+    bs_driver_bind(suite->drv);
+    return 0;
+}
+
+int bs_scene_teardown(void **state) {
+    scene_case *sc = *state;
+    const bs_driver *drv = sc->suite->drv;
+    bs_scene_close(&sc->c);
+    free(sc);
+    if (drv->violations != NULL) {
+        assert_int_equal(drv->violations(), 0);
+    }
+    return 0;
+}
+
+/* ---- a device with work queued (device faults) ------------------------------------------- */
+
+void bs_rig_open(bs_rig *r, const char *backend, float v) {
+    memset(r, 0, sizeof *r);
+    TC_OK(acg_device_open(backend, &r->dev));
+    TC_OK(acg_kernel_get(r->dev, "fill_f32", &r->fill));
+    TC_OK(acg_buffer_alloc(r->dev, BS_N * sizeof(float), &r->x));
+    TC_OK(acg_pinned_alloc(r->dev, BS_N * sizeof(float), (void **)&r->host));
+    TC_OK(acg_stream_create(r->dev, &r->s));
+    TC_OK(acg_event_create(r->dev, &r->ev));
+    TC_OK(acg_graph_pool_create(r->dev, &r->pool));
+    TC_OK(acg_stream_begin_capture(r->s, r->pool));
+    TC_OK(bs_fill(r->s, r->fill, r->x, BS_N, v));
+    TC_OK(acg_copy_d2h(r->s, r->host, r->x, 0, BS_N * sizeof(float)));
+    TC_OK(acg_stream_end_capture(r->s, &r->g));
+}
+
+void bs_rig_close(bs_rig *r) {
+    TC_OK(acg_graph_destroy(r->g));
+    TC_OK(acg_graph_pool_destroy(r->pool));
+    TC_OK(acg_event_destroy(r->ev));
+    TC_OK(acg_stream_destroy(r->s));
+    TC_OK(acg_pinned_free(r->host));
+    TC_OK(acg_buffer_free(r->x));
+    TC_OK(acg_device_close(r->dev));
+}
+
+/* ---- pinned memory read at each replay ---------------------------------------------------- */
+
+void bs_expect_pinned_replay(acg_device *dev) {
+    assert_true(acg_device_get_capability(dev)->graph_pinned_replay);
+    acg_stream *s = tc_stream(dev);
+    acg_buffer *x = tc_buffer(dev, BS_N * sizeof(float));
+    float *in = tc_pinned(dev, BS_N * sizeof(float));
+    float *out = tc_pinned(dev, BS_N * sizeof(float));
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_begin_capture(s, NULL));
+    TC_OK(acg_copy_h2d(s, x, 0, in, BS_N * sizeof(float)));
+    TC_OK(acg_copy_d2h(s, out, x, 0, BS_N * sizeof(float)));
+    TC_OK(acg_stream_end_capture(s, &g));
+    for (int round = 1; round <= 3; round++) {
+        for (int i = 0; i < BS_N; i++) {
+            in[i] = (float)(round * 1000 + i);
+        }
+        memset(out, 0, BS_N * sizeof(float));
+        TC_OK(acg_graph_launch(g, s));
+        TC_OK(acg_stream_synchronize(s));
+        TC_BYTES_EQUAL(out, in, BS_N * sizeof(float));
+    }
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_pinned_free(in));
+    TC_OK(acg_pinned_free(out));
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_stream_destroy(s));
+}
+
 /* ---- a lost device ----------------------------------------------------------------------- */
 
 void bs_expect_lost_(acg_status st, const char *call, const char *first) {
@@ -303,7 +410,16 @@ void bs_expect_lost_device(acg_device *dev, acg_stream *s, acg_event *ev, const 
     BS_EXPECT_LOST(acg_device_get_async_error(dev), first);
 }
 
-/* ---- a backend that cannot serve ---------------------------------------------------------- */
+/* ---- a backend that cannot serve, and modes outside cmocka -------------------------------- */
+
+acg_device *bs_open_or_say(const char *backend) {
+    acg_device *dev = NULL;
+    if (acg_device_open(backend, &dev) != ACG_OK) {
+        fprintf(stderr, "open failed: %s\n", acg_last_error());
+        return NULL;
+    }
+    return dev;
+}
 
 int bs_expect_unavailable(const char *backend, const char *text) {
     for (size_t i = 0; i < acg_backend_count(); i++) {
@@ -337,4 +453,20 @@ bool bs_backend_opens(const char *backend) {
     }
     acg_device_close(probe);
     return true;
+}
+
+int bs_main(int argc, char **argv, const char *backend, const bs_mode *modes, const char *name,
+            const struct CMUnitTest *tests, size_t n) {
+    if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
+        return bs_expect_unavailable(backend, argv[2]);
+    }
+    for (const bs_mode *m = modes; m != NULL && m->flag != NULL; m++) {
+        if (argc == (m->run_with != NULL ? 3 : 2) && strcmp(argv[1], m->flag) == 0) {
+            return m->run_with != NULL ? m->run_with(argv[2]) : m->run();
+        }
+    }
+    if (!bs_backend_opens(backend)) {
+        return 77;
+    }
+    return _cmocka_run_group_tests(name, tests, n, NULL, NULL);
 }

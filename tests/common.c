@@ -243,7 +243,7 @@ bool tc_has_pinned_memory(acg_device *dev) {
 
 /* ---- objects ------------------------------------------------------------------------------ */
 
-static acg_status one_rank_barrier(void *user) {
+acg_status tc_one_rank_barrier(void *user) {
     (void)user;
     return ACG_OK;
 }
@@ -265,7 +265,7 @@ static acg_status one_rank_broadcast(void *user, void *data, size_t bytes, int32
 
 const acg_comm *tc_one_rank_comm(void) {
     static const acg_comm comm = {.size = sizeof(acg_comm),
-                                  .barrier = one_rank_barrier,
+                                  .barrier = tc_one_rank_barrier,
                                   .allreduce_min_i32 = one_rank_min,
                                   .rank = 0,
                                   .n_ranks = 1,
@@ -749,4 +749,29 @@ void tc_hang_guard(unsigned seconds, const char *what) {
     hang_seconds = seconds;
     signal(SIGALRM, on_hang);
     alarm(seconds);
+}
+
+/* ---- the backends' own tests (tests/cuda, tests/level_zero, tests/opencl) ------------------ */
+
+void tc_expect_node_kinds(const acg_graph *g, const acg_node_kind *kinds, size_t n) {
+    size_t nodes = 0;
+    TC_OK(acg_graph_get_node_count(g, &nodes));
+    assert_int_equal(nodes, n);
+    for (size_t i = 0; i < n; i++) {
+        acg_node_info info;
+        TC_OK(acg_graph_get_node(g, i, &info));
+        assert_int_equal(info.kind, kinds[i]);
+    }
+}
+
+acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier)(void *user),
+                 acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n),
+                 acg_status (*broadcast)(void *user, void *data, size_t bytes, int32_t root)) {
+    return (acg_comm){.size = sizeof(acg_comm),
+                      .user = user,
+                      .barrier = barrier,
+                      .allreduce_min_i32 = allreduce_min_i32,
+                      .rank = rank,
+                      .n_ranks = n_ranks,
+                      .broadcast = broadcast};
 }

@@ -269,4 +269,19 @@ acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, siz
 /* Returns true when haystack contains needle (NULL-safe). */
 bool tc_contains(const char *haystack, const char *needle);
 
+/* ---- the backends' own tests (tests/cuda, tests/level_zero, tests/opencl) ------------------ */
+
+/* Asserts that graph g has n nodes, node i of kind kinds[i]. */
+void tc_expect_node_kinds(const acg_graph *g, const acg_node_kind *kinds, size_t n);
+
+/* The barrier of a comm whose ranks are all this process (tc_one_rank_comm's): returns ACG_OK
+ * at once. */
+acg_status tc_one_rank_barrier(void *user);
+
+/* A comm of `rank` of `n_ranks` whose callbacks are these, each given `user`
+ * (allreduce_sum_f32 unset: set it where the transport has one). */
+acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier)(void *user),
+                 acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n),
+                 acg_status (*broadcast)(void *user, void *data, size_t bytes, int32_t root));
+
 #endif /* ACG_TESTS_COMMON_H */

@@ -4,7 +4,7 @@
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "fork_comm.h"
-#include "common.h"
+#include "common.h" /* tc_comm, tc_backend_is */
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -61,16 +61,24 @@ static acg_status barrier(void *user) {
     return ACG_OK;
 }
 
-static acg_status min_i32(void *user, int32_t *v, size_t n) {
-    fc_group *g = user;
-    for (size_t at = 0; at < n; at += FC_INTS) {
-        size_t k = n - at < FC_INTS ? n - at : FC_INTS;
-        memcpy(g->sh->ints[g->rank], v + at, k * sizeof *v);
+/* What a rank takes of a chunk of k items, from item `at` of its array v, once every rank put
+ * its part (`root`: a broadcast's). */
+typedef void (*fc_take)(fc_group *g, int32_t root, void *v, size_t at, size_t k);
+
+/* An exchange of n items of `size` bytes, `per` at most at a time: for each chunk, this rank's
+ * part copied to `mine` (where not NULL), a barrier, take (only when every rank arrived) and a
+ * barrier again, so that no rank puts the next chunk while another still takes. The first
+ * failed barrier is returned. */
+static acg_status exchange(fc_group *g, int32_t root, void *v, size_t n, size_t size, size_t per,
+                           void *mine, fc_take take) {
+    for (size_t at = 0; at < n; at += per) {
+        size_t k = n - at < per ? n - at : per;
+        if (mine != NULL) {
+            memcpy(mine, (char *)v + at * size, k * size);
+        }
         acg_status st = barrier(g);
-        for (size_t i = 0; i < k && st == ACG_OK; i++) {
-            for (int r = 0; r < g->n; r++) {
-                v[at + i] = g->sh->ints[r][i] < v[at + i] ? g->sh->ints[r][i] : v[at + i];
-            }
+        if (st == ACG_OK) {
+            take(g, root, v, at, k);
         }
         if (st != ACG_OK || (st = barrier(g)) != ACG_OK) {
             return st;
@@ -79,42 +87,50 @@ static acg_status min_i32(void *user, int32_t *v, size_t n) {
     return ACG_OK;
 }
 
-static acg_status broadcast(void *user, void *data, size_t bytes, int32_t root) {
-    fc_group *g = user;
-    for (size_t at = 0; at < bytes; at += FC_BYTES) {
-        size_t k = bytes - at < FC_BYTES ? bytes - at : FC_BYTES;
-        if (g->rank == root) {
-            memcpy(g->sh->bytes, (char *)data + at, k);
-        }
-        acg_status st = barrier(g);
-        if (st == ACG_OK && g->rank != root) {
-            memcpy((char *)data + at, g->sh->bytes, k);
-        }
-        if (st != ACG_OK || (st = barrier(g)) != ACG_OK) {
-            return st;
+static void take_min(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
+    (void)root;
+    int32_t *out = (int32_t *)v + at;
+    for (size_t i = 0; i < k; i++) {
+        for (int r = 0; r < g->n; r++) {
+            out[i] = g->sh->ints[r][i] < out[i] ? g->sh->ints[r][i] : out[i];
         }
     }
-    return ACG_OK;
+}
+
+static acg_status min_i32(void *user, int32_t *v, size_t n) {
+    fc_group *g = user;
+    return exchange(g, 0, v, n, sizeof *v, FC_INTS, g->sh->ints[g->rank], take_min);
+}
+
+static void take_bytes(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
+    if (g->rank != root) {
+        memcpy((char *)v + at, g->sh->bytes, k);
+    }
+}
+
+/* The root alone puts its bytes. */
+static acg_status broadcast(void *user, void *data, size_t bytes, int32_t root) {
+    fc_group *g = user;
+    return exchange(g, root, data, bytes, 1, FC_BYTES, g->rank == root ? g->sh->bytes : NULL,
+                    take_bytes);
+}
+
+/* The sum in rank order, as acg's transports add. */
+static void take_sum(fc_group *g, int32_t root, void *v, size_t at, size_t k) {
+    (void)root;
+    float *out = (float *)v + at;
+    for (size_t i = 0; i < k; i++) {
+        float sum = g->sh->floats[0][i];
+        for (int r = 1; r < g->n; r++) {
+            sum += g->sh->floats[r][i];
+        }
+        out[i] = sum;
+    }
 }
 
 static acg_status sum_f32(void *user, float *v, size_t n) {
     fc_group *g = user;
-    for (size_t at = 0; at < n; at += FC_FLOATS) {
-        size_t k = n - at < FC_FLOATS ? n - at : FC_FLOATS;
-        memcpy(g->sh->floats[g->rank], v + at, k * sizeof *v);
-        acg_status st = barrier(g);
-        for (size_t i = 0; i < k && st == ACG_OK; i++) {
-            float s = g->sh->floats[0][i];
-            for (int r = 1; r < g->n; r++) {
-                s += g->sh->floats[r][i];
-            }
-            v[at + i] = s;
-        }
-        if (st != ACG_OK || (st = barrier(g)) != ACG_OK) {
-            return st;
-        }
-    }
-    return ACG_OK;
+    return exchange(g, 0, v, n, sizeof *v, FC_FLOATS, g->sh->floats[g->rank], take_sum);
 }
 
 fc_group *fc_create(int n_ranks, unsigned timeout_ms) {
@@ -133,13 +149,7 @@ fc_group *fc_create(int n_ranks, unsigned timeout_ms) {
     g->n = n_ranks;
     g->timeout_ms = timeout_ms;
     g->pids[0] = (int)getpid();
-    const acg_comm init = ACG_COMM_INIT;
-    g->comm = init;
-    g->comm.user = g;
-    g->comm.barrier = barrier;
-    g->comm.allreduce_min_i32 = min_i32;
-    g->comm.n_ranks = n_ranks;
-    g->comm.broadcast = broadcast;
+    g->comm = tc_comm(g, 0, n_ranks, barrier, min_i32, broadcast); /* fc_fork sets the rank */
     g->comm.allreduce_sum_f32 = sum_f32;
     return g;
 }

@@ -42,19 +42,8 @@
 #define ALPHA 3.0f
 #define ALPHA2 5.0f
 
-/* ---- the test driver's control functions (tests/cuda_driver/acgtest_cuda.h) -------------- */
-
-static bs_driver drv = {.env = "ACG_CUDA_DRIVER",
-                        .prefix = "acgtest_cuda",
-                        .refusal = CUDA_ERROR_INVALID_VALUE,
-                        .refusal_name = "CUDA_ERROR_INVALID_VALUE"};
-static void (*set_sticky)(int device, int code);
-
-/* Binds the driver the backend loaded (the device must have been opened once). */
-static void bind_driver(void) {
-    bs_driver_bind(&drv);
-    *(void **)&set_sticky = bs_driver_symbol(&drv, "acgtest_cuda_set_sticky");
-}
+/* The test driver's control functions, bound once a device was opened. */
+static bs_driver drv = CU_TEST_DRIVER;
 
 /* ---- the scenario -------------------------------------------------------------------------- */
 
@@ -104,12 +93,11 @@ static acg_status scene_run(bs_scene *c, bool check) {
     return st;
 }
 
-static void test_scenario(void **state) {
-    (void)state;
-    bs_scene c;
-    TC_OK(scene_run(&c, true));
-    bs_scene_close(&c);
-}
+/* The cases below start from the scene the scenario made, checked (bs_scene_setup). */
+static bs_suite suite = {scene_run, &drv};
+
+/* The scenario alone: the fixture's setup runs it with its checks. */
+static void test_scenario(void **state) { (void)state; }
 
 /* The entry points the backend resolves: the sweep fails each call of each in turn. */
 static const char *const entry_names[] = {
@@ -142,42 +130,32 @@ static void release_registered(const bs_driver *d, const char *name, void *reg) 
  * error (or absorbs the failure, as a failed upload or a drop of what was recorded may), the
  * teardown leaves no driver object behind, and the same scenario then runs clean on a new
  * device (bs_fault_sweep). */
-static void test_fault_sweep(void **state) {
-    (void)state;
-    const bs_sweep sweep = {.names = entry_names,
-                            .run = scene_run,
-                            .releases = releases,
-                            .after_close = release_registered};
-    bs_fault_sweep(&sweep, &drv);
-}
+static const bs_sweep sweep = {.names = entry_names,
+                               .run = scene_run,
+                               .releases = releases,
+                               .after_close = release_registered,
+                               .drv = &drv};
 
 /* cuGraphExecUpdate refused: the exec is instantiated again from the ledger's graph, and the
  * replay computes the update. */
 static void test_update_refused(void **state) {
-    (void)state;
-    bs_scene c;
-    TC_OK(scene_run(&c, true));
-    bind_driver();
+    bs_scene *c = *state;
     acg_graph *g3 = NULL;
-    TC_OK(bs_capture(&c, ALPHA, &g3));
+    TC_OK(bs_capture(c, ALPHA, &g3));
     unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
     drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-    TC_OK(acg_graph_update(c.g, g3));
+    TC_OK(acg_graph_update(c->g, g3));
     drv.inject(NULL, 0, 0);
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
-    TC_OK(acg_graph_launch(c.g, c.s));
-    TC_OK(acg_stream_synchronize(c.s));
-    assert_true(bs_host_is(&c, 2.0f + ALPHA));
+    TC_OK(acg_graph_launch(c->g, c->s));
+    TC_OK(acg_stream_synchronize(c->s));
+    assert_true(bs_host_is(c, 2.0f + ALPHA));
     TC_OK(acg_graph_destroy(g3));
-    bs_scene_close(&c);
 }
 
 /* CUDA's own capture errors end the capture invalidated; the streams then work eagerly. */
 static void test_capture_errors(void **state) {
-    (void)state;
-    bs_scene c;
-    TC_OK(scene_run(&c, true));
-    bind_driver();
+    bs_scene *c = *state;
     static const struct {
         const char *call;
         int code;
@@ -189,42 +167,25 @@ static void test_capture_errors(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         acg_graph *g = NULL;
         drv.inject(cases[i].call, 1, cases[i].code);
-        acg_status st = bs_capture(&c, ALPHA, &g);
+        acg_status st = bs_capture(c, ALPHA, &g);
         drv.inject(NULL, 0, 0);
         assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
         assert_null(g);
         acg_capture_state state2 = ACG_CAPTURE_NONE;
-        TC_OK(acg_stream_get_capture_state(c.s2, &state2));
+        TC_OK(acg_stream_get_capture_state(c->s2, &state2));
         assert_int_equal(state2, ACG_CAPTURE_NONE);
-        /* Both streams run eager work again. */
-        acg_arg args[] = {acg_arg_buffer(c.y, 0), acg_arg_f32(7.0f)};
-        acg_dims dims = acg_dims_1d(N);
-        TC_OK(acg_kernel_launch(c.s2, c.fill, &dims, args, 2));
-        TC_OK(acg_stream_synchronize(c.s2));
-        TC_OK(acg_copy_d2h(c.s, c.host, c.y, 0, N * sizeof(float)));
-        TC_OK(acg_stream_synchronize(c.s));
-        assert_true(bs_host_is(&c, 7.0f));
+        bs_expect_eager(c, 7.0f); /* both streams run eager work again */
     }
-    bs_scene_close(&c);
 }
 
 /* ---- updates of foreign work ---------------------------------------------------------------- */
 
 /* The driver calls an engine makes itself on the native CUstream. */
-static struct {
-    PFN_cuMemAlloc_v3020 alloc;
-    PFN_cuMemFree_v3020 release;
-    PFN_cuMemsetD32Async_v3020 memset32;
-    PFN_cuMemcpyDtoDAsync_v3020 d2d;
-    PFN_cuMemcpyDtoHAsync_v3020 d2h;
-} eng;
+static cu_engine eng;
 
+/* The stream's native CUstream, the engine's calls bound. */
 static CUstream native_stream(acg_stream *s) {
-    *(void **)&eng.alloc = cu_entry(&drv, "cuMemAlloc", 3020);
-    *(void **)&eng.release = cu_entry(&drv, "cuMemFree", 3020);
-    *(void **)&eng.memset32 = cu_entry(&drv, "cuMemsetD32Async", 3020);
-    *(void **)&eng.d2d = cu_entry(&drv, "cuMemcpyDtoDAsync", 3020);
-    *(void **)&eng.d2h = cu_entry(&drv, "cuMemcpyDtoHAsync", 3020);
+    cu_engine_bind(&drv, &eng);
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
     TC_OK(acg_stream_get_native(s, &h));
     assert_int_equal(h.kind, ACG_NATIVE_CUDA_STREAM);
@@ -303,13 +264,10 @@ static void foreign_run(bs_scene *c, acg_graph *g, acg_buffer *view, bool engine
  * that run at every replay), it leaves what acg's own fill and copy leave, bit for bit; the
  * buffer it writes stays alive while the graph does. */
 static void test_foreign_work(void **state) {
-    (void)state;
-    bs_scene c;
-    TC_OK(scene_run(&c, true));
-    bind_driver();
-    native_stream(c.s);
+    bs_scene *c = *state;
+    native_stream(c->s);
     acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
-    TC_OK(acg_device_get_native(c.dev, &nd));
+    TC_OK(acg_device_get_native(c->dev, &nd));
     assert_int_equal(nd.kind, ACG_NATIVE_CUDA_CONTEXT);
     assert_null(nd.device);
     assert_null(nd.platform);
@@ -328,40 +286,32 @@ static void test_foreign_work(void **state) {
     assert_int_equal(release(cu_dev), CUDA_SUCCESS);
 
     acg_buffer *view = NULL;
-    TC_OK(acg_buffer_create_view(c.z, 64 * sizeof(float), 128 * sizeof(float), &view));
+    TC_OK(acg_buffer_create_view(c->z, 64 * sizeof(float), 128 * sizeof(float), &view));
     assert_int_equal(address_of(view, 128 * sizeof(float)),
-                     address_of(c.z, N * sizeof(float)) + 64 * sizeof(float));
+                     address_of(c->z, N * sizeof(float)) + 64 * sizeof(float));
 
     foreign_result want, got;
-    foreign_run(&c, NULL, view, false, &want);
+    foreign_run(c, NULL, view, false, &want);
     assert_true(want.y[0] == 28.0f && want.z[64] == 9.0f && want.z[63] == 0.0f);
-    foreign_run(&c, NULL, view, true, &got);
+    foreign_run(c, NULL, view, true, &got);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
 
-    TC_OK(acg_stream_begin_capture(c.s, c.pool));
-    TC_OK(foreign_step(&c, view, true));
+    TC_OK(acg_stream_begin_capture(c->s, c->pool));
+    TC_OK(foreign_step(c, view, true));
     acg_graph *g = NULL;
-    TC_OK(acg_stream_end_capture(c.s, &g));
+    TC_OK(acg_stream_end_capture(c->s, &g));
     static const acg_node_kind kinds[] = {ACG_NODE_FOREIGN, ACG_NODE_FOREIGN, ACG_NODE_KERNEL,
                                           ACG_NODE_KERNEL};
-    size_t nodes = 0;
-    TC_OK(acg_graph_get_node_count(g, &nodes));
-    assert_int_equal(nodes, 4);
-    for (size_t i = 0; i < nodes; i++) {
-        acg_node_info info;
-        TC_OK(acg_graph_get_node(g, i, &info));
-        assert_int_equal(info.kind, kinds[i]);
-    }
+    tc_expect_node_kinds(g, kinds, 4);
     /* Nothing ran at capture, and each replay does it all again. */
     for (int r = 0; r < 2; r++) {
         memset(&got, 0, sizeof got);
-        foreign_run(&c, g, view, true, &got);
+        foreign_run(c, g, view, true, &got);
         assert_int_equal(memcmp(&got, &want, sizeof got), 0);
     }
     TC_EXPECT_HAS(ERR_IN_USE, acg_buffer_free(view), "");
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(view));
-    bs_scene_close(&c);
 }
 
 /* One step's work on the scene's stream: y (or `scratch`, when not NULL, then copied to y) = k
@@ -456,20 +406,17 @@ static void expect_others_zero(bs_scene *c, CUdeviceptr *own, int n_own, int at)
  * another kind of node) instantiates the graph again from the new capture, and the replay is
  * right again. */
 static void test_update_foreign(void **state) {
-    (void)state;
-    bs_scene c;
-    TC_OK(scene_run(&c, true));
-    bind_driver();
-    native_stream(c.s);
+    bs_scene *c = *state;
+    native_stream(c->s);
     CUdeviceptr own[3];
     for (int i = 0; i < 3; i++) {
         assert_int_equal(eng.alloc(&own[i], N * sizeof(float)), CUDA_SUCCESS);
     }
     result got, want;
-    acg_graph *g = capture_step(&c, c.pool, false, 1.5f, own[0], 9.0f, 0);
-    acg_graph *from = capture_step(&c, c.pool, false, 2.5f, own[1], 7.0f, 0);
-    run(&c, g, own, 3, 0, 0, 0, 0, &got);
-    run(&c, NULL, own, 3, 1.5f, 0, 9.0f, 0, &want);
+    acg_graph *g = capture_step(c, c->pool, false, 1.5f, own[0], 9.0f, 0);
+    acg_graph *from = capture_step(c, c->pool, false, 2.5f, own[1], 7.0f, 0);
+    run(c, g, own, 3, 0, 0, 0, 0, &got);
+    run(c, NULL, own, 3, 1.5f, 0, 9.0f, 0, &want);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
 
     unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
@@ -477,44 +424,44 @@ static void test_update_foreign(void **state) {
     TC_OK(acg_graph_update(g, from));
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst); /* in place */
     assert_int_equal(drv.calls("cuGraphClone"), clones + 1);
-    run(&c, g, own, 3, 0, 1, 0, 0, &got);
-    expect_others_zero(&c, own, 3, 1);
-    run(&c, NULL, own, 3, 2.5f, 1, 7.0f, 0, &want);
+    run(c, g, own, 3, 0, 1, 0, 0, &got);
+    expect_others_zero(c, own, 3, 1);
+    run(c, NULL, own, 3, 2.5f, 1, 7.0f, 0, &want);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
-    run(&c, from, own, 3, 0, 1, 0, 0, &got); /* from is unchanged */
+    run(c, from, own, 3, 0, 1, 0, 0, &got); /* from is unchanged */
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
 
     /* Refused by CUDA (injected): instantiated again from the new capture. */
-    acg_graph *again = capture_step(&c, c.pool, false, -4.25f, own[2], 0.5f, 0);
+    acg_graph *again = capture_step(c, c->pool, false, -4.25f, own[2], 0.5f, 0);
     inst = drv.calls("cuGraphInstantiateWithFlags");
     drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
     TC_OK(acg_graph_update(g, again));
     drv.inject(NULL, 0, 0);
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
-    run(&c, g, own, 3, 0, 2, 0, 0, &got);
-    expect_others_zero(&c, own, 3, 2);
-    run(&c, NULL, own, 3, -4.25f, 2, 0.5f, 0, &want);
+    run(c, g, own, 3, 0, 2, 0, 0, &got);
+    expect_others_zero(c, own, 3, 2);
+    run(c, NULL, own, 3, -4.25f, 2, 0.5f, 0, &want);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
 
     /* Refused by CUDA's own rules: the engine's work is now a copy (of own[1], set to 3) where
      * the memset was. acg sees the same topology (foreign work of the same name). */
-    acg_graph *copying = capture_step(&c, c.pool, false, 6.0f, own[0], 0, own[1]);
+    acg_graph *copying = capture_step(c, c->pool, false, 6.0f, own[0], 0, own[1]);
     inst = drv.calls("cuGraphInstantiateWithFlags");
     TC_OK(acg_graph_update(g, copying));
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
-    CUstream native = native_stream(c.s);
+    CUstream native = native_stream(c->s);
     float three[N];
     for (int i = 0; i < N; i++) {
         three[i] = 3.0f;
     }
     assert_int_equal(eng.memset32(own[1], cu_bits_of(3.0f), N, native), CUDA_SUCCESS);
-    TC_OK(acg_graph_launch(g, c.s));
-    TC_OK(acg_stream_synchronize(c.s));
+    TC_OK(acg_graph_launch(g, c->s));
+    TC_OK(acg_stream_synchronize(c->s));
     assert_int_equal(eng.d2h(got.own, own[0], sizeof got.own, native), CUDA_SUCCESS);
-    TC_OK(acg_stream_synchronize(c.s));
+    TC_OK(acg_stream_synchronize(c->s));
     assert_int_equal(memcmp(got.own, three, sizeof three), 0);
     for (int i = 0; i < N; i++) {
-        assert_true(c.host[i] == 6.0f);
+        assert_true(c->host[i] == 6.0f);
     }
 
     TC_OK(acg_graph_destroy(copying));
@@ -524,7 +471,6 @@ static void test_update_foreign(void **state) {
     for (int i = 0; i < 3; i++) {
         assert_int_equal(eng.release(own[i]), CUDA_SUCCESS);
     }
-    bs_scene_close(&c);
 }
 
 /* Graphs with scratch and foreign work: from one pool their scratch coincides, and the update
@@ -533,45 +479,42 @@ static void test_update_foreign(void **state) {
  * ACG_ERR_UNSUPPORTED saying so, the graph replaying what it did. Without foreign work the
  * ledger serves across pools: the update is built from it, with the graph's own scratch. */
 static void test_update_foreign_pools(void **state) {
-    (void)state;
-    bs_scene c;
-    TC_OK(scene_run(&c, true));
-    bind_driver();
-    native_stream(c.s);
+    bs_scene *c = *state;
+    native_stream(c->s);
     CUdeviceptr own[1];
     assert_int_equal(eng.alloc(&own[0], N * sizeof(float)), CUDA_SUCCESS);
     acg_graph_pool *other = NULL;
-    TC_OK(acg_graph_pool_create(c.dev, &other));
-    acg_graph *g = capture_step(&c, c.pool, true, 1.0f, own[0], 9.0f, 0);
-    acg_graph *same = capture_step(&c, c.pool, true, 2.0f, own[0], 8.0f, 0);
-    acg_graph *elsewhere = capture_step(&c, other, true, 3.0f, own[0], 6.0f, 0);
+    TC_OK(acg_graph_pool_create(c->dev, &other));
+    acg_graph *g = capture_step(c, c->pool, true, 1.0f, own[0], 9.0f, 0);
+    acg_graph *same = capture_step(c, c->pool, true, 2.0f, own[0], 8.0f, 0);
+    acg_graph *elsewhere = capture_step(c, other, true, 3.0f, own[0], 6.0f, 0);
     result got, want;
 
     TC_EXPECT_HAS(ERR_UNSUPPORTED, acg_graph_update(g, elsewhere), "one pool");
     assert_non_null(strstr(acg_last_error(), "engine work"));
-    run(&c, g, own, 1, 0, 0, 0, 0, &got);
-    run(&c, NULL, own, 1, 1.0f, 0, 9.0f, 0, &want);
+    run(c, g, own, 1, 0, 0, 0, 0, &got);
+    run(c, NULL, own, 1, 1.0f, 0, 9.0f, 0, &want);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
 
     TC_OK(acg_graph_update(g, same));
-    run(&c, g, own, 1, 0, 0, 0, 0, &got);
-    run(&c, NULL, own, 1, 2.0f, 0, 8.0f, 0, &want);
+    run(c, g, own, 1, 0, 0, 0, 0, &got);
+    run(c, NULL, own, 1, 2.0f, 0, 8.0f, 0, &want);
     assert_int_equal(memcmp(&got, &want, sizeof got), 0);
 
-    acg_graph *h = capture_step(&c, c.pool, true, 5.0f, 0, 0, 0);
-    acg_graph *h2 = capture_step(&c, other, true, -1.0f, 0, 0, 0);
+    acg_graph *h = capture_step(c, c->pool, true, 5.0f, 0, 0, 0);
+    acg_graph *h2 = capture_step(c, other, true, -1.0f, 0, 0, 0);
     unsigned long clones = drv.calls("cuGraphClone"), built = drv.calls("cuGraphCreate");
     TC_OK(acg_graph_update(h, h2));
     assert_int_equal(drv.calls("cuGraphClone"), clones);
     assert_int_equal(drv.calls("cuGraphCreate"), built + 1);
-    run(&c, h, own, 1, 0, 0, 0, 0, &got);
-    run(&c, NULL, own, 1, -1.0f, 0, 0, 0, &want);
+    run(c, h, own, 1, 0, 0, 0, 0, &got);
+    run(c, NULL, own, 1, -1.0f, 0, 0, 0, &want);
     assert_int_equal(memcmp(got.y, want.y, sizeof got.y), 0);
     TC_OK(acg_graph_destroy(h2));
     TC_OK(acg_graph_destroy(h));
 
     /* The capability's detail says where foreign work updates. */
-    const acg_capability *cap = acg_device_get_capability(c.dev);
+    const acg_capability *cap = acg_device_get_capability(c->dev);
     assert_true(cap->graph_update);
     assert_non_null(strstr(cap->detail, "foreign work, collectives: one pool"));
 
@@ -580,7 +523,6 @@ static void test_update_foreign_pools(void **state) {
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_graph_pool_destroy(other));
     assert_int_equal(eng.release(own[0]), CUDA_SUCCESS);
-    bs_scene_close(&c);
 }
 
 /* ---- device faults ------------------------------------------------------------------------ */
@@ -594,54 +536,28 @@ static void test_update_foreign_pools(void **state) {
  * context unusable is then the first fault of a device of its own, and maps the same way. */
 static void test_device_fault(void **state) {
     (void)state;
-    bind_driver();
+    bs_driver_bind(&drv);
     long live = drv.live();
-    acg_device *dev = NULL;
-    TC_OK(acg_device_open("cuda", &dev));
-    acg_kernel *fill = NULL;
-    TC_OK(acg_kernel_get(dev, "fill_f32", &fill));
-    acg_buffer *x = NULL;
-    acg_stream *s = NULL;
-    acg_event *ev = NULL;
-    acg_graph_pool *pool = NULL;
-    acg_graph *g = NULL;
-    float *host = NULL;
-    TC_OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
-    TC_OK(acg_pinned_alloc(dev, N * sizeof(float), (void **)&host));
-    TC_OK(acg_stream_create(dev, &s));
-    TC_OK(acg_event_create(dev, &ev));
-    TC_OK(acg_graph_pool_create(dev, &pool));
-    acg_arg args[] = {acg_arg_buffer(x, 0), acg_arg_f32(2.0f)};
-    acg_dims dims = acg_dims_1d(N);
-    TC_OK(acg_stream_begin_capture(s, pool));
-    TC_OK(acg_kernel_launch(s, fill, &dims, args, 2));
-    TC_OK(acg_copy_d2h(s, host, x, 0, N * sizeof(float)));
-    TC_OK(acg_stream_end_capture(s, &g));
-    TC_OK(acg_graph_launch(g, s));
-    TC_OK(acg_event_record(ev, s));
-    TC_OK(acg_stream_synchronize(s));
-    TC_OK(acg_device_get_async_error(dev)); /* no fault yet */
+    bs_rig r;
+    bs_rig_open(&r, "cuda", 2.0f);
+    TC_OK(acg_graph_launch(r.g, r.s));
+    TC_OK(acg_event_record(r.ev, r.s));
+    TC_OK(acg_stream_synchronize(r.s));
+    TC_OK(acg_device_get_async_error(r.dev)); /* no fault yet */
 
-    set_sticky(0, CUDA_ERROR_LAUNCH_FAILED);
-    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev),
+    drv.fault(0, CUDA_ERROR_LAUNCH_FAILED);
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(r.dev),
                   "acg_device_get_async_error: cuEventQuery failed with CUDA_ERROR_LAUNCH_FAILED");
-    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev), "CUDA_ERROR_LAUNCH_FAILED");
-    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_stream_synchronize(s), "CUDA_ERROR_LAUNCH_FAILED");
-    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_kernel_launch(s, fill, &dims, args, 2),
-                  "CUDA_ERROR_LAUNCH_FAILED");
-    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_event_query(ev), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(r.dev), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_stream_synchronize(r.s), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, bs_fill(r.s, r.fill, r.x, N, 2.0f), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_event_query(r.ev), "CUDA_ERROR_LAUNCH_FAILED");
     acg_buffer *more = NULL;
-    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_buffer_alloc(dev, 64, &more), "CUDA_ERROR_LAUNCH_FAILED");
+    TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_buffer_alloc(r.dev, 64, &more), "CUDA_ERROR_LAUNCH_FAILED");
     assert_null(more);
 
     /* Destroys work, and the close frees the rest with the context. */
-    TC_OK(acg_graph_destroy(g));
-    TC_OK(acg_graph_pool_destroy(pool));
-    TC_OK(acg_event_destroy(ev));
-    TC_OK(acg_stream_destroy(s));
-    TC_OK(acg_pinned_free(host));
-    TC_OK(acg_buffer_free(x));
-    TC_OK(acg_device_close(dev));
+    bs_rig_close(&r);
     assert_int_equal(drv.live(), live);
 
     /* Opened again: a new context, no fault, and a kernel runs. */
@@ -669,9 +585,11 @@ static void test_device_fault(void **state) {
         {CUDA_ERROR_MPS_CLIENT_TERMINATED, "CUDA_ERROR_MPS_CLIENT_TERMINATED"},
     };
     for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+        acg_device *dev = NULL;
+        acg_stream *s = NULL;
         TC_OK(acg_device_open("cuda", &dev));
         TC_OK(acg_stream_create(dev, &s));
-        set_sticky(0, faults[i].code);
+        drv.fault(0, faults[i].code);
         TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_get_async_error(dev), faults[i].name);
         assert_non_null(strstr(acg_last_error(), "cuEventQuery"));
         TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_stream_query(s), faults[i].name);
@@ -689,21 +607,15 @@ static void test_grid_limit(void **state) {
     TC_OK(acg_model_register_kernels());
     acg_device *dev = NULL;
     TC_OK(acg_device_open("cuda", &dev));
-    acg_kernel *matmul = NULL;
-    TC_OK(acg_kernel_get(dev, "matmul_f32", &matmul));
-    const uint32_t rows = 65536;
-    acg_buffer *out = NULL, *x = NULL, *w = NULL;
-    acg_stream *s = NULL;
-    TC_OK(acg_buffer_alloc(dev, rows * sizeof(float), &out));
-    TC_OK(acg_buffer_alloc(dev, rows * sizeof(float), &x));
-    TC_OK(acg_buffer_alloc(dev, sizeof(float), &w));
-    TC_OK(acg_stream_create(dev, &s));
-    for (uint32_t n = rows; n >= rows - 1; n--) {
-        acg_arg args[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(w, 0),
-                          acg_arg_u32(1),         acg_arg_u32(1),       acg_arg_u32(n)};
-        acg_dims dims = {{1, n, 1}, {0, 0, 0}};
-        acg_status st = acg_kernel_launch(s, matmul, &dims, args, 6);
-        if (n == rows) {
+    cu_tall t;
+    cu_tall_open(&t, dev);
+    acg_stream *s = tc_stream(dev);
+    for (uint32_t n = CU_TALL_ROWS; n >= CU_TALL_ROWS - 1; n--) {
+        acg_arg args[6];
+        acg_dims dims;
+        cu_tall_rows(&t, n, args, &dims);
+        acg_status st = acg_kernel_launch(s, t.matmul, &dims, args, 6);
+        if (n == CU_TALL_ROWS) {
             assert_int_equal(st, ACG_ERR_UNSUPPORTED);
             assert_non_null(strstr(acg_last_error(), "blocks"));
         } else {
@@ -721,9 +633,9 @@ static void test_grid_limit(void **state) {
     TC_OK(acg_fill(s, seats, 0, sizeof(int32_t), 0, 4));
     TC_OK(acg_fill(s, states, 0, ACG_SAMPLER_STATE_WORDS * sizeof(uint32_t), 0, 4));
     for (int i = 0; i < 2; i++) {
-        acg_arg args[] = {acg_arg_buffer(out, 0),
-                          acg_arg_buffer(x, 0),
-                          acg_arg_buffer(x, 4 * 2),
+        acg_arg args[] = {acg_arg_buffer(t.out, 0),
+                          acg_arg_buffer(t.x, 0),
+                          acg_arg_buffer(t.x, 4 * 2),
                           acg_arg_buffer(seats, 0),
                           acg_arg_buffer(states, 0),
                           acg_arg_u32(2),
@@ -742,9 +654,7 @@ static void test_grid_limit(void **state) {
     TC_OK(acg_stream_destroy(s));
     TC_OK(acg_buffer_free(states));
     TC_OK(acg_buffer_free(seats));
-    TC_OK(acg_buffer_free(w));
-    TC_OK(acg_buffer_free(x));
-    TC_OK(acg_buffer_free(out));
+    cu_tall_close(&t);
     TC_OK(acg_device_close(dev));
     TC_OK(acg_model_unregister_kernels());
 }
@@ -755,49 +665,44 @@ static void test_grid_limit(void **state) {
  * CUstream, computes what acg's replay computes (the bench's raw row does this); host memory
  * the driver refuses to register is left unregistered, and a later registration works. */
 static void test_native_graph(void **state) {
-    (void)state;
-    bs_scene c;
-    TC_OK(scene_run(&c, true)); /* c.g replays the update: y = 2 + ALPHA2 */
-    bind_driver();
+    bs_scene *c = *state; /* c->g replays the update: y = 2 + ALPHA2 */
     acg_native_handle exec = ACG_NATIVE_HANDLE_INIT, stream = ACG_NATIVE_HANDLE_INIT;
-    TC_OK(acg_graph_get_native(c.g, &exec));
-    TC_OK(acg_stream_get_native(c.s, &stream));
+    TC_OK(acg_graph_get_native(c->g, &exec));
+    TC_OK(acg_stream_get_native(c->s, &stream));
     assert_int_equal(exec.kind, ACG_NATIVE_CUDA_GRAPH_EXEC);
     assert_int_equal(stream.kind, ACG_NATIVE_CUDA_STREAM);
     PFN_cuGraphLaunch_v10000 launch;
     PFN_cuStreamSynchronize_v2000 sync;
     *(void **)&launch = cu_entry(&drv, "cuGraphLaunch", 10000);
     *(void **)&sync = cu_entry(&drv, "cuStreamSynchronize", 2000);
-    memset(c.host, 0, N * sizeof(float));
-    int calls = c.host_calls;
+    memset(c->host, 0, N * sizeof(float));
+    int calls = c->host_calls;
     assert_int_equal(launch((CUgraphExec)exec.handle, (CUstream)stream.handle), CUDA_SUCCESS);
     assert_int_equal(sync((CUstream)stream.handle), CUDA_SUCCESS);
-    assert_int_equal(c.host_calls, calls + 1);
-    assert_true(bs_host_is(&c, 2.0f + ALPHA2));
+    assert_int_equal(c->host_calls, calls + 1);
+    assert_true(bs_host_is(c, 2.0f + ALPHA2));
 
     float *mem = aligned_alloc(4096, 4096);
     assert_non_null(mem);
     drv.inject("cuMemHostRegister", 1, CUDA_ERROR_OUT_OF_MEMORY);
-    assert_int_equal(acg_pinned_register(c.dev, mem, 4096), ACG_ERR_OUT_OF_MEMORY);
+    assert_int_equal(acg_pinned_register(c->dev, mem, 4096), ACG_ERR_OUT_OF_MEMORY);
     assert_non_null(strstr(acg_last_error(), "cuMemHostRegister"));
     drv.inject(NULL, 0, 0);
-    assert_false(acg_pinned_contains(c.dev, mem, 4));
+    assert_false(acg_pinned_contains(c->dev, mem, 4));
     assert_int_equal(acg_pinned_unregister(mem), ACG_ERR_INVALID_HANDLE);
     unsigned long registered = drv.calls("cuMemHostRegister");
-    TC_OK(acg_pinned_register(c.dev, mem, 4096));
+    TC_OK(acg_pinned_register(c->dev, mem, 4096));
     assert_int_equal(drv.calls("cuMemHostRegister"), registered + 1);
     TC_OK(acg_pinned_unregister(mem));
     free(mem);
-    bs_scene_close(&c);
 }
 
 /* A driver without cuGraphExecUpdate and cuMemHostRegister (ACGTEST_CUDA_HIDE): graphs still
  * work, update and registration are off, the capability's detail names what is missing, and
  * acg_pinned_register says ACG_ERR_UNSUPPORTED. */
 static int expect_missing_optional(void) {
-    acg_device *dev = NULL;
-    if (acg_device_open("cuda", &dev) != ACG_OK) {
-        fprintf(stderr, "open failed: %s\n", acg_last_error());
+    acg_device *dev = bs_open_or_say("cuda");
+    if (dev == NULL) {
         return 1;
     }
     const acg_capability *cap = acg_device_get_capability(dev);
@@ -816,22 +721,24 @@ static int expect_missing_optional(void) {
     return bad;
 }
 
-int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--expect-unavailable") == 0) {
-        return bs_expect_unavailable("cuda", argv[2]);
-    }
-    if (argc == 2 && strcmp(argv[1], "--expect-missing-optional") == 0) {
-        return expect_missing_optional();
-    }
-    if (!bs_backend_opens("cuda")) {
-        return 77;
-    }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scenario),       cmocka_unit_test(test_update_refused),
-        cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_foreign_work),
-        cmocka_unit_test(test_grid_limit),     cmocka_unit_test(test_native_graph),
-        cmocka_unit_test(test_update_foreign), cmocka_unit_test(test_update_foreign_pools),
-        cmocka_unit_test(test_device_fault),   cmocka_unit_test(test_fault_sweep),
-    };
-    return cmocka_run_group_tests_name("test_cuda_backend", tests, NULL, NULL);
-}
+static const bs_mode modes[] = {
+    {"--expect-missing-optional", expect_missing_optional, NULL},
+    {NULL, NULL, NULL},
+};
+
+#define CASE(test) BS_SCENE_CASE(test, &suite)
+static const struct CMUnitTest tests[] = {
+    CASE(test_scenario),
+    CASE(test_update_refused),
+    CASE(test_capture_errors),
+    CASE(test_foreign_work),
+    cmocka_unit_test(test_grid_limit),
+    CASE(test_native_graph),
+    CASE(test_update_foreign),
+    CASE(test_update_foreign_pools),
+    cmocka_unit_test(test_device_fault),
+    BS_SWEEP_CASE(&sweep),
+};
+#undef CASE
+
+BS_MAIN("cuda", modes, "test_cuda_backend", tests)

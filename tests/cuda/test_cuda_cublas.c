@@ -19,6 +19,7 @@
 #include <cudaTypedefs.h>
 
 #include "common.h"
+#include "cuda_native.h" /* cu_address */
 
 #define M 96                  /* rows of A and C */
 #define K 64                  /* columns of A, rows of B */
@@ -34,13 +35,6 @@ typedef struct gemm {
     cublasHandle_t blas;
 } gemm;
 
-static CUdeviceptr address_of(acg_buffer *buf) {
-    acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
-    TC_OK(acg_buffer_get_native(buf, &nb));
-    assert_int_equal(nb.kind, ACG_NATIVE_CUDA_DEVICEPTR);
-    return (CUdeviceptr)nb.address;
-}
-
 /* c = -1 (acg), c = a b (cuBLAS, column-major), d = c + 0.5 (acg). */
 static void step(gemm *g) {
     const acg_dims dims = acg_dims_1d(M * NC);
@@ -54,9 +48,9 @@ static void step(gemm *g) {
     const float one = 1.0f, zero = 0.0f;
     TC_OK(acg_kernel_launch(g->s, g->fill, &dims, fill_args, 2));
     cublasStatus_t bs = cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, M, NC, K, &one,
-                                    (const float *)(uintptr_t)address_of(g->a), M,
-                                    (const float *)(uintptr_t)address_of(g->b), K, &zero,
-                                    (float *)(uintptr_t)address_of(g->c), M);
+                                    (const float *)(uintptr_t)cu_address(g->a), M,
+                                    (const float *)(uintptr_t)cu_address(g->b), K, &zero,
+                                    (float *)(uintptr_t)cu_address(g->c), M);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         fail_msg("cublasSgemm: %s", cublasGetStatusString(bs));
     }
@@ -150,7 +144,7 @@ static void test_cublas_in_graph(void **state) {
     /* The stream first: setting it resets the workspace to cuBLAS's own pool. A workspace of
      * acg's keeps the capture free of allocations. */
     assert_int_equal(cublasSetStream(g.blas, (cudaStream_t)g.native), CUBLAS_STATUS_SUCCESS);
-    assert_int_equal(cublasSetWorkspace(g.blas, (void *)(uintptr_t)address_of(g.ws), WORKSPACE),
+    assert_int_equal(cublasSetWorkspace(g.blas, (void *)(uintptr_t)cu_address(g.ws), WORKSPACE),
                      CUBLAS_STATUS_SUCCESS);
 
     static float a[M * K], b[K * NC], eager[M * NC], replay[M * NC];

@@ -41,18 +41,14 @@
 
 /* ---- the test driver, and the driver calls the engine makes itself ------------------------- */
 
-static bs_driver drv = {.env = "ACG_CUDA_DRIVER", .prefix = "acgtest_cuda"};
-static PFN_cuMemsetD32Async_v3020 memset32;
-static PFN_cuMemcpyDtoDAsync_v3020 d2d;
+static bs_driver drv = CU_TEST_DRIVER;
+static cu_engine eng;
 
 /* Binds the driver the backend loaded (a device was opened once). */
 static void bind_driver(void) {
     bs_driver_bind(&drv);
-    *(void **)&memset32 = cu_entry(&drv, "cuMemsetD32Async", 3020);
-    *(void **)&d2d = cu_entry(&drv, "cuMemcpyDtoDAsync", 3020);
+    cu_engine_bind(&drv, &eng);
 }
-
-static CUdeviceptr address_of(acg_buffer *b) { return (CUdeviceptr)cu_native_buffer(b).address; }
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
@@ -86,7 +82,7 @@ static acg_status run_step(fx *f, const step *p) {
     acg_access wv[] = {{f->w, 0, 0, ACG_ACCESS_READ}, {f->v, 0, 0, ACG_ACCESS_WRITE}};
     acg_status st = acg_kernel_launch(f->s, f->fill, &fill_dims, fill_args, 2);
     if (st == ACG_OK) {
-        assert_int_equal(memset32(address_of(f->z), cu_bits_of(p->memset), N, f->native),
+        assert_int_equal(eng.memset32(cu_address(f->z), cu_bits_of(p->memset), N, f->native),
                          CUDA_SUCCESS);
         st = acg_stream_declare_foreign(f->s, "engine memset", &wz, 1);
     }
@@ -94,7 +90,8 @@ static acg_status run_step(fx *f, const step *p) {
         st = acg_kernel_launch(f->s, f->add, &dims, add_args, 3);
     }
     if (st == ACG_OK) {
-        assert_int_equal(d2d(address_of(f->v), address_of(f->w), BYTES, f->native), CUDA_SUCCESS);
+        assert_int_equal(eng.d2d(cu_address(f->v), cu_address(f->w), BYTES, f->native),
+                         CUDA_SUCCESS);
         st = acg_stream_declare_foreign(f->s, "engine copy", wv, 2);
     }
     if (st == ACG_OK) {
@@ -216,14 +213,7 @@ static void test_update_node(void **state) {
     acg_graph *g = capture_step(f, f->pool, &p);
     static const acg_node_kind kinds[] = {ACG_NODE_KERNEL, ACG_NODE_FOREIGN, ACG_NODE_KERNEL,
                                           ACG_NODE_FOREIGN, ACG_NODE_COPY_D2H};
-    size_t n_nodes = 0;
-    TC_OK(acg_graph_get_node_count(g, &n_nodes));
-    assert_int_equal(n_nodes, 5);
-    for (size_t i = 0; i < n_nodes; i++) {
-        acg_node_info info;
-        TC_OK(acg_graph_get_node(g, i, &info));
-        assert_int_equal(info.kind, kinds[i]);
-    }
+    tc_expect_node_kinds(g, kinds, 5);
     expect_replay(f, g, &p);
 
     /* A scalar: in place, no instantiation. */
@@ -297,43 +287,36 @@ static void test_update_node(void **state) {
 static void test_update_node_grid_limit(void **state) {
     fx *f = *state;
     TC_OK(acg_model_register_kernels());
-    acg_kernel *matmul = NULL;
-    TC_OK(acg_kernel_get(f->dev, "matmul_f32", &matmul));
-    const uint32_t rows = 65536;
-    acg_buffer *out = NULL, *x = NULL, *wt = NULL;
-    TC_OK(acg_buffer_alloc(f->dev, rows * sizeof(float), &out));
-    TC_OK(acg_buffer_alloc(f->dev, rows * sizeof(float), &x));
-    TC_OK(acg_buffer_alloc(f->dev, sizeof(float), &wt));
+    cu_tall t;
+    cu_tall_open(&t, f->dev);
     float in[N];
     for (int i = 0; i < N; i++) {
         in[i] = 1.0f + (float)i;
     }
-    TC_OK(acg_copy_h2d(f->s, x, 0, in, sizeof in));
-    TC_OK(acg_fill(f->s, wt, 0, sizeof(float), cu_bits_of(2.0f), 4));
-    acg_arg args[] = {acg_arg_buffer(out, 0), acg_arg_buffer(x, 0), acg_arg_buffer(wt, 0),
-                      acg_arg_u32(1),         acg_arg_u32(1),       acg_arg_u32(N)};
-    acg_dims dims = {{1, N, 1}, {0, 0, 0}};
+    TC_OK(acg_copy_h2d(f->s, t.x, 0, in, sizeof in));
+    TC_OK(acg_fill(f->s, t.w, 0, sizeof(float), cu_bits_of(2.0f), 4));
+    acg_arg args[6], tall_args[6];
+    acg_dims dims, tall;
+    cu_tall_rows(&t, N, args, &dims);
+    cu_tall_rows(&t, CU_TALL_ROWS, tall_args, &tall);
     TC_OK(acg_stream_begin_capture(f->s, f->pool));
-    TC_OK(acg_kernel_launch(f->s, matmul, &dims, args, 6));
+    TC_OK(acg_kernel_launch(f->s, t.matmul, &dims, args, 6));
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(f->s, &g));
-    args[5] = acg_arg_u32(rows);
-    acg_dims tall = {{1, rows, 1}, {0, 0, 0}};
-    TC_EXPECT_HAS(ERR_UNSUPPORTED, acg_graph_update_kernel_node(g, 0, &tall, args, 6), "blocks");
+    TC_EXPECT_HAS(ERR_UNSUPPORTED, acg_graph_update_kernel_node(g, 0, &tall, tall_args, 6),
+                  "blocks");
     /* The replay is the launch of N rows, eager. */
     float got[N + 1], want[N + 1];
     for (int r = 0; r < 2; r++) {
-        TC_OK(acg_fill(f->s, out, 0, rows * sizeof(float), 0, 4));
-        args[5] = acg_arg_u32(N);
-        TC_OK(r == 0 ? acg_graph_launch(g, f->s) : acg_kernel_launch(f->s, matmul, &dims, args, 6));
-        TC_OK(acg_copy_d2h(f->s, r == 0 ? got : want, out, 0, sizeof got));
+        TC_OK(acg_fill(f->s, t.out, 0, CU_TALL_ROWS * sizeof(float), 0, 4));
+        TC_OK(r == 0 ? acg_graph_launch(g, f->s)
+                     : acg_kernel_launch(f->s, t.matmul, &dims, args, 6));
+        TC_OK(acg_copy_d2h(f->s, r == 0 ? got : want, t.out, 0, sizeof got));
     }
     assert_int_equal(memcmp(got, want, sizeof got), 0);
     assert_true(got[N] == 0.0f && got[N - 1] != 0.0f);
     TC_OK(acg_graph_destroy(g));
-    TC_OK(acg_buffer_free(wt));
-    TC_OK(acg_buffer_free(x));
-    TC_OK(acg_buffer_free(out));
+    cu_tall_close(&t);
 }
 
 /* Per-node updates after whole ones. In place from the new capture's own graph (a clone): the
@@ -572,62 +555,89 @@ static acg_status try_kernel(fx *f, const acg_kernel_desc *d, acg_kernel **out) 
     return st;
 }
 
+/* Definitions the image's functions refuse: each is refused when loaded, naming the kernel,
+ * the function and what differs (a mismatch after querying the function's parameters). */
+static const struct {
+    const char *name, *function;
+    uint32_t n_args;
+    acg_arg_type types[3];
+    acg_status want;
+    const char *message;
+} refused[] = {
+    /* One argument too many. */
+    {"tc_count",
+     "tk_fill_count",
+     3,
+     {ACG_ARG_BUFFER, ACG_ARG_F32, ACG_ARG_I32},
+     ACG_ERR_INVALID_ARGUMENT,
+     "acg_kernel_get(tc_count): the CUDA function tk_fill_count has 5 parameters; acg passes 6: "
+     "buffer argument 0 (a pointer), argument 1 (an f32), argument 2 (an i32), then "
+     "global[0..2] (3 unsigned int) (cuFuncGetParamInfo refuses parameter 5 with "
+     "CUDA_ERROR_INVALID_VALUE)"},
+    /* One too few: the function has more than acg passes. */
+    {"tc_more",
+     "tk_fill_more",
+     1,
+     {ACG_ARG_BUFFER},
+     ACG_ERR_INVALID_ARGUMENT,
+     "acg_kernel_get(tc_more): the CUDA function tk_fill_more has 5 parameters; acg passes 4: "
+     "buffer argument 0 (a pointer), then global[0..2] (3 unsigned int)"},
+    /* A scalar of another size. */
+    {"tc_size",
+     "tk_fill_size",
+     2,
+     {ACG_ARG_BUFFER, ACG_ARG_U64},
+     ACG_ERR_INVALID_ARGUMENT,
+     "acg_kernel_get(tc_size): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, acg "
+     "passes argument 1, a u64 (8 bytes)"},
+    /* A buffer where the function takes 4 bytes. */
+    {"tc_buffer",
+     "tk_fill_size",
+     2,
+     {ACG_ARG_BUFFER, ACG_ARG_BUFFER},
+     ACG_ERR_INVALID_ARGUMENT,
+     "acg_kernel_get(tc_buffer): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, acg "
+     "passes buffer argument 1, a pointer (8 bytes)"},
+    /* A float where the function takes a pointer. */
+    {"tc_pointer",
+     "tk_fill_pointer",
+     2,
+     {ACG_ARG_F32, ACG_ARG_BUFFER},
+     ACG_ERR_INVALID_ARGUMENT,
+     "acg_kernel_get(tc_pointer): in the CUDA function tk_fill_pointer, parameter 0 is 8 bytes, "
+     "acg passes argument 0, an f32 (4 bytes)"},
+    /* A global size the function takes as 8 bytes. */
+    {"tc_global",
+     "tk_fill_global",
+     2,
+     {ACG_ARG_BUFFER, ACG_ARG_F32},
+     ACG_ERR_INVALID_ARGUMENT,
+     "acg_kernel_get(tc_global): in the CUDA function tk_fill_global, parameter 3 is 8 bytes, "
+     "acg passes global[1], an unsigned int (4 bytes)"},
+    /* A function the image lacks: the driver's own refusal. */
+    {"tc_absent",
+     "tk_absent",
+     2,
+     {ACG_ARG_BUFFER, ACG_ARG_F32},
+     ACG_ERR_UNSUPPORTED,
+     "cuLibraryGetKernel failed with CUDA_ERROR_NOT_FOUND"},
+};
+
 static void test_kernel_params(void **state) {
     fx *f = *state;
-    const acg_arg_type B = ACG_ARG_BUFFER, F = ACG_ARG_F32;
     acg_kernel *k = NULL;
-    unsigned long queried = drv.calls("cuFuncGetParamInfo");
-
-    /* One argument too many. */
-    acg_kernel_desc d =
-        definition("tc_count", "tk_fill_count", 3, (const acg_arg_type[]){B, F, ACG_ARG_I32});
-    TC_EXPECT_HAS(
-        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-        "acg_kernel_get(tc_count): the CUDA function tk_fill_count has 5 parameters; acg "
-        "passes 6: buffer argument 0 (a pointer), argument 1 (an f32), argument 2 (an i32), "
-        "then global[0..2] (3 unsigned int) (cuFuncGetParamInfo refuses parameter 5 with "
-        "CUDA_ERROR_INVALID_VALUE)");
-    assert_true(drv.calls("cuFuncGetParamInfo") > queried);
-
-    /* One too few: the function has more than acg passes. */
-    d = definition("tc_more", "tk_fill_more", 1, (const acg_arg_type[]){B});
-    TC_EXPECT_HAS(
-        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-        "acg_kernel_get(tc_more): the CUDA function tk_fill_more has 5 parameters; acg passes "
-        "4: buffer argument 0 (a pointer), then global[0..2] (3 unsigned int)");
-
-    /* A scalar of another size. */
-    d = definition("tc_size", "tk_fill_size", 2, (const acg_arg_type[]){B, ACG_ARG_U64});
-    TC_EXPECT_HAS(
-        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-        "acg_kernel_get(tc_size): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, "
-        "acg passes argument 1, a u64 (8 bytes)");
-
-    /* A buffer where the function takes 4 bytes. */
-    d = definition("tc_buffer", "tk_fill_size", 2, (const acg_arg_type[]){B, B});
-    TC_EXPECT_HAS(
-        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-        "acg_kernel_get(tc_buffer): in the CUDA function tk_fill_size, parameter 1 is 4 bytes, "
-        "acg passes buffer argument 1, a pointer (8 bytes)");
-
-    /* A float where the function takes a pointer. */
-    d = definition("tc_pointer", "tk_fill_pointer", 2, (const acg_arg_type[]){F, B});
-    TC_EXPECT_HAS(
-        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-        "acg_kernel_get(tc_pointer): in the CUDA function tk_fill_pointer, parameter 0 is 8 "
-        "bytes, acg passes argument 0, an f32 (4 bytes)");
-
-    /* A global size the function takes as 8 bytes. */
-    d = definition("tc_global", "tk_fill_global", 2, (const acg_arg_type[]){B, F});
-    TC_EXPECT_HAS(
-        ERR_INVALID_ARGUMENT, try_kernel(f, &d, &k),
-        "acg_kernel_get(tc_global): in the CUDA function tk_fill_global, parameter 3 is 8 "
-        "bytes, acg passes global[1], an unsigned int (4 bytes)");
-
-    /* A function the image lacks: the driver's own refusal. */
-    d = definition("tc_absent", "tk_absent", 2, (const acg_arg_type[]){B, F});
-    TC_EXPECT_HAS(ERR_UNSUPPORTED, try_kernel(f, &d, &k),
-                  "cuLibraryGetKernel failed with CUDA_ERROR_NOT_FOUND");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        unsigned long queried = drv.calls("cuFuncGetParamInfo");
+        acg_kernel_desc d =
+            definition(refused[i].name, refused[i].function, refused[i].n_args, refused[i].types);
+        tc_expect_(refused[i].want, try_kernel(f, &d, &k), refused[i].name, __FILE__, __LINE__);
+        TC_LAST_ERROR_HAS(refused[i].message);
+        if (refused[i].want == ACG_ERR_INVALID_ARGUMENT) {
+            assert_true(drv.calls("cuFuncGetParamInfo") > queried);
+        }
+    }
+    const acg_arg_type B = ACG_ARG_BUFFER, F = ACG_ARG_F32;
+    acg_kernel_desc d;
 
     /* The driver failing a query: its error, not a mismatch. */
     d = definition("tc_fill", "tk_fill", 2, (const acg_arg_type[]){B, F});
@@ -716,7 +726,7 @@ static void test_driver_refusals(void **state) {
     /* The engine's own capture: one memset node. */
     TC_OK(acg_stream_synchronize(f->s));
     assert_int_equal(begin(f->native, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
-    assert_int_equal(memset32(address_of(f->z), 0, N, f->native), CUDA_SUCCESS);
+    assert_int_equal(eng.memset32(cu_address(f->z), 0, N, f->native), CUDA_SUCCESS);
     cuuint64_t id = 0;
     CUgraph building = NULL;
     assert_int_equal(info(f->native, &status, &id, &building, &deps, &edges, &n_deps),
@@ -794,9 +804,8 @@ static void test_driver_refusals(void **state) {
 /* ACGTEST_CUDA_HIDE=cuFuncGetParamInfo,cuStreamGetCaptureInfo: the mismatched definition loads
  * unchecked, a kernel still captures and replays, and no node updates. */
 static int expect_no_param_info(void) {
-    acg_device *dev = NULL;
-    if (acg_device_open("cuda", &dev) != ACG_OK) {
-        fprintf(stderr, "open failed: %s\n", acg_last_error());
+    acg_device *dev = bs_open_or_say("cuda");
+    if (dev == NULL) {
         return 1;
     }
     const acg_capability *cap = acg_device_get_capability(dev);
@@ -859,26 +868,21 @@ static int expect_no_param_info(void) {
     return bad;
 }
 
-int main(int argc, char **argv) {
-    if (argc == 2 && strcmp(argv[1], "--expect-no-param-info") == 0) {
-        return expect_no_param_info();
-    }
-    acg_device *probe = NULL;
-    if (acg_device_open("cuda", &probe) != ACG_OK) {
-        printf("skipped: cuda: %s\n", acg_last_error());
-        return 77;
-    }
-    acg_device_close(probe);
+static const bs_mode modes[] = {
+    {"--expect-no-param-info", expect_no_param_info, NULL},
+    {NULL, NULL, NULL},
+};
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_out_of_memory), /* first: no acg object may live around it */
-        T(test_update_node),
-        T(test_update_node_grid_limit),
-        T(test_update_node_after_update),
-        T(test_update_node_ledger),
-        T(test_kernel_params),
-        T(test_driver_refusals),
-    };
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_out_of_memory), /* first: no acg object may live around it */
+    T(test_update_node),
+    T(test_update_node_grid_limit),
+    T(test_update_node_after_update),
+    T(test_update_node_ledger),
+    T(test_kernel_params),
+    T(test_driver_refusals),
+};
 #undef T
-    return cmocka_run_group_tests_name("test_cuda_engine", tests, NULL, NULL);
-}
+
+BS_MAIN("cuda", modes, "test_cuda_engine", tests)

@@ -24,7 +24,6 @@
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,32 +36,18 @@
 
 #include <acg/acg.h>
 
+#include "backend_scene.h" /* bs_backend_opens */
 #include "backends/cuda/nccl_abi.h"
+#include "common.h"      /* TC_OK */
+#include "cuda_native.h" /* CU_TEST_DRIVER, cu_entry */
 
 #define N 256
 
-#define OK(call) assert_int_equal((call), ACG_OK)
-
-/* Asserts that call returns want and that acg_last_error() holds text. */
-#define EXPECT(want, call, text)                                                                   \
-    do {                                                                                           \
-        acg_status st_ = (call);                                                                   \
-        if (st_ != (want) || strstr(acg_last_error(), (text)) == NULL) {                           \
-            fail_msg("%s: %s (want %s with \"%s\"): %s", #call, acg_status_name(st_),              \
-                     acg_status_name(want), (text), acg_last_error());                             \
-        }                                                                                          \
-    } while (0)
-
 /* ---- the test libraries' control functions ------------------------------------------------ */
 
-static struct {
-    void (*inject)(const char *name, unsigned nth, int code);
-    unsigned long (*calls)(const char *name);
-    long (*live)(void);
-    void (*set_sticky)(int device, int code);
-    PFN_cuGetProcAddress_v12000 get_proc;
-} drv;
+static bs_driver drv = CU_TEST_DRIVER;
 
+/* The test NCCL's controls, and the NCCL calls an engine makes itself. */
 static struct {
     void *h;
     void (*inject)(const char *name, unsigned nth, int code);
@@ -71,6 +56,10 @@ static struct {
     long (*live)(void);
     void (*set_async_error)(int code);
     void (*reset)(void);
+    acg_nccl_get_unique_id_fn get_id;
+    acg_nccl_comm_init_rank_fn init;
+    acg_nccl_all_reduce_fn all_reduce;
+    acg_nccl_comm_destroy_fn destroy;
 } nc;
 
 static void *sym(void *h, const char *name) {
@@ -83,14 +72,7 @@ static void *sym(void *h, const char *name) {
 
 /* Binds the libraries the backend loaded (a cuda device must have been opened once). */
 static void bind_libraries(void) {
-    void *h = dlopen(getenv("ACG_CUDA_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(h);
-    *(void **)&drv.inject = sym(h, "acgtest_cuda_fail");
-    *(void **)&drv.calls = sym(h, "acgtest_cuda_calls");
-    *(void **)&drv.live = sym(h, "acgtest_cuda_live");
-    *(void **)&drv.set_sticky = sym(h, "acgtest_cuda_set_sticky");
-    *(void **)&drv.get_proc = sym(h, "cuGetProcAddress_v2");
-    dlclose(h); /* RTLD_NOLOAD took a reference */
+    bs_driver_bind(&drv);
     nc.h = dlopen(getenv("ACG_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
     assert_non_null(nc.h);
     *(void **)&nc.inject = sym(nc.h, "acgtest_nccl_fail");
@@ -99,6 +81,10 @@ static void bind_libraries(void) {
     *(void **)&nc.live = sym(nc.h, "acgtest_nccl_live");
     *(void **)&nc.set_async_error = sym(nc.h, "acgtest_nccl_set_async_error");
     *(void **)&nc.reset = sym(nc.h, "acgtest_nccl_reset_counts");
+    *(void **)&nc.get_id = sym(nc.h, "ncclGetUniqueId");
+    *(void **)&nc.init = sym(nc.h, "ncclCommInitRank");
+    *(void **)&nc.all_reduce = sym(nc.h, "ncclAllReduce");
+    *(void **)&nc.destroy = sym(nc.h, "ncclCommDestroy");
     dlclose(nc.h); /* the backend's reference keeps it loaded */
 }
 
@@ -107,7 +93,7 @@ static void bind_libraries(void) {
 /* The callbacks of a comm whose other ranks, if any, are imagined: a broadcast gives a rank
  * other than the root what the last root of the process broadcast, a minimum is this rank's own
  * value, unless the test makes another rank say no (min_zero_at: that call's minimum is 0) or
- * the comm itself fail. */
+ * the comm itself fail; its barrier, tc_one_rank_barrier, returns at once. */
 typedef struct test_comm {
     int32_t rank;
     int min_calls;
@@ -118,11 +104,6 @@ typedef struct test_comm {
 } test_comm;
 
 static unsigned char root_data[ACG_NCCL_UNIQUE_ID_BYTES]; /* what the last root broadcast */
-
-static acg_status tc_barrier(void *user) {
-    (void)user;
-    return ACG_OK;
-}
 
 static acg_status tc_min(void *user, int32_t *values, size_t n) {
     test_comm *t = user;
@@ -154,51 +135,63 @@ static acg_status tc_broadcast(void *user, void *data, size_t bytes, int32_t roo
 static acg_comm make_comm(test_comm *t, int32_t rank, int32_t n_ranks) {
     memset(t, 0, sizeof *t);
     t->rank = rank;
-    acg_comm c = ACG_COMM_INIT;
-    c.user = t;
-    c.barrier = tc_barrier;
-    c.allreduce_min_i32 = tc_min;
-    c.rank = rank;
-    c.n_ranks = n_ranks;
-    c.broadcast = tc_broadcast;
-    return c;
+    return tc_comm(t, rank, n_ranks, tc_one_rank_barrier, tc_min, tc_broadcast);
 }
 
 /* ---- a device with a stream and a buffer ---------------------------------------------------- */
 
+/* A buffer and its pinned memory: a capture's upload source and download destination. */
+typedef struct memory {
+    acg_buffer *buf; /* (N) floats */
+    float *host;     /* (N) pinned: uploaded to buf */
+    float *out;      /* (N) pinned: buf downloaded */
+} memory;
+
+static void memory_open(acg_device *dev, memory *m) {
+    m->buf = tc_buffer(dev, N * sizeof(float));
+    m->host = tc_pinned(dev, N * sizeof(float));
+    m->out = tc_pinned(dev, N * sizeof(float));
+}
+
+static void memory_close(memory *m) {
+    TC_OK(acg_pinned_free(m->out));
+    TC_OK(acg_pinned_free(m->host));
+    TC_OK(acg_buffer_free(m->buf));
+}
+
 typedef struct env {
     acg_device *dev;
     acg_stream *s;
-    acg_buffer *buf;
-    float *host; /* (N) pinned: a capture's upload source */
-    float *out;  /* (N) pinned: a capture's download destination */
+    memory m; /* buf holds `in`, and so does host */
     float in[N];
     long drv_live, nc_live; /* at the start */
+    test_comm t;            /* the comm's imagined ranks */
+    acg_comm c;             /* rank 0 of 1, unless a case makes another */
+    acg_device_group *g;    /* a case's group */
 } env;
 
 static void env_open(env *e) {
     memset(e, 0, sizeof *e);
-    OK(acg_device_open("cuda", &e->dev));
+    TC_OK(acg_device_open("cuda", &e->dev));
     bind_libraries();
-    OK(acg_stream_create(e->dev, &e->s));
-    OK(acg_buffer_alloc(e->dev, N * sizeof(float), &e->buf));
-    OK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&e->host));
-    OK(acg_pinned_alloc(e->dev, N * sizeof(float), (void **)&e->out));
+    TC_OK(acg_stream_create(e->dev, &e->s));
+    memory_open(e->dev, &e->m);
     for (int i = 0; i < N; i++) {
         e->in[i] = (float)(i % 17) * 0.37f - 3.0f + (float)i * 1e-3f;
-        e->host[i] = e->in[i];
+        e->m.host[i] = e->in[i];
     }
-    OK(acg_copy_h2d(e->s, e->buf, 0, e->in, sizeof e->in));
-    OK(acg_stream_synchronize(e->s));
+    TC_OK(acg_copy_h2d(e->s, e->m.buf, 0, e->in, sizeof e->in));
+    TC_OK(acg_stream_synchronize(e->s));
     e->drv_live = drv.live();
     e->nc_live = nc.live();
     nc.reset();
+    e->c = make_comm(&e->t, 0, 1);
 }
 
 /* The buffer still holds the input, bit for bit. */
 static void expect_unchanged(env *e) {
     float got[N];
-    OK(acg_copy_d2h(e->s, got, e->buf, 0, sizeof got));
+    TC_OK(acg_copy_d2h(e->s, got, e->m.buf, 0, sizeof got));
     assert_memory_equal(got, e->in, sizeof got);
 }
 
@@ -209,88 +202,97 @@ static void expect_nothing_left(const env *e) {
 }
 
 static void env_close(env *e) {
-    OK(acg_pinned_free(e->out));
-    OK(acg_pinned_free(e->host));
-    OK(acg_buffer_free(e->buf));
-    OK(acg_stream_destroy(e->s));
-    OK(acg_device_close(e->dev));
+    memory_close(&e->m);
+    TC_OK(acg_stream_destroy(e->s));
+    TC_OK(acg_device_close(e->dev));
+}
+
+/* A case's fixture: an env (its comm rank 0 of 1, no group yet); after the case nothing a group
+ * made is left, and the env is closed. */
+static int env_setup(void **state) {
+    env *e = malloc(sizeof *e);
+    assert_non_null(e);
+    env_open(e);
+    *state = e;
+    return 0;
+}
+
+static int env_teardown(void **state) {
+    expect_nothing_left(*state);
+    env_close(*state);
+    free(*state);
+    return 0;
 }
 
 /* ---- one rank ---------------------------------------------------------------------------------
  */
 
-/* host (pinned) uploaded to buf, allreduce of buf, buf downloaded to out (pinned), captured. */
-static acg_graph *capture_on(env *e, acg_device_group *g, acg_graph_pool *pool, acg_buffer *buf,
-                             const float *host, float *out) {
-    OK(acg_stream_begin_capture(e->s, pool));
-    OK(acg_copy_h2d(e->s, buf, 0, host, N * sizeof(float)));
-    OK(acg_allreduce(e->s, g, buf, 0, N));
-    OK(acg_copy_d2h(e->s, out, buf, 0, N * sizeof(float)));
+/* m's host uploaded to its buf, allreduce of buf, buf downloaded to its out, captured. */
+static acg_graph *capture_on(env *e, acg_device_group *g, acg_graph_pool *pool, const memory *m) {
+    TC_OK(acg_stream_begin_capture(e->s, pool));
+    TC_OK(acg_copy_h2d(e->s, m->buf, 0, m->host, N * sizeof(float)));
+    TC_OK(acg_allreduce(e->s, g, m->buf, 0, N));
+    TC_OK(acg_copy_d2h(e->s, m->out, m->buf, 0, N * sizeof(float)));
     acg_graph *graph = NULL;
-    OK(acg_stream_end_capture(e->s, &graph));
+    TC_OK(acg_stream_end_capture(e->s, &graph));
     return graph;
 }
 
 /* The same on the env's own buffer and pinned memory. */
 static acg_graph *capture(env *e, acg_device_group *g, acg_graph_pool *pool) {
-    return capture_on(e, g, pool, e->buf, e->host, e->out);
+    return capture_on(e, g, pool, &e->m);
 }
 
-/* What capture_on's work leaves in buf, done eagerly (the download to pageable memory). */
-static void eager_on(env *e, acg_device_group *g, acg_buffer *buf, const float *host, float *want) {
-    OK(acg_copy_h2d(e->s, buf, 0, host, N * sizeof(float)));
-    OK(acg_allreduce(e->s, g, buf, 0, N));
-    OK(acg_copy_d2h(e->s, want, buf, 0, N * sizeof(float)));
+/* What capture_on's work leaves in m's buf, done eagerly (the download to pageable memory). */
+static void eager_on(env *e, acg_device_group *g, const memory *m, float *want) {
+    TC_OK(acg_copy_h2d(e->s, m->buf, 0, m->host, N * sizeof(float)));
+    TC_OK(acg_allreduce(e->s, g, m->buf, 0, N));
+    TC_OK(acg_copy_d2h(e->s, want, m->buf, 0, N * sizeof(float)));
 }
 
 static void test_one_rank(void **state) {
-    (void)state;
-    env e;
-    env_open(&e);
-    const acg_capability *cap = acg_device_get_capability(e.dev);
+    env *e = *state;
+    const acg_capability *cap = acg_device_get_capability(e->dev);
     assert_true(cap->collectives);
     assert_non_null(strstr(cap->detail, "collectives: NCCL 2.28.9"));
-    test_comm t;
-    acg_comm c = make_comm(&t, 0, 1);
-    acg_device_group *g = NULL;
-    OK(acg_device_group_create(e.dev, &c, &g));
+    TC_OK(acg_device_group_create(e->dev, &e->c, &e->g));
     int32_t rank = -1, n_ranks = -1;
-    OK(acg_device_group_get_rank(g, &rank, &n_ranks));
+    TC_OK(acg_device_group_get_rank(e->g, &rank, &n_ranks));
     assert_int_equal(rank, 0);
     assert_int_equal(n_ranks, 1);
     /* The broadcast carried the test NCCL's id; two agreements, each said yes. */
-    assert_true(t.id_bytes == ACG_NCCL_UNIQUE_ID_BYTES && root_data[0] != 0);
-    assert_int_equal(t.min_calls, 2);
+    assert_true(e->t.id_bytes == ACG_NCCL_UNIQUE_ID_BYTES && root_data[0] != 0);
+    assert_int_equal(e->t.min_calls, 2);
     assert_int_equal(nc.calls("ncclCommInitRank"), 1);
-    assert_int_equal(nc.live(), e.nc_live + 1);
+    assert_int_equal(nc.live(), e->nc_live + 1);
 
     /* Eager: one NCCL call, one run, the floats as they were; a window too. */
-    OK(acg_allreduce(e.s, g, e.buf, 0, N));
-    OK(acg_allreduce(e.s, g, e.buf, 16 * sizeof(float), 8));
-    OK(acg_stream_synchronize(e.s));
+    TC_OK(acg_allreduce(e->s, e->g, e->m.buf, 0, N));
+    TC_OK(acg_allreduce(e->s, e->g, e->m.buf, 16 * sizeof(float), 8));
+    TC_OK(acg_stream_synchronize(e->s));
     assert_int_equal(nc.calls("ncclAllReduce"), 2);
     assert_int_equal(nc.runs(), 2);
-    expect_unchanged(&e);
+    expect_unchanged(e);
 
     /* Captured: NCCL is called once, at capture, and runs at each replay. */
     acg_graph_pool *pool = NULL;
-    OK(acg_graph_pool_create(e.dev, &pool));
-    acg_graph *graph = capture(&e, g, pool);
+    TC_OK(acg_graph_pool_create(e->dev, &pool));
+    acg_graph *graph = capture(e, e->g, pool);
     assert_int_equal(nc.calls("ncclAllReduce"), 3);
     assert_int_equal(nc.runs(), 2);
     size_t nodes = 0;
-    OK(acg_graph_get_node_count(graph, &nodes));
+    TC_OK(acg_graph_get_node_count(graph, &nodes));
     assert_int_equal(nodes, 3);
     acg_node_info info;
-    OK(acg_graph_get_node(graph, 1, &info));
+    TC_OK(acg_graph_get_node(graph, 1, &info));
     assert_int_equal(info.kind, ACG_NODE_COLLECTIVE);
     assert_int_equal(info.size, N * sizeof(float));
-    EXPECT(ACG_ERR_IN_USE, acg_device_group_destroy(g), "allreduce");
+    TC_EXPECT_HAS(ERR_IN_USE, acg_device_group_destroy(e->g), "allreduce");
     for (int k = 0; k < 2; k++) {
-        memset(e.out, 0, N * sizeof(float));
-        OK(acg_graph_launch(graph, e.s));
-        OK(acg_stream_synchronize(e.s));
-        assert_memory_equal(e.out, e.in, N * sizeof(float));
+        memset(e->m.out, 0, N * sizeof(float));
+        TC_OK(acg_graph_launch(graph, e->s));
+        TC_OK(acg_stream_synchronize(e->s));
+        assert_memory_equal(e->m.out, e->in, N * sizeof(float));
     }
     assert_int_equal(nc.calls("ncclAllReduce"), 3);
     assert_int_equal(nc.runs(), 4);
@@ -298,58 +300,51 @@ static void test_one_rank(void **state) {
     /* An update takes NCCL's work from the new capture's own graph (the ledger cannot rebuild
      * it): the replay reads other pinned memory into another buffer and reduces that, exactly
      * what the same work does eagerly. */
-    acg_buffer *buf2 = NULL;
-    float *host2 = NULL, *out2 = NULL;
-    OK(acg_buffer_alloc(e.dev, N * sizeof(float), &buf2));
-    OK(acg_pinned_alloc(e.dev, N * sizeof(float), (void **)&host2));
-    OK(acg_pinned_alloc(e.dev, N * sizeof(float), (void **)&out2));
+    memory m2;
+    memory_open(e->dev, &m2);
     for (int i = 0; i < N; i++) {
-        host2[i] = e.in[(i * 7) % N] * -2.5f + 0.125f;
+        m2.host[i] = e->in[(i * 7) % N] * -2.5f + 0.125f;
     }
-    acg_graph *again = capture_on(&e, g, pool, buf2, host2, out2);
-    OK(acg_graph_update(graph, again));
-    memset(e.out, 0, N * sizeof(float));
-    memset(out2, 0, N * sizeof(float));
-    OK(acg_graph_launch(graph, e.s));
-    OK(acg_stream_synchronize(e.s));
+    acg_graph *again = capture_on(e, e->g, pool, &m2);
+    TC_OK(acg_graph_update(graph, again));
+    memset(e->m.out, 0, N * sizeof(float));
+    memset(m2.out, 0, N * sizeof(float));
+    TC_OK(acg_graph_launch(graph, e->s));
+    TC_OK(acg_stream_synchronize(e->s));
     assert_int_equal(nc.runs(), 5);
     float want[N], zero[N];
     memset(zero, 0, sizeof zero);
-    eager_on(&e, g, buf2, host2, want);
+    eager_on(e, e->g, &m2, want);
     assert_int_equal(nc.runs(), 6);
-    assert_int_equal(memcmp(out2, want, sizeof want), 0);
-    assert_int_equal(memcmp(e.out, zero, sizeof zero), 0); /* the old arguments are gone */
-    assert_int_equal(nc.calls("ncclAllReduce"), 5);        /* a replay calls no NCCL */
+    assert_int_equal(memcmp(m2.out, want, sizeof want), 0);
+    assert_int_equal(memcmp(e->m.out, zero, sizeof zero), 0); /* the old arguments are gone */
+    assert_int_equal(nc.calls("ncclAllReduce"), 5);           /* a replay calls no NCCL */
 
     /* CUDA refusing the update: the graph is instantiated again from the capture, and replays
      * the first arguments again. */
-    acg_graph *third = capture(&e, g, pool);
+    acg_graph *third = capture(e, e->g, pool);
     unsigned long inst = drv.calls("cuGraphInstantiateWithFlags");
     drv.inject("cuGraphExecUpdate", 1, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-    OK(acg_graph_update(graph, third));
+    TC_OK(acg_graph_update(graph, third));
     drv.inject(NULL, 0, 0);
     assert_int_equal(drv.calls("cuGraphInstantiateWithFlags"), inst + 1);
-    memset(e.out, 0, N * sizeof(float));
-    memset(out2, 0, N * sizeof(float));
-    OK(acg_graph_launch(graph, e.s));
-    OK(acg_stream_synchronize(e.s));
-    eager_on(&e, g, e.buf, e.host, want);
-    assert_int_equal(memcmp(e.out, want, sizeof want), 0);
-    assert_int_equal(memcmp(out2, zero, sizeof zero), 0);
+    memset(e->m.out, 0, N * sizeof(float));
+    memset(m2.out, 0, N * sizeof(float));
+    TC_OK(acg_graph_launch(graph, e->s));
+    TC_OK(acg_stream_synchronize(e->s));
+    eager_on(e, e->g, &e->m, want);
+    assert_int_equal(memcmp(e->m.out, want, sizeof want), 0);
+    assert_int_equal(memcmp(m2.out, zero, sizeof zero), 0);
     assert_int_equal(nc.runs(), 8);
-    OK(acg_graph_destroy(third));
-    OK(acg_graph_destroy(again));
-    OK(acg_graph_destroy(graph));
-    OK(acg_graph_pool_destroy(pool));
-    OK(acg_pinned_free(out2));
-    OK(acg_pinned_free(host2));
-    OK(acg_buffer_free(buf2));
+    TC_OK(acg_graph_destroy(third));
+    TC_OK(acg_graph_destroy(again));
+    TC_OK(acg_graph_destroy(graph));
+    TC_OK(acg_graph_pool_destroy(pool));
+    memory_close(&m2);
 
-    OK(acg_device_group_destroy(g));
+    TC_OK(acg_device_group_destroy(e->g));
     assert_int_equal(nc.calls("ncclCommDestroy"), 1);
     assert_int_equal(nc.calls("ncclCommAbort"), 0);
-    expect_nothing_left(&e);
-    env_close(&e);
 }
 
 /* ---- refusals and failures --------------------------------------------------------------------
@@ -357,35 +352,24 @@ static void test_one_rank(void **state) {
 
 /* Two ranks: the test NCCL refuses them; the group is not made. */
 static void test_two_ranks(void **state) {
-    (void)state;
-    env e;
-    env_open(&e);
-    test_comm t;
-    acg_comm c = make_comm(&t, 0, 2);
-    acg_device_group *g = NULL;
-    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g),
-           "ncclCommInitRank failed with ncclInvalidUsage (5): invalid usage");
+    env *e = *state;
+    e->c = make_comm(&e->t, 0, 2);
+    TC_EXPECT_HAS(ERR_COMM, acg_device_group_create(e->dev, &e->c, &e->g),
+                  "ncclCommInitRank failed with ncclInvalidUsage (5): invalid usage");
     assert_non_null(strstr(acg_last_error(), "one rank only"));
-    assert_null(g);
-    assert_int_equal(t.min_calls, 2); /* the others learn it too */
-    expect_nothing_left(&e);
+    assert_null(e->g);
+    assert_int_equal(e->t.min_calls, 2); /* the others learn it too */
+    expect_nothing_left(e);
     /* Rank 1 of 2 gets rank 0's id from the broadcast and fails the same way. */
-    c = make_comm(&t, 1, 2);
-    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g), "ncclInvalidUsage");
+    e->c = make_comm(&e->t, 1, 2);
+    TC_EXPECT_HAS(ERR_COMM, acg_device_group_create(e->dev, &e->c, &e->g), "ncclInvalidUsage");
     assert_int_equal(nc.calls("ncclGetUniqueId"), 1); /* rank 0's only */
-    expect_nothing_left(&e);
-    env_close(&e);
 }
 
 /* NCCL's and CUDA's failures inside the group's making: each says what failed, and nothing is
  * left. */
 static void test_create_failures(void **state) {
-    (void)state;
-    env e;
-    env_open(&e);
-    test_comm t;
-    acg_comm c = make_comm(&t, 0, 1);
-    acg_device_group *g = NULL;
+    env *e = *state;
     static const struct {
         const char *fn;
         int code;
@@ -400,33 +384,32 @@ static void test_create_failures(void **state) {
          "ncclCommInitRank failed with ncclUnhandledCudaError (1)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        c = make_comm(&t, 0, 1);
+        e->c = make_comm(&e->t, 0, 1);
         nc.inject(cases[i].fn, 1, cases[i].code);
-        EXPECT(cases[i].want, acg_device_group_create(e.dev, &c, &g), cases[i].text);
+        tc_expect_(cases[i].want, acg_device_group_create(e->dev, &e->c, &e->g), cases[i].fn,
+                   __FILE__, __LINE__);
+        TC_LAST_ERROR_HAS(cases[i].text);
         assert_non_null(strstr(acg_last_error(), "a failure injected by the test"));
-        assert_null(g);
-        assert_int_equal(t.min_calls, i == 0 ? 1 : 2);
-        expect_nothing_left(&e);
+        assert_null(e->g);
+        assert_int_equal(e->t.min_calls, i == 0 ? 1 : 2);
+        expect_nothing_left(e);
     }
     /* The CUDA call the test NCCL makes at initialization fails inside it. */
-    c = make_comm(&t, 0, 1);
+    e->c = make_comm(&e->t, 0, 1);
     drv.inject("cuEventCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
-    EXPECT(ACG_ERR_DEVICE, acg_device_group_create(e.dev, &c, &g), "cuEventCreate failed");
-    expect_nothing_left(&e);
+    TC_EXPECT_HAS(ERR_DEVICE, acg_device_group_create(e->dev, &e->c, &e->g),
+                  "cuEventCreate failed");
+    expect_nothing_left(e);
     /* The device still makes a group. */
-    c = make_comm(&t, 0, 1);
-    OK(acg_device_group_create(e.dev, &c, &g));
-    OK(acg_device_group_destroy(g));
-    expect_nothing_left(&e);
-    env_close(&e);
+    e->c = make_comm(&e->t, 0, 1);
+    TC_OK(acg_device_group_create(e->dev, &e->c, &e->g));
+    TC_OK(acg_device_group_destroy(e->g));
 }
 
 /* The comm fails, or another rank does, before or after NCCL's initialization: every rank
  * fails the group; a communicator made here is aborted. */
 static void test_comm_failures(void **state) {
-    (void)state;
-    env e;
-    env_open(&e);
+    env *e = *state;
     /* How the comm fails, what the error says, and the NCCL initializations and aborts made
      * by then (-1: not counted). */
     static const struct {
@@ -442,15 +425,12 @@ static void test_comm_failures(void **state) {
         {false, 2, 0, "NCCL's initialization failed on another rank", 1, 1},
         {false, 0, 2, "the comm's allreduce_min_i32 failed", 2, 2},
     };
-    test_comm t;
-    acg_comm c;
-    acg_device_group *g = NULL;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        c = make_comm(&t, 0, 1);
-        t.broadcast_st = cases[i].broadcast_fails ? ACG_ERR_COMM : ACG_OK;
-        t.min_zero_at = cases[i].min_zero_at;
-        t.min_fail_at = cases[i].min_fail_at;
-        EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g), cases[i].text);
+        e->c = make_comm(&e->t, 0, 1);
+        e->t.broadcast_st = cases[i].broadcast_fails ? ACG_ERR_COMM : ACG_OK;
+        e->t.min_zero_at = cases[i].min_zero_at;
+        e->t.min_fail_at = cases[i].min_fail_at;
+        TC_EXPECT_HAS(ERR_COMM, acg_device_group_create(e->dev, &e->c, &e->g), cases[i].text);
         assert_int_equal(nc.calls("ncclCommInitRank"), cases[i].inits);
         if (cases[i].aborts >= 0) {
             assert_int_equal(nc.calls("ncclCommAbort"), cases[i].aborts);
@@ -458,58 +438,52 @@ static void test_comm_failures(void **state) {
     }
 
     /* A local failure is the one reported when the comm fails too. */
-    c = make_comm(&t, 0, 1);
-    t.broadcast_st = ACG_ERR_COMM;
+    e->c = make_comm(&e->t, 0, 1);
+    e->t.broadcast_st = ACG_ERR_COMM;
     nc.inject("ncclGetUniqueId", 1, ACG_NCCL_SYSTEM_ERROR);
-    EXPECT(ACG_ERR_COMM, acg_device_group_create(e.dev, &c, &g), "ncclGetUniqueId failed");
-    assert_null(g);
-    expect_nothing_left(&e);
-    env_close(&e);
+    TC_EXPECT_HAS(ERR_COMM, acg_device_group_create(e->dev, &e->c, &e->g),
+                  "ncclGetUniqueId failed");
+    assert_null(e->g);
 }
 
 /* An allreduce that NCCL refuses, or whose CUDA work the stream refuses, or of a communicator
  * that failed asynchronously: the status says which, and the group works on once it passes. */
 static void test_allreduce_failures(void **state) {
-    (void)state;
-    env e;
-    env_open(&e);
-    test_comm t;
-    acg_comm c = make_comm(&t, 0, 1);
-    acg_device_group *g = NULL;
-    OK(acg_device_group_create(e.dev, &c, &g));
+    env *e = *state;
+    TC_OK(acg_device_group_create(e->dev, &e->c, &e->g));
 
     nc.inject("ncclAllReduce", 1, ACG_NCCL_SYSTEM_ERROR);
-    EXPECT(ACG_ERR_COMM, acg_allreduce(e.s, g, e.buf, 0, N),
-           "acg_allreduce: ncclAllReduce failed with ncclSystemError (2)");
+    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->m.buf, 0, N),
+                  "acg_allreduce: ncclAllReduce failed with ncclSystemError (2)");
     nc.inject("ncclAllReduce", 1, ACG_NCCL_UNHANDLED_CUDA_ERROR);
-    EXPECT(ACG_ERR_DEVICE, acg_allreduce(e.s, g, e.buf, 0, N), "ncclUnhandledCudaError");
+    TC_EXPECT_HAS(ERR_DEVICE, acg_allreduce(e->s, e->g, e->m.buf, 0, N), "ncclUnhandledCudaError");
     drv.inject("cuLaunchHostFunc", 1, CUDA_ERROR_INVALID_VALUE);
-    EXPECT(ACG_ERR_DEVICE, acg_allreduce(e.s, g, e.buf, 0, N), "the stream refused the work");
+    TC_EXPECT_HAS(ERR_DEVICE, acg_allreduce(e->s, e->g, e->m.buf, 0, N),
+                  "the stream refused the work");
     nc.inject("ncclCommGetAsyncError", 1, ACG_NCCL_INVALID_ARGUMENT);
-    EXPECT(ACG_ERR_COMM, acg_allreduce(e.s, g, e.buf, 0, N), "ncclCommGetAsyncError failed");
+    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->m.buf, 0, N),
+                  "ncclCommGetAsyncError failed");
     nc.set_async_error(ACG_NCCL_REMOTE_ERROR);
-    EXPECT(ACG_ERR_COMM, acg_allreduce(e.s, g, e.buf, 0, N),
-           "the group failed before: NCCL reports ncclRemoteError (6)");
+    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->m.buf, 0, N),
+                  "the group failed before: NCCL reports ncclRemoteError (6)");
     nc.set_async_error(ACG_NCCL_SUCCESS);
-    OK(acg_stream_synchronize(e.s));
+    TC_OK(acg_stream_synchronize(e->s));
     assert_int_equal(nc.runs(), 0);
 
     /* Refused inside a capture: the capture ends invalidated with NCCL's words, and the stream
      * works on. */
-    OK(acg_stream_begin_capture(e.s, NULL));
+    TC_OK(acg_stream_begin_capture(e->s, NULL));
     nc.inject("ncclAllReduce", 1, ACG_NCCL_INVALID_USAGE);
-    EXPECT(ACG_ERR_COMM, acg_allreduce(e.s, g, e.buf, 0, N), "ncclInvalidUsage");
+    TC_EXPECT_HAS(ERR_COMM, acg_allreduce(e->s, e->g, e->m.buf, 0, N), "ncclInvalidUsage");
     acg_graph *graph = NULL;
-    EXPECT(ACG_ERR_COMM, acg_stream_end_capture(e.s, &graph), "ncclAllReduce failed");
+    TC_EXPECT_HAS(ERR_COMM, acg_stream_end_capture(e->s, &graph), "ncclAllReduce failed");
     assert_null(graph);
 
-    OK(acg_allreduce(e.s, g, e.buf, 0, N));
-    OK(acg_stream_synchronize(e.s));
+    TC_OK(acg_allreduce(e->s, e->g, e->m.buf, 0, N));
+    TC_OK(acg_stream_synchronize(e->s));
     assert_int_equal(nc.runs(), 1);
-    expect_unchanged(&e);
-    OK(acg_device_group_destroy(g));
-    expect_nothing_left(&e);
-    env_close(&e);
+    expect_unchanged(e);
+    TC_OK(acg_device_group_destroy(e->g));
 }
 
 /* The device faults (its context holds CUDA_ERROR_ILLEGAL_ADDRESS, set in the test driver as a
@@ -521,53 +495,41 @@ static void test_allreduce_failures(void **state) {
 static void test_device_fault(void **state) {
     (void)state;
     acg_device *probe = NULL;
-    OK(acg_device_open("cuda", &probe));
+    TC_OK(acg_device_open("cuda", &probe));
     bind_libraries();
-    OK(acg_device_close(probe));
+    TC_OK(acg_device_close(probe));
     long drv_live = drv.live(), nc_live = nc.live();
     env e;
-    test_comm t;
-    acg_comm c;
-    acg_device_group *g = NULL;
     for (int round = 0; round < 3; round++) {
         env_open(&e);
-        nc.reset();
-        c = make_comm(&t, 0, 1);
         if (round != 1) {
-            OK(acg_device_group_create(e.dev, &c, &g));
+            TC_OK(acg_device_group_create(e.dev, &e.c, &e.g));
         }
         if (round == 2) { /* the device opened again makes a group and reduces */
-            OK(acg_allreduce(e.s, g, e.buf, 0, N));
-            OK(acg_stream_synchronize(e.s));
+            TC_OK(acg_allreduce(e.s, e.g, e.m.buf, 0, N));
+            TC_OK(acg_stream_synchronize(e.s));
             expect_unchanged(&e);
-            OK(acg_device_group_destroy(g));
+            TC_OK(acg_device_group_destroy(e.g));
             assert_int_equal(nc.calls("ncclCommDestroy"), 1);
             env_close(&e);
             break;
         }
-        drv.set_sticky(0, CUDA_ERROR_ILLEGAL_ADDRESS);
+        drv.fault(0, CUDA_ERROR_ILLEGAL_ADDRESS);
         if (round == 0) {
-            EXPECT(ACG_ERR_DEVICE_LOST, acg_allreduce(e.s, g, e.buf, 0, N),
-                   "CUDA_ERROR_ILLEGAL_ADDRESS");
-            assert_non_null(strstr(acg_last_error(), "ncclAllReduce failed with "
-                                                     "ncclUnhandledCudaError"));
-            OK(acg_device_group_destroy(g));
+            TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_allreduce(e.s, e.g, e.m.buf, 0, N),
+                          "CUDA_ERROR_ILLEGAL_ADDRESS");
+            TC_LAST_ERROR_HAS("ncclAllReduce failed with ncclUnhandledCudaError");
+            TC_OK(acg_device_group_destroy(e.g));
             assert_int_equal(nc.calls("ncclCommAbort"), 1);
             assert_int_equal(nc.calls("ncclCommDestroy"), 0);
         } else {
-            acg_device_group *g2 = NULL;
-            EXPECT(ACG_ERR_DEVICE_LOST, acg_device_group_create(e.dev, &c, &g2),
-                   "CUDA_ERROR_ILLEGAL_ADDRESS");
-            assert_non_null(strstr(acg_last_error(), "ncclCommInitRank failed with "
-                                                     "ncclUnhandledCudaError"));
-            assert_null(g2);
+            TC_EXPECT_HAS(ERR_DEVICE_LOST, acg_device_group_create(e.dev, &e.c, &e.g),
+                          "CUDA_ERROR_ILLEGAL_ADDRESS");
+            TC_LAST_ERROR_HAS("ncclCommInitRank failed with ncclUnhandledCudaError");
+            assert_null(e.g);
         }
         assert_int_equal(nc.live(), nc_live);
-        OK(acg_pinned_free(e.out));
-        OK(acg_pinned_free(e.host));
-        OK(acg_buffer_free(e.buf));
-        OK(acg_stream_destroy(e.s));
-        OK(acg_device_close(e.dev)); /* the context goes, and its fault with it */
+        env_close(&e); /* the context goes, and its fault with it */
         assert_int_equal(drv.live(), drv_live);
     }
     assert_int_equal(drv.live(), drv_live);
@@ -577,59 +539,37 @@ static void test_device_fault(void **state) {
 /* ---- every allocation of a group failing ------------------------------------------------------
  */
 
-static struct {
-    atomic_long countdown; /* allocations until one fails; <= 0: none fails */
-    atomic_int hit;
-} alloc_fail;
-
-static void *failing_alloc(void *user, void *ptr, size_t size, size_t align) {
-    (void)user;
-    if (size == 0) {
-        free(ptr);
-        return NULL;
+/* A group made and destroyed: under an allocation failure, out of memory with no group and
+ * nothing of the driver's or NCCL's left. */
+static acg_status group_round_trip(void *ctx) {
+    env *e = ctx;
+    e->c = make_comm(&e->t, 0, 1);
+    acg_status st = acg_device_group_create(e->dev, &e->c, &e->g);
+    if (st != ACG_OK) {
+        TC_LAST_ERROR_HAS("out of memory");
+        assert_null(e->g);
+        expect_nothing_left(e);
+        return st;
     }
-    if (atomic_load(&alloc_fail.countdown) > 0 && atomic_fetch_sub(&alloc_fail.countdown, 1) == 1) {
-        atomic_store(&alloc_fail.hit, 1);
-        return NULL;
-    }
-    if (align < sizeof(void *)) {
-        align = sizeof(void *);
-    }
-    void *p = NULL;
-    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+    return acg_device_group_destroy(e->g);
 }
 
-/* The nth allocation of a group's making and use failing, for every n until none fails: out of
- * memory, nothing left behind, and the same device then makes the group. */
+/* The nth allocation of a group's making failing, for every n until none fails (the counting
+ * allocator's sweep): out of memory, nothing left behind, and the same device then makes the
+ * group, which reduces. */
 static void test_alloc_failures(void **state) {
     (void)state;
-    OK(acg_set_allocator(failing_alloc, NULL));
+    tc_alloc_install();
     env e;
     env_open(&e);
-    test_comm t;
-    acg_comm c;
-    acg_device_group *g = NULL;
-    for (long n = 1;; n++) {
-        c = make_comm(&t, 0, 1);
-        atomic_store(&alloc_fail.hit, 0);
-        atomic_store(&alloc_fail.countdown, n);
-        acg_status st = acg_device_group_create(e.dev, &c, &g);
-        atomic_store(&alloc_fail.countdown, 0);
-        if (!atomic_load(&alloc_fail.hit)) {
-            OK(st);
-            assert_true(n > 1); /* at least one allocation was failed */
-            break;
-        }
-        EXPECT(ACG_ERR_OUT_OF_MEMORY, st, "out of memory");
-        assert_null(g);
-        expect_nothing_left(&e);
-    }
-    OK(acg_allreduce(e.s, g, e.buf, 0, N));
-    OK(acg_device_group_destroy(g));
-    OK(acg_stream_synchronize(e.s));
+    assert_true(tc_alloc_sweep(group_round_trip, &e, false) > 0);
+    TC_OK(acg_device_group_create(e.dev, &e.c, &e.g));
+    TC_OK(acg_allreduce(e.s, e.g, e.m.buf, 0, N));
+    TC_OK(acg_device_group_destroy(e.g));
+    TC_OK(acg_stream_synchronize(e.s));
     expect_nothing_left(&e);
     env_close(&e);
-    OK(acg_set_allocator(NULL, NULL));
+    tc_alloc_uninstall();
 }
 
 /* ---- the test NCCL itself -----------------------------------------------------------------------
@@ -638,67 +578,42 @@ static void test_alloc_failures(void **state) {
 /* Out of place, the test NCCL copies in stream order; unknown types and operators are
  * refused. The engine's own NCCL calls on the stream's CUstream would look like this. */
 static void test_out_of_place(void **state) {
-    (void)state;
-    env e;
-    env_open(&e);
-    acg_nccl_get_unique_id_fn get_id;
-    acg_nccl_comm_init_rank_fn init;
-    acg_nccl_all_reduce_fn all_reduce;
-    acg_nccl_comm_destroy_fn destroy;
-    void *h = dlopen(getenv("ACG_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(h);
-    *(void **)&get_id = sym(h, "ncclGetUniqueId");
-    *(void **)&init = sym(h, "ncclCommInitRank");
-    *(void **)&all_reduce = sym(h, "ncclAllReduce");
-    *(void **)&destroy = sym(h, "ncclCommDestroy");
-    PFN_cuMemAlloc_v3020 alloc;
-    PFN_cuMemFree_v3020 release;
-    PFN_cuMemcpyHtoDAsync_v3020 h2d;
-    PFN_cuMemcpyDtoHAsync_v3020 d2h;
-    PFN_cuStreamSynchronize_v2000 sync;
-    CUdriverProcAddressQueryResult q;
-    assert_int_equal(drv.get_proc("cuMemAlloc", (void **)&alloc, 3020, 0, &q), CUDA_SUCCESS);
-    assert_int_equal(drv.get_proc("cuMemFree", (void **)&release, 3020, 0, &q), CUDA_SUCCESS);
-    assert_int_equal(drv.get_proc("cuMemcpyHtoDAsync", (void **)&h2d, 3020, 0, &q), CUDA_SUCCESS);
-    assert_int_equal(drv.get_proc("cuMemcpyDtoHAsync", (void **)&d2h, 3020, 0, &q), CUDA_SUCCESS);
-    assert_int_equal(drv.get_proc("cuStreamSynchronize", (void **)&sync, 2000, 0, &q),
-                     CUDA_SUCCESS);
+    env *e = *state;
+    cu_engine eng;
+    cu_engine_bind(&drv, &eng);
     acg_native_handle native = ACG_NATIVE_HANDLE_INIT;
-    OK(acg_stream_get_native(e.s, &native));
+    TC_OK(acg_stream_get_native(e->s, &native));
     CUstream s = (CUstream)native.handle;
 
     acg_nccl_unique_id id;
     acg_nccl_comm comm = NULL;
-    assert_int_equal(get_id(&id), ACG_NCCL_SUCCESS);
-    assert_int_equal(init(&comm, 1, id, 0), ACG_NCCL_SUCCESS); /* acg left its context current */
+    assert_int_equal(nc.get_id(&id), ACG_NCCL_SUCCESS);
+    assert_int_equal(nc.init(&comm, 1, id, 0), ACG_NCCL_SUCCESS); /* acg left its context current */
     CUdeviceptr src = 0, dst = 0;
-    assert_int_equal(alloc(&src, sizeof e.in), CUDA_SUCCESS);
-    assert_int_equal(alloc(&dst, sizeof e.in), CUDA_SUCCESS);
+    assert_int_equal(eng.alloc(&src, sizeof e->in), CUDA_SUCCESS);
+    assert_int_equal(eng.alloc(&dst, sizeof e->in), CUDA_SUCCESS);
     float got[N];
-    assert_int_equal(h2d(src, e.in, sizeof e.in, s), CUDA_SUCCESS);
-    assert_int_equal(all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, ACG_NCCL_FLOAT32,
-                                ACG_NCCL_SUM, comm, s),
+    assert_int_equal(eng.h2d(src, e->in, sizeof e->in, s), CUDA_SUCCESS);
+    assert_int_equal(nc.all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N,
+                                   ACG_NCCL_FLOAT32, ACG_NCCL_SUM, comm, s),
                      ACG_NCCL_SUCCESS);
-    assert_int_equal(d2h(got, dst, sizeof got, s), CUDA_SUCCESS);
-    assert_int_equal(sync(s), CUDA_SUCCESS);
-    assert_memory_equal(got, e.in, sizeof got);
+    assert_int_equal(eng.d2h(got, dst, sizeof got, s), CUDA_SUCCESS);
+    assert_int_equal(eng.sync(s), CUDA_SUCCESS);
+    assert_memory_equal(got, e->in, sizeof got);
     assert_int_equal(nc.runs(), 1);
     assert_int_equal(
-        all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, 99, ACG_NCCL_SUM, comm, s),
+        nc.all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, 99, ACG_NCCL_SUM, comm, s),
         ACG_NCCL_INVALID_ARGUMENT);
-    assert_int_equal(all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N, ACG_NCCL_FLOAT32,
-                                99, comm, s),
+    assert_int_equal(nc.all_reduce((void *)(uintptr_t)src, (void *)(uintptr_t)dst, N,
+                                   ACG_NCCL_FLOAT32, 99, comm, s),
                      ACG_NCCL_INVALID_ARGUMENT);
     memset(&id, 0, sizeof id);
     acg_nccl_comm other = NULL;
-    assert_int_equal(init(&other, 1, id, 0), ACG_NCCL_INVALID_ARGUMENT); /* not its id */
-    assert_int_equal(destroy(comm), ACG_NCCL_SUCCESS);
-    assert_int_equal(destroy(comm), ACG_NCCL_INVALID_ARGUMENT);
-    assert_int_equal(release(src), CUDA_SUCCESS);
-    assert_int_equal(release(dst), CUDA_SUCCESS);
-    dlclose(h);
-    expect_nothing_left(&e);
-    env_close(&e);
+    assert_int_equal(nc.init(&other, 1, id, 0), ACG_NCCL_INVALID_ARGUMENT); /* not its id */
+    assert_int_equal(nc.destroy(comm), ACG_NCCL_SUCCESS);
+    assert_int_equal(nc.destroy(comm), ACG_NCCL_INVALID_ARGUMENT);
+    assert_int_equal(eng.release(src), CUDA_SUCCESS);
+    assert_int_equal(eng.release(dst), CUDA_SUCCESS);
 }
 
 /* ---- without NCCL, and on a real GPU ----------------------------------------------------------
@@ -706,9 +621,8 @@ static void test_out_of_place(void **state) {
 
 /* No collectives, the detail holding `text`, and a group refused with ACG_ERR_UNSUPPORTED. */
 static int expect_no_collectives(const char *text) {
-    acg_device *dev = NULL;
-    if (acg_device_open("cuda", &dev) != ACG_OK) {
-        fprintf(stderr, "open failed: %s\n", acg_last_error());
+    acg_device *dev = bs_open_or_say("cuda");
+    if (dev == NULL) {
         return 1;
     }
     const acg_capability *cap = acg_device_get_capability(dev);
@@ -824,24 +738,23 @@ static int device_check(void) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--expect-no-collectives") == 0) {
-        return expect_no_collectives(argv[2]);
-    }
-    if (argc == 2 && strcmp(argv[1], "--device-check") == 0) {
-        return device_check();
-    }
-    acg_device *probe = NULL;
-    if (acg_device_open("cuda", &probe) != ACG_OK) {
-        printf("skipped: cuda: %s\n", acg_last_error());
-        return 77;
-    }
-    acg_device_close(probe);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_one_rank),           cmocka_unit_test(test_two_ranks),
-        cmocka_unit_test(test_create_failures),    cmocka_unit_test(test_comm_failures),
-        cmocka_unit_test(test_allreduce_failures), cmocka_unit_test(test_out_of_place),
-        cmocka_unit_test(test_device_fault),       cmocka_unit_test(test_alloc_failures),
-    };
-    return cmocka_run_group_tests_name("test_cuda_nccl", tests, NULL, NULL);
-}
+static const bs_mode modes[] = {
+    {"--expect-no-collectives", NULL, expect_no_collectives},
+    {"--device-check", device_check, NULL},
+    {NULL, NULL, NULL},
+};
+
+#define T(test) cmocka_unit_test_setup_teardown(test, env_setup, env_teardown)
+static const struct CMUnitTest tests[] = {
+    T(test_one_rank),
+    T(test_two_ranks),
+    T(test_create_failures),
+    T(test_comm_failures),
+    T(test_allreduce_failures),
+    T(test_out_of_place),
+    cmocka_unit_test(test_device_fault),
+    cmocka_unit_test(test_alloc_failures),
+};
+#undef T
+
+BS_MAIN("cuda", modes, "test_cuda_nccl", tests)

@@ -93,6 +93,32 @@ static acg_mpi_comm *make_group(MPI_Comm comm) {
     return c;
 }
 
+/* A case on a group of every rank: *state is its table (whose user is the group). A failure to
+ * make it fails the case on this rank, which ends the job. */
+static int start_world_case(void **state) {
+    if (start_case(state) != 0) {
+        return -1;
+    }
+    acg_mpi_comm *c = NULL;
+    acg_status st = acg_mpi_comm_create(MPI_COMM_WORLD, &c);
+    rank_failed = st != ACG_OK;
+    TC_OK(st);
+    *state = (void *)acg_mpi_comm_get(c);
+    return 0;
+}
+
+/* The group is destroyed after a case that finished; a failed case's is left, as the job ends. */
+static int end_world_case(void **state) {
+    const acg_comm *t = *state;
+    acg_status st = case_finished ? acg_mpi_comm_destroy(t->user) : ACG_OK;
+    end_case(state);
+    rank_failed = rank_failed || st != ACG_OK;
+    TC_OK(st);
+    return 0;
+}
+
+#define WORLD_CASE(f) cmocka_unit_test_setup_teardown(f, start_world_case, end_world_case)
+
 /* ---- the table ------------------------------------------------------------------------------- */
 
 static void test_table(void **state) {
@@ -131,9 +157,7 @@ static void test_table(void **state) {
  * leaving a barrier of MPI_COMM_WORLD, which every other rank entered after reading its clock,
  * so each of them sees at least 200 ms pass (whatever the skew between the ranks). */
 static void test_barrier(void **state) {
-    (void)state;
-    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
-    const acg_comm *t = acg_mpi_comm_get(c);
+    const acg_comm *t = *state;
     TC_OK(t->barrier(t->user));
     double t0 = now_ms();
     MPI_Barrier(MPI_COMM_WORLD);
@@ -147,7 +171,6 @@ static void test_barrier(void **state) {
     for (int i = 0; i < 20; i++) {
         TC_OK(t->barrier(t->user));
     }
-    TC_OK(acg_mpi_comm_destroy(c));
     finished();
 }
 
@@ -182,14 +205,11 @@ static void check_min(const acg_comm *t, size_t n) {
 }
 
 static void test_allreduce_min(void **state) {
-    (void)state;
-    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
-    const acg_comm *t = acg_mpi_comm_get(c);
+    const acg_comm *t = *state;
     check_min(t, 1);
     check_min(t, 17);
     check_min(t, 300000); /* more than one 1 MiB piece */
     TC_OK(t->allreduce_min_i32(t->user, NULL, 0));
-    TC_OK(acg_mpi_comm_destroy(c));
     finished();
 }
 
@@ -216,16 +236,13 @@ static void check_broadcast(const acg_comm *t, size_t bytes, int32_t root) {
 }
 
 static void test_broadcast(void **state) {
-    (void)state;
-    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
-    const acg_comm *t = acg_mpi_comm_get(c);
+    const acg_comm *t = *state;
     int32_t last = n_ranks - 1;
     check_broadcast(t, 1, 0);
     check_broadcast(t, 65 * 1024 + 1, 0);
     check_broadcast(t, 65 * 1024 + 1, last);
     check_broadcast(t, 3 * 1024 * 1024 + 5, last); /* four 1 MiB pieces, the last short */
     TC_OK(t->broadcast(t->user, NULL, 0, last));
-    TC_OK(acg_mpi_comm_destroy(c));
     finished();
 }
 
@@ -277,15 +294,12 @@ static void check_sum(const acg_comm *t, size_t n) {
 }
 
 static void test_allreduce_sum(void **state) {
-    (void)state;
-    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
-    const acg_comm *t = acg_mpi_comm_get(c);
+    const acg_comm *t = *state;
     check_sum(t, 1);
     check_sum(t, 1000);
     check_sum(t, 2 * 65536 + 5); /* three pieces, the last short */
     check_sum(t, 7);             /* a smaller call after the staging grew */
     TC_OK(t->allreduce_sum_f32(t->user, NULL, 0));
-    TC_OK(acg_mpi_comm_destroy(c));
     finished();
 }
 
@@ -294,9 +308,7 @@ static void test_allreduce_sum(void **state) {
 /* Rank 1 passes 32 floats, every other rank 16: every rank fails with ACG_ERR_COMM naming both
  * counts, before any data moved (the values are unchanged), and the group is broken. */
 static void test_sum_mismatch(void **state) {
-    (void)state;
-    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
-    const acg_comm *t = acg_mpi_comm_get(c);
+    const acg_comm *t = *state;
     float v[32], before[32];
     for (size_t i = 0; i < 32; i++) {
         v[i] = before[i] = sum_contribution(rank, i);
@@ -311,7 +323,6 @@ static void test_sum_mismatch(void **state) {
     TC_EXPECT(ERR_COMM, t->barrier(t->user));
     expect_detail(
         "the group broke earlier (allreduce_sum_f32: rank 0 reduces 16 floats, rank 1 32");
-    TC_OK(acg_mpi_comm_destroy(c));
     finished();
 }
 
@@ -320,9 +331,7 @@ static void test_sum_mismatch(void **state) {
  * ACG_ERR_COMM naming both counts, the buffers are unchanged, the device group refuses more, and
  * the comm itself stays usable (the ranks agreed on the counts through it before any data). */
 static void test_group_mismatch(void **state) {
-    (void)state;
-    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
-    const acg_comm *t = acg_mpi_comm_get(c);
+    const acg_comm *t = *state;
     setenv("ACG_CPU_ALLREDUCE", "host", 1);
     acg_device *dev = NULL;
     TC_OK(acg_device_open("cpu:0?threads=1", &dev));
@@ -350,7 +359,6 @@ static void test_group_mismatch(void **state) {
     TC_OK(acg_buffer_free(buf));
     TC_OK(acg_stream_destroy(s));
     TC_OK(acg_device_close(dev));
-    TC_OK(acg_mpi_comm_destroy(c));
     finished();
 }
 
@@ -383,9 +391,7 @@ static void *run_sums(void *arg) {
 }
 
 static void test_concurrent(void **state) {
-    (void)state;
-    acg_mpi_comm *c = make_group(MPI_COMM_WORLD);
-    const acg_comm *t = acg_mpi_comm_get(c);
+    const acg_comm *t = *state;
     sum_loop s = {t, 60, ACG_OK, 0};
     pthread_t worker;
     assert_int_equal(pthread_create(&worker, NULL, run_sums, &s), 0);
@@ -400,7 +406,6 @@ static void test_concurrent(void **state) {
     assert_int_equal(pthread_join(worker, NULL), 0);
     TC_OK(s.st);
     assert_int_equal(s.wrong, 0);
-    TC_OK(acg_mpi_comm_destroy(c));
     finished();
 }
 
@@ -734,9 +739,15 @@ int main(int argc, char **argv) {
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         const struct CMUnitTest tests[] = {
-            CASE(test_table),          CASE(test_barrier),       CASE(test_allreduce_min),
-            CASE(test_broadcast),      CASE(test_allreduce_sum), CASE(test_sum_mismatch),
-            CASE(test_group_mismatch), CASE(test_concurrent),    CASE(test_bad_input),
+            CASE(test_table),
+            WORLD_CASE(test_barrier),
+            WORLD_CASE(test_allreduce_min),
+            WORLD_CASE(test_broadcast),
+            WORLD_CASE(test_allreduce_sum),
+            WORLD_CASE(test_sum_mismatch),
+            WORLD_CASE(test_group_mismatch),
+            WORLD_CASE(test_concurrent),
+            CASE(test_bad_input),
         };
         failed = cmocka_run_group_tests_name(group_name(""), tests, NULL, NULL);
     } else {

@@ -24,6 +24,15 @@
 #include "backends/opencl/opencl.h"
 #include "common.h" /* tc_expect_device_works */
 
+/* The first n (at most BS_N) floats of b, read back on s, are v, bit for bit. */
+static void expect_floats(acg_stream *s, const acg_buffer *b, uint32_t n, float v) {
+    float back[BS_N], want[BS_N];
+    assert_true(n <= BS_N);
+    tc_splat(want, n, v);
+    TC_OK(acg_copy_d2h(s, back, b, 0, n * sizeof(float)));
+    TC_BYTES_EQUAL(back, want, n * sizeof(float));
+}
+
 static ocl_cb_abi abi_of(const char *version) {
     unsigned major, minor, patch;
     assert_true(acg__ocl_parse_version(version, &major, &minor, &patch));
@@ -200,12 +209,7 @@ static void test_convention_refused_at_load(void **state) {
     } else {
         TC_OK(acg_kernel_launch(s, ok, &dims, args, 2));
     }
-    float back[64], want[64];
-    for (int i = 0; i < 64; i++) {
-        want[i] = 3.0f;
-    }
-    TC_OK(acg_copy_d2h(s, back, y, 0, sizeof back));
-    TC_BYTES_EQUAL(back, want, sizeof back);
+    expect_floats(s, y, 64, 3.0f);
     TC_OK(acg_buffer_free(y));
     TC_OK(acg_stream_destroy(s));
     for (size_t i = 0; i < n_cases; i++) {
@@ -218,10 +222,8 @@ static void test_convention_refused_at_load(void **state) {
 /* PoCL offers the extension at 0.9.0 without mutable dispatch: graphs yes, update no, and the
  * capability says why in its detail. */
 static void test_capability_reports_extension(void **state) {
-    (void)state;
-    acg_device *dev;
-    assert_int_equal(acg_device_open("opencl", &dev), ACG_OK);
-    const acg_capability *cap = acg_device_get_capability(dev);
+    tc_fixture *f = *state;
+    const acg_capability *cap = acg_device_get_capability(f->dev);
     assert_non_null(strstr(cap->detail, "cl_khr_command_buffer"));
     if (cap->graphs) {
         assert_non_null(strstr(cap->detail, "graphs:"));
@@ -231,7 +233,6 @@ static void test_capability_reports_extension(void **state) {
     if (!cap->graph_update) {
         assert_non_null(strstr(cap->detail, "capture again"));
     }
-    assert_int_equal(acg_device_close(dev), ACG_OK);
 }
 
 /* ---- device faults ------------------------------------------------------------------------ */
@@ -256,9 +257,7 @@ static void test_error_map(void **state) {
                      ACG_ERR_OUT_OF_MEMORY);
 }
 
-#define N 256
-
-#define OK(call) assert_int_equal((call), ACG_OK)
+#define N BS_N
 
 /* A device whose stream has acg's work queued behind a command of the engine's own, which
  * waits on a user event of the engine's. */
@@ -274,31 +273,15 @@ typedef struct rig {
     cl_event user, gate, behind;
 } rig;
 
-static acg_status launch_fill(acg_stream *s, acg_kernel *fill, acg_buffer *x, float v) {
-    acg_arg args[] = {acg_arg_buffer(x, 0), acg_arg_f32(v)};
-    acg_dims dims = acg_dims_1d(N);
-    return acg_kernel_launch(s, fill, &dims, args, 2);
-}
-
-/* Whether a fault may be provoked here: not where the environment says why not. */
-static bool faults_allowed(void) {
-    const char *why = getenv("ACG_TEST_NO_OPENCL_FAULT");
-    if (why != NULL && *why != '\0') {
-        print_message("skipped: %s\n", why);
-        return false;
-    }
-    return true;
-}
-
 static void rig_open(rig *r) {
     memset(r, 0, sizeof *r);
-    OK(acg_device_open("opencl", &r->dev));
-    OK(acg_kernel_get(r->dev, "fill_f32", &r->fill));
-    OK(acg_buffer_alloc(r->dev, N * sizeof(float), &r->x));
-    OK(acg_stream_create(r->dev, &r->s));
-    OK(acg_event_create(r->dev, &r->ev));
+    TC_OK(acg_device_open("opencl", &r->dev));
+    TC_OK(acg_kernel_get(r->dev, "fill_f32", &r->fill));
+    TC_OK(acg_buffer_alloc(r->dev, N * sizeof(float), &r->x));
+    TC_OK(acg_stream_create(r->dev, &r->s));
+    TC_OK(acg_event_create(r->dev, &r->ev));
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
-    OK(acg_stream_get_native(r->s, &h));
+    TC_OK(acg_stream_get_native(r->s, &h));
     assert_int_equal(h.kind, ACG_NATIVE_OPENCL_QUEUE);
     r->queue = (cl_command_queue)h.handle;
     cl_context ctx = NULL;
@@ -308,11 +291,11 @@ static void rig_open(rig *r) {
     r->user = clCreateUserEvent(ctx, &err);
     assert_int_equal(err, CL_SUCCESS);
     assert_int_equal(clEnqueueBarrierWithWaitList(r->queue, 1, &r->user, &r->gate), CL_SUCCESS);
-    OK(launch_fill(r->s, r->fill, r->x, 1.0f));
-    OK(acg_event_record(r->ev, r->s));
+    TC_OK(bs_fill(r->s, r->fill, r->x, N, 1.0f));
+    TC_OK(acg_event_record(r->ev, r->s));
     assert_int_equal(clEnqueueMarkerWithWaitList(r->queue, 0, NULL, &r->behind), CL_SUCCESS);
     assert_int_equal(acg_stream_query(r->s), ACG_NOT_READY); /* held by the gate */
-    OK(acg_device_get_async_error(r->dev));                  /* healthy, with work queued */
+    TC_OK(acg_device_get_async_error(r->dev));               /* healthy, with work queued */
 }
 
 /* The engine's user event fails: its barrier terminates abnormally, and with it (where the
@@ -329,81 +312,73 @@ static bool rig_fault(rig *r) {
     return status < 0;
 }
 
-static void rig_release_engine(rig *r) {
+/* Destroys acg's objects (each must succeed, on a lost device too), closes the device and
+ * releases the engine's events. */
+static void rig_close(rig *r) {
+    TC_OK(acg_event_destroy(r->ev));
+    TC_OK(acg_stream_destroy(r->s));
+    TC_OK(acg_buffer_free(r->x));
+    TC_OK(acg_device_close(r->dev));
     clReleaseEvent(r->behind);
     clReleaseEvent(r->gate);
     clReleaseEvent(r->user);
 }
 
-/* The rig's device was lost to a fault whose detail names `first`: every call that would queue
- * work, wait, allocate or create fails fast naming it (the poll too, every time); every destroy
- * succeeds, and so does the close. */
-static void rig_lost(rig *r, const char *first) {
-    float host[N];
-    BS_EXPECT_LOST(launch_fill(r->s, r->fill, r->x, 5.0f), first);
-    BS_EXPECT_LOST(acg_copy_d2h(r->s, host, r->x, 0, sizeof host), first);
-    bs_expect_lost_device(r->dev, r->s, r->ev, first);
-    OK(acg_event_destroy(r->ev));
-    OK(acg_stream_destroy(r->s));
-    OK(acg_buffer_free(r->x));
-    OK(acg_device_close(r->dev));
-    rig_release_engine(r);
+/* The rig, its engine's user event failed. Where a fault may not be provoked here, or the
+ * implementation runs what is queued behind a failed command (so nothing faults: the rig is
+ * taken down whole), the case is skipped, saying why. */
+static void rig_open_faulted(rig *r) {
+    const char *why = getenv("ACG_TEST_NO_OPENCL_FAULT");
+    if (why != NULL && *why != '\0') {
+        print_message("skipped: %s\n", why);
+        skip();
+    }
+    rig_open(r);
+    if (!rig_fault(r)) {
+        TC_OK(acg_stream_synchronize(r->s));
+        rig_close(r);
+        print_message("skipped: this OpenCL implementation runs the commands queued behind one "
+                      "that terminated abnormally, so no test can make acg's commands fault\n");
+        skip();
+    }
 }
 
-/* Where the implementation runs what is queued behind a failed command, nothing faults: the
- * rig is taken down whole, and the case is skipped, saying why. */
-static void rig_skip(rig *r) {
-    OK(acg_stream_synchronize(r->s));
-    OK(acg_event_destroy(r->ev));
-    OK(acg_stream_destroy(r->s));
-    OK(acg_buffer_free(r->x));
-    OK(acg_device_close(r->dev));
-    rig_release_engine(r);
-    print_message("skipped: this OpenCL implementation runs the commands queued behind one that "
-                  "terminated abnormally, so no test can make acg's commands fault\n");
-    skip();
+/* The rig's device was lost to a fault whose detail names `first`: every call that would queue
+ * work, wait, allocate or create fails fast naming it (the poll too, every time); every destroy
+ * succeeds, and so does the close; the device opened again works. */
+static void rig_lost(rig *r, const char *first) {
+    float host[N];
+    BS_EXPECT_LOST(bs_fill(r->s, r->fill, r->x, N, 5.0f), first);
+    BS_EXPECT_LOST(acg_copy_d2h(r->s, host, r->x, 0, sizeof host), first);
+    bs_expect_lost_device(r->dev, r->s, r->ev, first);
+    rig_close(r);
+    tc_expect_device_works("opencl");
+}
+
+/* The rig's fault met by the stream's synchronize (poll false) or by the device's poll: it says
+ * ACG_ERR_DEVICE_LOST with `first`, and the device is latched from then on (rig_lost). */
+static void expect_lost_by(bool poll, const char *first) {
+    rig r;
+    rig_open_faulted(&r);
+    TC_EXPECT_HAS(ERR_DEVICE_LOST,
+                  poll ? acg_device_get_async_error(r.dev) : acg_stream_synchronize(r.s), first);
+    rig_lost(&r, first);
 }
 
 /* The stream's synchronize meets the fault (clFinish itself says nothing: its latest command's
- * execution status does) and reports it; the device is latched from then on. */
+ * execution status does) and reports it. */
 static void test_device_lost_synchronize(void **state) {
     (void)state;
-    if (!faults_allowed()) {
-        skip();
-    }
-    rig r;
-    rig_open(&r);
-    if (!rig_fault(&r)) {
-        rig_skip(&r);
-        return;
-    }
-    assert_int_equal(acg_stream_synchronize(r.s), ACG_ERR_DEVICE_LOST);
-    assert_non_null(strstr(acg_last_error(), "acg_stream_synchronize"));
-    assert_non_null(strstr(acg_last_error(), "ended with execution status"));
-    rig_lost(&r, "acg_stream_synchronize: the stream's latest command ended with execution "
-                 "status");
-    tc_expect_device_works("opencl");
+    expect_lost_by(
+        false, "acg_stream_synchronize: the stream's latest command ended with execution status");
 }
 
 /* A fault only the poll sees: nothing waited for it yet; acg_device_get_async_error reads the
- * stream's latest command's status without waiting, and the device is latched from then on. */
+ * stream's latest command's status without waiting. */
 static void test_device_lost_poll(void **state) {
     (void)state;
-    if (!faults_allowed()) {
-        skip();
-    }
-    rig r;
-    rig_open(&r);
-    if (!rig_fault(&r)) {
-        rig_skip(&r);
-        return;
-    }
-    assert_int_equal(acg_device_get_async_error(r.dev), ACG_ERR_DEVICE_LOST);
-    assert_non_null(strstr(acg_last_error(), "acg_device_get_async_error"));
-    assert_non_null(strstr(acg_last_error(), "ended with execution status"));
-    rig_lost(&r, "acg_device_get_async_error: a stream's latest command ended with execution "
-                 "status");
-    tc_expect_device_works("opencl");
+    expect_lost_by(true, "acg_device_get_async_error: a stream's latest command ended with "
+                         "execution status");
 }
 
 /* ---- native objects ----------------------------------------------------------------------- */
@@ -411,15 +386,12 @@ static void test_device_lost_poll(void **state) {
 /* A launch whose clSetKernelArg fails (no loaded kernel should: acg_kernel_get compared its
  * parameters) names the kernel, the parameter and what acg passed, not the call's source. */
 static void test_set_args_names_parameter(void **state) {
-    (void)state;
-    acg_device *dev;
-    acg_buffer *y;
-    OK(acg_device_open("opencl", &dev));
-    OK(acg_buffer_alloc(dev, N * sizeof(float), &y));
+    tc_fixture *f = *state;
+    acg_buffer *y = tc_buffer(f->dev, N * sizeof(float));
     acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
     acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT;
-    OK(acg_device_get_native(dev, &nd));
-    OK(acg_buffer_get_native(y, &nb));
+    TC_OK(acg_device_get_native(f->dev, &nd));
+    TC_OK(acg_buffer_get_native(y, &nb));
     const char *src = "kernel void tcl_raw(global float *y, float a) { y[get_global_id(0)] = a; }";
     cl_int err = CL_SUCCESS;
     cl_program p = clCreateProgramWithSource((cl_context)nd.context, 1, &src, NULL, &err);
@@ -437,8 +409,7 @@ static void test_set_args_names_parameter(void **state) {
                       "CL_INVALID_ARG_SIZE (-51)");
     clReleaseKernel(k);
     clReleaseProgram(p);
-    OK(acg_buffer_free(y));
-    OK(acg_device_close(dev));
+    TC_OK(acg_buffer_free(y));
 }
 
 /* The foreign half of test_native_foreign_work: acg's axpy_f32, built by the engine itself. */
@@ -461,17 +432,15 @@ static const char foreign_cl[] =
  * and axpy_f32 on views at the same places, the bytes around the views untouched alike. The
  * native device is the queue's context and device; foreign work still invalidates a capture. */
 static void test_native_foreign_work(void **state) {
-    (void)state;
-    acg_device *dev;
-    acg_stream *s;
-    OK(acg_device_open("opencl", &dev));
-    OK(acg_stream_create(dev, &s));
+    tc_fixture *f = *state;
+    acg_device *dev = f->dev;
+    acg_stream *s = f->s;
     acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
-    OK(acg_device_get_native(dev, &nd));
+    TC_OK(acg_device_get_native(dev, &nd));
     assert_int_equal(nd.kind, ACG_NATIVE_OPENCL_CONTEXT);
     assert_int_equal(nd.ordinal, 0); /* "opencl" is opencl:0 */
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
-    OK(acg_stream_get_native(s, &h));
+    TC_OK(acg_stream_get_native(s, &h));
     cl_command_queue q = (cl_command_queue)h.handle;
     cl_context ctx = NULL;
     cl_device_id id = NULL;
@@ -489,17 +458,17 @@ static void test_native_foreign_work(void **state) {
     acg_buffer *whole[2][2], *y[2], *x[2];
     for (int e = 0; e < 2; e++) {
         for (int b = 0; b < 2; b++) {
-            OK(acg_buffer_alloc(dev, WHOLE, &whole[e][b]));
-            OK(acg_fill(s, whole[e][b], 0, WHOLE, 0x7fc0dead, 4));
+            TC_OK(acg_buffer_alloc(dev, WHOLE, &whole[e][b]));
+            TC_OK(acg_fill(s, whole[e][b], 0, WHOLE, 0x7fc0dead, 4));
         }
-        OK(acg_buffer_create_view(whole[e][0], VIEW_OFF, N * sizeof(float), &y[e]));
-        OK(acg_buffer_create_view(whole[e][1], VIEW_OFF, N * sizeof(float), &x[e]));
+        TC_OK(acg_buffer_create_view(whole[e][0], VIEW_OFF, N * sizeof(float), &y[e]));
+        TC_OK(acg_buffer_create_view(whole[e][1], VIEW_OFF, N * sizeof(float), &x[e]));
     }
     acg_native_buffer ny = ACG_NATIVE_BUFFER_INIT, nx = ACG_NATIVE_BUFFER_INIT;
     acg_native_buffer nroot = ACG_NATIVE_BUFFER_INIT;
-    OK(acg_buffer_get_native(y[1], &ny));
-    OK(acg_buffer_get_native(x[1], &nx));
-    OK(acg_buffer_get_native(whole[1][0], &nroot));
+    TC_OK(acg_buffer_get_native(y[1], &ny));
+    TC_OK(acg_buffer_get_native(x[1], &nx));
+    TC_OK(acg_buffer_get_native(whole[1][0], &nroot));
     assert_int_equal(ny.kind, ACG_NATIVE_OPENCL_MEM);
     assert_ptr_equal(ny.handle, nroot.handle); /* a view is its allocation's cl_mem */
     assert_int_equal(ny.offset, VIEW_OFF);
@@ -523,12 +492,12 @@ static void test_native_foreign_work(void **state) {
 
     /* acg's way. */
     acg_kernel *axpy;
-    OK(acg_kernel_get(dev, "axpy_f32", &axpy));
-    OK(acg_fill(s, y[0], 0, N * sizeof(float), two_bits, 4));
-    OK(acg_copy_h2d(s, x[0], 0, host, sizeof host));
+    TC_OK(acg_kernel_get(dev, "axpy_f32", &axpy));
+    TC_OK(acg_fill(s, y[0], 0, N * sizeof(float), two_bits, 4));
+    TC_OK(acg_copy_h2d(s, x[0], 0, host, sizeof host));
     acg_arg args[] = {acg_arg_buffer(y[0], 0), acg_arg_buffer(x[0], 0), acg_arg_f32(a)};
     acg_dims dims = acg_dims_1d(N);
-    OK(acg_kernel_launch(s, axpy, &dims, args, 3));
+    TC_OK(acg_kernel_launch(s, axpy, &dims, args, 3));
 
     /* The engine's way, on the same stream's queue. */
     cl_int err = CL_SUCCESS;
@@ -545,7 +514,7 @@ static void test_native_foreign_work(void **state) {
     assert_int_equal(clEnqueueWriteBuffer(q, xm, CL_TRUE, xo, sizeof host, host, 0, NULL, NULL),
                      CL_SUCCESS);
     acg_access writes[] = {{y[1], 0, 0, ACG_ACCESS_WRITE}, {x[1], 0, 0, ACG_ACCESS_WRITE}};
-    OK(acg_stream_declare_foreign(s, "engine fill and write", writes, 2));
+    TC_OK(acg_stream_declare_foreign(s, "engine fill and write", writes, 2));
     assert_int_equal(clSetKernelArg(k, 0, sizeof ym, &ym), CL_SUCCESS);
     assert_int_equal(clSetKernelArg(k, 1, sizeof yo, &yo), CL_SUCCESS);
     assert_int_equal(clSetKernelArg(k, 2, sizeof xm, &xm), CL_SUCCESS);
@@ -555,13 +524,13 @@ static void test_native_foreign_work(void **state) {
     assert_int_equal(clEnqueueNDRangeKernel(q, k, 1, NULL, &global, NULL, 0, NULL, NULL),
                      CL_SUCCESS);
     acg_access axpy_acc[] = {{y[1], 0, 0, ACG_ACCESS_READ_WRITE}, {x[1], 0, 0, ACG_ACCESS_READ}};
-    OK(acg_stream_declare_foreign(s, "engine_axpy", axpy_acc, 2));
+    TC_OK(acg_stream_declare_foreign(s, "engine_axpy", axpy_acc, 2));
 
     /* Read after the engine's work in stream order: each whole buffer, byte for byte. */
     static uint8_t back[2][2][WHOLE];
     for (int e = 0; e < 2; e++) {
         for (int b = 0; b < 2; b++) {
-            OK(acg_copy_d2h(s, back[e][b], whole[e][b], 0, WHOLE));
+            TC_OK(acg_copy_d2h(s, back[e][b], whole[e][b], 0, WHOLE));
         }
     }
     assert_memory_equal(back[0][0], back[1][0], WHOLE);
@@ -574,7 +543,7 @@ static void test_native_foreign_work(void **state) {
     const acg_capability *cap = acg_device_get_capability(dev);
     if (cap->graphs && !cap->native_capture) {
         acg_graph *g = NULL;
-        OK(acg_stream_begin_capture(s, NULL));
+        TC_OK(acg_stream_begin_capture(s, NULL));
         TC_EXPECT(ERR_CAPTURE_INVALIDATED,
                   acg_stream_declare_foreign(s, "engine_axpy", axpy_acc, 2));
         TC_LAST_ERROR_HAS("never at replay");
@@ -582,15 +551,13 @@ static void test_native_foreign_work(void **state) {
     }
     clReleaseKernel(k);
     clReleaseProgram(p);
-    OK(acg_stream_synchronize(s));
+    TC_OK(acg_stream_synchronize(s));
     for (int e = 0; e < 2; e++) {
-        OK(acg_buffer_free(y[e]));
-        OK(acg_buffer_free(x[e]));
-        OK(acg_buffer_free(whole[e][0]));
-        OK(acg_buffer_free(whole[e][1]));
+        TC_OK(acg_buffer_free(y[e]));
+        TC_OK(acg_buffer_free(x[e]));
+        TC_OK(acg_buffer_free(whole[e][0]));
+        TC_OK(acg_buffer_free(whole[e][1]));
     }
-    OK(acg_stream_destroy(s));
-    OK(acg_device_close(dev));
 }
 
 /* ---- graphs: per-node update, pinned memory at replay ------------------------------------ */
@@ -598,122 +565,59 @@ static void test_native_foreign_work(void **state) {
 /* Without mutable dispatch (PoCL) a recorded command cannot change: the capability says no
  * per-node update, acg_graph_update_kernel_node refuses, and the graph replays as captured. */
 static void test_node_update_unsupported(void **state) {
-    (void)state;
-    acg_device *dev;
-    OK(acg_device_open("opencl", &dev));
-    const acg_capability *cap = acg_device_get_capability(dev);
+    tc_fixture *f = *state;
+    const acg_capability *cap = acg_device_get_capability(f->dev);
     assert_int_equal(cap->graph_node_update, cap->graph_update);
     assert_int_equal(cap->graph_node_update_grid, cap->graph_update);
     if (!cap->graphs || cap->graph_update) {
-        OK(acg_device_close(dev));
-        print_message("skipped: %s\n",
-                      cap->graphs ? "the device has mutable dispatch" : "the device has no graphs");
-        skip();
+        tc_skip("%s", cap->graphs ? "the device has mutable dispatch" : "the device has no graphs");
     }
     assert_false(cap->graph_node_update);
     assert_false(cap->graph_node_update_grid);
-    acg_stream *s;
-    acg_buffer *y, *z;
-    acg_kernel *fill;
+    acg_buffer *y = tc_buffer(f->dev, N * sizeof(float));
+    acg_buffer *z = tc_buffer(f->dev, N * sizeof(float));
     acg_graph *g;
-    OK(acg_stream_create(dev, &s));
-    OK(acg_buffer_alloc(dev, N * sizeof(float), &y));
-    OK(acg_buffer_alloc(dev, N * sizeof(float), &z));
-    OK(acg_kernel_get(dev, "fill_f32", &fill));
-    OK(acg_stream_begin_capture(s, NULL));
-    OK(launch_fill(s, fill, y, 1.0f));
-    OK(acg_stream_end_capture(s, &g));
+    TC_OK(acg_stream_begin_capture(f->s, NULL));
+    TC_OK(tc_fill(f->s, &f->k, y, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->s, &g));
     acg_arg args[] = {acg_arg_buffer(z, 0), acg_arg_f32(2.0f)};
     TC_EXPECT(ERR_UNSUPPORTED, acg_graph_update_kernel_node(g, 0, NULL, args, 2));
     TC_LAST_ERROR_HAS("cannot update a graph's nodes (capability graph_node_update)");
     acg_dims dims = acg_dims_1d(N / 2);
     TC_EXPECT(ERR_UNSUPPORTED, acg_graph_update_kernel_node(g, 0, &dims, args, 2));
-    OK(acg_fill(s, z, 0, N * sizeof(float), 0, 4));
-    OK(acg_graph_launch(g, s));
-    float back[N], want[N], zero[N] = {0};
-    for (int i = 0; i < N; i++) {
-        want[i] = 1.0f;
-    }
-    OK(acg_copy_d2h(s, back, y, 0, sizeof back));
-    assert_memory_equal(back, want, sizeof back);
-    OK(acg_copy_d2h(s, back, z, 0, sizeof back));
-    assert_memory_equal(back, zero, sizeof back);
-    OK(acg_graph_destroy(g));
-    OK(acg_buffer_free(y));
-    OK(acg_buffer_free(z));
-    OK(acg_stream_destroy(s));
-    OK(acg_device_close(dev));
+    TC_OK(acg_fill(f->s, z, 0, N * sizeof(float), 0, 4));
+    TC_OK(acg_graph_launch(g, f->s));
+    expect_floats(f->s, y, N, 1.0f);
+    expect_floats(f->s, z, N, 0.0f);
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_buffer_free(z));
 }
 
 /* A captured copy from pinned memory is a copy from the buffer behind it, which a replay reads
  * as it is then: bytes written into the pinned memory between replays arrive, and the captured
  * copy back to pinned memory brings them out. PoCL's memory is the host's, so it says so. */
 static void test_pinned_read_at_replay(void **state) {
-    (void)state;
-    acg_device *dev;
-    OK(acg_device_open("opencl", &dev));
-    const acg_capability *cap = acg_device_get_capability(dev);
+    tc_fixture *f = *state;
+    const acg_capability *cap = acg_device_get_capability(f->dev);
     if (cap->graphs && cap->host_cpu) {
         assert_true(cap->graph_pinned_replay);
     }
     if (!cap->graph_pinned_replay) {
-        OK(acg_device_close(dev));
-        print_message("skipped: the device's captured copies read pinned memory as captured\n");
-        skip();
+        tc_skip("the device's captured copies read pinned memory as captured");
     }
-    acg_stream *s;
-    acg_buffer *y;
-    float *in, *out;
-    acg_graph *g;
-    OK(acg_stream_create(dev, &s));
-    OK(acg_buffer_alloc(dev, N * sizeof(float), &y));
-    OK(acg_pinned_alloc(dev, N * sizeof(float), (void **)&in));
-    OK(acg_pinned_alloc(dev, N * sizeof(float), (void **)&out));
-    for (int i = 0; i < N; i++) {
-        in[i] = (float)i;
-    }
-    OK(acg_stream_begin_capture(s, NULL));
-    OK(acg_copy_h2d(s, y, 0, in, N * sizeof(float)));
-    OK(acg_copy_d2h(s, out, y, 0, N * sizeof(float)));
-    OK(acg_stream_end_capture(s, &g));
-    for (int round = 1; round <= 3; round++) {
-        for (int i = 0; i < N; i++) {
-            in[i] = (float)(round * 1000 + i);
-        }
-        memset(out, 0, N * sizeof(float));
-        OK(acg_graph_launch(g, s));
-        OK(acg_stream_synchronize(s));
-        assert_memory_equal(out, in, N * sizeof(float));
-    }
-    OK(acg_graph_destroy(g));
-    OK(acg_pinned_free(in));
-    OK(acg_pinned_free(out));
-    OK(acg_buffer_free(y));
-    OK(acg_stream_destroy(s));
-    OK(acg_device_close(dev));
+    bs_expect_pinned_replay(f->dev);
 }
 
-int main(void) {
-    acg_backend_info info = ACG_BACKEND_INFO_INIT;
-    for (size_t i = 0; i < acg_backend_count(); i++) {
-        if (acg_backend_get_info(i, &info) == ACG_OK && strcmp(info.name, "opencl") == 0 &&
-            !info.available) {
-            printf("skipped: opencl: %s\n", info.reason);
-            return 77;
-        }
-    }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_version_dispatch),
-        cmocka_unit_test(test_build_failure_reports_log),
-        cmocka_unit_test(test_capability_reports_extension),
-        cmocka_unit_test(test_convention_refused_at_load),
-        cmocka_unit_test(test_set_args_names_parameter),
-        cmocka_unit_test(test_native_foreign_work),
-        cmocka_unit_test(test_node_update_unsupported),
-        cmocka_unit_test(test_pinned_read_at_replay),
-        cmocka_unit_test(test_error_map),
-        cmocka_unit_test(test_device_lost_synchronize),
-        cmocka_unit_test(test_device_lost_poll),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+#define T(test) TC_FIXTURE_CASE(test)
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_version_dispatch), cmocka_unit_test(test_build_failure_reports_log),
+    T(test_capability_reports_extension),    cmocka_unit_test(test_convention_refused_at_load),
+    T(test_set_args_names_parameter),        T(test_native_foreign_work),
+    T(test_node_update_unsupported),         T(test_pinned_read_at_replay),
+    cmocka_unit_test(test_error_map),        cmocka_unit_test(test_device_lost_synchronize),
+    cmocka_unit_test(test_device_lost_poll),
+};
+#undef T
+
+TC_MAIN("test_opencl_backend", tests)
