@@ -421,12 +421,13 @@ int tc_fixture_teardown(void **state) {
     return 0;
 }
 
-/* ---- device tests: a second stream and a buffer, and a buffer's floats checked ------------- */
+/* ---- device tests: a second stream and two buffers, and a buffer's floats checked ---------- */
 
 int tc_fixture2_setup(void **state) {
     size_t bytes = (size_t)(uintptr_t)*state;
     tc_fixture2 *f = tc_fixture_new(sizeof *f);
     f->b = tc_stream(f->t.dev);
+    f->x = tc_buffer(f->t.dev, bytes);
     f->y = tc_buffer(f->t.dev, bytes);
     *state = f;
     return 0;
@@ -435,6 +436,7 @@ int tc_fixture2_setup(void **state) {
 int tc_fixture2_teardown(void **state) {
     tc_fixture2 *f = *state;
     TC_OK(acg_buffer_free(f->y));
+    TC_OK(acg_buffer_free(f->x));
     TC_OK(acg_stream_destroy(f->b));
     return tc_fixture_teardown(state);
 }

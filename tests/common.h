@@ -171,25 +171,25 @@ int tc_fixture_teardown(void **state);
 #define TC_FIXTURE_CASE(test)                                                                      \
     cmocka_unit_test_setup_teardown(test, tc_fixture_setup, tc_fixture_teardown)
 
-/* ---- device tests: a second stream and a buffer, and a buffer's floats checked ------------- */
+/* ---- device tests: a second stream and two buffers, and a buffer's floats checked ---------- */
 
-/* The fixture of cases that order work across two streams (test_concurrency, test_waits,
- * test_host, ...): a tc_fixture, a second stream of its device and one device buffer, whose
- * size in bytes the case's table entry gives (TC_FIXTURE2_CASE), since each suite sizes its
- * own work. */
+/* The fixture of cases that move data between buffers and order work across two streams
+ * (test_concurrency, test_waits, test_host, ...): a tc_fixture, a second stream of its device
+ * and two device buffers, whose size in bytes the case's table entry gives (TC_FIXTURE2_CASE),
+ * since each suite sizes its own work. */
 typedef struct tc_fixture2 {
     tc_fixture t;
-    acg_stream *b; /* a second stream of t.dev */
-    acg_buffer *y; /* of t.dev, the size the table entry gave */
+    acg_stream *b;     /* a second stream of t.dev */
+    acg_buffer *x, *y; /* of t.dev, each the size the table entry gave */
 } tc_fixture2;
 
-/* cmocka setup of a tc_fixture2: *state holds y's size in bytes on entry (cmocka's prestate),
- * the fixture after. */
+/* cmocka setup of a tc_fixture2: *state holds the buffers' size in bytes on entry (cmocka's
+ * prestate), the fixture after. */
 int tc_fixture2_setup(void **state);
-/* cmocka teardown of a tc_fixture2: frees y, destroys b, then as tc_fixture_teardown (asserting
- * each, so a case that left an object of the device fails). Returns 0. */
+/* cmocka teardown of a tc_fixture2: frees y and x, destroys b, then as tc_fixture_teardown
+ * (asserting each, so a case that left an object of the device fails). Returns 0. */
 int tc_fixture2_teardown(void **state);
-/* A table entry: the case `test` in a fresh tc_fixture2 whose buffer holds `bytes` bytes. */
+/* A table entry: the case `test` in a fresh tc_fixture2 whose buffers hold `bytes` bytes each. */
 #define TC_FIXTURE2_CASE(test, bytes)                                                              \
     cmocka_unit_test_prestate_setup_teardown(test, tc_fixture2_setup, tc_fixture2_teardown,        \
                                              (void *)(uintptr_t)(bytes))

@@ -15,7 +15,7 @@
 
 #define N 256
 
-/* The device under test, streams s (t.s) and b, and a buffer y (common.h). */
+/* The device under test, streams s (t.s) and b, and buffers x and y (common.h). */
 typedef tc_fixture2 fx;
 
 /* The host step of the pipeline: out[i] = 3 * in[i] + calls, reading and writing pinned

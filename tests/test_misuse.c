@@ -21,7 +21,7 @@
 static int iterations(void) { return tc_backend_is("cpu") ? 400 : 200; }
 
 /* The device under test, a stream and the built-in kernels (common.h); or with a second stream
- * and a buffer y of N floats. */
+ * and buffers x and y of N floats. */
 typedef tc_fixture fx;
 typedef tc_fixture2 fx2;
 

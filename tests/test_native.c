@@ -16,7 +16,7 @@
 #define N 256
 #define BYTES (N * sizeof(float))
 
-/* The device under test, streams s (t.s) and b, and a buffer y of BYTES (common.h). */
+/* The device under test, streams s (t.s) and b, and buffers x and y of BYTES (common.h). */
 typedef tc_fixture2 fx;
 
 /* The kind each backend's memory has. */
@@ -144,8 +144,7 @@ static void test_cpu_foreign_work(void **state) {
         tc_skip("%s's foreign work runs through its driver (the backend's own suite)", tc_spec());
     }
     acg_stream *s = f->t.s;
-    acg_buffer *x = tc_buffer(f->t.dev, BYTES), *y = f->y, *ref = tc_buffer(f->t.dev, BYTES),
-               *yv = NULL;
+    acg_buffer *x = f->x, *y = f->y, *ref = tc_buffer(f->t.dev, BYTES), *yv = NULL;
     float hx[N], by_acg[N], by_foreign[N];
     tc_fill_floats(hx, N, 5);
     tc_upload(s, x, hx, BYTES);
@@ -181,7 +180,6 @@ static void test_cpu_foreign_work(void **state) {
     }
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(yv));
-    TC_OK(acg_buffer_free(x));
     TC_OK(acg_buffer_free(ref));
 }
 

@@ -6,8 +6,8 @@
 
 enum { BIG = 1 << 21 }; /* floats: enough work that a missing wait would show */
 
-/* The device under test, streams s (t.s) and b, and a buffer y of the size each case's table
- * entry gives (common.h). */
+/* The device under test, streams s (t.s) and b, and buffers x and y of the size each case's
+ * table entry gives (common.h). */
 typedef tc_fixture2 fx;
 
 /* How a handle's life ends, for streams and events alike: destroy(obj) succeeds and
@@ -87,13 +87,13 @@ static void test_event_basics(void **state) {
 }
 
 /* Stream b waiting on an event recorded after long work on a (t.s) sees all of a's results
- * (y: BIG floats). */
+ * (x, y: BIG floats). */
 static void test_wait_event_orders_streams(void **state) {
     fx *f = *state;
     acg_stream *a = f->t.s, *b = f->b;
     const tc_kernels *k = &f->t.k;
     acg_event *e = tc_event(f->t.dev);
-    acg_buffer *x = tc_buffer(f->t.dev, BIG * sizeof(float)), *y = f->y;
+    acg_buffer *x = f->x, *y = f->y;
     TC_OK(tc_fill(a, k, y, 0, BIG, -1.0f));
     TC_OK(acg_stream_synchronize(a));
 
@@ -124,7 +124,6 @@ static void test_wait_event_orders_streams(void **state) {
     tc_splat(want, 64, 2.0f);
     TC_BYTES_EQUAL(back, want, sizeof back);
 
-    TC_OK(acg_buffer_free(x));
     TC_OK(acg_event_destroy(e));
 }
 

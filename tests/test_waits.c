@@ -23,7 +23,7 @@
 #define N 1024
 #define GUARD_S 60 /* a call that must return and blocks instead fails the test after this */
 
-/* The device under test, streams a (t.s) and b, and a buffer y of N floats (common.h). */
+/* The device under test, streams a (t.s) and b, and buffers x and y of N floats (common.h). */
 typedef tc_fixture2 fx;
 
 typedef struct gate {
