@@ -423,13 +423,17 @@ int tc_fixture_teardown(void **state) {
 
 /* ---- device tests: a second stream and two buffers, and a buffer's floats checked ---------- */
 
-int tc_fixture2_setup(void **state) {
-    size_t bytes = (size_t)(uintptr_t)*state;
-    tc_fixture2 *f = tc_fixture_new(sizeof *f);
+void *tc_fixture2_new(size_t size, size_t bytes) {
+    assert_true(size >= sizeof(tc_fixture2));
+    tc_fixture2 *f = tc_fixture_new(size);
     f->b = tc_stream(f->t.dev);
     f->x = tc_buffer(f->t.dev, bytes);
     f->y = tc_buffer(f->t.dev, bytes);
-    *state = f;
+    return f;
+}
+
+int tc_fixture2_setup(void **state) {
+    *state = tc_fixture2_new(sizeof(tc_fixture2), (size_t)(uintptr_t)*state);
     return 0;
 }
 

@@ -183,8 +183,12 @@ typedef struct tc_fixture2 {
     acg_buffer *x, *y; /* of t.dev, each the size the table entry gave */
 } tc_fixture2;
 
-/* cmocka setup of a tc_fixture2: *state holds the buffers' size in bytes on entry (cmocka's
- * prestate), the fixture after. */
+/* Allocates a zeroed fixture of `size` bytes (at least sizeof(tc_fixture2)), fills its leading
+ * tc_fixture2 with buffers of `bytes` bytes each (asserting each step) and returns it, for the
+ * setup to add what else it holds. */
+void *tc_fixture2_new(size_t size, size_t bytes);
+/* cmocka setup of a bare tc_fixture2: *state holds the buffers' size in bytes on entry
+ * (cmocka's prestate), the fixture after. */
 int tc_fixture2_setup(void **state);
 /* cmocka teardown of a tc_fixture2: frees y and x, destroys b, then as tc_fixture_teardown
  * (asserting each, so a case that left an object of the device fails). Returns 0. */
