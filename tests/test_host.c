@@ -34,11 +34,10 @@ static void host_scale(void *user) {
     h->calls++;
 }
 
-/* A device of its own (t), buffers x and y of N floats on it, and pinned memory for the host
- * step: (2, N), its input then its output. */
+/* A fixture of its own (f: a device, its buffers x and y of N floats) and pinned memory for the
+ * host step: (2, N), its input then its output. */
 typedef struct pipeline {
-    tc_fixture *t;
-    acg_buffer *x, *y;
+    tc_fixture2 *f;
     float *pin;
     host_step h;
 } pipeline;
@@ -46,45 +45,42 @@ typedef struct pipeline {
 /* x += 1 on the device; copy x to pinned; the host scales it; copy the result into y; y += x
  * on the device. Every step depends on the one before, across the device and the host. */
 static acg_status run_pipeline(pipeline *p) {
-    acg_stream *s = p->t->s;
-    acg_access acc[] = {{p->y, 0, 0, ACG_ACCESS_READ}};
-    acg_status st = tc_add(s, &p->t->k, p->x, 0, p->x, 0, N, 1.0f);
+    acg_stream *s = p->f->t.s;
+    acg_buffer *x = p->f->x, *y = p->f->y;
+    acg_access acc[] = {{y, 0, 0, ACG_ACCESS_READ}};
+    acg_status st = tc_add(s, &p->f->t.k, x, 0, x, 0, N, 1.0f);
     if (st == ACG_OK) {
-        st = acg_copy_d2h(s, p->pin, p->x, 0, N * sizeof(float));
+        st = acg_copy_d2h(s, p->pin, x, 0, N * sizeof(float));
     }
     if (st == ACG_OK) {
         st = acg_stream_launch_host(s, host_scale, &p->h, acc, 1);
     }
     if (st == ACG_OK) {
-        st = acg_copy_h2d(s, p->y, 0, p->pin + N, N * sizeof(float));
+        st = acg_copy_h2d(s, y, 0, p->pin + N, N * sizeof(float));
     }
     if (st == ACG_OK) {
-        st = tc_axpy(s, &p->t->k, p->y, 0, p->x, 0, N, 1.0f);
+        st = tc_axpy(s, &p->f->t.k, y, 0, x, 0, N, 1.0f);
     }
     return st;
 }
 
 static void pipeline_open(pipeline *p) {
-    p->t = tc_fixture_new(sizeof *p->t);
-    p->x = tc_buffer(p->t->dev, N * sizeof(float));
-    p->y = tc_buffer(p->t->dev, N * sizeof(float));
-    p->pin = tc_pinned(p->t->dev, 2 * N * sizeof(float));
+    p->f = tc_fixture2_new(sizeof *p->f, N * sizeof(float));
+    p->pin = tc_pinned(p->f->t.dev, 2 * N * sizeof(float));
     p->h.in = p->pin;
     p->h.out = p->pin + N;
     float init[N];
     tc_fill_floats(init, N, 7);
-    tc_upload(p->t->s, p->x, init, sizeof init);
-    TC_OK(acg_fill(p->t->s, p->y, 0, N * sizeof(float), 0, 4));
-    TC_OK(acg_stream_synchronize(p->t->s));
+    tc_upload(p->f->t.s, p->f->x, init, sizeof init);
+    TC_OK(acg_fill(p->f->t.s, p->f->y, 0, N * sizeof(float), 0, 4));
+    TC_OK(acg_stream_synchronize(p->f->t.s));
 }
 
 static void pipeline_close(pipeline *p) {
-    TC_OK(acg_stream_synchronize(p->t->s));
+    TC_OK(acg_stream_synchronize(p->f->t.s));
     TC_OK(acg_pinned_free(p->pin));
-    TC_OK(acg_buffer_free(p->x));
-    TC_OK(acg_buffer_free(p->y));
-    void *t = p->t;
-    tc_fixture_teardown(&t);
+    void *f = p->f;
+    tc_fixture2_teardown(&f);
 }
 
 /* The same pipeline on two devices: one runs it eagerly, the other captures it. */
@@ -114,16 +110,16 @@ static int pipelines_teardown(void **state) {
 static void test_host_function_order(void **state) {
     pipelines *p = *state;
     pipeline *eager = &p->eager, *graph = &p->graph;
-    acg_stream *s = graph->t->s;
+    acg_stream *s = graph->f->t.s;
     float want[N], got[N];
     for (int step = 0; step < 3; step++) {
         TC_OK(run_pipeline(eager));
     }
-    tc_download(eager->t->s, want, eager->y, sizeof want);
+    tc_download(eager->f->t.s, want, eager->f->y, sizeof want);
     assert_int_equal(eager->h.calls, 3);
 
     acg_graph *g = NULL;
-    tc_need_graphs(graph->t->dev, s);
+    tc_need_graphs(graph->f->t.dev, s);
     TC_OK(acg_stream_begin_capture(s, NULL));
     acg_status st = run_pipeline(graph);
     if (!tc_cap()->graph_host_functions) {
@@ -146,13 +142,13 @@ static void test_host_function_order(void **state) {
     TC_OK(acg_graph_get_node(g, 2, &info));
     assert_int_equal(info.kind, ACG_NODE_HOST);
     assert_int_equal(info.n_buffers, 1);
-    assert_ptr_equal(info.buffers[0], graph->y);
+    assert_ptr_equal(info.buffers[0], graph->f->y);
     /* The graph holds what the host function declared. */
-    TC_EXPECT(ERR_IN_USE, acg_buffer_free(graph->y));
+    TC_EXPECT(ERR_IN_USE, acg_buffer_free(graph->f->y));
     for (int step = 0; step < 3; step++) {
         TC_OK(acg_graph_launch(g, s));
     }
-    tc_download(s, got, graph->y, sizeof got);
+    tc_download(s, got, graph->f->y, sizeof got);
     assert_int_equal(graph->h.calls, 3);
     TC_BYTES_EQUAL(want, got, sizeof got);
     TC_OK(acg_graph_destroy(g));

@@ -45,7 +45,8 @@ static pthread_t race_start(void *(*fn)(void *), racer *r) {
 /* ---- a buffer freed while another thread launches kernels on it (defect 3) ---------------- */
 
 typedef struct launcher {
-    racer r; /* obj: the buffer; status: the last launch's */
+    racer r; /* first, so the thread started with it gets the launcher; obj: the buffer;
+                status: the last launch's */
     acg_stream *s;
     const tc_kernels *k;
     int ok;
