@@ -421,6 +421,54 @@ int tc_fixture_teardown(void **state) {
     return 0;
 }
 
+/* ---- device tests: a second stream and two buffers, and a buffer's floats checked ---------- */
+
+void *tc_fixture2_new(size_t size, size_t bytes) {
+    assert_true(size >= sizeof(tc_fixture2));
+    tc_fixture2 *f = tc_fixture_new(size);
+    f->b = tc_stream(f->t.dev);
+    f->x = tc_buffer(f->t.dev, bytes);
+    f->y = tc_buffer(f->t.dev, bytes);
+    return f;
+}
+
+int tc_fixture2_setup(void **state) {
+    *state = tc_fixture2_new(sizeof(tc_fixture2), (size_t)(uintptr_t)*state);
+    return 0;
+}
+
+int tc_fixture2_teardown(void **state) {
+    tc_fixture2 *f = *state;
+    TC_OK(acg_buffer_free(f->y));
+    TC_OK(acg_buffer_free(f->x));
+    TC_OK(acg_stream_destroy(f->b));
+    return tc_fixture_teardown(state);
+}
+
+void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, const char *file,
+                       int line) {
+    float *got = malloc(n * sizeof *got), *want = malloc(n * sizeof *want);
+    assert_non_null(got);
+    assert_non_null(want);
+    tc_download(s, got, buf, n * sizeof *got);
+    tc_splat(want, n, v);
+    tc_bytes_equal_(want, got, n * sizeof *got, file, line);
+    free(got);
+    free(want);
+}
+
+void tc_run_threads(size_t n, void *(*fn)(void *), void *args, size_t size) {
+    pthread_t *t = malloc(n * sizeof *t);
+    assert_non_null(t);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, fn, (char *)args + i * size), 0);
+    }
+    for (size_t i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+    }
+    free(t);
+}
+
 /* ---- deterministic data ------------------------------------------------------------------- */
 
 void tc_fill_floats(float *dst, size_t n, uint32_t seed) {

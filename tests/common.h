@@ -171,6 +171,43 @@ int tc_fixture_teardown(void **state);
 #define TC_FIXTURE_CASE(test)                                                                      \
     cmocka_unit_test_setup_teardown(test, tc_fixture_setup, tc_fixture_teardown)
 
+/* ---- device tests: a second stream and two buffers, and a buffer's floats checked ---------- */
+
+/* The fixture of cases that move data between buffers and order work across two streams
+ * (test_concurrency, test_waits, test_host, ...): a tc_fixture, a second stream of its device
+ * and two device buffers, whose size in bytes the case's table entry gives (TC_FIXTURE2_CASE),
+ * since each suite sizes its own work. */
+typedef struct tc_fixture2 {
+    tc_fixture t;
+    acg_stream *b;     /* a second stream of t.dev */
+    acg_buffer *x, *y; /* of t.dev, each the size the table entry gave */
+} tc_fixture2;
+
+/* Allocates a zeroed fixture of `size` bytes (at least sizeof(tc_fixture2)), fills its leading
+ * tc_fixture2 with buffers of `bytes` bytes each (asserting each step) and returns it, for the
+ * setup to add what else it holds. */
+void *tc_fixture2_new(size_t size, size_t bytes);
+/* cmocka setup of a bare tc_fixture2: *state holds the buffers' size in bytes on entry
+ * (cmocka's prestate), the fixture after. */
+int tc_fixture2_setup(void **state);
+/* cmocka teardown of a tc_fixture2: frees y and x, destroys b, then as tc_fixture_teardown
+ * (asserting each, so a case that left an object of the device fails). Returns 0. */
+int tc_fixture2_teardown(void **state);
+/* A table entry: the case `test` in a fresh tc_fixture2 whose buffers hold `bytes` bytes each. */
+#define TC_FIXTURE2_CASE(test, bytes)                                                              \
+    cmocka_unit_test_prestate_setup_teardown(test, tc_fixture2_setup, tc_fixture2_teardown,        \
+                                             (void *)(uintptr_t)(bytes))
+
+/* Downloads the first n floats of buf through s (waiting for s) and asserts that each is v, bit
+ * for bit; on a mismatch reports the first differing float. */
+#define TC_EXPECT_FLOATS(s, buf, n, v) tc_expect_floats_((s), (buf), (n), (v), __FILE__, __LINE__)
+void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, const char *file,
+                       int line);
+
+/* Runs fn on n threads at once, thread i with the i-th of the n arguments of `size` bytes each
+ * at args, and returns once every thread has returned. */
+void tc_run_threads(size_t n, void *(*fn)(void *), void *args, size_t size);
+
 /* ---- deterministic data ------------------------------------------------------------------- */
 
 /* Fills dst with small dyadic floats (k/8, |k| < 1024) derived from seed: sums and products by

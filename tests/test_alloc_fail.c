@@ -233,71 +233,148 @@ static void test_alloc_fail_sweep(void **state) {
     tc_alloc_uninstall();
 }
 
-/* One failing call at a time: each returns ACG_ERR_OUT_OF_MEMORY naming itself, leaves its
- * out-parameter untouched, and frees what it had allocated. */
-typedef acg_status (*create_fn)(acg_device *dev, void **out);
-static acg_status mk_buffer(acg_device *d, void **o) {
-    return acg_buffer_alloc(d, 256, (acg_buffer **)o);
+/* ---- one create at a time ------------------------------------------------------------------
+ * Each kind of object a create makes, and its release, on a fixture of the device under test:
+ * its stream makes stream-ordered memory and captures, its buffer x is a view's parent. */
+
+/* The two sweeps of creates: one create at a time (test_alloc_fail_each_create), where a
+ * failure must name the create and a success's release free all it allocated; and at the
+ * registry's growth (test_alloc_fail_at_registry_growth, for the creates that enter a handle),
+ * where a failure must leave the registry full and a success must have grown it. */
+typedef enum sweep { SWEEP_EACH = 1, SWEEP_GROWTH = 2 } sweep;
+
+typedef struct kind {
+    const char *name; /* the create, as its failure must name it */
+    acg_status (*create)(tc_fixture2 *f, void **out);
+    unsigned sweeps; /* the sweeps that take it */
+} kind;
+
+static acg_status make_buffer(tc_fixture2 *f, void **o) {
+    return acg_buffer_alloc(f->t.dev, 256, (acg_buffer **)o);
 }
-static acg_status mk_pinned(acg_device *d, void **o) { return acg_pinned_alloc(d, 256, o); }
-static acg_status mk_stream(acg_device *d, void **o) {
-    return acg_stream_create(d, (acg_stream **)o);
+static acg_status make_pinned(tc_fixture2 *f, void **o) {
+    return acg_pinned_alloc(f->t.dev, 256, o);
 }
-static acg_status mk_event(acg_device *d, void **o) { return acg_event_create(d, (acg_event **)o); }
-static acg_status mk_pool(acg_device *d, void **o) {
-    return acg_graph_pool_create(d, (acg_graph_pool **)o);
+static acg_status make_view(tc_fixture2 *f, void **o) {
+    return acg_buffer_create_view(f->x, 0, 64, (acg_buffer **)o);
+}
+static acg_status make_stream_buffer(tc_fixture2 *f, void **o) {
+    return acg_stream_alloc(f->t.s, 256, (acg_buffer **)o);
+}
+static acg_status make_stream(tc_fixture2 *f, void **o) {
+    return acg_stream_create(f->t.dev, (acg_stream **)o);
+}
+static acg_status make_event(tc_fixture2 *f, void **o) {
+    return acg_event_create(f->t.dev, (acg_event **)o);
+}
+static acg_status make_pool(tc_fixture2 *f, void **o) {
+    return acg_graph_pool_create(f->t.dev, (acg_graph_pool **)o);
+}
+static acg_status make_group(tc_fixture2 *f, void **o) {
+    return acg_device_group_create(f->t.dev, tc_one_rank_comm(), (acg_device_group **)o);
+}
+static acg_status make_graph(tc_fixture2 *f, void **o) {
+    acg_status st = acg_stream_begin_capture(f->t.s, NULL);
+    if (st == ACG_OK) {
+        st = tc_fill(f->t.s, &f->t.k, f->x, 0, 64, 1.0f);
+        acg_graph *graph = NULL;
+        acg_status end = acg_stream_end_capture(f->t.s, &graph); /* ends it either way */
+        if (st == ACG_OK && end == ACG_OK) {
+            *o = graph;
+        }
+        st = st != ACG_OK ? st : end;
+    }
+    return st;
 }
 
-static void test_alloc_fail_each_create(void **state) {
-    (void)state;
-    static const struct {
-        const char *name;
-        create_fn fn;
-    } ops[] = {
-        {"acg_buffer_alloc", mk_buffer},    {"acg_pinned_alloc", mk_pinned},
-        {"acg_stream_create", mk_stream},   {"acg_event_create", mk_event},
-        {"acg_graph_pool_create", mk_pool},
-    };
-    tc_alloc_install();
-    acg_device *dev = tc_open();
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        int64_t base = tc_alloc_live();
-        for (uint64_t n = 1;; n++) {
-            assert_true(n < 1000);
-            void *const sentinel = (void *)(uintptr_t)0x50;
-            void *obj = sentinel;
-            tc_alloc_fail_at(n);
-            acg_status st = ops[i].fn(dev, &obj);
-            bool hit = tc_alloc_fail_hit();
-            tc_alloc_fail_at(0);
-            if (!hit) {
-                TC_OK(st);
-                assert_ptr_not_equal(obj, sentinel);
-                if (ops[i].fn == mk_buffer) {
-                    TC_OK(acg_buffer_free(obj));
-                } else if (ops[i].fn == mk_pinned) {
-                    TC_OK(acg_pinned_free(obj));
-                } else if (ops[i].fn == mk_stream) {
-                    TC_OK(acg_stream_destroy(obj));
-                } else if (ops[i].fn == mk_event) {
-                    TC_OK(acg_event_destroy(obj));
-                } else {
-                    TC_OK(acg_graph_pool_destroy(obj));
-                }
-                assert_int_equal(tc_alloc_live(), base);
-                break;
-            }
-            if (st != ACG_ERR_OUT_OF_MEMORY) {
-                print_error("%s with allocation %llu failing: ", ops[i].name,
-                            (unsigned long long)n);
-            }
-            tc_expect_(ACG_ERR_OUT_OF_MEMORY, st, ops[i].name, __FILE__, __LINE__);
-            TC_LAST_ERROR_HAS(ops[i].name);
-            assert_ptr_equal(obj, sentinel);
+/* Releases obj, which k's create made on f. */
+static acg_status release(const kind *k, tc_fixture2 *f, void *obj) {
+    if (k->create == make_buffer || k->create == make_view) {
+        return acg_buffer_free(obj);
+    } else if (k->create == make_pinned) {
+        return acg_pinned_free(obj);
+    } else if (k->create == make_stream_buffer) {
+        return acg_stream_free(f->t.s, obj);
+    } else if (k->create == make_stream) {
+        return acg_stream_destroy(obj);
+    } else if (k->create == make_event) {
+        return acg_event_destroy(obj);
+    } else if (k->create == make_pool) {
+        return acg_graph_pool_destroy(obj);
+    } else if (k->create == make_group) {
+        return acg_device_group_destroy(obj);
+    }
+    return acg_graph_destroy(obj);
+}
+
+static const kind kinds[] = {
+    {"acg_buffer_alloc", make_buffer, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_pinned_alloc", make_pinned, SWEEP_EACH},
+    {"acg_buffer_create_view", make_view, SWEEP_GROWTH},
+    {"acg_stream_alloc", make_stream_buffer, SWEEP_GROWTH},
+    {"acg_stream_create", make_stream, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_event_create", make_event, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_graph_pool_create", make_pool, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_device_group_create", make_group, SWEEP_GROWTH},
+    {"acg_stream_end_capture", make_graph, SWEEP_GROWTH},
+};
+
+/* Creates an object of kind k with the n-th allocation from now failing: on a failure the
+ * create returns ACG_ERR_OUT_OF_MEMORY, leaves its out-parameter untouched and frees what it
+ * had allocated; without one it succeeds, and the object is released again; and what the sweep
+ * `what` checks besides. Returns whether the fault was hit. */
+static bool create_failing_at(const kind *k, tc_fixture2 *f, uint64_t n, sweep what) {
+    int64_t base = tc_alloc_live();
+    void *const sentinel = (void *)(uintptr_t)0x50;
+    void *obj = sentinel;
+    tc_alloc_fail_at(n);
+    acg_status st = k->create(f, &obj);
+    bool hit = tc_alloc_fail_hit();
+    tc_alloc_fail_at(0);
+    if (!hit) {
+        TC_OK(st);
+        assert_ptr_not_equal(obj, sentinel);
+        if (what == SWEEP_GROWTH) {
+            /* The create's own entry grew the table: the sweep met that allocation. */
+            assert_true(acg__handle_room() > 0);
+        }
+        TC_OK(release(k, f, obj));
+        if (what == SWEEP_EACH) {
             assert_int_equal(tc_alloc_live(), base);
         }
+        return false;
     }
-    tc_close(dev);
+    if (st != ACG_ERR_OUT_OF_MEMORY) {
+        print_error("%s with allocation %llu failing: ", k->name, (unsigned long long)n);
+    }
+    tc_expect_(ACG_ERR_OUT_OF_MEMORY, st, k->name, __FILE__, __LINE__);
+    if (what == SWEEP_EACH) {
+        TC_LAST_ERROR_HAS(k->name);
+    }
+    assert_ptr_equal(obj, sentinel);
+    assert_int_equal(tc_alloc_live(), base);
+    if (what == SWEEP_GROWTH) {
+        assert_int_equal(acg__handle_room(), 0); /* the failed entry left no trace */
+    }
+    return true;
+}
+
+/* One failing call at a time: each returns ACG_ERR_OUT_OF_MEMORY naming itself, leaves its
+ * out-parameter untouched, and frees what it had allocated. */
+static void test_alloc_fail_each_create(void **state) {
+    (void)state;
+    tc_alloc_install();
+    tc_fixture2 *f = tc_fixture2_new(sizeof *f, 256);
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (!(kinds[i].sweeps & SWEEP_EACH)) {
+            continue;
+        }
+        for (uint64_t n = 1; create_failing_at(&kinds[i], f, n, SWEEP_EACH); n++) {
+            assert_true(n < 1000);
+        }
+    }
+    void *fixture = f;
+    tc_fixture2_teardown(&fixture);
     assert_int_equal(tc_alloc_live(), 0);
 
     /* Opening a device fails cleanly at each of its allocations too. */
@@ -329,136 +406,51 @@ static void test_alloc_fail_each_create(void **state) {
  * that its own entry grows the table, on a device opened for each run, so every run starts from
  * the same registry. */
 
+/* A fixture, and events that fill the registry. */
 typedef struct growth {
-    acg_device *dev;
-    acg_stream *s;    /* for stream-ordered memory and captures */
-    acg_buffer *base; /* a view's parent */
-    tc_kernels k;
-    acg_event *fill[256]; /* fillers */
+    tc_fixture2 f;
+    acg_event *fill[256];
     uint32_t n_fill;
 } growth;
 
-typedef acg_status (*grow_fn)(growth *g, void **out);
-static acg_status grow_buffer(growth *g, void **o) {
-    return acg_buffer_alloc(g->dev, 256, (acg_buffer **)o);
-}
-static acg_status grow_view(growth *g, void **o) {
-    return acg_buffer_create_view(g->base, 0, 64, (acg_buffer **)o);
-}
-static acg_status grow_stream_buffer(growth *g, void **o) {
-    return acg_stream_alloc(g->s, 256, (acg_buffer **)o);
-}
-static acg_status grow_stream(growth *g, void **o) {
-    return acg_stream_create(g->dev, (acg_stream **)o);
-}
-static acg_status grow_event(growth *g, void **o) {
-    return acg_event_create(g->dev, (acg_event **)o);
-}
-static acg_status grow_pool(growth *g, void **o) {
-    return acg_graph_pool_create(g->dev, (acg_graph_pool **)o);
-}
-static acg_status grow_group(growth *g, void **o) {
-    return acg_device_group_create(g->dev, tc_one_rank_comm(), (acg_device_group **)o);
-}
-static acg_status grow_graph(growth *g, void **o) {
-    acg_status st = acg_stream_begin_capture(g->s, NULL);
-    if (st == ACG_OK) {
-        st = tc_fill(g->s, &g->k, g->base, 0, 64, 1.0f);
-        acg_graph *graph = NULL;
-        acg_status end = acg_stream_end_capture(g->s, &graph); /* ends it either way */
-        if (st == ACG_OK && end == ACG_OK) {
-            *o = graph;
-        }
-        st = st != ACG_OK ? st : end;
-    }
-    return st;
-}
-
-static void growth_open(growth *g) {
-    memset(g, 0, sizeof *g);
-    g->dev = tc_open();
-    g->s = tc_stream(g->dev);
-    g->base = tc_buffer(g->dev, 256);
-    tc_kernels_get(g->dev, &g->k);
+static growth *growth_open(void) {
+    growth *g = tc_fixture2_new(sizeof *g, 256);
     while (acg__handle_room() != 0) {
         assert_true(g->n_fill < 256);
-        g->fill[g->n_fill++] = tc_event(g->dev);
+        g->fill[g->n_fill++] = tc_event(g->f.t.dev);
     }
+    return g;
 }
 
+/* Releases g; the device's close counts what is left on it. */
 static void growth_close(growth *g) {
     for (uint32_t i = 0; i < g->n_fill; i++) {
         TC_OK(acg_event_destroy(g->fill[i]));
     }
-    TC_OK(acg_buffer_free(g->base));
-    TC_OK(acg_stream_destroy(g->s));
-    tc_close(g->dev);
+    void *f = g;
+    tc_fixture2_teardown(&f);
 }
 
 static void test_alloc_fail_at_registry_growth(void **state) {
     (void)state;
-    static const struct {
-        const char *name;
-        grow_fn fn;
-    } ops[] = {
-        {"acg_buffer_alloc", grow_buffer},        {"acg_buffer_create_view", grow_view},
-        {"acg_stream_alloc", grow_stream_buffer}, {"acg_stream_create", grow_stream},
-        {"acg_event_create", grow_event},         {"acg_graph_pool_create", grow_pool},
-        {"acg_device_group_create", grow_group},  {"acg_stream_end_capture", grow_graph},
-    };
     tc_alloc_install();
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        if (ops[i].fn == grow_group && !tc_cap()->collectives) {
-            continue; /* refused before it allocates: nothing to sweep */
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const kind *k = &kinds[i];
+        if (!(k->sweeps & SWEEP_GROWTH) || (k->create == make_group && !tc_cap()->collectives)) {
+            continue; /* a group is refused before it allocates: nothing to sweep */
         }
-        if (ops[i].fn == grow_graph && !tc_cap()->graphs) {
+        if (k->create == make_graph && !tc_cap()->graphs) {
             continue;
         }
         for (uint64_t n = 1;; n++) {
             assert_true(n < 1000);
-            growth g;
-            growth_open(&g);
-            int64_t base = tc_alloc_live();
-            void *const sentinel = (void *)(uintptr_t)0x70;
-            void *obj = sentinel;
-            tc_alloc_fail_at(n);
-            acg_status st = ops[i].fn(&g, &obj);
-            bool hit = tc_alloc_fail_hit();
-            tc_alloc_fail_at(0);
-            if (hit) {
-                if (st != ACG_ERR_OUT_OF_MEMORY) {
-                    print_error("%s with allocation %llu failing: ", ops[i].name,
-                                (unsigned long long)n);
-                }
-                tc_expect_(ACG_ERR_OUT_OF_MEMORY, st, ops[i].name, __FILE__, __LINE__);
-                assert_ptr_equal(obj, sentinel);
-                assert_int_equal(tc_alloc_live(), base);
-                assert_int_equal(acg__handle_room(), 0); /* the failed entry left no trace */
-            } else {
-                TC_OK(st);
-                /* The create's own entry grew the table: the sweep met that allocation. */
-                assert_true(acg__handle_room() > 0);
-                if (ops[i].fn == grow_buffer || ops[i].fn == grow_view) {
-                    TC_OK(acg_buffer_free(obj));
-                } else if (ops[i].fn == grow_stream_buffer) {
-                    TC_OK(acg_stream_free(g.s, obj));
-                } else if (ops[i].fn == grow_stream) {
-                    TC_OK(acg_stream_destroy(obj));
-                } else if (ops[i].fn == grow_event) {
-                    TC_OK(acg_event_destroy(obj));
-                } else if (ops[i].fn == grow_pool) {
-                    TC_OK(acg_graph_pool_destroy(obj));
-                } else if (ops[i].fn == grow_group) {
-                    TC_OK(acg_device_group_destroy(obj));
-                } else {
-                    TC_OK(acg_graph_destroy(obj));
-                }
-            }
-            growth_close(&g); /* the device's close counts what is left on it */
+            growth *g = growth_open();
+            bool hit = create_failing_at(k, &g->f, n, SWEEP_GROWTH);
+            growth_close(g);
             assert_int_equal(tc_alloc_live(), 0);
             if (!hit) {
                 print_message("%s: %llu allocation points, the registry's growth among them\n",
-                              ops[i].name, (unsigned long long)(n - 1));
+                              k->name, (unsigned long long)(n - 1));
                 break;
             }
         }

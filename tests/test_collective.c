@@ -100,71 +100,77 @@ static int put_input(rank_env *e, int rank) {
     return 0;
 }
 
+/* What one rank does, on its rank_env e, as rank `rank` of n_ranks through fc: 0 when it
+ * passed, else the failed CHECK's line. */
+typedef int (*rank_fn)(rank_env *e, fc_group *fc, int rank, int n_ranks);
+
 /* Eager, then captured and replayed twice: every result is the rank-order sum. */
-static int rank_sums(fc_group *fc, int rank, int n_ranks) {
-    rank_env e;
-    int bad = rank_open(&e, fc);
+static int rank_sums(rank_env *e, fc_group *fc, int rank, int n_ranks) {
+    int32_t r = -1, n = -1;
+    CHECK(acg_device_group_get_rank(e->group, &r, &n) == ACG_OK && r == rank && n == n_ranks);
+    CHECK(!segment_named(fc_pid(fc, 0))); /* unnamed once every rank mapped it */
+    int bad = put_input(e, rank);
     if (bad != 0) {
         return bad;
     }
-    int32_t r = -1, n = -1;
-    CHECK(acg_device_group_get_rank(e.group, &r, &n) == ACG_OK && r == rank && n == n_ranks);
-    CHECK(!segment_named(fc_pid(fc, 0))); /* unnamed once every rank mapped it */
-    if ((bad = put_input(&e, rank)) != 0) {
-        return bad;
-    }
-    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, N) == ACG_OK);
+    CHECK(acg_allreduce(e->s, e->group, e->buf, 0, N) == ACG_OK);
     float *eager = malloc(N * sizeof *eager);
     CHECK(eager != NULL);
-    CHECK(acg_copy_d2h(e.s, eager, e.buf, 0, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_copy_d2h(e->s, eager, e->buf, 0, N * sizeof(float)) == ACG_OK);
     for (size_t i = 0; i < N; i++) {
         float want = expected(n_ranks, i);
         CHECK(memcmp(&eager[i], &want, sizeof want) == 0);
     }
     /* A capture: upload, allreduce of a window, download. */
     acg_graph *g = NULL;
-    CHECK(acg_stream_begin_capture(e.s, NULL) == ACG_OK);
+    CHECK(acg_stream_begin_capture(e->s, NULL) == ACG_OK);
     for (size_t i = 0; i < N; i++) {
-        e.host[i] = input(rank, i);
+        e->host[i] = input(rank, i);
     }
-    CHECK(acg_copy_h2d(e.s, e.buf, 0, e.host, N * sizeof(float)) == ACG_OK);
-    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, N) == ACG_OK);
-    CHECK(acg_copy_d2h(e.s, e.out, e.buf, 0, N * sizeof(float)) == ACG_OK);
-    CHECK(acg_stream_end_capture(e.s, &g) == ACG_OK);
-    CHECK(acg_device_group_destroy(e.group) == ACG_ERR_IN_USE); /* the graph holds it */
+    CHECK(acg_copy_h2d(e->s, e->buf, 0, e->host, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_allreduce(e->s, e->group, e->buf, 0, N) == ACG_OK);
+    CHECK(acg_copy_d2h(e->s, e->out, e->buf, 0, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_stream_end_capture(e->s, &g) == ACG_OK);
+    CHECK(acg_device_group_destroy(e->group) == ACG_ERR_IN_USE); /* the graph holds it */
     for (int k = 0; k < 2; k++) {
-        memset(e.out, 0, N * sizeof(float));
-        CHECK(acg_graph_launch(g, e.s) == ACG_OK);
-        CHECK(acg_stream_synchronize(e.s) == ACG_OK);
-        CHECK(memcmp(e.out, eager, N * sizeof(float)) == 0);
+        memset(e->out, 0, N * sizeof(float));
+        CHECK(acg_graph_launch(g, e->s) == ACG_OK);
+        CHECK(acg_stream_synchronize(e->s) == ACG_OK);
+        CHECK(memcmp(e->out, eager, N * sizeof(float)) == 0);
     }
     CHECK(acg_graph_destroy(g) == ACG_OK);
     free(eager);
-    rank_close(&e);
     return 0;
 }
 
-/* Runs fn on n_ranks forked ranks, with the variable `name` set to `value` (NULL: none) in
- * each; rank 0 asserts every rank passed, once the variable is gone again. */
-static void run_ranks(int n_ranks, int (*fn)(fc_group *, int, int), const char *name,
-                      const char *value) {
+/* Runs fn on n_ranks forked ranks, each on its own rank_env, with the variable `name` set to
+ * `value` (NULL: none) in each; rank 0 asserts, once the variable is gone again, that every rank
+ * passed and that the shared segment has no name left. */
+static void run_ranks(int n_ranks, rank_fn fn, const char *name, const char *value) {
     fc_group *fc = fc_create(n_ranks, 20000);
     assert_non_null(fc);
     if (name != NULL) {
         setenv(name, value, 1);
     }
     int rank = fc_fork(fc);
-    int bad = fn(fc, rank, n_ranks);
+    rank_env e;
+    int bad = rank_open(&e, fc);
+    if (bad == 0) {
+        bad = fn(&e, fc, rank, n_ranks);
+    }
+    rank_close(&e);
     if (rank != 0) {
         _exit(bad != 0);
     }
     int children = fc_wait_children(fc);
+    bool named = segment_named(fc_pid(fc, 0));
     fc_destroy(fc);
     if (name != NULL) {
         unsetenv(name);
     }
     assert_int_equal(bad, 0);
     assert_int_equal(children, 0);
+    assert_false(named);
 }
 
 /* A case needs collectives: a device without them refuses a group, and the case is skipped. */
@@ -189,94 +195,40 @@ static void need_forked_ranks(const char *what) {
     }
 }
 
-static void test_sums(void **state) {
-    (void)state;
-    need_collectives();
-    run_ranks(1, rank_sums, NULL, NULL);
-    need_forked_ranks("sums over 2 and 3 ranks");
-    run_ranks(2, rank_sums, NULL, NULL);
-    run_ranks(3, rank_sums, NULL, NULL);
-}
-
-/* The same through the comm (what ranks on several hosts use): the same bits. */
-static void test_sums_host(void **state) {
-    (void)state;
-    need_collectives();
-    need_forked_ranks("sums through the comm over 3 ranks");
-    run_ranks(3, rank_sums, "ACG_CPU_ALLREDUCE", "host");
-}
-
 /* Rank 2 leaves once the group exists; the others' allreduce fails soon, and so does the
  * next one, at once. */
-static int rank_exits(fc_group *fc, int rank, int n_ranks) {
-    (void)n_ranks;
-    rank_env e;
-    int bad = rank_open(&e, fc);
-    if (bad != 0) {
-        return bad;
-    }
+static int rank_exits(rank_env *e, fc_group *fc, int rank, int n_ranks) {
+    (void)fc, (void)n_ranks;
     if (rank == 2) {
         _exit(0); /* no goodbye: as a crash would */
     }
-    if ((bad = put_input(&e, rank)) != 0) {
-        return bad;
-    }
-    double t0 = now_s();
-    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, N) == ACG_OK);
-    CHECK(acg_stream_synchronize(e.s) == ACG_ERR_COMM);
-    CHECK(strstr(acg_last_error(), "exited") != NULL || strstr(acg_last_error(), "rank") != NULL);
-    CHECK(now_s() - t0 < 10.0);
-    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, N) == ACG_ERR_COMM);
-    rank_close(&e);
-    return 0;
-}
-
-static void test_rank_exits(void **state) {
-    (void)state;
-    need_collectives();
-    need_forked_ranks("a rank that exits");
-    fc_group *fc = fc_create(3, 20000);
-    assert_non_null(fc);
-    int rank = fc_fork(fc);
-    int bad = rank_exits(fc, rank, 3);
-    if (rank != 0) {
-        _exit(bad != 0);
-    }
-    int children = fc_wait_children(fc);
-    assert_false(segment_named(fc_pid(fc, 0)));
-    fc_destroy(fc);
-    assert_int_equal(bad, 0);
-    assert_int_equal(children, 0); /* rank 1 passed; rank 2 exited with 0 */
-}
-
-/* Rank 1 is alive but never queues the allreduce: rank 0 gives up after the timeout. */
-static int rank_stalls(fc_group *fc, int rank, int n_ranks) {
-    (void)n_ranks;
-    rank_env e;
-    int bad = rank_open(&e, fc);
+    int bad = put_input(e, rank);
     if (bad != 0) {
         return bad;
     }
-    if (rank == 1) {
-        nanosleep(&(struct timespec){1, 500000000}, NULL);
-        rank_close(&e);
-        return 0;
-    }
     double t0 = now_s();
-    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, 16) == ACG_OK);
-    CHECK(acg_stream_synchronize(e.s) == ACG_ERR_COMM);
-    CHECK(strstr(acg_last_error(), "ACG_COMM_TIMEOUT_MS") != NULL);
-    double took = now_s() - t0;
-    CHECK(took >= 0.25 && took < 5.0);
-    rank_close(&e);
+    CHECK(acg_allreduce(e->s, e->group, e->buf, 0, N) == ACG_OK);
+    CHECK(acg_stream_synchronize(e->s) == ACG_ERR_COMM);
+    CHECK(strstr(acg_last_error(), "exited") != NULL || strstr(acg_last_error(), "rank") != NULL);
+    CHECK(now_s() - t0 < 10.0);
+    CHECK(acg_allreduce(e->s, e->group, e->buf, 0, N) == ACG_ERR_COMM);
     return 0;
 }
 
-static void test_timeout(void **state) {
-    (void)state;
-    need_collectives();
-    need_forked_ranks("a rank that stalls");
-    run_ranks(2, rank_stalls, "ACG_COMM_TIMEOUT_MS", "300");
+/* Rank 1 is alive but never queues the allreduce: rank 0 gives up after the timeout. */
+static int rank_stalls(rank_env *e, fc_group *fc, int rank, int n_ranks) {
+    (void)fc, (void)n_ranks;
+    if (rank == 1) {
+        nanosleep(&(struct timespec){1, 500000000}, NULL);
+        return 0;
+    }
+    double t0 = now_s();
+    CHECK(acg_allreduce(e->s, e->group, e->buf, 0, 16) == ACG_OK);
+    CHECK(acg_stream_synchronize(e->s) == ACG_ERR_COMM);
+    CHECK(strstr(acg_last_error(), "ACG_COMM_TIMEOUT_MS") != NULL);
+    double took = now_s() - t0;
+    CHECK(took >= 0.25 && took < 5.0);
+    return 0;
 }
 
 /* The mismatch's count on this rank: rank 1 reduces `other` floats, every other rank 16. */
@@ -305,48 +257,43 @@ static int comm_failed(int rank, acg_status st, const char *needle) {
 /* Rank 1 reduces more floats than the others: every rank's allreduce fails with ACG_ERR_COMM
  * naming both counts, no rank's buffer changes, and the group refuses more. Captured, the same
  * (there rank 1's count also takes more rounds of the shared block than the others'). */
-static int rank_mismatch(fc_group *fc, int rank, int n_ranks) {
+static int rank_mismatch(rank_env *e, fc_group *fc, int rank, int n_ranks) {
     (void)n_ranks;
-    rank_env e;
-    int bad = rank_open(&e, fc);
+    int bad = put_input(e, rank);
     if (bad != 0) {
         return bad;
     }
-    if ((bad = put_input(&e, rank)) != 0) {
-        return bad;
-    }
     static const char named[] = "allreduce: rank 0 reduces 16 floats, rank 1 32";
-    CHECK(acg_allreduce(e.s, e.group, e.buf, 0, mismatch_count(rank, 32)) == ACG_OK);
-    CHECK(comm_failed(rank, acg_stream_synchronize(e.s), named) == 0);
-    CHECK(acg_copy_d2h(e.s, e.out, e.buf, 0, N * sizeof(float)) == ACG_OK);
-    CHECK(acg_stream_synchronize(e.s) == ACG_OK);
-    if ((bad = input_untouched(rank, e.out)) != 0) {
+    CHECK(acg_allreduce(e->s, e->group, e->buf, 0, mismatch_count(rank, 32)) == ACG_OK);
+    CHECK(comm_failed(rank, acg_stream_synchronize(e->s), named) == 0);
+    CHECK(acg_copy_d2h(e->s, e->out, e->buf, 0, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_stream_synchronize(e->s) == ACG_OK);
+    if ((bad = input_untouched(rank, e->out)) != 0) {
         return bad;
     }
     /* Broken: refused at once. */
-    CHECK(comm_failed(rank, acg_allreduce(e.s, e.group, e.buf, 0, 16), named) == 0);
+    CHECK(comm_failed(rank, acg_allreduce(e->s, e->group, e->buf, 0, 16), named) == 0);
 
     /* A second group, in a graph: upload, allreduce, download. */
     acg_device_group *group = NULL;
-    CHECK(acg_device_group_create(e.dev, fc_comm(fc), &group) == ACG_OK);
+    CHECK(acg_device_group_create(e->dev, fc_comm(fc), &group) == ACG_OK);
     acg_graph *g = NULL;
-    CHECK(acg_stream_begin_capture(e.s, NULL) == ACG_OK);
-    CHECK(acg_copy_h2d(e.s, e.buf, 0, e.host, N * sizeof(float)) == ACG_OK);
-    CHECK(acg_allreduce(e.s, group, e.buf, 0, mismatch_count(rank, N)) == ACG_OK);
-    CHECK(acg_copy_d2h(e.s, e.out, e.buf, 0, N * sizeof(float)) == ACG_OK);
-    CHECK(acg_stream_end_capture(e.s, &g) == ACG_OK);
+    CHECK(acg_stream_begin_capture(e->s, NULL) == ACG_OK);
+    CHECK(acg_copy_h2d(e->s, e->buf, 0, e->host, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_allreduce(e->s, group, e->buf, 0, mismatch_count(rank, N)) == ACG_OK);
+    CHECK(acg_copy_d2h(e->s, e->out, e->buf, 0, N * sizeof(float)) == ACG_OK);
+    CHECK(acg_stream_end_capture(e->s, &g) == ACG_OK);
     for (int k = 0; k < 2; k++) { /* the second replay finds the group broken */
-        memset(e.out, 0, N * sizeof(float));
-        CHECK(acg_graph_launch(g, e.s) == ACG_OK);
-        CHECK(comm_failed(rank, acg_stream_synchronize(e.s),
+        memset(e->out, 0, N * sizeof(float));
+        CHECK(acg_graph_launch(g, e->s) == ACG_OK);
+        CHECK(comm_failed(rank, acg_stream_synchronize(e->s),
                           "allreduce: rank 0 reduces 16 floats, rank 1 100000") == 0);
-        if ((bad = input_untouched(rank, e.out)) != 0) {
+        if ((bad = input_untouched(rank, e->out)) != 0) {
             return bad;
         }
     }
     CHECK(acg_graph_destroy(g) == ACG_OK);
     CHECK(acg_device_group_destroy(group) == ACG_OK);
-    rank_close(&e);
     return 0;
 }
 
@@ -359,34 +306,72 @@ static void need_count_checks(void) {
     }
 }
 
-static void test_mismatch(void **state) {
-    (void)state;
+/* ---- the cases of forked ranks ------------------------------------------------------------ */
+
+/* A case of forked ranks: fn on each count of ranks in `ranks` (ended by 0), with the variable
+ * `env` set to `value` (NULL: none). It needs collectives, forked ranks for a count over one
+ * (`what` says for what), and with count_checks a backend that checks the ranks' counts. */
+typedef struct ranks_case {
+    rank_fn fn;
+    int ranks[4];
+    const char *what;
+    const char *env, *value;
+    bool count_checks;
+} ranks_case;
+
+static void run_ranks_case(void **state) {
+    const ranks_case *c = *state;
     need_collectives();
-    need_count_checks();
-    need_forked_ranks("allreduces of different counts");
-    run_ranks(2, rank_mismatch, NULL, NULL);
-    run_ranks(3, rank_mismatch, NULL, NULL);
+    if (c->count_checks) {
+        need_count_checks();
+    }
+    for (const int *n = c->ranks; *n != 0; n++) {
+        if (*n > 1) {
+            need_forked_ranks(c->what);
+        }
+        run_ranks(*n, c->fn, c->env, c->value);
+    }
 }
 
+/* The sums, in shared memory: one rank, then forked ones. */
+static const ranks_case sums = {
+    .fn = rank_sums, .ranks = {1, 2, 3}, .what = "sums over 2 and 3 ranks"};
+/* The same through the comm (what ranks on several hosts use): the same bits. */
+static const ranks_case sums_host = {.fn = rank_sums,
+                                     .ranks = {3},
+                                     .what = "sums through the comm over 3 ranks",
+                                     .env = "ACG_CPU_ALLREDUCE",
+                                     .value = "host"};
+/* A rank that exits: rank 1 passes, rank 2 exits with 0. */
+static const ranks_case rank_exit = {.fn = rank_exits, .ranks = {3}, .what = "a rank that exits"};
+/* A rank that stalls, against a timeout of 300 ms. */
+static const ranks_case timeout = {.fn = rank_stalls,
+                                   .ranks = {2},
+                                   .what = "a rank that stalls",
+                                   .env = "ACG_COMM_TIMEOUT_MS",
+                                   .value = "300"};
+/* Ranks that allreduce different counts. */
+static const ranks_case mismatch = {.fn = rank_mismatch,
+                                    .ranks = {2, 3},
+                                    .what = "allreduces of different counts",
+                                    .count_checks = true};
 /* The same through the comm: the ranks agree on the count before the data. */
-static void test_mismatch_host(void **state) {
-    (void)state;
-    need_collectives();
-    need_count_checks();
-    need_forked_ranks("allreduces of different counts through the comm");
-    run_ranks(2, rank_mismatch, "ACG_CPU_ALLREDUCE", "host");
-    run_ranks(3, rank_mismatch, "ACG_CPU_ALLREDUCE", "host");
-}
+static const ranks_case mismatch_host = {.fn = rank_mismatch,
+                                         .ranks = {2, 3},
+                                         .what = "allreduces of different counts through the comm",
+                                         .env = "ACG_CPU_ALLREDUCE",
+                                         .value = "host",
+                                         .count_checks = true};
 
-/* Refused arguments, one rank. */
+/* Refused arguments, one rank (the fixture's buffer y holds 64 bytes). */
 static void test_bad_input(void **state) {
-    (void)state;
+    tc_fixture2 *f = *state;
+    acg_device *dev = f->t.dev;
+    acg_stream *s = f->t.s;
+    acg_buffer *buf = f->y;
     need_collectives();
     fc_group *fc = fc_create(1, 1000);
     assert_non_null(fc);
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *buf = tc_buffer(dev, 64);
     acg_device_group *g = NULL;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, NULL, &g));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_group_create(dev, fc_comm(fc), NULL));
@@ -445,16 +430,20 @@ static void test_bad_input(void **state) {
     TC_OK(acg_buffer_free(b2));
     TC_OK(acg_stream_destroy(s2));
     tc_close(other);
-    TC_OK(acg_buffer_free(buf));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
     fc_destroy(fc);
 }
 
+/* The table entry of a case of forked ranks, named as its test function was. */
+#define RANKS_CASE(name, c)                                                                        \
+    { name, run_ranks_case, NULL, NULL, (void *)&(c) }
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_sums),       cmocka_unit_test(test_sums_host),
-    cmocka_unit_test(test_rank_exits), cmocka_unit_test(test_timeout),
-    cmocka_unit_test(test_mismatch),   cmocka_unit_test(test_mismatch_host),
-    cmocka_unit_test(test_bad_input),
+    RANKS_CASE("test_sums", sums),
+    RANKS_CASE("test_sums_host", sums_host),
+    RANKS_CASE("test_rank_exits", rank_exit),
+    RANKS_CASE("test_timeout", timeout),
+    RANKS_CASE("test_mismatch", mismatch),
+    RANKS_CASE("test_mismatch_host", mismatch_host),
+    TC_FIXTURE2_CASE(test_bad_input, 64),
 };
+#undef RANKS_CASE
 TC_MAIN("test_collective", tests)

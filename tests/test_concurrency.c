@@ -2,12 +2,14 @@
  * test_concurrency.c — streams used from several threads at once, cross-stream ordering, and
  * the ordering the core imposes on graphs that share a pool. Runs under ThreadSanitizer in CI.
  */
-#include <pthread.h>
 #include <string.h>
 
 #include "common.h"
 
 #define N 64
+
+/* The device under test, streams s (t.s) and b, and buffers x and y of N floats (common.h). */
+typedef tc_fixture2 fx;
 
 typedef struct shared_stream_job {
     acg_stream *s;
@@ -28,29 +30,16 @@ static void *add_ones(void *arg) {
 
 /* Two threads submitting to one stream: every launch runs exactly once (adds of 1 commute). */
 static void test_shared_stream(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
-    TC_OK(tc_fill(s, &k, y, 0, N, 0.0f));
-    shared_stream_job jobs[2] = {{s, &k, y, 3000, ACG_OK}, {s, &k, y, 3000, ACG_OK}};
-    pthread_t t[2];
+    fx *f = *state;
+    acg_stream *s = f->t.s;
+    TC_OK(tc_fill(s, &f->t.k, f->y, 0, N, 0.0f));
+    shared_stream_job jobs[2] = {{s, &f->t.k, f->y, 3000, ACG_OK},
+                                 {s, &f->t.k, f->y, 3000, ACG_OK}};
+    tc_run_threads(2, add_ones, jobs, sizeof jobs[0]);
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(pthread_create(&t[i], NULL, add_ones, &jobs[i]), 0);
-    }
-    for (int i = 0; i < 2; i++) {
-        pthread_join(t[i], NULL);
         TC_OK(jobs[i].status);
     }
-    float got[N], want[N];
-    tc_download(s, got, y, sizeof got);
-    tc_splat(want, N, 6000.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
+    TC_EXPECT_FLOATS(s, f->y, N, 6000.0f);
 }
 
 typedef struct private_job {
@@ -93,194 +82,139 @@ static void *capture_and_replay(void *arg) {
 }
 
 static void test_parallel_captures(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    acg_stream *probe = tc_stream(dev);
-    bool graphs = tc_has_graphs(dev, probe);
-    TC_OK(acg_stream_destroy(probe));
-    if (!graphs) {
-        tc_close(dev);
-        tc_skip("no graphs");
-    }
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
+    tc_fixture *f = *state;
+    tc_need_graphs(f->dev, f->s);
     enum { THREADS = 4 };
     private_job jobs[THREADS];
-    pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {
         jobs[i] = (private_job){
-            tc_stream(dev), tc_buffer(dev, N * sizeof(float)), &k, i * 100, ACG_OK, 0};
+            tc_stream(f->dev), tc_buffer(f->dev, N * sizeof(float)), &f->k, i * 100, ACG_OK, 0};
     }
-    for (int i = 0; i < THREADS; i++) {
-        assert_int_equal(pthread_create(&t[i], NULL, capture_and_replay, &jobs[i]), 0);
-    }
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-    }
+    tc_run_threads(THREADS, capture_and_replay, jobs, sizeof jobs[0]);
     for (int i = 0; i < THREADS; i++) {
         TC_OK(jobs[i].status);
         assert_true(jobs[i].equal);
         TC_OK(acg_buffer_free(jobs[i].y));
         TC_OK(acg_stream_destroy(jobs[i].s));
     }
-    tc_close(dev);
 }
 
 /* Two streams hand one buffer back and forth through events 500 times each way: every step
  * sees the previous one's result, so the final value counts all of them. */
 static void test_event_ping_pong(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *a = tc_stream(dev), *b = tc_stream(dev);
-    acg_event *ea = tc_event(dev), *eb = tc_event(dev);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
-    TC_OK(tc_fill(a, &k, y, 0, N, 0.0f));
+    fx *f = *state;
+    acg_stream *a = f->t.s, *b = f->b;
+    const tc_kernels *k = &f->t.k;
+    acg_event *ea = tc_event(f->t.dev), *eb = tc_event(f->t.dev);
+    TC_OK(tc_fill(a, k, f->y, 0, N, 0.0f));
     for (int i = 0; i < 500; i++) {
         /* y = 2y + 1 on a, then y = y + 1 on b: order matters, so a lost edge shows. */
-        TC_OK(tc_axpy(a, &k, y, 0, y, 0, N, 1.0f));
-        TC_OK(tc_add(a, &k, y, 0, y, 0, N, 1.0f));
+        TC_OK(tc_axpy(a, k, f->y, 0, f->y, 0, N, 1.0f));
+        TC_OK(tc_add(a, k, f->y, 0, f->y, 0, N, 1.0f));
         TC_OK(acg_event_record(ea, a));
         TC_OK(acg_stream_wait_event(b, ea));
-        TC_OK(tc_add(b, &k, y, 0, y, 0, N, -1.0f));
+        TC_OK(tc_add(b, k, f->y, 0, f->y, 0, N, -1.0f));
         TC_OK(acg_event_record(eb, b));
         TC_OK(acg_stream_wait_event(a, eb));
     }
     TC_OK(acg_event_synchronize(eb));
-    float got[N], want[N];
-    tc_download(a, got, y, sizeof got);
     /* In order, each round maps 0 to (2*0 + 1) - 1 = 0; a round whose -1 ran first would give
      * 2*(-1) + 1 = -1, a fixed point that the check sees. */
-    tc_splat(want, N, 0.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT_FLOATS(a, f->y, N, 0.0f);
     /* From 1, y = 2y + 1 twenty times: any reordering changes the value. */
-    TC_OK(tc_fill(a, &k, y, 0, N, 1.0f));
+    TC_OK(tc_fill(a, k, f->y, 0, N, 1.0f));
     for (int i = 0; i < 20; i++) {
-        TC_OK(tc_axpy(a, &k, y, 0, y, 0, N, 1.0f)); /* y = 2y */
+        TC_OK(tc_axpy(a, k, f->y, 0, f->y, 0, N, 1.0f)); /* y = 2y */
         TC_OK(acg_event_record(ea, a));
         TC_OK(acg_stream_wait_event(b, ea));
-        TC_OK(tc_add(b, &k, y, 0, y, 0, N, 1.0f)); /* y = y + 1 */
+        TC_OK(tc_add(b, k, f->y, 0, f->y, 0, N, 1.0f)); /* y = y + 1 */
         TC_OK(acg_event_record(eb, b));
         TC_OK(acg_stream_wait_event(a, eb));
     }
     TC_OK(acg_stream_synchronize(a));
     TC_OK(acg_stream_synchronize(b));
-    tc_download(a, got, y, sizeof got);
     float v = 1.0f;
     for (int i = 0; i < 20; i++) {
         v = 2.0f * v + 1.0f;
     }
-    tc_splat(want, N, v);
-    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT_FLOATS(a, f->y, N, v);
     TC_OK(acg_event_destroy(ea));
     TC_OK(acg_event_destroy(eb));
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(a));
-    TC_OK(acg_stream_destroy(b));
-    tc_close(dev);
 }
 
 /* Two graphs of one pool use the same scratch memory; replayed alternately on two streams
  * with no user synchronization, the core must still keep them from overlapping. */
 static void test_pool_orders_replays_across_streams(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *s1 = tc_stream(dev), *s2 = tc_stream(dev);
-    if (!tc_has_graphs(dev, s1)) {
-        TC_OK(acg_stream_destroy(s1));
-        TC_OK(acg_stream_destroy(s2));
-        tc_close(dev);
-        tc_skip("no graphs");
-    }
-    acg_graph_pool *pool = tc_pool(dev);
-    acg_buffer *out1 = tc_buffer(dev, N * sizeof(float));
-    acg_buffer *out2 = tc_buffer(dev, N * sizeof(float));
+    fx *f = *state;
+    tc_need_graphs(f->t.dev, f->t.s);
+    acg_graph_pool *pool = tc_pool(f->t.dev);
+    acg_buffer *outs[2] = {f->x, f->y};
+    acg_stream *streams[2] = {f->t.s, f->b};
     acg_graph *g[2];
-    acg_buffer *outs[2] = {out1, out2};
-    acg_stream *streams[2] = {s1, s2};
     for (int i = 0; i < 2; i++) {
         acg_buffer *scratch;
         TC_OK(acg_stream_begin_capture(streams[i], pool));
         TC_OK(acg_stream_alloc(streams[i], N * sizeof(float), &scratch));
         /* scratch = i + 1, then 64 times scratch += 1, then out += scratch */
-        TC_OK(tc_fill(streams[i], &k, scratch, 0, N, (float)(i + 1)));
+        TC_OK(tc_fill(streams[i], &f->t.k, scratch, 0, N, (float)(i + 1)));
         for (int j = 0; j < 64; j++) {
-            TC_OK(tc_add(streams[i], &k, scratch, 0, scratch, 0, N, 1.0f));
+            TC_OK(tc_add(streams[i], &f->t.k, scratch, 0, scratch, 0, N, 1.0f));
         }
-        TC_OK(tc_axpy(streams[i], &k, outs[i], 0, scratch, 0, N, 1.0f));
+        TC_OK(tc_axpy(streams[i], &f->t.k, outs[i], 0, scratch, 0, N, 1.0f));
         TC_OK(acg_stream_end_capture(streams[i], &g[i]));
     }
-    TC_OK(tc_fill(s1, &k, out1, 0, N, 0.0f));
-    TC_OK(tc_fill(s1, &k, out2, 0, N, 0.0f));
-    TC_OK(acg_stream_synchronize(s1));
+    TC_OK(tc_fill(f->t.s, &f->t.k, outs[0], 0, N, 0.0f));
+    TC_OK(tc_fill(f->t.s, &f->t.k, outs[1], 0, N, 0.0f));
+    TC_OK(acg_stream_synchronize(f->t.s));
     for (int r = 0; r < 300; r++) {
-        TC_OK(acg_graph_launch(g[0], s1));
-        TC_OK(acg_graph_launch(g[1], s2));
+        TC_OK(acg_graph_launch(g[0], streams[0]));
+        TC_OK(acg_graph_launch(g[1], streams[1]));
     }
-    TC_OK(acg_stream_synchronize(s1));
-    TC_OK(acg_stream_synchronize(s2));
-    float got[N], want[N];
-    tc_download(s1, got, out1, sizeof got);
-    tc_splat(want, N, 300.0f * 65.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
-    tc_download(s1, got, out2, sizeof got);
-    tc_splat(want, N, 300.0f * 66.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_OK(acg_stream_synchronize(streams[0]));
+    TC_OK(acg_stream_synchronize(streams[1]));
+    TC_EXPECT_FLOATS(f->t.s, outs[0], N, 300.0f * 65.0f);
+    TC_EXPECT_FLOATS(f->t.s, outs[1], N, 300.0f * 66.0f);
     for (int i = 0; i < 2; i++) {
         TC_OK(acg_graph_destroy(g[i]));
     }
     TC_OK(acg_graph_pool_destroy(pool));
-    TC_OK(acg_buffer_free(out1));
-    TC_OK(acg_buffer_free(out2));
-    TC_OK(acg_stream_destroy(s1));
-    TC_OK(acg_stream_destroy(s2));
-    tc_close(dev);
 }
 
-/* An event outlives the stream it was recorded on, and a queued wait outlives the event. */
+/* An event outlives the stream it was recorded on, and a queued wait outlives the event. The
+ * streams recorded on are the case's own, destroyed while the fixture's stream b waits. */
 static void test_lifetimes_across_streams(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *a = tc_stream(dev), *b = tc_stream(dev);
-    acg_event *e = tc_event(dev);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
-    TC_OK(tc_fill(a, &k, y, 0, N, 3.0f));
+    fx *f = *state;
+    const tc_kernels *k = &f->t.k;
+    acg_stream *a = tc_stream(f->t.dev);
+    acg_event *e = tc_event(f->t.dev);
+    TC_OK(tc_fill(a, k, f->y, 0, N, 3.0f));
     for (int i = 0; i < 200; i++) {
-        TC_OK(tc_add(a, &k, y, 0, y, 0, N, 1.0f));
+        TC_OK(tc_add(a, k, f->y, 0, f->y, 0, N, 1.0f));
     }
     TC_OK(acg_event_record(e, a));
-    TC_OK(acg_stream_wait_event(b, e));
+    TC_OK(acg_stream_wait_event(f->b, e));
     TC_OK(acg_event_destroy(e));
-    TC_OK(tc_add(b, &k, y, 0, y, 0, N, 1.0f));
+    TC_OK(tc_add(f->b, k, f->y, 0, f->y, 0, N, 1.0f));
     TC_OK(acg_stream_destroy(a));
-    float got[N], want[N];
-    tc_download(b, got, y, sizeof got);
-    tc_splat(want, N, 204.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT_FLOATS(f->b, f->y, N, 204.0f);
 
-    e = tc_event(dev);
-    a = tc_stream(dev);
-    TC_OK(tc_add(a, &k, y, 0, y, 0, N, 1.0f));
+    e = tc_event(f->t.dev);
+    a = tc_stream(f->t.dev);
+    TC_OK(tc_add(a, k, f->y, 0, f->y, 0, N, 1.0f));
     TC_OK(acg_event_record(e, a));
     TC_OK(acg_stream_destroy(a));
     TC_OK(acg_event_synchronize(e));
     TC_OK(acg_event_query(e));
     TC_OK(acg_event_destroy(e));
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(b));
-    tc_close(dev);
 }
 
+#define T(fn) TC_FIXTURE2_CASE(fn, N * sizeof(float))
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_shared_stream),
-    cmocka_unit_test(test_parallel_captures),
-    cmocka_unit_test(test_event_ping_pong),
-    cmocka_unit_test(test_pool_orders_replays_across_streams),
-    cmocka_unit_test(test_lifetimes_across_streams),
+    T(test_shared_stream),
+    TC_FIXTURE_CASE(test_parallel_captures),
+    T(test_event_ping_pong),
+    T(test_pool_orders_replays_across_streams),
+    T(test_lifetimes_across_streams),
 };
+#undef T
 TC_MAIN("test_concurrency", tests)

@@ -10,9 +10,13 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define N 256
+
+/* The device under test, streams s (t.s) and b, and buffers x and y (common.h). */
+typedef tc_fixture2 fx;
 
 /* The host step of the pipeline: out[i] = 3 * in[i] + calls, reading and writing pinned
  * memory that copies fill and drain around it. */
@@ -30,100 +34,107 @@ static void host_scale(void *user) {
     h->calls++;
 }
 
+/* A fixture of its own (f: a device, its buffers x and y of N floats) and pinned memory for the
+ * host step: (2, N), its input then its output. */
 typedef struct pipeline {
-    acg_device *dev;
-    acg_stream *s;
-    tc_kernels k;
-    acg_buffer *x, *y;
-    float *pin_in, *pin_out;
+    tc_fixture2 *f;
+    float *pin;
     host_step h;
 } pipeline;
 
 /* x += 1 on the device; copy x to pinned; the host scales it; copy the result into y; y += x
  * on the device. Every step depends on the one before, across the device and the host. */
 static acg_status run_pipeline(pipeline *p) {
-    acg_access acc[] = {{p->y, 0, 0, ACG_ACCESS_READ}};
-    acg_status st = tc_add(p->s, &p->k, p->x, 0, p->x, 0, N, 1.0f);
+    acg_stream *s = p->f->t.s;
+    acg_buffer *x = p->f->x, *y = p->f->y;
+    acg_access acc[] = {{y, 0, 0, ACG_ACCESS_READ}};
+    acg_status st = tc_add(s, &p->f->t.k, x, 0, x, 0, N, 1.0f);
     if (st == ACG_OK) {
-        st = acg_copy_d2h(p->s, p->pin_in, p->x, 0, N * sizeof(float));
+        st = acg_copy_d2h(s, p->pin, x, 0, N * sizeof(float));
     }
     if (st == ACG_OK) {
-        st = acg_stream_launch_host(p->s, host_scale, &p->h, acc, 1);
+        st = acg_stream_launch_host(s, host_scale, &p->h, acc, 1);
     }
     if (st == ACG_OK) {
-        st = acg_copy_h2d(p->s, p->y, 0, p->pin_out, N * sizeof(float));
+        st = acg_copy_h2d(s, y, 0, p->pin + N, N * sizeof(float));
     }
     if (st == ACG_OK) {
-        st = tc_axpy(p->s, &p->k, p->y, 0, p->x, 0, N, 1.0f);
+        st = tc_axpy(s, &p->f->t.k, y, 0, x, 0, N, 1.0f);
     }
     return st;
 }
 
 static void pipeline_open(pipeline *p) {
-    memset(p, 0, sizeof *p);
-    p->dev = tc_open();
-    p->s = tc_stream(p->dev);
-    tc_kernels_get(p->dev, &p->k);
-    p->x = tc_buffer(p->dev, N * sizeof(float));
-    p->y = tc_buffer(p->dev, N * sizeof(float));
-    p->pin_in = tc_pinned(p->dev, N * sizeof(float));
-    p->pin_out = tc_pinned(p->dev, N * sizeof(float));
-    p->h.in = p->pin_in;
-    p->h.out = p->pin_out;
+    p->f = tc_fixture2_new(sizeof *p->f, N * sizeof(float));
+    p->pin = tc_pinned(p->f->t.dev, 2 * N * sizeof(float));
+    p->h.in = p->pin;
+    p->h.out = p->pin + N;
     float init[N];
     tc_fill_floats(init, N, 7);
-    tc_upload(p->s, p->x, init, sizeof init);
-    TC_OK(acg_fill(p->s, p->y, 0, N * sizeof(float), 0, 4));
-    TC_OK(acg_stream_synchronize(p->s));
+    tc_upload(p->f->t.s, p->f->x, init, sizeof init);
+    TC_OK(acg_fill(p->f->t.s, p->f->y, 0, N * sizeof(float), 0, 4));
+    TC_OK(acg_stream_synchronize(p->f->t.s));
 }
 
 static void pipeline_close(pipeline *p) {
-    TC_OK(acg_stream_synchronize(p->s));
-    TC_OK(acg_pinned_free(p->pin_in));
-    TC_OK(acg_pinned_free(p->pin_out));
-    TC_OK(acg_buffer_free(p->x));
-    TC_OK(acg_buffer_free(p->y));
-    TC_OK(acg_stream_destroy(p->s));
-    tc_close(p->dev);
+    TC_OK(acg_stream_synchronize(p->f->t.s));
+    TC_OK(acg_pinned_free(p->pin));
+    void *f = p->f;
+    tc_fixture2_teardown(&f);
+}
+
+/* The same pipeline on two devices: one runs it eagerly, the other captures it. */
+typedef struct pipelines {
+    pipeline eager, graph;
+} pipelines;
+
+static int pipelines_setup(void **state) {
+    pipelines *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    pipeline_open(&p->eager);
+    pipeline_open(&p->graph);
+    *state = p;
+    return 0;
+}
+
+static int pipelines_teardown(void **state) {
+    pipelines *p = *state;
+    pipeline_close(&p->graph);
+    pipeline_close(&p->eager);
+    free(p);
+    return 0;
 }
 
 /* Host functions run in stream order, eagerly on every backend; captured where the device's
  * graphs can call them, where every replay equals a step run eagerly, bit for bit. */
 static void test_host_function_order(void **state) {
-    (void)state;
-    pipeline eager, graph;
-    pipeline_open(&eager);
-    pipeline_open(&graph);
+    pipelines *p = *state;
+    pipeline *eager = &p->eager, *graph = &p->graph;
+    acg_stream *s = graph->f->t.s;
     float want[N], got[N];
     for (int step = 0; step < 3; step++) {
-        TC_OK(run_pipeline(&eager));
+        TC_OK(run_pipeline(eager));
     }
-    tc_download(eager.s, want, eager.y, sizeof want);
-    assert_int_equal(eager.h.calls, 3);
+    tc_download(eager->f->t.s, want, eager->f->y, sizeof want);
+    assert_int_equal(eager->h.calls, 3);
 
     acg_graph *g = NULL;
-    if (!tc_has_graphs(graph.dev, graph.s)) {
-        pipeline_close(&graph);
-        pipeline_close(&eager);
-        tc_skip("no graphs");
-    }
-    TC_OK(acg_stream_begin_capture(graph.s, NULL));
-    acg_status st = run_pipeline(&graph);
+    tc_need_graphs(graph->f->t.dev, s);
+    TC_OK(acg_stream_begin_capture(s, NULL));
+    acg_status st = run_pipeline(graph);
     if (!tc_cap()->graph_host_functions) {
         /* The capture cannot hold it: refused loudly, the stream usable after the end. */
         assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
         TC_LAST_ERROR_HAS("cannot call host functions");
-        TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(graph.s, &g));
-        assert_int_equal(graph.h.calls, 0);
-        TC_OK(run_pipeline(&graph)); /* eagerly it works */
-        assert_int_equal(graph.h.calls, 1);
-        pipeline_close(&graph);
-        pipeline_close(&eager);
+        TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(s, &g));
+        assert_int_equal(graph->h.calls, 0);
+        TC_OK(run_pipeline(graph)); /* eagerly it works */
+        assert_int_equal(graph->h.calls, 1);
         tc_skip("no graph host functions: checked that a capture refuses them");
     }
     TC_OK(st);
-    TC_OK(acg_stream_end_capture(graph.s, &g));
-    assert_int_equal(graph.h.calls, 0); /* recorded, not run */
+    TC_OK(acg_stream_end_capture(s, &g));
+    assert_int_equal(graph->h.calls, 0); /* recorded, not run */
     size_t n_nodes = 0;
     TC_OK(acg_graph_get_node_count(g, &n_nodes));
     assert_int_equal(n_nodes, 5);
@@ -131,25 +142,39 @@ static void test_host_function_order(void **state) {
     TC_OK(acg_graph_get_node(g, 2, &info));
     assert_int_equal(info.kind, ACG_NODE_HOST);
     assert_int_equal(info.n_buffers, 1);
-    assert_ptr_equal(info.buffers[0], graph.y);
+    assert_ptr_equal(info.buffers[0], graph->f->y);
     /* The graph holds what the host function declared. */
-    TC_EXPECT(ERR_IN_USE, acg_buffer_free(graph.y));
+    TC_EXPECT(ERR_IN_USE, acg_buffer_free(graph->f->y));
     for (int step = 0; step < 3; step++) {
-        TC_OK(acg_graph_launch(g, graph.s));
+        TC_OK(acg_graph_launch(g, s));
     }
-    tc_download(graph.s, got, graph.y, sizeof got);
-    assert_int_equal(graph.h.calls, 3);
+    tc_download(s, got, graph->f->y, sizeof got);
+    assert_int_equal(graph->h.calls, 3);
     TC_BYTES_EQUAL(want, got, sizeof got);
     TC_OK(acg_graph_destroy(g));
-    pipeline_close(&graph);
-    pipeline_close(&eager);
+}
+
+/* The getters of the driver's object behind a stream and behind a graph, as one type. */
+typedef acg_status (*native_get_fn)(void *obj, acg_native_handle *out);
+static acg_status stream_native(void *s, acg_native_handle *out) {
+    return acg_stream_get_native(s, out);
+}
+static acg_status graph_native(void *g, acg_native_handle *out) {
+    return acg_graph_get_native(g, out);
+}
+
+/* A getter of the driver's object refuses a NULL out, and an out whose size was never set. */
+static void expect_native_refusals(native_get_fn get, void *obj) {
+    TC_EXPECT(ERR_INVALID_ARGUMENT, get(obj, NULL));
+    acg_native_handle bad = ACG_NATIVE_HANDLE_INIT;
+    bad.size = 0;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, get(obj, &bad));
 }
 
 /* The driver's object: a queue on opencl, none on cpu (said, not an error). */
 static void test_native_object(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
+    fx *f = *state;
+    acg_stream *s = f->t.s;
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
     TC_OK(acg_stream_get_native(s, &h));
     if (tc_backend_is("cpu")) {
@@ -159,10 +184,7 @@ static void test_native_object(void **state) {
         assert_int_equal(h.kind, ACG_NATIVE_OPENCL_QUEUE);
         assert_non_null(h.handle);
     }
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_get_native(s, NULL));
-    acg_native_handle bad = ACG_NATIVE_HANDLE_INIT;
-    bad.size = 0;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_get_native(s, &bad));
+    expect_native_refusals(stream_native, s);
     /* An older caller's struct that ends before `handle` gets what fits. */
     acg_native_handle old = ACG_NATIVE_HANDLE_INIT;
     old.size = offsetof(acg_native_handle, handle);
@@ -172,45 +194,26 @@ static void test_native_object(void **state) {
     assert_ptr_equal(old.handle, &old);
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_get_native(NULL, &h));
     /* Events recorded after the queue was handed out still order the stream's work. */
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *t = tc_stream(dev);
-    acg_event *e = tc_event(dev);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
-    TC_OK(tc_fill(s, &k, y, 0, N, 2.0f));
+    acg_event *e = tc_event(f->t.dev);
+    TC_OK(tc_fill(s, &f->t.k, f->y, 0, N, 2.0f));
     TC_OK(acg_event_record(e, s));
-    TC_OK(acg_stream_wait_event(t, e));
-    TC_OK(tc_add(t, &k, y, 0, y, 0, N, 1.0f));
-    float got[N], want[N];
-    tc_download(t, got, y, sizeof got);
-    tc_splat(want, N, 3.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
-    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_stream_wait_event(f->b, e));
+    TC_OK(tc_add(f->b, &f->t.k, f->y, 0, f->y, 0, N, 1.0f));
+    TC_EXPECT_FLOATS(f->b, f->y, N, 3.0f);
     TC_OK(acg_event_destroy(e));
-    TC_OK(acg_stream_destroy(t));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 /* The driver's object behind a graph: a CUgraphExec on cuda, the driver's executable graph or a
  * closed command list on level_zero, none on cpu and opencl (said, not an error); refused for
  * bad arguments. */
 static void test_graph_native_object(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
+    fx *f = *state;
+    acg_stream *s = f->t.s;
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_get_native(NULL, &h));
-    if (!tc_has_graphs(dev, s)) {
-        TC_OK(acg_stream_destroy(s));
-        tc_close(dev);
-        tc_skip("no graphs");
-    }
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    tc_need_graphs(f->t.dev, s);
     TC_OK(acg_stream_begin_capture(s, NULL));
-    TC_OK(tc_fill(s, &k, y, 0, N, 2.0f));
+    TC_OK(tc_fill(s, &f->t.k, f->y, 0, N, 2.0f));
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(s, &g));
     h.handle = &h;
@@ -219,7 +222,7 @@ static void test_graph_native_object(void **state) {
         assert_int_equal(h.kind, ACG_NATIVE_CUDA_GRAPH_EXEC);
         assert_non_null(h.handle);
     } else if (tc_backend_is("level_zero")) {
-        assert_int_equal(h.kind, acg_device_get_capability(dev)->native_capture
+        assert_int_equal(h.kind, acg_device_get_capability(f->t.dev)->native_capture
                                      ? ACG_NATIVE_ZE_EXECUTABLE_GRAPH
                                      : ACG_NATIVE_ZE_COMMAND_LIST);
         assert_non_null(h.handle);
@@ -227,53 +230,38 @@ static void test_graph_native_object(void **state) {
         assert_int_equal(h.kind, ACG_NATIVE_NONE);
         assert_null(h.handle);
     }
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_get_native(g, NULL));
-    acg_native_handle bad = ACG_NATIVE_HANDLE_INIT;
-    bad.size = 0;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_get_native(g, &bad));
+    expect_native_refusals(graph_native, g);
     TC_OK(acg_graph_destroy(g));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_get_native(g, &h));
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 /* Foreign work: a declaration eagerly; a ledger node under native capture; an invalidated
  * capture where graphs are built from acg's description. */
 static void test_foreign_work(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    fx *f = *state;
+    acg_stream *s = f->t.s;
+    acg_buffer *y = f->y;
     acg_access acc[] = {{y, 0, 64, ACG_ACCESS_WRITE}};
     TC_OK(acg_stream_declare_foreign(s, "gemm", acc, 1));
-    if (!tc_has_graphs(dev, s)) {
-        TC_OK(acg_buffer_free(y));
-        TC_OK(acg_stream_destroy(s));
-        tc_close(dev);
+    if (!tc_has_graphs(f->t.dev, s)) {
         tc_skip("no graphs: checked only the eager declaration");
     }
     acg_graph *g[2] = {NULL, NULL};
     for (int i = 0; i < 2; i++) {
         TC_OK(acg_stream_begin_capture(s, NULL));
-        TC_OK(tc_fill(s, &k, y, 0, N, (float)i));
+        TC_OK(tc_fill(s, &f->t.k, y, 0, N, (float)i));
         acg_status st = acg_stream_declare_foreign(s, "gemm", acc, 1);
         if (!tc_cap()->native_capture) {
             assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
             TC_LAST_ERROR_HAS("never at replay");
             TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(s, &g[i]));
-            TC_OK(tc_fill(s, &k, y, 0, N, 1.0f)); /* the stream works after the end */
+            TC_OK(tc_fill(s, &f->t.k, y, 0, N, 1.0f)); /* the stream works after the end */
             TC_OK(acg_stream_synchronize(s));
-            TC_OK(acg_buffer_free(y));
-            TC_OK(acg_stream_destroy(s));
-            tc_close(dev);
             tc_skip("no native capture: checked that foreign work invalidates a capture, no "
                     "ledger node");
         }
         TC_OK(st);
-        TC_OK(tc_add(s, &k, y, 0, y, 0, N, 1.0f));
+        TC_OK(tc_add(s, &f->t.k, y, 0, y, 0, N, 1.0f));
         TC_OK(acg_stream_end_capture(s, &g[i]));
     }
     acg_node_info info = {0};
@@ -298,22 +286,17 @@ static void test_foreign_work(void **state) {
         }
     }
     TC_OK(acg_graph_launch(g[0], s));
-    float got[N], want[N];
-    tc_download(s, got, y, sizeof got);
-    tc_splat(want, N, updated ? 2.0f : 1.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT_FLOATS(s, y, N, updated ? 2.0f : 1.0f);
     TC_OK(acg_graph_destroy(g[1]));
     TC_OK(acg_graph_destroy(g[0]));
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 /* A foreign-work name of any length is kept whole, in the ledger (acg_graph_get_node, the
  * topology an update compares) and in the message of a capture it invalidates; two names that
  * differ only past their 31st byte are two names. */
 static void test_foreign_long_name(void **state) {
-    (void)state;
+    fx *f = *state;
+    acg_stream *s = f->t.s;
     char name[2][301];
     for (int i = 0; i < 2; i++) {
         for (int c = 0; c < 300; c++) {
@@ -322,30 +305,19 @@ static void test_foreign_long_name(void **state) {
         name[i][299] = i == 0 ? 'X' : 'Y';
         name[i][300] = '\0';
     }
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
-    acg_access acc[] = {{y, 0, 64, ACG_ACCESS_WRITE}};
-    if (!tc_has_graphs(dev, s)) {
-        TC_OK(acg_buffer_free(y));
-        TC_OK(acg_stream_destroy(s));
-        tc_close(dev);
+    acg_access acc[] = {{f->y, 0, 64, ACG_ACCESS_WRITE}};
+    if (!tc_has_graphs(f->t.dev, s)) {
         tc_skip("no graphs: no ledger to keep a name in");
     }
     acg_graph *g[2] = {NULL, NULL};
     for (int i = 0; i < 2; i++) {
         TC_OK(acg_stream_begin_capture(s, NULL));
-        TC_OK(tc_fill(s, &k, y, 0, N, 1.0f));
+        TC_OK(tc_fill(s, &f->t.k, f->y, 0, N, 1.0f));
         acg_status st = acg_stream_declare_foreign(s, name[i], acc, 1);
         if (!tc_cap()->native_capture) {
             assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
             TC_LAST_ERROR_HAS(name[i]);
             TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(s, &g[i]));
-            TC_OK(acg_buffer_free(y));
-            TC_OK(acg_stream_destroy(s));
-            tc_close(dev);
             tc_skip("no native capture: checked the whole name in the invalidation's message");
         }
         TC_OK(st);
@@ -363,22 +335,18 @@ static void test_foreign_long_name(void **state) {
     }
     TC_OK(acg_graph_destroy(g[1]));
     TC_OK(acg_graph_destroy(g[0]));
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 static void nothing(void *user) { (void)user; }
 
-/* Bad input is refused before anything is queued. */
+/* Bad input is refused before anything is queued (y: 64 bytes). */
 static void test_bad_input(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
+    fx *f = *state;
     acg_device *other = tc_open();
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *y = tc_buffer(dev, 64);
+    acg_stream *s = f->t.s;
+    acg_buffer *y = f->y;
     acg_buffer *elsewhere = tc_buffer(other, 64);
-    acg_buffer *dead = tc_buffer(dev, 64);
+    acg_buffer *dead = tc_buffer(f->t.dev, 64);
     TC_OK(acg_buffer_free(dead));
     acg_access ok[] = {{y, 0, 0, ACG_ACCESS_READ_WRITE}};
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_launch_host(s, NULL, NULL, NULL, 0));
@@ -402,10 +370,7 @@ static void test_bad_input(void **state) {
     TC_OK(acg_stream_launch_host(s, nothing, NULL, ok, 1));
     TC_OK(acg_stream_synchronize(s));
     TC_OK(acg_buffer_free(elsewhere));
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(s));
     tc_close(other);
-    tc_close(dev);
 }
 
 /* Device options: the cpu backend takes capture=native|description, the others none. */
@@ -626,11 +591,17 @@ static void test_device_lost(void **state) {
     tc_expect_device_works(tc_spec());
 }
 
+#define T(fn) TC_FIXTURE2_CASE(fn, N * sizeof(float))
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_host_function_order), cmocka_unit_test(test_native_object),
-    cmocka_unit_test(test_graph_native_object), cmocka_unit_test(test_foreign_work),
-    cmocka_unit_test(test_foreign_long_name),   cmocka_unit_test(test_bad_input),
-    cmocka_unit_test(test_device_options),      cmocka_unit_test(test_alloc_fail),
+    cmocka_unit_test_setup_teardown(test_host_function_order, pipelines_setup, pipelines_teardown),
+    T(test_native_object),
+    T(test_graph_native_object),
+    T(test_foreign_work),
+    T(test_foreign_long_name),
+    TC_FIXTURE2_CASE(test_bad_input, 64),
+    cmocka_unit_test(test_device_options),
+    cmocka_unit_test(test_alloc_fail),
     cmocka_unit_test(test_device_lost),
 };
+#undef T
 TC_MAIN("test_host", tests)

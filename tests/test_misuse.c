@@ -20,14 +20,35 @@
 /* Iterations of each race: the original defects showed within 200 to 2,000. */
 static int iterations(void) { return tc_backend_is("cpu") ? 400 : 200; }
 
+/* The device under test, a stream and the built-in kernels (common.h); or with a second stream
+ * and buffers x and y of N floats. */
+typedef tc_fixture fx;
+typedef tc_fixture2 fx2;
+
+/* A thread that races the main thread's destroy of the object it uses: it sets `started` once
+ * under way, and leaves what its call returned in `status`. */
+typedef struct racer {
+    void *obj; /* what it uses */
+    _Atomic int started;
+    acg_status status;
+} racer;
+
+/* Starts fn(r) on a thread and returns once it is under way. */
+static pthread_t race_start(void *(*fn)(void *), racer *r) {
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fn, r), 0);
+    while (!atomic_load(&r->started)) {
+    }
+    return t;
+}
+
 /* ---- a buffer freed while another thread launches kernels on it (defect 3) ---------------- */
 
 typedef struct launcher {
+    racer r; /* first, so the thread started with it gets the launcher; obj: the buffer;
+                status: the last launch's */
     acg_stream *s;
     const tc_kernels *k;
-    acg_buffer *y;
-    _Atomic int started;
-    acg_status last;
     int ok;
 } launcher;
 
@@ -35,54 +56,39 @@ static void *launch_until_refused(void *arg) {
     launcher *l = arg;
     acg_status st = ACG_OK;
     for (int i = 0; i < 1000000 && st == ACG_OK; i++) {
-        st = tc_add(l->s, l->k, l->y, 0, l->y, 0, N, 1.0f);
+        st = tc_add(l->s, l->k, l->r.obj, 0, l->r.obj, 0, N, 1.0f);
         if (st == ACG_OK) {
             l->ok++;
         }
-        atomic_store(&l->started, 1);
+        atomic_store(&l->r.started, 1);
     }
-    l->last = st;
+    l->r.status = st;
     return NULL;
 }
 
 static void test_free_races_launches(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *s = tc_stream(dev);
+    fx *f = *state;
     for (int it = 0; it < iterations(); it++) {
-        launcher l = {.s = s, .k = &k, .y = tc_buffer(dev, N * sizeof(float))};
-        pthread_t t;
-        assert_int_equal(pthread_create(&t, NULL, launch_until_refused, &l), 0);
-        while (!atomic_load(&l.started)) {
-        }
+        launcher l = {.r.obj = tc_buffer(f->dev, N * sizeof(float)), .s = f->s, .k = &f->k};
+        pthread_t t = race_start(launch_until_refused, &l.r);
         /* The free waits for the launches queued before it; later ones are refused. */
-        TC_OK(acg_buffer_free(l.y));
+        TC_OK(acg_buffer_free(l.r.obj));
         pthread_join(t, NULL);
-        if (l.last != ACG_OK) {
-            assert_int_equal(l.last, ACG_ERR_INVALID_HANDLE);
+        if (l.r.status != ACG_OK) {
+            assert_int_equal(l.r.status, ACG_ERR_INVALID_HANDLE);
         }
         assert_true(l.ok >= 1);
     }
-    TC_OK(acg_stream_synchronize(s));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
+    TC_OK(acg_stream_synchronize(f->s));
 }
 
 /* ---- a device closed while another thread creates a stream on it (defect 4) --------------- */
 
-typedef struct creator {
-    acg_device *dev;
-    _Atomic int started;
-    acg_status status;
-} creator;
-
 static void *create_and_destroy_stream(void *arg) {
-    creator *c = arg;
+    racer *c = arg;
     acg_stream *s = NULL;
     atomic_store(&c->started, 1);
-    c->status = acg_stream_create(c->dev, &s);
+    c->status = acg_stream_create(c->obj, &s);
     if (c->status == ACG_OK) {
         c->status = acg_stream_destroy(s);
     }
@@ -93,14 +99,11 @@ static void test_close_races_stream_create(void **state) {
     (void)state;
     int won = 0, lost = 0;
     for (int it = 0; it < iterations(); it++) {
-        creator c = {.dev = tc_open()};
-        pthread_t t;
-        assert_int_equal(pthread_create(&t, NULL, create_and_destroy_stream, &c), 0);
-        while (!atomic_load(&c.started)) {
-        }
+        racer c = {.obj = tc_open()};
+        pthread_t t = race_start(create_and_destroy_stream, &c);
         /* Refused while the stream lives; once closed, the creation is refused instead. */
         acg_status st;
-        while ((st = acg_device_close(c.dev)) == ACG_ERR_IN_USE) {
+        while ((st = acg_device_close(c.obj)) == ACG_ERR_IN_USE) {
         }
         TC_OK(st);
         pthread_join(t, NULL);
@@ -116,43 +119,28 @@ static void test_close_races_stream_create(void **state) {
 
 /* ---- a stream destroyed while another thread synchronizes it (defect 5) ------------------- */
 
-typedef struct syncer {
-    acg_stream *s;
-    _Atomic int started;
-    acg_status status;
-} syncer;
-
 static void *synchronize_stream(void *arg) {
-    syncer *y = arg;
+    racer *y = arg;
     atomic_store(&y->started, 1);
-    y->status = acg_stream_synchronize(y->s);
+    y->status = acg_stream_synchronize(y->obj);
     return NULL;
 }
 
 static void test_destroy_races_synchronize(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    fx2 *f = *state;
     for (int it = 0; it < iterations(); it++) {
-        syncer z = {.s = tc_stream(dev)};
+        racer z = {.obj = tc_stream(f->t.dev)};
         for (int i = 0; i < 8; i++) {
-            TC_OK(tc_add(z.s, &k, y, 0, y, 0, N, 1.0f));
+            TC_OK(tc_add(z.obj, &f->t.k, f->y, 0, f->y, 0, N, 1.0f));
         }
-        pthread_t t;
-        assert_int_equal(pthread_create(&t, NULL, synchronize_stream, &z), 0);
-        while (!atomic_load(&z.started)) {
-        }
+        pthread_t t = race_start(synchronize_stream, &z);
         /* Waits for the synchronize to return, or the synchronize finds the stream gone. */
-        TC_OK(acg_stream_destroy(z.s));
+        TC_OK(acg_stream_destroy(z.obj));
         pthread_join(t, NULL);
         if (z.status != ACG_OK) {
             assert_int_equal(z.status, ACG_ERR_INVALID_HANDLE);
         }
     }
-    TC_OK(acg_buffer_free(y));
-    tc_close(dev);
 }
 
 /* Two threads destroying one object: exactly one succeeds, the other is refused. */
@@ -168,23 +156,15 @@ static void *destroy_event(void *arg) {
 }
 
 static void test_double_destroy(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
+    fx *f = *state;
     for (int it = 0; it < iterations(); it++) {
         acg_event *e = NULL;
-        TC_OK(acg_event_create(dev, &e));
+        TC_OK(acg_event_create(f->dev, &e));
         destroyer d[2] = {{e, ACG_OK}, {e, ACG_OK}};
-        pthread_t t[2];
-        for (int i = 0; i < 2; i++) {
-            assert_int_equal(pthread_create(&t[i], NULL, destroy_event, &d[i]), 0);
-        }
-        for (int i = 0; i < 2; i++) {
-            pthread_join(t[i], NULL);
-        }
+        tc_run_threads(2, destroy_event, d, sizeof d[0]);
         assert_true((d[0].status == ACG_OK) != (d[1].status == ACG_OK));
         assert_int_equal(d[0].status + d[1].status, ACG_ERR_INVALID_HANDLE);
     }
-    tc_close(dev);
 }
 
 /* ---- a log callback reset while another thread is inside it (defect 2) ------------------- */
@@ -262,9 +242,22 @@ static void test_log_reset_from_callback(void **state) {
 
 /* ---- buffers owned by another object (defect 13) ------------------------------------------ */
 
+/* An attention plan of 2 rows of up to 64 tokens and 2 query tokens. */
+static acg_attn_plan *small_plan(acg_device *dev) {
+    acg_attn_plan_config pc = ACG_ATTN_PLAN_CONFIG_INIT;
+    pc.batch = 2;
+    pc.max_seq_len = 64;
+    pc.max_query_tokens = 2;
+    acg_attn_plan *plan = NULL;
+    TC_OK(acg_attn_plan_create(dev, &pc, &plan));
+    return plan;
+}
+
+/* The buffers of a KV cache and of an attention plan are refused to acg_buffer_free; once their
+ * owners are destroyed nothing of the device is left (the fixture's teardown closes it). */
 static void test_owned_buffers_refused(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
+    fx *f = *state;
+    acg_device *dev = f->dev;
     acg_kv_config kc = ACG_KV_CONFIG_INIT;
     kc.n_pages = 4;
     kc.kv_dim = 8;
@@ -282,12 +275,7 @@ static void test_owned_buffers_refused(void **state) {
     TC_OK(acg_buffer_free(view));
     TC_OK(acg_kv_cache_destroy(kv));
 
-    acg_attn_plan_config pc = ACG_ATTN_PLAN_CONFIG_INIT;
-    pc.batch = 2;
-    pc.max_seq_len = 64;
-    pc.max_query_tokens = 2;
-    acg_attn_plan *plan = NULL;
-    TC_OK(acg_attn_plan_create(dev, &pc, &plan));
+    acg_attn_plan *plan = small_plan(dev);
     acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(plan, &v));
     acg_buffer *views[] = {v.block_table, v.query_offsets, v.kv_lens, v.metadata};
@@ -296,26 +284,18 @@ static void test_owned_buffers_refused(void **state) {
         TC_LAST_ERROR_HAS("attention plan");
     }
     TC_OK(acg_attn_plan_destroy(plan));
-    tc_close(dev); /* nothing leaked: the device closes */
 }
 
 /* ---- plan builds check the stream even when nothing changed (defect 8) -------------------- */
 
 static void test_unchanged_plan_checks_stream(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    acg_device *other = tc_open_cpu();
-    acg_stream *s = tc_stream(dev);
-    acg_stream *elsewhere = tc_stream(other);
+    fx *f = *state;
+    acg_device *dev = f->dev, *other = tc_open_cpu();
+    acg_stream *s = f->s, *elsewhere = tc_stream(other);
     acg_stager *stager = NULL;
     acg_stager_config sc = ACG_STAGER_CONFIG_INIT;
     TC_OK(acg_stager_create(dev, &sc, &stager));
-    acg_attn_plan_config pc = ACG_ATTN_PLAN_CONFIG_INIT;
-    pc.batch = 2;
-    pc.max_seq_len = 64;
-    pc.max_query_tokens = 2;
-    acg_attn_plan *plan = NULL;
-    TC_OK(acg_attn_plan_create(dev, &pc, &plan));
+    acg_attn_plan *plan = small_plan(dev);
     uint32_t pages[] = {1};
     acg_attn_row rows[] = {{pages, 1, 3, 1}};
     TC_OK(acg_attn_plan_build(plan, stager, s, rows, 1));
@@ -340,29 +320,22 @@ static void test_unchanged_plan_checks_stream(void **state) {
     TC_OK(acg_attn_plan_destroy(plan));
     TC_OK(acg_stager_destroy(stager));
     TC_OK(acg_stream_destroy(elsewhere));
-    TC_OK(acg_stream_destroy(s));
     tc_close(other);
-    tc_close(dev);
 }
 
 /* ---- graph update between one-node graphs (defect 1; UBSan) ------------------------------- */
 
 static void test_update_one_node_graphs(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *s = tc_stream(dev);
-    if (!tc_has_graphs(dev, s) || !tc_cap()->graph_update) {
-        TC_OK(acg_stream_destroy(s));
-        tc_close(dev);
-        tc_skip(tc_cap()->graphs ? "no graph update" : "no graphs");
+    fx2 *f = *state;
+    acg_stream *s = f->t.s;
+    tc_need_graphs(f->t.dev, s);
+    if (!tc_cap()->graph_update) {
+        tc_skip("no graph update");
     }
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
     acg_graph *g[2] = {NULL, NULL};
     for (int i = 0; i < 2; i++) {
         TC_OK(acg_stream_begin_capture(s, NULL));
-        TC_OK(tc_fill(s, &k, y, 0, N, (float)(i + 1)));
+        TC_OK(tc_fill(s, &f->t.k, f->y, 0, N, (float)(i + 1)));
         TC_OK(acg_stream_end_capture(s, &g[i]));
         size_t nodes = 0;
         TC_OK(acg_graph_get_node_count(g[i], &nodes));
@@ -370,24 +343,17 @@ static void test_update_one_node_graphs(void **state) {
     }
     TC_OK(acg_graph_update(g[0], g[1]));
     TC_OK(acg_graph_launch(g[0], s));
-    float got[N], want[N];
-    tc_download(s, got, y, sizeof got);
-    tc_splat(want, N, 2.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT_FLOATS(s, f->y, N, 2.0f);
     TC_OK(acg_graph_destroy(g[1]));
     TC_OK(acg_graph_destroy(g[0]));
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 /* ---- two handles of one device are told apart in messages ------------------------------- */
 
 static void test_wrong_device_names_handles(void **state) {
-    (void)state;
-    acg_device *a = tc_open();
+    fx *f = *state;
     acg_device *b = tc_open();
-    acg_stream *s = tc_stream(a);
+    acg_stream *s = f->s;
     acg_buffer *y = tc_buffer(b, 64);
     acg_event *e = NULL;
     TC_OK(acg_event_create(b, &e));
@@ -403,9 +369,7 @@ static void test_wrong_device_names_handles(void **state) {
     TC_LAST_ERROR_HAS("(open #");
     TC_OK(acg_event_destroy(e));
     TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(s));
     tc_close(b);
-    tc_close(a);
 }
 
 /* ---- a destroy from inside a call that uses the object is refused, not deadlocked -------- */
@@ -428,9 +392,8 @@ static size_t one_float(void *user, uint32_t i, const acg_bucket_key *b) {
 }
 
 static void test_destroy_from_callback(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
+    fx *f = *state;
+    acg_stream *s = f->s;
     self_destroy d = {NULL, ACG_OK};
     acg_recipe rc = ACG_RECIPE_INIT;
     rc.name = "self";
@@ -447,7 +410,7 @@ static void test_destroy_from_callback(void **state) {
     c.n_buckets = 1;
     c.stream = s;
     c.graphs = ACG_GRAPHS_OFF;
-    TC_OK(acg_runner_create(dev, &c, &d.r));
+    TC_OK(acg_runner_create(f->dev, &c, &d.r));
     acg_lease lease;
     TC_OK(acg_runner_lease(d.r, 0, &lease));
     TC_OK(acg_runner_run(d.r, &lease, s));
@@ -455,21 +418,19 @@ static void test_destroy_from_callback(void **state) {
     TC_OK(acg_runner_release(d.r, &lease));
     TC_OK(acg_stream_synchronize(s));
     TC_OK(acg_runner_destroy(d.r));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_free_races_launches),
+    TC_FIXTURE_CASE(test_free_races_launches),
     cmocka_unit_test(test_close_races_stream_create),
-    cmocka_unit_test(test_destroy_races_synchronize),
-    cmocka_unit_test(test_double_destroy),
+    TC_FIXTURE2_CASE(test_destroy_races_synchronize, N * sizeof(float)),
+    TC_FIXTURE_CASE(test_double_destroy),
     cmocka_unit_test(test_log_reset_waits),
     cmocka_unit_test(test_log_reset_from_callback),
-    cmocka_unit_test(test_owned_buffers_refused),
-    cmocka_unit_test(test_unchanged_plan_checks_stream),
-    cmocka_unit_test(test_update_one_node_graphs),
-    cmocka_unit_test(test_wrong_device_names_handles),
-    cmocka_unit_test(test_destroy_from_callback),
+    TC_FIXTURE_CASE(test_owned_buffers_refused),
+    TC_FIXTURE_CASE(test_unchanged_plan_checks_stream),
+    TC_FIXTURE2_CASE(test_update_one_node_graphs, N * sizeof(float)),
+    TC_FIXTURE_CASE(test_wrong_device_names_handles),
+    TC_FIXTURE_CASE(test_destroy_from_callback),
 };
 TC_MAIN("test_misuse", tests)

@@ -16,6 +16,9 @@
 #define N 256
 #define BYTES (N * sizeof(float))
 
+/* The device under test, streams s (t.s) and b, and buffers x and y of BYTES (common.h). */
+typedef tc_fixture2 fx;
+
 /* The kind each backend's memory has. */
 static acg_native_kind memory_kind(const char *backend) {
     return strcmp(backend, "cpu") == 0      ? ACG_NATIVE_HOST_MEMORY
@@ -25,9 +28,8 @@ static acg_native_kind memory_kind(const char *backend) {
 }
 
 static void test_buffer_native(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    acg_buffer *b = tc_buffer(dev, BYTES), *view = NULL, *inner = NULL;
+    fx *f = *state;
+    acg_buffer *b = f->y, *view = NULL, *inner = NULL;
     TC_OK(acg_buffer_create_view(b, 64, 128, &view));
     TC_OK(acg_buffer_create_view(view, 16, 32, &inner));
     acg_native_buffer nb = ACG_NATIVE_BUFFER_INIT, nv = ACG_NATIVE_BUFFER_INIT,
@@ -90,13 +92,10 @@ static void test_buffer_native(void **state) {
     TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_get_native(inner, &nb));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_get_native(NULL, &nb));
     TC_OK(acg_buffer_free(view));
-    TC_OK(acg_buffer_free(b));
-    tc_close(dev);
 }
 
 static void test_device_native(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
+    acg_device *dev = ((tc_fixture *)*state)->dev;
     acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
     TC_OK(acg_device_get_native(dev, &nd));
     assert_int_equal(nd.size, sizeof nd);
@@ -119,7 +118,6 @@ static void test_device_native(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_device_get_native(dev, &unset));
     TC_LAST_ERROR_HAS("acg_native_device");
     TC_EXPECT(ERR_INVALID_HANDLE, acg_device_get_native(NULL, &nd));
-    tc_close(dev);
 }
 
 /* ---- foreign work on the cpu backend: a host function through native addresses ----------- */
@@ -141,33 +139,29 @@ static void foreign_add(void *user) {
 }
 
 static void test_cpu_foreign_work(void **state) {
-    (void)state;
+    fx *f = *state;
     if (!tc_backend_is("cpu")) {
         tc_skip("%s's foreign work runs through its driver (the backend's own suite)", tc_spec());
     }
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_buffer *x = tc_buffer(dev, BYTES), *y = tc_buffer(dev, BYTES), *ref = tc_buffer(dev, BYTES),
-               *yv = NULL;
+    acg_stream *s = f->t.s;
+    acg_buffer *x = f->x, *y = f->y, *ref = tc_buffer(f->t.dev, BYTES), *yv = NULL;
     float hx[N], by_acg[N], by_foreign[N];
     tc_fill_floats(hx, N, 5);
     tc_upload(s, x, hx, BYTES);
     TC_OK(acg_buffer_create_view(y, 32 * sizeof(float), BYTES - 32 * sizeof(float), &yv));
-    foreign f = {ACG_NATIVE_BUFFER_INIT, ACG_NATIVE_BUFFER_INIT, 1.5f};
-    TC_OK(acg_buffer_get_native(x, &f.x));
-    TC_OK(acg_buffer_get_native(yv, &f.y));
+    foreign work = {ACG_NATIVE_BUFFER_INIT, ACG_NATIVE_BUFFER_INIT, 1.5f};
+    TC_OK(acg_buffer_get_native(x, &work.x));
+    TC_OK(acg_buffer_get_native(yv, &work.y));
     const acg_access acc[2] = {{x, 0, 0, ACG_ACCESS_READ}, {yv, 0, 0, ACG_ACCESS_WRITE}};
 
     /* acg's own kernel: the same window of ref. */
     TC_OK(acg_fill(s, ref, 0, BYTES, 0, 4));
-    TC_OK(tc_add(s, &k, ref, 32 * sizeof(float), x, 0, N - 32, 1.5f));
+    TC_OK(tc_add(s, &f->t.k, ref, 32 * sizeof(float), x, 0, N - 32, 1.5f));
     tc_download(s, by_acg, ref, BYTES);
 
     /* Eagerly. */
     TC_OK(acg_fill(s, y, 0, BYTES, 0, 4));
-    TC_OK(acg_stream_launch_host(s, foreign_add, &f, acc, 2));
+    TC_OK(acg_stream_launch_host(s, foreign_add, &work, acc, 2));
     tc_download(s, by_foreign, y, BYTES);
     TC_BYTES_EQUAL(by_foreign, by_acg, BYTES);
 
@@ -175,7 +169,7 @@ static void test_cpu_foreign_work(void **state) {
     acg_graph *g = NULL;
     TC_OK(acg_stream_begin_capture(s, NULL));
     TC_OK(acg_fill(s, y, 0, BYTES, 0, 4));
-    TC_OK(acg_stream_launch_host(s, foreign_add, &f, acc, 2));
+    TC_OK(acg_stream_launch_host(s, foreign_add, &work, acc, 2));
     TC_OK(acg_stream_end_capture(s, &g));
     TC_EXPECT(ERR_IN_USE, acg_buffer_free(yv)); /* the graph holds what it declared */
     for (int i = 0; i < 3; i++) {
@@ -186,23 +180,18 @@ static void test_cpu_foreign_work(void **state) {
     }
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(yv));
-    TC_OK(acg_buffer_free(x));
-    TC_OK(acg_buffer_free(y));
     TC_OK(acg_buffer_free(ref));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 /* A lost device hands out no native objects. */
 static void test_lost_device(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
+    fx *f = *state;
+    acg_device *dev = f->t.dev;
+    acg_stream *s = f->t.s;
+    acg_buffer *b = f->y;
     if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
-        tc_close(dev);
         skip(); /* the backends' own tests provoke their drivers' faults */
     }
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *b = tc_buffer(dev, BYTES);
     acg_graph *g = NULL;
     TC_OK(acg_stream_begin_capture(s, NULL));
     TC_OK(acg_fill(s, b, 0, BYTES, 0, 4));
@@ -215,16 +204,15 @@ static void test_lost_device(void **state) {
     TC_LAST_ERROR_HAS("acg_buffer_get_native");
     TC_EXPECT(ERR_DEVICE_LOST, acg_device_get_native(dev, &nd));
     TC_LAST_ERROR_HAS("acg_device_get_native");
-    TC_OK(acg_graph_destroy(g));
-    TC_OK(acg_buffer_free(b));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
+    TC_OK(acg_graph_destroy(g)); /* the fixture releases the rest, and the lost device closes */
 }
 
+#define T(fn) TC_FIXTURE2_CASE(fn, BYTES)
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_buffer_native),
-    cmocka_unit_test(test_device_native),
-    cmocka_unit_test(test_cpu_foreign_work),
-    cmocka_unit_test(test_lost_device),
+    T(test_buffer_native),
+    TC_FIXTURE_CASE(test_device_native),
+    T(test_cpu_foreign_work),
+    T(test_lost_device),
 };
+#undef T
 TC_MAIN("test_native", tests)

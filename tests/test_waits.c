@@ -23,6 +23,9 @@
 #define N 1024
 #define GUARD_S 60 /* a call that must return and blocks instead fails the test after this */
 
+/* The device under test, streams a (t.s) and b, and buffers x and y of N floats (common.h). */
+typedef tc_fixture2 fx;
+
 typedef struct gate {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -41,7 +44,20 @@ static void gate_host(void *user) {
     pthread_mutex_unlock(&g->mu);
 }
 
-/* Holds the stream's later work until gate_open; acc lists the buffers the held work uses. */
+/* A case that holds a stream needs a gate for its backend (cpu, or opencl where it is compiled
+ * in): else it is skipped, before it makes anything the fixture does not release. */
+static void need_gate(void) {
+    bool opencl = false;
+#if defined(TC_HAVE_OPENCL)
+    opencl = tc_backend_is("opencl");
+#endif
+    if (!tc_backend_is("cpu") && !opencl) {
+        tc_skip("no gate for the %s backend to hold a stream with", tc_backend());
+    }
+}
+
+/* Holds the stream's later work until gate_open; acc lists the buffers the held work uses. The
+ * case called need_gate. */
 static void gate_close(gate *g, acg_stream *s, const acg_access *acc, size_t n) {
     memset(g, 0, sizeof *g);
     pthread_mutex_init(&g->mu, NULL);
@@ -66,7 +82,7 @@ static void gate_close(gate *g, acg_stream *s, const acg_access *acc, size_t n) 
         return;
     }
 #endif
-    tc_skip("no gate for the %s backend to hold a stream with", tc_backend());
+    fail_msg("no gate for the %s backend: the case did not call need_gate", tc_backend());
 }
 
 static void gate_open(gate *g) {
@@ -136,10 +152,7 @@ static void use_device(acg_device *dev, const tc_kernels *k) {
     acg_stream *s = tc_stream(dev);
     acg_buffer *b = tc_buffer(dev, N * sizeof(float));
     TC_OK(tc_fill(s, k, b, 0, N, 5.0f));
-    float got[N], want[N];
-    tc_download(s, got, b, sizeof got);
-    tc_splat(want, N, 5.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT_FLOATS(s, b, N, 5.0f);
     TC_OK(acg_buffer_free(b));
     acg_event *e = tc_event(dev);
     TC_OK(acg_event_destroy(e));
@@ -148,14 +161,13 @@ static void use_device(acg_device *dev, const tc_kernels *k) {
 }
 
 /* Runs fn(arg) on its own thread while g holds a stream's work: the call must still be waiting
- * after a while, other threads must use the device meanwhile (use_device), and once g opens
+ * after a while, other threads must use f's device meanwhile (use_device), and once g opens
  * the call must return ACG_OK. Destroys g. */
-static void expect_waits_for_gate(gate *g, acg_status (*fn)(void *), void *arg, acg_device *dev,
-                                  const tc_kernels *k) {
+static void expect_waits_for_gate(gate *g, acg_status (*fn)(void *), void *arg, const fx *f) {
     task t;
     task_start(&t, fn, arg);
     bool blocked = task_blocked(&t);
-    use_device(dev, k);
+    use_device(f->t.dev, &f->t.k);
     gate_open(g);
     TC_OK(task_join(&t)); /* under ASan a free that did not wait is a use after free */
     assert_true(blocked);
@@ -164,129 +176,91 @@ static void expect_waits_for_gate(gate *g, acg_status (*fn)(void *), void *arg, 
 
 /* A free waits for the stream that used the buffer, and only for it. */
 static void test_free_waits_for_its_streams(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *a = tc_stream(dev), *b = tc_stream(dev);
-    acg_buffer *held = tc_buffer(dev, N * sizeof(float));
-    acg_buffer *other = tc_buffer(dev, N * sizeof(float));
+    fx *f = *state;
+    need_gate();
+    acg_stream *a = f->t.s, *b = f->b;
+    acg_buffer *held = tc_buffer(f->t.dev, N * sizeof(float));
+    acg_buffer *other = tc_buffer(f->t.dev, N * sizeof(float));
     acg_buffer *view = NULL;
     TC_OK(acg_buffer_create_view(held, 0, N * sizeof(float) / 2, &view));
-    TC_OK(tc_fill(b, &k, other, 0, N, 1.0f));
+    TC_OK(tc_fill(b, &f->t.k, other, 0, N, 1.0f));
     TC_OK(acg_stream_synchronize(b));
     gate g;
     /* The held work uses `held` through its view: the mark reaches the root allocation. */
     acg_access acc = {.buffer = view, .mode = ACG_ACCESS_WRITE};
     gate_close(&g, a, &acc, 1);
-    TC_OK(tc_fill(a, &k, held, 0, N, 2.0f)); /* queued behind the gate */
-    TC_OK(tc_fill(b, &k, other, 0, N, 3.0f));
+    TC_OK(tc_fill(a, &f->t.k, held, 0, N, 2.0f)); /* queued behind the gate */
+    TC_OK(tc_fill(b, &f->t.k, other, 0, N, 3.0f));
 
     /* `other` was used on b only: its free does not wait for a. */
     tc_hang_guard(GUARD_S, "a free waiting for a stream that never used the buffer");
     TC_OK(acg_buffer_free(other));
     tc_hang_guard(0, NULL);
-    use_device(dev, &k);
+    use_device(f->t.dev, &f->t.k);
 
     TC_OK(acg_buffer_free(view));
-    expect_waits_for_gate(&g, free_buffer, held, dev, &k); /* for the gated work on a */
-    TC_OK(acg_stream_destroy(a));
-    TC_OK(acg_stream_destroy(b));
-    tc_close(dev);
+    expect_waits_for_gate(&g, free_buffer, held, f); /* for the gated work on a */
 }
 
 /* acg_pinned_free waits for the stream that copies into the memory, and only for it. */
 static void test_pinned_free_waits_for_its_streams(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    if (!tc_has_pinned_memory(dev)) {
-        tc_close(dev);
+    fx *f = *state;
+    if (!tc_has_pinned_memory(f->t.dev)) {
         tc_skip("no pinned memory");
     }
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *a = tc_stream(dev), *b = tc_stream(dev);
-    acg_buffer *x = tc_buffer(dev, N * sizeof(float));
-    TC_OK(tc_fill(b, &k, x, 0, N, 4.0f));
+    need_gate();
+    acg_stream *a = f->t.s, *b = f->b;
+    TC_OK(tc_fill(b, &f->t.k, f->y, 0, N, 4.0f));
     TC_OK(acg_stream_synchronize(b));
-    float *held = tc_pinned(dev, N * sizeof(float));
-    float *other = tc_pinned(dev, N * sizeof(float));
-    TC_OK(acg_copy_d2h(b, other, x, 0, N * sizeof(float)));
+    float *held = tc_pinned(f->t.dev, N * sizeof(float));
+    float *other = tc_pinned(f->t.dev, N * sizeof(float));
+    TC_OK(acg_copy_d2h(b, other, f->y, 0, N * sizeof(float)));
     gate g;
     gate_close(&g, a, NULL, 0);
-    TC_OK(acg_copy_d2h(a, held, x, 0, N * sizeof(float))); /* behind the gate */
+    TC_OK(acg_copy_d2h(a, held, f->y, 0, N * sizeof(float))); /* behind the gate */
 
     tc_hang_guard(GUARD_S, "a pinned free waiting for a stream that never copied into it");
     TC_OK(acg_pinned_free(other));
     tc_hang_guard(0, NULL);
 
-    expect_waits_for_gate(&g, free_pinned, held, dev, &k);
-    TC_OK(acg_buffer_free(x));
-    TC_OK(acg_stream_destroy(a));
-    TC_OK(acg_stream_destroy(b));
-    tc_close(dev);
+    expect_waits_for_gate(&g, free_pinned, held, f);
 }
 
 /* acg_device_synchronize waits for every stream without holding the device. */
 static void test_device_synchronize_leaves_device_usable(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *a = tc_stream(dev);
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    fx *f = *state;
+    need_gate();
     gate g;
-    gate_close(&g, a, NULL, 0);
-    TC_OK(tc_fill(a, &k, y, 0, N, 6.0f));
-    expect_waits_for_gate(&g, sync_device, dev, dev, &k);
+    gate_close(&g, f->t.s, NULL, 0);
+    TC_OK(tc_fill(f->t.s, &f->t.k, f->y, 0, N, 6.0f));
+    expect_waits_for_gate(&g, sync_device, f->t.dev, f);
     /* It returned after the gated work ran. */
-    float got[N], want[N];
-    TC_OK(acg_copy_d2h(a, got, y, 0, sizeof got));
-    tc_splat(want, N, 6.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(a));
-    tc_close(dev);
+    TC_EXPECT_FLOATS(f->t.s, f->y, N, 6.0f);
 }
 
 /* acg_graph_destroy waits for the graph's replay without holding the device. */
 static void test_graph_destroy_leaves_device_usable(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    acg_stream *a = tc_stream(dev);
-    if (!tc_has_graphs(dev, a)) {
-        TC_OK(acg_stream_destroy(a));
-        tc_close(dev);
-        tc_skip("no graphs");
-    }
-    acg_buffer *y = tc_buffer(dev, N * sizeof(float));
+    fx *f = *state;
+    acg_stream *a = f->t.s;
+    tc_need_graphs(f->t.dev, a);
+    need_gate();
     acg_graph *graph = NULL;
     TC_OK(acg_stream_begin_capture(a, NULL));
-    TC_OK(tc_fill(a, &k, y, 0, N, 7.0f));
+    TC_OK(tc_fill(a, &f->t.k, f->y, 0, N, 7.0f));
     TC_OK(acg_stream_end_capture(a, &graph));
     gate g;
     gate_close(&g, a, NULL, 0);
     TC_OK(acg_graph_launch(graph, a)); /* the replay waits behind the gate */
-    expect_waits_for_gate(&g, destroy_graph, graph, dev, &k);
-    float got[N], want[N];
-    tc_download(a, got, y, sizeof got);
-    tc_splat(want, N, 7.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
-    TC_OK(acg_buffer_free(y));
-    TC_OK(acg_stream_destroy(a));
-    tc_close(dev);
+    expect_waits_for_gate(&g, destroy_graph, graph, f);
+    TC_EXPECT_FLOATS(a, f->y, N, 7.0f);
 }
 
 /* Captures end (and instantiate, without the device lock) while other threads allocate, free
  * and synchronize the device; the others' frees and synchronizes invalidate captures that are
  * still recording, and every graph that does come out replays what was captured. */
 typedef struct race {
-    acg_device *dev;
-    tc_kernels k;
+    const fx *f; /* its y is freed once the pool is gone: a discarded graph may be parked in it */
     acg_graph_pool *pool;
-    acg_buffer *y; /* freed once the pool is gone: a discarded graph may be parked in it */
     atomic_int stop;
     int graphs;
 } race;
@@ -295,9 +269,11 @@ enum { RACE_ROUNDS = 150 };
 
 static void *race_capture(void *p) {
     race *r = p;
-    acg_stream *s = tc_stream(r->dev), *f = tc_stream(r->dev);
-    acg_event *fork = tc_event(r->dev), *join = tc_event(r->dev);
-    acg_buffer *y = r->y;
+    acg_device *dev = r->f->t.dev;
+    const tc_kernels *k = &r->f->t.k;
+    acg_stream *s = tc_stream(dev), *f = tc_stream(dev);
+    acg_event *fork = tc_event(dev), *join = tc_event(dev);
+    acg_buffer *y = r->f->y;
     for (int i = 0; i < RACE_ROUNDS; i++) {
         acg_graph *g = NULL;
         acg_status st = acg_stream_begin_capture(s, r->pool);
@@ -305,10 +281,10 @@ static void *race_capture(void *p) {
             /* Two streams, so the end meets a forked stream and its join. */
             acg_event_record(fork, s);
             acg_stream_wait_event(f, fork);
-            tc_fill(f, &r->k, y, 0, N / 2, (float)i);
+            tc_fill(f, k, y, 0, N / 2, (float)i);
             acg_event_record(join, f);
             acg_stream_wait_event(s, join);
-            tc_fill(s, &r->k, y, N / 2 * sizeof(float), N / 2, (float)i);
+            tc_fill(s, k, y, N / 2 * sizeof(float), N / 2, (float)i);
             st = acg_stream_end_capture(s, &g);
         }
         /* Where the capture was invalidated before f forked into it, f ran its fill eagerly:
@@ -317,11 +293,8 @@ static void *race_capture(void *p) {
         if (st == ACG_OK) {
             r->graphs++;
             TC_OK(acg_graph_launch(g, s));
-            float got[N], want[N];
             TC_OK(acg_stream_synchronize(s));
-            TC_OK(acg_copy_d2h(s, got, y, 0, sizeof got));
-            tc_splat(want, N, (float)i);
-            TC_BYTES_EQUAL(want, got, sizeof got);
+            TC_EXPECT_FLOATS(s, y, N, (float)i);
             TC_OK(i % 2 ? acg_graph_destroy(g) : acg_graph_discard(g));
         } else if (st != ACG_ERR_CAPTURE_INVALIDATED && st != ACG_ERR_IN_USE) {
             TC_OK(st);
@@ -337,17 +310,18 @@ static void *race_capture(void *p) {
 
 static void *race_others(void *p) {
     race *r = p;
-    acg_stream *s = tc_stream(r->dev);
+    acg_device *dev = r->f->t.dev;
+    acg_stream *s = tc_stream(dev);
     for (int i = 0; !atomic_load(&r->stop); i++) {
         acg_buffer *b = NULL;
-        acg_status st = acg_buffer_alloc(r->dev, N * sizeof(float), &b);
+        acg_status st = acg_buffer_alloc(dev, N * sizeof(float), &b);
         if (st == ACG_OK) {
-            tc_fill(s, &r->k, b, 0, N, 1.0f);
+            tc_fill(s, &r->f->t.k, b, 0, N, 1.0f);
             while ((st = acg_buffer_free(b)) == ACG_ERR_CAPTURE_INVALIDATED) {
             }
             TC_OK(st);
         }
-        st = i % 4 == 0 ? acg_device_synchronize(r->dev) : acg_stream_synchronize(s);
+        st = i % 4 == 0 ? acg_device_synchronize(dev) : acg_stream_synchronize(s);
         if (st != ACG_ERR_CAPTURE_INVALIDATED) {
             TC_OK(st);
         }
@@ -357,21 +331,15 @@ static void *race_others(void *p) {
 }
 
 static void test_end_capture_races(void **state) {
-    (void)state;
-    race r = {.dev = tc_open()};
-    acg_stream *pa = tc_stream(r.dev), *pb = tc_stream(r.dev);
-    acg_event *e = tc_event(r.dev);
-    bool ok = tc_has_graphs(r.dev, pa) && tc_has_multi_stream_capture(r.dev, pa, pb, e);
+    fx *f = *state;
+    tc_need_graphs(f->t.dev, f->t.s);
+    acg_event *e = tc_event(f->t.dev);
+    bool multi = tc_has_multi_stream_capture(f->t.dev, f->t.s, f->b, e);
     TC_OK(acg_event_destroy(e));
-    TC_OK(acg_stream_destroy(pb));
-    TC_OK(acg_stream_destroy(pa));
-    if (!ok) {
-        tc_close(r.dev);
-        tc_skip(tc_cap()->graphs ? "no multi-stream capture" : "no graphs");
+    if (!multi) {
+        tc_skip("no multi-stream capture");
     }
-    tc_kernels_get(r.dev, &r.k);
-    r.pool = tc_pool(r.dev);
-    r.y = tc_buffer(r.dev, N * sizeof(float));
+    race r = {.f = f, .pool = tc_pool(f->t.dev)};
     atomic_init(&r.stop, 0);
     pthread_t cap, other;
     tc_hang_guard(GUARD_S * 4, "captures racing frees and synchronizes");
@@ -382,17 +350,18 @@ static void test_end_capture_races(void **state) {
     tc_hang_guard(0, NULL);
     print_message("%d of %d captures made graphs\n", r.graphs, RACE_ROUNDS);
     /* A backend that keeps discarded graphs (level_zero) may still hold the last one that was
-     * discarded, if no capture succeeded after it: the pool's end releases it. */
+     * discarded, if no capture succeeded after it: the pool's end releases it (and the fixture
+     * frees y after it). */
     TC_OK(acg_graph_pool_destroy(r.pool));
-    TC_OK(acg_buffer_free(r.y));
-    tc_close(r.dev);
 }
 
+#define T(fn) TC_FIXTURE2_CASE(fn, N * sizeof(float))
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_free_waits_for_its_streams),
-    cmocka_unit_test(test_pinned_free_waits_for_its_streams),
-    cmocka_unit_test(test_device_synchronize_leaves_device_usable),
-    cmocka_unit_test(test_graph_destroy_leaves_device_usable),
-    cmocka_unit_test(test_end_capture_races),
+    T(test_free_waits_for_its_streams),
+    T(test_pinned_free_waits_for_its_streams),
+    T(test_device_synchronize_leaves_device_usable),
+    T(test_graph_destroy_leaves_device_usable),
+    T(test_end_capture_races),
 };
+#undef T
 TC_MAIN("test_waits", tests)
