@@ -750,3 +750,25 @@ void tc_hang_guard(unsigned seconds, const char *what) {
     signal(SIGALRM, on_hang);
     alarm(seconds);
 }
+
+/* ---- the graph suites: buffers checked and freed --------------------------------------------- */
+
+void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, const char *file,
+                       int line) {
+    float *back = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    assert_non_null(back);
+    assert_non_null(want);
+    tc_expect_(ACG_OK, acg_copy_d2h(s, back, buf, 0, n * sizeof(float)), "acg_copy_d2h", file,
+               line);
+    tc_expect_(ACG_OK, acg_stream_synchronize(s), "acg_stream_synchronize", file, line);
+    tc_splat(want, n, v);
+    tc_bytes_equal_(back, want, n * sizeof(float), file, line);
+    free(back);
+    free(want);
+}
+
+void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int line) {
+    for (size_t i = 0; i < n; i++) {
+        tc_expect_(ACG_OK, acg_buffer_free(bufs[i]), "acg_buffer_free", file, line);
+    }
+}

@@ -269,4 +269,19 @@ acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, siz
 /* Returns true when haystack contains needle (NULL-safe). */
 bool tc_contains(const char *haystack, const char *needle);
 
+/* ---- the graph suites: buffers checked and freed --------------------------------------------- */
+
+/* Expects the first n floats of buf, read on s after what s queued, to be v, bit for bit. */
+#define TC_EXPECT_FLOATS(s, buf, n, v) tc_expect_floats_((s), (buf), (n), (v), __FILE__, __LINE__)
+void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, const char *file,
+                       int line);
+
+/* Frees each buffer given, in order (a view before its parent), asserting that each free
+ * returns ACG_OK: TC_FREE_BUFFERS(x, y, z). */
+#define TC_FREE_BUFFERS(...)                                                                       \
+    tc_free_buffers_((acg_buffer *const[]){__VA_ARGS__},                                           \
+                     sizeof((acg_buffer *const[]){__VA_ARGS__}) / sizeof(acg_buffer *), __FILE__,  \
+                     __LINE__)
+void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int line);
+
 #endif /* ACG_TESTS_COMMON_H */
