@@ -4,6 +4,8 @@
  * bytes twice, every error path, and, when Graphviz is installed, `dot` accepting the text. */
 #include "common.h"
 
+#include "core/export/acg-layer.h" /* ACG__TRY */
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,10 +108,9 @@ static char *render_svg(const char *text) {
 /* ---- the graph under test ------------------------------------------------------------------ */
 
 typedef struct fx {
-    acg_device *dev;
-    acg_stream *a, *b;
+    tc_fixture t; /* the device under test, its stream a (t.s), the built-in kernels */
+    acg_stream *b;
     acg_event *e1, *e2;
-    tc_kernels k;
     acg_buffer *x, *y, *z, *w; /* N floats each */
     bool forked;               /* b forked into the capture (else all of it is on a) */
     bool host;                 /* the graph holds a host function */
@@ -119,69 +120,52 @@ typedef struct fx {
 
 static void host_noop(void *user) { (void)user; }
 
-/* a: fill_f32(x) with local 64; b (forked at e1): add_scalar_f32(y = x + 2), acg_fill(z);
- * a: copy d2d (w <- x); a joins b at e2; a: a host function reading y and writing and reading
- * z (where graphs call host functions); a: axpy_f32(w += 0.5 y). */
-static acg_status capture(fx *f) {
-    acg_stream *side = f->forked ? f->b : f->a;
+/* What the graph under test captures (a tc_work_fn on f->t.s and f->b; ctx the fx). a:
+ * fill_f32(x) with local 64; b (forked at e1): add_scalar_f32(y = x + 2), acg_fill(z); a: copy
+ * d2d (w <- x); a joins b at e2; a: a host function reading y and writing and reading z (where
+ * graphs call host functions); a: axpy_f32(w += 0.5 y). */
+static acg_status work(void *ctx, acg_stream *a, acg_stream *b) {
+    fx *f = ctx;
+    acg_stream *side = f->forked ? b : a;
     acg_dims dims = {{N, 1, 1}, {64, 0, 0}};
     acg_arg fill_args[2] = {acg_arg_buffer(f->x, 0), acg_arg_f32(1.0f)};
     acg_access acc[3] = {{f->y, 0, 0, ACG_ACCESS_READ},
                          {f->z, 0, 0, ACG_ACCESS_WRITE},
                          {f->z, 0, 0, ACG_ACCESS_READ}};
-    acg_status st = acg_stream_begin_capture(f->a, NULL);
-    if (st != ACG_OK) {
-        return st;
+    ACG__TRY(acg_kernel_launch(a, f->t.k.fill, &dims, fill_args, 2));
+    if (f->forked) {
+        ACG__TRY(acg_event_record(f->e1, a));
+        ACG__TRY(acg_stream_wait_event(b, f->e1));
     }
-    acg_status cst = acg_kernel_launch(f->a, f->k.fill, &dims, fill_args, 2);
-    if (cst == ACG_OK && f->forked) {
-        cst = acg_event_record(f->e1, f->a);
+    ACG__TRY(tc_add(side, &f->t.k, f->y, 0, f->x, 0, N, 2.0f));
+    ACG__TRY(acg_fill(side, f->z, 0, NB, 0xab, 1));
+    if (f->forked) {
+        ACG__TRY(acg_event_record(f->e2, b));
     }
-    if (cst == ACG_OK && f->forked) {
-        cst = acg_stream_wait_event(f->b, f->e1);
+    ACG__TRY(acg_copy_d2d(a, f->w, 0, f->x, 0, NB));
+    if (f->forked) {
+        ACG__TRY(acg_stream_wait_event(a, f->e2));
     }
-    if (cst == ACG_OK) {
-        cst = tc_add(side, &f->k, f->y, 0, f->x, 0, N, 2.0f);
+    if (f->host) {
+        ACG__TRY(acg_stream_launch_host(a, host_noop, NULL, acc, 3));
     }
-    if (cst == ACG_OK) {
-        cst = acg_fill(side, f->z, 0, NB, 0xab, 1);
-    }
-    if (cst == ACG_OK && f->forked) {
-        cst = acg_event_record(f->e2, f->b);
-    }
-    if (cst == ACG_OK) {
-        cst = acg_copy_d2d(f->a, f->w, 0, f->x, 0, NB);
-    }
-    if (cst == ACG_OK && f->forked) {
-        cst = acg_stream_wait_event(f->a, f->e2);
-    }
-    if (cst == ACG_OK && f->host) {
-        cst = acg_stream_launch_host(f->a, host_noop, NULL, acc, 3);
-    }
-    if (cst == ACG_OK) {
-        cst = tc_axpy(f->a, &f->k, f->w, 0, f->y, 0, N, 0.5f);
-    }
-    st = acg_stream_end_capture(f->a, &f->g);
-    return cst != ACG_OK ? cst : st;
+    return tc_axpy(a, &f->t.k, f->w, 0, f->y, 0, N, 0.5f);
 }
 
 static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->a = tc_stream(f->dev);
-    f->b = tc_stream(f->dev);
-    f->e1 = tc_event(f->dev);
-    f->e2 = tc_event(f->dev);
-    tc_kernels_get(f->dev, &f->k);
-    f->x = tc_buffer(f->dev, NB);
-    f->y = tc_buffer(f->dev, NB);
-    f->z = tc_buffer(f->dev, NB);
-    f->w = tc_buffer(f->dev, NB);
+    fx *f = tc_fixture_new(sizeof *f);
+    f->b = tc_stream(f->t.dev);
+    f->e1 = tc_event(f->t.dev);
+    f->e2 = tc_event(f->t.dev);
+    f->x = tc_buffer(f->t.dev, NB);
+    f->y = tc_buffer(f->t.dev, NB);
+    f->z = tc_buffer(f->t.dev, NB);
+    f->w = tc_buffer(f->t.dev, NB);
     f->forked = tc_cap()->multi_stream_capture;
     f->host = tc_cap()->graph_host_functions;
     f->axpy = f->host ? 5 : 4;
     if (tc_cap()->graphs) {
-        TC_OK(capture(f));
+        TC_OK(tc_capture(work, f, f->t.s, f->b, NULL, &f->g));
     }
     *state = f;
     return 0;
@@ -190,22 +174,16 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fx *f = *state;
     TC_OK(acg_graph_destroy(f->g));
-    TC_OK(acg_buffer_free(f->x));
-    TC_OK(acg_buffer_free(f->y));
-    TC_OK(acg_buffer_free(f->z));
-    TC_OK(acg_buffer_free(f->w));
+    TC_FREE_BUFFERS(f->x, f->y, f->z, f->w);
     TC_OK(acg_event_destroy(f->e1));
     TC_OK(acg_event_destroy(f->e2));
-    TC_OK(acg_stream_destroy(f->a));
     TC_OK(acg_stream_destroy(f->b));
-    tc_close(f->dev);
-    free(f);
-    return 0;
+    return tc_fixture_teardown(state);
 }
 
 /* A case that needs graphs checks on a device without them that it refuses them, and ends
  * there, skipped. */
-#define NEED_GRAPHS(f) tc_need_graphs((f)->dev, (f)->a)
+#define NEED_GRAPHS(f) tc_need_graphs((f)->t.dev, (f)->t.s)
 
 /* ---- cases ----------------------------------------------------------------------------------- */
 
@@ -222,7 +200,7 @@ static void test_nodes_and_title(void **state) {
     assert_int_equal(text[strlen(text) - 2], '}');
     char title[512];
     snprintf(title, sizeof title, " on %s (%s): %zu nodes, %d stream%s\\n",
-             acg_device_get_spec(f->dev), tc_cap()->name, n_nodes, f->forked ? 2 : 1,
+             acg_device_get_spec(f->t.dev), tc_cap()->name, n_nodes, f->forked ? 2 : 1,
              f->forked ? "s" : "");
     HAS(text, title);
     HAS(text, "label=\"#0 kernel fill_f32\\nglobal 4096, local 64\"");
@@ -380,7 +358,7 @@ static void test_bad_arguments(void **state) {
     assert_non_null(out);
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_write_dot(NULL, out, 0));
     TC_LAST_ERROR_HAS("acg_graph_write_dot");
-    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_write_dot((const acg_graph *)f->a, out, 0));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_write_dot((const acg_graph *)f->t.s, out, 0));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_write_dot(f->g, NULL, 0));
     TC_LAST_ERROR_HAS("out is NULL");
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_write_dot(f->g, out, 2));
@@ -388,9 +366,9 @@ static void test_bad_arguments(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_write_dot(f->g, out, ACG_DOT_BUFFERS | 0x80000000u));
     TC_LAST_ERROR_HAS("unknown flags 0x80000000");
     acg_graph *dead = NULL;
-    TC_OK(acg_stream_begin_capture(f->a, NULL));
-    TC_OK(tc_fill(f->a, &f->k, f->x, 0, N, 1.0f));
-    TC_OK(acg_stream_end_capture(f->a, &dead));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(tc_fill(f->t.s, &f->t.k, f->x, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->t.s, &dead));
     TC_OK(acg_graph_destroy(dead));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_write_dot(dead, out, 0));
     assert_int_equal(fflush(out), 0);
@@ -436,8 +414,8 @@ static void test_empty_graph(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
     acg_graph *g = NULL;
-    TC_OK(acg_stream_begin_capture(f->a, NULL));
-    TC_OK(acg_stream_end_capture(f->a, &g));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(acg_stream_end_capture(f->t.s, &g));
     char *text = dot_of(g, ACG_DOT_BUFFERS);
     HAS(text, ": 0 nodes, 0 streams, 0 buffers\\n");
     LACKS(text, "subgraph");
@@ -509,11 +487,11 @@ static void test_allreduce(void **state) {
         tc_skip("no collectives: no allreduce node");
     }
     acg_device_group *group = NULL;
-    TC_OK(acg_device_group_create(f->dev, tc_one_rank_comm(), &group));
+    TC_OK(acg_device_group_create(f->t.dev, tc_one_rank_comm(), &group));
     acg_graph *g = NULL;
-    TC_OK(acg_stream_begin_capture(f->a, NULL));
-    TC_OK(acg_allreduce(f->a, group, f->x, 0, 256));
-    TC_OK(acg_stream_end_capture(f->a, &g));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(acg_allreduce(f->t.s, group, f->x, 0, 256));
+    TC_OK(acg_stream_end_capture(f->t.s, &g));
     char *text = dot_of(g, ACG_DOT_BUFFERS);
     HAS(text, "label=\"#0 allreduce\\n256 floats, 1024 B (1.0 KiB)\"");
     HAS(text, "  n0 -> b0 [dir=both, label=\"read/write\"];\n");
