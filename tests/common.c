@@ -755,15 +755,13 @@ void tc_hang_guard(unsigned seconds, const char *what) {
 
 void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, const char *file,
                        int line) {
-    float *back = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
-    assert_non_null(back);
+    float *got = malloc(n * sizeof *got), *want = malloc(n * sizeof *want);
+    assert_non_null(got);
     assert_non_null(want);
-    tc_expect_(ACG_OK, acg_copy_d2h(s, back, buf, 0, n * sizeof(float)), "acg_copy_d2h", file,
-               line);
-    tc_expect_(ACG_OK, acg_stream_synchronize(s), "acg_stream_synchronize", file, line);
+    tc_download(s, got, buf, n * sizeof *got);
     tc_splat(want, n, v);
-    tc_bytes_equal_(back, want, n * sizeof(float), file, line);
-    free(back);
+    tc_bytes_equal_(want, got, n * sizeof *got, file, line);
+    free(got);
     free(want);
 }
 

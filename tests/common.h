@@ -271,7 +271,8 @@ bool tc_contains(const char *haystack, const char *needle);
 
 /* ---- the graph suites: buffers checked and freed --------------------------------------------- */
 
-/* Expects the first n floats of buf, read on s after what s queued, to be v, bit for bit. */
+/* Downloads the first n floats of buf through s (waiting for s) and asserts that each is v, bit
+ * for bit; on a mismatch reports the first differing float. */
 #define TC_EXPECT_FLOATS(s, buf, n, v) tc_expect_floats_((s), (buf), (n), (v), __FILE__, __LINE__)
 void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, const char *file,
                        int line);
