@@ -770,3 +770,12 @@ void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int l
         tc_expect_(ACG_OK, acg_buffer_free(bufs[i]), "acg_buffer_free", file, line);
     }
 }
+
+acg_status tc_twice_x_plus_one(acg_stream *s, const tc_kernels *k, acg_buffer *y,
+                               const acg_buffer *x, acg_buffer *tmp, uint32_t n) {
+    acg_status st = tc_add(s, k, tmp, 0, x, 0, n, 1.0f); /* tmp = x + 1 */
+    if (st == ACG_OK) {
+        st = tc_copy(s, k, y, 0, tmp, 0, n); /* y = tmp */
+    }
+    return st == ACG_OK ? tc_axpy(s, k, y, 0, tmp, 0, n, 1.0f) : st; /* y = 2 tmp */
+}

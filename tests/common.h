@@ -285,4 +285,9 @@ void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, 
                      __LINE__)
 void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int line);
 
+/* y = 2 (x + 1) over n floats through tmp (n floats, which it leaves holding x + 1): the step
+ * the runner suites' test recipes take. Returns the first failing launch's status. */
+acg_status tc_twice_x_plus_one(acg_stream *s, const tc_kernels *k, acg_buffer *y,
+                               const acg_buffer *x, acg_buffer *tmp, uint32_t n);
+
 #endif /* ACG_TESTS_COMMON_H */
