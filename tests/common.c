@@ -771,6 +771,33 @@ void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int l
     }
 }
 
+/* ---- runners (the graph memory and reuse suites) -------------------------------------------- */
+
+acg_recipe tc_recipe(const char *name, void *user,
+                     size_t (*bytes)(void *user, uint32_t i, const acg_bucket_key *bucket),
+                     acg_status (*forward)(void *user, acg_stream *s, const acg_step_io *io)) {
+    acg_recipe r = ACG_RECIPE_INIT;
+    r.name = name;
+    r.user = user;
+    r.n_inputs = 1;
+    r.n_outputs = 1;
+    r.input_bytes = bytes;
+    r.output_bytes = bytes;
+    r.forward = forward;
+    return r;
+}
+
+acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_key *b, uint32_t n,
+                                   acg_stream *s, acg_graph_mode g) {
+    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
+    c.recipe = recipe;
+    c.buckets = b;
+    c.n_buckets = n;
+    c.stream = s;
+    c.graphs = g;
+    return c;
+}
+
 acg_status tc_twice_x_plus_one(acg_stream *s, const tc_kernels *k, acg_buffer *y,
                                const acg_buffer *x, acg_buffer *tmp, uint32_t n) {
     acg_status st = tc_add(s, k, tmp, 0, x, 0, n, 1.0f); /* tmp = x + 1 */

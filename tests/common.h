@@ -285,6 +285,20 @@ void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, 
                      __LINE__)
 void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int line);
 
+/* ---- runners (the graph memory and reuse suites) -------------------------------------------- */
+
+#include <acg/engine.h>
+
+/* A recipe `name` of one input and one output of bytes(user, i, bucket) bytes each, stepped by
+ * forward with user; the caller adds what else it has (outputs, regions, can_capture). */
+acg_recipe tc_recipe(const char *name, void *user,
+                     size_t (*bytes)(void *user, uint32_t i, const acg_bucket_key *bucket),
+                     acg_status (*forward)(void *user, acg_stream *s, const acg_step_io *io));
+/* The config of a runner of recipe over the buckets b[0, n), warming up and capturing on s,
+ * with graphs g; its slots, memory limit, regions and comm are the defaults. */
+acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_key *b, uint32_t n,
+                                   acg_stream *s, acg_graph_mode g);
+
 /* y = 2 (x + 1) over n floats through tmp (n floats, which it leaves holding x + 1): the step
  * the runner suites' test recipes take. Returns the first failing launch's status. */
 acg_status tc_twice_x_plus_one(acg_stream *s, const tc_kernels *k, acg_buffer *y,
