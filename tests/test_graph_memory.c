@@ -78,27 +78,14 @@ static uint64_t graph_bytes(const acg_bucket_key *b) { return eager_bytes(b) + b
 
 static int setup(void **state) {
     fx *f = tc_fixture_new(sizeof *f);
-    acg_recipe r = ACG_RECIPE_INIT;
-    r.name = "memory";
-    r.user = f;
-    r.n_inputs = 1;
-    r.n_outputs = 1;
-    r.input_bytes = rows_bytes;
-    r.output_bytes = rows_bytes;
-    r.forward = forward;
-    f->recipe = r;
+    f->recipe = tc_recipe("memory", f, rows_bytes, forward);
     *state = f;
     return 0;
 }
 
 static acg_runner_config config(fx *f, acg_graph_mode g) {
-    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
-    c.recipe = &f->recipe;
-    c.buckets = four;
-    c.n_buckets = 4;
-    c.stream = f->t.s;
+    acg_runner_config c = tc_runner_config(&f->recipe, four, 4, f->t.s, g);
     c.n_slots = 2;
-    c.graphs = g;
     return c;
 }
 
