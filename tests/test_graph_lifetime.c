@@ -123,12 +123,12 @@ static void test_capture_state(void **state) {
     TC_OK(acg_graph_destroy(g));
 }
 
-/* Begins a capture on f->a into f->pool of x = 1, then records e1 on f->a: a point to fork
- * from. */
-static void begin_capture_to_e1(fx *f) {
-    TC_OK(acg_stream_begin_capture(f->a, f->pool));
-    TC_OK(tc_fill(f->a, &f->k, f->x, 0, N, 1.0f));
-    TC_OK(acg_event_record(f->e1, f->a));
+/* x = 1 on a, then e1 recorded on a: a point for b to fork from (a tc_work_fn; ctx the fx). */
+static acg_status work_fork_point(void *ctx, acg_stream *a, acg_stream *b) {
+    fx *f = ctx;
+    (void)b;
+    acg_status st = tc_fill(a, &f->k, f->x, 0, N, 1.0f);
+    return st != ACG_OK ? st : acg_event_record(f->e1, a);
 }
 
 /* A fork whose work never rejoins the origin ends with ACG_ERR_CAPTURE_UNJOINED; both streams
@@ -136,7 +136,8 @@ static void begin_capture_to_e1(fx *f) {
 static void test_unjoined_fork(void **state) {
     fx *f = *state;
     NEED_MULTI_STREAM_CAPTURE(f);
-    begin_capture_to_e1(f);
+    TC_OK(acg_stream_begin_capture(f->a, f->pool));
+    TC_OK(work_fork_point(f, f->a, f->b));
     TC_OK(acg_stream_wait_event(f->b, f->e1));
     TC_OK(tc_add(f->b, &f->k, f->y, 0, f->x, 0, N, 1.0f));
     TC_OK(acg_event_record(f->e2, f->b)); /* recorded, but a never waits on it */
@@ -308,9 +309,7 @@ static void test_capture_behind_eager_work(void **state) {
 static void test_event_from_ended_capture(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    begin_capture_to_e1(f);
-    acg_graph *g = NULL;
-    TC_OK(acg_stream_end_capture(f->a, &g));
+    acg_graph *g = capture(f, work_fork_point);
     TC_OK(acg_stream_wait_event(f->b, f->e1));
     acg_capture_state cs = ACG_CAPTURE_ACTIVE;
     TC_OK(acg_stream_get_capture_state(f->b, &cs));
