@@ -427,25 +427,22 @@ static void test_empty_graph(void **state) {
 
 /* ---- foreign work: awkward names ----------------------------------------------------------- */
 
-/* A device with native capture, where foreign work can be declared: the device under test when
- * it captures natively, else the cpu backend's native mode. */
-static acg_device *open_native(void) {
-    if (tc_cap()->native_capture) {
-        return tc_open();
-    }
-    acg_device *dev = NULL;
-    TC_OK(acg_device_open("cpu:0?capture=native", &dev));
-    return dev;
+/* cmocka setup of a tc_fixture on a device with native capture, where foreign work can be
+ * declared: the device under test when it captures natively, else the cpu backend's native
+ * mode. */
+static int native_setup(void **state) {
+    const char *spec = tc_cap()->native_capture ? tc_spec() : "cpu:0?capture=native";
+    *state = tc_fixture_new_on(sizeof(tc_fixture), spec);
+    return 0;
 }
 
 /* Declared names reach the DOT escaped: a quote and a backslash escaped, a control character
  * and bytes that are not UTF-8 (a name cut inside a character) as '?', UTF-8 kept; dot accepts
  * the text and shows the names as given. */
 static void test_foreign_names(void **state) {
-    (void)state;
-    acg_device *dev = open_native();
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *q = tc_buffer(dev, NB);
+    tc_fixture *t = *state;
+    acg_stream *s = t->s;
+    acg_buffer *q = tc_buffer(t->dev, NB);
     acg_access acc = {q, 0, 0, ACG_ACCESS_READ_WRITE};
     acg_graph *g = NULL;
     TC_OK(acg_stream_begin_capture(s, NULL));
@@ -472,8 +469,6 @@ static void test_foreign_names(void **state) {
     free(text);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(q));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 /* ---- collectives ------------------------------------------------------------------------------
@@ -569,7 +564,7 @@ static const struct CMUnitTest tests[] = {
     T(test_bad_arguments),
     T(test_write_errors),
     T(test_empty_graph),
-    cmocka_unit_test(test_foreign_names),
+    cmocka_unit_test_setup_teardown(test_foreign_names, native_setup, tc_fixture_teardown),
     T(test_allreduce),
 };
 #undef T
