@@ -327,11 +327,12 @@ static void test_graph_upload(void **state) {
     TC_OK(acg_graph_destroy(g));
 }
 
+#define T(fn) GRAPH_CASE(fn)
 static const struct CMUnitTest tests[] = {
-    GRAPH_CASE(test_replay_chain),     GRAPH_CASE(test_capture_does_not_run),
-    GRAPH_CASE(test_replay_fork_join), GRAPH_CASE(test_replay_copies),
-    GRAPH_CASE(test_graph_update),     GRAPH_CASE(test_graph_update_topology_mismatch),
-    GRAPH_CASE(test_describe_chain),   GRAPH_CASE(test_describe_fork_join),
-    GRAPH_CASE(test_describe_copies),  GRAPH_CASE(test_graph_upload),
+    T(test_replay_chain),   T(test_capture_does_not_run), T(test_replay_fork_join),
+    T(test_replay_copies),  T(test_graph_update),         T(test_graph_update_topology_mismatch),
+    T(test_describe_chain), T(test_describe_fork_join),   T(test_describe_copies),
+    T(test_graph_upload),
 };
+#undef T
 TC_MAIN("test_graph", tests)

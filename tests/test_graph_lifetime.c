@@ -367,19 +367,21 @@ static void test_concurrent_captures(void **state) {
     TC_OK(acg_graph_destroy(gb));
 }
 
+#define T(fn) GRAPH_CASE(fn)
 static const struct CMUnitTest tests[] = {
-    GRAPH_CASE(test_free_referenced),
-    GRAPH_CASE(test_launch_errors),
-    GRAPH_CASE(test_capture_state),
-    GRAPH_CASE(test_unjoined_fork),
-    GRAPH_CASE(test_graph_update_waits_for_pending),
-    GRAPH_CASE(test_graph_update_moves_refs),
-    GRAPH_CASE(test_graph_destroy_waits),
-    GRAPH_CASE(test_pool_order_after_stream_destroy),
-    GRAPH_CASE(test_bad_input_during_capture),
-    GRAPH_CASE(test_capture_behind_eager_work),
-    GRAPH_CASE(test_event_from_ended_capture),
-    GRAPH_CASE(test_cross_device_graphs),
-    GRAPH_CASE(test_concurrent_captures),
+    T(test_free_referenced),
+    T(test_launch_errors),
+    T(test_capture_state),
+    T(test_unjoined_fork),
+    T(test_graph_update_waits_for_pending),
+    T(test_graph_update_moves_refs),
+    T(test_graph_destroy_waits),
+    T(test_pool_order_after_stream_destroy),
+    T(test_bad_input_during_capture),
+    T(test_capture_behind_eager_work),
+    T(test_event_from_ended_capture),
+    T(test_cross_device_graphs),
+    T(test_concurrent_captures),
 };
+#undef T
 TC_MAIN("test_graph_lifetime", tests)

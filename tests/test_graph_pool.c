@@ -307,15 +307,17 @@ static void test_many_replays_stable(void **state) {
     close_counted(dev, s);
 }
 
+#define T(fn) GRAPH_CASE(fn)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_many_replays_stable), /* first: it needs no live objects */
-    GRAPH_CASE(test_two_graphs_one_pool),
-    GRAPH_CASE(test_private_pool),
-    GRAPH_CASE(test_scratch_rules),
-    GRAPH_CASE(test_discard),
-    GRAPH_CASE(test_graph_update_with_scratch),
-    GRAPH_CASE(test_scratch_stays_in_its_capture),
-    GRAPH_CASE(test_stream_ordered_memory),
-    GRAPH_CASE(test_pool_destroy_in_use),
+    T(test_two_graphs_one_pool),
+    T(test_private_pool),
+    T(test_scratch_rules),
+    T(test_discard),
+    T(test_graph_update_with_scratch),
+    T(test_scratch_stays_in_its_capture),
+    T(test_stream_ordered_memory),
+    T(test_pool_destroy_in_use),
 };
+#undef T
 TC_MAIN("test_graph_pool", tests)
