@@ -2,7 +2,8 @@
  * graph_fixture.h — what the graph suites share (test_graph.c: replay, update and descriptions;
  * test_graph_pool.c: pools and scratch; test_graph_lifetime.c: lifetimes and misuse): a device
  * with two streams, a pool, four buffers, pinned memory and two events; the work sequences they
- * capture and run eagerly; and the checks that skip a case on a device without what it needs.
+ * capture and run eagerly; the checks of what a replay wrote; and the checks that skip a case on
+ * a device without what it needs.
  */
 #ifndef ACG_TESTS_GRAPH_FIXTURE_H
 #define ACG_TESTS_GRAPH_FIXTURE_H
