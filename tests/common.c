@@ -398,11 +398,13 @@ void tc_poison(acg_stream *s, acg_buffer *buf) {
 
 /* ---- the fixture most device tests start from --------------------------------------------- */
 
-void *tc_fixture_new(size_t size) {
+void *tc_fixture_new(size_t size) { return tc_fixture_new_on(size, dut_spec); }
+
+void *tc_fixture_new_on(size_t size, const char *spec) {
     assert_true(size >= sizeof(tc_fixture));
     tc_fixture *t = calloc(1, size);
     assert_non_null(t);
-    t->dev = tc_open();
+    TC_OK(acg_device_open(spec, &t->dev));
     t->s = tc_stream(t->dev);
     tc_kernels_get(t->dev, &t->k);
     return t;
@@ -822,4 +824,48 @@ acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier
                       .rank = rank,
                       .n_ranks = n_ranks,
                       .broadcast = broadcast};
+}
+
+/* ---- the graph suites: buffers freed --------------------------------------------------------- */
+
+void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int line) {
+    for (size_t i = 0; i < n; i++) {
+        tc_expect_(ACG_OK, acg_buffer_free(bufs[i]), "acg_buffer_free", file, line);
+    }
+}
+
+/* ---- runners (the graph memory and reuse suites) -------------------------------------------- */
+
+acg_recipe tc_recipe(const char *name, void *user,
+                     size_t (*bytes)(void *user, uint32_t i, const acg_bucket_key *bucket),
+                     acg_status (*forward)(void *user, acg_stream *s, const acg_step_io *io)) {
+    acg_recipe r = ACG_RECIPE_INIT;
+    r.name = name;
+    r.user = user;
+    r.n_inputs = 1;
+    r.n_outputs = 1;
+    r.input_bytes = bytes;
+    r.output_bytes = bytes;
+    r.forward = forward;
+    return r;
+}
+
+acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_key *b, uint32_t n,
+                                   acg_stream *s, acg_graph_mode g) {
+    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
+    c.recipe = recipe;
+    c.buckets = b;
+    c.n_buckets = n;
+    c.stream = s;
+    c.graphs = g;
+    return c;
+}
+
+acg_status tc_twice_x_plus_one(acg_stream *s, const tc_kernels *k, acg_buffer *y,
+                               const acg_buffer *x, acg_buffer *tmp, uint32_t n) {
+    acg_status st = tc_add(s, k, tmp, 0, x, 0, n, 1.0f); /* tmp = x + 1 */
+    if (st == ACG_OK) {
+        st = tc_copy(s, k, y, 0, tmp, 0, n); /* y = tmp */
+    }
+    return st == ACG_OK ? tc_axpy(s, k, y, 0, tmp, 0, n, 1.0f) : st; /* y = 2 tmp */
 }

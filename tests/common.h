@@ -160,6 +160,8 @@ typedef struct tc_fixture {
 /* Allocates a zeroed fixture of `size` bytes (at least sizeof(tc_fixture)), fills its leading
  * tc_fixture (asserting each step) and returns it, for the setup to add what else it holds. */
 void *tc_fixture_new(size_t size);
+/* The same on the device `spec` opens (acg_device_open) instead of the device under test. */
+void *tc_fixture_new_on(size_t size, const char *spec);
 /* cmocka setup of a bare tc_fixture: *state = tc_fixture_new(sizeof(tc_fixture)). */
 int tc_fixture_setup(void **state);
 /* cmocka teardown of a fixture from tc_fixture_new: destroys the stream, closes the device
@@ -320,5 +322,34 @@ acg_status tc_one_rank_barrier(void *user);
 acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier)(void *user),
                  acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n),
                  acg_status (*broadcast)(void *user, void *data, size_t bytes, int32_t root));
+
+/* ---- the graph suites: buffers freed --------------------------------------------------------- */
+
+/* Frees each buffer given, in order (a view before its parent), asserting that each free
+ * returns ACG_OK: TC_FREE_BUFFERS(x, y, z). */
+#define TC_FREE_BUFFERS(...)                                                                       \
+    tc_free_buffers_((acg_buffer *const[]){__VA_ARGS__},                                           \
+                     sizeof((acg_buffer *const[]){__VA_ARGS__}) / sizeof(acg_buffer *), __FILE__,  \
+                     __LINE__)
+void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int line);
+
+/* ---- runners (the graph memory and reuse suites) -------------------------------------------- */
+
+#include <acg/engine.h>
+
+/* A recipe `name` of one input and one output of bytes(user, i, bucket) bytes each, stepped by
+ * forward with user; the caller adds what else it has (outputs, regions, can_capture). */
+acg_recipe tc_recipe(const char *name, void *user,
+                     size_t (*bytes)(void *user, uint32_t i, const acg_bucket_key *bucket),
+                     acg_status (*forward)(void *user, acg_stream *s, const acg_step_io *io));
+/* The config of a runner of recipe over the buckets b[0, n), warming up and capturing on s,
+ * with graphs g; its slots, memory limit, regions and comm are the defaults. */
+acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_key *b, uint32_t n,
+                                   acg_stream *s, acg_graph_mode g);
+
+/* y = 2 (x + 1) over n floats through tmp (n floats, which it leaves holding x + 1): the step
+ * the runner suites' test recipes take. Returns the first failing launch's status. */
+acg_status tc_twice_x_plus_one(acg_stream *s, const tc_kernels *k, acg_buffer *y,
+                               const acg_buffer *x, acg_buffer *tmp, uint32_t n);
 
 #endif /* ACG_TESTS_COMMON_H */

@@ -2,7 +2,8 @@
  * graph_fixture.h — what the graph suites share (test_graph.c: replay, update and descriptions;
  * test_graph_pool.c: pools and scratch; test_graph_lifetime.c: lifetimes and misuse): a device
  * with two streams, a pool, four buffers, pinned memory and two events; the work sequences they
- * capture and run eagerly; and the checks that skip a case on a device without what it needs.
+ * capture and run eagerly; the checks of what a replay wrote; and the checks that skip a case on
+ * a device without what it needs.
  */
 #ifndef ACG_TESTS_GRAPH_FIXTURE_H
 #define ACG_TESTS_GRAPH_FIXTURE_H
@@ -10,8 +11,6 @@
 #include "common.h"
 
 enum { N = 4096 };
-#define NB ((size_t)N * sizeof(float))
-
 #define NB ((size_t)N * sizeof(float))
 
 typedef struct fx {
@@ -28,18 +27,19 @@ typedef struct fx {
     bool extra_kernel;
 } fx;
 
+/* A fixture on a device of its own (the device under test opened again), and its release,
+ * which asserts that each object goes. */
+fx *graph_fixture_open(void);
+void graph_fixture_close(fx *f);
 /* cmocka's setup and teardown of the fixture (*state is the fx). */
 int graph_setup(void **state);
 int graph_teardown(void **state);
+/* A table entry: the case `fn` in a fresh fixture. */
+#define GRAPH_CASE(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
 
-/* Returns a call's status from the work function it is in, when it failed. */
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        acg_status st_ = (call);                                                                   \
-        if (st_ != ACG_OK) {                                                                       \
-            return st_;                                                                            \
-        }                                                                                          \
-    } while (0)
+/* Floats of a buffer large enough that the work queued on it is still pending when the host's
+ * next calls come; what the cases check holds whether or not it still is. */
+enum { BIG = 1 << 21 };
 
 /* The work sequences, as tc_work_fn (ctx the fx), and what they compute. */
 /* (a) a chain of kernels on one stream; the result lands in f->out. */
@@ -54,6 +54,19 @@ void copies_reference(const float *in, float *want);
 acg_graph *capture(fx *f, tc_work_fn fn);
 /* Poisons every device buffer of the fixture and the pinned output. */
 void poison_all(fx *f);
+
+/* Replay equals what it must, bit for bit: each poisons the fixture (poison_all), replays g on
+ * f->a (on s where given), waits, and expects the N floats of out to be want. */
+void expect_replay(fx *f, acg_graph *g, acg_stream *s, const acg_buffer *out, const float *want);
+/* ... to be what work_chain computes with scalar. */
+void expect_chain_replay(fx *f, acg_graph *g, const acg_buffer *out, float scalar);
+/* ... to be v. */
+void expect_replay_floats(fx *f, acg_graph *g, const acg_buffer *out, float v);
+/* Runs fn eagerly (tc_run_eager) on the poisoned fixture, expects the N floats of out to be
+ * want, and leaves them in eager for the replays to equal. */
+void expect_eager(fx *f, tc_work_fn fn, const acg_buffer *out, const float *want, float *eager);
+/* Expects each of the N floats of buf to hold poison_all's poison still. */
+void expect_poisoned(fx *f, const acg_buffer *buf);
 
 /* Work through scratch from the capture's pool: out = (scratch filled with fill) + add. */
 typedef struct scratch_work {
@@ -74,12 +87,10 @@ typedef struct scratch_pair {
     acg_graph *g1, *g2;
     size_t bytes1, bytes2;
 } scratch_pair;
-void scratch_pair_capture(fx *f, scratch_pair *p);
+scratch_pair scratch_pair_capture(fx *f);
 /* Expects o1 and o2 to hold what g1 and g2 write (read on f->a, after what it queued). */
 void scratch_pair_expect(fx *f, const scratch_pair *p);
 void scratch_pair_free(scratch_pair *p);
-/* Expects the n floats of buf, read on f->a, to be v, bit for bit. */
-void expect_floats(fx *f, acg_buffer *buf, size_t n, float v);
 
 /* A case that needs graphs, or captures over two streams, checks on a device without them that
  * it says so and refuses them, and ends there, skipped. Past this point the case holds nothing
@@ -99,5 +110,8 @@ void expect_floats(fx *f, acg_buffer *buf, size_t n, float v);
             tc_skip("no pinned memory");                                                           \
         }                                                                                          \
     } while (0)
+/* The end of a case that, on a device without graph update (upd false), checked only what a
+ * refused update leaves: skipped, saying so ("no graph update: checked only that <checked>"). */
+void skip_without_update(bool upd, const char *checked);
 
 #endif /* ACG_TESTS_GRAPH_FIXTURE_H */

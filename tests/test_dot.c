@@ -4,6 +4,8 @@
  * bytes twice, every error path, and, when Graphviz is installed, `dot` accepting the text. */
 #include "common.h"
 
+#include "core/export/acg-layer.h" /* ACG__TRY */
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,13 +105,28 @@ static char *render_svg(const char *text) {
     return svg;
 }
 
+/* Renders text (render_svg) and, where Graphviz is installed, expects the SVG to hold each
+ * string of the list that follows, which NULL ends. */
+static void expect_svg_has(const char *text, ...) {
+    char *svg = render_svg(text);
+    if (svg == NULL) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, text);
+    for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *)) {
+        HAS(svg, s);
+    }
+    va_end(ap);
+    free(svg);
+}
+
 /* ---- the graph under test ------------------------------------------------------------------ */
 
 typedef struct fx {
-    acg_device *dev;
-    acg_stream *a, *b;
+    tc_fixture t; /* the device under test, its stream a (t.s), the built-in kernels */
+    acg_stream *b;
     acg_event *e1, *e2;
-    tc_kernels k;
     acg_buffer *x, *y, *z, *w; /* N floats each */
     bool forked;               /* b forked into the capture (else all of it is on a) */
     bool host;                 /* the graph holds a host function */
@@ -119,69 +136,52 @@ typedef struct fx {
 
 static void host_noop(void *user) { (void)user; }
 
-/* a: fill_f32(x) with local 64; b (forked at e1): add_scalar_f32(y = x + 2), acg_fill(z);
- * a: copy d2d (w <- x); a joins b at e2; a: a host function reading y and writing and reading
- * z (where graphs call host functions); a: axpy_f32(w += 0.5 y). */
-static acg_status capture(fx *f) {
-    acg_stream *side = f->forked ? f->b : f->a;
+/* What the graph under test captures (a tc_work_fn on f->t.s and f->b; ctx the fx). a:
+ * fill_f32(x) with local 64; b (forked at e1): add_scalar_f32(y = x + 2), acg_fill(z); a: copy
+ * d2d (w <- x); a joins b at e2; a: a host function reading y and writing and reading z (where
+ * graphs call host functions); a: axpy_f32(w += 0.5 y). */
+static acg_status work(void *ctx, acg_stream *a, acg_stream *b) {
+    fx *f = ctx;
+    acg_stream *side = f->forked ? b : a;
     acg_dims dims = {{N, 1, 1}, {64, 0, 0}};
     acg_arg fill_args[2] = {acg_arg_buffer(f->x, 0), acg_arg_f32(1.0f)};
     acg_access acc[3] = {{f->y, 0, 0, ACG_ACCESS_READ},
                          {f->z, 0, 0, ACG_ACCESS_WRITE},
                          {f->z, 0, 0, ACG_ACCESS_READ}};
-    acg_status st = acg_stream_begin_capture(f->a, NULL);
-    if (st != ACG_OK) {
-        return st;
+    ACG__TRY(acg_kernel_launch(a, f->t.k.fill, &dims, fill_args, 2));
+    if (f->forked) {
+        ACG__TRY(acg_event_record(f->e1, a));
+        ACG__TRY(acg_stream_wait_event(b, f->e1));
     }
-    acg_status cst = acg_kernel_launch(f->a, f->k.fill, &dims, fill_args, 2);
-    if (cst == ACG_OK && f->forked) {
-        cst = acg_event_record(f->e1, f->a);
+    ACG__TRY(tc_add(side, &f->t.k, f->y, 0, f->x, 0, N, 2.0f));
+    ACG__TRY(acg_fill(side, f->z, 0, NB, 0xab, 1));
+    if (f->forked) {
+        ACG__TRY(acg_event_record(f->e2, b));
     }
-    if (cst == ACG_OK && f->forked) {
-        cst = acg_stream_wait_event(f->b, f->e1);
+    ACG__TRY(acg_copy_d2d(a, f->w, 0, f->x, 0, NB));
+    if (f->forked) {
+        ACG__TRY(acg_stream_wait_event(a, f->e2));
     }
-    if (cst == ACG_OK) {
-        cst = tc_add(side, &f->k, f->y, 0, f->x, 0, N, 2.0f);
+    if (f->host) {
+        ACG__TRY(acg_stream_launch_host(a, host_noop, NULL, acc, 3));
     }
-    if (cst == ACG_OK) {
-        cst = acg_fill(side, f->z, 0, NB, 0xab, 1);
-    }
-    if (cst == ACG_OK && f->forked) {
-        cst = acg_event_record(f->e2, f->b);
-    }
-    if (cst == ACG_OK) {
-        cst = acg_copy_d2d(f->a, f->w, 0, f->x, 0, NB);
-    }
-    if (cst == ACG_OK && f->forked) {
-        cst = acg_stream_wait_event(f->a, f->e2);
-    }
-    if (cst == ACG_OK && f->host) {
-        cst = acg_stream_launch_host(f->a, host_noop, NULL, acc, 3);
-    }
-    if (cst == ACG_OK) {
-        cst = tc_axpy(f->a, &f->k, f->w, 0, f->y, 0, N, 0.5f);
-    }
-    st = acg_stream_end_capture(f->a, &f->g);
-    return cst != ACG_OK ? cst : st;
+    return tc_axpy(a, &f->t.k, f->w, 0, f->y, 0, N, 0.5f);
 }
 
 static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->a = tc_stream(f->dev);
-    f->b = tc_stream(f->dev);
-    f->e1 = tc_event(f->dev);
-    f->e2 = tc_event(f->dev);
-    tc_kernels_get(f->dev, &f->k);
-    f->x = tc_buffer(f->dev, NB);
-    f->y = tc_buffer(f->dev, NB);
-    f->z = tc_buffer(f->dev, NB);
-    f->w = tc_buffer(f->dev, NB);
+    fx *f = tc_fixture_new(sizeof *f);
+    f->b = tc_stream(f->t.dev);
+    f->e1 = tc_event(f->t.dev);
+    f->e2 = tc_event(f->t.dev);
+    f->x = tc_buffer(f->t.dev, NB);
+    f->y = tc_buffer(f->t.dev, NB);
+    f->z = tc_buffer(f->t.dev, NB);
+    f->w = tc_buffer(f->t.dev, NB);
     f->forked = tc_cap()->multi_stream_capture;
     f->host = tc_cap()->graph_host_functions;
     f->axpy = f->host ? 5 : 4;
     if (tc_cap()->graphs) {
-        TC_OK(capture(f));
+        TC_OK(tc_capture(work, f, f->t.s, f->b, NULL, &f->g));
     }
     *state = f;
     return 0;
@@ -190,22 +190,16 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fx *f = *state;
     TC_OK(acg_graph_destroy(f->g));
-    TC_OK(acg_buffer_free(f->x));
-    TC_OK(acg_buffer_free(f->y));
-    TC_OK(acg_buffer_free(f->z));
-    TC_OK(acg_buffer_free(f->w));
+    TC_FREE_BUFFERS(f->x, f->y, f->z, f->w);
     TC_OK(acg_event_destroy(f->e1));
     TC_OK(acg_event_destroy(f->e2));
-    TC_OK(acg_stream_destroy(f->a));
     TC_OK(acg_stream_destroy(f->b));
-    tc_close(f->dev);
-    free(f);
-    return 0;
+    return tc_fixture_teardown(state);
 }
 
 /* A case that needs graphs checks on a device without them that it refuses them, and ends
  * there, skipped. */
-#define NEED_GRAPHS(f) tc_need_graphs((f)->dev, (f)->a)
+#define NEED_GRAPHS(f) tc_need_graphs((f)->t.dev, (f)->t.s)
 
 /* ---- cases ----------------------------------------------------------------------------------- */
 
@@ -222,7 +216,7 @@ static void test_nodes_and_title(void **state) {
     assert_int_equal(text[strlen(text) - 2], '}');
     char title[512];
     snprintf(title, sizeof title, " on %s (%s): %zu nodes, %d stream%s\\n",
-             acg_device_get_spec(f->dev), tc_cap()->name, n_nodes, f->forked ? 2 : 1,
+             acg_device_get_spec(f->t.dev), tc_cap()->name, n_nodes, f->forked ? 2 : 1,
              f->forked ? "s" : "");
     HAS(text, title);
     HAS(text, "label=\"#0 kernel fill_f32\\nglobal 4096, local 64\"");
@@ -357,16 +351,8 @@ static void test_dot_renders(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
     char *text = dot_of(f->g, ACG_DOT_BUFFERS);
-    char *svg = render_svg(text);
-    if (svg != NULL) {
-        HAS(svg, "<svg");
-        HAS(svg, "</svg>");
-        HAS(svg, "kernel fill_f32");
-        HAS(svg, "copy d2d");
-        HAS(svg, "stream 0 (origin)");
-        HAS(svg, "buffer 3");
-        free(svg);
-    }
+    expect_svg_has(text, "<svg", "</svg>", "kernel fill_f32", "copy d2d", "stream 0 (origin)",
+                   "buffer 3", NULL);
     free(text);
 }
 
@@ -380,7 +366,7 @@ static void test_bad_arguments(void **state) {
     assert_non_null(out);
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_write_dot(NULL, out, 0));
     TC_LAST_ERROR_HAS("acg_graph_write_dot");
-    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_write_dot((const acg_graph *)f->a, out, 0));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_write_dot((const acg_graph *)f->t.s, out, 0));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_write_dot(f->g, NULL, 0));
     TC_LAST_ERROR_HAS("out is NULL");
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_write_dot(f->g, out, 2));
@@ -388,9 +374,9 @@ static void test_bad_arguments(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_graph_write_dot(f->g, out, ACG_DOT_BUFFERS | 0x80000000u));
     TC_LAST_ERROR_HAS("unknown flags 0x80000000");
     acg_graph *dead = NULL;
-    TC_OK(acg_stream_begin_capture(f->a, NULL));
-    TC_OK(tc_fill(f->a, &f->k, f->x, 0, N, 1.0f));
-    TC_OK(acg_stream_end_capture(f->a, &dead));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(tc_fill(f->t.s, &f->t.k, f->x, 0, N, 1.0f));
+    TC_OK(acg_stream_end_capture(f->t.s, &dead));
     TC_OK(acg_graph_destroy(dead));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_write_dot(dead, out, 0));
     assert_int_equal(fflush(out), 0);
@@ -436,38 +422,35 @@ static void test_empty_graph(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
     acg_graph *g = NULL;
-    TC_OK(acg_stream_begin_capture(f->a, NULL));
-    TC_OK(acg_stream_end_capture(f->a, &g));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(acg_stream_end_capture(f->t.s, &g));
     char *text = dot_of(g, ACG_DOT_BUFFERS);
     HAS(text, ": 0 nodes, 0 streams, 0 buffers\\n");
     LACKS(text, "subgraph");
     LACKS(text, "->");
-    free(render_svg(text));
+    expect_svg_has(text, NULL);
     free(text);
     TC_OK(acg_graph_destroy(g));
 }
 
 /* ---- foreign work: awkward names ----------------------------------------------------------- */
 
-/* A device with native capture, where foreign work can be declared: the device under test when
- * it captures natively, else the cpu backend's native mode. */
-static acg_device *open_native(void) {
-    if (tc_cap()->native_capture) {
-        return tc_open();
-    }
-    acg_device *dev = NULL;
-    TC_OK(acg_device_open("cpu:0?capture=native", &dev));
-    return dev;
+/* cmocka setup of a tc_fixture on a device with native capture, where foreign work can be
+ * declared: the device under test when it captures natively, else the cpu backend's native
+ * mode. */
+static int native_setup(void **state) {
+    const char *spec = tc_cap()->native_capture ? tc_spec() : "cpu:0?capture=native";
+    *state = tc_fixture_new_on(sizeof(tc_fixture), spec);
+    return 0;
 }
 
 /* Declared names reach the DOT escaped: a quote and a backslash escaped, a control character
  * and bytes that are not UTF-8 (a name cut inside a character) as '?', UTF-8 kept; dot accepts
  * the text and shows the names as given. */
 static void test_foreign_names(void **state) {
-    (void)state;
-    acg_device *dev = open_native();
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *q = tc_buffer(dev, NB);
+    tc_fixture *t = *state;
+    acg_stream *s = t->s;
+    acg_buffer *q = tc_buffer(t->dev, NB);
     acg_access acc = {q, 0, 0, ACG_ACCESS_READ_WRITE};
     acg_graph *g = NULL;
     TC_OK(acg_stream_begin_capture(s, NULL));
@@ -485,17 +468,10 @@ static void test_foreign_names(void **state) {
     HAS(text, "  n0 -> b0 [dir=both, label=\"read/write\"];\n");
     HAS(text, "  n1 -> n2;\n");
     HAS(text, "(origin)");
-    char *svg = render_svg(text);
-    if (svg != NULL) {
-        HAS(svg, "foreign we&quot;ird\\name");
-        HAS(svg, "foreign \\n\\<");
-        free(svg);
-    }
+    expect_svg_has(text, "foreign we&quot;ird\\name", "foreign \\n\\<", NULL);
     free(text);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(q));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
 }
 
 /* ---- collectives ------------------------------------------------------------------------------
@@ -509,15 +485,15 @@ static void test_allreduce(void **state) {
         tc_skip("no collectives: no allreduce node");
     }
     acg_device_group *group = NULL;
-    TC_OK(acg_device_group_create(f->dev, tc_one_rank_comm(), &group));
+    TC_OK(acg_device_group_create(f->t.dev, tc_one_rank_comm(), &group));
     acg_graph *g = NULL;
-    TC_OK(acg_stream_begin_capture(f->a, NULL));
-    TC_OK(acg_allreduce(f->a, group, f->x, 0, 256));
-    TC_OK(acg_stream_end_capture(f->a, &g));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(acg_allreduce(f->t.s, group, f->x, 0, 256));
+    TC_OK(acg_stream_end_capture(f->t.s, &g));
     char *text = dot_of(g, ACG_DOT_BUFFERS);
     HAS(text, "label=\"#0 allreduce\\n256 floats, 1024 B (1.0 KiB)\"");
     HAS(text, "  n0 -> b0 [dir=both, label=\"read/write\"];\n");
-    free(render_svg(text));
+    expect_svg_has(text, NULL);
     free(text);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_device_group_destroy(group));
@@ -591,7 +567,7 @@ static const struct CMUnitTest tests[] = {
     T(test_bad_arguments),
     T(test_write_errors),
     T(test_empty_graph),
-    cmocka_unit_test(test_foreign_names),
+    cmocka_unit_test_setup_teardown(test_foreign_names, native_setup, tc_fixture_teardown),
     T(test_allreduce),
 };
 #undef T

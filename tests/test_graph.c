@@ -12,23 +12,17 @@
 static void test_replay_chain(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    float eager[N], replay[N], want[N];
-    poison_all(f);
-    TC_OK(tc_run_eager(work_chain, f, f->a, f->b, f->z, NB, eager));
+    float eager[N], want[N];
     chain_reference(want, f->scalar);
-    TC_BYTES_EQUAL(eager, want, NB);
+    expect_eager(f, work_chain, f->z, want, eager);
 
     acg_graph *g = capture(f, work_chain);
     assert_ptr_equal(acg_graph_get_device(g), f->dev);
     for (int i = 0; i < 3; i++) {
-        poison_all(f);
-        TC_OK(tc_replay(g, f->a, f->z, NB, replay));
-        TC_BYTES_EQUAL(replay, eager, NB);
+        expect_replay(f, g, NULL, f->z, eager);
     }
     /* Replay on another stream of the device works the same. */
-    poison_all(f);
-    TC_OK(tc_replay(g, f->b, f->z, NB, replay));
-    TC_BYTES_EQUAL(replay, eager, NB);
+    expect_replay(f, g, f->b, f->z, eager);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_graph_destroy(NULL));
 }
@@ -39,16 +33,8 @@ static void test_capture_does_not_run(void **state) {
     NEED_GRAPHS(f);
     poison_all(f);
     acg_graph *g = capture(f, work_chain);
-    float back[N], replay[N];
-    uint32_t poison = 0xdeadbeefu;
-    tc_download(f->a, back, f->z, NB);
-    for (size_t i = 0; i < N; i++) {
-        assert_memory_equal(&back[i], &poison, 4);
-    }
-    TC_OK(tc_replay(g, f->a, f->z, NB, replay));
-    float want[N];
-    chain_reference(want, f->scalar);
-    TC_BYTES_EQUAL(replay, want, NB);
+    expect_poisoned(f, f->z);
+    expect_chain_replay(f, g, f->z, f->scalar);
     TC_OK(acg_graph_destroy(g));
 }
 
@@ -56,20 +42,16 @@ static void test_capture_does_not_run(void **state) {
 static void test_replay_fork_join(void **state) {
     fx *f = *state;
     NEED_MULTI_STREAM_CAPTURE(f);
-    float eager[N], replay[N], want[N];
-    poison_all(f);
-    TC_OK(tc_run_eager(work_fork_join, f, f->a, f->b, f->w, NB, eager));
+    float eager[N], want[N];
     tc_splat(want, N, 5.5f);
-    TC_BYTES_EQUAL(eager, want, NB);
+    expect_eager(f, work_fork_join, f->w, want, eager);
 
     acg_graph *g = capture(f, work_fork_join);
     acg_capture_state cs = ACG_CAPTURE_ACTIVE;
     TC_OK(acg_stream_get_capture_state(f->b, &cs));
     assert_int_equal(cs, ACG_CAPTURE_NONE);
     for (int i = 0; i < 3; i++) {
-        poison_all(f);
-        TC_OK(tc_replay(g, f->a, f->w, NB, replay));
-        TC_BYTES_EQUAL(replay, eager, NB);
+        expect_replay(f, g, NULL, f->w, eager);
     }
     TC_OK(acg_graph_destroy(g));
 }
@@ -110,7 +92,6 @@ static void test_replay_copies(void **state) {
 static void test_graph_update(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    float replay[N], want[N];
     f->scalar = 1.0f;
     acg_graph *g1 = capture(f, work_chain);
     f->scalar = 7.0f;
@@ -120,48 +101,23 @@ static void test_graph_update(void **state) {
     acg_graph *g3 = capture(f, work_chain);
     f->out = f->z;
 
-    poison_all(f);
-    TC_OK(tc_replay(g1, f->a, f->z, NB, replay));
-    chain_reference(want, 1.0f);
-    TC_BYTES_EQUAL(replay, want, NB);
-
+    expect_chain_replay(f, g1, f->z, 1.0f);
     const bool upd = tc_has_graph_update(g1, g2);
     if (upd) {
         TC_OK(acg_graph_update(g1, g2));
-        poison_all(f);
-        TC_OK(tc_replay(g1, f->a, f->z, NB, replay));
-        chain_reference(want, 7.0f);
-        TC_BYTES_EQUAL(replay, want, NB);
-        poison_all(f);
-        TC_OK(tc_replay(g2, f->a, f->z, NB, replay)); /* from is unchanged */
-        TC_BYTES_EQUAL(replay, want, NB);
+        expect_chain_replay(f, g1, f->z, 7.0f);
+        expect_chain_replay(f, g2, f->z, 7.0f); /* from is unchanged */
 
         /* A new output buffer: g1 now writes w, and leaves z alone. */
         TC_OK(acg_graph_update(g1, g3));
-        poison_all(f);
-        TC_OK(tc_replay(g1, f->a, f->w, NB, replay));
-        chain_reference(want, -2.0f);
-        TC_BYTES_EQUAL(replay, want, NB);
-        float zback[N];
-        uint32_t poison = 0xdeadbeefu;
-        tc_download(f->a, zback, f->z, NB);
-        assert_memory_equal(&zback[0], &poison, 4);
-        assert_memory_equal(&zback[N - 1], &poison, 4);
+        expect_chain_replay(f, g1, f->w, -2.0f);
+        expect_poisoned(f, f->z);
     } else {
         /* Refused updates change nothing: each graph replays what it captured. */
         TC_EXPECT(ERR_UNSUPPORTED, acg_graph_update(g1, g3));
-        poison_all(f);
-        TC_OK(tc_replay(g1, f->a, f->z, NB, replay));
-        chain_reference(want, 1.0f);
-        TC_BYTES_EQUAL(replay, want, NB);
-        poison_all(f);
-        TC_OK(tc_replay(g2, f->a, f->z, NB, replay));
-        chain_reference(want, 7.0f);
-        TC_BYTES_EQUAL(replay, want, NB);
-        poison_all(f);
-        TC_OK(tc_replay(g3, f->a, f->w, NB, replay));
-        chain_reference(want, -2.0f);
-        TC_BYTES_EQUAL(replay, want, NB);
+        expect_chain_replay(f, g1, f->z, 1.0f);
+        expect_chain_replay(f, g2, f->z, 7.0f);
+        expect_chain_replay(f, g3, f->w, -2.0f);
     }
 
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_update(NULL, g2));
@@ -169,9 +125,7 @@ static void test_graph_update(void **state) {
     TC_OK(acg_graph_destroy(g1));
     TC_OK(acg_graph_destroy(g2));
     TC_OK(acg_graph_destroy(g3));
-    if (!upd) {
-        tc_skip("no graph update: checked only that refused updates change nothing");
-    }
+    skip_without_update(upd, "refused updates change nothing");
 }
 
 /* Graphs of different topology refuse to update each other, and the target keeps working. */
@@ -179,7 +133,6 @@ static void test_graph_update_topology_mismatch(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
     NEED_PINNED(f);
-    float replay[N], want[N];
     acg_graph *chain = capture(f, work_chain);
     f->extra_kernel = true;
     acg_graph *longer = capture(f, work_chain);
@@ -199,29 +152,28 @@ static void test_graph_update_topology_mismatch(void **state) {
     /* Without graph update every update is refused as unsupported instead. */
     bool upd = tc_has_graph_update(chain, longer);
     acg_status want_st = upd ? ACG_ERR_TOPOLOGY_MISMATCH : ACG_ERR_UNSUPPORTED;
-    tc_expect_(want_st, acg_graph_update(chain, longer), "acg_graph_update(chain, longer)",
-               __FILE__, __LINE__);
-    TC_LAST_ERROR_HAS("acg_graph_update");
-    tc_expect_(want_st, acg_graph_update(longer, chain), "acg_graph_update(longer, chain)",
-               __FILE__, __LINE__);
-    tc_expect_(want_st, acg_graph_update(chain, fj), "acg_graph_update(chain, fj)", __FILE__,
-               __LINE__);
-    tc_expect_(want_st, acg_graph_update(chain, copies), "acg_graph_update(chain, copies)",
-               __FILE__, __LINE__);
-    tc_expect_(want_st, acg_graph_update(copies, chain), "acg_graph_update(copies, chain)",
-               __FILE__, __LINE__);
+    const struct {
+        acg_graph *g, *from;
+        const char *call;
+    } refused[] = {
+        {chain, longer, "acg_graph_update(chain, longer)"},
+        {longer, chain, "acg_graph_update(longer, chain)"},
+        {chain, fj, "acg_graph_update(chain, fj)"},
+        {chain, copies, "acg_graph_update(chain, copies)"},
+        {copies, chain, "acg_graph_update(copies, chain)"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        tc_expect_(want_st, acg_graph_update(refused[i].g, refused[i].from), refused[i].call,
+                   __FILE__, __LINE__);
+        TC_LAST_ERROR_HAS("acg_graph_update");
+    }
 
-    poison_all(f);
-    TC_OK(tc_replay(chain, f->a, f->z, NB, replay));
-    chain_reference(want, f->scalar);
-    TC_BYTES_EQUAL(replay, want, NB);
+    expect_chain_replay(f, chain, f->z, f->scalar);
     TC_OK(acg_graph_destroy(chain));
     TC_OK(acg_graph_destroy(longer));
     TC_OK(acg_graph_destroy(fj));
     TC_OK(acg_graph_destroy(copies));
-    if (!upd) {
-        tc_skip("no graph update: every update refused as unsupported, no topology compared");
-    }
+    skip_without_update(upd, "every update is refused as unsupported (no topology compared)");
 }
 
 /* ---- graph description -------------------------------------------------------------------- */
@@ -244,42 +196,47 @@ static bool has_dep(const acg_node_info *n, uint32_t d) {
     return false;
 }
 
+/* Captures fn, expects its graph to hold n nodes and returns their descriptions in info. */
+static acg_graph *capture_nodes(fx *f, tc_work_fn fn, acg_node_info *info, size_t n) {
+    acg_graph *g = capture(f, fn);
+    size_t count = 0;
+    TC_OK(acg_graph_get_node_count(g, &count));
+    assert_int_equal(count, n);
+    for (size_t i = 0; i < n; i++) {
+        memset(&info[i], 0, sizeof info[i]);
+        TC_OK(acg_graph_get_node(g, i, &info[i]));
+    }
+    return g;
+}
+
 /* Nodes of a chain: kernels in order, each depending on the one before, with their buffers. */
 static void test_describe_chain(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    acg_graph *g = capture(f, work_chain);
-    size_t n = 0;
-    TC_OK(acg_graph_get_node_count(g, &n));
-    assert_int_equal(n, 5);
+    acg_node_info info[5];
+    acg_graph *g = capture_nodes(f, work_chain, info, 5);
     static const char *names[] = {"fill_f32", "add_scalar_f32", "axpy_f32", "copy_f32",
                                   "add_scalar_f32"};
-    for (size_t i = 0; i < n; i++) {
-        acg_node_info info;
-        memset(&info, 0, sizeof info);
-        TC_OK(acg_graph_get_node(g, i, &info));
-        assert_int_equal(info.kind, ACG_NODE_KERNEL);
-        assert_non_null(info.kernel);
-        assert_string_equal(info.kernel, names[i]);
-        assert_int_equal(info.size, 0);
-        assert_null(info.host);
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(info[i].kind, ACG_NODE_KERNEL);
+        assert_non_null(info[i].kernel);
+        assert_string_equal(info[i].kernel, names[i]);
+        assert_int_equal(info[i].size, 0);
+        assert_null(info[i].host);
         if (i == 0) {
-            assert_int_equal(info.n_deps, 0);
+            assert_int_equal(info[i].n_deps, 0);
         } else {
-            assert_int_equal(info.n_deps, 1);
-            assert_int_equal(info.deps[0], i - 1);
+            assert_int_equal(info[i].n_deps, 1);
+            assert_int_equal(info[i].deps[0], i - 1);
         }
     }
-    acg_node_info info;
-    TC_OK(acg_graph_get_node(g, 0, &info));
-    assert_int_equal(info.n_buffers, 1);
-    assert_ptr_equal(info.buffers[0], f->x);
-    TC_OK(acg_graph_get_node(g, 2, &info));
-    assert_int_equal(info.n_buffers, 2);
-    assert_true(has_buffer(&info, f->x) && has_buffer(&info, f->y));
-    TC_OK(acg_graph_get_node(g, 3, &info));
-    assert_true(has_buffer(&info, f->z) && has_buffer(&info, f->y));
+    assert_int_equal(info[0].n_buffers, 1);
+    assert_ptr_equal(info[0].buffers[0], f->x);
+    assert_int_equal(info[2].n_buffers, 2);
+    assert_true(has_buffer(&info[2], f->x) && has_buffer(&info[2], f->y));
+    assert_true(has_buffer(&info[3], f->z) && has_buffer(&info[3], f->y));
 
+    size_t n = 0;
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_get_node_count(NULL, &n));
     TC_OK(acg_graph_destroy(g));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_get_node_count(g, &n));
@@ -291,13 +248,9 @@ static void test_describe_chain(void **state) {
 static void test_describe_fork_join(void **state) {
     fx *f = *state;
     NEED_MULTI_STREAM_CAPTURE(f);
-    acg_graph *g = capture(f, work_fork_join);
-    size_t n = 0;
-    TC_OK(acg_graph_get_node_count(g, &n));
-    assert_int_equal(n, 4);
     acg_node_info info[4];
+    acg_graph *g = capture_nodes(f, work_fork_join, info, 4);
     for (size_t i = 0; i < 4; i++) {
-        TC_OK(acg_graph_get_node(g, i, &info[i]));
         assert_int_equal(info[i].kind, ACG_NODE_KERNEL);
         for (size_t d = 0; d < info[i].n_deps; d++) {
             assert_true(info[i].deps[d] < i);
@@ -324,14 +277,8 @@ static void test_describe_copies(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
     NEED_PINNED(f);
-    acg_graph *g = capture(f, work_copies);
-    size_t n = 0;
-    TC_OK(acg_graph_get_node_count(g, &n));
-    assert_int_equal(n, 5);
     acg_node_info in[5];
-    for (size_t i = 0; i < 5; i++) {
-        TC_OK(acg_graph_get_node(g, i, &in[i]));
-    }
+    acg_graph *g = capture_nodes(f, work_copies, in, 5);
     assert_int_equal(in[0].kind, ACG_NODE_COPY_H2D);
     assert_int_equal(in[0].size, NB);
     assert_ptr_equal(in[0].host, f->pin_in);
@@ -365,10 +312,7 @@ static void test_graph_upload(void **state) {
     TC_OK(acg_graph_upload(g, f->a));
     TC_OK(acg_graph_upload(g, f->b));
     TC_OK(acg_graph_launch(g, f->a));
-    float got[N], want[N];
-    tc_download(f->a, got, f->y, sizeof got);
-    tc_splat(want, N, 4.0f);
-    TC_BYTES_EQUAL(want, got, sizeof got);
+    TC_EXPECT_FLOATS(f->a, f->y, N, 4.0f);
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_upload(NULL, f->a));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_upload(g, NULL));
     acg_device *other = tc_open();
@@ -383,7 +327,7 @@ static void test_graph_upload(void **state) {
     TC_OK(acg_graph_destroy(g));
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
+#define T(fn) GRAPH_CASE(fn)
 static const struct CMUnitTest tests[] = {
     T(test_replay_chain),   T(test_capture_does_not_run), T(test_replay_fork_join),
     T(test_replay_copies),  T(test_graph_update),         T(test_graph_update_topology_mismatch),

@@ -42,10 +42,8 @@ static void test_free_referenced(void **state) {
     TC_BYTES_EQUAL(back, pin, NB);
 
     TC_OK(acg_graph_destroy(g));
-    TC_OK(acg_buffer_free(extra));
     TC_OK(acg_pinned_free(pin));
-    TC_OK(acg_buffer_free(view));
-    TC_OK(acg_buffer_free(parent));
+    TC_FREE_BUFFERS(extra, view, parent);
 }
 
 /* Replay refuses dead graphs and streams of another device. */
@@ -104,11 +102,7 @@ static void test_capture_state(void **state) {
     TC_OK(acg_stream_end_capture(f->a, &g));
     TC_OK(acg_stream_get_capture_state(f->a, &cs));
     assert_int_equal(cs, ACG_CAPTURE_NONE);
-    float replay[N], want[N];
-    poison_all(f);
-    TC_OK(tc_replay(g, f->a, f->z, NB, replay));
-    chain_reference(want, f->scalar);
-    TC_BYTES_EQUAL(replay, want, NB);
+    expect_chain_replay(f, g, f->z, f->scalar);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_stream_destroy(c));
 
@@ -129,14 +123,21 @@ static void test_capture_state(void **state) {
     TC_OK(acg_graph_destroy(g));
 }
 
+/* x = 1 on a, then e1 recorded on a: a point for b to fork from (a tc_work_fn; ctx the fx). */
+static acg_status work_fork_point(void *ctx, acg_stream *a, acg_stream *b) {
+    fx *f = ctx;
+    (void)b;
+    acg_status st = tc_fill(a, &f->k, f->x, 0, N, 1.0f);
+    return st != ACG_OK ? st : acg_event_record(f->e1, a);
+}
+
 /* A fork whose work never rejoins the origin ends with ACG_ERR_CAPTURE_UNJOINED; both streams
  * leave capture mode usable and the pool takes the next capture. */
 static void test_unjoined_fork(void **state) {
     fx *f = *state;
     NEED_MULTI_STREAM_CAPTURE(f);
     TC_OK(acg_stream_begin_capture(f->a, f->pool));
-    TC_OK(tc_fill(f->a, &f->k, f->x, 0, N, 1.0f));
-    TC_OK(acg_event_record(f->e1, f->a));
+    TC_OK(work_fork_point(f, f->a, f->b));
     TC_OK(acg_stream_wait_event(f->b, f->e1));
     TC_OK(tc_add(f->b, &f->k, f->y, 0, f->x, 0, N, 1.0f));
     TC_OK(acg_event_record(f->e2, f->b)); /* recorded, but a never waits on it */
@@ -154,22 +155,16 @@ static void test_unjoined_fork(void **state) {
     assert_int_equal(cs, ACG_CAPTURE_NONE);
 
     /* Both streams work eagerly. */
-    float back[N], want[N];
     poison_all(f);
     TC_OK(tc_fill(f->a, &f->k, f->x, 0, N, 6.0f));
     TC_OK(acg_stream_synchronize(f->a));
     TC_OK(tc_add(f->b, &f->k, f->y, 0, f->x, 0, N, 0.5f));
     TC_OK(acg_stream_synchronize(f->b));
-    tc_download(f->b, back, f->y, NB);
-    tc_splat(want, N, 6.5f);
-    TC_BYTES_EQUAL(back, want, NB);
+    TC_EXPECT_FLOATS(f->b, f->y, N, 6.5f);
 
     /* The pool accepts the next capture, which replays correctly. */
     acg_graph *ok = capture(f, work_fork_join);
-    poison_all(f);
-    TC_OK(tc_replay(ok, f->a, f->w, NB, back));
-    tc_splat(want, N, 5.5f);
-    TC_BYTES_EQUAL(back, want, NB);
+    expect_replay_floats(f, ok, f->w, 5.5f);
     TC_OK(acg_graph_destroy(ok));
 }
 
@@ -178,13 +173,12 @@ static void test_unjoined_fork(void **state) {
 static void test_graph_update_waits_for_pending(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    enum { M = 1 << 21 };
-    acg_buffer *big = tc_buffer(f->dev, (size_t)M * sizeof(float));
+    acg_buffer *big = tc_buffer(f->dev, (size_t)BIG * sizeof(float));
     acg_graph *g[2];
     for (int i = 0; i < 2; i++) {
         TC_OK(acg_stream_begin_capture(f->a, f->pool));
         for (int r = 0; r < 6; r++) {
-            TC_OK(tc_fill(f->a, &f->k, big, 0, M, 0.0f));
+            TC_OK(tc_fill(f->a, &f->k, big, 0, BIG, 0.0f));
         }
         TC_OK(tc_fill(f->a, &f->k, f->z, 0, N, i == 0 ? 1.0f : 2.0f));
         TC_OK(acg_stream_end_capture(f->a, &g[i]));
@@ -196,19 +190,12 @@ static void test_graph_update_waits_for_pending(void **state) {
         TC_OK(acg_graph_update(g[0], g[1]));
     }
     TC_OK(acg_stream_synchronize(f->a));
-    float back[N], want[N];
-    tc_download(f->a, back, f->z, NB);
-    tc_splat(want, N, 1.0f);
-    TC_BYTES_EQUAL(back, want, NB);
-    TC_OK(tc_replay(g[0], f->a, f->z, NB, back));
-    tc_splat(want, N, upd ? 2.0f : 1.0f); /* a refused update changed nothing */
-    TC_BYTES_EQUAL(back, want, NB);
+    TC_EXPECT_FLOATS(f->a, f->z, N, 1.0f);
+    expect_replay_floats(f, g[0], f->z, upd ? 2.0f : 1.0f); /* a refused update changed nothing */
     TC_OK(acg_graph_destroy(g[0]));
     TC_OK(acg_graph_destroy(g[1]));
     TC_OK(acg_buffer_free(big));
-    if (!upd) {
-        tc_skip("no graph update: checked only that a refused update changes nothing");
-    }
+    skip_without_update(upd, "a refused update changes nothing");
 }
 
 /* After an update the graph references the new buffers: they cannot be freed while it lives,
@@ -221,15 +208,11 @@ static void test_graph_update_moves_refs(void **state) {
     f->out = fresh;
     acg_graph *g2 = capture(f, work_chain);
     f->out = f->z;
-    float back[N], want[N];
-    chain_reference(want, f->scalar);
     if (!tc_has_graph_update(g1, g2)) {
         /* The refused update moved nothing: fresh is free once g2 is gone, g1 still writes z. */
         TC_OK(acg_graph_destroy(g2));
         TC_OK(acg_buffer_free(fresh));
-        poison_all(f);
-        TC_OK(tc_replay(g1, f->a, f->z, NB, back));
-        TC_BYTES_EQUAL(back, want, NB);
+        expect_chain_replay(f, g1, f->z, f->scalar);
         TC_OK(acg_graph_destroy(g1));
         tc_skip("no graph update: checked only that a refused update moves nothing");
     }
@@ -237,8 +220,7 @@ static void test_graph_update_moves_refs(void **state) {
     TC_OK(acg_graph_destroy(g2));
     TC_EXPECT(ERR_IN_USE, acg_buffer_free(fresh));
     TC_LAST_ERROR_HAS("graph");
-    TC_OK(tc_replay(g1, f->a, fresh, NB, back));
-    TC_BYTES_EQUAL(back, want, NB);
+    expect_chain_replay(f, g1, fresh, f->scalar);
     TC_OK(acg_graph_destroy(g1));
     TC_OK(acg_buffer_free(fresh));
 }
@@ -248,16 +230,15 @@ static void test_graph_update_moves_refs(void **state) {
 static void test_graph_destroy_waits(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    enum { M = 1 << 21 };
-    acg_buffer *out = tc_buffer(f->dev, (size_t)M * sizeof(float));
-    scratch_work w = {f, 1.5f, 0.5f, out, M};
+    acg_buffer *out = tc_buffer(f->dev, (size_t)BIG * sizeof(float));
+    scratch_work w = {f, 1.5f, 0.5f, out, BIG};
     acg_graph *g = NULL;
     TC_OK(tc_capture(work_scratch, &w, f->a, f->b, f->pool, &g));
     tc_poison(f->a, out);
     TC_OK(acg_graph_launch(g, f->a));
     TC_OK(acg_graph_destroy(g));
     float back[64], want[64];
-    TC_OK(acg_copy_d2h(f->b, back, out, ((size_t)M - 64) * sizeof(float), sizeof back));
+    TC_OK(acg_copy_d2h(f->b, back, out, ((size_t)BIG - 64) * sizeof(float), sizeof back));
     tc_splat(want, 64, 1.5f + 1.0f + 0.5f);
     TC_BYTES_EQUAL(back, want, sizeof back);
     TC_OK(acg_buffer_free(out));
@@ -267,8 +248,7 @@ static void test_graph_destroy_waits(void **state) {
 static void test_pool_order_after_stream_destroy(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    scratch_pair p;
-    scratch_pair_capture(f, &p);
+    scratch_pair p = scratch_pair_capture(f);
     acg_stream *tmp = tc_stream(f->dev);
     TC_OK(acg_graph_launch(p.g1, tmp));
     TC_OK(acg_stream_destroy(tmp));
@@ -300,11 +280,7 @@ static void test_bad_input_during_capture(void **state) {
     assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(f->a, &g));
-    float back[N], want[N];
-    poison_all(f);
-    TC_OK(tc_replay(g, f->a, f->z, NB, back));
-    chain_reference(want, f->scalar);
-    TC_BYTES_EQUAL(back, want, NB);
+    expect_chain_replay(f, g, f->z, f->scalar);
     TC_OK(acg_graph_destroy(g));
 }
 
@@ -312,21 +288,18 @@ static void test_bad_input_during_capture(void **state) {
 static void test_capture_behind_eager_work(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    enum { M = 1 << 21 };
-    acg_buffer *big = tc_buffer(f->dev, (size_t)M * sizeof(float));
+    acg_buffer *big = tc_buffer(f->dev, (size_t)BIG * sizeof(float));
     poison_all(f);
     for (int r = 0; r < 4; r++) {
-        TC_OK(tc_fill(f->a, &f->k, big, 0, M, 1.0f));
+        TC_OK(tc_fill(f->a, &f->k, big, 0, BIG, 1.0f));
     }
     TC_OK(tc_copy(f->a, &f->k, f->z, 0, big, 0, N)); /* z = 1, eagerly, still queued */
     TC_OK(acg_stream_begin_capture(f->a, f->pool));
     TC_OK(tc_add(f->a, &f->k, f->z, 0, f->z, 0, N, 1.0f));
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(f->a, &g));
-    float back[N], want[N];
-    TC_OK(tc_replay(g, f->a, f->z, NB, back));
-    tc_splat(want, N, 2.0f);
-    TC_BYTES_EQUAL(back, want, NB);
+    TC_OK(tc_replay(g, f->a, NULL, 0, NULL)); /* no poison: z holds the eager work's result */
+    TC_EXPECT_FLOATS(f->a, f->z, N, 2.0f);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(big));
 }
@@ -336,23 +309,16 @@ static void test_capture_behind_eager_work(void **state) {
 static void test_event_from_ended_capture(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    TC_OK(acg_stream_begin_capture(f->a, f->pool));
-    TC_OK(tc_fill(f->a, &f->k, f->x, 0, N, 1.0f));
-    TC_OK(acg_event_record(f->e1, f->a));
-    acg_graph *g = NULL;
-    TC_OK(acg_stream_end_capture(f->a, &g));
+    acg_graph *g = capture(f, work_fork_point);
     TC_OK(acg_stream_wait_event(f->b, f->e1));
     acg_capture_state cs = ACG_CAPTURE_ACTIVE;
     TC_OK(acg_stream_get_capture_state(f->b, &cs));
     assert_int_equal(cs, ACG_CAPTURE_NONE);
     TC_OK(acg_event_query(f->e1));
     TC_OK(acg_event_synchronize(f->e1));
-    float back[N], want[N];
     TC_OK(tc_fill(f->b, &f->k, f->y, 0, N, 3.0f));
     TC_OK(acg_stream_synchronize(f->b));
-    tc_download(f->b, back, f->y, NB);
-    tc_splat(want, N, 3.0f);
-    TC_BYTES_EQUAL(back, want, NB);
+    TC_EXPECT_FLOATS(f->b, f->y, N, 3.0f);
     TC_OK(acg_graph_destroy(g));
 }
 
@@ -360,29 +326,21 @@ static void test_event_from_ended_capture(void **state) {
 static void test_cross_device_graphs(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    acg_device *d2 = tc_open();
-    acg_stream *s2 = tc_stream(d2);
-    acg_graph_pool *p2 = tc_pool(d2);
-    acg_buffer *b2 = tc_buffer(d2, NB);
-    tc_kernels k2;
-    tc_kernels_get(d2, &k2);
-    TC_EXPECT(ERR_WRONG_DEVICE, acg_stream_begin_capture(f->a, p2));
+    fx *other = graph_fixture_open(); /* the same objects on a second device */
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_stream_begin_capture(f->a, other->pool));
     acg_capture_state cs = ACG_CAPTURE_ACTIVE;
     TC_OK(acg_stream_get_capture_state(f->a, &cs));
     assert_int_equal(cs, ACG_CAPTURE_NONE);
-    TC_OK(acg_stream_begin_capture(s2, p2));
-    TC_OK(tc_fill(s2, &k2, b2, 0, N, 1.0f));
+    TC_OK(acg_stream_begin_capture(other->a, other->pool));
+    TC_OK(tc_fill(other->a, &other->k, other->x, 0, N, 1.0f));
     acg_graph *g2 = NULL;
-    TC_OK(acg_stream_end_capture(s2, &g2));
+    TC_OK(acg_stream_end_capture(other->a, &g2));
     acg_graph *g1 = capture(f, work_chain);
     TC_EXPECT(ERR_WRONG_DEVICE, acg_graph_update(g1, g2));
     TC_EXPECT(ERR_WRONG_DEVICE, acg_graph_update(g2, g1));
     TC_OK(acg_graph_destroy(g1));
     TC_OK(acg_graph_destroy(g2));
-    TC_OK(acg_buffer_free(b2));
-    TC_OK(acg_graph_pool_destroy(p2));
-    TC_OK(acg_stream_destroy(s2));
-    tc_close(d2);
+    graph_fixture_close(other);
 }
 
 /* Two captures run at once on two streams into two pools; both graphs replay correctly. */
@@ -398,14 +356,8 @@ static void test_concurrent_captures(void **state) {
     acg_graph *ga = NULL, *gb = NULL;
     TC_OK(acg_stream_end_capture(f->b, &gb));
     TC_OK(acg_stream_end_capture(f->a, &ga));
-    float back[N], want[N];
-    poison_all(f);
-    TC_OK(tc_replay(ga, f->a, f->z, NB, back));
-    tc_splat(want, N, 1.5f);
-    TC_BYTES_EQUAL(back, want, NB);
-    TC_OK(tc_replay(gb, f->a, f->w, NB, back));
-    tc_splat(want, N, 2.25f);
-    TC_BYTES_EQUAL(back, want, NB);
+    expect_replay_floats(f, ga, f->z, 1.5f);
+    expect_replay_floats(f, gb, f->w, 2.25f);
     size_t n = 0;
     TC_OK(acg_graph_get_node_count(ga, &n));
     assert_int_equal(n, 2);
@@ -415,7 +367,7 @@ static void test_concurrent_captures(void **state) {
     TC_OK(acg_graph_destroy(gb));
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
+#define T(fn) GRAPH_CASE(fn)
 static const struct CMUnitTest tests[] = {
     T(test_free_referenced),
     T(test_launch_errors),

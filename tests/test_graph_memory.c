@@ -19,10 +19,11 @@
 
 /* ---- the recipe: y = 2 (x + 1), with a temporary per row and one per token ------------------ */
 
-typedef struct model {
-    tc_kernels k;
+typedef struct fx {
+    tc_fixture t;          /* the device under test, a stream, the built-in kernels */
     uint32_t fail_warm_up; /* eager runs of slot 1 of buckets whose batch has a bit in it fail */
-} model;
+    acg_recipe recipe;     /* stepped with the fx as its user */
+} fx;
 
 static size_t rows_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
     (void)user;
@@ -31,11 +32,11 @@ static size_t rows_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
 }
 
 static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
-    model *m = user;
+    fx *f = user;
     uint32_t n = io->bucket->batch * N, t = io->bucket->tokens * K;
     acg_capture_state state = ACG_CAPTURE_NONE;
     acg_stream_get_capture_state(s, &state);
-    if (state == ACG_CAPTURE_NONE && io->slot == 1 && (io->bucket->batch & m->fail_warm_up)) {
+    if (state == ACG_CAPTURE_NONE && io->slot == 1 && (io->bucket->batch & f->fail_warm_up)) {
         return acg_set_last_error(ACG_ERR_DEVICE, "the test recipe fails batch %u eagerly",
                                   io->bucket->batch);
     }
@@ -45,19 +46,13 @@ static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
         st = acg_stream_alloc(s, (size_t)t * sizeof(float), &tok);
     }
     if (st == ACG_OK) {
-        st = tc_fill(s, &m->k, tok, 0, t, 0.5f); /* work of its own on the token temporary */
+        st = tc_fill(s, &f->t.k, tok, 0, t, 0.5f); /* work of its own on the token temporary */
     }
     if (st == ACG_OK) {
-        st = tc_add(s, &m->k, tok, 0, tok, 0, t, 1.0f);
+        st = tc_add(s, &f->t.k, tok, 0, tok, 0, t, 1.0f);
     }
     if (st == ACG_OK) {
-        st = tc_add(s, &m->k, tmp, 0, io->inputs[0], 0, n, 1.0f); /* tmp = x + 1 */
-    }
-    if (st == ACG_OK) {
-        st = tc_copy(s, &m->k, io->outputs[0], 0, tmp, 0, n); /* y = tmp */
-    }
-    if (st == ACG_OK) {
-        st = tc_axpy(s, &m->k, io->outputs[0], 0, tmp, 0, n, 1.0f); /* y = 2 tmp */
+        st = tc_twice_x_plus_one(s, &f->t.k, io->outputs[0], io->inputs[0], tmp, n);
     }
     if (tok != NULL) {
         acg_stream_free(s, tok);
@@ -81,36 +76,16 @@ static uint64_t eager_bytes(const acg_bucket_key *b) { return b->batch * ROW + b
 
 static uint64_t graph_bytes(const acg_bucket_key *b) { return eager_bytes(b) + b->batch * ROW; }
 
-typedef struct fx {
-    tc_fixture t; /* the device under test, a stream, the built-in kernels */
-    model m;
-    acg_recipe recipe;
-} fx;
-
 static int setup(void **state) {
     fx *f = tc_fixture_new(sizeof *f);
-    f->m.k = f->t.k;
-    acg_recipe r = ACG_RECIPE_INIT;
-    r.name = "memory";
-    r.user = &f->m;
-    r.n_inputs = 1;
-    r.n_outputs = 1;
-    r.input_bytes = rows_bytes;
-    r.output_bytes = rows_bytes;
-    r.forward = forward;
-    f->recipe = r;
+    f->recipe = tc_recipe("memory", f, rows_bytes, forward);
     *state = f;
     return 0;
 }
 
 static acg_runner_config config(fx *f, acg_graph_mode g) {
-    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
-    c.recipe = &f->recipe;
-    c.buckets = four;
-    c.n_buckets = 4;
-    c.stream = f->t.s;
+    acg_runner_config c = tc_runner_config(&f->recipe, four, 4, f->t.s, g);
     c.n_slots = 2;
-    c.graphs = g;
     return c;
 }
 
@@ -164,6 +139,15 @@ typedef struct pieces {
     acg_buffer *out; /* (2 * 256) the first 256 floats of each piece */
 } pieces;
 
+/* Expects p->out to hold the first 256 floats of each piece, read on s. */
+static void expect_pieces(acg_stream *s, const pieces *p) {
+    float got[512], want[512];
+    tc_download(s, got, p->out, sizeof got);
+    tc_splat(want, 256, p->value[0]);
+    tc_splat(want + 256, 256, p->value[1]);
+    TC_BYTES_EQUAL(want, got, sizeof got);
+}
+
 static acg_status work_pieces(void *ctx, acg_stream *a, acg_stream *b) {
     pieces *p = ctx;
     (void)b;
@@ -191,14 +175,12 @@ static acg_status work_pieces(void *ctx, acg_stream *a, acg_stream *b) {
  * replay right, in any order. */
 static void test_pool_reuses_every_chunk(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->t.dev, f->t.s)) {
-        tc_skip("no graphs");
-    }
+    tc_need_graphs(f->t.dev, f->t.s);
     acg_graph_pool *pool = tc_pool(f->t.dev);
     acg_buffer *out_a = tc_buffer(f->t.dev, 512 * sizeof(float));
     acg_buffer *out_b = tc_buffer(f->t.dev, 512 * sizeof(float));
-    pieces a = {&f->m.k, {64 * 1024, 256 * 1024}, {1.0f, 2.0f}, out_a};
-    pieces b = {&f->m.k, {256 * 1024, 32 * 1024}, {3.0f, 4.0f}, out_b};
+    pieces a = {&f->t.k, {64 * 1024, 256 * 1024}, {1.0f, 2.0f}, out_a};
+    pieces b = {&f->t.k, {256 * 1024, 32 * 1024}, {3.0f, 4.0f}, out_b};
     acg_graph *ga = NULL, *gb = NULL;
     size_t bytes_a = 0, bytes_b = 0;
     TC_OK(tc_capture(work_pieces, &a, f->t.s, NULL, pool, &ga));
@@ -208,25 +190,17 @@ static void test_pool_reuses_every_chunk(void **state) {
     assert_int_equal(bytes_a, (64 + 256) * 1024 * sizeof(float));
     assert_int_equal(bytes_b, bytes_a);
 
-    float got[512], want[512];
     for (int round = 0; round < 2; round++) {
         acg_graph *first = round == 0 ? gb : ga, *second = round == 0 ? ga : gb;
         TC_OK(acg_graph_launch(first, f->t.s));
         TC_OK(acg_graph_launch(second, f->t.s));
-        tc_download(f->t.s, got, out_a, sizeof got);
-        tc_splat(want, 256, 1.0f);
-        tc_splat(want + 256, 256, 2.0f);
-        TC_BYTES_EQUAL(want, got, sizeof got);
-        tc_download(f->t.s, got, out_b, sizeof got);
-        tc_splat(want, 256, 3.0f);
-        tc_splat(want + 256, 256, 4.0f);
-        TC_BYTES_EQUAL(want, got, sizeof got);
+        expect_pieces(f->t.s, &a);
+        expect_pieces(f->t.s, &b);
     }
     TC_OK(acg_graph_destroy(ga));
     TC_OK(acg_graph_destroy(gb));
     TC_OK(acg_graph_pool_destroy(pool));
-    TC_OK(acg_buffer_free(out_a));
-    TC_OK(acg_buffer_free(out_b));
+    TC_FREE_BUFFERS(out_a, out_b);
 }
 
 /* ---- a runner's buckets --------------------------------------------------------------------- */
@@ -237,9 +211,7 @@ static void test_pool_reuses_every_chunk(void **state) {
  * eager steps' temporaries or one beside the pool, and replay equals eager. */
 static void test_pool_holds_the_largest(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->t.dev, f->t.s)) {
-        tc_skip("no graphs");
-    }
+    tc_need_graphs(f->t.dev, f->t.s);
     acg_memory_stats m0 = ACG_MEMORY_STATS_INIT, m1 = ACG_MEMORY_STATS_INIT;
     TC_OK(acg_stream_synchronize(f->t.s));
     TC_OK(acg_device_reset_peak_memory(f->t.dev));
@@ -331,10 +303,8 @@ static void test_report_sizes(void **state) {
  * eagerly; the others are captured. With graphs required, creation fails naming it. */
 static void test_warm_up_failure(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->t.dev, f->t.s)) {
-        tc_skip("no graphs");
-    }
-    f->m.fail_warm_up = 4;
+    tc_need_graphs(f->t.dev, f->t.s);
+    f->fail_warm_up = 4;
     acg_runner_config c = config(f, ACG_GRAPHS_ON);
     acg_runner *r;
     tc_log_capture_begin(ACG_LOG_ERROR);
@@ -364,7 +334,7 @@ static void test_warm_up_failure(void **state) {
     assert_null(r);
     TC_LAST_ERROR_HAS("batch 4");
     TC_LAST_ERROR_HAS("warm-up failed");
-    f->m.fail_warm_up = 0;
+    f->fail_warm_up = 0;
 }
 
 /* ---- rank agreement, with a comm that plays the other ranks ---------------------------------- */
@@ -376,11 +346,6 @@ typedef struct others {
     size_t lower_index;
     int32_t lower_to; /* ... to this */
 } others;
-
-static acg_status others_barrier(void *user) {
-    (void)user;
-    return ACG_OK;
-}
 
 static acg_status others_min(void *user, int32_t *v, size_t n) {
     others *o = user;
@@ -397,7 +362,7 @@ static acg_status others_min(void *user, int32_t *v, size_t n) {
 static acg_status create_with(fx *f, others *o, acg_runner **r) {
     acg_comm comm = ACG_COMM_INIT;
     comm.user = o;
-    comm.barrier = others_barrier;
+    comm.barrier = tc_one_rank_comm()->barrier; /* the others never keep this rank waiting */
     comm.allreduce_min_i32 = others_min;
     acg_runner_config c = config(f, ACG_GRAPHS_ON);
     c.comm = &comm;
@@ -413,9 +378,7 @@ enum { CALL_PEAKS = 2, CALL_FIRST_BUCKET = 3, CALLS = 7 };
  * drops the bucket here too, saying why. A comm that fails at any call fails the creation. */
 static void test_ranks_agree_on_memory(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->t.dev, f->t.s)) {
-        tc_skip("no graphs");
-    }
+    tc_need_graphs(f->t.dev, f->t.s);
     acg_runner *r = NULL;
     tc_log_capture_begin(ACG_LOG_ERROR); /* the dropped buckets are logged */
     others o = {.lower_at = CALL_PEAKS, .lower_index = 3, .lower_to = -(1 << 20)}; /* 1 GiB */

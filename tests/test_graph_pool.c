@@ -31,11 +31,7 @@ static void test_graph_update_with_scratch(void **state) {
     TC_LAST_ERROR_HAS("scratch");
     TC_OK(acg_graph_update(g1, g2));
     TC_OK(acg_graph_destroy(g2)); /* g1 must not depend on g2's scratch */
-    float replay[N], want[N];
-    poison_all(f);
-    TC_OK(tc_replay(g1, f->a, f->z, NB, replay));
-    tc_splat(want, N, 6.0f + 1.0f + 2.0f);
-    TC_BYTES_EQUAL(replay, want, NB);
+    expect_replay_floats(f, g1, f->z, 6.0f + 1.0f + 2.0f);
     TC_OK(acg_graph_destroy(g1));
     TC_OK(acg_graph_destroy(g3));
 }
@@ -45,17 +41,16 @@ static void test_graph_update_with_scratch(void **state) {
 static void test_two_graphs_one_pool(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    scratch_pair p;
-    scratch_pair_capture(f, &p);
+    scratch_pair p = scratch_pair_capture(f);
     assert_true(p.bytes1 >= (size_t)SCRATCH_M * sizeof(float));
     assert_int_equal(p.bytes2, p.bytes1); /* the second graph reuses the first one's scratch */
 
     tc_poison(f->a, p.o1);
     tc_poison(f->a, p.o2);
     TC_OK(tc_replay(p.g2, f->a, NULL, 0, NULL));
-    expect_floats(f, p.o2, SCRATCH_M, 5.0f + 1.0f + 2.0f);
+    TC_EXPECT_FLOATS(f->a, p.o2, SCRATCH_M, 5.0f + 1.0f + 2.0f);
     TC_OK(tc_replay(p.g1, f->a, NULL, 0, NULL));
-    expect_floats(f, p.o1, SCRATCH_M, 3.0f + 1.0f + 1.0f);
+    TC_EXPECT_FLOATS(f->a, p.o1, SCRATCH_M, 3.0f + 1.0f + 1.0f);
 
     for (int round = 0; round < 4; round++) {
         tc_poison(f->a, p.o1);
@@ -76,11 +71,7 @@ static void test_private_pool(void **state) {
     scratch_work w = {f, 1.0f, 0.5f, f->z, N};
     acg_graph *g = NULL;
     TC_OK(tc_capture(work_scratch, &w, f->a, f->b, NULL, &g));
-    float replay[N], want[N];
-    poison_all(f);
-    TC_OK(tc_replay(g, f->a, f->z, NB, replay));
-    tc_splat(want, N, 1.0f + 1.0f + 0.5f);
-    TC_BYTES_EQUAL(replay, want, NB);
+    expect_replay_floats(f, g, f->z, 1.0f + 1.0f + 0.5f);
     TC_OK(acg_graph_destroy(g));
 }
 
@@ -108,10 +99,7 @@ static void test_stream_ordered_memory(void **state) {
     TC_OK(acg_device_get_memory_stats(f->dev, &m1));
     assert_int_equal(m1.bytes_in_use, m0.bytes_in_use);
     assert_int_equal(m1.allocations, m0.allocations + 1);
-    float back[N], want[N];
-    tc_download(f->a, back, f->z, NB);
-    tc_splat(want, N, 5.0f);
-    TC_BYTES_EQUAL(back, want, NB);
+    TC_EXPECT_FLOATS(f->a, f->z, N, 5.0f);
     /* Only acg_stream_alloc memory goes back through acg_stream_free. */
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_stream_free(f->a, f->z));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_stream_free(NULL, f->z));
@@ -153,11 +141,7 @@ static void test_scratch_rules(void **state) {
     TC_OK(acg_stream_free(f->a, tmp));
     TC_EXPECT(ERR_IN_USE, acg_buffer_free(tmp));
     TC_LAST_ERROR_HAS("acg_buffer_free");
-    float replay[N], want[N];
-    poison_all(f);
-    TC_OK(tc_replay(g, f->a, f->z, NB, replay));
-    tc_splat(want, N, 4.0f);
-    TC_BYTES_EQUAL(replay, want, NB);
+    expect_replay_floats(f, g, f->z, 4.0f);
     TC_OK(acg_graph_destroy(g));
     /* Released with its graph: the handle is dead now. */
     TC_EXPECT(ERR_INVALID_HANDLE, acg_buffer_free(tmp));
@@ -188,10 +172,7 @@ static void test_scratch_stays_in_its_capture(void **state) {
     TC_OK(tc_fill(f->a, &f->k, f->z, 0, N, 3.0f));
     TC_OK(acg_stream_end_capture(f->a, &gb));
     TC_OK(acg_graph_destroy(ga));
-    float replay[N], want[N];
-    TC_OK(tc_replay(gb, f->a, f->z, NB, replay));
-    tc_splat(want, N, 3.0f);
-    TC_BYTES_EQUAL(replay, want, NB);
+    expect_replay_floats(f, gb, f->z, 3.0f);
     TC_OK(acg_graph_destroy(gb));
 }
 
@@ -263,15 +244,21 @@ static void test_pool_destroy_in_use(void **state) {
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(f->a, &g));
     TC_EXPECT(ERR_IN_USE, acg_graph_pool_destroy(pool));
-    float replay[N], want[N];
-    poison_all(f);
-    TC_OK(tc_replay(g, f->a, f->z, NB, replay));
-    chain_reference(want, f->scalar);
-    TC_BYTES_EQUAL(replay, want, NB);
+    expect_chain_replay(f, g, f->z, f->scalar);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_graph_pool_destroy(pool));
     TC_OK(acg_graph_pool_destroy(NULL));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_pool_destroy(pool));
+}
+
+/* Destroys s, closes dev and expects the counting allocator to hold nothing live, then
+ * uninstalls it. */
+static void close_counted(acg_device *dev, acg_stream *s) {
+    TC_OK(acg_stream_destroy(s));
+    tc_close(dev);
+    assert_int_equal(tc_alloc_live(), 0);
+    assert_int_equal(tc_alloc_bad_calls(), 0);
+    tc_alloc_uninstall();
 }
 
 /* 10,000 replays hold pool memory and library allocations steady after the first ones. */
@@ -281,10 +268,7 @@ static void test_many_replays_stable(void **state) {
     acg_device *dev = tc_open();
     acg_stream *s = tc_stream(dev);
     if (!tc_has_graphs(dev, s)) {
-        TC_OK(acg_stream_destroy(s));
-        tc_close(dev);
-        assert_int_equal(tc_alloc_live(), 0);
-        tc_alloc_uninstall();
+        close_counted(dev, s);
         tc_skip("no graphs");
     }
     acg_graph_pool *pool = tc_pool(dev);
@@ -315,22 +299,15 @@ static void test_many_replays_stable(void **state) {
     TC_OK(acg_graph_pool_get_bytes(pool, &bytes1));
     assert_int_equal(bytes1, bytes0);
     assert_int_equal(tc_alloc_live(), live0);
-    float back[M], want[M];
-    tc_download(s, back, out, sizeof back);
-    tc_splat(want, M, 2.0f + 1.0f + 3.0f);
-    TC_BYTES_EQUAL(back, want, sizeof back);
+    TC_EXPECT_FLOATS(s, out, M, 2.0f + 1.0f + 3.0f);
 
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_graph_pool_destroy(pool));
     TC_OK(acg_buffer_free(out));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
-    assert_int_equal(tc_alloc_live(), 0);
-    assert_int_equal(tc_alloc_bad_calls(), 0);
-    tc_alloc_uninstall();
+    close_counted(dev, s);
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
+#define T(fn) GRAPH_CASE(fn)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_many_replays_stable), /* first: it needs no live objects */
     T(test_two_graphs_one_pool),

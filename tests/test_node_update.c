@@ -48,10 +48,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fx *f = *state;
     TC_OK(acg_graph_destroy(f->g));
-    TC_OK(acg_buffer_free(f->x1));
-    TC_OK(acg_buffer_free(f->x2));
-    TC_OK(acg_buffer_free(f->y));
-    TC_OK(acg_buffer_free(f->ref));
+    TC_FREE_BUFFERS(f->x1, f->x2, f->y, f->ref);
     return tc_fixture_teardown(state);
 }
 
@@ -70,19 +67,23 @@ static void need_node_update(fx *f) {
     }
 }
 
-/* Replays f->g and returns y in out. */
-static void replay(fx *f, float *out) {
+/* Replays g (which writes y) and returns y in out. */
+static void replay(fx *f, acg_graph *g, float *out) {
     tc_poison(f->t.s, f->y);
-    TC_OK(acg_graph_launch(f->g, f->t.s));
+    TC_OK(acg_graph_launch(g, f->t.s));
     tc_download(f->t.s, out, f->y, BYTES);
 }
 
-/* What the graph computes with node 1 as add_scalar(y, x at xoff, n items, a) eagerly, in ref. */
-static void eager(fx *f, const acg_buffer *x, size_t xoff, uint32_t n, float a, float *out) {
+/* Expects a replay of f->g to equal, bit for bit, what the graph computes with node 1 as
+ * add_scalar(y, x, n items, a) run eagerly (in ref), and leaves that in want. */
+static void expect_as_eager(fx *f, const acg_buffer *x, uint32_t n, float a, float *want) {
+    float got[N];
+    replay(f, f->g, got);
     tc_poison(f->t.s, f->ref);
     TC_OK(acg_fill(f->t.s, f->ref, 0, BYTES, 0, 4));
-    TC_OK(tc_add(f->t.s, &f->t.k, f->ref, 0, x, xoff, n, a));
-    tc_download(f->t.s, out, f->ref, BYTES);
+    TC_OK(tc_add(f->t.s, &f->t.k, f->ref, 0, x, 0, n, a));
+    tc_download(f->t.s, want, f->ref, BYTES);
+    TC_BYTES_EQUAL(got, want, BYTES);
 }
 
 static acg_status update_add(fx *f, const acg_dims *dims, const acg_buffer *x, size_t xoff,
@@ -96,30 +97,24 @@ static void test_scalar_and_buffer(void **state) {
     fx *f = *state;
     need_node_update(f);
     float got[N], want[N];
-    replay(f, got);
-    eager(f, f->x1, 0, N, 1.0f, want);
-    TC_BYTES_EQUAL(got, want, BYTES);
+    expect_as_eager(f, f->x1, N, 1.0f, want);
     for (int step = 0; step < 4; step++) {
         const float a = 0.5f * (float)step - 3.0f;
         TC_OK(update_add(f, NULL, f->x1, 0, a));
-        replay(f, got);
-        eager(f, f->x1, 0, N, a, want);
-        TC_BYTES_EQUAL(got, want, BYTES);
+        expect_as_eager(f, f->x1, N, a, want);
         for (int i = 0; i < N; i++) {
             assert_true(want[i] == f->h1[i] + a);
         }
     }
     TC_OK(update_add(f, NULL, f->x2, 0, 2.0f));
-    replay(f, got);
-    eager(f, f->x2, 0, N, 2.0f, want);
-    TC_BYTES_EQUAL(got, want, BYTES);
+    expect_as_eager(f, f->x2, N, 2.0f, want);
     /* A view's window: x2 from its 16th float, 240 items (as an offset, not a grid change). */
     acg_buffer *view = NULL;
     TC_OK(acg_buffer_create_view(f->x2, 16 * sizeof(float), BYTES - 16 * sizeof(float), &view));
     const acg_arg args[] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(view, 0), acg_arg_f32(2.0f)};
     TC_EXPECT(ERR_OUT_OF_RANGE, acg_graph_update_kernel_node(f->g, 1, NULL, args, 3));
     TC_LAST_ERROR_HAS("argument 1 reaches");
-    replay(f, got);
+    replay(f, f->g, got);
     TC_BYTES_EQUAL(got, want, BYTES);              /* the refused update changed nothing */
     TC_EXPECT(ERR_IN_USE, acg_buffer_free(f->x2)); /* the graph uses x2 now ... */
     acg_buffer *x1 = f->x1;                        /* ... and no longer x1 */
@@ -138,20 +133,16 @@ static void test_grid(void **state) {
         TC_LAST_ERROR_HAS("grid");
         tc_skip("%s updates a node's arguments but not its grid", tc_spec());
     }
-    float got[N], want[N];
+    float want[N];
     TC_OK(update_add(f, &half, f->x2, 0, 4.0f));
-    replay(f, got);
-    eager(f, f->x2, 0, N / 2, 4.0f, want);
-    TC_BYTES_EQUAL(got, want, BYTES);
+    expect_as_eager(f, f->x2, N / 2, 4.0f, want);
     assert_true(want[N / 2] == 0.0f);
     /* The same grid again (dims given equal to the node's) is no change of grid. */
     TC_OK(update_add(f, &half, f->x2, 0, 5.0f));
     /* Back to the whole grid. */
     const acg_dims whole = acg_dims_1d(N);
     TC_OK(update_add(f, &whole, f->x1, 0, 1.0f));
-    replay(f, got);
-    eager(f, f->x1, 0, N, 1.0f, want);
-    TC_BYTES_EQUAL(got, want, BYTES);
+    expect_as_eager(f, f->x1, N, 1.0f, want);
 }
 
 /* A device that cannot change a grid (the capability, as a test hook sets it) refuses a grid
@@ -164,10 +155,8 @@ static void test_grid_denied(void **state) {
     TC_EXPECT(ERR_UNSUPPORTED, update_add(f, &half, f->x2, 0, 1.0f));
     TC_LAST_ERROR_HAS("cannot change a kernel node's grid in a graph (node 1, add_scalar_f32)");
     TC_OK(update_add(f, &same, f->x2, 0, 1.0f));
-    float got[N], want[N];
-    replay(f, got);
-    eager(f, f->x2, 0, N, 1.0f, want);
-    TC_BYTES_EQUAL(got, want, BYTES);
+    float want[N];
+    expect_as_eager(f, f->x2, N, 1.0f, want);
 }
 
 /* The core's fallback for a backend without its own slot: the whole rewritten description
@@ -179,12 +168,10 @@ static void test_fallback_through_graph_update(void **state) {
         tc_skip("no graph update to fall back on");
     }
     acg__device_set_node_update_fallback(f->t.dev, true);
-    float got[N], want[N];
+    float want[N];
     for (int i = 0; i < 2; i++) {
         TC_OK(update_add(f, NULL, i ? f->x1 : f->x2, 0, 6.0f + (float)i));
-        replay(f, got);
-        eager(f, i ? f->x1 : f->x2, 0, N, 6.0f + (float)i, want);
-        TC_BYTES_EQUAL(got, want, BYTES);
+        expect_as_eager(f, i ? f->x1 : f->x2, N, 6.0f + (float)i, want);
     }
     acg__device_set_node_update_fallback(f->t.dev, false);
 }
@@ -194,7 +181,7 @@ static void test_refusals(void **state) {
     fx *f = *state;
     need_node_update(f);
     float before[N], got[N];
-    replay(f, before);
+    replay(f, f->g, before);
     const acg_arg good[] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(f->x2, 0), acg_arg_f32(1.0f)};
 
     TC_EXPECT(ERR_OUT_OF_RANGE, acg_graph_update_kernel_node(f->g, 2, NULL, good, 3));
@@ -254,10 +241,9 @@ static void test_refusals(void **state) {
     TC_LAST_ERROR_HAS("graph scratch of another graph");
     TC_OK(acg_graph_destroy(h));
 
-    replay(f, got);
+    replay(f, f->g, got);
     TC_BYTES_EQUAL(got, before, BYTES);
-    TC_OK(acg_buffer_free(small));
-    TC_OK(acg_buffer_free(big));
+    TC_FREE_BUFFERS(small, big);
 }
 
 /* A node update after a whole update (acg_graph_update from another capture of the same step)
@@ -277,15 +263,11 @@ static void test_after_graph_update(void **state) {
     }
     TC_OK(acg_graph_update(f->g, from));
     TC_OK(acg_graph_destroy(from));
-    float got[N], want[N];
-    replay(f, got);
-    eager(f, f->x2, 0, N, 3.0f, want);
-    TC_BYTES_EQUAL(got, want, BYTES);
+    float want[N];
+    expect_as_eager(f, f->x2, N, 3.0f, want);
     for (int i = 0; i < 2; i++) {
         TC_OK(update_add(f, NULL, i ? f->x2 : f->x1, 0, -2.5f * (float)(i + 1)));
-        replay(f, got);
-        eager(f, i ? f->x2 : f->x1, 0, N, -2.5f * (float)(i + 1), want);
-        TC_BYTES_EQUAL(got, want, BYTES);
+        expect_as_eager(f, i ? f->x2 : f->x1, N, -2.5f * (float)(i + 1), want);
     }
 }
 
@@ -304,17 +286,13 @@ static void test_own_scratch(void **state) {
     TC_OK(tc_add(f->t.s, &f->t.k, f->y, 0, a, 0, N, 0.5f));
     TC_OK(acg_stream_end_capture(f->t.s, &g));
     float got[N], want[N];
+    replay(f, g, got);
     tc_splat(want, N, 3.5f);
-    tc_poison(f->t.s, f->y);
-    TC_OK(acg_graph_launch(g, f->t.s));
-    tc_download(f->t.s, got, f->y, BYTES);
     TC_BYTES_EQUAL(got, want, BYTES);
     const acg_arg args[] = {acg_arg_buffer(f->y, 0), acg_arg_buffer(b, 0), acg_arg_f32(0.5f)};
     TC_OK(acg_graph_update_kernel_node(g, 2, NULL, args, 3));
+    replay(f, g, got);
     tc_splat(want, N, 7.5f);
-    tc_poison(f->t.s, f->y);
-    TC_OK(acg_graph_launch(g, f->t.s));
-    tc_download(f->t.s, got, f->y, BYTES);
     TC_BYTES_EQUAL(got, want, BYTES);
     TC_OK(acg_graph_destroy(g));
 }
@@ -346,10 +324,8 @@ static void test_update_racing_replays(void **state) {
         TC_OK(update_add(f, NULL, (i & 1) ? f->x2 : f->x1, 0, (float)i));
     }
     assert_int_equal(pthread_join(t, NULL), 0);
-    float got[N], want[N];
-    replay(f, got);
-    eager(f, f->x2, 0, N, 199.0f, want);
-    TC_BYTES_EQUAL(got, want, BYTES);
+    float want[N];
+    expect_as_eager(f, f->x2, N, 199.0f, want);
     TC_OK(acg_stream_destroy(r.s));
 }
 

@@ -102,13 +102,10 @@ static void lifo_uninstall(void) {
 
 /* What every kind shares: a device, a stream of the user thread's own, and a buffer. */
 typedef struct env {
-    acg_device *dev;
-    acg_stream *user_stream; /* the user thread's */
+    tc_fixture t;            /* the device, the user thread's stream (t.s), the built-in kernels */
     acg_stream *make_stream; /* the creating thread's */
     acg_buffer *buf;         /* 1 KiB */
-    tc_kernels k;
     acg_model_weights *weights;
-    acg_tokenizer *tokenizer;
 } env;
 
 typedef struct kind {
@@ -209,7 +206,7 @@ static void run_race(env *e, const kind *k) {
 /* Buffers: the probe's case, a launch on the stale buffer. */
 static void *buffer_create(env *e) {
     acg_buffer *b = NULL;
-    TC_OK(acg_buffer_alloc(e->dev, 1024, &b));
+    TC_OK(acg_buffer_alloc(e->t.dev, 1024, &b));
     return b;
 }
 static void buffer_destroy(env *e, void *obj) {
@@ -217,7 +214,7 @@ static void buffer_destroy(env *e, void *obj) {
     TC_OK(acg_buffer_free(obj));
 }
 static acg_status buffer_use(env *e, void *stale) {
-    return tc_add(e->user_stream, &e->k, stale, 0, stale, 0, 64, 1.0f);
+    return tc_add(e->t.s, &e->t.k, stale, 0, stale, 0, 64, 1.0f);
 }
 
 static void *view_create(env *e) {
@@ -236,26 +233,26 @@ static void stream_buffer_destroy(env *e, void *obj) {
     TC_OK(acg_stream_free(e->make_stream, obj));
 }
 
-static void *stream_create(env *e) { return tc_stream(e->dev); }
+static void *stream_create(env *e) { return tc_stream(e->t.dev); }
 static void stream_destroy(env *e, void *obj) {
     (void)e;
     TC_OK(acg_stream_destroy(obj));
 }
 static acg_status stream_use(env *e, void *stale) {
-    return tc_fill(stale, &e->k, e->buf, 0, 64, 2.0f);
+    return tc_fill(stale, &e->t.k, e->buf, 0, 64, 2.0f);
 }
 
-static void *event_create(env *e) { return tc_event(e->dev); }
+static void *event_create(env *e) { return tc_event(e->t.dev); }
 static void event_destroy(env *e, void *obj) {
     (void)e;
     TC_OK(acg_event_destroy(obj));
 }
 static acg_status event_use(env *e, void *stale) {
-    acg_status st = acg_event_record(stale, e->user_stream);
-    return st != ACG_OK ? st : acg_stream_wait_event(e->user_stream, stale);
+    acg_status st = acg_event_record(stale, e->t.s);
+    return st != ACG_OK ? st : acg_stream_wait_event(e->t.s, stale);
 }
 
-static void *pool_create(env *e) { return tc_pool(e->dev); }
+static void *pool_create(env *e) { return tc_pool(e->t.dev); }
 static void pool_destroy(env *e, void *obj) {
     (void)e;
     TC_OK(acg_graph_pool_destroy(obj));
@@ -272,8 +269,8 @@ static void *graph_create(env *e) {
     acg_buffer *tmp = NULL;
     TC_OK(acg_stream_begin_capture(e->make_stream, NULL));
     TC_OK(acg_stream_alloc(e->make_stream, 256, &tmp));
-    TC_OK(tc_fill(e->make_stream, &e->k, tmp, 0, 64, 1.0f));
-    TC_OK(tc_add(e->make_stream, &e->k, e->buf, 0, tmp, 0, 64, 1.0f));
+    TC_OK(tc_fill(e->make_stream, &e->t.k, tmp, 0, 64, 1.0f));
+    TC_OK(tc_add(e->make_stream, &e->t.k, e->buf, 0, tmp, 0, 64, 1.0f));
     TC_OK(acg_stream_free(e->make_stream, tmp));
     TC_OK(acg_stream_end_capture(e->make_stream, &g));
     return g;
@@ -282,7 +279,7 @@ static void graph_destroy(env *e, void *obj) {
     (void)e;
     TC_OK(acg_graph_destroy(obj));
 }
-static acg_status graph_use(env *e, void *stale) { return acg_graph_launch(stale, e->user_stream); }
+static acg_status graph_use(env *e, void *stale) { return acg_graph_launch(stale, e->t.s); }
 
 /* A device with a kernel loaded: the kernel is the device's, and dies with it. */
 static acg_device *kernel_device; /* the creating thread's latest */
@@ -321,12 +318,12 @@ static void kernel_destroy(env *e, void *obj) {
 static acg_status kernel_use(env *e, void *stale) {
     acg_arg args[3] = {acg_arg_buffer(e->buf, 0), acg_arg_buffer(e->buf, 0), acg_arg_f32(1.0f)};
     acg_dims dims = acg_dims_1d(64);
-    return acg_kernel_launch(e->user_stream, stale, &dims, args, 3);
+    return acg_kernel_launch(e->t.s, stale, &dims, args, 3);
 }
 
 static void *group_create(env *e) {
     acg_device_group *g = NULL;
-    TC_OK(acg_device_group_create(e->dev, tc_one_rank_comm(), &g));
+    TC_OK(acg_device_group_create(e->t.dev, tc_one_rank_comm(), &g));
     return g;
 }
 static void group_destroy(env *e, void *obj) {
@@ -334,7 +331,7 @@ static void group_destroy(env *e, void *obj) {
     TC_OK(acg_device_group_destroy(obj));
 }
 static acg_status group_use(env *e, void *stale) {
-    acg_status st = acg_allreduce(e->user_stream, stale, e->buf, 0, 16);
+    acg_status st = acg_allreduce(e->t.s, stale, e->buf, 0, 16);
     int32_t rank = 0, n = 0;
     return st != ACG_OK ? st : acg_device_group_get_rank(stale, &rank, &n);
 }
@@ -344,7 +341,7 @@ static void *stager_create(env *e) {
     c.depth = 2;
     c.buffer_bytes = 256;
     acg_stager *sg = NULL;
-    TC_OK(acg_stager_create(e->dev, &c, &sg));
+    TC_OK(acg_stager_create(e->t.dev, &c, &sg));
     return sg;
 }
 static void stager_destroy(env *e, void *obj) {
@@ -353,8 +350,7 @@ static void stager_destroy(env *e, void *obj) {
 }
 static acg_status stager_use(env *e, void *stale) {
     static const int32_t data[16];
-    acg_status st =
-        acg_stager_upload(stale, e->user_stream, e->buf, 0, data, 16, sizeof *data, NULL, 16);
+    acg_status st = acg_stager_upload(stale, e->t.s, e->buf, 0, data, 16, sizeof *data, NULL, 16);
     acg_stager_stats stats = ACG_STAGER_STATS_INIT;
     return st != ACG_OK ? st : acg_stager_get_stats(stale, &stats);
 }
@@ -366,7 +362,7 @@ static void *kv_create(env *e) {
     c.page_size = 4;
     c.kv_dim = 8;
     acg_kv_cache *kv = NULL;
-    TC_OK(acg_kv_cache_create(e->dev, &c, &kv));
+    TC_OK(acg_kv_cache_create(e->t.dev, &c, &kv));
     return kv;
 }
 static void kv_destroy(env *e, void *obj) {
@@ -390,7 +386,7 @@ static void *plan_create(env *e) {
     c.page_size = 4;
     c.max_query_tokens = 2;
     acg_attn_plan *p = NULL;
-    TC_OK(acg_attn_plan_create(e->dev, &c, &p));
+    TC_OK(acg_attn_plan_create(e->t.dev, &c, &p));
     return p;
 }
 static void plan_destroy(env *e, void *obj) {
@@ -411,19 +407,15 @@ static size_t runner_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
 }
 static acg_status runner_forward(void *user, acg_stream *s, const acg_step_io *io) {
     env *e = user;
-    return tc_add(s, &e->k, io->outputs[0], 0, io->inputs[0], 0, 64, 1.0f);
+    return tc_add(s, &e->t.k, io->outputs[0], 0, io->inputs[0], 0, 64, 1.0f);
 }
 static acg_recipe runner_recipe;
 static const acg_bucket_key runner_bucket = {"decode", 0, 1, 1};
 static void *runner_create(env *e) {
-    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
-    c.recipe = &runner_recipe;
-    c.buckets = &runner_bucket;
-    c.n_buckets = 1;
-    c.stream = e->make_stream;
-    c.graphs = ACG_GRAPHS_ON;
+    acg_runner_config c =
+        tc_runner_config(&runner_recipe, &runner_bucket, 1, e->make_stream, ACG_GRAPHS_ON);
     acg_runner *r = NULL;
-    TC_OK(acg_runner_create(e->dev, &c, &r));
+    TC_OK(acg_runner_create(e->t.dev, &c, &r));
     return r;
 }
 static void runner_destroy(env *e, void *obj) {
@@ -481,7 +473,7 @@ static void *model_create(env *e) {
     o.page_size = 16;
     o.n_slots = 1;
     acg_model *m = NULL;
-    TC_OK(acg_model_create(e->dev, e->weights, &o, &m));
+    TC_OK(acg_model_create(e->t.dev, e->weights, &o, &m));
     return m;
 }
 static void model_destroy(env *e, void *obj) {
@@ -522,36 +514,24 @@ static const kind kinds[] = {
 /* ---- the cases ----------------------------------------------------------------------------- */
 
 static int setup(void **state) {
-    static env e;
-    memset(&e, 0, sizeof e);
     lifo_install();
     TC_OK(acg_model_register_kernels());
-    e.dev = tc_open();
-    e.user_stream = tc_stream(e.dev);
-    e.make_stream = tc_stream(e.dev);
-    e.buf = tc_buffer(e.dev, 1024);
-    tc_kernels_get(e.dev, &e.k);
-    TC_OK(acg_model_preset_load("tiny", 7, &e.weights));
-    runner_recipe = (acg_recipe)ACG_RECIPE_INIT;
-    runner_recipe.name = "reuse";
-    runner_recipe.user = &e;
-    runner_recipe.n_inputs = 1;
-    runner_recipe.n_outputs = 1;
-    runner_recipe.input_bytes = runner_bytes;
-    runner_recipe.output_bytes = runner_bytes;
-    runner_recipe.forward = runner_forward;
-    *state = &e;
+    env *e = tc_fixture_new(sizeof *e);
+    e->make_stream = tc_stream(e->t.dev);
+    e->buf = tc_buffer(e->t.dev, 1024);
+    TC_OK(acg_model_preset_load("tiny", 7, &e->weights));
+    runner_recipe = tc_recipe("reuse", e, runner_bytes, runner_forward);
+    *state = e;
     return 0;
 }
 
 static int teardown(void **state) {
     env *e = *state;
-    TC_OK(acg_stream_synchronize(e->user_stream));
+    TC_OK(acg_stream_synchronize(e->t.s));
     TC_OK(acg_model_weights_free(e->weights));
     TC_OK(acg_buffer_free(e->buf));
-    TC_OK(acg_stream_destroy(e->user_stream));
     TC_OK(acg_stream_destroy(e->make_stream));
-    tc_close(e->dev);
+    tc_fixture_teardown(state);
     TC_OK(acg_model_unregister_kernels());
     lifo_uninstall();
     return 0;
@@ -566,7 +546,7 @@ static void test_every_kind(void **state) {
         }
         run_race(e, &kinds[i]);
         /* The user's work on stale objects is done before the next kind. */
-        acg_status st = acg_stream_synchronize(e->user_stream);
+        acg_status st = acg_stream_synchronize(e->t.s);
         assert_true(st == ACG_OK);
     }
 }
