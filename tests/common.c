@@ -750,3 +750,75 @@ void tc_hang_guard(unsigned seconds, const char *what) {
     signal(SIGALRM, on_hang);
     alarm(seconds);
 }
+
+/* ---- runners, captures and user kernels (the engine and kernel registration suites) ------- */
+
+acg_recipe tc_recipe(const char *name, void *user,
+                     size_t (*bytes)(void *user, uint32_t i, const acg_bucket_key *bucket),
+                     acg_status (*forward)(void *user, acg_stream *s, const acg_step_io *io)) {
+    acg_recipe r = ACG_RECIPE_INIT;
+    r.name = name;
+    r.user = user;
+    r.n_inputs = 1;
+    r.n_outputs = 1;
+    r.input_bytes = bytes;
+    r.output_bytes = bytes;
+    r.forward = forward;
+    return r;
+}
+
+acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_key *b, uint32_t n,
+                                   acg_stream *s, acg_graph_mode g) {
+    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
+    c.recipe = recipe;
+    c.buckets = b;
+    c.n_buckets = n;
+    c.stream = s;
+    c.graphs = g;
+    return c;
+}
+
+void tc_end_capture_expect_nodes(acg_stream *s, size_t n) {
+    acg_capture_state cs = ACG_CAPTURE_NONE;
+    TC_OK(acg_stream_get_capture_state(s, &cs));
+    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_end_capture(s, &g));
+    size_t nodes = 0;
+    TC_OK(acg_graph_get_node_count(g, &nodes));
+    assert_int_equal(nodes, n);
+    TC_OK(acg_graph_destroy(g));
+}
+
+acg_kernel_desc tc_rows_kernel_desc(const char *name) {
+    acg_kernel_desc d = ACG_KERNEL_DESC_INIT;
+    d.name = name;
+    d.n_args = 5;
+    const acg_arg_type types[] = {ACG_ARG_BUFFER, ACG_ARG_BUFFER, ACG_ARG_BUFFER, ACG_ARG_U32,
+                                  ACG_ARG_U32};
+    memcpy(d.types, types, sizeof types);
+    d.bytes_per_item[0] = d.bytes_per_item[1] = d.bytes_per_item[2] = 4;
+    return d;
+}
+
+void tc_rows_io_open(tc_rows_io *io, acg_device *dev, size_t out_bytes, const void *x,
+                     size_t x_bytes, const void *w, size_t w_bytes) {
+    io->s = tc_stream(dev);
+    io->out = tc_buffer(dev, out_bytes);
+    io->x = tc_buffer(dev, x_bytes);
+    io->w = tc_buffer(dev, w_bytes);
+    if (x != NULL) {
+        tc_upload(io->s, io->x, x, x_bytes);
+    }
+    if (w != NULL) {
+        tc_upload(io->s, io->w, w, w_bytes);
+    }
+    tc_poison(io->s, io->out);
+}
+
+void tc_rows_io_close(tc_rows_io *io) {
+    TC_OK(acg_buffer_free(io->out));
+    TC_OK(acg_buffer_free(io->x));
+    TC_OK(acg_buffer_free(io->w));
+    TC_OK(acg_stream_destroy(io->s));
+}

@@ -269,4 +269,37 @@ acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, siz
 /* Returns true when haystack contains needle (NULL-safe). */
 bool tc_contains(const char *haystack, const char *needle);
 
+/* ---- runners, captures and user kernels (the engine and kernel registration suites) ------- */
+
+#include <acg/engine.h>
+
+/* A recipe `name` of one input and one output of bytes(user, i, bucket) bytes each, stepped by
+ * forward with user; the caller adds what else it has (outputs, regions, can_capture). */
+acg_recipe tc_recipe(const char *name, void *user,
+                     size_t (*bytes)(void *user, uint32_t i, const acg_bucket_key *bucket),
+                     acg_status (*forward)(void *user, acg_stream *s, const acg_step_io *io));
+/* The config of a runner of recipe over the buckets b[0, n), warming up and capturing on s,
+ * with graphs g; its slots, memory limit, regions and comm are the defaults. */
+acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_key *b, uint32_t n,
+                                   acg_stream *s, acg_graph_mode g);
+
+/* Ends the capture on s, which must still be active, expects its graph to hold n nodes, and
+ * destroys the graph. */
+void tc_end_capture_expect_nodes(acg_stream *s, size_t n);
+
+/* A user kernel over rows, as test_kernel_register and test_cpu_pool register one: its
+ * signature (out, x, w, width, rows), three buffers of 4-byte items and two u32 scalars. The
+ * definition has the name and signature; its shape and code are the caller's. */
+acg_kernel_desc tc_rows_kernel_desc(const char *name);
+/* A stream with the buffers such a kernel runs on. */
+typedef struct tc_rows_io {
+    acg_stream *s;
+    acg_buffer *out, *x, *w;
+} tc_rows_io;
+/* Creates io's stream and buffers on dev, uploads x and w (where not NULL) and poisons out. */
+void tc_rows_io_open(tc_rows_io *io, acg_device *dev, size_t out_bytes, const void *x,
+                     size_t x_bytes, const void *w, size_t w_bytes);
+/* Frees io's buffers and destroys its stream (each may be NULL), asserting each. */
+void tc_rows_io_close(tc_rows_io *io);
+
 #endif /* ACG_TESTS_COMMON_H */
