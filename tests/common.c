@@ -778,15 +778,26 @@ acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_ke
     return c;
 }
 
+void tc_expect_node_count(const acg_graph *g, size_t n) {
+    size_t nodes = 0;
+    TC_OK(acg_graph_get_node_count(g, &nodes));
+    assert_int_equal(nodes, n);
+}
+
+acg_node_info tc_node(const acg_graph *g, size_t i) {
+    acg_node_info info;
+    memset(&info, 0, sizeof info);
+    TC_OK(acg_graph_get_node(g, i, &info));
+    return info;
+}
+
 void tc_end_capture_expect_nodes(acg_stream *s, size_t n) {
     acg_capture_state cs = ACG_CAPTURE_NONE;
     TC_OK(acg_stream_get_capture_state(s, &cs));
     assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(s, &g));
-    size_t nodes = 0;
-    TC_OK(acg_graph_get_node_count(g, &nodes));
-    assert_int_equal(nodes, n);
+    tc_expect_node_count(g, n);
     TC_OK(acg_graph_destroy(g));
 }
 

@@ -283,6 +283,10 @@ acg_recipe tc_recipe(const char *name, void *user,
 acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_key *b, uint32_t n,
                                    acg_stream *s, acg_graph_mode g);
 
+/* Expects graph g to hold n nodes. */
+void tc_expect_node_count(const acg_graph *g, size_t n);
+/* Node i of graph g (asserting that it has one). */
+acg_node_info tc_node(const acg_graph *g, size_t i);
 /* Ends the capture on s, which must still be active, expects its graph to hold n nodes, and
  * destroys the graph. */
 void tc_end_capture_expect_nodes(acg_stream *s, size_t n);

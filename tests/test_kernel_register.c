@@ -58,8 +58,7 @@ static void test_launch_capture_replay(void **state) {
     TC_OK(acg_stream_begin_capture(f->io.s, NULL));
     TC_OK(rowscale(f->io.s, f->k, f->io.out, 0, f->io.x, 0, f->io.w, WIDTH, ROWS));
     TC_OK(acg_stream_end_capture(f->io.s, &g));
-    acg_node_info info;
-    TC_OK(acg_graph_get_node(g, 0, &info));
+    const acg_node_info info = tc_node(g, 0);
     assert_int_equal(info.kind, ACG_NODE_KERNEL);
     assert_string_equal(info.kernel, "tk_rowscale_f32");
     for (int i = 0; i < 3; i++) {
