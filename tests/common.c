@@ -398,11 +398,13 @@ void tc_poison(acg_stream *s, acg_buffer *buf) {
 
 /* ---- the fixture most device tests start from --------------------------------------------- */
 
-void *tc_fixture_new(size_t size) {
+void *tc_fixture_new(size_t size) { return tc_fixture_new_on(size, dut_spec); }
+
+void *tc_fixture_new_on(size_t size, const char *spec) {
     assert_true(size >= sizeof(tc_fixture));
     tc_fixture *t = calloc(1, size);
     assert_non_null(t);
-    t->dev = tc_open();
+    TC_OK(acg_device_open(spec, &t->dev));
     t->s = tc_stream(t->dev);
     tc_kernels_get(t->dev, &t->k);
     return t;

@@ -160,6 +160,8 @@ typedef struct tc_fixture {
 /* Allocates a zeroed fixture of `size` bytes (at least sizeof(tc_fixture)), fills its leading
  * tc_fixture (asserting each step) and returns it, for the setup to add what else it holds. */
 void *tc_fixture_new(size_t size);
+/* The same on the device `spec` opens (acg_device_open) instead of the device under test. */
+void *tc_fixture_new_on(size_t size, const char *spec);
 /* cmocka setup of a bare tc_fixture: *state = tc_fixture_new(sizeof(tc_fixture)). */
 int tc_fixture_setup(void **state);
 /* cmocka teardown of a fixture from tc_fixture_new: destroys the stream, closes the device
