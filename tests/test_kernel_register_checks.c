@@ -6,7 +6,6 @@
 #include "kernel_register_fixture.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/acg-impl.h" /* acg__backend_find */
