@@ -405,6 +405,7 @@ void *tc_fixture_new_on(size_t size, const char *spec) {
     tc_fixture *t = calloc(1, size);
     assert_non_null(t);
     TC_OK(acg_device_open(spec, &t->dev));
+    assert_non_null(t->dev);
     t->s = tc_stream(t->dev);
     tc_kernels_get(t->dev, &t->k);
     return t;
