@@ -405,6 +405,7 @@ void *tc_fixture_new_on(size_t size, const char *spec) {
     tc_fixture *t = calloc(1, size);
     assert_non_null(t);
     TC_OK(acg_device_open(spec, &t->dev));
+    assert_non_null(t->dev);
     t->s = tc_stream(t->dev);
     tc_kernels_get(t->dev, &t->k);
     return t;
@@ -826,7 +827,7 @@ acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier
                       .broadcast = broadcast};
 }
 
-/* ---- the graph suites: buffers freed --------------------------------------------------------- */
+/* ---- the graph suites: buffers freed ------------------------------------------------------ */
 
 void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int line) {
     for (size_t i = 0; i < n; i++) {
@@ -834,7 +835,7 @@ void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int l
     }
 }
 
-/* ---- runners (the graph memory and reuse suites) -------------------------------------------- */
+/* ---- runners, captures and user kernels (the engine, graph and registration suites) ------- */
 
 acg_recipe tc_recipe(const char *name, void *user,
                      size_t (*bytes)(void *user, uint32_t i, const acg_bucket_key *bucket),
@@ -868,4 +869,60 @@ acg_status tc_twice_x_plus_one(acg_stream *s, const tc_kernels *k, acg_buffer *y
         st = tc_copy(s, k, y, 0, tmp, 0, n); /* y = tmp */
     }
     return st == ACG_OK ? tc_axpy(s, k, y, 0, tmp, 0, n, 1.0f) : st; /* y = 2 tmp */
+}
+
+void tc_expect_node_count(const acg_graph *g, size_t n) {
+    size_t nodes = 0;
+    TC_OK(acg_graph_get_node_count(g, &nodes));
+    assert_int_equal(nodes, n);
+}
+
+acg_node_info tc_node(const acg_graph *g, size_t i) {
+    acg_node_info info;
+    memset(&info, 0, sizeof info);
+    TC_OK(acg_graph_get_node(g, i, &info));
+    return info;
+}
+
+void tc_end_capture_expect_nodes(acg_stream *s, size_t n) {
+    acg_capture_state cs = ACG_CAPTURE_NONE;
+    TC_OK(acg_stream_get_capture_state(s, &cs));
+    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_end_capture(s, &g));
+    tc_expect_node_count(g, n);
+    TC_OK(acg_graph_destroy(g));
+}
+
+acg_kernel_desc tc_rows_kernel_desc(const char *name) {
+    acg_kernel_desc d = ACG_KERNEL_DESC_INIT;
+    d.name = name;
+    d.n_args = 5;
+    const acg_arg_type types[] = {ACG_ARG_BUFFER, ACG_ARG_BUFFER, ACG_ARG_BUFFER, ACG_ARG_U32,
+                                  ACG_ARG_U32};
+    memcpy(d.types, types, sizeof types);
+    d.bytes_per_item[0] = d.bytes_per_item[1] = d.bytes_per_item[2] = 4;
+    return d;
+}
+
+void tc_rows_io_open(tc_rows_io *io, acg_device *dev, size_t out_bytes, const void *x,
+                     size_t x_bytes, const void *w, size_t w_bytes) {
+    io->s = tc_stream(dev);
+    io->out = tc_buffer(dev, out_bytes);
+    io->x = tc_buffer(dev, x_bytes);
+    io->w = tc_buffer(dev, w_bytes);
+    if (x != NULL) {
+        tc_upload(io->s, io->x, x, x_bytes);
+    }
+    if (w != NULL) {
+        tc_upload(io->s, io->w, w, w_bytes);
+    }
+    tc_poison(io->s, io->out);
+}
+
+void tc_rows_io_close(tc_rows_io *io) {
+    TC_OK(acg_buffer_free(io->out));
+    TC_OK(acg_buffer_free(io->x));
+    TC_OK(acg_buffer_free(io->w));
+    TC_OK(acg_stream_destroy(io->s));
 }

@@ -323,7 +323,7 @@ acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier
                  acg_status (*allreduce_min_i32)(void *user, int32_t *values, size_t n),
                  acg_status (*broadcast)(void *user, void *data, size_t bytes, int32_t root));
 
-/* ---- the graph suites: buffers freed --------------------------------------------------------- */
+/* ---- the graph suites: buffers freed ------------------------------------------------------ */
 
 /* Frees each buffer given, in order (a view before its parent), asserting that each free
  * returns ACG_OK: TC_FREE_BUFFERS(x, y, z). */
@@ -333,7 +333,7 @@ acg_comm tc_comm(void *user, int32_t rank, int32_t n_ranks, acg_status (*barrier
                      __LINE__)
 void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int line);
 
-/* ---- runners (the graph memory and reuse suites) -------------------------------------------- */
+/* ---- runners, captures and user kernels (the engine, graph and registration suites) ------- */
 
 #include <acg/engine.h>
 
@@ -351,5 +351,28 @@ acg_runner_config tc_runner_config(const acg_recipe *recipe, const acg_bucket_ke
  * the runner suites' test recipes take. Returns the first failing launch's status. */
 acg_status tc_twice_x_plus_one(acg_stream *s, const tc_kernels *k, acg_buffer *y,
                                const acg_buffer *x, acg_buffer *tmp, uint32_t n);
+
+/* Expects graph g to hold n nodes. */
+void tc_expect_node_count(const acg_graph *g, size_t n);
+/* Node i of graph g (asserting that it has one). */
+acg_node_info tc_node(const acg_graph *g, size_t i);
+/* Ends the capture on s, which must still be active, expects its graph to hold n nodes, and
+ * destroys the graph. */
+void tc_end_capture_expect_nodes(acg_stream *s, size_t n);
+
+/* A user kernel over rows, as test_kernel_register and test_cpu_pool register one: its
+ * signature (out, x, w, width, rows), three buffers of 4-byte items and two u32 scalars. The
+ * definition has the name and signature; its shape and code are the caller's. */
+acg_kernel_desc tc_rows_kernel_desc(const char *name);
+/* A stream with the buffers such a kernel runs on. */
+typedef struct tc_rows_io {
+    acg_stream *s;
+    acg_buffer *out, *x, *w;
+} tc_rows_io;
+/* Creates io's stream and buffers on dev, uploads x and w (where not NULL) and poisons out. */
+void tc_rows_io_open(tc_rows_io *io, acg_device *dev, size_t out_bytes, const void *x,
+                     size_t x_bytes, const void *w, size_t w_bytes);
+/* Frees io's buffers and destroys its stream (each may be NULL), asserting each. */
+void tc_rows_io_close(tc_rows_io *io);
 
 #endif /* ACG_TESTS_COMMON_H */

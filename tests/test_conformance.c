@@ -261,11 +261,10 @@ static void gen_workload(workload *w, uint32_t seed, size_t n_ops) {
 
 /* What a workload runs on: one device's objects. */
 typedef struct rig {
-    acg_device *dev;
-    acg_stream *a, *b;
+    tc_fixture t; /* the device, stream a and the built-in kernels */
+    acg_stream *b;
     acg_event *fork, *join;
     acg_graph_pool *pool;
-    tc_kernels k;
     acg_buffer *buf[NBUF];
     unsigned char *pin_in, *pin_out;
 } rig;
@@ -276,23 +275,23 @@ typedef struct snapshot {
     unsigned char *pin_out;
 } snapshot;
 
-static void rig_create(rig *g, acg_device *dev, const workload *w) {
-    memset(g, 0, sizeof *g);
-    g->dev = dev;
-    g->a = tc_stream(dev);
+/* The rig of workload w on the device `spec` opens. */
+static rig *rig_open(const char *spec, const workload *w) {
+    rig *g = tc_fixture_new_on(sizeof *g, spec);
+    acg_device *dev = g->t.dev;
     g->b = tc_stream(dev);
     g->fork = tc_event(dev);
     g->join = tc_event(dev);
     g->pool = tc_pool(dev);
-    tc_kernels_get(dev, &g->k);
     for (int i = 0; i < NBUF; i++) {
         g->buf[i] = tc_buffer(dev, w->bytes[i]);
     }
     g->pin_in = tc_pinned(dev, w->pin_bytes);
     g->pin_out = tc_pinned(dev, 2 * w->pin_bytes);
+    return g;
 }
 
-static void rig_destroy(rig *g) {
+static void rig_close(rig *g) {
     for (int i = 0; i < NBUF; i++) {
         TC_OK(acg_buffer_free(g->buf[i]));
     }
@@ -301,9 +300,15 @@ static void rig_destroy(rig *g) {
     TC_OK(acg_graph_pool_destroy(g->pool));
     TC_OK(acg_event_destroy(g->fork));
     TC_OK(acg_event_destroy(g->join));
-    TC_OK(acg_stream_destroy(g->a));
     TC_OK(acg_stream_destroy(g->b));
-    tc_close(g->dev);
+    void *fixture = g;
+    tc_fixture_teardown(&fixture);
+}
+
+/* Makes `to` wait for what `from` queued so far, through e. */
+static acg_status hand_over(acg_event *e, acg_stream *from, acg_stream *to) {
+    acg_status st = acg_event_record(e, from);
+    return st == ACG_OK ? acg_stream_wait_event(to, e) : st;
 }
 
 /* The state every run starts from: seeded buffers, pinned input from input_seed, a zeroed
@@ -312,9 +317,9 @@ static void rig_reset(rig *g, const workload *w, uint32_t input_seed) {
     static float host[MAX_FLOATS];
     for (int i = 0; i < NBUF; i++) {
         rnd_floats(host, w->bytes[i] / 4, w->seed * 31u + (uint32_t)i);
-        TC_OK(acg_copy_h2d(g->a, g->buf[i], 0, host, w->bytes[i]));
+        TC_OK(acg_copy_h2d(g->t.s, g->buf[i], 0, host, w->bytes[i]));
     }
-    TC_OK(acg_stream_synchronize(g->a));
+    TC_OK(acg_stream_synchronize(g->t.s));
     rnd_floats((float *)(void *)g->pin_in, w->pin_bytes / 4, input_seed);
     memset(g->pin_out, 0, 2 * w->pin_bytes);
 }
@@ -324,21 +329,22 @@ static void rig_reset(rig *g, const workload *w, uint32_t input_seed) {
 static acg_status rig_submit(rig *g, const workload *w, bool single) {
     for (size_t i = 0; i < w->n_ops; i++) {
         const op *o = &w->ops[i];
-        acg_stream *s = o->stream && !single ? g->b : g->a;
+        acg_stream *s = o->stream && !single ? g->b : g->t.s;
         acg_status st = ACG_OK;
         switch (o->kind) {
         case OP_FILL_F32:
-            st = tc_fill(s, &g->k, g->buf[o->dst], o->doff, o->n, o->value);
+            st = tc_fill(s, &g->t.k, g->buf[o->dst], o->doff, o->n, o->value);
             break;
         case OP_ADD:
-            st = tc_add(s, &g->k, g->buf[o->dst], o->doff, g->buf[o->src], o->soff, o->n, o->value);
+            st = tc_add(s, &g->t.k, g->buf[o->dst], o->doff, g->buf[o->src], o->soff, o->n,
+                        o->value);
             break;
         case OP_AXPY:
-            st =
-                tc_axpy(s, &g->k, g->buf[o->dst], o->doff, g->buf[o->src], o->soff, o->n, o->value);
+            st = tc_axpy(s, &g->t.k, g->buf[o->dst], o->doff, g->buf[o->src], o->soff, o->n,
+                         o->value);
             break;
         case OP_COPY_F32:
-            st = tc_copy(s, &g->k, g->buf[o->dst], o->doff, g->buf[o->src], o->soff, o->n);
+            st = tc_copy(s, &g->t.k, g->buf[o->dst], o->doff, g->buf[o->src], o->soff, o->n);
             break;
         case OP_H2D:
             st = acg_copy_h2d(s, g->buf[o->dst], o->doff, g->pin_in + o->soff, o->size);
@@ -353,20 +359,10 @@ static acg_status rig_submit(rig *g, const workload *w, bool single) {
             st = acg_fill(s, g->buf[o->dst], o->doff, o->size, o->pattern, o->pattern_size);
             break;
         case OP_FORK:
-            if (!single) {
-                st = acg_event_record(g->fork, g->a);
-                if (st == ACG_OK) {
-                    st = acg_stream_wait_event(g->b, g->fork);
-                }
-            }
+            st = single ? ACG_OK : hand_over(g->fork, g->t.s, g->b);
             break;
         case OP_JOIN:
-            if (!single) {
-                st = acg_event_record(g->join, g->b);
-                if (st == ACG_OK) {
-                    st = acg_stream_wait_event(g->a, g->join);
-                }
-            }
+            st = single ? ACG_OK : hand_over(g->join, g->b, g->t.s);
             break;
         }
         if (st != ACG_OK) {
@@ -380,10 +376,10 @@ static acg_status rig_submit(rig *g, const workload *w, bool single) {
 
 /* Waits for both streams and copies the observable state out. */
 static void rig_snapshot(rig *g, const workload *w, snapshot *out) {
-    TC_OK(acg_stream_synchronize(g->a));
+    TC_OK(acg_stream_synchronize(g->t.s));
     TC_OK(acg_stream_synchronize(g->b));
     for (int i = 0; i < NBUF; i++) {
-        TC_OK(acg_copy_d2h(g->a, out->buf[i], g->buf[i], 0, w->bytes[i]));
+        TC_OK(acg_copy_d2h(g->t.s, out->buf[i], g->buf[i], 0, w->bytes[i]));
     }
     memcpy(out->pin_out, g->pin_out, 2 * w->pin_bytes);
 }
@@ -453,61 +449,58 @@ static bool run_conformance(uint32_t seed, size_t n_ops) {
     snapshot oracle, got;
     snapshot_alloc(&oracle, &w);
     snapshot_alloc(&got, &w);
-    rig cpu, dut;
-    rig_create(&cpu, tc_open_cpu(), &w);
-    rig_create(&dut, tc_open(), &w);
+    rig *cpu = rig_open("cpu", &w), *dut = rig_open(tc_spec(), &w);
     const uint32_t inputs[2] = {seed + 1000u, seed + 2000u};
 
     /* (c) capture first, from the reset state, so the replays below follow eager runs. */
     acg_graph *graph = NULL;
     bool single = false;
-    if (tc_has_graphs(dut.dev, dut.a)) {
-        single = !tc_has_multi_stream_capture(dut.dev, dut.a, dut.b, dut.fork);
-        if (!tc_has_pinned_memory(dut.dev)) {
+    if (tc_has_graphs(dut->t.dev, dut->t.s)) {
+        single = !tc_has_multi_stream_capture(dut->t.dev, dut->t.s, dut->b, dut->fork);
+        if (!tc_has_pinned_memory(dut->t.dev)) {
             /* A captured copy from pageable memory invalidates the capture. */
-            TC_OK(acg_stream_begin_capture(dut.a, dut.pool));
-            TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_copy_h2d(dut.a, dut.buf[0], 0, dut.pin_in, 4));
-            TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(dut.a, &graph));
+            TC_OK(acg_stream_begin_capture(dut->t.s, dut->pool));
+            TC_EXPECT(ERR_CAPTURE_INVALIDATED,
+                      acg_copy_h2d(dut->t.s, dut->buf[0], 0, dut->pin_in, 4));
+            TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(dut->t.s, &graph));
         } else {
-            rig_reset(&dut, &w, inputs[0]);
-            TC_OK(acg_stream_begin_capture(dut.a, dut.pool));
-            acg_status st = rig_submit(&dut, &w, single);
-            acg_status end = acg_stream_end_capture(dut.a, &graph);
+            rig_reset(dut, &w, inputs[0]);
+            TC_OK(acg_stream_begin_capture(dut->t.s, dut->pool));
+            acg_status st = rig_submit(dut, &w, single);
+            acg_status end = acg_stream_end_capture(dut->t.s, &graph);
             TC_OK(st);
             TC_OK(end);
-            size_t nodes = 0;
-            TC_OK(acg_graph_get_node_count(graph, &nodes));
-            assert_int_equal(nodes, w.n_ops - 2 * w.n_forks); /* events make no nodes */
+            tc_expect_node_count(graph, w.n_ops - 2 * w.n_forks); /* events make no nodes */
         }
     }
 
     for (int in = 0; in < 2; in++) {
         /* (a) the oracle */
-        rig_reset(&cpu, &w, inputs[in]);
-        TC_OK(rig_submit(&cpu, &w, false));
-        rig_snapshot(&cpu, &w, &oracle);
+        rig_reset(cpu, &w, inputs[in]);
+        TC_OK(rig_submit(cpu, &w, false));
+        rig_snapshot(cpu, &w, &oracle);
         check_moderate(&oracle, &w);
 
         /* (b) eager on the device under test, over two streams */
-        rig_reset(&dut, &w, inputs[in]);
-        TC_OK(rig_submit(&dut, &w, false));
-        rig_snapshot(&dut, &w, &got);
+        rig_reset(dut, &w, inputs[in]);
+        TC_OK(rig_submit(dut, &w, false));
+        rig_snapshot(dut, &w, &got);
         snapshot_equal(&oracle, &got, &w, in == 0 ? "eager" : "eager, second input");
 
         /* (c) replays of the one capture; with the second input the host rewrote pin_in in
          * place, and the replays read it as it is now. */
         for (int rep = 0; graph != NULL && rep < 3; rep++) {
-            rig_reset(&dut, &w, inputs[in]);
-            TC_OK(acg_graph_launch(graph, rep == 1 ? dut.b : dut.a));
-            rig_snapshot(&dut, &w, &got);
+            rig_reset(dut, &w, inputs[in]);
+            TC_OK(acg_graph_launch(graph, rep == 1 ? dut->b : dut->t.s));
+            rig_snapshot(dut, &w, &got);
             snapshot_equal(&oracle, &got, &w, in == 0 ? "replay" : "replay after input rewrite");
         }
     }
 
     const bool replayed = graph != NULL;
     TC_OK(acg_graph_destroy(graph));
-    rig_destroy(&dut);
-    rig_destroy(&cpu);
+    rig_close(dut);
+    rig_close(cpu);
     snapshot_free(&oracle);
     snapshot_free(&got);
     print_message("seed %u: %zu operations, %zu fork/joins: eager%s equal%s the cpu oracle\n", seed,

@@ -83,13 +83,7 @@ static const char *rowdot_shape(const acg_arg *a, const acg_dims *d, uint64_t *e
 }
 
 static acg_kernel_desc rowdot_desc(const char *name) {
-    acg_kernel_desc d = ACG_KERNEL_DESC_INIT;
-    d.name = name;
-    d.n_args = 5;
-    const acg_arg_type types[] = {ACG_ARG_BUFFER, ACG_ARG_BUFFER, ACG_ARG_BUFFER, ACG_ARG_U32,
-                                  ACG_ARG_U32};
-    memcpy(d.types, types, sizeof types);
-    d.bytes_per_item[0] = d.bytes_per_item[1] = d.bytes_per_item[2] = 4;
+    acg_kernel_desc d = tc_rows_kernel_desc(name);
     d.shape = rowdot_shape;
     d.cpu.fn = rowdot_cpu;
     d.cpu_parts.parts = rowdot_parts;
@@ -101,9 +95,8 @@ static acg_kernel_desc rowdot_desc(const char *name) {
 
 typedef struct fx {
     acg_device *dev;
-    acg_stream *s;
     acg_kernel *k;
-    acg_buffer *out, *x, *w;
+    tc_rows_io io; /* out (MAX_ROWS floats), x (x_host) and w (w_host) */
 } fx;
 
 static float x_host[MAX_ROWS * WIDTH], w_host[WIDTH];
@@ -121,24 +114,27 @@ static void fill_inputs(void) {
     }
 }
 
+/* The host's reference over x_host and w_host: the first `rows` rows of out. */
+static void rowdot_host(float *out, uint32_t rows) {
+    acg_cpu_arg a[5];
+    a[0].p = out;
+    a[1].p = x_host;
+    a[2].p = w_host;
+    a[3].u32 = WIDTH;
+    a[4].u32 = rows;
+    rowdot_rows(a, 0, rows);
+}
+
 static void fx_open(fx *f, const char *spec) {
     memset(f, 0, sizeof *f);
     TC_OK(acg_device_open(spec, &f->dev));
-    f->s = tc_stream(f->dev);
     TC_OK(acg_kernel_get(f->dev, "tp_rowdot", &f->k));
-    f->out = tc_buffer(f->dev, MAX_ROWS * sizeof(float));
-    f->x = tc_buffer(f->dev, sizeof x_host);
-    f->w = tc_buffer(f->dev, sizeof w_host);
-    tc_upload(f->s, f->x, x_host, sizeof x_host);
-    tc_upload(f->s, f->w, w_host, sizeof w_host);
-    tc_poison(f->s, f->out);
+    tc_rows_io_open(&f->io, f->dev, MAX_ROWS * sizeof(float), x_host, sizeof x_host, w_host,
+                    sizeof w_host);
 }
 
 static void fx_close(fx *f) {
-    TC_OK(acg_buffer_free(f->w));
-    TC_OK(acg_buffer_free(f->x));
-    TC_OK(acg_buffer_free(f->out));
-    TC_OK(acg_stream_destroy(f->s));
+    tc_rows_io_close(&f->io);
     TC_OK(acg_device_close(f->dev));
 }
 
@@ -150,6 +146,11 @@ static acg_status rowdot(acg_stream *s, const acg_kernel *k, acg_buffer *out, co
     return acg_kernel_launch(s, k, &d, args, 5);
 }
 
+/* The kernel over the first `rows` rows of f's buffers, on f's stream. */
+static acg_status fx_rowdot(fx *f, uint32_t rows) {
+    return rowdot(f->io.s, f->k, f->io.out, f->io.x, f->io.w, rows);
+}
+
 /* The rows a case launches: whole (below 8 rows), split unevenly, and split in many rows. */
 static const uint32_t row_counts[] = {3, 7, 37, 257, MAX_ROWS};
 #define N_ROW_COUNTS (sizeof row_counts / sizeof row_counts[0])
@@ -158,17 +159,17 @@ static const uint32_t row_counts[] = {3, 7, 37, 257, MAX_ROWS};
 static void run_all(fx *f, float (*eager)[MAX_ROWS], float (*replay)[MAX_ROWS]) {
     for (size_t i = 0; i < N_ROW_COUNTS; i++) {
         uint32_t rows = row_counts[i];
-        tc_poison(f->s, f->out);
-        TC_OK(rowdot(f->s, f->k, f->out, f->x, f->w, rows));
-        tc_download(f->s, eager[i], f->out, sizeof eager[i]);
+        tc_poison(f->io.s, f->io.out);
+        TC_OK(fx_rowdot(f, rows));
+        tc_download(f->io.s, eager[i], f->io.out, sizeof eager[i]);
 
-        tc_poison(f->s, f->out);
-        TC_OK(acg_stream_begin_capture(f->s, NULL));
-        TC_OK(rowdot(f->s, f->k, f->out, f->x, f->w, rows));
+        tc_poison(f->io.s, f->io.out);
+        TC_OK(acg_stream_begin_capture(f->io.s, NULL));
+        TC_OK(fx_rowdot(f, rows));
         acg_graph *g = NULL;
-        TC_OK(acg_stream_end_capture(f->s, &g));
+        TC_OK(acg_stream_end_capture(f->io.s, &g));
         for (int r = 0; r < 3; r++) {
-            TC_OK(tc_replay(g, f->s, f->out, sizeof replay[i], replay[i]));
+            TC_OK(tc_replay(g, f->io.s, f->io.out, sizeof replay[i], replay[i]));
         }
         TC_OK(acg_graph_destroy(g));
     }
@@ -191,33 +192,29 @@ static int teardown(void **state) {
  * capturing from the description and natively. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
-    static const char *const specs[] = {
-        "cpu:0?threads=1",
-        "cpu:0?threads=2",
-        "cpu:0?threads=3",
-        "cpu:0?threads=8",
-        "cpu:0?capture=native&threads=3",
+    static const struct {
+        const char *spec;
+        uint32_t threads;
+    } devices[] = {
+        {"cpu:0?threads=1", 1},
+        {"cpu:0?threads=2", 2},
+        {"cpu:0?threads=3", 3},
+        {"cpu:0?threads=8", 8},
+        {"cpu:0?capture=native&threads=3", 3},
     };
     static float want[N_ROW_COUNTS][MAX_ROWS], eager[N_ROW_COUNTS][MAX_ROWS],
         replay[N_ROW_COUNTS][MAX_ROWS];
     const uint32_t poison = 0xdeadbeefu;
     for (size_t i = 0; i < N_ROW_COUNTS; i++) {
-        acg_cpu_arg a[5];
-        a[0].p = want[i];
-        a[1].p = x_host;
-        a[2].p = w_host;
-        a[3].u32 = WIDTH;
-        a[4].u32 = row_counts[i];
-        rowdot_rows(a, 0, row_counts[i]);
+        rowdot_host(want[i], row_counts[i]);
         for (uint32_t r = row_counts[i]; r < MAX_ROWS; r++) {
             memcpy(&want[i][r], &poison, sizeof poison);
         }
     }
-    static const uint32_t threads[] = {1, 2, 3, 8, 3};
-    for (size_t t = 0; t < sizeof specs / sizeof specs[0]; t++) {
+    for (size_t t = 0; t < sizeof devices / sizeof devices[0]; t++) {
         fx f;
-        fx_open(&f, specs[t]);
-        assert_int_equal(acg_device_get_capability(f.dev)->host_threads, threads[t]);
+        fx_open(&f, devices[t].spec);
+        assert_int_equal(acg_device_get_capability(f.dev)->host_threads, devices[t].threads);
         run_all(&f, eager, replay);
         for (size_t i = 0; i < N_ROW_COUNTS; i++) {
             TC_BYTES_EQUAL(eager[i], want[i], sizeof want[i]);
@@ -255,6 +252,23 @@ static void split_hook(const acg_trace_event *e, void *user) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* What the counters say since counters_reset: the kernel's parts counted `calls` times, `parts`
+ * parts run (at most `most` to a launch) and `whole` launches run whole. */
+static void expect_counts(uint32_t calls, uint32_t parts, uint32_t most, uint32_t whole) {
+    assert_int_equal(atomic_load(&parts_calls), calls);
+    assert_int_equal(atomic_load(&parts_run), parts);
+    assert_int_equal(atomic_load(&most_parts), most);
+    assert_int_equal(atomic_load(&whole_runs), whole);
+}
+
+/* One eager launch over every row on f's device, whose name says `threads`, counted afresh. */
+static void eager_every_row(fx *f, const char *threads) {
+    assert_true(tc_contains(acg_device_get_capability(f->dev)->name, threads));
+    counters_reset();
+    TC_OK(fx_rowdot(f, MAX_ROWS));
+    TC_OK(acg_stream_synchronize(f->io.s));
+}
+
 /* A launch worth several parts runs as min(threads, rows / 4) parts, eagerly and replayed; a
  * small one, and any launch on one thread, runs the whole function. A trace says so of each
  * launch a replay ran. */
@@ -262,35 +276,26 @@ static void test_split_when_worth_it(void **state) {
     (void)state;
     fx f;
     fx_open(&f, "cpu:0?threads=3");
-    assert_true(tc_contains(acg_device_get_capability(f.dev)->name, "3 thread(s) per kernel"));
-    counters_reset();
-    TC_OK(rowdot(f.s, f.k, f.out, f.x, f.w, MAX_ROWS));
-    TC_OK(acg_stream_synchronize(f.s));
-    assert_int_equal(atomic_load(&parts_calls), 1);
-    assert_int_equal(atomic_load(&parts_run), 3);
-    assert_int_equal(atomic_load(&most_parts), 3);
-    assert_int_equal(atomic_load(&whole_runs), 0);
+    eager_every_row(&f, "3 thread(s) per kernel");
+    expect_counts(1, 3, 3, 0);
 
     counters_reset();
-    TC_OK(acg_stream_begin_capture(f.s, NULL));
-    TC_OK(rowdot(f.s, f.k, f.out, f.x, f.w, 9)); /* two parts */
-    TC_OK(rowdot(f.s, f.k, f.out, f.x, f.w, 5)); /* one: whole */
+    TC_OK(acg_stream_begin_capture(f.io.s, NULL));
+    TC_OK(fx_rowdot(&f, 9)); /* two parts */
+    TC_OK(fx_rowdot(&f, 5)); /* one: whole */
     acg_graph *g = NULL;
-    TC_OK(acg_stream_end_capture(f.s, &g));
+    TC_OK(acg_stream_end_capture(f.io.s, &g));
     assert_int_equal(atomic_load(&parts_calls), 0); /* nothing ran at capture */
-    TC_OK(tc_replay(g, f.s, NULL, 0, NULL));
-    TC_OK(tc_replay(g, f.s, NULL, 0, NULL));
-    assert_int_equal(atomic_load(&parts_calls), 4);
-    assert_int_equal(atomic_load(&parts_run), 4);
-    assert_int_equal(atomic_load(&most_parts), 2);
-    assert_int_equal(atomic_load(&whole_runs), 2);
+    TC_OK(tc_replay(g, f.io.s, NULL, 0, NULL));
+    TC_OK(tc_replay(g, f.io.s, NULL, 0, NULL));
+    expect_counts(4, 4, 2, 2);
     static split_seen seen = {PTHREAD_MUTEX_INITIALIZER, 0, {0}, {0}, {false}};
     acg_trace_config tc = ACG_TRACE_CONFIG_INIT;
     tc.fn = split_hook;
     tc.user = &seen;
     tc.categories = ACG_TRACE_STREAM;
     TC_OK(acg_trace_set_hook(&tc));
-    TC_OK(tc_replay(g, f.s, NULL, 0, NULL));
+    TC_OK(tc_replay(g, f.io.s, NULL, 0, NULL));
     TC_OK(acg_trace_set_hook(NULL));
     assert_int_equal(seen.n, 2);
     assert_int_equal(seen.parts[0], 2);
@@ -302,13 +307,8 @@ static void test_split_when_worth_it(void **state) {
     fx_close(&f);
 
     fx_open(&f, "cpu:0?threads=1");
-    assert_true(tc_contains(acg_device_get_capability(f.dev)->name, "1 thread(s) per kernel"));
-    counters_reset();
-    TC_OK(rowdot(f.s, f.k, f.out, f.x, f.w, MAX_ROWS));
-    TC_OK(acg_stream_synchronize(f.s));
-    assert_int_equal(atomic_load(&parts_calls), 0);
-    assert_int_equal(atomic_load(&parts_run), 0);
-    assert_int_equal(atomic_load(&whole_runs), 1);
+    eager_every_row(&f, "1 thread(s) per kernel");
+    expect_counts(0, 0, 0, 1);
     fx_close(&f);
 }
 
@@ -487,13 +487,7 @@ static void *race(void *arg) {
 static void test_two_streams_at_once(void **state) {
     (void)state;
     static float want[MAX_ROWS];
-    acg_cpu_arg a[5];
-    a[0].p = want;
-    a[1].p = x_host;
-    a[2].p = w_host;
-    a[3].u32 = WIDTH;
-    a[4].u32 = MAX_ROWS;
-    rowdot_rows(a, 0, MAX_ROWS);
+    rowdot_host(want, MAX_ROWS);
     fx f;
     fx_open(&f, "cpu:0?threads=3");
     racer r[2];
@@ -501,8 +495,8 @@ static void test_two_streams_at_once(void **state) {
         r[i] = (racer){tc_stream(f.dev),
                        f.k,
                        tc_buffer(f.dev, MAX_ROWS * sizeof(float)),
-                       f.x,
-                       f.w,
+                       f.io.x,
+                       f.io.w,
                        NULL,
                        MAX_ROWS - (uint32_t)i,
                        want,

@@ -91,18 +91,14 @@ typedef struct result {
 } result;
 
 static void test_twenty_steps(void **state) {
-    (void)state;
-    acg_device *dev = tc_open();
-    acg_stream *step = tc_stream(dev), *planning = tc_stream(dev);
-    if (!tc_has_graphs(dev, step)) {
-        TC_OK(acg_stream_destroy(step));
-        TC_OK(acg_stream_destroy(planning));
-        tc_close(dev);
-        tc_skip("no graphs");
-    }
+    tc_fixture *t = *state;
+    acg_device *dev = t->dev;
+    acg_stream *step = t->s;
+    tc_need_graphs(dev, step);
+    acg_stream *planning = tc_stream(dev);
     world w;
     memset(&w, 0, sizeof w);
-    tc_kernels_get(dev, &w.k);
+    w.k = t->k;
     for (int b = 0; b < 2; b++) {
         for (int s = 0; s < 2; s++) {
             acg_attn_plan_config pc = ACG_ATTN_PLAN_CONFIG_INIT;
@@ -124,21 +120,11 @@ static void test_twenty_steps(void **state) {
     acg_kv_cache *kv;
     TC_OK(acg_kv_cache_create(dev, &kc, &kv));
 
-    acg_recipe recipe = ACG_RECIPE_INIT;
-    recipe.name = "step";
-    recipe.user = &w;
-    recipe.n_inputs = 1;
-    recipe.n_outputs = 2;
-    recipe.input_bytes = input_bytes;
+    acg_recipe recipe = tc_recipe("step", &w, input_bytes, forward);
+    recipe.n_outputs = 2; /* the plan's metadata and y */
     recipe.output_bytes = output_bytes;
-    recipe.forward = forward;
-    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
-    c.recipe = &recipe;
-    c.buckets = buckets;
-    c.n_buckets = 2;
-    c.stream = step;
+    acg_runner_config c = tc_runner_config(&recipe, buckets, 2, step, ACG_GRAPHS_ON);
     c.n_slots = 2;
-    c.graphs = ACG_GRAPHS_ON;
     acg_runner *graphs, *eager;
     TC_OK(acg_runner_create(dev, &c, &graphs));
     c.graphs = ACG_GRAPHS_OFF;
@@ -235,12 +221,10 @@ static void test_twenty_steps(void **state) {
             TC_OK(acg_attn_plan_destroy(w.plans[b][s]));
         }
     }
-    TC_OK(acg_stream_destroy(step));
     TC_OK(acg_stream_destroy(planning));
-    tc_close(dev);
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_twenty_steps),
+    TC_FIXTURE_CASE(test_twenty_steps),
 };
 TC_MAIN("test_engine_step", tests)

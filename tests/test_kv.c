@@ -11,9 +11,10 @@ enum { LAYERS = 2, PAGES = 9, PAGE_SIZE = 4, KV_DIM = 3 };
 #define PAGE_BYTES ((size_t)PAGE_SIZE * KV_DIM * 4)
 #define KV_BYTES ((size_t)LAYERS * PAGES * PAGE_BYTES)
 
+/* The device under test, a stream, the built-in kernels (common.h) and a cache of
+ * small_config's. */
 typedef struct fx {
-    acg_device *dev;
-    acg_stream *s;
+    tc_fixture t;
     acg_kv_cache *kv;
 } fx;
 
@@ -27,11 +28,9 @@ static acg_kv_config small_config(void) {
 }
 
 static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->s = tc_stream(f->dev);
-    acg_kv_config c = small_config();
-    TC_OK(acg_kv_cache_create(f->dev, &c, &f->kv));
+    fx *f = tc_fixture_new(sizeof *f);
+    const acg_kv_config c = small_config();
+    TC_OK(acg_kv_cache_create(f->t.dev, &c, &f->kv));
     *state = f;
     return 0;
 }
@@ -39,10 +38,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fx *f = *state;
     TC_OK(acg_kv_cache_destroy(f->kv));
-    TC_OK(acg_stream_destroy(f->s));
-    tc_close(f->dev);
-    free(f);
-    return 0;
+    return tc_fixture_teardown(state);
 }
 
 static uint32_t free_pages(const acg_kv_cache *kv) {
@@ -148,20 +144,16 @@ static void *poison_alloc(void *user, void *ptr, size_t size, size_t align) {
 
 /* The sink page of every layer, K and V, is zero after creation. */
 static void test_sink_zeroed(void **state) {
-    (void)state;
     tc_alloc_install();
     TC_OK(acg_set_allocator(poison_alloc, NULL));
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
-    acg_kv_cache *kv = NULL;
-    acg_kv_config c = small_config();
-    TC_OK(acg_kv_cache_create(dev, &c, &kv));
+    setup(state); /* the fixture, from the poisoning allocator */
+    fx *f = *state;
     acg_buffer *bufs[2];
-    TC_OK(acg_kv_cache_get_buffers(kv, &bufs[0], &bufs[1]));
+    TC_OK(acg_kv_cache_get_buffers(f->kv, &bufs[0], &bufs[1]));
     unsigned char *host = malloc(KV_BYTES), zeros[PAGE_BYTES];
     memset(zeros, 0, sizeof zeros);
     for (int b = 0; b < 2; b++) {
-        tc_download(s, host, bufs[b], KV_BYTES);
+        tc_download(f->t.s, host, bufs[b], KV_BYTES);
         for (size_t l = 0; l < LAYERS; l++) {
             const unsigned char *layer = host + l * PAGES * PAGE_BYTES;
             TC_BYTES_EQUAL(layer + ACG_KV_SINK_PAGE * PAGE_BYTES, zeros, PAGE_BYTES);
@@ -173,9 +165,7 @@ static void test_sink_zeroed(void **state) {
         }
     }
     free(host);
-    TC_OK(acg_kv_cache_destroy(kv));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
+    teardown(state);
     assert_int_equal(tc_alloc_live(), 0);
     tc_alloc_uninstall();
 }
@@ -238,8 +228,8 @@ static void test_bad_arguments(void **state) {
     acg_kv_cache *kv = untouched;
     acg_kv_config c = small_config();
     TC_EXPECT(ERR_INVALID_HANDLE, acg_kv_cache_create(NULL, &c, &kv));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, NULL, &kv));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, &c, NULL));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->t.dev, NULL, &kv));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->t.dev, &c, NULL));
     const struct {
         uint32_t *field;
         uint32_t value;
@@ -253,7 +243,7 @@ static void test_bad_arguments(void **state) {
             c.page_size = UINT32_MAX;
             c.elem_bytes = UINT32_MAX;
         }
-        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, &c, &kv));
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->t.dev, &c, &kv));
         TC_LAST_ERROR_HAS("acg_kv_cache_create");
     }
     /* A newer caller's config that sets a field this library does not have. */
@@ -262,25 +252,25 @@ static void test_bad_arguments(void **state) {
         uint64_t newer;
     } longer = {small_config(), 1};
     longer.c.size = sizeof longer;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, &longer.c, &kv));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->t.dev, &longer.c, &kv));
     assert_ptr_equal(kv, untouched);
 }
 
 /* Destroy is refused while a live graph uses K, and works once the graph is gone. */
 static void test_destroy_in_use(void **state) {
     fx *f = *state;
-    if (!tc_has_graphs(f->dev, f->s)) {
+    if (!tc_has_graphs(f->t.dev, f->t.s)) {
         tc_skip("no graphs");
     }
     acg_kv_cache *kv = NULL;
     acg_kv_config c = small_config();
-    TC_OK(acg_kv_cache_create(f->dev, &c, &kv));
+    TC_OK(acg_kv_cache_create(f->t.dev, &c, &kv));
     acg_buffer *k = NULL;
     TC_OK(acg_kv_cache_get_buffers(kv, &k, NULL));
     acg_graph *g = NULL;
-    TC_OK(acg_stream_begin_capture(f->s, NULL));
-    TC_OK(acg_fill(f->s, k, PAGE_BYTES, PAGE_BYTES, 0, 4));
-    TC_OK(acg_stream_end_capture(f->s, &g));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(acg_fill(f->t.s, k, PAGE_BYTES, PAGE_BYTES, 0, 4));
+    TC_OK(acg_stream_end_capture(f->t.s, &g));
     TC_EXPECT(ERR_IN_USE, acg_kv_cache_destroy(kv));
     TC_LAST_ERROR_HAS("acg_kv_cache_destroy");
     TC_OK(acg_kv_request_reserve(kv, 1, 1)); /* still usable */
@@ -347,7 +337,7 @@ static void test_config_versions(void **state) {
     old.size = offsetof(acg_kv_config, elem_bytes);
     old.elem_bytes = 8; /* past the caller's size: never read */
     acg_kv_cache *kv = NULL;
-    TC_OK(acg_kv_cache_create(f->dev, &old, &kv));
+    TC_OK(acg_kv_cache_create(f->t.dev, &old, &kv));
     acg_buffer *k = NULL;
     TC_OK(acg_kv_cache_get_buffers(kv, &k, NULL));
     assert_int_equal(acg_buffer_get_size(k), KV_BYTES);
@@ -356,7 +346,7 @@ static void test_config_versions(void **state) {
     acg_kv_cache *const untouched = (acg_kv_cache *)(uintptr_t)0x31;
     kv = untouched;
     old.size = offsetof(acg_kv_config, kv_dim);
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->dev, &old, &kv));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kv_cache_create(f->t.dev, &old, &kv));
     TC_LAST_ERROR_HAS("acg_kv_cache_create: acg_kv_config.size is 20");
     TC_LAST_ERROR_HAS("at least 24");
     assert_ptr_equal(kv, untouched);

@@ -8,17 +8,16 @@
 
 #include <acg/engine.h>
 
+/* The device under test, a stream, the built-in kernels (common.h) and a stager of the
+ * defaults' to build plans through. */
 typedef struct fx {
-    acg_device *dev;
-    acg_stream *s;
+    tc_fixture t;
     acg_stager *sg;
 } fx;
 
 static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dev = tc_open();
-    f->s = tc_stream(f->dev);
-    TC_OK(acg_stager_create(f->dev, NULL, &f->sg));
+    fx *f = tc_fixture_new(sizeof *f);
+    TC_OK(acg_stager_create(f->t.dev, NULL, &f->sg));
     *state = f;
     return 0;
 }
@@ -26,19 +25,12 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fx *f = *state;
     TC_OK(acg_stager_destroy(f->sg));
-    TC_OK(acg_stream_destroy(f->s));
-    tc_close(f->dev);
-    free(f);
-    return 0;
+    return tc_fixture_teardown(state);
 }
 
 static acg_attn_plan *make_plan(acg_device *dev, uint32_t batch, uint32_t max_seq_len,
                                 uint32_t page_size, uint32_t max_q) {
-    acg_attn_plan_config c = ACG_ATTN_PLAN_CONFIG_INIT;
-    c.batch = batch;
-    c.max_seq_len = max_seq_len;
-    c.page_size = page_size;
-    c.max_query_tokens = max_q;
+    const acg_attn_plan_config c = {sizeof c, batch, max_seq_len, page_size, max_q};
     acg_attn_plan *p = NULL;
     TC_OK(acg_attn_plan_create(dev, &c, &p));
     assert_non_null(p);
@@ -84,7 +76,7 @@ static void expect_metadata(acg_stream *s, const acg_attn_plan *p, const int32_t
  * a padding row. */
 static void test_mixed_batch_layout(void **state) {
     fx *f = *state;
-    acg_attn_plan *p = make_plan(f->dev, 4, 64, 16, 8); /* table_width 4 */
+    acg_attn_plan *p = make_plan(f->t.dev, 4, 64, 16, 8); /* table_width 4 */
     acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &v));
     assert_int_equal(v.table_width, 4);
@@ -94,13 +86,13 @@ static void test_mixed_batch_layout(void **state) {
         {(const uint32_t[]){7, 8, 1, 3}, 4, 64, 1},
         {(const uint32_t[]){4}, 1, 1, 1},
     };
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 3));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, rows, 3));
     const int32_t want[25] = {
         5,  2,  0, 0, 7, 8, 1, 3, 4, 0, 0, 0, 0, 0, 0, 0, /* block_table (4, 4) */
         0,  1,  2, 3, 3,                                  /* query_offsets (5) */
         20, 64, 1, 0,                                     /* kv_lens (4) */
     };
-    expect_metadata(f->s, p, want, 25);
+    expect_metadata(f->t.s, p, want, 25);
     acg_attn_plan_stats st = plan_stats(p);
     assert_int_equal(st.builds, 1);
     assert_int_equal(st.uploads, 1);
@@ -112,10 +104,10 @@ static void test_mixed_batch_layout(void **state) {
 /* A new plan holds an empty plan; building zero rows changes nothing and uploads nothing. */
 static void test_empty_plan(void **state) {
     fx *f = *state;
-    acg_attn_plan *p = make_plan(f->dev, 3, 40, 16, 3); /* table_width 3 */
+    acg_attn_plan *p = make_plan(f->t.dev, 3, 40, 16, 3); /* table_width 3 */
     int32_t zeros[3 * 3 + 4 + 3] = {0};
-    expect_metadata(f->s, p, zeros, 16);
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, NULL, 0));
+    expect_metadata(f->t.s, p, zeros, 16);
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, NULL, 0));
     assert_int_equal(plan_stats(p).unchanged, 1);
     assert_int_equal(stager_copies(f->sg), 0);
     TC_OK(acg_attn_plan_destroy(p));
@@ -142,7 +134,7 @@ static void pack_expected(uint32_t batch, uint32_t tw, const acg_attn_row *rows,
 static void test_replan_keeps_addresses(void **state) {
     fx *f = *state;
     enum { BATCH = 2, TW = 4, INTS = BATCH * TW + 2 * BATCH + 1 };
-    acg_attn_plan *p = make_plan(f->dev, BATCH, 64, 16, 2);
+    acg_attn_plan *p = make_plan(f->t.dev, BATCH, 64, 16, 2);
     acg_attn_plan_views v1 = ACG_ATTN_PLAN_VIEWS_INIT, v2 = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &v1));
     size_t sizes[4] = {acg_buffer_get_size(v1.metadata), acg_buffer_get_size(v1.block_table),
@@ -153,14 +145,14 @@ static void test_replan_keeps_addresses(void **state) {
     const uint32_t pa[] = {9, 10}, pb[] = {9, 10, 11};
     acg_attn_row a[2] = {{pa, 2, 17, 1}, {pb, 3, 40, 1}};
     int32_t want[INTS];
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, a, 2));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, a, 2));
     pack_expected(BATCH, TW, a, 2, want);
-    expect_metadata(f->s, p, want, INTS);
+    expect_metadata(f->t.s, p, want, INTS);
     a[0].kv_len = 18;
     a[1] = (acg_attn_row){pa, 1, 3, 1};
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, a, 2));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, a, 2));
     pack_expected(BATCH, TW, a, 2, want);
-    expect_metadata(f->s, p, want, INTS);
+    expect_metadata(f->t.s, p, want, INTS);
     TC_OK(acg_attn_plan_get_views(p, &v2));
     assert_memory_equal(&v1, &v2, sizeof v1);
     assert_int_equal(acg_buffer_get_size(v2.metadata), sizes[0]);
@@ -174,12 +166,12 @@ static void test_replan_keeps_addresses(void **state) {
 /* 100 re-plans allocate nothing: no device memory (the device's accounting) and, with the
  * counting allocator, no memory of the library's at all. */
 static void test_replan_allocates_nothing(void **state) {
-    (void)state;
     tc_alloc_install();
-    acg_device *dev = tc_open();
-    acg_stream *s = tc_stream(dev);
-    acg_stager *sg = NULL;
-    TC_OK(acg_stager_create(dev, NULL, &sg));
+    setup(state); /* the fixture, from the counting allocator */
+    fx *f = *state;
+    acg_device *dev = f->t.dev;
+    acg_stream *s = f->t.s;
+    acg_stager *sg = f->sg;
     enum { BATCH = 8, TW = 64, INTS = BATCH * TW + 2 * BATCH + 1 };
     acg_attn_plan *p = make_plan(dev, BATCH, TW * 16, 16, BATCH);
     static uint32_t pages[BATCH][TW];
@@ -210,9 +202,7 @@ static void test_replan_allocates_nothing(void **state) {
     pack_expected(BATCH, TW, rows, BATCH - 1, want);
     expect_metadata(s, p, want, INTS);
     TC_OK(acg_attn_plan_destroy(p));
-    TC_OK(acg_stager_destroy(sg));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
+    teardown(state);
     assert_int_equal(tc_alloc_live(), 0);
     tc_alloc_uninstall();
 }
@@ -221,15 +211,15 @@ static void test_replan_allocates_nothing(void **state) {
 static void test_packed_queries(void **state) {
     fx *f = *state;
     enum { BATCH = 6, TW = 2, INTS = BATCH * TW + 2 * BATCH + 1 };
-    acg_attn_plan *p = make_plan(f->dev, BATCH, 32, 16, 12);
+    acg_attn_plan *p = make_plan(f->t.dev, BATCH, 32, 16, 12);
     const uint32_t p0[] = {3}, p1[] = {4, 6}, p2[] = {5}, p3[] = {8};
     const acg_attn_row rows[4] = {{p0, 1, 5, 5}, {p1, 2, 20, 0}, {p2, 1, 9, 3}, {p3, 1, 2, 2}};
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 4));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, rows, 4));
     int32_t want[INTS];
     pack_expected(BATCH, TW, rows, 4, want);
     const int32_t offsets[BATCH + 1] = {0, 5, 5, 8, 10, 10, 10};
     TC_BYTES_EQUAL(want + BATCH * TW, offsets, sizeof offsets); /* the reference agrees */
-    expect_metadata(f->s, p, want, INTS);
+    expect_metadata(f->t.s, p, want, INTS);
     TC_OK(acg_attn_plan_destroy(p));
 }
 
@@ -238,16 +228,16 @@ static void test_packed_queries(void **state) {
 static void test_exhausted_and_bad_rows(void **state) {
     fx *f = *state;
     enum { BATCH = 2, TW = 2, INTS = BATCH * TW + 2 * BATCH + 1 };
-    acg_attn_plan *p = make_plan(f->dev, BATCH, 32, 16, 4);
+    acg_attn_plan *p = make_plan(f->t.dev, BATCH, 32, 16, 4);
     const uint32_t pg[] = {1, 2, 3}, big[] = {0x80000000u};
     const acg_attn_row good[2] = {{pg, 2, 30, 2}, {pg + 2, 1, 3, 1}};
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, good, 2));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, good, 2));
     int32_t want[INTS];
     pack_expected(BATCH, TW, good, 2, want);
     uint64_t copies = stager_copies(f->sg);
 
     const acg_attn_row three[3] = {good[0], good[1], good[1]};
-    TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->s, three, 3));
+    TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->t.s, three, 3));
     TC_LAST_ERROR_HAS("acg_attn_plan_build");
     const acg_attn_row exhausted[][1] = {
         {{pg, 3, 32, 1}}, /* more pages than table_width */
@@ -255,12 +245,12 @@ static void test_exhausted_and_bad_rows(void **state) {
         {{pg, 2, 32, 5}}, /* query tokens > max_query_tokens */
     };
     for (size_t i = 0; i < sizeof exhausted / sizeof exhausted[0]; i++) {
-        TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->s, exhausted[i], 1));
+        TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->t.s, exhausted[i], 1));
     }
     const acg_attn_row q_over[2] = {{pg, 2, 32, 3}, {pg, 2, 32, 2}}; /* 5 together */
-    TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->s, q_over, 2));
+    TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_build(p, f->sg, f->t.s, q_over, 2));
 
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->s, NULL, 1));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->t.s, NULL, 1));
     const acg_attn_row invalid[][1] = {
         {{NULL, 1, 3, 1}}, /* NULL pages */
         {{pg, 1, 17, 1}},  /* pages do not cover kv_len */
@@ -268,30 +258,30 @@ static void test_exhausted_and_bad_rows(void **state) {
         {{big, 1, 2, 1}},  /* page id beyond int32 */
     };
     for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
-        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->s, invalid[i], 1));
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->t.s, invalid[i], 1));
     }
     acg_attn_plan_stats st = plan_stats(p);
     assert_int_equal(st.builds, 1);
     assert_int_equal(st.uploads, 1);
     assert_int_equal(stager_copies(f->sg), copies);
-    expect_metadata(f->s, p, want, INTS);
+    expect_metadata(f->t.s, p, want, INTS);
     /* Still usable, and a row may point at the last page of a full table. */
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, good, 1));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, good, 1));
     TC_OK(acg_attn_plan_destroy(p));
 }
 
 /* Handles, devices, capture and config are checked. */
 static void test_bad_arguments(void **state) {
     fx *f = *state;
-    acg_attn_plan *p = make_plan(f->dev, 2, 32, 16, 2);
+    acg_attn_plan *p = make_plan(f->t.dev, 2, 32, 16, 2);
     const uint32_t pg[] = {1};
     const acg_attn_row row = {pg, 1, 4, 1};
-    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_build(NULL, f->sg, f->s, &row, 1));
-    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_build(p, NULL, f->s, &row, 1));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_build(NULL, f->sg, f->t.s, &row, 1));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_build(p, NULL, f->t.s, &row, 1));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_build(p, f->sg, NULL, &row, 1));
     uint64_t fake[64] = {0};
     TC_EXPECT(ERR_INVALID_HANDLE,
-              acg_attn_plan_build((acg_attn_plan *)(void *)fake, f->sg, f->s, &row, 1));
+              acg_attn_plan_build((acg_attn_plan *)(void *)fake, f->sg, f->t.s, &row, 1));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_destroy((acg_attn_plan *)(void *)fake));
     assert_null(acg_attn_plan_get_event(NULL));
     acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
@@ -305,37 +295,37 @@ static void test_bad_arguments(void **state) {
     acg_stager *osg = NULL;
     TC_OK(acg_stager_create(other, NULL, &osg));
     acg_stream *os = tc_stream(other);
-    TC_EXPECT(ERR_WRONG_DEVICE, acg_attn_plan_build(p, osg, f->s, &row, 1));
+    TC_EXPECT(ERR_WRONG_DEVICE, acg_attn_plan_build(p, osg, f->t.s, &row, 1));
     TC_EXPECT(ERR_WRONG_DEVICE, acg_attn_plan_build(p, f->sg, os, &row, 1));
     TC_OK(acg_stream_destroy(os));
     TC_OK(acg_stager_destroy(osg));
     tc_close(other);
 
-    if (tc_has_graphs(f->dev, f->s)) {
-        TC_OK(acg_stream_begin_capture(f->s, NULL));
-        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->s, &row, 1));
+    if (tc_has_graphs(f->t.dev, f->t.s)) {
+        TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+        TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_build(p, f->sg, f->t.s, &row, 1));
         TC_LAST_ERROR_HAS("capturing");
         acg_graph *g = NULL;
-        TC_OK(acg_stream_end_capture(f->s, &g));
+        TC_OK(acg_stream_end_capture(f->t.s, &g));
         TC_OK(acg_graph_destroy(g));
     }
     assert_int_equal(plan_stats(p).builds, 0);
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, &row, 1)); /* a refused build loses nothing */
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, &row, 1)); /* a refused build loses nothing */
 
     acg_attn_plan *const untouched = (acg_attn_plan *)(uintptr_t)0x24;
     acg_attn_plan *q = untouched;
     acg_attn_plan_config c = ACG_ATTN_PLAN_CONFIG_INIT;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &q)); /* zero fields */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &q)); /* zero fields */
     c = (acg_attn_plan_config){sizeof c, 2, 32, 16, 2};
     TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_create(NULL, &c, &q));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, NULL, &q));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, NULL));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, NULL, &q));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, NULL));
     c.size = 4;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &q));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &q));
     c = (acg_attn_plan_config){sizeof c, 2, 0x80000000u, 16, 2};
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &q));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &q));
     c = (acg_attn_plan_config){sizeof c, UINT32_MAX, 0x7fffffff, 1, 2};
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &q)); /* too large */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &q)); /* too large */
     assert_ptr_equal(q, untouched);
     TC_OK(acg_attn_plan_destroy(NULL));
     TC_OK(acg_attn_plan_destroy(p));
@@ -346,8 +336,8 @@ static void test_bad_arguments(void **state) {
 static void test_preplan_promoted(void **state) {
     fx *f = *state;
     enum { BATCH = 4, TW = 2, INTS = BATCH * TW + 2 * BATCH + 1 };
-    acg_stream *side = tc_stream(f->dev);
-    acg_attn_plan *p = make_plan(f->dev, BATCH, 32, 16, BATCH);
+    acg_stream *side = tc_stream(f->t.dev);
+    acg_attn_plan *p = make_plan(f->t.dev, BATCH, 32, 16, BATCH);
     acg_event *ev = acg_attn_plan_get_event(p);
     assert_non_null(ev);
     const uint32_t pg[] = {2, 3, 4, 5};
@@ -356,7 +346,7 @@ static void test_preplan_promoted(void **state) {
 
     TC_OK(acg_attn_plan_build(p, f->sg, side, rows, 3)); /* the pre-plan */
     uint64_t copies = stager_copies(f->sg);
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 3)); /* the step: the same batch */
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, rows, 3)); /* the step: the same batch */
     acg_attn_plan_stats st = plan_stats(p);
     assert_int_equal(st.builds, 2);
     assert_int_equal(st.uploads, 1);
@@ -364,23 +354,23 @@ static void test_preplan_promoted(void **state) {
     assert_int_equal(stager_copies(f->sg), copies);
     assert_ptr_equal(acg_attn_plan_get_event(p), ev);
     pack_expected(BATCH, TW, rows, 3, want);
-    expect_metadata(f->s, p, want, INTS);
+    expect_metadata(f->t.s, p, want, INTS);
 
     /* The batch changed after the pre-plan: a request finished. */
     TC_OK(acg_attn_plan_build(p, f->sg, side, rows, 3));
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 2));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, rows, 2));
     st = plan_stats(p);
     assert_int_equal(st.uploads, 2);
     assert_int_equal(st.unchanged, 2);
     assert_int_equal(stager_copies(f->sg), copies + 1);
     pack_expected(BATCH, TW, rows, 2, want);
-    expect_metadata(f->s, p, want, INTS);
+    expect_metadata(f->t.s, p, want, INTS);
     /* One token more for one row is a change too. */
     rows[0].kv_len++;
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, rows, 2));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, rows, 2));
     assert_int_equal(plan_stats(p).uploads, 3);
     pack_expected(BATCH, TW, rows, 2, want);
-    expect_metadata(f->s, p, want, INTS);
+    expect_metadata(f->t.s, p, want, INTS);
     TC_OK(acg_attn_plan_destroy(p));
     TC_OK(acg_stream_destroy(side));
 }
@@ -440,19 +430,19 @@ static void test_destroy_refused_keeps_plan(void **state) {
     pc.max_seq_len = 64;
     pc.max_query_tokens = 2;
     acg_attn_plan *p;
-    TC_OK(acg_attn_plan_create(f->dev, &pc, &p));
-    if (!tc_has_graphs(f->dev, f->s)) {
+    TC_OK(acg_attn_plan_create(f->t.dev, &pc, &p));
+    if (!tc_has_graphs(f->t.dev, f->t.s)) {
         TC_OK(acg_attn_plan_destroy(p));
         tc_skip("no graphs");
     }
     acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &v));
-    acg_buffer *out = tc_buffer(f->dev, 64);
+    acg_buffer *out = tc_buffer(f->t.dev, 64);
     acg_graph *g = NULL;
-    TC_OK(acg_stream_begin_capture(f->s, NULL));
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
     TC_EXPECT(ERR_IN_USE, acg_attn_plan_destroy(p)); /* a capture is in progress */
-    TC_OK(acg_copy_d2d(f->s, out, 0, v.kv_lens, 0, acg_buffer_get_size(v.kv_lens)));
-    TC_OK(acg_stream_end_capture(f->s, &g));
+    TC_OK(acg_copy_d2d(f->t.s, out, 0, v.kv_lens, 0, acg_buffer_get_size(v.kv_lens)));
+    TC_OK(acg_stream_end_capture(f->t.s, &g));
     TC_EXPECT(ERR_IN_USE, acg_attn_plan_destroy(p)); /* the graph reads kv_lens */
     TC_LAST_ERROR_HAS("graph");
     acg_attn_plan_views again = ACG_ATTN_PLAN_VIEWS_INIT;
@@ -461,11 +451,11 @@ static void test_destroy_refused_keeps_plan(void **state) {
     assert_int_equal(acg_buffer_get_size(v.block_table), 2 * 4 * sizeof(int32_t));
     uint32_t pages[] = {5};
     acg_attn_row row = {pages, 1, 3, 1};
-    TC_OK(acg_attn_plan_build(p, f->sg, f->s, &row, 1));
-    TC_OK(acg_graph_launch(g, f->s));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, &row, 1));
+    TC_OK(acg_graph_launch(g, f->t.s));
     int32_t lens[2];
-    TC_OK(acg_stream_synchronize(f->s));
-    tc_download(f->s, lens, out, sizeof lens);
+    TC_OK(acg_stream_synchronize(f->t.s));
+    tc_download(f->t.s, lens, out, sizeof lens);
     assert_int_equal(lens[0], 3);
     assert_int_equal(lens[1], 0);
     TC_OK(acg_graph_destroy(g));
@@ -480,11 +470,11 @@ static void test_struct_versions(void **state) {
     fx *f = *state;
     acg_attn_plan_config c = {offsetof(acg_attn_plan_config, max_query_tokens), 2, 32, 16, 2};
     acg_attn_plan *p = NULL;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->dev, &c, &p));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &p));
     TC_LAST_ERROR_HAS("acg_attn_plan_config.size is 20");
     assert_null(p);
 
-    p = make_plan(f->dev, 2, 32, 16, 2);
+    p = make_plan(f->t.dev, 2, 32, 16, 2);
     acg_attn_plan_views full = ACG_ATTN_PLAN_VIEWS_INIT;
     TC_OK(acg_attn_plan_get_views(p, &full));
     acg_attn_plan_views v;

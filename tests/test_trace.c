@@ -207,28 +207,49 @@ static void check_well_formed(const recorder *r) {
     }
 }
 
+/* ---- the fixture: the cpu backend's device, a stream, its kernels and a recorder ------------- */
+
+/* The cpu backend's device (its workers time their streams), a stream, the built-in kernels and
+ * a recorder; no hook is installed. */
+typedef struct fx {
+    tc_fixture t;
+    recorder *r;
+} fx;
+
+static int setup_on(void **state, const char *spec) {
+    fx *f = tc_fixture_new_on(sizeof *f, spec);
+    f->r = recorder_new();
+    *state = f;
+    return 0;
+}
+
+static int setup(void **state) { return setup_on(state, "cpu"); }
+
+/* On a device whose kernels may be split over two threads. */
+static int setup_two_threads(void **state) { return setup_on(state, "cpu:0?threads=2"); }
+
+static int teardown(void **state) {
+    fx *f = *state;
+    recorder_free(f->r);
+    return tc_fixture_teardown(state);
+}
+
 /* ---- off by default, and off again ---------------------------------------------------------- */
 
 /* Stream work with a hook that was removed (and one that never was installed) reaches no hook. */
 static void test_off_gets_nothing(void **state) {
-    (void)state;
-    recorder *r = recorder_new();
-    install(r, ACG_TRACE_ALL);
+    fx *f = *state;
+    install(f->r, ACG_TRACE_ALL);
     uninstall();
-    acg_device *dev = tc_open_cpu();
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *buf = tc_buffer(dev, 4096);
+    acg_buffer *buf = tc_buffer(f->t.dev, 4096);
     for (int i = 0; i < 8; i++) {
-        TC_OK(acg_fill(s, buf, 0, 4096, (uint32_t)i, 4));
+        TC_OK(acg_fill(f->t.s, buf, 0, 4096, (uint32_t)i, 4));
     }
-    TC_OK(acg_stream_synchronize(s));
-    assert_int_equal(atomic_load(&r->calls), 0);
+    TC_OK(acg_stream_synchronize(f->t.s));
+    assert_int_equal(atomic_load(&f->r->calls), 0);
     TC_OK(acg_buffer_free(buf));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
     /* Removing twice is harmless. */
     uninstall();
-    recorder_free(r);
 }
 
 /* ---- streams ------------------------------------------------------------------------------ */
@@ -236,17 +257,15 @@ static void test_off_gets_nothing(void **state) {
 /* Each entry a cpu stream ran is one complete span on the stream's timeline, from its worker
  * thread, with its name and size: a kernel by name, a fill, a copy. */
 static void test_stream_entries(void **state) {
-    (void)state;
-    acg_device *dev = tc_open_cpu();
-    acg_stream *s = tc_stream(dev);
+    fx *f = *state;
+    acg_device *dev = f->t.dev;
+    acg_stream *s = f->t.s;
+    recorder *r = f->r;
     acg_buffer *a = tc_buffer(dev, 4096), *b = tc_buffer(dev, 4096);
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
-    recorder *r = recorder_new();
     install(r, ACG_TRACE_ALL);
     uint64_t before = acg_trace_now_ns();
     TC_OK(acg_fill(s, a, 0, 4096, 0, 4));
-    TC_OK(tc_fill(s, &k, a, 0, 1024, 2.0f));
+    TC_OK(tc_fill(s, &f->t.k, a, 0, 1024, 2.0f));
     TC_OK(acg_copy_d2d(s, b, 0, a, 0, 4096));
     TC_OK(acg_stream_synchronize(s));
     uint64_t after = acg_trace_now_ns();
@@ -282,30 +301,23 @@ static void test_stream_entries(void **state) {
     TC_OK(acg_stream_destroy(s2));
     TC_OK(acg_buffer_free(a));
     TC_OK(acg_buffer_free(b));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
-    recorder_free(r);
 }
 
 /* A cpu replay is one span on the stream's timeline holding one span per op it ran, in order
  * and each inside it; a kernel says how it was split (the tests' kernels offer no parts: one,
  * and no wait; test_cpu_pool reads a split one). */
 static void test_replay_ops(void **state) {
-    (void)state;
-    acg_device *dev = NULL;
-    TC_OK(acg_device_open("cpu:0?threads=2", &dev));
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *a = tc_buffer(dev, 1u << 20), *b = tc_buffer(dev, 1u << 20);
-    tc_kernels k;
-    tc_kernels_get(dev, &k);
+    fx *f = *state;
+    acg_stream *s = f->t.s;
+    recorder *r = f->r;
+    acg_buffer *a = tc_buffer(f->t.dev, 1u << 20), *b = tc_buffer(f->t.dev, 1u << 20);
     TC_OK(acg_stream_begin_capture(s, NULL));
     TC_OK(acg_fill(s, a, 0, 4096, 0, 4));
-    TC_OK(tc_fill(s, &k, a, 0, 1u << 18, 2.0f));
-    TC_OK(tc_fill(s, &k, b, 0, 16, 3.0f));
+    TC_OK(tc_fill(s, &f->t.k, a, 0, 1u << 18, 2.0f));
+    TC_OK(tc_fill(s, &f->t.k, b, 0, 16, 3.0f));
     TC_OK(acg_copy_d2d(s, b, 4096, a, 0, 4096));
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(s, &g));
-    recorder *r = recorder_new();
     install(r, ACG_TRACE_STREAM);
     TC_OK(acg_graph_launch(g, s));
     TC_OK(acg_stream_synchronize(s));
@@ -344,9 +356,6 @@ static void test_replay_ops(void **state) {
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(a));
     TC_OK(acg_buffer_free(b));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
-    recorder_free(r);
 }
 
 /* ---- runners ------------------------------------------------------------------------------ */
@@ -380,25 +389,13 @@ static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
 
 static const acg_bucket_key buckets[] = {{"decode", 0, 2, 2}, {"decode", 0, 8, 8}};
 
-static acg_runner *make_runner(acg_device *dev, acg_stream *s, acg_graph_mode graphs,
-                               uint64_t memory_limit) {
-    acg_recipe rc = ACG_RECIPE_INIT;
-    rc.name = "trace-test";
-    rc.n_inputs = 1;
-    rc.n_outputs = 1;
-    rc.input_bytes = io_bytes;
-    rc.output_bytes = io_bytes;
-    rc.forward = forward;
-    acg_runner_config c = ACG_RUNNER_CONFIG_INIT;
-    c.recipe = &rc;
-    c.buckets = buckets;
-    c.n_buckets = 2;
-    c.stream = s;
+static acg_runner *make_runner(fx *f, acg_graph_mode graphs, uint64_t memory_limit) {
+    const acg_recipe rc = tc_recipe("trace-test", NULL, io_bytes, forward);
+    acg_runner_config c = tc_runner_config(&rc, buckets, 2, f->t.s, graphs);
     c.n_slots = 1;
-    c.graphs = graphs;
     c.memory_limit = memory_limit;
     acg_runner *r = NULL;
-    TC_OK(acg_runner_create(dev, &c, &r));
+    TC_OK(acg_runner_create(f->t.dev, &c, &r));
     return r;
 }
 
@@ -411,16 +408,27 @@ static void step(acg_runner *runner, uint32_t b, acg_stream *s) {
     TC_OK(acg_stream_synchronize(s));
 }
 
+/* A runner created and stepped once (bucket b) with f's recorder, afresh, told `categories`;
+ * what it was told is well formed. */
+static acg_runner *traced_step(fx *f, uint32_t categories, acg_graph_mode graphs,
+                               uint64_t memory_limit, uint32_t b) {
+    f->r->n = 0;
+    install(f->r, categories);
+    acg_runner *runner = make_runner(f, graphs, memory_limit);
+    step(runner, b, f->t.s);
+    uninstall();
+    check_well_formed(f->r);
+    return runner;
+}
+
 /* Creation, bucket by bucket, largest first: measured, warmed up and captured, with the graph
  * memory; then a replay, and a batch no bucket holds. */
 static void test_runner_creation_and_replay(void **state) {
-    (void)state;
-    acg_device *dev = tc_open_cpu();
-    acg_stream *s = tc_stream(dev);
-    recorder *r = recorder_new();
+    fx *f = *state;
+    recorder *r = f->r;
     install(r, ACG_TRACE_ALL);
-    acg_runner *runner = make_runner(dev, s, ACG_GRAPHS_ON, 0);
-    step(runner, 0, s);
+    acg_runner *runner = make_runner(f, ACG_GRAPHS_ON, 0);
+    step(runner, 0, f->t.s);
     uint32_t b = 0;
     TC_EXPECT(ERR_NOT_FOUND, acg_runner_select(runner, "decode", 0, 9, 1, &b));
     uninstall();
@@ -509,24 +517,14 @@ static void test_runner_creation_and_replay(void **state) {
     assert_string_equal(arg(none, "label")->s, "decode");
 
     TC_OK(acg_runner_destroy(runner));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
-    recorder_free(r);
 }
 
 /* A step runs eagerly for a reason, and says it: graphs off, or the bucket was dropped (here
  * for want of memory: the limit holds nothing). */
 static void test_eager_reasons(void **state) {
-    (void)state;
-    acg_device *dev = tc_open_cpu();
-    acg_stream *s = tc_stream(dev);
-    recorder *r = recorder_new();
-
-    install(r, ACG_TRACE_ENGINE);
-    acg_runner *off = make_runner(dev, s, ACG_GRAPHS_OFF, 0);
-    step(off, 1, s);
-    uninstall();
-    check_well_formed(r);
+    fx *f = *state;
+    recorder *r = f->r;
+    acg_runner *off = traced_step(f, ACG_TRACE_ENGINE, ACG_GRAPHS_OFF, 0, 1);
     /* Graphs off: nothing measured or captured. */
     assert_int_equal(count(r, "capture", ACG_TRACE_BEGIN), 0);
     assert_int_equal(count(r, "measure", ACG_TRACE_BEGIN), 0);
@@ -538,12 +536,7 @@ static void test_eager_reasons(void **state) {
     assert_true(arg(find(r, "eager", ACG_TRACE_END), "ok")->b);
     TC_OK(acg_runner_destroy(off));
 
-    r->n = 0;
-    install(r, ACG_TRACE_ENGINE);
-    acg_runner *starved = make_runner(dev, s, ACG_GRAPHS_ON, 1);
-    step(starved, 0, s);
-    uninstall();
-    check_well_formed(r);
+    acg_runner *starved = traced_step(f, ACG_TRACE_ENGINE, ACG_GRAPHS_ON, 1, 0);
     assert_int_equal(count(r, "bucket dropped", ACG_TRACE_INSTANT), 2);
     assert_int_equal(count(r, "capture", ACG_TRACE_END), 2);
     for (size_t i = 0; i < r->n; i++) {
@@ -567,10 +560,6 @@ static void test_eager_reasons(void **state) {
     assert_string_equal(arg(eager, "reason")->s, want);
     assert_int_equal(arg(find(r, "runner create", ACG_TRACE_END), "dropped")->u, 2);
     TC_OK(acg_runner_destroy(starved));
-
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
-    recorder_free(r);
 }
 
 /* ---- model steps ---------------------------------------------------------------------------- */
@@ -579,15 +568,15 @@ static void test_eager_reasons(void **state) {
  * on the caller's thread; the launch holds the replay, the uploads the stager's; the step's end
  * says what it did. A hook that takes the model's category alone is told nothing else. */
 static void test_model_steps(void **state) {
-    (void)state;
-    acg_device *dev = tc_open_cpu();
+    fx *f = *state;
+    acg_device *dev = f->t.dev;
+    recorder *r = f->r;
     acg_model_weights *w = NULL;
     TC_OK(acg_model_preset_load("tiny", 1, &w));
     acg_model_options o = ACG_MODEL_OPTIONS_INIT;
     o.max_batch = 2;
     o.max_step_tokens = 64;
     acg_model *m = NULL;
-    recorder *r = recorder_new();
     install(r, ACG_TRACE_ALL);
     TC_OK(acg_model_create(dev, w, &o, &m));
     const int32_t prompt[] = {1, 50, 60, 70};
@@ -692,8 +681,6 @@ static void test_model_steps(void **state) {
     TC_OK(acg_model_destroy(m2));
     TC_OK(acg_model_destroy(m));
     TC_OK(acg_model_weights_free(w));
-    tc_close(dev);
-    recorder_free(r);
 }
 
 /* ---- replacing a hook ----------------------------------------------------------------------- */
@@ -701,15 +688,13 @@ static void test_model_steps(void **state) {
 /* The setter returns only once no call of the old hook runs, even while one is running on a
  * worker (each call sleeps), and the old hook is told nothing afterwards. */
 static void test_replace_waits_for_calls(void **state) {
-    (void)state;
-    acg_device *dev = tc_open_cpu();
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *buf = tc_buffer(dev, 256);
-    recorder *old = recorder_new(), *next = recorder_new();
+    fx *f = *state;
+    acg_buffer *buf = tc_buffer(f->t.dev, 256);
+    recorder *old = f->r, *next = recorder_new();
     old->sleep_us = 2000;
     install(old, ACG_TRACE_STREAM);
     for (int i = 0; i < 100; i++) {
-        TC_OK(acg_fill(s, buf, 0, 256, (uint32_t)i, 4));
+        TC_OK(acg_fill(f->t.s, buf, 0, 256, (uint32_t)i, 4));
     }
     /* Until the worker is inside a call of the old hook. */
     while (atomic_load(&old->calls) == 0) {
@@ -719,24 +704,21 @@ static void test_replace_waits_for_calls(void **state) {
     install(next, ACG_TRACE_STREAM);
     assert_int_equal(atomic_load(&old->inside), 0);
     uint64_t told = atomic_load(&old->calls);
-    TC_OK(acg_stream_synchronize(s));
+    TC_OK(acg_stream_synchronize(f->t.s));
     uninstall();
     assert_int_equal(atomic_load(&old->calls), told);
     assert_true(told < 100);
     /* Every fill went to one hook or the other, after it was installed. */
     assert_int_equal(told + atomic_load(&next->calls), 100);
     TC_OK(acg_buffer_free(buf));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
-    recorder_free(old);
     recorder_free(next);
 }
 
 /* ---- bad configurations --------------------------------------------------------------------- */
 
 static void test_bad_config(void **state) {
-    (void)state;
-    recorder *r = recorder_new();
+    fx *f = *state;
+    recorder *r = f->r;
     acg_trace_config c = ACG_TRACE_CONFIG_INIT;
     c.fn = hook;
     c.user = r;
@@ -761,9 +743,8 @@ static void test_bad_config(void **state) {
     longer.c.user = r;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_trace_set_hook(&longer.c));
     /* Nothing was installed by any of them. */
-    acg_device *dev = tc_open_cpu();
-    acg_stream *s = tc_stream(dev);
-    acg_buffer *buf = tc_buffer(dev, 256);
+    acg_stream *s = f->t.s;
+    acg_buffer *buf = tc_buffer(f->t.dev, 256);
     TC_OK(acg_fill(s, buf, 0, 256, 0, 4));
     TC_OK(acg_stream_synchronize(s));
     assert_int_equal(atomic_load(&r->calls), 0);
@@ -794,9 +775,6 @@ static void test_bad_config(void **state) {
     TC_OK(acg_stream_synchronize(s));
     assert_int_equal(atomic_load(&r->calls), calls + 1);
     TC_OK(acg_buffer_free(buf));
-    TC_OK(acg_stream_destroy(s));
-    tc_close(dev);
-    recorder_free(r);
 }
 
 /* ---- threads and the clock ------------------------------------------------------------------ */
@@ -828,16 +806,18 @@ static void test_threads_and_clock(void **state) {
 }
 
 int main(void) {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_off_gets_nothing),
-        cmocka_unit_test(test_stream_entries),
-        cmocka_unit_test(test_replay_ops),
-        cmocka_unit_test(test_runner_creation_and_replay),
-        cmocka_unit_test(test_eager_reasons),
-        cmocka_unit_test(test_model_steps),
-        cmocka_unit_test(test_replace_waits_for_calls),
-        cmocka_unit_test(test_bad_config),
+        T(test_off_gets_nothing),
+        T(test_stream_entries),
+        cmocka_unit_test_setup_teardown(test_replay_ops, setup_two_threads, teardown),
+        T(test_runner_creation_and_replay),
+        T(test_eager_reasons),
+        T(test_model_steps),
+        T(test_replace_waits_for_calls),
+        T(test_bad_config),
         cmocka_unit_test(test_threads_and_clock),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
