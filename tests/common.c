@@ -750,3 +750,16 @@ void tc_hang_guard(unsigned seconds, const char *what) {
     signal(SIGALRM, on_hang);
     alarm(seconds);
 }
+
+/* ---- the model's suites: configurations, loaders, a lost device, forked ranks ---------------- */
+
+bool tc_shm_segment_named(int pid) {
+    char path[64];
+    for (unsigned i = 0; i < 64; i++) {
+        snprintf(path, sizeof path, "/dev/shm/acg-%d-%u", pid, i);
+        if (access(path, F_OK) == 0) {
+            return true;
+        }
+    }
+    return false;
+}

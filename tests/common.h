@@ -269,4 +269,10 @@ acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, siz
 /* Returns true when haystack contains needle (NULL-safe). */
 bool tc_contains(const char *haystack, const char *needle);
 
+/* ---- the model's suites: configurations, loaders, a lost device, forked ranks ---------------- */
+
+/* Whether /dev/shm still names a memory segment of acg's made by process pid (the cpu backend's
+ * collectives name theirs acg-PID-N; the first 64 are looked for). */
+bool tc_shm_segment_named(int pid);
+
 #endif /* ACG_TESTS_COMMON_H */
