@@ -367,13 +367,8 @@ static void logits_run(acg_device *dev, const acg_model_weights *w, acg_graph_mo
         TC_OK(acg_model_get_request(m, ids[i], &s));
         assert_null(s.logits); /* nothing generated yet */
     }
-    for (uint32_t steps = 0;; steps++) {
-        assert_true(steps < 1000);
-        acg_step_report rep = ACG_STEP_REPORT_INIT;
-        TC_OK(acg_model_step(m, &rep));
-        if (rep.rows == 0) {
-            break;
-        }
+    acg_step_report rep;
+    for (uint32_t steps = 0; step_served(m, steps, 1000, &rep); steps++) {
         for (uint32_t i = 0; i < n; i++) {
             acg_request_status s = ACG_REQUEST_STATUS_INIT;
             TC_OK(acg_model_get_request(m, ids[i], &s));
@@ -494,12 +489,10 @@ static void test_sampling(void **state) {
         }
     }
     for (uint32_t busy = 3, steps = 0; busy > 0; steps++) {
-        assert_true(steps < 1000);
         busy = 0;
         for (int mi = 0; mi < 3; mi++) {
-            acg_step_report rep = ACG_STEP_REPORT_INIT;
-            TC_OK(acg_model_step(models[mi], &rep));
-            busy += rep.rows > 0;
+            acg_step_report rep;
+            busy += step_served(models[mi], steps, 1000, &rep);
         }
     }
     for (int mi = 0; mi < 3; mi++) {

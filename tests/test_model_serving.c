@@ -65,13 +65,8 @@ static void test_kv_exhaustion(void **state) {
     }
     acg_request_state seen[N] = {ACG_REQUEST_WAITING};
     bool was_waiting_after_start[N] = {false};
-    for (uint32_t step = 0;; step++) {
-        assert_true(step < 1000);
-        acg_step_report rep = ACG_STEP_REPORT_INIT;
-        TC_OK(acg_model_step(m, &rep));
-        if (rep.rows == 0) {
-            break;
-        }
+    acg_step_report rep;
+    for (uint32_t step = 0; step_served(m, step, 1000, &rep); step++) {
         assert_true(rep.rows <= 2); /* the pages admit two requests at most */
         uint32_t running = 0;
         for (uint32_t i = 0; i < N; i++) {
