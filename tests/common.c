@@ -753,6 +753,17 @@ void tc_hang_guard(unsigned seconds, const char *what) {
 
 /* ---- the model's suites: configurations, loaders, a lost device, forked ranks ---------------- */
 
+void tc_expect_model_config(const acg_model_config *got, const acg_model_config *want) {
+    assert_int_equal(got->dim, want->dim);
+    assert_int_equal(got->hidden_dim, want->hidden_dim);
+    assert_int_equal(got->n_layers, want->n_layers);
+    assert_int_equal(got->n_heads, want->n_heads);
+    assert_int_equal(got->n_kv_heads, want->n_kv_heads);
+    assert_int_equal(got->vocab_size, want->vocab_size);
+    assert_int_equal(got->seq_len, want->seq_len);
+    assert_int_equal(got->shared_classifier, want->shared_classifier);
+}
+
 bool tc_shm_segment_named(int pid) {
     char path[64];
     for (unsigned i = 0; i < 64; i++) {

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include <acg/acg.h>
+#include <acg/model.h>
 
 /* ---- status assertions -------------------------------------------------------------------- */
 
@@ -270,6 +271,9 @@ acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, siz
 bool tc_contains(const char *haystack, const char *needle);
 
 /* ---- the model's suites: configurations, loaders, a lost device, forked ranks ---------------- */
+
+/* Asserts that got has want's every field but size. */
+void tc_expect_model_config(const acg_model_config *got, const acg_model_config *want);
 
 /* Whether /dev/shm still names a memory segment of acg's made by process pid (the cpu backend's
  * collectives name theirs acg-PID-N; the first 64 are looked for). */

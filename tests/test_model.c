@@ -186,30 +186,15 @@ static void write_checkpoint(const char *path, const acg_model_config *c, uint64
  * heads sharing 1 KV head) and widths that are not multiples of 4. */
 static void test_reference_checkpoint(void **state) {
     (void)state;
-    acg_model_config c = ACG_MODEL_CONFIG_INIT;
-    c.dim = 40;
-    c.hidden_dim = 102;
-    c.n_layers = 3;
-    c.n_heads = 5;
-    c.n_kv_heads = 1;
-    c.vocab_size = 301;
-    c.seq_len = 64;
-    c.shared_classifier = true;
+    /* dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier */
+    static const acg_model_config c = {sizeof c, 40, 102, 3, 5, 1, 301, 64, true};
     assert_int_equal(tc_tmpdir_create("acg-test-model"), 0);
     char path[512];
     snprintf(path, sizeof path, "%s", tc_tmp_path("model.bin"));
     write_checkpoint(path, &c, 99);
     acg_model_weights *w = NULL;
     TC_OK(acg_model_weights_load(path, &w));
-    const acg_model_config *lc = acg_model_weights_get_config(w);
-    assert_int_equal(lc->dim, 40);
-    assert_int_equal(lc->hidden_dim, 102);
-    assert_int_equal(lc->n_layers, 3);
-    assert_int_equal(lc->n_heads, 5);
-    assert_int_equal(lc->n_kv_heads, 1);
-    assert_int_equal(lc->vocab_size, 301);
-    assert_int_equal(lc->seq_len, 64);
-    assert_true(lc->shared_classifier);
+    tc_expect_model_config(acg_model_weights_get_config(w), &c);
     assert_ptr_equal(acg_model_weights_get_tensors(w)->classifier,
                      acg_model_weights_get_tensors(w)->token_embedding);
     /* 3 + 61 tokens reach seq_len exactly; pages of 5 tokens, steps of 7. */

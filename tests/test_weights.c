@@ -71,29 +71,24 @@ static void expect_load_fails_(acg_status want, const char *path, const char *fi
     assert_int_equal(tc_alloc_live(), live);
 }
 
+/* The preset of this name has the configuration want, and says its size. */
+static void expect_preset_config(const char *name, acg_model_config want) {
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
+    TC_OK(acg_model_preset_get_config(name, &c));
+    assert_int_equal(c.size, sizeof c);
+    tc_expect_model_config(&c, &want);
+}
+
 /* Both presets have the configurations the issue gives. */
 static void test_preset_configs(void **state) {
     (void)state;
-    acg_model_config c = ACG_MODEL_CONFIG_INIT;
-    TC_OK(acg_model_preset_get_config("tiny", &c));
-    assert_int_equal(c.size, sizeof c);
-    assert_int_equal(c.dim, 64);
-    assert_int_equal(c.hidden_dim, 172);
-    assert_int_equal(c.n_layers, 2);
-    assert_int_equal(c.n_heads, 4);
-    assert_int_equal(c.n_kv_heads, 2);
-    assert_int_equal(c.vocab_size, 512);
-    assert_int_equal(c.seq_len, 256);
-    assert_false(c.shared_classifier);
-    TC_OK(acg_model_preset_get_config("small", &c));
-    assert_int_equal(c.dim, 288);
-    assert_int_equal(c.hidden_dim, 768);
-    assert_int_equal(c.n_layers, 6);
-    assert_int_equal(c.n_heads, 6);
-    assert_int_equal(c.n_kv_heads, 6);
-    assert_int_equal(c.vocab_size, 32000);
-    assert_int_equal(c.seq_len, 256);
+    /* dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier */
+    expect_preset_config(
+        "tiny", (acg_model_config){sizeof(acg_model_config), 64, 172, 2, 4, 2, 512, 256, false});
+    expect_preset_config("small", (acg_model_config){sizeof(acg_model_config), 288, 768, 6, 6, 6,
+                                                     32000, 256, false});
 
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
     TC_EXPECT(ERR_NOT_FOUND, acg_model_preset_get_config("huge", &c));
     TC_LAST_ERROR_HAS("huge");
     TC_LAST_ERROR_HAS("tiny");
@@ -120,14 +115,7 @@ static void assert_same_weights(const acg_model_weights *a, const acg_model_weig
     assert_non_null(ca);
     assert_non_null(cb);
     assert_int_equal(ca->size, cb->size);
-    assert_int_equal(ca->dim, cb->dim);
-    assert_int_equal(ca->hidden_dim, cb->hidden_dim);
-    assert_int_equal(ca->n_layers, cb->n_layers);
-    assert_int_equal(ca->n_heads, cb->n_heads);
-    assert_int_equal(ca->n_kv_heads, cb->n_kv_heads);
-    assert_int_equal(ca->vocab_size, cb->vocab_size);
-    assert_int_equal(ca->seq_len, cb->seq_len);
-    assert_int_equal(ca->shared_classifier, cb->shared_classifier);
+    tc_expect_model_config(cb, ca);
     const acg_model_tensors *ta = acg_model_weights_get_tensors(a);
     const acg_model_tensors *tb = acg_model_weights_get_tensors(b);
     /* The tensors are contiguous from the embedding on: compare the whole payload. */
