@@ -764,6 +764,30 @@ void tc_expect_model_config(const acg_model_config *got, const acg_model_config 
     assert_int_equal(got->shared_classifier, want->shared_classifier);
 }
 
+void tc_expect_load_fails_(acg_status want, tc_loader load, const char *call, const void *arg,
+                           const char *path, const char *file, int line, ...) {
+    void *const sentinel = (void *)(uintptr_t)0x1234;
+    void *out = sentinel;
+    int64_t live = tc_alloc_live();
+    tc_expect_(want, load(path, arg, &out), call, file, line);
+    assert_ptr_equal(out, sentinel);
+    va_list ap;
+    va_start(ap, line);
+    tc_last_error_names_file_(path, file, line, ap);
+    va_end(ap);
+    assert_int_equal(tc_alloc_live(), live);
+}
+
+void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, const char *name) {
+    char path[600];
+    snprintf(path, sizeof path, "%s", tc_tmp_path(name));
+    assert_int_equal(mkfifo(path, 0600), 0);
+    tc_hang_guard(10, "loading a FIFO");
+    tc_expect_load_fails_(ACG_ERR_INVALID_ARGUMENT, load, call, arg, path, __FILE__, __LINE__,
+                          "not a regular file", NULL);
+    tc_hang_guard(0, NULL);
+}
+
 bool tc_shm_segment_named(int pid) {
     char path[64];
     for (unsigned i = 0; i < 64; i++) {

@@ -275,6 +275,38 @@ bool tc_contains(const char *haystack, const char *needle);
 /* Asserts that got has want's every field but size. */
 void tc_expect_model_config(const acg_model_config *got, const acg_model_config *want);
 
+/* A file loader, for the checks below: loads path (arg: whatever else the loader takes) into
+ * *out, which holds a sentinel on entry that a failing loader must leave as it is. */
+typedef acg_status (*tc_loader)(const char *path, const void *arg, void **out);
+
+/* Loading path with load (named call) fails with want: the out-parameter is left alone,
+ * acg_last_error() names the file and each string of the list that follows line (ended by
+ * NULL), and no allocation is left live (the counting allocator is installed). */
+void tc_expect_load_fails_(acg_status want, tc_loader load, const char *call, const void *arg,
+                           const char *path, const char *file, int line, ...);
+
+/* A FIFO with no writer, made at name in the temporary directory, is refused by load (named
+ * call) at once as not a regular file: opening it must not wait for a writer that never comes
+ * (tc_hang_guard turns a wait into a failure). */
+void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, const char *name);
+
+/* The main of a host test program whose cases `tests` write files and count allocations: the
+ * cases as the group `name`, set up and torn down by tc_host_files_setup(prefix) and
+ * tc_host_files_teardown. */
+#define TC_HOST_FILES_MAIN(name, prefix, tests)                                                    \
+    static int tc_host_files_group_setup(void **state) {                                           \
+        (void)state;                                                                               \
+        return tc_host_files_setup(prefix);                                                        \
+    }                                                                                              \
+    static int tc_host_files_group_teardown(void **state) {                                        \
+        (void)state;                                                                               \
+        return tc_host_files_teardown();                                                           \
+    }                                                                                              \
+    int main(void) {                                                                               \
+        return cmocka_run_group_tests_name(name, tests, tc_host_files_group_setup,                 \
+                                           tc_host_files_group_teardown);                          \
+    }
+
 /* Whether /dev/shm still names a memory segment of acg's made by process pid (the cpu backend's
  * collectives name theirs acg-PID-N; the first 64 are looked for). */
 bool tc_shm_segment_named(int pid);

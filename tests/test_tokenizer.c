@@ -13,17 +13,6 @@
 
 #include <acg/model.h>
 
-/* The group's temporary directory and the counting allocator (common.h). */
-static int setup(void **state) {
-    (void)state;
-    return tc_host_files_setup("acg-tokenizer");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return tc_host_files_teardown();
-}
-
 /* ---- building tokenizer files ------------------------------------------------------------- */
 
 typedef struct file_builder {
@@ -75,23 +64,20 @@ static void build_hand(file_builder *b) {
     put_token(b, 10, " abc");
 }
 
+/* acg_tokenizer_load as a tc_loader: arg points at the vocabulary's size. */
+static acg_status load_tokenizer(const char *path, const void *arg, void **out) {
+    acg_tokenizer *t = *out;
+    acg_status st = acg_tokenizer_load(path, *(const int32_t *)arg, &t);
+    *out = t;
+    return st;
+}
+
 /* Loading path as vocab_size tokens fails with want; the message names the file and every
  * needle; nothing leaks. */
 #define EXPECT_LOAD_FAILS(want, path, vocab, ...)                                                  \
-    expect_load_fails_(ACG_##want, (path), (vocab), __FILE__, __LINE__, __VA_ARGS__, NULL)
-static void expect_load_fails_(acg_status want, const char *path, int32_t vocab, const char *file,
-                               int line, ...) {
-    acg_tokenizer *sentinel = (acg_tokenizer *)(uintptr_t)0x1234;
-    acg_tokenizer *t = sentinel;
-    int64_t live = tc_alloc_live();
-    tc_expect_(want, acg_tokenizer_load(path, vocab, &t), "acg_tokenizer_load", file, line);
-    assert_ptr_equal(t, sentinel);
-    va_list ap;
-    va_start(ap, line);
-    tc_last_error_names_file_(path, file, line, ap);
-    va_end(ap);
-    assert_int_equal(tc_alloc_live(), live);
-}
+    tc_expect_load_fails_(ACG_##want, load_tokenizer, "acg_tokenizer_load",                        \
+                          &(const int32_t){(vocab)}, (path), __FILE__, __LINE__, __VA_ARGS__,      \
+                          NULL)
 
 /* Encodes text (asserting success) into ids; returns the count. */
 static size_t encode(const acg_tokenizer *t, const char *text, bool bos, bool eos, int32_t *ids,
@@ -696,12 +682,8 @@ static void test_cap_bound(void **state) {
  * a writer that never comes. */
 static void test_fifo(void **state) {
     (void)state;
-    char path[600];
-    snprintf(path, sizeof path, "%s", tc_tmp_path("tokenizer.fifo"));
-    assert_int_equal(mkfifo(path, 0600), 0);
-    tc_hang_guard(10, "loading a FIFO");
-    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, path, HAND_VOCAB, "not a regular file");
-    tc_hang_guard(0, NULL);
+    tc_expect_fifo_refused(load_tokenizer, "acg_tokenizer_load", &(const int32_t){HAND_VOCAB},
+                           "tokenizer.fifo");
 }
 
 /* Misuse: NULL and foreign tokenizers, bad tokens, NULL arguments. */
@@ -867,25 +849,23 @@ static void test_alloc_failures(void **state) {
     TC_OK(acg_tokenizer_free(t));
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_preset_tiny),
-        cmocka_unit_test(test_preset_small),
-        cmocka_unit_test(test_preset_bad_size),
-        cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_bos_eos),
-        cmocka_unit_test(test_merge_order),
-        cmocka_unit_test(test_merge_tie),
-        cmocka_unit_test(test_cap_exhausted),
-        cmocka_unit_test(test_misuse),
-        cmocka_unit_test(test_save_load),
-        cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_alloc_failures),
-        cmocka_unit_test(test_reference_presets),
-        cmocka_unit_test(test_reference_random),
-        cmocka_unit_test(test_long_prompt),
-        cmocka_unit_test(test_cap_bound),
-        cmocka_unit_test(test_fifo),
-    };
-    return cmocka_run_group_tests_name("test_tokenizer", tests, setup, teardown);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_preset_tiny),
+    cmocka_unit_test(test_preset_small),
+    cmocka_unit_test(test_preset_bad_size),
+    cmocka_unit_test(test_round_trips),
+    cmocka_unit_test(test_bos_eos),
+    cmocka_unit_test(test_merge_order),
+    cmocka_unit_test(test_merge_tie),
+    cmocka_unit_test(test_cap_exhausted),
+    cmocka_unit_test(test_misuse),
+    cmocka_unit_test(test_save_load),
+    cmocka_unit_test(test_malformed),
+    cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_reference_presets),
+    cmocka_unit_test(test_reference_random),
+    cmocka_unit_test(test_long_prompt),
+    cmocka_unit_test(test_cap_bound),
+    cmocka_unit_test(test_fifo),
+};
+TC_HOST_FILES_MAIN("test_tokenizer", "acg-tokenizer", tests)

@@ -10,17 +10,6 @@
 
 #include <acg/model.h>
 
-/* The group's temporary directory and the counting allocator (common.h). */
-static int setup(void **state) {
-    (void)state;
-    return tc_host_files_setup("acg-weights");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return tc_host_files_teardown();
-}
-
 /* The checkpoint's floats after the header, computed here independently of the library. */
 static uint64_t payload_floats(const int32_t h[7]) {
     uint64_t dim = (uint64_t)h[0], hidden = (uint64_t)h[1], layers = (uint64_t)h[2];
@@ -54,22 +43,20 @@ static const char *write_file(const char *name, const void *header, size_t heade
 /* A small valid header: dim 8, hidden 16, 1 layer, 2 heads, 1 KV head, vocab 32, seq 8. */
 static const int32_t small_header[7] = {8, 16, 1, 2, 1, 32, 8};
 
+/* acg_model_weights_load as a tc_loader. */
+static acg_status load_weights(const char *path, const void *arg, void **out) {
+    (void)arg;
+    acg_model_weights *w = *out;
+    acg_status st = acg_model_weights_load(path, &w);
+    *out = w;
+    return st;
+}
+
 /* Loading path fails with `want`, the message names the file and every needle, and nothing
  * leaks. */
 #define EXPECT_LOAD_FAILS(want, path, ...)                                                         \
-    expect_load_fails_(ACG_##want, (path), __FILE__, __LINE__, __VA_ARGS__, NULL)
-static void expect_load_fails_(acg_status want, const char *path, const char *file, int line, ...) {
-    acg_model_weights *sentinel = (acg_model_weights *)(uintptr_t)0x1234;
-    acg_model_weights *w = sentinel;
-    int64_t live = tc_alloc_live();
-    tc_expect_(want, acg_model_weights_load(path, &w), "acg_model_weights_load", file, line);
-    assert_ptr_equal(w, sentinel);
-    va_list ap;
-    va_start(ap, line);
-    tc_last_error_names_file_(path, file, line, ap);
-    va_end(ap);
-    assert_int_equal(tc_alloc_live(), live);
-}
+    tc_expect_load_fails_(ACG_##want, load_weights, "acg_model_weights_load", NULL, (path),        \
+                          __FILE__, __LINE__, __VA_ARGS__, NULL)
 
 /* The preset of this name has the configuration want, and says its size. */
 static void expect_preset_config(const char *name, acg_model_config want) {
@@ -440,12 +427,7 @@ static void test_not_a_checkpoint(void **state) {
  * a writer that never comes. */
 static void test_fifo(void **state) {
     (void)state;
-    char path[600];
-    snprintf(path, sizeof path, "%s", tc_tmp_path("model.fifo"));
-    assert_int_equal(mkfifo(path, 0600), 0);
-    tc_hang_guard(10, "loading a FIFO");
-    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, path, "not a regular file");
-    tc_hang_guard(0, NULL);
+    tc_expect_fifo_refused(load_weights, "acg_model_weights_load", NULL, "model.fifo");
 }
 
 /* Misuse of the objects: NULL and foreign pointers, bad configs, unwritable paths. */
@@ -538,22 +520,20 @@ static void test_config_versions(void **state) {
     assert_int_equal(out.dim, 64);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_preset_configs),
-        cmocka_unit_test(test_round_trip_tiny),
-        cmocka_unit_test(test_round_trip_small),
-        cmocka_unit_test(test_round_trip_separate_classifier),
-        cmocka_unit_test(test_seeded_weights),
-        cmocka_unit_test(test_preset_golden_bytes),
-        cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_trailing_bytes),
-        cmocka_unit_test(test_bad_fields),
-        cmocka_unit_test(test_not_a_checkpoint),
-        cmocka_unit_test(test_fifo),
-        cmocka_unit_test(test_misuse),
-        cmocka_unit_test(test_alloc_failures),
-        cmocka_unit_test(test_config_versions),
-    };
-    return cmocka_run_group_tests_name("test_weights", tests, setup, teardown);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_preset_configs),
+    cmocka_unit_test(test_round_trip_tiny),
+    cmocka_unit_test(test_round_trip_small),
+    cmocka_unit_test(test_round_trip_separate_classifier),
+    cmocka_unit_test(test_seeded_weights),
+    cmocka_unit_test(test_preset_golden_bytes),
+    cmocka_unit_test(test_truncated),
+    cmocka_unit_test(test_trailing_bytes),
+    cmocka_unit_test(test_bad_fields),
+    cmocka_unit_test(test_not_a_checkpoint),
+    cmocka_unit_test(test_fifo),
+    cmocka_unit_test(test_misuse),
+    cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_config_versions),
+};
+TC_HOST_FILES_MAIN("test_weights", "acg-weights", tests)
