@@ -1,6 +1,7 @@
 /* common.c — helpers shared by the acg test executables (see common.h). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "common.h"
+#include "core/acg-impl.h" /* acg__device_inject_fault */
 
 #include <errno.h>
 #include <ftw.h>
@@ -786,6 +787,15 @@ void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, c
     tc_expect_load_fails_(ACG_ERR_INVALID_ARGUMENT, load, call, arg, path, __FILE__, __LINE__,
                           "not a regular file", NULL);
     tc_hang_guard(0, NULL);
+}
+
+acg_device *tc_open_lost(void) {
+    acg_device *dev = tc_open();
+    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
+        tc_close(dev);
+        skip(); /* the backends' own tests provoke their drivers' faults */
+    }
+    return dev;
 }
 
 bool tc_shm_segment_named(int pid) {

@@ -307,6 +307,11 @@ void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, c
                                            tc_host_files_group_teardown);                          \
     }
 
+/* Opens the device under test and loses it to an injected fault (acg__device_inject_fault);
+ * where the backend cannot inject one, closes it again and skips the case: the backends' own
+ * tests provoke their drivers' faults. */
+acg_device *tc_open_lost(void);
+
 /* Whether /dev/shm still names a memory segment of acg's made by process pid (the cpu backend's
  * collectives name theirs acg-PID-N; the first 64 are looked for). */
 bool tc_shm_segment_named(int pid);
