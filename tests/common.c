@@ -754,6 +754,18 @@ void tc_hang_guard(unsigned seconds, const char *what) {
 
 /* ---- the model's suites: configurations, loaders, a lost device, forked ranks ---------------- */
 
+void tc_never_called(const acg_cpu_arg *args, const uint32_t global[3]) {
+    (void)args;
+    (void)global;
+    fail();
+}
+
+acg_model_weights *tc_model_preset(const char *name) {
+    acg_model_weights *w = NULL;
+    TC_OK(acg_model_preset_load(name, 7, &w));
+    return w;
+}
+
 void tc_expect_model_config(const acg_model_config *got, const acg_model_config *want) {
     assert_int_equal(got->dim, want->dim);
     assert_int_equal(got->hidden_dim, want->hidden_dim);

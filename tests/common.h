@@ -272,6 +272,13 @@ bool tc_contains(const char *haystack, const char *needle);
 
 /* ---- the model's suites: configurations, loaders, a lost device, forked ranks ---------------- */
 
+/* A cpu kernel body for definitions that are refused before anything runs: fails the case if it
+ * ever runs. */
+void tc_never_called(const acg_cpu_arg *args, const uint32_t global[3]);
+
+/* The built-in preset `name` (acg_model_preset_load), of the seed the model's suites use (7). */
+acg_model_weights *tc_model_preset(const char *name);
+
 /* Asserts that got has want's every field but size. */
 void tc_expect_model_config(const acg_model_config *got, const acg_model_config *want);
 

@@ -154,9 +154,3 @@ void expect_graph_use(const acg_model *m, acg_graph_mode mode) {
 const char *mode_name(acg_graph_mode mode) {
     return mode == ACG_GRAPHS_OFF ? "graphs off" : "graphs on";
 }
-
-acg_model_weights *preset(const char *name) {
-    acg_model_weights *w = NULL;
-    TC_OK(acg_model_preset_load(name, 7, &w));
-    return w;
-}

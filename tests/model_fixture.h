@@ -67,6 +67,4 @@ void expect_graph_use(const acg_model *m, acg_graph_mode mode);
 
 const char *mode_name(acg_graph_mode mode);
 
-acg_model_weights *preset(const char *name);
-
 #endif /* ACG_TESTS_MODEL_FIXTURE_H */

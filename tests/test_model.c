@@ -124,7 +124,7 @@ static void against_reference(const char *name, acg_model_weights *w, const ref_
 
 static void test_reference_tiny(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     /* Chunked prefill (step budget 16), and a request that reaches seq_len (256) exactly. */
     const ref_job rj[] = {{1, 24}, {5, 24}, {13, 20}, {40, 16}, {200, 56}};
     against_reference("tiny", w, rj, 5, 4, 16, 16);
@@ -132,7 +132,7 @@ static void test_reference_tiny(void **state) {
 
 static void test_reference_small(void **state) {
     (void)state;
-    acg_model_weights *w = preset("small");
+    acg_model_weights *w = tc_model_preset("small");
     /* one page of 300 tokens holds a whole sequence (seq_len 256) */
     const ref_job rj[] = {{6, 8}, {5, 8}};
     against_reference("small", w, rj, 2, 2, 8, 300);
@@ -212,7 +212,7 @@ static void test_batch_invariance(void **state) {
     static const uint32_t lens[N_BATCH] = {1,  40, 3,  33, 7, 25, 2,  38,
                                            12, 5,  31, 17, 9, 36, 20, 14};
     static const uint32_t news[N_BATCH] = {12, 5, 9, 16, 3, 11, 7, 14, 6, 10, 4, 15, 8, 13, 2, 1};
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     static int32_t prompts[N_BATCH][40];
     job greedy[N_BATCH], sampled[N_BATCH];
     for (uint32_t i = 0; i < N_BATCH; i++) {
@@ -282,7 +282,7 @@ static void probe_runs(acg_device *dev, const acg_model_weights *w, const job *p
 
 static void test_batch_positions_and_devices_small(void **state) {
     (void)state;
-    acg_model_weights *w = preset("small");
+    acg_model_weights *w = tc_model_preset("small");
     int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
     static int32_t prompts[N_POS][5 + 2 * N_POS];
     job fillers[N_POS - 1];
@@ -398,7 +398,7 @@ static void expect_same_logits(const char *what, const float *want, const float 
 
 static void test_logits_across_backends_small(void **state) {
     (void)state;
-    acg_model_weights *w = preset("small");
+    acg_model_weights *w = tc_model_preset("small");
     const size_t vocab = (size_t)acg_model_weights_get_config(w)->vocab_size;
     static int32_t prompts[LOGIT_JOBS][9];
     for (uint32_t i = 0; i < LOGIT_JOBS; i++) {
@@ -443,7 +443,7 @@ static void test_logits_across_backends_small(void **state) {
 
 static void test_sampling(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     int32_t p0[9], p1[23], p2[4];
     make_prompt(p0, 9, 512, 1);
     make_prompt(p1, 23, 512, 2);

@@ -36,13 +36,6 @@
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-/* A kernel body for definitions that are refused before anything runs. */
-static void never_called(const acg_cpu_arg *a, const uint32_t global[3]) {
-    (void)a;
-    (void)global;
-    fail();
-}
-
 /* The kernels belong to the model: unknown until it registers them, registered once however
  * often it is asked, their names taken, and unregistered only after the devices that loaded
  * them closed. */
@@ -64,7 +57,7 @@ static void test_registration(void **state) {
     mine.types[0] = ACG_ARG_BUFFER;
     mine.bytes_per_item[0] = 4;
     mine.flags = ACG_KERNEL_ELEMENTWISE;
-    mine.cpu.fn = never_called;
+    mine.cpu.fn = tc_never_called;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&mine));
     TC_LAST_ERROR_HAS("already registered");
 

@@ -24,7 +24,7 @@
 
 static void test_kv_exhaustion(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     static const uint32_t lens[] = {10, 20, 5, 17, 1, 54};
     static const uint32_t news[] = {12, 12, 20, 15, 9, 10};
     /* pages of 16 tokens: 2, 2, 2, 2, 1 and 4 (all of them) */
@@ -106,7 +106,7 @@ static void test_kv_exhaustion(void **state) {
 static void test_device_lost(void **state) {
     (void)state;
     acg_device *dev = tc_open_lost();
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     acg_model *m = model_new(dev, w, 1, 16, 8, ACG_GRAPHS_REQUIRE);
     int32_t prompt[8];
     make_prompt(prompt, 8, 512, 5);
@@ -138,7 +138,7 @@ static void expect_options_refused(acg_device *dev, const acg_model_weights *w,
 
 static void test_errors(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     acg_device *dev = tc_open();
     acg_model *const sentinel = (acg_model *)&sentinel;
     acg_model *m = sentinel;
@@ -369,7 +369,7 @@ static void expect_same_bits(acg_model *a, acg_model *b, const uint64_t *ids, ui
  * chunked prompt, so it samples. */
 static void test_refused_step_changes_nothing(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     acg_device *dev = tc_open();
     acg_model_options o = ACG_MODEL_OPTIONS_INIT;
     o.max_batch = 2;
@@ -490,7 +490,7 @@ static void test_alloc_fail(void **state) {
     TC_OK(acg_model_unregister_kernels());
     tc_alloc_install();
     sweep_ctx ctx = {tc_open(), NULL, false};
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     ctx.w = w;
     TC_OK(model_life(&ctx)); /* the device's kernels are built once, and stay */
     TC_OK(model_life(&ctx));
@@ -520,7 +520,7 @@ static void test_alloc_fail(void **state) {
  * refused before the step admits anything. */
 static void test_struct_versions(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     acg_device *dev = tc_open();
     acg_model_options o = ACG_MODEL_OPTIONS_INIT;
     o.size = offsetof(acg_model_options, n_slots);

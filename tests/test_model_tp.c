@@ -346,15 +346,9 @@ static void need_split_models(void) {
     }
 }
 
-static acg_model_weights *preset(const char *name) {
-    acg_model_weights *w = NULL;
-    TC_OK(acg_model_preset_load(name, 7, &w));
-    return w;
-}
-
 /* Runs fn on n_ranks ranks (run_ranks) with the tiny preset and its prompts. */
 static void run_on_tiny(int n_ranks, unsigned timeout_ms, rank_fn fn) {
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     tp_case c;
     case_init(&c, w);
     run_ranks(n_ranks, timeout_ms, fn, &c);
@@ -422,13 +416,13 @@ static const int two_and_three[] = {2, 3, 0};
 static void test_tiny(void **state) {
     (void)state;
     need_split_models();
-    split_against_one("tiny", preset("tiny"), two_and_three);
+    split_against_one("tiny", tc_model_preset("tiny"), two_and_three);
 }
 
 static void test_small(void **state) {
     (void)state;
     need_split_models();
-    split_against_one("small", preset("small"), two_and_three);
+    split_against_one("small", tc_model_preset("small"), two_and_three);
 }
 
 /* Random weights of a config in llama2.c's order (dim, hidden_dim, n_layers, n_heads,
@@ -472,7 +466,7 @@ static void test_capture_fails_on_one_rank(void **state) {
     if (!tc_cap()->graphs) {
         tc_skip("no graphs: nothing to capture");
     }
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     tp_case c;
     case_init(&c, w);
     const int32_t vocab = c.vocab;
@@ -671,7 +665,7 @@ static void test_bad_input(void **state) {
     TC_OK(acg_model_unregister_kernels());
     tc_alloc_install();
     acg_device *dev = tc_open();
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     /* Feed-forward units fewer than the ranks: dim 8, hidden 4, 2 heads, 1 KV head. */
     acg_model_weights *few_units = random_weights(8, 4, 1, 2, 1, 16, 16);
 
