@@ -760,6 +760,20 @@ void tc_never_called(const acg_cpu_arg *args, const uint32_t global[3]) {
     fail();
 }
 
+int tc_best_two(const float *v, int n, int *second) {
+    int best = 0;
+    for (int i = 1; i < n; i++) {
+        best = v[i] > v[best] ? i : best;
+    }
+    *second = best == 0 ? 1 : 0;
+    for (int i = 0; i < n; i++) {
+        if (i != best && v[i] > v[*second]) {
+            *second = i;
+        }
+    }
+    return best;
+}
+
 acg_model_weights *tc_model_preset(const char *name) {
     acg_model_weights *w = NULL;
     TC_OK(acg_model_preset_load(name, 7, &w));

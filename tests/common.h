@@ -276,6 +276,10 @@ bool tc_contains(const char *haystack, const char *needle);
  * ever runs. */
 void tc_never_called(const acg_cpu_arg *args, const uint32_t global[3]);
 
+/* The first largest of n values (n at least 2), and in *second the first largest of the others:
+ * the greedy token of a row of logits and its runner-up. */
+int tc_best_two(const float *v, int n, int *second);
+
 /* The built-in preset `name` (acg_model_preset_load), of the seed the model's suites use (7). */
 acg_model_weights *tc_model_preset(const char *name);
 

@@ -31,24 +31,6 @@
 
 /* ==== the reference: llama2.c's forward(), one token at a time (llama2_ref.h) ============= */
 
-/* The first largest logit, and by how much it exceeds the runner-up. */
-static int argmax_gap(const float *v, int n, float *gap) {
-    int best = 0;
-    for (int i = 1; i < n; i++) {
-        if (v[i] > v[best]) {
-            best = i;
-        }
-    }
-    float second = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        if (i != best && v[i] > second) {
-            second = v[i];
-        }
-    }
-    *gap = v[best] - second;
-    return best;
-}
-
 /* Reads the prompt token by token, then generates n_new tokens greedily. */
 static void ref_generate(tc_ref_model *r, const int32_t *prompt, uint32_t n_prompt, uint32_t n_new,
                          int32_t *out, float *gaps) {
@@ -61,7 +43,9 @@ static void ref_generate(tc_ref_model *r, const int32_t *prompt, uint32_t n_prom
             token = prompt[pos + 1];
             continue;
         }
-        token = argmax_gap(logits, r->c.vocab_size, &gaps[n]);
+        int second;
+        token = tc_best_two(logits, r->c.vocab_size, &second);
+        gaps[n] = logits[token] - logits[second]; /* by how much the greedy token won */
         out[n++] = token;
     }
 }

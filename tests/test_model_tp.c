@@ -276,21 +276,6 @@ static void run_ranks(int n_ranks, unsigned timeout_ms, rank_fn fn, const tp_cas
 /* ---- comparing a split model with one rank ----------------------------------------------------
  */
 
-/* The first largest of n values, and the runner-up's index. */
-static int best_two(const float *v, int n, int *second) {
-    int best = 0;
-    for (int i = 1; i < n; i++) {
-        best = v[i] > v[best] ? i : best;
-    }
-    *second = best == 0 ? 1 : 0;
-    for (int i = 0; i < n; i++) {
-        if (i != best && v[i] > v[*second]) {
-            *second = i;
-        }
-    }
-    return best;
-}
-
 /* The split run's tokens equal one rank's, request by request, until a near tie of one rank's
  * logits (said, and the rest of that request not compared: its context differs from then on);
  * until then the logits stay within NEAR_TIE / 4 of one rank's. Returns the largest logit
@@ -303,7 +288,7 @@ static float expect_same_tokens(const char *preset, int n_ranks, const run_out *
             const float *want = one->logits + row_at(vocab, i, t);
             const float *got = split->logits + row_at(vocab, i, t);
             int second;
-            int best = best_two(want, vocab, &second);
+            int best = tc_best_two(want, vocab, &second);
             assert_int_equal(best, one->tokens[i][t]);
             int32_t token = split->tokens[i][t];
             if (token == best) {
