@@ -752,7 +752,7 @@ void tc_hang_guard(unsigned seconds, const char *what) {
     alarm(seconds);
 }
 
-/* ---- the model's suites: configurations, loaders, a lost device, forked ranks ---------------- */
+/* ---- the model's suites: presets, logits, configurations, loaders, lost devices, ranks ------- */
 
 void tc_never_called(const acg_cpu_arg *args, const uint32_t global[3]) {
     (void)args;

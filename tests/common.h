@@ -270,7 +270,7 @@ acg_status tc_replay(acg_graph *graph, acg_stream *s, const acg_buffer *out, siz
 /* Returns true when haystack contains needle (NULL-safe). */
 bool tc_contains(const char *haystack, const char *needle);
 
-/* ---- the model's suites: configurations, loaders, a lost device, forked ranks ---------------- */
+/* ---- the model's suites: presets, logits, configurations, loaders, lost devices, ranks ------- */
 
 /* A cpu kernel body for definitions that are refused before anything runs: fails the case if it
  * ever runs. */
