@@ -1,6 +1,7 @@
 /* common.c — helpers shared by the acg test executables (see common.h). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "common.h"
+#include "core/acg-impl.h" /* acg__device_inject_fault */
 
 #include <errno.h>
 #include <ftw.h>
@@ -925,4 +926,87 @@ void tc_rows_io_close(tc_rows_io *io) {
     TC_OK(acg_buffer_free(io->x));
     TC_OK(acg_buffer_free(io->w));
     TC_OK(acg_stream_destroy(io->s));
+}
+
+/* ---- the model's suites: presets, logits, configurations, loaders, lost devices, ranks ------- */
+
+void tc_never_called(const acg_cpu_arg *args, const uint32_t global[3]) {
+    (void)args;
+    (void)global;
+    fail();
+}
+
+int tc_best_two(const float *v, int n, int *second) {
+    int best = 0;
+    for (int i = 1; i < n; i++) {
+        best = v[i] > v[best] ? i : best;
+    }
+    *second = best == 0 ? 1 : 0;
+    for (int i = 0; i < n; i++) {
+        if (i != best && v[i] > v[*second]) {
+            *second = i;
+        }
+    }
+    return best;
+}
+
+acg_model_weights *tc_model_preset(const char *name) {
+    acg_model_weights *w = NULL;
+    TC_OK(acg_model_preset_load(name, 7, &w));
+    return w;
+}
+
+void tc_expect_model_config(const acg_model_config *got, const acg_model_config *want) {
+    assert_int_equal(got->dim, want->dim);
+    assert_int_equal(got->hidden_dim, want->hidden_dim);
+    assert_int_equal(got->n_layers, want->n_layers);
+    assert_int_equal(got->n_heads, want->n_heads);
+    assert_int_equal(got->n_kv_heads, want->n_kv_heads);
+    assert_int_equal(got->vocab_size, want->vocab_size);
+    assert_int_equal(got->seq_len, want->seq_len);
+    assert_int_equal(got->shared_classifier, want->shared_classifier);
+}
+
+void tc_expect_load_fails_(acg_status want, tc_loader load, const char *call, const void *arg,
+                           const char *path, const char *file, int line, ...) {
+    void *const sentinel = (void *)(uintptr_t)0x1234;
+    void *out = sentinel;
+    int64_t live = tc_alloc_live();
+    tc_expect_(want, load(path, arg, &out), call, file, line);
+    assert_ptr_equal(out, sentinel);
+    va_list ap;
+    va_start(ap, line);
+    tc_last_error_names_file_(path, file, line, ap);
+    va_end(ap);
+    assert_int_equal(tc_alloc_live(), live);
+}
+
+void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, const char *name) {
+    char path[600];
+    snprintf(path, sizeof path, "%s", tc_tmp_path(name));
+    assert_int_equal(mkfifo(path, 0600), 0);
+    tc_hang_guard(10, "loading a FIFO");
+    tc_expect_load_fails_(ACG_ERR_INVALID_ARGUMENT, load, call, arg, path, __FILE__, __LINE__,
+                          "not a regular file", NULL);
+    tc_hang_guard(0, NULL);
+}
+
+acg_device *tc_open_lost(void) {
+    acg_device *dev = tc_open();
+    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
+        tc_close(dev);
+        skip(); /* the backends' own tests provoke their drivers' faults */
+    }
+    return dev;
+}
+
+bool tc_shm_segment_named(int pid) {
+    char path[64];
+    for (unsigned i = 0; i < 64; i++) {
+        snprintf(path, sizeof path, "/dev/shm/acg-%d-%u", pid, i);
+        if (access(path, F_OK) == 0) {
+            return true;
+        }
+    }
+    return false;
 }

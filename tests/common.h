@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include <acg/acg.h>
+#include <acg/engine.h>
+#include <acg/model.h>
 
 /* ---- status assertions -------------------------------------------------------------------- */
 
@@ -335,8 +337,6 @@ void tc_free_buffers_(acg_buffer *const *bufs, size_t n, const char *file, int l
 
 /* ---- runners, captures and user kernels (the engine, graph and registration suites) ------- */
 
-#include <acg/engine.h>
-
 /* A recipe `name` of one input and one output of bytes(user, i, bucket) bytes each, stepped by
  * forward with user; the caller adds what else it has (outputs, regions, can_capture). */
 acg_recipe tc_recipe(const char *name, void *user,
@@ -374,5 +374,62 @@ void tc_rows_io_open(tc_rows_io *io, acg_device *dev, size_t out_bytes, const vo
                      size_t x_bytes, const void *w, size_t w_bytes);
 /* Frees io's buffers and destroys its stream (each may be NULL), asserting each. */
 void tc_rows_io_close(tc_rows_io *io);
+
+/* ---- the model's suites: presets, logits, configurations, loaders, lost devices, ranks ------- */
+
+/* A cpu kernel body for definitions that are refused before anything runs: fails the case if it
+ * ever runs. */
+void tc_never_called(const acg_cpu_arg *args, const uint32_t global[3]);
+
+/* The first largest of n values (n at least 2), and in *second the first largest of the others:
+ * the greedy token of a row of logits and its runner-up. */
+int tc_best_two(const float *v, int n, int *second);
+
+/* The built-in preset `name` (acg_model_preset_load), of the seed the model's suites use (7). */
+acg_model_weights *tc_model_preset(const char *name);
+
+/* Asserts that got has want's every field but size. */
+void tc_expect_model_config(const acg_model_config *got, const acg_model_config *want);
+
+/* A file loader, for the checks below: loads path (arg: whatever else the loader takes) into
+ * *out, which holds a sentinel on entry that a failing loader must leave as it is. */
+typedef acg_status (*tc_loader)(const char *path, const void *arg, void **out);
+
+/* Loading path with load (named call) fails with want: the out-parameter is left alone,
+ * acg_last_error() names the file and each string of the list that follows line (ended by
+ * NULL), and no allocation is left live (the counting allocator is installed). */
+void tc_expect_load_fails_(acg_status want, tc_loader load, const char *call, const void *arg,
+                           const char *path, const char *file, int line, ...);
+
+/* A FIFO with no writer, made at name in the temporary directory, is refused by load (named
+ * call) at once as not a regular file: opening it must not wait for a writer that never comes
+ * (tc_hang_guard turns a wait into a failure). */
+void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, const char *name);
+
+/* The main of a host test program whose cases `tests` write files and count allocations: the
+ * cases as the group `name`, set up and torn down by tc_host_files_setup(prefix) and
+ * tc_host_files_teardown. */
+#define TC_HOST_FILES_MAIN(name, prefix, tests)                                                    \
+    static int tc_host_files_group_setup(void **state) {                                           \
+        (void)state;                                                                               \
+        return tc_host_files_setup(prefix);                                                        \
+    }                                                                                              \
+    static int tc_host_files_group_teardown(void **state) {                                        \
+        (void)state;                                                                               \
+        return tc_host_files_teardown();                                                           \
+    }                                                                                              \
+    int main(void) {                                                                               \
+        return cmocka_run_group_tests_name(name, tests, tc_host_files_group_setup,                 \
+                                           tc_host_files_group_teardown);                          \
+    }
+
+/* Opens the device under test and loses it to an injected fault (acg__device_inject_fault);
+ * where the backend cannot inject one, closes it again and skips the case: the backends' own
+ * tests provoke their drivers' faults. */
+acg_device *tc_open_lost(void);
+
+/* Whether /dev/shm still names a memory segment of acg's made by process pid (the cpu backend's
+ * collectives name theirs acg-PID-N; the first 64 are looked for). */
+bool tc_shm_segment_named(int pid);
 
 #endif /* ACG_TESTS_COMMON_H */

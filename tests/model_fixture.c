@@ -65,6 +65,13 @@ void collect(acg_model *m, uint64_t id, const job *j, outcome *o) {
     TC_EXPECT(ERR_NOT_FOUND, acg_model_get_request(m, id, &s));
 }
 
+bool step_served(acg_model *m, uint32_t step, uint32_t limit, acg_step_report *rep) {
+    assert_true(step < limit);
+    *rep = (acg_step_report)ACG_STEP_REPORT_INIT;
+    TC_OK(acg_model_step(m, rep));
+    return rep->rows > 0;
+}
+
 void run_alone(acg_model *m, const job *jobs, uint32_t n, outcome *out) {
     for (uint32_t i = 0; i < n; i++) {
         uint64_t id = submit(m, &jobs[i]);
@@ -86,13 +93,8 @@ void run_together(acg_model *m, const job *jobs, uint32_t n, uint32_t max_batch,
         new_tokens += jobs[i].max_new;
     }
     uint32_t widest = 0, most_rows = 0;
-    for (uint32_t steps = 0;; steps++) {
-        assert_true(steps < 10000);
-        acg_step_report rep = ACG_STEP_REPORT_INIT;
-        TC_OK(acg_model_step(m, &rep));
-        if (rep.rows == 0) {
-            break;
-        }
+    acg_step_report rep;
+    for (uint32_t steps = 0; step_served(m, steps, 10000, &rep); steps++) {
         assert_true(rep.rows <= max_batch);
         assert_true(rep.tokens <= max_step_tokens);
         assert_true(rep.generated <= rep.rows);
@@ -151,10 +153,4 @@ void expect_graph_use(const acg_model *m, acg_graph_mode mode) {
 
 const char *mode_name(acg_graph_mode mode) {
     return mode == ACG_GRAPHS_OFF ? "graphs off" : "graphs on";
-}
-
-acg_model_weights *preset(const char *name) {
-    acg_model_weights *w = NULL;
-    TC_OK(acg_model_preset_load(name, 7, &w));
-    return w;
 }

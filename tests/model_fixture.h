@@ -47,6 +47,11 @@ uint64_t submit(acg_model *m, const job *j);
  * draw counters out, and releases it. */
 void collect(acg_model *m, uint64_t id, const job *j, outcome *o);
 
+/* The step-th step of a run of m into *rep, asserting that it succeeds and that the run has
+ * taken fewer than limit steps (a run that never ends fails); whether it served any row (false:
+ * nothing was left to do). */
+bool step_served(acg_model *m, uint32_t step, uint32_t limit, acg_step_report *rep);
+
 /* Each job in turn, alone in the model. */
 void run_alone(acg_model *m, const job *jobs, uint32_t n, outcome *out);
 
@@ -61,7 +66,5 @@ void expect_same(const char *what, uint32_t req, const outcome *a, const outcome
 void expect_graph_use(const acg_model *m, acg_graph_mode mode);
 
 const char *mode_name(acg_graph_mode mode);
-
-acg_model_weights *preset(const char *name);
 
 #endif /* ACG_TESTS_MODEL_FIXTURE_H */

@@ -61,6 +61,7 @@ void L_make(launch *L, const char *name, uint32_t g0, uint32_t g1, const char *s
 }
 
 void L_free(launch *L) {
+    L_release(L);
     for (size_t i = 0; i < L->n_args; i++) {
         free(L->a[i].host);
     }
@@ -336,4 +337,16 @@ int kernels_teardown(void **state) {
     TC_OK(acg_stream_destroy(stream));
     tc_close(dev);
     return 0;
+}
+
+int world_setup(void **state) {
+    uint32_t seed = (uint32_t)(uintptr_t)*state;
+    kernels_setup(state);
+    *state = make_world(seed);
+    return 0;
+}
+
+int world_teardown(void **state) {
+    free(*state);
+    return kernels_teardown(state);
 }

@@ -99,6 +99,7 @@ void make_tables(void);
  * 'b' a buffer (const void *data or NULL for POISON floats, unsigned bytes), 'u' an unsigned
  * u32, 'f' a double passed as f32. */
 void L_make(launch *L, const char *name, uint32_t g0, uint32_t g1, const char *spec, ...);
+/* Frees L: the device buffers it still holds (L_release), then its host copies. */
 void L_free(launch *L);
 void L_upload(launch *L);
 void L_args(const launch *L, acg_arg *args);
@@ -139,5 +140,20 @@ void mk_sample(launch *L, const float *logits, unsigned batch, const int32_t *se
 void mk_case(launch *L, int which, const world *w);
 int kernels_setup(void **state);
 int kernels_teardown(void **state);
+/* A case on a world: kernels_setup, then the world of the seed the case's initial state holds,
+ * which becomes its state; the teardown frees it, then kernels_teardown. */
+int world_setup(void **state);
+int world_teardown(void **state);
+/* The main of a kernels suite whose cases are the array `tests`: tc_init, the rope tables, then
+ * the cases as the group tc_group(name). */
+#define KERNELS_MAIN(name, tests)                                                                  \
+    int main(int argc, char **argv) {                                                              \
+        tc_init(argc, argv);                                                                       \
+        make_tables();                                                                             \
+        return cmocka_run_group_tests_name(tc_group(name), tests, NULL, NULL);                     \
+    }
+#define WORLD_CASE(test, seed)                                                                     \
+    cmocka_unit_test_prestate_setup_teardown(test, world_setup, world_teardown,                    \
+                                             (void *)(uintptr_t)(seed))
 
 #endif /* ACG_TESTS_MODEL_KERNELS_FIXTURE_H */

@@ -31,24 +31,6 @@
 
 /* ==== the reference: llama2.c's forward(), one token at a time (llama2_ref.h) ============= */
 
-/* The first largest logit, and by how much it exceeds the runner-up. */
-static int argmax_gap(const float *v, int n, float *gap) {
-    int best = 0;
-    for (int i = 1; i < n; i++) {
-        if (v[i] > v[best]) {
-            best = i;
-        }
-    }
-    float second = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        if (i != best && v[i] > second) {
-            second = v[i];
-        }
-    }
-    *gap = v[best] - second;
-    return best;
-}
-
 /* Reads the prompt token by token, then generates n_new tokens greedily. */
 static void ref_generate(tc_ref_model *r, const int32_t *prompt, uint32_t n_prompt, uint32_t n_new,
                          int32_t *out, float *gaps) {
@@ -61,7 +43,9 @@ static void ref_generate(tc_ref_model *r, const int32_t *prompt, uint32_t n_prom
             token = prompt[pos + 1];
             continue;
         }
-        token = argmax_gap(logits, r->c.vocab_size, &gaps[n]);
+        int second;
+        token = tc_best_two(logits, r->c.vocab_size, &second);
+        gaps[n] = logits[token] - logits[second]; /* by how much the greedy token won */
         out[n++] = token;
     }
 }
@@ -124,7 +108,7 @@ static void against_reference(const char *name, acg_model_weights *w, const ref_
 
 static void test_reference_tiny(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     /* Chunked prefill (step budget 16), and a request that reaches seq_len (256) exactly. */
     const ref_job rj[] = {{1, 24}, {5, 24}, {13, 20}, {40, 16}, {200, 56}};
     against_reference("tiny", w, rj, 5, 4, 16, 16);
@@ -132,7 +116,7 @@ static void test_reference_tiny(void **state) {
 
 static void test_reference_small(void **state) {
     (void)state;
-    acg_model_weights *w = preset("small");
+    acg_model_weights *w = tc_model_preset("small");
     /* one page of 300 tokens holds a whole sequence (seq_len 256) */
     const ref_job rj[] = {{6, 8}, {5, 8}};
     against_reference("small", w, rj, 2, 2, 8, 300);
@@ -186,30 +170,15 @@ static void write_checkpoint(const char *path, const acg_model_config *c, uint64
  * heads sharing 1 KV head) and widths that are not multiples of 4. */
 static void test_reference_checkpoint(void **state) {
     (void)state;
-    acg_model_config c = ACG_MODEL_CONFIG_INIT;
-    c.dim = 40;
-    c.hidden_dim = 102;
-    c.n_layers = 3;
-    c.n_heads = 5;
-    c.n_kv_heads = 1;
-    c.vocab_size = 301;
-    c.seq_len = 64;
-    c.shared_classifier = true;
+    /* dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier */
+    static const acg_model_config c = {sizeof c, 40, 102, 3, 5, 1, 301, 64, true};
     assert_int_equal(tc_tmpdir_create("acg-test-model"), 0);
     char path[512];
     snprintf(path, sizeof path, "%s", tc_tmp_path("model.bin"));
     write_checkpoint(path, &c, 99);
     acg_model_weights *w = NULL;
     TC_OK(acg_model_weights_load(path, &w));
-    const acg_model_config *lc = acg_model_weights_get_config(w);
-    assert_int_equal(lc->dim, 40);
-    assert_int_equal(lc->hidden_dim, 102);
-    assert_int_equal(lc->n_layers, 3);
-    assert_int_equal(lc->n_heads, 5);
-    assert_int_equal(lc->n_kv_heads, 1);
-    assert_int_equal(lc->vocab_size, 301);
-    assert_int_equal(lc->seq_len, 64);
-    assert_true(lc->shared_classifier);
+    tc_expect_model_config(acg_model_weights_get_config(w), &c);
     assert_ptr_equal(acg_model_weights_get_tensors(w)->classifier,
                      acg_model_weights_get_tensors(w)->token_embedding);
     /* 3 + 61 tokens reach seq_len exactly; pages of 5 tokens, steps of 7. */
@@ -227,7 +196,7 @@ static void test_batch_invariance(void **state) {
     static const uint32_t lens[N_BATCH] = {1,  40, 3,  33, 7, 25, 2,  38,
                                            12, 5,  31, 17, 9, 36, 20, 14};
     static const uint32_t news[N_BATCH] = {12, 5, 9, 16, 3, 11, 7, 14, 6, 10, 4, 15, 8, 13, 2, 1};
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     static int32_t prompts[N_BATCH][40];
     job greedy[N_BATCH], sampled[N_BATCH];
     for (uint32_t i = 0; i < N_BATCH; i++) {
@@ -297,7 +266,7 @@ static void probe_runs(acg_device *dev, const acg_model_weights *w, const job *p
 
 static void test_batch_positions_and_devices_small(void **state) {
     (void)state;
-    acg_model_weights *w = preset("small");
+    acg_model_weights *w = tc_model_preset("small");
     int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
     static int32_t prompts[N_POS][5 + 2 * N_POS];
     job fillers[N_POS - 1];
@@ -367,13 +336,8 @@ static void logits_run(acg_device *dev, const acg_model_weights *w, acg_graph_mo
         TC_OK(acg_model_get_request(m, ids[i], &s));
         assert_null(s.logits); /* nothing generated yet */
     }
-    for (uint32_t steps = 0;; steps++) {
-        assert_true(steps < 1000);
-        acg_step_report rep = ACG_STEP_REPORT_INIT;
-        TC_OK(acg_model_step(m, &rep));
-        if (rep.rows == 0) {
-            break;
-        }
+    acg_step_report rep;
+    for (uint32_t steps = 0; step_served(m, steps, 1000, &rep); steps++) {
         for (uint32_t i = 0; i < n; i++) {
             acg_request_status s = ACG_REQUEST_STATUS_INIT;
             TC_OK(acg_model_get_request(m, ids[i], &s));
@@ -418,7 +382,7 @@ static void expect_same_logits(const char *what, const float *want, const float 
 
 static void test_logits_across_backends_small(void **state) {
     (void)state;
-    acg_model_weights *w = preset("small");
+    acg_model_weights *w = tc_model_preset("small");
     const size_t vocab = (size_t)acg_model_weights_get_config(w)->vocab_size;
     static int32_t prompts[LOGIT_JOBS][9];
     for (uint32_t i = 0; i < LOGIT_JOBS; i++) {
@@ -463,7 +427,7 @@ static void test_logits_across_backends_small(void **state) {
 
 static void test_sampling(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     int32_t p0[9], p1[23], p2[4];
     make_prompt(p0, 9, 512, 1);
     make_prompt(p1, 23, 512, 2);
@@ -494,12 +458,10 @@ static void test_sampling(void **state) {
         }
     }
     for (uint32_t busy = 3, steps = 0; busy > 0; steps++) {
-        assert_true(steps < 1000);
         busy = 0;
         for (int mi = 0; mi < 3; mi++) {
-            acg_step_report rep = ACG_STEP_REPORT_INIT;
-            TC_OK(acg_model_step(models[mi], &rep));
-            busy += rep.rows > 0;
+            acg_step_report rep;
+            busy += step_served(models[mi], steps, 1000, &rep);
         }
     }
     for (int mi = 0; mi < 3; mi++) {

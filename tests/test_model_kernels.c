@@ -36,13 +36,6 @@
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-/* A kernel body for definitions that are refused before anything runs. */
-static void never_called(const acg_cpu_arg *a, const uint32_t global[3]) {
-    (void)a;
-    (void)global;
-    fail();
-}
-
 /* The kernels belong to the model: unknown until it registers them, registered once however
  * often it is asked, their names taken, and unregistered only after the devices that loaded
  * them closed. */
@@ -64,7 +57,7 @@ static void test_registration(void **state) {
     mine.types[0] = ACG_ARG_BUFFER;
     mine.bytes_per_item[0] = 4;
     mine.flags = ACG_KERNEL_ELEMENTWISE;
-    mine.cpu.fn = never_called;
+    mine.cpu.fn = tc_never_called;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&mine));
     TC_LAST_ERROR_HAS("already registered");
 
@@ -119,8 +112,7 @@ static void test_swiglu(void **state) {
 
 /* embed_f32 copies each token's row, and zeros for ids outside the table. */
 static void test_embed(void **state) {
-    (void)state;
-    world *w = make_world(2);
+    world *w = *state;
     int32_t *tok = w->tokens;
     tok[1] = -1, tok[4] = VOCAB, tok[5] = INT32_MIN, tok[9] = INT32_MAX, tok[10] = VOCAB - 1;
     launch L, one;
@@ -133,15 +125,13 @@ static void test_embed(void **state) {
     mk_embed(&one, w->table, tok + 10, 1);
     expect_part(&one, LF(&L, 0) + 10 * DIM);
     L_free(&L);
-    free(w);
 }
 
 /* rmsnorm_f32 and matmul_f32 per row against the references; each row alone, and five rows from
  * the middle, give the bytes of the batch of eleven (the cpu's 4-row tiles and its single-row
  * path agree). */
 static void test_rmsnorm_matmul(void **state) {
-    (void)state;
-    world *w = make_world(3);
+    world *w = *state;
     launch norm, mat, sub;
     mk_rmsnorm(&norm, w->x, w->norm_w, w->st.n);
     mk_matmul(&mat, w->x, w->mat_w, w->st.n);
@@ -162,7 +152,6 @@ static void test_rmsnorm_matmul(void **state) {
     expect_part(&sub, LF(&mat, 0) + 3 * N_OUT);
     L_free(&norm);
     L_free(&mat);
-    free(w);
 }
 
 /* ---- paged kernels ------------------------------------------------------------------------ */
@@ -170,8 +159,7 @@ static void test_rmsnorm_matmul(void **state) {
 /* rope_f32 rotates each real token like llama2.c at its position, K rows and Q rows, leaves
  * padding untouched, gives each row alone the same bytes, and leaves positions >= max_pos. */
 static void test_rope(void **state) {
-    (void)state;
-    world *w = make_world(4);
+    world *w = *state;
     const step *st = &w->st;
     for (unsigned width = KVD; width <= DIM; width += DIM - KVD) {
         launch L, one;
@@ -201,15 +189,13 @@ static void test_rope(void **state) {
         L_free(&one);
         L_free(&L);
     }
-    free(w);
 }
 
 /* kv_store_f32 puts each real token's K and V at its position's page and slot and nothing
  * anywhere else: the cache afterwards is llama2.c's caches laid out in pages, the sink page
  * zero. Each row alone writes exactly its own slots. */
 static void test_kv_store(void **state) {
-    (void)state;
-    world *w = make_world(5);
+    world *w = *state;
     launch L;
     mk_kv_store(&L, w->kc_old, w->vc_old, w->k, w->v, &w->st);
     TC_OK(L_run(&L, NULL));
@@ -231,16 +217,14 @@ static void test_kv_store(void **state) {
         TC_BYTES_EQUAL(LF(&L, 1), want, sizeof want);
         L_free(&L);
     }
-    free(w);
 }
 
 /* attention_f32 of each real token over the paged cache equals llama2.c's attention over its
  * sequence's contiguous caches, for several head layouts (grouped-query and not); padding
  * tokens get zeros; each row alone gives the bytes it gets in the batch. */
 static void test_attention(void **state) {
-    (void)state;
     static const unsigned layouts[4][3] = {{NH, NKV, HS}, {2, 2, 8}, {8, 2, 8}, {2, 1, 16}};
-    world *w = make_world(6);
+    world *w = *state;
     const step *st = &w->st;
     for (int c = 0; c < 4; c++) {
         unsigned nh = layouts[c][0], nkv = layouts[c][1], hs = layouts[c][2], qw = nh * hs;
@@ -266,13 +250,11 @@ static void test_attention(void **state) {
         }
         L_free(&L);
     }
-    free(w);
 }
 
 /* gather_last_f32 copies each row's last token, and zeros for the empty (padding) rows. */
 static void test_gather_last(void **state) {
-    (void)state;
-    world *w = make_world(7);
+    world *w = *state;
     const step *st = &w->st;
     launch L, one;
     mk_gather(&L, w->x, st);
@@ -287,15 +269,13 @@ static void test_gather_last(void **state) {
     mk_gather(&one, w->x + t0 * DIM, &one_st);
     expect_part(&one, LF(&L, 0) + 3 * DIM);
     L_free(&L);
-    free(w);
 }
 
 /* Untrusted plans: query offsets that decrease, overshoot n or go negative, KV lengths negative
  * or huge, page ids negative, past n_pages or the sink page. Every launch succeeds inside its
  * windows (the guards hold), and what the contract fixes holds. */
 static void test_untrusted_metadata(void **state) {
-    (void)state;
-    world *w = make_world(8);
+    world *w = *state;
     static const int32_t offsets[6] = {0, 6, 2, 9, 12, -3}; /* 11 tokens */
     static const int32_t kv_lens[5] = {4, -5, 100000, INT32_MAX, INT32_MIN};
     static const int32_t bad_pages[5] = {-1, NP, INT32_MAX, INT32_MIN, 0};
@@ -346,7 +326,6 @@ static void test_untrusted_metadata(void **state) {
         }
         L_free(&L);
     }
-    free(w);
 }
 
 /* ---- the one source ------------------------------------------------------------------------
@@ -432,21 +411,17 @@ static void test_one_source(void **state) {
     stream = tc_stream(dev);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    make_tables();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_registration, kernels_setup, kernels_teardown),
-        cmocka_unit_test(test_registration_out_of_memory),
-        cmocka_unit_test_setup_teardown(test_swiglu, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_embed, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_rmsnorm_matmul, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_rope, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_kv_store, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_attention, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_gather_last, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_untrusted_metadata, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_one_source, kernels_setup, kernels_teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_model_kernels"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_registration, kernels_setup, kernels_teardown),
+    cmocka_unit_test(test_registration_out_of_memory),
+    cmocka_unit_test_setup_teardown(test_swiglu, kernels_setup, kernels_teardown),
+    WORLD_CASE(test_embed, 2),
+    WORLD_CASE(test_rmsnorm_matmul, 3),
+    WORLD_CASE(test_rope, 4),
+    WORLD_CASE(test_kv_store, 5),
+    WORLD_CASE(test_attention, 6),
+    WORLD_CASE(test_gather_last, 7),
+    WORLD_CASE(test_untrusted_metadata, 8),
+    cmocka_unit_test_setup_teardown(test_one_source, kernels_setup, kernels_teardown),
+};
+KERNELS_MAIN("test_model_kernels", tests)

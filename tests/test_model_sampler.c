@@ -67,8 +67,7 @@ static uint32_t *state_of(uint32_t *states, int seat) { return states + seat * S
 /* Temperature <= 0 takes the first largest logit, reports no counter and leaves the state; a
  * seat outside 0..n_states-1 gives {-1, -1} and touches no state; a row that draws still does. */
 static void test_sample_greedy_and_seats(void **state) {
-    (void)state;
-    world *w = make_world(9);
+    world *w = *state;
     int32_t seats[MAXB] = {0, 1, 2, -1, 4, INT32_MIN, INT32_MAX, 3}, want[2 * MAXB];
     for (int r = 0; r < 3; r++) {
         w->logits[r * VOCAB + 3 + 7 * r] = 9.0f; /* a tie: the first one wins */
@@ -94,15 +93,13 @@ static void test_sample_greedy_and_seats(void **state) {
     state_of((uint32_t *)(void *)one.a[4].host, 3)[2]--; /* ref_sample advanced w's */
     expect_part(&one, LF(&L, 0) + 14);
     L_free(&L);
-    free(w);
 }
 
 /* Draws match the reference for many seeds, temperatures and top-p values on every backend,
  * report the counter and advance it by one, and leave the other words of the state alone. */
 static void test_sample_reference(void **state) {
-    (void)state;
     static const float temps[3] = {0.5f, 1.0f, 1.7f}, top_ps[4] = {1.0f, 0.9f, 0.5f, 0.2f};
-    world *w = make_world(10);
+    world *w = *state;
     rng r = {10};
     int draws = 0, mismatches = 0;
     for (int seed = 0; seed < 200; seed++) {
@@ -132,15 +129,13 @@ static void test_sample_reference(void **state) {
     }
     printf("sample_f32: %d of %d draws differ from the reference\n", mismatches, draws);
     assert_int_equal(mismatches, 0);
-    free(w);
 }
 
 /* Where logit / temperature overflows (a temperature of 1e-39, or an infinite logit), the
  * distribution is all on the largest logit: the sampler takes the first one and makes no draw
  * (counter untouched, reported -1), instead of NaN probabilities and token 0. */
 static void test_sample_overflow(void **state) {
-    (void)state;
-    world *w = make_world(12);
+    world *w = *state;
     for (int pass = 0; pass < 2; pass++) {
         for (int r = 0; r < 2; r++) {
             for (int i = 0; i < VOCAB; i++) {
@@ -167,15 +162,13 @@ static void test_sample_overflow(void **state) {
         assert_int_equal(state_of(w->states, w->seats[1])[2], 5);
         L_free(&L);
     }
-    free(w);
 }
 
 /* Successive launches on one state report counters 77, 78, ... and leave it at 77 + 64; the
  * draws of a flat distribution vary, and the same state again repeats them. With top-p 0.01,
  * the largest logit is always picked. */
 static void test_sample_sequence(void **state) {
-    (void)state;
-    world *w = make_world(11);
+    world *w = *state;
     for (int pass = 0; pass < 3; pass++) {
         uint32_t *s = state_of(w->states, w->seats[0]);
         s[2] = 77;
@@ -197,7 +190,6 @@ static void test_sample_sequence(void **state) {
                 assert_int_equal(LI(&L, 0)[1], 77 + i);
             }
             assert_int_equal(state_of((uint32_t *)(void *)L.a[4].host, w->seats[0])[2], 77 + 64);
-            L_release(&L);
             L_free(&L);
         }
         bool all_same = true;
@@ -209,18 +201,12 @@ static void test_sample_sequence(void **state) {
             assert_memory_equal(tokens[0], tokens[1], sizeof tokens[0]);
         }
     }
-    free(w);
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    make_tables();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_sample_greedy_and_seats, kernels_setup,
-                                        kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_sample_reference, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_sample_overflow, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_sample_sequence, kernels_setup, kernels_teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_model_sampler"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    WORLD_CASE(test_sample_greedy_and_seats, 9),
+    WORLD_CASE(test_sample_reference, 10),
+    WORLD_CASE(test_sample_overflow, 12),
+    WORLD_CASE(test_sample_sequence, 11),
+};
+KERNELS_MAIN("test_model_sampler", tests)

@@ -18,14 +18,13 @@
 
 #include <acg/model.h>
 
-#include "core/acg-impl.h" /* acg__device_inject_fault */
 #include "model_fixture.h"
 
 /* ==== 4. KV page exhaustion ================================================================== */
 
 static void test_kv_exhaustion(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     static const uint32_t lens[] = {10, 20, 5, 17, 1, 54};
     static const uint32_t news[] = {12, 12, 20, 15, 9, 10};
     /* pages of 16 tokens: 2, 2, 2, 2, 1 and 4 (all of them) */
@@ -65,13 +64,8 @@ static void test_kv_exhaustion(void **state) {
     }
     acg_request_state seen[N] = {ACG_REQUEST_WAITING};
     bool was_waiting_after_start[N] = {false};
-    for (uint32_t step = 0;; step++) {
-        assert_true(step < 1000);
-        acg_step_report rep = ACG_STEP_REPORT_INIT;
-        TC_OK(acg_model_step(m, &rep));
-        if (rep.rows == 0) {
-            break;
-        }
+    acg_step_report rep;
+    for (uint32_t step = 0; step_served(m, step, 1000, &rep); step++) {
         assert_true(rep.rows <= 2); /* the pages admit two requests at most */
         uint32_t running = 0;
         for (uint32_t i = 0; i < N; i++) {
@@ -111,12 +105,8 @@ static void test_kv_exhaustion(void **state) {
  * (its close would count what is left). */
 static void test_device_lost(void **state) {
     (void)state;
-    acg_device *dev = tc_open();
-    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
-        tc_close(dev);
-        skip(); /* the backends' own tests provoke their drivers' faults */
-    }
-    acg_model_weights *w = preset("tiny");
+    acg_device *dev = tc_open_lost();
+    acg_model_weights *w = tc_model_preset("tiny");
     acg_model *m = model_new(dev, w, 1, 16, 8, ACG_GRAPHS_REQUIRE);
     int32_t prompt[8];
     make_prompt(prompt, 8, 512, 5);
@@ -133,9 +123,22 @@ static void test_device_lost(void **state) {
 
 /* ==== 5. error paths ========================================================================= */
 
+/* acg_model_create refuses options o with ACG_ERR_INVALID_ARGUMENT, saying needle (NULL: not
+ * checked), and leaves its out-parameter as it was. */
+static void expect_options_refused(acg_device *dev, const acg_model_weights *w,
+                                   const acg_model_options *o, const char *needle) {
+    acg_model *const sentinel = (acg_model *)&sentinel;
+    acg_model *m = sentinel;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, o, &m));
+    if (needle != NULL) {
+        TC_LAST_ERROR_HAS(needle);
+    }
+    assert_ptr_equal(m, sentinel);
+}
+
 static void test_errors(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     acg_device *dev = tc_open();
     acg_model *const sentinel = (acg_model *)&sentinel;
     acg_model *m = sentinel;
@@ -147,40 +150,32 @@ static void test_errors(void **state) {
     TC_EXPECT(ERR_INVALID_HANDLE, acg_model_create(dev, (const acg_model_weights *)&o, NULL, &m));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, NULL, NULL));
     o.size = 4; /* does not even hold the size field */
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
-    TC_LAST_ERROR_HAS("options.size");
+    expect_options_refused(dev, w, &o, "options.size");
     o = (acg_model_options)ACG_MODEL_OPTIONS_INIT;
     o.max_batch = 0;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
-    TC_LAST_ERROR_HAS("max_batch");
+    expect_options_refused(dev, w, &o, "max_batch");
     o.max_batch = 1025;
     o.max_step_tokens = 2048;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
-    TC_LAST_ERROR_HAS("max_batch");
+    expect_options_refused(dev, w, &o, "max_batch");
     o = (acg_model_options)ACG_MODEL_OPTIONS_INIT;
     o.max_step_tokens = o.max_batch - 1;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
-    TC_LAST_ERROR_HAS("max_step_tokens");
+    expect_options_refused(dev, w, &o, "max_step_tokens");
     o.max_step_tokens = 0;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
+    expect_options_refused(dev, w, &o, NULL);
     o = (acg_model_options)ACG_MODEL_OPTIONS_INIT;
     o.max_step_tokens = 16 * 256 + 1; /* above 16 * seq_len */
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
-    TC_LAST_ERROR_HAS("max_step_tokens");
+    expect_options_refused(dev, w, &o, "max_step_tokens");
     o = (acg_model_options)ACG_MODEL_OPTIONS_INIT;
     o.page_size = 0;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
-    TC_LAST_ERROR_HAS("page_size");
+    expect_options_refused(dev, w, &o, "page_size");
     o.page_size = 65537;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
-    TC_LAST_ERROR_HAS("page_size");
+    expect_options_refused(dev, w, &o, "page_size");
     o = (acg_model_options)ACG_MODEL_OPTIONS_INIT;
     o.kv_pages = 1;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
-    TC_LAST_ERROR_HAS("kv_pages");
+    expect_options_refused(dev, w, &o, "kv_pages");
     o = (acg_model_options)ACG_MODEL_OPTIONS_INIT;
     o.n_slots = 3;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_model_create(dev, w, &o, &m));
+    expect_options_refused(dev, w, &o, NULL);
     assert_ptr_equal(m, sentinel); /* untouched on every error */
 
     m = model_new(dev, w, 2, 4, 0, ACG_GRAPHS_OFF);
@@ -374,7 +369,7 @@ static void expect_same_bits(acg_model *a, acg_model *b, const uint64_t *ids, ui
  * chunked prompt, so it samples. */
 static void test_refused_step_changes_nothing(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     acg_device *dev = tc_open();
     acg_model_options o = ACG_MODEL_OPTIONS_INIT;
     o.max_batch = 2;
@@ -495,7 +490,7 @@ static void test_alloc_fail(void **state) {
     TC_OK(acg_model_unregister_kernels());
     tc_alloc_install();
     sweep_ctx ctx = {tc_open(), NULL, false};
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     ctx.w = w;
     TC_OK(model_life(&ctx)); /* the device's kernels are built once, and stay */
     TC_OK(model_life(&ctx));
@@ -525,7 +520,7 @@ static void test_alloc_fail(void **state) {
  * refused before the step admits anything. */
 static void test_struct_versions(void **state) {
     (void)state;
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     acg_device *dev = tc_open();
     acg_model_options o = ACG_MODEL_OPTIONS_INIT;
     o.size = offsetof(acg_model_options, n_slots);

@@ -31,8 +31,7 @@ static void expect_refusal(const launch *L, const acg_arg *args, size_t n_args,
  * short in a dimension, one argument too few, and a scalar or a buffer of the wrong type are
  * ACG_ERR_INVALID_ARGUMENT. */
 static void test_launch_shapes(void **state) {
-    (void)state;
-    world *w = make_world(14);
+    world *w = *state;
     for (int k = 0; k < K_N; k++) {
         launch L, rounded;
         int dims_used = k == K_RMSNORM || k == K_SAMPLE ? 1 : 2;
@@ -79,18 +78,15 @@ static void test_launch_shapes(void **state) {
         args[0] = acg_arg_u32(0);
         expect_refusal(&L, args, L.n_args, &L.dims, ACG_ERR_INVALID_ARGUMENT,
                        "argument 0 is a u32");
-        L_release(&L);
         L_free(&L);
     }
-    free(w);
 }
 
 /* Counts a kernel cannot take: an odd head_size or one that does not divide the width (rope),
  * n_kv_heads 0 or not dividing n_heads (attention), and counts whose reach overflows 64 bits,
  * refused as out of range rather than wrapped into a small window. */
 static void test_bad_counts(void **state) {
-    (void)state;
-    world *w = make_world(15);
+    world *w = *state;
     launch L;
     acg_arg args[ACG_MAX_KERNEL_ARGS];
     for (int k = K_ROPE; k <= K_ATTENTION; k++) {
@@ -126,10 +122,8 @@ static void test_bad_counts(void **state) {
             expect_refusal(&L, args, L.n_args, &L.dims, ACG_ERR_INVALID_ARGUMENT,
                            "n_pages must be at least 1");
         }
-        L_release(&L);
         L_free(&L);
     }
-    free(w);
 }
 
 /* A shaped kernel's buffers must not overlap, except the pair it declares in place: matmul's
@@ -181,13 +175,9 @@ static void test_in_place(void **state) {
     TC_OK(acg_buffer_free(w));
 }
 
-int main(int argc, char **argv) {
-    tc_init(argc, argv);
-    make_tables();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_launch_shapes, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_counts, kernels_setup, kernels_teardown),
-        cmocka_unit_test_setup_teardown(test_in_place, kernels_setup, kernels_teardown),
-    };
-    return cmocka_run_group_tests_name(tc_group("test_model_shapes"), tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    WORLD_CASE(test_launch_shapes, 14),
+    WORLD_CASE(test_bad_counts, 15),
+    cmocka_unit_test_setup_teardown(test_in_place, kernels_setup, kernels_teardown),
+};
+KERNELS_MAIN("test_model_shapes", tests)

@@ -113,6 +113,17 @@ static acg_model_options model_options(const acg_comm *comm, acg_graph_mode grap
     return o;
 }
 
+/* Submits prompt i of p, to generate max_new tokens greedily. 0, or the failed line. */
+static int submit_prompt(acg_model *m, const prompt_set *p, uint32_t i, uint32_t max_new,
+                         uint64_t *id) {
+    acg_request q = ACG_REQUEST_INIT;
+    q.prompt = p->ids[i];
+    q.prompt_len = prompt_len[i];
+    q.max_new_tokens = max_new;
+    CHECK(acg_model_submit(m, &q, id) == ACG_OK);
+    return 0;
+}
+
 /* Serves the prompts greedily on a model of w on dev (split over comm's ranks) and fills out:
  * step by step, so that the logits of every generated token are kept. 0, or the failed line. */
 static int generate(acg_device *dev, const acg_model_weights *w, const acg_comm *comm,
@@ -135,11 +146,7 @@ static int generate(acg_device *dev, const acg_model_weights *w, const acg_comm 
     }
     uint64_t ids[N_REQ];
     for (uint32_t i = 0; i < N_REQ; i++) {
-        acg_request q = ACG_REQUEST_INIT;
-        q.prompt = prompts->ids[i];
-        q.prompt_len = prompt_len[i];
-        q.max_new_tokens = N_NEW;
-        CHECK(acg_model_submit(m, &q, &ids[i]) == ACG_OK);
+        CHECK(submit_prompt(m, prompts, i, N_NEW, &ids[i]) == 0);
     }
     uint32_t seen[N_REQ] = {0};
     for (int steps = 0;; steps++) {
@@ -180,27 +187,35 @@ static bool same_bits(const run_out *a, const run_out *b, int32_t vocab) {
 /* ---- ranks ------------------------------------------------------------------------------------
  */
 
+/* What every rank of a case is given: the weights and the prompts made for them; for the cases
+ * that generate, where their results go and the capture that fails. */
 typedef struct tp_case {
     const acg_model_weights *w;
     int32_t vocab;
-    const prompt_set *prompts;
-    void *shared;  /* n_ranks results */
+    prompt_set prompts;
+    void *shared;  /* n_ranks results of rank_generate, or NULL */
     int fail_rank; /* the rank whose capture of fail_key fails, or -1 */
     acg_bucket_key fail_key;
 } tp_case;
 
+static void case_init(tp_case *c, const acg_model_weights *w) {
+    *c = (tp_case){w, acg_model_weights_get_config(w)->vocab_size, {{{0}}}, NULL, -1, {0}};
+    make_prompts(&c->prompts, c->vocab);
+}
+
+/* A rank's part of a case, on a device of its own: 0, or the line a check failed at. */
+typedef int (*rank_fn)(fc_group *fc, int rank, acg_device *dev, const tp_case *c);
+
 /* One rank: the prompts with graphs on (into the shared result) and off, which must agree bit
  * for bit; with a failing capture, a third run whose capture of that bucket fails on one rank,
  * which must give the same bits again. */
-static int rank_generate(fc_group *fc, int rank, const tp_case *c) {
+static int rank_generate(fc_group *fc, int rank, acg_device *dev, const tp_case *c) {
     run_out *out = rank_out(c->shared, c->vocab, rank);
     run_out *other = calloc(1, run_bytes(c->vocab));
     CHECK(other != NULL);
-    acg_device *dev = NULL;
-    CHECK(acg_device_open(tc_spec(), &dev) == ACG_OK);
-    int bad = generate(dev, c->w, fc_comm(fc), ACG_GRAPHS_ON, c->prompts, out);
+    int bad = generate(dev, c->w, fc_comm(fc), ACG_GRAPHS_ON, &c->prompts, out);
     if (bad == 0) {
-        bad = generate(dev, c->w, fc_comm(fc), ACG_GRAPHS_OFF, c->prompts, other);
+        bad = generate(dev, c->w, fc_comm(fc), ACG_GRAPHS_OFF, &c->prompts, other);
     }
     if (bad == 0 && !same_bits(out, other, c->vocab)) {
         fprintf(stderr, "rank %d: replayed and eager runs differ\n", rank);
@@ -212,7 +227,7 @@ static int rank_generate(fc_group *fc, int rank, const tp_case *c) {
         }
         /* Into the shared result, for rank 0 to see the reports; the clean run is kept here. */
         memcpy(other, out, run_bytes(c->vocab));
-        bad = generate(dev, c->w, fc_comm(fc), ACG_GRAPHS_ON, c->prompts, out);
+        bad = generate(dev, c->w, fc_comm(fc), ACG_GRAPHS_ON, &c->prompts, out);
         acg__model_fail_capture(0, 0);
         if (bad == 0 && !same_bits(out, other, c->vocab)) {
             fprintf(stderr, "rank %d: a dropped bucket changed the tokens or logits\n", rank);
@@ -220,23 +235,34 @@ static int rank_generate(fc_group *fc, int rank, const tp_case *c) {
         }
     }
     free(other);
-    acg_device_close(dev);
     out->status = bad;
     return bad;
 }
 
-/* Runs the case on n_ranks forked ranks; rank 0 asserts that every rank passed. */
-static void run_ranks(int n_ranks, const tp_case *c) {
-    fc_group *fc = fc_create(n_ranks, TIMEOUT_MS);
+/* This rank's part of a case: fn on a device it opens. */
+static int on_own_device(fc_group *fc, int rank, rank_fn fn, const tp_case *c) {
+    acg_device *dev = NULL;
+    CHECK(acg_device_open(tc_spec(), &dev) == ACG_OK);
+    int bad = fn(fc, rank, dev, c);
+    acg_device_close(dev);
+    return bad;
+}
+
+/* Runs fn on n_ranks ranks forked from the test (whose comm calls give up after timeout_ms),
+ * each on a device it opens; rank 0 asserts that every rank passed, naming the line a rank that
+ * generated failed at, and that the group's memory segment has no name left. */
+static void run_ranks(int n_ranks, unsigned timeout_ms, rank_fn fn, const tp_case *c) {
+    fc_group *fc = fc_create(n_ranks, timeout_ms);
     assert_non_null(fc);
     int rank = fc_fork(fc);
-    int bad = rank_generate(fc, rank, c);
+    int bad = on_own_device(fc, rank, fn, c);
     if (rank != 0) {
         _exit(bad != 0);
     }
     int children = fc_wait_children(fc);
+    bool named = tc_shm_segment_named(fc_pid(fc, 0));
     fc_destroy(fc);
-    for (int r = 0; r < n_ranks; r++) {
+    for (int r = 0; c->shared != NULL && r < n_ranks; r++) {
         if (rank_out(c->shared, c->vocab, r)->status != 0) {
             fail_msg("%d ranks: rank %d failed its check at line %d", n_ranks, r,
                      rank_out(c->shared, c->vocab, r)->status);
@@ -244,25 +270,11 @@ static void run_ranks(int n_ranks, const tp_case *c) {
     }
     assert_int_equal(bad, 0);
     assert_int_equal(children, 0);
+    assert_false(named);
 }
 
 /* ---- comparing a split model with one rank ----------------------------------------------------
  */
-
-/* The first largest of n values, and the runner-up's index. */
-static int best_two(const float *v, int n, int *second) {
-    int best = 0;
-    for (int i = 1; i < n; i++) {
-        best = v[i] > v[best] ? i : best;
-    }
-    *second = best == 0 ? 1 : 0;
-    for (int i = 0; i < n; i++) {
-        if (i != best && v[i] > v[*second]) {
-            *second = i;
-        }
-    }
-    return best;
-}
 
 /* The split run's tokens equal one rank's, request by request, until a near tie of one rank's
  * logits (said, and the rest of that request not compared: its context differs from then on);
@@ -276,7 +288,7 @@ static float expect_same_tokens(const char *preset, int n_ranks, const run_out *
             const float *want = one->logits + row_at(vocab, i, t);
             const float *got = split->logits + row_at(vocab, i, t);
             int second;
-            int best = best_two(want, vocab, &second);
+            int best = tc_best_two(want, vocab, &second);
             assert_int_equal(best, one->tokens[i][t]);
             int32_t token = split->tokens[i][t];
             if (token == best) {
@@ -319,10 +331,13 @@ static void need_split_models(void) {
     }
 }
 
-static acg_model_weights *preset(const char *name) {
-    acg_model_weights *w = NULL;
-    TC_OK(acg_model_preset_load(name, 7, &w));
-    return w;
+/* Runs fn on n_ranks ranks (run_ranks) with the tiny preset and its prompts. */
+static void run_on_tiny(int n_ranks, unsigned timeout_ms, rank_fn fn) {
+    acg_model_weights *w = tc_model_preset("tiny");
+    tp_case c;
+    case_init(&c, w);
+    run_ranks(n_ranks, timeout_ms, fn, &c);
+    TC_OK(acg_model_weights_free(w));
 }
 
 /* ==== 1. tokens, ranks and replay ============================================================ */
@@ -331,32 +346,31 @@ static acg_model_weights *preset(const char *name) {
  * of the given numbers of ranks (0 ends the list), each rank replayed and eager alike and every
  * rank alike, against one rank. Frees w. */
 static void split_against_one(const char *name, acg_model_weights *w, const int *ranks) {
-    const int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
-    prompt_set prompts;
-    make_prompts(&prompts, vocab);
+    tp_case c;
+    case_init(&c, w);
+    const int32_t vocab = c.vocab;
     run_out *one = calloc(1, run_bytes(vocab)), *other = calloc(1, run_bytes(vocab));
     assert_non_null(one);
     assert_non_null(other);
 
     acg_device *dev = tc_open();
-    assert_int_equal(generate(dev, w, NULL, ACG_GRAPHS_ON, &prompts, one), 0);
-    assert_int_equal(generate(dev, w, NULL, ACG_GRAPHS_OFF, &prompts, other), 0);
+    assert_int_equal(generate(dev, w, NULL, ACG_GRAPHS_ON, &c.prompts, one), 0);
+    assert_int_equal(generate(dev, w, NULL, ACG_GRAPHS_OFF, &c.prompts, other), 0);
     assert_true(same_bits(one, other, vocab));
     fc_group *single = fc_create(1, TIMEOUT_MS);
     assert_non_null(single);
-    assert_int_equal(generate(dev, w, fc_comm(single), ACG_GRAPHS_ON, &prompts, other), 0);
+    assert_int_equal(generate(dev, w, fc_comm(single), ACG_GRAPHS_ON, &c.prompts, other), 0);
     assert_true(same_bits(one, other, vocab));
     fc_destroy(single);
     tc_close(dev); /* no device may be open across a fork */
 
     for (; *ranks != 0; ranks++) {
         const int n_ranks = *ranks;
-        void *shared = shared_alloc((size_t)n_ranks * run_bytes(vocab));
-        tp_case c = {w, vocab, &prompts, shared, -1, {0}};
-        run_ranks(n_ranks, &c);
-        run_out *rank0 = rank_out(shared, vocab, 0);
+        c.shared = shared_alloc((size_t)n_ranks * run_bytes(vocab));
+        run_ranks(n_ranks, TIMEOUT_MS, rank_generate, &c);
+        run_out *rank0 = rank_out(c.shared, vocab, 0);
         for (int r = 1; r < n_ranks; r++) {
-            if (!same_bits(rank0, rank_out(shared, vocab, r), vocab)) {
+            if (!same_bits(rank0, rank_out(c.shared, vocab, r), vocab)) {
                 fail_msg("%s, %d ranks: rank %d generated other tokens or logits than rank 0", name,
                          n_ranks, r);
             }
@@ -375,7 +389,7 @@ static void split_against_one(const char *name, acg_model_weights *w, const int 
             }
             print_message("\n");
         }
-        munmap(shared, (size_t)n_ranks * run_bytes(vocab));
+        munmap(c.shared, (size_t)n_ranks * run_bytes(vocab));
     }
     free(one);
     free(other);
@@ -387,19 +401,25 @@ static const int two_and_three[] = {2, 3, 0};
 static void test_tiny(void **state) {
     (void)state;
     need_split_models();
-    split_against_one("tiny", preset("tiny"), two_and_three);
+    split_against_one("tiny", tc_model_preset("tiny"), two_and_three);
 }
 
 static void test_small(void **state) {
     (void)state;
     need_split_models();
-    split_against_one("small", preset("small"), two_and_three);
+    split_against_one("small", tc_model_preset("small"), two_and_three);
 }
 
-/* Random weights of config c (the presets' classifiers are separate). */
-static acg_model_weights *random_weights(const acg_model_config *c) {
+/* Random weights of a config in llama2.c's order (dim, hidden_dim, n_layers, n_heads,
+ * n_kv_heads, vocab_size, seq_len), whose classifier is the token embedding (the presets' are
+ * separate). */
+static acg_model_weights *random_weights(int32_t dim, int32_t hidden_dim, int32_t n_layers,
+                                         int32_t n_heads, int32_t n_kv_heads, int32_t vocab_size,
+                                         int32_t seq_len) {
+    const acg_model_config c = {sizeof c,   dim,        hidden_dim, n_layers, n_heads,
+                                n_kv_heads, vocab_size, seq_len,    true};
     acg_model_weights *w = NULL;
-    TC_OK(acg_model_weights_create_random(c, 11, &w));
+    TC_OK(acg_model_weights_create_random(&c, 11, &w));
     return w;
 }
 
@@ -408,16 +428,7 @@ static acg_model_weights *random_weights(const acg_model_config *c) {
 static void test_shared_classifier(void **state) {
     (void)state;
     need_split_models();
-    acg_model_config c = ACG_MODEL_CONFIG_INIT;
-    c.dim = 32;
-    c.hidden_dim = 48;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.vocab_size = 67;
-    c.seq_len = 64;
-    c.shared_classifier = true;
-    split_against_one("shared classifier", random_weights(&c), two_and_three);
+    split_against_one("shared classifier", random_weights(32, 48, 2, 4, 2, 67, 64), two_and_three);
 }
 
 /* More ranks than tokens to score (a vocabulary of 4 over 5 ranks): rank 0 scores none and adds
@@ -425,16 +436,8 @@ static void test_shared_classifier(void **state) {
 static void test_rank_without_tokens(void **state) {
     (void)state;
     need_split_models();
-    acg_model_config c = ACG_MODEL_CONFIG_INIT;
-    c.dim = 8;
-    c.hidden_dim = 8;
-    c.n_layers = 1;
-    c.n_heads = 2;
-    c.n_kv_heads = 1;
-    c.vocab_size = 4;
-    c.seq_len = 32;
     static const int five[] = {5, 0};
-    split_against_one("4 tokens", random_weights(&c), five);
+    split_against_one("4 tokens", random_weights(8, 8, 1, 2, 1, 4, 32), five);
 }
 
 /* ==== 2. a capture that fails on one rank ==================================================== */
@@ -448,16 +451,17 @@ static void test_capture_fails_on_one_rank(void **state) {
     if (!tc_cap()->graphs) {
         tc_skip("no graphs: nothing to capture");
     }
-    acg_model_weights *w = preset("tiny");
-    const int32_t vocab = acg_model_weights_get_config(w)->vocab_size;
-    prompt_set prompts;
-    make_prompts(&prompts, vocab);
+    acg_model_weights *w = tc_model_preset("tiny");
+    tp_case c;
+    case_init(&c, w);
+    const int32_t vocab = c.vocab;
     const int n_ranks = 3;
-    void *shared = shared_alloc((size_t)n_ranks * run_bytes(vocab));
-    tp_case c = {w, vocab, &prompts, shared, 1, {NULL, 0, 4, 4}};
-    run_ranks(n_ranks, &c);
+    c.shared = shared_alloc((size_t)n_ranks * run_bytes(vocab));
+    c.fail_rank = 1;
+    c.fail_key = (acg_bucket_key){NULL, 0, 4, 4};
+    run_ranks(n_ranks, TIMEOUT_MS, rank_generate, &c);
     for (int r = 0; r < n_ranks; r++) {
-        const run_out *o = rank_out(shared, vocab, r);
+        const run_out *o = rank_out(c.shared, vocab, r);
         bool found = false;
         for (uint32_t b = 0; b < o->n_buckets; b++) {
             bool failing = o->keys[b].batch == 4 && o->keys[b].tokens == 4;
@@ -482,7 +486,7 @@ static void test_capture_fails_on_one_rank(void **state) {
         }
         assert_true(found);
     }
-    munmap(shared, (size_t)n_ranks * run_bytes(vocab));
+    munmap(c.shared, (size_t)n_ranks * run_bytes(vocab));
     TC_OK(acg_model_weights_free(w));
 }
 
@@ -490,87 +494,46 @@ static void test_capture_fails_on_one_rank(void **state) {
 
 /* Rank 1 asks for another max_batch: both creations fail, naming it. Then rank 1 submits a
  * request more than rank 0: both fail the first step, naming the rows over the ranks. */
-static int rank_disagrees(fc_group *fc, int rank, const acg_model_weights *w) {
-    prompt_set prompts;
-    make_prompts(&prompts, acg_model_weights_get_config(w)->vocab_size);
-    acg_device *dev = NULL;
-    CHECK(acg_device_open(tc_spec(), &dev) == ACG_OK);
+static int rank_disagrees(fc_group *fc, int rank, acg_device *dev, const tp_case *c) {
     acg_model_options o = model_options(fc_comm(fc), ACG_GRAPHS_OFF);
     o.max_batch = rank == 1 ? 2 : MAX_BATCH;
     acg_model *m = NULL;
-    CHECK(acg_model_create(dev, w, &o, &m) == ACG_ERR_COMM);
+    CHECK(acg_model_create(dev, c->w, &o, &m) == ACG_ERR_COMM);
     CHECK(strstr(acg_last_error(), "disagree on max_batch") != NULL);
     CHECK(strstr(acg_last_error(), "2 .. 4") != NULL);
     CHECK(m == NULL);
 
     o.max_batch = MAX_BATCH;
-    CHECK(acg_model_create(dev, w, &o, &m) == ACG_OK);
+    CHECK(acg_model_create(dev, c->w, &o, &m) == ACG_OK);
     for (uint32_t i = 0; i < (rank == 1 ? 2u : 1u); i++) {
-        acg_request q = ACG_REQUEST_INIT;
-        q.prompt = prompts.ids[i];
-        q.prompt_len = prompt_len[i];
-        q.max_new_tokens = 2;
         uint64_t id;
-        CHECK(acg_model_submit(m, &q, &id) == ACG_OK);
+        CHECK(submit_prompt(m, &c->prompts, i, 2, &id) == 0);
     }
     acg_step_report rep = ACG_STEP_REPORT_INIT;
     CHECK(acg_model_step(m, &rep) == ACG_ERR_COMM);
     CHECK(strstr(acg_last_error(), "step 0") != NULL);
     CHECK(strstr(acg_last_error(), "rows 1 .. 2") != NULL);
     CHECK(acg_model_destroy(m) == ACG_OK);
-    acg_device_close(dev);
     return 0;
 }
 
 static void test_disagreement(void **state) {
     (void)state;
     need_split_models();
-    acg_model_weights *w = preset("tiny");
-    fc_group *fc = fc_create(2, TIMEOUT_MS);
-    assert_non_null(fc);
-    int rank = fc_fork(fc);
-    int bad = rank_disagrees(fc, rank, w);
-    if (rank != 0) {
-        _exit(bad != 0);
-    }
-    int children = fc_wait_children(fc);
-    fc_destroy(fc);
-    assert_int_equal(bad, 0);
-    assert_int_equal(children, 0);
-    TC_OK(acg_model_weights_free(w));
+    run_on_tiny(2, TIMEOUT_MS, rank_disagrees);
 }
 
 /* ==== 3b. a rank that dies mid-run ============================================================ */
 
-/* Whether /dev/shm still names a segment of acg's made by process pid. */
-static bool segment_named(int pid) {
-    char path[64];
-    for (unsigned i = 0; i < 64; i++) {
-        snprintf(path, sizeof path, "/dev/shm/acg-%d-%u", pid, i);
-        if (access(path, F_OK) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Three ranks serve with graphs; rank 2 leaves (no goodbye, as a crash) after two steps. The
  * others' next step fails with ACG_ERR_COMM within seconds, not a hang. */
-static int rank_dies(fc_group *fc, int rank, const acg_model_weights *w) {
-    prompt_set prompts;
-    make_prompts(&prompts, acg_model_weights_get_config(w)->vocab_size);
-    acg_device *dev = NULL;
-    CHECK(acg_device_open(tc_spec(), &dev) == ACG_OK);
+static int rank_dies(fc_group *fc, int rank, acg_device *dev, const tp_case *c) {
     acg_model_options o = model_options(fc_comm(fc), ACG_GRAPHS_ON);
     acg_model *m = NULL;
-    CHECK(acg_model_create(dev, w, &o, &m) == ACG_OK);
-    CHECK(!segment_named(fc_pid(fc, 0))); /* the group's segment has no name any more */
-    acg_request q = ACG_REQUEST_INIT;
-    q.prompt = prompts.ids[0];
-    q.prompt_len = prompt_len[0];
-    q.max_new_tokens = 32;
+    CHECK(acg_model_create(dev, c->w, &o, &m) == ACG_OK);
+    CHECK(!tc_shm_segment_named(fc_pid(fc, 0))); /* the group's segment has no name any more */
     uint64_t id;
-    CHECK(acg_model_submit(m, &q, &id) == ACG_OK);
+    CHECK(submit_prompt(m, &c->prompts, 0, 32, &id) == 0);
     acg_step_report rep = ACG_STEP_REPORT_INIT;
     for (int step = 0; step < 2; step++) {
         CHECK(acg_model_step(m, &rep) == ACG_OK);
@@ -591,81 +554,94 @@ static int rank_dies(fc_group *fc, int rank, const acg_model_weights *w) {
     CHECK(st == ACG_ERR_COMM);
     CHECK(took < 10.0);
     acg_model_destroy(m);
-    acg_device_close(dev);
     return 0;
 }
 
 static void test_rank_dies(void **state) {
     (void)state;
     need_split_models();
-    acg_model_weights *w = preset("tiny");
-    fc_group *fc = fc_create(3, 2000); /* the step's agreement gives up after 2 s */
-    assert_non_null(fc);
-    int rank = fc_fork(fc);
-    int bad = rank_dies(fc, rank, w);
-    if (rank != 0) {
-        _exit(bad != 0);
-    }
-    int children = fc_wait_children(fc);
-    assert_false(segment_named(fc_pid(fc, 0)));
-    fc_destroy(fc);
-    assert_int_equal(bad, 0);
-    assert_int_equal(children, 0);
-    TC_OK(acg_model_weights_free(w));
+    run_on_tiny(3, 2000, rank_dies); /* the step's agreement gives up after 2 s */
 }
 
 /* ==== 4. bad input ============================================================================ */
 
-/* A comm whose callbacks must not be reached: each call is counted and fails. */
-static int comm_calls;
-
-static acg_status counted_barrier(void *user) {
-    (void)user;
-    comm_calls++;
+/* A comm whose callbacks must not be reached: each call counts in the int its user points at,
+ * and fails. */
+static acg_status counted_call(void *user) {
+    (*(int *)user)++;
     return ACG_ERR_COMM;
 }
 
 static acg_status counted_min(void *user, int32_t *v, size_t n) {
-    (void)user;
     (void)v;
     (void)n;
-    comm_calls++;
-    return ACG_ERR_COMM;
+    return counted_call(user);
 }
 
 static acg_status counted_broadcast(void *user, void *data, size_t bytes, int32_t root) {
-    (void)user;
     (void)data;
     (void)bytes;
     (void)root;
-    comm_calls++;
-    return ACG_ERR_COMM;
+    return counted_call(user);
 }
 
-static acg_comm counted_comm(int32_t rank, int32_t n_ranks) {
+/* A counted comm of rank `rank` of n_ranks, less the callback named `without` (NULL: none), of
+ * size `size` (0: the whole struct). */
+typedef struct comm_shape {
+    int32_t rank, n_ranks;
+    const char *without;
+    size_t size;
+} comm_shape;
+
+static bool left_out(const comm_shape *k, const char *callback) {
+    return k->without != NULL && strcmp(k->without, callback) == 0;
+}
+
+static acg_comm counted_comm(const comm_shape *k, int *calls) {
     acg_comm c = ACG_COMM_INIT;
-    c.barrier = counted_barrier;
-    c.allreduce_min_i32 = counted_min;
-    c.broadcast = counted_broadcast;
-    c.rank = rank;
-    c.n_ranks = n_ranks;
+    c.user = calls;
+    c.barrier = left_out(k, "barrier") ? NULL : counted_call;
+    c.allreduce_min_i32 = left_out(k, "allreduce_min_i32") ? NULL : counted_min;
+    c.broadcast = left_out(k, "broadcast") ? NULL : counted_broadcast;
+    c.rank = k->rank;
+    c.n_ranks = k->n_ranks;
+    if (k->size != 0) {
+        c.size = k->size;
+    }
     return c;
 }
 
-/* create with these options is refused with want, mentioning needle, without allocating or
- * communicating anything. */
-static void expect_refused(acg_device *dev, const acg_model_weights *w, const acg_comm *comm,
+/* create with a counted comm of shape k is refused with want, mentioning needle, without
+ * allocating or communicating anything. */
+static void expect_refused(acg_device *dev, const acg_model_weights *w, const comm_shape *k,
                            acg_status want, const char *needle) {
-    acg_model_options o = model_options(comm, ACG_GRAPHS_OFF);
+    int calls = 0;
+    acg_comm comm = counted_comm(k, &calls);
+    acg_model_options o = model_options(&comm, ACG_GRAPHS_OFF);
     acg_model *m = NULL;
     uint64_t allocations = tc_alloc_count();
-    comm_calls = 0;
     tc_expect_(want, acg_model_create(dev, w, &o, &m), "acg_model_create", __FILE__, __LINE__);
     TC_LAST_ERROR_HAS(needle);
     assert_null(m);
-    assert_int_equal(comm_calls, 0);
+    assert_int_equal(calls, 0);
     assert_int_equal(tc_alloc_count(), allocations);
 }
+
+/* Comms every model refuses (ACG_ERR_INVALID_ARGUMENT), and what the error names. */
+static const struct bad_comm {
+    comm_shape k;
+    const char *needle;
+} bad_comms[] = {
+    {{0, 65, NULL, 0}, "65 ranks"},
+    {{0, 0, NULL, 0}, "0 ranks"}, /* n_ranks not given */
+    {{2, 2, NULL, 0}, "rank 2 of 2"},
+    {{-1, 2, NULL, 0}, "rank -1 of 2"},
+    {{0, 2, "allreduce_min_i32", 0}, "allreduce_min_i32"},
+    {{0, 2, "barrier", 0}, "barrier"},
+    {{0, 2, "broadcast", 0}, "broadcast"},
+    {{0, 2, NULL, offsetof(acg_comm, rank)}, "0 ranks"}, /* an older caller's: no rank, n_ranks */
+    {{0, 2, NULL, 4097}, "acg_comm"},                    /* size never set */
+};
 
 static void test_bad_input(void **state) {
     (void)state;
@@ -674,59 +650,30 @@ static void test_bad_input(void **state) {
     TC_OK(acg_model_unregister_kernels());
     tc_alloc_install();
     acg_device *dev = tc_open();
-    acg_model_weights *w = preset("tiny");
+    acg_model_weights *w = tc_model_preset("tiny");
     /* Feed-forward units fewer than the ranks: dim 8, hidden 4, 2 heads, 1 KV head. */
-    acg_model_config narrow = ACG_MODEL_CONFIG_INIT;
-    narrow.dim = 8;
-    narrow.hidden_dim = 4;
-    narrow.n_layers = 1;
-    narrow.n_heads = 2;
-    narrow.n_kv_heads = 1;
-    narrow.vocab_size = 16;
-    narrow.seq_len = 16;
-    acg_model_weights *few_units = NULL;
-    TC_OK(acg_model_weights_create_random(&narrow, 1, &few_units));
+    acg_model_weights *few_units = random_weights(8, 4, 1, 2, 1, 16, 16);
 
-    acg_comm c = counted_comm(0, 65);
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "65 ranks");
-    c = counted_comm(0, 0); /* n_ranks not given */
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "0 ranks");
-    c = counted_comm(2, 2);
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "rank 2 of 2");
-    c = counted_comm(-1, 2);
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "rank -1 of 2");
-    c = counted_comm(0, 2);
-    c.allreduce_min_i32 = NULL;
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "allreduce_min_i32");
-    c = counted_comm(0, 2);
-    c.barrier = NULL;
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "barrier");
-    c = counted_comm(0, 2);
-    c.broadcast = NULL;
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "broadcast");
-    c = counted_comm(0, 2);
-    c.size = offsetof(acg_comm, rank); /* an older caller's comm: no rank, no n_ranks */
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "0 ranks");
-    c = counted_comm(0, 2);
-    c.size = 4097; /* never set */
-    expect_refused(dev, w, &c, ACG_ERR_INVALID_ARGUMENT, "acg_comm");
-    c = counted_comm(0, 5);
-    expect_refused(dev, few_units, &c, ACG_ERR_INVALID_ARGUMENT, "hidden_dim 4");
+    for (size_t i = 0; i < sizeof bad_comms / sizeof bad_comms[0]; i++) {
+        expect_refused(dev, w, &bad_comms[i].k, ACG_ERR_INVALID_ARGUMENT, bad_comms[i].needle);
+    }
+    const comm_shape five = {0, 5, NULL, 0}, two = {0, 2, NULL, 0};
+    expect_refused(dev, few_units, &five, ACG_ERR_INVALID_ARGUMENT, "hidden_dim 4");
     if (!tc_cap()->collectives) {
         /* Refused before anything is allocated or any rank is waited for. */
-        c = counted_comm(0, 2);
-        expect_refused(dev, w, &c, ACG_ERR_UNSUPPORTED, "collectives");
+        expect_refused(dev, w, &two, ACG_ERR_UNSUPPORTED, "collectives");
         print_message("%s has no collectives: a model over 2 ranks refused\n", tc_spec());
     }
     /* n_ranks 4 of hidden 4 is fine as far as the checks go: it needs the other ranks. */
 
     /* An older caller's options end before comm: whatever lies there is not read. */
-    acg_model_options o = model_options((const acg_comm *)&c, ACG_GRAPHS_OFF);
+    int calls = 0;
+    acg_comm c = counted_comm(&two, &calls);
+    acg_model_options o = model_options(&c, ACG_GRAPHS_OFF);
     o.size = offsetof(acg_model_options, comm);
     acg_model *m = NULL;
-    comm_calls = 0;
     TC_OK(acg_model_create(dev, w, &o, &m));
-    assert_int_equal(comm_calls, 0);
+    assert_int_equal(calls, 0);
     TC_OK(acg_model_destroy(m));
 
     TC_OK(acg_model_weights_free(few_units));

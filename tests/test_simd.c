@@ -156,63 +156,96 @@ static void check_(const float *a, const float *b, size_t n, int nan_any, const 
     if (same(a, b, n, nan_any)) {
         return;
     }
-    char what[256];
+    print_error("scalar and vector differ: ");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    vprint_error(fmt, ap);
     va_end(ap);
-    print_error("scalar and vector differ: %s\n", what);
+    print_error("\n");
     tc_bytes_equal_(a, b, n * sizeof(float), file, line);
 }
 
 static const uint32_t sizes[] = {0, 1, 7, 31, 32, 33, 48, 63, 64, 100, 288, 768, 1000, 32000};
 #define N_SIZES (sizeof sizes / sizeof sizes[0])
 
-/* ---- reductions --------------------------------------------------------------------------- */
+/* Two inputs of one size and alignment, for a family's checks: a and b hold n floats from a
+ * generator whose NaNs all have the same bits unless nan_any. */
+typedef struct inputs {
+    const acg__simd_ops *t;
+    const char *kind; /* the generator's, for messages */
+    int nan_any;
+    const float *a, *b;
+    uint32_t n;
+    int mis;
+} inputs;
 
-static void reductions_on(const acg__simd_ops *t, float (*gen)(void), const char *kind) {
-    int nan_any = gen == rng_special_nans;
-    static const float taus[] = {-INFINITY, -0.5f, 0.0f, 0.25f, 3.0f, NAN, INFINITY};
+/* Runs check (with ctx) on two inputs of gen's floats of every size, aligned and misaligned. */
+static void over_sizes(const acg__simd_ops *t, float (*gen)(void), const char *kind,
+                       void (*check)(const inputs *in, const void *ctx), const void *ctx) {
     for (size_t s = 0; s < N_SIZES; s++) {
         uint32_t n = sizes[s];
         for (int mis = 0; mis < 2; mis++) {
             buf a = buf_new(n, mis), b = buf_new(n, mis);
             fill(a.p, n, gen);
             fill(b.p, n, gen);
-            float want = sc->dot(a.p, b.p, n), got = t->dot(a.p, b.p, n);
-            CHECK_NANS(nan_any, &want, &got, 1, "%s dot, %s data, n=%u, misaligned %d", t->name,
-                       kind, n, mis);
-            want = sc->sum(a.p, n);
-            got = t->sum(a.p, n);
-            CHECK_NANS(nan_any, &want, &got, 1, "%s sum, %s data, n=%u, misaligned %d", t->name,
-                       kind, n, mis);
-            for (size_t i = 0; i < sizeof taus / sizeof taus[0] + 1; i++) {
-                float tau = i < sizeof taus / sizeof taus[0] ? taus[i] : (n > 0 ? a.p[n / 2] : 1);
-                want = sc->sum_ge(a.p, n, tau);
-                got = t->sum_ge(a.p, n, tau);
-                CHECK_NANS(nan_any, &want, &got, 1,
-                           "%s sum_ge, %s data, n=%u, tau=%g, misaligned %d", t->name, kind, n,
-                           (double)tau, mis);
-            }
+            const inputs in = {t, kind, gen == rng_special_nans, a.p, b.p, n, mis};
+            check(&in, ctx);
             buf_free(a);
             buf_free(b);
         }
     }
 }
 
-static void test_reductions_random(void **state) {
+/* A family of functions: on(t, gen, kind) checks each of them with data from gen. Its random
+ * case seeds random_seed and draws from random_gen; its special case, from each seed of
+ * [special_from, special_to), draws special values with only the default NaN, then with any. */
+typedef struct family {
+    void (*on)(const acg__simd_ops *t, float (*gen)(void), const char *kind);
+    float (*random_gen)(void);
+    uint64_t random_seed, special_from, special_to;
+} family;
+
+static void on_random(void **state, const family *f) {
     const acg__simd_ops *t = level(state);
-    rng_seed(1);
-    reductions_on(t, rng_float, "random");
+    rng_seed(f->random_seed);
+    f->on(t, f->random_gen, "random");
 }
 
-static void test_reductions_special(void **state) {
+static void on_special(void **state, const family *f) {
     const acg__simd_ops *t = level(state);
-    for (uint64_t seed = 2; seed < 6; seed++) {
+    for (uint64_t seed = f->special_from; seed < f->special_to; seed++) {
         rng_seed(seed);
-        reductions_on(t, rng_special, "special");
-        reductions_on(t, rng_special_nans, "special with any NaN");
+        f->on(t, rng_special, "special");
+        f->on(t, rng_special_nans, "special with any NaN");
     }
+}
+
+/* ---- reductions --------------------------------------------------------------------------- */
+
+static void reductions_of(const inputs *in, const void *ctx) {
+    (void)ctx;
+    static const float taus[] = {-INFINITY, -0.5f, 0.0f, 0.25f, 3.0f, NAN, INFINITY};
+    const acg__simd_ops *t = in->t;
+    const float *a = in->a, *b = in->b;
+    const uint32_t n = in->n;
+    float want = sc->dot(a, b, n), got = t->dot(a, b, n);
+    CHECK_NANS(in->nan_any, &want, &got, 1, "%s dot, %s data, n=%u, misaligned %d", t->name,
+               in->kind, n, in->mis);
+    want = sc->sum(a, n);
+    got = t->sum(a, n);
+    CHECK_NANS(in->nan_any, &want, &got, 1, "%s sum, %s data, n=%u, misaligned %d", t->name,
+               in->kind, n, in->mis);
+    for (size_t i = 0; i < sizeof taus / sizeof taus[0] + 1; i++) {
+        float tau = i < sizeof taus / sizeof taus[0] ? taus[i] : (n > 0 ? a[n / 2] : 1);
+        want = sc->sum_ge(a, n, tau);
+        got = t->sum_ge(a, n, tau);
+        CHECK_NANS(in->nan_any, &want, &got, 1, "%s sum_ge, %s data, n=%u, tau=%g, misaligned %d",
+                   t->name, in->kind, n, (double)tau, in->mis);
+    }
+}
+
+static void reductions_on(const acg__simd_ops *t, float (*gen)(void), const char *kind) {
+    over_sizes(t, gen, kind, reductions_of, NULL);
 }
 
 /* Partials that are -0: every product underflows to -0 and a tail leaves the lanes without a
@@ -242,8 +275,9 @@ static void test_reductions_negative_zero(void **state) {
 
 /* ---- matmul ------------------------------------------------------------------------------- */
 
-static void matmul_case(const acg__simd_ops *t, int nan_any, const float *x, const float *w,
-                        uint32_t n_in, uint32_t n_out, uint32_t n, uint32_t j0, uint32_t j1) {
+static void matmul_case(const acg__simd_ops *t, int nan_any, const char *kind, const float *x,
+                        const float *w, uint32_t n_in, uint32_t n_out, uint32_t n, uint32_t j0,
+                        uint32_t j1) {
     size_t len = (size_t)n * n_out;
     float *want = malloc(len * sizeof(float) + 1), *got = malloc(len * sizeof(float) + 1);
     assert_non_null(want);
@@ -252,20 +286,21 @@ static void matmul_case(const acg__simd_ops *t, int nan_any, const float *x, con
     poison(got, len);
     sc->matmul(want, x, w, n_in, n_out, n, j0, j1);
     t->matmul(got, x, w, n_in, n_out, n, j0, j1);
-    CHECK_NANS(nan_any, want, got, len, "%s matmul n_in=%u n_out=%u n=%u j=[%u, %u)", t->name, n_in,
-               n_out, n, j0, j1);
+    CHECK_NANS(nan_any, want, got, len, "%s matmul, %s data, n_in=%u n_out=%u n=%u j=[%u, %u)",
+               t->name, kind, n_in, n_out, n, j0, j1);
     /* Both orders, whatever batch the cut-over gives either. */
     for (int stream = 0; stream <= 1; stream++) {
         poison(got, len);
         t->matmul_order(got, x, w, n_in, n_out, n, j0, j1, stream);
-        CHECK_NANS(nan_any, want, got, len, "%s matmul (%s) n_in=%u n_out=%u n=%u j=[%u, %u)",
-                   t->name, stream ? "stream" : "tiles", n_in, n_out, n, j0, j1);
+        CHECK_NANS(nan_any, want, got, len,
+                   "%s matmul (%s), %s data, n_in=%u n_out=%u n=%u j=[%u, %u)", t->name,
+                   stream ? "stream" : "tiles", kind, n_in, n_out, n, j0, j1);
     }
     free(want);
     free(got);
 }
 
-static void matmul_shapes(const acg__simd_ops *t, float (*gen)(void)) {
+static void matmul_shapes(const acg__simd_ops *t, float (*gen)(void), const char *kind) {
     int nan_any = gen == rng_special_nans;
     static const uint32_t ns[] = {1, 2, 3, 4, 5, 7, 8, 32, 33};
     static const uint32_t n_ins[] = {0, 1, 7, 31, 32, 33, 48, 100, 288, 768};
@@ -282,31 +317,18 @@ static void matmul_shapes(const acg__simd_ops *t, float (*gen)(void)) {
                 uint32_t n = ns[c];
                 /* x's rows end at the end of its allocation */
                 const float *xe = x.p + (size_t)(33 - n) * n_in;
-                matmul_case(t, nan_any, xe, w.p, n_in, n_out, n, 0, n_out);
+                matmul_case(t, nan_any, kind, xe, w.p, n_in, n_out, n, 0, n_out);
                 if (n_out > 2) {
-                    matmul_case(t, nan_any, xe, w.p, n_in, n_out, n, 1, n_out - 1);
+                    matmul_case(t, nan_any, kind, xe, w.p, n_in, n_out, n, 1, n_out - 1);
                 }
                 uint32_t j0 = n_out / 3, j1 = j0 + 17 < n_out ? j0 + 17 : n_out;
-                matmul_case(t, nan_any, xe, w.p, n_in, n_out, n, j0, j1);
-                matmul_case(t, nan_any, xe, w.p, n_in, n_out, n, n_out / 2, n_out / 2);
+                matmul_case(t, nan_any, kind, xe, w.p, n_in, n_out, n, j0, j1);
+                matmul_case(t, nan_any, kind, xe, w.p, n_in, n_out, n, n_out / 2, n_out / 2);
             }
             buf_free(w);
             buf_free(x);
         }
     }
-}
-
-static void test_matmul_random(void **state) {
-    const acg__simd_ops *t = level(state);
-    rng_seed(10);
-    matmul_shapes(t, rng_float);
-}
-
-static void test_matmul_special(void **state) {
-    const acg__simd_ops *t = level(state);
-    rng_seed(11);
-    matmul_shapes(t, rng_special);
-    matmul_shapes(t, rng_special_nans);
 }
 
 /* The classifier's shape, split between two workers as the model splits it. */
@@ -317,9 +339,9 @@ static void test_matmul_classifier(void **state) {
     buf w = buf_new((size_t)n_out * n_in, 0), x = buf_new((size_t)5 * n_in, 0);
     fill(w.p, (size_t)n_out * n_in, rng_float);
     fill(x.p, (size_t)5 * n_in, rng_float);
-    matmul_case(t, 0, x.p, w.p, n_in, n_out, 1, 0, n_out);
-    matmul_case(t, 0, x.p, w.p, n_in, n_out, 5, 0, 16001);
-    matmul_case(t, 0, x.p, w.p, n_in, n_out, 5, 16001, n_out);
+    matmul_case(t, 0, "random", x.p, w.p, n_in, n_out, 1, 0, n_out);
+    matmul_case(t, 0, "random", x.p, w.p, n_in, n_out, 5, 0, 16001);
+    matmul_case(t, 0, "random", x.p, w.p, n_in, n_out, 5, 16001, n_out);
     buf_free(w);
     buf_free(x);
 }
@@ -328,68 +350,56 @@ static void test_matmul_classifier(void **state) {
 
 static float rng_wide(void) { return rng_float() * 24.0f; }
 
+/* The subtrahends, divisors or scales elementwise_of applies, and whether swiglu's NaNs may
+ * differ in their bits. */
+typedef struct elementwise_params {
+    float c[12];
+    int swiglu_nan_any;
+} elementwise_params;
+
+static void elementwise_of(const inputs *in, const void *ctx) {
+    const elementwise_params *p = ctx;
+    const acg__simd_ops *t = in->t;
+    const float *x = in->a, *g = in->b;
+    const uint32_t n = in->n;
+    float *want = malloc(n * sizeof(float) + 1), *got = malloc(n * sizeof(float) + 1);
+    assert_non_null(want);
+    assert_non_null(got);
+    for (size_t i = 0; i < sizeof p->c / sizeof p->c[0]; i++) {
+        float c = p->c[i];
+        poison(want, n);
+        poison(got, n);
+        sc->exp_sub(want, x, c, n);
+        t->exp_sub(got, x, c, n);
+        CHECK_NANS(in->nan_any, want, got, n, "%s exp_sub, %s data, n=%u, sub=%g, misaligned %d",
+                   t->name, in->kind, n, (double)c, in->mis);
+        sc->div(want, x, c, n);
+        t->div(got, x, c, n);
+        CHECK_NANS(in->nan_any, want, got, n, "%s div, %s data, n=%u, d=%g, misaligned %d", t->name,
+                   in->kind, n, (double)c, in->mis);
+        sc->rms_apply(want, g, x, c, n);
+        t->rms_apply(got, g, x, c, n);
+        CHECK_NANS(in->nan_any, want, got, n, "%s rms_apply, %s data, n=%u, ss=%g, misaligned %d",
+                   t->name, in->kind, n, (double)c, in->mis);
+    }
+    poison(want, n);
+    poison(got, n);
+    sc->swiglu(want, x, g, n);
+    t->swiglu(got, x, g, n);
+    CHECK_NANS(p->swiglu_nan_any, want, got, n, "%s swiglu, %s data, n=%u, misaligned %d", t->name,
+               in->kind, n, in->mis);
+    free(want);
+    free(got);
+}
+
 static void elementwise_on(const acg__simd_ops *t, float (*gen)(void), const char *kind) {
-    /* swiglu negates x: a NaN meets its own negation in (x * ...) */
-    int nan_any = gen == rng_special_nans, swiglu_nan_any = gen != rng_wide;
-    /* the subtrahend, divisor or scale: zeros, a subnormal, NaN, infinities, the largest */
-    float params[] = {0.0f, -0.0f,    1.0f,      -7.5f,   3.0f,  1e-40f,
-                      0.0f, INFINITY, -INFINITY, FLT_MAX, 88.0f, rng_float()};
-    params[6] = nan_any ? NAN : from_bits(0xffc00000u);
-    for (size_t s = 0; s < N_SIZES; s++) {
-        uint32_t n = sizes[s];
-        for (int mis = 0; mis < 2; mis++) {
-            buf x = buf_new(n, mis), g = buf_new(n, mis);
-            fill(x.p, n, gen);
-            fill(g.p, n, gen);
-            float *want = malloc(n * sizeof(float) + 1), *got = malloc(n * sizeof(float) + 1);
-            assert_non_null(want);
-            assert_non_null(got);
-            for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
-                float c = params[i];
-                poison(want, n);
-                poison(got, n);
-                sc->exp_sub(want, x.p, c, n);
-                t->exp_sub(got, x.p, c, n);
-                CHECK_NANS(nan_any, want, got, n,
-                           "%s exp_sub, %s data, n=%u, sub=%g, misaligned %d", t->name, kind, n,
-                           (double)c, mis);
-                sc->div(want, x.p, c, n);
-                t->div(got, x.p, c, n);
-                CHECK_NANS(nan_any, want, got, n, "%s div, %s data, n=%u, d=%g, misaligned %d",
-                           t->name, kind, n, (double)c, mis);
-                sc->rms_apply(want, g.p, x.p, c, n);
-                t->rms_apply(got, g.p, x.p, c, n);
-                CHECK_NANS(nan_any, want, got, n,
-                           "%s rms_apply, %s data, n=%u, ss=%g, misaligned %d", t->name, kind, n,
-                           (double)c, mis);
-            }
-            poison(want, n);
-            poison(got, n);
-            sc->swiglu(want, x.p, g.p, n);
-            t->swiglu(got, x.p, g.p, n);
-            CHECK_NANS(swiglu_nan_any, want, got, n, "%s swiglu, %s data, n=%u, misaligned %d",
-                       t->name, kind, n, mis);
-            free(want);
-            free(got);
-            buf_free(x);
-            buf_free(g);
-        }
-    }
-}
-
-static void test_elementwise_random(void **state) {
-    const acg__simd_ops *t = level(state);
-    rng_seed(20);
-    elementwise_on(t, rng_wide, "random");
-}
-
-static void test_elementwise_special(void **state) {
-    const acg__simd_ops *t = level(state);
-    for (uint64_t seed = 21; seed < 24; seed++) {
-        rng_seed(seed);
-        elementwise_on(t, rng_special, "special");
-        elementwise_on(t, rng_special_nans, "special with any NaN");
-    }
+    /* the subtrahend, divisor or scale: zeros, a subnormal, NaN, infinities, the largest; swiglu
+     * negates x: a NaN meets its own negation in (x * ...) */
+    elementwise_params p = {{0.0f, -0.0f, 1.0f, -7.5f, 3.0f, 1e-40f, 0.0f, INFINITY, -INFINITY,
+                             FLT_MAX, 88.0f, rng_float()},
+                            gen != rng_wide};
+    p.c[6] = gen == rng_special_nans ? NAN : from_bits(0xffc00000u);
+    over_sizes(t, gen, kind, elementwise_of, &p);
 }
 
 /* exp_sub (and swiglu, which takes exp of -x) over floats in order of their bits: [lo, hi]
@@ -397,9 +407,9 @@ static void test_elementwise_special(void **state) {
 static void exp_range(const acg__simd_ops *t, uint32_t lo, uint32_t hi, uint32_t stride,
                       int with_swiglu) {
     enum { CHUNK = 1 << 16 };
-    float *x = malloc(CHUNK * sizeof(float)), *g = malloc(CHUNK * sizeof(float));
-    float *want = malloc(CHUNK * sizeof(float)), *got = malloc(CHUNK * sizeof(float));
-    assert_true(x != NULL && g != NULL && want != NULL && got != NULL);
+    float *rows = malloc(4 * CHUNK * sizeof(float)); /* x, g, want and got, CHUNK floats each */
+    assert_non_null(rows);
+    float *x = rows, *g = rows + CHUNK, *want = rows + 2 * CHUNK, *got = rows + 3 * CHUNK;
     for (uint32_t sign = 0; sign < 2; sign++) {
         uint64_t b = lo;
         while (b <= hi) {
@@ -420,10 +430,7 @@ static void exp_range(const acg__simd_ops *t, uint32_t lo, uint32_t hi, uint32_t
             }
         }
     }
-    free(x);
-    free(g);
-    free(want);
-    free(got);
+    free(rows);
 }
 
 static void test_exp_dense(void **state) {
@@ -520,19 +527,6 @@ static void attention_on(const acg__simd_ops *t, float (*gen)(void), const char 
     }
 }
 
-static void test_attention_random(void **state) {
-    const acg__simd_ops *t = level(state);
-    rng_seed(30);
-    attention_on(t, rng_float, "random");
-}
-
-static void test_attention_special(void **state) {
-    const acg__simd_ops *t = level(state);
-    rng_seed(31);
-    attention_on(t, rng_special, "special");
-    attention_on(t, rng_special_nans, "special with any NaN");
-}
-
 /* Partials that are -0 (products that underflow) through matmul's and attention's tails. */
 static void test_underflow_tails(void **state) {
     const acg__simd_ops *t = level(state);
@@ -547,7 +541,7 @@ static void test_underflow_tails(void **state) {
             w.p[k] = -1e-30f;
         }
         for (uint32_t r = 1; r <= n; r++) {
-            matmul_case(t, 0, x.p, w.p, n_in, n_out, r, 0, n_out);
+            matmul_case(t, 0, "underflowing", x.p, w.p, n_in, n_out, r, 0, n_out);
         }
         /* One page of 40 rows of -1e-30: every partial with a term is -0. */
         uint32_t n_pos = 40, hv = n_in < 64 ? n_in : 64;
@@ -572,6 +566,29 @@ static void test_underflow_tails(void **state) {
         buf_free(w);
     }
 }
+
+/* ---- each family on random data and on special values ----------------------------------- */
+
+static const family reductions = {reductions_on, rng_float, 1, 2, 6};
+static const family matmuls = {matmul_shapes, rng_float, 10, 11, 12};
+static const family elementwise = {elementwise_on, rng_wide, 20, 21, 24};
+static const family attention = {attention_on, rng_float, 30, 31, 32};
+
+static void test_reductions_random(void **state) { on_random(state, &reductions); }
+
+static void test_reductions_special(void **state) { on_special(state, &reductions); }
+
+static void test_matmul_random(void **state) { on_random(state, &matmuls); }
+
+static void test_matmul_special(void **state) { on_special(state, &matmuls); }
+
+static void test_elementwise_random(void **state) { on_random(state, &elementwise); }
+
+static void test_elementwise_special(void **state) { on_special(state, &elementwise); }
+
+static void test_attention_random(void **state) { on_random(state, &attention); }
+
+static void test_attention_special(void **state) { on_special(state, &attention); }
 
 /* ---- the choice of table ------------------------------------------------------------------ */
 

@@ -13,17 +13,6 @@
 
 #include <acg/model.h>
 
-/* The group's temporary directory and the counting allocator (common.h). */
-static int setup(void **state) {
-    (void)state;
-    return tc_host_files_setup("acg-tokenizer");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return tc_host_files_teardown();
-}
-
 /* ---- building tokenizer files ------------------------------------------------------------- */
 
 typedef struct file_builder {
@@ -75,23 +64,36 @@ static void build_hand(file_builder *b) {
     put_token(b, 10, " abc");
 }
 
+/* acg_tokenizer_load as a tc_loader: arg points at the vocabulary's size. */
+static acg_status load_tokenizer(const char *path, const void *arg, void **out) {
+    acg_tokenizer *t = *out;
+    acg_status st = acg_tokenizer_load(path, *(const int32_t *)arg, &t);
+    *out = t;
+    return st;
+}
+
 /* Loading path as vocab_size tokens fails with want; the message names the file and every
  * needle; nothing leaks. */
 #define EXPECT_LOAD_FAILS(want, path, vocab, ...)                                                  \
-    expect_load_fails_(ACG_##want, (path), (vocab), __FILE__, __LINE__, __VA_ARGS__, NULL)
-static void expect_load_fails_(acg_status want, const char *path, int32_t vocab, const char *file,
-                               int line, ...) {
-    acg_tokenizer *sentinel = (acg_tokenizer *)(uintptr_t)0x1234;
-    acg_tokenizer *t = sentinel;
-    int64_t live = tc_alloc_live();
-    tc_expect_(want, acg_tokenizer_load(path, vocab, &t), "acg_tokenizer_load", file, line);
-    assert_ptr_equal(t, sentinel);
-    va_list ap;
-    va_start(ap, line);
-    tc_last_error_names_file_(path, file, line, ap);
-    va_end(ap);
-    assert_int_equal(tc_alloc_live(), live);
+    tc_expect_load_fails_(ACG_##want, load_tokenizer, "acg_tokenizer_load",                        \
+                          &(const int32_t){(vocab)}, (path), __FILE__, __LINE__, __VA_ARGS__,      \
+                          NULL)
+
+/* A case on the preset tokenizer of 512 tokens, which the setup makes (the case's state) and the
+ * teardown frees. */
+static int preset_setup(void **state) {
+    acg_tokenizer *t = NULL;
+    TC_OK(acg_tokenizer_preset(512, &t));
+    *state = t;
+    return 0;
 }
+
+static int preset_teardown(void **state) {
+    TC_OK(acg_tokenizer_free(*state));
+    return 0;
+}
+
+#define PRESET_CASE(test) cmocka_unit_test_setup_teardown(test, preset_setup, preset_teardown)
 
 /* Encodes text (asserting success) into ids; returns the count. */
 static size_t encode(const acg_tokenizer *t, const char *text, bool bos, bool eos, int32_t *ids,
@@ -99,6 +101,19 @@ static size_t encode(const acg_tokenizer *t, const char *text, bool bos, bool eo
     size_t n = 0;
     TC_OK(acg_tokenizer_encode(t, text, bos, eos, ids, cap, &n));
     return n;
+}
+
+/* text encodes (BOS and EOS as asked) to exactly the ids that follow. */
+#define EXPECT_IDS(t, text, bos, eos, ...)                                                         \
+    expect_ids((t), (text), (bos), (eos), (const int32_t[]){__VA_ARGS__},                          \
+               sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t))
+static void expect_ids(const acg_tokenizer *t, const char *text, bool bos, bool eos,
+                       const int32_t *want, size_t n) {
+    int32_t ids[64];
+    assert_int_equal(encode(t, text, bos, eos, ids, 64), n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(ids[i], want[i]);
+    }
 }
 
 /* Decoding ids (after BOS) gives text back. */
@@ -167,11 +182,8 @@ static void test_preset_bad_size(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_preset(512, NULL));
     assert_null(t);
     TC_OK(acg_tokenizer_preset(259, &t)); /* no generated pieces at all */
-    int32_t ids[8];
-    size_t n = encode(t, "hi", false, false, ids, 8);
-    assert_int_equal(n, 3);
-    assert_int_equal(ids[0], ACG_TOKEN_BYTE0 + ' ');
-    assert_int_equal(ids[1], ACG_TOKEN_BYTE0 + 'h');
+    EXPECT_IDS(t, "hi", false, false, ACG_TOKEN_BYTE0 + ' ', ACG_TOKEN_BYTE0 + 'h',
+               ACG_TOKEN_BYTE0 + 'i');
     TC_OK(acg_tokenizer_free(t));
 }
 
@@ -199,25 +211,16 @@ static void test_round_trips(void **state) {
 
 /* BOS and EOS only when asked; the dummy prefix only for non-empty text; merges happen. */
 static void test_bos_eos(void **state) {
-    (void)state;
-    acg_tokenizer *t = NULL;
-    TC_OK(acg_tokenizer_preset(512, &t));
+    acg_tokenizer *t = *state;
     int32_t ids[64];
     assert_int_equal(encode(t, "", false, false, ids, 64), 0);
-    assert_int_equal(encode(t, "", true, true, ids, 64), 2);
-    assert_int_equal(ids[0], ACG_TOKEN_BOS);
-    assert_int_equal(ids[1], ACG_TOKEN_EOS);
-    size_t n = encode(t, "the", true, true, ids, 64);
-    assert_int_equal(ids[0], ACG_TOKEN_BOS);
-    assert_int_equal(ids[n - 1], ACG_TOKEN_EOS);
+    EXPECT_IDS(t, "", true, true, ACG_TOKEN_BOS, ACG_TOKEN_EOS);
     /* " the" is a preset piece: prefix and word merge into it. */
-    assert_int_equal(n, 3);
-    assert_int_equal(ids[1], acg_tokenizer_find(t, " the", 4));
-    assert_string_equal(acg_tokenizer_decode(t, ACG_TOKEN_BOS, ids[1]), "the");
-    assert_string_equal(acg_tokenizer_decode(t, 7, ids[1]), " the");
-    n = encode(t, "the", false, false, ids, 64);
-    assert_int_equal(n, 1);
-    TC_OK(acg_tokenizer_free(t));
+    const int32_t the = acg_tokenizer_find(t, " the", 4);
+    EXPECT_IDS(t, "the", true, true, ACG_TOKEN_BOS, the, ACG_TOKEN_EOS);
+    assert_string_equal(acg_tokenizer_decode(t, ACG_TOKEN_BOS, the), "the");
+    assert_string_equal(acg_tokenizer_decode(t, 7, the), " the");
+    EXPECT_IDS(t, "the", false, false, the);
 }
 
 /* The hand-built vocabulary: the best-scoring pair merges first. */
@@ -227,29 +230,15 @@ static void test_merge_order(void **state) {
     build_hand(&b);
     acg_tokenizer *t = NULL;
     TC_OK(acg_tokenizer_load(write_builder("hand.bin", &b), HAND_VOCAB, &t));
-    int32_t ids[16];
     /* [" ", a, b, c]: bc (5) beats " a" (3) and ab (1); then " a" (3) beats abc (0.5); then
      * " a" + bc join into " abc". */
-    size_t n = encode(t, "abc", false, false, ids, 16);
-    assert_int_equal(n, 1);
-    assert_int_equal(ids[0], T_SPACE_ABC);
+    EXPECT_IDS(t, "abc", false, false, T_SPACE_ABC);
     /* [" ", a, b, a, b]: " a" first, then the remaining ab; "ba" and " ab" are no pieces. */
-    n = encode(t, "abab", false, false, ids, 16);
-    assert_int_equal(n, 3);
-    assert_int_equal(ids[0], T_SPACE_A);
-    assert_int_equal(ids[1], T_B);
-    assert_int_equal(ids[2], T_AB);
+    EXPECT_IDS(t, "abab", false, false, T_SPACE_A, T_B, T_AB);
     /* [" ", c, a, b]: " c" is no piece, ab (1) merges; "cab" is none. */
-    n = encode(t, "cab", false, false, ids, 16);
-    assert_int_equal(n, 3);
-    assert_int_equal(ids[0], T_SPACE);
-    assert_int_equal(ids[1], T_C);
-    assert_int_equal(ids[2], T_AB);
+    EXPECT_IDS(t, "cab", false, false, T_SPACE, T_C, T_AB);
     /* A byte without a token, and no byte tokens: <unk>. */
-    n = encode(t, "z", true, true, ids, 16);
-    assert_int_equal(n, 4);
-    assert_int_equal(ids[1], T_SPACE);
-    assert_int_equal(ids[2], ACG_TOKEN_UNK);
+    EXPECT_IDS(t, "z", true, true, ACG_TOKEN_BOS, T_SPACE, ACG_TOKEN_UNK, ACG_TOKEN_EOS);
     TC_OK(acg_tokenizer_free(t));
 }
 
@@ -267,20 +256,14 @@ static void test_merge_tie(void **state) {
     put_token(&b, 2, " x");
     acg_tokenizer *t = NULL;
     TC_OK(acg_tokenizer_load(write_builder("tie.bin", &b), 7, &t));
-    int32_t ids[8];
     /* [" ", x, x]: " x" and xx both score 2; the leftmost, " x", merges. */
-    size_t n = encode(t, "xx", false, false, ids, 8);
-    assert_int_equal(n, 2);
-    assert_int_equal(ids[0], 6);
-    assert_int_equal(ids[1], 4);
+    EXPECT_IDS(t, "xx", false, false, 6, 4);
     TC_OK(acg_tokenizer_free(t));
 }
 
 /* More ids than cap: ACG_ERR_EXHAUSTED, saying how many, n untouched. */
 static void test_cap_exhausted(void **state) {
-    (void)state;
-    acg_tokenizer *t = NULL;
-    TC_OK(acg_tokenizer_preset(512, &t));
+    acg_tokenizer *t = *state;
     int32_t ids[64];
     size_t need = encode(t, "zq#zq#", true, true, ids, 64);
     size_t n = 12345;
@@ -296,7 +279,6 @@ static void test_cap_exhausted(void **state) {
     /* strlen + 3 always suffices, even for bytes that all fall back. */
     static const char worst[] = "\x01\x02\x03\x04\x05";
     assert_true(encode(t, worst, true, true, ids, sizeof worst - 1 + 3) <= sizeof worst + 2);
-    TC_OK(acg_tokenizer_free(t));
 }
 
 /* ---- a plain reference encoder ------------------------------------------------------------ */
@@ -661,9 +643,7 @@ static void test_long_prompt(void **state) {
  * exceed cap, encoding is refused before it allocates anything. The bound is exact for a text
  * that merges into pieces of the longest length, which must still fit. */
 static void test_cap_bound(void **state) {
-    (void)state;
-    acg_tokenizer *t = NULL;
-    TC_OK(acg_tokenizer_preset(512, &t));
+    acg_tokenizer *t = *state;
     size_t len = 100 * 1024;
     char *text = malloc(len + 1);
     assert_non_null(text);
@@ -678,35 +658,31 @@ static void test_cap_bound(void **state) {
     TC_LAST_ERROR_HAS("cap is 256");
     assert_int_equal(n, 12345);
     free(text);
-    TC_OK(acg_tokenizer_free(t));
 
     /* The hand-built vocabulary's longest piece is " abc" (4 bytes): "abc" is 1 token. */
     file_builder b;
     build_hand(&b);
-    TC_OK(acg_tokenizer_load(write_builder("hand.bin", &b), HAND_VOCAB, &t));
-    assert_int_equal(encode(t, "abc", true, true, ids, 3), 3);
-    TC_EXPECT(ERR_EXHAUSTED, acg_tokenizer_encode(t, "abc", true, true, ids, 2, &n));
+    acg_tokenizer *hand = NULL;
+    TC_OK(acg_tokenizer_load(write_builder("hand.bin", &b), HAND_VOCAB, &hand));
+    assert_int_equal(encode(hand, "abc", true, true, ids, 3), 3);
+    TC_EXPECT(ERR_EXHAUSTED, acg_tokenizer_encode(hand, "abc", true, true, ids, 2, &n));
     /* [" ", a, b, c, a, b, c] merges into [" abc", "abc"]: 7 bytes in 2 pieces of at most 4. */
-    assert_int_equal(encode(t, "abcabc", false, false, ids, 2), 2);
-    TC_EXPECT(ERR_EXHAUSTED, acg_tokenizer_encode(t, "abcabc", false, false, ids, 1, &n));
-    TC_OK(acg_tokenizer_free(t));
+    assert_int_equal(encode(hand, "abcabc", false, false, ids, 2), 2);
+    TC_EXPECT(ERR_EXHAUSTED, acg_tokenizer_encode(hand, "abcabc", false, false, ids, 1, &n));
+    TC_OK(acg_tokenizer_free(hand));
 }
 
 /* A FIFO with no writer is refused at once as not a regular file: opening it must not wait for
  * a writer that never comes. */
 static void test_fifo(void **state) {
     (void)state;
-    char path[600];
-    snprintf(path, sizeof path, "%s", tc_tmp_path("tokenizer.fifo"));
-    assert_int_equal(mkfifo(path, 0600), 0);
-    tc_hang_guard(10, "loading a FIFO");
-    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, path, HAND_VOCAB, "not a regular file");
-    tc_hang_guard(0, NULL);
+    tc_expect_fifo_refused(load_tokenizer, "acg_tokenizer_load", &(const int32_t){HAND_VOCAB},
+                           "tokenizer.fifo");
 }
 
 /* Misuse: NULL and foreign tokenizers, bad tokens, NULL arguments. */
 static void test_misuse(void **state) {
-    (void)state;
+    acg_tokenizer *t = *state;
     uint32_t junk[64] = {0};
     acg_tokenizer *foreign = (acg_tokenizer *)junk;
     int32_t ids[4];
@@ -720,8 +696,6 @@ static void test_misuse(void **state) {
     assert_int_equal(acg_tokenizer_get_vocab_size(foreign), 0);
     assert_int_equal(acg_tokenizer_find(NULL, "a", 1), -1);
 
-    acg_tokenizer *t = NULL;
-    TC_OK(acg_tokenizer_preset(512, &t));
     assert_null(acg_tokenizer_decode(t, 0, 512));
     TC_LAST_ERROR_HAS("512");
     assert_null(acg_tokenizer_decode(t, 0, -1));
@@ -730,10 +704,10 @@ static void test_misuse(void **state) {
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_encode(t, "a", false, false, NULL, 4, &n));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_save(t, NULL));
     TC_EXPECT(ERR_NOT_FOUND, acg_tokenizer_save(t, tc_tmp_path("no/such/tok.bin")));
-    TC_OK(acg_tokenizer_free(t));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(NULL, 512, &t));
+    acg_tokenizer *loaded = NULL;
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(NULL, 512, &loaded));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(tc_tmp_path("x"), 512, NULL));
-    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(tc_tmp_path("x"), 2, &t));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_tokenizer_load(tc_tmp_path("x"), 2, &loaded));
     TC_LAST_ERROR_HAS("vocab_size");
 }
 
@@ -853,9 +827,7 @@ static acg_status tokenizer_job(void *ctx) {
 
 /* Every allocation of a preset, a load and an encode fails in turn: nothing leaks. */
 static void test_alloc_failures(void **state) {
-    (void)state;
-    acg_tokenizer *t = NULL;
-    TC_OK(acg_tokenizer_preset(512, &t));
+    acg_tokenizer *t = *state;
     const char *path = tc_tmp_path("alloc.bin");
     TC_OK(acg_tokenizer_save(t, path));
     char saved[600];
@@ -864,28 +836,25 @@ static void test_alloc_failures(void **state) {
     for (int which = 0; which < 3; which++) {
         assert_true(tc_alloc_sweep(tokenizer_job, &jobs[which], false) > 0);
     }
-    TC_OK(acg_tokenizer_free(t));
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_preset_tiny),
-        cmocka_unit_test(test_preset_small),
-        cmocka_unit_test(test_preset_bad_size),
-        cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_bos_eos),
-        cmocka_unit_test(test_merge_order),
-        cmocka_unit_test(test_merge_tie),
-        cmocka_unit_test(test_cap_exhausted),
-        cmocka_unit_test(test_misuse),
-        cmocka_unit_test(test_save_load),
-        cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_alloc_failures),
-        cmocka_unit_test(test_reference_presets),
-        cmocka_unit_test(test_reference_random),
-        cmocka_unit_test(test_long_prompt),
-        cmocka_unit_test(test_cap_bound),
-        cmocka_unit_test(test_fifo),
-    };
-    return cmocka_run_group_tests_name("test_tokenizer", tests, setup, teardown);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_preset_tiny),
+    cmocka_unit_test(test_preset_small),
+    cmocka_unit_test(test_preset_bad_size),
+    cmocka_unit_test(test_round_trips),
+    PRESET_CASE(test_bos_eos),
+    cmocka_unit_test(test_merge_order),
+    cmocka_unit_test(test_merge_tie),
+    PRESET_CASE(test_cap_exhausted),
+    PRESET_CASE(test_misuse),
+    cmocka_unit_test(test_save_load),
+    cmocka_unit_test(test_malformed),
+    PRESET_CASE(test_alloc_failures),
+    cmocka_unit_test(test_reference_presets),
+    cmocka_unit_test(test_reference_random),
+    cmocka_unit_test(test_long_prompt),
+    PRESET_CASE(test_cap_bound),
+    cmocka_unit_test(test_fifo),
+};
+TC_HOST_FILES_MAIN("test_tokenizer", "acg-tokenizer", tests)

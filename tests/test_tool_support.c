@@ -47,15 +47,45 @@ static void capture_end(capture *c, char *text, size_t size) {
     read_back(c->file, text, size);
 }
 
+/* What was written to f (a tmpfile, closed) is exactly want. */
+static void expect_written(FILE *f, const char *want) {
+    char text[1024];
+    read_back(f, text, sizeof text);
+    assert_string_equal(text, want);
+}
+
+/* Runs call (an int expression) with stderr captured: it must return want_rc, and what it wrote
+ * to stderr must be exactly want. */
+#define EXPECT_REPORT(want_rc, want, call)                                                         \
+    do {                                                                                           \
+        capture c_;                                                                                \
+        capture_begin(&c_);                                                                        \
+        int rc_ = (call);                                                                          \
+        expect_report_(&c_, rc_, (want_rc), (want));                                               \
+    } while (0)
+
+static void expect_report_(capture *c, int rc, int want_rc, const char *want) {
+    char err[1024];
+    capture_end(c, err, sizeof err);
+    assert_int_equal(rc, want_rc);
+    assert_string_equal(err, want);
+}
+
+/* A writer of a fresh tmpfile, which it returns (for read_back). */
+static FILE *json_on_tmpfile(tool_json *j) {
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    tool_json_begin(j, f);
+    return f;
+}
+
 /* ---- JSON writer ----------------------------------------------------------------------------- */
 
 /* Every kind of value, nested, with commas, escapes and null for what JSON cannot hold. */
 static void test_json_writes_values(void **state) {
     (void)state;
-    FILE *f = tmpfile();
-    assert_non_null(f);
     tool_json j;
-    tool_json_begin(&j, f);
+    FILE *f = json_on_tmpfile(&j);
     tool_json_object_begin(&j, NULL);
     tool_json_string(&j, "s", "a\"b\\c\n\t\x01\xff");
     tool_json_string(&j, "none", NULL);
@@ -76,21 +106,17 @@ static void test_json_writes_values(void **state) {
     tool_json_object_end(&j);
     assert_int_equal(tool_json_end(&j), TOOL_EXIT_OK);
     assert_null(j.error);
-    char text[512];
-    read_back(f, text, sizeof text);
-    assert_string_equal(text, "{\"s\": \"a\\\"b\\\\c\\n\\t\\u0001\\ufffd\", \"none\": null, "
-                              "\"x\": 1.5, \"nan\": null, \"inf\": null, \"i\": -7, "
-                              "\"u\": 18446744073709551615, \"yes\": true, \"nil\": null, "
-                              "\"list\": [1, {}, []]}\n");
+    expect_written(f, "{\"s\": \"a\\\"b\\\\c\\n\\t\\u0001\\ufffd\", \"none\": null, "
+                      "\"x\": 1.5, \"nan\": null, \"inf\": null, \"i\": -7, "
+                      "\"u\": 18446744073709551615, \"yes\": true, \"nil\": null, "
+                      "\"list\": [1, {}, []]}\n");
 }
 
 /* Fixed-point numbers are exact, whatever their size or sign; more than 9 decimals is a misuse. */
 static void test_json_fixed(void **state) {
     (void)state;
-    FILE *f = tmpfile();
-    assert_non_null(f);
     tool_json j;
-    tool_json_begin(&j, f);
+    FILE *f = json_on_tmpfile(&j);
     tool_json_array_begin(&j, NULL);
     tool_json_fixed(&j, NULL, 1234567, 3);
     tool_json_fixed(&j, NULL, -5, 3);
@@ -100,33 +126,24 @@ static void test_json_fixed(void **state) {
     tool_json_fixed(&j, NULL, 123456789012345678, 9);
     tool_json_array_end(&j);
     assert_int_equal(tool_json_end(&j), TOOL_EXIT_OK);
-    char text[256];
-    read_back(f, text, sizeof text);
-    assert_string_equal(text, "[1234.567, -0.005, 0.000, 42, -9223372036.854775808, "
-                              "123456789.012345678]\n");
+    expect_written(f, "[1234.567, -0.005, 0.000, 42, -9223372036.854775808, "
+                      "123456789.012345678]\n");
 
-    f = tmpfile();
-    assert_non_null(f);
-    tool_json_begin(&j, f);
+    f = json_on_tmpfile(&j);
     tool_json_array_begin(&j, NULL);
     tool_json_fixed(&j, NULL, 1, 10);
     tool_json_array_end(&j);
-    capture c;
-    capture_begin(&c);
-    assert_int_equal(tool_json_end(&j), TOOL_EXIT_FAILURE);
-    capture_end(&c, text, sizeof text);
-    assert_non_null(strstr(text, "more than 9 decimals"));
-    read_back(f, text, sizeof text);
-    assert_string_equal(text, "[");
+    EXPECT_REPORT(TOOL_EXIT_FAILURE,
+                  "acg: writing the JSON report: more than 9 decimals of a fixed-point number\n",
+                  tool_json_end(&j));
+    expect_written(f, "[");
 }
 
 /* TOOL_JSON_MAX_DEPTH levels are written whole. */
 static void test_json_nesting_at_limit(void **state) {
     (void)state;
-    FILE *f = tmpfile();
-    assert_non_null(f);
     tool_json j;
-    tool_json_begin(&j, f);
+    FILE *f = json_on_tmpfile(&j);
     for (int d = 0; d < TOOL_JSON_MAX_DEPTH; d++) {
         tool_json_array_begin(&j, NULL);
     }
@@ -135,22 +152,19 @@ static void test_json_nesting_at_limit(void **state) {
         tool_json_array_end(&j);
     }
     assert_int_equal(tool_json_end(&j), TOOL_EXIT_OK);
-    char text[256], want[256];
-    read_back(f, text, sizeof text);
+    char want[256];
     snprintf(want, sizeof want, "%.*s42%.*s\n", TOOL_JSON_MAX_DEPTH,
              "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", TOOL_JSON_MAX_DEPTH,
              "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
-    assert_string_equal(text, want);
+    expect_written(f, want);
 }
 
 /* One level more is an error: nothing more is written, and the end call fails with the reason
  * on stderr. */
 static void test_json_nesting_past_limit(void **state) {
     (void)state;
-    FILE *f = tmpfile();
-    assert_non_null(f);
     tool_json j;
-    tool_json_begin(&j, f);
+    FILE *f = json_on_tmpfile(&j);
     for (int d = 0; d < TOOL_JSON_MAX_DEPTH; d++) {
         tool_json_object_begin(&j, d == 0 ? NULL : "k");
     }
@@ -161,13 +175,9 @@ static void test_json_nesting_past_limit(void **state) {
     for (int d = 0; d <= TOOL_JSON_MAX_DEPTH; d++) {
         tool_json_object_end(&j);
     }
-    capture c;
-    char err[256];
-    capture_begin(&c);
-    int rc = tool_json_end(&j);
-    capture_end(&c, err, sizeof err);
-    assert_int_equal(rc, TOOL_EXIT_FAILURE);
-    assert_string_equal(err, "acg: writing the JSON report: nesting deeper than 16 levels\n");
+    EXPECT_REPORT(TOOL_EXIT_FAILURE,
+                  "acg: writing the JSON report: nesting deeper than 16 levels\n",
+                  tool_json_end(&j));
     char text[256];
     read_back(f, text, sizeof text);
     assert_int_equal(strncmp(text, "{\"k\": {\"k\": {", 13), 0);
@@ -248,19 +258,12 @@ static void misuse_writer(tool_json *j, misuse m) {
 static void test_json_misuse(void **state) {
     (void)state;
     for (int m = 0; m < N_MISUSES; m++) {
-        FILE *f = tmpfile();
-        assert_non_null(f);
         tool_json j;
-        tool_json_begin(&j, f);
+        FILE *f = json_on_tmpfile(&j);
         misuse_writer(&j, (misuse)m);
-        capture c;
-        char err[256], want[256];
-        capture_begin(&c);
-        int rc = tool_json_end(&j);
-        capture_end(&c, err, sizeof err);
-        assert_int_equal(rc, TOOL_EXIT_FAILURE);
+        char want[256];
         snprintf(want, sizeof want, "acg: writing the JSON report: %s\n", misuse_errors[m]);
-        assert_string_equal(err, want);
+        EXPECT_REPORT(TOOL_EXIT_FAILURE, want, tool_json_end(&j));
         char text[64];
         read_back(f, text, sizeof text);
         assert_null(strchr(text, '\n')); /* the line is never ended as if it were whole */
@@ -279,15 +282,11 @@ static void test_json_write_failure(void **state) {
     tool_json_object_begin(&j, NULL);
     tool_json_string(&j, "k", "v");
     tool_json_object_end(&j);
-    capture c;
-    char err[256];
-    capture_begin(&c);
-    int rc = tool_json_end(&j);
-    capture_end(&c, err, sizeof err);
+    EXPECT_REPORT(TOOL_EXIT_FAILURE,
+                  "acg: writing the JSON report: the output could not be written: No space left "
+                  "on device\n",
+                  tool_json_end(&j));
     fclose(f);
-    assert_int_equal(rc, TOOL_EXIT_FAILURE);
-    assert_string_equal(err, "acg: writing the JSON report: the output could not be written: No "
-                             "space left on device\n");
 }
 
 /* ---- table printer --------------------------------------------------------------------------- */
@@ -308,12 +307,10 @@ static void test_table(void **state) {
     tool_table_cell(&t, "%s", "graph");
     tool_table_cell(&t, "%d", 12);
     tool_table_cell(&t, "%s", "longer");
-    char text[512];
-    read_back(f, text, sizeof text);
-    assert_string_equal(text, "mode    a long header  name\n"
-                              "---------------------------\n"
-                              "eager             2.5  x\n"
-                              "graph              12  longer\n");
+    expect_written(f, "mode    a long header  name\n"
+                      "---------------------------\n"
+                      "eager             2.5  x\n"
+                      "graph              12  longer\n");
 }
 
 /* ---- statistics ------------------------------------------------------------------------------ */
@@ -434,19 +431,12 @@ static void test_option_usage_errors(void **state) {
     static const char usage[] = "usage: acg x [--n N]\n";
     uint64_t u = 7;
     double d = 0;
-    capture c;
-    char err[256];
-    capture_begin(&c);
-    int rc = tool_option_u64(usage, "x: ", "--n", "0", 1, 9, &u);
-    capture_end(&c, err, sizeof err);
-    assert_int_equal(rc, TOOL_EXIT_USAGE);
+    EXPECT_REPORT(TOOL_EXIT_USAGE,
+                  "acg: x: --n takes a whole number in [1, 9]\nusage: acg x [--n N]\n",
+                  tool_option_u64(usage, "x: ", "--n", "0", 1, 9, &u));
     assert_true(u == 7);
-    assert_string_equal(err, "acg: x: --n takes a whole number in [1, 9]\nusage: acg x [--n N]\n");
-    capture_begin(&c);
-    rc = tool_option_double(usage, "", "--p", NULL, 0, 1, true, &d);
-    capture_end(&c, err, sizeof err);
-    assert_int_equal(rc, TOOL_EXIT_USAGE);
-    assert_string_equal(err, "acg: --p takes a number in (0, 1]\nusage: acg x [--n N]\n");
+    EXPECT_REPORT(TOOL_EXIT_USAGE, "acg: --p takes a number in (0, 1]\nusage: acg x [--n N]\n",
+                  tool_option_double(usage, "", "--p", NULL, 0, 1, true, &d));
     assert_int_equal(tool_option_u64(usage, "", "--n", "9", 1, 9, &u), TOOL_EXIT_OK);
     assert_true(u == 9);
     assert_int_equal(tool_option_double(usage, "", "--p", "1", 0, 1, true, &d), TOOL_EXIT_OK);
@@ -459,19 +449,11 @@ static void test_failure_reports(void **state) {
     acg_buffer *b = NULL;
     acg_status st = acg_buffer_alloc(NULL, 16, &b);
     assert_int_not_equal(st, ACG_OK);
-    char want[512], err[512];
+    char want[512];
     snprintf(want, sizeof want, "acg: allocating: %s\n", acg_last_error());
-    capture c;
-    capture_begin(&c);
-    int rc = tool_fail(st, "allocating");
-    capture_end(&c, err, sizeof err);
-    assert_int_equal(rc, TOOL_EXIT_FAILURE);
-    assert_string_equal(err, want);
-    capture_begin(&c);
-    rc = tool_failf("reading", "'%s' is %d bytes short", "f.bin", 3);
-    capture_end(&c, err, sizeof err);
-    assert_int_equal(rc, TOOL_EXIT_FAILURE);
-    assert_string_equal(err, "acg: reading: 'f.bin' is 3 bytes short\n");
+    EXPECT_REPORT(TOOL_EXIT_FAILURE, want, tool_fail(st, "allocating"));
+    EXPECT_REPORT(TOOL_EXIT_FAILURE, "acg: reading: 'f.bin' is 3 bytes short\n",
+                  tool_failf("reading", "'%s' is %d bytes short", "f.bin", 3));
 }
 
 /* ---- tables of commands ---------------------------------------------------------------------- */
@@ -506,23 +488,17 @@ static void test_command_tables(void **state) {
     bool first = true;
     tool_command_usage(f, top_table, &first);
     assert_false(first);
-    char text[512];
-    read_back(f, text, sizeof text);
-    assert_string_equal(text, "usage: acg one\n"
-                              "       acg group a [--x]\n"
-                              "       acg group b [--long-option VALUE]\n"
-                              "             [--more]\n");
+    expect_written(f, "usage: acg one\n"
+                      "       acg group a [--x]\n"
+                      "       acg group b [--long-option VALUE]\n"
+                      "             [--more]\n");
 
-    capture c;
-    char err[512];
-    capture_begin(&c);
-    int rc = tool_command_usage_error(sub_table, "group: unknown command '%s'", "z");
-    capture_end(&c, err, sizeof err);
-    assert_int_equal(rc, TOOL_EXIT_USAGE);
-    assert_string_equal(err, "acg: group: unknown command 'z'\n"
-                             "usage: acg group a [--x]\n"
-                             "       acg group b [--long-option VALUE]\n"
-                             "             [--more]\n");
+    EXPECT_REPORT(TOOL_EXIT_USAGE,
+                  "acg: group: unknown command 'z'\n"
+                  "usage: acg group a [--x]\n"
+                  "       acg group b [--long-option VALUE]\n"
+                  "             [--more]\n",
+                  tool_command_usage_error(sub_table, "group: unknown command '%s'", "z"));
 }
 
 int main(void) {

@@ -10,17 +10,6 @@
 
 #include <acg/model.h>
 
-/* The group's temporary directory and the counting allocator (common.h). */
-static int setup(void **state) {
-    (void)state;
-    return tc_host_files_setup("acg-weights");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return tc_host_files_teardown();
-}
-
 /* The checkpoint's floats after the header, computed here independently of the library. */
 static uint64_t payload_floats(const int32_t h[7]) {
     uint64_t dim = (uint64_t)h[0], hidden = (uint64_t)h[1], layers = (uint64_t)h[2];
@@ -54,46 +43,39 @@ static const char *write_file(const char *name, const void *header, size_t heade
 /* A small valid header: dim 8, hidden 16, 1 layer, 2 heads, 1 KV head, vocab 32, seq 8. */
 static const int32_t small_header[7] = {8, 16, 1, 2, 1, 32, 8};
 
+/* acg_model_weights_load as a tc_loader. */
+static acg_status load_weights(const char *path, const void *arg, void **out) {
+    (void)arg;
+    acg_model_weights *w = *out;
+    acg_status st = acg_model_weights_load(path, &w);
+    *out = w;
+    return st;
+}
+
 /* Loading path fails with `want`, the message names the file and every needle, and nothing
  * leaks. */
 #define EXPECT_LOAD_FAILS(want, path, ...)                                                         \
-    expect_load_fails_(ACG_##want, (path), __FILE__, __LINE__, __VA_ARGS__, NULL)
-static void expect_load_fails_(acg_status want, const char *path, const char *file, int line, ...) {
-    acg_model_weights *sentinel = (acg_model_weights *)(uintptr_t)0x1234;
-    acg_model_weights *w = sentinel;
-    int64_t live = tc_alloc_live();
-    tc_expect_(want, acg_model_weights_load(path, &w), "acg_model_weights_load", file, line);
-    assert_ptr_equal(w, sentinel);
-    va_list ap;
-    va_start(ap, line);
-    tc_last_error_names_file_(path, file, line, ap);
-    va_end(ap);
-    assert_int_equal(tc_alloc_live(), live);
+    tc_expect_load_fails_(ACG_##want, load_weights, "acg_model_weights_load", NULL, (path),        \
+                          __FILE__, __LINE__, __VA_ARGS__, NULL)
+
+/* The preset of this name has the configuration want, and says its size. */
+static void expect_preset_config(const char *name, acg_model_config want) {
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
+    TC_OK(acg_model_preset_get_config(name, &c));
+    assert_int_equal(c.size, sizeof c);
+    tc_expect_model_config(&c, &want);
 }
 
 /* Both presets have the configurations the issue gives. */
 static void test_preset_configs(void **state) {
     (void)state;
-    acg_model_config c = ACG_MODEL_CONFIG_INIT;
-    TC_OK(acg_model_preset_get_config("tiny", &c));
-    assert_int_equal(c.size, sizeof c);
-    assert_int_equal(c.dim, 64);
-    assert_int_equal(c.hidden_dim, 172);
-    assert_int_equal(c.n_layers, 2);
-    assert_int_equal(c.n_heads, 4);
-    assert_int_equal(c.n_kv_heads, 2);
-    assert_int_equal(c.vocab_size, 512);
-    assert_int_equal(c.seq_len, 256);
-    assert_false(c.shared_classifier);
-    TC_OK(acg_model_preset_get_config("small", &c));
-    assert_int_equal(c.dim, 288);
-    assert_int_equal(c.hidden_dim, 768);
-    assert_int_equal(c.n_layers, 6);
-    assert_int_equal(c.n_heads, 6);
-    assert_int_equal(c.n_kv_heads, 6);
-    assert_int_equal(c.vocab_size, 32000);
-    assert_int_equal(c.seq_len, 256);
+    /* dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier */
+    expect_preset_config(
+        "tiny", (acg_model_config){sizeof(acg_model_config), 64, 172, 2, 4, 2, 512, 256, false});
+    expect_preset_config("small", (acg_model_config){sizeof(acg_model_config), 288, 768, 6, 6, 6,
+                                                     32000, 256, false});
 
+    acg_model_config c = ACG_MODEL_CONFIG_INIT;
     TC_EXPECT(ERR_NOT_FOUND, acg_model_preset_get_config("huge", &c));
     TC_LAST_ERROR_HAS("huge");
     TC_LAST_ERROR_HAS("tiny");
@@ -120,14 +102,7 @@ static void assert_same_weights(const acg_model_weights *a, const acg_model_weig
     assert_non_null(ca);
     assert_non_null(cb);
     assert_int_equal(ca->size, cb->size);
-    assert_int_equal(ca->dim, cb->dim);
-    assert_int_equal(ca->hidden_dim, cb->hidden_dim);
-    assert_int_equal(ca->n_layers, cb->n_layers);
-    assert_int_equal(ca->n_heads, cb->n_heads);
-    assert_int_equal(ca->n_kv_heads, cb->n_kv_heads);
-    assert_int_equal(ca->vocab_size, cb->vocab_size);
-    assert_int_equal(ca->seq_len, cb->seq_len);
-    assert_int_equal(ca->shared_classifier, cb->shared_classifier);
+    tc_expect_model_config(cb, ca);
     const acg_model_tensors *ta = acg_model_weights_get_tensors(a);
     const acg_model_tensors *tb = acg_model_weights_get_tensors(b);
     /* The tensors are contiguous from the embedding on: compare the whole payload. */
@@ -452,12 +427,7 @@ static void test_not_a_checkpoint(void **state) {
  * a writer that never comes. */
 static void test_fifo(void **state) {
     (void)state;
-    char path[600];
-    snprintf(path, sizeof path, "%s", tc_tmp_path("model.fifo"));
-    assert_int_equal(mkfifo(path, 0600), 0);
-    tc_hang_guard(10, "loading a FIFO");
-    EXPECT_LOAD_FAILS(ERR_INVALID_ARGUMENT, path, "not a regular file");
-    tc_hang_guard(0, NULL);
+    tc_expect_fifo_refused(load_weights, "acg_model_weights_load", NULL, "model.fifo");
 }
 
 /* Misuse of the objects: NULL and foreign pointers, bad configs, unwritable paths. */
@@ -550,22 +520,20 @@ static void test_config_versions(void **state) {
     assert_int_equal(out.dim, 64);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_preset_configs),
-        cmocka_unit_test(test_round_trip_tiny),
-        cmocka_unit_test(test_round_trip_small),
-        cmocka_unit_test(test_round_trip_separate_classifier),
-        cmocka_unit_test(test_seeded_weights),
-        cmocka_unit_test(test_preset_golden_bytes),
-        cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_trailing_bytes),
-        cmocka_unit_test(test_bad_fields),
-        cmocka_unit_test(test_not_a_checkpoint),
-        cmocka_unit_test(test_fifo),
-        cmocka_unit_test(test_misuse),
-        cmocka_unit_test(test_alloc_failures),
-        cmocka_unit_test(test_config_versions),
-    };
-    return cmocka_run_group_tests_name("test_weights", tests, setup, teardown);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_preset_configs),
+    cmocka_unit_test(test_round_trip_tiny),
+    cmocka_unit_test(test_round_trip_small),
+    cmocka_unit_test(test_round_trip_separate_classifier),
+    cmocka_unit_test(test_seeded_weights),
+    cmocka_unit_test(test_preset_golden_bytes),
+    cmocka_unit_test(test_truncated),
+    cmocka_unit_test(test_trailing_bytes),
+    cmocka_unit_test(test_bad_fields),
+    cmocka_unit_test(test_not_a_checkpoint),
+    cmocka_unit_test(test_fifo),
+    cmocka_unit_test(test_misuse),
+    cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_config_versions),
+};
+TC_HOST_FILES_MAIN("test_weights", "acg-weights", tests)

@@ -95,6 +95,17 @@ usage_error() {
     expect_files
 }
 
+# fails STATUS TEXT NAME ARGS...: exit STATUS with one line on stderr, "acg: " and holding TEXT,
+# and no file written.
+fails() {
+    fails_status=$1
+    fails_text=$2
+    shift 2
+    run "$@"
+    one_line_error "$fails_status" "$fails_text"
+    expect_files
+}
+
 # expect_kernels FILE: FILE names the model's kernels.
 expect_kernels() {
     for k in embed_f32 rmsnorm_f32 matmul_f32 rope_f32 kv_store_f32 attention_f32 swiglu_f32 \
@@ -323,41 +334,31 @@ printf '#!/bin/sh\necho "Error: <stdin>: syntax error in line 1" >&2\nexit 3\n' 
     >"$DIR/bad-dot-bin/dot"
 chmod +x "$DIR/bad-dot-bin/dot"
 RUN_PATH=$DIR/bad-dot-bin
-run "--svg, dot fails" $TINY --bucket 0 --svg "$W/g.svg"
-one_line_error 1 "dot -Tsvg failed with exit status 3: Error: <stdin>: syntax error in line 1"
-expect_files
+fails 1 "dot -Tsvg failed with exit status 3: Error: <stdin>: syntax error in line 1" \
+    "--svg, dot fails" $TINY --bucket 0 --svg "$W/g.svg"
 pass
 
 mkdir -p "$DIR/dying-dot-bin"
 printf '#!/bin/sh\necho "<svg" \nkill -9 $$\n' >"$DIR/dying-dot-bin/dot"
 chmod +x "$DIR/dying-dot-bin/dot"
 RUN_PATH=$DIR/dying-dot-bin
-run "--svg, dot killed" $TINY --svg "$W/all.svg"
-one_line_error 1 "dot -Tsvg was killed by signal 9"
-expect_files
+fails 1 "dot -Tsvg was killed by signal 9" "--svg, dot killed" $TINY --svg "$W/all.svg"
 pass
 RUN_PATH=
 
 # ---- bad output paths: exit 1, checked before the model is built ------------------------------
 
-run "--dot into a missing directory" $TINY --bucket 0 --dot "$W/no-such-dir/g.dot"
-one_line_error 1 "'$W/no-such-dir/g.dot': No such file or directory"
-expect_files
+fails 1 "'$W/no-such-dir/g.dot': No such file or directory" \
+    "--dot into a missing directory" $TINY --bucket 0 --dot "$W/no-such-dir/g.dot"
 pass
 
-run "--dot to a directory" $TINY --bucket 0 --dot "$W"
-one_line_error 1 "'$W': Is a directory"
-expect_files
+fails 1 "'$W': Is a directory" "--dot to a directory" $TINY --bucket 0 --dot "$W"
 pass
 
-run "--dot to a directory, trailing slash" $TINY --bucket 0 --dot "$W/"
-one_line_error 1 "Is a directory"
-expect_files
+fails 1 "Is a directory" "--dot to a directory, trailing slash" $TINY --bucket 0 --dot "$W/"
 pass
 
-run "--svg to a directory" $TINY --bucket 0 --svg "$W"
-one_line_error 1 "'$W': Is a directory"
-expect_files
+fails 1 "'$W': Is a directory" "--svg to a directory" $TINY --bucket 0 --svg "$W"
 pass
 
 : >"$DIR/file"
@@ -557,29 +558,25 @@ pass
 
 # ---- failures while working: exit 1, nothing left behind -------------------------------------
 
-run "unknown backend" --backend no-such-backend --preset tiny --bucket 0 --dot "$W/g.dot"
-one_line_error 1 "no-such-backend"
+fails 1 "no-such-backend" \
+    "unknown backend" --backend no-such-backend --preset tiny --bucket 0 --dot "$W/g.dot"
 expect_err "opening the device"
-expect_files
 pass
 
-run "missing model" --backend cpu --model "$W/m.bin" --tokenizer "$W/t.bin" --dot "$W/g.dot"
-one_line_error 1 "loading the model"
-expect_files
+fails 1 "loading the model" \
+    "missing model" --backend cpu --model "$W/m.bin" --tokenizer "$W/t.bin" --dot "$W/g.dot"
 pass
 
 # ---- bad command lines: exit 2, nothing written -----------------------------------------------
 
 # The bucket's range is the model's: found once it is built, one line naming the range.
-run "--bucket out of range" $TINY --bucket "$n_buckets" --dot "$W/g.dot"
-one_line_error 2 "--bucket $n_buckets: the model has buckets 0..$last (--list shows them)"
-expect_files
+fails 2 "--bucket $n_buckets: the model has buckets 0..$last (--list shows them)" \
+    "--bucket out of range" $TINY --bucket "$n_buckets" --dot "$W/g.dot"
 expect_no_out
 pass
 
-run "--bucket out of range, --svg" $TINY --bucket 4294967295 --svg "$W/g.svg"
-one_line_error 2 "the model has buckets 0..$last"
-expect_files
+fails 2 "the model has buckets 0..$last" \
+    "--bucket out of range, --svg" $TINY --bucket 4294967295 --svg "$W/g.svg"
 pass
 
 for bad in abc -1 1.5 " 1" "" 4294967296; do
