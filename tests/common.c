@@ -3,6 +3,7 @@
 #include "common.h"
 #include "core/acg-impl.h" /* acg__device_inject_fault */
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <pthread.h>
@@ -806,13 +807,9 @@ void tc_hang_guard(unsigned seconds, const char *what) {
 /* ---- the backends' own tests (tests/cuda, tests/level_zero, tests/opencl) ------------------ */
 
 void tc_expect_node_kinds(const acg_graph *g, const acg_node_kind *kinds, size_t n) {
-    size_t nodes = 0;
-    TC_OK(acg_graph_get_node_count(g, &nodes));
-    assert_int_equal(nodes, n);
+    tc_expect_node_count(g, n);
     for (size_t i = 0; i < n; i++) {
-        acg_node_info info;
-        TC_OK(acg_graph_get_node(g, i, &info));
-        assert_int_equal(info.kind, kinds[i]);
+        assert_int_equal(tc_node(g, i).kind, kinds[i]);
     }
 }
 
@@ -893,6 +890,10 @@ void tc_end_capture_expect_nodes(acg_stream *s, size_t n) {
     TC_OK(acg_stream_end_capture(s, &g));
     tc_expect_node_count(g, n);
     TC_OK(acg_graph_destroy(g));
+}
+
+uint64_t tc_mul_sat(uint64_t a, uint64_t b) {
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
 acg_kernel_desc tc_rows_kernel_desc(const char *name) {
@@ -1001,12 +1002,15 @@ acg_device *tc_open_lost(void) {
 }
 
 bool tc_shm_segment_named(int pid) {
-    char path[64];
-    for (unsigned i = 0; i < 64; i++) {
-        snprintf(path, sizeof path, "/dev/shm/acg-%d-%u", pid, i);
-        if (access(path, F_OK) == 0) {
-            return true;
-        }
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "acg-%d-", pid);
+    DIR *d = opendir("/dev/shm");
+    bool found = false;
+    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL && !found; e = readdir(d)) {
+        found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
     }
-    return false;
+    if (d != NULL) {
+        closedir(d);
+    }
+    return found;
 }

@@ -364,6 +364,9 @@ void tc_end_capture_expect_nodes(acg_stream *s, size_t n);
  * signature (out, x, w, width, rows), three buffers of 4-byte items and two u32 scalars. The
  * definition has the name and signature; its shape and code are the caller's. */
 acg_kernel_desc tc_rows_kernel_desc(const char *name);
+/* a * b, or UINT64_MAX where that overflows: the extent a shape callback reports (an extent too
+ * large for any buffer is refused, never wrapped to a small one). */
+uint64_t tc_mul_sat(uint64_t a, uint64_t b);
 /* A stream with the buffers such a kernel runs on. */
 typedef struct tc_rows_io {
     acg_stream *s;
@@ -429,7 +432,7 @@ void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, c
 acg_device *tc_open_lost(void);
 
 /* Whether /dev/shm still names a memory segment of acg's made by process pid (the cpu backend's
- * collectives name theirs acg-PID-N; the first 64 are looked for). */
+ * collectives name theirs acg-PID-N, any N). */
 bool tc_shm_segment_named(int pid);
 
 #endif /* ACG_TESTS_COMMON_H */

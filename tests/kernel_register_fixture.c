@@ -29,14 +29,10 @@ static void rowscale_cpu(const acg_cpu_arg *a, const uint32_t global[3]) {
 
 const char *const rowscale_cl = tc_test_kernels_cl;
 
-static uint64_t mul_sat(uint64_t a, uint64_t b) {
-    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
-}
-
 static const char *rowscale_shape(const acg_arg *a, const acg_dims *d, uint64_t *extent) {
     const uint64_t width = a[3].value.u32, n = a[4].value.u32;
-    extent[0] = extent[1] = mul_sat(mul_sat(4, width), n);
-    extent[2] = mul_sat(4, width);
+    extent[0] = extent[1] = tc_mul_sat(tc_mul_sat(4, width), n);
+    extent[2] = tc_mul_sat(4, width);
     return d->global[0] < width || d->global[1] < n ? "the grid must cover (width, n)" : NULL;
 }
 
@@ -122,12 +118,6 @@ void rowscale_ref(float *out, const float *x, const float *w, uint32_t width, ui
             out[r * width + c] = x[r * width + c] * w[c];
         }
     }
-}
-
-void never_called(const acg_cpu_arg *a, const uint32_t global[3]) {
-    (void)a;
-    (void)global;
-    fail();
 }
 
 const char *reached_shape(const acg_arg *a, const acg_dims *d, uint64_t *extent) {

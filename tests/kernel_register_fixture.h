@@ -49,8 +49,6 @@ acg_status rowscale(acg_stream *s, const acg_kernel *k, acg_buffer *out, size_t 
 /* The host's reference, the C function's loop. */
 void rowscale_ref(float *out, const float *x, const float *w, uint32_t width, uint32_t n);
 
-/* A C body for definitions that are refused before anything runs: running fails the case. */
-void never_called(const acg_cpu_arg *a, const uint32_t global[3]);
 /* A shape rule that accepts nothing: a launch that reaches it passed the grid checks. */
 const char *reached_shape(const acg_arg *a, const acg_dims *d, uint64_t *extent);
 /* A cpu_parts count for definitions refused, or whose parts are never offered: running fails

@@ -16,7 +16,6 @@
 #include "common.h"
 #include "fork_comm.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,21 +43,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Whether /dev/shm still names a segment of acg's made by process pid. */
-static bool segment_named(int pid) {
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "acg-%d-", pid);
-    DIR *d = opendir("/dev/shm");
-    bool found = false;
-    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL && !found; e = readdir(d)) {
-        found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    return found;
 }
 
 /* ---- one rank's work ----------------------------------------------------------------------- */
@@ -108,7 +92,7 @@ typedef int (*rank_fn)(rank_env *e, fc_group *fc, int rank, int n_ranks);
 static int rank_sums(rank_env *e, fc_group *fc, int rank, int n_ranks) {
     int32_t r = -1, n = -1;
     CHECK(acg_device_group_get_rank(e->group, &r, &n) == ACG_OK && r == rank && n == n_ranks);
-    CHECK(!segment_named(fc_pid(fc, 0))); /* unnamed once every rank mapped it */
+    CHECK(!tc_shm_segment_named(fc_pid(fc, 0))); /* unnamed once every rank mapped it */
     int bad = put_input(e, rank);
     if (bad != 0) {
         return bad;
@@ -163,7 +147,7 @@ static void run_ranks(int n_ranks, rank_fn fn, const char *name, const char *val
         _exit(bad != 0);
     }
     int children = fc_wait_children(fc);
-    bool named = segment_named(fc_pid(fc, 0));
+    bool named = tc_shm_segment_named(fc_pid(fc, 0));
     fc_destroy(fc);
     if (name != NULL) {
         unsetenv(name);

@@ -70,15 +70,11 @@ static void counters_reset(void) {
     atomic_store(&most_parts, 0);
 }
 
-static uint64_t mul_sat(uint64_t a, uint64_t b) {
-    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
-}
-
 static const char *rowdot_shape(const acg_arg *a, const acg_dims *d, uint64_t *extent) {
     const uint64_t width = a[3].value.u32, rows = a[4].value.u32;
-    extent[0] = mul_sat(4, rows);
-    extent[1] = mul_sat(mul_sat(4, width), rows);
-    extent[2] = mul_sat(4, width);
+    extent[0] = tc_mul_sat(4, rows);
+    extent[1] = tc_mul_sat(tc_mul_sat(4, width), rows);
+    extent[2] = tc_mul_sat(4, width);
     return d->global[0] < rows ? "the grid must cover the rows" : NULL;
 }
 

@@ -253,7 +253,7 @@ static void test_malformed_refused(void **state) {
     for (size_t i = 0; i < n_core + n_cuda; i++) {
         const malformed *c = i < n_core ? &cases[i] : &cuda_cases[i - n_core];
         acg_kernel_desc d = rowscale_desc("tk_malformed");
-        d.cpu.fn = never_called;
+        d.cpu.fn = tc_never_called;
         c->spoil(&d);
         TC_EXPECT(ERR_INVALID_ARGUMENT, acg_kernel_register(&d));
         TC_LAST_ERROR_HAS("acg_kernel_register");
@@ -337,7 +337,7 @@ static void test_data_rules(void **state) {
     s32.types[3] = ACG_ARG_I32;
     s32.reach[0] = s32.reach[1] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ARG(4)}};
     s32.reach[2] = (acg_kernel_reach){4, {ACG_BY_ARG(3), ACG_BY_ONE}};
-    s32.cpu.fn = never_called;
+    s32.cpu.fn = tc_never_called;
     rowscale_drop_legacy(&s32);
     TC_OK(acg_kernel_register(&s32));
     acg_device *cpu = tc_open_cpu();
@@ -371,7 +371,7 @@ static void test_grid_overflow(void **state) {
     acg_kernel_desc d = rowscale_desc("tk_grid3");
     d.dims = 3;
     d.shape = reached_shape;
-    d.cpu.fn = never_called;
+    d.cpu.fn = tc_never_called;
     TC_OK(acg_kernel_register(&d));
     acg_device *dev = tc_open();
     acg_stream *s = tc_stream(dev);

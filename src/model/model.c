@@ -12,7 +12,6 @@
 
 #define MAX_BATCH_LIMIT 1024u
 #define MAX_PAGE_SIZE 65536u
-#define MAX_RANKS 64 /* acg_device_group_create's limit */
 
 /* ---- device weights ------------------------------------------------------------------------ */
 
@@ -236,13 +235,7 @@ static acg_status read_comm(acg_device *dev, const acg_model_config *c, const ac
                           : out->allreduce_min_i32 == NULL ? "allreduce_min_i32"
                                                            : "broadcast");
     }
-    if (out->n_ranks < 1 || out->n_ranks > MAX_RANKS || out->rank < 0 ||
-        out->rank >= out->n_ranks) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT,
-                          "%s: the comm says rank %ld of %ld ranks (1 to %d ranks, rank below "
-                          "their number)",
-                          fn, (long)out->rank, (long)out->n_ranks, MAX_RANKS);
-    }
+    ACG__TRY(acg__comm_check_ranks(out, fn));
     /* Attention may leave a rank empty (it adds zeros); the feed-forward split may not, or the
      * rank would have no w2 columns to multiply. */
     if (out->n_ranks > c->hidden_dim) {

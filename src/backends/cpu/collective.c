@@ -47,7 +47,6 @@
 
 #include "cpu.h"
 
-#define MAX_RANKS 64
 #define CHUNK (64u * 1024u) /* floats per rank and round: 256 KiB */
 #define MAGIC 0x61636774u   /* "acgt", the segment's layout: changed with it (was "acgs") */
 #define NAME_BYTES 64
@@ -64,7 +63,7 @@ struct shm_rank {
 struct shm_header {
     uint32_t magic;
     uint32_t n_ranks;
-    struct shm_rank ranks[MAX_RANKS];
+    struct shm_rank ranks[ACG__MAX_RANKS];
 };
 
 struct cpu_group {
@@ -381,7 +380,7 @@ static bool reduce_shm(cpu_group *g, float *data, size_t count) {
         }
         /* Every rank's count of this round stays until every rank left it, so all read the
          * same ones. */
-        uint64_t counts[MAX_RANKS];
+        uint64_t counts[ACG__MAX_RANKS];
         for (int32_t r = 0; r < n_ranks; r++) {
             counts[r] = atomic_load_explicit(&g->h->ranks[r].count, memory_order_relaxed);
         }
@@ -402,7 +401,8 @@ static bool reduce_shm(cpu_group *g, float *data, size_t count) {
 
 /* Every rank's count, through the comm (the file's comment says how); false: the group broke. */
 static bool agree_count_host(cpu_group *g, size_t count) {
-    float digits[MAX_RANKS * COUNT_DIGITS] = {0}; /* (n_ranks, COUNT_DIGITS), low digit first */
+    float digits[ACG__MAX_RANKS * COUNT_DIGITS] = {
+        0}; /* (n_ranks, COUNT_DIGITS), low digit first */
     for (uint32_t d = 0; d < COUNT_DIGITS; d++) {
         digits[(size_t)g->rank * COUNT_DIGITS + d] =
             (float)(((uint64_t)count >> (16u * d)) & 0xffffu);
@@ -416,7 +416,7 @@ static bool agree_count_host(cpu_group *g, size_t count) {
                (long)g->rank, acg_status_name(st));
         return false;
     }
-    uint64_t counts[MAX_RANKS];
+    uint64_t counts[ACG__MAX_RANKS];
     for (int32_t r = 0; r < g->n_ranks; r++) {
         counts[r] = 0;
         for (uint32_t d = 0; d < COUNT_DIGITS; d++) {
