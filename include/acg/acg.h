@@ -669,21 +669,36 @@ static inline acg_arg acg_arg_buffer(const acg_buffer *buffer, size_t offset) {
     a.value.buf.offset = offset;
     return a;
 }
-/* acg_arg_i32(v), acg_arg_u32(v), acg_arg_i64(v), acg_arg_u64(v), acg_arg_f32(v): a scalar
- * argument, its type and the union member of its name set. */
-#define ACG__ARG_SCALAR(name, ctype, arg_type)                                                     \
-    static inline acg_arg acg_arg_##name(ctype v) {                                                \
-        acg_arg a;                                                                                 \
-        a.type = arg_type;                                                                         \
-        a.value.name = v;                                                                          \
-        return a;                                                                                  \
-    }
-ACG__ARG_SCALAR(i32, int32_t, ACG_ARG_I32)
-ACG__ARG_SCALAR(u32, uint32_t, ACG_ARG_U32)
-ACG__ARG_SCALAR(i64, int64_t, ACG_ARG_I64)
-ACG__ARG_SCALAR(u64, uint64_t, ACG_ARG_U64)
-ACG__ARG_SCALAR(f32, float, ACG_ARG_F32)
-#undef ACG__ARG_SCALAR
+static inline acg_arg acg_arg_i32(int32_t v) {
+    acg_arg a;
+    a.type = ACG_ARG_I32;
+    a.value.i32 = v;
+    return a;
+}
+static inline acg_arg acg_arg_u32(uint32_t v) {
+    acg_arg a;
+    a.type = ACG_ARG_U32;
+    a.value.u32 = v;
+    return a;
+}
+static inline acg_arg acg_arg_i64(int64_t v) {
+    acg_arg a;
+    a.type = ACG_ARG_I64;
+    a.value.i64 = v;
+    return a;
+}
+static inline acg_arg acg_arg_u64(uint64_t v) {
+    acg_arg a;
+    a.type = ACG_ARG_U64;
+    a.value.u64 = v;
+    return a;
+}
+static inline acg_arg acg_arg_f32(float v) {
+    acg_arg a;
+    a.type = ACG_ARG_F32;
+    a.value.f32 = v;
+    return a;
+}
 static inline acg_dims acg_dims_1d(uint32_t n) {
     acg_dims d = {{n, 1, 1}, {0, 0, 0}};
     return d;
