@@ -1,6 +1,7 @@
 /* env.c — the ACG_* environment variables: one list of known names, a warning for the rest, and
  * the one strict parser of every numeric variable and command-line option. A renamed switch must
  * never be ignored silently, and a mistyped number never read as another one. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,3 +159,18 @@ static void check_env(void) {
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 void acg__env_check_once(void) { pthread_once(&env_once, check_env); }
+
+void *acg__dlopen_vendor(const char *variable, const char *fallback, const char *missing,
+                         const char *fix, const char **path, char *why, size_t why_size) {
+    *path = acg__env_get(variable);
+    if (*path == NULL || (*path)[0] == '\0') {
+        *path = fallback;
+    }
+    void *h = dlopen(*path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        const char *err = dlerror();
+        snprintf(why, why_size, "%s: dlopen(\"%s\") failed (%s); %s", missing, *path,
+                 err != NULL ? err : "unknown error", fix);
+    }
+    return h;
+}

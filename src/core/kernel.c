@@ -383,3 +383,11 @@ const char *acg_kernel_get_name(const acg_kernel *k) {
     }
     return k->def->name;
 }
+
+acg_status acg__error_no_kernel_code(const char *fn, const char *kernel, const char *backend,
+                                     const char *format, const char *member) {
+    return acg__error(ACG_ERR_UNSUPPORTED,
+                      "%s: kernel %s has no code for the %s backend (its definition has no %s "
+                      "implementation for %s: %s or an impls entry)",
+                      fn, kernel, backend, format, backend, member);
+}

@@ -9,12 +9,10 @@
 #ifndef ACG_CORE_LAYER_H
 #define ACG_CORE_LAYER_H
 
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include <acg/acg.h>
 #include <acg/trace.h>
@@ -178,6 +176,16 @@ void acg__hold_device(acg_device *dev);
 /* acg__handle_retire with the error set: "<fn>: <what> <p> is not a live <what>" or the
  * enclosing-call refusal. */
 acg_status acg__retire(const void *p, acg__handle_type type, const char *fn, const char *what);
+/* ACG__DESTROY_BEGIN(p, type, fn, what), the first statement of a public destroy (or free) of p:
+ * the call scope (ACG__CALL_SCOPE); destroy(NULL) a no-op that returns ACG_OK; then
+ * acg__retire(p, type, fn, what), which waits for other threads' calls on p to return, and
+ * whose failure it returns. After it p is the caller's alone to free. */
+#define ACG__DESTROY_BEGIN(p, type, fn, what)                                                      \
+    ACG__CALL_SCOPE;                                                                               \
+    if ((p) == NULL) {                                                                             \
+        return ACG_OK;                                                                             \
+    }                                                                                              \
+    ACG__TRY(acg__retire((p), (type), (fn), (what)))
 /* Live handles, pinned allocations of all devices and registered kernels: what holds memory
  * from the allocator hook (for acg_set_allocator). */
 size_t acg__live_objects(void);
@@ -245,6 +253,20 @@ acg_status acg__comm_check_ranks(const acg_comm *comm, const char *fn);
 acg_status acg__handle_publish(const void *p, acg__handle_type type, acg__life *life,
                                const char *fn);
 
+/* ---- words every backend's slots share ----------------------------------------------------- */
+
+/* A kernel whose definition has no code for this backend: ACG_ERR_UNSUPPORTED, "<fn>: kernel
+ * <kernel> has no code for the <backend> backend (its definition has no <format> implementation
+ * for <backend>: <member> or an impls entry)", member naming the definition's own field of that
+ * code ("cuda.fatbin"). */
+acg_status acg__error_no_kernel_code(const char *fn, const char *kernel, const char *backend,
+                                     const char *format, const char *member);
+/* Opens a backend's vendor library (RTLD_NOW | RTLD_LOCAL): the file the ACG_* variable names,
+ * or fallback where it is unset or empty; *path the name opened. NULL when it cannot be opened,
+ * with why (why_size bytes) set to "<missing>: dlopen("<path>") failed (<dlerror>); <fix>". */
+void *acg__dlopen_vendor(const char *variable, const char *fallback, const char *missing,
+                         const char *fix, const char **path, char *why, size_t why_size);
+
 /* ---- traces (trace.c; the public side is include/acg/trace.h) ------------------------------
  * A place that may emit an event first asks acg__trace_on(category): one relaxed load of the
  * categories the installed hook takes (0 without a hook) and a branch, which is all tracing
@@ -303,52 +325,5 @@ static inline void acg__trace_end(acg__trace_span *sp, const acg_trace_arg *args
 #define ACG__TRACE_S(k, v)                                                                         \
     { .key = (k), .type = ACG_TRACE_ARG_STRING, .value.s = (v) }
 #define ACG__TRACE_N(args) ((uint32_t)(sizeof(args) / sizeof((args)[0])))
-
-/* ---- lib2: a public destroy's first steps ---------------------------------------------------
- * ACG__DESTROY_BEGIN(p, type, fn, what), the first statement of a public destroy (or free) of p:
- * the call scope (ACG__CALL_SCOPE); destroy(NULL) a no-op that returns ACG_OK; then
- * acg__retire(p, type, fn, what), which waits for other threads' calls on p to return, and
- * whose failure it returns. After it p is the caller's alone to free. */
-#define ACG__DESTROY_BEGIN(p, type, fn, what)                                                      \
-    ACG__CALL_SCOPE;                                                                               \
-    if ((p) == NULL) {                                                                             \
-        return ACG_OK;                                                                             \
-    }                                                                                              \
-    ACG__TRY(acg__retire((p), (type), (fn), (what)))
-
-/* ---- lib2: what every backend's slots say alike ---------------------------------------------
- * The backends' shared words, so that a message or a step reads the same in each backend. */
-
-/* A kernel whose definition has no code for this backend: ACG_ERR_UNSUPPORTED, "<fn>: kernel
- * <kernel> has no code for the <backend> backend (its definition has no <format> implementation
- * for <backend>: <member> or an impls entry)", member naming the definition's own field of that
- * code ("cuda.fatbin"). */
-static inline acg_status acg__error_no_kernel_code(const char *fn, const char *kernel,
-                                                   const char *backend, const char *format,
-                                                   const char *member) {
-    return acg__error(ACG_ERR_UNSUPPORTED,
-                      "%s: kernel %s has no code for the %s backend (its definition has no %s "
-                      "implementation for %s: %s or an impls entry)",
-                      fn, kernel, backend, format, backend, member);
-}
-
-/* Opens a backend's vendor library (RTLD_NOW | RTLD_LOCAL): the file the ACG_* variable names,
- * or fallback where it is unset or empty; *path the name opened. NULL when it cannot be opened,
- * with why (why_size bytes) set to "<missing>: dlopen("<path>") failed (<dlerror>); <fix>". */
-static inline void *acg__dlopen_vendor(const char *variable, const char *fallback,
-                                       const char *missing, const char *fix, const char **path,
-                                       char *why, size_t why_size) {
-    *path = acg__env_get(variable);
-    if (*path == NULL || (*path)[0] == '\0') {
-        *path = fallback;
-    }
-    void *h = dlopen(*path, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        const char *err = dlerror();
-        snprintf(why, why_size, "%s: dlopen(\"%s\") failed (%s); %s", missing, *path,
-                 err != NULL ? err : "unknown error", fix);
-    }
-    return h;
-}
 
 #endif /* ACG_CORE_LAYER_H */
