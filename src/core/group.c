@@ -80,12 +80,8 @@ acg_status acg_device_group_create(acg_device *dev, const acg_comm *comm, acg_de
 }
 
 acg_status acg_device_group_destroy(acg_device_group *g) {
-    ACG__CALL_SCOPE;
     static const char fn[] = "acg_device_group_destroy";
-    if (g == NULL) {
-        return ACG_OK;
-    }
-    ACG__TRY(acg__retire(g, ACG__HANDLE_GROUP, fn, "device group"));
+    ACG__DESTROY_BEGIN(g, ACG__HANDLE_GROUP, fn, "device group");
     acg_device *dev = g->dev;
     pthread_mutex_lock(&dev->lock);
     if (g->graph_refs != 0) {

@@ -139,11 +139,7 @@ acg_status acg_graph_pool_create(acg_device *dev, acg_graph_pool **out) {
 }
 
 acg_status acg_graph_pool_destroy(acg_graph_pool *pool) {
-    ACG__CALL_SCOPE;
-    if (pool == NULL) {
-        return ACG_OK;
-    }
-    ACG__TRY(acg__retire(pool, ACG__HANDLE_POOL, "acg_graph_pool_destroy", "graph pool"));
+    ACG__DESTROY_BEGIN(pool, ACG__HANDLE_POOL, "acg_graph_pool_destroy", "graph pool");
     acg_device *dev = pool->dev;
     acg__hold_device(dev);
     /* Parked graphs may still replay: wait for that before the lock (a refused destroy has

@@ -55,13 +55,9 @@ acg_status acg_stream_create(acg_device *dev, acg_stream **out) {
 }
 
 acg_status acg_stream_destroy(acg_stream *s) {
-    ACG__CALL_SCOPE;
     static const char fn[] = "acg_stream_destroy";
-    if (s == NULL) {
-        return ACG_OK;
-    }
     /* Waits for calls using the stream (a synchronize, a launch) to return. */
-    ACG__TRY(acg__retire(s, ACG__HANDLE_STREAM, fn, "stream"));
+    ACG__DESTROY_BEGIN(s, ACG__HANDLE_STREAM, fn, "stream");
     acg_device *dev = s->dev;
     acg__hold_device(dev);
     acg__handle_remove(s);
@@ -166,11 +162,7 @@ acg_status acg_event_create(acg_device *dev, acg_event **out) {
 }
 
 acg_status acg_event_destroy(acg_event *e) {
-    ACG__CALL_SCOPE;
-    if (e == NULL) {
-        return ACG_OK;
-    }
-    ACG__TRY(acg__retire(e, ACG__HANDLE_EVENT, "acg_event_destroy", "event"));
+    ACG__DESTROY_BEGIN(e, ACG__HANDLE_EVENT, "acg_event_destroy", "event");
     acg_device *dev = e->dev;
     acg__hold_device(dev);
     acg__handle_remove(e);

@@ -336,12 +336,8 @@ static void destroy_runner(acg_runner *r) {
 }
 
 acg_status acg_runner_destroy(acg_runner *r) {
-    ACG__CALL_SCOPE;
-    if (r == NULL) {
-        return ACG_OK;
-    }
     /* Waits for other threads' calls on the runner (a step) to return. */
-    ACG__TRY(acg__retire(r, ACG__HANDLE_RUNNER, "acg_runner_destroy", "runner"));
+    ACG__DESTROY_BEGIN(r, ACG__HANDLE_RUNNER, "acg_runner_destroy", "runner");
     acg__handle_remove(r);
     destroy_runner(r);
     return ACG_OK;
