@@ -19,7 +19,11 @@ const char *acg__arg_cl_type(acg_arg_type t) {
 }
 
 size_t acg__arg_scalar_bytes(acg_arg_type t) {
-    static const unsigned char bytes[] = {0, 0, 4, 4, 8, 8, 4};
+    static const unsigned char bytes[] = {[ACG_ARG_I32] = 4,
+                                          [ACG_ARG_U32] = 4,
+                                          [ACG_ARG_I64] = 8,
+                                          [ACG_ARG_U64] = 8,
+                                          [ACG_ARG_F32] = 4};
     return bytes[(unsigned)t < sizeof bytes ? (unsigned)t : 0];
 }
 
