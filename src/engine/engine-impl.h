@@ -39,7 +39,7 @@ acg_status acg__stager_upload(acg_stager *stager, acg_stream *stream, acg_buffer
 /* The device of a live stager, else NULL. */
 acg_device *acg__stager_device(const acg_stager *stager);
 
-/* ---- what the stager, the KV cache and the plan share (stager.c) ----------------------------
+/* ---- what the stager, the KV cache and the plan share (object.c) ----------------------------
  * Each begins with an acg__engine_obj, and each create and destroy makes the same first and last
  * steps, which these helpers make. */
 
