@@ -515,6 +515,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_spirv_module_copied),
     cmocka_unit_test(test_desc_size),
     cmocka_unit_test(test_concurrent_registration),
+    /* Last: it installs the allocator, refused if any earlier case left an object alive. */
     cmocka_unit_test(test_alloc_sweep),
 };
 TC_MAIN("test_kernel_register", tests)
