@@ -151,10 +151,9 @@ void bs_scene_close(bs_scene *c) {
         acg_pinned_unregister(c->reg);
     }
     free(c->reg);
-    acg_buffer *buffers[] = {c->z, c->y, c->x};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
-        acg_buffer_free(buffers[i]);
-    }
+    acg_buffer_free(c->z);
+    acg_buffer_free(c->y);
+    acg_buffer_free(c->x);
     if (c->dev != NULL) {
         assert_int_equal(acg_device_close(c->dev), ACG_OK);
     }
