@@ -14,9 +14,8 @@
 static void count_call(void *user) { ((bs_scene *)user)->host_calls++; }
 
 acg_status bs_fill(acg_stream *s, acg_kernel *fill, acg_buffer *y, uint32_t n, float v) {
-    acg_arg args[] = {acg_arg_buffer(y, 0), acg_arg_f32(v)};
-    acg_dims dims = acg_dims_1d(n);
-    return acg_kernel_launch(s, fill, &dims, args, 2);
+    const tc_kernels k = {.fill = fill};
+    return tc_fill(s, &k, y, 0, n, v);
 }
 
 acg_status bs_scene_open(bs_scene *c, const char *backend, bool host_call) {
@@ -152,10 +151,9 @@ void bs_scene_close(bs_scene *c) {
         acg_pinned_unregister(c->reg);
     }
     free(c->reg);
-    acg_buffer *buffers[] = {c->z, c->y, c->x};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
-        acg_buffer_free(buffers[i]);
-    }
+    acg_buffer_free(c->z);
+    acg_buffer_free(c->y);
+    acg_buffer_free(c->x);
     if (c->dev != NULL) {
         assert_int_equal(acg_device_close(c->dev), ACG_OK);
     }

@@ -48,7 +48,8 @@ typedef struct bs_scene {
     int host_calls; /* how many times that host function ran */
 } bs_scene;
 
-/* fill_f32 over y[0..n) = v on s: the launch the scene and the backends' cases make most. */
+/* fill_f32 over y[0..n) = v on s (tc_fill given only the kernel): the launch the scene and the
+ * backends' cases make most. */
 acg_status bs_fill(acg_stream *s, acg_kernel *fill, acg_buffer *y, uint32_t n, float v);
 
 /* Clears the scene, opens `backend`'s device and makes what the scene holds, then queues

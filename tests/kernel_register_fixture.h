@@ -4,8 +4,10 @@
  * lifetime; test_kernel_register_checks.c: malformed definitions and launches refused;
  * test_kernel_register_impls.c: implementations as a list, and sets): the user's kernel, its
  * host reference, and a fixture that registers it and loads it on the device under test.
- * Every case leaves the registry as it found it, which each suite's allocation-failure sweep
- * (installing the counting allocator) relies on.
+ * Every case leaves the registry as it found it, and closes what it opened: each suite ends
+ * with a case that installs the counting allocator (test_kernel_register.c's allocation-failure
+ * sweep, the others' nothing_left_alive), which acg refuses while any kernel stays registered
+ * or any device or buffer stays open.
  */
 #ifndef ACG_TESTS_KERNEL_REGISTER_FIXTURE_H
 #define ACG_TESTS_KERNEL_REGISTER_FIXTURE_H
@@ -80,5 +82,10 @@ int rowscale_setup(void **state);
 int rowscale_teardown(void **state);
 /* Downloads out (CAP floats) into dst. */
 void rowscale_download(fx *f, float *dst);
+
+/* A suite's last case: installs the counting allocator and restores the default, which
+ * acg_set_allocator refuses (ACG_ERR_IN_USE) while any acg object is alive, a registered kernel
+ * included; so it fails when an earlier case left one behind. */
+void nothing_left_alive(void **state);
 
 #endif /* ACG_TESTS_KERNEL_REGISTER_FIXTURE_H */

@@ -144,6 +144,11 @@ int kernels_teardown(void **state);
  * which becomes its state; the teardown frees it, then kernels_teardown. */
 int world_setup(void **state);
 int world_teardown(void **state);
+/* The table entry of such a case: test runs with the world of `seed` (a uint32_t) as its state,
+ * on the device under test. */
+#define WORLD_CASE(test, seed)                                                                     \
+    cmocka_unit_test_prestate_setup_teardown(test, world_setup, world_teardown,                    \
+                                             (void *)(uintptr_t)(seed))
 /* The main of a kernels suite whose cases are the array `tests`: tc_init, the rope tables, then
  * the cases as the group tc_group(name). */
 #define KERNELS_MAIN(name, tests)                                                                  \
@@ -152,8 +157,5 @@ int world_teardown(void **state);
         make_tables();                                                                             \
         return cmocka_run_group_tests_name(tc_group(name), tests, NULL, NULL);                     \
     }
-#define WORLD_CASE(test, seed)                                                                     \
-    cmocka_unit_test_prestate_setup_teardown(test, world_setup, world_teardown,                    \
-                                             (void *)(uintptr_t)(seed))
 
 #endif /* ACG_TESTS_MODEL_KERNELS_FIXTURE_H */

@@ -191,16 +191,19 @@ static void test_duplicate_and_unregister(void **state) {
     TC_OK(acg_kernel_unregister("tk_dup"));
 }
 
-/* The caller's definition is copied, strings included: it may change or go at once. */
+/* The caller's definition is copied, strings included: it may change or go at once. The copy
+ * runs out of place and in place (out = x). */
 static void test_desc_copied(void **state) {
     (void)state;
     char name[32], fn_name[16];
     const size_t source_size = strlen(rowscale_cl) + 1;
     char *source = malloc(source_size);
+    assert_non_null(source);
     strcpy(name, "tk_copied");
     memcpy(source, rowscale_cl, source_size);
     strcpy(fn_name, "tk_rowscale");
     acg_kernel_desc *d = malloc(sizeof *d);
+    assert_non_null(d);
     *d = rowscale_desc(name);
     d->opencl.source = source;
     d->opencl.name = fn_name;
@@ -216,6 +219,16 @@ static void test_desc_copied(void **state) {
     TC_OK(acg_kernel_get(dev, "tk_copied", &k));
     assert_string_equal(acg_kernel_get_name(k), "tk_copied");
     expect_rowscale_runs(dev, "tk_copied");
+    float hx[CAP], hw[WIDTH], want[CAP], back[CAP];
+    tc_fill_floats(hx, CAP, 3);
+    tc_fill_floats(hw, WIDTH, 4);
+    rowscale_ref(want, hx, hw, WIDTH, ROWS);
+    tc_rows_io io;
+    tc_rows_io_open(&io, dev, sizeof back, hx, sizeof hx, hw, sizeof hw);
+    TC_OK(rowscale(io.s, k, io.x, 0, io.x, 0, io.w, WIDTH, ROWS));
+    tc_download(io.s, back, io.x, sizeof back);
+    TC_BYTES_EQUAL(back, want, sizeof back);
+    tc_rows_io_close(&io);
     tc_close(dev);
     TC_OK(acg_kernel_unregister("tk_copied"));
     free(source);
@@ -515,6 +528,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_spirv_module_copied),
     cmocka_unit_test(test_desc_size),
     cmocka_unit_test(test_concurrent_registration),
+    /* Last: it installs the allocator, refused if any earlier case left an object alive. */
     cmocka_unit_test(test_alloc_sweep),
 };
 TC_MAIN("test_kernel_register", tests)

@@ -465,5 +465,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_grid_overflow),
     cmocka_unit_test_setup_teardown(test_bad_launch_submits_nothing, rowscale_setup,
                                     rowscale_teardown),
+    cmocka_unit_test(nothing_left_alive), /* last: checks what every case before left */
 };
 TC_MAIN("test_kernel_register_checks", tests)

@@ -445,5 +445,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_impls_copied),
     cmocka_unit_test(test_impls_in_set),
     cmocka_unit_test(test_impls_core),
+    cmocka_unit_test(nothing_left_alive), /* last: checks what every case before left */
 };
 TC_MAIN("test_kernel_register_impls", tests)

@@ -228,10 +228,15 @@ static int setup(void **state) { return setup_on(state, "cpu"); }
 /* On a device whose kernels may be split over two threads. */
 static int setup_two_threads(void **state) { return setup_on(state, "cpu:0?threads=2"); }
 
+/* A case that failed with its hook installed left it: it goes first, so that no stream worker
+ * calls it while the device closes, and the recorder, its user context, last. */
 static int teardown(void **state) {
     fx *f = *state;
-    recorder_free(f->r);
-    return tc_fixture_teardown(state);
+    recorder *r = f->r;
+    uninstall();
+    int rc = tc_fixture_teardown(state);
+    recorder_free(r);
+    return rc;
 }
 
 /* ---- off by default, and off again ---------------------------------------------------------- */

@@ -630,7 +630,9 @@ static void test_kernel_params(void **state) {
         unsigned long queried = drv.calls("cuFuncGetParamInfo");
         acg_kernel_desc d =
             definition(refused[i].name, refused[i].function, refused[i].n_args, refused[i].types);
-        tc_expect_(refused[i].want, try_kernel(f, &d, &k), refused[i].name, __FILE__, __LINE__);
+        char call[96]; /* the call, and the row */
+        snprintf(call, sizeof call, "try_kernel(f, &d, &k) for %s", refused[i].name);
+        tc_expect_(refused[i].want, try_kernel(f, &d, &k), call, __FILE__, __LINE__);
         TC_LAST_ERROR_HAS(refused[i].message);
         if (refused[i].want == ACG_ERR_INVALID_ARGUMENT) {
             assert_true(drv.calls("cuFuncGetParamInfo") > queried);

@@ -470,6 +470,8 @@ CUresult fake__release(struct fake_vec *set, void *h,
     return fake__unlock(r);
 }
 
+/* fake__reclaim walks a set of any of these kinds of handle, reading each one's context through
+ * a pointer to its first member. */
 _Static_assert(offsetof(struct CUstream_st, ctx) == 0, "a stream begins with its context");
 _Static_assert(offsetof(struct CUevent_st, ctx) == 0, "an event begins with its context");
 _Static_assert(offsetof(struct CUgraph_st, ctx) == 0, "a graph begins with its context");
@@ -478,7 +480,7 @@ _Static_assert(offsetof(struct CUgraphExec_st, ctx) == 0, "an exec begins with i
 void fake__reclaim(struct fake_vec *set, struct CUctx_st *ctx, void (*free_fn)(void *obj)) {
     for (size_t i = set->n; i-- > 0;) {
         void *obj = set->v[i];
-        if (*(struct CUctx_st **)obj == ctx) {
+        if (*(struct CUctx_st **)obj == ctx) { /* its first member, as asserted above */
             fake__vec_remove(set, obj);
             free_fn(obj);
         }

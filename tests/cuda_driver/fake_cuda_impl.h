@@ -180,7 +180,7 @@ struct fake_op;
 struct fake_capture;
 
 struct CUstream_st {
-    struct CUctx_st *ctx;
+    struct CUctx_st *ctx; /* first: fake__reclaim reads it there */
     unsigned flags;
     /* The handle, the worker (until joined), each event whose last record is on this stream
      * and each queued wait on it hold one reference; the last one frees the stream. */
@@ -196,7 +196,7 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
-    struct CUctx_st *ctx;
+    struct CUctx_st *ctx; /* first: fake__reclaim reads it there */
     unsigned flags;
     /* The last record outside a capture: reached once `stream` completed `seq` ops. NULL:
      * never recorded (or the record was a captured one). Holds a reference on the stream. */
@@ -216,7 +216,7 @@ struct CUgraphNode_st {
 };
 
 struct CUgraph_st {
-    struct CUctx_st *ctx;
+    struct CUctx_st *ctx;  /* first: fake__reclaim reads it there */
     struct fake_vec nodes; /* struct CUgraphNode_st *, in insertion order */
     uint64_t id;           /* unique in the process (fake__g.next_id), never reused */
     uint64_t cloned_from;  /* the id of the graph cuGraphClone copied; 0: none */
@@ -241,7 +241,7 @@ struct fake_snapshot {
 };
 
 struct CUgraphExec_st {
-    struct CUctx_st *ctx;
+    struct CUctx_st *ctx;       /* first: fake__reclaim reads it there */
     long refs;                  /* the handle and each queued launch or upload */
     size_t n;                   /* nodes */
     struct fake_ids *deps;      /* (n) each node's dependencies, fixed at instantiation */

@@ -546,7 +546,8 @@ CUresult fake_cuGraphExecDestroy(CUgraphExec hx) {
     return fake__release(&fake__g.execs, hx, NULL, exec_drop);
 }
 
-/* The context's streams drained: an exec's last reference is its handle's. */
+/* The context's streams drained: an exec's last reference is its handle's. fake__reclaim reads
+ * each graph's and exec's context as its struct's first member (asserted in fake_cuda.c). */
 void fake__graphs_reclaim(struct CUctx_st *ctx) {
     fake__reclaim(&fake__g.graphs, ctx, graph_free);
     fake__reclaim(&fake__g.execs, ctx, exec_drop);

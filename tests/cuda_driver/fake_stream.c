@@ -308,6 +308,8 @@ static void stream_quit(void *obj) {
     fake__reap_workers();
 }
 
+/* fake__reclaim reads each stream's context as its struct's first member (asserted in
+ * fake_cuda.c). */
 void fake__streams_reclaim(struct CUctx_st *ctx) {
     fake__reclaim(&fake__g.streams, ctx, stream_quit);
 }
@@ -532,6 +534,8 @@ CUresult fake_cuEventDestroy(CUevent h) {
     return fake__release(&fake__g.events, h, NULL, event_free);
 }
 
+/* fake__reclaim reads each event's context as its struct's first member (asserted in
+ * fake_cuda.c). */
 void fake__events_reclaim(struct CUctx_st *ctx) { fake__reclaim(&fake__g.events, ctx, event_free); }
 
 /* (lock held) Makes e's last record the current end of s. */

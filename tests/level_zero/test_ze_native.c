@@ -7,7 +7,8 @@
  *   - a buffer's native memory is its USM pointer and the device's native handles are the
  *     driver's: an engine's own fill and copy on the stream's list, eager and natively
  *     captured, make what acg's make;
- *   - a graph's copies read pinned memory at each replay. */
+ *   - a graph's copies read pinned memory at each replay;
+ *   - the driver's lists: asked for more than it has, it sets the count to what it has. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -372,10 +373,39 @@ static void test_pinned_replay(void **state) {
     TC_OK(acg_device_close(dev));
 }
 
+/* ---- the driver's lists ---------------------------------------------------------------------- */
+
+/* Asked for more items than it has, the driver writes what it has and sets the count to that
+ * number, none too (as Level Zero says; the backend always asks for the count first): the
+ * extensions it offers (none in the .no-extensions run) and its devices. */
+static void test_driver_lists(void **state) {
+    (void)state;
+    acg_device *dev = NULL;
+    TC_OK(acg_device_open("level_zero", &dev)); /* the loader loaded, the driver initialized */
+    ze_driver_handle_t driver = ze_first_driver();
+    ze_pfnDriverGetExtensionProperties_t extensions;
+    *(void **)&extensions = ze_loader_function("zeDriverGetExtensionProperties");
+    uint32_t offered = 0;
+    assert_int_equal(extensions(driver, &offered, NULL), ZE_RESULT_SUCCESS);
+    ze_driver_extension_properties_t ext[16];
+    assert_in_range(offered, 0, 15);
+    uint32_t n = 16;
+    assert_int_equal(extensions(driver, &n, ext), ZE_RESULT_SUCCESS);
+    assert_int_equal(n, offered);
+    ze_pfnDeviceGet_t devices;
+    *(void **)&devices = ze_loader_function("zeDeviceGet");
+    ze_device_handle_t devs[8];
+    n = 8;
+    assert_int_equal(devices(driver, &n, devs), ZE_RESULT_SUCCESS);
+    assert_int_equal(n, 1); /* ACGTEST_ZE_DEVICES' default */
+    TC_OK(acg_device_close(dev));
+}
+
 static const struct CMUnitTest tests[] = {
     ZE_CASE(test_native_capture),
     cmocka_unit_test(test_native_memory),
     cmocka_unit_test(test_pinned_replay),
+    cmocka_unit_test(test_driver_lists),
 };
 
 BS_MAIN("level_zero", NULL, "test_ze_native", tests)

@@ -3,7 +3,8 @@
  * ZE_ENABLE_ALT_DRIVERS):
  *   - acg_graph_update_kernel_node patches a node's command in a mutable list, or records the
  *     list again, and its refusals and failures leave the graph replaying as before;
- *   - a kernel whose definition disagrees with its SPIR-V's parameters is refused when loaded. */
+ *   - a kernel whose definition disagrees with its SPIR-V's parameters is refused when loaded;
+ *   - the driver refuses a group size past the device's limits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 
 #include <cmocka.h>
 #include <level_zero/ze_api.h>
+#include <level_zero/ze_ddi.h>
 
 #include <acg/acg.h>
 
@@ -258,6 +260,21 @@ static void cpu_nothing(const acg_cpu_arg *args, const uint32_t global[3]) {
     (void)global;
 }
 
+/* The core's fill_f32 module, built from its one source: a pointer, a ulong byte offset, a
+ * float. */
+static const acg_kernel_impl *fill_spirv(void) {
+    const acg_kernel_desc *fill =
+        acg__kernel_desc_find("level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, NULL, 0, "fill_f32");
+    assert_non_null(fill);
+    for (uint32_t i = 0; i < fill->n_impls; i++) {
+        if (strcmp(fill->impls[i].format, ACG_KERNEL_FORMAT_SPIRV_OPENCL) == 0) {
+            return &fill->impls[i];
+        }
+    }
+    fail_msg("fill_f32 has no SPIR-V");
+    return NULL;
+}
+
 /* A definition whose parameters are not those of its SPIR-V function (here the core's fill_f32:
  * a pointer, a ulong byte offset, a float) is refused by acg_kernel_get, naming the kernel, its
  * entry point and what acg passes: another count (zeKernelGetProperties), or, where the driver
@@ -303,16 +320,7 @@ static void test_kernel_params_checked(void **state) {
     TC_OK(acg_device_open("level_zero", &dev));
     ze_bind();
     const bool sizes = ze_driver_function_or_null("zexKernelGetArgumentSize") != NULL;
-    const acg_kernel_desc *fill =
-        acg__kernel_desc_find("level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, NULL, 0, "fill_f32");
-    assert_non_null(fill);
-    const acg_kernel_impl *fill_spv = NULL; /* the core's module, built from its one source */
-    for (uint32_t i = 0; i < fill->n_impls && fill_spv == NULL; i++) {
-        if (strcmp(fill->impls[i].format, ACG_KERNEL_FORMAT_SPIRV_OPENCL) == 0) {
-            fill_spv = &fill->impls[i];
-        }
-    }
-    assert_non_null(fill_spv);
+    const acg_kernel_impl *fill_spv = fill_spirv();
     for (size_t i = 0; i < n_cases; i++) {
         acg_kernel_desc d = ACG_KERNEL_DESC_INIT;
         d.name = cases[i].name;
@@ -349,9 +357,66 @@ static void test_kernel_params_checked(void **state) {
     assert_int_equal(ze_drv.violations(), 0);
 }
 
+/* ---- group sizes the driver refuses --------------------------------------------------------- */
+
+/* zeKernelSetGroupSize refuses a size past the device's limits (zeDeviceGetComputeProperties:
+ * 1024 along each dimension and in all) or of 0, as a GPU driver does, the product of three
+ * 32-bit sizes wrapping past 64 bits too. The backend sizes groups from those limits, so a
+ * kernel of the test's own, on the device's context, reaches the check. */
+static void test_group_size_refused(void **state) {
+    (void)state;
+    acg_device *dev = NULL;
+    TC_OK(acg_device_open("level_zero", &dev));
+    acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
+    TC_OK(acg_device_get_native(dev, &nd));
+    long live = ze_drv.live();
+    const acg_kernel_impl *spv = fill_spirv();
+    ze_pfnModuleCreate_t module_create;
+    ze_pfnModuleDestroy_t module_destroy;
+    ze_pfnKernelCreate_t kernel_create;
+    ze_pfnKernelDestroy_t kernel_destroy;
+    ze_pfnKernelSetGroupSize_t set_size;
+    *(void **)&module_create = ze_loader_function("zeModuleCreate");
+    *(void **)&module_destroy = ze_loader_function("zeModuleDestroy");
+    *(void **)&kernel_create = ze_loader_function("zeKernelCreate");
+    *(void **)&kernel_destroy = ze_loader_function("zeKernelDestroy");
+    *(void **)&set_size = ze_loader_function("zeKernelSetGroupSize");
+    ze_module_desc_t md = {.stype = ZE_STRUCTURE_TYPE_MODULE_DESC,
+                           .format = ZE_MODULE_FORMAT_IL_SPIRV,
+                           .inputSize = spv->size,
+                           .pInputModule = spv->code};
+    ze_module_handle_t module = NULL;
+    assert_int_equal(module_create((ze_context_handle_t)nd.context, (ze_device_handle_t)nd.device,
+                                   &md, &module, NULL),
+                     ZE_RESULT_SUCCESS);
+    ze_kernel_desc_t kd = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC, .pKernelName = "fill_f32"};
+    ze_kernel_handle_t kernel = NULL;
+    assert_int_equal(kernel_create(module, &kd, &kernel), ZE_RESULT_SUCCESS);
+    static const uint32_t refused[][3] = {
+        {1u << 22, 1u << 21, 1u << 21}, /* the product wraps to 0 */
+        {2048, 1, 1},                   /* past 1024 along x */
+        {1, 1, 1025},                   /* along z */
+        {64, 32, 1},                    /* 2048 in all */
+        {0, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        print_message("refused group size %u x %u x %u\n", refused[i][0], refused[i][1],
+                      refused[i][2]);
+        assert_int_equal(set_size(kernel, refused[i][0], refused[i][1], refused[i][2]),
+                         ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION);
+    }
+    assert_int_equal(set_size(kernel, 1024, 1, 1), ZE_RESULT_SUCCESS);
+    assert_int_equal(set_size(kernel, 32, 16, 2), ZE_RESULT_SUCCESS);
+    assert_int_equal(kernel_destroy(kernel), ZE_RESULT_SUCCESS);
+    assert_int_equal(module_destroy(module), ZE_RESULT_SUCCESS);
+    assert_int_equal(ze_drv.live(), live);
+    TC_OK(acg_device_close(dev));
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_node_update),
     cmocka_unit_test(test_kernel_params_checked),
+    cmocka_unit_test(test_group_size_refused),
 };
 
 BS_MAIN("level_zero", NULL, "test_ze_nodes", tests)

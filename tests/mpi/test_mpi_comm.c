@@ -101,8 +101,9 @@ static int start_world_case(void **state) {
     }
     acg_mpi_comm *c = NULL;
     acg_status st = acg_mpi_comm_create(MPI_COMM_WORLD, &c);
-    rank_failed = st != ACG_OK;
+    rank_failed = rank_failed || st != ACG_OK;
     TC_OK(st);
+    assert_non_null(c);
     *state = (void *)acg_mpi_comm_get(c);
     return 0;
 }

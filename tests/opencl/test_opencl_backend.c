@@ -24,15 +24,6 @@
 #include "backends/opencl/opencl.h"
 #include "common.h" /* tc_expect_device_works */
 
-/* The first n (at most BS_N) floats of b, read back on s, are v, bit for bit. */
-static void expect_floats(acg_stream *s, const acg_buffer *b, uint32_t n, float v) {
-    float back[BS_N], want[BS_N];
-    assert_true(n <= BS_N);
-    tc_splat(want, n, v);
-    TC_OK(acg_copy_d2h(s, back, b, 0, n * sizeof(float)));
-    TC_BYTES_EQUAL(back, want, n * sizeof(float));
-}
-
 static ocl_cb_abi abi_of(const char *version) {
     unsigned major, minor, patch;
     assert_true(acg__ocl_parse_version(version, &major, &minor, &patch));
@@ -81,7 +72,7 @@ static void test_build_failure_reports_log(void **state) {
                         "}\n";
     assert_int_equal(acg_kernel_register(&bad), ACG_OK);
     acg_device *dev;
-    assert_int_equal(acg_device_open("opencl", &dev), ACG_OK);
+    assert_int_equal(acg_device_open(tc_spec(), &dev), ACG_OK);
     acg_kernel *k;
     for (int attempt = 0; attempt < 2; attempt++) {
         assert_int_equal(acg_kernel_get(dev, "broken_f32", &k), ACG_ERR_DEVICE);
@@ -179,7 +170,7 @@ static void test_convention_refused_at_load(void **state) {
         TC_OK(acg_kernel_register(&d));
     }
     acg_device *dev;
-    TC_OK(acg_device_open("opencl", &dev));
+    TC_OK(acg_device_open(tc_spec(), &dev));
     acg_kernel *k = NULL;
     for (size_t i = 0; i < n_cases; i++) {
         for (int attempt = 0; attempt < 2; attempt++) {
@@ -209,7 +200,7 @@ static void test_convention_refused_at_load(void **state) {
     } else {
         TC_OK(acg_kernel_launch(s, ok, &dims, args, 2));
     }
-    expect_floats(s, y, 64, 3.0f);
+    TC_EXPECT_FLOATS(s, y, 64, 3.0f);
     TC_OK(acg_buffer_free(y));
     TC_OK(acg_stream_destroy(s));
     for (size_t i = 0; i < n_cases; i++) {
@@ -275,7 +266,7 @@ typedef struct rig {
 
 static void rig_open(rig *r) {
     memset(r, 0, sizeof *r);
-    TC_OK(acg_device_open("opencl", &r->dev));
+    TC_OK(acg_device_open(tc_spec(), &r->dev));
     TC_OK(acg_kernel_get(r->dev, "fill_f32", &r->fill));
     TC_OK(acg_buffer_alloc(r->dev, N * sizeof(float), &r->x));
     TC_OK(acg_stream_create(r->dev, &r->s));
@@ -352,7 +343,7 @@ static void rig_lost(rig *r, const char *first) {
     BS_EXPECT_LOST(acg_copy_d2h(r->s, host, r->x, 0, sizeof host), first);
     bs_expect_lost_device(r->dev, r->s, r->ev, first);
     rig_close(r);
-    tc_expect_device_works("opencl");
+    tc_expect_device_works(tc_spec());
 }
 
 /* The rig's fault met by the stream's synchronize (poll false) or by the device's poll: it says
@@ -438,7 +429,8 @@ static void test_native_foreign_work(void **state) {
     acg_native_device nd = ACG_NATIVE_DEVICE_INIT;
     TC_OK(acg_device_get_native(dev, &nd));
     assert_int_equal(nd.kind, ACG_NATIVE_OPENCL_CONTEXT);
-    assert_int_equal(nd.ordinal, 0); /* "opencl" is opencl:0 */
+    const char *colon = strchr(tc_spec(), ':'); /* the device's index: "opencl" is opencl:0 */
+    assert_int_equal(nd.ordinal, colon != NULL ? atoi(colon + 1) : 0);
     acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
     TC_OK(acg_stream_get_native(s, &h));
     cl_command_queue q = (cl_command_queue)h.handle;
@@ -587,8 +579,8 @@ static void test_node_update_unsupported(void **state) {
     TC_EXPECT(ERR_UNSUPPORTED, acg_graph_update_kernel_node(g, 0, &dims, args, 2));
     TC_OK(acg_fill(f->s, z, 0, N * sizeof(float), 0, 4));
     TC_OK(acg_graph_launch(g, f->s));
-    expect_floats(f->s, y, N, 1.0f);
-    expect_floats(f->s, z, N, 0.0f);
+    TC_EXPECT_FLOATS(f->s, y, N, 1.0f);
+    TC_EXPECT_FLOATS(f->s, z, N, 0.0f);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_buffer_free(y));
     TC_OK(acg_buffer_free(z));

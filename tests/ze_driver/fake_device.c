@@ -75,7 +75,9 @@ static ze_result_t device_ready(ze_device_handle_t h, struct fake_device **out) 
 
 /* Level Zero's two calls for a list of n items, after the checks that gave r (returned as it
  * came unless SUCCESS): with *pCount 0 or no array, the count in *pCount and *want 0; else *want
- * items to write, min(*pCount, n), and the caller sets *pCount to it once they are written. */
+ * items to write, min(*pCount, n), and the caller sets *pCount to it once they are written (a
+ * failure writing them leaves it). With none to write *pCount becomes 0 here: the driver updates
+ * the count to the number available. */
 static ze_result_t list_query(ze_result_t r, uint32_t *pCount, const void *items, uint32_t n,
                               uint32_t *want) {
     *want = 0;
@@ -89,6 +91,9 @@ static ze_result_t list_query(ze_result_t r, uint32_t *pCount, const void *items
         *pCount = n;
     } else {
         *want = *pCount < n ? *pCount : n;
+        if (*want == 0) {
+            *pCount = 0;
+        }
     }
     return ZE_RESULT_SUCCESS;
 }

@@ -160,15 +160,21 @@ static ze_result_t lock_host_event(ze_event_handle_t h, const char *fn, struct f
     return r;
 }
 
-/* zeEventHostSynchronize, and zeEventQueryStatus (a timeout of 0, `synchronize` 0): as
- * host_wait. An event whose latest signal a capture still going on recorded gives a
- * synchronization GRAPH_CAPTURE_UNSUPPORTED, as the graph extension says: that signal comes at a
- * replay. */
-static ze_result_t event_wait(ze_event_handle_t hEvent, uint64_t timeout, int synchronize,
+/* Which host operation event_wait does. */
+enum event_op {
+    EVENT_QUERY,       /* zeEventQueryStatus: a poll */
+    EVENT_SYNCHRONIZE, /* zeEventHostSynchronize: a wait */
+};
+
+/* zeEventHostSynchronize, and zeEventQueryStatus (a timeout of 0): as host_wait. An event whose
+ * latest signal a capture still going on recorded gives a synchronization
+ * GRAPH_CAPTURE_UNSUPPORTED, as the graph extension says: that signal comes at a replay. */
+static ze_result_t event_wait(ze_event_handle_t hEvent, uint64_t timeout, enum event_op op,
                               const char *fn) {
     struct fake_event *e;
     ze_result_t r = lock_host_event(hEvent, fn, &e);
-    if (r == ZE_RESULT_SUCCESS && synchronize && fake__graph_capturing(&e->capture) != NULL) {
+    if (r == ZE_RESULT_SUCCESS && op == EVENT_SYNCHRONIZE &&
+        fake__graph_capturing(&e->capture) != NULL) {
         r = ACG_ZE_RESULT_ERROR_GRAPH_CAPTURE_UNSUPPORTED;
     }
     if (r == ZE_RESULT_SUCCESS) {
@@ -179,12 +185,12 @@ static ze_result_t event_wait(ze_event_handle_t hEvent, uint64_t timeout, int sy
 
 ze_result_t fake_zeEventHostSynchronize(ze_event_handle_t hEvent, uint64_t timeout) {
     FAKE_ENTER(zeEventHostSynchronize);
-    return event_wait(hEvent, timeout, 1, "zeEventHostSynchronize");
+    return event_wait(hEvent, timeout, EVENT_SYNCHRONIZE, "zeEventHostSynchronize");
 }
 
 ze_result_t fake_zeEventQueryStatus(ze_event_handle_t hEvent) {
     FAKE_ENTER(zeEventQueryStatus);
-    return event_wait(hEvent, 0, 0, "zeEventQueryStatus");
+    return event_wait(hEvent, 0, EVENT_QUERY, "zeEventQueryStatus");
 }
 
 ze_result_t fake_zeEventHostReset(ze_event_handle_t hEvent) {

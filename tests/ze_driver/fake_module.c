@@ -542,9 +542,11 @@ ze_result_t fake_zeKernelSetArgumentValue(ze_kernel_handle_t hKernel, uint32_t a
     return fake__unlock(r);
 }
 
-/* Within 1024 along each dimension, the product within 1024 too. */
+/* Within 1024 along each dimension, the product within 1024 too. Each dimension is checked
+ * first: the product of three 32-bit sizes can pass 64 bits (2^22 * 2^21 * 2^21 wraps to 0). */
 ze_result_t fake__launch_group(struct fake_launch *a, uint32_t x, uint32_t y, uint32_t z) {
-    if (x == 0 || y == 0 || z == 0 || (uint64_t)x * y * z > 1024) {
+    if (x == 0 || y == 0 || z == 0 || x > 1024 || y > 1024 || z > 1024 ||
+        (uint64_t)x * y * z > 1024) {
         return ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION;
     }
     a->group[0] = x;

@@ -298,11 +298,14 @@ ze_result_t fake__engine_submit(struct fake_engine *e, struct fake_cmd *cmd, uin
 
 void fake__workers_stop(void) {
     struct fake_vec *lists = &fake__g.objs[FAKE_LIST], *queues = &fake__g.objs[FAKE_QUEUE];
-    for (size_t i = 0; i < lists->n + queues->n; i++) {
-        struct fake_list *l = i < lists->n ? lists->v[i] : NULL;
-        struct fake_queue *q = l != NULL ? l->queue : queues->v[i - lists->n];
-        if (q != NULL) { /* a regular list has none */
-            fake__engine_stop(&q->engine);
+    for (size_t i = 0; i < lists->n; i++) {
+        struct fake_list *l = lists->v[i];
+        if (l->queue != NULL) { /* a regular list has none */
+            fake__engine_stop(&l->queue->engine);
         }
+    }
+    for (size_t i = 0; i < queues->n; i++) {
+        struct fake_queue *q = queues->v[i];
+        fake__engine_stop(&q->engine);
     }
 }

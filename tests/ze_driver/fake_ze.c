@@ -414,14 +414,23 @@ ACGTEST_ZE_API void acgtest_ze_fail(const char *name, unsigned nth, int code) {
     fake__ledger_arm(&ledger, name, nth, code);
 }
 
-/* (lock held) Whether a queue of dev (a handle, or an immediate list's own) still has work that
+/* (lock held) Whether q, a queue of dev, still has work that was queued. */
+static int queue_busy(const struct fake_queue *q, const struct fake_device *dev) {
+    return q->dev == dev && fake__worker_busy(&q->engine.worker);
+}
+
+/* (lock held) Whether a queue of dev (an immediate list's own, or a handle) still has work that
  * was queued. */
 static int engines_busy(const struct fake_device *dev) {
     const struct fake_vec *lists = &fake__g.objs[FAKE_LIST], *queues = &fake__g.objs[FAKE_QUEUE];
-    for (size_t i = 0; i < lists->n + queues->n; i++) {
-        const struct fake_list *l = i < lists->n ? lists->v[i] : NULL;
-        const struct fake_queue *q = l != NULL ? l->queue : queues->v[i - lists->n];
-        if (q != NULL && q->dev == dev && fake__worker_busy(&q->engine.worker)) {
+    for (size_t i = 0; i < lists->n; i++) {
+        const struct fake_list *l = lists->v[i];
+        if (l->queue != NULL && queue_busy(l->queue, dev)) { /* a regular list has none */
+            return 1;
+        }
+    }
+    for (size_t i = 0; i < queues->n; i++) {
+        if (queue_busy(queues->v[i], dev)) {
             return 1;
         }
     }

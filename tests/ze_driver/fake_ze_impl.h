@@ -199,7 +199,9 @@ struct fake_obj {
     enum fake_kind kind;
     uint64_t serial;
     long pending; /* queued or running commands that use it (for a regular list: executions) */
-    long waiters; /* host threads waiting on it */
+    /* Host threads waiting on it. A wait on an immediate list's own queue counts on the list,
+     * the handle (queue_wait in fake_list.c): that queue's obj is unused. */
+    long waiters;
 };
 
 /* A reference a command holds to an object, checked alive by membership and serial. */
