@@ -35,10 +35,10 @@ static void host_scale(void *user) {
 }
 
 /* A fixture of its own (f: a device, its buffers x and y of N floats) and pinned memory for the
- * host step: (2, N), its input then its output. */
+ * host step: its input and its output, N floats each. */
 typedef struct pipeline {
     tc_fixture2 *f;
-    float *pin;
+    float *pin_in, *pin_out;
     host_step h;
 } pipeline;
 
@@ -50,13 +50,13 @@ static acg_status run_pipeline(pipeline *p) {
     acg_access acc[] = {{y, 0, 0, ACG_ACCESS_READ}};
     acg_status st = tc_add(s, &p->f->t.k, x, 0, x, 0, N, 1.0f);
     if (st == ACG_OK) {
-        st = acg_copy_d2h(s, p->pin, x, 0, N * sizeof(float));
+        st = acg_copy_d2h(s, p->pin_in, x, 0, N * sizeof(float));
     }
     if (st == ACG_OK) {
         st = acg_stream_launch_host(s, host_scale, &p->h, acc, 1);
     }
     if (st == ACG_OK) {
-        st = acg_copy_h2d(s, y, 0, p->pin + N, N * sizeof(float));
+        st = acg_copy_h2d(s, y, 0, p->pin_out, N * sizeof(float));
     }
     if (st == ACG_OK) {
         st = tc_axpy(s, &p->f->t.k, y, 0, x, 0, N, 1.0f);
@@ -66,9 +66,10 @@ static acg_status run_pipeline(pipeline *p) {
 
 static void pipeline_open(pipeline *p) {
     p->f = tc_fixture2_new(sizeof *p->f, N * sizeof(float));
-    p->pin = tc_pinned(p->f->t.dev, 2 * N * sizeof(float));
-    p->h.in = p->pin;
-    p->h.out = p->pin + N;
+    p->pin_in = tc_pinned(p->f->t.dev, N * sizeof(float));
+    p->pin_out = tc_pinned(p->f->t.dev, N * sizeof(float));
+    p->h.in = p->pin_in;
+    p->h.out = p->pin_out;
     float init[N];
     tc_fill_floats(init, N, 7);
     tc_upload(p->f->t.s, p->f->x, init, sizeof init);
@@ -78,7 +79,8 @@ static void pipeline_open(pipeline *p) {
 
 static void pipeline_close(pipeline *p) {
     TC_OK(acg_stream_synchronize(p->f->t.s));
-    TC_OK(acg_pinned_free(p->pin));
+    TC_OK(acg_pinned_free(p->pin_in));
+    TC_OK(acg_pinned_free(p->pin_out));
     void *f = p->f;
     tc_fixture2_teardown(&f);
 }
