@@ -418,11 +418,14 @@ int tc_fixture_setup(void **state) {
     return 0;
 }
 
-int tc_fixture_teardown(void **state) {
-    tc_fixture *t = *state;
+void tc_fixture_free(tc_fixture *t) {
     TC_OK(acg_stream_destroy(t->s));
     tc_close(t->dev);
     free(t);
+}
+
+int tc_fixture_teardown(void **state) {
+    tc_fixture_free(*state);
     return 0;
 }
 
@@ -442,12 +445,16 @@ int tc_fixture2_setup(void **state) {
     return 0;
 }
 
-int tc_fixture2_teardown(void **state) {
-    tc_fixture2 *f = *state;
+void tc_fixture2_free(tc_fixture2 *f) {
     TC_OK(acg_buffer_free(f->y));
     TC_OK(acg_buffer_free(f->x));
     TC_OK(acg_stream_destroy(f->b));
-    return tc_fixture_teardown(state);
+    tc_fixture_free(&f->t);
+}
+
+int tc_fixture2_teardown(void **state) {
+    tc_fixture2_free(*state);
+    return 0;
 }
 
 void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, const char *file,

@@ -166,9 +166,11 @@ void *tc_fixture_new(size_t size);
 void *tc_fixture_new_on(size_t size, const char *spec);
 /* cmocka setup of a bare tc_fixture: *state = tc_fixture_new(sizeof(tc_fixture)). */
 int tc_fixture_setup(void **state);
-/* cmocka teardown of a fixture from tc_fixture_new: destroys the stream, closes the device
- * (asserting both, so a case that left an object of the device fails) and frees the fixture.
- * A fixture holding more releases that first, then calls this. Returns 0. */
+/* Releases a fixture from tc_fixture_new: destroys the stream, closes the device (asserting
+ * both, so a case that left an object of the device fails) and frees the fixture. A fixture
+ * holding more releases that first, then calls this. */
+void tc_fixture_free(tc_fixture *t);
+/* cmocka teardown of a fixture from tc_fixture_new: tc_fixture_free(*state). Returns 0. */
 int tc_fixture_teardown(void **state);
 /* A table entry: the case `test` in a fresh bare tc_fixture (cmocka_unit_test_setup_teardown
  * with the two above). */
@@ -194,8 +196,10 @@ void *tc_fixture2_new(size_t size, size_t bytes);
 /* cmocka setup of a bare tc_fixture2: *state holds the buffers' size in bytes on entry
  * (cmocka's prestate), the fixture after. */
 int tc_fixture2_setup(void **state);
-/* cmocka teardown of a tc_fixture2: frees y and x, destroys b, then as tc_fixture_teardown
- * (asserting each, so a case that left an object of the device fails). Returns 0. */
+/* Releases a fixture from tc_fixture2_new: frees y and x, destroys b, then as tc_fixture_free
+ * (asserting each, so a case that left an object of the device fails). */
+void tc_fixture2_free(tc_fixture2 *f);
+/* cmocka teardown of a tc_fixture2: tc_fixture2_free(*state). Returns 0. */
 int tc_fixture2_teardown(void **state);
 /* A table entry: the case `test` in a fresh tc_fixture2 whose buffers hold `bytes` bytes each. */
 #define TC_FIXTURE2_CASE(test, bytes)                                                              \

@@ -373,8 +373,7 @@ static void test_alloc_fail_each_create(void **state) {
             assert_true(n < 1000);
         }
     }
-    void *fixture = f;
-    tc_fixture2_teardown(&fixture);
+    tc_fixture2_free(f);
     assert_int_equal(tc_alloc_live(), 0);
 
     /* Opening a device fails cleanly at each of its allocations too. */
@@ -427,8 +426,7 @@ static void growth_close(growth *g) {
     for (uint32_t i = 0; i < g->n_fill; i++) {
         TC_OK(acg_event_destroy(g->fill[i]));
     }
-    void *f = g;
-    tc_fixture2_teardown(&f);
+    tc_fixture2_free(&g->f);
 }
 
 static void test_alloc_fail_at_registry_growth(void **state) {

@@ -81,8 +81,7 @@ static void pipeline_close(pipeline *p) {
     TC_OK(acg_stream_synchronize(p->f->t.s));
     TC_OK(acg_pinned_free(p->pin_in));
     TC_OK(acg_pinned_free(p->pin_out));
-    void *f = p->f;
-    tc_fixture2_teardown(&f);
+    tc_fixture2_free(p->f);
 }
 
 /* The same pipeline on two devices: one runs it eagerly, the other captures it. */
