@@ -999,12 +999,21 @@ void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, c
     tc_hang_guard(0, NULL);
 }
 
+/* tc_inject_fault_or_skip, closing dev before the skip where the caller opened it for this. */
+static void inject_fault_or_skip(acg_device *dev, bool close_on_skip) {
+    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
+        if (close_on_skip) {
+            tc_close(dev);
+        }
+        tc_skip("no injected faults: the backends' own tests provoke their drivers' faults");
+    }
+}
+
+void tc_inject_fault_or_skip(acg_device *dev) { inject_fault_or_skip(dev, false); }
+
 acg_device *tc_open_lost(void) {
     acg_device *dev = tc_open();
-    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
-        tc_close(dev);
-        skip(); /* the backends' own tests provoke their drivers' faults */
-    }
+    inject_fault_or_skip(dev, true);
     return dev;
 }
 

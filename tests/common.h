@@ -430,9 +430,14 @@ void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, c
                                            tc_host_files_group_teardown);                          \
     }
 
-/* Opens the device under test and loses it to an injected fault (acg__device_inject_fault);
- * where the backend cannot inject one, closes it again and skips the case: the backends' own
- * tests provoke their drivers' faults. */
+/* Arms a fault for dev's next graph replay (acg__device_inject_fault): that replay faults, and
+ * the stream's next synchronize finds the device lost. Where the backend has no such hook (the
+ * backends' own tests provoke their drivers' faults), ends the case as skipped instead: for a
+ * device of the case's fixture, which its teardown releases. */
+void tc_inject_fault_or_skip(acg_device *dev);
+/* Opens the device under test and arms a fault for its next graph replay, as
+ * tc_inject_fault_or_skip; where the backend cannot inject one, closes the device again and
+ * skips the case. */
 acg_device *tc_open_lost(void);
 
 /* Whether /dev/shm still names a memory segment of acg's made by process pid (the cpu backend's
