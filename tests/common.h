@@ -206,6 +206,11 @@ int tc_fixture2_teardown(void **state);
     cmocka_unit_test_prestate_setup_teardown(test, tc_fixture2_setup, tc_fixture2_teardown,        \
                                              (void *)(uintptr_t)(bytes))
 
+/* Floats of a buffer large enough that work queued on it is still pending when the host's next
+ * calls come, so that a missing wait would show; what a case checks holds whether or not it
+ * still is. */
+enum { TC_BIG = 1 << 21 };
+
 /* Downloads the first n floats of buf through s (waiting for s) and asserts that each is v, bit
  * for bit; on a mismatch reports the first differing float. */
 #define TC_EXPECT_FLOATS(s, buf, n, v) tc_expect_floats_((s), (buf), (n), (v), __FILE__, __LINE__)
