@@ -153,22 +153,15 @@ static void test_host_function_order(void **state) {
     TC_OK(acg_graph_destroy(g));
 }
 
-/* The getters of the driver's object behind a stream and behind a graph, as one type. */
-typedef acg_status (*native_get_fn)(void *obj, acg_native_handle *out);
-static acg_status stream_native(void *s, acg_native_handle *out) {
-    return acg_stream_get_native(s, out);
-}
-static acg_status graph_native(void *g, acg_native_handle *out) {
-    return acg_graph_get_native(g, out);
-}
-
-/* A getter of the driver's object refuses a NULL out, and an out whose size was never set. */
-static void expect_native_refusals(native_get_fn get, void *obj) {
-    TC_EXPECT(ERR_INVALID_ARGUMENT, get(obj, NULL));
-    acg_native_handle bad = ACG_NATIVE_HANDLE_INIT;
-    bad.size = 0;
-    TC_EXPECT(ERR_INVALID_ARGUMENT, get(obj, &bad));
-}
+/* The getter `get` of the driver's object behind obj refuses a NULL out, and an out whose size
+ * was never set. */
+#define EXPECT_NATIVE_REFUSALS(get, obj)                                                           \
+    do {                                                                                           \
+        TC_EXPECT(ERR_INVALID_ARGUMENT, get((obj), NULL));                                         \
+        acg_native_handle bad = ACG_NATIVE_HANDLE_INIT;                                            \
+        bad.size = 0;                                                                              \
+        TC_EXPECT(ERR_INVALID_ARGUMENT, get((obj), &bad));                                         \
+    } while (0)
 
 /* The driver's object: a queue on opencl, none on cpu (said, not an error). */
 static void test_native_object(void **state) {
@@ -183,7 +176,7 @@ static void test_native_object(void **state) {
         assert_int_equal(h.kind, ACG_NATIVE_OPENCL_QUEUE);
         assert_non_null(h.handle);
     }
-    expect_native_refusals(stream_native, s);
+    EXPECT_NATIVE_REFUSALS(acg_stream_get_native, s);
     /* An older caller's struct that ends before `handle` gets what fits. */
     acg_native_handle old = ACG_NATIVE_HANDLE_INIT;
     old.size = offsetof(acg_native_handle, handle);
@@ -229,7 +222,7 @@ static void test_graph_native_object(void **state) {
         assert_int_equal(h.kind, ACG_NATIVE_NONE);
         assert_null(h.handle);
     }
-    expect_native_refusals(graph_native, g);
+    EXPECT_NATIVE_REFUSALS(acg_graph_get_native, g);
     TC_OK(acg_graph_destroy(g));
     TC_EXPECT(ERR_INVALID_HANDLE, acg_graph_get_native(g, &h));
 }
