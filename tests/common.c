@@ -418,11 +418,14 @@ int tc_fixture_setup(void **state) {
     return 0;
 }
 
-int tc_fixture_teardown(void **state) {
-    tc_fixture *t = *state;
+void tc_fixture_free(tc_fixture *t) {
     TC_OK(acg_stream_destroy(t->s));
     tc_close(t->dev);
     free(t);
+}
+
+int tc_fixture_teardown(void **state) {
+    tc_fixture_free(*state);
     return 0;
 }
 
@@ -442,12 +445,16 @@ int tc_fixture2_setup(void **state) {
     return 0;
 }
 
-int tc_fixture2_teardown(void **state) {
-    tc_fixture2 *f = *state;
+void tc_fixture2_free(tc_fixture2 *f) {
     TC_OK(acg_buffer_free(f->y));
     TC_OK(acg_buffer_free(f->x));
     TC_OK(acg_stream_destroy(f->b));
-    return tc_fixture_teardown(state);
+    tc_fixture_free(&f->t);
+}
+
+int tc_fixture2_teardown(void **state) {
+    tc_fixture2_free(*state);
+    return 0;
 }
 
 void tc_expect_floats_(acg_stream *s, const acg_buffer *buf, size_t n, float v, const char *file,
@@ -992,12 +999,21 @@ void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, c
     tc_hang_guard(0, NULL);
 }
 
+/* tc_inject_fault_or_skip, closing dev before the skip where the caller opened it for this. */
+static void inject_fault_or_skip(acg_device *dev, bool close_on_skip) {
+    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
+        if (close_on_skip) {
+            tc_close(dev);
+        }
+        tc_skip("no injected faults: the backends' own tests provoke their drivers' faults");
+    }
+}
+
+void tc_inject_fault_or_skip(acg_device *dev) { inject_fault_or_skip(dev, false); }
+
 acg_device *tc_open_lost(void) {
     acg_device *dev = tc_open();
-    if (acg__device_inject_fault(dev) == ACG_ERR_UNSUPPORTED) {
-        tc_close(dev);
-        skip(); /* the backends' own tests provoke their drivers' faults */
-    }
+    inject_fault_or_skip(dev, true);
     return dev;
 }
 

@@ -166,9 +166,11 @@ void *tc_fixture_new(size_t size);
 void *tc_fixture_new_on(size_t size, const char *spec);
 /* cmocka setup of a bare tc_fixture: *state = tc_fixture_new(sizeof(tc_fixture)). */
 int tc_fixture_setup(void **state);
-/* cmocka teardown of a fixture from tc_fixture_new: destroys the stream, closes the device
- * (asserting both, so a case that left an object of the device fails) and frees the fixture.
- * A fixture holding more releases that first, then calls this. Returns 0. */
+/* Releases a fixture from tc_fixture_new: destroys the stream, closes the device (asserting
+ * both, so a case that left an object of the device fails) and frees the fixture. A fixture
+ * holding more releases that first, then calls this. */
+void tc_fixture_free(tc_fixture *t);
+/* cmocka teardown of a fixture from tc_fixture_new: tc_fixture_free(*state). Returns 0. */
 int tc_fixture_teardown(void **state);
 /* A table entry: the case `test` in a fresh bare tc_fixture (cmocka_unit_test_setup_teardown
  * with the two above). */
@@ -194,13 +196,20 @@ void *tc_fixture2_new(size_t size, size_t bytes);
 /* cmocka setup of a bare tc_fixture2: *state holds the buffers' size in bytes on entry
  * (cmocka's prestate), the fixture after. */
 int tc_fixture2_setup(void **state);
-/* cmocka teardown of a tc_fixture2: frees y and x, destroys b, then as tc_fixture_teardown
- * (asserting each, so a case that left an object of the device fails). Returns 0. */
+/* Releases a fixture from tc_fixture2_new: frees y and x, destroys b, then as tc_fixture_free
+ * (asserting each, so a case that left an object of the device fails). */
+void tc_fixture2_free(tc_fixture2 *f);
+/* cmocka teardown of a tc_fixture2: tc_fixture2_free(*state). Returns 0. */
 int tc_fixture2_teardown(void **state);
 /* A table entry: the case `test` in a fresh tc_fixture2 whose buffers hold `bytes` bytes each. */
 #define TC_FIXTURE2_CASE(test, bytes)                                                              \
     cmocka_unit_test_prestate_setup_teardown(test, tc_fixture2_setup, tc_fixture2_teardown,        \
                                              (void *)(uintptr_t)(bytes))
+
+/* Floats of a buffer large enough that work queued on it is still pending when the host's next
+ * calls come, so that a missing wait would show; what a case checks holds whether or not it
+ * still is. */
+enum { TC_BIG = 1 << 21 };
 
 /* Downloads the first n floats of buf through s (waiting for s) and asserts that each is v, bit
  * for bit; on a mismatch reports the first differing float. */
@@ -426,9 +435,14 @@ void tc_expect_fifo_refused(tc_loader load, const char *call, const void *arg, c
                                            tc_host_files_group_teardown);                          \
     }
 
-/* Opens the device under test and loses it to an injected fault (acg__device_inject_fault);
- * where the backend cannot inject one, closes it again and skips the case: the backends' own
- * tests provoke their drivers' faults. */
+/* Arms a fault for dev's next graph replay (acg__device_inject_fault): that replay faults, and
+ * the stream's next synchronize finds the device lost. Where the backend has no such hook (the
+ * backends' own tests provoke their drivers' faults), ends the case as skipped instead: for a
+ * device of the case's fixture, which its teardown releases. */
+void tc_inject_fault_or_skip(acg_device *dev);
+/* Opens the device under test and arms a fault for its next graph replay, as
+ * tc_inject_fault_or_skip; where the backend cannot inject one, closes the device again and
+ * skips the case. */
 acg_device *tc_open_lost(void);
 
 /* Whether /dev/shm still names a memory segment of acg's made by process pid (the cpu backend's

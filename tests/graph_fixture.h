@@ -37,10 +37,6 @@ int graph_teardown(void **state);
 /* A table entry: the case `fn` in a fresh fixture. */
 #define GRAPH_CASE(fn) cmocka_unit_test_setup_teardown(fn, graph_setup, graph_teardown)
 
-/* Floats of a buffer large enough that the work queued on it is still pending when the host's
- * next calls come; what the cases check holds whether or not it still is. */
-enum { BIG = 1 << 21 };
-
 /* The work sequences, as tc_work_fn (ctx the fx), and what they compute. */
 /* (a) a chain of kernels on one stream; the result lands in f->out. */
 acg_status work_chain(void *ctx, acg_stream *a, acg_stream *b);

@@ -246,7 +246,8 @@ typedef enum sweep { SWEEP_EACH = 1, SWEEP_GROWTH = 2 } sweep;
 typedef struct kind {
     const char *name; /* the create, as its failure must name it */
     acg_status (*create)(tc_fixture2 *f, void **out);
-    unsigned sweeps; /* the sweeps that take it */
+    acg_status (*release)(tc_fixture2 *f, void *obj); /* of an object create made on f */
+    unsigned sweeps;                                  /* the sweeps that take it */
 } kind;
 
 static acg_status make_buffer(tc_fixture2 *f, void **o) {
@@ -287,36 +288,46 @@ static acg_status make_graph(tc_fixture2 *f, void **o) {
     return st;
 }
 
-/* Releases obj, which k's create made on f. */
-static acg_status release(const kind *k, tc_fixture2 *f, void *obj) {
-    if (k->create == make_buffer || k->create == make_view) {
-        return acg_buffer_free(obj);
-    } else if (k->create == make_pinned) {
-        return acg_pinned_free(obj);
-    } else if (k->create == make_stream_buffer) {
-        return acg_stream_free(f->t.s, obj);
-    } else if (k->create == make_stream) {
-        return acg_stream_destroy(obj);
-    } else if (k->create == make_event) {
-        return acg_event_destroy(obj);
-    } else if (k->create == make_pool) {
-        return acg_graph_pool_destroy(obj);
-    } else if (k->create == make_group) {
-        return acg_device_group_destroy(obj);
-    }
-    return acg_graph_destroy(obj);
+static acg_status free_buffer(tc_fixture2 *f, void *o) {
+    (void)f;
+    return acg_buffer_free(o);
+}
+static acg_status free_pinned(tc_fixture2 *f, void *o) {
+    (void)f;
+    return acg_pinned_free(o);
+}
+static acg_status free_stream_buffer(tc_fixture2 *f, void *o) { return acg_stream_free(f->t.s, o); }
+static acg_status destroy_stream(tc_fixture2 *f, void *o) {
+    (void)f;
+    return acg_stream_destroy(o);
+}
+static acg_status destroy_event(tc_fixture2 *f, void *o) {
+    (void)f;
+    return acg_event_destroy(o);
+}
+static acg_status destroy_pool(tc_fixture2 *f, void *o) {
+    (void)f;
+    return acg_graph_pool_destroy(o);
+}
+static acg_status destroy_group(tc_fixture2 *f, void *o) {
+    (void)f;
+    return acg_device_group_destroy(o);
+}
+static acg_status destroy_graph(tc_fixture2 *f, void *o) {
+    (void)f;
+    return acg_graph_destroy(o);
 }
 
 static const kind kinds[] = {
-    {"acg_buffer_alloc", make_buffer, SWEEP_EACH | SWEEP_GROWTH},
-    {"acg_pinned_alloc", make_pinned, SWEEP_EACH},
-    {"acg_buffer_create_view", make_view, SWEEP_GROWTH},
-    {"acg_stream_alloc", make_stream_buffer, SWEEP_GROWTH},
-    {"acg_stream_create", make_stream, SWEEP_EACH | SWEEP_GROWTH},
-    {"acg_event_create", make_event, SWEEP_EACH | SWEEP_GROWTH},
-    {"acg_graph_pool_create", make_pool, SWEEP_EACH | SWEEP_GROWTH},
-    {"acg_device_group_create", make_group, SWEEP_GROWTH},
-    {"acg_stream_end_capture", make_graph, SWEEP_GROWTH},
+    {"acg_buffer_alloc", make_buffer, free_buffer, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_pinned_alloc", make_pinned, free_pinned, SWEEP_EACH},
+    {"acg_buffer_create_view", make_view, free_buffer, SWEEP_GROWTH},
+    {"acg_stream_alloc", make_stream_buffer, free_stream_buffer, SWEEP_GROWTH},
+    {"acg_stream_create", make_stream, destroy_stream, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_event_create", make_event, destroy_event, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_graph_pool_create", make_pool, destroy_pool, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_device_group_create", make_group, destroy_group, SWEEP_GROWTH},
+    {"acg_stream_end_capture", make_graph, destroy_graph, SWEEP_GROWTH},
 };
 
 /* Creates an object of kind k with the n-th allocation from now failing: on a failure the
@@ -338,7 +349,7 @@ static bool create_failing_at(const kind *k, tc_fixture2 *f, uint64_t n, sweep w
             /* The create's own entry grew the table: the sweep met that allocation. */
             assert_true(acg__handle_room() > 0);
         }
-        TC_OK(release(k, f, obj));
+        TC_OK(k->release(f, obj));
         if (what == SWEEP_EACH) {
             assert_int_equal(tc_alloc_live(), base);
         }
@@ -373,8 +384,7 @@ static void test_alloc_fail_each_create(void **state) {
             assert_true(n < 1000);
         }
     }
-    void *fixture = f;
-    tc_fixture2_teardown(&fixture);
+    tc_fixture2_free(f);
     assert_int_equal(tc_alloc_live(), 0);
 
     /* Opening a device fails cleanly at each of its allocations too. */
@@ -427,8 +437,7 @@ static void growth_close(growth *g) {
     for (uint32_t i = 0; i < g->n_fill; i++) {
         TC_OK(acg_event_destroy(g->fill[i]));
     }
-    void *f = g;
-    tc_fixture2_teardown(&f);
+    tc_fixture2_free(&g->f);
 }
 
 static void test_alloc_fail_at_registry_growth(void **state) {

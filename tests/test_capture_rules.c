@@ -178,9 +178,11 @@ static int ctx_setup(void **state) {
     return 0;
 }
 
-/* Ends what a failed assertion left behind (a capture under way, the case's graph), releases
- * the context, asserting each release (a case that left an object of the device fails), and
- * checks that no allocation of the library is live. */
+/* Ends a capture a failed assertion left under way and destroys the case's graph (each where
+ * there is one), then releases the context, asserting each release (a case that left an object
+ * of the device fails), checks that no allocation of the library is live and uninstalls the
+ * counting allocator. A release that fails stops the teardown there: what is left stays, and
+ * so does the allocator (acg_set_allocator is refused while an object lives). */
 static int ctx_teardown(void **state) {
     rctx *c = *state;
     acg_graph *g = NULL;

@@ -303,8 +303,7 @@ typedef struct ranks_case {
     bool count_checks;
 } ranks_case;
 
-static void run_ranks_case(void **state) {
-    const ranks_case *c = *state;
+static void run_ranks_case(const ranks_case *c) {
     need_collectives();
     if (c->count_checks) {
         need_count_checks();
@@ -318,34 +317,62 @@ static void run_ranks_case(void **state) {
 }
 
 /* The sums, in shared memory: one rank, then forked ones. */
-static const ranks_case sums = {
-    .fn = rank_sums, .ranks = {1, 2, 3}, .what = "sums over 2 and 3 ranks"};
+static void test_sums(void **state) {
+    (void)state;
+    const ranks_case c = {.fn = rank_sums, .ranks = {1, 2, 3}, .what = "sums over 2 and 3 ranks"};
+    run_ranks_case(&c);
+}
+
 /* The same through the comm (what ranks on several hosts use): the same bits. */
-static const ranks_case sums_host = {.fn = rank_sums,
-                                     .ranks = {3},
-                                     .what = "sums through the comm over 3 ranks",
-                                     .env = "ACG_CPU_ALLREDUCE",
-                                     .value = "host"};
+static void test_sums_host(void **state) {
+    (void)state;
+    const ranks_case c = {.fn = rank_sums,
+                          .ranks = {3},
+                          .what = "sums through the comm over 3 ranks",
+                          .env = "ACG_CPU_ALLREDUCE",
+                          .value = "host"};
+    run_ranks_case(&c);
+}
+
 /* A rank that exits: rank 1 passes, rank 2 exits with 0. */
-static const ranks_case rank_exit = {.fn = rank_exits, .ranks = {3}, .what = "a rank that exits"};
+static void test_rank_exits(void **state) {
+    (void)state;
+    const ranks_case c = {.fn = rank_exits, .ranks = {3}, .what = "a rank that exits"};
+    run_ranks_case(&c);
+}
+
 /* A rank that stalls, against a timeout of 300 ms. */
-static const ranks_case timeout = {.fn = rank_stalls,
-                                   .ranks = {2},
-                                   .what = "a rank that stalls",
-                                   .env = "ACG_COMM_TIMEOUT_MS",
-                                   .value = "300"};
+static void test_timeout(void **state) {
+    (void)state;
+    const ranks_case c = {.fn = rank_stalls,
+                          .ranks = {2},
+                          .what = "a rank that stalls",
+                          .env = "ACG_COMM_TIMEOUT_MS",
+                          .value = "300"};
+    run_ranks_case(&c);
+}
+
 /* Ranks that allreduce different counts. */
-static const ranks_case mismatch = {.fn = rank_mismatch,
-                                    .ranks = {2, 3},
-                                    .what = "allreduces of different counts",
-                                    .count_checks = true};
+static void test_mismatch(void **state) {
+    (void)state;
+    const ranks_case c = {.fn = rank_mismatch,
+                          .ranks = {2, 3},
+                          .what = "allreduces of different counts",
+                          .count_checks = true};
+    run_ranks_case(&c);
+}
+
 /* The same through the comm: the ranks agree on the count before the data. */
-static const ranks_case mismatch_host = {.fn = rank_mismatch,
-                                         .ranks = {2, 3},
-                                         .what = "allreduces of different counts through the comm",
-                                         .env = "ACG_CPU_ALLREDUCE",
-                                         .value = "host",
-                                         .count_checks = true};
+static void test_mismatch_host(void **state) {
+    (void)state;
+    const ranks_case c = {.fn = rank_mismatch,
+                          .ranks = {2, 3},
+                          .what = "allreduces of different counts through the comm",
+                          .env = "ACG_CPU_ALLREDUCE",
+                          .value = "host",
+                          .count_checks = true};
+    run_ranks_case(&c);
+}
 
 /* Refused arguments, one rank (the fixture's buffer y holds 64 bytes). */
 static void test_bad_input(void **state) {
@@ -417,17 +444,10 @@ static void test_bad_input(void **state) {
     fc_destroy(fc);
 }
 
-/* The table entry of a case of forked ranks, named as its test function was. */
-#define RANKS_CASE(name, c)                                                                        \
-    { name, run_ranks_case, NULL, NULL, (void *)&(c) }
 static const struct CMUnitTest tests[] = {
-    RANKS_CASE("test_sums", sums),
-    RANKS_CASE("test_sums_host", sums_host),
-    RANKS_CASE("test_rank_exits", rank_exit),
-    RANKS_CASE("test_timeout", timeout),
-    RANKS_CASE("test_mismatch", mismatch),
-    RANKS_CASE("test_mismatch_host", mismatch_host),
+    cmocka_unit_test(test_sums),          cmocka_unit_test(test_sums_host),
+    cmocka_unit_test(test_rank_exits),    cmocka_unit_test(test_timeout),
+    cmocka_unit_test(test_mismatch),      cmocka_unit_test(test_mismatch_host),
     TC_FIXTURE2_CASE(test_bad_input, 64),
 };
-#undef RANKS_CASE
 TC_MAIN("test_collective", tests)

@@ -301,8 +301,7 @@ static void rig_close(rig *g) {
     TC_OK(acg_event_destroy(g->fork));
     TC_OK(acg_event_destroy(g->join));
     TC_OK(acg_stream_destroy(g->b));
-    void *fixture = g;
-    tc_fixture_teardown(&fixture);
+    tc_fixture_free(&g->t);
 }
 
 /* Makes `to` wait for what `from` queued so far, through e. */

@@ -199,12 +199,9 @@ static bool has_dep(const acg_node_info *n, uint32_t d) {
 /* Captures fn, expects its graph to hold n nodes and returns their descriptions in info. */
 static acg_graph *capture_nodes(fx *f, tc_work_fn fn, acg_node_info *info, size_t n) {
     acg_graph *g = capture(f, fn);
-    size_t count = 0;
-    TC_OK(acg_graph_get_node_count(g, &count));
-    assert_int_equal(count, n);
+    tc_expect_node_count(g, n);
     for (size_t i = 0; i < n; i++) {
-        memset(&info[i], 0, sizeof info[i]);
-        TC_OK(acg_graph_get_node(g, i, &info[i]));
+        info[i] = tc_node(g, i);
     }
     return g;
 }

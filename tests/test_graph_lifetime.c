@@ -173,12 +173,12 @@ static void test_unjoined_fork(void **state) {
 static void test_graph_update_waits_for_pending(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    acg_buffer *big = tc_buffer(f->dev, (size_t)BIG * sizeof(float));
+    acg_buffer *big = tc_buffer(f->dev, (size_t)TC_BIG * sizeof(float));
     acg_graph *g[2];
     for (int i = 0; i < 2; i++) {
         TC_OK(acg_stream_begin_capture(f->a, f->pool));
         for (int r = 0; r < 6; r++) {
-            TC_OK(tc_fill(f->a, &f->k, big, 0, BIG, 0.0f));
+            TC_OK(tc_fill(f->a, &f->k, big, 0, TC_BIG, 0.0f));
         }
         TC_OK(tc_fill(f->a, &f->k, f->z, 0, N, i == 0 ? 1.0f : 2.0f));
         TC_OK(acg_stream_end_capture(f->a, &g[i]));
@@ -230,15 +230,15 @@ static void test_graph_update_moves_refs(void **state) {
 static void test_graph_destroy_waits(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    acg_buffer *out = tc_buffer(f->dev, (size_t)BIG * sizeof(float));
-    scratch_work w = {f, 1.5f, 0.5f, out, BIG};
+    acg_buffer *out = tc_buffer(f->dev, (size_t)TC_BIG * sizeof(float));
+    scratch_work w = {f, 1.5f, 0.5f, out, TC_BIG};
     acg_graph *g = NULL;
     TC_OK(tc_capture(work_scratch, &w, f->a, f->b, f->pool, &g));
     tc_poison(f->a, out);
     TC_OK(acg_graph_launch(g, f->a));
     TC_OK(acg_graph_destroy(g));
     float back[64], want[64];
-    TC_OK(acg_copy_d2h(f->b, back, out, ((size_t)BIG - 64) * sizeof(float), sizeof back));
+    TC_OK(acg_copy_d2h(f->b, back, out, ((size_t)TC_BIG - 64) * sizeof(float), sizeof back));
     tc_splat(want, 64, 1.5f + 1.0f + 0.5f);
     TC_BYTES_EQUAL(back, want, sizeof back);
     TC_OK(acg_buffer_free(out));
@@ -288,10 +288,10 @@ static void test_bad_input_during_capture(void **state) {
 static void test_capture_behind_eager_work(void **state) {
     fx *f = *state;
     NEED_GRAPHS(f);
-    acg_buffer *big = tc_buffer(f->dev, (size_t)BIG * sizeof(float));
+    acg_buffer *big = tc_buffer(f->dev, (size_t)TC_BIG * sizeof(float));
     poison_all(f);
     for (int r = 0; r < 4; r++) {
-        TC_OK(tc_fill(f->a, &f->k, big, 0, BIG, 1.0f));
+        TC_OK(tc_fill(f->a, &f->k, big, 0, TC_BIG, 1.0f));
     }
     TC_OK(tc_copy(f->a, &f->k, f->z, 0, big, 0, N)); /* z = 1, eagerly, still queued */
     TC_OK(acg_stream_begin_capture(f->a, f->pool));

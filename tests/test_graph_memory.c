@@ -362,7 +362,7 @@ static acg_status others_min(void *user, int32_t *v, size_t n) {
 static acg_status create_with(fx *f, others *o, acg_runner **r) {
     acg_comm comm = ACG_COMM_INIT;
     comm.user = o;
-    comm.barrier = tc_one_rank_comm()->barrier; /* the others never keep this rank waiting */
+    comm.barrier = tc_one_rank_barrier; /* the others never keep this rank waiting */
     comm.allreduce_min_i32 = others_min;
     acg_runner_config c = config(f, ACG_GRAPHS_ON);
     c.comm = &comm;

@@ -457,22 +457,21 @@ static void test_wrong_device(void **state) {
  * AddressSanitizer: the queued work would touch freed memory). */
 static void test_free_waits_for_queued_work(void **state) {
     fx *f = *state;
-    enum { BIG = 1 << 21 };
-    acg_buffer *src = tc_buffer(f->dev, BIG * sizeof(float));
-    acg_buffer *dst = tc_buffer(f->dev, BIG * sizeof(float));
-    float *pin = tc_pinned(f->dev, BIG * sizeof(float));
-    TC_OK(tc_fill(f->s, &f->k, src, 0, BIG, 1.5f));
+    acg_buffer *src = tc_buffer(f->dev, TC_BIG * sizeof(float));
+    acg_buffer *dst = tc_buffer(f->dev, TC_BIG * sizeof(float));
+    float *pin = tc_pinned(f->dev, TC_BIG * sizeof(float));
+    TC_OK(tc_fill(f->s, &f->k, src, 0, TC_BIG, 1.5f));
     for (int i = 0; i < 4; i++) {
-        TC_OK(tc_copy(f->s, &f->k, dst, 0, src, 0, BIG));
+        TC_OK(tc_copy(f->s, &f->k, dst, 0, src, 0, TC_BIG));
     }
-    TC_OK(acg_copy_d2h(f->s, pin, dst, 0, BIG * sizeof(float)));
+    TC_OK(acg_copy_d2h(f->s, pin, dst, 0, TC_BIG * sizeof(float)));
     TC_OK(acg_buffer_free(src));
     TC_OK(acg_stream_query(f->s)); /* the free waited for the device */
-    for (size_t i = 0; i < BIG; i += 4099) {
+    for (size_t i = 0; i < TC_BIG; i += 4099) {
         assert_true(pin[i] == 1.5f);
     }
-    TC_OK(tc_fill(f->s, &f->k, dst, 0, BIG, 2.5f));
-    TC_OK(acg_copy_d2h(f->s, pin, dst, 0, BIG * sizeof(float)));
+    TC_OK(tc_fill(f->s, &f->k, dst, 0, TC_BIG, 2.5f));
+    TC_OK(acg_copy_d2h(f->s, pin, dst, 0, TC_BIG * sizeof(float)));
     TC_OK(acg_pinned_free(pin));
     TC_OK(acg_stream_query(f->s));
     TC_OK(acg_buffer_free(dst));

@@ -170,8 +170,15 @@ static void write_checkpoint(const char *path, const acg_model_config *c, uint64
  * heads sharing 1 KV head) and widths that are not multiples of 4. */
 static void test_reference_checkpoint(void **state) {
     (void)state;
-    /* dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier */
-    static const acg_model_config c = {sizeof c, 40, 102, 3, 5, 1, 301, 64, true};
+    static const acg_model_config c = {.size = sizeof c,
+                                       .dim = 40,
+                                       .hidden_dim = 102,
+                                       .n_layers = 3,
+                                       .n_heads = 5,
+                                       .n_kv_heads = 1,
+                                       .vocab_size = 301,
+                                       .seq_len = 64,
+                                       .shared_classifier = true};
     assert_int_equal(tc_tmpdir_create("acg-test-model"), 0);
     char path[512];
     snprintf(path, sizeof path, "%s", tc_tmp_path("model.bin"));

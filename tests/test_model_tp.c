@@ -410,16 +410,13 @@ static void test_small(void **state) {
     split_against_one("small", tc_model_preset("small"), two_and_three);
 }
 
-/* Random weights of a config in llama2.c's order (dim, hidden_dim, n_layers, n_heads,
- * n_kv_heads, vocab_size, seq_len), whose classifier is the token embedding (the presets' are
- * separate). */
-static acg_model_weights *random_weights(int32_t dim, int32_t hidden_dim, int32_t n_layers,
-                                         int32_t n_heads, int32_t n_kv_heads, int32_t vocab_size,
-                                         int32_t seq_len) {
-    const acg_model_config c = {sizeof c,   dim,        hidden_dim, n_layers, n_heads,
-                                n_kv_heads, vocab_size, seq_len,    true};
+/* Random weights of config c, of seed, whose classifier is the token embedding (the presets'
+ * are separate): c's size and shared_classifier are set here. */
+static acg_model_weights *random_weights(acg_model_config c, uint64_t seed) {
+    c.size = sizeof c;
+    c.shared_classifier = true;
     acg_model_weights *w = NULL;
-    TC_OK(acg_model_weights_create_random(&c, 11, &w));
+    TC_OK(acg_model_weights_create_random(&c, seed, &w));
     return w;
 }
 
@@ -428,7 +425,14 @@ static acg_model_weights *random_weights(int32_t dim, int32_t hidden_dim, int32_
 static void test_shared_classifier(void **state) {
     (void)state;
     need_split_models();
-    split_against_one("shared classifier", random_weights(32, 48, 2, 4, 2, 67, 64), two_and_three);
+    const acg_model_config c = {.dim = 32,
+                                .hidden_dim = 48,
+                                .n_layers = 2,
+                                .n_heads = 4,
+                                .n_kv_heads = 2,
+                                .vocab_size = 67,
+                                .seq_len = 64};
+    split_against_one("shared classifier", random_weights(c, 11), two_and_three);
 }
 
 /* More ranks than tokens to score (a vocabulary of 4 over 5 ranks): rank 0 scores none and adds
@@ -437,7 +441,14 @@ static void test_rank_without_tokens(void **state) {
     (void)state;
     need_split_models();
     static const int five[] = {5, 0};
-    split_against_one("4 tokens", random_weights(8, 8, 1, 2, 1, 4, 32), five);
+    const acg_model_config c = {.dim = 8,
+                                .hidden_dim = 8,
+                                .n_layers = 1,
+                                .n_heads = 2,
+                                .n_kv_heads = 1,
+                                .vocab_size = 4,
+                                .seq_len = 32};
+    split_against_one("4 tokens", random_weights(c, 11), five);
 }
 
 /* ==== 2. a capture that fails on one rank ==================================================== */
@@ -632,15 +643,16 @@ static const struct bad_comm {
     comm_shape k;
     const char *needle;
 } bad_comms[] = {
-    {{0, 65, NULL, 0}, "65 ranks"},
-    {{0, 0, NULL, 0}, "0 ranks"}, /* n_ranks not given */
-    {{2, 2, NULL, 0}, "rank 2 of 2"},
-    {{-1, 2, NULL, 0}, "rank -1 of 2"},
-    {{0, 2, "allreduce_min_i32", 0}, "allreduce_min_i32"},
-    {{0, 2, "barrier", 0}, "barrier"},
-    {{0, 2, "broadcast", 0}, "broadcast"},
-    {{0, 2, NULL, offsetof(acg_comm, rank)}, "0 ranks"}, /* an older caller's: no rank, n_ranks */
-    {{0, 2, NULL, 4097}, "acg_comm"},                    /* size never set */
+    {.k = {.rank = 0, .n_ranks = 65}, .needle = "65 ranks"},
+    {.k = {.rank = 0, .n_ranks = 0}, .needle = "0 ranks"}, /* n_ranks not given */
+    {.k = {.rank = 2, .n_ranks = 2}, .needle = "rank 2 of 2"},
+    {.k = {.rank = -1, .n_ranks = 2}, .needle = "rank -1 of 2"},
+    {.k = {.rank = 0, .n_ranks = 2, .without = "allreduce_min_i32"}, .needle = "allreduce_min_i32"},
+    {.k = {.rank = 0, .n_ranks = 2, .without = "barrier"}, .needle = "barrier"},
+    {.k = {.rank = 0, .n_ranks = 2, .without = "broadcast"}, .needle = "broadcast"},
+    /* An older caller's, which ends before rank and n_ranks. */
+    {.k = {.rank = 0, .n_ranks = 2, .size = offsetof(acg_comm, rank)}, .needle = "0 ranks"},
+    {.k = {.rank = 0, .n_ranks = 2, .size = 4097}, .needle = "acg_comm"}, /* size never set */
 };
 
 static void test_bad_input(void **state) {
@@ -651,13 +663,20 @@ static void test_bad_input(void **state) {
     tc_alloc_install();
     acg_device *dev = tc_open();
     acg_model_weights *w = tc_model_preset("tiny");
-    /* Feed-forward units fewer than the ranks: dim 8, hidden 4, 2 heads, 1 KV head. */
-    acg_model_weights *few_units = random_weights(8, 4, 1, 2, 1, 16, 16);
+    /* Feed-forward units fewer than the ranks. */
+    const acg_model_config narrow = {.dim = 8,
+                                     .hidden_dim = 4,
+                                     .n_layers = 1,
+                                     .n_heads = 2,
+                                     .n_kv_heads = 1,
+                                     .vocab_size = 16,
+                                     .seq_len = 16};
+    acg_model_weights *few_units = random_weights(narrow, 1);
 
     for (size_t i = 0; i < sizeof bad_comms / sizeof bad_comms[0]; i++) {
         expect_refused(dev, w, &bad_comms[i].k, ACG_ERR_INVALID_ARGUMENT, bad_comms[i].needle);
     }
-    const comm_shape five = {0, 5, NULL, 0}, two = {0, 2, NULL, 0};
+    const comm_shape five = {.rank = 0, .n_ranks = 5}, two = {.rank = 0, .n_ranks = 2};
     expect_refused(dev, few_units, &five, ACG_ERR_INVALID_ARGUMENT, "hidden_dim 4");
     if (!tc_cap()->collectives) {
         /* Refused before anything is allocated or any rank is waited for. */

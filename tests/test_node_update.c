@@ -8,7 +8,7 @@
  */
 #include "common.h"
 
-#include "core/acg-impl.h" /* acg__device_inject_fault, the node-update test hooks */
+#include "core/acg-impl.h" /* the node-update test hooks */
 
 #include <pthread.h>
 #include <stddef.h>
@@ -333,9 +333,7 @@ static void test_update_racing_replays(void **state) {
 static void test_device_lost(void **state) {
     fx *f = *state;
     need_node_update(f);
-    if (acg__device_inject_fault(f->t.dev) == ACG_ERR_UNSUPPORTED) {
-        skip(); /* the backends' own tests provoke their drivers' faults */
-    }
+    tc_inject_fault_or_skip(f->t.dev);
     TC_OK(acg_graph_launch(f->g, f->t.s)); /* the injected fault takes this replay */
     TC_EXPECT(ERR_DEVICE_LOST, acg_stream_synchronize(f->t.s));
     TC_EXPECT(ERR_DEVICE_LOST, update_add(f, NULL, f->x2, 0, 1.0f));

@@ -30,7 +30,11 @@ static int teardown(void **state) {
 
 static acg_attn_plan *make_plan(acg_device *dev, uint32_t batch, uint32_t max_seq_len,
                                 uint32_t page_size, uint32_t max_q) {
-    const acg_attn_plan_config c = {sizeof c, batch, max_seq_len, page_size, max_q};
+    acg_attn_plan_config c = ACG_ATTN_PLAN_CONFIG_INIT;
+    c.batch = batch;
+    c.max_seq_len = max_seq_len;
+    c.page_size = page_size;
+    c.max_query_tokens = max_q;
     acg_attn_plan *p = NULL;
     TC_OK(acg_attn_plan_create(dev, &c, &p));
     assert_non_null(p);
@@ -316,15 +320,24 @@ static void test_bad_arguments(void **state) {
     acg_attn_plan *q = untouched;
     acg_attn_plan_config c = ACG_ATTN_PLAN_CONFIG_INIT;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &q)); /* zero fields */
-    c = (acg_attn_plan_config){sizeof c, 2, 32, 16, 2};
+    c = (acg_attn_plan_config){
+        .size = sizeof c, .batch = 2, .max_seq_len = 32, .page_size = 16, .max_query_tokens = 2};
     TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_create(NULL, &c, &q));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, NULL, &q));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, NULL));
     c.size = 4;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &q));
-    c = (acg_attn_plan_config){sizeof c, 2, 0x80000000u, 16, 2};
+    c = (acg_attn_plan_config){.size = sizeof c,
+                               .batch = 2,
+                               .max_seq_len = 0x80000000u,
+                               .page_size = 16,
+                               .max_query_tokens = 2};
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &q));
-    c = (acg_attn_plan_config){sizeof c, UINT32_MAX, 0x7fffffff, 1, 2};
+    c = (acg_attn_plan_config){.size = sizeof c,
+                               .batch = UINT32_MAX,
+                               .max_seq_len = 0x7fffffff,
+                               .page_size = 1,
+                               .max_query_tokens = 2};
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &q)); /* too large */
     assert_ptr_equal(q, untouched);
     TC_OK(acg_attn_plan_destroy(NULL));
@@ -391,7 +404,8 @@ static acg_status scenario(void *ctx) {
     sc.depth = 2;
     sc.buffer_bytes = 16; /* the first build grows the ring */
     sc.mirror = true;
-    acg_attn_plan_config pc = {sizeof pc, 2, 64, 16, 2};
+    acg_attn_plan_config pc = {
+        .size = sizeof pc, .batch = 2, .max_seq_len = 64, .page_size = 16, .max_query_tokens = 2};
     const uint32_t pg[] = {1, 2};
     acg_attn_row rows[2] = {{pg, 2, 20, 1}, {pg, 1, 3, 1}};
     uint32_t v[4] = {1, 2, 3, 4};
@@ -468,7 +482,11 @@ static void test_destroy_refused_keeps_plan(void **state) {
  * and not at all when the size was never set. */
 static void test_struct_versions(void **state) {
     fx *f = *state;
-    acg_attn_plan_config c = {offsetof(acg_attn_plan_config, max_query_tokens), 2, 32, 16, 2};
+    acg_attn_plan_config c = {.size = offsetof(acg_attn_plan_config, max_query_tokens),
+                              .batch = 2,
+                              .max_seq_len = 32,
+                              .page_size = 16,
+                              .max_query_tokens = 2};
     acg_attn_plan *p = NULL;
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_create(f->t.dev, &c, &p));
     TC_LAST_ERROR_HAS("acg_attn_plan_config.size is 20");

@@ -569,10 +569,26 @@ static void test_underflow_tails(void **state) {
 
 /* ---- each family on random data and on special values ----------------------------------- */
 
-static const family reductions = {reductions_on, rng_float, 1, 2, 6};
-static const family matmuls = {matmul_shapes, rng_float, 10, 11, 12};
-static const family elementwise = {elementwise_on, rng_wide, 20, 21, 24};
-static const family attention = {attention_on, rng_float, 30, 31, 32};
+static const family reductions = {.on = reductions_on,
+                                  .random_gen = rng_float,
+                                  .random_seed = 1,
+                                  .special_from = 2,
+                                  .special_to = 6};
+static const family matmuls = {.on = matmul_shapes,
+                               .random_gen = rng_float,
+                               .random_seed = 10,
+                               .special_from = 11,
+                               .special_to = 12};
+static const family elementwise = {.on = elementwise_on,
+                                   .random_gen = rng_wide,
+                                   .random_seed = 20,
+                                   .special_from = 21,
+                                   .special_to = 24};
+static const family attention = {.on = attention_on,
+                                 .random_gen = rng_float,
+                                 .random_seed = 30,
+                                 .special_from = 31,
+                                 .special_to = 32};
 
 static void test_reductions_random(void **state) { on_random(state, &reductions); }
 

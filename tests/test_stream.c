@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BIG = 1 << 21 }; /* floats: enough work that a missing wait would show */
-
 /* The device under test, streams s (t.s) and b, and buffers x and y of the size each case's
  * table entry gives (common.h). */
 typedef tc_fixture2 fx;
@@ -21,7 +19,7 @@ typedef tc_fixture2 fx;
     } while (0)
 
 /* An idle stream queries ACG_OK; after queued work, synchronize leaves it idle; destroy(NULL)
- * is a no-op; dead handles are ACG_ERR_INVALID_HANDLE (y: BIG floats). */
+ * is a no-op; dead handles are ACG_ERR_INVALID_HANDLE (y: TC_BIG floats). */
 static void test_stream_lifecycle(void **state) {
     fx *f = *state;
     acg_stream *s = tc_stream(f->t.dev);
@@ -30,7 +28,7 @@ static void test_stream_lifecycle(void **state) {
     assert_ptr_equal(acg_stream_get_device(s), f->t.dev);
     assert_null(acg_stream_get_device(NULL));
     for (int i = 0; i < 4; i++) {
-        TC_OK(tc_fill(s, &f->t.k, f->y, 0, BIG, 1.0f));
+        TC_OK(tc_fill(s, &f->t.k, f->y, 0, TC_BIG, 1.0f));
     }
     acg_status q = acg_stream_query(s);
     assert_true(q == ACG_OK || q == ACG_NOT_READY);
@@ -43,19 +41,19 @@ static void test_stream_lifecycle(void **state) {
     assert_ptr_equal(t, untouched);
 }
 
-/* Destroying a stream waits for its queued work first (y: BIG floats, read back on t.s). */
+/* Destroying a stream waits for its queued work first (y: TC_BIG floats, read back on t.s). */
 static void test_stream_destroy_waits(void **state) {
     fx *f = *state;
     acg_stream *s = tc_stream(f->t.dev);
     for (int i = 0; i < 6; i++) {
-        TC_OK(tc_fill(s, &f->t.k, f->y, 0, BIG, (float)i));
+        TC_OK(tc_fill(s, &f->t.k, f->y, 0, TC_BIG, (float)i));
     }
     TC_OK(acg_stream_destroy(s));
-    TC_EXPECT_FLOATS(f->t.s, f->y, BIG, 5.0f);
+    TC_EXPECT_FLOATS(f->t.s, f->y, TC_BIG, 5.0f);
 }
 
 /* An event never recorded is complete; a recorded one completes with its stream's work;
- * destroy(NULL) is a no-op (y: BIG floats). */
+ * destroy(NULL) is a no-op (y: TC_BIG floats). */
 static void test_event_basics(void **state) {
     fx *f = *state;
     acg_stream *s = f->t.s;
@@ -64,7 +62,7 @@ static void test_event_basics(void **state) {
     TC_OK(acg_event_synchronize(e));
 
     for (int i = 0; i < 4; i++) {
-        TC_OK(tc_fill(s, &f->t.k, f->y, 0, BIG, 2.0f));
+        TC_OK(tc_fill(s, &f->t.k, f->y, 0, TC_BIG, 2.0f));
     }
     TC_OK(acg_event_record(e, s));
     acg_status q = acg_event_query(e);
@@ -87,40 +85,40 @@ static void test_event_basics(void **state) {
 }
 
 /* Stream b waiting on an event recorded after long work on a (t.s) sees all of a's results
- * (x, y: BIG floats). */
+ * (x, y: TC_BIG floats). */
 static void test_wait_event_orders_streams(void **state) {
     fx *f = *state;
     acg_stream *a = f->t.s, *b = f->b;
     const tc_kernels *k = &f->t.k;
     acg_event *e = tc_event(f->t.dev);
     acg_buffer *x = f->x, *y = f->y;
-    TC_OK(tc_fill(a, k, y, 0, BIG, -1.0f));
+    TC_OK(tc_fill(a, k, y, 0, TC_BIG, -1.0f));
     TC_OK(acg_stream_synchronize(a));
 
     for (int round = 0; round < 3; round++) {
-        TC_OK(tc_fill(a, k, x, 0, BIG, 0.0f));
+        TC_OK(tc_fill(a, k, x, 0, TC_BIG, 0.0f));
         for (int i = 0; i < 12; i++) { /* x = 12 * 0.5, slowly */
-            TC_OK(tc_add(a, k, x, 0, x, 0, BIG, 0.5f));
+            TC_OK(tc_add(a, k, x, 0, x, 0, TC_BIG, 0.5f));
         }
         TC_OK(acg_event_record(e, a));
         TC_OK(acg_stream_wait_event(b, e));
-        TC_OK(tc_add(b, k, y, 0, x, 0, BIG, (float)round)); /* y = x + round */
+        TC_OK(tc_add(b, k, y, 0, x, 0, TC_BIG, (float)round)); /* y = x + round */
         TC_OK(acg_stream_synchronize(b));
-        TC_EXPECT_FLOATS(b, y, BIG, 6.0f + (float)round);
+        TC_EXPECT_FLOATS(b, y, TC_BIG, 6.0f + (float)round);
     }
     /* An event destroyed after a stream waits on it does not disturb the wait. */
     acg_event *e2 = tc_event(f->t.dev);
-    TC_OK(tc_fill(a, k, x, 0, BIG, 0.0f));
+    TC_OK(tc_fill(a, k, x, 0, TC_BIG, 0.0f));
     for (int i = 0; i < 8; i++) {
-        TC_OK(tc_add(a, k, x, 0, x, 0, BIG, 0.25f));
+        TC_OK(tc_add(a, k, x, 0, x, 0, TC_BIG, 0.25f));
     }
     TC_OK(acg_event_record(e2, a));
     TC_OK(acg_stream_wait_event(b, e2));
     TC_OK(acg_event_destroy(e2));
-    TC_OK(tc_copy(b, k, y, 0, x, 0, BIG));
+    TC_OK(tc_copy(b, k, y, 0, x, 0, TC_BIG));
     float back[64], want[64];
     TC_OK(acg_stream_synchronize(b));
-    TC_OK(acg_copy_d2h(b, back, y, (BIG - 64) * sizeof(float), sizeof back));
+    TC_OK(acg_copy_d2h(b, back, y, (TC_BIG - 64) * sizeof(float), sizeof back));
     tc_splat(want, 64, 2.0f);
     TC_BYTES_EQUAL(back, want, sizeof back);
 
@@ -179,7 +177,7 @@ static void test_event_wrong_device(void **state) {
     tc_close(d2);
 }
 
-#define T(fn) TC_FIXTURE2_CASE(fn, BIG * sizeof(float))
+#define T(fn) TC_FIXTURE2_CASE(fn, TC_BIG * sizeof(float))
 static const struct CMUnitTest tests[] = {
     T(test_stream_lifecycle),
     T(test_stream_destroy_waits),

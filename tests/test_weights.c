@@ -69,11 +69,24 @@ static void expect_preset_config(const char *name, acg_model_config want) {
 /* Both presets have the configurations the issue gives. */
 static void test_preset_configs(void **state) {
     (void)state;
-    /* dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier */
-    expect_preset_config(
-        "tiny", (acg_model_config){sizeof(acg_model_config), 64, 172, 2, 4, 2, 512, 256, false});
-    expect_preset_config("small", (acg_model_config){sizeof(acg_model_config), 288, 768, 6, 6, 6,
-                                                     32000, 256, false});
+    expect_preset_config("tiny", (acg_model_config){.size = sizeof(acg_model_config),
+                                                    .dim = 64,
+                                                    .hidden_dim = 172,
+                                                    .n_layers = 2,
+                                                    .n_heads = 4,
+                                                    .n_kv_heads = 2,
+                                                    .vocab_size = 512,
+                                                    .seq_len = 256,
+                                                    .shared_classifier = false});
+    expect_preset_config("small", (acg_model_config){.size = sizeof(acg_model_config),
+                                                     .dim = 288,
+                                                     .hidden_dim = 768,
+                                                     .n_layers = 6,
+                                                     .n_heads = 6,
+                                                     .n_kv_heads = 6,
+                                                     .vocab_size = 32000,
+                                                     .seq_len = 256,
+                                                     .shared_classifier = false});
 
     acg_model_config c = ACG_MODEL_CONFIG_INIT;
     TC_EXPECT(ERR_NOT_FOUND, acg_model_preset_get_config("huge", &c));
