@@ -19,6 +19,16 @@ void tc_expect_(acg_status want, acg_status got, const char *expr, const char *f
     }
 }
 
+void tc_expect_capture_state_(acg_stream *s, acg_capture_state want, const char *file, int line) {
+    acg_capture_state got = (acg_capture_state)99; /* no state: a call that wrote none fails */
+    tc_expect_(ACG_OK, acg_stream_get_capture_state(s, &got), "acg_stream_get_capture_state", file,
+               line);
+    if (got != want) {
+        print_error("the stream's capture state is %d, expected %d\n", (int)got, (int)want);
+        _fail(file, line);
+    }
+}
+
 bool tc_contains(const char *haystack, const char *needle) {
     return haystack != NULL && needle != NULL && strstr(haystack, needle) != NULL;
 }
@@ -163,12 +173,6 @@ static void note_missing(const char *what) {
                   dut_spec, dut_cap.name, what);
 }
 
-static void expect_capture_state(acg_stream *s, acg_capture_state want) {
-    acg_capture_state cs = (acg_capture_state)99;
-    TC_OK(acg_stream_get_capture_state(s, &cs));
-    assert_int_equal(cs, want);
-}
-
 bool tc_has_graphs(acg_device *dev, acg_stream *s) {
     const acg_capability *cap = acg_device_get_capability(dev);
     assert_non_null(cap);
@@ -178,7 +182,7 @@ bool tc_has_graphs(acg_device *dev, acg_stream *s) {
     assert_false(cap->graph_update);
     TC_EXPECT(ERR_UNSUPPORTED, acg_stream_begin_capture(s, NULL));
     TC_LAST_ERROR_HAS("acg_stream_begin_capture");
-    expect_capture_state(s, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(s, NONE);
     note_missing("graphs");
     return false;
 }
@@ -211,13 +215,13 @@ bool tc_has_multi_stream_capture(acg_device *dev, acg_stream *a, acg_stream *b, 
     TC_OK(acg_event_record(e, a));
     TC_EXPECT(ERR_UNSUPPORTED, acg_stream_wait_event(b, e));
     TC_LAST_ERROR_HAS("acg_stream_wait_event");
-    expect_capture_state(a, ACG_CAPTURE_INVALIDATED);
+    TC_EXPECT_CAPTURE_STATE(a, INVALIDATED);
     acg_graph *const sentinel = (acg_graph *)(uintptr_t)0x70;
     acg_graph *g = sentinel;
     TC_EXPECT(ERR_UNSUPPORTED, acg_stream_end_capture(a, &g));
     assert_ptr_equal(g, sentinel);
-    expect_capture_state(a, ACG_CAPTURE_NONE);
-    expect_capture_state(b, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(a, NONE);
+    TC_EXPECT_CAPTURE_STATE(b, NONE);
     note_missing("multi-stream capture");
     return false;
 }

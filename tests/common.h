@@ -39,6 +39,12 @@ void tc_last_error_has_(const char *needle, const char *file, int line);
  * and contains each string of ap, a list of const char * ended by NULL. */
 void tc_last_error_names_file_(const char *path, const char *file, int line, va_list ap);
 
+/* Asserts that stream s answers acg_stream_get_capture_state with ACG_OK and the state
+ * ACG_CAPTURE_<want>: TC_EXPECT_CAPTURE_STATE(s, NONE). */
+#define TC_EXPECT_CAPTURE_STATE(s, want)                                                           \
+    tc_expect_capture_state_((s), ACG_CAPTURE_##want, __FILE__, __LINE__)
+void tc_expect_capture_state_(acg_stream *s, acg_capture_state want, const char *file, int line);
+
 /* Asserts that two byte ranges are equal with memcmp; on a mismatch reports the first differing
  * 4-byte word (as float and hex). */
 #define TC_BYTES_EQUAL(a, b, n) tc_bytes_equal_((a), (b), (n), __FILE__, __LINE__)

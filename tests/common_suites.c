@@ -148,9 +148,7 @@ acg_node_info tc_node(const acg_graph *g, size_t i) {
 }
 
 void tc_end_capture_expect_nodes(acg_stream *s, size_t n) {
-    acg_capture_state cs = ACG_CAPTURE_NONE;
-    TC_OK(acg_stream_get_capture_state(s, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+    TC_EXPECT_CAPTURE_STATE(s, ACTIVE);
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(s, &g));
     tc_expect_node_count(g, n);

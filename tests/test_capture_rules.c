@@ -207,12 +207,6 @@ static int ctx_teardown(void **state) {
     return 0;
 }
 
-static void expect_state(acg_stream *s, acg_capture_state want) {
-    acg_capture_state cs = (acg_capture_state)99;
-    TC_OK(acg_stream_get_capture_state(s, &cs));
-    assert_int_equal(cs, want);
-}
-
 /* Runs `value` on stream s eagerly into buf and checks the data. */
 static void eager_check(rctx *c, acg_stream *s, acg_buffer *buf, float value) {
     TC_OK(tc_fill(s, &c->f.t.k, buf, 0, N, value));
@@ -233,16 +227,16 @@ static void check_illegal(rctx *c, const rule *r) {
         TC_OK(tc_add(b, k, c->f.y, 0, c->f.x, 0, N, 1.0f));
         TC_OK(acg_event_record(c->e_join, b));
         TC_OK(acg_stream_wait_event(s, c->e_join));
-        expect_state(b, ACG_CAPTURE_ACTIVE);
+        TC_EXPECT_CAPTURE_STATE(b, ACTIVE);
     }
-    expect_state(s, ACG_CAPTURE_ACTIVE);
+    TC_EXPECT_CAPTURE_STATE(s, ACTIVE);
 
     /* The illegal call fails and names itself. */
     tc_expect_(r->want, r->fn(c), r->op, __FILE__, __LINE__);
     TC_LAST_ERROR_HAS(r->op);
-    expect_state(s, ACG_CAPTURE_INVALIDATED);
+    TC_EXPECT_CAPTURE_STATE(s, INVALIDATED);
     if (r->fork) {
-        expect_state(b, ACG_CAPTURE_INVALIDATED);
+        TC_EXPECT_CAPTURE_STATE(b, INVALIDATED);
     }
 
     /* Further work on the capture's streams is refused. */
@@ -258,8 +252,8 @@ static void check_illegal(rctx *c, const rule *r) {
     TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(s, &g));
     assert_ptr_equal(g, sentinel);
     TC_LAST_ERROR_HAS(r->op);
-    expect_state(s, ACG_CAPTURE_NONE);
-    expect_state(b, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(s, NONE);
+    TC_EXPECT_CAPTURE_STATE(b, NONE);
     TC_EXPECT(ERR_NOT_CAPTURING, acg_stream_end_capture(s, &g));
 }
 
@@ -325,7 +319,7 @@ static void test_legal_during_capture(void **state) {
     void *other_pin = tc_pinned(d2, 64);
     TC_OK(acg_device_synchronize(d2));
     TC_OK(acg_copy_d2h(s, pin_out, c->f.x, 0, NB)); /* pinned destination: recorded */
-    expect_state(s, ACG_CAPTURE_ACTIVE);
+    TC_EXPECT_CAPTURE_STATE(s, ACTIVE);
     TC_OK(acg_stream_end_capture(s, &c->graph));
 
     tc_fill_floats(pin_in, N, 3);

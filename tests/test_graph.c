@@ -47,9 +47,7 @@ static void test_replay_fork_join(void **state) {
     expect_eager(f, work_fork_join, f->w, want, eager);
 
     acg_graph *g = capture(f, work_fork_join);
-    acg_capture_state cs = ACG_CAPTURE_ACTIVE;
-    TC_OK(acg_stream_get_capture_state(f->b, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->b, NONE);
     for (int i = 0; i < 3; i++) {
         expect_replay(f, g, NULL, f->w, eager);
     }

@@ -73,9 +73,7 @@ static void test_launch_errors(void **state) {
  * pool, and the states of origin and forked streams. */
 static void test_capture_state(void **state) {
     fx *f = *state;
-    acg_capture_state cs = ACG_CAPTURE_INVALIDATED;
-    TC_OK(acg_stream_get_capture_state(f->a, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->a, NONE);
     acg_graph *untouched = (acg_graph *)(uintptr_t)0x44, *g = untouched;
     TC_EXPECT(ERR_NOT_CAPTURING, acg_stream_end_capture(f->a, &g));
     TC_LAST_ERROR_HAS("acg_stream_end_capture");
@@ -84,24 +82,19 @@ static void test_capture_state(void **state) {
     NEED_GRAPHS(f);
     acg_stream *c = tc_stream(f->dev);
     TC_OK(acg_stream_begin_capture(f->a, f->pool));
-    TC_OK(acg_stream_get_capture_state(f->a, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
-    TC_OK(acg_stream_get_capture_state(f->b, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->a, ACTIVE);
+    TC_EXPECT_CAPTURE_STATE(f->b, NONE);
     TC_EXPECT(ERR_IN_USE, acg_stream_begin_capture(c, f->pool));
     TC_LAST_ERROR_HAS("acg_stream_begin_capture");
-    TC_OK(acg_stream_get_capture_state(c, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(c, NONE);
     TC_EXPECT(ERR_NOT_CAPTURING, acg_stream_end_capture(c, &g));
 
     /* The refused capture did not disturb the running one. */
     TC_OK(work_chain(f, f->a, f->b));
-    TC_OK(acg_stream_get_capture_state(f->a, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+    TC_EXPECT_CAPTURE_STATE(f->a, ACTIVE);
     g = NULL;
     TC_OK(acg_stream_end_capture(f->a, &g));
-    TC_OK(acg_stream_get_capture_state(f->a, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->a, NONE);
     expect_chain_replay(f, g, f->z, f->scalar);
     TC_OK(acg_graph_destroy(g));
     TC_OK(acg_stream_destroy(c));
@@ -111,15 +104,13 @@ static void test_capture_state(void **state) {
     TC_OK(acg_stream_begin_capture(f->a, f->pool));
     TC_OK(acg_event_record(f->e1, f->a));
     TC_OK(acg_stream_wait_event(f->b, f->e1));
-    TC_OK(acg_stream_get_capture_state(f->b, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+    TC_EXPECT_CAPTURE_STATE(f->b, ACTIVE);
     TC_OK(tc_fill(f->b, &f->k, f->y, 0, N, 1.0f));
     TC_OK(acg_event_record(f->e2, f->b));
     TC_OK(acg_stream_wait_event(f->a, f->e2));
     g = NULL;
     TC_OK(acg_stream_end_capture(f->a, &g));
-    TC_OK(acg_stream_get_capture_state(f->b, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->b, NONE);
     TC_OK(acg_graph_destroy(g));
 }
 
@@ -147,12 +138,8 @@ static void test_unjoined_fork(void **state) {
     TC_LAST_ERROR_HAS("acg_stream_end_capture");
     assert_ptr_equal(g, untouched);
 
-    acg_capture_state cs = ACG_CAPTURE_ACTIVE;
-    TC_OK(acg_stream_get_capture_state(f->a, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
-    cs = ACG_CAPTURE_ACTIVE;
-    TC_OK(acg_stream_get_capture_state(f->b, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->a, NONE);
+    TC_EXPECT_CAPTURE_STATE(f->b, NONE);
 
     /* Both streams work eagerly. */
     poison_all(f);
@@ -275,9 +262,7 @@ static void test_bad_input_during_capture(void **state) {
     assert_ptr_equal(tmp, untouched);
     TC_EXPECT(ERR_OUT_OF_RANGE, tc_fill(f->a, &f->k, f->z, 4, N, 0.0f));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_fill(f->a, f->z, 2, 8, 0, 4));
-    acg_capture_state cs = ACG_CAPTURE_NONE;
-    TC_OK(acg_stream_get_capture_state(f->a, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+    TC_EXPECT_CAPTURE_STATE(f->a, ACTIVE);
     acg_graph *g = NULL;
     TC_OK(acg_stream_end_capture(f->a, &g));
     expect_chain_replay(f, g, f->z, f->scalar);
@@ -311,9 +296,7 @@ static void test_event_from_ended_capture(void **state) {
     NEED_GRAPHS(f);
     acg_graph *g = capture(f, work_fork_point);
     TC_OK(acg_stream_wait_event(f->b, f->e1));
-    acg_capture_state cs = ACG_CAPTURE_ACTIVE;
-    TC_OK(acg_stream_get_capture_state(f->b, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->b, NONE);
     TC_OK(acg_event_query(f->e1));
     TC_OK(acg_event_synchronize(f->e1));
     TC_OK(tc_fill(f->b, &f->k, f->y, 0, N, 3.0f));
@@ -328,9 +311,7 @@ static void test_cross_device_graphs(void **state) {
     NEED_GRAPHS(f);
     fx *other = graph_fixture_open(); /* the same objects on a second device */
     TC_EXPECT(ERR_WRONG_DEVICE, acg_stream_begin_capture(f->a, other->pool));
-    acg_capture_state cs = ACG_CAPTURE_ACTIVE;
-    TC_OK(acg_stream_get_capture_state(f->a, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->a, NONE);
     TC_OK(acg_stream_begin_capture(other->a, other->pool));
     TC_OK(tc_fill(other->a, &other->k, other->x, 0, N, 1.0f));
     acg_graph *g2 = NULL;

@@ -166,9 +166,7 @@ static void test_scratch_stays_in_its_capture(void **state) {
     TC_OK(acg_stream_begin_capture(f->a, NULL));
     TC_EXPECT(ERR_INVALID_ARGUMENT, tc_fill(f->a, &f->k, x, 0, N, 2.0f));
     TC_EXPECT(ERR_INVALID_ARGUMENT, acg_copy_d2d(f->a, f->z, 0, x, 0, NB));
-    acg_capture_state cs;
-    TC_OK(acg_stream_get_capture_state(f->a, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+    TC_EXPECT_CAPTURE_STATE(f->a, ACTIVE);
     TC_OK(tc_fill(f->a, &f->k, f->z, 0, N, 3.0f));
     TC_OK(acg_stream_end_capture(f->a, &gb));
     TC_OK(acg_graph_destroy(ga));

@@ -294,9 +294,7 @@ static void test_failed_buckets_dropped(void **state) {
     }
     assert_true(tc_log_find("served eagerly", NULL));
     tc_log_capture_end();
-    acg_capture_state cs;
-    TC_OK(acg_stream_get_capture_state(f->t.s, &cs));
-    assert_int_equal(cs, ACG_CAPTURE_NONE);
+    TC_EXPECT_CAPTURE_STATE(f->t.s, NONE);
     check_against_eager(f, r, four, 4, false);
     TC_OK(acg_runner_destroy(r));
 

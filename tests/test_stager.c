@@ -373,9 +373,7 @@ static void test_capture_refused(void **state) {
         TC_EXPECT(ERR_INVALID_ARGUMENT,
                   acg_stager_upload(f->sg, f->t.s, f->b, 0, v, 4, 4, NULL, 4));
         TC_LAST_ERROR_HAS("capturing");
-        acg_capture_state cs = ACG_CAPTURE_NONE;
-        TC_OK(acg_stream_get_capture_state(f->t.s, &cs));
-        assert_int_equal(cs, ACG_CAPTURE_ACTIVE);
+        TC_EXPECT_CAPTURE_STATE(f->t.s, ACTIVE);
         TC_OK(tc_fill(f->t.s, &f->t.k, f->b, 0, 4, 2.0f));
         /* Destroying the stager now would free pinned memory mid-capture: refused, nothing
          * touched, the capture goes on, and the stager stays usable. */

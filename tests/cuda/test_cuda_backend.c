@@ -171,9 +171,7 @@ static void test_capture_errors(void **state) {
         drv.inject(NULL, 0, 0);
         assert_int_equal(st, ACG_ERR_CAPTURE_INVALIDATED);
         assert_null(g);
-        acg_capture_state state2 = ACG_CAPTURE_NONE;
-        TC_OK(acg_stream_get_capture_state(c->s2, &state2));
-        assert_int_equal(state2, ACG_CAPTURE_NONE);
+        TC_EXPECT_CAPTURE_STATE(c->s2, NONE);
         bs_expect_eager(c, 7.0f); /* both streams run eager work again */
     }
 }
