@@ -288,46 +288,33 @@ static acg_status make_graph(tc_fixture2 *f, void **o) {
     return st;
 }
 
-static acg_status free_buffer(tc_fixture2 *f, void *o) {
-    (void)f;
-    return acg_buffer_free(o);
-}
-static acg_status free_pinned(tc_fixture2 *f, void *o) {
-    (void)f;
-    return acg_pinned_free(o);
-}
+/* A kind's release: the call that takes the object alone (RELEASED_BY), or the stream's free. */
+#define RELEASED_BY(call)                                                                          \
+    static acg_status release_by_##call(tc_fixture2 *f, void *o) {                                 \
+        (void)f;                                                                                   \
+        return call(o);                                                                            \
+    }
+RELEASED_BY(acg_buffer_free)
+RELEASED_BY(acg_pinned_free)
+RELEASED_BY(acg_stream_destroy)
+RELEASED_BY(acg_event_destroy)
+RELEASED_BY(acg_graph_pool_destroy)
+RELEASED_BY(acg_device_group_destroy)
+RELEASED_BY(acg_graph_destroy)
+#undef RELEASED_BY
 static acg_status free_stream_buffer(tc_fixture2 *f, void *o) { return acg_stream_free(f->t.s, o); }
-static acg_status destroy_stream(tc_fixture2 *f, void *o) {
-    (void)f;
-    return acg_stream_destroy(o);
-}
-static acg_status destroy_event(tc_fixture2 *f, void *o) {
-    (void)f;
-    return acg_event_destroy(o);
-}
-static acg_status destroy_pool(tc_fixture2 *f, void *o) {
-    (void)f;
-    return acg_graph_pool_destroy(o);
-}
-static acg_status destroy_group(tc_fixture2 *f, void *o) {
-    (void)f;
-    return acg_device_group_destroy(o);
-}
-static acg_status destroy_graph(tc_fixture2 *f, void *o) {
-    (void)f;
-    return acg_graph_destroy(o);
-}
 
 static const kind kinds[] = {
-    {"acg_buffer_alloc", make_buffer, free_buffer, SWEEP_EACH | SWEEP_GROWTH},
-    {"acg_pinned_alloc", make_pinned, free_pinned, SWEEP_EACH},
-    {"acg_buffer_create_view", make_view, free_buffer, SWEEP_GROWTH},
+    {"acg_buffer_alloc", make_buffer, release_by_acg_buffer_free, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_pinned_alloc", make_pinned, release_by_acg_pinned_free, SWEEP_EACH},
+    {"acg_buffer_create_view", make_view, release_by_acg_buffer_free, SWEEP_GROWTH},
     {"acg_stream_alloc", make_stream_buffer, free_stream_buffer, SWEEP_GROWTH},
-    {"acg_stream_create", make_stream, destroy_stream, SWEEP_EACH | SWEEP_GROWTH},
-    {"acg_event_create", make_event, destroy_event, SWEEP_EACH | SWEEP_GROWTH},
-    {"acg_graph_pool_create", make_pool, destroy_pool, SWEEP_EACH | SWEEP_GROWTH},
-    {"acg_device_group_create", make_group, destroy_group, SWEEP_GROWTH},
-    {"acg_stream_end_capture", make_graph, destroy_graph, SWEEP_GROWTH},
+    {"acg_stream_create", make_stream, release_by_acg_stream_destroy, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_event_create", make_event, release_by_acg_event_destroy, SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_graph_pool_create", make_pool, release_by_acg_graph_pool_destroy,
+     SWEEP_EACH | SWEEP_GROWTH},
+    {"acg_device_group_create", make_group, release_by_acg_device_group_destroy, SWEEP_GROWTH},
+    {"acg_stream_end_capture", make_graph, release_by_acg_graph_destroy, SWEEP_GROWTH},
 };
 
 /* Creates an object of kind k with the n-th allocation from now failing: on a failure the
