@@ -359,9 +359,7 @@ acg_status acg_runner_get_graph(const acg_runner *r, uint32_t b, uint32_t slot, 
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_runner_get_graph";
     ACG__TRY(acg__runner_check(r, fn));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(out, "out", fn));
     ACG__TRY(check_index(fn, "bucket", b, r->n_buckets));
     ACG__TRY(check_index(fn, "slot", slot, r->n_slots));
     ACG__TRY(check_index(fn, "region", region, r->n_parts));

@@ -107,9 +107,7 @@ acg_status acg_runner_select(const acg_runner *r, const char *label, uint64_t ke
 
 /* Whether lease is one this runner handed out and that is still held (release: end it). */
 static acg_status check_lease(acg_runner *r, const acg_lease *lease, const char *fn, bool release) {
-    if (lease == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: lease is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(lease, "lease", fn));
     pthread_mutex_lock(&r->lock);
     bool held = lease->ticket != 0 && lease->bucket < r->n_buckets && lease->slot < r->n_slots &&
                 r->buckets[lease->bucket].ticket[lease->slot] == lease->ticket;

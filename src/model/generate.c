@@ -88,9 +88,7 @@ acg_status acg_model_submit(acg_model *m, const acg_request *q, uint64_t *id) {
     ACG__TRY(acg__config_read(&whole, sizeof whole, &defaults, q,
                               offsetof(acg_request, max_new_tokens), "acg_request", fn));
     q = &whole;
-    if (q->prompt == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: prompt is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(q->prompt, "prompt", fn));
     if (q->prompt_len == 0 || q->max_new_tokens == 0) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is 0", fn,
                           q->prompt_len == 0 ? "prompt_len" : "max_new_tokens");
@@ -606,9 +604,7 @@ acg_status acg_model_get_request(const acg_model *m, uint64_t id, acg_request_st
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_get_request";
     ACG__TRY(check_model(m, fn));
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(out, "out", fn));
     const acg__request *r = find(m, id);
     if (r == NULL) {
         return acg__error(ACG_ERR_NOT_FOUND, "%s: no request %llu", fn, (unsigned long long)id);

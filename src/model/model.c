@@ -499,9 +499,7 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %s", fn,
                           dev == NULL ? "dev is NULL" : "weights is not a live weights object");
     }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(out, "out", fn));
     const acg_model_options defaults = ACG_MODEL_OPTIONS_INIT;
     acg_model_options o = defaults;
     acg_status st = ACG_OK;

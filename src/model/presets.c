@@ -39,16 +39,12 @@ static const preset *find_preset(const char *name) {
  * out. */
 static acg_status preset_lookup(const char *name, const void *out, const char *fn,
                                 const preset **p) {
-    if (name == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(name, "name", fn));
     *p = find_preset(name);
     if (*p == NULL) {
         return acg__error(ACG_ERR_NOT_FOUND, "%s: no preset '%s' (presets: tiny, small)", fn, name);
     }
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(out, "out", fn));
     return ACG_OK;
 }
 
@@ -100,10 +96,8 @@ acg_status acg_model_weights_create_random(const acg_model_config *config, uint6
                                            acg_model_weights **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_weights_create_random";
-    if (config == NULL || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                          config == NULL ? "config" : "out");
-    }
+    ACG__TRY(acg__check_arg(config, "config", fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     const acg_model_config defaults = ACG_MODEL_CONFIG_INIT;
     acg_model_config c;
     acg_status st =
@@ -271,9 +265,7 @@ static void generate_pieces(piece_set *ps) {
 acg_status acg_tokenizer_preset(int32_t vocab_size, acg_tokenizer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_tokenizer_preset";
-    if (out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(out, "out", fn));
     if (vocab_size < FIXED_PIECES || vocab_size > ACG_MODEL_MAX_VOCAB) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: vocab_size is %ld, expected %d..%d", fn,
                           (long)vocab_size, FIXED_PIECES, ACG_MODEL_MAX_VOCAB);

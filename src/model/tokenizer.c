@@ -182,10 +182,8 @@ out_destroy:
 acg_status acg_tokenizer_load(const char *path, int32_t vocab_size, acg_tokenizer **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_tokenizer_load";
-    if (path == NULL || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                          path == NULL ? "path" : "out");
-    }
+    ACG__TRY(acg__check_arg(path, "path", fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     if (vocab_size < 3 || vocab_size > ACG_MODEL_MAX_VOCAB) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: vocab_size is %ld, expected 3..%ld", fn,
                           (long)vocab_size, (long)ACG_MODEL_MAX_VOCAB);

@@ -121,9 +121,7 @@ acg_status acg__save_check(bool live, const void *obj, const char *what, const c
     if (!live) {
         return acg__error(ACG_ERR_INVALID_HANDLE, "%s: %p is not a live %s", fn, obj, what);
     }
-    if (path == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: path is NULL", fn);
-    }
+    ACG__TRY(acg__check_arg(path, "path", fn));
     return ACG_OK;
 }
 
@@ -381,10 +379,8 @@ acg_status acg__model_weights_adopt(void *image, size_t size, const char *fn, co
 acg_status acg_model_weights_load(const char *path, acg_model_weights **out) {
     ACG__CALL_SCOPE;
     static const char fn[] = "acg_model_weights_load";
-    if (path == NULL || out == NULL) {
-        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                          path == NULL ? "path" : "out");
-    }
+    ACG__TRY(acg__check_arg(path, "path", fn));
+    ACG__TRY(acg__check_arg(out, "out", fn));
     const void *data = NULL;
     size_t size = 0;
     ACG__TRY(acg__file_map(path, fn, &data, &size));
