@@ -410,9 +410,9 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
                         fn);
         goto out_unlock;
     }
-    acg__capture *c = acg__calloc(1, sizeof *c);
+    acg__capture *c = acg__new(sizeof *c, fn);
     if (c == NULL) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        st = ACG_ERR_OUT_OF_MEMORY;
         goto out_unlock;
     }
     c->dev = dev;

@@ -522,9 +522,9 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     if (st != ACG_OK) {
         return st;
     }
-    acg_model *m = acg__calloc(1, sizeof *m);
+    acg_model *m = acg__new(sizeof *m, fn);
     if (m == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     m->dev = dev;
     m->config = *c;

@@ -128,9 +128,9 @@ acg_status acg__tokenizer_parse(const void *data, size_t size, int32_t vocab_siz
                           fn, name, (long)vocab_size, size - pos, (long)(vocab_size - 1));
     }
     acg_status st = ACG_OK;
-    acg_tokenizer *t = acg__calloc(1, sizeof *t);
+    acg_tokenizer *t = acg__new(sizeof *t, fn);
     if (t == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     t->scores = acg__calloc((size_t)vocab_size, sizeof *t->scores);
     t->offsets = acg__calloc((size_t)vocab_size + 1, sizeof *t->offsets);

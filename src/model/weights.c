@@ -352,9 +352,9 @@ static acg_status weights_wrap(const void *image, size_t size, bool mapped, cons
     acg_model_config c;
     acg_model_tensors t;
     ACG__TRY(acg__model_weights_parse(image, size, fn, name, &c, &t));
-    acg_model_weights *w = acg__calloc(1, sizeof *w);
+    acg_model_weights *w = acg__new(sizeof *w, fn);
     if (w == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     w->config = c;
     w->tensors = t;

@@ -227,9 +227,9 @@ acg_status acg__cpu_group_create(const acg_comm *comm, cpu_group **out) {
         return acg__error(st, "%s: the comm's allreduce_min_i32 failed (%s)", fn,
                           acg_status_name(st));
     }
-    cpu_group *g = acg__calloc(1, sizeof *g);
+    cpu_group *g = acg__new(sizeof *g, fn);
     if (g == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     g->comm = comm;
     g->rank = comm->rank;

@@ -138,9 +138,9 @@ static acg_status cu_device_open(int index, const char *options, acg__bk_device 
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: the cuda backend takes no device options (\"%s\")", fn, options);
     }
-    cu_device *d = acg__calloc(1, sizeof *d);
+    cu_device *d = acg__new(sizeof *d, fn);
     if (d == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     d->ordinal = index;
     acg_status st = CU(fn, cuDeviceGet, &d->dev, index);
@@ -305,9 +305,9 @@ static void cu_pinned_unregister(acg__bk_device *dev, void *ptr) {
 
 static acg_status cu_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
     static const char fn[] = "acg_stream_create";
-    cu_stream *s = acg__calloc(1, sizeof *s);
+    cu_stream *s = acg__new(sizeof *s, fn);
     if (s == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     s->dev = acg__cu_dev(dev);
     acg_status st = acg__cu_enter(s->dev, fn);
@@ -367,9 +367,9 @@ static inline acg__bk_event *bk_event(cu_event *e) { return (acg__bk_event *)e; 
 
 static acg_status cu_event_create(acg__bk_device *dev, acg__bk_event **out) {
     static const char fn[] = "acg_event_create";
-    cu_event *e = acg__calloc(1, sizeof *e);
+    cu_event *e = acg__new(sizeof *e, fn);
     if (e == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     e->dev = acg__cu_dev(dev);
     acg_status st = acg__cu_enter(e->dev, fn);

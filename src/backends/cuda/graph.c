@@ -34,9 +34,9 @@ static inline acg__bk_recording *bk_rec(cu_recording *r) { return (acg__bk_recor
 acg_status acg__cu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec) {
     static const char fn[] = "acg_stream_begin_capture";
     cu_stream *s = acg__cu_stream(stream);
-    cu_recording *r = acg__calloc(1, sizeof *r);
+    cu_recording *r = acg__new(sizeof *r, fn);
     if (r == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     acg_status st = acg__cu_enter(s->dev, fn);
     if (st == ACG_OK) {
@@ -100,9 +100,9 @@ static void free_recording(cu_recording *r) {
  * first replay costs what the others do. */
 static acg_status instantiate(cu_device *d, CUgraph graph, CUstream upload, cu_exec **out,
                               const char *fn) {
-    cu_exec *e = acg__calloc(1, sizeof *e);
+    cu_exec *e = acg__new(sizeof *e, fn);
     if (e == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     e->dev = d;
     acg_status st = CU(fn, cuGraphInstantiateWithFlags, &e->exec, graph, 0);

@@ -173,9 +173,9 @@ acg_status acg__cu_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
     if (st != ACG_OK) {
         return st;
     }
-    cu_kernel *k = acg__calloc(1, sizeof *k);
+    cu_kernel *k = acg__new(sizeof *k, fn);
     if (k == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     const char *name = impl->entry != NULL ? impl->entry : def->name;
     st = CU(fn, cuLibraryGetKernel, &k->kern, lib, name);

@@ -329,9 +329,9 @@ acg_status acg__ze_graph_instantiate(acg__bk_device *dev, const acg__graph_desc 
                                      acg__bk_exec **out) {
     static const char fn[] = "acg_stream_end_capture";
     ze_device *d = acg__ze_dev(dev);
-    ze_exec *e = acg__calloc(1, sizeof *e);
+    ze_exec *e = acg__new(sizeof *e, fn);
     if (e == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     e->dev = d;
     acg_status st = record(d, desc, &e->list, &e->recorded, fn);

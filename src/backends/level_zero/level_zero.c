@@ -211,9 +211,9 @@ static acg_status ze_device_open(int index, const char *options, acg__bk_device 
                           "%s: the level_zero backend takes no device options (\"%s\")", fn,
                           options);
     }
-    ze_device *d = acg__calloc(1, sizeof *d);
+    ze_device *d = acg__new(sizeof *d, fn);
     if (d == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     pthread_mutex_init(&d->lock, NULL);
     d->drv = acg__ze.devices[index].drv;
@@ -490,9 +490,9 @@ static acg_status ze_kernel_load(acg__bk_device *dev, const acg__kernel_def *def
                           "is binary: give its size in bytes",
                           fn, def->name, ACG_KERNEL_FORMAT_SPIRV_OPENCL);
     }
-    ze_kernel *k = acg__calloc(1, sizeof *k);
+    ze_kernel *k = acg__new(sizeof *k, fn);
     if (k == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     k->dev = d;
     k->def = def;

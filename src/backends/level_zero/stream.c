@@ -35,9 +35,9 @@ acg_status acg__ze_add_pool(ze_device *d, const char *fn) {
                                  .index = i,
                                  .signal = ZE_EVENT_SCOPE_FLAG_HOST,
                                  .wait = ZE_EVENT_SCOPE_FLAG_HOST};
-        ze_slot *s = acg__calloc(1, sizeof *s);
+        ze_slot *s = acg__new(sizeof *s, fn);
         if (s == NULL) {
-            st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+            st = ACG_ERR_OUT_OF_MEMORY;
             break;
         }
         st = ZE(fn, zeEventCreate, pool, &edesc, &s->ev);
@@ -178,9 +178,9 @@ acg_status acg__ze_stream_end(ze_stream *s, acg_status st) {
 acg_status acg__ze_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
     static const char fn[] = "acg_stream_create";
     ze_device *d = acg__ze_dev(dev);
-    ze_stream *s = acg__calloc(1, sizeof *s);
+    ze_stream *s = acg__new(sizeof *s, fn);
     if (s == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     s->dev = d;
     pthread_mutex_lock(&d->lock);

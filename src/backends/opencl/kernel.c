@@ -231,9 +231,9 @@ acg_status acg__ocl_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
     if (st != ACG_OK) {
         return st;
     }
-    ocl_kernel *k = acg__calloc(1, sizeof *k);
+    ocl_kernel *k = acg__new(sizeof *k, fn);
     if (k == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     cl_int err = CL_SUCCESS;
     k->kernel = clCreateKernel(program, entry, &err);

@@ -211,9 +211,9 @@ static acg_status ocl_device_open(int index, const char *options, acg__bk_device
     }
     acg_status st = ACG_OK;
     cl_int err = CL_SUCCESS;
-    ocl_device *d = acg__calloc(1, sizeof *d);
+    ocl_device *d = acg__new(sizeof *d, fn);
     if (d == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        return ACG_ERR_OUT_OF_MEMORY;
     }
     d->index = index;
     d->platform = devices[index].platform;
