@@ -60,10 +60,25 @@ static void scen_cleanup(scen *sc) {
     TC_OK(acg_device_close(sc->dev));
 }
 
-/* The step in three parts: head and tail on stream a, and a part that b forks off a for and a
- * joins again, with scratch from the capture's pool (or, eagerly, the ordinary buffer t). */
+/* The step in three parts: head (a loop among it) and tail on stream a, and a part that b forks off
+ * a for and a joins again, with scratch from the capture's pool (or, eagerly, the ordinary buffer
+ * t). */
 static acg_status part_head(scen *sc) {
-    acg_status st = acg_copy_h2d(sc->a, sc->x, 0, sc->pin_in, NB);
+    acg_status st = ACG_OK;
+    /* A loop that runs once (its body clears its condition), where the device has loops: eagerly
+     * everywhere, in a capture where it says graph_loops. */
+    if (!sc->capturing || tc_cap()->graph_loops) {
+        st = acg_stream_loop_begin(sc->a, sc->x, 0, 3);
+        if (st == ACG_OK) {
+            st = acg_fill(sc->a, sc->x, 0, NB, 0, 4);
+        }
+        if (st == ACG_OK) {
+            st = acg_stream_loop_end(sc->a);
+        }
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_h2d(sc->a, sc->x, 0, sc->pin_in, NB);
+    }
     if (st == ACG_OK) {
         st = tc_add(sc->a, &sc->k, sc->y, 0, sc->x, 0, N, 1.0f); /* y = in + 1 */
     }

@@ -228,6 +228,10 @@ typedef struct acg_capability {
     uint32_t host_threads; /* the host threads a kernel split into parts runs on: the cpu
                               backend's threads=N (its stream worker and N - 1 pool threads);
                               0 for a device that does not run kernels on host threads */
+    /* Added with loops inside graphs. */
+    bool graph_loops; /* a capture may hold loops (acg_stream_loop_begin): a body replayed while
+                         a device-side condition says so, with no host round trip; false: a
+                         loop call in a capture invalidates it (eager loops work everywhere) */
 } acg_capability;
 
 /* Describes device `index` of backend `backend` without opening it (name and capability as the
@@ -1250,6 +1254,56 @@ ACG_API acg_status acg_allreduce(acg_stream *stream, acg_device_group *group, ac
                                  size_t offset, size_t count);
 
 /* ---------------------------------------------------------------------------------------------
+ * Loops: a body of work run again while a condition in device memory says so
+ *
+ * acg_stream_loop_begin opens a loop on a stream, acg_stream_loop_end closes it; the body is
+ * the work queued on the stream between the two. After each run of the body the 32-bit word at
+ * cond + offset is read: non-zero runs the body again, zero (or the max_iterations-th run)
+ * ends the loop. The body runs at least once, and something in it (a kernel, a copy, a fill)
+ * writes the word; nothing else may.
+ *
+ * In a capture the loop is part of the graph and the device evaluates the condition at every
+ * replay, with no host round trip (a CUDA conditional WHILE node; the cpu backend's replay
+ * loops on its worker): the capability says graph_loops. On a device without it, the loop
+ * call invalidates the capture with the reason (a caller then replays one step per launch).
+ * Outside a capture the same calls loop on the host: the body runs as it is queued, and
+ * acg_stream_loop_end waits for the stream, reads the word and queues the body again while it
+ * is set, so eager results can be compared with replay's bit for bit. Eagerly every buffer the
+ * body uses is held until the loop closes: freeing it is refused (ACG_ERR_IN_USE).
+ *
+ * A body holds kernels, device-to-device copies, fills and nested loops (at most
+ * ACG_MAX_LOOP_DEPTH open at once), what every backend's conditional graphs run. Copies to or
+ * from host memory, host functions, foreign work, allreduces, event records and waits, and
+ * graph launches on the stream are refused while its loop is open: in a capture they invalidate
+ * it (ACG_ERR_CAPTURE_INVALIDATED naming the call), eagerly they return
+ * ACG_ERR_INVALID_ARGUMENT and queue nothing. A loop's body is one stream's: in a capture, work
+ * on the capture's other streams while the loop is open invalidates the capture. A capture
+ * that ends with a loop open is invalidated; acg_stream_begin_capture on a stream with an eager
+ * loop open is refused (ACG_ERR_INVALID_ARGUMENT).
+ * ------------------------------------------------------------------------------------------- */
+
+#define ACG_MAX_LOOP_DEPTH 4
+
+/* Opens a loop on the stream whose condition is the uint32_t at cond + offset (offset a
+ * multiple of 4) and which runs its body at most max_iterations times (>= 1). Checks run first
+ * and a refusal leaves the stream and its capture as they were: ACG_ERR_INVALID_HANDLE,
+ * ACG_ERR_WRONG_DEVICE for a buffer of another device, ACG_ERR_INVALID_ARGUMENT for
+ * max_iterations 0, a misaligned offset, ACG_MAX_LOOP_DEPTH loops already open, or graph
+ * scratch outside the capture that allocated it, ACG_ERR_OUT_OF_RANGE for a word past the
+ * buffer's end. In a capture on a device without graph_loops, or while another stream of the
+ * capture has a loop open: ACG_ERR_CAPTURE_INVALIDATED. */
+ACG_API acg_status acg_stream_loop_begin(acg_stream *stream, acg_buffer *cond, size_t offset,
+                                         uint32_t max_iterations);
+
+/* Closes the innermost loop open on the stream. In a capture the loop becomes one node whose
+ * body is the nodes queued since acg_stream_loop_begin; work queued afterwards depends on the
+ * whole loop. Eagerly, runs the rest of the loop (see above) and returns when the condition is
+ * clear or max_iterations runs are done; a failure of the body's work ends the loop with that
+ * status. ACG_ERR_INVALID_ARGUMENT when no loop is open on the stream; in an invalidated
+ * capture, ACG_ERR_CAPTURE_INVALIDATED (the loop closes all the same). */
+ACG_API acg_status acg_stream_loop_end(acg_stream *stream);
+
+/* ---------------------------------------------------------------------------------------------
  * Graph description: what a graph does, independent of the backend
  * ------------------------------------------------------------------------------------------- */
 
@@ -1262,6 +1316,8 @@ typedef enum acg_node_kind {
     ACG_NODE_HOST,       /* a host function (acg_stream_launch_host) */
     ACG_NODE_FOREIGN,    /* work acg did not launch (acg_stream_declare_foreign) */
     ACG_NODE_COLLECTIVE, /* an allreduce (acg_allreduce) */
+    ACG_NODE_LOOP,       /* a loop (acg_stream_loop_begin): its body is the acg_graph_get_loop
+                            nodes after it; buffers holds its condition's buffer */
 } acg_node_kind;
 
 typedef struct acg_node_info {
@@ -1281,6 +1337,22 @@ ACG_API acg_status acg_graph_get_node_count(const acg_graph *graph, size_t *out)
 
 /* Describes node `index`; the pointers inside stay valid while the graph lives unchanged. */
 ACG_API acg_status acg_graph_get_node(const acg_graph *graph, size_t index, acg_node_info *out);
+
+/* A loop node: its body is nodes index + 1 .. index + n_body (nested loops and their bodies
+ * among them); the first depends on the loop node, and a node after the body that follows the
+ * loop depends on the loop node, never on its body. */
+typedef struct acg_loop_info {
+    size_t size;             /* sizeof(acg_loop_info); the caller sets it */
+    size_t n_body;           /* nodes of the body */
+    uint32_t max_iterations; /* runs of the body at most */
+    const acg_buffer *cond;  /* the condition's buffer ... */
+    size_t cond_offset;      /* ... and its offset there */
+} acg_loop_info;
+
+/* Describes loop node `index` (acg_graph_get_node says ACG_NODE_LOOP). ACG_ERR_OUT_OF_RANGE
+ * for an index past the last node, ACG_ERR_INVALID_ARGUMENT for a node that is no loop, a NULL
+ * out or an unset out->size. */
+ACG_API acg_status acg_graph_get_loop(const acg_graph *graph, size_t index, acg_loop_info *out);
 
 /* The device the graph belongs to; NULL for an invalid handle. */
 ACG_API acg_device *acg_graph_get_device(const acg_graph *graph);

@@ -131,7 +131,8 @@ struct acg_stream {
         acg__bk_event *event; /* backend event recorded at the free */
     } * deferred;             /* (under dev->lock) */
     uint32_t n_deferred, cap_deferred;
-    acg_stream *next; /* in dev->streams */
+    struct acg__eager_loop *eager_loop; /* loops open outside a capture (loop.c; under lock) */
+    acg_stream *next;                   /* in dev->streams */
 };
 
 struct acg_event {
@@ -190,7 +191,10 @@ struct acg__capture {
     uint32_t n_joined; /* streams that ever took part, the origin included: the next index */
     acg_buffer **scratch;
     uint32_t n_scratch, cap_scratch;
-    acg__capture *next; /* in dev->captures */
+    uint32_t loops[ACG_MAX_LOOP_DEPTH]; /* the open loops' nodes, outermost first (loop.c) */
+    uint32_t loop_depth;
+    acg_stream *loop_stream; /* the stream whose loops are open */
+    acg__capture *next;      /* in dev->captures */
 };
 
 struct acg_graph {
@@ -252,6 +256,10 @@ acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *nod
 acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
                        acg_status (*eager)(acg_stream *s, const acg__node *node));
 
+/* ACG_OK unless one of node's buffers is graph scratch that capture c (NULL: none) did not
+ * carve: that is ACG_ERR_INVALID_ARGUMENT, naming the buffer. */
+acg_status acg__check_scratch(const acg__capture *c, const acg__node *node, const char *fn);
+
 /* Locks stream; returns its live capture with dev->lock held too, or NULL (only the stream
  * lock held). */
 acg__capture *acg__stream_enter(acg_stream *s);
@@ -260,6 +268,23 @@ void acg__stream_leave(acg_stream *s, acg__capture *c);
  * stream lock held, or, when s captures, its capture invalidated ("<fn> on a capturing
  * stream<note> invalidated the capture"), the stream left, and that status. */
 acg_status acg__stream_enter_eager(acg_stream *s, const char *note, const char *fn);
+
+/* Loops (loop.c). acg__loop_gate: whether work on s (in capture c, or NULL) may go on while a
+ * loop is open; body_kind says it is work a loop body holds (kernels, device copies, fills).
+ * ACG_OK, or the refusal: c invalidated, or ACG_ERR_INVALID_ARGUMENT eagerly (stream lock, and
+ * dev->lock with c). acg__loop_record notes eager work of an open loop before it runs, to run it
+ * again (ACG_ERR_OUT_OF_MEMORY: nothing noted), acg__loop_unrecord drops the note of work that
+ * failed; acg__loop_eager_free drops a stream's open eager loops (its destroy). */
+acg_status acg__loop_gate(acg_stream *s, acg__capture *c, bool body_kind, const char *fn);
+acg_status acg__loop_record(acg_stream *s, const acg__node *node,
+                            acg_status (*eager)(acg_stream *s, const acg__node *node),
+                            const char *fn);
+void acg__loop_unrecord(acg_stream *s);
+void acg__loop_eager_free(acg_stream *s);
+/* Writes node into a zeroed slot, the fields of its kind only (capture.c). */
+void acg__ledger_write(acg__node *slot, const acg__node *node);
+/* Adds delta to what one node references (graph.c; dev->lock held). */
+void acg__node_refs(const acg__node *n, int delta);
 
 /* Frontier sets. */
 bool acg__ids_copy(acg__ids *dst, const acg__ids *src);

@@ -62,28 +62,45 @@ void acg__buffers_mark_use(const acg_stream *s, const acg_buffer *const *buffers
     }
 }
 
-acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
-                       acg_status (*eager)(acg_stream *s, const acg__node *node)) {
-    ACG__TRY(acg__device_check_lost(s->dev, fn));
-    acg_status st = ACG_OK;
-    acg__capture *c = acg__stream_enter(s);
+acg_status acg__check_scratch(const acg__capture *c, const acg__node *node, const char *fn) {
     /* Graph scratch is pool memory that other graphs of the pool reuse, and it dies with its
      * graph: only the capture that carved it may touch it. */
     for (uint32_t i = 0; i < node->n_buffers; i++) {
         const acg_buffer *b = node->buffers[i];
         if (b->scratch && (c == NULL || c->id != b->capture_id)) {
-            acg__stream_leave(s, c);
             return acg__error(ACG_ERR_INVALID_ARGUMENT,
                               "%s: buffer %u is graph scratch, usable only inside the capture "
                               "that allocated it",
                               fn, i);
         }
     }
+    return ACG_OK;
+}
+
+acg_status acg__submit(acg_stream *s, const char *fn, const acg__node *node,
+                       acg_status (*eager)(acg_stream *s, const acg__node *node)) {
+    ACG__TRY(acg__device_check_lost(s->dev, fn));
+    acg_status st = ACG_OK;
+    acg__capture *c = acg__stream_enter(s);
+    if ((st = acg__check_scratch(c, node, fn)) != ACG_OK) {
+        acg__stream_leave(s, c);
+        return st;
+    }
+    bool body_kind = node->kind == ACG_NODE_KERNEL || node->kind == ACG_NODE_COPY_D2D ||
+                     node->kind == ACG_NODE_FILL;
     if (c == NULL) {
-        acg__buffers_mark_use(s, node->buffers, node->n_buffers);
-        st = acg__device_fault(s->dev, eager(s, node));
+        if ((st = acg__loop_gate(s, NULL, body_kind, fn)) == ACG_OK &&
+            (st = acg__loop_record(s, node, eager, fn)) == ACG_OK) {
+            acg__buffers_mark_use(s, node->buffers, node->n_buffers);
+            st = acg__device_fault(s->dev, eager(s, node));
+            if (st != ACG_OK) {
+                acg__loop_unrecord(s);
+            }
+        }
     } else if ((st = acg__capture_check(c, fn)) != ACG_OK) {
         /* refused: the capture was invalidated earlier */
+    } else if ((st = acg__loop_gate(s, c, body_kind, fn)) != ACG_OK) {
+        /* refused inside a loop */
     } else if (node->host != NULL && !node->host_pinned) {
         st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
                                      "%s with pageable host memory during capture invalidated "
@@ -207,7 +224,7 @@ acg_status acg__capture_check(const acg__capture *c, const char *op) {
  * (acg-backend.h), field by field; a scalar argument by its type's member. A builder may leave the
  * other fields unset (a kernel launch writes only its own), and what it left never reaches the
  * description. */
-static void ledger_write(acg__node *slot, const acg__node *node) {
+void acg__ledger_write(acg__node *slot, const acg__node *node) {
     memset(slot, 0, sizeof *slot);
     slot->kind = node->kind;
     switch (node->kind) {
@@ -251,6 +268,12 @@ static void ledger_write(acg__node *slot, const acg__node *node) {
         break;
     case ACG_NODE_FOREIGN:
         break; /* its name is the description's own copy, set by the caller */
+    case ACG_NODE_LOOP:
+        slot->dst_mem = node->dst_mem;
+        slot->dst_off = node->dst_off;
+        slot->loop_body = node->loop_body;
+        slot->loop_max = node->loop_max;
+        break;
     }
     slot->n_buffers = node->n_buffers;
     for (uint32_t i = 0; i < node->n_buffers; i++) {
@@ -282,7 +305,7 @@ acg_status acg__capture_add(acg_stream *s, acg__capture *c, const acg__node *nod
     }
     uint32_t id = d->n_nodes++;
     acg__node *n = &d->nodes[id];
-    ledger_write(n, node);
+    acg__ledger_write(n, node);
     n->label = label;
     n->deps_begin = d->n_deps;
     n->n_deps = s->frontier.n;
@@ -405,6 +428,13 @@ acg_status acg_stream_begin_capture(acg_stream *s, acg_graph_pool *pool) {
     pthread_mutex_lock(&dev->lock);
     acg__device_await_endings(dev); /* one into the same pool ends before this one begins */
     acg_status st = ACG_OK;
+    if (s->eager_loop != NULL) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT,
+                        "%s: a loop is open on the stream (acg_stream_loop_begin outside a "
+                        "capture); close it with acg_stream_loop_end first",
+                        fn);
+        goto out_unlock;
+    }
     if (pool != NULL && pool->capturing) {
         st = acg__error(ACG_ERR_IN_USE, "%s: another capture into this graph pool is in progress",
                         fn);
@@ -534,6 +564,12 @@ acg_status acg_stream_end_capture(acg_stream *s, acg_graph **out) {
     acg_graph **parked = NULL;
     uint32_t n_parked = 0;
     acg_status st;
+    if (c->state == ACG_CAPTURE_ACTIVE && c->loop_depth != 0) {
+        acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
+                                "%s with %u loop(s) open (acg_stream_loop_begin without "
+                                "acg_stream_loop_end) invalidated the capture",
+                                fn, c->loop_depth);
+    }
     if (c->state != ACG_CAPTURE_ACTIVE) {
         st = acg__error(c->why_status, "%s: the capture was invalidated: %s", fn, c->why);
     } else if ((st = acg__device_check_lost(dev, fn)) != ACG_OK) {

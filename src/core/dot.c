@@ -223,6 +223,8 @@ static unsigned buffer_mode(const acg__node *n, uint32_t j) {
         return j == 0 ? MODE_WRITE : MODE_READ;
     case ACG_NODE_COLLECTIVE:
         return MODE_READ | MODE_WRITE;
+    case ACG_NODE_LOOP: /* its condition */
+        return MODE_READ;
     case ACG_NODE_HOST:
     case ACG_NODE_FOREIGN: {
         unsigned m =
@@ -253,6 +255,8 @@ static const char *kind_fill(acg_node_kind kind) {
         return "#e8daef";
     case ACG_NODE_COLLECTIVE:
         return "#fadbd8";
+    case ACG_NODE_LOOP:
+        return "#d0ece7";
     }
     return "#ffffff";
 }
@@ -306,8 +310,32 @@ static void write_node(text *t, const acg__node *n, uint32_t index) {
         text_printf(t, "allreduce\\n%zu floats, ", n->size / sizeof(float));
         text_bytes(t, n->size);
         break;
+    case ACG_NODE_LOOP:
+        text_printf(t, "loop\\n%u node%s, at most %u run%s", n->loop_body,
+                    n->loop_body == 1 ? "" : "s", n->loop_max, n->loop_max == 1 ? "" : "s");
+        break;
     }
     text_str(t, "\"];\n");
+}
+
+/* Nodes [from, to) of stream s; a loop's body (its stream's) as a cluster inside. */
+static void write_range(text *t, const acg__graph_desc *d, uint64_t s, uint32_t from, uint32_t to) {
+    for (uint32_t i = from; i < to; i++) {
+        const acg__node *n = &d->nodes[i];
+        if (n->stream != s) {
+            continue;
+        }
+        write_node(t, n, i);
+        if (n->kind == ACG_NODE_LOOP) {
+            text_printf(t, "    subgraph cluster_loop_%u {\n", i);
+            text_printf(
+                t, "    label=\"body of loop #%u: runs again while its condition is set\";\n", i);
+            text_str(t, "    style=rounded;\n    color=\"#16a085\";\n");
+            write_range(t, d, s, i + 1, i + 1 + n->loop_body);
+            text_str(t, "    }\n");
+            i += n->loop_body;
+        }
+    }
 }
 
 /* The lowest stream index that recorded a node, above `above` unless `any`; UINT64_MAX when
@@ -338,11 +366,7 @@ static void write_streams(text *t, const acg__graph_desc *d) {
         text_printf(t, "    label=\"stream %llu%s\";\n", (unsigned long long)s,
                     s == 0 ? " (origin)" : "");
         text_str(t, "    style=\"rounded,dashed\";\n    color=\"#7f8c8d\";\n");
-        for (uint32_t i = 0; i < d->n_nodes; i++) {
-            if (d->nodes[i].stream == s) {
-                write_node(t, &d->nodes[i], i);
-            }
-        }
+        write_range(t, d, s, 0, d->n_nodes);
         text_str(t, "  }\n");
     }
 }

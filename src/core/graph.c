@@ -11,7 +11,7 @@
 /* ---- descriptions ------------------------------------------------------------------------ */
 
 /* What one node references (dev->lock held). */
-static void node_refs(const acg__node *n, int delta) {
+void acg__node_refs(const acg__node *n, int delta) {
     for (uint32_t j = 0; j < n->n_buffers; j++) {
         acg_buffer *b = (acg_buffer *)n->buffers[j];
         b->graph_refs = (uint32_t)((int64_t)b->graph_refs + delta);
@@ -31,7 +31,7 @@ static void node_refs(const acg__node *n, int delta) {
 void acg__desc_refs(acg_device *dev, const acg__graph_desc *desc, int delta) {
     ACG__UNUSED(dev);
     for (uint32_t i = 0; i < desc->n_nodes; i++) {
-        node_refs(&desc->nodes[i], delta);
+        acg__node_refs(&desc->nodes[i], delta);
     }
 }
 
@@ -129,7 +129,11 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
     }
     ACG__TRY(acg__device_check_lost(dev, fn));
     ACG__TRY(acg__stream_enter_eager(s, " (graphs do not nest)", fn));
-    acg_status st = ACG_OK;
+    acg_status st = acg__loop_gate(s, NULL, false, fn);
+    if (st != ACG_OK) {
+        acg__stream_leave(s, NULL);
+        return st;
+    }
     /* Only the pool's own lock: replays of other pools and the rest of the device go on. */
     acg_graph_pool *pool = g->pool;
     pthread_mutex_lock(&pool->replay_lock);
@@ -191,14 +195,15 @@ static acg_status same_topology(const acg_graph *a, const acg_graph *b) {
         bool same = x->kind == y->kind && x->def == y->def && x->n_deps == y->n_deps &&
                     x->n_args == y->n_args &&
                     (x->kind != ACG_NODE_FOREIGN || strcmp(x->label, y->label) == 0) &&
-                    x->group_handle == y->group_handle;
+                    x->group_handle == y->group_handle && x->loop_body == y->loop_body &&
+                    x->loop_max == y->loop_max;
         for (uint32_t j = 0; same && j < x->n_deps; j++) {
             same = a->desc.deps[x->deps_begin + j] == b->desc.deps[y->deps_begin + j];
         }
         if (!same) {
             return acg__error(ACG_ERR_TOPOLOGY_MISMATCH,
-                              "acg_graph_update: node %u differs in kind, kernel, group or "
-                              "dependencies",
+                              "acg_graph_update: node %u differs in kind, kernel, group, "
+                              "dependencies or loop",
                               i);
         }
     }
@@ -300,7 +305,8 @@ acg_status acg_graph_update(acg_graph *g, const acg_graph *from) {
         if (n->kind == ACG_NODE_COPY_D2H) {
             remap_scratch(g, from, &n->buffers[0], &n->src_mem, &n->src_off);
         } else if (n->kind == ACG_NODE_COPY_H2D || n->kind == ACG_NODE_COPY_D2D ||
-                   n->kind == ACG_NODE_FILL || n->kind == ACG_NODE_COLLECTIVE) {
+                   n->kind == ACG_NODE_FILL || n->kind == ACG_NODE_COLLECTIVE ||
+                   n->kind == ACG_NODE_LOOP) {
             remap_scratch(g, from, &n->buffers[0], &n->dst_mem, &n->dst_off);
             if (n->kind == ACG_NODE_COPY_D2D) {
                 remap_scratch(g, from, &n->buffers[1], &n->src_mem, &n->src_off);
@@ -341,7 +347,7 @@ out_unlock:
 
 static const char *const node_kind_names[] = {
     "?",    "kernel",        "copy_h2d",     "copy_d2h",   "copy_d2d",
-    "fill", "host function", "foreign work", "collective",
+    "fill", "host function", "foreign work", "collective", "loop",
 };
 
 /* Checks the new launch of kernel node `index` of g into *nn (dev->lock held, no replay of the
@@ -355,7 +361,7 @@ static acg_status prepare_node(const acg_graph *g, size_t index, const acg_dims 
     }
     const acg__node *old = &g->desc.nodes[index];
     if (old->kind != ACG_NODE_KERNEL) {
-        unsigned k = (unsigned)old->kind <= ACG_NODE_COLLECTIVE ? (unsigned)old->kind : 0;
+        unsigned k = (unsigned)old->kind <= ACG_NODE_LOOP ? (unsigned)old->kind : 0;
         return acg__error(ACG_ERR_INVALID_ARGUMENT,
                           "%s: node %zu of graph %llu is %s, not a kernel", fn, index,
                           (unsigned long long)g->id, node_kind_names[k]);
@@ -415,8 +421,8 @@ acg_status acg_graph_update_kernel_node(acg_graph *g, size_t index, const acg_di
                                         ? update_node(g->exec, &g->desc, (uint32_t)index, &old)
                                         : dev->vt->graph_update(g->exec, &g->desc));
         if (st == ACG_OK) {
-            node_refs(&old, -1);
-            node_refs(slot, +1);
+            acg__node_refs(&old, -1);
+            acg__node_refs(slot, +1);
         } else {
             *slot = old;
         }
@@ -600,4 +606,28 @@ acg_status acg_graph_get_native(acg_graph *g, acg_native_handle *out) {
         ACG__TRY(st);
     }
     return acg__output_write(out, &h, sizeof h, "acg_native_handle", fn);
+}
+
+acg_status acg_graph_get_loop(const acg_graph *g, size_t index, acg_loop_info *out) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_graph_get_loop";
+    ACG__TRY(check_graph(g, fn));
+    ACG__TRY(acg__output_check(out, sizeof *out, "acg_loop_info", fn));
+    pthread_mutex_lock(&g->dev->lock); /* acg_graph_update swaps the description */
+    acg_status st = ACG_OK;
+    acg_loop_info info = {.size = sizeof info};
+    if (index >= g->desc.n_nodes) {
+        st = acg__error(ACG_ERR_OUT_OF_RANGE, "%s: node %zu of %u", fn, index, g->desc.n_nodes);
+    } else if (g->desc.nodes[index].kind != ACG_NODE_LOOP) {
+        st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: node %zu of graph %llu is no loop", fn,
+                        index, (unsigned long long)g->id);
+    } else {
+        const acg__node *n = &g->desc.nodes[index];
+        info.n_body = n->loop_body;
+        info.max_iterations = n->loop_max;
+        info.cond = n->buffers[0];
+        info.cond_offset = n->dst_off - n->buffers[0]->offset;
+    }
+    pthread_mutex_unlock(&g->dev->lock);
+    return st == ACG_OK ? acg__output_write(out, &info, sizeof info, "acg_loop_info", fn) : st;
 }

@@ -93,13 +93,18 @@ acg_status acg_stream_declare_foreign(acg_stream *s, const char *name, const acg
     acg__node node = {.kind = ACG_NODE_FOREIGN, .label = (char *)name};
     ACG__TRY(check_accesses(s, accesses, n_accesses, &node, fn));
     acg__capture *c = acg__stream_enter(s);
+    acg_status st = acg__loop_gate(s, c, false, fn);
     if (c == NULL) {
-        /* Eager foreign work: freeing its buffers now waits for this stream. */
-        acg__buffers_mark_use(s, node.buffers, node.n_buffers);
+        if (st == ACG_OK) {
+            /* Eager foreign work: freeing its buffers now waits for this stream. */
+            acg__buffers_mark_use(s, node.buffers, node.n_buffers);
+        }
         acg__stream_leave(s, c);
-        return ACG_OK;
+        return st;
     }
-    acg_status st = acg__capture_check(c, fn);
+    if (st == ACG_OK) {
+        st = acg__capture_check(c, fn);
+    }
     if (st == ACG_OK && c->rec == NULL) {
         st = acg__capture_invalidate(c, ACG_ERR_CAPTURE_INVALIDATED,
                                      "%s (%s) during capture invalidated the capture: %s builds "

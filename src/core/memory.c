@@ -167,9 +167,15 @@ static acg_status free_refusal(acg_buffer *buf, const void *owner, const char *f
                           buf->n_views);
     }
     if (buf->graph_refs != 0) {
-        return acg__error(ACG_ERR_IN_USE,
-                          "%s: live graph %llu reads or writes the buffer; destroy the graph first",
-                          fn, (unsigned long long)acg__graph_referencing(dev, buf, NULL, 0));
+        uint64_t id = acg__graph_referencing(dev, buf, NULL, 0);
+        return id != 0 ? acg__error(ACG_ERR_IN_USE,
+                                    "%s: live graph %llu reads or writes the buffer; destroy the "
+                                    "graph first",
+                                    fn, (unsigned long long)id)
+                       : acg__error(ACG_ERR_IN_USE,
+                                    "%s: the body of a loop open on a stream uses the buffer; "
+                                    "close the loop (acg_stream_loop_end) first",
+                                    fn);
     }
     return ACG_OK;
 }
@@ -266,8 +272,11 @@ acg_status acg__buffer_check_free(const acg_buffer *buf, uint32_t views, const v
         st = acg__error(ACG_ERR_IN_USE, "%s: a buffer belongs to %s %p", fn, buf->owner_what,
                         buf->owner);
     } else if (buf->graph_refs != 0) {
-        st = acg__error(ACG_ERR_IN_USE, "%s: live graph %llu reads or writes its memory", fn,
-                        (unsigned long long)acg__graph_referencing(dev, buf, NULL, 0));
+        uint64_t id = acg__graph_referencing(dev, buf, NULL, 0);
+        st = id != 0
+                 ? acg__error(ACG_ERR_IN_USE, "%s: live graph %llu reads or writes its memory", fn,
+                              (unsigned long long)id)
+                 : acg__error(ACG_ERR_IN_USE, "%s: the body of an open loop uses its memory", fn);
     } else if (buf->n_views > views || buf->scratch) {
         st = acg__error(ACG_ERR_IN_USE, "%s: its memory is still referenced", fn);
     } else if (capturing_locked(dev)) {
@@ -389,7 +398,7 @@ acg_status acg_stream_free(acg_stream *s, acg_buffer *buf) {
     } else if (buf->n_views != 0 || buf->graph_refs != 0) {
         st = acg__error(ACG_ERR_IN_USE, "%s: %s", fn,
                         buf->n_views ? "views of the buffer are alive"
-                                     : "a live graph reads or writes the buffer");
+                                     : "a live graph, or an open loop's body, uses the buffer");
     } else {
         /* Defer the release behind an event recorded now. Without memory for that, wait for
          * the stream instead: a free must not fail for want of memory, or callers leak. */

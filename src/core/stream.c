@@ -88,6 +88,7 @@ acg_status acg_stream_destroy(acg_stream *s) {
     pthread_mutex_lock(&dev->lock);
     acg__stream_reclaim(s, true);
     pthread_mutex_unlock(&dev->lock);
+    acg__loop_eager_free(s); /* a loop left open: its body is not run again */
     acg__free(s->deferred);
     dev->vt->event_destroy(s->mark);
     dev->vt->stream_destroy(s->impl);
@@ -205,7 +206,9 @@ acg_status acg_event_record(acg_event *e, acg_stream *s) {
     ACG__TRY(check_event_stream(e, s, fn));
     acg_status st = ACG_OK;
     acg__capture *c = acg__stream_enter(s);
-    if (c != NULL) {
+    if ((st = acg__loop_gate(s, c, false, fn)) != ACG_OK) {
+        /* no event in a loop's body */
+    } else if (c != NULL) {
         /* Inside a capture the event stands for the stream's current frontier. */
         st = acg__capture_check(c, fn);
         if (st == ACG_OK && !acg__ids_copy(&e->frontier, &s->frontier)) {
@@ -238,6 +241,10 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
     acg_status st = ACG_OK;
     acg_device *dev = s->dev;
     acg__capture *c = acg__stream_enter(s);
+    if ((st = acg__loop_gate(s, c, false, fn)) != ACG_OK) {
+        acg__stream_leave(s, c);
+        return st;
+    }
     if (c == NULL) {
         pthread_mutex_lock(&dev->lock);
     }
@@ -257,6 +264,9 @@ acg_status acg_stream_wait_event(acg_stream *s, acg_event *e) {
     if (c == NULL) {
         /* Fork: the stream joins the capture the event was recorded in. */
         st = acg__capture_check(ec, fn);
+        if (st == ACG_OK && ec->loop_depth != 0) {
+            st = acg__loop_gate(s, ec, false, fn);
+        }
         if (st == ACG_OK && !dev->cap.multi_stream_capture) {
             st = acg__capture_invalidate(ec, ACG_ERR_UNSUPPORTED,
                                          "%s: %s cannot fork a capture into another stream", fn,

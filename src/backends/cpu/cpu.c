@@ -67,12 +67,14 @@ static void describe(uint32_t threads, const char *bad_env, acg_capability *out)
     out->graph_pinned_replay = true; /* a copy node reads its host pointer when it runs */
     out->multi_stream_capture = true;
     out->graph_host_functions = true;
+    out->graph_loops = true; /* a replay's worker runs a loop's body again itself */
     out->collectives = true; /* shared memory among the ranks of one host (collective.c) */
     out->host_cpu = true;
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     snprintf(out->detail, sizeof out->detail,
              "device memory is host memory; a graph replays as one queue entry of the stream's "
-             "worker; update, of a graph or a node, rewrites node arguments in place");
+             "worker, which also runs loops; update, of a graph or a node, rewrites node "
+             "arguments in place");
 }
 
 /* Device memory is host memory: a buffer's native address is its first byte. */
@@ -616,4 +618,6 @@ const acg_backend_i acg__backend_cpu = {
     .buffer_get_native = cpu_buffer_get_native,
     .device_get_native = NULL, /* no driver: ACG_NATIVE_NONE */
     .graph_update_node = acg__cpu_graph_update_node,
+    .loop_begin = acg__cpu_loop_begin,
+    .loop_end = acg__cpu_loop_end,
 };

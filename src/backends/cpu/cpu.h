@@ -59,6 +59,7 @@ enum cpu_op_kind {
     CPU_OP_HOST,      /* calls a host function */
     CPU_OP_FAULT,     /* an injected fault where a graph replay was queued (test hook) */
     CPU_OP_ALLREDUCE, /* a sum over the ranks of a group (collective.c); may wait for them */
+    CPU_OP_LOOP,      /* in a graph: the n_body ops after it, run again while *cond != 0 */
 };
 
 /* One queue entry, and one node of a cpu graph. */
@@ -93,6 +94,11 @@ typedef struct cpu_op {
             float *data;
             size_t count;
         } allreduce;
+        struct {
+            const uint32_t *cond;
+            uint32_t max;    /* runs of the body at most */
+            uint32_t n_body; /* ops of the body, nested loops' whole */
+        } loop;
     } u;
 } cpu_op;
 
@@ -155,10 +161,13 @@ typedef struct cpu_recording {
     uint32_t n, cap;
     cpu_stream **streams; /* (n_streams) in recording mode */
     uint32_t n_streams, cap_streams;
+    uint32_t loops[ACG_MAX_LOOP_DEPTH]; /* the open loops' ops, outermost first */
+    uint32_t n_loops;
 } cpu_recording;
 
 void acg__cpu_stream_record(cpu_stream *s, cpu_recording *r);
-bool acg__cpu_stream_recording(const cpu_stream *s);
+/* The recording the stream records into, or NULL. */
+cpu_recording *acg__cpu_stream_recording(const cpu_stream *s);
 
 /* The next free queue entry (waits while the ring is full), or of the recording (NULL when it
  * cannot grow); publish it with submit. */
@@ -210,6 +219,8 @@ acg_status acg__cpu_graph_update_node(acg__bk_exec *exec, const acg__graph_desc 
                                       uint32_t index, const acg__node *old);
 void acg__cpu_graph_destroy(acg__bk_exec *exec);
 acg_status acg__cpu_capture_begin(acg__bk_stream *stream, acg__bk_recording **rec);
+acg_status acg__cpu_loop_begin(acg__bk_stream *stream, acg__bk_mem *cond, size_t off, uint32_t max);
+acg_status acg__cpu_loop_end(acg__bk_stream *stream);
 acg_status acg__cpu_capture_join(acg__bk_recording *rec, acg__bk_stream *stream);
 acg_status acg__cpu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec);
 void acg__cpu_capture_abort(acg__bk_recording *rec);

@@ -69,6 +69,13 @@ static void build_ops(cpu_op *ops, const acg__graph_desc *desc) {
         case ACG_NODE_COLLECTIVE:
             acg__cpu_op_allreduce(op, n->group, n->dst_mem, n->dst_off, n->size / sizeof(float));
             break;
+        case ACG_NODE_LOOP:
+            /* Its body's nodes are the ops after it: no foreign work is let into a body. */
+            op->kind = CPU_OP_LOOP;
+            op->u.loop.cond = (const uint32_t *)(void *)ptr(n->dst_mem, n->dst_off);
+            op->u.loop.max = n->loop_max;
+            op->u.loop.n_body = n->loop_body;
+            break;
         case ACG_NODE_FOREIGN:
             break;
         }
@@ -203,6 +210,30 @@ acg_status acg__cpu_host_launch(acg__bk_stream *stream, acg_host_fn fn, void *us
     op->u.host.fn = fn;
     op->u.host.user = user;
     acg__cpu_stream_submit(cs(stream));
+    return ACG_OK;
+}
+
+/* A loop in a native recording: its op now, its body's length when it closes (the core lets
+ * no other stream record meanwhile, so the body is the ops in between). */
+acg_status acg__cpu_loop_begin(acg__bk_stream *stream, acg__bk_mem *cond, size_t off,
+                               uint32_t max) {
+    cpu_recording *r = acg__cpu_stream_recording(cs(stream));
+    cpu_op *op = acg__cpu_stream_reserve(cs(stream));
+    if (op == NULL) {
+        return acg__cpu_recording_full();
+    }
+    op->kind = CPU_OP_LOOP;
+    op->u.loop.cond = (const uint32_t *)(void *)ptr(cond, off);
+    op->u.loop.max = max;
+    r->loops[r->n_loops++] = r->n;
+    acg__cpu_stream_submit(cs(stream));
+    return ACG_OK;
+}
+
+acg_status acg__cpu_loop_end(acg__bk_stream *stream) {
+    cpu_recording *r = acg__cpu_stream_recording(cs(stream));
+    uint32_t at = r->loops[--r->n_loops];
+    r->ops[at].u.loop.n_body = r->n - at - 1;
     return ACG_OK;
 }
 

@@ -115,24 +115,49 @@ static void run_kernel_split(cpu_pool *pool, const cpu_kernel *k, cpu_split *spl
     }
 }
 
-/* A replay; with stream tracing on, each of its ops is told as well, inside the replay's span,
- * so a trace shows where a graph's time goes. */
-static void run_graph(cpu_stream *s, const cpu_graph *g) {
-    cpu_pool *pool = s->dev->pool;
-    const cpu_op *op = g->ops, *end = g->ops + g->n_ops;
-    if (acg__trace_on(ACG_TRACE_STREAM)) {
-        for (; op != end; op++) {
-            run_op_traced(s, op);
-        }
-        return;
+static void run_ops(cpu_stream *s, const cpu_op *op, const cpu_op *end, bool traced);
+
+/* A loop's body, run again while its condition is set after a run, max runs at most; with
+ * stream tracing on, a span per loop says how many runs it made. The condition is written by
+ * the body's ops on this worker (or by the pool's threads, whose parts end before
+ * acg__cpu_pool_run returns). */
+static void run_loop(cpu_stream *s, const cpu_op *loop, bool traced) {
+    const cpu_op *body = loop + 1, *end = body + loop->u.loop.n_body;
+    uint64_t t0 = traced ? acg__trace_now() : 0;
+    uint32_t runs = 0;
+    do {
+        run_ops(s, body, end, traced);
+        runs++;
+    } while (runs < loop->u.loop.max && *loop->u.loop.cond != 0);
+    if (traced) {
+        acg_trace_arg args[2] = {(acg_trace_arg)ACG__TRACE_U("runs", runs),
+                                 (acg_trace_arg)ACG__TRACE_U("ops", end - body)};
+        acg__trace_emit(ACG_TRACE_STREAM, ACG_TRACE_COMPLETE, "loop", t0, acg__trace_now() - t0,
+                        s->trace_id, args, 2);
     }
+}
+
+/* Ops of a graph, loops among them; traced: each told to the trace hook, inside the replay's
+ * span, so a trace shows where a graph's time goes. */
+static void run_ops(cpu_stream *s, const cpu_op *op, const cpu_op *end, bool traced) {
+    cpu_pool *pool = s->dev->pool;
     for (; op != end; op++) {
-        if (op->kind == CPU_OP_KERNEL) {
+        if (op->kind == CPU_OP_LOOP) {
+            run_loop(s, op, traced);
+            op += op->u.loop.n_body;
+        } else if (traced) {
+            run_op_traced(s, op);
+        } else if (op->kind == CPU_OP_KERNEL) {
             run_kernel(pool, &op->u.kernel);
         } else {
             run_op(s, op);
         }
     }
+}
+
+/* A replay. */
+static void run_graph(cpu_stream *s, const cpu_graph *g) {
+    run_ops(s, g->ops, g->ops + g->n_ops, acg__trace_on(ACG_TRACE_STREAM));
 }
 
 /* An allreduce; a broken group faults the stream with the group's reason (the first fault
@@ -471,4 +496,4 @@ acg_status acg__cpu_stream_take_fault(cpu_stream *s, char *why, size_t why_size)
     return st;
 }
 
-bool acg__cpu_stream_recording(const cpu_stream *s) { return s->rec != NULL; }
+cpu_recording *acg__cpu_stream_recording(const cpu_stream *s) { return s->rec; }

@@ -250,8 +250,9 @@ static acg_status record_node(ocl_device *d, cl_command_buffer_khr cb, const acg
     case ACG_NODE_HOST:
     case ACG_NODE_FOREIGN:
     case ACG_NODE_COLLECTIVE:
+    case ACG_NODE_LOOP:
         /* The core invalidates such captures on this backend (no host node, no native
-         * capture, no collectives); reaching here is a bug. */
+         * capture, no collectives, no loops); reaching here is a bug. */
         return acg__error(ACG_ERR_INTERNAL, "%s: a command buffer cannot hold node kind %d", fn,
                           (int)n->kind);
     }

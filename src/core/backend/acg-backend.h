@@ -43,7 +43,7 @@
 
 #include <acg/acg.h>
 
-#define ACG_BACKEND_VERSION 7
+#define ACG_BACKEND_VERSION 8
 
 /* A slot that version `ver` of the table added, or NULL in a table written against an older
  * version: the version field is what tells the core which slots a table has. */
@@ -111,7 +111,8 @@ const char *acg__arg_cl_type(acg_arg_type t);
 size_t acg__arg_scalar_bytes(acg_arg_type t);
 
 /* One node of a captured graph, as the core records it. Copies: h2d uses dst_* and host,
- * d2h src_* and host, d2d dst_* and src_*, fill dst_*, size and pattern. */
+ * d2h src_* and host, d2d dst_* and src_*, fill dst_*, size and pattern; a loop dst_* (its
+ * condition), loop_body and loop_max. */
 typedef struct acg__node {
     acg_node_kind kind;
     uint32_t deps_begin; /* index into acg__graph_desc.deps */
@@ -150,6 +151,9 @@ typedef struct acg__node {
      * definition says neither; a copy's direction follows from its kind) */
     uint32_t stream;
     uint32_t reads, writes;
+    /* loops: the body is the loop_body nodes after this one; it runs at most loop_max times,
+     * again while the uint32_t at dst_mem + dst_off is non-zero after a run */
+    uint32_t loop_body, loop_max;
 } acg__node;
 
 _Static_assert(ACG_MAX_ACCESSES <= ACG_MAX_KERNEL_ARGS,
@@ -376,6 +380,19 @@ struct acg_backend_i {
      * any device exists, after the core's own checks; d is read at its full size (its impls
      * checked). NULL: nothing to check. */
     acg_status (*kernel_check)(const acg_kernel_desc *d, const char *fn);
+
+    /* Version 8: loops inside graphs. */
+
+    /* (optional, with capture_begin) Opens a loop on a stream in recording mode: what is
+     * recorded on it until loop_end is the body, which a replay runs, then runs again while the
+     * uint32_t at cond + off is non-zero after a run, max runs at most; loops nest up to
+     * ACG_MAX_LOOP_DEPTH. The core lets only kernels, device copies, fills and nested loops
+     * into a body, and no other stream of the recording records while a loop is open.
+     * loop_end closes the stream's innermost loop. A backend that says graph_loops and builds
+     * graphs from the description instead finds ACG_NODE_LOOP nodes in graph_instantiate's
+     * description (acg__node: the body is the loop_body nodes after the loop's). */
+    acg_status (*loop_begin)(acg__bk_stream *stream, acg__bk_mem *cond, size_t off, uint32_t max);
+    acg_status (*loop_end)(acg__bk_stream *stream);
 };
 
 typedef struct acg_backend_i acg_backend_i;
