@@ -49,6 +49,16 @@ foreach(triple "src/model/kernels.cu;model_kernels_cuda;acg__model_kernels_fatbi
     acg_cuda_fatbin(${src} ${symbol} ${hdr})
     list(APPEND ACG_CUDA_EMBEDDED ${hdr})
 endforeach()
+# The cuda backend's own kernel, the one that ends a loop's body (src/backends/cuda/loop.c): the
+# backend's object library compiles with it and says so (ACG_HAVE_CUDA_LOOP); without nvcc the
+# backend has no loops.
+set(_acg_loop_hdr ${PROJECT_BINARY_DIR}/generated/cuda_loop_kernel.h)
+acg_cuda_fatbin(src/backends/cuda/loop.cu acg__cu_loop_fatbin ${_acg_loop_hdr})
+if(TARGET acg_backend_cuda)
+    target_sources(acg_backend_cuda PRIVATE ${_acg_loop_hdr})
+    target_include_directories(acg_backend_cuda PRIVATE ${PROJECT_BINARY_DIR}/generated)
+    target_compile_definitions(acg_backend_cuda PRIVATE ACG_HAVE_CUDA_LOOP=1)
+endif()
 # Each header is a source of one target only (two targets must not share one custom command's
 # output): the model's object library, and acg_cuda_test_kernels for tests/.
 list(GET ACG_CUDA_EMBEDDED 0 ACG_MODEL_CUDA_EMBEDDED)

@@ -14,7 +14,7 @@ if(ACG_WITH_CUDA)
         if(ACG_CUDA_TEST_DRIVER)
             set(env "ACG_CUDA_DRIVER=$<TARGET_FILE:acg_test_cuda>")
         endif()
-        acg_add_backend(cuda SOURCES loader.c cuda.c kernel.c graph.c nccl.c
+        acg_add_backend(cuda SOURCES loader.c cuda.c kernel.c graph.c loop.c nccl.c
             INCLUDE_DIRS ${CUDAToolkit_INCLUDE_DIRS} LIBS ${CMAKE_DL_LIBS}
             TEST_DIRS tests/cuda_driver tests/cuda TEST_ENV ${env})
     else()

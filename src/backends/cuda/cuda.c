@@ -99,6 +99,7 @@ static acg_status describe_device(CUdevice dev, acg_capability *out) {
     out->native_capture = acg__cu.capture;
     out->multi_stream_capture = acg__cu.capture;
     out->graph_host_functions = acg__cu.capture;
+    out->graph_loops = acg__cu.loops;
     out->graph_update = acg__cu.update;
     /* Any grid the launch itself could have: the blocks are worked out as a launch's are. */
     out->graph_node_update = acg__cu.node_update;
@@ -113,11 +114,14 @@ static acg_status describe_device(CUdevice dev, acg_capability *out) {
     int n =
         snprintf(out->detail, sizeof out->detail,
                  "CUDA driver %d.%d, compute capability %d.%d, %d SMs; graphs: %s; update: "
-                 "%s%s%.80s",
+                 "%s; loops: %s%s%.80s",
                  acg__cu.version / 1000, acg__cu.version % 1000 / 10, major, minor, sms,
                  acg__cu.capture ? "native stream capture" : "unavailable (driver lacks capture)",
                  acg__cu.update ? "cuGraphExecUpdate (foreign work, collectives: one pool)"
                                 : "unavailable (capture again)",
+                 acg__cu.loops                  ? "conditional WHILE nodes"
+                 : !acg__cu_loop_kernel_built() ? "none (built without nvcc)"
+                                                : "none (needs a CUDA 12.4 driver)",
                  acg__cu.missing[0] ? "; driver lacks " : "", acg__cu.missing);
     /* The collectives come last: a reason can be long, and what does not fit is cut. */
     size_t len = n < 0 ? 0 : (size_t)n < sizeof out->detail ? (size_t)n : sizeof out->detail - 1;
@@ -178,6 +182,7 @@ static void cu_device_close(acg__bk_device *dev) {
         acg__free((void *)d->libs[i].image);
     }
     acg__free(d->libs);
+    acg__cu_loop_release(d, fn);
     CU_RELEASE(fn, cuEventDestroy, d->probe);
     CU_RELEASE(fn, cuDevicePrimaryCtxRelease, d->dev);
     pthread_mutex_destroy(&d->lock);
@@ -550,4 +555,6 @@ const acg_backend_i acg__backend_cuda = {
     /* The kernel node found during capture, set in the exec (graph.c). */
     .graph_update_node = acg__cu_graph_update_node,
     .kernel_check = acg__cu_kernel_check,
+    .loop_begin = acg__cu_loop_begin,
+    .loop_end = acg__cu_loop_end,
 };

@@ -39,6 +39,8 @@ typedef struct cu_driver {
     bool param_check;  /* a kernel's parameters are compared with its definition at load */
     bool node_update;  /* captured kernel nodes are found (cuStreamGetCaptureInfo) and set in
                           place (cuGraphExecKernelNodeSetParams), clones' too */
+    bool loops;        /* conditional WHILE nodes (CUDA 12.4), their bodies captured
+                          (cuStreamBeginCaptureToGraph), and acg's loop kernel built (loop.c) */
     bool test_driver;  /* acg's test driver (tests/cuda_driver): it pairs with acg's test NCCL */
     char missing[256]; /* the optional entry points this driver lacks */
     char reason[256];  /* why the backend cannot run, when it cannot */
@@ -87,17 +89,41 @@ typedef struct cu_device {
     pthread_mutex_t lock; /* the libraries */
     cu_library *libs;     /* (n_libs) one per distinct fatbin of the kernels loaded */
     uint32_t n_libs, cap_libs;
+    CUlibrary loop_lib; /* acg's loop kernel (loop.c), loaded at the device's first loop */
+    CUkernel loop_kern;
 } cu_device;
 
-struct cu_recording;
+/* A loop open on a capturing stream (loop.c): its body is captured on a stream of its own. */
+typedef struct cu_loop {
+    CUstream outer; /* the stream's CUstream before the loop opened */
+    CUgraphConditionalHandle handle;
+    CUdeviceptr cond, counter;
+    uint32_t max;
+} cu_loop;
 
 typedef struct cu_stream {
     cu_device *dev;
+    /* Where the stream's work goes: its own CUstream, or, while a loop is open on it, the
+     * stream capturing the innermost loop's body. */
     CUstream stream;
     /* The capture the stream records into, from capture_begin or capture_join to its end or
      * abort; NULL: none. Read by its launches (the device's lock held while it captures). */
     struct cu_recording *rec;
+    cu_loop loops[ACG_MAX_LOOP_DEPTH]; /* (n_loops) open, outermost first */
+    uint32_t n_loops;
 } cu_stream;
+
+/* A capture being recorded (graph.c). */
+typedef struct cu_recording {
+    cu_stream *origin;
+    cu_stream **joined; /* (n_joined) the streams forked into the capture */
+    uint32_t n_joined, cap_joined;
+    CUgraphNode *nodes; /* (n_nodes) the node of each of acg's launches, in order (NULL for
+                           one inside a loop's body) */
+    uint32_t n_nodes, cap_nodes;
+    CUdeviceptr *counters; /* (n_counters) each loop's run counter, the exec's once it ends */
+    uint32_t n_counters, cap_counters;
+} cu_recording;
 
 typedef struct cu_kernel {
     CUkernel kern;
@@ -121,6 +147,9 @@ typedef struct cu_exec {
      * graph is that graph. */
     CUgraph inst;
     CUgraphNode *inst_nodes;
+    CUdeviceptr *counters; /* (n_counters) its loops' run counters, freed with it */
+    uint32_t n_counters;
+    bool loops; /* graph holds conditional nodes: CUDA neither clones nor re-instantiates it */
 } cu_exec;
 
 /* The core's backend types are these structs (device memory is the CUdeviceptr itself); these
@@ -198,5 +227,15 @@ acg_status acg__cu_graph_update_from(acg__bk_exec *exec, const acg__graph_desc *
 acg_status acg__cu_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
                                      uint32_t index, const acg__node *old);
 void acg__cu_graph_destroy(acg__bk_exec *exec);
+
+/* Loops (loop.c): the backend table's loop_begin and loop_end; acg__cu_loops_unwind closes
+ * every loop still open on s (its body's capture ended, s->stream its own again), for an abort;
+ * acg__cu_loop_release unloads the loop kernel at the device's close. */
+acg_status acg__cu_loop_begin(acg__bk_stream *stream, acg__bk_mem *cond, size_t off, uint32_t max);
+acg_status acg__cu_loop_end(acg__bk_stream *stream);
+void acg__cu_loops_unwind(cu_stream *s, const char *fn);
+void acg__cu_loop_release(cu_device *d, const char *fn);
+/* Whether this build carries the loop kernel (nvcc built src/backends/cuda/loop.cu). */
+bool acg__cu_loop_kernel_built(void);
 
 #endif /* ACG_BACKENDS_CUDA_H */

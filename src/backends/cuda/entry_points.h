@@ -3,7 +3,7 @@
  * CUDA_VERSION: an entry point asked for at a newer version than the driver's is refused, and
  * some changed their arguments between versions). Needed entry points are required to open any
  * device; an optional one missing disables only what needs it (capture, update, upload,
- * registration, the check of a kernel's parameters, per-node updates), and `acg info` says
+ * registration, the check of a kernel's parameters, per-node updates, loops), and `acg info` says
  * which.
  *
  * X(name, version, required). The test driver (tests/cuda_driver) serves this same list. */
@@ -71,6 +71,10 @@
     X(cuStreamGetCaptureInfo, 12030, 0)                                                            \
     X(cuGraphExecKernelNodeSetParams, 12000, 0)                                                    \
     X(cuGraphKernelNodeSetParams, 12000, 0)                                                        \
-    X(cuGraphNodeFindInClone, 10000, 0)
+    X(cuGraphNodeFindInClone, 10000, 0)                                                            \
+    X(cuGraphConditionalHandleCreate, 12030, 0)                                                    \
+    X(cuGraphAddNode, 12030, 0)                                                                    \
+    X(cuStreamUpdateCaptureDependencies, 12030, 0)                                                 \
+    X(cuStreamBeginCaptureToGraph, 12030, 0)
 
 #endif /* ACG_BACKENDS_CUDA_ENTRY_POINTS_H */

@@ -19,14 +19,6 @@
 
 #include "cuda.h"
 
-typedef struct cu_recording {
-    cu_stream *origin;
-    cu_stream **joined; /* (n_joined) the streams forked into the capture */
-    uint32_t n_joined, cap_joined;
-    CUgraphNode *nodes; /* (n_nodes) the node of each of acg's launches, in order */
-    uint32_t n_nodes, cap_nodes;
-} cu_recording;
-
 /* The core's recording is a cu_recording; these are the only casts between them. */
 static inline cu_recording *crec(acg__bk_recording *r) { return (cu_recording *)r; }
 static inline acg__bk_recording *bk_rec(cu_recording *r) { return (acg__bk_recording *)r; }
@@ -79,18 +71,24 @@ acg_status acg__cu_capture_kernel(cu_stream *s, const char *fn) {
     }
     if (st == ACG_OK) {
         /* A node CUDA did not name stays NULL, which the driver refuses should an update of it
-         * come (an active capture always names it). */
-        r->nodes[r->n_nodes++] = n == 1 ? deps[0] : NULL;
+         * come (an active capture always names it). One in a loop's body lies in the
+         * conditional node's graph, which CUDA updates only whole: NULL too (refused). */
+        r->nodes[r->n_nodes++] = n == 1 && s->n_loops == 0 ? deps[0] : NULL;
     }
     return st;
 }
 
-/* Every stream of the recording leaves it. */
+/* Every stream of the recording leaves it; the loops' counters it still holds are freed. */
 static void free_recording(cu_recording *r) {
+    static const char fn[] = "acg_stream_end_capture";
     r->origin->rec = NULL;
     for (uint32_t i = 0; i < r->n_joined; i++) {
         r->joined[i]->rec = NULL;
     }
+    for (uint32_t i = 0; i < r->n_counters; i++) {
+        CU_RELEASE(fn, cuMemFree, r->counters[i]);
+    }
+    acg__free(r->counters);
     acg__free(r->nodes);
     acg__free(r->joined);
     acg__free(r);
@@ -128,6 +126,10 @@ static acg_status instantiate(cu_device *d, CUgraph graph, CUstream upload, cu_e
 static void end_everywhere(cu_recording *r, const char *fn) {
     cu_stream *s = r->origin;
     acg__cu_enter(s->dev, fn);
+    acg__cu_loops_unwind(s, fn);
+    for (uint32_t i = 0; i < r->n_joined; i++) {
+        acg__cu_loops_unwind(r->joined[i], fn);
+    }
     CUevent ev = NULL;
     if (r->n_joined != 0 && CU(fn, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING) == ACG_OK) {
         for (uint32_t i = 0; i < r->n_joined; i++) {
@@ -184,7 +186,12 @@ acg_status acg__cu_capture_end(acg__bk_recording *rec, acg__bk_exec **exec) {
     if (st == ACG_OK) {
         e->nodes = r->nodes;
         e->n_nodes = r->n_nodes;
+        e->counters = r->counters;
+        e->n_counters = r->n_counters;
+        e->loops = r->n_counters != 0;
         r->nodes = NULL;
+        r->counters = NULL;
+        r->n_counters = 0;
     }
     free_recording(r);
     if (st != ACG_OK && graph != NULL) {
@@ -230,6 +237,10 @@ void acg__cu_graph_destroy(acg__bk_exec *exec) {
     }
     acg__free(e->inst_nodes);
     acg__free(e->nodes);
+    for (uint32_t i = 0; i < e->n_counters; i++) {
+        CU_RELEASE(fn, cuMemFree, e->counters[i]);
+    }
+    acg__free(e->counters);
     acg__free(e);
 }
 
@@ -454,6 +465,13 @@ acg_status acg__cu_graph_update_from(acg__bk_exec *exec, const acg__graph_desc *
     if (st != ACG_OK) {
         return st;
     }
+    if (e->loops || (src != NULL && src->loops)) {
+        /* CUDA neither clones a graph with conditional nodes nor instantiates one twice. */
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: the graph holds loops, CUDA conditional nodes, whose graphs CUDA "
+                          "neither clones nor instantiates twice; capture it again instead",
+                          fn);
+    }
     CUgraphNode *nodes = NULL;
     uint32_t n_nodes = 0;
     if (src != NULL && same_memory && src->graph != NULL) {
@@ -519,6 +537,12 @@ acg_status acg__cu_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *
      * refuse the NULL node. */
     CUgraphNode mine = k < e->n_nodes ? e->nodes[k] : NULL;
     CUgraphNode named = e->inst == NULL ? mine : k < e->n_nodes ? e->inst_nodes[k] : NULL;
+    if (mine == NULL && e->loops) {
+        return acg__error(ACG_ERR_UNSUPPORTED,
+                          "%s: node %u lies in a loop's body, a CUDA conditional node's graph, "
+                          "which CUDA does not update node by node; capture again",
+                          fn, index);
+    }
     st = CU(fn, cuGraphExecKernelNodeSetParams, e->exec, named, &p);
     if (st == ACG_OK) {
         st = CU(fn, cuGraphKernelNodeSetParams, mine, &p);

@@ -189,6 +189,11 @@ bool acg__cu_load_driver(void) {
     acg__cu.node_update = acg__cu.capture && acg__cu.cuStreamGetCaptureInfo &&
                           acg__cu.cuGraphExecKernelNodeSetParams &&
                           acg__cu.cuGraphKernelNodeSetParams && acg__cu.cuGraphNodeFindInClone;
+    /* WHILE nodes came with CUDA 12.4 (the entry points with 12.3). */
+    acg__cu.loops = acg__cu.capture && acg__cu.version >= 12040 && acg__cu.cuStreamGetCaptureInfo &&
+                    acg__cu.cuGraphConditionalHandleCreate && acg__cu.cuGraphAddNode &&
+                    acg__cu.cuStreamUpdateCaptureDependencies &&
+                    acg__cu.cuStreamBeginCaptureToGraph && acg__cu_loop_kernel_built();
     /* acg's test driver runs kernels with their cpu code: it looks definitions up by the CUDA
      * image and function they name. A real driver exports no such function, and nothing changes
      * there. */
