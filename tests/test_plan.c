@@ -117,6 +117,25 @@ static void test_empty_plan(void **state) {
     TC_OK(acg_attn_plan_destroy(p));
 }
 
+/* After acg_attn_plan_invalidate (the device rewrote the buffer in place) the same build
+ * uploads again, and puts the planned bytes back. */
+static void test_invalidate(void **state) {
+    fx *f = *state;
+    acg_attn_plan *p = make_plan(f->t.dev, 3, 40, 16, 3);
+    int32_t zeros[3 * 3 + 4 + 3] = {0};
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
+    TC_OK(acg_attn_plan_get_views(p, &v));
+    TC_OK(acg_fill(f->t.s, v.kv_lens, 0, 3 * sizeof(int32_t), 7, 4)); /* as a loop would */
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, NULL, 0));
+    assert_int_equal(plan_stats(p).unchanged, 1); /* it cannot know */
+    TC_OK(acg_attn_plan_invalidate(p));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, NULL, 0));
+    assert_int_equal(plan_stats(p).uploads, 1);
+    expect_metadata(f->t.s, p, zeros, 16);
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_invalidate(NULL));
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
 /* Packs rows the way the header describes, independently of the library (for larger cases). */
 static void pack_expected(uint32_t batch, uint32_t tw, const acg_attn_row *rows, uint32_t n,
                           int32_t *out) {
@@ -524,6 +543,7 @@ static void test_struct_versions(void **state) {
 static const struct CMUnitTest tests[] = {
     T(test_mixed_batch_layout),
     T(test_empty_plan),
+    T(test_invalidate),
     T(test_replan_keeps_addresses),
     cmocka_unit_test(test_replan_allocates_nothing),
     T(test_packed_queries),

@@ -247,6 +247,13 @@ ACG_API acg_status acg_attn_plan_destroy(acg_attn_plan *plan);
 ACG_API acg_status acg_attn_plan_build(acg_attn_plan *plan, acg_stager *stager, acg_stream *stream,
                                        const acg_attn_row *rows, uint32_t n_rows);
 
+/* Forgets the bytes of the latest build, so the next build uploads whatever it packs: call it
+ * once work on the device rewrote the plan's buffer in place (a loop of decode steps advances
+ * each row's KV length inside the graph: model.h, "Decoding steps per launch"), or the next
+ * build of those same bytes would upload nothing. ACG_ERR_INVALID_HANDLE for a NULL or dead
+ * plan. */
+ACG_API acg_status acg_attn_plan_invalidate(acg_attn_plan *plan);
+
 /* An event recorded after the latest build's upload: the stream that replays the step waits
  * on it (owned by the plan; never recorded, hence complete, before the first upload). NULL for
  * a NULL or dead plan. */

@@ -7,7 +7,8 @@
  *   query_offsets (batch + 1)           prefix sums of q_len
  *   kv_lens       (batch)
  * A plan keeps the bytes of its latest upload, so a build that packs the same bytes (a pre-plan
- * made for this very step) queues nothing.
+ * made for this very step) queues nothing, until acg_attn_plan_invalidate says the device
+ * rewrote them (a loop of decode steps advances the KV lengths in place).
  */
 #include <string.h>
 
@@ -330,6 +331,15 @@ out_unlock:
 }
 
 /* ---- getters ------------------------------------------------------------------------------ */
+
+acg_status acg_attn_plan_invalidate(acg_attn_plan *plan) {
+    ACG__CALL_SCOPE;
+    ACG__TRY(check_plan(plan, "acg_attn_plan_invalidate"));
+    pthread_mutex_lock(&plan->obj.lock);
+    plan->holds = false;
+    pthread_mutex_unlock(&plan->obj.lock);
+    return ACG_OK;
+}
 
 acg_event *acg_attn_plan_get_event(const acg_attn_plan *plan) {
     ACG__CALL_SCOPE;
