@@ -320,10 +320,28 @@ typedef struct acg_model_options {
                              given): with n_ranks > 1 the model is split across the ranks
                              (see "Tensor parallelism" below); read at its own size and
                              copied, its user must outlive the model */
+    /* Added with loops inside graphs. */
+    uint32_t steps_per_launch; /* decode steps one launch may run (0 or 1: one; at most 1024):
+                                  see "Decoding steps per launch" below */
 } acg_model_options;
 
 #define ACG_MODEL_OPTIONS_INIT                                                                     \
-    { sizeof(acg_model_options), 32, 64, 16, 0, ACG_GRAPHS_AUTO, 0, false, NULL }
+    { sizeof(acg_model_options), 32, 64, 16, 0, ACG_GRAPHS_AUTO, 0, false, NULL, 1 }
+
+/* Decoding steps per launch. With steps_per_launch N > 1, on a device whose graphs hold loops
+ * (acg_capability.graph_loops) and with one rank, every decode bucket is also captured as a
+ * loop of up to N steps (acg_stream_loop_begin): a step whose rows all decode (no prompt chunk
+ * to read) runs up to N decode steps in one launch. Inside the loop each step samples, files
+ * each row's token and draw counter in the row's device ring, and advances the row on the
+ * device: its token becomes its next input and its KV length in the attention plan grows by
+ * one, in place. A row stops at its max_new_tokens, at </s> when it asked to, or at a token
+ * outside the vocabulary; the loop ends when every row stopped or after N steps. The host then
+ * reads every row's tokens at once, checks them all, and retires them: tokens, draw counters
+ * and the kept logits are the bits N single steps give. A stopped row keeps its place in the
+ * batch until the launch ends (it recomputes its last step, writing what it wrote before), and
+ * requests wait for admission until then. Eagerly (graphs off, a dropped bucket) the loop runs
+ * on the host. Elsewhere (no graph_loops, several ranks: an allreduce cannot be in a loop's
+ * body) the model decodes one step per launch and logs why. */
 
 /* Tensor parallelism. With options.comm of n_ranks > 1 (acg.h, "Process groups and
  * collectives") the model is split across the ranks, one device each, Megatron-style: rank r of
@@ -441,10 +459,12 @@ typedef struct acg_step_report {
      * seats; queuing the forward (a replay, or every launch eagerly); waiting for the sampled
      * tokens (the device's time, seen from the host); and retiring them into the requests. */
     double admit_ms, plan_ms, upload_ms, launch_ms, wait_ms, retire_ms;
+    /* Added with decoding steps per launch. */
+    uint32_t steps; /* decode steps the launch ran: 1, or with steps_per_launch up to it */
 } acg_step_report;
 
 #define ACG_STEP_REPORT_INIT                                                                       \
-    { sizeof(acg_step_report), 0, 0, 0, 0, 0, 0, false, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+    { sizeof(acg_step_report), 0, 0, 0, 0, 0, 0, false, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0 }
 
 /* Runs one engine step: admits waiting requests, batches the running ones (one token for each
  * decoding request, then prompt chunks sharing what is left of max_step_tokens: a prompt may

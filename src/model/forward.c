@@ -80,7 +80,7 @@ typedef struct activations {
     acg_buffer *probs;  /* (B, vocab) the sampler's probabilities */
     /* (n_owned) the fields above that hold a buffer, in the order they were allocated: what
      * free_activations frees (a partly built set, or kept logits, are not all of them). */
-    acg_buffer **owned[13]; /* one per field */
+    acg_buffer **owned[14]; /* one per field, and a loop's step count and condition */
     uint32_t n_owned;
 } activations;
 
@@ -310,6 +310,27 @@ static acg_status injected_capture_failure(acg_stream *s, const acg_bucket_key *
 
 /* ---- the recipe ---------------------------------------------------------------------------- */
 
+/* A launch of up to `steps` decode steps (model.h, "Decoding steps per launch"): the ring filled
+ * with -1 (no token), the loop's step count and condition zeroed, then the loop, each run a step
+ * and decode_advance, which ends it when no row decodes on. loop (8 bytes) is scratch of the
+ * step, allocated with the activations before the loop: a body allocates nothing. */
+static acg_status forward_loop(acg_model *m, acg_stream *s, const acg_step_io *io,
+                               const acg_attn_plan_views *plan, const activations *a,
+                               acg_buffer *loop) {
+    const uint32_t B = io->bucket->batch, steps = (uint32_t)io->bucket->key_info;
+    acg_buffer *ring = io->outputs[ACG__MODEL_OUT_RING(m)];
+    ACG__TRY(acg_fill(s, ring, 0, (size_t)B * steps * ACG__SAMPLE_WORDS * sizeof(int32_t),
+                      UINT32_MAX, 4));
+    ACG__TRY(acg_fill(s, loop, 0, 8, 0, 4));
+    ACG__TRY(acg_stream_loop_begin(s, loop, 4, steps));
+    ACG__TRY(forward_step(m, s, io, plan, a));
+    LAUNCH(m->k.decode_advance, grid(1, 1), buf(io->outputs[0], 0), buf(io->inputs[0], 0),
+           buf(io->inputs[1], 0), buf(plan->kv_lens, 0), buf(io->inputs[2], 0), buf(ring, 0),
+           buf(loop, 0), u32(B), u32(steps), u32((uint32_t)m->config.vocab_size),
+           acg_arg_i32(ACG_TOKEN_EOS));
+    return acg_stream_loop_end(s);
+}
+
 static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
     acg_model *m = user;
     acg_attn_plan_views plan = ACG_ATTN_PLAN_VIEWS_INIT;
@@ -318,16 +339,22 @@ static acg_status forward(void *user, acg_stream *s, const acg_step_io *io) {
         st = acg_attn_plan_get_views(m->plans[io->slot], &plan);
     }
     activations a;
+    memset(&a, 0, sizeof a);
     if (st == ACG_OK) {
         st = build_activations(m, s, io, plan.table_width * m->options.page_size, &a);
+    }
+    acg_buffer *loop = NULL;
+    if (st == ACG_OK && io->bucket->key_info > 1) {
+        alloc_activation(s, 8, &loop, &st, &a);
     }
     if (st == ACG_OK) {
         if (m->options.keep_logits) {
             a.logits = io->outputs[1];
         }
-        st = forward_step(m, s, io, &plan, &a);
-        free_activations(s, &a);
+        st = loop != NULL ? forward_loop(m, s, io, &plan, &a, loop)
+                          : forward_step(m, s, io, &plan, &a);
     }
+    free_activations(s, &a);
     return st;
 }
 
@@ -342,15 +369,24 @@ static bool can_capture(void *user, const acg_capability *cap, char *why, size_t
     return true;
 }
 
+/* Inputs: token ids, seats, and with loops each row's {budget, stop at </s>}. */
 static size_t input_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
     (void)user;
-    return (size_t)(i == 0 ? b->tokens : b->batch) * sizeof(int32_t);
+    return (size_t)(i == 0 ? b->tokens : i == 1 ? b->batch : 2 * b->batch) * sizeof(int32_t);
 }
 
+/* Outputs: the samples, the kept logits, and with loops the rings (a bucket of one step has a
+ * ring of one, which it never writes: buffers are never empty). */
 static size_t output_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
     const acg_model *m = user;
-    return i == 0 ? (size_t)b->batch * ACG__SAMPLE_WORDS * sizeof(int32_t)
-                  : (size_t)b->batch * (size_t)m->config.vocab_size * sizeof(float);
+    const size_t pair = ACG__SAMPLE_WORDS * sizeof(int32_t);
+    if (i == 0) {
+        return (size_t)b->batch * pair;
+    }
+    if (i == ACG__MODEL_OUT_RING(m) && m->loop_steps > 1) {
+        return (size_t)b->batch * (b->key_info > 1 ? b->key_info : 1) * pair;
+    }
+    return (size_t)b->batch * (size_t)m->config.vocab_size * sizeof(float);
 }
 
 void acg__model_recipe(acg_model *m, acg_recipe *out) {
@@ -358,8 +394,8 @@ void acg__model_recipe(acg_model *m, acg_recipe *out) {
     *out = init;
     out->name = "llama";
     out->user = m;
-    out->n_inputs = 2;
-    out->n_outputs = m->options.keep_logits ? 2 : 1;
+    out->n_inputs = m->loop_steps > 1 ? 3 : 2;
+    out->n_outputs = (m->options.keep_logits ? 2 : 1) + (m->loop_steps > 1 ? 1 : 0);
     out->can_capture = can_capture;
     out->input_bytes = input_bytes;
     out->output_bytes = output_bytes;

@@ -14,6 +14,7 @@
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model-impl.h"
@@ -271,6 +272,43 @@ static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__reque
     return st;
 }
 
+/* Whether the step may run as a loop of decode steps (model.h, "Decoding steps per launch"):
+ * loop buckets exist and every row reads one token and samples from it. */
+static bool decodes_only(const acg_model *m, acg__request *const *req, const acg_attn_row *rows,
+                         uint32_t n) {
+    if (m->loop_steps <= 1 || n == 0) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (rows[i].q_len != 1 || rows[i].kv_len != req[i]->n_tokens) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Uploads each row's {budget, stop at </s>} for a loop of decode steps (padding: {0, 0}). */
+static acg_status upload_budgets(acg_model *m, const acg_lease *lease, acg__request *const *req,
+                                 uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        m->step_ctl[2 * i] = (int32_t)(req[i]->max_new - req[i]->n_generated);
+        m->step_ctl[2 * i + 1] = req[i]->stop_at_eos;
+    }
+    const int32_t zero = 0;
+    return acg_stager_upload(m->stager, m->stream, lease->io.inputs[2], 0, m->step_ctl, 2 * n,
+                             sizeof *m->step_ctl, &zero, 2 * lease->io.bucket->batch);
+}
+
+/* What a loop of decode steps rewrote on the device: the slot's plan and the lease's inputs,
+ * which the plan and the stager's mirror would otherwise take for what they last uploaded. */
+static acg_status forget_loop_inputs(acg_model *m, const acg_lease *lease) {
+    acg_status st = acg_attn_plan_invalidate(m->plans[lease->slot]);
+    for (uint32_t i = 0; i < 3 && st == ACG_OK; i++) {
+        st = acg_stager_invalidate(m->stager, lease->io.inputs[i]);
+    }
+    return st;
+}
+
 /* What a rank tells the others in place of its bucket when it has none to run. */
 enum { BUCKET_NOTHING_TO_RUN = -1, BUCKET_STEP_FAILED = -2 };
 
@@ -320,11 +358,20 @@ static acg_status agree_on_step(acg_model *m, acg_status st, const acg_step_repo
 }
 
 /* Reads the step's sampled {token, counter} pairs (and logits, when the model keeps them) back,
- * waiting for the stream. */
+ * waiting for the stream; after a loop of decode steps, every row's ring and what is left of its
+ * budget (step_ctl), which says how many tokens it filed. */
 static acg_status read_results(acg_model *m, const acg_lease *lease, uint32_t n) {
     const size_t vocab = (size_t)m->config.vocab_size;
-    acg_status st = acg_copy_d2h(m->stream, m->step_result, lease->io.outputs[0], 0,
+    const size_t steps = lease->io.bucket->key_info;
+    acg_status st =
+        steps > 1 ? acg_copy_d2h(m->stream, m->step_ring, lease->io.outputs[ACG__MODEL_OUT_RING(m)],
+                                 0, (size_t)n * steps * ACG__SAMPLE_WORDS * sizeof(int32_t))
+                  : acg_copy_d2h(m->stream, m->step_result, lease->io.outputs[0], 0,
                                  (size_t)n * ACG__SAMPLE_WORDS * sizeof(int32_t));
+    if (st == ACG_OK && steps > 1) {
+        st = acg_copy_d2h(m->stream, m->step_ctl, lease->io.inputs[2], 0,
+                          2 * (size_t)n * sizeof *m->step_ctl);
+    }
     if (st == ACG_OK && m->options.keep_logits) {
         st = acg_copy_d2h(m->stream, m->step_logits, lease->io.outputs[1], 0,
                           (size_t)n * vocab * sizeof(float));
@@ -344,55 +391,91 @@ void acg__model_fail_sample(uint32_t row) {
     atomic_store(&fail_sample_row, row == UINT32_MAX ? 0 : row + 1);
 }
 
-/* Once armed, the first step that samples at the row reads its token as vocab_size. */
-static void injected_sample_failure(acg_model *m, uint32_t n, const int32_t *seats) {
-    uint32_t armed = atomic_load(&fail_sample_row);
-    if (armed == 0 || armed > n || seats[armed - 1] < 0) {
-        return;
-    }
-    atomic_store(&fail_sample_row, 0);
-    m->step_result[ACG__SAMPLE_WORDS * (armed - 1)] = m->config.vocab_size;
-}
-
 /* ---- retirement: validate every row, then apply them all ----------------------------------- */
 
-/* Whether each sampling row's token lies in the vocabulary. Checked for every row before any
+/* The {token, counter} pairs row i (request r, seat) filed in a step of `steps` decode steps
+ * (1: one step): *count of them at the pointer returned. One step files a pair for a sampling
+ * row; a loop as many as the row's budget went down by (read back into step_ctl), at most
+ * steps. Read before the row is applied. */
+static int32_t *row_samples(const acg_model *m, const acg__request *r, uint32_t i, int32_t seat,
+                            size_t steps, uint32_t *count) {
+    if (steps <= 1) {
+        *count = seat >= 0;
+        return m->step_result + ACG__SAMPLE_WORDS * i;
+    }
+    int64_t filed = (int64_t)(r->max_new - r->n_generated) - m->step_ctl[2 * i];
+    *count = filed < 0 ? 0 : filed > (int64_t)steps ? (uint32_t)steps : (uint32_t)filed;
+    return m->step_ring + ACG__SAMPLE_WORDS * i * steps;
+}
+
+/* Once armed, the first step that samples at the row reads its (first) token as vocab_size. */
+static void injected_sample_failure(acg_model *m, acg__request *const *req, uint32_t n,
+                                    const int32_t *seats, size_t steps) {
+    uint32_t armed = atomic_load(&fail_sample_row), count = 0;
+    if (armed == 0 || armed > n) {
+        return;
+    }
+    int32_t *pairs = row_samples(m, req[armed - 1], armed - 1, seats[armed - 1], steps, &count);
+    if (count != 0) {
+        atomic_store(&fail_sample_row, 0);
+        pairs[0] = m->config.vocab_size;
+    }
+}
+
+/* Whether each token every row filed lies in the vocabulary. Checked for every row before any
  * row is applied, so a refused step leaves every request as it was. */
-static acg_status check_samples(const acg_model *m, uint32_t n, const int32_t *seats) {
+static acg_status check_samples(const acg_model *m, acg__request *const *req, uint32_t n,
+                                const int32_t *seats, size_t steps) {
     for (uint32_t i = 0; i < n; i++) {
-        int32_t token = m->step_result[ACG__SAMPLE_WORDS * i];
-        if (seats[i] >= 0 && (token < 0 || token >= m->config.vocab_size)) {
-            return acg__error(ACG_ERR_INTERNAL,
-                              "acg_model_step: row %u sampled token %d, outside 0..%d", i, token,
-                              m->config.vocab_size - 1);
+        uint32_t count = 0;
+        const int32_t *pairs = row_samples(m, req[i], i, seats[i], steps, &count);
+        for (uint32_t j = 0; j < count; j++) {
+            int32_t token = pairs[ACG__SAMPLE_WORDS * j];
+            if (token < 0 || token >= m->config.vocab_size) {
+                char at[48] = "";
+                if (steps > 1) {
+                    snprintf(at, sizeof at, " at step %u of the launch", j);
+                }
+                return acg__error(ACG_ERR_INTERNAL,
+                                  "acg_model_step: row %u sampled token %d%s, outside 0..%d", i,
+                                  token, at, m->config.vocab_size - 1);
+            }
         }
     }
     return ACG_OK;
 }
 
-/* Applies a step that ran: each row's chunk is in the KV cache now, each sampling row's token
- * joins its request (with its draw counter and logits), and finished requests retire. */
+/* Applies a step that ran: each row's chunk is in the KV cache now (and in a loop, the inputs
+ * of its later steps), each token a row filed joins its request (with its draw counter; the
+ * logits, those of its latest), and finished requests retire. */
 static void retire_rows(acg_model *m, acg__request *const *req, const acg_attn_row *rows,
-                        const int32_t *seats, uint32_t n, acg_step_report *rep) {
+                        const int32_t *seats, uint32_t n, size_t steps, acg_step_report *rep) {
     const size_t vocab = (size_t)m->config.vocab_size;
+    rep->steps = steps > 1 ? 0 : 1;
     for (uint32_t i = 0; i < n; i++) {
         acg__request *r = req[i];
+        uint32_t count = 0;
+        const int32_t *pairs = row_samples(m, r, i, seats[i], steps, &count);
         if (r->kv_len < r->prompt_len) {
             m->stats.prompt_tokens += rows[i].q_len;
         }
-        r->kv_len = rows[i].kv_len;
-        if (seats[i] < 0) {
-            continue;
+        r->kv_len = rows[i].kv_len + (count > 1 ? count - 1 : 0);
+        if (count > rep->steps) {
+            rep->steps = count;
         }
-        int32_t token = m->step_result[ACG__SAMPLE_WORDS * i];
-        int32_t counter = m->step_result[ACG__SAMPLE_WORDS * i + 1];
-        r->tokens[r->n_tokens++] = token;
-        r->draw_counters[r->n_generated++] = counter < 0 ? UINT32_MAX : (uint32_t)counter;
-        if (r->logits != NULL) {
+        for (uint32_t j = 0; j < count; j++) {
+            int32_t token = pairs[ACG__SAMPLE_WORDS * j];
+            int32_t counter = pairs[ACG__SAMPLE_WORDS * j + 1];
+            r->tokens[r->n_tokens++] = token;
+            r->draw_counters[r->n_generated++] = counter < 0 ? UINT32_MAX : (uint32_t)counter;
+            rep->generated++;
+        }
+        if (count != 0 && r->logits != NULL) {
             memcpy(r->logits, m->step_logits + i * vocab, vocab * sizeof *r->logits);
         }
-        rep->generated++;
-        if (r->n_generated == r->max_new || (r->stop_at_eos && token == ACG_TOKEN_EOS)) {
+        const int32_t last = count != 0 ? pairs[ACG__SAMPLE_WORDS * (count - 1)] : -1;
+        if (count != 0 &&
+            (r->n_generated == r->max_new || (r->stop_at_eos && last == ACG_TOKEN_EOS))) {
             retire(m, r);
             rep->finished++;
         }
@@ -476,6 +559,7 @@ static void step_enter(step_clock *c, step_phase next, const acg_step_report *re
                             ACG__TRACE_U("tokens", rep->tokens),
                             ACG__TRACE_U("generated", rep->generated),
                             ACG__TRACE_U("finished", rep->finished),
+                            ACG__TRACE_U("steps", rep->steps),
                             ACG__TRACE_B("graphed", rep->graphed),
                             ACG__TRACE_U("bucket", rep->bucket),
                             ACG__TRACE_S("label", key != NULL ? key->label : ""),
@@ -526,8 +610,10 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     if (st == ACG_OK) {
         st = plan_rows(m, req, rows, &rep.rows, &rep.tokens);
     }
+    /* A step whose rows all decode may run many decode steps in one launch. */
+    const uint64_t loop = decodes_only(m, req, rows, rep.rows) ? m->loop_steps : 0;
     if (st == ACG_OK && rep.rows > 0) {
-        st = acg_runner_select(m->runner, "step", 0, rep.rows, rep.tokens, &rep.bucket);
+        st = acg_runner_select(m->runner, "step", loop, rep.rows, rep.tokens, &rep.bucket);
     }
     if (st == ACG_OK && rep.rows > 0) {
         st = acg_runner_lease(m->runner, rep.bucket, &lease);
@@ -552,16 +638,26 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     if (st == ACG_OK) {
         st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, m->step_ids, seats);
     }
+    if (st == ACG_OK && loop != 0) {
+        st = upload_budgets(m, &lease, req, rep.rows);
+    }
     step_enter(&clock, PHASE_LAUNCH, &rep, st);
     if (st == ACG_OK) {
         st = acg_runner_run(m->runner, &lease, m->stream);
+    }
+    if (st == ACG_OK && loop != 0) {
+        /* The loop advances the plan's KV lengths, the tokens, seats and budgets in place: the
+         * next uploads of them must copy, whatever they held before. */
+        st = forget_loop_inputs(m, &lease);
     }
 
     /* Wait for the sampled tokens. */
     step_enter(&clock, PHASE_WAIT, &rep, st);
     if (st == ACG_OK) {
         st = read_results(m, &lease, rep.rows);
-        injected_sample_failure(m, rep.rows, seats);
+    }
+    if (st == ACG_OK) {
+        injected_sample_failure(m, req, rep.rows, seats, loop);
     }
     acg_runner_release(m->runner, &lease);
     if (st != ACG_OK) {
@@ -570,9 +666,9 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
 
     /* Retire: every row is checked before any is applied. */
     step_enter(&clock, PHASE_RETIRE, &rep, st);
-    st = check_samples(m, rep.rows, seats);
+    st = check_samples(m, req, rep.rows, seats, loop);
     if (st == ACG_OK) {
-        retire_rows(m, req, rows, seats, rep.rows, &rep);
+        retire_rows(m, req, rows, seats, rep.rows, loop, &rep);
     }
 out:
     step_enter(&clock, STEP_END, &rep, st);

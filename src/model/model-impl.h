@@ -98,11 +98,12 @@ const char *acg__model_kv_store_shape(const acg_arg *a, const acg_dims *d, uint6
 const char *acg__model_attention_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
 const char *acg__model_gather_last_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
 const char *acg__model_sample_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
+const char *acg__model_decode_advance_shape(const acg_arg *a, const acg_dims *d, uint64_t *x);
 
 /* The kernels the forward launches. */
 typedef struct acg__model_kernels {
     acg_kernel *embed, *rmsnorm, *matmul, *rope, *kv_store, *attention, *axpy, *swiglu,
-        *gather_last, *sample;
+        *gather_last, *sample, *decode_advance;
 } acg__model_kernels;
 
 /* The weights on the device: one buffer per tensor, every layer of it; of the split tensors
@@ -159,6 +160,11 @@ struct acg_model {
     acg_attn_row *step_rows; /* (max_batch) */
     int32_t *step_ids;       /* (max_step_tokens) the step's token ids */
     int32_t *step_seats;     /* (max_batch) each row's seat, -1: nothing to sample */
+    /* decoding steps per launch (forward.c, generate.c): loop_steps > 1 adds a loop bucket per
+     * decode bucket; steps_per_launch where the device has loops in graphs, else 1 */
+    uint32_t loop_steps;
+    int32_t *step_ring; /* pinned (max_batch, loop_steps, 2): a loop launch's tokens, counters */
+    int32_t *step_ctl;  /* (max_batch, 2) each row's token budget and whether </s> stops it */
     uint64_t next_id;
     acg_model_stats stats;
 };
@@ -169,8 +175,12 @@ struct acg_model {
 /* The whole-step recipe the runner captures (forward.c): inputs are the step's token ids
  * (bucket tokens) and each row's sampler seat (bucket batch, -1: no sample); output 0 is the
  * sampled {token, counter} pairs (bucket batch, 2). The logits stay in graph scratch unless the
- * model keeps them: then they are output 1 (bucket batch, vocab), which the sampler reads. */
+ * model keeps them: then they are output 1 (bucket batch, vocab), which the sampler reads.
+ * With loop_steps > 1, input 2 is each row's {budget, stop at </s>} (bucket batch, 2) and the
+ * last output (ACG__MODEL_OUT_RING) each row's ring of {token, counter} pairs (bucket batch,
+ * key_info, 2: key_info is the bucket's steps per launch, 0 for one step). */
 void acg__model_recipe(acg_model *m, acg_recipe *out);
+#define ACG__MODEL_OUT_RING(m) ((m)->options.keep_logits ? 2u : 1u)
 
 /* Frees every request (generate.c). */
 void acg__model_free_requests(acg_model *m);

@@ -11,6 +11,8 @@
 #include "model-impl.h"
 
 #define MAX_BATCH_LIMIT 1024u
+/* The most decode steps one launch may run (steps_per_launch). */
+#define MAX_STEPS_PER_LAUNCH 1024u
 #define MAX_PAGE_SIZE 65536u
 
 /* ---- device weights ------------------------------------------------------------------------ */
@@ -166,6 +168,7 @@ static acg_status build_kernels(acg_model *m) {
         {"swiglu_f32", &m->k.swiglu},
         {"gather_last_f32", &m->k.gather_last},
         {"sample_f32", &m->k.sample},
+        {"decode_advance_i32", &m->k.decode_advance},
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         ACG__TRY(acg_kernel_get(m->dev, list[i].name, list[i].k));
@@ -214,7 +217,34 @@ static acg_status check_options(const acg_model_config *c, acg_model_options *o)
     if (o->n_slots > 2) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: n_slots %u is not 1 or 2", fn, o->n_slots);
     }
+    if (o->steps_per_launch == 0) {
+        o->steps_per_launch = 1;
+    }
+    if (o->steps_per_launch > MAX_STEPS_PER_LAUNCH) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: steps_per_launch %u is outside 1..%u", fn,
+                          o->steps_per_launch, MAX_STEPS_PER_LAUNCH);
+    }
     return ACG_OK;
+}
+
+/* The decode steps a launch runs here: steps_per_launch where the device's graphs hold loops
+ * and one rank serves, else 1 (model.h, "Decoding steps per launch"), saying why. */
+static uint32_t loop_steps(const acg_model *m) {
+    const uint32_t n = m->options.steps_per_launch;
+    if (n <= 1) {
+        return 1;
+    }
+    const char *why = m->group != NULL ? "an allreduce cannot be in a loop's body"
+                      : !acg_device_get_capability(m->dev)->graph_loops
+                          ? "its graphs hold no loops (graph_loops is false)"
+                          : NULL;
+    if (why != NULL) {
+        acg__log(ACG_LOG_INFO,
+                 "acg_model_create: steps_per_launch %u: %s decodes one step per launch: %s", n,
+                 acg_device_get_spec(m->dev), why);
+        return 1;
+    }
+    return n;
 }
 
 /* ---- tensor parallelism -------------------------------------------------------------------- */
@@ -261,6 +291,7 @@ static acg_status agree_on_model(const acg_comm *comm, const acg_model_config *c
         "n_heads",           "n_kv_heads", "vocab_size",      "seq_len",
         "shared_classifier", "max_batch",  "max_step_tokens", "page_size",
         "kv_pages",          "graphs",     "n_slots",         "keep_logits",
+        "steps_per_launch",
     };
     const int32_t v[] = {
         comm->n_ranks,
@@ -279,6 +310,7 @@ static acg_status agree_on_model(const acg_comm *comm, const acg_model_config *c
         (int32_t)o->graphs,
         (int32_t)o->n_slots,
         o->keep_logits,
+        (int32_t)o->steps_per_launch,
     };
     enum { N = sizeof v / sizeof v[0] };
     _Static_assert(sizeof names / sizeof names[0] == N, "a name per value");
@@ -353,12 +385,17 @@ static void split(acg_model *m, int32_t rank, int32_t n_ranks) {
     m->vocab_n = (r + 1) * vocab / n - m->vocab_lo;
 }
 
-/* Decode buckets (b rows of one token) and mixed buckets (max_batch rows, more tokens). */
-static uint32_t bucket_list(const acg_model_options *o, acg_bucket_key *keys, uint32_t cap) {
+/* Decode buckets (b rows of one token), each also as a loop of loop_steps (key_info) when that
+ * is more than one, and mixed buckets (max_batch rows, more tokens). */
+static uint32_t bucket_list(const acg_model_options *o, uint32_t loop_steps, acg_bucket_key *keys,
+                            uint32_t cap) {
     uint32_t n = 0;
-    for (uint32_t b = 1; n < cap; b *= 2) {
+    for (uint32_t b = 1; n + 1 < cap; b *= 2) {
         uint32_t rows = b < o->max_batch ? b : o->max_batch;
         keys[n++] = (acg_bucket_key){"step", 0, rows, rows};
+        if (loop_steps > 1) {
+            keys[n++] = (acg_bucket_key){"step", loop_steps, rows, rows};
+        }
         if (rows == o->max_batch) {
             break;
         }
@@ -424,14 +461,20 @@ static acg_status build_engine(acg_model *m) {
         st = acg_pinned_alloc(m->dev, (size_t)o->max_batch * c->vocab_size * sizeof(float),
                               (void **)&m->step_logits);
     }
+    if (st == ACG_OK && m->loop_steps > 1) {
+        st = acg_pinned_alloc(
+            m->dev, (size_t)o->max_batch * m->loop_steps * ACG__SAMPLE_WORDS * sizeof(int32_t),
+            (void **)&m->step_ring);
+    }
     if (st == ACG_OK) {
         m->seats = acg__calloc(o->max_batch, sizeof *m->seats);
         m->step_req = acg__calloc(o->max_batch, sizeof *m->step_req);
         m->step_rows = acg__calloc(o->max_batch, sizeof *m->step_rows);
         m->step_ids = acg__calloc(o->max_step_tokens, sizeof *m->step_ids);
         m->step_seats = acg__calloc(o->max_batch, sizeof *m->step_seats);
+        m->step_ctl = acg__calloc(2 * (size_t)o->max_batch, sizeof *m->step_ctl);
         if (m->seats == NULL || m->step_req == NULL || m->step_rows == NULL ||
-            m->step_ids == NULL || m->step_seats == NULL) {
+            m->step_ids == NULL || m->step_seats == NULL || m->step_ctl == NULL) {
             st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_model_create: out of memory");
         }
     }
@@ -439,8 +482,8 @@ static acg_status build_engine(acg_model *m) {
 }
 
 static acg_status build_runner(acg_model *m) {
-    acg_bucket_key keys[32];
-    uint32_t n = bucket_list(&m->options, keys, 32);
+    acg_bucket_key keys[48];
+    uint32_t n = bucket_list(&m->options, m->loop_steps, keys, 48);
     acg_recipe recipe;
     acg__model_recipe(m, &recipe);
     acg_runner_config rc = ACG_RUNNER_CONFIG_INIT;
@@ -479,6 +522,8 @@ static void free_model(acg_model *m) {
     acg__buffer_free_owned(m->states, m, "acg_model_destroy");
     acg_pinned_free(m->step_result);
     acg_pinned_free(m->step_logits);
+    acg_pinned_free(m->step_ring);
+    acg__free(m->step_ctl);
     acg__free(m->seats);
     acg__free(m->step_req);
     acg__free(m->step_rows);
@@ -547,6 +592,7 @@ acg_status acg_model_create(acg_device *dev, const acg_model_weights *weights,
     if (st == ACG_OK) {
         st = build_kernels(m);
     }
+    m->loop_steps = loop_steps(m);
     if (st == ACG_OK) {
         st = build_weights(m, acg_model_weights_get_tensors(weights));
     }

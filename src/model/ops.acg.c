@@ -350,3 +350,43 @@ ACG_KERNEL(sample_f32, ACG_SHAPE(acg__model_sample_shape, 1), ACG_BUF(int32_t, r
     sample_row(logits + (size_t)r * vocab, probs + (size_t)r * vocab, vocab,
                states + (size_t)seat * SAMPLER_STATE_WORDS, res);
 }
+
+/* Between the steps of a launch that decodes many (model.h, "Decoding steps per launch"), one
+ * work item over every row, in row order: a row still decoding (its seat >= 0) files the token
+ * and draw counter it sampled into its ring at this step, spends one token of its budget
+ * (ctl[2r]), and stops when the budget is spent, when the token is the end of sequence and the
+ * row stops there (ctl[2r + 1]), or when the token lies outside the vocabulary (its seat becomes
+ * -1, so nothing more is sampled for it and its inputs stay as they were); otherwise the token
+ * becomes its next input and its KV length in the plan grows by one. loop[0] counts the steps;
+ * loop[1], the launch's loop condition, says whether any row decodes on. */
+ACG_KERNEL(decode_advance_i32, ACG_SHAPE(acg__model_decode_advance_shape, 1),
+           ACG_BUF(const int32_t, result), ACG_BUF(int32_t, tokens), ACG_BUF(int32_t, seats),
+           ACG_BUF(int32_t, kv_lens), ACG_BUF(int32_t, ctl), ACG_BUF(int32_t, ring),
+           ACG_BUF(uint32_t, loop), ACG_U32(batch), ACG_U32(steps), ACG_U32(vocab), ACG_I32(eos)) {
+    if (acg_id(0) != 0) {
+        return;
+    }
+    const uint32_t step = loop[0];
+    uint32_t decoding = 0;
+    for (uint32_t r = 0; r < batch; r++) {
+        if (seats[r] < 0) {
+            continue;
+        }
+        const int32_t token = result[2 * (size_t)r];
+        if (step < steps) {
+            ring[2 * ((size_t)r * steps + step)] = token;
+            ring[2 * ((size_t)r * steps + step) + 1] = result[2 * (size_t)r + 1];
+        }
+        ctl[2 * (size_t)r] = ctl[2 * (size_t)r] - 1;
+        if (ctl[2 * (size_t)r] <= 0 || token < 0 || (uint32_t)token >= vocab ||
+            (ctl[2 * (size_t)r + 1] != 0 && token == eos)) {
+            seats[r] = -1;
+        } else {
+            tokens[r] = token;
+            kv_lens[r] = kv_lens[r] + 1;
+            decoding++;
+        }
+    }
+    loop[0] = step + 1;
+    loop[1] = decoding != 0 ? 1u : 0u;
+}
