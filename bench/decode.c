@@ -33,12 +33,16 @@
  * repeats as timed steps. What the split costs is then
  * the graph step's time at --tp N against --tp 1, read against that figure.
  *
+ * With --steps-per-launch 1,4,16 it measures instead what a token costs when one launch decodes
+ * N steps, graphs on, against one step per launch (decode_loop.c).
+ *
  * With --trace FILE the library's trace of the whole bench (every model's creation and capture,
  * every step's phases, every stream entry) is written to FILE in the Chrome trace-event format
  * (tools/support/tool_trace.h); with --tp N every rank writes its own, FILE.rank<r>. The hook
  * then costs its share of every timed step.
  */
 #include "bench-impl.h"
+#include "decode_loop.h"
 #include "ranks.h"
 #include "tool_trace.h"
 
@@ -52,7 +56,8 @@
 
 const char bench_decode_usage[] =
     "usage: acg bench decode [--backend B] [--preset P | --model F] [--batch 1,8,32] [--steps N]\n"
-    "                        [--tp N (under mpirun -np N)] [--trace FILE] [--json]\n";
+    "                        [--steps-per-launch 1,4,16] [--tp N (under mpirun -np N)]\n"
+    "                        [--trace FILE] [--json]\n";
 
 #define PROMPT_LEN 4u     /* tokens of every request's prompt */
 #define WARMUP_STEPS 3u   /* untimed decode steps before the timed ones */
@@ -105,8 +110,10 @@ typedef struct decode_config {
     uint32_t batch[MAX_BATCH_SIZES];
     size_t n_batch;
     uint32_t steps;
-    uint64_t tp;       /* --tp: the ranks the models are split over */
-    const char *trace; /* --trace FILE */
+    uint64_t tp;                             /* --tp: the ranks the models are split over */
+    const char *trace;                       /* --trace FILE */
+    uint32_t depths[DECODE_LOOP_MAX_DEPTHS]; /* --steps-per-launch, 1 first; none: not asked */
+    size_t n_depths;
 } decode_config;
 
 typedef struct decode_result {
@@ -828,6 +835,57 @@ static int open_device(decode_bench *b) {
     return TOOL_EXIT_OK;
 }
 
+/* --steps-per-launch: each batch size at each depth, on the bench's device and weights. */
+static int run_loops(decode_bench *b, uint64_t t_start) {
+    const decode_config *cfg = b->cfg;
+    uint32_t deepest = 1;
+    for (size_t k = 0; k < cfg->n_depths; k++) {
+        deepest = cfg->depths[k] > deepest ? cfg->depths[k] : deepest;
+    }
+    const uint32_t room =
+        b->mc->seq_len > (int32_t)PROMPT_LEN ? (uint32_t)b->mc->seq_len - PROMPT_LEN : 0;
+    const uint32_t needed = 1 + decode_loop_needed(cfg->steps, deepest);
+    if (needed > room) {
+        return tool_usage_error(bench_decode_usage,
+                                "bench decode: --steps %u at %u steps per launch needs requests "
+                                "of %u tokens, more than the model's seq_len %d",
+                                cfg->steps, deepest, PROMPT_LEN + needed, b->mc->seq_len);
+    }
+    decode_loop_result *results = calloc(cfg->n_batch * cfg->n_depths, sizeof *results);
+    if (results == NULL) {
+        return tool_failf("bench decode", "out of host memory");
+    }
+    int rc = open_device(b);
+    const decode_loop_config lc = {b->dev,      b->weights,    cfg->batch, cfg->n_batch,
+                                   cfg->depths, cfg->n_depths, cfg->steps, needed};
+    if (rc == TOOL_EXIT_OK) {
+        rc = decode_loop_run(&lc, results);
+    }
+    if (rc == TOOL_EXIT_OK && cfg->common.json) {
+        tool_json j;
+        tool_json_begin(&j, stdout);
+        tool_json_object_begin(&j, NULL);
+        bench_json_device(&j, b->dev);
+        tool_json_string(&j, "preset", cfg->preset);
+        tool_json_string(&j, "model", cfg->model);
+        tool_json_uint(&j, "steps", cfg->steps);
+        tool_json_uint(&j, "prompt_tokens", PROMPT_LEN);
+        decode_loop_json(&j, &lc, results);
+        tool_json_number(&j, "seconds", (double)(tool_now_ns() - t_start) / 1e9);
+        tool_json_object_end(&j);
+        rc = tool_json_end(&j);
+    } else if (rc == TOOL_EXIT_OK) {
+        bench_print_title(&cfg->common, b->dev);
+        printf("%s %s: dim %d, %d layers, vocab %d, seq_len %d; %.1f s\n",
+               cfg->preset ? "preset" : "model", cfg->preset ? cfg->preset : cfg->model, b->mc->dim,
+               b->mc->n_layers, b->mc->vocab_size, b->mc->seq_len,
+               (double)(tool_now_ns() - t_start) / 1e9);
+        decode_loop_table(&lc, results);
+    }
+    free(results);
+    return bench_device_close(b->dev, rc);
+}
+
 /* Runs every batch size with the ranks joined. */
 static int run_joined(decode_bench *b) {
     const decode_config *cfg = b->cfg;
@@ -850,6 +908,10 @@ static int run_joined(decode_bench *b) {
     }
     b->mc = acg_model_weights_get_config(b->weights);
     int rc = TOOL_EXIT_OK;
+    if (cfg->n_depths != 0) {
+        rc = run_loops(b, t_start);
+        goto out_free_weights;
+    }
     /* A request may hold seq_len tokens, the prompt included. */
     uint32_t room =
         b->mc->seq_len > (int32_t)PROMPT_LEN ? (uint32_t)b->mc->seq_len - PROMPT_LEN : 0;
@@ -965,31 +1027,53 @@ static int run(const decode_config *cfg) {
 
 /* ---- command line ---------------------------------------------------------------------------- */
 
-/* Parses "1,8,32" into cfg->batch: sizes in [MIN_BATCH, MAX_BATCH], at most MAX_BATCH_SIZES of
- * them. */
-static bool parse_batches(const char *text, decode_config *cfg) {
+/* Parses "1,8,32" into out: whole numbers in [lo, hi], at most max of them. */
+static bool parse_list(const char *text, uint64_t lo, uint64_t hi, size_t max, uint32_t *out,
+                       size_t *n) {
     char list[BATCH_LIST_MAX + 1];
     size_t len = strlen(text);
     if (len == 0 || len > BATCH_LIST_MAX) {
         return false;
     }
     memcpy(list, text, len + 1);
-    cfg->n_batch = 0;
+    *n = 0;
     for (char *item = list;;) {
         char *comma = strchr(item, ',');
         if (comma) {
             *comma = '\0';
         }
         uint64_t v = 0;
-        if (cfg->n_batch == MAX_BATCH_SIZES || !tool_parse_u64(item, MIN_BATCH, MAX_BATCH, &v)) {
+        if (*n == max || !tool_parse_u64(item, lo, hi, &v)) {
             return false;
         }
-        cfg->batch[cfg->n_batch++] = (uint32_t)v;
+        out[(*n)++] = (uint32_t)v;
         if (!comma) {
             return true;
         }
         item = comma + 1;
     }
+}
+
+/* --steps-per-launch: depths in [1, 1024], each once, 1 (one step per launch) put first when the
+ * list lacks it. */
+static bool parse_depths(const char *text, decode_config *cfg) {
+    uint32_t d[DECODE_LOOP_MAX_DEPTHS];
+    size_t n = 0;
+    if (!parse_list(text, 1, 1024, DECODE_LOOP_MAX_DEPTHS - 1, d, &n)) {
+        return false;
+    }
+    cfg->n_depths = 0;
+    cfg->depths[cfg->n_depths++] = 1;
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < cfg->n_depths; k++) {
+            seen = seen || cfg->depths[k] == d[i];
+        }
+        if (!seen) {
+            cfg->depths[cfg->n_depths++] = d[i];
+        }
+    }
+    return true;
 }
 
 int bench_decode(int argc, char **argv) {
@@ -1021,7 +1105,8 @@ int bench_decode(int argc, char **argv) {
             }
             cfg.model = v;
         } else if ((m = tool_option(argc, argv, &i, "--batch", &v)) != 0) {
-            if (m < 0 || !parse_batches(v, &cfg)) {
+            if (m < 0 ||
+                !parse_list(v, MIN_BATCH, MAX_BATCH, MAX_BATCH_SIZES, cfg.batch, &cfg.n_batch)) {
                 return tool_usage_error(bench_decode_usage,
                                         "bench decode: --batch takes a comma list of at most %u "
                                         "whole numbers in [%u, %u]",
@@ -1034,6 +1119,13 @@ int bench_decode(int argc, char **argv) {
                 return rc;
             }
             cfg.steps = (uint32_t)steps;
+        } else if ((m = tool_option(argc, argv, &i, "--steps-per-launch", &v)) != 0) {
+            if (m < 0 || !parse_depths(v, &cfg)) {
+                return tool_usage_error(bench_decode_usage,
+                                        "bench decode: --steps-per-launch takes a comma list of at "
+                                        "most %u whole numbers in [1, 1024]",
+                                        DECODE_LOOP_MAX_DEPTHS - 1);
+            }
         } else if ((m = tool_option(argc, argv, &i, "--trace", &v)) != 0) {
             if (m < 0 || !v[0]) {
                 return tool_usage_error(bench_decode_usage, "bench decode: --trace needs FILE");
@@ -1055,6 +1147,11 @@ int bench_decode(int argc, char **argv) {
     }
     if (!cfg.model && !cfg.preset) {
         cfg.preset = "tiny";
+    }
+    if (cfg.n_depths != 0 && cfg.tp > 1) {
+        return tool_usage_error(bench_decode_usage,
+                                "bench decode: --steps-per-launch serves one rank: an allreduce "
+                                "cannot be in a loop's body");
     }
     return run(&cfg);
 }

@@ -37,7 +37,7 @@ const char cmd_run_usage[] =
     "usage: acg run [--backend B] [--model FILE --tokenizer FILE | --preset tiny|small]\n"
     "               [--prompt TEXT] [--prompts FILE] [--steps N] [--temperature T] [--top-p P]\n"
     "               [--seed S] [--batch N] [--graphs on|off|require] [--verify] [--json]\n"
-    "               [--trace FILE] [--tp N (under mpirun -np N)]\n";
+    "               [--steps-per-launch N] [--trace FILE] [--tp N (under mpirun -np N)]\n";
 
 /* The prompts `acg run` serves when given none. */
 static const char *const default_prompts[] = {
@@ -76,6 +76,7 @@ int run_failf(const run_state *st, const char *what, const char *fmt, ...) {
 #define MAX_BATCH 1024u /* acg_model_options.max_batch's limit */
 #define MAX_TP 64u      /* a device group's limit */
 #define MAX_TEMPERATURE 1e6
+#define MAX_STEPS_PER_LAUNCH 1024u /* acg_model_options.steps_per_launch's limit */
 
 static int parse_options(int argc, char **argv, run_options *o) {
     *o = (run_options){.steps = 32,
@@ -83,7 +84,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
                        .batch = 32,
                        .temperature = 0.0,
                        .top_p = 1.0,
-                       .graphs = ACG_GRAPHS_AUTO};
+                       .graphs = ACG_GRAPHS_AUTO,
+                       .steps_per_launch = 1};
     o->tp = 1; /* one rank, no MPI */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -109,8 +111,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
         STRING_OPTION("--trace", trace)
 #undef STRING_OPTION
         /* The other options take a value too: say so when it is missing. */
-        static const char *const valued[] = {"--steps", "--seed",   "--batch", "--temperature",
-                                             "--top-p", "--graphs", "--tp"};
+        static const char *const valued[] = {
+            "--steps", "--seed",   "--batch", "--temperature",
+            "--top-p", "--graphs", "--tp",    "--steps-per-launch"};
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
             int save = i;
             if (tool_option(argc, argv, &i, valued[k], &v) < 0) {
@@ -128,6 +131,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
         } else if ((m = tool_option(argc, argv, &i, "--batch", &v)) != 0) {
             rc = tool_option_u64(cmd_run_usage, "", "--batch", m > 0 ? v : NULL, 1, MAX_BATCH,
                                  &o->batch);
+        } else if ((m = tool_option(argc, argv, &i, "--steps-per-launch", &v)) != 0) {
+            rc = tool_option_u64(cmd_run_usage, "", "--steps-per-launch", m > 0 ? v : NULL, 1,
+                                 MAX_STEPS_PER_LAUNCH, &o->steps_per_launch);
         } else if ((m = tool_option(argc, argv, &i, "--tp", &v)) != 0) {
             rc = tool_option_u64(cmd_run_usage, "", "--tp", m > 0 ? v : NULL, 1, MAX_TP, &o->tp);
         } else if ((m = tool_option(argc, argv, &i, "--temperature", &v)) != 0) {
@@ -298,6 +304,7 @@ static int generate(run_state *st, acg_graph_mode graphs, const char *label, acg
         mo.max_step_tokens = mo.max_batch;
     }
     mo.graphs = graphs;
+    mo.steps_per_launch = (uint32_t)st->o.steps_per_launch;
     mo.comm = st->ranks.comm;
     acg_model *model = NULL;
     if (run_prints(st) && (st->progress || !st->o.json)) {

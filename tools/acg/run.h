@@ -22,6 +22,7 @@ typedef struct run_options {
     const char *backend, *model, *tokenizer, *preset, *prompt, *prompts_file;
     const char *trace; /* --trace FILE */
     uint64_t steps, seed, batch, tp;
+    uint64_t steps_per_launch; /* --steps-per-launch: decode steps a launch may run */
     double temperature, top_p;
     acg_graph_mode graphs;
     bool verify, json;
