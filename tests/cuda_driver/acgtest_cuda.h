@@ -79,7 +79,9 @@ ACGTEST_FUNCTION(unsigned long, acgtest_cuda_calls, (const char *name));
  * registrations, streams, events, libraries, graphs, graph execs and primary context retains,
  * plus the objects a context's teardown (its last cuDevicePrimaryCtxRelease) or the driver's
  * unload had to free for an owner that leaked them: a leak hidden by a teardown still shows.
- * A test checks that it comes back to its value at the start. */
+ * A conditional node's body graphs and a graph's conditional handles are parts of their graph
+ * (no call destroys them), counted with it; cuStreamEndCapture of a capture into an existing
+ * graph makes no new one. A test checks that it comes back to its value at the start. */
 ACGTEST_FUNCTION(long, acgtest_cuda_live, (void));
 
 /* Sets every call count to zero (the live count is not a count of calls, and stays). */

@@ -12,7 +12,8 @@
  *
  * The files: fake_cuda.c (this), fake_errors.c (error names and texts), fake_memory.c
  * (allocations, copies, fills), fake_stream.c (streams, workers, events), fake_kernel.c
- * (libraries, kernels, launches), fake_graph.c (capture, graphs, execs).
+ * (libraries, kernels, launches), fake_graph.c (capture, graphs, execs), fake_cond.c
+ * (conditional nodes: handles, bodies, their replay, and the device code that sets them).
  *
  * What it simplifies, each also said where it is done:
  * - Only primary contexts (one per device); a context is what acg uses. Releasing the last
@@ -55,6 +56,20 @@
  *   a destroy, an unregister) reports the fault as every call does, and releases all the same,
  *   where CUDA keeps the object until the context goes: acgtest_cuda_live still counts what
  *   the owner never released.
+ * - Device code that sets a conditional node's value (cudaGraphSetConditional, a device-runtime
+ *   builtin) cannot run here: the few such functions acg compiles are the driver's own
+ *   emulation, chosen by the function's name and parameter sizes in the image (fake_cond.c's
+ *   table: acg_loop_begin(handle, counter) and acg_loop_next(handle, cond, counter, max) of
+ *   src/backends/cuda/loop.cu), run as one thread under the driver's lock; a
+ *   launch of one with more than one thread is refused (CUDA_ERROR_INVALID_VALUE). Used outside
+ *   a replay of a graph holding its handle, it faults the context (CUDA_ERROR_LAUNCH_FAILED; the
+ *   real device's effect was not verified).
+ * - Conditional nodes (fake_cond.c): IF, WHILE and SWITCH, whatever the driver's version; a
+ *   WHILE node whose body ran 2^20 times in a row is taken for a hang and faults the context
+ *   (CUDA_ERROR_LAUNCH_TIMEOUT). A handle made without CU_GRAPH_COND_ASSIGN_DEFAULT keeps the
+ *   value the last launch left (CUDA: undefined). cuGraphExecUpdate refuses any exec or graph
+ *   with conditional nodes (CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED), and cuGraphAddNode takes
+ *   kernel, memcpy, memset, host, empty and conditional nodes only (else NOT_SUPPORTED).
  */
 #include "fake_cuda_impl.h"
 
@@ -598,6 +613,7 @@ __attribute__((destructor)) static void fake_unload(void) {
     fake__vec_free(&fake__g.workers);
     fake__vec_free(&fake__g.events);
     fake__vec_free(&fake__g.graphs);
+    fake__vec_free(&fake__g.bodies); /* emptied with their graphs */
     fake__vec_free(&fake__g.execs);
     fake__vec_free(&fake__g.libraries);
     fake__vec_free(&fake__g.kernels);

@@ -96,7 +96,11 @@
     X(cuStreamGetCaptureInfo, 12030)                                                               \
     X(cuGraphExecKernelNodeSetParams, 12000)                                                       \
     X(cuGraphKernelNodeSetParams, 12000)                                                           \
-    X(cuGraphNodeFindInClone, 10000)
+    X(cuGraphNodeFindInClone, 10000)                                                               \
+    X(cuGraphConditionalHandleCreate, 12030)                                                       \
+    X(cuGraphAddNode, 12030)                                                                       \
+    X(cuStreamUpdateCaptureDependencies, 12030)                                                    \
+    X(cuStreamBeginCaptureToGraph, 12030)
 
 /* One index per implemented entry point, for call counts, injection and hiding. */
 enum fake_ep {
@@ -135,14 +139,22 @@ struct CUctx_st {
     size_t allocated; /* bytes of live cuMemAlloc allocations */
 };
 
-/* What one unit of GPU work does: a kernel, a copy, a fill or a host function. The same record
- * is a queued op, a captured node and an instantiated node. */
+struct fake_builtin;
+struct fake_snapshot;
+
+/* What one unit of GPU work does: a kernel, a copy, a fill, a host function, nothing (an empty
+ * node) or a conditional node (fake_cond.c). The same record is a queued op, a captured node and
+ * an instantiated node, but for a conditional node, whose bodies a graph's node owns as graphs
+ * and a snapshot's as snapshots. */
 struct fake_work {
-    CUgraphNodeType type; /* KERNEL, MEMCPY, MEMSET or HOST */
+    CUgraphNodeType type; /* KERNEL, MEMCPY, MEMSET, HOST, EMPTY or CONDITIONAL */
     union {
         struct {
             const void *kernel; /* the CUkernel, only compared (cuGraphExecUpdate) */
             acg_kernel_cpu_fn fn;
+            /* Device code the driver emulates itself (fn NULL): its parameters are args[0 ..
+             * builtin->n_params), each read as the u32 or u64 its size says. */
+            const struct fake_builtin *builtin;
             uint32_t n_args;
             acg_arg_type types[ACG_MAX_KERNEL_ARGS];
             acg_cpu_arg args[ACG_MAX_KERNEL_ARGS]; /* copied at launch or record time */
@@ -163,6 +175,16 @@ struct fake_work {
             CUhostFn fn;
             void *data;
         } host;
+        struct {
+            CUgraphConditionalNodeType type;
+            unsigned size;   /* bodies */
+            uint64_t handle; /* the CUgraphConditionalHandle whose value chooses */
+            CUgraph *bodies; /* a graph's node: (size) its body graphs, which it owns; the
+                                array is CUDA_CONDITIONAL_NODE_PARAMS.phGraph_out */
+            size_t slot;     /* a snapshot's node: the handle's index in its exec's conds */
+            struct fake_snapshot **snaps; /* a snapshot's node: (size) the bodies, each holding
+                                             a reference */
+        } cond;
     } u;
 };
 
@@ -215,21 +237,44 @@ struct CUgraphNode_st {
     struct fake_work work;
 };
 
+/* A conditional handle (cuGraphConditionalHandleCreate): part of the graph it was made in. */
+struct fake_cond {
+    uint64_t id; /* the CUgraphConditionalHandle: unique in the process (fake__g.next_id) */
+    struct CUctx_st *ctx;
+    unsigned value; /* the default value */
+    unsigned flags; /* 0 or CU_GRAPH_COND_ASSIGN_DEFAULT */
+    int used;       /* a conditional node took it */
+};
+
 struct CUgraph_st {
     struct CUctx_st *ctx;  /* first: fake__reclaim reads it there */
     struct fake_vec nodes; /* struct CUgraphNode_st *, in insertion order */
     uint64_t id;           /* unique in the process (fake__g.next_id), never reused */
     uint64_t cloned_from;  /* the id of the graph cuGraphClone copied; 0: none */
+    struct fake_vec conds; /* struct fake_cond *: the conditional handles made in it */
+    /* A conditional node's body (in fake__g.bodies, not fake__g.graphs): the graph holding that
+     * node, which owns it. NULL: a graph of its own. */
+    struct CUgraph_st *parent;
 };
 
 /* A stream capture in progress. */
 struct fake_capture {
     struct CUctx_st *ctx;
-    struct CUgraph_st *graph; /* what the capture built so far; the user's at the end */
+    /* What the capture built so far; the user's at the end. NULL once a capture into a graph
+     * that was then freed (into) was invalidated by that. */
+    struct CUgraph_st *graph;
+    int into; /* cuStreamBeginCaptureToGraph: the graph was the caller's, and stays theirs */
     struct CUstream_st *origin;
     uint64_t id; /* unique in the process, as cuStreamGetCaptureInfo's id_out */
     int invalidated;
     struct fake_vec members; /* streams capturing into it, the origin included */
+};
+
+/* A conditional handle's state in an exec: its value, which each replay starts from the default
+ * when the handle says so, and which conditional nodes read and emulated device code sets. */
+struct fake_cond_state {
+    uint64_t handle;
+    unsigned value, default_value, flags;
 };
 
 /* The parameters of an instantiated graph, one version: a launch holds the version current
@@ -254,6 +299,10 @@ struct CUgraphExec_st {
     /* Launches and uploads run one at a time in the order they were queued, from any stream:
      * each takes a ticket and runs when `running` reaches it. */
     uint64_t next_ticket, running;
+    /* The conditional handles of its graph and of every body in it, in a replay's state: only
+     * replays touch the values, one at a time. */
+    size_t n_conds;
+    struct fake_cond_state *conds; /* (n_conds) */
 };
 
 /* A function's parameters as its image describes them (fake_kernel.c reads them from the
@@ -273,6 +322,7 @@ struct fake_function {
 struct CUkern_st {
     struct CUlib_st *lib;
     char *name;
+    const struct fake_builtin *builtin; /* device code the driver emulates (fn NULL), or NULL */
     acg_kernel_cpu_fn fn;
     uint32_t n_args;
     acg_arg_type types[ACG_MAX_KERNEL_ARGS];
@@ -299,6 +349,7 @@ struct fake_state {
     struct fake_vec workers;   /* every stream whose worker is not joined yet */
     struct fake_vec events;    /* live event handles */
     struct fake_vec graphs;    /* live graph handles (not those a capture is building) */
+    struct fake_vec bodies;    /* conditional nodes' body graphs, parts of their graphs */
     struct fake_vec execs;     /* live exec handles */
     struct fake_vec libraries; /* loaded libraries */
     struct fake_vec kernels;   /* kernels of loaded libraries */
@@ -370,8 +421,9 @@ CUresult fake__not_capturing(struct CUstream_st *s);
 CUresult fake__submit_exec(struct CUstream_st *s, struct CUgraphExec_st *x, int launch);
 /* (lock held; waits) Waits until every stream of `ctx` finished what was queued before. */
 void fake__ctx_synchronize(struct CUctx_st *ctx);
-/* (lock held; lets go while it runs) Runs one unit of work on a stream's worker. */
-void fake__run_work(struct CUctx_st *ctx, const struct fake_work *work);
+/* (lock held; lets go while it runs) Runs one unit of work on a stream's worker: eagerly (x
+ * NULL) or as a node of a replay of exec x. */
+void fake__run_work(struct CUctx_st *ctx, const struct fake_work *work, struct CUgraphExec_st *x);
 /* (lock held) Joins the workers of destroyed streams that have drained. */
 void fake__reap_workers(void);
 /* (lock held) Drops a reference on a stream; the last frees it. */
@@ -410,6 +462,68 @@ void fake__graphs_reclaim(struct CUctx_st *ctx);
 /* (lock held) Drops a reference on an exec or a snapshot; the last frees it. */
 void fake__exec_release(struct CUgraphExec_st *x);
 void fake__snapshot_release(struct fake_snapshot *snap);
+
+/* (lock held) Graphs (fake_graph.c; fake__graph_find and fake__graph_deps are fake_cond.c's).
+ * An empty graph of ctx with an id of its own, or NULL when
+ * out of memory. */
+struct CUgraph_st *fake__graph_new(struct CUctx_st *ctx);
+/* Frees a graph with its nodes, its handles and its nodes' bodies; a capture still recording
+ * into one of them (cuStreamBeginCaptureToGraph) is invalidated. */
+void fake__graph_free(struct CUgraph_st *g);
+/* Appends a node running `work` after the nodes `deps` (a conditional node's bodies become the
+ * node's). */
+CUresult fake__graph_add(struct CUgraph_st *g, const struct fake_ids *deps,
+                         const struct fake_work *work, struct CUgraphNode_st **out);
+/* The graph h that nodes may be added to: a live graph, a capture's graph, or a body. */
+CUresult fake__graph_find(CUgraph h, struct CUgraph_st **out);
+/* The indices in g of the n nodes deps (NULL when n is 0), with their edge data (NULL: the
+ * default): INVALID_VALUE for a node not of g or given twice, NOT_SUPPORTED for edge data that
+ * is not the default's (edges carry none here). */
+CUresult fake__graph_deps(const struct CUgraph_st *g, const CUgraphNode *deps,
+                          const CUgraphEdgeData *edges, size_t n, struct fake_ids *out);
+/* (lock held) A node's work from the parameters of cuGraphAdd*Node (fake_graph.c): a kernel's
+ * (CUDA_KERNEL_NODE_PARAMS_v2, checked as a launch is), a 1-D copy's (CUDA_MEMCPY3D), a one-row
+ * fill's (CUDA_MEMSET_NODE_PARAMS), a host function's (CUDA_HOST_NODE_PARAMS). */
+CUresult fake__kernel_node_work(const void *params, struct fake_work *out);
+CUresult fake__copy_node_work(const void *params, struct fake_work *out);
+CUresult fake__fill_node_work(const void *params, struct fake_work *out);
+CUresult fake__host_node_work(const void *params, struct fake_work *out);
+/* A context argument: NULL (taken as the current one, leniently) or an active primary one
+ * (else INVALID_CONTEXT). */
+CUresult fake__ctx_argument(CUcontext hctx);
+
+/* ---- conditional nodes (fake_cond.c) ------------------------------------------------------ */
+
+/* Whether a node of this type may be in a conditional node's body (CUDA's rule: kernels, empty
+ * nodes, child graphs, memsets, memcopies and conditionals). */
+int fake__body_allows(CUgraphNodeType type);
+/* Whether a body may hold this work: its type, and a copy's host sides pinned. */
+int fake__body_takes(const struct fake_work *w);
+/* (lock held) Frees a graph node's bodies (fake__graph_free of each). */
+void fake__cond_free_bodies(struct fake_work *w);
+/* (lock held) Whether g or a graph in it (a body, at any depth) has a conditional node or a
+ * handle; *first, when not NULL, gets g's first conditional node (NULL: none). */
+int fake__graph_conditional(const struct CUgraph_st *g, struct CUgraphNode_st **first);
+/* (lock held) Gives x the conditional handles of g and of every body in it: INVALID_VALUE for a
+ * handle no conditional node took, or a graph with conditional nodes of which an exec lives
+ * (CUDA allows one at a time); ILLEGAL_STATE while a capture still records into a body. */
+CUresult fake__exec_conds(struct CUgraphExec_st *x, const struct CUgraph_st *g);
+/* (lock held) The parameters of g's nodes for exec x (whose conds are set), bodies included;
+ * NULL when out of memory. */
+struct fake_snapshot *fake__snapshot_of(const struct CUgraph_st *g, const struct CUgraphExec_st *x);
+/* (lock held) A copy of snap that another version may change a node of; NULL when out of
+ * memory. */
+struct fake_snapshot *fake__snapshot_copy(const struct fake_snapshot *snap);
+/* A snapshot of n nodes, zeroed (empty kernel nodes), their work left to the caller; NULL when
+ * out of memory. */
+struct fake_snapshot *fake__snapshot_new(size_t n);
+/* (lock held; lets go while work runs) One replay of snapshot `snap` of exec x. */
+void fake__replay(struct CUctx_st *ctx, struct CUgraphExec_st *x, const struct fake_snapshot *snap);
+/* The device code of `name` with these parameters that the driver emulates, or NULL. */
+const struct fake_builtin *fake__builtin_find(const char *name, const struct fake_params *params);
+/* (lock held) Runs a launch of emulated device code, eagerly (x NULL) or in a replay of x: a
+ * fault sets ctx's sticky error. */
+void fake__builtin_run(struct CUctx_st *ctx, const struct fake_work *w, struct CUgraphExec_st *x);
 
 /* ---- entry points ------------------------------------------------------------------------ */
 

@@ -14,6 +14,9 @@
  * update (which makes a new snapshot) changes only launches queued after it, as in CUDA. Its
  * nodes are named by the nodes of the graph it was instantiated from (cuGraphExec*SetParams),
  * which must still live, and after a cuGraphExecUpdate too.
+ *
+ * Conditional nodes, their bodies and handles, and what a replay does with them are
+ * fake_cond.c's; here a body is a graph like any other, except that its node owns it.
  */
 #include "fake_cuda_impl.h"
 
@@ -22,19 +25,34 @@
 
 /* ---- graphs --------------------------------------------------------------------------------- */
 
-static void graph_free(void *obj) {
-    struct CUgraph_st *g = obj;
+void fake__graph_free(struct CUgraph_st *g) {
+    for (size_t i = 0; i < fake__g.captures.n; i++) {
+        struct fake_capture *c = fake__g.captures.v[i];
+        if (c->into && c->graph == g) { /* it cannot record any more */
+            c->graph = NULL;
+            fake__capture_invalidate(c);
+        }
+    }
     for (size_t i = 0; i < g->nodes.n; i++) {
         struct CUgraphNode_st *node = g->nodes.v[i];
+        fake__cond_free_bodies(&node->work);
         fake__ids_free(&node->deps);
         free(node);
     }
+    for (size_t i = 0; i < g->conds.n; i++) {
+        free(g->conds.v[i]);
+    }
+    fake__vec_free(&g->conds);
     fake__vec_free(&g->nodes);
+    if (g->parent != NULL) {
+        fake__vec_remove(&fake__g.bodies, g);
+    }
     free(g);
 }
 
-/* An empty graph of ctx with an id of its own, or NULL when out of memory. */
-static struct CUgraph_st *graph_new(struct CUctx_st *ctx) {
+static void graph_free(void *obj) { fake__graph_free(obj); }
+
+struct CUgraph_st *fake__graph_new(struct CUctx_st *ctx) {
     struct CUgraph_st *g = calloc(1, sizeof *g);
     if (g != NULL) {
         g->ctx = ctx;
@@ -43,9 +61,8 @@ static struct CUgraph_st *graph_new(struct CUctx_st *ctx) {
     return g;
 }
 
-/* Appends a node running `work` after the nodes `deps`. */
-static CUresult graph_add(struct CUgraph_st *g, const struct fake_ids *deps,
-                          const struct fake_work *work, struct CUgraphNode_st **out) {
+CUresult fake__graph_add(struct CUgraph_st *g, const struct fake_ids *deps,
+                         const struct fake_work *work, struct CUgraphNode_st **out) {
     struct CUgraphNode_st *node = calloc(1, sizeof *node);
     if (node == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -61,11 +78,21 @@ static CUresult graph_add(struct CUgraph_st *g, const struct fake_ids *deps,
     return CUDA_SUCCESS;
 }
 
+/* (lock held) The live graph h of its own (not a body). A body is part of its conditional node's
+ * graph: it is never destroyed, instantiated, cloned or updated alone (CUDA_ERROR_INVALID_VALUE;
+ * the real driver's code here was not verified). */
+static CUresult own_graph(CUgraph h, struct CUgraph_st **g) {
+    CUresult r = fake__handle(&fake__g.graphs, h, (void **)g);
+    return r == CUDA_ERROR_INVALID_HANDLE && fake__vec_has(&fake__g.bodies, h)
+               ? CUDA_ERROR_INVALID_VALUE
+               : r;
+}
+
 /* (takes the lock, held on return whatever the result) The preamble of a graph call: the
- * calling thread's context, then the live graph h. */
+ * calling thread's context, then the live graph h of its own. */
 static CUresult lock_graph(CUgraph h, struct CUctx_st **ctx, struct CUgraph_st **g) {
     CUresult r = fake__lock_current(ctx);
-    return r == CUDA_SUCCESS ? fake__handle(&fake__g.graphs, h, (void **)g) : r;
+    return r == CUDA_SUCCESS ? own_graph(h, g) : r;
 }
 
 /* ---- capture -------------------------------------------------------------------------------- */
@@ -77,13 +104,16 @@ CUresult fake__capture_record(struct CUstream_st *s, const struct fake_work *wor
     if (c->invalidated) {
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; /* and nothing is recorded */
     }
+    if (c->graph->parent != NULL && !fake__body_takes(work)) {
+        return fake__not_capturing(s); /* a host function, in a conditional node's body */
+    }
     /* The new frontier first, so running out of memory leaves the graph as it was. */
     struct fake_ids frontier = {0};
     if (fake__ids_add(&frontier, c->graph->nodes.n) != 0) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     struct CUgraphNode_st *node;
-    CUresult r = graph_add(c->graph, &s->frontier, work, &node);
+    CUresult r = fake__graph_add(c->graph, &s->frontier, work, &node);
     if (r != CUDA_SUCCESS) {
         fake__ids_free(&frontier);
         return r;
@@ -123,7 +153,7 @@ void fake__capture_discard(struct fake_capture *c) {
     }
     fake__vec_free(&c->members);
     fake__vec_remove(&fake__g.captures, c);
-    if (c->graph != NULL) {
+    if (c->graph != NULL && !c->into) {
         graph_free(c->graph);
     }
     free(c);
@@ -160,8 +190,10 @@ static int capture_joined(const struct fake_capture *c) {
     return joined;
 }
 
-/* (lock held) A capture of ctx starting at s, with an empty graph, or NULL when out of memory. */
-static struct fake_capture *capture_new(struct CUctx_st *ctx, struct CUstream_st *s) {
+/* (lock held) A capture of ctx starting at s into `into` (NULL: a new, empty graph), or NULL
+ * when out of memory. */
+static struct fake_capture *capture_new(struct CUctx_st *ctx, struct CUstream_st *s,
+                                        struct CUgraph_st *into) {
     struct fake_capture *c = calloc(1, sizeof *c);
     if (c == NULL) {
         return NULL;
@@ -169,43 +201,75 @@ static struct fake_capture *capture_new(struct CUctx_st *ctx, struct CUstream_st
     c->ctx = ctx;
     c->origin = s;
     c->id = ++fake__g.next_id;
-    c->graph = graph_new(ctx);
+    c->into = into != NULL;
+    c->graph = into != NULL ? into : fake__graph_new(ctx);
     if (c->graph == NULL || fake__vec_push(&c->members, s) != 0 ||
         fake__vec_push(&fake__g.captures, c) != 0) {
         fake__vec_free(&c->members);
-        free(c->graph);
+        if (!c->into) {
+            free(c->graph);
+        }
         free(c);
         return NULL;
     }
     return c;
 }
 
-CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
-    FAKE_ENTER(cuStreamBeginCapture);
+/* cuStreamBeginCapture (to_graph 0: into a new graph) and cuStreamBeginCaptureToGraph (into the
+ * graph h, its first node depending on the n nodes deps of it). */
+static CUresult capture_begin(CUstream hs, int to_graph, CUgraph h, const CUgraphNode *deps,
+                              const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode mode) {
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__lock_stream(h, &ctx, &s);
+    struct CUgraph_st *into = NULL;
+    struct fake_ids frontier = {0};
+    CUresult r;
+    FAKE_CHECK(fake__lock_stream(hs, &ctx, &s), out);
     /* Simplified: the mode is checked and ignored; GLOBAL and THREAD_LOCAL restrict nothing
      * (acg captures RELAXED). */
-    if (r == CUDA_SUCCESS && mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
-        mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
-        r = CUDA_ERROR_INVALID_VALUE;
+    FAKE_FAIL_IF(mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                     mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                     mode != CU_STREAM_CAPTURE_MODE_RELAXED,
+                 CUDA_ERROR_INVALID_VALUE, out);
+    FAKE_FAIL_IF(s->capture != NULL, CUDA_ERROR_ILLEGAL_STATE, out);
+    if (to_graph) {
+        FAKE_CHECK(fake__graph_find(h, &into), out);
+        /* One capture at a time records into a graph: a graph another capture is building or
+         * recording into is refused (the real driver's code here was not verified). */
+        for (size_t i = 0; i < fake__g.captures.n; i++) {
+            FAKE_FAIL_IF(((struct fake_capture *)fake__g.captures.v[i])->graph == into,
+                         CUDA_ERROR_ILLEGAL_STATE, out);
+        }
+        FAKE_CHECK(fake__graph_deps(into, deps, edges, n, &frontier), out);
     }
-    if (r == CUDA_SUCCESS && s->capture != NULL) {
-        r = CUDA_ERROR_ILLEGAL_STATE;
-    }
-    if (r == CUDA_SUCCESS && (s->capture = capture_new(ctx, s)) == NULL) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (r == CUDA_SUCCESS) {
-        fake__ids_free(&s->frontier);
-    }
+    FAKE_FAIL_IF((s->capture = capture_new(ctx, s, into)) == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
+    fake__ids_free(&s->frontier);
+    s->frontier = frontier;
+    frontier = (struct fake_ids){0};
+out:
+    fake__ids_free(&frontier);
     return fake__unlock(r);
 }
 
-/* (lock held) The end of capture c at its origin: the graph made the caller's (*graph) when
- * every fork joined back; whatever the outcome, every stream of the capture leaves capture mode,
- * usable again. */
+CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
+    FAKE_ENTER(cuStreamBeginCapture);
+    return capture_begin(h, 0, NULL, NULL, NULL, 0, mode);
+}
+
+/* Work queued on the stream is recorded into the graph h (a conditional node's body, or any
+ * other graph the caller holds) until cuStreamEndCapture, which gives h back. */
+CUresult fake_cuStreamBeginCaptureToGraph(CUstream hs, CUgraph h, const CUgraphNode *deps,
+                                          const CUgraphEdgeData *edges, size_t n,
+                                          CUstreamCaptureMode mode) {
+    FAKE_ENTER(cuStreamBeginCaptureToGraph);
+    return capture_begin(hs, 1, h, deps, edges, n, mode);
+}
+
+/* (lock held) The end of capture c at its origin: the graph made the caller's (*graph, which may
+ * be NULL for a capture into the caller's graph) when every fork joined back; whatever the
+ * outcome, every stream of the capture leaves capture mode, usable again. A capture into a
+ * graph leaves it what the capture made it, nodes recorded before a failure included (CUDA's
+ * effect on the graph then was not verified). */
 static CUresult capture_end(struct fake_capture *c, CUgraph *graph) {
     int joined = c->invalidated ? 1 : capture_joined(c);
     CUresult r = CUDA_SUCCESS;
@@ -215,6 +279,10 @@ static CUresult capture_end(struct fake_capture *c, CUgraph *graph) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (!joined) {
         r = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    } else if (c->into) {
+        if (graph != NULL) {
+            *graph = c->graph; /* the caller's still, not a new graph */
+        }
     } else if (fake__vec_push(&fake__g.graphs, c->graph) != 0) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
@@ -230,11 +298,16 @@ CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *graph) {
     FAKE_ENTER(cuStreamEndCapture);
     struct CUctx_st *ctx;
     struct CUstream_st *s;
-    CUresult r = fake__given(fake__lock_stream(h, &ctx, &s), graph);
+    CUresult r = fake__lock_stream(h, &ctx, &s);
+    if (r == CUDA_SUCCESS && graph == NULL && (s->capture == NULL || !s->capture->into)) {
+        r = CUDA_ERROR_INVALID_VALUE; /* only a capture into the caller's graph needs none */
+    }
     if (r != CUDA_SUCCESS) {
         return fake__unlock(r);
     }
-    *graph = NULL;
+    if (graph != NULL) {
+        *graph = NULL;
+    }
     struct fake_capture *c = s->capture;
     if (c != NULL && c->origin == s) {
         return fake__unlock(capture_end(c, graph));
@@ -276,25 +349,32 @@ CUresult fake_cuGraphCreate(CUgraph *graph, unsigned int flags) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
     if (r == CUDA_SUCCESS) {
-        r = fake__publish(&fake__g.graphs, graph_new(ctx), graph_free, (void **)graph);
+        r = fake__publish(&fake__g.graphs, fake__graph_new(ctx), graph_free, (void **)graph);
     }
     return fake__unlock(r);
 }
 
-/* Execs copied what they need: they outlive their graph, as in CUDA. */
+/* Execs copied what they need: they outlive their graph, as in CUDA. A conditional node's body
+ * goes with its node's graph, never alone (own_graph). */
 CUresult fake_cuGraphDestroy(CUgraph h) {
     FAKE_ENTER(cuGraphDestroy);
-    return fake__release(&fake__g.graphs, h, NULL, graph_free);
+    CUresult r = fake__release(&fake__g.graphs, h, NULL, graph_free);
+    if (r == CUDA_ERROR_INVALID_HANDLE) {
+        struct CUgraph_st *g;
+        pthread_mutex_lock(&fake__g.lock);
+        r = fake__unlock(own_graph(h, &g));
+    }
+    return r;
 }
 
 /* A copy of every node of g, with its dependencies: a captured graph's too (foreign work, a
  * collective's nodes), as CUDA copies every parameter. NULL when out of memory. */
 static struct CUgraph_st *graph_clone(const struct CUgraph_st *g) {
-    struct CUgraph_st *copy = graph_new(g->ctx);
+    struct CUgraph_st *copy = fake__graph_new(g->ctx);
     for (size_t i = 0; copy != NULL && i < g->nodes.n; i++) {
         const struct CUgraphNode_st *node = g->nodes.v[i];
         struct CUgraphNode_st *added;
-        if (graph_add(copy, &node->deps, &node->work, &added) != CUDA_SUCCESS) {
+        if (fake__graph_add(copy, &node->deps, &node->work, &added) != CUDA_SUCCESS) {
             graph_free(copy);
             copy = NULL;
         }
@@ -305,11 +385,16 @@ static struct CUgraph_st *graph_clone(const struct CUgraph_st *g) {
     return copy;
 }
 
+/* A graph with conditional nodes is not cloned, as in CUDA (whose code for it, NOT_SUPPORTED
+ * here, was not verified: its documentation lists only INVALID_VALUE). */
 CUresult fake_cuGraphClone(CUgraph *clone, CUgraph h) {
     FAKE_ENTER(cuGraphClone);
     struct CUctx_st *ctx;
     struct CUgraph_st *g;
     CUresult r = fake__given(lock_graph(h, &ctx, &g), clone);
+    if (r == CUDA_SUCCESS && fake__graph_conditional(g, NULL)) {
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (r == CUDA_SUCCESS) {
         r = fake__publish(&fake__g.graphs, graph_clone(g), graph_free, (void **)clone);
     }
@@ -317,19 +402,19 @@ CUresult fake_cuGraphClone(CUgraph *clone, CUgraph h) {
 }
 
 /* A context argument: NULL (taken as the current one, leniently) or an active primary one. */
-static CUresult ctx_argument(CUcontext hctx) {
+CUresult fake__ctx_argument(CUcontext hctx) {
     return hctx == NULL || fake__ctx_active(hctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 /* (lock held) A kernel node's work from its CUDA_KERNEL_NODE_PARAMS_v2, checked as a launch
  * is. */
-static CUresult kernel_node_work(const void *p, struct fake_work *out) {
+CUresult fake__kernel_node_work(const void *p, struct fake_work *out) {
     const CUDA_KERNEL_NODE_PARAMS_v2 *params = p;
     if (params == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (params->func == NULL) {
-        CUresult r = ctx_argument(params->ctx); /* the context the kernel runs in */
+        CUresult r = fake__ctx_argument(params->ctx); /* the context the kernel runs in */
         if (r != CUDA_SUCCESS) {
             return r;
         }
@@ -369,7 +454,7 @@ static CUresult copy_side(CUmemorytype type, uintptr_t host, CUdeviceptr device,
 }
 
 /* (lock held) A memcpy node's work from its CUDA_MEMCPY3D: simplified, 1-D copies only. */
-static CUresult copy_node_work(const void *p, struct fake_work *work) {
+CUresult fake__copy_node_work(const void *p, struct fake_work *work) {
     const CUDA_MEMCPY3D *copy = p;
     if (copy == NULL || copy->WidthInBytes == 0 || copy->Height == 0 || copy->Depth == 0) {
         return CUDA_ERROR_INVALID_VALUE;
@@ -392,7 +477,7 @@ static CUresult copy_node_work(const void *p, struct fake_work *work) {
 }
 
 /* (lock held) A memset node's work from its CUDA_MEMSET_NODE_PARAMS: simplified, one row. */
-static CUresult fill_node_work(const void *p, struct fake_work *work) {
+CUresult fake__fill_node_work(const void *p, struct fake_work *work) {
     const CUDA_MEMSET_NODE_PARAMS *params = p;
     unsigned es = params != NULL ? params->elementSize : 0;
     if (params == NULL || (es != 1 && es != 2 && es != 4) || params->width == 0 ||
@@ -414,7 +499,7 @@ static CUresult fill_node_work(const void *p, struct fake_work *work) {
 }
 
 /* (lock held) A host node's work from its CUDA_HOST_NODE_PARAMS. */
-static CUresult host_node_work(const void *p, struct fake_work *work) {
+CUresult fake__host_node_work(const void *p, struct fake_work *work) {
     const CUDA_HOST_NODE_PARAMS *params = p;
     if (params == NULL || params->fn == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
@@ -425,40 +510,36 @@ static CUresult host_node_work(const void *p, struct fake_work *work) {
     return CUDA_SUCCESS;
 }
 
-/* cuGraphAdd*Node: the graph, the context argument (NULL where the entry point has none), the
- * node's work made from its parameters by `make`, then its dependencies, which must be nodes of
- * this graph. */
+/* cuGraphAdd*Node: the graph (a graph of its own, a capture's, a body), the context argument
+ * (NULL where the entry point has none), the node's work made from its parameters by `make`,
+ * which a body must allow (CUDA_ERROR_INVALID_VALUE, the real driver's code here not
+ * verified), then its dependencies, which must be nodes of this graph. */
 static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n_deps,
                          CUcontext hctx, CUresult (*make)(const void *params, struct fake_work *),
                          const void *params) {
     struct CUctx_st *ctx;
     struct CUgraph_st *g;
     struct fake_work work;
-    CUresult r = lock_graph(h, &ctx, &g);
+    CUresult r = fake__lock_current(&ctx);
     if (r == CUDA_SUCCESS) {
-        r = ctx_argument(hctx);
+        r = fake__graph_find(h, &g);
+    }
+    if (r == CUDA_SUCCESS) {
+        r = fake__ctx_argument(hctx);
     }
     if (r == CUDA_SUCCESS) {
         r = make(params, &work);
     }
-    if (r == CUDA_SUCCESS && (out == NULL || (n_deps > 0 && deps == NULL))) {
+    if (r == CUDA_SUCCESS && (out == NULL || (g->parent != NULL && !fake__body_takes(&work)))) {
         r = CUDA_ERROR_INVALID_VALUE;
     }
     struct fake_ids ids = {0};
-    for (size_t i = 0; i < n_deps && r == CUDA_SUCCESS; i++) {
-        size_t at = 0;
-        while (at < g->nodes.n && g->nodes.v[at] != deps[i]) {
-            at++;
-        }
-        if (at == g->nodes.n) {
-            r = CUDA_ERROR_INVALID_VALUE;
-        } else if (fake__ids_add(&ids, at) != 0) {
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
+    if (r == CUDA_SUCCESS) {
+        r = fake__graph_deps(g, deps, NULL, n_deps, &ids);
     }
     struct CUgraphNode_st *node;
     if (r == CUDA_SUCCESS) {
-        r = graph_add(g, &ids, &work, &node);
+        r = fake__graph_add(g, &ids, &work, &node);
     }
     if (r == CUDA_SUCCESS) {
         *out = node;
@@ -470,53 +551,31 @@ static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, s
 CUresult fake_cuGraphAddKernelNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
                                    size_t n_deps, const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
     FAKE_ENTER(cuGraphAddKernelNode);
-    return add_node(node, h, deps, n_deps, NULL, kernel_node_work, params);
+    return add_node(node, h, deps, n_deps, NULL, fake__kernel_node_work, params);
 }
 
 CUresult fake_cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
                                    size_t n_deps, const CUDA_MEMCPY3D *copy, CUcontext hctx) {
     FAKE_ENTER(cuGraphAddMemcpyNode);
-    return add_node(node, h, deps, n_deps, hctx, copy_node_work, copy);
+    return add_node(node, h, deps, n_deps, hctx, fake__copy_node_work, copy);
 }
 
 CUresult fake_cuGraphAddMemsetNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
                                    size_t n_deps, const CUDA_MEMSET_NODE_PARAMS *params,
                                    CUcontext hctx) {
     FAKE_ENTER(cuGraphAddMemsetNode);
-    return add_node(node, h, deps, n_deps, hctx, fill_node_work, params);
+    return add_node(node, h, deps, n_deps, hctx, fake__fill_node_work, params);
 }
 
 CUresult fake_cuGraphAddHostNode(CUgraphNode *node, CUgraph h, const CUgraphNode *deps,
                                  size_t n_deps, const CUDA_HOST_NODE_PARAMS *params) {
     FAKE_ENTER(cuGraphAddHostNode);
-    return add_node(node, h, deps, n_deps, NULL, host_node_work, params);
+    return add_node(node, h, deps, n_deps, NULL, fake__host_node_work, params);
 }
 
 /* ---- executable graphs ---------------------------------------------------------------------- */
 
-/* A snapshot of n nodes, their work left to the caller, or NULL when out of memory. */
-static struct fake_snapshot *snapshot_new(size_t n) {
-    struct fake_snapshot *snap = malloc(sizeof *snap + n * sizeof(struct fake_work));
-    if (snap != NULL) {
-        snap->refs = 1;
-        snap->n = n;
-    }
-    return snap;
-}
-
-static struct fake_snapshot *snapshot_of(const struct CUgraph_st *g) {
-    struct fake_snapshot *snap = snapshot_new(g->nodes.n);
-    for (size_t i = 0; snap != NULL && i < g->nodes.n; i++) {
-        snap->nodes[i] = ((const struct CUgraphNode_st *)g->nodes.v[i])->work;
-    }
-    return snap;
-}
-
-void fake__snapshot_release(struct fake_snapshot *snap) {
-    if (--snap->refs == 0) {
-        free(snap);
-    }
-}
+/* Snapshots, with their conditional nodes' bodies, are fake_cond.c's. */
 
 static void exec_free(void *obj) {
     struct CUgraphExec_st *x = obj;
@@ -529,6 +588,7 @@ static void exec_free(void *obj) {
     if (x->snap != NULL) {
         fake__snapshot_release(x->snap);
     }
+    free(x->conds);
     free(x);
 }
 
@@ -553,34 +613,42 @@ void fake__graphs_reclaim(struct CUctx_st *ctx) {
     fake__reclaim(&fake__g.execs, ctx, exec_drop);
 }
 
-/* (lock held) An exec of ctx copying g's nodes, or NULL when out of memory. */
-static struct CUgraphExec_st *exec_new(struct CUctx_st *ctx, const struct CUgraph_st *g) {
+/* (lock held) An exec of ctx copying g's nodes, and its conditional handles
+ * (fake__exec_conds, whose refusals it returns). */
+static CUresult exec_new(struct CUctx_st *ctx, const struct CUgraph_st *g,
+                         struct CUgraphExec_st **out) {
     struct CUgraphExec_st *x = calloc(1, sizeof *x);
     if (x == NULL) {
-        return NULL;
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
     x->ctx = ctx;
     x->refs = 1;
     x->n = g->nodes.n;
-    x->deps = calloc(x->n > 0 ? x->n : 1, sizeof *x->deps);
-    x->snap = snapshot_of(g);
     x->origin = g;
     x->origin_id = g->id;
-    int ok = x->deps != NULL && x->snap != NULL;
-    for (size_t i = 0; i < x->n && ok; i++) {
-        ok = fake__ids_union(&x->deps[i], &((struct CUgraphNode_st *)g->nodes.v[i])->deps) == 0;
+    CUresult r = fake__exec_conds(x, g);
+    if (r == CUDA_SUCCESS) {
+        x->deps = calloc(x->n > 0 ? x->n : 1, sizeof *x->deps);
+        x->snap = fake__snapshot_of(g, x);
+        int ok = x->deps != NULL && x->snap != NULL;
+        for (size_t i = 0; i < x->n && ok; i++) {
+            ok = fake__ids_union(&x->deps[i], &((struct CUgraphNode_st *)g->nodes.v[i])->deps) == 0;
+        }
+        r = ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (!ok) {
+    if (r != CUDA_SUCCESS) {
         exec_free(x);
-        return NULL;
+        return r;
     }
-    return x;
+    *out = x;
+    return CUDA_SUCCESS;
 }
 
 CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph h, unsigned long long flags) {
     FAKE_ENTER(cuGraphInstantiateWithFlags);
     struct CUctx_st *ctx;
     struct CUgraph_st *g;
+    struct CUgraphExec_st *x = NULL;
     CUresult r = lock_graph(h, &ctx, &g);
     if (r == CUDA_SUCCESS &&
         (exec == NULL ||
@@ -588,7 +656,10 @@ CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph h, unsigned
         r = CUDA_ERROR_INVALID_VALUE;
     }
     if (r == CUDA_SUCCESS) {
-        r = fake__publish(&fake__g.execs, exec_new(ctx, g), exec_free, (void **)exec);
+        r = exec_new(ctx, g, &x);
+    }
+    if (r == CUDA_SUCCESS) {
+        r = fake__publish(&fake__g.execs, x, exec_free, (void **)exec);
     }
     return fake__unlock(r);
 }
@@ -671,7 +742,9 @@ static void exec_snapshot(struct CUgraphExec_st *x, struct fake_snapshot *snap) 
 
 /* Same node count, and node by node the same dependencies, type and (for kernels) kernel: the
  * new parameters replace the old for later launches. Otherwise nothing changes and info says
- * which node differs first. */
+ * which node differs first. Simplified: an exec or a graph with conditional nodes (or handles)
+ * is never updated (CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, the graph's first conditional
+ * node named), where CUDA updates the nodes of their bodies. */
 CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResultInfo *info) {
     FAKE_ENTER(cuGraphExecUpdate);
     struct CUctx_st *ctx;
@@ -679,12 +752,17 @@ CUresult fake_cuGraphExecUpdate(CUgraphExec hx, CUgraph h, CUgraphExecUpdateResu
     struct CUgraph_st *g;
     CUresult r;
     FAKE_CHECK(lock_exec(hx, &ctx, &x), out);
-    FAKE_CHECK(fake__handle(&fake__g.graphs, h, (void **)&g), out);
+    FAKE_CHECK(own_graph(h, &g), out);
     FAKE_FAIL_IF(info == NULL, CUDA_ERROR_INVALID_VALUE, out);
     update_check(x, g, info);
+    struct CUgraphNode_st *first = NULL;
+    if (fake__graph_conditional(g, &first) || x->n_conds > 0) {
+        info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
+        info->errorNode = first;
+    }
     FAKE_FAIL_IF(info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
                  out);
-    struct fake_snapshot *snap = snapshot_of(g);
+    struct fake_snapshot *snap = fake__snapshot_of(g, x);
     if (snap == NULL) {
         info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -750,13 +828,15 @@ out:
     return fake__unlock(r);
 }
 
-/* (lock held) The node h of a live graph (a capture's too) and its index there, or NULL. */
+/* (lock held) The node h of a live graph (a capture's, a body) and its index there, or NULL. */
 static struct CUgraph_st *graph_of_node(CUgraphNode h, size_t *index) {
-    for (size_t i = 0; i < fake__g.graphs.n + fake__g.captures.n; i++) {
+    const size_t n_graphs = fake__g.graphs.n, n_bodies = fake__g.bodies.n;
+    for (size_t i = 0; i < n_graphs + n_bodies + fake__g.captures.n; i++) {
         struct CUgraph_st *g =
-            i < fake__g.graphs.n
-                ? fake__g.graphs.v[i]
-                : ((struct fake_capture *)fake__g.captures.v[i - fake__g.graphs.n])->graph;
+            i < n_graphs ? fake__g.graphs.v[i]
+            : i < n_graphs + n_bodies
+                ? fake__g.bodies.v[i - n_graphs]
+                : ((struct fake_capture *)fake__g.captures.v[i - n_graphs - n_bodies])->graph;
         for (size_t j = 0; g != NULL && j < g->nodes.n; j++) {
             if (g->nodes.v[j] == h) {
                 *index = j;
@@ -779,7 +859,7 @@ CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_P
         r = CUDA_ERROR_INVALID_VALUE;
     }
     if (r == CUDA_SUCCESS) {
-        r = kernel_node_work(params, &work);
+        r = fake__kernel_node_work(params, &work);
     }
     if (r == CUDA_SUCCESS) {
         h->work = work;
@@ -823,11 +903,10 @@ CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec hx, CUgraphNode h,
     FAKE_FAIL_IF(g == NULL || g != x->origin || g->id != x->origin_id || at >= x->n ||
                      x->snap->nodes[at].type != CU_GRAPH_NODE_TYPE_KERNEL,
                  CUDA_ERROR_INVALID_VALUE, out);
-    FAKE_CHECK(kernel_node_work(params, &work), out);
-    struct fake_snapshot *snap = snapshot_new(x->n);
+    FAKE_CHECK(fake__kernel_node_work(params, &work), out);
+    struct fake_snapshot *snap = fake__snapshot_copy(x->snap);
     FAKE_FAIL_IF(snap == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
-    memcpy(snap->nodes, x->snap->nodes, x->n * sizeof(struct fake_work));
-    snap->nodes[at] = work;
+    snap->nodes[at] = work; /* a kernel's: nothing of the old to release */
     exec_snapshot(x, snap);
 out:
     return fake__unlock(r);

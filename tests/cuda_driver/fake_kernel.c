@@ -19,6 +19,11 @@
  *   in NUL; each parameter lies at the next offset aligned to its size (up to 8).
  * Simplified: PTX is never read (nvcc compresses it in a fatbin), so an image whose every ELF
  * entry is compressed, or that has none, holds no function here.
+ *
+ * A few functions of device code the driver emulates itself, whatever image holds them
+ * (fake_cond.c's table: acg's loop kernels, which call the device runtime's
+ * cudaGraphSetConditional, and have no cpu implementation): a function of such a name and
+ * parameters runs the emulation, without any lookup.
  */
 #include "fake_cuda_impl.h"
 
@@ -323,19 +328,24 @@ static struct CUkern_st *kernel_in(struct CUlib_st *lib, const char *name) {
 }
 
 /* (lock held) A new kernel `name` of lib, whose image has that function, running the cpu code
- * desc gives: NULL when out of memory. */
+ * desc gives, or (desc NULL) the driver's emulation `builtin`: NULL when out of memory. */
 static struct CUkern_st *kernel_new(struct CUlib_st *lib, const char *name,
-                                    const acg_kernel_desc *desc) {
+                                    const acg_kernel_desc *desc,
+                                    const struct fake_builtin *builtin) {
     struct CUkern_st *k = calloc(1, sizeof *k);
     if (k == NULL || (k->name = strdup(name)) == NULL) {
         free(k);
         return NULL;
     }
     k->lib = lib;
-    k->fn = desc->cpu.fn;
-    k->n_args = desc->n_args;
-    memcpy(k->types, desc->types, sizeof k->types);
-    k->lanes = desc->cuda_lanes > 1 ? desc->cuda_lanes : 1;
+    k->builtin = builtin;
+    k->lanes = 1;
+    if (desc != NULL) {
+        k->fn = desc->cpu.fn;
+        k->n_args = desc->n_args;
+        memcpy(k->types, desc->types, sizeof k->types);
+        k->lanes = desc->cuda_lanes > 1 ? desc->cuda_lanes : 1;
+    }
     k->params = function_in(&lib->functions, name, strlen(name))->params;
     if (fake__vec_push(&lib->kernels, k) == 0) {
         if (fake__vec_push(&fake__g.kernels, k) == 0) {
@@ -357,10 +367,11 @@ CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char
     FAKE_CHECK(fake__handle(&fake__g.libraries, library, (void **)&lib), out);
     struct CUkern_st *k = kernel_in(lib, name); /* the same name gives the same handle */
     const acg_kernel_desc *desc = NULL;
-    if (k == NULL) {
+    const struct fake_function *f = function_in(&lib->functions, name, strlen(name));
+    const struct fake_builtin *builtin = f != NULL ? fake__builtin_find(name, &f->params) : NULL;
+    if (k == NULL && builtin == NULL) {
         /* The image has no such function. */
-        FAKE_FAIL_IF(function_in(&lib->functions, name, strlen(name)) == NULL, CUDA_ERROR_NOT_FOUND,
-                     out);
+        FAKE_FAIL_IF(f == NULL, CUDA_ERROR_NOT_FOUND, out);
         /* The lookup enters acg's registry, which may hold its own lock: call it without
          * ours. */
         const acg_kernel_desc *(*lookup)(const void *, size_t, const char *) = fake__g.lookup;
@@ -376,7 +387,7 @@ CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char
         k = kernel_in(lib, name);
     }
     if (k == NULL) {
-        k = kernel_new(lib, name, desc);
+        k = kernel_new(lib, name, desc, builtin);
         FAKE_FAIL_IF(k == NULL, CUDA_ERROR_OUT_OF_MEMORY, out);
     }
     *kernel = k;
@@ -406,6 +417,26 @@ CUresult fake__kernel_work(CUkernel hk, unsigned gx, unsigned gy, unsigned gz, u
     }
     struct fake_work w = {.type = CU_GRAPH_NODE_TYPE_KERNEL};
     w.u.kernel.kernel = k;
+    if (k->builtin != NULL) {
+        /* Emulated device code is one thread's (stricter than CUDA, where more threads would
+         * race), and takes its parameters as the image lays them out, no global sizes. */
+        if ((uint64_t)gx * gy * gz * bx * by * bz != 1) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        w.u.kernel.builtin = k->builtin;
+        for (uint32_t i = 0; i < k->params.n; i++) {
+            if (params[i] == NULL) {
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+            if (k->params.size[i] == 8) {
+                memcpy(&w.u.kernel.args[i].u64, params[i], 8);
+            } else {
+                memcpy(&w.u.kernel.args[i].u32, params[i], 4);
+            }
+        }
+        *out = w;
+        return CUDA_SUCCESS;
+    }
     w.u.kernel.fn = k->fn;
     w.u.kernel.n_args = k->n_args;
     memcpy(w.u.kernel.types, k->types, sizeof w.u.kernel.types);

@@ -92,7 +92,7 @@ static void fill(const struct fake_work *w) {
     }
 }
 
-void fake__run_work(struct CUctx_st *ctx, const struct fake_work *w) {
+void fake__run_work(struct CUctx_st *ctx, const struct fake_work *w, struct CUgraphExec_st *x) {
     if (ctx->sticky != CUDA_SUCCESS) {
         return; /* after a fault the context runs nothing more, as a GPU */
     }
@@ -102,6 +102,10 @@ void fake__run_work(struct CUctx_st *ctx, const struct fake_work *w) {
         fprintf(stderr,
                 "acg CUDA test driver: %s; device %d now reports CUDA_ERROR_ILLEGAL_ADDRESS\n",
                 fault, ctx->device);
+        return;
+    }
+    if (w->type == CU_GRAPH_NODE_TYPE_KERNEL && w->u.kernel.builtin != NULL) {
+        fake__builtin_run(ctx, w, x); /* the driver's own emulation: brief, under the lock */
         return;
     }
     /* w is immutable while it runs (an op's own copy, or a snapshot no one changes). */
@@ -129,7 +133,7 @@ void fake__run_work(struct CUctx_st *ctx, const struct fake_work *w) {
 static void run_op(struct CUstream_st *s, struct fake_op *op) {
     switch (op->kind) {
     case OP_WORK:
-        fake__run_work(s->ctx, &op->u.work);
+        fake__run_work(s->ctx, &op->u.work, NULL);
         break;
     case OP_WAIT:
         while (op->u.wait.stream->worker.completed < op->u.wait.seq) {
@@ -144,10 +148,7 @@ static void run_op(struct CUstream_st *s, struct fake_op *op) {
             pthread_cond_wait(&fake__g.progress, &fake__g.lock);
         }
         if (op->kind == OP_GRAPH) {
-            struct fake_snapshot *snap = op->u.graph.snap;
-            for (size_t i = 0; i < snap->n; i++) {
-                fake__run_work(s->ctx, &snap->nodes[i]);
-            }
+            fake__replay(s->ctx, x, op->u.graph.snap);
         }
         x->running++;
         break;
