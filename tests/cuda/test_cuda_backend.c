@@ -3,8 +3,9 @@
  *   - how a driver that cannot serve is reported (--expect-unavailable TEXT, one process per
  *     driver condition, since the driver is loaded once per process) and what a driver lacking
  *     cuGraphExecUpdate and cuMemHostRegister disables (--expect-missing-optional);
- *   - every driver call of a capture + replay + update + teardown scenario failing in turn: a
- *     clean status each time, no driver object left behind, the device usable afterwards;
+ *   - every driver call of a capture + replay + update + loop + teardown scenario failing in
+ *     turn: a clean status each time, no driver object left behind, the device usable
+ *     afterwards (the loop: a WHILE node, its handle, its body's capture, acg's loop kernels);
  *   - cuGraphExecUpdate refused: the graph is instantiated again and replays the update;
  *   - an update of a graph holding foreign work, taken from the new capture's own CUDA graph:
  *     the replay matches the same work done eagerly, bit for bit; refusals instantiate again,
@@ -47,9 +48,54 @@ static bs_driver drv = CU_TEST_DRIVER;
 
 /* ---- the scenario -------------------------------------------------------------------------- */
 
+/* A loop graph of the scene, captured, replayed and destroyed: y = 0, then a body run while z[0]
+ * counts down from 3 (y += x, z[0] -= x[0], z[1] = z[0], the condition): y ends at 3 (x is 1).
+ * Stops at the first failure and returns it, the graph destroyed. */
+static acg_status loop_run(bs_scene *c, bool check) {
+    const acg_dims all = acg_dims_1d(N), one = acg_dims_1d(1);
+    const acg_arg add[] = {acg_arg_buffer(c->y, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(1.0f)};
+    const acg_arg count[] = {acg_arg_buffer(c->z, 0), acg_arg_buffer(c->x, 0), acg_arg_f32(-1.0f)};
+    acg_graph *g = NULL;
+    acg_status st = acg_stream_begin_capture(c->s, c->pool);
+    if (st != ACG_OK) {
+        return st;
+    }
+    st = bs_fill(c->s, c->fill, c->y, N, 0.0f);
+    if (st == ACG_OK) {
+        st = bs_fill(c->s, c->fill, c->z, 2, 3.0f);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_loop_begin(c->s, c->z, 4, 8);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_launch(c->s, c->axpy, &all, add, 3);
+    }
+    if (st == ACG_OK) {
+        st = acg_kernel_launch(c->s, c->axpy, &one, count, 3);
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_d2d(c->s, c->z, 4, c->z, 0, 4);
+    }
+    if (st == ACG_OK) {
+        st = acg_stream_loop_end(c->s);
+    }
+    if (st == ACG_OK) {
+        st = acg_copy_d2h(c->s, c->host, c->y, 0, N * sizeof(float));
+    }
+    /* Ended whatever happened, so the stream leaves capture mode: a driver failure invalidated
+     * the capture, whose end repeats why. */
+    acg_status end = acg_stream_end_capture(c->s, &g);
+    st = st != ACG_OK ? st : end;
+    if (st == ACG_OK) {
+        st = bs_replay(c, g, 2, check, 3.0f);
+    }
+    acg_status destroyed = acg_graph_destroy(g);
+    return st != ACG_OK ? st : destroyed;
+}
+
 /* Open (the capture with a host function: every kind of node the backend builds for an
  * update), eager work read back through registered memory, a forked capture replayed twice, an
- * update replayed; with check, the results are asserted. Stops at the first failure and
+ * update replayed, a loop; with check, the results are asserted. Stops at the first failure and
  * returns it, leaving teardown to bs_scene_close. */
 static acg_status scene_run(bs_scene *c, bool check) {
     acg_status st = bs_scene_open(c, "cuda", true);
@@ -89,6 +135,9 @@ static acg_status scene_run(bs_scene *c, bool check) {
     }
     if (st == ACG_OK && check) {
         assert_int_equal(c->host_calls, 3);
+    }
+    if (st == ACG_OK) {
+        st = loop_run(c, check);
     }
     return st;
 }
@@ -698,6 +747,35 @@ static void test_native_graph(void **state) {
 /* A driver without cuGraphExecUpdate and cuMemHostRegister (ACGTEST_CUDA_HIDE): graphs still
  * work, update and registration are off, the capability's detail names what is missing, and
  * acg_pinned_register says ACG_ERR_UNSUPPORTED. */
+/* A 12.3 driver has the conditional entry points but not WHILE nodes (12.4): no loops in
+ * graphs, the detail says why, a loop in a capture invalidates it, and an eager loop runs. */
+static int expect_no_loops(void) {
+    acg_device *dev = bs_open_or_say("cuda");
+    if (dev == NULL) {
+        return 1;
+    }
+    const acg_capability *cap = acg_device_get_capability(dev);
+    int bad = cap == NULL || !cap->graphs || cap->graph_loops ||
+              strstr(cap->detail, "no loops (driver < 12.4)") == NULL;
+    if (cap != NULL) {
+        printf("graphs %d, loops %d: %s\n", cap->graphs, cap->graph_loops, cap->detail);
+    }
+    acg_stream *s = NULL;
+    acg_buffer *b = NULL;
+    acg_graph *g = NULL;
+    bad |= acg_stream_create(dev, &s) != ACG_OK || acg_buffer_alloc(dev, 16, &b) != ACG_OK;
+    bad |= acg_fill(s, b, 0, 16, 0, 4) != ACG_OK;
+    bad |= acg_stream_loop_begin(s, b, 0, 4) != ACG_OK || acg_stream_loop_end(s) != ACG_OK;
+    bad |= acg_stream_begin_capture(s, NULL) != ACG_OK;
+    acg_status st = acg_stream_loop_begin(s, b, 0, 4);
+    printf("acg_stream_loop_begin in a capture: %s: %s\n", acg_status_name(st), acg_last_error());
+    bad |= st != ACG_ERR_CAPTURE_INVALIDATED || strstr(acg_last_error(), "graph_loops") == NULL;
+    bad |= acg_stream_end_capture(s, &g) != ACG_ERR_CAPTURE_INVALIDATED;
+    bad |= acg_buffer_free(b) != ACG_OK || acg_stream_destroy(s) != ACG_OK;
+    bad |= acg_device_close(dev) != ACG_OK;
+    return bad;
+}
+
 static int expect_missing_optional(void) {
     acg_device *dev = bs_open_or_say("cuda");
     if (dev == NULL) {
@@ -721,6 +799,7 @@ static int expect_missing_optional(void) {
 
 static const bs_mode modes[] = {
     {"--expect-missing-optional", expect_missing_optional, NULL},
+    {"--expect-no-loops", expect_no_loops, NULL},
     {NULL, NULL, NULL},
 };
 

@@ -114,14 +114,15 @@ static acg_status describe_device(CUdevice dev, acg_capability *out) {
     int n =
         snprintf(out->detail, sizeof out->detail,
                  "CUDA driver %d.%d, compute capability %d.%d, %d SMs; graphs: %s; update: "
-                 "%s; loops: %s%s%.80s",
+                 "%s%s%s%.80s",
                  acg__cu.version / 1000, acg__cu.version % 1000 / 10, major, minor, sms,
                  acg__cu.capture ? "native stream capture" : "unavailable (driver lacks capture)",
                  acg__cu.update ? "cuGraphExecUpdate (foreign work, collectives: one pool)"
                                 : "unavailable (capture again)",
-                 acg__cu.loops                  ? "conditional WHILE nodes"
-                 : !acg__cu_loop_kernel_built() ? "none (built without nvcc)"
-                                                : "none (needs a CUDA 12.4 driver)",
+                 /* loops are said only when missing: the detail has room for 255 bytes */
+                 acg__cu.loops                  ? ""
+                 : !acg__cu_loop_kernel_built() ? "; no loops (no nvcc)"
+                                                : "; no loops (driver < 12.4)",
                  acg__cu.missing[0] ? "; driver lacks " : "", acg__cu.missing);
     /* The collectives come last: a reason can be long, and what does not fit is cut. */
     size_t len = n < 0 ? 0 : (size_t)n < sizeof out->detail ? (size_t)n : sizeof out->detail - 1;

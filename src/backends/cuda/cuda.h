@@ -89,8 +89,8 @@ typedef struct cu_device {
     pthread_mutex_t lock; /* the libraries */
     cu_library *libs;     /* (n_libs) one per distinct fatbin of the kernels loaded */
     uint32_t n_libs, cap_libs;
-    CUlibrary loop_lib; /* acg's loop kernel (loop.c), loaded at the device's first loop */
-    CUkernel loop_kern;
+    CUlibrary loop_lib; /* acg's loop kernels (loop.c), loaded at the device's first loop */
+    CUkernel loop_begin, loop_next;
 } cu_device;
 
 /* A loop open on a capturing stream (loop.c): its body is captured on a stream of its own. */

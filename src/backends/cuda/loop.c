@@ -1,16 +1,19 @@
 /* loop.c — loops in the cuda backend's captures: a CUDA conditional WHILE node per loop.
  *
  * At acg_stream_loop_begin the stream is capturing into some graph (the capture's, or an outer
- * loop's body). The loop adds there a memset that zeroes a run counter of its own, then a WHILE
- * node whose handle defaults to 1 at every launch, so the body runs at least once; its body
- * graph is then captured on a stream of its own (cuStreamBeginCaptureToGraph), which becomes
- * where the acg stream's work goes. At acg_stream_loop_end acg's loop kernel is appended to the
- * body: it counts the run and sets the handle to whether the condition word is non-zero and
- * fewer than max runs were made. The body's capture ends, and the acg stream's work goes to the
- * stream it went to before, after the WHILE node.
+ * loop's body). The loop adds there acg's kernel acg_loop_begin, which zeroes a run counter of
+ * the loop's own and sets the loop's handle to 1, so the body runs once at least, then the WHILE
+ * node. A handle's default value (CU_GRAPH_COND_ASSIGN_DEFAULT) is applied once per launch of
+ * the graph, not each time a nested WHILE node is reached: the kernel sets it again before every
+ * run of a nested loop. The body graph is then captured on a stream of its own
+ * (cuStreamBeginCaptureToGraph), which becomes where the acg stream's work goes. At
+ * acg_stream_loop_end acg's loop kernel is appended to the body: it counts the run and sets the
+ * handle to whether the condition word is non-zero and fewer than max runs were made. The body's
+ * capture ends, and the acg stream's work goes to the stream it went to before, after the WHILE
+ * node.
  *
  * The counter is device memory of the recording, then of the graph's exec, freed with it; the
- * kernel comes from loop.cu, a fatbin nvcc builds into the library, loaded once per device. */
+ * kernels come from loop.cu, a fatbin nvcc builds into the library, loaded once per device. */
 #include <string.h>
 
 #include "cuda.h"
@@ -27,24 +30,28 @@ bool acg__cu_loop_kernel_built(void) {
 #endif
 }
 
-/* The loop kernel of the device, loaded at its first loop (the core holds the device's lock). */
-static acg_status loop_kernel(cu_device *d, const char *fn) {
-    if (d->loop_kern != NULL) {
+/* The loop kernels of the device, loaded at its first loop (the core holds the device's lock). */
+static acg_status loop_kernels(cu_device *d, const char *fn) {
+    if (d->loop_next != NULL) {
         return ACG_OK;
     }
 #ifdef ACG_HAVE_CUDA_LOOP
     acg_status st =
         CU(fn, cuLibraryLoadData, &d->loop_lib, acg__cu_loop_fatbin, NULL, NULL, 0, NULL, NULL, 0);
     if (st == ACG_OK) {
-        st = CU(fn, cuLibraryGetKernel, &d->loop_kern, d->loop_lib, "acg_loop_next");
-        if (st != ACG_OK) {
-            CU_RELEASE(fn, cuLibraryUnload, d->loop_lib);
-            d->loop_lib = NULL;
-        }
+        st = CU(fn, cuLibraryGetKernel, &d->loop_begin, d->loop_lib, "acg_loop_begin");
+    }
+    if (st == ACG_OK) {
+        st = CU(fn, cuLibraryGetKernel, &d->loop_next, d->loop_lib, "acg_loop_next");
+    }
+    if (st != ACG_OK && d->loop_lib != NULL) {
+        CU_RELEASE(fn, cuLibraryUnload, d->loop_lib);
+        d->loop_lib = NULL;
+        d->loop_begin = NULL;
     }
     return st;
 #else
-    return acg__error(ACG_ERR_UNSUPPORTED, "%s: this build has no loop kernel (no nvcc)", fn);
+    return acg__error(ACG_ERR_UNSUPPORTED, "%s: this build has no loop kernels (no nvcc)", fn);
 #endif
 }
 
@@ -54,37 +61,43 @@ void acg__cu_loop_release(cu_device *d, const char *fn) {
     }
 }
 
-/* A counter of the recording, zeroed on `on` at every replay. */
-static acg_status new_counter(cu_stream *s, CUstream on, CUdeviceptr *out, const char *fn) {
+/* A run counter of the recording's, for the loop being opened. */
+static acg_status new_counter(cu_stream *s, CUdeviceptr *out, const char *fn) {
     cu_recording *r = s->rec;
     if (!acg__grow((void **)&r->counters, &r->cap_counters, r->n_counters + 1,
                    sizeof *r->counters)) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory recording the capture", fn);
     }
-    acg_status st = CU(fn, cuMemAlloc, out, sizeof(uint32_t));
-    if (st != ACG_OK) {
-        return st;
-    }
+    ACG__TRY(CU(fn, cuMemAlloc, out, sizeof(uint32_t)));
     r->counters[r->n_counters++] = *out;
-    return CU(fn, cuMemsetD32Async, *out, 0, 1, on);
+    return ACG_OK;
 }
 
-/* The WHILE node after what `on` captured so far, which then depends on it; *body is its body
- * graph (CUDA's: it lives as long as the node). */
-static acg_status add_while(cu_device *d, CUstream on, CUgraphConditionalHandle *handle,
-                            CUgraph *body, const char *fn) {
+/* The graph `on` captures into, and the nodes its next work depends on. */
+static acg_status capture_point(CUstream on, CUgraph *graph, const CUgraphNode **deps,
+                                const CUgraphEdgeData **edges, size_t *n, const char *fn) {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CU(fn, cuStreamGetCaptureInfo, on, &status, NULL, graph, deps, edges, n);
+}
+
+/* After what `on` captured so far: acg_loop_begin, then the WHILE node, which later work on `on`
+ * depends on; *body is its body graph (CUDA's: it lives as long as the node). */
+static acg_status add_while(cu_device *d, CUstream on, cu_loop *l, CUgraph *body, const char *fn) {
     CUgraph graph = NULL;
     const CUgraphNode *deps = NULL;
     const CUgraphEdgeData *edges = NULL;
     size_t n = 0;
-    ACG__TRY(CU(fn, cuStreamGetCaptureInfo, on, &status, NULL, &graph, &deps, &edges, &n));
-    ACG__TRY(CU(fn, cuGraphConditionalHandleCreate, handle, graph, d->ctx, 1,
+    ACG__TRY(capture_point(on, &graph, &deps, &edges, &n, fn));
+    ACG__TRY(CU(fn, cuGraphConditionalHandleCreate, &l->handle, graph, d->ctx, 1,
                 CU_GRAPH_COND_ASSIGN_DEFAULT));
+    void *params[] = {&l->handle, &l->counter};
+    ACG__TRY(
+        CU(fn, cuLaunchKernel, (CUfunction)d->loop_begin, 1, 1, 1, 1, 1, 1, 0, on, params, NULL));
+    ACG__TRY(capture_point(on, &graph, &deps, &edges, &n, fn));
     CUgraphNodeParams p;
     memset(&p, 0, sizeof p);
     p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-    p.conditional.handle = *handle;
+    p.conditional.handle = l->handle;
     p.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
     p.conditional.size = 1;
     p.conditional.ctx = d->ctx;
@@ -107,9 +120,9 @@ acg_status acg__cu_loop_begin(acg__bk_stream *stream, acg__bk_mem *cond, size_t 
     CUgraph body = NULL;
     CUstream inner = NULL;
     ACG__TRY(acg__cu_enter(d, fn));
-    ACG__TRY(loop_kernel(d, fn));
-    ACG__TRY(new_counter(s, l->outer, &l->counter, fn));
-    ACG__TRY(add_while(d, l->outer, &l->handle, &body, fn));
+    ACG__TRY(loop_kernels(d, fn));
+    ACG__TRY(new_counter(s, &l->counter, fn));
+    ACG__TRY(add_while(d, l->outer, l, &body, fn));
     ACG__TRY(CU(fn, cuStreamCreate, &inner, CU_STREAM_NON_BLOCKING));
     acg_status st = CU(fn, cuStreamBeginCaptureToGraph, inner, body, NULL, NULL, 0,
                        CU_STREAM_CAPTURE_MODE_RELAXED);
@@ -129,6 +142,13 @@ static acg_status close_body(cu_stream *s, const char *fn) {
     s->stream = l->outer;
     CUgraph body = NULL; /* the node's own graph: not ours to destroy */
     acg_status st = CU(fn, cuStreamEndCapture, inner, &body);
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (st != ACG_OK && acg__cu.cuStreamIsCapturing(inner, &status) == CUDA_SUCCESS &&
+        status != CU_STREAM_CAPTURE_STATUS_NONE) {
+        /* CUDA ends a capture whose end fails; make sure of it before the stream goes (the
+         * first failure is what the caller hears of). */
+        acg__cu.cuStreamEndCapture(inner, &body);
+    }
     CU_RELEASE(fn, cuStreamDestroy, inner);
     return st;
 }
@@ -141,7 +161,7 @@ acg_status acg__cu_loop_end(acg__bk_stream *stream) {
     if (st == ACG_OK) {
         /* The run's end: the kernel counts it and says whether another follows. */
         void *params[] = {&l->handle, &l->cond, &l->counter, &l->max};
-        st = CU(fn, cuLaunchKernel, (CUfunction)s->dev->loop_kern, 1, 1, 1, 1, 1, 1, 0, s->stream,
+        st = CU(fn, cuLaunchKernel, (CUfunction)s->dev->loop_next, 1, 1, 1, 1, 1, 1, 0, s->stream,
                 params, NULL);
     }
     acg_status closed = close_body(s, fn);
