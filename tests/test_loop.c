@@ -11,8 +11,11 @@
  */
 #include "common.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <acg/trace.h>
 
 #define N 64
 #define BYTES (N * sizeof(float))
@@ -334,6 +337,58 @@ static void test_update_node(void **state) {
     TC_OK(acg_graph_destroy(g));
 }
 
+/* The cpu backend times its streams: a replay's trace holds a "loop" span per loop, saying
+ * how many runs it made, with the body's ops inside it. */
+typedef struct loop_spans {
+    _Atomic uint32_t loops, runs, kernels_inside;
+    _Atomic uint64_t loop_start, loop_end;
+} loop_spans;
+
+static void trace_loops(const acg_trace_event *e, void *user) {
+    loop_spans *l = user;
+    if (e->category != ACG_TRACE_STREAM || e->phase != ACG_TRACE_COMPLETE) {
+        return;
+    }
+    if (strcmp(e->name, "loop") == 0) {
+        for (uint32_t i = 0; i < e->n_args; i++) {
+            if (strcmp(e->args[i].key, "runs") == 0) {
+                atomic_store(&l->runs, (uint32_t)e->args[i].value.u);
+            }
+        }
+        atomic_store(&l->loop_start, e->ts_ns);
+        atomic_store(&l->loop_end, e->ts_ns + e->dur_ns);
+        atomic_fetch_add(&l->loops, 1);
+    } else if (strcmp(e->name, "axpy_f32") == 0 && atomic_load(&l->loops) == 0) {
+        atomic_fetch_add(&l->kernels_inside, 1); /* the body's, told before the loop ends */
+    }
+}
+
+static void test_trace(void **state) {
+    fx *f = *state;
+    need_graph_loops(f);
+    if (!tc_backend_is("cpu")) {
+        tc_skip("%s does not time its streams", tc_spec());
+    }
+    acg_graph *g = NULL;
+    TC_OK(acg_stream_begin_capture(f->t.s, NULL));
+    TC_OK(loop(f, 8));
+    TC_OK(acg_stream_end_capture(f->t.s, &g));
+    reset(f, 3.0f, 0.0f);
+    loop_spans spans = {0};
+    acg_trace_config c = ACG_TRACE_CONFIG_INIT;
+    c.fn = trace_loops;
+    c.user = &spans;
+    c.categories = ACG_TRACE_STREAM;
+    TC_OK(acg_trace_set_hook(&c));
+    TC_OK(acg_graph_launch(g, f->t.s));
+    TC_OK(acg_stream_synchronize(f->t.s));
+    TC_OK(acg_trace_set_hook(NULL));
+    assert_int_equal(atomic_load(&spans.loops), 1);
+    assert_int_equal(atomic_load(&spans.runs), 3);
+    assert_int_equal(atomic_load(&spans.kernels_inside), 3);
+    TC_OK(acg_graph_destroy(g));
+}
+
 /* ---- the body's rules ---------------------------------------------------------------------- */
 
 static void nothing(void *user) { (void)user; }
@@ -375,6 +430,8 @@ static void test_capture_body_rules(void **state) {
     TC_EXPECT_HAS(ERR_CAPTURE_INVALIDATED, acg_copy_h2d(f->t.s, f->y, 0, pinned, BYTES),
                   "acg_copy_h2d inside a loop");
     TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_loop_end(f->t.s));
+    TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_loop_end(f->t.s)); /* none open: refused too */
+    TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_loop_begin(f->t.s, f->c, 4, 10));
     TC_EXPECT(ERR_CAPTURE_INVALIDATED, acg_stream_end_capture(f->t.s, &g));
     /* An event recorded in a body invalidates the capture too. */
     acg_event *e = tc_event(f->t.dev);
@@ -489,6 +546,7 @@ static const struct CMUnitTest tests[] = {
     T(test_update),
     T(test_update_node),
     T(test_eager_body_rules),
+    T(test_trace),
     T(test_capture_body_rules),
     T(test_capture_other_stream),
     T(test_refusals),

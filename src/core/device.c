@@ -80,6 +80,10 @@ static void mask_capability(const acg_backend_i *vt, acg_capability *cap) {
     cap->graph_pinned_replay = cap->graphs && cap->graph_pinned_replay;
     cap->graph_host_functions =
         cap->graphs && cap->graph_host_functions && ACG__SLOT(vt, host_launch, 2) != NULL;
+    /* A backend that records natively opens and closes loops in its recording. */
+    cap->graph_loops = cap->graphs && cap->graph_loops &&
+                       (!cap->native_capture || (ACG__SLOT(vt, loop_begin, 8) != NULL &&
+                                                 ACG__SLOT(vt, loop_end, 8) != NULL));
     if (vt->pinned_alloc == NULL) {
         cap->pinned_memory = false;
     }

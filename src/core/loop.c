@@ -175,13 +175,9 @@ static acg_status capture_begin(acg_stream *s, acg__capture *c, const acg__node 
     }
     ACG__TRY(acg__capture_add(s, c, node));
     if (c->rec != NULL) {
-        acg_status (*begin)(acg__bk_stream *, acg__bk_mem *, size_t, uint32_t) =
-            ACG__SLOT(dev->vt, loop_begin, 8);
+        /* graph_loops with native capture says the slots are there (mask_capability). */
         ACG__TRY(acg__capture_native_step(
-            c,
-            begin != NULL ? begin(s->impl, node->dst_mem, node->dst_off, node->loop_max)
-                          : acg__error(ACG_ERR_INTERNAL, "%s: the backend records no loops", fn),
-            fn));
+            c, dev->vt->loop_begin(s->impl, node->dst_mem, node->dst_off, node->loop_max), fn));
     }
     c->loops[c->loop_depth++] = c->desc.n_nodes - 1;
     c->loop_stream = s;
@@ -241,13 +237,11 @@ static acg_status eager_end(acg_stream *s, const char *fn) {
  * stream depends on the loop's node. */
 static acg_status capture_end(acg_stream *s, acg__capture *c, const char *fn) {
     uint32_t at = c->loops[--c->loop_depth];
-    ACG__TRY(acg__capture_check(c, fn));
     c->desc.nodes[at].loop_body = c->desc.n_nodes - at - 1;
     s->frontier.v[0] = at;
     s->frontier.n = 1;
     if (c->rec != NULL) {
-        acg_status (*end)(acg__bk_stream *) = ACG__SLOT(s->dev->vt, loop_end, 8);
-        return acg__capture_native_step(c, end(s->impl), fn);
+        return acg__capture_native_step(c, s->dev->vt->loop_end(s->impl), fn);
     }
     return ACG_OK;
 }
@@ -257,8 +251,13 @@ acg_status acg_stream_loop_end(acg_stream *s) {
     static const char fn[] = "acg_stream_loop_end";
     ACG__TRY(acg__check_stream(s, fn));
     acg__capture *c = acg__stream_enter(s);
+    const bool open = c != NULL ? c->loop_depth != 0 && c->loop_stream == s : s->eager_loop != NULL;
     acg_status st;
-    if (c != NULL ? c->loop_depth == 0 || c->loop_stream != s : s->eager_loop == NULL) {
+    if (c != NULL && c->state != ACG_CAPTURE_ACTIVE) {
+        /* Refused as all work is, closing the loop if one was open. */
+        c->loop_depth -= open;
+        st = acg__capture_check(c, fn);
+    } else if (!open) {
         st = acg__error(ACG_ERR_INVALID_ARGUMENT, "%s: no loop is open on the stream", fn);
     } else {
         st = c != NULL ? capture_end(s, c, fn) : eager_end(s, fn);
