@@ -12,8 +12,10 @@
 # one-source row says what test_conformance and test_model_kernels among them proved: the kernels
 # written once, the core's and the model's, give the cpu backend's bits on the GPU), acg
 # info, the allreduce through the real NCCL (one rank), cuBLAS writing acg's buffers inside an
-# acg graph, acg bench launch and decode, acg run --verify, the tokens and the logits against
-# the cpu backend, and the PyTorch peer (bench/peer/torch_peer.py). Each step writes
+# acg graph, acg bench launch and decode, decoding N steps per launch (loops: bench decode
+# --steps-per-launch 4,16 against one step, and acg run --steps-per-launch 16's tokens against
+# the cpu backend's), acg run --verify, the tokens and the logits against the cpu backend, and
+# the PyTorch peer (bench/peer/torch_peer.py). Each step writes
 # OUTDIR/<step>.json (status pass, fail or skip, its key figure, seconds, and the tool's own
 # JSON), its log OUTDIR/<step>.log, and OUTDIR/summary.json gathers them; one table on stdout
 # ends it.
@@ -297,6 +299,18 @@ elif kind == "decode":
         triple([x["batch"] for x in res], "%d"), triple([x["tokens_per_s_graph"] for x in res],
         "%.0f"), triple([x["step_ratio"] for x in res], "%.2f"),
         "" if same else ", tokens DIFFER"))
+elif kind == "loops":
+    r = load(0)
+    res = r["steps_per_launch"]
+    same = all(x.get("tokens_match") for x in res)
+    looped = all(x["longest_launch_steps"] == x["steps_per_launch"] for x in res)
+    deep = max(x["steps_per_launch"] for x in res)
+    top = [x for x in res if x["steps_per_launch"] == deep]
+    out(same and looped, "N=%d vs 1: b%s: %s x faster, host %s x%s%s" % (
+        deep, triple([x["batch"] for x in top], "%d"),
+        triple([x["speedup_vs_1"] for x in top], "%.2f"),
+        triple([x["host_ratio_vs_1"] for x in top], "%.3f"),
+        "" if same else ", tokens DIFFER", "" if looped else ", NO loops ran"))
 elif kind == "run":
     r = load(0)
     out(r.get("verified", False), "%.0f tok/s, %d/%d steps replayed, %d buckets, verified %s" % (
@@ -869,6 +883,27 @@ step_decode() {
         "acg bench decode --backend $backend --preset small --batch 1,8,32 --json" "$out/decode.out"
 }
 
+# Decoding N steps per launch (conditional WHILE nodes) against one step per launch.
+step_loops() {
+    local args=(--backend "$backend" --preset small --batch 1,8,32 --steps 64
+        --steps-per-launch 4,16 --json)
+    run loops 150 "$out/loops.out" "$acg" bench decode "${args[@]}"
+    record_tool loops loops "acg bench decode ${args[*]}" "$out/loops.out"
+}
+
+# acg run at 16 steps per launch: every token the cpu backend's (the tokens step's reference).
+step_loop_tokens() {
+    local cmd="acg run --backend $backend --steps-per-launch 16 --json, against $reference's"
+    if [[ ${st_status[tokens]:-} != pass ]]; then
+        skip_step loop-tokens "skipped (the tokens step did not pass)" "$cmd"
+        return 0
+    fi
+    run loop-tokens 90 "$out/loop-tokens.out" "$acg" run --backend "$backend" \
+        --steps-per-launch 16 --json
+    record_tool loop-tokens tokens "$cmd" "$out/tokens.ref.out" "$out/loop-tokens.out" \
+        "$reference"
+}
+
 step_run() {
     run run 90 "$out/run.out" "$acg" run --backend "$backend" --verify --json
     record_tool run run "acg run --backend $backend --verify --json" "$out/run.out"
@@ -982,7 +1017,8 @@ else
 fi
 
 if [[ -z $acg || ! -x $acg ]]; then
-    for s in info conformance one-source logits nccl cublas launch decode run tokens; do
+    for s in info conformance one-source logits nccl cublas launch decode loops run tokens \
+        loop-tokens; do
         skip_step "$s" "skipped (nothing was built)"
     done
 else
@@ -995,8 +1031,10 @@ else
     step_cublas
     step_launch
     step_decode
+    step_loops
     step_run
     step_tokens
+    step_loop_tokens
 fi
 step_peer
 summary

@@ -70,6 +70,7 @@ integer_option "$RUN_USAGE" "" "$RUN_UNKNOWN" --steps 1 1048576 1048577 run
 integer_option "$RUN_USAGE" "" "$RUN_UNKNOWN" --seed 0 18446744073709551615 \
     18446744073709551616 run
 integer_option "$RUN_USAGE" "" "$RUN_UNKNOWN" --batch 1 1024 1025 run
+integer_option "$RUN_USAGE" "" "$RUN_UNKNOWN" --steps-per-launch 1 1024 1025 run
 
 # run_number OPTION RANGE BELOW ABOVE LOW HIGH: a number option whose range reads RANGE
 # ("[0, 1000000]"); BELOW and ABOVE are refused, LOW and HIGH taken.
@@ -120,5 +121,17 @@ for bad in 0 1025 1,0 1,1025 abc 1,abc 2junk -1 +1 1.5 " 1" "1, 8" "" , 1, ,1 1,
 done
 refused "$DECODE_USAGE" "bench decode: unknown option '--bad-option'" \
     bench decode --batch 1,1024,1,2,3,4,5,6,7,8,9,10,11,12,13,14 --bad-option
+
+# --steps-per-launch of bench decode: a comma list of depths in [1, 1024], at most 7 of them, and
+# one rank only.
+DEPTH_MSG="bench decode: --steps-per-launch takes a comma list of at most 7 whole numbers in [1, 1024]"
+for bad in 0 1025 4,0 abc "" , 4, 1,2,3,4,5,6,7,8; do
+    refused "$DECODE_USAGE" "$DEPTH_MSG" bench decode --steps-per-launch "$bad"
+done
+refused "$DECODE_USAGE" "bench decode: unknown option '--bad-option'" \
+    bench decode --steps-per-launch 1,1024,2,3,4,5,6 --bad-option
+refused "$DECODE_USAGE" \
+    "bench decode: --steps-per-launch serves one rank: an allreduce cannot be in a loop's body" \
+    bench decode --steps-per-launch 4 --tp 2
 
 cli_finish

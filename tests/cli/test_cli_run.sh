@@ -122,6 +122,19 @@ expect_out "requests 1,"
 expect_out_re "^buckets captured [1-9]"
 pass
 
+# Many decode steps per launch print the text one step per launch prints.
+run "--steps-per-launch 1" $TINY --steps 24 --temperature 0.8 --seed 5
+expect_rc 0
+grep -a -v -e '^requests ' -e '^buckets ' "$OUT" >"$DIR/launch1"
+pass
+run "--steps-per-launch 8" $TINY --steps 24 --temperature 0.8 --seed 5 --steps-per-launch 8
+expect_rc 0
+grep -a -v -e '^requests ' -e '^buckets ' "$OUT" >"$DIR/launch8"
+if ! cmp -s "$DIR/launch1" "$DIR/launch8"; then
+    fail "8 steps per launch changed the text: $(diff "$DIR/launch1" "$DIR/launch8" | head -n 5)"
+fi
+pass
+
 # Sampling is a function of the seed: two runs print the same text (the summary's timings
 # aside).
 run "sampling, first run" $TINY --temperature 0.8 --top-p 0.9 --seed 3
