@@ -24,19 +24,25 @@
 #include <acg/model.h>
 
 #define PROMPT_LEN 4u
-#define RUN_TOKENS 32u     /* decode steps a model runs before the next one's turn */
+#define RUN_TOKENS 64u     /* decode steps a model runs before the next one's turn */
 #define WARMUP_LAUNCHES 2u /* as decode_loop_needed counts them */
 #define MAX_LAUNCHES (1u << 20)
+
+/* The host phases of acg_step_report, all but the wait. */
+enum { ADMIT, PLAN, UPLOAD, LAUNCH, RETIRE, N_HOST_PHASES };
+static const char *const host_phase_names[N_HOST_PHASES] = {"admit", "plan", "upload", "launch",
+                                                            "retire"};
 
 typedef struct loop_model {
     uint32_t n; /* steps_per_launch asked for */
     acg_model *model;
-    uint64_t *ids;          /* (batch) */
-    double *wall, *host;    /* (launches) per token, ns */
-    uint32_t launches, cap; /* timed launches so far */
-    uint32_t generated;     /* timed tokens per row so far */
-    uint32_t longest;       /* most decode steps one launch ran */
-    uint32_t replayed;      /* timed launches replayed from a graph */
+    uint64_t *ids;                /* (batch) */
+    double *wall, *host;          /* (launches) per token, ns */
+    double *phase[N_HOST_PHASES]; /* (launches) per launch, ns */
+    uint32_t launches, cap;       /* timed launches so far */
+    uint32_t generated;           /* timed tokens per row so far */
+    uint32_t longest;             /* most decode steps one launch ran */
+    uint32_t replayed;            /* timed launches replayed from a graph */
 } loop_model;
 
 static int fail(const decode_loop_config *c, acg_status st, const char *what) {
@@ -109,8 +115,13 @@ static int launch(const decode_loop_config *c, uint32_t batch, loop_model *lm, b
     if (lm->launches == lm->cap) {
         return tool_failf("bench decode", "more launches than %u", lm->cap);
     }
-    const double host_ms =
-        rep.admit_ms + rep.plan_ms + rep.upload_ms + rep.launch_ms + rep.retire_ms;
+    const double ms[N_HOST_PHASES] = {rep.admit_ms, rep.plan_ms, rep.upload_ms, rep.launch_ms,
+                                      rep.retire_ms};
+    double host_ms = 0.0;
+    for (int p = 0; p < N_HOST_PHASES; p++) {
+        lm->phase[p][lm->launches] = ms[p] * 1e6;
+        host_ms += ms[p];
+    }
     lm->wall[lm->launches] = (double)(t1 - t0) / rep.steps;
     lm->host[lm->launches] = host_ms * 1e6 / rep.steps;
     lm->launches++;
@@ -153,7 +164,12 @@ static int run_batch(const decode_loop_config *c, uint32_t batch, decode_loop_re
         lm->ids = malloc(batch * sizeof *lm->ids);
         lm->wall = malloc(lm->cap * sizeof *lm->wall);
         lm->host = malloc(lm->cap * sizeof *lm->host);
-        if (!lm->ids || !lm->wall || !lm->host) {
+        bool phases = true;
+        for (int p = 0; p < N_HOST_PHASES; p++) {
+            lm->phase[p] = malloc(lm->cap * sizeof *lm->phase[p]);
+            phases = phases && lm->phase[p] != NULL;
+        }
+        if (!lm->ids || !lm->wall || !lm->host || !phases) {
             rc = tool_failf("bench decode", "out of host memory");
         } else {
             rc = create(c, batch, lm);
@@ -193,6 +209,9 @@ static int run_batch(const decode_loop_config *c, uint32_t batch, decode_loop_re
         r->replayed = models[k].replayed;
         r->token_us = tool_median(models[k].wall, models[k].launches) / 1e3;
         r->host_us = tool_median(models[k].host, models[k].launches) / 1e3;
+        for (int p = 0; p < N_HOST_PHASES; p++) {
+            r->launch_phase_us[p] = tool_median(models[k].phase[p], models[k].launches) / 1e3;
+        }
     }
     for (size_t k = 0; k < c->n_depths; k++) {
         if (models[k].model != NULL) {
@@ -204,6 +223,9 @@ static int run_batch(const decode_loop_config *c, uint32_t batch, decode_loop_re
         free(models[k].ids);
         free(models[k].wall);
         free(models[k].host);
+        for (int p = 0; p < N_HOST_PHASES; p++) {
+            free(models[k].phase[p]);
+        }
     }
     return rc;
 }
@@ -265,6 +287,11 @@ void decode_loop_json(tool_json *j, const decode_loop_config *c,
             tool_json_number(j, "tokens_per_s", r->batch * 1e6 / r->token_us);
             tool_json_number(j, "speedup_vs_1", base[0].token_us / r->token_us);
             tool_json_number(j, "host_ratio_vs_1", r->host_us / base[0].host_us);
+            tool_json_object_begin(j, "launch_host_phases_us");
+            for (int p = 0; p < N_HOST_PHASES; p++) {
+                tool_json_number(j, host_phase_names[p], r->launch_phase_us[p]);
+            }
+            tool_json_object_end(j);
             tool_json_bool(j, "tokens_match", true);
             tool_json_object_end(j);
         }

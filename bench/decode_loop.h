@@ -37,6 +37,7 @@ typedef struct decode_loop_result {
     uint32_t longest;            /* most decode steps a launch ran (1 where there are no loops) */
     uint32_t launches, replayed; /* timed launches, and those replayed from a graph */
     double token_us, host_us;    /* medians over the launches: a token's time, its host part */
+    double launch_phase_us[5];   /* medians of a launch's admit, plan, upload, launch, retire */
 } decode_loop_result;
 
 /* Measures every batch size at every depth; results holds n_batch x n_depths, batch-major.

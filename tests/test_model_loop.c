@@ -45,9 +45,9 @@ static void advance_ref(advance_state *a) {
             a->ring[2 * (r * KSTEPS + step)] = token;
             a->ring[2 * (r * KSTEPS + step) + 1] = a->result[2 * r + 1];
         }
-        a->ctl[2 * r]--;
-        if (a->ctl[2 * r] <= 0 || token < 0 || token >= KVOCAB ||
-            (a->ctl[2 * r + 1] != 0 && token == KEOS)) {
+        a->ctl[r]--;
+        if (a->ctl[r] <= 0 || token < 0 || token >= KVOCAB ||
+            (a->ctl[KB + r] != 0 && token == KEOS)) {
             a->seats[r] = -1;
         } else {
             a->tokens[r] = token;
@@ -104,8 +104,8 @@ static void test_decode_advance(void **state) {
         a.seats[r] = seats[r];
         a.tokens[r] = 10 + (int32_t)r;
         a.kv_lens[r] = 5 + (int32_t)r;
-        a.ctl[2 * r] = budgets[r];
-        a.ctl[2 * r + 1] = stops[r];
+        a.ctl[r] = budgets[r];
+        a.ctl[KB + r] = stops[r];
     }
     memset(a.ring, 0xff, sizeof a.ring);
     advance_state want = a;

@@ -270,13 +270,13 @@ ACG_API int32_t acg_tokenizer_find(const acg_tokenizer *t, const char *piece, si
  *                     used or -1}; {-1, -1} for a seat outside 0..n_states-1, untouched state.
  *                     Rows of one launch must name different seats (rows sharing a seat race).
  *   "decode_advance_i32" (result i32 (batch, 2), tokens, seats, kv_lens i32 (batch), ctl i32
- *                     (batch, 2), ring i32 (batch, steps, 2), loop u32 (2); u32 batch, steps,
+ *                     (2, batch), ring i32 (batch, steps, 2), loop u32 (2); u32 batch, steps,
  *                     vocab; i32 eos), grid (1): between the steps of a loop of decode steps
  *                     (see "Decoding steps per launch"), work item 0 over the rows in order:
  *                     a row with seats[r] >= 0 files result[r] at ring[r][loop[0]] (when
- *                     loop[0] < steps), decrements ctl[r][0] (its budget), and stops (seats[r]
+ *                     loop[0] < steps), decrements ctl[0][r] (its budget), and stops (seats[r]
  *                     = -1) when the budget is spent, the token is outside 0..vocab-1, or it is
- *                     eos and ctl[r][1] != 0; else tokens[r] = the token, kv_lens[r] += 1.
+ *                     eos and ctl[1][r] != 0; else tokens[r] = the token, kv_lens[r] += 1.
  *                     Then loop[0] += 1 and loop[1] = whether any row decodes on.
  * ------------------------------------------------------------------------------------------- */
 

@@ -282,8 +282,10 @@ static acg_status forward_step(acg_model *m, acg_stream *s, const acg_step_io *i
     LAUNCH(k->rmsnorm, grid(B, 1), buf(a->last, 0), buf(a->last, 0), buf(m->w.rms_final, 0),
            u32(dim), u32(B), acg_arg_f32(1e-5f));
     ACG__TRY(classify(m, s, B, a));
+    /* A loop's seats are the first row of its control input (acg__model_recipe). */
+    const acg_buffer *seats = io->bucket->key_info > 1 ? io->inputs[2] : io->inputs[1];
     LAUNCH(k->sample, grid(B, 1), buf(io->outputs[0], 0), buf(a->logits, 0), buf(a->probs, 0),
-           buf(io->inputs[1], 0), buf(m->states, 0), u32(vocab), u32(B), u32(m->options.max_batch));
+           buf(seats, 0), buf(m->states, 0), u32(vocab), u32(B), u32(m->options.max_batch));
     return ACG_OK;
 }
 
@@ -324,8 +326,9 @@ static acg_status forward_loop(acg_model *m, acg_stream *s, const acg_step_io *i
     ACG__TRY(acg_fill(s, loop, 0, 8, 0, 4));
     ACG__TRY(acg_stream_loop_begin(s, loop, 4, steps));
     ACG__TRY(forward_step(m, s, io, plan, a));
+    const size_t row = (size_t)B * sizeof(int32_t);
     LAUNCH(m->k.decode_advance, grid(1, 1), buf(io->outputs[0], 0), buf(io->inputs[0], 0),
-           buf(io->inputs[1], 0), buf(plan->kv_lens, 0), buf(io->inputs[2], 0), buf(ring, 0),
+           buf(io->inputs[2], 0), buf(plan->kv_lens, 0), buf(io->inputs[2], row), buf(ring, 0),
            buf(loop, 0), u32(B), u32(steps), u32((uint32_t)m->config.vocab_size),
            acg_arg_i32(ACG_TOKEN_EOS));
     return acg_stream_loop_end(s);
@@ -369,10 +372,10 @@ static bool can_capture(void *user, const acg_capability *cap, char *why, size_t
     return true;
 }
 
-/* Inputs: token ids, seats, and with loops each row's {budget, stop at </s>}. */
+/* Inputs: token ids, seats, and with loops each row's seat, budget and stop at </s>. */
 static size_t input_bytes(void *user, uint32_t i, const acg_bucket_key *b) {
     (void)user;
-    return (size_t)(i == 0 ? b->tokens : i == 1 ? b->batch : 2 * b->batch) * sizeof(int32_t);
+    return (size_t)(i == 0 ? b->tokens : i == 1 ? b->batch : 3 * b->batch) * sizeof(int32_t);
 }
 
 /* Outputs: the samples, the kept logits, and with loops the rings (a bucket of one step has a

@@ -254,7 +254,7 @@ static acg_status plan_rows(acg_model *m, acg__request **req, acg_attn_row *rows
  * for padding and for a prompt whose chunk does not end it: nothing to sample yet). */
 static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__request *const *req,
                                 const acg_attn_row *rows, uint32_t n, uint32_t tokens, int32_t *ids,
-                                int32_t *seats) {
+                                int32_t *seats, bool loop) {
     uint32_t t = 0;
     for (uint32_t i = 0; i < n; i++) {
         memcpy(ids + t, req[i]->tokens + req[i]->kv_len, rows[i].q_len * sizeof *ids);
@@ -265,7 +265,7 @@ static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__reque
     const acg_bucket_key *b = lease->io.bucket;
     acg_status st = acg_stager_upload(m->stager, m->stream, lease->io.inputs[0], 0, ids, tokens,
                                       sizeof *ids, &zero, b->tokens);
-    if (st == ACG_OK) {
+    if (st == ACG_OK && !loop) {
         st = acg_stager_upload(m->stager, m->stream, lease->io.inputs[1], 0, seats, n,
                                sizeof *seats, &none, b->batch);
     }
@@ -287,26 +287,29 @@ static bool decodes_only(const acg_model *m, acg__request *const *req, const acg
     return true;
 }
 
-/* Uploads each row's {budget, stop at </s>} for a loop of decode steps (padding: {0, 0}). */
-static acg_status upload_budgets(acg_model *m, const acg_lease *lease, acg__request *const *req,
-                                 uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) {
-        m->step_ctl[2 * i] = (int32_t)(req[i]->max_new - req[i]->n_generated);
-        m->step_ctl[2 * i + 1] = req[i]->stop_at_eos;
+/* Uploads a loop of decode steps' control (acg__model_recipe): each row's seat, budget and
+ * stop at </s>, rows n .. batch-1 padding (-1, 0, 0); one copy, as the seats alone would be. */
+static acg_status upload_control(acg_model *m, const acg_lease *lease, const int32_t *seats,
+                                 acg__request *const *req, uint32_t n) {
+    const uint32_t b = lease->io.bucket->batch;
+    int32_t *ctl = m->step_ctl;
+    for (uint32_t i = 0; i < b; i++) {
+        ctl[i] = i < n ? seats[i] : -1;
+        ctl[b + i] = i < n ? (int32_t)(req[i]->max_new - req[i]->n_generated) : 0;
+        ctl[2 * b + i] = i < n && req[i]->stop_at_eos;
     }
-    const int32_t zero = 0;
-    return acg_stager_upload(m->stager, m->stream, lease->io.inputs[2], 0, m->step_ctl, 2 * n,
-                             sizeof *m->step_ctl, &zero, 2 * lease->io.bucket->batch);
+    return acg_stager_upload(m->stager, m->stream, lease->io.inputs[2], 0, ctl, 3 * (size_t)b,
+                             sizeof *ctl, NULL, 3 * (size_t)b);
 }
 
 /* What a loop of decode steps rewrote on the device: the slot's plan and the lease's inputs,
  * which the plan and the stager's mirror would otherwise take for what they last uploaded. */
 static acg_status forget_loop_inputs(acg_model *m, const acg_lease *lease) {
     acg_status st = acg_attn_plan_invalidate(m->plans[lease->slot]);
-    for (uint32_t i = 0; i < 3 && st == ACG_OK; i++) {
-        st = acg_stager_invalidate(m->stager, lease->io.inputs[i]);
+    if (st == ACG_OK) {
+        st = acg_stager_invalidate(m->stager, lease->io.inputs[0]);
     }
-    return st;
+    return st == ACG_OK ? acg_stager_invalidate(m->stager, lease->io.inputs[2]) : st;
 }
 
 /* What a rank tells the others in place of its bucket when it has none to run. */
@@ -359,7 +362,7 @@ static acg_status agree_on_step(acg_model *m, acg_status st, const acg_step_repo
 
 /* Reads the step's sampled {token, counter} pairs (and logits, when the model keeps them) back,
  * waiting for the stream; after a loop of decode steps, every row's ring and what is left of its
- * budget (step_ctl), which says how many tokens it filed. */
+ * budget (step_left), which says how many tokens it filed. */
 static acg_status read_results(acg_model *m, const acg_lease *lease, uint32_t n) {
     const size_t vocab = (size_t)m->config.vocab_size;
     const size_t steps = lease->io.bucket->key_info;
@@ -369,8 +372,10 @@ static acg_status read_results(acg_model *m, const acg_lease *lease, uint32_t n)
                   : acg_copy_d2h(m->stream, m->step_result, lease->io.outputs[0], 0,
                                  (size_t)n * ACG__SAMPLE_WORDS * sizeof(int32_t));
     if (st == ACG_OK && steps > 1) {
-        st = acg_copy_d2h(m->stream, m->step_ctl, lease->io.inputs[2], 0,
-                          2 * (size_t)n * sizeof *m->step_ctl);
+        /* what is left of each row's budget */
+        st = acg_copy_d2h(m->stream, m->step_left, lease->io.inputs[2],
+                          (size_t)lease->io.bucket->batch * sizeof(int32_t),
+                          (size_t)n * sizeof *m->step_left);
     }
     if (st == ACG_OK && m->options.keep_logits) {
         st = acg_copy_d2h(m->stream, m->step_logits, lease->io.outputs[1], 0,
@@ -395,7 +400,7 @@ void acg__model_fail_sample(uint32_t row) {
 
 /* The {token, counter} pairs row i (request r, seat) filed in a step of `steps` decode steps
  * (1: one step): *count of them at the pointer returned. One step files a pair for a sampling
- * row; a loop as many as the row's budget went down by (read back into step_ctl), at most
+ * row; a loop as many as the row's budget went down by (read back into step_left), at most
  * steps. Read before the row is applied. */
 static int32_t *row_samples(const acg_model *m, const acg__request *r, uint32_t i, int32_t seat,
                             size_t steps, uint32_t *count) {
@@ -403,7 +408,7 @@ static int32_t *row_samples(const acg_model *m, const acg__request *r, uint32_t 
         *count = seat >= 0;
         return m->step_result + ACG__SAMPLE_WORDS * i;
     }
-    int64_t filed = (int64_t)(r->max_new - r->n_generated) - m->step_ctl[2 * i];
+    int64_t filed = (int64_t)(r->max_new - r->n_generated) - m->step_left[i];
     *count = filed < 0 ? 0 : filed > (int64_t)steps ? (uint32_t)steps : (uint32_t)filed;
     return m->step_ring + ACG__SAMPLE_WORDS * i * steps;
 }
@@ -636,10 +641,11 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     st = acg_attn_plan_build(m->plans[lease.slot], m->stager, m->stream, rows, rep.rows);
     step_enter(&clock, PHASE_UPLOAD, &rep, st);
     if (st == ACG_OK) {
-        st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, m->step_ids, seats);
+        st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, m->step_ids, seats,
+                           loop != 0);
     }
     if (st == ACG_OK && loop != 0) {
-        st = upload_budgets(m, &lease, req, rep.rows);
+        st = upload_control(m, &lease, seats, req, rep.rows);
     }
     step_enter(&clock, PHASE_LAUNCH, &rep, st);
     if (st == ACG_OK) {

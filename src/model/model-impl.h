@@ -164,7 +164,8 @@ struct acg_model {
      * decode bucket; steps_per_launch where the device has loops in graphs, else 1 */
     uint32_t loop_steps;
     int32_t *step_ring; /* pinned (max_batch, loop_steps, 2): a loop launch's tokens, counters */
-    int32_t *step_ctl;  /* (max_batch, 2) each row's token budget and whether </s> stops it */
+    int32_t *step_ctl;  /* (3, max_batch) a loop's control input: seats, budgets, stops */
+    int32_t *step_left; /* (max_batch) each row's budget after a loop, read back */
     uint64_t next_id;
     acg_model_stats stats;
 };
@@ -176,9 +177,10 @@ struct acg_model {
  * (bucket tokens) and each row's sampler seat (bucket batch, -1: no sample); output 0 is the
  * sampled {token, counter} pairs (bucket batch, 2). The logits stay in graph scratch unless the
  * model keeps them: then they are output 1 (bucket batch, vocab), which the sampler reads.
- * With loop_steps > 1, input 2 is each row's {budget, stop at </s>} (bucket batch, 2) and the
- * last output (ACG__MODEL_OUT_RING) each row's ring of {token, counter} pairs (bucket batch,
- * key_info, 2: key_info is the bucket's steps per launch, 0 for one step). */
+ * With loop_steps > 1, input 2 is a loop's control (3, bucket batch): each row's seat (which a
+ * loop bucket samples with in place of input 1), token budget and whether </s> stops it; and
+ * the last output (ACG__MODEL_OUT_RING) each row's ring of {token, counter} pairs (bucket
+ * batch, key_info, 2: key_info is the bucket's steps per launch, 0 for one step). */
 void acg__model_recipe(acg_model *m, acg_recipe *out);
 #define ACG__MODEL_OUT_RING(m) ((m)->options.keep_logits ? 2u : 1u)
 

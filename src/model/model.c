@@ -472,9 +472,11 @@ static acg_status build_engine(acg_model *m) {
         m->step_rows = acg__calloc(o->max_batch, sizeof *m->step_rows);
         m->step_ids = acg__calloc(o->max_step_tokens, sizeof *m->step_ids);
         m->step_seats = acg__calloc(o->max_batch, sizeof *m->step_seats);
-        m->step_ctl = acg__calloc(2 * (size_t)o->max_batch, sizeof *m->step_ctl);
+        m->step_ctl = acg__calloc(3 * (size_t)o->max_batch, sizeof *m->step_ctl);
+        m->step_left = acg__calloc(o->max_batch, sizeof *m->step_left);
         if (m->seats == NULL || m->step_req == NULL || m->step_rows == NULL ||
-            m->step_ids == NULL || m->step_seats == NULL || m->step_ctl == NULL) {
+            m->step_ids == NULL || m->step_seats == NULL || m->step_ctl == NULL ||
+            m->step_left == NULL) {
             st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_model_create: out of memory");
         }
     }
@@ -524,6 +526,7 @@ static void free_model(acg_model *m) {
     acg_pinned_free(m->step_logits);
     acg_pinned_free(m->step_ring);
     acg__free(m->step_ctl);
+    acg__free(m->step_left);
     acg__free(m->seats);
     acg__free(m->step_req);
     acg__free(m->step_rows);

@@ -354,8 +354,8 @@ ACG_KERNEL(sample_f32, ACG_SHAPE(acg__model_sample_shape, 1), ACG_BUF(int32_t, r
 /* Between the steps of a launch that decodes many (model.h, "Decoding steps per launch"), one
  * work item over every row, in row order: a row still decoding (its seat >= 0) files the token
  * and draw counter it sampled into its ring at this step, spends one token of its budget
- * (ctl[2r]), and stops when the budget is spent, when the token is the end of sequence and the
- * row stops there (ctl[2r + 1]), or when the token lies outside the vocabulary (its seat becomes
+ * (ctl[r]), and stops when the budget is spent, when the token is the end of sequence and the
+ * row stops there (ctl[batch + r]), or when the token lies outside the vocabulary (its seat becomes
  * -1, so nothing more is sampled for it and its inputs stay as they were); otherwise the token
  * becomes its next input and its KV length in the plan grows by one. loop[0] counts the steps;
  * loop[1], the launch's loop condition, says whether any row decodes on. */
@@ -377,9 +377,9 @@ ACG_KERNEL(decode_advance_i32, ACG_SHAPE(acg__model_decode_advance_shape, 1),
             ring[2 * ((size_t)r * steps + step)] = token;
             ring[2 * ((size_t)r * steps + step) + 1] = result[2 * (size_t)r + 1];
         }
-        ctl[2 * (size_t)r] = ctl[2 * (size_t)r] - 1;
-        if (ctl[2 * (size_t)r] <= 0 || token < 0 || (uint32_t)token >= vocab ||
-            (ctl[2 * (size_t)r + 1] != 0 && token == eos)) {
+        ctl[r] = ctl[r] - 1;
+        if (ctl[r] <= 0 || token < 0 || (uint32_t)token >= vocab ||
+            (ctl[(size_t)batch + r] != 0 && token == eos)) {
             seats[r] = -1;
         } else {
             tokens[r] = token;
