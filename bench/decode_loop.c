@@ -10,10 +10,10 @@
  * swapping every turn, so drift on a shared machine hits all alike. A launch is one
  * acg_model_step: its wall time, and its host part (admission, the plan, the uploads, queuing
  * the forward, retiring the tokens: everything but the wait for the device), each divided by
- * the decode steps it ran, give a token's time and the host's share of it; the figures are
- * medians over the launches. Afterwards every model must have generated the same tokens as
- * N = 1's. Where the device has no loops in graphs every model decodes one step per launch,
- * which the table shows (steps per launch 1).
+ * the decode steps it ran, give a decode step's time (a token of every row) and the host's share
+ * of it; the figures are medians over the launches. Afterwards every model must have generated the
+ * same tokens as N = 1's. Where the device has no loops in graphs every model decodes one step per
+ * launch, which the table shows (steps per launch 1).
  */
 #include "decode_loop.h"
 #include "bench-impl.h"
@@ -78,16 +78,29 @@ static int create(const decode_loop_config *c, uint32_t batch, loop_model *lm) {
             return fail(c, st, "submitting a request");
         }
     }
-    /* Every request reads its prompt in one step (PROMPT_LEN x batch <= max_step_tokens). */
-    acg_step_report rep = ACG_STEP_REPORT_INIT;
-    if ((st = acg_model_step(lm->model, &rep)) != ACG_OK) {
-        return fail(c, st, "reading the prompts");
+    /* Steps until every request read its prompt and sampled a token (max_step_tokens at a time:
+     * each step reads at least one prompt token, which bounds the steps). */
+    for (uint32_t step = 0;; step++) {
+        uint32_t decoding = 0;
+        for (uint32_t r = 0; r < batch; r++) {
+            acg_request_status rs = ACG_REQUEST_STATUS_INIT;
+            if ((st = acg_model_get_request(lm->model, lm->ids[r], &rs)) != ACG_OK) {
+                return fail(c, st, "reading a request");
+            }
+            decoding += rs.n_generated > 0;
+        }
+        if (decoding == batch) {
+            return TOOL_EXIT_OK;
+        }
+        if (step == batch * PROMPT_LEN) {
+            return tool_failf("bench decode: prompts not read",
+                              "%u of %u requests decoding after %u steps", decoding, batch, step);
+        }
+        acg_step_report rep = ACG_STEP_REPORT_INIT;
+        if ((st = acg_model_step(lm->model, &rep)) != ACG_OK) {
+            return fail(c, st, "reading the prompts");
+        }
     }
-    if (rep.generated != batch) {
-        return tool_failf("bench decode: prompts not read", "%u of %u rows sampled a token",
-                          rep.generated, batch);
-    }
-    return TOOL_EXIT_OK;
 }
 
 /* One launch; timed: its per-token wall and host times are kept. Returns the steps it ran in
@@ -207,8 +220,8 @@ static int run_batch(const decode_loop_config *c, uint32_t batch, decode_loop_re
         r->longest = models[k].longest;
         r->launches = models[k].launches;
         r->replayed = models[k].replayed;
-        r->token_us = tool_median(models[k].wall, models[k].launches) / 1e3;
-        r->host_us = tool_median(models[k].host, models[k].launches) / 1e3;
+        r->step_us = tool_median(models[k].wall, models[k].launches) / 1e3;
+        r->host_step_us = tool_median(models[k].host, models[k].launches) / 1e3;
         for (int p = 0; p < N_HOST_PHASES; p++) {
             r->launch_phase_us[p] = tool_median(models[k].phase[p], models[k].launches) / 1e3;
         }
@@ -239,13 +252,14 @@ int decode_loop_run(const decode_loop_config *c, decode_loop_result *results) {
 }
 
 void decode_loop_table(const decode_loop_config *c, const decode_loop_result *results) {
-    printf("per batch size b and N steps per launch: b greedy requests of a %u-token prompt, "
-           "graphs on;\n%u timed tokens per row, the models in turns of %u; a token's time "
-           "and its host part\n(admit, plan, upload, launch, retire: all but the wait) are "
-           "medians over the launches\n\n",
-           PROMPT_LEN, c->tokens, RUN_TOKENS);
-    static const char *const headers[] = {"batch",         "N",     "steps/launch", "us/token",
-                                          "host us/token", "tok/s", "vs N=1",       "host vs N=1",
+    printf(
+        "per batch size b and N steps per launch: b greedy requests of a %u-token prompt, "
+        "graphs on;\n%u timed tokens per row, the models in turns of %u; a decode step's time (a "
+        "token of every row)\nand its host part (admit, plan, upload, launch, retire: all "
+        "but the wait) are medians over\nthe launches\n\n",
+        PROMPT_LEN, c->tokens, RUN_TOKENS);
+    static const char *const headers[] = {"batch",        "N",     "steps/launch", "us/step",
+                                          "host us/step", "tok/s", "vs N=1",       "host vs N=1",
                                           "replayed"};
     static const int widths[] = {5, 4, 12, 8, 13, 8, 6, 11, 8};
     tool_table t;
@@ -257,16 +271,16 @@ void decode_loop_table(const decode_loop_config *c, const decode_loop_result *re
             tool_table_cell(&t, "%u", r->batch);
             tool_table_cell(&t, "%u", r->depth);
             tool_table_cell(&t, "%u", r->longest);
-            tool_table_cell(&t, "%.1f", r->token_us);
-            tool_table_cell(&t, "%.2f", r->host_us);
-            tool_table_cell(&t, "%.0f", r->batch * 1e6 / r->token_us);
-            tool_table_cell(&t, "%.2f", base[0].token_us / r->token_us);
-            tool_table_cell(&t, "%.3f", r->host_us / base[0].host_us);
+            tool_table_cell(&t, "%.1f", r->step_us);
+            tool_table_cell(&t, "%.2f", r->host_step_us);
+            tool_table_cell(&t, "%.0f", r->batch * 1e6 / r->step_us);
+            tool_table_cell(&t, "%.2f", base[0].step_us / r->step_us);
+            tool_table_cell(&t, "%.3f", r->host_step_us / base[0].host_step_us);
             tool_table_cell(&t, "%u/%u", r->replayed, r->launches);
         }
     }
-    printf("\nvs N=1: N=1's time per token over this one's (above 1: faster); host vs N=1: this "
-           "one's host time\nper token over N=1's. Every model's tokens equal N=1's.\n");
+    printf("\nvs N=1: N=1's time per step over this one's (above 1: faster); host vs N=1: this "
+           "one's host time\nper step over N=1's. Every model's tokens equal N=1's.\n");
 }
 
 void decode_loop_json(tool_json *j, const decode_loop_config *c,
@@ -282,11 +296,11 @@ void decode_loop_json(tool_json *j, const decode_loop_config *c,
             tool_json_uint(j, "longest_launch_steps", r->longest);
             tool_json_uint(j, "launches", r->launches);
             tool_json_uint(j, "replayed_launches", r->replayed);
-            tool_json_number(j, "token_us", r->token_us);
-            tool_json_number(j, "host_token_us", r->host_us);
-            tool_json_number(j, "tokens_per_s", r->batch * 1e6 / r->token_us);
-            tool_json_number(j, "speedup_vs_1", base[0].token_us / r->token_us);
-            tool_json_number(j, "host_ratio_vs_1", r->host_us / base[0].host_us);
+            tool_json_number(j, "step_us", r->step_us);
+            tool_json_number(j, "host_step_us", r->host_step_us);
+            tool_json_number(j, "tokens_per_s", r->batch * 1e6 / r->step_us);
+            tool_json_number(j, "speedup_vs_1", base[0].step_us / r->step_us);
+            tool_json_number(j, "host_ratio_vs_1", r->host_step_us / base[0].host_step_us);
             tool_json_object_begin(j, "launch_host_phases_us");
             for (int p = 0; p < N_HOST_PHASES; p++) {
                 tool_json_number(j, host_phase_names[p], r->launch_phase_us[p]);

@@ -34,10 +34,11 @@ static inline uint32_t decode_loop_needed(uint32_t tokens, uint32_t deepest) {
 
 typedef struct decode_loop_result {
     uint32_t batch, depth;
-    uint32_t longest;            /* most decode steps a launch ran (1 where there are no loops) */
-    uint32_t launches, replayed; /* timed launches, and those replayed from a graph */
-    double token_us, host_us;    /* medians over the launches: a token's time, its host part */
-    double launch_phase_us[5];   /* medians of a launch's admit, plan, upload, launch, retire */
+    uint32_t longest;             /* most decode steps a launch ran (1 where there are no loops) */
+    uint32_t launches, replayed;  /* timed launches, and those replayed from a graph */
+    double step_us, host_step_us; /* medians over the launches: a decode step's time (a token of
+                                     every row), its host part */
+    double launch_phase_us[5];    /* medians of a launch's admit, plan, upload, launch, retire */
 } decode_loop_result;
 
 /* Measures every batch size at every depth; results holds n_batch x n_depths, batch-major.

@@ -299,7 +299,7 @@ elif kind == "decode":
         triple([x["batch"] for x in res], "%d"), triple([x["tokens_per_s_graph"] for x in res],
         "%.0f"), triple([x["step_ratio"] for x in res], "%.2f"),
         "" if same else ", tokens DIFFER"))
-elif kind == "loops":
+elif kind == "loops":  # step_us: a decode step, a token of every row
     r = load(0)
     res = r["steps_per_launch"]
     same = all(x.get("tokens_match") for x in res)
