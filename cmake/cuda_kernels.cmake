@@ -14,6 +14,8 @@
 #                            the target acg_cuda_test_kernels: tests/ is another directory, and
 #                            a custom command's output is only known to its own directory
 #   ACG_CUDA_KERNEL_DEFINES  ACG_HAVE_CUDA_KERNELS=1, for the model and test targets
+# and gives the cuda backend's object library generated/cuda_loop_kernel.h
+# (acg__cu_loop_fatbin) with ACG_HAVE_CUDA_LOOP=1.
 file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/cuda) # the fatbins (nvcc makes no directory)
 
 function(acg_cuda_fatbin src symbol out_header)
@@ -38,10 +40,12 @@ function(acg_cuda_fatbin src symbol out_header)
         VERBATIM)
 endfunction()
 
-# The kernels: "source;header;symbol", one fatbin and one header (generated/<header>.h) each.
+# The kernels: "source;header;symbol", one fatbin and one header (generated/<header>.h) each
+# (scripts/device-build.sh reads these lines too).
 set(ACG_CUDA_EMBEDDED)
 foreach(triple "src/model/kernels.cu;model_kernels_cuda;acg__model_kernels_fatbin"
-               "tests/cuda/test_kernels.cu;test_kernels_cuda;tc_test_kernels_fatbin")
+               "tests/cuda/test_kernels.cu;test_kernels_cuda;tc_test_kernels_fatbin"
+               "src/backends/cuda/loop.cu;cuda_loop_kernel;acg__cu_loop_fatbin")
     list(GET triple 0 src)
     list(GET triple 1 out)
     list(GET triple 2 symbol)
@@ -49,11 +53,10 @@ foreach(triple "src/model/kernels.cu;model_kernels_cuda;acg__model_kernels_fatbi
     acg_cuda_fatbin(${src} ${symbol} ${hdr})
     list(APPEND ACG_CUDA_EMBEDDED ${hdr})
 endforeach()
-# The cuda backend's own kernel, the one that ends a loop's body (src/backends/cuda/loop.c): the
-# backend's object library compiles with it and says so (ACG_HAVE_CUDA_LOOP); without nvcc the
-# backend has no loops.
-set(_acg_loop_hdr ${PROJECT_BINARY_DIR}/generated/cuda_loop_kernel.h)
-acg_cuda_fatbin(src/backends/cuda/loop.cu acg__cu_loop_fatbin ${_acg_loop_hdr})
+# The cuda backend's own kernels, which begin and end a loop's runs (src/backends/cuda/loop.cu):
+# the backend's object library compiles with them and says so (ACG_HAVE_CUDA_LOOP); without nvcc
+# the backend has no loops.
+list(GET ACG_CUDA_EMBEDDED 2 _acg_loop_hdr)
 if(TARGET acg_backend_cuda)
     target_sources(acg_backend_cuda PRIVATE ${_acg_loop_hdr})
     target_include_directories(acg_backend_cuda PRIVATE ${PROJECT_BINARY_DIR}/generated)

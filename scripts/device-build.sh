@@ -189,7 +189,8 @@ fatbin_triples() {
         printf '%s\n' "$t"
     else
         printf '%s\n' "src/model/kernels.cu;model_kernels_cuda;acg__model_kernels_fatbin" \
-            "tests/cuda/test_kernels.cu;test_kernels_cuda;tc_test_kernels_fatbin"
+            "tests/cuda/test_kernels.cu;test_kernels_cuda;tc_test_kernels_fatbin" \
+            "src/backends/cuda/loop.cu;cuda_loop_kernel;acg__cu_loop_fatbin"
     fi
 }
 
@@ -560,6 +561,8 @@ fi
 cflags=(-std=c11 -O3 -DNDEBUG -fPIC -Wall -Wextra -Wpedantic -ffp-contract=off -pthread)
 lib_defs=(-D_POSIX_C_SOURCE=200809L -DACG_BUILDING=1)
 ((have_kernels)) && lib_defs+=(-DACG_HAVE_CUDA_KERNELS=1)
+# The cuda backend's loop kernels (src/backends/cuda/loop.cu), embedded with the others.
+[[ -f $gen/cuda_loop_kernel.h ]] && ((have_kernels)) && lib_defs+=(-DACG_HAVE_CUDA_LOOP=1)
 lib_flags=("${cflags[@]}" -fvisibility=hidden "${lib_defs[@]}" -Iinclude)
 # The build's list of backends, as CMakeLists.txt writes it (in ACG_BACKEND_FOLDERS' order).
 mkdir -p "$build/backends"
@@ -575,7 +578,7 @@ else
     mv "$build/backends/acg-backends.h.tmp" "$build/backends/acg-backends.h"
 fi
 inc_core=(-Isrc "-I$build/backends" "${kdirs_core[@]}")
-inc_backend=(-Isrc/core/backend -Isrc/core/export "${cuda_includes[@]}")
+inc_backend=(-Isrc/core/backend -Isrc/core/export "-I$gen" "${cuda_includes[@]}")
 inc_engine=(-Isrc/core/export -Isrc/engine "${kdirs_engine[@]}")
 inc_model=(-Isrc/core/export -Isrc/model "-I$gen" "${kdirs_model[@]}")
 inc_library=(-Isrc/core/export -Isrc/engine -Isrc/model "-I$build/backends" "${kdirs_library[@]}")
