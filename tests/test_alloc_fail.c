@@ -60,21 +60,26 @@ static void scen_cleanup(scen *sc) {
     TC_OK(acg_device_close(sc->dev));
 }
 
+/* A loop whose body runs once (it clears its condition), nested in one that runs twice (the
+ * outer condition, y[0], is 1 after one run, 0 after the second), on stream a: eagerly on every
+ * device, in a capture where it says graph_loops. */
+static acg_status loops(scen *sc) {
+    acg_status st = acg_fill(sc->a, sc->y, 0, 4, 0x40000000u, 4); /* y[0] = 2.0f */
+    st = st != ACG_OK ? st : acg_stream_loop_begin(sc->a, sc->y, 0, 4);
+    st = st != ACG_OK ? st : acg_stream_loop_begin(sc->a, sc->x, 0, 3);
+    st = st != ACG_OK ? st : acg_fill(sc->a, sc->x, 0, NB, 0, 4);
+    st = st != ACG_OK ? st : acg_stream_loop_end(sc->a);
+    st = st != ACG_OK ? st : tc_add(sc->a, &sc->k, sc->y, 0, sc->y, 0, 1, -1.0f);
+    return st != ACG_OK ? st : acg_stream_loop_end(sc->a);
+}
+
 /* The step in three parts: head (a loop among it) and tail on stream a, and a part that b forks off
  * a for and a joins again, with scratch from the capture's pool (or, eagerly, the ordinary buffer
  * t). */
 static acg_status part_head(scen *sc) {
     acg_status st = ACG_OK;
-    /* A loop that runs once (its body clears its condition), where the device has loops: eagerly
-     * everywhere, in a capture where it says graph_loops. */
     if (!sc->capturing || tc_cap()->graph_loops) {
-        st = acg_stream_loop_begin(sc->a, sc->x, 0, 3);
-        if (st == ACG_OK) {
-            st = acg_fill(sc->a, sc->x, 0, NB, 0, 4);
-        }
-        if (st == ACG_OK) {
-            st = acg_stream_loop_end(sc->a);
-        }
+        st = loops(sc);
     }
     if (st == ACG_OK) {
         st = acg_copy_h2d(sc->a, sc->x, 0, sc->pin_in, NB);
@@ -174,6 +179,7 @@ static acg_status scenario(scen *sc) {
 
     for (int rep = 0; rep < 2; rep++) {
         memset(sc->pin_out, 0, NB);
+        STEP(loops(sc)); /* eagerly, on every device */
         if (graphs) {
             STEP(acg_graph_launch(sc->g, sc->a));
         } else {
