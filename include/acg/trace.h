@@ -18,7 +18,9 @@
  *   wait for another stream, a host function, an allreduce). The cpu backend times them on its
  *   worker threads, tells each op of a replay too, inside the replay's span (so a hook that
  *   adds up a stream's spans counts a replay and its ops: tell them apart by name; and a
- *   traced replay costs a hook call per op), and says of each kernel how it was split ("parts"
+ *   traced replay costs a hook call per op), a loop of a replay as a "loop" span around its
+ *   body's ops ("runs": how many times the body ran, "ops": the body's ops), and says of each
+ *   kernel how it was split ("parts"
  *   it ran in on more than one thread, else 1; "wait_ns", the time its worker waited after its
  *   own parts for the pool's: the hand-off and the parts' imbalance); opencl, cuda and
  *   level_zero do not time streams yet.
