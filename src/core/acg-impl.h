@@ -132,11 +132,7 @@ struct acg_stream {
     } * deferred;             /* (under dev->lock) */
     uint32_t n_deferred, cap_deferred;
     struct acg__eager_loop *eager_loop; /* loops open outside a capture (loop.c; under lock) */
-    /* Where an eager loop reads its condition (under lock): the stream's own, since a copy into
-     * pageable memory whose wait failed may still land after the call (the stream's destroy
-     * waits for it before freeing the stream). */
-    uint32_t loop_cond;
-    acg_stream *next; /* in dev->streams */
+    acg_stream *next;                   /* in dev->streams */
 };
 
 struct acg_event {

@@ -127,10 +127,10 @@ static acg_status eager_loop(acg_stream *s, const struct acg__eager_loop *e, uin
     acg_status st = ACG_OK;
     while (st == ACG_OK) {
         if (runs != 0) {
-            st = acg__device_fault(s->dev,
-                                   s->dev->vt->copy_d2h(s->impl, &s->loop_cond, loop->dst_mem,
-                                                        loop->dst_off, sizeof s->loop_cond, false));
-            if (st != ACG_OK || s->loop_cond == 0 || runs >= loop->loop_max) {
+            uint32_t cond = 0;
+            st = acg__device_fault(s->dev, s->dev->vt->copy_d2h(s->impl, &cond, loop->dst_mem,
+                                                                loop->dst_off, sizeof cond, false));
+            if (st != ACG_OK || cond == 0 || runs >= loop->loop_max) {
                 break;
             }
         }

@@ -408,6 +408,9 @@ CUresult fake__stream_get(CUstream h, struct CUctx_st *ctx, struct CUstream_st *
 /* The preamble of a stream call: takes fake__g.lock (held on return, whatever the result), then
  * the calling thread's context and the stream h of it. */
 CUresult fake__lock_stream(CUstream h, struct CUctx_st **ctx, struct CUstream_st **out);
+/* A copy between the device and pageable host memory (not pinned, not registered) returns once
+ * it is done, as CUDA's does: waits for the stream's work so far (not a capturing stream's). */
+CUresult fake__stream_pageable_wait(CUstream h, const void *host, size_t bytes);
 /* (lock held) Runs `work` in `s`'s order: records a node when s captures, else queues it. */
 CUresult fake__submit(struct CUstream_st *s, const struct fake_work *work);
 /* (lock held; lets go of it) The end of a stream call whose checks gave r: fake__submit when

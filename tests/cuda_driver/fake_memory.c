@@ -292,12 +292,17 @@ static CUresult copy_async(uintptr_t dst, int dst_device, uintptr_t src, int src
 
 CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream h) {
     FAKE_ENTER(cuMemcpyHtoDAsync);
-    return copy_async((uintptr_t)dst, 1, (uintptr_t)src, 0, bytes, h);
+    CUresult r = copy_async((uintptr_t)dst, 1, (uintptr_t)src, 0, bytes, h);
+    /* From pageable memory CUDA has read the source when it returns. */
+    return r == CUDA_SUCCESS && bytes != 0 ? fake__stream_pageable_wait(h, src, bytes) : r;
 }
 
 CUresult fake_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream h) {
     FAKE_ENTER(cuMemcpyDtoHAsync);
-    return copy_async((uintptr_t)dst, 0, (uintptr_t)src, 1, bytes, h);
+    CUresult r = copy_async((uintptr_t)dst, 0, (uintptr_t)src, 1, bytes, h);
+    /* Into pageable memory CUDA returns once the copy is done: a failure after the call cannot
+     * leave a write into memory its caller freed. */
+    return r == CUDA_SUCCESS && bytes != 0 ? fake__stream_pageable_wait(h, dst, bytes) : r;
 }
 
 CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream h) {

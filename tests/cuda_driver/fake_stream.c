@@ -421,6 +421,17 @@ CUresult fake_cuStreamSynchronize(CUstream h) {
     return fake__unlock(r == CUDA_SUCCESS ? stream_wait(s, s->worker.submitted) : r);
 }
 
+CUresult fake__stream_pageable_wait(CUstream h, const void *host, size_t bytes) {
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+    CUresult r = fake__lock_stream(h, &ctx, &s);
+    if (r == CUDA_SUCCESS && s->capture == NULL &&
+        fake__range_find((uintptr_t)host, bytes, FAKE_PINNED_MEMORY) == NULL) {
+        r = stream_wait(s, s->worker.submitted);
+    }
+    return fake__unlock(r);
+}
+
 CUresult fake_cuStreamQuery(CUstream h) {
     FAKE_ENTER(cuStreamQuery);
     struct CUstream_st *s;
