@@ -129,8 +129,9 @@ acg_status acg_graph_launch(acg_graph *g, acg_stream *s) {
     }
     ACG__TRY(acg__device_check_lost(dev, fn));
     ACG__TRY(acg__stream_enter_eager(s, " (graphs do not nest)", fn));
-    acg_status st = acg__loop_gate(s, NULL, false, fn);
-    if (st != ACG_OK) {
+    acg_status st = ACG_OK;
+    if (s->eager_loop != NULL) { /* a loop's body cannot hold a replay */
+        st = acg__loop_gate(s, NULL, false, fn);
         acg__stream_leave(s, NULL);
         return st;
     }

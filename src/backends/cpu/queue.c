@@ -142,13 +142,13 @@ static void run_loop(cpu_stream *s, const cpu_op *loop, bool traced) {
 static void run_ops(cpu_stream *s, const cpu_op *op, const cpu_op *end, bool traced) {
     cpu_pool *pool = s->dev->pool;
     for (; op != end; op++) {
-        if (op->kind == CPU_OP_LOOP) {
+        if (op->kind == CPU_OP_KERNEL && !traced) {
+            run_kernel(pool, &op->u.kernel);
+        } else if (op->kind == CPU_OP_LOOP) {
             run_loop(s, op, traced);
             op += op->u.loop.n_body;
         } else if (traced) {
             run_op_traced(s, op);
-        } else if (op->kind == CPU_OP_KERNEL) {
-            run_kernel(pool, &op->u.kernel);
         } else {
             run_op(s, op);
         }
