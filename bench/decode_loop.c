@@ -45,11 +45,6 @@ typedef struct loop_model {
     uint32_t replayed;            /* timed launches replayed from a graph */
 } loop_model;
 
-static int fail(const decode_loop_config *c, acg_status st, const char *what) {
-    (void)c;
-    return tool_fail(st, what);
-}
-
 static int create(const decode_loop_config *c, uint32_t batch, loop_model *lm) {
     acg_model_options o = ACG_MODEL_OPTIONS_INIT;
     o.max_batch = batch;
@@ -60,7 +55,7 @@ static int create(const decode_loop_config *c, uint32_t batch, loop_model *lm) {
     o.steps_per_launch = lm->n;
     acg_status st = acg_model_create(c->dev, c->weights, &o, &lm->model);
     if (st != ACG_OK) {
-        return fail(c, st, "creating a model");
+        return tool_fail(st, "creating a model");
     }
     const int32_t vocab = acg_model_weights_get_config(c->weights)->vocab_size;
     const int32_t first = vocab > (int32_t)ACG_TOKEN_BYTE0 ? ACG_TOKEN_BYTE0 : 0;
@@ -75,7 +70,7 @@ static int create(const decode_loop_config *c, uint32_t batch, loop_model *lm) {
         q.prompt_len = PROMPT_LEN;
         q.max_new_tokens = c->max_new;
         if ((st = acg_model_submit(lm->model, &q, &lm->ids[r])) != ACG_OK) {
-            return fail(c, st, "submitting a request");
+            return tool_fail(st, "submitting a request");
         }
     }
     /* Steps until every request read its prompt and sampled a token (max_step_tokens at a time:
@@ -85,7 +80,7 @@ static int create(const decode_loop_config *c, uint32_t batch, loop_model *lm) {
         for (uint32_t r = 0; r < batch; r++) {
             acg_request_status rs = ACG_REQUEST_STATUS_INIT;
             if ((st = acg_model_get_request(lm->model, lm->ids[r], &rs)) != ACG_OK) {
-                return fail(c, st, "reading a request");
+                return tool_fail(st, "reading a request");
             }
             decoding += rs.n_generated > 0;
         }
@@ -98,16 +93,13 @@ static int create(const decode_loop_config *c, uint32_t batch, loop_model *lm) {
         }
         acg_step_report rep = ACG_STEP_REPORT_INIT;
         if ((st = acg_model_step(lm->model, &rep)) != ACG_OK) {
-            return fail(c, st, "reading the prompts");
+            return tool_fail(st, "reading the prompts");
         }
     }
 }
 
-/* One launch; timed: its per-token wall and host times are kept. Returns the steps it ran in
- * *steps. */
-static int launch(const decode_loop_config *c, uint32_t batch, loop_model *lm, bool timed,
-                  uint32_t *steps) {
-    (void)c;
+/* One launch of the model's `batch` rows; timed: its per-token wall and host times are kept. */
+static int launch(uint32_t batch, loop_model *lm, bool timed) {
     acg_step_report rep = ACG_STEP_REPORT_INIT;
     uint64_t t0 = tool_now_ns();
     acg_status st = acg_model_step(lm->model, &rep);
@@ -120,7 +112,6 @@ static int launch(const decode_loop_config *c, uint32_t batch, loop_model *lm, b
                           "steps_per_launch %u, batch %u: %u rows, %u steps, %u generated", lm->n,
                           batch, rep.rows, rep.steps, rep.generated);
     }
-    *steps = rep.steps;
     lm->longest = rep.steps > lm->longest ? rep.steps : lm->longest;
     if (!timed) {
         return TOOL_EXIT_OK;
@@ -190,8 +181,7 @@ static int run_batch(const decode_loop_config *c, uint32_t batch, decode_loop_re
     }
     for (uint32_t w = 0; w < WARMUP_LAUNCHES && rc == TOOL_EXIT_OK; w++) {
         for (size_t k = 0; k < c->n_depths && rc == TOOL_EXIT_OK; k++) {
-            uint32_t steps = 0;
-            rc = launch(c, batch, &models[k], false, &steps);
+            rc = launch(batch, &models[k], false);
         }
     }
     for (uint32_t turn = 0; rc == TOOL_EXIT_OK; turn++) {
@@ -201,8 +191,7 @@ static int run_batch(const decode_loop_config *c, uint32_t batch, decode_loop_re
             uint32_t goal =
                 (turn + 1) * RUN_TOKENS < c->tokens ? (turn + 1) * RUN_TOKENS : c->tokens;
             while (lm->generated < goal && rc == TOOL_EXIT_OK) {
-                uint32_t steps = 0;
-                rc = launch(c, batch, lm, true, &steps);
+                rc = launch(batch, lm, true);
             }
             left = left || lm->generated < c->tokens;
         }

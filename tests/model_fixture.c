@@ -125,6 +125,22 @@ void run_together(acg_model *m, const job *jobs, uint32_t n, uint32_t max_batch,
     }
 }
 
+void get_bits(acg_model *m, uint64_t id, request_bits *b) {
+    acg_request_status s = ACG_REQUEST_STATUS_INIT;
+    TC_OK(acg_model_get_request(m, id, &s));
+    memset(b, 0, sizeof *b);
+    b->state = s.state;
+    b->n_tokens = s.n_tokens;
+    b->n_generated = s.n_generated;
+    assert_true(s.n_tokens <= MAX_PROMPT + MAX_NEW && s.n_generated <= MAX_NEW);
+    memcpy(b->tokens, s.tokens, (size_t)s.n_tokens * sizeof *s.tokens);
+    memcpy(b->counters, s.draw_counters, (size_t)s.n_generated * sizeof *s.draw_counters);
+    b->has_logits = s.logits != NULL;
+    if (s.logits != NULL) {
+        memcpy(b->logits, s.logits, sizeof b->logits);
+    }
+}
+
 void expect_same(const char *what, uint32_t req, const outcome *a, const outcome *b) {
     assert_int_equal(a->n, b->n);
     for (uint32_t i = 0; i < a->n; i++) {

@@ -59,6 +59,20 @@ void run_alone(acg_model *m, const job *jobs, uint32_t n, outcome *out);
 void run_together(acg_model *m, const job *jobs, uint32_t n, uint32_t max_batch,
                   uint32_t max_step_tokens, outcome *out);
 
+/* What a request holds, to compare bit for bit: its state, tokens and draw counters, and its
+ * latest logits where the model keeps them (has_logits). */
+typedef struct request_bits {
+    acg_request_state state;
+    uint32_t n_tokens, n_generated;
+    int32_t tokens[MAX_PROMPT + MAX_NEW];
+    uint32_t counters[MAX_NEW];
+    bool has_logits;
+    float logits[512]; /* the tiny preset's vocabulary */
+} request_bits;
+
+/* Copies what request id of m holds into *b (every byte of it set). */
+void get_bits(acg_model *m, uint64_t id, request_bits *b);
+
 /* Asserts that two runs of the same request generated the same tokens and draw counters. */
 void expect_same(const char *what, uint32_t req, const outcome *a, const outcome *b);
 

@@ -330,30 +330,6 @@ static void test_errors(void **state) {
  * UINT32_MAX disarms it. */
 void acg__model_fail_sample(uint32_t row);
 
-/* What a request holds between steps, to compare bit for bit. */
-typedef struct request_bits {
-    acg_request_state state;
-    uint32_t n_tokens, n_generated;
-    int32_t tokens[MAX_PROMPT + MAX_NEW];
-    uint32_t counters[MAX_NEW];
-    float logits[512]; /* the tiny preset's vocabulary */
-} request_bits;
-
-static void get_bits(acg_model *m, uint64_t id, request_bits *b) {
-    acg_request_status s = ACG_REQUEST_STATUS_INIT;
-    TC_OK(acg_model_get_request(m, id, &s));
-    memset(b, 0, sizeof *b);
-    b->state = s.state;
-    b->n_tokens = s.n_tokens;
-    b->n_generated = s.n_generated;
-    assert_true(s.n_tokens <= MAX_PROMPT + MAX_NEW && s.n_generated <= MAX_NEW);
-    memcpy(b->tokens, s.tokens, (size_t)s.n_tokens * sizeof *s.tokens);
-    memcpy(b->counters, s.draw_counters, (size_t)s.n_generated * sizeof *s.draw_counters);
-    if (s.logits != NULL) {
-        memcpy(b->logits, s.logits, sizeof b->logits);
-    }
-}
-
 static void expect_same_bits(acg_model *a, acg_model *b, const uint64_t *ids, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
         request_bits x, y;
