@@ -1,6 +1,6 @@
 /* test_plan.c — attention plans: the packed layout on the device, stable addresses, zero
- * allocations while re-planning, packed prefill, exhaustion, argument checks, pre-plans and
- * allocation failures. */
+ * allocations while re-planning, packed prefill, exhaustion, argument checks, pre-plans,
+ * invalidating and noting what the device rewrote, and allocation failures. */
 #include "common.h"
 
 #include <stdlib.h>
@@ -133,6 +133,43 @@ static void test_invalidate(void **state) {
     assert_int_equal(plan_stats(p).uploads, 1);
     expect_metadata(f->t.s, p, zeros, 16);
     TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_invalidate(NULL));
+    TC_OK(acg_attn_plan_destroy(p));
+}
+
+/* acg_attn_plan_note: after the device grew a row's KV length in place (as a loop does), a
+ * note of the grown rows makes their build upload nothing, and a build of other rows uploads
+ * them; rows the build would refuse are refused with nothing changed. */
+static void test_note(void **state) {
+    fx *f = *state;
+    acg_attn_plan *p = make_plan(f->t.dev, 3, 40, 16, 3); /* table_width 3 */
+    uint32_t pages[2] = {4, 5};
+    acg_attn_row row = {pages, 2, 17, 1};
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, &row, 1));
+    assert_int_equal(plan_stats(p).uploads, 1);
+    acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
+    TC_OK(acg_attn_plan_get_views(p, &v));
+    TC_OK(acg_fill(f->t.s, v.kv_lens, 0, sizeof(int32_t), 20, 4)); /* the device grows it */
+    row.kv_len = 20;
+    TC_OK(acg_attn_plan_note(p, &row, 1));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, &row, 1));
+    acg_attn_plan_stats st = plan_stats(p);
+    assert_int_equal(st.uploads, 1);
+    assert_int_equal(st.unchanged, 1);
+    int32_t want[3 * 3 + 4 + 3] = {4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 20, 0, 0};
+    expect_metadata(f->t.s, p, want, 16);
+    row.kv_len = 21;
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, &row, 1));
+    assert_int_equal(plan_stats(p).uploads, 2);
+    want[13] = 21;
+    expect_metadata(f->t.s, p, want, 16);
+    /* Refused: nothing changes, so the same build is still unchanged. */
+    acg_attn_row bad = {pages, 2, 40, 1}; /* two pages of 16 do not cover 40 */
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_note(p, &bad, 1));
+    TC_EXPECT(ERR_EXHAUSTED, acg_attn_plan_note(p, &row, 4));
+    TC_EXPECT(ERR_INVALID_ARGUMENT, acg_attn_plan_note(p, NULL, 1));
+    TC_EXPECT(ERR_INVALID_HANDLE, acg_attn_plan_note(NULL, &row, 1));
+    TC_OK(acg_attn_plan_build(p, f->sg, f->t.s, &row, 1));
+    assert_int_equal(plan_stats(p).uploads, 2);
     TC_OK(acg_attn_plan_destroy(p));
 }
 
@@ -544,6 +581,7 @@ static const struct CMUnitTest tests[] = {
     T(test_mixed_batch_layout),
     T(test_empty_plan),
     T(test_invalidate),
+    T(test_note),
     T(test_replan_keeps_addresses),
     cmocka_unit_test(test_replan_allocates_nothing),
     T(test_packed_queries),

@@ -254,6 +254,15 @@ ACG_API acg_status acg_attn_plan_build(acg_attn_plan *plan, acg_stager *stager, 
  * plan. */
 ACG_API acg_status acg_attn_plan_invalidate(acg_attn_plan *plan);
 
+/* The opposite of acg_attn_plan_invalidate: tells the plan that its buffer holds the packing of
+ * these rows, as acg_attn_plan_build would write it, because work on the device rewrote it in
+ * place and is complete (a loop of decode steps grew each row's KV length: the caller reads the
+ * lengths back), so the next build of the same rows uploads nothing. Nothing is copied; the rows
+ * are checked as acg_attn_plan_build checks them, with the same statuses, and a refused call
+ * leaves the plan as it was. ACG_ERR_INVALID_HANDLE for a NULL or dead plan. */
+ACG_API acg_status acg_attn_plan_note(acg_attn_plan *plan, const acg_attn_row *rows,
+                                      uint32_t n_rows);
+
 /* An event recorded after the latest build's upload: the stream that replays the step waits
  * on it (owned by the plan; never recorded, hence complete, before the first upload). NULL for
  * a NULL or dead plan. */

@@ -341,6 +341,21 @@ acg_status acg_attn_plan_invalidate(acg_attn_plan *plan) {
     return ACG_OK;
 }
 
+acg_status acg_attn_plan_note(acg_attn_plan *plan, const acg_attn_row *rows, uint32_t n_rows) {
+    ACG__CALL_SCOPE;
+    static const char fn[] = "acg_attn_plan_note";
+    ACG__TRY(check_plan(plan, fn));
+    ACG__TRY(check_rows(plan, rows, n_rows, fn));
+    pthread_mutex_lock(&plan->obj.lock);
+    pack_rows(plan, rows, n_rows);
+    int32_t *t = plan->held;
+    plan->held = plan->packed;
+    plan->packed = t;
+    plan->holds = true;
+    pthread_mutex_unlock(&plan->obj.lock);
+    return ACG_OK;
+}
+
 acg_event *acg_attn_plan_get_event(const acg_attn_plan *plan) {
     ACG__CALL_SCOPE;
     return plan_live(plan) ? plan->event : NULL;
