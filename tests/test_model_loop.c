@@ -9,6 +9,8 @@
  *   graphs on and off: every request's tokens, draw counters and kept logits equal bit for bit
  *   (memcmp), with budgets that end inside a launch, greedy and sampled rows, a prompt admitted
  *   while others decode; the loop models launch fewer times and report launches of many steps.
+ * - A loop launch leaves the next launch of the same rows nothing to upload (acg_model_stats
+ *   uploads); a step of another bucket between them makes it upload again.
  * - A launch whose sampled token is refused changes nothing, and its retry is the good model's.
  * - steps_per_launch out of range is refused; on a device without loops in graphs the model
  *   decodes one step per launch, with the same bits.
@@ -278,6 +280,74 @@ static void test_same_bits(void **state) {
     TC_OK(acg_model_weights_free(w));
 }
 
+static uint64_t uploads_of(const acg_model *m) {
+    acg_model_stats s = ACG_MODEL_STATS_INIT;
+    TC_OK(acg_model_get_stats(m, &s));
+    return s.uploads;
+}
+
+/* One step of m, which must run `steps` decode steps and queue `uploads` copies (UINT32_MAX:
+ * at least one). */
+static void step_uploading(acg_model *m, uint32_t steps, uint32_t uploads) {
+    const uint64_t before = uploads_of(m);
+    acg_step_report rep = ACG_STEP_REPORT_INIT;
+    TC_OK(acg_model_step(m, &rep));
+    assert_int_equal(rep.steps, steps);
+    const uint64_t queued = uploads_of(m) - before;
+    if (uploads == UINT32_MAX) {
+        assert_true(queued > 0);
+    } else {
+        assert_int_equal(queued, uploads);
+    }
+}
+
+/* A loop launch leaves the next launch of the same rows nothing to upload: the device holds the
+ * plan's KV lengths, the tokens and the control as the loop advanced them (the model reads them
+ * back and compares). A step of another bucket between two loop launches (a prompt admitted)
+ * makes the next one upload again, and the tokens stay the one-step model's. */
+static void test_loop_uploads(void **state) {
+    tc_fixture *t = *state;
+    if (!tc_cap()->graph_loops) {
+        tc_skip("%s has no loops in graphs", tc_spec());
+    }
+    acg_model_weights *w = tc_model_preset("tiny");
+    int32_t p0[5], p1[3];
+    make_prompt(p0, 5, 512, 93);
+    make_prompt(p1, 3, 512, 94);
+    const job jobs[2] = {{p0, 5, 30, 0.0f, 1.0f, 1}, {p1, 3, 11, 0.8f, 0.9f, 2}};
+    static const acg_graph_mode modes[] = {ACG_GRAPHS_ON, ACG_GRAPHS_OFF};
+    for (size_t g = 0; g < sizeof modes / sizeof modes[0]; g++) {
+        if (modes[g] == ACG_GRAPHS_ON && !tc_cap()->graphs) {
+            continue;
+        }
+        acg_model *m = loop_model(t->dev, w, 4, modes[g]);
+        acg_model *one = loop_model(t->dev, w, 1, modes[g]);
+        uint64_t ids[2];
+        ids[0] = submit(m, &jobs[0]);
+        assert_int_equal(submit(one, &jobs[0]), ids[0]);
+        step_uploading(m, 1, UINT32_MAX); /* the prompt */
+        step_uploading(m, 4, UINT32_MAX); /* the first loop: after a step of another bucket */
+        step_uploading(m, 4, 0);
+        step_uploading(m, 4, 0);
+        ids[1] = submit(m, &jobs[1]);
+        assert_int_equal(submit(one, &jobs[1]), ids[1]);
+        step_uploading(m, 1, UINT32_MAX); /* a decode row and a prompt */
+        step_uploading(m, 4, UINT32_MAX);
+        step_uploading(m, 4, 0);
+        TC_OK(acg_model_run_all(m));
+        TC_OK(acg_model_run_all(one));
+        for (uint32_t i = 0; i < 2; i++) {
+            request_bits x, y;
+            finished_bits(m, ids[i], &x);
+            finished_bits(one, ids[i], &y);
+            assert_memory_equal(&x, &y, sizeof x);
+        }
+        TC_OK(acg_model_destroy(m));
+        TC_OK(acg_model_destroy(one));
+    }
+    TC_OK(acg_model_weights_free(w));
+}
+
 /* A launch of many steps whose sampled token is refused changes nothing; its retry, and every
  * launch after it, is what a model that never failed does. */
 static void test_refused_launch(void **state) {
@@ -350,6 +420,7 @@ static const struct CMUnitTest tests[] = {
     TC_FIXTURE_CASE(test_decode_advance),
     TC_FIXTURE_CASE(test_same_bits),
     TC_FIXTURE_CASE(test_refused_launch),
+    TC_FIXTURE_CASE(test_loop_uploads),
     TC_FIXTURE_CASE(test_options),
 };
 TC_MAIN("test_model_loop", tests)

@@ -512,10 +512,12 @@ typedef struct acg_model_stats {
     double step_ms;            /* wall time of all steps */
     uint32_t buckets_captured, buckets_dropped;
     double capture_ms; /* time spent capturing at creation */
+    uint64_t uploads;  /* host-to-device copies of plans and step inputs queued (a loop's next
+                          launch of the same rows queues none: "Decoding steps per launch") */
 } acg_model_stats;
 
 #define ACG_MODEL_STATS_INIT                                                                       \
-    { sizeof(acg_model_stats), 0, 0, 0, 0, 0.0, 0, 0, 0.0 }
+    { sizeof(acg_model_stats), 0, 0, 0, 0, 0.0, 0, 0, 0.0, 0 }
 
 /* Counters since creation. ACG_ERR_INVALID_HANDLE, ACG_ERR_INVALID_ARGUMENT for a NULL out or an
  * out->size that was not set. */

@@ -250,6 +250,26 @@ static acg_status plan_rows(acg_model *m, acg__request **req, acg_attn_row *rows
     return ACG_OK;
 }
 
+/* Whether the latest loop launch's read-back (step_state) is io's inputs as the device holds
+ * them, and the n ints at `values` padded with `pad` to padded_n are what it holds from int
+ * `at` of it, so that uploading them would change nothing. state_held says the first: the
+ * latest launch was a loop of state_bucket and state_slot that was applied, and nothing wrote
+ * that slot's inputs since (an upload, which may go through another bucket's views of them,
+ * ends it, as does a launch). */
+static bool state_holds(const acg_model *m, const acg_step_io *io, size_t at,
+                        const int32_t *values, size_t n, int32_t pad, size_t padded_n) {
+    if (!m->state_held || m->state_bucket != io->bucket_index || m->state_slot != io->slot ||
+        memcmp(m->step_state + at, values, n * sizeof *values) != 0) {
+        return false;
+    }
+    for (size_t i = n; i < padded_n; i++) {
+        if (m->step_state[at + i] != pad) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Uploads the step's inputs to the lease: token ids (padded with 0) and each row's seat (-1
  * for padding and for a prompt whose chunk does not end it: nothing to sample yet). */
 static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__request *const *req,
@@ -263,8 +283,12 @@ static acg_status upload_inputs(acg_model *m, const acg_lease *lease, acg__reque
     }
     const int32_t zero = 0, none = -1;
     const acg_bucket_key *b = lease->io.bucket;
-    acg_status st = acg_stager_upload(m->stager, m->stream, lease->io.inputs[0], 0, ids, tokens,
-                                      sizeof *ids, &zero, b->tokens);
+    acg_status st = ACG_OK;
+    if (!loop || !state_holds(m, &lease->io, 0, ids, tokens, zero, b->tokens)) {
+        m->state_held = false;
+        st = acg_stager_upload(m->stager, m->stream, lease->io.inputs[0], 0, ids, tokens,
+                               sizeof *ids, &zero, b->tokens);
+    }
     if (st == ACG_OK && !loop) {
         st = acg_stager_upload(m->stager, m->stream, lease->io.inputs[1], 0, seats, n,
                                sizeof *seats, &none, b->batch);
@@ -298,6 +322,10 @@ static acg_status upload_control(acg_model *m, const acg_lease *lease, const int
         ctl[b + i] = i < n ? (int32_t)(req[i]->max_new - req[i]->n_generated) : 0;
         ctl[2 * b + i] = i < n && req[i]->stop_at_eos;
     }
+    if (state_holds(m, &lease->io, b, ctl, 3 * (size_t)b, 0, 3 * (size_t)b)) {
+        return ACG_OK;
+    }
+    m->state_held = false;
     return acg_stager_upload(m->stager, m->stream, lease->io.inputs[2], 0, ctl, 3 * (size_t)b,
                              sizeof *ctl, NULL, 3 * (size_t)b);
 }
@@ -361,21 +389,32 @@ static acg_status agree_on_step(acg_model *m, acg_status st, const acg_step_repo
 }
 
 /* Reads the step's sampled {token, counter} pairs (and logits, when the model keeps them) back,
- * waiting for the stream; after a loop of decode steps, every row's ring and what is left of its
- * budget (step_left), which says how many tokens it filed. */
+ * waiting for the stream; after a loop of decode steps, every row's ring and what the loop left
+ * in the step's inputs (step_state): the token ids, the control, whose budgets (step_left) say
+ * how many tokens each row filed, and the plan's KV lengths. */
 static acg_status read_results(acg_model *m, const acg_lease *lease, uint32_t n) {
     const size_t vocab = (size_t)m->config.vocab_size;
     const size_t steps = lease->io.bucket->key_info;
+    const size_t b = lease->io.bucket->batch;
     acg_status st =
         steps > 1 ? acg_copy_d2h(m->stream, m->step_ring, lease->io.outputs[ACG__MODEL_OUT_RING(m)],
                                  0, (size_t)n * steps * ACG__SAMPLE_WORDS * sizeof(int32_t))
                   : acg_copy_d2h(m->stream, m->step_result, lease->io.outputs[0], 0,
                                  (size_t)n * ACG__SAMPLE_WORDS * sizeof(int32_t));
     if (st == ACG_OK && steps > 1) {
-        /* what is left of each row's budget */
-        st = acg_copy_d2h(m->stream, m->step_left, lease->io.inputs[2],
-                          (size_t)lease->io.bucket->batch * sizeof(int32_t),
-                          (size_t)n * sizeof *m->step_left);
+        acg_attn_plan_views v = ACG_ATTN_PLAN_VIEWS_INIT;
+        st = acg_copy_d2h(m->stream, m->step_state, lease->io.inputs[0], 0, b * sizeof(int32_t));
+        if (st == ACG_OK) {
+            st = acg_copy_d2h(m->stream, m->step_state + b, lease->io.inputs[2], 0,
+                              3 * b * sizeof(int32_t));
+        }
+        if (st == ACG_OK) {
+            st = acg_attn_plan_get_views(m->plans[lease->slot], &v);
+        }
+        if (st == ACG_OK) {
+            st = acg_copy_d2h(m->stream, m->step_state + 4 * b, v.kv_lens, 0, n * sizeof(int32_t));
+        }
+        m->step_left = m->step_state + 2 * b;
     }
     if (st == ACG_OK && m->options.keep_logits) {
         st = acg_copy_d2h(m->stream, m->step_logits, lease->io.outputs[1], 0,
@@ -385,6 +424,21 @@ static acg_status read_results(acg_model *m, const acg_lease *lease, uint32_t n)
         st = acg_stream_synchronize(m->stream);
     }
     return st;
+}
+
+/* After a loop of decode steps was applied: what the loop left in the plan and the inputs (read
+ * back into step_state) is what the next launch of the same rows and bucket finds there, so it
+ * uploads only what differs (state_holds; the plan, told of its rows: rows' KV lengths become
+ * the plan's). A plan that refuses the note keeps what it knew: nothing (forget_loop_inputs). */
+static void note_loop_state(acg_model *m, const acg_step_io *io, acg_attn_row *rows, uint32_t n) {
+    const size_t b = io->bucket->batch;
+    for (uint32_t i = 0; i < n; i++) {
+        rows[i].kv_len = (uint32_t)m->step_state[4 * b + i];
+    }
+    (void)acg_attn_plan_note(m->plans[io->slot], rows, n); /* refused: it still knows nothing */
+    m->state_held = true;
+    m->state_bucket = io->bucket_index;
+    m->state_slot = io->slot;
 }
 
 /* ---- test hook: a sampler that returns a token outside the vocabulary --------------------- */
@@ -634,6 +688,9 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     }
     rep.graphed = lease.graphed;
     clock.bucket = lease.io.bucket;
+    if (lease.io.bucket_index != m->state_bucket || lease.slot != m->state_slot) {
+        m->state_held = false; /* this step writes the slot's inputs through other views */
+    }
 
     /* Plan, upload and launch. One stream runs everything, so the slot's previous step is
      * ordered before this one. */
@@ -648,6 +705,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         st = upload_control(m, &lease, seats, req, rep.rows);
     }
     step_enter(&clock, PHASE_LAUNCH, &rep, st);
+    m->state_held = false; /* whatever runs now writes the slot's inputs */
     if (st == ACG_OK) {
         st = acg_runner_run(m->runner, &lease, m->stream);
     }
@@ -665,6 +723,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     if (st == ACG_OK) {
         injected_sample_failure(m, req, rep.rows, seats, loop);
     }
+    const acg_step_io io = lease.io; /* the runner's: it outlives the lease */
     acg_runner_release(m->runner, &lease);
     if (st != ACG_OK) {
         goto out;
@@ -675,6 +734,9 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     st = check_samples(m, req, rep.rows, seats, loop);
     if (st == ACG_OK) {
         retire_rows(m, req, rows, seats, rep.rows, loop, &rep);
+    }
+    if (st == ACG_OK && loop != 0) {
+        note_loop_state(m, &io, rows, rep.rows);
     }
 out:
     step_enter(&clock, STEP_END, &rep, st);

@@ -165,7 +165,12 @@ struct acg_model {
     uint32_t loop_steps;
     int32_t *step_ring; /* pinned (max_batch, loop_steps, 2): a loop launch's tokens, counters */
     int32_t *step_ctl;  /* (3, max_batch) a loop's control input: seats, budgets, stops */
-    int32_t *step_left; /* (max_batch) each row's budget after a loop, read back */
+    /* pinned (5, max_batch): after a loop launch of bucket batch b, what it left in its inputs,
+     * read back: the token ids (b), the control (3, b) and the plan's KV lengths (rows) */
+    int32_t *step_state;
+    const int32_t *step_left; /* into step_state: each row's budget after the latest loop */
+    bool state_held;          /* step_state is what the device holds (generate.c, state_holds) */
+    uint32_t state_bucket, state_slot; /* the bucket and slot whose inputs it read */
     uint64_t next_id;
     acg_model_stats stats;
 };

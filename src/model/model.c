@@ -466,6 +466,10 @@ static acg_status build_engine(acg_model *m) {
             m->dev, (size_t)o->max_batch * m->loop_steps * ACG__SAMPLE_WORDS * sizeof(int32_t),
             (void **)&m->step_ring);
     }
+    if (st == ACG_OK && m->loop_steps > 1) {
+        st = acg_pinned_alloc(m->dev, 5 * (size_t)o->max_batch * sizeof(int32_t),
+                              (void **)&m->step_state);
+    }
     if (st == ACG_OK) {
         m->seats = acg__calloc(o->max_batch, sizeof *m->seats);
         m->step_req = acg__calloc(o->max_batch, sizeof *m->step_req);
@@ -473,10 +477,8 @@ static acg_status build_engine(acg_model *m) {
         m->step_ids = acg__calloc(o->max_step_tokens, sizeof *m->step_ids);
         m->step_seats = acg__calloc(o->max_batch, sizeof *m->step_seats);
         m->step_ctl = acg__calloc(3 * (size_t)o->max_batch, sizeof *m->step_ctl);
-        m->step_left = acg__calloc(o->max_batch, sizeof *m->step_left);
         if (m->seats == NULL || m->step_req == NULL || m->step_rows == NULL ||
-            m->step_ids == NULL || m->step_seats == NULL || m->step_ctl == NULL ||
-            m->step_left == NULL) {
+            m->step_ids == NULL || m->step_seats == NULL || m->step_ctl == NULL) {
             st = acg__error(ACG_ERR_OUT_OF_MEMORY, "acg_model_create: out of memory");
         }
     }
@@ -526,7 +528,7 @@ static void free_model(acg_model *m) {
     acg_pinned_free(m->step_logits);
     acg_pinned_free(m->step_ring);
     acg__free(m->step_ctl);
-    acg__free(m->step_left);
+    acg_pinned_free(m->step_state);
     acg__free(m->seats);
     acg__free(m->step_req);
     acg__free(m->step_rows);
@@ -639,8 +641,11 @@ acg_status acg_model_get_stats(const acg_model *m, acg_model_stats *out) {
     if (out == NULL) {
         return acg__error(ACG_ERR_INVALID_ARGUMENT, "acg_model_get_stats: out is NULL");
     }
-    return acg__output_write(out, &m->stats, sizeof m->stats, "acg_model_stats",
-                             "acg_model_get_stats");
+    acg_model_stats stats = m->stats;
+    acg_stager_stats sg = ACG_STAGER_STATS_INIT;
+    ACG__TRY(acg_stager_get_stats(m->stager, &sg));
+    stats.uploads = sg.copies;
+    return acg__output_write(out, &stats, sizeof stats, "acg_model_stats", "acg_model_get_stats");
 }
 
 acg_runner *acg_model_get_runner(const acg_model *m) {
