@@ -446,10 +446,8 @@ static void test_options(void **state) {
 }
 
 static const struct CMUnitTest tests[] = {
-    TC_FIXTURE_CASE(test_decode_advance),
-    TC_FIXTURE_CASE(test_same_bits),
-    TC_FIXTURE_CASE(test_refused_launch),
-    TC_FIXTURE_CASE(test_loop_uploads),
+    TC_FIXTURE_CASE(test_decode_advance), TC_FIXTURE_CASE(test_same_bits),
+    TC_FIXTURE_CASE(test_refused_launch), TC_FIXTURE_CASE(test_loop_uploads),
     TC_FIXTURE_CASE(test_options),
 };
 TC_MAIN("test_model_loop", tests)

@@ -256,8 +256,8 @@ static acg_status plan_rows(acg_model *m, acg__request **req, acg_attn_row *rows
  * latest launch was a loop of state_bucket and state_slot that was applied, and nothing wrote
  * that slot's inputs since (an upload, which may go through another bucket's views of them,
  * ends it, as does a launch). */
-static bool state_holds(const acg_model *m, const acg_step_io *io, size_t at,
-                        const int32_t *values, size_t n, int32_t pad, size_t padded_n) {
+static bool state_holds(const acg_model *m, const acg_step_io *io, size_t at, const int32_t *values,
+                        size_t n, int32_t pad, size_t padded_n) {
     if (!m->state_held || m->state_bucket != io->bucket_index || m->state_slot != io->slot ||
         memcmp(m->step_state + at, values, n * sizeof *values) != 0) {
         return false;
