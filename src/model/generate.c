@@ -429,13 +429,18 @@ static acg_status read_results(acg_model *m, const acg_lease *lease, uint32_t n)
 /* After a loop of decode steps was applied: what the loop left in the plan and the inputs (read
  * back into step_state) is what the next launch of the same rows and bucket finds there, so it
  * uploads only what differs (state_holds; the plan, told of its rows: rows' KV lengths become
- * the plan's). A plan that refuses the note keeps what it knew: nothing (forget_loop_inputs). */
-static void note_loop_state(acg_model *m, const acg_step_io *io, acg_attn_row *rows, uint32_t n) {
+ * the plan's). A plan that refuses the note keeps what it knew: nothing (forget_loop_inputs).
+ * When a row finished, its pages went back to the cache (rows[i].pages with them) and the next
+ * launch has other rows: the plan is left to upload them. */
+static void note_loop_state(acg_model *m, const acg_step_io *io, acg_attn_row *rows, uint32_t n,
+                            uint32_t finished) {
     const size_t b = io->bucket->batch;
-    for (uint32_t i = 0; i < n; i++) {
-        rows[i].kv_len = (uint32_t)m->step_state[4 * b + i];
+    if (finished == 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            rows[i].kv_len = (uint32_t)m->step_state[4 * b + i];
+        }
+        (void)acg_attn_plan_note(m->plans[io->slot], rows, n); /* refused: it knows nothing */
     }
-    (void)acg_attn_plan_note(m->plans[io->slot], rows, n); /* refused: it still knows nothing */
     m->state_held = true;
     m->state_bucket = io->bucket_index;
     m->state_slot = io->slot;
@@ -736,7 +741,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         retire_rows(m, req, rows, seats, rep.rows, loop, &rep);
     }
     if (st == ACG_OK && loop != 0) {
-        note_loop_state(m, &io, rows, rep.rows);
+        note_loop_state(m, &io, rows, rep.rows, rep.finished);
     }
 out:
     step_enter(&clock, STEP_END, &rep, st);
