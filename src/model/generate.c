@@ -34,12 +34,6 @@ struct acg__request {
     bool stop_at_eos;
 };
 
-/* The trace clock (acg_trace_now_ns): the step report's phases and the trace's spans are the
- * same intervals. */
-static uint64_t now_ns(void) { return acg__trace_now(); }
-
-static double ms_between(uint64_t from, uint64_t to) { return (double)(to - from) / 1e6; }
-
 static acg_status check_model(const acg_model *m, const char *fn) {
     return acg__handle_use(m, ACG__HANDLE_MODEL)
                ? ACG_OK
@@ -546,109 +540,6 @@ static void retire_rows(acg_model *m, acg__request *const *req, const acg_attn_r
     }
 }
 
-/* ---- a step's clock and trace (include/acg/trace.h) ---------------------------------------- */
-
-/* A step's phases in order, as acg_step_report and the trace name them, between its start and
- * its end. */
-typedef enum step_phase {
-    STEP_START,
-    PHASE_ADMIT,
-    PHASE_PLAN,
-    PHASE_UPLOAD,
-    PHASE_LAUNCH,
-    PHASE_WAIT,
-    PHASE_RETIRE,
-    STEP_END,
-} step_phase;
-
-static const char *const phase_names[STEP_END] = {
-    [PHASE_ADMIT] = "admit",   [PHASE_PLAN] = "plan", [PHASE_UPLOAD] = "upload",
-    [PHASE_LAUNCH] = "launch", [PHASE_WAIT] = "wait", [PHASE_RETIRE] = "retire",
-};
-
-/* When each phase began (at[STEP_END]: when the step ended) and which one is open; whether the
- * step is traced is decided once, at its start, so its spans pair up. */
-typedef struct step_clock {
-    bool traced;
-    uint64_t step;                /* its number: the model's count of steps before it */
-    const acg_bucket_key *bucket; /* the leased bucket's key (the runner's), else NULL */
-    step_phase open;
-    uint64_t at[STEP_END + 1];
-} step_clock;
-
-/* Moves the step into `next` now, and is all of its trace: the open phase's span ends (saying
- * what it did when it ends into the phase after it), next's begins, and STEP_END ends the step's
- * own span, saying how it went (st). */
-static void step_enter(step_clock *c, step_phase next, const acg_step_report *rep, acg_status st) {
-    const uint64_t now = now_ns();
-    const step_phase was = c->open;
-    c->at[next] = now;
-    c->open = next;
-    if (!c->traced) {
-        return;
-    }
-    if (was == STEP_START) {
-        acg_trace_arg args[] = {ACG__TRACE_U("step", c->step)};
-        acg__trace_emit(ACG_TRACE_MODEL, ACG_TRACE_BEGIN, "step", now, 0, 0, args,
-                        ACG__TRACE_N(args));
-    } else {
-        /* A phase that ends into the one after it says what it did; one cut short, nothing. */
-        const acg_trace_arg admitted[] = {
-            ACG__TRACE_U("admitted", rep->admitted), ACG__TRACE_U("rows", rep->rows),
-            ACG__TRACE_U("tokens", rep->tokens), ACG__TRACE_U("bucket", rep->bucket)};
-        const acg_trace_arg launched[] = {ACG__TRACE_B("graphed", rep->graphed)};
-        const acg_trace_arg retired[] = {ACG__TRACE_U("generated", rep->generated),
-                                         ACG__TRACE_U("finished", rep->finished)};
-        const acg_trace_arg *args = NULL;
-        uint32_t n = 0;
-        if (next == was + 1 && was == PHASE_ADMIT) {
-            args = admitted;
-            n = ACG__TRACE_N(admitted);
-        } else if (next == was + 1 && was == PHASE_LAUNCH) {
-            args = launched;
-            n = ACG__TRACE_N(launched);
-        } else if (next == was + 1 && was == PHASE_RETIRE) {
-            args = retired;
-            n = ACG__TRACE_N(retired);
-        }
-        acg__trace_emit(ACG_TRACE_MODEL, ACG_TRACE_END, phase_names[was], now, 0, 0, args, n);
-    }
-    if (next != STEP_END) {
-        acg__trace_emit(ACG_TRACE_MODEL, ACG_TRACE_BEGIN, phase_names[next], now, 0, 0, NULL, 0);
-        return;
-    }
-    const acg_bucket_key *key = c->bucket;
-    acg_trace_arg args[] = {ACG__TRACE_B("ok", st == ACG_OK),
-                            ACG__TRACE_U("rows", rep->rows),
-                            ACG__TRACE_U("tokens", rep->tokens),
-                            ACG__TRACE_U("generated", rep->generated),
-                            ACG__TRACE_U("finished", rep->finished),
-                            ACG__TRACE_U("steps", rep->steps),
-                            ACG__TRACE_B("graphed", rep->graphed),
-                            ACG__TRACE_U("bucket", rep->bucket),
-                            ACG__TRACE_S("label", key != NULL ? key->label : ""),
-                            ACG__TRACE_U("batch", key != NULL ? key->batch : 0),
-                            ACG__TRACE_U("bucket_tokens", key != NULL ? key->tokens : 0)};
-    acg__trace_emit(ACG_TRACE_MODEL, ACG_TRACE_END, "step", now, 0, 0, args, ACG__TRACE_N(args));
-}
-
-/* Counts a step that ran into the model's stats, with its phases' times into its report: they
- * add up to its whole time. */
-static void count_step(acg_model *m, acg_step_report *rep, const uint64_t *at) {
-    rep->admit_ms = ms_between(at[PHASE_ADMIT], at[PHASE_PLAN]);
-    rep->plan_ms = ms_between(at[PHASE_PLAN], at[PHASE_UPLOAD]);
-    rep->upload_ms = ms_between(at[PHASE_UPLOAD], at[PHASE_LAUNCH]);
-    rep->launch_ms = ms_between(at[PHASE_LAUNCH], at[PHASE_WAIT]);
-    rep->wait_ms = ms_between(at[PHASE_WAIT], at[PHASE_RETIRE]);
-    rep->submit_ms = ms_between(at[PHASE_ADMIT], at[PHASE_WAIT]);
-    rep->ms = ms_between(at[PHASE_ADMIT], at[STEP_END]);
-    rep->retire_ms = rep->ms - ms_between(at[PHASE_ADMIT], at[PHASE_RETIRE]);
-    m->stats.steps++;
-    m->stats.graphed_steps += rep->graphed;
-    m->stats.generated_tokens += rep->generated;
-    m->stats.step_ms += rep->ms;
-}
-
 /* ---- one step ------------------------------------------------------------------------------ */
 
 acg_status acg_model_step(acg_model *m, acg_step_report *report) {
@@ -661,7 +552,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     }
     acg_status st = ACG_OK;
     acg_step_report rep = ACG_STEP_REPORT_INIT;
-    step_clock clock = {.traced = acg__trace_on(ACG_TRACE_MODEL), .step = m->stats.steps};
+    acg__step_clock clock = {.traced = acg__trace_on(ACG_TRACE_MODEL), .step = m->stats.steps};
     acg__request **req = m->step_req;
     acg_attn_row *rows = m->step_rows;
     int32_t *seats = m->step_seats;
@@ -669,7 +560,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     memset(&lease, 0, sizeof lease);
 
     /* Admit what fits, batch every running request, lease a slot of the tightest bucket. */
-    step_enter(&clock, PHASE_ADMIT, &rep, st);
+    acg__model_step_enter(&clock, PHASE_ADMIT, &rep, st);
     st = admit(m, &rep.admitted);
     if (st == ACG_OK) {
         st = plan_rows(m, req, rows, &rep.rows, &rep.tokens);
@@ -699,9 +590,9 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
 
     /* Plan, upload and launch. One stream runs everything, so the slot's previous step is
      * ordered before this one. */
-    step_enter(&clock, PHASE_PLAN, &rep, st);
+    acg__model_step_enter(&clock, PHASE_PLAN, &rep, st);
     st = acg_attn_plan_build(m->plans[lease.slot], m->stager, m->stream, rows, rep.rows);
-    step_enter(&clock, PHASE_UPLOAD, &rep, st);
+    acg__model_step_enter(&clock, PHASE_UPLOAD, &rep, st);
     if (st == ACG_OK) {
         st = upload_inputs(m, &lease, req, rows, rep.rows, rep.tokens, m->step_ids, seats,
                            loop != 0);
@@ -709,7 +600,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     if (st == ACG_OK && loop != 0) {
         st = upload_control(m, &lease, seats, req, rep.rows);
     }
-    step_enter(&clock, PHASE_LAUNCH, &rep, st);
+    acg__model_step_enter(&clock, PHASE_LAUNCH, &rep, st);
     m->state_held = false; /* whatever runs now writes the slot's inputs */
     if (st == ACG_OK) {
         st = acg_runner_run(m->runner, &lease, m->stream);
@@ -721,7 +612,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     }
 
     /* Wait for the sampled tokens. */
-    step_enter(&clock, PHASE_WAIT, &rep, st);
+    acg__model_step_enter(&clock, PHASE_WAIT, &rep, st);
     if (st == ACG_OK) {
         st = read_results(m, &lease, rep.rows);
     }
@@ -735,7 +626,7 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
     }
 
     /* Retire: every row is checked before any is applied. */
-    step_enter(&clock, PHASE_RETIRE, &rep, st);
+    acg__model_step_enter(&clock, PHASE_RETIRE, &rep, st);
     st = check_samples(m, req, rep.rows, seats, loop);
     if (st == ACG_OK) {
         retire_rows(m, req, rows, seats, rep.rows, loop, &rep);
@@ -744,9 +635,9 @@ acg_status acg_model_step(acg_model *m, acg_step_report *report) {
         note_loop_state(m, &io, rows, rep.rows, rep.finished);
     }
 out:
-    step_enter(&clock, STEP_END, &rep, st);
+    acg__model_step_enter(&clock, STEP_END, &rep, st);
     if (st == ACG_OK && rep.rows > 0) {
-        count_step(m, &rep, clock.at);
+        acg__model_count_step(m, &rep, clock.at);
     }
     if (st == ACG_OK && report != NULL) {
         st = acg__output_write(report, &rep, sizeof rep, "acg_step_report", fn);

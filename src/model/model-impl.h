@@ -189,6 +189,37 @@ struct acg_model {
 void acg__model_recipe(acg_model *m, acg_recipe *out);
 #define ACG__MODEL_OUT_RING(m) ((m)->options.keep_logits ? 2u : 1u)
 
+/* ---- a step's clock and trace (step_clock.c) ------------------------------------------------ */
+
+/* A step's phases in order, as acg_step_report and the trace name them, between its start and
+ * its end. */
+typedef enum acg__step_phase {
+    STEP_START,
+    PHASE_ADMIT,
+    PHASE_PLAN,
+    PHASE_UPLOAD,
+    PHASE_LAUNCH,
+    PHASE_WAIT,
+    PHASE_RETIRE,
+    STEP_END,
+} acg__step_phase;
+
+/* When each phase began (at[STEP_END]: when the step ended) and which one is open; whether the
+ * step is traced is decided once, at its start, so its spans pair up. */
+typedef struct acg__step_clock {
+    bool traced;
+    uint64_t step;                /* its number: the model's count of steps before it */
+    const acg_bucket_key *bucket; /* the leased bucket's key (the runner's), else NULL */
+    acg__step_phase open;
+    uint64_t at[STEP_END + 1];
+} acg__step_clock;
+
+/* Moves the step into `next` now, and is all of its trace (generate.c calls it at each phase). */
+void acg__model_step_enter(acg__step_clock *c, acg__step_phase next, const acg_step_report *rep,
+                           acg_status st);
+/* Counts a step that ran into the model's stats, with its phases' times into its report. */
+void acg__model_count_step(acg_model *m, acg_step_report *rep, const uint64_t *at);
+
 /* Frees every request (generate.c). */
 void acg__model_free_requests(acg_model *m);
 
