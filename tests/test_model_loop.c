@@ -280,14 +280,19 @@ static void test_same_bits(void **state) {
     TC_OK(acg_model_weights_free(w));
 }
 
-/* The n requests ids are finished alike on both models, bit for bit. */
-static void expect_bits_equal(acg_model *a, acg_model *b, const uint64_t *ids, uint32_t n) {
+/* Runs both models to the end, checks that the n requests ids finished alike on both, bit for
+ * bit, and destroys them. */
+static void finish_alike(acg_model *a, acg_model *b, const uint64_t *ids, uint32_t n) {
+    TC_OK(acg_model_run_all(a));
+    TC_OK(acg_model_run_all(b));
     for (uint32_t i = 0; i < n; i++) {
         request_bits x, y;
         finished_bits(a, ids[i], &x);
         finished_bits(b, ids[i], &y);
         assert_memory_equal(&x, &y, sizeof x);
     }
+    TC_OK(acg_model_destroy(a));
+    TC_OK(acg_model_destroy(b));
 }
 
 static uint64_t uploads_of(const acg_model *m) {
@@ -344,11 +349,7 @@ static void test_loop_uploads(void **state) {
         step_uploading(m, 1, UINT32_MAX); /* a decode row and a prompt */
         step_uploading(m, 4, UINT32_MAX);
         step_uploading(m, 4, 0);
-        TC_OK(acg_model_run_all(m));
-        TC_OK(acg_model_run_all(one));
-        expect_bits_equal(m, one, ids, 2);
-        TC_OK(acg_model_destroy(m));
-        TC_OK(acg_model_destroy(one));
+        finish_alike(m, one, ids, 2);
 
         /* Four rows fill the bucket of 4; the last one's budget ends inside the second loop.
          * The next launch, three rows in the same bucket, finds the stopped row's token, KV
@@ -368,11 +369,7 @@ static void test_loop_uploads(void **state) {
         step_uploading(m, 4, 0); /* the last row's sixth token ends it at step 0 */
         step_uploading(m, 4, 3); /* the plan, the tokens (their padding) and the control */
         step_uploading(m, 4, 0);
-        TC_OK(acg_model_run_all(m));
-        TC_OK(acg_model_run_all(one));
-        expect_bits_equal(m, one, four, 4);
-        TC_OK(acg_model_destroy(m));
-        TC_OK(acg_model_destroy(one));
+        finish_alike(m, one, four, 4);
     }
     TC_OK(acg_model_weights_free(w));
 }
