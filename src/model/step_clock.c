@@ -15,7 +15,8 @@ static const char *const phase_names[STEP_END] = {
 /* Moves the step into `next` now, and is all of its trace: the open phase's span ends (saying
  * what it did when it ends into the phase after it), next's begins, and STEP_END ends the step's
  * own span, saying how it went (st). */
-void acg__model_step_enter(acg__step_clock *c, acg__step_phase next, const acg_step_report *rep, acg_status st) {
+void acg__model_step_enter(acg__step_clock *c, acg__step_phase next, const acg_step_report *rep,
+                           acg_status st) {
     const uint64_t now = now_ns();
     const acg__step_phase was = c->open;
     c->at[next] = now;
@@ -84,4 +85,3 @@ void acg__model_count_step(acg_model *m, acg_step_report *rep, const uint64_t *a
     m->stats.generated_tokens += rep->generated;
     m->stats.step_ms += rep->ms;
 }
-
