@@ -6,7 +6,8 @@
 #   cmake -DMODE=binary -DINPUT=file -DOUTPUT=x.h -DNAME=sym
 #       a binary (SPIR-V, a fatbin) embedded as `static const unsigned char sym[]`, 8-byte
 #       aligned as drivers expect an image in memory
-#   cmake -DMODE=source -DINPUT=src -DOUTPUT=x.c -DSET=set -DSTEM=stem -DFORMATS=opencl,spirv,cuda
+#   cmake -DMODE=source -DINPUT=src -DOUTPUT=x.c -DSET=set -DSTEM=stem
+#         -DFORMATS=opencl,spirv,cuda,vulkan
 #       the C translation unit: each kernel's implementations, the source itself, and
 #       `<set>__kernels_<stem>`, the list of its kernels' definitions
 #   -P acgKernelTool.cmake
@@ -97,6 +98,11 @@ elseif(MODE STREQUAL "source")
     if(cuda IN_LIST formats)
         string(APPEND c "#include \"${STEM}_cuda.h\"\n")
     endif()
+    if(vulkan IN_LIST formats)
+        foreach(k ${names})
+            string(APPEND c "#include \"${STEM}_vk_${k}.h\"\n")
+        endforeach()
+    endif()
     string(APPEND c "\n/* Each kernel's code for the backends that load it (acg_kernel_impl). */\n")
     set(list "")
     foreach(k ${names})
@@ -109,6 +115,10 @@ elseif(MODE STREQUAL "source")
         if(cuda IN_LIST formats)
             string(APPEND c "    {\"cuda\", ACG_KERNEL_FORMAT_CUDA_IMAGE, ${SET}__${STEM}_cuda, "
                 "sizeof ${SET}__${STEM}_cuda, \"${k}\"},\n")
+        endif()
+        if(vulkan IN_LIST formats)
+            string(APPEND c "    {\"vulkan\", ACG_KERNEL_FORMAT_SPIRV_VULKAN, "
+                "${SET}__${STEM}_vk_${k}, sizeof ${SET}__${STEM}_vk_${k}, \"main\"},\n")
         endif()
         string(APPEND c "};\n")
         string(APPEND list "    &${k}__acg_desc,\n")

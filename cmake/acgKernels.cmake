@@ -14,7 +14,10 @@
 #     has level_zero: a SPIR-V module compiled from that OpenCL C and validated (an entry for
 #     "level_zero");
 #   - where nvcc is found and the acg in use has cuda: a fatbin for ACG_CUDA_ARCHS (an entry for
-#     "cuda").
+#     "cuda");
+#   - where the source has GLSL beside it (<stem>.vulkan.glsl), glslangValidator and spirv-val
+#     are found and the acg in use has vulkan: a SPIR-V module of each kernel (an entry for
+#     "vulkan").
 # A missing compiler leaves its backend out with a message at configure time; the kernels then
 # say ACG_ERR_UNSUPPORTED on that backend. Generated into <binary dir>/acg_kernels/<name>, which
 # is added to <target>'s private include path, with the header <name>_kernels.h:
@@ -97,6 +100,27 @@ endif()
 # either (llvm-spirv's default marks only the kernels that do floating-point arithmetic).
 set(ACG_LLVM_SPIRV_FLAGS --spirv-max-version=1.0 --spirv-fp-contract=off)
 set(ACG_SPIRV_VAL_FLAGS --target-env opencl1.2)
+
+# ---- SPIR-V for vulkan: glslangValidator and spirv-val ------------------------------------
+# A source's Vulkan code is GLSL written beside it (<stem>.vulkan.glsl: acg/kernel.glsl says
+# why), each kernel compiled to a module of its own and validated for Vulkan 1.2. A source
+# without one has no vulkan code.
+set(ACG_KERNELS_VULKAN OFF)
+if(vulkan IN_LIST ACG_KERNELS_BACKENDS)
+    find_program(ACG_GLSLANG NAMES glslangValidator
+        DOC "glslangValidator, GLSL to SPIR-V (the vulkan backend's kernels)")
+    find_program(ACG_SPIRV_VAL NAMES spirv-val DOC "spirv-val, the SPIR-V validator (spirv-tools)")
+    if(ACG_GLSLANG AND ACG_SPIRV_VAL)
+        set(ACG_KERNELS_VULKAN ON)
+        message(STATUS "acg kernels: SPIR-V for vulkan with ${ACG_GLSLANG}")
+    else()
+        message(STATUS "acg kernels: no SPIR-V for vulkan (glslangValidator '${ACG_GLSLANG}', "
+                       "spirv-val '${ACG_SPIRV_VAL}'); install glslang-tools and spirv-tools")
+    endif()
+endif()
+# -g0: no debug information in the embedded modules.
+set(ACG_GLSLANG_FLAGS --target-env vulkan1.2 -S comp -g0 --quiet)
+set(ACG_SPIRV_VAL_VULKAN_FLAGS --target-env vulkan1.2)
 
 # ---- fatbins for cuda ---------------------------------------------------------------------
 set(ACG_KERNELS_CUDA OFF)
@@ -216,6 +240,36 @@ function(acg_add_kernels target)
                 COMMENT "acg kernels: ${stem} as SPIR-V"
                 VERBATIM)
             _acg_kernels_embed(spv spv spirv)
+        endif()
+        get_filename_component(dir ${src} DIRECTORY)
+        set(glsl ${dir}/${stem}.vulkan.glsl)
+        if(ACG_KERNELS_VULKAN AND EXISTS ${glsl})
+            # One module per kernel: the kernels' names as the tool reads them.
+            file(STRINGS ${src} lines REGEX "^[ \t]*ACG_KERNEL[ \t]*\\(")
+            set(vk_names)
+            foreach(l IN LISTS lines)
+                if(l MATCHES "^[ \t]*ACG_KERNEL[ \t]*\\([ \t]*([A-Za-z_][A-Za-z0-9_]*)")
+                    list(APPEND vk_names ${CMAKE_MATCH_1})
+                endif()
+            endforeach()
+            foreach(k ${vk_names})
+                add_custom_command(OUTPUT ${base}_${k}.vk.spv
+                    COMMAND ${ACG_GLSLANG} ${ACG_GLSLANG_FLAGS} -DACG_VK_${k}=1
+                            -I${ACG_KERNELS_INCLUDE_DIR} -o ${base}_${k}.vk.spv.tmp ${glsl}
+                    COMMAND ${ACG_SPIRV_VAL} ${ACG_SPIRV_VAL_VULKAN_FLAGS} ${base}_${k}.vk.spv.tmp
+                    COMMAND ${CMAKE_COMMAND} -E rename ${base}_${k}.vk.spv.tmp ${base}_${k}.vk.spv
+                    DEPENDS ${glsl} ${ACG_KERNELS_INCLUDE_DIR}/acg/kernel.glsl
+                    COMMENT "acg kernels: ${stem}'s ${k} as SPIR-V for Vulkan"
+                    VERBATIM)
+                add_custom_command(OUTPUT ${base}_vk_${k}.h
+                    COMMAND ${CMAKE_COMMAND} -DMODE=binary -DINPUT=${base}_${k}.vk.spv
+                            -DOUTPUT=${base}_vk_${k}.h -DNAME=${set}__${stem}_vk_${k}
+                            -P ${ACG_KERNEL_TOOL}
+                    DEPENDS ${base}_${k}.vk.spv ${ACG_KERNEL_TOOL}
+                    VERBATIM)
+                list(APPEND generated ${base}_vk_${k}.h)
+            endforeach()
+            list(APPEND formats vulkan)
         endif()
         if(ACG_KERNELS_CUDA)
             add_custom_command(OUTPUT ${base}.fatbin

@@ -388,6 +388,7 @@ acg_status acg__error_no_kernel_code(const char *fn, const char *kernel, const c
                                      const char *format, const char *member) {
     return acg__error(ACG_ERR_UNSUPPORTED,
                       "%s: kernel %s has no code for the %s backend (its definition has no %s "
-                      "implementation for %s: %s or an impls entry)",
-                      fn, kernel, backend, format, backend, member);
+                      "implementation for %s: %s%san impls entry)",
+                      fn, kernel, backend, format, backend, member != NULL ? member : "",
+                      member != NULL ? " or " : "");
 }

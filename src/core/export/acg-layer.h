@@ -258,7 +258,8 @@ acg_status acg__handle_publish(const void *p, acg__handle_type type, acg__life *
 /* A kernel whose definition has no code for this backend: ACG_ERR_UNSUPPORTED, "<fn>: kernel
  * <kernel> has no code for the <backend> backend (its definition has no <format> implementation
  * for <backend>: <member> or an impls entry)", member naming the definition's own field of that
- * code ("cuda.fatbin"). */
+ * code ("cuda.fatbin"), or NULL for a format that only an impls entry holds (then "...: an impls
+ * entry)"). */
 acg_status acg__error_no_kernel_code(const char *fn, const char *kernel, const char *backend,
                                      const char *format, const char *member);
 /* Opens a backend's vendor library (RTLD_NOW | RTLD_LOCAL): the file the ACG_* variable names,

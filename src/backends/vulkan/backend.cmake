@@ -1,0 +1,15 @@
+# The vulkan backend: built when the Vulkan headers are found (libvulkan-dev). The loader is
+# opened at run time (dlopen), so one build runs where no loader or no Vulkan device is; the
+# suites run on Mesa's lavapipe (mesa-vulkan-drivers), a conformant driver on the CPU.
+option(ACG_WITH_VULKAN "Build the Vulkan backend when the Vulkan headers are found" ON)
+if(ACG_WITH_VULKAN)
+    find_path(ACG_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
+    if(ACG_VULKAN_INCLUDE_DIR)
+        acg_add_backend(vulkan SOURCES loader.c device.c stream.c kernel.c
+            INCLUDE_DIRS ${ACG_VULKAN_INCLUDE_DIR} LIBS ${CMAKE_DL_LIBS}
+            TESTS_IF ACG_VULKAN_KERNELS_BUILT)
+    else()
+        message(STATUS "acg: Vulkan headers not found (libvulkan-dev); the vulkan backend is "
+                       "not built")
+    endif()
+endif()

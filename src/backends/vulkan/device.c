@@ -1,0 +1,338 @@
+/* device.c — the vulkan backend's devices and memory, and its table of slots.
+ *
+ * A device is a VkDevice with one queue of the first family that computes, timeline semaphores
+ * and buffer device addresses on. Device memory is a VkBuffer bound to memory of its own, of
+ * the first device-local type (lavapipe's memory is all device-local and host-visible), with
+ * its device address; pinned memory a VkBuffer bound to host-visible, coherent memory, mapped
+ * for the caller, and kept in a list so that a copy from or to it becomes a copy of buffers. */
+#include <stdio.h>
+#include <string.h>
+
+#include "vulkan.h"
+
+/* ---- describing a device -------------------------------------------------------------------- */
+
+static void describe_physical(const vk_physical *p, acg_capability *out) {
+    snprintf(out->name, sizeof out->name, "%.127s", p->props.deviceName);
+    out->available = p->usable;
+    out->pinned_memory = p->usable;
+    out->host_cpu = p->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    VkPhysicalDeviceMemoryProperties mp;
+    acg__vk.vkGetPhysicalDeviceMemoryProperties(p->pd, &mp);
+    for (uint32_t h = 0; h < mp.memoryHeapCount; h++) {
+        if ((mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0 &&
+            mp.memoryHeaps[h].size > out->memory_bytes) {
+            out->memory_bytes = mp.memoryHeaps[h].size;
+        }
+    }
+    const uint32_t v = p->props.apiVersion;
+    if (!p->usable) {
+        snprintf(out->detail, sizeof out->detail, "Vulkan %u.%u; not usable: %s",
+                 VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), p->why);
+        return;
+    }
+    if (snprintf(out->detail, sizeof out->detail,
+                 "Vulkan %u.%u.%u, driver %s (%s); no graphs yet",
+                 VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v),
+                 p->driver.driverName, p->driver.driverInfo) >= (int)sizeof out->detail) {
+        /* The detail is a summary: a cut-off driver string is acceptable. */
+    }
+}
+
+static acg_status vk_describe(int index, acg_capability *out) {
+    describe_physical(&acg__vk.devices[index], out);
+    return ACG_OK;
+}
+
+/* ---- opening and closing ---------------------------------------------------------------------- */
+
+/* The first memory type of mp among `bits` with every flag of `want`, or UINT32_MAX. */
+static uint32_t memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
+                            VkMemoryPropertyFlags want) {
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        if ((bits & (1u << i)) != 0 && (mp->memoryTypes[i].propertyFlags & want) == want) {
+            return i;
+        }
+    }
+    return UINT32_MAX;
+}
+
+static acg_status resolve_device(vk_device *d, const char *fn) {
+#define ACG__VK_RESOLVE(name)                                                                      \
+    d->name = (PFN_##name)acg__vk.vkGetDeviceProcAddr(d->device, #name);                           \
+    if (d->name == NULL) {                                                                         \
+        return acg__error(ACG_ERR_UNAVAILABLE, "%s: the Vulkan device has no %s", fn, #name);      \
+    }
+    ACG__VK_DEVICE_FNS(ACG__VK_RESOLVE)
+#undef ACG__VK_RESOLVE
+    return ACG_OK;
+}
+
+static acg_status vk_device_open(int index, const char *options, acg__bk_device **out) {
+    static const char fn[] = "acg_device_open";
+    const vk_physical *p = &acg__vk.devices[index];
+    if (options[0] != '\0') {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: the vulkan backend takes no options (got \"%s\")", fn, options);
+    }
+    if (!p->usable) {
+        return acg__error(ACG_ERR_UNAVAILABLE, "%s: vulkan:%d (%s) is not usable: %s", fn, index,
+                          p->props.deviceName, p->why);
+    }
+    vk_device *d = acg__calloc(1, sizeof *d);
+    if (d == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    d->phys = p;
+    acg_status st = ACG_OK;
+    const float priority = 1.0f;
+    const VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                           .queueFamilyIndex = p->family,
+                                           .queueCount = 1,
+                                           .pQueuePriorities = &priority};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .timelineSemaphore = VK_TRUE,
+        .bufferDeviceAddress = VK_TRUE};
+    const VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                                     .pNext = &f12,
+                                     .queueCreateInfoCount = 1,
+                                     .pQueueCreateInfos = &queue};
+    VK_CHECK(acg__vk.vkCreateDevice(p->pd, &info, NULL, &d->device), fn, out_free);
+    if ((st = resolve_device(d, fn)) != ACG_OK) {
+        goto out_destroy;
+    }
+    d->vkGetDeviceQueue(d->device, p->family, 0, &d->queue);
+    VkPhysicalDeviceMemoryProperties mp;
+    acg__vk.vkGetPhysicalDeviceMemoryProperties(p->pd, &mp);
+    d->device_type = memory_type(&mp, UINT32_MAX, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    if (d->device_type == UINT32_MAX) {
+        d->device_type = 0;
+    }
+    d->host_type = memory_type(&mp, UINT32_MAX,
+                               VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+    if (d->host_type == UINT32_MAX) {
+        st = acg__error(ACG_ERR_UNAVAILABLE, "%s: %s has no host-visible, coherent memory", fn,
+                        p->props.deviceName);
+        goto out_destroy;
+    }
+    d->heap_bytes = mp.memoryHeaps[mp.memoryTypes[d->device_type].heapIndex].size;
+    pthread_mutex_init(&d->queue_lock, NULL);
+    pthread_mutex_init(&d->pinned_lock, NULL);
+    *out = (acg__bk_device *)d;
+    return ACG_OK;
+
+out_destroy:
+    if (d->vkDestroyDevice != NULL) {
+        d->vkDestroyDevice(d->device, NULL);
+    }
+out_free:
+    acg__free(d);
+    return st;
+}
+
+static void vk_device_close(acg__bk_device *dev) {
+    vk_device *d = vdev(dev);
+    d->vkDeviceWaitIdle(d->device);
+    /* Pinned memory the user did not free goes with the device. */
+    for (uint32_t i = 0; i < d->n_pinned; i++) {
+        acg__vk_buffer_unmake(d, d->pinned[i].buffer, d->pinned[i].memory);
+    }
+    acg__free(d->pinned);
+    d->vkDestroyDevice(d->device, NULL);
+    pthread_mutex_destroy(&d->queue_lock);
+    pthread_mutex_destroy(&d->pinned_lock);
+    acg__free(d);
+}
+
+static acg_status vk_query_capability(acg__bk_device *dev, acg_capability *out) {
+    describe_physical(vdev(dev)->phys, out);
+    return ACG_OK;
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+acg_status acg__vk_buffer_make(vk_device *d, VkDeviceSize size, VkBufferUsageFlags usage,
+                               uint32_t type, bool map, VkBuffer *buffer, VkDeviceMemory *memory,
+                               void **mapped, const char *fn) {
+    acg_status st = ACG_OK;
+    *buffer = VK_NULL_HANDLE;
+    *memory = VK_NULL_HANDLE;
+    char what[96]; /* a failure names the size */
+    snprintf(what, sizeof what, "%s: %llu bytes", fn, (unsigned long long)size);
+    fn = what;
+    const VkBufferCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                                     .size = size,
+                                     .usage = usage,
+                                     .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VK_CHECK(d->vkCreateBuffer(d->device, &info, NULL, buffer), fn, out);
+    VkMemoryRequirements req;
+    d->vkGetBufferMemoryRequirements(d->device, *buffer, &req);
+    if ((req.memoryTypeBits & (1u << type)) == 0) {
+        st = acg__error(ACG_ERR_DEVICE, "%s: memory type %u cannot hold a buffer (types 0x%x)",
+                        fn, type, req.memoryTypeBits);
+        goto out_buffer;
+    }
+    const VkMemoryAllocateFlagsInfo flags = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                             .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+    const VkMemoryAllocateInfo alloc = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+        .pNext = (usage & VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT) != 0 ? &flags : NULL,
+        .allocationSize = req.size,
+        .memoryTypeIndex = type};
+    VK_CHECK(d->vkAllocateMemory(d->device, &alloc, NULL, memory), fn, out_buffer);
+    VK_CHECK(d->vkBindBufferMemory(d->device, *buffer, *memory, 0), fn, out_memory);
+    if (map) {
+        VK_CHECK(d->vkMapMemory(d->device, *memory, 0, VK_WHOLE_SIZE, 0, mapped), fn, out_memory);
+    }
+    return ACG_OK;
+
+out_memory:
+    d->vkFreeMemory(d->device, *memory, NULL);
+    *memory = VK_NULL_HANDLE;
+out_buffer:
+    d->vkDestroyBuffer(d->device, *buffer, NULL);
+    *buffer = VK_NULL_HANDLE;
+out:
+    return st;
+}
+
+void acg__vk_buffer_unmake(vk_device *d, VkBuffer buffer, VkDeviceMemory memory) {
+    d->vkDestroyBuffer(d->device, buffer, NULL);
+    d->vkFreeMemory(d->device, memory, NULL); /* unmaps it too */
+}
+
+/* What every buffer may be used for: kernels' storage through device addresses, and copies. */
+#define VK_MEM_USAGE                                                                               \
+    (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |                       \
+     VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT)
+
+acg_status acg__vk_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **out) {
+    static const char fn[] = "acg_buffer_alloc";
+    vk_device *d = vdev(dev);
+    vk_mem *m = acg__calloc(1, sizeof *m);
+    if (m == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    /* Whole words, so that a fill of any 4-byte-aligned range is one vkCmdFillBuffer. */
+    m->size = ((VkDeviceSize)size + 3) & ~(VkDeviceSize)3;
+    if (m->size == 0) {
+        m->size = 4;
+    }
+    acg_status st = acg__vk_buffer_make(d, m->size, VK_MEM_USAGE, d->device_type, false,
+                                        &m->buffer, &m->memory, NULL, fn);
+    if (st != ACG_OK) {
+        acg__free(m);
+        return st;
+    }
+    const VkBufferDeviceAddressInfo ai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+                                          .buffer = m->buffer};
+    m->address = d->vkGetBufferDeviceAddress(d->device, &ai);
+    *out = (acg__bk_mem *)m;
+    return ACG_OK;
+}
+
+void acg__vk_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
+    vk_mem *m = vmem(mem);
+    acg__vk_buffer_unmake(vdev(dev), m->buffer, m->memory);
+    acg__free(m);
+}
+
+acg_status acg__vk_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) {
+    static const char fn[] = "acg_pinned_alloc";
+    vk_device *d = vdev(dev);
+    vk_pinned p = {.size = size};
+    pthread_mutex_lock(&d->pinned_lock);
+    acg_status st = ACG_OK;
+    if (!acg__grow((void **)&d->pinned, &d->cap_pinned, d->n_pinned + 1, sizeof *d->pinned)) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    if (st == ACG_OK) {
+        st = acg__vk_buffer_make(d, size > 0 ? size : 1,
+                                 VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                 d->host_type, true, &p.buffer, &p.memory, &p.host, fn);
+    }
+    if (st == ACG_OK && ((uintptr_t)p.host & 63) != 0) {
+        acg__vk_buffer_unmake(d, p.buffer, p.memory);
+        st = acg__error(ACG_ERR_DEVICE, "%s: vkMapMemory mapped %p, not 64-byte aligned", fn,
+                        p.host);
+    }
+    if (st == ACG_OK) {
+        d->pinned[d->n_pinned++] = p;
+        *ptr = p.host;
+    }
+    pthread_mutex_unlock(&d->pinned_lock);
+    return st;
+}
+
+void acg__vk_pinned_free(acg__bk_device *dev, void *ptr) {
+    vk_device *d = vdev(dev);
+    pthread_mutex_lock(&d->pinned_lock);
+    for (uint32_t i = 0; i < d->n_pinned; i++) {
+        if (d->pinned[i].host == ptr) {
+            acg__vk_buffer_unmake(d, d->pinned[i].buffer, d->pinned[i].memory);
+            d->pinned[i] = d->pinned[--d->n_pinned];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->pinned_lock);
+}
+
+bool acg__vk_pinned_find(vk_device *d, const void *host, size_t size, VkBuffer *buffer,
+                         VkDeviceSize *offset) {
+    const uintptr_t at = (uintptr_t)host;
+    bool found = false;
+    pthread_mutex_lock(&d->pinned_lock);
+    for (uint32_t i = 0; i < d->n_pinned && !found; i++) {
+        const uintptr_t lo = (uintptr_t)d->pinned[i].host;
+        if (at >= lo && size <= d->pinned[i].size && at - lo <= d->pinned[i].size - size) {
+            *buffer = d->pinned[i].buffer;
+            *offset = at - lo;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&d->pinned_lock);
+    return found;
+}
+
+/* ---- the table ------------------------------------------------------------------------------- */
+
+static const char *const env_names[] = {
+    /* the Vulkan loader to open (default libvulkan.so.1) */
+    "ACG_VULKAN_LOADER",
+};
+const acg__env_table acg__vulkan_env = {"vulkan", env_names,
+                                        sizeof env_names / sizeof env_names[0]};
+
+const acg_backend_i acg__backend_vulkan = {
+    .version = ACG_BACKEND_VERSION,
+    .name = "vulkan",
+    .probe = acg__vk_probe,
+    .describe = vk_describe,
+    .device_open = vk_device_open,
+    .device_close = vk_device_close,
+    .query_capability = vk_query_capability,
+    .buffer_alloc = acg__vk_buffer_alloc,
+    .buffer_free = acg__vk_buffer_free,
+    .pinned_alloc = acg__vk_pinned_alloc,
+    .pinned_free = acg__vk_pinned_free,
+    .stream_create = acg__vk_stream_create,
+    .stream_destroy = acg__vk_stream_destroy,
+    .stream_synchronize = acg__vk_stream_synchronize,
+    .stream_query = acg__vk_stream_query,
+    .event_create = acg__vk_event_create,
+    .event_destroy = acg__vk_event_destroy,
+    .event_record = acg__vk_event_record,
+    .stream_wait_event = acg__vk_stream_wait_event,
+    .event_query = acg__vk_event_query,
+    .event_synchronize = acg__vk_event_synchronize,
+    .copy_h2d = acg__vk_copy_h2d,
+    .copy_d2h = acg__vk_copy_d2h,
+    .copy_d2d = acg__vk_copy_d2d,
+    .fill = acg__vk_fill,
+    .kernel_load = acg__vk_kernel_load,
+    .kernel_unload = acg__vk_kernel_unload,
+    .kernel_launch = acg__vk_kernel_launch,
+};

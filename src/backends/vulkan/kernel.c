@@ -1,0 +1,127 @@
+/* kernel.c — the vulkan backend's kernels: a compute pipeline per kernel and device, built from
+ * the definition's SPIR-V module for Vulkan (acg.h, ACG_KERNEL_FORMAT_SPIRV_VULKAN), whose
+ * arguments travel in push constants; a launch binds it, pushes the grid and the arguments and
+ * dispatches whole groups of VK_LOCAL_SIZE. */
+#include <stdio.h>
+#include <string.h>
+
+#include "vulkan.h"
+
+/* Lays the arguments of def out as the format says: a uvec4 of the grid, then each argument at
+ * the next offset its size (its alignment) allows. */
+static uint32_t layout_args(const acg_kernel_desc *d, uint32_t *offset) {
+    uint32_t at = 16;
+    for (uint32_t i = 0; i < d->n_args; i++) {
+        const uint32_t size =
+            d->types[i] == ACG_ARG_BUFFER ? 8u : (uint32_t)acg__arg_scalar_bytes(d->types[i]);
+        at = (at + size - 1) / size * size;
+        offset[i] = at;
+        at += size;
+    }
+    return at;
+}
+
+acg_status acg__vk_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
+                               acg__bk_kernel **out) {
+    static const char fn[] = "acg_kernel_get";
+    vk_device *d = vdev(dev);
+    const acg_kernel_impl *impl = acg__kernel_impl_find(def, "vulkan", ACG_KERNEL_FORMAT_SPIRV_VULKAN);
+    if (impl == NULL) {
+        return acg__error_no_kernel_code(fn, def->name, "vulkan", ACG_KERNEL_FORMAT_SPIRV_VULKAN,
+                                         NULL);
+    }
+    if (impl->size == 0 || impl->size % 4 != 0) {
+        return acg__error(ACG_ERR_INVALID_ARGUMENT,
+                          "%s: kernel %s: its SPIR-V for vulkan is %zu bytes, not a whole number "
+                          "of 4-byte words",
+                          fn, def->name, impl->size);
+    }
+    vk_kernel *k = acg__calloc(1, sizeof *k);
+    if (k == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    k->def = def;
+    k->push_bytes = layout_args(&def->d, k->offset);
+    const uint32_t limit = d->phys->props.limits.maxPushConstantsSize;
+    acg_status st = ACG_OK;
+    if (k->push_bytes > limit) {
+        st = acg__error(ACG_ERR_UNSUPPORTED,
+                        "%s: kernel %s: its arguments take %u bytes of push constants; %s offers "
+                        "%u (maxPushConstantsSize)",
+                        fn, def->name, k->push_bytes, d->phys->props.deviceName, limit);
+        goto out_free;
+    }
+    const VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                         .codeSize = impl->size,
+                                         .pCode = impl->code};
+    VK_CHECK(d->vkCreateShaderModule(d->device, &mi, NULL, &k->module), fn, out_free);
+    const VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+                                       .offset = 0,
+                                       .size = k->push_bytes};
+    const VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                           .pushConstantRangeCount = 1,
+                                           .pPushConstantRanges = &range};
+    VK_CHECK(d->vkCreatePipelineLayout(d->device, &li, NULL, &k->layout), fn, out_module);
+    const VkComputePipelineCreateInfo pi = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = k->module,
+                  .pName = impl->entry != NULL ? impl->entry : def->name},
+        .layout = k->layout};
+    VK_CHECK(d->vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL, &k->pipeline),
+             fn, out_layout);
+    *out = (acg__bk_kernel *)k;
+    return ACG_OK;
+
+out_layout:
+    d->vkDestroyPipelineLayout(d->device, k->layout, NULL);
+out_module:
+    d->vkDestroyShaderModule(d->device, k->module, NULL);
+out_free:
+    acg__free(k);
+    return st;
+}
+
+void acg__vk_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel) {
+    vk_device *d = vdev(dev);
+    vk_kernel *k = vkernel(kernel);
+    d->vkDestroyPipeline(d->device, k->pipeline, NULL);
+    d->vkDestroyPipelineLayout(d->device, k->layout, NULL);
+    d->vkDestroyShaderModule(d->device, k->module, NULL);
+    acg__free(k);
+}
+
+acg_status acg__vk_kernel_record(vk_device *d, VkCommandBuffer cb, const vk_kernel *k,
+                                 const acg_dims *dims, const acg__karg *args, uint32_t n_args,
+                                 const char *fn) {
+    const uint32_t groups[3] = {(dims->global[0] + VK_LOCAL_SIZE - 1) / VK_LOCAL_SIZE,
+                                dims->global[1], dims->global[2]};
+    const uint32_t *most = d->phys->props.limits.maxComputeWorkGroupCount;
+    for (int i = 0; i < 3; i++) {
+        if (groups[i] > most[i]) {
+            return acg__error(ACG_ERR_UNSUPPORTED,
+                              "%s: kernel %s: a grid of %u x %u x %u needs %u groups in dimension "
+                              "%d; %s dispatches %u (maxComputeWorkGroupCount)",
+                              fn, k->def->name, dims->global[0], dims->global[1], dims->global[2],
+                              groups[i], i, d->phys->props.deviceName, most[i]);
+        }
+    }
+    _Alignas(8) unsigned char block[256];
+    memset(block, 0, sizeof block);
+    const uint32_t grid[4] = {dims->global[0], dims->global[1], dims->global[2], 0};
+    memcpy(block, grid, sizeof grid);
+    for (uint32_t i = 0; i < n_args; i++) {
+        const acg__karg *a = &args[i];
+        if (a->type == ACG_ARG_BUFFER) {
+            const uint64_t address = vmem(a->value.buf.mem)->address + a->value.buf.offset;
+            memcpy(block + k->offset[i], &address, sizeof address);
+        } else {
+            memcpy(block + k->offset[i], &a->value, acg__arg_scalar_bytes(a->type));
+        }
+    }
+    d->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
+    d->vkCmdPushConstants(cb, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k->push_bytes, block);
+    d->vkCmdDispatch(cb, groups[0], groups[1], groups[2]);
+    return ACG_OK;
+}

@@ -1,0 +1,299 @@
+/* loader.c — the vulkan backend's loader: libvulkan.so.1 opened at run time, one instance, and
+ * every physical device with a compute queue, each told usable or why not; the results' names
+ * and their statuses. Devices, memory and streams are device.c's and stream.c's.
+ *
+ * The instance asks for Vulkan 1.2 and enables VK_KHR_portability_enumeration where the loader
+ * offers it (so a portability driver, MoltenVK, is listed too). A device is usable when its API
+ * version is 1.2 or later and it offers timeline semaphores and buffer device addresses, which
+ * streams, events and the native handles need. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "vulkan.h"
+
+vk_loader acg__vk;
+
+/* ---- results ------------------------------------------------------------------------------- */
+
+const char *acg__vk_result_name(VkResult r) {
+    switch (r) {
+    case VK_NOT_READY:
+        return "VK_NOT_READY";
+    case VK_TIMEOUT:
+        return "VK_TIMEOUT";
+    case VK_INCOMPLETE:
+        return "VK_INCOMPLETE";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+        return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+        return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED:
+        return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+        return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_MEMORY_MAP_FAILED:
+        return "VK_ERROR_MEMORY_MAP_FAILED";
+    case VK_ERROR_LAYER_NOT_PRESENT:
+        return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+        return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+        return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+        return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_TOO_MANY_OBJECTS:
+        return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_ERROR_FORMAT_NOT_SUPPORTED:
+        return "VK_ERROR_FORMAT_NOT_SUPPORTED";
+    case VK_ERROR_FRAGMENTED_POOL:
+        return "VK_ERROR_FRAGMENTED_POOL";
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+        return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    case VK_ERROR_INVALID_EXTERNAL_HANDLE:
+        return "VK_ERROR_INVALID_EXTERNAL_HANDLE";
+    case VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS:
+        return "VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS";
+    case VK_ERROR_UNKNOWN:
+        return "VK_ERROR_UNKNOWN";
+    default:
+        return "a Vulkan error";
+    }
+}
+
+acg_status acg__vk_check(VkResult r, const char *fn, const char *call) {
+    if (r == VK_SUCCESS) {
+        return ACG_OK;
+    }
+    acg_status st = ACG_ERR_DEVICE;
+    switch (r) {
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+    case VK_ERROR_TOO_MANY_OBJECTS:
+        st = ACG_ERR_OUT_OF_MEMORY;
+        break;
+    case VK_ERROR_DEVICE_LOST:
+        st = ACG_ERR_DEVICE_LOST;
+        break;
+    default:
+        break;
+    }
+    /* "<call>(args)" is named by its function alone */
+    const char *paren = strchr(call, '(');
+    int len = paren != NULL ? (int)(paren - call) : (int)strlen(call);
+    const char *at = strstr(call, "->");
+    if (at != NULL && at < call + len) {
+        call = at + 2; /* d->vkQueueSubmit(...): vkQueueSubmit */
+        paren = strchr(call, '(');
+        len = paren != NULL ? (int)(paren - call) : (int)strlen(call);
+    }
+    return acg__error(st, "%s: %.*s failed with %s (%d)", fn, len, call, acg__vk_result_name(r),
+                      (int)r);
+}
+
+/* ---- the instance and its devices ------------------------------------------------------------ */
+
+static bool instance_has_extension(const char *name) {
+    PFN_vkEnumerateInstanceExtensionProperties enumerate =
+        (PFN_vkEnumerateInstanceExtensionProperties)acg__vk.vkGetInstanceProcAddr(
+            NULL, "vkEnumerateInstanceExtensionProperties");
+    uint32_t n = 0;
+    if (enumerate == NULL || enumerate(NULL, &n, NULL) != VK_SUCCESS || n == 0) {
+        return false;
+    }
+    VkExtensionProperties *ext = acg__calloc(n, sizeof *ext);
+    bool found = false;
+    if (ext != NULL && enumerate(NULL, &n, ext) == VK_SUCCESS) {
+        for (uint32_t i = 0; i < n && !found; i++) {
+            found = strcmp(ext[i].extensionName, name) == 0;
+        }
+    }
+    acg__free(ext);
+    return found;
+}
+
+static bool device_has_extension(VkPhysicalDevice pd, const char *name) {
+    uint32_t n = 0;
+    if (acg__vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0) {
+        return false;
+    }
+    VkExtensionProperties *ext = acg__calloc(n, sizeof *ext);
+    bool found = false;
+    if (ext != NULL && acg__vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, ext) == VK_SUCCESS) {
+        for (uint32_t i = 0; i < n && !found; i++) {
+            found = strcmp(ext[i].extensionName, name) == 0;
+        }
+    }
+    acg__free(ext);
+    return found;
+}
+
+/* The first queue family with compute, or UINT32_MAX. */
+static uint32_t compute_family(VkPhysicalDevice pd) {
+    uint32_t n = 0;
+    acg__vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
+    VkQueueFamilyProperties *q = acg__calloc(n > 0 ? n : 1, sizeof *q);
+    uint32_t family = UINT32_MAX;
+    if (q != NULL) {
+        acg__vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
+        for (uint32_t i = 0; i < n && family == UINT32_MAX; i++) {
+            if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) != 0 && q[i].queueCount > 0) {
+                family = i;
+            }
+        }
+    }
+    acg__free(q);
+    return family;
+}
+
+/* Fills p for pd: its properties and whether the backend can use it. */
+static void examine(VkPhysicalDevice pd, uint32_t family, vk_physical *p) {
+    memset(p, 0, sizeof *p);
+    p->pd = pd;
+    p->family = family;
+    acg__vk.vkGetPhysicalDeviceProperties(pd, &p->props);
+    if (p->props.apiVersion < VK_API_VERSION_1_2) {
+        snprintf(p->why, sizeof p->why, "it offers Vulkan %u.%u; the backend needs 1.2",
+                 VK_API_VERSION_MAJOR(p->props.apiVersion),
+                 VK_API_VERSION_MINOR(p->props.apiVersion));
+        return;
+    }
+    p->driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+    VkPhysicalDeviceProperties2 props2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &p->driver};
+    acg__vk.vkGetPhysicalDeviceProperties2(pd, &props2);
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                   .pNext = &f12};
+    acg__vk.vkGetPhysicalDeviceFeatures2(pd, &f);
+    if (!f12.timelineSemaphore || !f12.bufferDeviceAddress) {
+        snprintf(p->why, sizeof p->why, "it lacks %s",
+                 !f12.timelineSemaphore ? "timeline semaphores" : "buffer device addresses");
+        return;
+    }
+    p->host_memory_import = device_has_extension(pd, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+    p->usable = true;
+}
+
+static bool resolve_instance(void) {
+#define ACG__VK_RESOLVE(name)                                                                      \
+    acg__vk.name = (PFN_##name)acg__vk.vkGetInstanceProcAddr(acg__vk.instance, #name);             \
+    if (acg__vk.name == NULL) {                                                                    \
+        snprintf(acg__vk.reason, sizeof acg__vk.reason,                                            \
+                 "the Vulkan loader has no %s: a loader older than Vulkan 1.1", #name);            \
+        return false;                                                                              \
+    }
+    ACG__VK_INSTANCE_FNS(ACG__VK_RESOLVE)
+#undef ACG__VK_RESOLVE
+    return true;
+}
+
+static bool create_instance(void) {
+    PFN_vkEnumerateInstanceVersion version =
+        (PFN_vkEnumerateInstanceVersion)acg__vk.vkGetInstanceProcAddr(NULL,
+                                                                      "vkEnumerateInstanceVersion");
+    acg__vk.api_version = VK_API_VERSION_1_0;
+    if (version != NULL && version(&acg__vk.api_version) != VK_SUCCESS) {
+        acg__vk.api_version = VK_API_VERSION_1_0;
+    }
+    if (acg__vk.api_version < VK_API_VERSION_1_2) {
+        snprintf(acg__vk.reason, sizeof acg__vk.reason,
+                 "the Vulkan loader offers Vulkan %u.%u; the backend needs 1.2",
+                 VK_API_VERSION_MAJOR(acg__vk.api_version),
+                 VK_API_VERSION_MINOR(acg__vk.api_version));
+        return false;
+    }
+    const VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                                   .pApplicationName = "acg",
+                                   .pEngineName = "acg",
+                                   .apiVersion = VK_API_VERSION_1_2};
+    const char *ext[1];
+    VkInstanceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                 .pApplicationInfo = &app};
+    if (instance_has_extension(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+        ext[0] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
+        info.enabledExtensionCount = 1;
+        info.ppEnabledExtensionNames = ext;
+        info.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+    VkResult r = acg__vk.vkCreateInstance(&info, NULL, &acg__vk.instance);
+    if (r != VK_SUCCESS) {
+        snprintf(acg__vk.reason, sizeof acg__vk.reason,
+                 "vkCreateInstance failed with %s (%d): no Vulkan driver (install "
+                 "mesa-vulkan-drivers for lavapipe, or a GPU's driver)",
+                 acg__vk_result_name(r), (int)r);
+        return false;
+    }
+    return resolve_instance();
+}
+
+/* Every physical device with a compute queue. */
+static bool enumerate(void) {
+    uint32_t n = 0;
+    VkResult r = acg__vk.vkEnumeratePhysicalDevices(acg__vk.instance, &n, NULL);
+    VkPhysicalDevice *pds = NULL;
+    if (r == VK_SUCCESS && n > 0) {
+        pds = acg__calloc(n, sizeof *pds);
+        acg__vk.devices = acg__calloc(n, sizeof *acg__vk.devices);
+        if (pds == NULL || acg__vk.devices == NULL) {
+            snprintf(acg__vk.reason, sizeof acg__vk.reason, "out of host memory");
+            acg__free(pds);
+            return false;
+        }
+        r = acg__vk.vkEnumeratePhysicalDevices(acg__vk.instance, &n, pds);
+    }
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        snprintf(acg__vk.reason, sizeof acg__vk.reason,
+                 "vkEnumeratePhysicalDevices failed with %s (%d)", acg__vk_result_name(r), (int)r);
+        acg__free(pds);
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t family = compute_family(pds[i]);
+        if (family != UINT32_MAX) {
+            examine(pds[i], family, &acg__vk.devices[acg__vk.n_devices++]);
+        }
+    }
+    acg__free(pds);
+    return true;
+}
+
+static bool load(void) {
+    const char *path = NULL;
+    void *h = acg__dlopen_vendor("ACG_VULKAN_LOADER", "libvulkan.so.1", "no Vulkan loader",
+                                 "install libvulkan1 and a driver (mesa-vulkan-drivers)", &path,
+                                 acg__vk.reason, sizeof acg__vk.reason);
+    if (h == NULL) {
+        return false;
+    }
+    acg__vk.handle = h;
+    *(void **)&acg__vk.vkGetInstanceProcAddr = dlsym(h, "vkGetInstanceProcAddr");
+    if (acg__vk.vkGetInstanceProcAddr == NULL) {
+        snprintf(acg__vk.reason, sizeof acg__vk.reason, "%s has no vkGetInstanceProcAddr", path);
+        return false;
+    }
+    acg__vk.vkCreateInstance =
+        (PFN_vkCreateInstance)acg__vk.vkGetInstanceProcAddr(NULL, "vkCreateInstance");
+    if (acg__vk.vkCreateInstance == NULL) {
+        snprintf(acg__vk.reason, sizeof acg__vk.reason, "%s has no vkCreateInstance", path);
+        return false;
+    }
+    return create_instance() && enumerate();
+}
+
+acg_status acg__vk_probe(int *n, const char **reason) {
+    static bool loaded, ok; /* the registry probes once, under its lock */
+    if (!loaded) {
+        ok = load();
+        loaded = true;
+    }
+    if (!ok) {
+        *reason = acg__vk.reason;
+        return ACG_ERR_UNAVAILABLE;
+    }
+    *n = (int)acg__vk.n_devices;
+    *reason = "";
+    return ACG_OK;
+}

@@ -1,0 +1,241 @@
+/* vulkan.h — the vulkan backend's internal interface.
+ *
+ * The Vulkan loader (libvulkan.so.1) is opened at run time and every entry point resolved
+ * through vkGetInstanceProcAddr and vkGetDeviceProcAddr (loader.c), so one build runs where
+ * no loader or no device is and `acg info` says why. A usable device offers Vulkan 1.2 with
+ * timeline semaphores and buffer device addresses, and a queue family with compute.
+ *
+ * Device memory is a device-local VkBuffer of its own VkDeviceMemory, its device address the
+ * native handle; pinned memory a mapped host-visible, coherent VkBuffer (memory.c). A stream
+ * records its work into a command buffer of its own, a full barrier between two pieces of
+ * work, and submits it to the device's one queue when something must happen (an event, a
+ * synchronization, a read into pageable memory); every submission signals the stream's
+ * timeline semaphore with the next value, and an event is a (timeline, value) pair (stream.c).
+ * The queue is shared by the device's streams: a submission only waits for values already
+ * submitted (an event is recorded by submitting), so the barriers, which reach every earlier
+ * submission of the queue, never close a cycle.
+ */
+#ifndef ACG_BACKENDS_VULKAN_H
+#define ACG_BACKENDS_VULKAN_H
+
+#define VK_NO_PROTOTYPES
+#include <pthread.h>
+#include <stdatomic.h>
+#include <vulkan/vulkan.h>
+
+#include "acg-backend.h"
+#include "acg-layer.h"
+
+/* ---- the loader (loader.c) ----------------------------------------------------------------- */
+
+/* X(name) for each entry point resolved from the instance (vkGetInstanceProcAddr). */
+#define ACG__VK_INSTANCE_FNS(X)                                                                    \
+    X(vkDestroyInstance)                                                                           \
+    X(vkEnumeratePhysicalDevices)                                                                  \
+    X(vkGetPhysicalDeviceProperties)                                                               \
+    X(vkGetPhysicalDeviceProperties2)                                                              \
+    X(vkGetPhysicalDeviceFeatures2)                                                                \
+    X(vkGetPhysicalDeviceQueueFamilyProperties)                                                    \
+    X(vkGetPhysicalDeviceMemoryProperties)                                                         \
+    X(vkEnumerateDeviceExtensionProperties)                                                        \
+    X(vkCreateDevice)                                                                              \
+    X(vkGetDeviceProcAddr)
+
+/* X(name) for each entry point resolved from a device (vkGetDeviceProcAddr). */
+#define ACG__VK_DEVICE_FNS(X)                                                                      \
+    X(vkDestroyDevice)                                                                             \
+    X(vkGetDeviceQueue)                                                                            \
+    X(vkDeviceWaitIdle)                                                                            \
+    X(vkCreateBuffer)                                                                              \
+    X(vkDestroyBuffer)                                                                             \
+    X(vkGetBufferMemoryRequirements)                                                               \
+    X(vkAllocateMemory)                                                                            \
+    X(vkFreeMemory)                                                                                \
+    X(vkBindBufferMemory)                                                                          \
+    X(vkMapMemory)                                                                                 \
+    X(vkUnmapMemory)                                                                               \
+    X(vkGetBufferDeviceAddress)                                                                    \
+    X(vkCreateCommandPool)                                                                         \
+    X(vkDestroyCommandPool)                                                                        \
+    X(vkAllocateCommandBuffers)                                                                    \
+    X(vkFreeCommandBuffers)                                                                        \
+    X(vkBeginCommandBuffer)                                                                        \
+    X(vkEndCommandBuffer)                                                                          \
+    X(vkResetCommandBuffer)                                                                        \
+    X(vkCmdCopyBuffer)                                                                             \
+    X(vkCmdFillBuffer)                                                                             \
+    X(vkCmdPipelineBarrier)                                                                        \
+    X(vkQueueSubmit)                                                                               \
+    X(vkCreateSemaphore)                                                                           \
+    X(vkDestroySemaphore)                                                                          \
+    X(vkGetSemaphoreCounterValue)                                                                  \
+    X(vkWaitSemaphores)                                                                            \
+    X(vkCreateShaderModule)                                                                        \
+    X(vkDestroyShaderModule)                                                                       \
+    X(vkCreatePipelineLayout)                                                                      \
+    X(vkDestroyPipelineLayout)                                                                     \
+    X(vkCreateComputePipelines)                                                                    \
+    X(vkDestroyPipeline)                                                                           \
+    X(vkCmdBindPipeline)                                                                           \
+    X(vkCmdPushConstants)                                                                          \
+    X(vkCmdDispatch)
+
+#define ACG__VK_FN(name) PFN_##name name;
+
+/* A physical device that has a queue family with compute, and what was found of it. */
+typedef struct vk_physical {
+    VkPhysicalDevice pd;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceDriverProperties driver;
+    uint32_t family;          /* the first queue family with compute */
+    bool usable;              /* Vulkan 1.2, timeline semaphores and buffer device addresses */
+    char why[160];            /* why not, when not usable */
+    bool host_memory_import;  /* VK_EXT_external_memory_host is offered */
+} vk_physical;
+
+typedef struct vk_loader {
+    void *handle; /* the loader, dlopen'ed */
+    PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+    PFN_vkCreateInstance vkCreateInstance;
+    ACG__VK_INSTANCE_FNS(ACG__VK_FN)
+    VkInstance instance;
+    uint32_t api_version; /* the instance's, as vkEnumerateInstanceVersion gave it */
+    vk_physical *devices;
+    uint32_t n_devices;
+    char reason[256]; /* why the backend cannot run */
+} vk_loader;
+
+extern vk_loader acg__vk;
+
+/* Loads the loader and finds the devices once (probe). */
+acg_status acg__vk_probe(int *n, const char **reason);
+/* "<fn>: <call> failed with <VkResult's name> (<code>)" as the error; the status it maps to:
+ * ACG_ERR_OUT_OF_MEMORY for the out-of-memory results, ACG_ERR_DEVICE_LOST for a lost device,
+ * else ACG_ERR_DEVICE. ACG_OK for VK_SUCCESS. */
+acg_status acg__vk_check(VkResult r, const char *fn, const char *call);
+const char *acg__vk_result_name(VkResult r);
+
+/* Runs a Vulkan call; on failure sets st from acg__vk_check and jumps to label. */
+#define VK_CHECK(call, fn, label)                                                                  \
+    do {                                                                                           \
+        VkResult r_ = (call);                                                                      \
+        if (r_ != VK_SUCCESS) {                                                                    \
+            st = acg__vk_check(r_, fn, #call);                                                     \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* ---- devices (device.c) --------------------------------------------------------------------- */
+
+/* A pinned allocation: host-visible, coherent memory mapped at host. */
+typedef struct vk_pinned {
+    void *host;
+    size_t size;
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+} vk_pinned;
+
+typedef struct vk_device {
+    const vk_physical *phys;
+    VkDevice device;
+    ACG__VK_DEVICE_FNS(ACG__VK_FN)
+    VkQueue queue;
+    pthread_mutex_t queue_lock; /* vkQueueSubmit needs the queue to itself */
+    uint32_t device_type;       /* a memory type of device-local memory (or the first usable) */
+    uint32_t host_type;         /* a memory type of host-visible, coherent memory */
+    uint64_t heap_bytes;        /* the size of device_type's heap */
+    pthread_mutex_t pinned_lock;
+    vk_pinned *pinned; /* (n_pinned) */
+    uint32_t n_pinned, cap_pinned;
+} vk_device;
+
+static inline vk_device *vdev(acg__bk_device *d) { return (vk_device *)d; }
+
+/* Device memory: a VkBuffer of its own memory, and its device address. */
+typedef struct vk_mem {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    VkDeviceSize size;
+    VkDeviceAddress address;
+} vk_mem;
+
+static inline vk_mem *vmem(acg__bk_mem *m) { return (vk_mem *)m; }
+
+/* A buffer of `size` bytes with `usage`, bound to new memory of type `type` (device addresses
+ * on where usage asks for them); *mapped its host mapping when map is true. */
+acg_status acg__vk_buffer_make(vk_device *d, VkDeviceSize size, VkBufferUsageFlags usage,
+                               uint32_t type, bool map, VkBuffer *buffer, VkDeviceMemory *memory,
+                               void **mapped, const char *fn);
+void acg__vk_buffer_unmake(vk_device *d, VkBuffer buffer, VkDeviceMemory memory);
+
+/* The pinned allocation holding [host, host + size), its buffer and *offset in it; false when
+ * none does. */
+bool acg__vk_pinned_find(vk_device *d, const void *host, size_t size, VkBuffer *buffer,
+                         VkDeviceSize *offset);
+
+acg_status acg__vk_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **out);
+void acg__vk_buffer_free(acg__bk_device *dev, acg__bk_mem *mem);
+acg_status acg__vk_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr);
+void acg__vk_pinned_free(acg__bk_device *dev, void *ptr);
+acg_status acg__vk_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
+                                     size_t size, acg_native_buffer *out);
+
+/* ---- kernels (kernel.c) ---------------------------------------------------------------------- */
+
+/* A kernel: its pipeline, and where each argument goes in its push-constant block. */
+typedef struct vk_kernel {
+    const acg__kernel_def *def;
+    VkShaderModule module;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+    uint32_t push_bytes;                    /* the block's size */
+    uint32_t offset[ACG_MAX_KERNEL_ARGS];   /* each argument's offset in it */
+} vk_kernel;
+
+static inline vk_kernel *vkernel(acg__bk_kernel *k) { return (vk_kernel *)k; }
+
+/* The local size every vulkan kernel declares (acg.h, ACG_KERNEL_FORMAT_SPIRV_VULKAN). */
+#define VK_LOCAL_SIZE 64u
+
+acg_status acg__vk_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
+                               acg__bk_kernel **out);
+void acg__vk_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel);
+/* Records a launch into cb: the pipeline, the block (the grid and args), the dispatch. */
+acg_status acg__vk_kernel_record(vk_device *d, VkCommandBuffer cb, const vk_kernel *k,
+                                 const acg_dims *dims, const acg__karg *args, uint32_t n_args,
+                                 const char *fn);
+
+/* ---- streams and events (stream.c) ---------------------------------------------------------- */
+
+/* A timeline semaphore, shared by its stream and the events recorded on it (which may outlive
+ * the stream); destroyed with its last reference. */
+typedef struct vk_timeline {
+    vk_device *dev;
+    VkSemaphore sem;
+    atomic_uint refs;
+} vk_timeline;
+
+void acg__vk_timeline_unref(vk_timeline *t);
+
+acg_status acg__vk_stream_create(acg__bk_device *dev, acg__bk_stream **out);
+void acg__vk_stream_destroy(acg__bk_stream *stream);
+acg_status acg__vk_stream_synchronize(acg__bk_stream *stream);
+acg_status acg__vk_stream_query(acg__bk_stream *stream);
+acg_status acg__vk_event_create(acg__bk_device *dev, acg__bk_event **out);
+void acg__vk_event_destroy(acg__bk_event *event);
+acg_status acg__vk_event_record(acg__bk_event *event, acg__bk_stream *stream);
+acg_status acg__vk_stream_wait_event(acg__bk_stream *stream, acg__bk_event *event);
+acg_status acg__vk_event_query(acg__bk_event *event);
+acg_status acg__vk_event_synchronize(acg__bk_event *event);
+acg_status acg__vk_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                            const void *src, size_t size, bool src_pinned);
+acg_status acg__vk_copy_d2h(acg__bk_stream *stream, void *dst, acg__bk_mem *src, size_t src_off,
+                            size_t size, bool dst_pinned);
+acg_status acg__vk_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
+                            acg__bk_mem *src, size_t src_off, size_t size);
+acg_status acg__vk_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                        uint32_t pattern, uint32_t pattern_size);
+acg_status acg__vk_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
+                                 const acg_dims *dims, const acg__karg *args, uint32_t n_args);
+
+#endif /* ACG_BACKENDS_VULKAN_H */
