@@ -450,6 +450,13 @@ typedef enum acg_native_kind {
     ACG_NATIVE_CUDA_CONTEXT = 10,    /* a CUcontext, with the CUdevice in .ordinal */
     ACG_NATIVE_ZE_CONTEXT = 11,      /* a ze_context_handle_t, ze_device_handle_t and driver */
     ACG_NATIVE_OPENCL_CONTEXT = 12,  /* a cl_context, cl_device_id and cl_platform_id */
+    /* Vulkan: a VkBuffer in .handle, the buffer's first byte at .offset bytes in it and its
+     * device address (bufferDeviceAddress, the offset applied) in .address */
+    ACG_NATIVE_VULKAN_BUFFER = 13,
+    ACG_NATIVE_VULKAN_DEVICE = 14, /* a VkDevice, VkPhysicalDevice and VkInstance */
+    /* a graph's secondary VkCommandBuffer (vkCmdExecuteCommands), recorded for simultaneous
+     * use */
+    ACG_NATIVE_VULKAN_COMMAND_BUFFER = 15,
 } acg_native_kind;
 
 typedef struct acg_native_handle {

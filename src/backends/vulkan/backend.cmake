@@ -5,7 +5,7 @@ option(ACG_WITH_VULKAN "Build the Vulkan backend when the Vulkan headers are fou
 if(ACG_WITH_VULKAN)
     find_path(ACG_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
     if(ACG_VULKAN_INCLUDE_DIR)
-        acg_add_backend(vulkan SOURCES loader.c device.c stream.c kernel.c
+        acg_add_backend(vulkan SOURCES loader.c device.c stream.c kernel.c graph.c
             INCLUDE_DIRS ${ACG_VULKAN_INCLUDE_DIR} LIBS ${CMAKE_DL_LIBS}
             TESTS_IF ACG_VULKAN_KERNELS_BUILT)
     else()

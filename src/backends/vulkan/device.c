@@ -16,6 +16,12 @@ static void describe_physical(const vk_physical *p, acg_capability *out) {
     snprintf(out->name, sizeof out->name, "%.127s", p->props.deviceName);
     out->available = p->usable;
     out->pinned_memory = p->usable;
+    out->graphs = p->usable;
+    out->graph_update = p->usable;
+    out->graph_node_update = p->usable;
+    out->graph_node_update_grid = p->usable;
+    out->multi_stream_capture = p->usable;
+    out->graph_pinned_replay = p->usable;
     out->host_cpu = p->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     VkPhysicalDeviceMemoryProperties mp;
     acg__vk.vkGetPhysicalDeviceMemoryProperties(p->pd, &mp);
@@ -32,7 +38,7 @@ static void describe_physical(const vk_physical *p, acg_capability *out) {
         return;
     }
     if (snprintf(out->detail, sizeof out->detail,
-                 "Vulkan %u.%u.%u, driver %s (%s); no graphs yet",
+                 "Vulkan %u.%u.%u, driver %s (%s); graphs: secondary command buffers, update records again",
                  VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v),
                  p->driver.driverName, p->driver.driverInfo) >= (int)sizeof out->detail) {
         /* The detail is a summary: a cut-off driver string is acceptable. */
@@ -216,6 +222,14 @@ acg_status acg__vk_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     /* Whole words, so that a fill of any 4-byte-aligned range is one vkCmdFillBuffer. */
+    const uint64_t most = d->phys->max_allocation;
+    if ((uint64_t)size > most) {
+        acg__free(m);
+        return acg__error(ACG_ERR_OUT_OF_MEMORY,
+                          "%s: %zu bytes: more than %s allocates at once (maxMemoryAllocationSize "
+                          "%llu)",
+                          fn, size, d->phys->props.deviceName, (unsigned long long)most);
+    }
     m->size = ((VkDeviceSize)size + 3) & ~(VkDeviceSize)3;
     if (m->size == 0) {
         m->size = 4;
@@ -243,6 +257,13 @@ acg_status acg__vk_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) {
     static const char fn[] = "acg_pinned_alloc";
     vk_device *d = vdev(dev);
     vk_pinned p = {.size = size};
+    if ((uint64_t)size > d->phys->max_allocation) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY,
+                          "%s: %zu bytes: more than %s allocates at once (maxMemoryAllocationSize "
+                          "%llu)",
+                          fn, size, d->phys->props.deviceName,
+                          (unsigned long long)d->phys->max_allocation);
+    }
     pthread_mutex_lock(&d->pinned_lock);
     acg_status st = ACG_OK;
     if (!acg__grow((void **)&d->pinned, &d->cap_pinned, d->n_pinned + 1, sizeof *d->pinned)) {
@@ -297,6 +318,30 @@ bool acg__vk_pinned_find(vk_device *d, const void *host, size_t size, VkBuffer *
     return found;
 }
 
+/* ---- native objects ---------------------------------------------------------------------------- */
+
+acg_status acg__vk_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
+                                     size_t size, acg_native_buffer *out) {
+    (void)dev;
+    (void)size;
+    const vk_mem *m = vmem(mem);
+    out->kind = ACG_NATIVE_VULKAN_BUFFER;
+    out->handle = (void *)m->buffer;
+    out->address = m->address + offset;
+    out->offset = offset;
+    return ACG_OK;
+}
+
+static acg_status vk_device_get_native(acg__bk_device *dev, acg_native_device *out) {
+    vk_device *d = vdev(dev);
+    out->kind = ACG_NATIVE_VULKAN_DEVICE;
+    out->context = (void *)d->device;
+    out->device = (void *)d->phys->pd;
+    out->platform = (void *)acg__vk.instance;
+    out->ordinal = (int32_t)(d->phys - acg__vk.devices);
+    return ACG_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------------------- */
 
 static const char *const env_names[] = {
@@ -335,4 +380,14 @@ const acg_backend_i acg__backend_vulkan = {
     .kernel_load = acg__vk_kernel_load,
     .kernel_unload = acg__vk_kernel_unload,
     .kernel_launch = acg__vk_kernel_launch,
+    .graph_instantiate = acg__vk_graph_instantiate,
+    .graph_launch = acg__vk_graph_launch,
+    /* An update records the new description again (graph.c); so does a node's, through the
+     * core's fallback. */
+    .graph_update = acg__vk_graph_update,
+    .graph_destroy = acg__vk_graph_destroy,
+    /* Built from acg's description: no native capture, no host nodes, no loops. */
+    .graph_get_native = acg__vk_graph_get_native,
+    .buffer_get_native = acg__vk_buffer_get_native,
+    .device_get_native = vk_device_get_native,
 };

@@ -159,10 +159,15 @@ static void examine(VkPhysicalDevice pd, uint32_t family, vk_physical *p) {
                  VK_API_VERSION_MINOR(p->props.apiVersion));
         return;
     }
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     p->driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+    p->driver.pNext = &m3;
     VkPhysicalDeviceProperties2 props2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                           .pNext = &p->driver};
     acg__vk.vkGetPhysicalDeviceProperties2(pd, &props2);
+    p->driver.pNext = NULL;
+    p->max_allocation = m3.maxMemoryAllocationSize;
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,

@@ -19,14 +19,6 @@
 
 #include "vulkan.h"
 
-/* Host memory a queued copy reads or writes, freed once its command buffer ran. */
-typedef struct vk_staging {
-    struct vk_staging *next;
-    VkBuffer buffer;
-    VkDeviceMemory memory;
-    void *host;
-} vk_staging;
-
 /* A point a submission waits for: a timeline (referenced) reaching value. */
 typedef struct vk_wait {
     vk_timeline *tl;
@@ -51,9 +43,10 @@ typedef struct vk_stream {
     vk_batch open;      /* recording (open.cb begun), or open.cb VK_NULL_HANDLE */
     uint32_t n_cmds;    /* pieces of work in open.cb */
     vk_batch *flight;   /* (n_flight) submitted, not yet seen complete, oldest first */
-    uint32_t n_flight, cap_flight;
-    VkCommandBuffer *spare; /* (n_spare) reset, for the next recording */
-    uint32_t n_spare, cap_spare;
+    vk_batch *spare;    /* (n_spare) reset, for the next recording (their waits arrays kept) */
+    uint32_t n_flight, n_spare;
+    uint32_t n_cbs;                 /* command buffers allocated */
+    uint32_t cap_flight, cap_spare; /* each at least n_cbs */
 } vk_stream;
 
 typedef struct vk_event {
@@ -119,21 +112,54 @@ out:
 
 /* ---- recording and submitting ----------------------------------------------------------------- */
 
-static void batch_release(vk_stream *s, vk_batch *b) {
-    for (vk_staging *g = b->staging; g != NULL;) {
+acg_status acg__vk_staging_new(vk_device *d, size_t size, vk_staging **list, vk_staging **out,
+                               const char *fn) {
+    vk_staging *g = acg__calloc(1, sizeof *g);
+    if (g == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    acg_status st = acg__vk_buffer_make(
+        d, size > 0 ? size : 1,
+        VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, d->host_type, true,
+        &g->buffer, &g->memory, &g->host, fn);
+    if (st != ACG_OK) {
+        acg__free(g);
+        return st;
+    }
+    g->next = *list;
+    *list = g;
+    *out = g;
+    return ACG_OK;
+}
+
+void acg__vk_staging_free(vk_device *d, vk_staging **list) {
+    for (vk_staging *g = *list; g != NULL;) {
         vk_staging *next = g->next;
-        acg__vk_buffer_unmake(s->dev, g->buffer, g->memory);
+        acg__vk_buffer_unmake(d, g->buffer, g->memory);
         acg__free(g);
         g = next;
     }
-    b->staging = NULL;
+    *list = NULL;
+}
+
+static void batch_release(vk_stream *s, vk_batch *b) {
+    acg__vk_staging_free(s->dev, &b->staging);
     for (uint32_t i = 0; i < b->n_waits; i++) {
         acg__vk_timeline_unref(b->waits[i].tl);
     }
     b->n_waits = 0;
 }
 
-/* Reuses the command buffers of submissions the timeline passed (under s->lock). */
+/* Frees a command buffer and its waits array, for good. */
+static void batch_drop(vk_stream *s, vk_batch *b) {
+    s->dev->vkFreeCommandBuffers(s->dev->device, s->pool, 1, &b->cb);
+    acg__free(b->waits);
+    memset(b, 0, sizeof *b);
+    s->n_cbs--;
+}
+
+/* Reuses the command buffers of submissions the timeline passed (under s->lock); flight and
+ * spare hold every command buffer, so this allocates nothing. */
 static void retire(vk_stream *s) {
     uint64_t done = 0;
     if (s->n_flight == 0 ||
@@ -144,12 +170,11 @@ static void retire(vk_stream *s) {
     while (k < s->n_flight && s->flight[k].value <= done) {
         vk_batch *b = &s->flight[k];
         batch_release(s, b);
-        acg__free(b->waits);
-        if (s->dev->vkResetCommandBuffer(b->cb, 0) == VK_SUCCESS &&
-            acg__grow((void **)&s->spare, &s->cap_spare, s->n_spare + 1, sizeof *s->spare)) {
-            s->spare[s->n_spare++] = b->cb;
+        if (s->dev->vkResetCommandBuffer(b->cb, 0) == VK_SUCCESS) {
+            b->value = 0;
+            s->spare[s->n_spare++] = *b;
         } else {
-            s->dev->vkFreeCommandBuffers(s->dev->device, s->pool, 1, &b->cb);
+            batch_drop(s, b);
         }
         k++;
     }
@@ -164,27 +189,34 @@ static acg_status begin(vk_stream *s, const char *fn) {
     }
     vk_device *d = s->dev;
     acg_status st = ACG_OK;
-    VkCommandBuffer cb = VK_NULL_HANDLE;
     retire(s);
     if (s->n_spare > 0) {
-        cb = s->spare[--s->n_spare];
+        s->open = s->spare[--s->n_spare];
     } else {
+        /* Room for one more command buffer in flight and in spare first, so that neither a
+         * submission nor a retirement needs memory. */
+        if (!acg__grow((void **)&s->flight, &s->cap_flight, s->n_cbs + 1, sizeof *s->flight) ||
+            !acg__grow((void **)&s->spare, &s->cap_spare, s->n_cbs + 1, sizeof *s->spare)) {
+            return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        }
         const VkCommandBufferAllocateInfo info = {
             .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
             .commandPool = s->pool,
             .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
             .commandBufferCount = 1};
-        VK_CHECK(d->vkAllocateCommandBuffers(d->device, &info, &cb), fn, out);
+        VK_CHECK(d->vkAllocateCommandBuffers(d->device, &info, &s->open.cb), fn, out);
+        s->n_cbs++;
     }
     const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                          .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    VK_CHECK(d->vkBeginCommandBuffer(cb, &bi), fn, out_cb);
-    s->open.cb = cb;
+    VK_CHECK(d->vkBeginCommandBuffer(s->open.cb, &bi), fn, out_cb);
     s->n_cmds = 0;
     return ACG_OK;
 out_cb:
-    d->vkFreeCommandBuffers(d->device, s->pool, 1, &cb);
+    batch_drop(s, &s->open);
+    return st;
 out:
+    s->open.cb = VK_NULL_HANDLE;
     return st;
 }
 
@@ -215,9 +247,6 @@ static acg_status flush(vk_stream *s, const char *fn) {
     }
     vk_device *d = s->dev;
     acg_status st = ACG_OK;
-    if (!acg__grow((void **)&s->flight, &s->cap_flight, s->n_flight + 1, sizeof *s->flight)) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
     /* What the work wrote is the host's to read once the timeline says it ran. */
     barrier(s, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT);
     VK_CHECK(d->vkEndCommandBuffer(s->open.cb), fn, out);
@@ -268,7 +297,7 @@ static acg_status flush(vk_stream *s, const char *fn) {
     }
     s->submitted = value;
     s->open.value = value;
-    s->flight[s->n_flight++] = s->open;
+    s->flight[s->n_flight++] = s->open; /* room was made when it was allocated */
     memset(&s->open, 0, sizeof s->open);
     s->n_cmds = 0;
 out_free:
@@ -281,32 +310,16 @@ out_free:
         return ACG_OK;
     }
 out:
-    /* The recording is lost: its work never runs, and the stream says so from now on. */
+    /* The recording is lost: its work never runs. */
     batch_release(s, &s->open);
-    d->vkFreeCommandBuffers(d->device, s->pool, 1, &s->open.cb);
-    acg__free(s->open.waits);
-    memset(&s->open, 0, sizeof s->open);
+    batch_drop(s, &s->open);
     s->n_cmds = 0;
     return st;
 }
 
 /* A staging buffer of size bytes for the open command buffer's copies (under s->lock). */
 static acg_status staging(vk_stream *s, size_t size, vk_staging **out, const char *fn) {
-    vk_staging *g = acg__calloc(1, sizeof *g);
-    if (g == NULL) {
-        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
-    acg_status st = acg__vk_buffer_make(
-        s->dev, size > 0 ? size : 1, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-        s->dev->host_type, true, &g->buffer, &g->memory, &g->host, fn);
-    if (st != ACG_OK) {
-        acg__free(g);
-        return st;
-    }
-    g->next = s->open.staging;
-    s->open.staging = g;
-    *out = g;
-    return ACG_OK;
+    return acg__vk_staging_new(s->dev, size, &s->open.staging, out, fn);
 }
 
 /* ---- streams ----------------------------------------------------------------------------------- */
@@ -348,6 +361,9 @@ void acg__vk_stream_destroy(acg__bk_stream *stream) {
     for (uint32_t i = 0; i < s->n_flight; i++) {
         batch_release(s, &s->flight[i]);
         acg__free(s->flight[i].waits);
+    }
+    for (uint32_t i = 0; i < s->n_spare; i++) {
+        acg__free(s->spare[i].waits);
     }
     batch_release(s, &s->open);
     acg__free(s->open.waits);
@@ -560,31 +576,44 @@ acg_status acg__vk_copy_d2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst
     return st;
 }
 
-acg_status acg__vk_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
-                        uint32_t pattern, uint32_t pattern_size) {
-    static const char fn[] = "acg_fill";
-    vk_stream *s = vstream(stream);
+acg_status acg__vk_fill_record(vk_device *d, VkCommandBuffer cb, const vk_mem *m, size_t off,
+                               size_t size, uint32_t pattern, uint32_t pattern_size,
+                               vk_staging **keep, const char *fn) {
     uint32_t word = pattern;
     if (pattern_size == 1) {
         word = (pattern & 0xffu) * 0x01010101u;
     } else if (pattern_size == 2) {
         word = (pattern & 0xffffu) * 0x00010001u;
     }
+    if (off % 4 == 0 && size % 4 == 0) {
+        d->vkCmdFillBuffer(cb, m->buffer, off, size, word);
+        return ACG_OK;
+    }
+    /* A 1- or 2-byte pattern over a range that is not whole words, from staging memory whose
+     * bytes repeat the pattern from its start, as the range's do (off is a multiple of the
+     * pattern's size). */
+    vk_staging *g = NULL;
+    acg_status st = acg__vk_staging_new(d, size, keep, &g, fn);
+    if (st == ACG_OK) {
+        unsigned char *p = g->host;
+        for (size_t i = 0; i < size; i++) {
+            p[i] = (unsigned char)(word >> (8 * (i % 4)));
+        }
+        const VkBufferCopy region = {.srcOffset = 0, .dstOffset = off, .size = size};
+        d->vkCmdCopyBuffer(cb, g->buffer, m->buffer, 1, &region);
+    }
+    return st;
+}
+
+acg_status acg__vk_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, size_t size,
+                        uint32_t pattern, uint32_t pattern_size) {
+    static const char fn[] = "acg_fill";
+    vk_stream *s = vstream(stream);
     pthread_mutex_lock(&s->lock);
     acg_status st = work(s, fn);
-    if (st == ACG_OK && off % 4 == 0 && size % 4 == 0) {
-        s->dev->vkCmdFillBuffer(s->open.cb, vmem(dst)->buffer, off, size, word);
-    } else if (st == ACG_OK) {
-        /* A 1- or 2-byte pattern over a range that is not whole words, from staging memory
-         * whose bytes repeat the pattern from its start, as the range's do. */
-        vk_staging *g = NULL;
-        if ((st = staging(s, size, &g, fn)) == ACG_OK) {
-            unsigned char *p = g->host;
-            for (size_t i = 0; i < size; i++) {
-                p[i] = (unsigned char)(word >> (8 * (i % 4)));
-            }
-            copy_cmd(s, g->buffer, 0, vmem(dst)->buffer, off, size);
-        }
+    if (st == ACG_OK) {
+        st = acg__vk_fill_record(s->dev, s->open.cb, vmem(dst), off, size, pattern, pattern_size,
+                                 &s->open.staging, fn);
     }
     pthread_mutex_unlock(&s->lock);
     return st;
@@ -600,6 +629,20 @@ acg_status acg__vk_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
     acg_status st = work(s, fn);
     if (st == ACG_OK) {
         st = acg__vk_kernel_record(s->dev, s->open.cb, vkernel(kernel), dims, args, n_args, fn);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* ---- graphs ------------------------------------------------------------------------------------ */
+
+acg_status acg__vk_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
+    vk_stream *s = vstream(stream);
+    pthread_mutex_lock(&s->lock);
+    acg_status st = work(s, "acg_graph_launch");
+    if (st == ACG_OK) {
+        const VkCommandBuffer cb = acg__vk_graph_commands(exec);
+        s->dev->vkCmdExecuteCommands(s->open.cb, 1, &cb);
     }
     pthread_mutex_unlock(&s->lock);
     return st;

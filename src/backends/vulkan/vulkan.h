@@ -78,7 +78,8 @@
     X(vkDestroyPipeline)                                                                           \
     X(vkCmdBindPipeline)                                                                           \
     X(vkCmdPushConstants)                                                                          \
-    X(vkCmdDispatch)
+    X(vkCmdDispatch)                                                                               \
+    X(vkCmdExecuteCommands)
 
 #define ACG__VK_FN(name) PFN_##name name;
 
@@ -91,6 +92,7 @@ typedef struct vk_physical {
     bool usable;              /* Vulkan 1.2, timeline semaphores and buffer device addresses */
     char why[160];            /* why not, when not usable */
     bool host_memory_import;  /* VK_EXT_external_memory_host is offered */
+    uint64_t max_allocation;  /* maxMemoryAllocationSize */
 } vk_physical;
 
 typedef struct vk_loader {
@@ -180,6 +182,29 @@ void acg__vk_pinned_free(acg__bk_device *dev, void *ptr);
 acg_status acg__vk_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
                                      size_t size, acg_native_buffer *out);
 
+/* Host-visible memory that recorded copies read or write (a pageable copy's bytes, a fill's
+ * pattern), owned by what holds the recording: a stream's submission until it ran, a graph for
+ * its life. */
+typedef struct vk_staging {
+    struct vk_staging *next;
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    void *host;
+} vk_staging;
+
+/* A staging buffer of size bytes, mapped, pushed on *list. */
+acg_status acg__vk_staging_new(vk_device *d, size_t size, vk_staging **list, vk_staging **out,
+                               const char *fn);
+/* Frees every staging buffer of *list. */
+void acg__vk_staging_free(vk_device *d, vk_staging **list);
+
+/* Records a fill of [off, off + size) of m with the 1-, 2- or 4-byte pattern into cb: one
+ * vkCmdFillBuffer over whole words, else a copy from staging memory holding the pattern, kept
+ * on *keep. */
+acg_status acg__vk_fill_record(vk_device *d, VkCommandBuffer cb, const vk_mem *m, size_t off,
+                               size_t size, uint32_t pattern, uint32_t pattern_size,
+                               vk_staging **keep, const char *fn);
+
 /* ---- kernels (kernel.c) ---------------------------------------------------------------------- */
 
 /* A kernel: its pipeline, and where each argument goes in its push-constant block. */
@@ -204,6 +229,16 @@ void acg__vk_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel);
 acg_status acg__vk_kernel_record(vk_device *d, VkCommandBuffer cb, const vk_kernel *k,
                                  const acg_dims *dims, const acg__karg *args, uint32_t n_args,
                                  const char *fn);
+
+/* ---- graphs (graph.c) ------------------------------------------------------------------------ */
+
+acg_status acg__vk_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
+                                     acg__bk_exec **out);
+acg_status acg__vk_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
+void acg__vk_graph_destroy(acg__bk_exec *exec);
+acg_status acg__vk_graph_get_native(acg__bk_exec *exec, acg_native_handle *out);
+/* The secondary command buffer a replay executes. */
+VkCommandBuffer acg__vk_graph_commands(acg__bk_exec *exec);
 
 /* ---- streams and events (stream.c) ---------------------------------------------------------- */
 
@@ -237,5 +272,6 @@ acg_status acg__vk_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, si
                         uint32_t pattern, uint32_t pattern_size);
 acg_status acg__vk_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
                                  const acg_dims *dims, const acg__karg *args, uint32_t n_args);
+acg_status acg__vk_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream);
 
 #endif /* ACG_BACKENDS_VULKAN_H */
