@@ -12,6 +12,9 @@
 #ifdef ACG_HAVE_SPIRV_KERNELS
 #include "test_kernels_spv.h" /* tests/test_kernels.cl, compiled to SPIR-V by the build */
 #endif
+#ifdef ACG_HAVE_VULKAN_KERNELS
+#include "test_kernels_vk.h" /* tests/test_kernels.vulkan.glsl, SPIR-V for Vulkan */
+#endif
 
 /* ---- the user's kernel ----------------------------------------------------------------------- */
 
@@ -56,6 +59,14 @@ acg_kernel_desc rowscale_desc(const char *name) {
     d.spirv.size = tc_test_kernels_spv_size;
     d.spirv.name = "tk_rowscale";
 #endif
+#ifdef ACG_HAVE_VULKAN_KERNELS
+    /* Vulkan's code has no field of its own: an impls entry, beside the fields above. */
+    static const acg_kernel_impl vulkan[] = {{"vulkan", ACG_KERNEL_FORMAT_SPIRV_VULKAN,
+                                              tc_test_kernels_vk, sizeof tc_test_kernels_vk,
+                                              "tk_rowscale"}};
+    d.impls = vulkan;
+    d.n_impls = 1;
+#endif
     return d;
 }
 
@@ -63,6 +74,8 @@ void rowscale_drop_legacy(acg_kernel_desc *d) {
     memset(&d->opencl, 0, sizeof d->opencl);
     memset(&d->cuda, 0, sizeof d->cuda);
     memset(&d->spirv, 0, sizeof d->spirv);
+    d->impls = NULL; /* the Vulkan entry rowscale_desc adds, for want of a field */
+    d->n_impls = 0;
 }
 
 acg_kernel_desc rowscale_desc_impls(const char *name, const acg_kernel_impl *impls, uint32_t n) {
@@ -84,6 +97,10 @@ uint32_t rowscale_impls(acg_kernel_impl *out, const char *entry) {
     out[n++] = (acg_kernel_impl){"level_zero", ACG_KERNEL_FORMAT_SPIRV_OPENCL, tc_test_kernels_spv,
                                  tc_test_kernels_spv_size, entry};
 #endif
+#ifdef ACG_HAVE_VULKAN_KERNELS
+    out[n++] = (acg_kernel_impl){"vulkan", ACG_KERNEL_FORMAT_SPIRV_VULKAN, tc_test_kernels_vk,
+                                 sizeof tc_test_kernels_vk, entry};
+#endif
     return n;
 }
 
@@ -94,6 +111,9 @@ bool dut_has_rowscale_code(void) {
 #endif
 #ifdef ACG_HAVE_SPIRV_KERNELS
     has = has || tc_backend_is("level_zero");
+#endif
+#ifdef ACG_HAVE_VULKAN_KERNELS
+    has = has || tc_backend_is("vulkan");
 #endif
     return has;
 }

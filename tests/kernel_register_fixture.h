@@ -28,8 +28,9 @@ extern const char *const rowscale_cl;
  * CUDA where nvcc built tests/cuda/test_kernels.cu, SPIR-V where the build compiled
  * tests/test_kernels.cl); tests change a copy. */
 acg_kernel_desc rowscale_desc(const char *name);
-/* Clears the legacy fields of d's code (opencl, cuda, spirv): what is left is its C function
- * and its impls. */
+/* Clears d's code for the backends that load code: its legacy fields (opencl, cuda, spirv) and
+ * its impls (the Vulkan entry rowscale_desc adds, Vulkan having no field): what is left is its
+ * C function. */
 void rowscale_drop_legacy(acg_kernel_desc *d);
 /* The definition with its C function and the n entries of impls as its only code. */
 acg_kernel_desc rowscale_desc_impls(const char *name, const acg_kernel_impl *impls, uint32_t n);

@@ -218,6 +218,9 @@ static void test_graph_native_object(void **state) {
                                      ? ACG_NATIVE_ZE_EXECUTABLE_GRAPH
                                      : ACG_NATIVE_ZE_COMMAND_LIST);
         assert_non_null(h.handle);
+    } else if (tc_backend_is("vulkan")) {
+        assert_int_equal(h.kind, ACG_NATIVE_VULKAN_COMMAND_BUFFER);
+        assert_non_null(h.handle);
     } else {
         assert_int_equal(h.kind, ACG_NATIVE_NONE);
         assert_null(h.handle);

@@ -22,6 +22,7 @@ static acg_native_kind memory_kind(const char *backend) {
     return strcmp(backend, "cpu") == 0      ? ACG_NATIVE_HOST_MEMORY
            : strcmp(backend, "opencl") == 0 ? ACG_NATIVE_OPENCL_MEM
            : strcmp(backend, "cuda") == 0   ? ACG_NATIVE_CUDA_DEVICEPTR
+           : strcmp(backend, "vulkan") == 0 ? ACG_NATIVE_VULKAN_BUFFER
                                             : ACG_NATIVE_ZE_DEVICE_MEMORY;
 }
 
@@ -50,6 +51,16 @@ static void test_buffer_native(void **state) {
         assert_int_equal(nv.offset, nb.offset + 64);
         assert_int_equal(ni.offset, nb.offset + 80);
         assert_int_equal(nb.address, 0);
+    } else if (kind == ACG_NATIVE_VULKAN_BUFFER) {
+        /* One VkBuffer; a view is an offset into it, and its device address that far on. */
+        assert_non_null(nb.handle);
+        assert_ptr_equal(nv.handle, nb.handle);
+        assert_ptr_equal(ni.handle, nb.handle);
+        assert_int_equal(nv.offset, nb.offset + 64);
+        assert_int_equal(ni.offset, nb.offset + 80);
+        assert_true(nb.address != 0);
+        assert_int_equal(nv.address, nb.address + 64);
+        assert_int_equal(ni.address, nb.address + 80);
     } else {
         assert_true(nb.address != 0);
         assert_null(nb.handle);
@@ -104,7 +115,7 @@ static void test_device_native(void **state) {
         assert_int_equal(nd.ordinal, 0);
     } else {
         assert_true(nd.kind == ACG_NATIVE_OPENCL_CONTEXT || nd.kind == ACG_NATIVE_CUDA_CONTEXT ||
-                    nd.kind == ACG_NATIVE_ZE_CONTEXT);
+                    nd.kind == ACG_NATIVE_ZE_CONTEXT || nd.kind == ACG_NATIVE_VULKAN_DEVICE);
         assert_non_null(nd.context);
         if (nd.kind != ACG_NATIVE_CUDA_CONTEXT) {
             assert_non_null(nd.device);

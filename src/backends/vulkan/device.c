@@ -142,10 +142,12 @@ static void vk_device_close(acg__bk_device *dev) {
     vk_device *d = vdev(dev);
     d->vkDeviceWaitIdle(d->device);
     /* Pinned memory the user did not free goes with the device. */
-    for (uint32_t i = 0; i < d->n_pinned; i++) {
-        acg__vk_buffer_unmake(d, d->pinned[i].buffer, d->pinned[i].memory);
+    for (vk_pinned *p = d->pinned; p != NULL;) {
+        vk_pinned *next = p->next;
+        acg__vk_buffer_unmake(d, p->buffer, p->memory);
+        acg__free(p);
+        p = next;
     }
-    acg__free(d->pinned);
     d->vkDestroyDevice(d->device, NULL);
     pthread_mutex_destroy(&d->queue_lock);
     pthread_mutex_destroy(&d->pinned_lock);
@@ -256,7 +258,6 @@ void acg__vk_buffer_free(acg__bk_device *dev, acg__bk_mem *mem) {
 acg_status acg__vk_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) {
     static const char fn[] = "acg_pinned_alloc";
     vk_device *d = vdev(dev);
-    vk_pinned p = {.size = size};
     if ((uint64_t)size > d->phys->max_allocation) {
         return acg__error(ACG_ERR_OUT_OF_MEMORY,
                           "%s: %zu bytes: more than %s allocates at once (maxMemoryAllocationSize "
@@ -264,37 +265,40 @@ acg_status acg__vk_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr) {
                           fn, size, d->phys->props.deviceName,
                           (unsigned long long)d->phys->max_allocation);
     }
-    pthread_mutex_lock(&d->pinned_lock);
-    acg_status st = ACG_OK;
-    if (!acg__grow((void **)&d->pinned, &d->cap_pinned, d->n_pinned + 1, sizeof *d->pinned)) {
-        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    vk_pinned *p = acg__calloc(1, sizeof *p);
+    if (p == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    if (st == ACG_OK) {
-        st = acg__vk_buffer_make(d, size > 0 ? size : 1,
-                                 VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                                 d->host_type, true, &p.buffer, &p.memory, &p.host, fn);
-    }
-    if (st == ACG_OK && ((uintptr_t)p.host & 63) != 0) {
-        acg__vk_buffer_unmake(d, p.buffer, p.memory);
+    p->size = size;
+    acg_status st = acg__vk_buffer_make(
+        d, size > 0 ? size : 1, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        d->host_type, true, &p->buffer, &p->memory, &p->host, fn);
+    if (st == ACG_OK && ((uintptr_t)p->host & 63) != 0) {
+        acg__vk_buffer_unmake(d, p->buffer, p->memory);
         st = acg__error(ACG_ERR_DEVICE, "%s: vkMapMemory mapped %p, not 64-byte aligned", fn,
-                        p.host);
+                        p->host);
     }
-    if (st == ACG_OK) {
-        d->pinned[d->n_pinned++] = p;
-        *ptr = p.host;
+    if (st != ACG_OK) {
+        acg__free(p);
+        return st;
     }
+    pthread_mutex_lock(&d->pinned_lock);
+    p->next = d->pinned;
+    d->pinned = p;
     pthread_mutex_unlock(&d->pinned_lock);
-    return st;
+    *ptr = p->host;
+    return ACG_OK;
 }
 
 void acg__vk_pinned_free(acg__bk_device *dev, void *ptr) {
     vk_device *d = vdev(dev);
     pthread_mutex_lock(&d->pinned_lock);
-    for (uint32_t i = 0; i < d->n_pinned; i++) {
-        if (d->pinned[i].host == ptr) {
-            acg__vk_buffer_unmake(d, d->pinned[i].buffer, d->pinned[i].memory);
-            d->pinned[i] = d->pinned[--d->n_pinned];
+    for (vk_pinned **at = &d->pinned; *at != NULL; at = &(*at)->next) {
+        vk_pinned *p = *at;
+        if (p->host == ptr) {
+            *at = p->next;
+            acg__vk_buffer_unmake(d, p->buffer, p->memory);
+            acg__free(p);
             break;
         }
     }
@@ -306,10 +310,10 @@ bool acg__vk_pinned_find(vk_device *d, const void *host, size_t size, VkBuffer *
     const uintptr_t at = (uintptr_t)host;
     bool found = false;
     pthread_mutex_lock(&d->pinned_lock);
-    for (uint32_t i = 0; i < d->n_pinned && !found; i++) {
-        const uintptr_t lo = (uintptr_t)d->pinned[i].host;
-        if (at >= lo && size <= d->pinned[i].size && at - lo <= d->pinned[i].size - size) {
-            *buffer = d->pinned[i].buffer;
+    for (const vk_pinned *p = d->pinned; p != NULL && !found; p = p->next) {
+        const uintptr_t lo = (uintptr_t)p->host;
+        if (at >= lo && size <= p->size && at - lo <= p->size - size) {
+            *buffer = p->buffer;
             *offset = at - lo;
             found = true;
         }

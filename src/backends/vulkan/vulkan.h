@@ -131,6 +131,7 @@ const char *acg__vk_result_name(VkResult r);
 
 /* A pinned allocation: host-visible, coherent memory mapped at host. */
 typedef struct vk_pinned {
+    struct vk_pinned *next;
     void *host;
     size_t size;
     VkBuffer buffer;
@@ -147,8 +148,7 @@ typedef struct vk_device {
     uint32_t host_type;         /* a memory type of host-visible, coherent memory */
     uint64_t heap_bytes;        /* the size of device_type's heap */
     pthread_mutex_t pinned_lock;
-    vk_pinned *pinned; /* (n_pinned) */
-    uint32_t n_pinned, cap_pinned;
+    vk_pinned *pinned; /* a list: each allocation's node lives as long as it does */
 } vk_device;
 
 static inline vk_device *vdev(acg__bk_device *d) { return (vk_device *)d; }
