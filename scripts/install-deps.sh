@@ -20,6 +20,12 @@ PACKAGES="$PACKAGES llvm-spirv-14 spirv-tools"
 # The level_zero backend: the loader's headers to build it, the loader (with its validation
 # layer) to run its tests against acg's test driver; no Intel driver, which needs a GPU.
 PACKAGES="$PACKAGES libze-dev libze1"
+# The vulkan backend: the headers to build it, the loader and Mesa's lavapipe (a conformant
+# Vulkan driver on the CPU) to run its suites, the Khronos validation layer that checks every
+# call they make, glslang-tools to compile its kernels' GLSL to SPIR-V (spirv-tools, above,
+# validates them), and vulkan-tools for vulkaninfo.
+PACKAGES="$PACKAGES libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-validationlayers"
+PACKAGES="$PACKAGES glslang-tools vulkan-tools"
 # tests/cli writes checkpoint and tokenizer files, good and malformed, with python3's struct.
 PACKAGES="$PACKAGES python3"
 # libacg_mpi, the MPI process group (src/mpi), and its tests under mpirun (tests/mpi): Open MPI's

@@ -36,10 +36,13 @@ void rowscale_drop_legacy(acg_kernel_desc *d);
 acg_kernel_desc rowscale_desc_impls(const char *name, const acg_kernel_impl *impls, uint32_t n);
 
 /* Entries for every backend the build has the kernel's code for (OpenCL C always, CUDA and
- * SPIR-V where it compiled them), each naming the function entry (NULL: the kernel's name), and
- * their count (at most 3). The OpenCL C's entry names no backend: every backend that takes the
+ * SPIR-V for level_zero and vulkan where it compiled them), each naming the function entry
+ * (NULL: the kernel's name), and
+ * their count (at most ROWSCALE_MAX_IMPLS). The OpenCL C's entry names no backend: every backend that takes the
  * format. */
 uint32_t rowscale_impls(acg_kernel_impl *out, const char *entry);
+/* The most entries rowscale_impls writes: OpenCL C, cuda, level_zero and vulkan. */
+#define ROWSCALE_MAX_IMPLS 4
 /* Whether rowscale_impls gives the device under test's backend code. */
 bool dut_has_rowscale_code(void);
 

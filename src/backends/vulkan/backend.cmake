@@ -5,9 +5,23 @@ option(ACG_WITH_VULKAN "Build the Vulkan backend when the Vulkan headers are fou
 if(ACG_WITH_VULKAN)
     find_path(ACG_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
     if(ACG_VULKAN_INCLUDE_DIR)
+        # The vulkan suites run with the Khronos validation layer checking every call, where
+        # it is installed (vulkan-validationlayers): an error it reports fails the suite.
+        find_file(ACG_VULKAN_VALIDATION_LAYER VkLayer_khronos_validation.json
+            PATHS /usr/share/vulkan/explicit_layer.d /usr/local/share/vulkan/explicit_layer.d
+            NO_DEFAULT_PATH)
+        set(env)
+        if(ACG_VULKAN_VALIDATION_LAYER)
+            set(env ACG_VULKAN_VALIDATION=1)
+        else()
+            message(STATUS "acg: the Vulkan validation layer is not installed "
+                           "(vulkan-validationlayers); the vulkan suites run without it")
+        endif()
+        # Without SPIR-V for Vulkan (glslangValidator or spirv-val missing) no kernel runs
+        # there: not tested.
         acg_add_backend(vulkan SOURCES loader.c device.c stream.c kernel.c graph.c
             INCLUDE_DIRS ${ACG_VULKAN_INCLUDE_DIR} LIBS ${CMAKE_DL_LIBS}
-            TESTS_IF ACG_VULKAN_KERNELS_BUILT)
+            TEST_ENV ${env} TESTS_IF ACG_VULKAN_KERNELS_BUILT)
     else()
         message(STATUS "acg: Vulkan headers not found (libvulkan-dev); the vulkan backend is "
                        "not built")

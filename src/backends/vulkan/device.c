@@ -351,6 +351,8 @@ static acg_status vk_device_get_native(acg__bk_device *dev, acg_native_device *o
 static const char *const env_names[] = {
     /* the Vulkan loader to open (default libvulkan.so.1) */
     "ACG_VULKAN_LOADER",
+    /* 1: the Khronos validation layer checks every call; an error it reports aborts */
+    "ACG_VULKAN_VALIDATION",
 };
 const acg__env_table acg__vulkan_env = {"vulkan", env_names,
                                         sizeof env_names / sizeof env_names[0]};

@@ -8,6 +8,7 @@
  * streams, events and the native handles need. */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vulkan.h"
@@ -195,6 +196,43 @@ static bool resolve_instance(void) {
     return true;
 }
 
+/* ACG_VULKAN_VALIDATION=1: the Khronos validation layer checks every call, and an error it
+ * reports ends the process (abort, the message on stderr), so a suite run under it fails on the
+ * first misuse; warnings go to the log. */
+static VKAPI_ATTR VkBool32 VKAPI_CALL
+validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                   VkDebugUtilsMessageTypeFlagsEXT types,
+                   const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+    (void)types;
+    (void)user;
+    if ((severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) != 0) {
+        fprintf(stderr, "acg: vulkan: the validation layer reports an error: %s\n",
+                data->pMessage);
+        abort();
+    }
+    acg__log(ACG_LOG_WARN, "vulkan: the validation layer warns: %s", data->pMessage);
+    return VK_FALSE;
+}
+
+static bool instance_has_layer(const char *name) {
+    PFN_vkEnumerateInstanceLayerProperties enumerate =
+        (PFN_vkEnumerateInstanceLayerProperties)acg__vk.vkGetInstanceProcAddr(
+            NULL, "vkEnumerateInstanceLayerProperties");
+    uint32_t n = 0;
+    if (enumerate == NULL || enumerate(&n, NULL) != VK_SUCCESS || n == 0) {
+        return false;
+    }
+    VkLayerProperties *layers = acg__calloc(n, sizeof *layers);
+    bool found = false;
+    if (layers != NULL && enumerate(&n, layers) == VK_SUCCESS) {
+        for (uint32_t i = 0; i < n && !found; i++) {
+            found = strcmp(layers[i].layerName, name) == 0;
+        }
+    }
+    acg__free(layers);
+    return found;
+}
+
 static bool create_instance(void) {
     PFN_vkEnumerateInstanceVersion version =
         (PFN_vkEnumerateInstanceVersion)acg__vk.vkGetInstanceProcAddr(NULL,
@@ -214,14 +252,35 @@ static bool create_instance(void) {
                                    .pApplicationName = "acg",
                                    .pEngineName = "acg",
                                    .apiVersion = VK_API_VERSION_1_2};
-    const char *ext[1];
+    const char *ext[2], *layer[1];
     VkInstanceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                                 .pApplicationInfo = &app};
+                                 .pApplicationInfo = &app,
+                                 .ppEnabledExtensionNames = ext,
+                                 .ppEnabledLayerNames = layer};
     if (instance_has_extension(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
-        ext[0] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
-        info.enabledExtensionCount = 1;
-        info.ppEnabledExtensionNames = ext;
+        ext[info.enabledExtensionCount++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
         info.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+    const char *validate = acg__env_get("ACG_VULKAN_VALIDATION");
+    const bool validation = validate != NULL && strcmp(validate, "1") == 0;
+    const VkDebugUtilsMessengerCreateInfoEXT messenger = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+        .pfnUserCallback = validation_message};
+    if (validation) {
+        if (!instance_has_layer("VK_LAYER_KHRONOS_validation") ||
+            !instance_has_extension(VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+            snprintf(acg__vk.reason, sizeof acg__vk.reason,
+                     "ACG_VULKAN_VALIDATION=1, but the Khronos validation layer or "
+                     "VK_EXT_debug_utils is missing (install vulkan-validationlayers)");
+            return false;
+        }
+        layer[info.enabledLayerCount++] = "VK_LAYER_KHRONOS_validation";
+        ext[info.enabledExtensionCount++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+        info.pNext = &messenger; /* instance creation and destruction are checked too */
     }
     VkResult r = acg__vk.vkCreateInstance(&info, NULL, &acg__vk.instance);
     if (r != VK_SUCCESS) {
@@ -231,7 +290,23 @@ static bool create_instance(void) {
                  acg__vk_result_name(r), (int)r);
         return false;
     }
-    return resolve_instance();
+    if (!resolve_instance()) {
+        return false;
+    }
+    if (validation) {
+        PFN_vkCreateDebugUtilsMessengerEXT create =
+            (PFN_vkCreateDebugUtilsMessengerEXT)acg__vk.vkGetInstanceProcAddr(
+                acg__vk.instance, "vkCreateDebugUtilsMessengerEXT");
+        VkDebugUtilsMessengerEXT m = VK_NULL_HANDLE;
+        if (create == NULL ||
+            (r = create(acg__vk.instance, &messenger, NULL, &m)) != VK_SUCCESS) {
+            snprintf(acg__vk.reason, sizeof acg__vk.reason,
+                     "ACG_VULKAN_VALIDATION=1: vkCreateDebugUtilsMessengerEXT failed");
+            return false;
+        }
+        acg__log(ACG_LOG_INFO, "vulkan: the Khronos validation layer checks every call");
+    }
+    return true;
 }
 
 /* Every physical device with a compute queue. */
