@@ -37,9 +37,8 @@ acg_kernel_desc rowscale_desc_impls(const char *name, const acg_kernel_impl *imp
 
 /* Entries for every backend the build has the kernel's code for (OpenCL C always, CUDA and
  * SPIR-V for level_zero and vulkan where it compiled them), each naming the function entry
- * (NULL: the kernel's name), and
- * their count (at most ROWSCALE_MAX_IMPLS). The OpenCL C's entry names no backend: every backend that takes the
- * format. */
+ * (NULL: the kernel's name), and their count (at most ROWSCALE_MAX_IMPLS). The OpenCL C's entry
+ * names no backend: every backend that takes the format. */
 uint32_t rowscale_impls(acg_kernel_impl *out, const char *entry);
 /* The most entries rowscale_impls writes: OpenCL C, cuda, level_zero and vulkan. */
 #define ROWSCALE_MAX_IMPLS 4
