@@ -21,7 +21,7 @@ if(ACG_WITH_VULKAN)
         # there: not tested.
         acg_add_backend(vulkan SOURCES loader.c device.c stream.c kernel.c graph.c
             INCLUDE_DIRS ${ACG_VULKAN_INCLUDE_DIR} LIBS ${CMAKE_DL_LIBS}
-            TEST_ENV ${env} TESTS_IF ACG_VULKAN_KERNELS_BUILT)
+            TEST_DIRS tests/vulkan TEST_ENV ${env} TESTS_IF ACG_VULKAN_KERNELS_BUILT)
     else()
         message(STATUS "acg: Vulkan headers not found (libvulkan-dev); the vulkan backend is "
                        "not built")

@@ -38,7 +38,8 @@ static void describe_physical(const vk_physical *p, acg_capability *out) {
         return;
     }
     if (snprintf(out->detail, sizeof out->detail,
-                 "Vulkan %u.%u.%u, driver %s (%s); graphs: secondary command buffers, update records again",
+                 "Vulkan %u.%u.%u, driver %s (%s); graphs: secondary command buffers, update "
+                 "records again",
                  VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v),
                  p->driver.driverName, p->driver.driverInfo) >= (int)sizeof out->detail) {
         /* The detail is a summary: a cut-off driver string is acceptable. */
@@ -50,7 +51,8 @@ static acg_status vk_describe(int index, acg_capability *out) {
     return ACG_OK;
 }
 
-/* ---- opening and closing ---------------------------------------------------------------------- */
+/* ---- opening and closing ----------------------------------------------------------------------
+ */
 
 /* The first memory type of mp among `bits` with every flag of `want`, or UINT32_MAX. */
 static uint32_t memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
@@ -104,7 +106,9 @@ static acg_status vk_device_open(int index, const char *options, acg__bk_device 
                                      .pNext = &f12,
                                      .queueCreateInfoCount = 1,
                                      .pQueueCreateInfos = &queue};
-    VK_CHECK(acg__vk.vkCreateDevice(p->pd, &info, NULL, &d->device), fn, out_free);
+    /* The device's objects allocate host memory through acg__vk_host_allocator. */
+    VK_CHECK(acg__vk.vkCreateDevice(p->pd, &info, &acg__vk_host_allocator, &d->device), fn,
+             out_free);
     if ((st = resolve_device(d, fn)) != ACG_OK) {
         goto out_destroy;
     }
@@ -115,9 +119,9 @@ static acg_status vk_device_open(int index, const char *options, acg__bk_device 
     if (d->device_type == UINT32_MAX) {
         d->device_type = 0;
     }
-    d->host_type = memory_type(&mp, UINT32_MAX,
-                               VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+    d->host_type =
+        memory_type(&mp, UINT32_MAX,
+                    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
     if (d->host_type == UINT32_MAX) {
         st = acg__error(ACG_ERR_UNAVAILABLE, "%s: %s has no host-visible, coherent memory", fn,
                         p->props.deviceName);
@@ -131,7 +135,7 @@ static acg_status vk_device_open(int index, const char *options, acg__bk_device 
 
 out_destroy:
     if (d->vkDestroyDevice != NULL) {
-        d->vkDestroyDevice(d->device, NULL);
+        d->vkDestroyDevice(d->device, &acg__vk_host_allocator);
     }
 out_free:
     acg__free(d);
@@ -148,7 +152,7 @@ static void vk_device_close(acg__bk_device *dev) {
         acg__free(p);
         p = next;
     }
-    d->vkDestroyDevice(d->device, NULL);
+    d->vkDestroyDevice(d->device, &acg__vk_host_allocator);
     pthread_mutex_destroy(&d->queue_lock);
     pthread_mutex_destroy(&d->pinned_lock);
     acg__free(d);
@@ -178,8 +182,8 @@ acg_status acg__vk_buffer_make(vk_device *d, VkDeviceSize size, VkBufferUsageFla
     VkMemoryRequirements req;
     d->vkGetBufferMemoryRequirements(d->device, *buffer, &req);
     if ((req.memoryTypeBits & (1u << type)) == 0) {
-        st = acg__error(ACG_ERR_DEVICE, "%s: memory type %u cannot hold a buffer (types 0x%x)",
-                        fn, type, req.memoryTypeBits);
+        st = acg__error(ACG_ERR_DEVICE, "%s: memory type %u cannot hold a buffer (types 0x%x)", fn,
+                        type, req.memoryTypeBits);
         goto out_buffer;
     }
     const VkMemoryAllocateFlagsInfo flags = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
@@ -236,8 +240,8 @@ acg_status acg__vk_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **
     if (m->size == 0) {
         m->size = 4;
     }
-    acg_status st = acg__vk_buffer_make(d, m->size, VK_MEM_USAGE, d->device_type, false,
-                                        &m->buffer, &m->memory, NULL, fn);
+    acg_status st = acg__vk_buffer_make(d, m->size, VK_MEM_USAGE, d->device_type, false, &m->buffer,
+                                        &m->memory, NULL, fn);
     if (st != ACG_OK) {
         acg__free(m);
         return st;
@@ -322,7 +326,8 @@ bool acg__vk_pinned_find(vk_device *d, const void *host, size_t size, VkBuffer *
     return found;
 }
 
-/* ---- native objects ---------------------------------------------------------------------------- */
+/* ---- native objects ----------------------------------------------------------------------------
+ */
 
 acg_status acg__vk_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
                                      size_t size, acg_native_buffer *out) {

@@ -28,8 +28,9 @@ static void graph_barrier(vk_device *d, VkCommandBuffer cb) {
                                 .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
                                 .dstAccessMask =
                                     VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
-    d->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                            VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    VK_RECORD(d->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                      VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, NULL, 0,
+                                      NULL));
 }
 
 static acg_status record_node(vk_device *d, VkCommandBuffer cb, const acg__node *n,
@@ -48,17 +49,18 @@ static acg_status record_node(vk_device *d, VkCommandBuffer cb, const acg__node 
     case ACG_NODE_COPY_H2D:
         region.srcOffset = pin_off;
         region.dstOffset = n->dst_off;
-        d->vkCmdCopyBuffer(cb, pin, vmem(n->dst_mem)->buffer, 1, &region);
+        VK_RECORD(d->vkCmdCopyBuffer(cb, pin, vmem(n->dst_mem)->buffer, 1, &region));
         return ACG_OK;
     case ACG_NODE_COPY_D2H:
         region.srcOffset = n->src_off;
         region.dstOffset = pin_off;
-        d->vkCmdCopyBuffer(cb, vmem(n->src_mem)->buffer, pin, 1, &region);
+        VK_RECORD(d->vkCmdCopyBuffer(cb, vmem(n->src_mem)->buffer, pin, 1, &region));
         return ACG_OK;
     case ACG_NODE_COPY_D2D:
         region.srcOffset = n->src_off;
         region.dstOffset = n->dst_off;
-        d->vkCmdCopyBuffer(cb, vmem(n->src_mem)->buffer, vmem(n->dst_mem)->buffer, 1, &region);
+        VK_RECORD(
+            d->vkCmdCopyBuffer(cb, vmem(n->src_mem)->buffer, vmem(n->dst_mem)->buffer, 1, &region));
         return ACG_OK;
     case ACG_NODE_FILL:
         return acg__vk_fill_record(d, cb, vmem(n->dst_mem), n->dst_off, n->size, n->pattern,

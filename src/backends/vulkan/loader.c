@@ -80,18 +80,114 @@ acg_status acg__vk_check(VkResult r, const char *fn, const char *call) {
     default:
         break;
     }
-    /* "<call>(args)" is named by its function alone */
-    const char *paren = strchr(call, '(');
-    int len = paren != NULL ? (int)(paren - call) : (int)strlen(call);
-    const char *at = strstr(call, "->");
-    if (at != NULL && at < call + len) {
-        call = at + 2; /* d->vkQueueSubmit(...): vkQueueSubmit */
-        paren = strchr(call, '(');
-        len = paren != NULL ? (int)(paren - call) : (int)strlen(call);
+    /* "d->vkQueueSubmit(args)" and "acg__vk.vkCreateDevice(args)" are named by the function */
+    const char *end = strchr(call, '(');
+    if (end == NULL) {
+        end = call + strlen(call);
     }
-    return acg__error(st, "%s: %.*s failed with %s (%d)", fn, len, call, acg__vk_result_name(r),
-                      (int)r);
+    for (const char *c = call; c < end; c++) {
+        if (*c == '.' || *c == '>') {
+            call = c + 1;
+        }
+    }
+    return acg__error(st, "%s: %.*s failed with %s (%d)", fn, (int)(end - call), call,
+                      acg__vk_result_name(r), (int)r);
 }
+
+/* ---- the drivers' host memory --------------------------------------------------------------- */
+
+/* Each block starts HEADER bytes before what the driver gets, which it must be aligned to and
+ * which holds the block's size and that offset. */
+typedef struct host_block {
+    size_t size;
+    size_t offset;
+} host_block;
+
+static _Atomic uint64_t fail_countdown; /* 0: disarmed; else allocations until the failure */
+static atomic_bool fail_hit;
+static _Atomic int64_t host_live;
+
+void acg__vk_fail_host_alloc(uint64_t n) {
+    atomic_store(&fail_hit, false);
+    atomic_store(&fail_countdown, n);
+}
+
+bool acg__vk_host_alloc_failed(void) { return atomic_load(&fail_hit); }
+
+int64_t acg__vk_host_alloc_live(void) { return atomic_load(&host_live); }
+
+/* Calls the failure skips on this thread (acg__vk_host_alloc_spare). */
+static _Thread_local uint32_t spared;
+
+void acg__vk_host_alloc_spare(bool on) { spared += on ? 1u : (uint32_t)-1; }
+
+/* Whether this allocation is the one to fail; a spared call's allocations are not counted. */
+static bool fail_now(void) {
+    if (spared != 0) {
+        return false;
+    }
+    uint64_t left = atomic_load(&fail_countdown);
+    while (left != 0) {
+        if (atomic_compare_exchange_weak(&fail_countdown, &left, left - 1)) {
+            if (left == 1) {
+                atomic_store(&fail_hit, true);
+                return true;
+            }
+            return false;
+        }
+    }
+    return false;
+}
+
+static void *host_alloc(void *user, size_t size, size_t align, VkSystemAllocationScope scope) {
+    (void)user;
+    (void)scope;
+    if (fail_now()) {
+        return NULL;
+    }
+    const size_t a = align < sizeof(host_block) ? 16 : align;
+    const size_t offset = (sizeof(host_block) + a - 1) / a * a;
+    void *p = NULL;
+    if (size > SIZE_MAX - offset ||
+        posix_memalign(&p, a < sizeof(void *) ? sizeof(void *) : a, offset + size) != 0) {
+        return NULL;
+    }
+    unsigned char *at = (unsigned char *)p + offset;
+    ((host_block *)at)[-1] = (host_block){size, offset};
+    atomic_fetch_add(&host_live, 1);
+    return at;
+}
+
+static void host_free(void *user, void *mem) {
+    (void)user;
+    if (mem == NULL) {
+        return;
+    }
+    const host_block b = ((host_block *)mem)[-1];
+    atomic_fetch_sub(&host_live, 1);
+    free((unsigned char *)mem - b.offset);
+}
+
+static void *host_realloc(void *user, void *mem, size_t size, size_t align,
+                          VkSystemAllocationScope scope) {
+    if (mem == NULL) {
+        return host_alloc(user, size, align, scope);
+    }
+    if (size == 0) {
+        host_free(user, mem);
+        return NULL;
+    }
+    void *fresh = host_alloc(user, size, align, scope);
+    if (fresh != NULL) {
+        const size_t old = ((host_block *)mem)[-1].size;
+        memcpy(fresh, mem, old < size ? old : size);
+        host_free(user, mem);
+    }
+    return fresh;
+}
+
+const VkAllocationCallbacks acg__vk_host_allocator = {
+    .pfnAllocation = host_alloc, .pfnReallocation = host_realloc, .pfnFree = host_free};
 
 /* ---- the instance and its devices ------------------------------------------------------------ */
 
@@ -121,7 +217,8 @@ static bool device_has_extension(VkPhysicalDevice pd, const char *name) {
     }
     VkExtensionProperties *ext = acg__calloc(n, sizeof *ext);
     bool found = false;
-    if (ext != NULL && acg__vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, ext) == VK_SUCCESS) {
+    if (ext != NULL &&
+        acg__vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, ext) == VK_SUCCESS) {
         for (uint32_t i = 0; i < n && !found; i++) {
             found = strcmp(ext[i].extensionName, name) == 0;
         }
@@ -198,16 +295,16 @@ static bool resolve_instance(void) {
 
 /* ACG_VULKAN_VALIDATION=1: the Khronos validation layer checks every call, and an error it
  * reports ends the process (abort, the message on stderr), so a suite run under it fails on the
- * first misuse; warnings go to the log. */
-static VKAPI_ATTR VkBool32 VKAPI_CALL
-validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                   VkDebugUtilsMessageTypeFlagsEXT types,
-                   const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+ * first misuse; warnings go to the log, and so do errors that follow a host allocation the test
+ * hook failed (the loader and the layer report those failures themselves). */
+static VKAPI_ATTR VkBool32 VKAPI_CALL validation_message(
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
+    const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
     (void)types;
     (void)user;
-    if ((severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) != 0) {
-        fprintf(stderr, "acg: vulkan: the validation layer reports an error: %s\n",
-                data->pMessage);
+    if ((severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) != 0 &&
+        !acg__vk_host_alloc_failed()) {
+        fprintf(stderr, "acg: vulkan: the validation layer reports an error: %s\n", data->pMessage);
         abort();
     }
     acg__log(ACG_LOG_WARN, "vulkan: the validation layer warns: %s", data->pMessage);
@@ -298,8 +395,7 @@ static bool create_instance(void) {
             (PFN_vkCreateDebugUtilsMessengerEXT)acg__vk.vkGetInstanceProcAddr(
                 acg__vk.instance, "vkCreateDebugUtilsMessengerEXT");
         VkDebugUtilsMessengerEXT m = VK_NULL_HANDLE;
-        if (create == NULL ||
-            (r = create(acg__vk.instance, &messenger, NULL, &m)) != VK_SUCCESS) {
+        if (create == NULL || (r = create(acg__vk.instance, &messenger, NULL, &m)) != VK_SUCCESS) {
             snprintf(acg__vk.reason, sizeof acg__vk.reason,
                      "ACG_VULKAN_VALIDATION=1: vkCreateDebugUtilsMessengerEXT failed");
             return false;

@@ -58,7 +58,8 @@ typedef struct vk_event {
 static inline vk_stream *vstream(acg__bk_stream *s) { return (vk_stream *)s; }
 static inline vk_event *vevent(acg__bk_event *e) { return (vk_event *)e; }
 
-/* ---- timelines -------------------------------------------------------------------------------- */
+/* ---- timelines --------------------------------------------------------------------------------
+ */
 
 static acg_status timeline_new(vk_device *d, vk_timeline **out, const char *fn) {
     vk_timeline *t = acg__calloc(1, sizeof *t);
@@ -110,7 +111,8 @@ out:
     return st;
 }
 
-/* ---- recording and submitting ----------------------------------------------------------------- */
+/* ---- recording and submitting -----------------------------------------------------------------
+ */
 
 acg_status acg__vk_staging_new(vk_device *d, size_t size, vk_staging **list, vk_staging **out,
                                const char *fn) {
@@ -119,9 +121,8 @@ acg_status acg__vk_staging_new(vk_device *d, size_t size, vk_staging **list, vk_
         return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     acg_status st = acg__vk_buffer_make(
-        d, size > 0 ? size : 1,
-        VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, d->host_type, true,
-        &g->buffer, &g->memory, &g->host, fn);
+        d, size > 0 ? size : 1, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        d->host_type, true, &g->buffer, &g->memory, &g->host, fn);
     if (st != ACG_OK) {
         acg__free(g);
         return st;
@@ -225,8 +226,8 @@ static void barrier(vk_stream *s, VkPipelineStageFlags dst_stage, VkAccessFlags 
     const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                 .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
                                 .dstAccessMask = dst_access};
-    s->dev->vkCmdPipelineBarrier(s->open.cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1,
-                                 &mb, 0, NULL, 0, NULL);
+    VK_RECORD(s->dev->vkCmdPipelineBarrier(s->open.cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                           dst_stage, 0, 1, &mb, 0, NULL, 0, NULL));
 }
 
 /* Opens the command buffer for one more piece of work, after a barrier (under s->lock). */
@@ -273,12 +274,12 @@ static acg_status flush(vk_stream *s, const char *fn) {
         wst[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
     }
     const uint64_t value = s->submitted + 1;
-    const VkTimelineSemaphoreSubmitInfo ti = {
-        .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-        .waitSemaphoreValueCount = n,
-        .pWaitSemaphoreValues = wv,
-        .signalSemaphoreValueCount = 1,
-        .pSignalSemaphoreValues = &value};
+    const VkTimelineSemaphoreSubmitInfo ti = {.sType =
+                                                  VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                              .waitSemaphoreValueCount = n,
+                                              .pWaitSemaphoreValues = wv,
+                                              .signalSemaphoreValueCount = 1,
+                                              .pSignalSemaphoreValues = &value};
     const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                              .pNext = &ti,
                              .waitSemaphoreCount = n,
@@ -290,6 +291,12 @@ static acg_status flush(vk_stream *s, const char *fn) {
                              .pSignalSemaphores = &s->tl->sem};
     pthread_mutex_lock(&d->queue_lock);
     VkResult r = d->vkQueueSubmit(d->queue, 1, &si, VK_NULL_HANDLE);
+    if (r != VK_SUCCESS) {
+        /* Nothing of a failed submission runs, as Vulkan says; waiting for the queue makes sure
+         * of it (and tells the validation layer, which otherwise takes its semaphores and
+         * command buffer for in use) before the recording is dropped. */
+        d->vkQueueWaitIdle(d->queue);
+    }
     pthread_mutex_unlock(&d->queue_lock);
     if (r != VK_SUCCESS) {
         st = acg__vk_check(r, fn, "vkQueueSubmit");
@@ -322,7 +329,8 @@ static acg_status staging(vk_stream *s, size_t size, vk_staging **out, const cha
     return acg__vk_staging_new(s->dev, size, &s->open.staging, out, fn);
 }
 
-/* ---- streams ----------------------------------------------------------------------------------- */
+/* ---- streams -----------------------------------------------------------------------------------
+ */
 
 acg_status acg__vk_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
     static const char fn[] = "acg_stream_create";
@@ -334,8 +342,7 @@ acg_status acg__vk_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
     s->dev = d;
     acg_status st = ACG_OK;
     const VkCommandPoolCreateInfo info = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                          .flags =
-                                              VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                          .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                           .queueFamilyIndex = d->phys->family};
     VK_CHECK(d->vkCreateCommandPool(d->device, &info, NULL, &s->pool), fn, out_free);
     if ((st = timeline_new(d, &s->tl, fn)) != ACG_OK) {
@@ -404,7 +411,8 @@ acg_status acg__vk_stream_query(acg__bk_stream *stream) {
     return st;
 }
 
-/* ---- events ------------------------------------------------------------------------------------ */
+/* ---- events ------------------------------------------------------------------------------------
+ */
 
 acg_status acg__vk_event_create(acg__bk_device *dev, acg__bk_event **out) {
     (void)dev;
@@ -468,8 +476,8 @@ acg_status acg__vk_stream_wait_event(acg__bk_stream *stream, acg__bk_event *even
     }
     pthread_mutex_lock(&s->lock);
     acg_status st = begin(s, fn);
-    if (st == ACG_OK && !acg__grow((void **)&s->open.waits, &s->open.cap_waits,
-                                   s->open.n_waits + 1, sizeof *s->open.waits)) {
+    if (st == ACG_OK && !acg__grow((void **)&s->open.waits, &s->open.cap_waits, s->open.n_waits + 1,
+                                   sizeof *s->open.waits)) {
         st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     if (st == ACG_OK) {
@@ -500,12 +508,13 @@ acg_status acg__vk_event_synchronize(acg__bk_event *event) {
     return event_check(event, true, "acg_event_synchronize");
 }
 
-/* ---- copies and fills -------------------------------------------------------------------------- */
+/* ---- copies and fills --------------------------------------------------------------------------
+ */
 
 static void copy_cmd(vk_stream *s, VkBuffer src, VkDeviceSize src_off, VkBuffer dst,
                      VkDeviceSize dst_off, VkDeviceSize size) {
     const VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = size};
-    s->dev->vkCmdCopyBuffer(s->open.cb, src, dst, 1, &region);
+    VK_RECORD(s->dev->vkCmdCopyBuffer(s->open.cb, src, dst, 1, &region));
 }
 
 acg_status acg__vk_copy_h2d(acg__bk_stream *stream, acg__bk_mem *dst, size_t dst_off,
@@ -586,7 +595,7 @@ acg_status acg__vk_fill_record(vk_device *d, VkCommandBuffer cb, const vk_mem *m
         word = (pattern & 0xffffu) * 0x00010001u;
     }
     if (off % 4 == 0 && size % 4 == 0) {
-        d->vkCmdFillBuffer(cb, m->buffer, off, size, word);
+        VK_RECORD(d->vkCmdFillBuffer(cb, m->buffer, off, size, word));
         return ACG_OK;
     }
     /* A 1- or 2-byte pattern over a range that is not whole words, from staging memory whose
@@ -600,7 +609,7 @@ acg_status acg__vk_fill_record(vk_device *d, VkCommandBuffer cb, const vk_mem *m
             p[i] = (unsigned char)(word >> (8 * (i % 4)));
         }
         const VkBufferCopy region = {.srcOffset = 0, .dstOffset = off, .size = size};
-        d->vkCmdCopyBuffer(cb, g->buffer, m->buffer, 1, &region);
+        VK_RECORD(d->vkCmdCopyBuffer(cb, g->buffer, m->buffer, 1, &region));
     }
     return st;
 }
@@ -619,7 +628,8 @@ acg_status acg__vk_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, si
     return st;
 }
 
-/* ---- kernels ----------------------------------------------------------------------------------- */
+/* ---- kernels -----------------------------------------------------------------------------------
+ */
 
 acg_status acg__vk_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
                                  const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
@@ -634,7 +644,8 @@ acg_status acg__vk_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
     return st;
 }
 
-/* ---- graphs ------------------------------------------------------------------------------------ */
+/* ---- graphs ------------------------------------------------------------------------------------
+ */
 
 acg_status acg__vk_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
     vk_stream *s = vstream(stream);
@@ -642,7 +653,7 @@ acg_status acg__vk_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
     acg_status st = work(s, "acg_graph_launch");
     if (st == ACG_OK) {
         const VkCommandBuffer cb = acg__vk_graph_commands(exec);
-        s->dev->vkCmdExecuteCommands(s->open.cb, 1, &cb);
+        VK_RECORD(s->dev->vkCmdExecuteCommands(s->open.cb, 1, &cb));
     }
     pthread_mutex_unlock(&s->lock);
     return st;

@@ -66,6 +66,7 @@
     X(vkCmdFillBuffer)                                                                             \
     X(vkCmdPipelineBarrier)                                                                        \
     X(vkQueueSubmit)                                                                               \
+    X(vkQueueWaitIdle)                                                                             \
     X(vkCreateSemaphore)                                                                           \
     X(vkDestroySemaphore)                                                                          \
     X(vkGetSemaphoreCounterValue)                                                                  \
@@ -88,11 +89,11 @@ typedef struct vk_physical {
     VkPhysicalDevice pd;
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceDriverProperties driver;
-    uint32_t family;          /* the first queue family with compute */
-    bool usable;              /* Vulkan 1.2, timeline semaphores and buffer device addresses */
-    char why[160];            /* why not, when not usable */
-    bool host_memory_import;  /* VK_EXT_external_memory_host is offered */
-    uint64_t max_allocation;  /* maxMemoryAllocationSize */
+    uint32_t family;         /* the first queue family with compute */
+    bool usable;             /* Vulkan 1.2, timeline semaphores and buffer device addresses */
+    char why[160];           /* why not, when not usable */
+    bool host_memory_import; /* VK_EXT_external_memory_host is offered */
+    uint64_t max_allocation; /* maxMemoryAllocationSize */
 } vk_physical;
 
 typedef struct vk_loader {
@@ -109,6 +110,19 @@ typedef struct vk_loader {
 
 extern vk_loader acg__vk;
 
+/* The host allocator every device hands its driver (vkCreateDevice's pAllocator, which the
+ * device's objects inherit): the system's, counted, and failing on request for the tests. */
+extern const VkAllocationCallbacks acg__vk_host_allocator;
+/* Test hook: the n-th allocation the drivers make through acg__vk_host_allocator from now fails
+ * (returns NULL, which the driver reports as VK_ERROR_OUT_OF_HOST_MEMORY); 0 disarms it. */
+void acg__vk_fail_host_alloc(uint64_t n);
+/* Whether the armed failure happened; and the driver's host allocations now live. */
+bool acg__vk_host_alloc_failed(void);
+int64_t acg__vk_host_alloc_live(void);
+/* Brackets a driver call whose allocations the test hook must not fail, because the driver
+ * does not survive it (on: the call begins, off: it ended; on this thread). */
+void acg__vk_host_alloc_spare(bool on);
+
 /* Loads the loader and finds the devices once (probe). */
 acg_status acg__vk_probe(int *n, const char **reason);
 /* "<fn>: <call> failed with <VkResult's name> (<code>)" as the error; the status it maps to:
@@ -116,6 +130,16 @@ acg_status acg__vk_probe(int *n, const char **reason);
  * else ACG_ERR_DEVICE. ACG_OK for VK_SUCCESS. */
 acg_status acg__vk_check(VkResult r, const char *fn, const char *call);
 const char *acg__vk_result_name(VkResult r);
+
+/* Records a command (a vkCmd* call, which returns nothing: the driver reports what failed at
+ * vkEndCommandBuffer). Mesa 22.3's lavapipe crashes when a host allocation fails while it
+ * records, so the test hook spares these calls. */
+#define VK_RECORD(call)                                                                            \
+    do {                                                                                           \
+        acg__vk_host_alloc_spare(true);                                                            \
+        call;                                                                                      \
+        acg__vk_host_alloc_spare(false);                                                           \
+    } while (0)
 
 /* Runs a Vulkan call; on failure sets st from acg__vk_check and jumps to label. */
 #define VK_CHECK(call, fn, label)                                                                  \
@@ -213,8 +237,8 @@ typedef struct vk_kernel {
     VkShaderModule module;
     VkPipelineLayout layout;
     VkPipeline pipeline;
-    uint32_t push_bytes;                    /* the block's size */
-    uint32_t offset[ACG_MAX_KERNEL_ARGS];   /* each argument's offset in it */
+    uint32_t push_bytes;                  /* the block's size */
+    uint32_t offset[ACG_MAX_KERNEL_ARGS]; /* each argument's offset in it */
 } vk_kernel;
 
 static inline vk_kernel *vkernel(acg__bk_kernel *k) { return (vk_kernel *)k; }

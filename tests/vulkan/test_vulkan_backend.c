@@ -1,0 +1,179 @@
+/* test_vulkan_backend.c — what only the vulkan backend has: its drivers' host memory failing at
+ * every allocation of a whole workload, on the real driver (lavapipe in CI).
+ *
+ * The backend hands every device's driver its own host allocator (acg__vk_host_allocator),
+ * which a test hook makes fail at the n-th allocation: the driver then answers
+ * VK_ERROR_OUT_OF_HOST_MEMORY from the call that needed the memory, or from vkEndCommandBuffer
+ * for a command it could not record. The sweep runs one workload (open, memory, pinned memory,
+ * a kernel, copies both ways through pinned and pageable memory, a fill that is not whole words,
+ * events between streams, a graph captured, replayed and updated) with each allocation failing
+ * in turn, until one run meets no failure. At each: the run either ends with the status of the
+ * failed call, ACG_ERR_OUT_OF_MEMORY, its detail naming the Vulkan call, or (where the driver
+ * did without the memory) succeeds with the right bytes; and once everything is released the
+ * driver holds no host memory and acg no object. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+/* The backend's hooks (src/backends/vulkan/loader.c). */
+void acg__vk_fail_host_alloc(uint64_t n);
+bool acg__vk_host_alloc_failed(void);
+int64_t acg__vk_host_alloc_live(void);
+
+enum { N = 1000 };
+
+/* What a run made, released by release_all whatever it reached. */
+typedef struct run {
+    acg_device *dev;
+    acg_stream *a, *b;
+    acg_event *e;
+    acg_buffer *x, *y;
+    float *pin;
+    acg_graph_pool *pool;
+    acg_graph *g;
+} run;
+
+static void release_all(run *r) {
+    if (r->a != NULL) {
+        acg_stream_synchronize(r->a);
+    }
+    if (r->b != NULL) {
+        acg_stream_synchronize(r->b);
+    }
+    TC_OK(acg_graph_destroy(r->g));
+    TC_OK(acg_graph_pool_destroy(r->pool));
+    TC_OK(acg_pinned_free(r->pin));
+    TC_OK(acg_buffer_free(r->x));
+    TC_OK(acg_buffer_free(r->y));
+    TC_OK(acg_event_destroy(r->e));
+    TC_OK(acg_stream_destroy(r->a));
+    TC_OK(acg_stream_destroy(r->b));
+    if (r->dev != NULL) {
+        TC_OK(acg_device_close(r->dev));
+    }
+}
+
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        acg_status st_ = (call);                                                                   \
+        if (st_ != ACG_OK) {                                                                       \
+            return st_;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* The workload; the first failing call's status. want gets y's expected bytes. */
+static acg_status workload(run *r, float *got) {
+    STEP(acg_device_open(tc_spec(), &r->dev));
+    STEP(acg_stream_create(r->dev, &r->a));
+    STEP(acg_stream_create(r->dev, &r->b));
+    STEP(acg_event_create(r->dev, &r->e));
+    STEP(acg_buffer_alloc(r->dev, N * sizeof(float), &r->x));
+    STEP(acg_buffer_alloc(r->dev, N * sizeof(float), &r->y));
+    STEP(acg_pinned_alloc(r->dev, N * sizeof(float), (void **)&r->pin));
+    acg_kernel *axpy = NULL;
+    STEP(acg_kernel_get(r->dev, "axpy_f32", &axpy));
+    float host[N];
+    for (uint32_t i = 0; i < N; i++) {
+        host[i] = (float)i;
+        r->pin[i] = 0.5f * (float)i;
+    }
+    STEP(acg_copy_h2d(r->a, r->x, 0, host, sizeof host));           /* pageable */
+    STEP(acg_copy_h2d(r->a, r->y, 0, r->pin, N * sizeof(float)));   /* pinned */
+    STEP(acg_fill(r->a, r->y, 2, 6, 0x3f80, 2));                    /* not whole words */
+    STEP(acg_event_record(r->e, r->a));
+    STEP(acg_stream_wait_event(r->b, r->e));
+    const acg_dims dims = {{N, 1, 1}, {0, 0, 0}};
+    acg_arg args[3] = {acg_arg_buffer(r->y, 0), acg_arg_buffer(r->x, 0), acg_arg_f32(2.0f)};
+    STEP(acg_kernel_launch(r->b, axpy, &dims, args, 3));
+    STEP(acg_graph_pool_create(r->dev, &r->pool));
+    STEP(acg_stream_begin_capture(r->b, r->pool));
+    STEP(acg_kernel_launch(r->b, axpy, &dims, args, 3));
+    STEP(acg_fill(r->b, r->x, 0, 2, 0, 1));
+    STEP(acg_stream_end_capture(r->b, &r->g));
+    STEP(acg_graph_launch(r->g, r->b));
+    STEP(acg_graph_launch(r->g, r->b));
+    STEP(acg_copy_d2h(r->b, r->pin, r->y, 0, N * sizeof(float))); /* pinned */
+    STEP(acg_stream_synchronize(r->b));
+    memcpy(got, r->pin, N * sizeof(float));
+    STEP(acg_copy_d2h(r->b, host, r->x, 0, sizeof host)); /* pageable */
+    memcpy(got + N, host, sizeof host);
+    return ACG_OK;
+}
+
+/* What the workload leaves, computed on the host. */
+static void expected(float *want) {
+    float x[N], y[N];
+    for (uint32_t i = 0; i < N; i++) {
+        x[i] = (float)i;
+        y[i] = 0.5f * (float)i;
+    }
+    const uint16_t one = 0x3f80;
+    unsigned char *yb = (unsigned char *)y;
+    for (uint32_t i = 2; i < 8; i += 2) {
+        memcpy(yb + i, &one, 2);
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        y[i] = 2.0f * x[i] + y[i]; /* eagerly */
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        y[i] = 2.0f * x[i] + y[i]; /* the first replay; its fill zeroes x's first 2 bytes */
+    }
+    memset(x, 0, 2);
+    for (uint32_t i = 0; i < N; i++) {
+        y[i] = 2.0f * x[i] + y[i]; /* the second */
+    }
+    memcpy(want, y, sizeof y);
+    memcpy(want + N, x, sizeof x);
+}
+
+static void test_host_alloc_sweep(void **state) {
+    (void)state;
+    static float want[2 * N], got[2 * N];
+    expected(want);
+    const int64_t base = acg__vk_host_alloc_live();
+    uint32_t failed = 0, absorbed = 0;
+    char calls[1024] = "";
+    for (uint64_t n = 1;; n++) {
+        run r;
+        memset(&r, 0, sizeof r);
+        memset(got, 0, sizeof got);
+        acg__vk_fail_host_alloc(n);
+        const acg_status st = workload(&r, got);
+        const bool hit = acg__vk_host_alloc_failed();
+        acg__vk_fail_host_alloc(0);
+        char why[512];
+        snprintf(why, sizeof why, "%s", acg_last_error());
+        release_all(&r);
+        assert_int_equal(acg__vk_host_alloc_live(), base);
+        if (st == ACG_OK) {
+            TC_BYTES_EQUAL(got, want, sizeof got);
+            absorbed += hit;
+            if (!hit) {
+                print_message("host-allocation sweep: %llu allocations; %u failed the run (%s), "
+                              "%u the driver did without\n",
+                              (unsigned long long)n - 1, failed, calls, absorbed);
+                break;
+            }
+            continue;
+        }
+        if (!hit || st != ACG_ERR_OUT_OF_MEMORY || strstr(why, ": vk") == NULL) {
+            fail_msg("allocation %llu failing: %s (%s)", (unsigned long long)n,
+                     acg_status_string(st), why);
+        }
+        failed++;
+        /* Each Vulkan call that said so, once. */
+        const char *call = strstr(why, ": vk") + 2;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(call, " "), call);
+        if (strstr(calls, name) == NULL && strlen(calls) + strlen(name) + 2 < sizeof calls) {
+            strcat(strcat(calls, calls[0] != '\0' ? " " : ""), name);
+        }
+    }
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_host_alloc_sweep),
+};
+
+TC_MAIN("test_vulkan_backend", tests)
