@@ -9,8 +9,8 @@
 #
 # decode_step and scale_add (which compares its kernel with a host loop bit for bit) run on the
 # cpu backend, then on every other backend `acg info --json` says is available: opencl where
-# OpenCL runs (PoCL here), cuda and level_zero on a real device, or on the project's test drivers
-# as the device tests do. CTest gives this test none of the device tests' environment (their
+# OpenCL runs (PoCL here), vulkan where a Vulkan driver does (lavapipe here), cuda and level_zero
+# on a real device, or on the project's test drivers as the device tests do. CTest gives this test none of the device tests' environment (their
 # ACG_TEST_ENV_<backend> is tests/CMakeLists.txt's, and the root CMakeLists.txt registers this
 # test), so the script sets the same itself from the build it installs: ACG_CUDA_DRIVER when the
 # build has ACG_CUDA_TEST_DRIVER on and built tests/cuda_driver, ZE_ENABLE_ALT_DRIVERS and the
@@ -62,6 +62,7 @@ for backend in $available; do
     case $backend in
     cuda) code=$kernels/scale_add.fatbin ;;
     level_zero) code=$kernels/scale_add.spv ;;
+    vulkan) code=$kernels/scale_add_scale_add.vk.spv ;;
     *) code=$kernels/scale_add.cl ;;
     esac
     if [[ ! -f $code ]]; then
