@@ -78,9 +78,9 @@ static acg_status workload(run *r, float *got) {
         host[i] = (float)i;
         r->pin[i] = 0.5f * (float)i;
     }
-    STEP(acg_copy_h2d(r->a, r->x, 0, host, sizeof host));           /* pageable */
-    STEP(acg_copy_h2d(r->a, r->y, 0, r->pin, N * sizeof(float)));   /* pinned */
-    STEP(acg_fill(r->a, r->y, 2, 6, 0x3f80, 2));                    /* not whole words */
+    STEP(acg_copy_h2d(r->a, r->x, 0, host, sizeof host));         /* pageable */
+    STEP(acg_copy_h2d(r->a, r->y, 0, r->pin, N * sizeof(float))); /* pinned */
+    STEP(acg_fill(r->a, r->y, 2, 6, 0x3f80, 2));                  /* not whole words */
     STEP(acg_event_record(r->e, r->a));
     STEP(acg_stream_wait_event(r->b, r->e));
     const acg_dims dims = {{N, 1, 1}, {0, 0, 0}};
