@@ -37,7 +37,8 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
-layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
+/* The group's width is the backend's choice for the device (specialization constant 0). */
+layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;
 
 /* A buffer of items of type T: `name x` is a window, its item i is x.v[i]. */
 #define ACG_VK_BUFFER(name, T)                                                                     \
@@ -46,7 +47,7 @@ layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 /* The work item's index and the launch's global size in dimension d (0..2). */
 #define acg_id(d) gl_GlobalInvocationID[d]
 #define acg_size(d) acg_grid[d]
-/* Returns from a work item past the grid (whole groups of 64 are run). */
+/* Returns from a work item past the grid (whole groups are run). */
 #define ACG_VK_ITEM()                                                                              \
     if (acg_id(0) >= acg_size(0) || acg_id(1) >= acg_size(1) || acg_id(2) >= acg_size(2)) {       \
         return;                                                                                    \

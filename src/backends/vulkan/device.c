@@ -37,13 +37,12 @@ static void describe_physical(const vk_physical *p, acg_capability *out) {
                  VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), p->why);
         return;
     }
-    if (snprintf(out->detail, sizeof out->detail,
-                 "Vulkan %u.%u.%u, driver %s (%s); graphs: secondary command buffers, update "
-                 "records again",
-                 VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v),
-                 p->driver.driverName, p->driver.driverInfo) >= (int)sizeof out->detail) {
-        /* The detail is a summary: a cut-off driver string is acceptable. */
-    }
+    /* The detail is a summary: the driver's strings are cut short where they are long. */
+    snprintf(out->detail, sizeof out->detail,
+             "Vulkan %u.%u.%u, driver %.48s (%.64s); graphs: secondary command buffers, update "
+             "records again",
+             VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v),
+             p->driver.driverName, p->driver.driverInfo);
 }
 
 static acg_status vk_describe(int index, acg_capability *out) {

@@ -1,7 +1,7 @@
 /* kernel.c — the vulkan backend's kernels: a compute pipeline per kernel and device, built from
  * the definition's SPIR-V module for Vulkan (acg.h, ACG_KERNEL_FORMAT_SPIRV_VULKAN), whose
  * arguments travel in push constants; a launch binds it, pushes the grid and the arguments and
- * dispatches whole groups of VK_LOCAL_SIZE. */
+ * dispatches whole groups of the kernel's width. */
 #include <stdio.h>
 #include <string.h>
 
@@ -67,12 +67,26 @@ acg_status acg__vk_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
     VkResult r = d->vkCreatePipelineLayout(d->device, &li, NULL, &k->layout);
     acg__vk_host_alloc_spare(false);
     VK_CHECK(r, fn, out_module);
+    /* Groups of 256 work items where the device takes them: a CPU driver runs a group as one
+     * job, which wider groups make fewer. */
+    const VkPhysicalDeviceLimits *lim = &d->phys->props.limits;
+    k->width = 256;
+    if (k->width > lim->maxComputeWorkGroupSize[0]) {
+        k->width = lim->maxComputeWorkGroupSize[0];
+    }
+    if (k->width > lim->maxComputeWorkGroupInvocations) {
+        k->width = lim->maxComputeWorkGroupInvocations;
+    }
+    const VkSpecializationMapEntry entry = {.constantID = 0, .offset = 0, .size = 4};
+    const VkSpecializationInfo spec = {
+        .mapEntryCount = 1, .pMapEntries = &entry, .dataSize = 4, .pData = &k->width};
     const VkComputePipelineCreateInfo pi = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = k->module,
-                  .pName = impl->entry != NULL ? impl->entry : def->name},
+                  .pName = impl->entry != NULL ? impl->entry : def->name,
+                  .pSpecializationInfo = &spec},
         .layout = k->layout};
     VK_CHECK(d->vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL, &k->pipeline), fn,
              out_layout);
@@ -100,7 +114,7 @@ void acg__vk_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel) {
 acg_status acg__vk_kernel_record(vk_device *d, VkCommandBuffer cb, const vk_kernel *k,
                                  const acg_dims *dims, const acg__karg *args, uint32_t n_args,
                                  const char *fn) {
-    const uint32_t groups[3] = {(dims->global[0] + VK_LOCAL_SIZE - 1) / VK_LOCAL_SIZE,
+    const uint32_t groups[3] = {(uint32_t)(((uint64_t)dims->global[0] + k->width - 1) / k->width),
                                 dims->global[1], dims->global[2]};
     const uint32_t *most = d->phys->props.limits.maxComputeWorkGroupCount;
     for (int i = 0; i < 3; i++) {

@@ -238,13 +238,11 @@ typedef struct vk_kernel {
     VkPipelineLayout layout;
     VkPipeline pipeline;
     uint32_t push_bytes;                  /* the block's size */
+    uint32_t width;                       /* the group's width (specialization constant 0) */
     uint32_t offset[ACG_MAX_KERNEL_ARGS]; /* each argument's offset in it */
 } vk_kernel;
 
 static inline vk_kernel *vkernel(acg__bk_kernel *k) { return (vk_kernel *)k; }
-
-/* The local size every vulkan kernel declares (acg.h, ACG_KERNEL_FORMAT_SPIRV_VULKAN). */
-#define VK_LOCAL_SIZE 64u
 
 acg_status acg__vk_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
                                acg__bk_kernel **out);
