@@ -101,8 +101,12 @@ static acg_status vk_device_open(int index, const char *options, acg__bk_device 
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .timelineSemaphore = VK_TRUE,
         .bufferDeviceAddress = VK_TRUE};
+    const VkPhysicalDeviceFeatures2 features = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+        .pNext = &f12,
+        .features = {.shaderInt64 = VK_TRUE}}; /* the kernels' 64-bit sizes and products */
     const VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                                     .pNext = &f12,
+                                     .pNext = &features,
                                      .queueCreateInfoCount = 1,
                                      .pQueueCreateInfos = &queue};
     /* The device's objects allocate host memory through acg__vk_host_allocator. */

@@ -4,8 +4,8 @@
  *
  * The instance asks for Vulkan 1.2 and enables VK_KHR_portability_enumeration where the loader
  * offers it (so a portability driver, MoltenVK, is listed too). A device is usable when its API
- * version is 1.2 or later and it offers timeline semaphores and buffer device addresses, which
- * streams, events and the native handles need. */
+ * version is 1.2 or later and it offers timeline semaphores, buffer device addresses and 64-bit
+ * integers in shaders, which streams, events, the native handles and the kernels need. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,9 +271,11 @@ static void examine(VkPhysicalDevice pd, uint32_t family, vk_physical *p) {
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                    .pNext = &f12};
     acg__vk.vkGetPhysicalDeviceFeatures2(pd, &f);
-    if (!f12.timelineSemaphore || !f12.bufferDeviceAddress) {
+    if (!f12.timelineSemaphore || !f12.bufferDeviceAddress || !f.features.shaderInt64) {
         snprintf(p->why, sizeof p->why, "it lacks %s",
-                 !f12.timelineSemaphore ? "timeline semaphores" : "buffer device addresses");
+                 !f12.timelineSemaphore     ? "timeline semaphores"
+                 : !f12.bufferDeviceAddress ? "buffer device addresses"
+                                            : "64-bit integers in shaders (shaderInt64)");
         return;
     }
     p->host_memory_import = device_has_extension(pd, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);

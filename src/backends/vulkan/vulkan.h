@@ -3,7 +3,8 @@
  * The Vulkan loader (libvulkan.so.1) is opened at run time and every entry point resolved
  * through vkGetInstanceProcAddr and vkGetDeviceProcAddr (loader.c), so one build runs where
  * no loader or no device is and `acg info` says why. A usable device offers Vulkan 1.2 with
- * timeline semaphores and buffer device addresses, and a queue family with compute.
+ * timeline semaphores, buffer device addresses and 64-bit integers in shaders, and a queue family
+ * with compute.
  *
  * Device memory is a device-local VkBuffer of its own VkDeviceMemory, its device address the
  * native handle; pinned memory a mapped host-visible, coherent VkBuffer (memory.c). A stream
@@ -90,7 +91,7 @@ typedef struct vk_physical {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceDriverProperties driver;
     uint32_t family;         /* the first queue family with compute */
-    bool usable;             /* Vulkan 1.2, timeline semaphores and buffer device addresses */
+    bool usable;             /* Vulkan 1.2, timeline semaphores, device addresses, shaderInt64 */
     char why[160];           /* why not, when not usable */
     bool host_memory_import; /* VK_EXT_external_memory_host is offered */
     uint64_t max_allocation; /* maxMemoryAllocationSize */
