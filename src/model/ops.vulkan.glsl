@@ -18,9 +18,9 @@
  * LP_MAX_TGSI_LOOP_ITERATIONS, a guard against hangs shared by every loop of the shader), and
  * says nothing: a row of 32000 logits, which the sampler reads some 36 times, must take no
  * more than that. With the blocks below a work item stays well inside it for the presets and
- * llama2.c's models: the sampler runs about 3 vocab / 16 + 34 vocab / 128 iterations (vocab up
- * to some 140000), attention about pos (hs / 32 + 4) + hs pos / 32 (context up to some
- * 8000 positions for a head of 64). */
+ * llama2.c's models: the sampler runs about 3 vocab / 8 + 34 vocab / 64 iterations (29000 for
+ * 32000 logits; a vocabulary up to some 70000), attention about pos (hs / 32 + 4) + hs pos / 32
+ * (a context up to some 8000 positions for a head of 64). */
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 #include "acg/kernel.glsl"
@@ -38,9 +38,10 @@ acg_u32 u32_at(acg_u32 x, uint64_t i) { return ACG_VK_ADVANCE(acg_u32, x, i, 4);
 
 #define LANES 32u
 /* Items per iteration: a dot product's block is one per partial; a plain sum's, cheap items,
- * four per partial; the sampler's items that each divide or take an exp, 16. */
-#define SUM_BLOCK 128u
-#define HEAVY_BLOCK 16u
+ * two per partial; the sampler's items that each divide or take an exp, 8. Larger blocks cut
+ * iterations further, but lavapipe compiles the sampler for seconds more with each doubling. */
+#define SUM_BLOCK 64u
+#define HEAVY_BLOCK 8u
 
 /* The halving tree over 32 partials; returns s[0]. Each level is written out, so that every
  * index is a constant (s stays in registers) and no level is a loop iteration. */
