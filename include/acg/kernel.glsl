@@ -31,9 +31,15 @@
  * once (ACG_VK_ITEM() asks, on a value the compiler cannot fold), and otherwise computes the
  * correctly rounded a * b + c on the significands as integers; acg_div and acg_sqrt always do
  * (one 64-bit division, an integer square root), so they need nothing of the driver's floats.
- * The integer paths produce subnormal results exactly, but the driver's own +, -, * and fma
- * may flush them (lavapipe offers neither shaderDenormPreserveFloat32 nor the flush): acg's
- * kernels produce none from the data of a working model. Needs shaderInt64.
+ * The integer paths produce subnormal results exactly; the driver's own +, -, * and fma may
+ * flush them (Vulkan promises to keep them only with shaderDenormPreserveFloat32, which
+ * lavapipe does not offer, though it keeps them): acg's kernels produce none from the data of
+ * a working model. Needs shaderInt64.
+ *
+ * Loops: Mesa's lavapipe ends every loop of a work item, silently, once the work item has run
+ * 65535 loop iterations in all (llvmpipe's guard against hangs). A kernel that walks long rows
+ * takes a block of items per iteration, unrolled in order ([[unroll]],
+ * GL_EXT_control_flow_attributes), as src/model/ops.vulkan.glsl does.
  */
 #ifndef ACG_KERNEL_GLSL
 #define ACG_KERNEL_GLSL
