@@ -75,7 +75,7 @@ float dot32(acg_f32 a, acg_f32 b, uint n) {
         }
     }
     [[unroll]] for (uint l = 0u; l < LANES; l++) {
-        if (k + l < n) {
+        if (l < n - k) {
             s[l] = acg_fma(a.v[k + l], b.v[k + l], s[l]);
         }
     }
@@ -100,7 +100,7 @@ float sum32(acg_f32 a, uint n, float tau, bool all) {
         }
     }
     [[unroll]] for (uint l = 0u; l < SUM_BLOCK; l++) {
-        if (k + l < n) {
+        if (l < n - k) {
             const float v = a.v[k + l];
             if (all || v >= tau) {
                 s[l % LANES] = acg_add(s[l % LANES], v);
@@ -474,7 +474,8 @@ void main() {
         [[unroll]] for (uint l = 0u; l < LANES; l++) {
             s[l] = 0.0;
         }
-        for (uint p0 = 0u; p0 <= pos; p0 += LANES) {
+        for (uint b = 0u; b < blocks(pos + 1u, LANES); b++) {
+            const uint p0 = b * LANES;
             [[unroll]] for (uint l = 0u; l < LANES; l++) {
                 if (l <= pos - p0) {
                     const uint p = p0 + l;
