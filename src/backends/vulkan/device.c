@@ -50,8 +50,7 @@ static acg_status vk_describe(int index, acg_capability *out) {
     return ACG_OK;
 }
 
-/* ---- opening and closing ----------------------------------------------------------------------
- */
+/* ---- opening and closing --------------------------------------------------------------------- */
 
 /* The first memory type of mp among `bits` with every flag of `want`, or UINT32_MAX. */
 static uint32_t memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
@@ -329,8 +328,7 @@ bool acg__vk_pinned_find(vk_device *d, const void *host, size_t size, VkBuffer *
     return found;
 }
 
-/* ---- native objects ----------------------------------------------------------------------------
- */
+/* ---- native objects -------------------------------------------------------------------------- */
 
 acg_status acg__vk_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
                                      size_t size, acg_native_buffer *out) {

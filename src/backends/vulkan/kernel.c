@@ -66,7 +66,10 @@ acg_status acg__vk_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
     acg__vk_host_alloc_spare(true);
     VkResult r = d->vkCreatePipelineLayout(d->device, &li, NULL, &k->layout);
     acg__vk_host_alloc_spare(false);
-    VK_CHECK(r, fn, out_module);
+    if (r != VK_SUCCESS) {
+        st = acg__vk_check(r, fn, "vkCreatePipelineLayout");
+        goto out_module;
+    }
     /* Groups of 256 work items where the device takes them: a CPU driver runs a group as one
      * job, which wider groups make fewer. */
     const VkPhysicalDeviceLimits *lim = &d->phys->props.limits;

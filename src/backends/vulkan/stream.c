@@ -58,8 +58,7 @@ typedef struct vk_event {
 static inline vk_stream *vstream(acg__bk_stream *s) { return (vk_stream *)s; }
 static inline vk_event *vevent(acg__bk_event *e) { return (vk_event *)e; }
 
-/* ---- timelines --------------------------------------------------------------------------------
- */
+/* ---- timelines ------------------------------------------------------------------------------- */
 
 static acg_status timeline_new(vk_device *d, vk_timeline **out, const char *fn) {
     vk_timeline *t = acg__calloc(1, sizeof *t);
@@ -111,8 +110,7 @@ out:
     return st;
 }
 
-/* ---- recording and submitting -----------------------------------------------------------------
- */
+/* ---- recording and submitting ---------------------------------------------------------------- */
 
 acg_status acg__vk_staging_new(vk_device *d, size_t size, vk_staging **list, vk_staging **out,
                                const char *fn) {
@@ -329,8 +327,7 @@ static acg_status staging(vk_stream *s, size_t size, vk_staging **out, const cha
     return acg__vk_staging_new(s->dev, size, &s->open.staging, out, fn);
 }
 
-/* ---- streams -----------------------------------------------------------------------------------
- */
+/* ---- streams --------------------------------------------------------------------------------- */
 
 acg_status acg__vk_stream_create(acg__bk_device *dev, acg__bk_stream **out) {
     static const char fn[] = "acg_stream_create";
@@ -411,8 +408,7 @@ acg_status acg__vk_stream_query(acg__bk_stream *stream) {
     return st;
 }
 
-/* ---- events ------------------------------------------------------------------------------------
- */
+/* ---- events ---------------------------------------------------------------------------------- */
 
 acg_status acg__vk_event_create(acg__bk_device *dev, acg__bk_event **out) {
     (void)dev;
@@ -508,8 +504,7 @@ acg_status acg__vk_event_synchronize(acg__bk_event *event) {
     return event_check(event, true, "acg_event_synchronize");
 }
 
-/* ---- copies and fills --------------------------------------------------------------------------
- */
+/* ---- copies and fills ------------------------------------------------------------------------ */
 
 static void copy_cmd(vk_stream *s, VkBuffer src, VkDeviceSize src_off, VkBuffer dst,
                      VkDeviceSize dst_off, VkDeviceSize size) {
@@ -628,8 +623,7 @@ acg_status acg__vk_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, si
     return st;
 }
 
-/* ---- kernels -----------------------------------------------------------------------------------
- */
+/* ---- kernels --------------------------------------------------------------------------------- */
 
 acg_status acg__vk_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
                                  const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
@@ -644,8 +638,7 @@ acg_status acg__vk_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
     return st;
 }
 
-/* ---- graphs ------------------------------------------------------------------------------------
- */
+/* ---- graphs ---------------------------------------------------------------------------------- */
 
 acg_status acg__vk_graph_launch(acg__bk_exec *exec, acg__bk_stream *stream) {
     vk_stream *s = vstream(stream);
