@@ -21,7 +21,7 @@ void embed(acg_f32 h, acg_f32 table, uint token, uint pos, uint dim, uint vocab,
 }
 
 #if defined(ACG_VK_embed_in)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 h;
     acg_f32 table;
@@ -34,7 +34,7 @@ void main() {
     embed(h, table, in_.v[0].token, in_.v[0].pos, dim, vocab, acg_id(0));
 }
 #elif defined(ACG_VK_embed_arg)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 h;
     acg_f32 table;

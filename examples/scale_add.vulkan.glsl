@@ -8,7 +8,7 @@
 ACG_VK_BUFFER(acg_f32, float);
 
 #if defined(ACG_VK_scale_add)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 y;
     acg_f32 x;

@@ -10,7 +10,7 @@ ACG_VK_BUFFER(acg_f32, float);
 ACG_VK_BUFFER(acg_i64, int64_t);
 
 #if defined(ACG_VK_tc_exp)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 y;
     acg_f32 x;
@@ -21,7 +21,7 @@ void main() {
     y.v[i] = acg_exp(x.v[i]);
 }
 #elif defined(ACG_VK_tc_arith)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 y;
     acg_f32 x;
@@ -38,7 +38,7 @@ void main() {
     y.v[i] = tc_mix(x.v[i], z.v[i]);
 }
 #elif defined(ACG_VK_tc_rows)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 out_;
     acg_f32 in_;
@@ -59,7 +59,7 @@ void main() {
         acg_fma(acg_mul(w.v[r], scale), ACG_VK_ADVANCE(acg_f32, in_, at, 4).v[0], bias.v[c]);
 }
 #elif defined(ACG_VK_tc_ids)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_i64 out_;
     uint n_yz;

@@ -8,7 +8,7 @@
 ACG_VK_BUFFER(acg_f32, float);
 
 /* out (n, width) = x (n, width) * w (width) per row. */
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 out_;
     acg_f32 x;

@@ -832,14 +832,14 @@ typedef struct acg_kernel_reach {
  * say), binary: size is its bytes, a multiple of 4. It holds one compute entry point, the
  * entry's name, whose local size is (w, 1, 1), w its specialization constant 0, which the
  * backend sets for the device (256 where the device allows it). Every argument is in its
- * push-constant block,
- * laid out as std430 does: a uvec4 first, global[0], global[1], global[2] and 0, then each
- * argument in order at the next offset its alignment allows, a buffer as the uint64 device
- * address of its window (the offset applied: a buffer_reference), i32, u32 and f32 as 4
- * bytes, i64 and u64 as 8. The grid is run in whole groups, so a work item checks itself
- * against global and returns past it. include/acg/kernel.glsl declares this for GLSL. The block
- * must fit the device's maxPushConstantsSize (128 bytes at least): acg_kernel_get refuses a
- * kernel whose arguments do not (ACG_ERR_UNSUPPORTED). */
+ * argument block, a storage buffer at descriptor set 0, binding 0 (bound as a dynamic storage
+ * buffer at each launch's block, so that a graph's update can rewrite a node's arguments
+ * without recording again), laid out as std430 does: a uvec4 first, global[0], global[1],
+ * global[2] and 0, then each argument in order at the next offset its alignment allows, a
+ * buffer as the uint64 device address of its window (the offset applied: a buffer_reference),
+ * i32, u32 and f32 as 4 bytes, i64 and u64 as 8. The grid is run in whole groups, so a work
+ * item checks itself against global and returns past it. include/acg/kernel.glsl declares this
+ * for GLSL (ACG_VK_ARGS). */
 #define ACG_KERNEL_FORMAT_SPIRV_VULKAN "spirv-vulkan"
 
 /* The most entries a definition's impls may have. */

@@ -6,16 +6,16 @@
  * GLSL has no pointers and no C casts, so the one source of acg/kernel.h cannot be compiled as
  * GLSL: a kernel's Vulkan code is written beside its source, `<stem>.vulkan.glsl` next to
  * `<stem>.acg.c`, every kernel of the source under `#if defined(ACG_VK_<kernel>)`, which
- * acg_add_kernels compiles once per kernel. Each declares its push-constant block, whose first
- * member is `uvec4 acg_grid` and whose others are the kernel's parameters in order, a buffer as
- * a buffer_reference of its item type:
+ * acg_add_kernels compiles once per kernel. Each declares its argument block with ACG_VK_ARGS,
+ * whose first member is `uvec4 acg_grid` and whose others are the kernel's parameters in order,
+ * a buffer as a buffer_reference of its item type:
  *
  *     #version 460
  *     #extension GL_GOOGLE_include_directive : require
  *     #include "acg/kernel.glsl"
  *     ACG_VK_BUFFER(acg_f32, float);
  *     #if defined(ACG_VK_axpy)
- *     layout(push_constant, std430) uniform acg_args { uvec4 acg_grid; acg_f32 y; acg_f32 x; float a; };
+ *     ACG_VK_ARGS acg_args { uvec4 acg_grid; acg_f32 y; acg_f32 x; float a; };
  *     void main() {
  *         ACG_VK_ITEM();
  *         const uint i = acg_id(0);
@@ -50,6 +50,12 @@
 
 /* The group's width is the backend's choice for the device (specialization constant 0). */
 layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;
+
+/* The argument block: a storage buffer, set 0 binding 0, which the backend binds at each
+ * launch's block (a graph's kernel node keeps its own, which an update rewrites in place, so
+ * the arguments are read from memory rather than push constants). A block without an instance
+ * name, so that the kernel reads its parameters by their names. */
+#define ACG_VK_ARGS layout(set = 0, binding = 0, std430) buffer
 
 /* A buffer of items of type T: `name x` is a window, its item i is x.v[i]. */
 #define ACG_VK_BUFFER(name, T)                                                                     \

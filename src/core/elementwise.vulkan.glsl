@@ -8,7 +8,7 @@
 ACG_VK_BUFFER(acg_f32, float);
 
 #if defined(ACG_VK_fill_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 y;
     float value;
@@ -18,7 +18,7 @@ void main() {
     y.v[acg_id(0)] = value;
 }
 #elif defined(ACG_VK_add_scalar_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 y;
     acg_f32 x;
@@ -30,7 +30,7 @@ void main() {
     y.v[i] = acg_add(x.v[i], a);
 }
 #elif defined(ACG_VK_axpy_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 y;
     acg_f32 x;
@@ -42,7 +42,7 @@ void main() {
     y.v[i] = acg_add(acg_mul(a, x.v[i]), y.v[i]);
 }
 #elif defined(ACG_VK_copy_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 dst;
     acg_f32 src;

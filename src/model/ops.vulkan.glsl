@@ -251,7 +251,7 @@ void sample_row(acg_f32 logits, acg_f32 p, uint vocab, acg_u32 state, acg_i32 re
 /* ---- the kernels ------------------------------------------------------------------------- */
 
 #if defined(ACG_VK_swiglu_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 y;
     acg_f32 x;
@@ -265,7 +265,7 @@ void main() {
 }
 
 #elif defined(ACG_VK_embed_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 out_;
     acg_f32 table;
@@ -289,7 +289,7 @@ void main() {
 }
 
 #elif defined(ACG_VK_rmsnorm_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 out_;
     acg_f32 x;
@@ -318,7 +318,7 @@ void main() {
 
 #elif defined(ACG_VK_matmul_f32)
 /* out (n, n_out) = x (n, n_in) w^T: one dot product per work item. */
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 out_;
     acg_f32 x;
@@ -338,7 +338,7 @@ void main() {
 }
 
 #elif defined(ACG_VK_rope_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 x;
     acg_f32 cos_t;
@@ -371,7 +371,7 @@ void main() {
 }
 
 #elif defined(ACG_VK_kv_store_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 kc;
     acg_f32 vc;
@@ -406,7 +406,7 @@ void main() {
 
 #elif defined(ACG_VK_attention_f32)
 /* One work item per (head, token) does the whole head in its own slice of the att scratch. */
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 out_;
     acg_f32 att;
@@ -496,7 +496,7 @@ void main() {
 }
 
 #elif defined(ACG_VK_gather_last_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_f32 out_;
     acg_f32 x;
@@ -520,7 +520,7 @@ void main() {
 }
 
 #elif defined(ACG_VK_sample_f32)
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_i32 result;
     acg_f32 logits;
@@ -551,7 +551,7 @@ void main() {
 #elif defined(ACG_VK_decode_advance_i32)
 /* Between the steps of a launch that decodes many: one work item over every row, in row order
  * (ops.acg.c says what each row does). */
-layout(push_constant, std430) uniform acg_args {
+ACG_VK_ARGS acg_args {
     uvec4 acg_grid;
     acg_i32 result;
     acg_i32 tokens;

@@ -39,8 +39,8 @@ static void describe_physical(const vk_physical *p, acg_capability *out) {
     }
     /* The detail is a summary: the driver's strings are cut short where they are long. */
     snprintf(out->detail, sizeof out->detail,
-             "Vulkan %u.%u.%u, driver %.48s (%.64s); graphs: secondary command buffers, update "
-             "records again",
+             "Vulkan %u.%u.%u, driver %.48s (%.64s); graphs: secondary command buffers, an "
+             "update rewrites arguments in place",
              VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v),
              p->driver.driverName, p->driver.driverInfo);
 }
@@ -130,6 +130,20 @@ static acg_status vk_device_open(int index, const char *options, acg__bk_device 
         goto out_destroy;
     }
     d->heap_bytes = mp.memoryHeaps[mp.memoryTypes[d->device_type].heapIndex].size;
+    /* Every kernel's set 0: one storage buffer, its argument block, at a dynamic offset. */
+    const VkDescriptorSetLayoutBinding binding = {.binding = 0,
+                                                  .descriptorType =
+                                                      VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC,
+                                                  .descriptorCount = 1,
+                                                  .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    const VkDescriptorSetLayoutCreateInfo li = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+        .bindingCount = 1,
+        .pBindings = &binding};
+    VK_CHECK(d->vkCreateDescriptorSetLayout(d->device, &li, NULL, &d->args_layout), fn,
+             out_destroy);
+    const uint32_t align = (uint32_t)p->props.limits.minStorageBufferOffsetAlignment;
+    d->args_stride = (ACG_VK_ARGS_BYTES + align - 1) / align * align;
     pthread_mutex_init(&d->queue_lock, NULL);
     pthread_mutex_init(&d->pinned_lock, NULL);
     *out = (acg__bk_device *)d;
@@ -154,6 +168,7 @@ static void vk_device_close(acg__bk_device *dev) {
         acg__free(p);
         p = next;
     }
+    d->vkDestroyDescriptorSetLayout(d->device, d->args_layout, NULL);
     d->vkDestroyDevice(d->device, &acg__vk_host_allocator);
     pthread_mutex_destroy(&d->queue_lock);
     pthread_mutex_destroy(&d->pinned_lock);
@@ -394,12 +409,13 @@ const acg_backend_i acg__backend_vulkan = {
     .kernel_launch = acg__vk_kernel_launch,
     .graph_instantiate = acg__vk_graph_instantiate,
     .graph_launch = acg__vk_graph_launch,
-    /* An update records the new description again (graph.c); so does a node's, through the
-     * core's fallback. */
+    /* An update rewrites the kernel nodes' argument blocks where only arguments changed, and
+     * records the description again otherwise (graph.c). */
     .graph_update = acg__vk_graph_update,
     .graph_destroy = acg__vk_graph_destroy,
     /* Built from acg's description: no native capture, no host nodes, no loops. */
     .graph_get_native = acg__vk_graph_get_native,
     .buffer_get_native = acg__vk_buffer_get_native,
     .device_get_native = vk_device_get_native,
+    .graph_update_node = acg__vk_graph_update_node,
 };

@@ -8,17 +8,38 @@
  * between two barriers run concurrently, as the ledger's dependencies allow, and the launch's
  * own barrier (stream.c) orders the whole replay after the stream's earlier work. A copy from
  * or to pinned memory copies from or to its VkBuffer, so a replay reads or writes what the
- * memory holds then (graph_pinned_replay). An update records the new description into a new
- * command buffer, which replaces the old one only once it is complete. */
+ * memory holds then (graph_pinned_replay).
+ *
+ * A kernel node reads its grid and arguments from its block in the graph's argument buffer
+ * (kernel.c), so the recording holds of it only the pipeline, the block's place and the number
+ * of groups. An update whose nodes differ from the recorded ones only in kernel arguments
+ * rewrites their blocks in place, which the core allows only while no replay of the graph's
+ * pool is in flight; any other difference (a grid, a copy's range, a fill's pattern) records
+ * the new description into a new command buffer, which replaces the old one only once it is
+ * complete, and then rewrites the blocks. */
 #include <string.h>
 
 #include "vulkan.h"
+
+/* What the recording holds of a node: all that a change of needs recording again. */
+typedef struct vk_step {
+    acg_node_kind kind;
+    const vk_kernel *kernel; /* a kernel node's */
+    acg_dims dims;
+    uint32_t block; /* a kernel node's block's offset in the argument buffer */
+    VkBuffer src, dst;
+    VkDeviceSize src_off, dst_off, size;
+    uint32_t pattern, pattern_size;
+} vk_step;
 
 typedef struct vk_exec {
     vk_device *dev;
     VkCommandPool pool;  /* the exec's own: recording never meets a stream's */
     VkCommandBuffer cb;  /* secondary */
     vk_staging *staging; /* what cb's copies read (unaligned fills' patterns) */
+    vk_args *args;       /* the kernel nodes' blocks, one each */
+    vk_step *steps;      /* (n_steps) what cb holds of each node */
+    uint32_t n_steps;
 } vk_exec;
 
 static inline vk_exec *vexec(acg__bk_exec *e) { return (vk_exec *)e; }
@@ -33,54 +54,88 @@ static void graph_barrier(vk_device *d, VkCommandBuffer cb) {
                                       NULL));
 }
 
-static acg_status record_node(vk_device *d, VkCommandBuffer cb, const acg__node *n,
-                              vk_staging **keep, const char *fn) {
-    VkBuffer pin = VK_NULL_HANDLE;
-    VkDeviceSize pin_off = 0;
-    if ((n->kind == ACG_NODE_COPY_H2D || n->kind == ACG_NODE_COPY_D2H) &&
-        !acg__vk_pinned_find(d, n->host, n->size, &pin, &pin_off)) {
+/* What recording desc would hold, into steps (desc->n_nodes of them). */
+static acg_status plan_steps(vk_device *d, const acg__graph_desc *desc, vk_step *steps,
+                             const char *fn) {
+    uint32_t blocks = 0;
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        const acg__node *n = &desc->nodes[i];
+        vk_step *t = &steps[i];
+        memset(t, 0, sizeof *t);
+        t->kind = n->kind;
+        switch (n->kind) {
+        case ACG_NODE_KERNEL:
+            t->kernel = vkernel(n->kernel);
+            t->dims = n->dims;
+            t->block = blocks++ * d->args_stride;
+            continue;
+        case ACG_NODE_COPY_H2D:
+            t->dst = vmem(n->dst_mem)->buffer;
+            t->dst_off = n->dst_off;
+            t->size = n->size;
+            if (!acg__vk_pinned_find(d, n->host, n->size, &t->src, &t->src_off)) {
+                break;
+            }
+            continue;
+        case ACG_NODE_COPY_D2H:
+            t->src = vmem(n->src_mem)->buffer;
+            t->src_off = n->src_off;
+            t->size = n->size;
+            if (!acg__vk_pinned_find(d, n->host, n->size, &t->dst, &t->dst_off)) {
+                break;
+            }
+            continue;
+        case ACG_NODE_COPY_D2D:
+            t->src = vmem(n->src_mem)->buffer;
+            t->src_off = n->src_off;
+            t->dst = vmem(n->dst_mem)->buffer;
+            t->dst_off = n->dst_off;
+            t->size = n->size;
+            continue;
+        case ACG_NODE_FILL:
+            t->dst = vmem(n->dst_mem)->buffer;
+            t->dst_off = n->dst_off;
+            t->size = n->size;
+            t->pattern = n->pattern;
+            t->pattern_size = n->pattern_size;
+            continue;
+        case ACG_NODE_HOST:
+        case ACG_NODE_FOREIGN:
+        case ACG_NODE_COLLECTIVE:
+        case ACG_NODE_LOOP:
+            /* The core invalidates such captures here (no host nodes, no native capture, no
+             * collectives, no loops); reaching this is a bug. */
+            return acg__error(ACG_ERR_INTERNAL, "%s: a command buffer cannot hold node kind %d", fn,
+                              (int)n->kind);
+        }
         return acg__error(ACG_ERR_INTERNAL, "%s: captured host memory %p is not pinned", fn,
                           n->host);
     }
-    VkBufferCopy region = {.size = n->size};
-    switch (n->kind) {
-    case ACG_NODE_KERNEL:
-        return acg__vk_kernel_record(d, cb, vkernel(n->kernel), &n->dims, n->args, n->n_args, fn);
-    case ACG_NODE_COPY_H2D:
-        region.srcOffset = pin_off;
-        region.dstOffset = n->dst_off;
-        VK_RECORD(d->vkCmdCopyBuffer(cb, pin, vmem(n->dst_mem)->buffer, 1, &region));
-        return ACG_OK;
-    case ACG_NODE_COPY_D2H:
-        region.srcOffset = n->src_off;
-        region.dstOffset = pin_off;
-        VK_RECORD(d->vkCmdCopyBuffer(cb, vmem(n->src_mem)->buffer, pin, 1, &region));
-        return ACG_OK;
-    case ACG_NODE_COPY_D2D:
-        region.srcOffset = n->src_off;
-        region.dstOffset = n->dst_off;
-        VK_RECORD(
-            d->vkCmdCopyBuffer(cb, vmem(n->src_mem)->buffer, vmem(n->dst_mem)->buffer, 1, &region));
-        return ACG_OK;
-    case ACG_NODE_FILL:
-        return acg__vk_fill_record(d, cb, vmem(n->dst_mem), n->dst_off, n->size, n->pattern,
-                                   n->pattern_size, keep, fn);
-    case ACG_NODE_HOST:
-    case ACG_NODE_FOREIGN:
-    case ACG_NODE_COLLECTIVE:
-    case ACG_NODE_LOOP:
-        break;
-    }
-    /* The core invalidates such captures here (no host nodes, no native capture, no
-     * collectives, no loops); reaching this is a bug. */
-    return acg__error(ACG_ERR_INTERNAL, "%s: a command buffer cannot hold node kind %d", fn,
-                      (int)n->kind);
+    return ACG_OK;
 }
 
-/* Records desc into a new secondary command buffer of e's pool, in *out, and what it reads on
- * *keep. */
-static acg_status record(vk_exec *e, const acg__graph_desc *desc, VkCommandBuffer *out,
-                         vk_staging **keep, const char *fn) {
+static acg_status record_step(vk_exec *e, VkCommandBuffer cb, const vk_step *t, vk_staging **keep,
+                              const char *fn) {
+    vk_device *d = e->dev;
+    const VkBufferCopy region = {.srcOffset = t->src_off, .dstOffset = t->dst_off, .size = t->size};
+    switch (t->kind) {
+    case ACG_NODE_KERNEL:
+        return acg__vk_kernel_record(d, cb, t->kernel, &t->dims, e->args, t->block, fn);
+    case ACG_NODE_FILL: {
+        const vk_mem m = {.buffer = t->dst};
+        return acg__vk_fill_record(d, cb, &m, t->dst_off, t->size, t->pattern, t->pattern_size,
+                                   keep, fn);
+    }
+    default: /* a copy: plan_steps let no other kind through */
+        VK_RECORD(d->vkCmdCopyBuffer(cb, t->src, t->dst, 1, &region));
+        return ACG_OK;
+    }
+}
+
+/* Records steps (desc's) into a new secondary command buffer of e's pool, in *out, and what it
+ * reads on *keep. */
+static acg_status record(vk_exec *e, const acg__graph_desc *desc, const vk_step *steps,
+                         VkCommandBuffer *out, vk_staging **keep, const char *fn) {
     vk_device *d = e->dev;
     acg_status st = ACG_OK;
     VkCommandBuffer cb = VK_NULL_HANDLE;
@@ -107,7 +162,7 @@ static acg_status record(vk_exec *e, const acg__graph_desc *desc, VkCommandBuffe
             graph_barrier(d, cb);
             since = i;
         }
-        if ((st = record_node(d, cb, n, keep, fn)) != ACG_OK) {
+        if ((st = record_step(e, cb, &steps[i], keep, fn)) != ACG_OK) {
             goto out_cb;
         }
     }
@@ -121,6 +176,21 @@ out:
     return st;
 }
 
+/* Writes the block of kernel node i of desc. */
+static void write_block(vk_exec *e, const acg__graph_desc *desc, uint32_t i) {
+    const acg__node *n = &desc->nodes[i];
+    acg__vk_kernel_block(e->steps[i].kernel, &n->dims, n->args, n->n_args,
+                         e->args->host + e->steps[i].block);
+}
+
+static void write_blocks(vk_exec *e, const acg__graph_desc *desc) {
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        if (desc->nodes[i].kind == ACG_NODE_KERNEL) {
+            write_block(e, desc, i);
+        }
+    }
+}
+
 acg_status acg__vk_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
                                      acg__bk_exec **out) {
     static const char fn[] = "acg_stream_end_capture";
@@ -131,39 +201,113 @@ acg_status acg__vk_graph_instantiate(acg__bk_device *dev, const acg__graph_desc 
     }
     e->dev = d;
     acg_status st = ACG_OK;
+    e->n_steps = desc->n_nodes;
+    e->steps = acg__calloc(desc->n_nodes > 0 ? desc->n_nodes : 1, sizeof *e->steps);
+    if (e->steps == NULL) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out_free;
+    }
+    if ((st = plan_steps(d, desc, e->steps, fn)) != ACG_OK) {
+        goto out_free;
+    }
+    uint32_t kernels = 0;
+    for (uint32_t i = 0; i < desc->n_nodes; i++) {
+        kernels += desc->nodes[i].kind == ACG_NODE_KERNEL;
+    }
+    if ((st = acg__vk_args_new(d, kernels, &e->args, fn)) != ACG_OK) {
+        goto out_free;
+    }
     const VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                         .queueFamilyIndex = d->phys->family};
-    VK_CHECK(d->vkCreateCommandPool(d->device, &pi, NULL, &e->pool), fn, out_free);
-    if ((st = record(e, desc, &e->cb, &e->staging, fn)) != ACG_OK) {
+    VK_CHECK(d->vkCreateCommandPool(d->device, &pi, NULL, &e->pool), fn, out_args);
+    if ((st = record(e, desc, e->steps, &e->cb, &e->staging, fn)) != ACG_OK) {
         goto out_pool;
     }
+    write_blocks(e, desc);
     *out = (acg__bk_exec *)e;
     return ACG_OK;
 out_pool:
     d->vkDestroyCommandPool(d->device, e->pool, NULL);
+out_args:
+    acg__vk_args_free(d, e->args);
 out_free:
+    acg__free(e->steps);
     acg__free(e);
     return st;
 }
 
-acg_status acg__vk_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
-    vk_exec *e = vexec(exec);
-    VkCommandBuffer cb = VK_NULL_HANDLE;
-    vk_staging *staging = NULL;
-    acg_status st = record(e, desc, &cb, &staging, "acg_graph_update");
-    if (st == ACG_OK) {
-        e->dev->vkFreeCommandBuffers(e->dev->device, e->pool, 1, &e->cb);
-        acg__vk_staging_free(e->dev, &e->staging);
-        e->cb = cb;
-        e->staging = staging;
+/* Whether two grids dispatch alike: the group's width is the kernel's, whatever dims.local. */
+static bool same_dims(const acg_dims *a, const acg_dims *b) {
+    for (int i = 0; i < 3; i++) {
+        if (a->global[i] != b->global[i]) {
+            return false;
+        }
     }
+    return true;
+}
+
+/* Whether a recording of b would hold what one of a holds (kernel blocks aside). */
+static bool same_steps(const vk_step *a, const vk_step *b, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        const vk_step *x = &a[i], *y = &b[i];
+        if (x->kind != y->kind || x->kernel != y->kernel || !same_dims(&x->dims, &y->dims) ||
+            x->block != y->block || x->src != y->src || x->dst != y->dst ||
+            x->src_off != y->src_off || x->dst_off != y->dst_off || x->size != y->size ||
+            x->pattern != y->pattern || x->pattern_size != y->pattern_size) {
+            return false;
+        }
+    }
+    return true;
+}
+
+acg_status acg__vk_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc) {
+    static const char fn[] = "acg_graph_update";
+    vk_exec *e = vexec(exec);
+    vk_device *d = e->dev;
+    if (desc->n_nodes != e->n_steps) { /* the core compared the topologies */
+        return acg__error(ACG_ERR_INTERNAL, "%s: %u nodes where %u were recorded", fn,
+                          desc->n_nodes, e->n_steps);
+    }
+    vk_step *steps = acg__calloc(desc->n_nodes > 0 ? desc->n_nodes : 1, sizeof *steps);
+    if (steps == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    acg_status st = plan_steps(d, desc, steps, fn);
+    if (st == ACG_OK && !same_steps(e->steps, steps, desc->n_nodes)) {
+        VkCommandBuffer cb = VK_NULL_HANDLE;
+        vk_staging *staging = NULL;
+        if ((st = record(e, desc, steps, &cb, &staging, fn)) == ACG_OK) {
+            d->vkFreeCommandBuffers(d->device, e->pool, 1, &e->cb);
+            acg__vk_staging_free(d, &e->staging);
+            e->cb = cb;
+            e->staging = staging;
+            memcpy(e->steps, steps, desc->n_nodes * sizeof *steps);
+        }
+    }
+    if (st == ACG_OK) {
+        write_blocks(e, desc);
+    }
+    acg__free(steps);
     return st;
+}
+
+acg_status acg__vk_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                     uint32_t index, const acg__node *old) {
+    (void)old;
+    vk_exec *e = vexec(exec);
+    if (!same_dims(&desc->nodes[index].dims, &e->steps[index].dims)) {
+        return acg__vk_graph_update(exec, desc); /* a new grid: new dispatch sizes */
+    }
+    write_block(e, desc, index);
+    return ACG_OK;
 }
 
 void acg__vk_graph_destroy(acg__bk_exec *exec) {
     vk_exec *e = vexec(exec);
     e->dev->vkDestroyCommandPool(e->dev->device, e->pool, NULL); /* and its command buffers */
     acg__vk_staging_free(e->dev, &e->staging);
+    acg__vk_args_free(e->dev, e->args);
+    acg__free(e->steps);
     acg__free(e);
 }
 

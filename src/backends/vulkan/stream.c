@@ -8,7 +8,8 @@
  * signals the stream's timeline semaphore with the next value. An event is the timeline and the
  * value of the stream's latest submission when it was recorded (0: complete). Submitted
  * command buffers are kept until their value is reached, with the staging buffers their copies
- * read or write and references to the timelines they wait for, then reset for reuse.
+ * read or write, the argument buffers their launches read (kernel.c) and references to the
+ * timelines they wait for, then reset for reuse, argument buffers included.
  *
  * Copies from and to pinned memory copy from and to its VkBuffer (device.c); other host memory
  * goes through a staging buffer of host-visible memory, written before the call returns (h2d)
@@ -30,6 +31,7 @@ typedef struct vk_batch {
     VkCommandBuffer cb;
     uint64_t value; /* what its submission signals on the stream's timeline */
     vk_staging *staging;
+    vk_args *args;  /* the argument blocks of its launches, the one being filled first */
     vk_wait *waits; /* (n_waits) for its submission */
     uint32_t n_waits, cap_waits;
 } vk_batch;
@@ -47,6 +49,7 @@ typedef struct vk_stream {
     uint32_t n_flight, n_spare;
     uint32_t n_cbs;                 /* command buffers allocated */
     uint32_t cap_flight, cap_spare; /* each at least n_cbs */
+    vk_args *args_spare;            /* argument buffers of batches that ran, for the next ones */
 } vk_stream;
 
 typedef struct vk_event {
@@ -143,6 +146,13 @@ void acg__vk_staging_free(vk_device *d, vk_staging **list) {
 
 static void batch_release(vk_stream *s, vk_batch *b) {
     acg__vk_staging_free(s->dev, &b->staging);
+    while (b->args != NULL) { /* kept for the next recordings: no allocation in steady state */
+        vk_args *a = b->args;
+        b->args = a->next;
+        a->used = 0;
+        a->next = s->args_spare;
+        s->args_spare = a;
+    }
     for (uint32_t i = 0; i < b->n_waits; i++) {
         acg__vk_timeline_unref(b->waits[i].tl);
     }
@@ -371,6 +381,7 @@ void acg__vk_stream_destroy(acg__bk_stream *stream) {
     }
     batch_release(s, &s->open);
     acg__free(s->open.waits);
+    acg__vk_args_free(d, s->args_spare);
     d->vkDestroyCommandPool(d->device, s->pool, NULL); /* its command buffers too */
     acg__vk_timeline_unref(s->tl);
     acg__free(s->flight);
@@ -625,14 +636,46 @@ acg_status acg__vk_fill(acg__bk_stream *stream, acg__bk_mem *dst, size_t off, si
 
 /* ---- kernels --------------------------------------------------------------------------------- */
 
+/* Argument blocks per buffer a stream takes: a buffer of them serves a few decode steps. */
+enum { STREAM_ARGS_BLOCKS = 256 };
+
+/* The next argument block of the open command buffer: *a and the block's *offset in it (under
+ * s->lock). */
+static acg_status args_block(vk_stream *s, vk_args **a, uint32_t *offset, const char *fn) {
+    const uint32_t stride = s->dev->args_stride;
+    vk_args *head = s->open.args;
+    if (head == NULL || head->size - head->used < stride) {
+        if (s->args_spare != NULL) {
+            head = s->args_spare;
+            s->args_spare = head->next;
+        } else {
+            ACG__TRY(acg__vk_args_new(s->dev, STREAM_ARGS_BLOCKS, &head, fn));
+        }
+        head->next = s->open.args;
+        s->open.args = head;
+    }
+    *a = head;
+    *offset = head->used;
+    head->used += stride;
+    return ACG_OK;
+}
+
 acg_status acg__vk_kernel_launch(acg__bk_stream *stream, acg__bk_kernel *kernel,
                                  const acg_dims *dims, const acg__karg *args, uint32_t n_args) {
     static const char fn[] = "acg_kernel_launch";
     vk_stream *s = vstream(stream);
+    const vk_kernel *k = vkernel(kernel);
+    vk_args *a = NULL;
+    uint32_t offset = 0;
     pthread_mutex_lock(&s->lock);
     acg_status st = work(s, fn);
     if (st == ACG_OK) {
-        st = acg__vk_kernel_record(s->dev, s->open.cb, vkernel(kernel), dims, args, n_args, fn);
+        st = args_block(s, &a, &offset, fn);
+    }
+    if (st == ACG_OK) {
+        /* Written before the submission, which makes the host's writes visible to it. */
+        acg__vk_kernel_block(k, dims, args, n_args, a->host + offset);
+        st = acg__vk_kernel_record(s->dev, s->open.cb, k, dims, a, offset, fn);
     }
     pthread_mutex_unlock(&s->lock);
     return st;

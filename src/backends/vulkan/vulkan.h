@@ -78,8 +78,14 @@
     X(vkDestroyPipelineLayout)                                                                     \
     X(vkCreateComputePipelines)                                                                    \
     X(vkDestroyPipeline)                                                                           \
+    X(vkCreateDescriptorSetLayout)                                                                 \
+    X(vkDestroyDescriptorSetLayout)                                                                \
+    X(vkCreateDescriptorPool)                                                                      \
+    X(vkDestroyDescriptorPool)                                                                     \
+    X(vkAllocateDescriptorSets)                                                                    \
+    X(vkUpdateDescriptorSets)                                                                      \
     X(vkCmdBindPipeline)                                                                           \
-    X(vkCmdPushConstants)                                                                          \
+    X(vkCmdBindDescriptorSets)                                                                     \
     X(vkCmdDispatch)                                                                               \
     X(vkCmdExecuteCommands)
 
@@ -173,7 +179,9 @@ typedef struct vk_device {
     uint32_t host_type;         /* a memory type of host-visible, coherent memory */
     uint64_t heap_bytes;        /* the size of device_type's heap */
     pthread_mutex_t pinned_lock;
-    vk_pinned *pinned; /* a list: each allocation's node lives as long as it does */
+    vk_pinned *pinned;                 /* a list: each allocation's node lives as long as it does */
+    VkDescriptorSetLayout args_layout; /* every kernel's set 0: its argument block (kernel.c) */
+    uint32_t args_stride; /* a block's room in an argument buffer: ACG_VK_ARGS_BYTES, aligned */
 } vk_device;
 
 static inline vk_device *vdev(acg__bk_device *d) { return (vk_device *)d; }
@@ -232,25 +240,53 @@ acg_status acg__vk_fill_record(vk_device *d, VkCommandBuffer cb, const vk_mem *m
 
 /* ---- kernels (kernel.c) ---------------------------------------------------------------------- */
 
-/* A kernel: its pipeline, and where each argument goes in its push-constant block. */
+/* The most bytes a kernel's argument block takes: the grid's uvec4, then at most
+ * ACG_MAX_KERNEL_ARGS arguments of at most 8 bytes, each at an offset its size divides. */
+#define ACG_VK_ARGS_BYTES (16u + 8u * ACG_MAX_KERNEL_ARGS)
+
+/* A kernel: its pipeline, and where each argument goes in its argument block. */
 typedef struct vk_kernel {
     const acg__kernel_def *def;
     VkShaderModule module;
     VkPipelineLayout layout;
     VkPipeline pipeline;
-    uint32_t push_bytes;                  /* the block's size */
     uint32_t width;                       /* the group's width (specialization constant 0) */
-    uint32_t offset[ACG_MAX_KERNEL_ARGS]; /* each argument's offset in it */
+    uint32_t offset[ACG_MAX_KERNEL_ARGS]; /* each argument's offset in the block */
 } vk_kernel;
 
 static inline vk_kernel *vkernel(acg__bk_kernel *k) { return (vk_kernel *)k; }
 
+/* An argument buffer: host-visible, coherent memory mapped at host, holding the argument blocks
+ * of launches, each at a multiple of the device's args_stride; its descriptor set (of its own
+ * pool) binds it to a kernel's set 0 with the block's offset as the dynamic offset. A stream
+ * hands out blocks from the buffers of its open command buffer (`used`), a graph holds one
+ * block per kernel node, rewritten in place when only the node's arguments change. */
+typedef struct vk_args {
+    struct vk_args *next;
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    unsigned char *host;
+    VkDescriptorPool pool;
+    VkDescriptorSet set;
+    uint32_t size; /* bytes */
+    uint32_t used; /* bytes handed out, from the start */
+} vk_args;
+
+/* An argument buffer of `blocks` blocks (at least one). */
+acg_status acg__vk_args_new(vk_device *d, uint32_t blocks, vk_args **out, const char *fn);
+/* Frees every argument buffer of the list. */
+void acg__vk_args_free(vk_device *d, vk_args *list);
+
 acg_status acg__vk_kernel_load(acg__bk_device *dev, const acg__kernel_def *def,
                                acg__bk_kernel **out);
 void acg__vk_kernel_unload(acg__bk_device *dev, acg__bk_kernel *kernel);
-/* Records a launch into cb: the pipeline, the block (the grid and args), the dispatch. */
+/* Writes the launch's argument block (the grid, then args) at block. */
+void acg__vk_kernel_block(const vk_kernel *k, const acg_dims *dims, const acg__karg *args,
+                          uint32_t n_args, unsigned char *block);
+/* Records a launch into cb whose block is at `offset` of a: the pipeline, the block's set, the
+ * dispatch of whole groups; refuses a grid of more groups than the device dispatches. */
 acg_status acg__vk_kernel_record(vk_device *d, VkCommandBuffer cb, const vk_kernel *k,
-                                 const acg_dims *dims, const acg__karg *args, uint32_t n_args,
+                                 const acg_dims *dims, const vk_args *a, uint32_t offset,
                                  const char *fn);
 
 /* ---- graphs (graph.c) ------------------------------------------------------------------------ */
@@ -258,6 +294,8 @@ acg_status acg__vk_kernel_record(vk_device *d, VkCommandBuffer cb, const vk_kern
 acg_status acg__vk_graph_instantiate(acg__bk_device *dev, const acg__graph_desc *desc,
                                      acg__bk_exec **out);
 acg_status acg__vk_graph_update(acg__bk_exec *exec, const acg__graph_desc *desc);
+acg_status acg__vk_graph_update_node(acg__bk_exec *exec, const acg__graph_desc *desc,
+                                     uint32_t index, const acg__node *old);
 void acg__vk_graph_destroy(acg__bk_exec *exec);
 acg_status acg__vk_graph_get_native(acg__bk_exec *exec, acg_native_handle *out);
 /* The secondary command buffer a replay executes. */
