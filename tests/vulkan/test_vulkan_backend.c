@@ -6,11 +6,16 @@
  * VK_ERROR_OUT_OF_HOST_MEMORY from the call that needed the memory, or from vkEndCommandBuffer
  * for a command it could not record. The sweep runs one workload (open, memory, pinned memory,
  * a kernel, copies both ways through pinned and pageable memory, a fill that is not whole words,
- * events between streams, a graph captured, replayed and updated) with each allocation failing
+ * events between streams, a graph captured, replayed, and updated both in place and by
+ * recording again) with each allocation failing
  * in turn, until one run meets no failure. At each: the run either ends with the status of the
  * failed call, ACG_ERR_OUT_OF_MEMORY, its detail naming the Vulkan call, or (where the driver
  * did without the memory) succeeds with the right bytes; and once everything is released the
- * driver holds no host memory and acg no object. */
+ * driver holds no host memory and acg no object.
+ *
+ * And which way a graph's update goes: a change of kernel arguments only rewrites the graph's
+ * argument blocks, leaving its command buffer as it was; a new grid or a new copy or fill
+ * records a new one. Replays are compared with the same work done eagerly, bit for bit. */
 #include <stdio.h>
 #include <string.h>
 
@@ -93,6 +98,12 @@ static acg_status workload(run *r, float *got) {
     STEP(acg_stream_end_capture(r->b, &r->g));
     STEP(acg_graph_launch(r->g, r->b));
     STEP(acg_graph_launch(r->g, r->b));
+    args[2] = acg_arg_f32(3.0f); /* in place */
+    STEP(acg_graph_update_kernel_node(r->g, 0, NULL, args, 3));
+    STEP(acg_graph_launch(r->g, r->b));
+    const acg_dims half = {{N / 2, 1, 1}, {0, 0, 0}}; /* recorded again */
+    STEP(acg_graph_update_kernel_node(r->g, 0, &half, args, 3));
+    STEP(acg_graph_launch(r->g, r->b));
     STEP(acg_copy_d2h(r->b, r->pin, r->y, 0, N * sizeof(float))); /* pinned */
     STEP(acg_stream_synchronize(r->b));
     memcpy(got, r->pin, N * sizeof(float));
@@ -122,6 +133,12 @@ static void expected(float *want) {
     memset(x, 0, 2);
     for (uint32_t i = 0; i < N; i++) {
         y[i] = 2.0f * x[i] + y[i]; /* the second */
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        y[i] = 3.0f * x[i] + y[i]; /* updated in place */
+    }
+    for (uint32_t i = 0; i < N / 2; i++) {
+        y[i] = 3.0f * x[i] + y[i]; /* on half the grid */
     }
     memcpy(want, y, sizeof y);
     memcpy(want + N, x, sizeof x);
@@ -172,8 +189,120 @@ static void test_host_alloc_sweep(void **state) {
     }
 }
 
+/* The graph's command buffer (acg_graph_get_native). */
+static void *commands(acg_graph *g) {
+    acg_native_handle h = ACG_NATIVE_HANDLE_INIT;
+    TC_OK(acg_graph_get_native(g, &h));
+    assert_int_equal(h.kind, ACG_NATIVE_VULKAN_COMMAND_BUFFER);
+    assert_non_null(h.handle);
+    return h.handle;
+}
+
+/* y = a x + y over `n` items, then x's bytes [0, fill) zeroed, captured on s into *g. */
+static void capture(acg_stream *s, acg_graph_pool *pool, acg_kernel *axpy, acg_buffer *y,
+                    acg_buffer *x, float a, uint32_t n, size_t fill, acg_graph **g) {
+    const acg_dims dims = {{n, 1, 1}, {0, 0, 0}};
+    const acg_arg args[3] = {acg_arg_buffer(y, 0), acg_arg_buffer(x, 0), acg_arg_f32(a)};
+    TC_OK(acg_stream_begin_capture(s, pool));
+    TC_OK(acg_kernel_launch(s, axpy, &dims, args, 3));
+    TC_OK(acg_fill(s, x, 0, fill, 0, 1));
+    TC_OK(acg_stream_end_capture(s, g));
+}
+
+/* Runs g (or, with g NULL, the same work eagerly) on y = x = 0, 1, 2, ... into out. */
+static void run_from_start(acg_stream *s, acg_graph *g, acg_kernel *axpy, acg_buffer *y,
+                           acg_buffer *x, float a, uint32_t n, size_t fill, float *out) {
+    float host[N];
+    for (uint32_t i = 0; i < N; i++) {
+        host[i] = (float)i;
+    }
+    TC_OK(acg_copy_h2d(s, x, 0, host, sizeof host));
+    TC_OK(acg_copy_h2d(s, y, 0, host, sizeof host));
+    if (g != NULL) {
+        TC_OK(acg_graph_launch(g, s));
+    } else {
+        const acg_dims dims = {{n, 1, 1}, {0, 0, 0}};
+        const acg_arg args[3] = {acg_arg_buffer(y, 0), acg_arg_buffer(x, 0), acg_arg_f32(a)};
+        TC_OK(acg_kernel_launch(s, axpy, &dims, args, 3));
+        TC_OK(acg_fill(s, x, 0, fill, 0, 1));
+    }
+    TC_OK(acg_copy_d2h(s, out, y, 0, N * sizeof(float)));
+    TC_OK(acg_copy_d2h(s, out + N, x, 0, N * sizeof(float)));
+}
+
+static void test_update_in_place(void **state) {
+    (void)state;
+    acg_device *dev = NULL;
+    acg_stream *s = NULL;
+    acg_buffer *x = NULL, *y = NULL, *z = NULL;
+    acg_graph_pool *pool = NULL;
+    acg_graph *g = NULL, *from = NULL;
+    acg_kernel *axpy = NULL;
+    TC_OK(acg_device_open(tc_spec(), &dev));
+    TC_OK(acg_stream_create(dev, &s));
+    TC_OK(acg_buffer_alloc(dev, N * sizeof(float), &x));
+    TC_OK(acg_buffer_alloc(dev, N * sizeof(float), &y));
+    TC_OK(acg_buffer_alloc(dev, N * sizeof(float), &z));
+    TC_OK(acg_kernel_get(dev, "axpy_f32", &axpy));
+    TC_OK(acg_graph_pool_create(dev, &pool));
+    static float got[2 * N], want[2 * N];
+    capture(s, pool, axpy, y, x, 2.0f, N, 4, &g);
+    void *const recorded = commands(g);
+
+    /* A new scalar and a new buffer: the blocks change, the recording does not. */
+    const acg_dims dims = {{N, 1, 1}, {0, 0, 0}};
+    acg_arg args[3] = {acg_arg_buffer(z, 0), acg_arg_buffer(x, 0), acg_arg_f32(-1.5f)};
+    TC_OK(acg_graph_update_kernel_node(g, 0, &dims, args, 3));
+    assert_ptr_equal(commands(g), recorded);
+    run_from_start(s, g, axpy, z, x, -1.5f, N, 4, got);
+    run_from_start(s, NULL, axpy, z, x, -1.5f, N, 4, want);
+    TC_OK(acg_stream_synchronize(s));
+    TC_BYTES_EQUAL(got, want, sizeof got);
+
+    /* A graph of the same topology whose kernel differs only in arguments: in place too. */
+    capture(s, pool, axpy, y, x, 0.25f, N, 4, &from);
+    TC_OK(acg_graph_update(g, from));
+    assert_ptr_equal(commands(g), recorded);
+    run_from_start(s, g, axpy, y, x, 0.25f, N, 4, got);
+    run_from_start(s, NULL, axpy, y, x, 0.25f, N, 4, want);
+    TC_OK(acg_stream_synchronize(s));
+    TC_BYTES_EQUAL(got, want, sizeof got);
+    TC_OK(acg_graph_destroy(from));
+
+    /* A fill of another range: recorded again. */
+    capture(s, pool, axpy, y, x, 0.25f, N, 6, &from);
+    TC_OK(acg_graph_update(g, from));
+    void *const again = commands(g);
+    assert_ptr_not_equal(again, recorded);
+    run_from_start(s, g, axpy, y, x, 0.25f, N, 6, got);
+    run_from_start(s, NULL, axpy, y, x, 0.25f, N, 6, want);
+    TC_OK(acg_stream_synchronize(s));
+    TC_BYTES_EQUAL(got, want, sizeof got);
+    TC_OK(acg_graph_destroy(from));
+
+    /* A new grid: new dispatch sizes, recorded again. */
+    const acg_dims third = {{N / 3, 1, 1}, {0, 0, 0}};
+    args[0] = acg_arg_buffer(y, 0);
+    args[2] = acg_arg_f32(4.0f);
+    TC_OK(acg_graph_update_kernel_node(g, 0, &third, args, 3));
+    assert_ptr_not_equal(commands(g), again);
+    run_from_start(s, g, axpy, y, x, 4.0f, N / 3, 6, got);
+    run_from_start(s, NULL, axpy, y, x, 4.0f, N / 3, 6, want);
+    TC_OK(acg_stream_synchronize(s));
+    TC_BYTES_EQUAL(got, want, sizeof got);
+
+    TC_OK(acg_graph_destroy(g));
+    TC_OK(acg_graph_pool_destroy(pool));
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_buffer_free(z));
+    TC_OK(acg_stream_destroy(s));
+    TC_OK(acg_device_close(dev));
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_host_alloc_sweep),
+    cmocka_unit_test(test_update_in_place),
 };
 
 TC_MAIN("test_vulkan_backend", tests)
