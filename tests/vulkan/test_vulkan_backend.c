@@ -5,9 +5,9 @@
  * which a test hook makes fail at the n-th allocation: the driver then answers
  * VK_ERROR_OUT_OF_HOST_MEMORY from the call that needed the memory, or from vkEndCommandBuffer
  * for a command it could not record. The sweep runs one workload (open, memory, pinned memory,
- * a kernel, copies both ways through pinned and pageable memory, a fill that is not whole words,
- * events between streams, a graph captured, replayed, and updated both in place and by
- * recording again) with each allocation failing
+ * a kernel, copies both ways through pinned and pageable memory and from the caller's memory
+ * registered, a fill that is not whole words, events between streams, a graph captured,
+ * replayed, and updated both in place and by recording again) with each allocation failing
  * in turn, until one run meets no failure. At each: the run either ends with the status of the
  * failed call, ACG_ERR_OUT_OF_MEMORY, its detail naming the Vulkan call, or (where the driver
  * did without the memory) succeeds with the right bytes; and once everything is released the
@@ -17,6 +17,7 @@
  * argument blocks, leaving its command buffer as it was; a new grid or a new copy or fill
  * records a new one. Replays are compared with the same work done eagerly, bit for bit. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -37,6 +38,8 @@ typedef struct run {
     float *pin;
     acg_graph_pool *pool;
     acg_graph *g;
+    float *reg; /* the caller's memory, registered where the device can */
+    bool registered;
 } run;
 
 static void release_all(run *r) {
@@ -46,6 +49,10 @@ static void release_all(run *r) {
     if (r->b != NULL) {
         acg_stream_synchronize(r->b);
     }
+    if (r->registered) {
+        TC_OK(acg_pinned_unregister(r->reg));
+    }
+    free(r->reg);
     TC_OK(acg_graph_destroy(r->g));
     TC_OK(acg_graph_pool_destroy(r->pool));
     TC_OK(acg_pinned_free(r->pin));
@@ -83,7 +90,16 @@ static acg_status workload(run *r, float *got) {
         host[i] = (float)i;
         r->pin[i] = 0.5f * (float)i;
     }
-    STEP(acg_copy_h2d(r->a, r->x, 0, host, sizeof host));         /* pageable */
+    STEP(acg_copy_h2d(r->a, r->x, 0, host, sizeof host)); /* pageable */
+    if (acg_device_get_capability(r->dev)->pinned_register) {
+        /* The caller's pages imported: x copied again from them, the same values. */
+        r->reg = aligned_alloc(4096, 4096);
+        assert_non_null(r->reg);
+        memcpy(r->reg, host, sizeof host);
+        STEP(acg_pinned_register(r->dev, r->reg, 4096));
+        r->registered = true;
+        STEP(acg_copy_h2d(r->a, r->x, 0, r->reg, sizeof host)); /* registered */
+    }
     STEP(acg_copy_h2d(r->a, r->y, 0, r->pin, N * sizeof(float))); /* pinned */
     STEP(acg_fill(r->a, r->y, 2, 6, 0x3f80, 2));                  /* not whole words */
     STEP(acg_event_record(r->e, r->a));

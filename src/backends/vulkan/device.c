@@ -22,6 +22,7 @@ static void describe_physical(const vk_physical *p, acg_capability *out) {
     out->graph_node_update_grid = p->usable;
     out->multi_stream_capture = p->usable;
     out->graph_pinned_replay = p->usable;
+    out->pinned_register = p->usable && p->host_memory_import;
     out->host_cpu = p->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     VkPhysicalDeviceMemoryProperties mp;
     acg__vk.vkGetPhysicalDeviceMemoryProperties(p->pd, &mp);
@@ -100,6 +101,8 @@ static acg_status vk_device_open(int index, const char *options, acg__bk_device 
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .timelineSemaphore = VK_TRUE,
         .bufferDeviceAddress = VK_TRUE};
+    /* Registering the caller's host memory imports it, where the device can. */
+    const char *host_import = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
     const VkPhysicalDeviceFeatures2 features = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
         .pNext = &f12,
@@ -107,12 +110,19 @@ static acg_status vk_device_open(int index, const char *options, acg__bk_device 
     const VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                                      .pNext = &features,
                                      .queueCreateInfoCount = 1,
+                                     .enabledExtensionCount = p->host_memory_import ? 1 : 0,
+                                     .ppEnabledExtensionNames = &host_import,
                                      .pQueueCreateInfos = &queue};
     /* The device's objects allocate host memory through acg__vk_host_allocator. */
     VK_CHECK(acg__vk.vkCreateDevice(p->pd, &info, &acg__vk_host_allocator, &d->device), fn,
              out_free);
     if ((st = resolve_device(d, fn)) != ACG_OK) {
         goto out_destroy;
+    }
+    if (p->host_memory_import) {
+        d->vkGetMemoryHostPointerPropertiesEXT =
+            (PFN_vkGetMemoryHostPointerPropertiesEXT)acg__vk.vkGetDeviceProcAddr(
+                d->device, "vkGetMemoryHostPointerPropertiesEXT");
     }
     d->vkGetDeviceQueue(d->device, p->family, 0, &d->queue);
     VkPhysicalDeviceMemoryProperties mp;
@@ -316,9 +326,94 @@ void acg__vk_pinned_free(acg__bk_device *dev, void *ptr) {
     pthread_mutex_lock(&d->pinned_lock);
     for (vk_pinned **at = &d->pinned; *at != NULL; at = &(*at)->next) {
         vk_pinned *p = *at;
-        if (p->host == ptr) {
+        if (p->user == NULL && p->host == ptr) {
             *at = p->next;
             acg__vk_buffer_unmake(d, p->buffer, p->memory);
+            acg__free(p);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->pinned_lock);
+}
+
+acg_status acg__vk_pinned_register(acg__bk_device *dev, void *ptr, size_t size) {
+    static const char fn[] = "acg_pinned_register";
+    vk_device *d = vdev(dev);
+    /* The whole pages (of the driver's import alignment) around the caller's bytes. */
+    const uintptr_t align = (uintptr_t)d->phys->import_align;
+    const uintptr_t lo = (uintptr_t)ptr / align * align;
+    const uintptr_t hi = ((uintptr_t)ptr + size - 1) / align * align + align;
+    acg_status st = ACG_OK;
+    vk_pinned *p = acg__calloc(1, sizeof *p);
+    if (p == NULL) {
+        return acg__error(ACG_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    p->user = ptr;
+    p->host = (void *)lo;
+    p->size = hi - lo;
+    VkMemoryHostPointerPropertiesEXT hp = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    VK_CHECK(d->vkGetMemoryHostPointerPropertiesEXT(
+                 d->device, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, p->host, &hp),
+             fn, out_free);
+    const VkExternalMemoryBufferCreateInfo external = {
+        .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+        .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT};
+    const VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                                   .pNext = &external,
+                                   .size = p->size,
+                                   .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                            VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                   .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VK_CHECK(d->vkCreateBuffer(d->device, &bi, NULL, &p->buffer), fn, out_free);
+    VkMemoryRequirements req;
+    d->vkGetBufferMemoryRequirements(d->device, p->buffer, &req);
+    const uint32_t types = req.memoryTypeBits & hp.memoryTypeBits;
+    if (types == 0) {
+        st = acg__error(ACG_ERR_OUT_OF_MEMORY,
+                        "%s: %zu bytes at %p: no memory type of %s holds both a buffer (0x%x) "
+                        "and imported host memory (0x%x)",
+                        fn, size, ptr, d->phys->props.deviceName, req.memoryTypeBits,
+                        hp.memoryTypeBits);
+        goto out_buffer;
+    }
+    uint32_t type = 0;
+    while ((types & (1u << type)) == 0) {
+        type++;
+    }
+    const VkImportMemoryHostPointerInfoEXT import = {
+        .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+        .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+        .pHostPointer = p->host};
+    const VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                     .pNext = &import,
+                                     .allocationSize = p->size,
+                                     .memoryTypeIndex = type};
+    VK_CHECK(d->vkAllocateMemory(d->device, &ai, NULL, &p->memory), fn, out_buffer);
+    VK_CHECK(d->vkBindBufferMemory(d->device, p->buffer, p->memory, 0), fn, out_memory);
+    pthread_mutex_lock(&d->pinned_lock);
+    p->next = d->pinned;
+    d->pinned = p;
+    pthread_mutex_unlock(&d->pinned_lock);
+    return ACG_OK;
+
+out_memory:
+    d->vkFreeMemory(d->device, p->memory, NULL);
+out_buffer:
+    d->vkDestroyBuffer(d->device, p->buffer, NULL);
+out_free:
+    acg__free(p);
+    return st;
+}
+
+void acg__vk_pinned_unregister(acg__bk_device *dev, void *ptr) {
+    vk_device *d = vdev(dev);
+    pthread_mutex_lock(&d->pinned_lock);
+    for (vk_pinned **at = &d->pinned; *at != NULL; at = &(*at)->next) {
+        vk_pinned *p = *at;
+        if (p->user == ptr) {
+            *at = p->next;
+            acg__vk_buffer_unmake(d, p->buffer, p->memory); /* the memory stays the caller's */
             acg__free(p);
             break;
         }
@@ -390,6 +485,9 @@ const acg_backend_i acg__backend_vulkan = {
     .buffer_free = acg__vk_buffer_free,
     .pinned_alloc = acg__vk_pinned_alloc,
     .pinned_free = acg__vk_pinned_free,
+    /* The caller's memory imported (VK_EXT_external_memory_host), where the device offers it. */
+    .pinned_register = acg__vk_pinned_register,
+    .pinned_unregister = acg__vk_pinned_unregister,
     .stream_create = acg__vk_stream_create,
     .stream_destroy = acg__vk_stream_destroy,
     .stream_synchronize = acg__vk_stream_synchronize,

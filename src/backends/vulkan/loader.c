@@ -257,8 +257,12 @@ static void examine(VkPhysicalDevice pd, uint32_t family, vk_physical *p) {
                  VK_API_VERSION_MINOR(p->props.apiVersion));
         return;
     }
+    p->host_memory_import = device_has_extension(pd, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT host = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
     VkPhysicalDeviceMaintenance3Properties m3 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+        .pNext = p->host_memory_import ? &host : NULL};
     p->driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
     p->driver.pNext = &m3;
     VkPhysicalDeviceProperties2 props2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -266,6 +270,10 @@ static void examine(VkPhysicalDevice pd, uint32_t family, vk_physical *p) {
     acg__vk.vkGetPhysicalDeviceProperties2(pd, &props2);
     p->driver.pNext = NULL;
     p->max_allocation = m3.maxMemoryAllocationSize;
+    p->import_align = host.minImportedHostPointerAlignment;
+    if (p->import_align == 0 || (p->import_align & (p->import_align - 1)) != 0) {
+        p->host_memory_import = false; /* no usable alignment: no registration */
+    }
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
@@ -278,7 +286,6 @@ static void examine(VkPhysicalDevice pd, uint32_t family, vk_physical *p) {
                                             : "64-bit integers in shaders (shaderInt64)");
         return;
     }
-    p->host_memory_import = device_has_extension(pd, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
     p->usable = true;
 }
 

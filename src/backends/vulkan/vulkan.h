@@ -101,6 +101,7 @@ typedef struct vk_physical {
     char why[160];           /* why not, when not usable */
     bool host_memory_import; /* VK_EXT_external_memory_host is offered */
     uint64_t max_allocation; /* maxMemoryAllocationSize */
+    uint64_t import_align;   /* minImportedHostPointerAlignment, with host_memory_import */
 } vk_physical;
 
 typedef struct vk_loader {
@@ -160,10 +161,12 @@ const char *acg__vk_result_name(VkResult r);
 
 /* ---- devices (device.c) --------------------------------------------------------------------- */
 
-/* A pinned allocation: host-visible, coherent memory mapped at host. */
+/* A pinned allocation: host-visible, coherent memory mapped at host; or a registration: the
+ * caller's host memory imported (VK_EXT_external_memory_host), the whole pages around it. */
 typedef struct vk_pinned {
     struct vk_pinned *next;
-    void *host;
+    void *user; /* a registration: the pointer the caller registered; else NULL */
+    void *host; /* the memory's first byte (a registration's first page) */
     size_t size;
     VkBuffer buffer;
     VkDeviceMemory memory;
@@ -178,6 +181,7 @@ typedef struct vk_device {
     uint32_t device_type;       /* a memory type of device-local memory (or the first usable) */
     uint32_t host_type;         /* a memory type of host-visible, coherent memory */
     uint64_t heap_bytes;        /* the size of device_type's heap */
+    PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT; /* or NULL */
     pthread_mutex_t pinned_lock;
     vk_pinned *pinned;                 /* a list: each allocation's node lives as long as it does */
     VkDescriptorSetLayout args_layout; /* every kernel's set 0: its argument block (kernel.c) */
@@ -212,6 +216,8 @@ acg_status acg__vk_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **
 void acg__vk_buffer_free(acg__bk_device *dev, acg__bk_mem *mem);
 acg_status acg__vk_pinned_alloc(acg__bk_device *dev, size_t size, void **ptr);
 void acg__vk_pinned_free(acg__bk_device *dev, void *ptr);
+acg_status acg__vk_pinned_register(acg__bk_device *dev, void *ptr, size_t size);
+void acg__vk_pinned_unregister(acg__bk_device *dev, void *ptr);
 acg_status acg__vk_buffer_get_native(acg__bk_device *dev, acg__bk_mem *mem, size_t offset,
                                      size_t size, acg_native_buffer *out);
 
