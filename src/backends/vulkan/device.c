@@ -185,6 +185,22 @@ static void vk_device_close(acg__bk_device *dev) {
     acg__free(d);
 }
 
+/* Mesa's common runtime, which lavapipe 22.3 runs on, follows each submission on a thread of its
+ * own and emulates timeline semaphores: after a submission's signal is already visible it
+ * releases the points the submission waited for (vk_queue_submit_cleanup calls
+ * vk_sync_timeline_point_release, which locks the waited semaphore's mutex and puts the point
+ * on its free list). Vulkan lets a semaphore go once the batches that refer to it are seen
+ * complete, so destroyed in between, the semaphore is used after it is freed and the point's
+ * memory leaks. vkQueueWaitIdle returns only when that thread is done with every submission. */
+void acg__vk_semaphore_destroy(vk_device *d, VkSemaphore sem, bool waited) {
+    if (waited) {
+        pthread_mutex_lock(&d->queue_lock);
+        d->vkQueueWaitIdle(d->queue); /* on a lost device there is nothing to wait for */
+        pthread_mutex_unlock(&d->queue_lock);
+    }
+    d->vkDestroySemaphore(d->device, sem, NULL);
+}
+
 static acg_status vk_query_capability(acg__bk_device *dev, acg_capability *out) {
     describe_physical(vdev(dev)->phys, out);
     return ACG_OK;

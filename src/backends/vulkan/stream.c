@@ -90,7 +90,7 @@ static vk_timeline *timeline_ref(vk_timeline *t) {
 
 void acg__vk_timeline_unref(vk_timeline *t) {
     if (t != NULL && atomic_fetch_sub(&t->refs, 1) == 1) {
-        t->dev->vkDestroySemaphore(t->dev->device, t->sem, NULL);
+        acg__vk_semaphore_destroy(t->dev, t->sem, atomic_load(&t->waited));
         acg__free(t);
     }
 }
@@ -489,6 +489,7 @@ acg_status acg__vk_stream_wait_event(acg__bk_stream *stream, acg__bk_event *even
     }
     if (st == ACG_OK) {
         s->open.waits[s->open.n_waits++] = (vk_wait){tl, value};
+        atomic_store(&tl->waited, true);
     } else {
         acg__vk_timeline_unref(tl);
     }

@@ -211,6 +211,9 @@ void acg__vk_buffer_unmake(vk_device *d, VkBuffer buffer, VkDeviceMemory memory)
  * none does. */
 bool acg__vk_pinned_find(vk_device *d, const void *host, size_t size, VkBuffer *buffer,
                          VkDeviceSize *offset);
+/* Destroys a timeline's semaphore; one that a submission waited on (waited) only once the
+ * driver is done with every submission. */
+void acg__vk_semaphore_destroy(vk_device *d, VkSemaphore sem, bool waited);
 
 acg_status acg__vk_buffer_alloc(acg__bk_device *dev, size_t size, acg__bk_mem **out);
 void acg__vk_buffer_free(acg__bk_device *dev, acg__bk_mem *mem);
@@ -315,6 +318,7 @@ typedef struct vk_timeline {
     vk_device *dev;
     VkSemaphore sem;
     atomic_uint refs;
+    atomic_bool waited; /* another stream's submission waited on it (acg__vk_semaphore_destroy) */
 } vk_timeline;
 
 void acg__vk_timeline_unref(vk_timeline *t);
