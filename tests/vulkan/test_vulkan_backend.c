@@ -15,7 +15,11 @@
  *
  * And which way a graph's update goes: a change of kernel arguments only rewrites the graph's
  * argument blocks, leaving its command buffer as it was; a new grid or a new copy or fill
- * records a new one. Replays are compared with the same work done eagerly, bit for bit. */
+ * records a new one. Replays are compared with the same work done eagerly, bit for bit.
+ *
+ * And a stream destroyed as soon as the stream that waited for it is synchronized, which Vulkan
+ * allows and lavapipe 22.3 did not survive until the backend drained the queue first
+ * (acg__vk_semaphore_destroy). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,9 +320,45 @@ static void test_update_in_place(void **state) {
     TC_OK(acg_device_close(dev));
 }
 
+/* Stream b waits for a's event while a still fills a large buffer, b is synchronized, and a and
+ * the event are destroyed at once, many times over: the driver must be done with b's submission
+ * by then. Lavapipe 22.3 locked a's destroyed semaphore afterwards (ThreadSanitizer reports it)
+ * and leaked the host memory of the point b waited for, which the count here sees. */
+static void test_destroy_after_wait(void **state) {
+    (void)state;
+    enum { BYTES = 16 << 20, ROUNDS = 100 };
+    const int64_t base = acg__vk_host_alloc_live();
+    acg_device *dev = NULL;
+    TC_OK(acg_device_open(tc_spec(), &dev));
+    acg_buffer *x = NULL, *y = NULL;
+    TC_OK(acg_buffer_alloc(dev, BYTES, &x));
+    TC_OK(acg_buffer_alloc(dev, 4096, &y));
+    for (int i = 0; i < ROUNDS; i++) {
+        acg_stream *a = NULL, *b = NULL;
+        acg_event *e = NULL;
+        TC_OK(acg_stream_create(dev, &a));
+        TC_OK(acg_stream_create(dev, &b));
+        TC_OK(acg_event_create(dev, &e));
+        TC_OK(acg_fill(a, x, 0, BYTES, (uint32_t)i, 4));
+        TC_OK(acg_event_record(e, a));
+        TC_OK(acg_stream_wait_event(b, e));
+        TC_OK(acg_fill(b, y, 0, 4096, (uint32_t)i, 4));
+        TC_OK(acg_stream_synchronize(b)); /* b's wait submitted while a may still run */
+        TC_OK(acg_stream_synchronize(a));
+        TC_OK(acg_event_destroy(e));
+        TC_OK(acg_stream_destroy(a));
+        TC_OK(acg_stream_destroy(b));
+    }
+    TC_OK(acg_buffer_free(x));
+    TC_OK(acg_buffer_free(y));
+    TC_OK(acg_device_close(dev));
+    assert_int_equal(acg__vk_host_alloc_live(), base);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_host_alloc_sweep),
     cmocka_unit_test(test_update_in_place),
+    cmocka_unit_test(test_destroy_after_wait),
 };
 
 TC_MAIN("test_vulkan_backend", tests)
