@@ -442,6 +442,12 @@ static bool enumerate(void) {
         }
     }
     acg__free(pds);
+    if (n > 0 && acg__vk.n_devices == 0) {
+        snprintf(acg__vk.reason, sizeof acg__vk.reason,
+                 "the driver reports %u Vulkan device%s, none with a queue family that computes", n,
+                 n == 1 ? "" : "s");
+        return false;
+    }
     return true;
 }
 
