@@ -21,7 +21,7 @@
 
 #include "vulkan.h"
 
-/* What the recording holds of a node: all that a change of needs recording again. */
+/* What the recording holds of a node: whatever of it, changed, needs recording again. */
 typedef struct vk_step {
     acg_node_kind kind;
     const vk_kernel *kernel; /* a kernel node's */
