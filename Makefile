@@ -28,7 +28,7 @@ run: deps
 
 test: deps
 	$(MAKE) --no-print-directory build
-	ctest --test-dir $(BUILD) --output-on-failure
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
